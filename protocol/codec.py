@@ -1,0 +1,185 @@
+"""Sans-IO codec for the AMPS "amps" protocol: bytes in, commands out; replies to bytes.
+
+Framing (``shared/docs/amps-wire-protocol.md`` section 1): every frame is a 4-byte
+big-endian payload length, then the payload, which is one flat JSON header object
+immediately followed by the body bytes. The decoder checks the length prefix against a
+configurable maximum *before* buffering anything of the payload, so a hostile
+length prefix costs nothing.
+
+Two error types (the h11 split): :class:`ProtocolError` means the peer broke the framing or
+sent something that cannot be a header; the connection must be closed.
+:class:`protocol.reasons.CommandError` means one command was bad but the stream is intact;
+the server answers with a failure ack and carries on.
+
+Outbound, headers are written compactly (no whitespace, raw UTF-8, never ``\\uXXXX``
+escapes) and with client-known keys only; see :mod:`protocol.headers`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Iterable
+
+import msgspec
+
+from protocol.command import Command, command_from_header
+from protocol.headers import CLIENT_KNOWN_KEYS
+from protocol.reasons import CommandError
+
+DEFAULT_MAX_FRAME = 64 * 1024 * 1024
+
+# A flat JSON object: strings (with escapes) or anything that is not a quote or a brace.
+_HEADER_RE = re.compile(rb'\{(?:"(?:[^"\\]|\\.)*"|[^"{}])*\}', re.DOTALL)
+_CID_RE = re.compile(rb'"(?:cid|cmd_id)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+_decode_header = msgspec.json.Decoder(dict).decode
+_json_encode = msgspec.json.encode
+
+
+class ProtocolError(Exception):
+    """The peer broke the protocol; the connection cannot continue."""
+
+
+def split_frame(payload: bytes) -> tuple[dict[str, Any], bytes]:
+    """Split one frame payload into (header dict, body bytes).
+
+    Raises :class:`ProtocolError` if the payload does not start with a flat JSON object.
+    """
+    m = _HEADER_RE.match(payload)
+    if m is None:
+        raise ProtocolError("frame does not start with a JSON header object")
+    end = m.end()
+    try:
+        header = _decode_header(payload[:end])
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"header is not valid JSON: {exc}") from None
+    return header, payload[end:]
+
+
+def parse_command(payload: bytes) -> Command:
+    """Decode one frame payload into a :class:`Command`.
+
+    A header that is syntactically broken but whose ``cid`` is readable raises
+    :class:`CommandError` (``header malformed``) carrying ``cid`` so the server can
+    answer; one with no recoverable header raises :class:`ProtocolError`.
+    """
+    try:
+        header, body = split_frame(payload)
+    except ProtocolError:
+        m = _CID_RE.search(payload[:4096])
+        if m is None:
+            raise
+        err = CommandError("header malformed", "header is not a flat JSON object")
+        err.cid = m.group(1).decode("utf-8", "replace")  # type: ignore[attr-defined]
+        raise err from None
+    return command_from_header(header, body)
+
+
+class FrameDecoder:
+    """Incremental frame reader: ``feed(bytes)`` then iterate ``frames()``.
+
+    Memory is bounded by ``max_frame`` plus one read: a length prefix larger than
+    ``max_frame`` raises :class:`ProtocolError` before any of that payload is kept.
+    """
+
+    __slots__ = ("_buf", "_max", "_need")
+
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self._buf = bytearray()
+        self._max = max_frame
+        self._need = -1  # payload length of the frame being assembled, -1 = reading prefix
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add received bytes; return every payload that is now complete, in order."""
+        buf = self._buf
+        buf += data
+        out: list[bytes] = []
+        pos = 0
+        n = len(buf)
+        need = self._need
+        while True:
+            if need < 0:
+                if n - pos < 4:
+                    break
+                need = int.from_bytes(buf[pos:pos + 4], "big")
+                if need > self._max:
+                    self._buf = bytearray()
+                    self._need = -1
+                    raise ProtocolError(
+                        f"frame length {need} exceeds the maximum of {self._max} bytes"
+                    )
+                pos += 4
+            if n - pos < need:
+                break
+            out.append(bytes(buf[pos:pos + need]))
+            pos += need
+            need = -1
+        if pos:
+            del buf[:pos]
+        self._need = need
+        return out
+
+
+# ---------------------------------------------------------------------------------------
+# Encoding (server -> client)
+
+def encode_header(header: dict[str, Any]) -> bytes:
+    """Compact JSON header; keys must be client-known (checked in tests, not here)."""
+    return _json_encode(header)
+
+
+def frame(header: dict[str, Any], body: bytes = b"") -> bytes:
+    """One complete frame: length prefix + compact header + body."""
+    h = _json_encode(header)
+    return (len(h) + len(body)).to_bytes(4, "big") + h + body
+
+
+def frame_raw(header_bytes: bytes, body: bytes = b"") -> bytes:
+    """Frame an already encoded header."""
+    return (len(header_bytes) + len(body)).to_bytes(4, "big") + header_bytes + body
+
+
+def json_str(value: str) -> bytes:
+    """A JSON string literal as bytes (quotes included), raw UTF-8."""
+    return _json_encode(value)
+
+
+def ack(cid: str | None, ack_type: str, status: str = "success", reason: str | None = None,
+        **extra: Any) -> bytes:
+    """An ``ack`` frame. ``extra`` keys are client-known header keys (sub_id, query_id, s, bm,
+    records_returned, matches, topic_matches, records_deleted, version, client_name, ...)."""
+    h: dict[str, Any] = {"c": "ack"}
+    if cid is not None:
+        h["cid"] = cid
+    h["a"] = ack_type
+    h["status"] = status
+    if reason is not None:
+        h["reason"] = reason
+    for k, v in extra.items():
+        if v is not None:
+            h[k] = v
+    return frame(h)
+
+
+def sow_batch(topic: str, query_id: str, records: Iterable[tuple[dict[str, Any], bytes]]) -> bytes:
+    """A batched ``sow`` frame: ``{outer}{record header}DATA{record header}DATA...``.
+
+    Each record header gets ``l`` (exact data length) added; per-record fields are sticky
+    on the client, so callers must set the same set of fields on every record.
+    """
+    parts = [_json_encode({"c": "sow", "t": topic, "query_id": query_id})]
+    for rec_header, data in records:
+        rec_header["l"] = len(data)
+        parts.append(_json_encode(rec_header))
+        parts.append(data)
+    payload = b"".join(parts)
+    return len(payload).to_bytes(4, "big") + payload
+
+
+def unknown_keys(header: dict[str, Any]) -> set[str]:
+    """Keys in ``header`` that the official client's parser would not understand."""
+    return {k for k in header if k not in CLIENT_KNOWN_KEYS}
