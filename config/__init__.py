@@ -1,0 +1,138 @@
+"""AMPS configuration files (``AMPSConfig`` XML) read into frozen, typed structures.
+
+Public API::
+
+    from config import load_config, loads_config, default_config, sample_config, ConfigError, Config
+    cfg = load_config("/path/amps.xml")          # raises ConfigError listing every error
+    cfg = loads_config(text, filename="<string>")
+    cfg = default_config(data_dir="./amps-data")
+    text = sample_config()
+    cfg.warnings                                 # ConfigIssue(file, line, reason) per ignored element
+
+``ConfigError.errors`` is the list of every :class:`ConfigIssue` found; ``str(error)`` prints
+one ``file:line: reason`` per line. See :mod:`config.model` for the structures and units
+(durations in seconds as ``float``, sizes in bytes as ``int``). :mod:`config.cli` has the
+``--sample-config`` / ``--verify-config FILE`` helpers.
+
+Modules: ``xmlload`` (safe, located XML; ``${ENV}``; ``Include``), ``units`` and ``values``
+(value parsers), ``schema`` (declarative section reading), ``instance_sections``,
+``sow_sections``, ``actions_section`` (one reader per area), ``loader`` (orchestration),
+``model``, ``defaults``, ``sample`` (+ ``sample.xml``), ``cli``.
+
+What is read
+============
+
+Real AMPS elements parsed into the structures:
+
+* ``Name``, ``Group``, ``Description``, ``ClientMessageAgeLimit`` (instance default);
+* ``Transports/Transport``: ``Name Type InetAddr MessageType Protocol InitialState
+  ClientMessageAgeLimit``;
+* ``Admin``: ``InetAddr FileName Interval SQLTransport ExternalInetAddr``;
+* ``Logging/Target``: ``Protocol Level Levels IncludeErrors ExcludeErrors FileName
+  RotationThreshold Ident Options Facility``;
+* ``TransactionLog``: ``JournalDirectory JournalArchiveDirectory JournalSize`` (synonym
+  ``MinJournalSize``) ``PreallocatedJournalFiles FlushInterval InactiveClientAckExpiration``
+  and ``Topic`` (``Name`` regex + ``MessageType``);
+* ``SOW`` (synonym ``TopicMetaData``) with ``Topic`` (``TopicDefinition``): ``Name``/``Topic
+  MessageType FileName Durability``/``Duration Key KeyDomain Expiration HashIndex/Key Index
+  RecoveryPoint``; ``Queue`` (``QueueDefinition``), ``LocalQueue``, ``GroupLocalQueue``: ``Name
+  MessageType UnderlyingTopic DefaultPublishTarget Semantics LeasePeriod MaxBacklog
+  MaxPerSubscriptionBacklog Expiration ExpirationModel FairnessModel Leasing MaxCancels
+  MaxDeliveries TargetQueueDepth Priority BarrierExpression Filter RecoveryPoint
+  FileBackedMetadata DeferredAckExpiration InitialOwner GroupLocalQueueDomain``; ``View``
+  (``ViewDefinition``): ``Name MessageType UnderlyingTopic``(or ``Join``s) ``Projection/Field
+  Grouping/Field Filter KeyDomain Conflation HashIndex JoinNullEquivalency FileName``;
+  ``ConflatedTopic`` (``ReplicaDefinition``): ``Name MessageType UnderlyingTopic Interval
+  Filter HashIndex TopicFormat``;
+* ``Actions/Action`` with ``On``, ``If``, ``Do`` (``Module`` + ``Options``);
+* ``MessageTypes/MessageType/Name`` only to accept the declared names as message types;
+* ``Include`` anywhere, and ``${NAME}`` in any text.
+
+Emulator extensions (not AMPS elements; all optional, so real configs load unchanged):
+
+``MaxFrameSize`` (in ``Transport``, or top level as the default for every transport)
+    Largest frame a client may send, in bytes. Default 64 MiB. AMPS has no such element.
+``ClientOutboundLimit`` (in ``Transport``, or top level)
+    Bytes queued for one connection before it is disconnected as a slow consumer. Default
+    128 MiB. AMPS has no per-connection byte limit: it offlines slow clients to disk under
+    ``MessageMemoryLimit``/``MessageDiskLimit``/``MessageDiskPath``/``ClientMaxCapacity``, which
+    the emulator warns about and ignores. (The real ``ClientMessageAgeLimit`` *is* parsed.)
+``TransactionLog/Durability``
+    What a ``persisted`` ack promises. ``group`` (default): write, then fsync once per
+    event-loop turn, before the persisted acks of that turn are released. ``strict``: fsync
+    after every publish. ``memory``: never fsync; persisted acks promise nothing across a
+    crash. (AMPS always syncs; its ``FlushInterval`` is parsed too.)
+``TransactionLog/RetentionSize`` and ``TransactionLog/RetentionAge``
+    Delete the oldest journal files once the journal holds more bytes / files older than
+    this. Default unset: keep everything. (AMPS does this with the
+    ``amps-action-do-remove-journal`` action, which is parsed as well.)
+``SOWDirectory`` (top level)
+    Directory for emulator SOW storage. A persistent SOW ``Topic`` without ``FileName`` (an
+    error in AMPS) then uses ``<SOWDirectory>/%n.sow``. ``default_config()`` sets it to
+    ``<data_dir>/sow``.
+
+Real AMPS elements that the emulator does not implement are *warned and ignored*, one
+warning per element (children are not inspected): at top level ``Modules Authentication
+Entitlement Replication Tuning Externals Protocols MessageTypes UserDefinedFunctions
+ProcessName Environment MiniDumpDirectory MiniDumpFileMask SuggestedMinimumVersion
+RequiredMinimumVersion ConfigIncludeCommentDefault ConfigCycleDetectionThreshold
+ConfigValidation SOWStatisticsInterval RegexTopicSupport`` and the slow-client offlining
+elements above; in ``Transport`` ``Authentication Entitlement TransportFilter
+PerMessageDeflate HTTPHeader FileName FileMask Ciphers SecureSocketProtocols VerifyClient
+CAFile CAPath``; whole transports that are TLS (``tcps`` or with ``Certificate``/
+``PrivateKey``), ``amps-unix``, ``amps-replication`` or use the ``websocket``/legacy protocols;
+in ``Admin`` its security, header and Galvanometer options; in ``TransactionLog`` ``O_DIRECT
+CompressedJournalCacheMemoryLimit``; in SOW ``Topic`` ``KeyGenerator SlabSize InitialSlabCount
+ExpectedKeyCountHint History Preprocessing Enrichment Pattern``; ``SOW/RegexTopic``;
+``ConflatedTopic/Enrichment``; and actions that use a custom (non built-in) module.
+A queue whose literal underlying topic is not recorded in the ``TransactionLog`` (which AMPS
+rejects) and a configuration with no usable transport also produce a warning.
+
+Any other element inside a known section is an error (element names are case-sensitive), as
+is any invalid value; every error names the file, the line and the reason.
+
+Deliberate leniencies versus AMPS: ``JournalSize`` minimum is 64KB (AMPS: 10MB) and
+``TargetQueueDepth`` minimum is 1 (AMPS: 1000), so tests can use small values.
+"""
+
+from .defaults import default_config
+from .errors import ConfigError, ConfigIssue
+from .loader import load_config, loads_config
+from .model import (
+    Action,
+    ActionOption,
+    ActionStep,
+    Admin,
+    Config,
+    ConflatedTopic,
+    LogTarget,
+    Queue,
+    SowTopic,
+    Transport,
+    TransactionLog,
+    TxLogTopic,
+    View,
+)
+from .sample import sample_config
+
+__all__ = [
+    "Action",
+    "ActionOption",
+    "ActionStep",
+    "Admin",
+    "Config",
+    "ConfigError",
+    "ConfigIssue",
+    "ConflatedTopic",
+    "LogTarget",
+    "Queue",
+    "SowTopic",
+    "Transport",
+    "TransactionLog",
+    "TxLogTopic",
+    "View",
+    "default_config",
+    "load_config",
+    "loads_config",
+    "sample_config",
+]

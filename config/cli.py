@@ -1,0 +1,56 @@
+"""Command-line helpers the server wires to ``--sample-config`` and ``--verify-config FILE``.
+
+:func:`run_sample_config` prints the sample and returns exit status 0.
+:func:`run_verify_config` loads a file and returns 0 when it is valid (warnings are printed
+to ``err`` but do not fail) or 1 after printing every error, one ``file:line: reason`` per line.
+:func:`main` accepts exactly those two options, for ``python -m config``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Sequence, TextIO
+
+from .errors import ConfigError
+from .loader import load_config
+from .sample import sample_config
+
+USAGE = "usage: python -m config (--sample-config | --verify-config FILE)"
+
+
+def run_sample_config(out: TextIO | None = None) -> int:
+    (out or sys.stdout).write(sample_config())
+    return 0
+
+
+def run_verify_config(path: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        cfg = load_config(path)
+    except ConfigError as e:
+        for issue in e.errors:
+            err.write(f"error: {issue}\n")
+        err.write(f"{path}: {len(e.errors)} error(s); configuration rejected\n")
+        return 1
+    for issue in cfg.warnings:
+        err.write(f"warning: {issue}\n")
+    out.write(
+        f"{path}: configuration OK ({len(cfg.transports)} transport(s), {len(cfg.sow_topics)} SOW "
+        f"topic(s), {len(cfg.queues)} queue(s), {len(cfg.views)} view(s), "
+        f"{len(cfg.conflated_topics)} conflated topic(s), {len(cfg.actions)} action(s), "
+        f"{len(cfg.warnings)} warning(s))\n"
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args == ["--sample-config"]:
+        return run_sample_config(out)
+    if len(args) == 2 and args[0] == "--verify-config":
+        return run_verify_config(args[1], out, err)
+    if len(args) == 1 and args[0].startswith("--verify-config="):
+        return run_verify_config(args[0].split("=", 1)[1], out, err)
+    (err or sys.stderr).write(USAGE + "\n")
+    return 2

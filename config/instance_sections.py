@@ -1,0 +1,321 @@
+"""Readers for the instance-level sections: ``Transports``, ``Admin``, ``Logging``, ``TransactionLog``.
+
+Each ``read_*`` function takes the section element and the :class:`~config.schema.Ctx`,
+reports every problem through it, and returns the frozen structures that could be built.
+
+Transports that the emulator cannot serve (TLS: ``tcps`` or a ``Certificate``/``PrivateKey``;
+``amps-unix``; ``amps-replication``; the ``websocket`` and legacy FIX/XML/SOAP protocols)
+produce one warning naming the transport and are left out of ``Config.transports``; their
+contents are not validated further.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .model import (
+    DEFAULT_CLIENT_OUTBOUND_LIMIT,
+    DEFAULT_MAX_FRAME_SIZE,
+    Admin,
+    LogTarget,
+    Transport,
+    TransactionLog,
+    TxLogTopic,
+)
+from .schema import (
+    MISSING,
+    Ctx,
+    Elem,
+    Spec,
+    at_least,
+    each,
+    label,
+    positive,
+    read,
+    text,
+    unknown_element,
+)
+from .units import parse_bool, parse_count, parse_duration, parse_size
+from .values import enum, parse_comma_list, parse_inet_addr, parse_regex
+from .xmlload import Node
+
+KiB = 1024
+
+
+@dataclass(frozen=True)
+class InstanceDefaults:
+    """Instance-level values that transports inherit unless they override them."""
+
+    client_message_age_limit: float | None = None
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
+    client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT
+
+
+# --- Transports ---------------------------------------------------------------------------
+
+_UNSUPPORTED_TYPES = {
+    "tcps": "TLS transports (Type tcps) are not supported",
+    "amps-unix": "unix domain socket transports (Type amps-unix) are not supported",
+    "amps-replication": "replication transports are not supported",
+    "amps-replication-secure": "replication transports are not supported",
+}
+_UNSUPPORTED_PROTOCOLS = {
+    "websocket": "the websocket protocol is not supported",
+    "fix": "the legacy fix protocol is not supported",
+    "nvfix": "the legacy nvfix protocol is not supported",
+    "xml": "the legacy xml protocol is not supported",
+    "soap": "the legacy soap protocol is not supported",
+    "fix-session": "the legacy fix-session protocol is not supported",
+}
+_TLS_ELEMENTS = ("Certificate", "PrivateKey")
+
+_TRANSPORT_IGNORED = frozenset({
+    "Authentication", "Entitlement", "TransportFilter", "MessageMemoryLimit", "MessageDiskLimit",
+    "MessageDiskPath", "ClientMaxCapacity", "PerMessageDeflate", "HTTPHeader", "FileName",
+    "FileMask", "Ciphers", "SecureSocketProtocols", "VerifyClient", "CAFile", "CAPath",
+})
+_SLOW_CLIENT_NOTE = "the emulator disconnects a slow client at ClientOutboundLimit instead"
+
+
+def _transport_spec(ctx: Ctx) -> Spec:
+    return Spec(
+        elems={
+            "Name": Elem("name", text, required=True),
+            "Type": Elem("type", enum(["tcp", *_UNSUPPORTED_TYPES]), required=True),
+            "InetAddr": Elem("inet_addr", text, required=True),
+            "MessageType": Elem("message_type", ctx.message_type),
+            "Protocol": Elem("protocol", enum(["amps", *_UNSUPPORTED_PROTOCOLS], {"json": "amps"})),
+            "InitialState": Elem("enabled", parse_bool),
+            "ClientMessageAgeLimit": Elem("client_message_age_limit", positive(parse_duration, "ClientMessageAgeLimit")),
+            "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
+            "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
+        },
+        ignored=_TRANSPORT_IGNORED,
+        ignore_notes={tag: _SLOW_CLIENT_NOTE for tag in
+                      ("MessageMemoryLimit", "MessageDiskLimit", "MessageDiskPath", "ClientMaxCapacity")},
+    )
+
+
+def _unsupported_transport(node: Node) -> str | None:
+    t = node.child("Type")
+    if t is not None and t.text.strip().lower() in _UNSUPPORTED_TYPES:
+        return _UNSUPPORTED_TYPES[t.text.strip().lower()]
+    p = node.child("Protocol")
+    if p is not None and p.text.strip().lower() in _UNSUPPORTED_PROTOCOLS:
+        return _UNSUPPORTED_PROTOCOLS[p.text.strip().lower()]
+    for tag in _TLS_ELEMENTS:
+        if node.child(tag) is not None:
+            return f"TLS (<{tag}>) is not supported"
+    return None
+
+
+def read_transports(node: Node, ctx: Ctx, defaults: InstanceDefaults) -> tuple[Transport, ...]:
+    where = "<Transports>"
+    if node.text:
+        ctx.err(node, f"unexpected text {node.text[:40]!r} in {where}")
+    spec = _transport_spec(ctx)
+    out: list[Transport] = []
+    by_name: dict[str, Transport] = {}
+    bound: list[Transport] = []
+    for child in node.children:
+        if child.tag != "Transport":
+            unknown_element(ctx, child, where, ["Transport"])
+            continue
+        reason = _unsupported_transport(child)
+        if reason is not None:
+            child.ignored = True
+            ctx.warn(child, f"{label(child)} is ignored: {reason} by the emulator")
+            continue
+        t = _read_transport(child, spec, ctx, defaults)
+        if t is None:
+            continue
+        if t.name in by_name:
+            prev = by_name[t.name]
+            ctx.err(child, f"duplicate transport name {t.name!r} (also used at {prev.file}:{prev.line})")
+            continue
+        if t.port != 0:
+            clash = next((o for o in bound if o.port == t.port
+                          and (o.host is None or t.host is None or o.host == t.host)), None)
+            if clash is not None:
+                ctx.err(child, f"<Transport> {t.name!r}: InetAddr {t.inet_addr} conflicts with transport "
+                               f"{clash.name!r} ({clash.file}:{clash.line}) on port {t.port}")
+                continue
+            bound.append(t)
+        by_name[t.name] = t
+        out.append(t)
+    return tuple(out)
+
+
+def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults) -> Transport | None:
+    r = read(node, spec, ctx)
+    host: str | None = None
+    port = 0
+    if "inet_addr" in r.values:
+        try:
+            host, port = parse_inet_addr(r.values["inet_addr"])
+        except ValueError as e:
+            ctx.err(r.nodes["inet_addr"], f"invalid <InetAddr> in {label(node)}: {e}")
+            return None
+    if not r.ok:
+        return None
+    return Transport(
+        file=node.file,
+        line=node.line,
+        name=r.values["name"],
+        type=r.values["type"],
+        host=host,
+        port=port,
+        inet_addr=r.values["inet_addr"],
+        message_type=r.get("message_type"),
+        protocol=r.get("protocol", "amps"),
+        enabled=r.get("enabled", True),
+        client_message_age_limit=r.get("client_message_age_limit", defaults.client_message_age_limit),
+        max_frame_size=r.get("max_frame_size", defaults.max_frame_size),
+        client_outbound_limit=r.get("client_outbound_limit", defaults.client_outbound_limit),
+    )
+
+
+# --- Admin --------------------------------------------------------------------------------
+
+_ADMIN_SPEC = Spec(
+    elems={
+        "InetAddr": Elem("inet_addr", text, required=True),
+        "FileName": Elem("file_name", text),
+        "Interval": Elem("interval", at_least(parse_duration, 1.0, "1s")),
+        "SQLTransport": Elem("sql_transport", text),
+        "ExternalInetAddr": Elem("external_inet_addr", text),
+    },
+    ignored=frozenset({
+        "WWWAuthenticate", "Authentication", "Entitlement", "AnonymousPaths", "Header",
+        "AccessControlAllowOrigin", "SessionOptions", "Certificate", "PrivateKey", "Ciphers",
+        "Galvanometer", "SQLTransportInetAddr",
+    }),
+)
+
+
+def read_admin(node: Node, ctx: Ctx) -> Admin | None:
+    r = read(node, _ADMIN_SPEC, ctx)
+    host: str | None = None
+    port = 0
+    if "inet_addr" in r.values:
+        try:
+            host, port = parse_inet_addr(r.values["inet_addr"])
+        except ValueError as e:
+            ctx.err(r.nodes["inet_addr"], f"invalid <InetAddr> in <Admin>: {e}")
+            return None
+    if not r.ok:
+        return None
+    return Admin(
+        file=node.file, line=node.line, host=host, port=port, inet_addr=r.values["inet_addr"],
+        file_name=r.get("file_name", ":memory:"), interval=r.get("interval", 10.0),
+        sql_transport=r.get("sql_transport"), external_inet_addr=r.get("external_inet_addr"),
+    )
+
+
+# --- Logging ------------------------------------------------------------------------------
+
+LOG_LEVELS = ("developer", "trace", "stats", "info", "warning", "error", "critical", "emergency", "none")
+_level = enum(LOG_LEVELS, {"debug": "info"})
+_FACILITIES = ("LOG_USER", *(f"LOG_LOCAL{i}" for i in range(8)))
+
+_TARGET_SPEC = Spec(
+    elems={
+        "Protocol": Elem("protocol", enum(["stdout", "stderr", "file", "gzip", "syslog"]), required=True),
+        "Level": Elem("level", _level),
+        "Levels": Elem("levels", each(_level, parse_comma_list)),
+        "IncludeErrors": Elem("include_errors", each(parse_regex, parse_comma_list)),
+        "ExcludeErrors": Elem("exclude_errors", each(parse_regex, parse_comma_list)),
+        "FileName": Elem("file_name", text),
+        "RotationThreshold": Elem("rotation_threshold",
+                                  positive(lambda s: parse_size(s, binary=False), "RotationThreshold")),
+        "Ident": Elem("ident", text),
+        "Options": Elem("options", parse_comma_list),
+        "Facility": Elem("facility", enum(_FACILITIES)),
+    },
+)
+
+
+def read_logging(node: Node, ctx: Ctx) -> tuple[LogTarget, ...]:
+    r = read(node, Spec(elems={"Target": Elem("targets", node=lambda n, c: n, multiple=True)}), ctx)
+    out: list[LogTarget] = []
+    for target in r.get("targets", []):
+        t = read(target, _TARGET_SPEC, ctx)
+        if not t.ok:
+            continue
+        protocol = t.values["protocol"]
+        file_name = t.get("file_name")
+        if protocol in ("file", "gzip") and file_name is None:
+            file_name = "%Y-%m-%dT%H%M%S.log"
+        out.append(LogTarget(
+            file=target.file, line=target.line, protocol=protocol, level=t.get("level"),
+            levels=t.get("levels", ()), include_errors=t.get("include_errors", ()),
+            exclude_errors=t.get("exclude_errors", ()), file_name=file_name,
+            rotation_threshold=t.get("rotation_threshold"), ident=t.get("ident"),
+            options=t.get("options", ()), facility=t.get("facility"),
+        ))
+    return tuple(out)
+
+
+# --- TransactionLog -----------------------------------------------------------------------
+
+def _txlog_topic(ctx: Ctx) -> Spec:
+    return Spec(elems={
+        "Name": Elem("name", parse_regex, required=True),
+        "MessageType": Elem("message_type", ctx.message_type, required=True),
+    })
+
+
+def _read_txlog_topic(node: Node, ctx: Ctx) -> TxLogTopic | object:
+    r = read(node, _txlog_topic(ctx), ctx, where="<TransactionLog>/<Topic>")
+    if not r.ok:
+        return MISSING
+    return TxLogTopic(r.values["name"], r.values["message_type"])
+
+
+_FLUSH_MIN, _FLUSH_MAX = 1e-6, 1.0
+
+
+def _flush_interval(s: str) -> float:
+    v = parse_duration(s)
+    if not (_FLUSH_MIN <= v <= _FLUSH_MAX):
+        raise ValueError(f"{s.strip()!r} is outside the allowed range 1us to 1s")
+    return v
+
+
+_TXLOG_SPEC = Spec(
+    elems={
+        "JournalDirectory": Elem("journal_directory", text, required=True),
+        "JournalArchiveDirectory": Elem("journal_archive_directory", text),
+        "PreallocatedJournalFiles": Elem("preallocated_journal_files",
+                                         positive(parse_count, "PreallocatedJournalFiles")),
+        "JournalSize": Elem("journal_size", at_least(parse_size, 64 * KiB, "64KB")),
+        "MinJournalSize": Elem("journal_size", at_least(parse_size, 64 * KiB, "64KB")),
+        "Topic": Elem("topics", node=_read_txlog_topic, multiple=True),
+        "FlushInterval": Elem("flush_interval", _flush_interval),
+        "InactiveClientAckExpiration": Elem("inactive_client_ack_expiration",
+                                            positive(parse_duration, "InactiveClientAckExpiration")),
+        "Durability": Elem("durability", enum(["group", "strict", "memory"])),
+        "RetentionSize": Elem("retention_size", positive(parse_size, "RetentionSize")),
+        "RetentionAge": Elem("retention_age", positive(parse_duration, "RetentionAge")),
+    },
+    ignored=frozenset({"O_DIRECT", "CompressedJournalCacheMemoryLimit"}),
+)
+
+
+def read_transaction_log(node: Node, ctx: Ctx) -> TransactionLog | None:
+    r = read(node, _TXLOG_SPEC, ctx)
+    if not r.ok:
+        return None
+    return TransactionLog(
+        file=node.file, line=node.line,
+        journal_directory=r.values["journal_directory"],
+        journal_archive_directory=r.get("journal_archive_directory"),
+        journal_size=r.get("journal_size", 1024 * 1024 * 1024),
+        preallocated_journal_files=r.get("preallocated_journal_files", 2),
+        topics=tuple(r.get("topics", ())),
+        flush_interval=r.get("flush_interval", 0.1),
+        inactive_client_ack_expiration=r.get("inactive_client_ack_expiration"),
+        durability=r.get("durability", "group"),
+        retention_size=r.get("retention_size"),
+        retention_age=r.get("retention_age"),
+    )

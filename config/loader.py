@@ -1,0 +1,152 @@
+"""Entry points: :func:`load_config` and :func:`loads_config` turn AMPS XML into a :class:`Config`.
+
+Order of work for one load:
+
+1. :func:`config.xmlload.load_tree` parses the file safely, expands ``${ENV}`` and splices
+   ``Include`` files (errors keep the included file's name and line);
+2. message type names declared under ``MessageTypes`` are harvested (the section itself is
+   warned about, since custom message types are not implemented, but the names stay valid);
+3. the ``AMPSConfig`` children are read; the sections are then built in dependency order
+   (instance defaults before transports, ``SOWDirectory`` before SOW topics, SOW before the
+   queue/transaction-log cross check);
+4. if any error was recorded anywhere, one :class:`ConfigError` listing all of them is raised;
+   otherwise the frozen :class:`Config` is returned with its warnings.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping
+
+from .actions_section import read_actions
+from .errors import ConfigError, ConfigIssue
+from .instance_sections import (
+    InstanceDefaults,
+    read_admin,
+    read_logging,
+    read_transaction_log,
+    read_transports,
+)
+from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config
+from .schema import Ctx, Elem, Spec, positive, read, text
+from .sow_sections import SowResult, check_queue_logging, read_sow
+from .units import parse_duration, parse_size
+from .values import parse_name
+from .xmlload import Node, load_tree, report_missing_env
+
+_SECTION = lambda n, c: n  # noqa: E731 - structured sections are read after the top level
+
+_TOP_SPEC = Spec(
+    elems={
+        "Name": Elem("name", parse_name, required=True),
+        "Group": Elem("group", text),
+        "Description": Elem("description", text),
+        "Transports": Elem("transports", node=_SECTION),
+        "Admin": Elem("admin", node=_SECTION),
+        "Logging": Elem("logging", node=_SECTION),
+        "TransactionLog": Elem("transaction_log", node=_SECTION),
+        "SOW": Elem("sow", node=_SECTION, multiple=True),
+        "TopicMetaData": Elem("sow", node=_SECTION, multiple=True),
+        "Actions": Elem("actions", node=_SECTION),
+        "ClientMessageAgeLimit": Elem("client_message_age_limit",
+                                      positive(parse_duration, "ClientMessageAgeLimit")),
+        # emulator extensions
+        "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
+        "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
+        "SOWDirectory": Elem("sow_directory", text),
+    },
+    ignored=frozenset({
+        "Modules", "Authentication", "Entitlement", "Replication", "Tuning", "Externals",
+        "Protocols", "MessageTypes", "UserDefinedFunctions", "ProcessName", "Environment",
+        "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
+        "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
+        "SOWStatisticsInterval", "SOWStatsInterval", "RegexTopicSupport", "MessageMemoryLimit",
+        "MessageDiskLimit", "MessageDiskPath", "ClientMaxCapacity",
+    }),
+    ignore_notes={
+        "MessageTypes": "declared names are accepted as message types",
+        **{tag: "the emulator disconnects a slow client at ClientOutboundLimit instead"
+           for tag in ("MessageMemoryLimit", "MessageDiskLimit", "MessageDiskPath", "ClientMaxCapacity")},
+    },
+)
+
+
+def _harvest_message_types(root: Node, ctx: Ctx) -> None:
+    for section in root.children:
+        if section.tag != "MessageTypes":
+            continue
+        for mt in section.children:
+            name = mt.child("Name") if mt.tag == "MessageType" else None
+            if name is not None and name.text and name.text not in ctx.message_types:
+                ctx.message_types.append(name.text)
+
+
+def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
+    if root.tag != "AMPSConfig":
+        ctx.err(root, f"the root element must be <AMPSConfig>, not <{root.tag}>")
+        return None
+    _harvest_message_types(root, ctx)
+    top = read(root, _TOP_SPEC, ctx, where="<AMPSConfig>")
+    v = top.values
+    ctx.sow_directory = v.get("sow_directory")
+    defaults = InstanceDefaults(
+        client_message_age_limit=v.get("client_message_age_limit"),
+        max_frame_size=v.get("max_frame_size", DEFAULT_MAX_FRAME_SIZE),
+        client_outbound_limit=v.get("client_outbound_limit", DEFAULT_CLIENT_OUTBOUND_LIMIT),
+    )
+    transports = read_transports(v["transports"], ctx, defaults) if "transports" in v else ()
+    admin = read_admin(v["admin"], ctx) if "admin" in v else None
+    logging = read_logging(v["logging"], ctx) if "logging" in v else ()
+    txlog = read_transaction_log(v["transaction_log"], ctx) if "transaction_log" in v else None
+    sow = SowResult()
+    for section in v.get("sow", []):
+        read_sow(section, ctx, sow)
+    actions = read_actions(v["actions"], ctx) if "actions" in v else ()
+    if not ctx.errors:
+        check_queue_logging(sow.queues, txlog, ctx)
+        if not transports:
+            where = top.nodes.get("transports")
+            ctx.warn_at(root.file if where is None else where.file, root.line if where is None else where.line,
+                        "no supported <Transport> is configured; the emulator will not accept client "
+                        "connections", Ctx.LAST if where is None else where.seq)
+    if ctx.errors or "name" not in v:
+        return None
+    return Config(
+        name=v["name"], group=v.get("group"), description=v.get("description"),
+        transports=transports, admin=admin, logging=logging, transaction_log=txlog,
+        sow_topics=tuple(sow.topics), queues=tuple(sow.queues), views=tuple(sow.views),
+        conflated_topics=tuple(sow.conflated), actions=actions,
+        message_types=tuple(ctx.message_types), sow_directory=ctx.sow_directory,
+        source=source, warnings=tuple(ctx.warnings),
+    )
+
+
+def loads_config(text: str | bytes, filename: str = "<string>", *,
+                 env: Mapping[str, str] | None = None, base_dir: str | None = None) -> Config:
+    """Load a configuration from a string.
+
+    ``filename`` names the text in messages and anchors relative ``Include`` paths (for a
+    name in angle brackets, includes resolve against ``base_dir`` or the current directory).
+    ``env`` replaces ``os.environ`` for ``${NAME}`` substitution. Raises :class:`ConfigError`
+    listing every error.
+    """
+    ctx = Ctx(os.environ if env is None else env)
+    root = load_tree(text, filename, ctx, ctx.env, base_dir)
+    cfg = None
+    if root is not None:
+        cfg = _build(root, ctx, filename)
+        report_missing_env(root, ctx)
+    if ctx.errors or cfg is None:
+        raise ConfigError(ctx.errors)
+    return cfg
+
+
+def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Config:
+    """Load an AMPS configuration file. Raises :class:`ConfigError` listing every error."""
+    file = os.fspath(path)
+    try:
+        with open(file, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ConfigError([ConfigIssue(file, 0, f"cannot read configuration file: {e.strerror or e}")]) from None
+    return loads_config(data, file, env=env)

@@ -1,0 +1,272 @@
+"""Frozen, typed structures that an AMPS configuration file turns into.
+
+Units are normalised once, here, so nothing downstream parses text again:
+
+* durations are ``float`` seconds, sizes are ``int`` bytes, counts are ``int``;
+* optional AMPS settings that are "unset" in AMPS are ``None`` here;
+* every structure built from an element carries ``file`` and ``line`` of that element, so the
+  server can say *where* a setting came from when something fails at runtime.
+
+The element each field comes from is named in the field comment. Fields marked
+**[emulator]** are emulator extensions (not AMPS elements); see :mod:`config` for the list.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, NamedTuple
+
+import msgspec
+
+from .errors import ConfigIssue
+from .values import is_regex
+
+MiB = 1024 * 1024
+
+DEFAULT_MAX_FRAME_SIZE = 64 * MiB
+DEFAULT_CLIENT_OUTBOUND_LIMIT = 128 * MiB
+
+QueueKind = Literal["queue", "local", "group_local"]
+TxLogDurability = Literal["group", "strict", "memory"]
+
+
+class _Located(msgspec.Struct, frozen=True, kw_only=True):
+    file: str = ""  # file the element was read from ("<default>" for built-in defaults)
+    line: int = 0  # line of the element's start tag
+
+
+class Transport(_Located, frozen=True, kw_only=True):
+    """``Transports/Transport``: one listening socket for client connections."""
+
+    name: str  # Name
+    type: str  # Type: only "tcp" reaches here (tcps/unix/replication are warned and dropped)
+    host: str | None  # InetAddr host part; None = every interface (InetAddr was a bare port)
+    port: int  # InetAddr port (0 = pick a free port)
+    inet_addr: str  # InetAddr as written
+    message_type: str | None  # MessageType; None = the connection chooses (any message type)
+    protocol: str  # Protocol: "amps" (the synonym "json" is normalised to "amps")
+    enabled: bool = True  # InitialState: enabled/disabled
+    client_message_age_limit: float | None = None  # ClientMessageAgeLimit (here or instance level)
+    max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # [emulator] MaxFrameSize: largest frame accepted
+    client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT  # [emulator] ClientOutboundLimit
+
+
+class Admin(_Located, frozen=True, kw_only=True):
+    """``Admin``: the HTTP monitoring interface."""
+
+    host: str | None  # InetAddr host; None = every interface
+    port: int  # InetAddr port
+    inet_addr: str  # InetAddr as written
+    file_name: str = ":memory:"  # FileName: statistics database
+    interval: float = 10.0  # Interval: statistics refresh, seconds
+    sql_transport: str | None = None  # SQLTransport
+    external_inet_addr: str | None = None  # ExternalInetAddr
+
+
+class LogTarget(_Located, frozen=True, kw_only=True):
+    """``Logging/Target``."""
+
+    protocol: str  # Protocol: stdout | stderr | file | gzip | syslog
+    level: str | None = None  # Level: lowest level logged (debug is normalised to info)
+    levels: tuple[str, ...] = ()  # Levels: extra individual levels
+    include_errors: tuple[str, ...] = ()  # IncludeErrors: ids or regexes, e.g. 00-0015
+    exclude_errors: tuple[str, ...] = ()  # ExcludeErrors
+    file_name: str | None = None  # FileName (file/gzip; %n and strftime masks kept as written)
+    rotation_threshold: int | None = None  # RotationThreshold, bytes (decimal units, as AMPS)
+    ident: str | None = None  # Ident (syslog)
+    options: tuple[str, ...] = ()  # Options (syslog), e.g. LOG_PID
+    facility: str | None = None  # Facility (syslog)
+
+
+class TxLogTopic(NamedTuple):
+    """``TransactionLog/Topic``: a topic name or regex, and its message type."""
+
+    name: str  # Name
+    message_type: str  # MessageType
+
+
+def topic_matches(pattern: str, topic: str) -> bool:
+    """AMPS topic matching used for TransactionLog topics and queue underlying topics.
+
+    A name without regex metacharacters matches only itself; otherwise it is a regular
+    expression searched in the topic (so write ``^...$`` to anchor, as AMPS configs do).
+    """
+    if not is_regex(pattern):
+        return pattern == topic
+    return re.search(pattern, topic) is not None
+
+
+class TransactionLog(_Located, frozen=True, kw_only=True):
+    """``TransactionLog``: the journal that records topics for replay, queues and acks."""
+
+    journal_directory: str  # JournalDirectory
+    journal_archive_directory: str | None = None  # JournalArchiveDirectory
+    journal_size: int = 1024 * MiB  # JournalSize (synonym MinJournalSize): size of one file
+    preallocated_journal_files: int = 2  # PreallocatedJournalFiles
+    topics: tuple[TxLogTopic, ...] = ()  # Topic (Name regex + MessageType), in file order
+    flush_interval: float = 0.1  # FlushInterval, seconds
+    inactive_client_ack_expiration: float | None = None  # InactiveClientAckExpiration
+    durability: TxLogDurability = "group"  # [emulator] Durability: group | strict | memory
+    retention_size: int | None = None  # [emulator] RetentionSize: drop oldest files above this
+    retention_age: float | None = None  # [emulator] RetentionAge: drop files older than this
+
+    def records(self, topic: str, message_type: str) -> bool:
+        """True when a publish to ``topic`` of ``message_type`` is recorded in this log."""
+        return any(
+            t.message_type == message_type and topic_matches(t.name, topic) for t in self.topics
+        )
+
+
+class SowTopic(_Located, frozen=True, kw_only=True):
+    """``SOW/Topic`` (legacy ``TopicDefinition``): a last-value-cache topic."""
+
+    name: str  # Name (synonym Topic)
+    message_type: str  # MessageType
+    file_name: str | None = None  # FileName as written (may contain %n)
+    resolved_file_name: str | None = None  # FileName with %n -> "<name>.<message_type>" (escaped)
+    durability: Literal["persistent", "transient"] = "persistent"  # Durability (synonym Duration)
+    keys: tuple[str, ...] = ()  # Key...; empty = publishers provide the SowKey
+    key_domain: str | None = None  # KeyDomain (defaults to the topic name in AMPS)
+    expiration_enabled: bool = False  # Expiration: enabled, or a duration
+    expiration: float | None = None  # Expiration duration, seconds (None = per-message only/off)
+    hash_indexes: tuple[tuple[str, ...], ...] = ()  # HashIndex/Key...
+    indexes: tuple[str, ...] = ()  # Index (memo indexes to pre-create)
+    recovery_point: str = "epoch"  # RecoveryPoint
+
+
+class Queue(_Located, frozen=True, kw_only=True):
+    """``SOW/Queue`` | ``SOW/LocalQueue`` | ``SOW/GroupLocalQueue`` (legacy ``QueueDefinition``)."""
+
+    kind: QueueKind  # which element: Queue/QueueDefinition, LocalQueue, GroupLocalQueue
+    name: str  # Name (synonym Topic)
+    message_type: str  # MessageType
+    underlying_topic: str  # UnderlyingTopic (name or regex); defaults to the queue name
+    default_publish_target: str | None = None  # DefaultPublishTarget
+    semantics: Literal["at-least-once", "at-most-once"] = "at-least-once"  # Semantics
+    lease_period: float | None = None  # LeasePeriod, seconds (None = leases never expire)
+    max_backlog: int | None = None  # MaxBacklog (None = unlimited)
+    max_per_subscription_backlog: int = 1  # MaxPerSubscriptionBacklog
+    expiration: float | None = None  # Expiration, seconds (None = messages never expire)
+    expiration_model: Literal["default", "queue", "latest", "earliest"] = "default"  # ExpirationModel
+    fairness_model: Literal["fast", "round-robin", "proportional"] = "proportional"  # FairnessModel
+    leasing: Literal["strict", "sublet"] = "sublet"  # Leasing
+    max_cancels: int = 0  # MaxCancels (0 = no limit)
+    max_deliveries: int = 0  # MaxDeliveries (0 = no limit)
+    target_queue_depth: int | None = None  # TargetQueueDepth (None = all messages active)
+    priority: str | None = None  # Priority (field or expression)
+    barrier_expression: str | None = None  # BarrierExpression (filter)
+    filter: str | None = None  # Filter applied to the underlying topic
+    recovery_point: str = "epoch"  # RecoveryPoint
+    file_backed_metadata: bool = False  # FileBackedMetadata
+    deferred_ack_expiration: float = 86400.0  # DeferredAckExpiration, seconds
+    initial_owner: str | None = None  # InitialOwner (GroupLocalQueue only)
+    group_local_queue_domain: str | None = None  # GroupLocalQueueDomain (GroupLocalQueue only)
+
+
+class View(_Located, frozen=True, kw_only=True):
+    """``SOW/View`` (legacy ``ViewDefinition``): an aggregation over SOW topics."""
+
+    name: str  # Name (synonym Topic)
+    message_type: str  # MessageType (of the view's output)
+    underlying_topic: str | None  # UnderlyingTopic text, or None when it holds Join elements
+    joins: tuple[str, ...] = ()  # UnderlyingTopic/Join...
+    projection: tuple[str, ...] = ()  # Projection/Field...
+    grouping: tuple[str, ...] = ()  # Grouping/Field...
+    filter: str | None = None  # Filter (single-topic views only)
+    key_domain: str | None = None  # KeyDomain
+    conflation: Literal["none", "inline"] = "none"  # Conflation
+    hash_indexes: tuple[tuple[str, ...], ...] = ()  # HashIndex/Key...
+    join_null_equivalency: bool = False  # JoinNullEquivalency
+
+
+class ConflatedTopic(_Located, frozen=True, kw_only=True):
+    """``SOW/ConflatedTopic`` (legacy ``ReplicaDefinition``)."""
+
+    name: str  # Name (synonym Topic)
+    message_type: str  # MessageType
+    underlying_topic: str  # UnderlyingTopic
+    interval: float = 5.0  # Interval, seconds
+    filter: str | None = None  # Filter
+    hash_indexes: tuple[tuple[str, ...], ...] = ()  # HashIndex/Key...
+    topic_format: str | None = None  # TopicFormat
+
+
+class ActionOption(NamedTuple):
+    """One child of an ``Options`` element; nested children are flattened to ``A/B``."""
+
+    name: str
+    value: str
+
+
+class ActionStep(_Located, frozen=True, kw_only=True):
+    """One ``On``, ``If`` or ``Do`` of an action: a module and its options."""
+
+    kind: Literal["on", "if", "do"]
+    module: str  # Module, e.g. amps-action-do-publish-message
+    options: tuple[ActionOption, ...] = ()  # Options/* in file order (names may repeat)
+
+    def option(self, name: str, default: str | None = None) -> str | None:
+        """The first value of option ``name`` (e.g. ``Topic``), or ``default``."""
+        for o in self.options:
+            if o.name == name:
+                return o.value
+        return default
+
+    def option_values(self, name: str) -> tuple[str, ...]:
+        """Every value of a repeatable option (e.g. ``Value`` or ``Case``)."""
+        return tuple(o.value for o in self.options if o.name == name)
+
+
+class Action(_Located, frozen=True, kw_only=True):
+    """``Actions/Action``: run ``steps`` whenever any ``on`` event fires."""
+
+    on: tuple[ActionStep, ...]  # On... (any of them triggers the action)
+    steps: tuple[ActionStep, ...]  # If and Do, in file order; an If that fails stops the action
+
+    @property
+    def do(self) -> tuple[ActionStep, ...]:
+        return tuple(s for s in self.steps if s.kind == "do")
+
+    @property
+    def conditions(self) -> tuple[ActionStep, ...]:
+        return tuple(s for s in self.steps if s.kind == "if")
+
+
+class Config(msgspec.Struct, frozen=True, kw_only=True):
+    """A whole AMPS configuration (``AMPSConfig``) as the emulator understands it."""
+
+    name: str  # Name
+    group: str | None = None  # Group
+    description: str | None = None  # Description
+    transports: tuple[Transport, ...] = ()  # Transports/Transport (supported ones only)
+    admin: Admin | None = None  # Admin
+    logging: tuple[LogTarget, ...] = ()  # Logging/Target
+    transaction_log: TransactionLog | None = None  # TransactionLog
+    sow_topics: tuple[SowTopic, ...] = ()  # SOW/Topic
+    queues: tuple[Queue, ...] = ()  # SOW/Queue, LocalQueue, GroupLocalQueue
+    views: tuple[View, ...] = ()  # SOW/View
+    conflated_topics: tuple[ConflatedTopic, ...] = ()  # SOW/ConflatedTopic
+    actions: tuple[Action, ...] = ()  # Actions/Action (built-in modules only)
+    message_types: tuple[str, ...] = ()  # every message type name usable in this config
+    sow_directory: str | None = None  # [emulator] SOWDirectory: where the emulator keeps SOW data
+    source: str = ""  # the configuration file ("<default>" for default_config())
+    #: one per ignored-but-real AMPS element; also a queue whose underlying topic is not in the
+    #: TransactionLog, and a configuration without any usable transport
+    warnings: tuple[ConfigIssue, ...] = ()
+
+    def transport(self, name: str) -> Transport | None:
+        return next((t for t in self.transports if t.name == name), None)
+
+    def sow_topic(self, name: str, message_type: str | None = None) -> SowTopic | None:
+        return next(
+            (t for t in self.sow_topics
+             if t.name == name and (message_type is None or t.message_type == message_type)),
+            None,
+        )
+
+    def queue(self, name: str, message_type: str | None = None) -> Queue | None:
+        return next(
+            (q for q in self.queues
+             if q.name == name and (message_type is None or q.message_type == message_type)),
+            None,
+        )

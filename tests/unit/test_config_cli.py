@@ -1,0 +1,64 @@
+"""The --sample-config / --verify-config helpers the server wires to its command line."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from config import loads_config
+from config.cli import main, run_sample_config, run_verify_config
+
+GOOD = """<AMPSConfig>
+  <Name>ok</Name>
+  <Transports>
+    <Transport><Name>t</Name><Type>tcp</Type><InetAddr>9007</InetAddr></Transport>
+  </Transports>
+  <Modules><Module><Name>m</Name></Module></Modules>
+</AMPSConfig>
+"""
+
+BAD = """<AMPSConfig>
+  <Name>bad</Name>
+  <Transports>
+    <Transport><Name>t</Name><Type>tcp</Type><InetAddr>port</InetAddr></Transport>
+  </Transports>
+  <SOW>
+    <Queue><Name>q</Name><MessageType>json</MessageType><LeasePeriod>5x</LeasePeriod></Queue>
+  </SOW>
+</AMPSConfig>
+"""
+
+
+def test_verify_good_config_exits_zero_and_prints_warnings(tmp_path: Path) -> None:
+    path = tmp_path / "good.xml"
+    path.write_text(GOOD)
+    out, err = io.StringIO(), io.StringIO()
+    assert run_verify_config(str(path), out, err) == 0
+    assert "configuration OK (1 transport(s)" in out.getvalue()
+    assert err.getvalue() == f"warning: {path}:6: <Modules> in <AMPSConfig> is not supported by the emulator and is ignored\n"
+
+
+def test_verify_bad_config_lists_every_error_and_exits_non_zero(tmp_path: Path) -> None:
+    path = tmp_path / "bad.xml"
+    path.write_text(BAD)
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["--verify-config", str(path)], out, err) == 1
+    lines = err.getvalue().splitlines()
+    assert lines[0].startswith(f"error: {path}:4: invalid <InetAddr>")
+    assert lines[1].startswith(f"error: {path}:7: invalid <LeasePeriod>")
+    assert lines[2] == f"{path}: 2 error(s); configuration rejected"
+    assert out.getvalue() == ""
+
+
+def test_sample_config_option_prints_a_loadable_sample() -> None:
+    out = io.StringIO()
+    assert main(["--sample-config"], out) == 0
+    assert loads_config(out.getvalue()).name == "amps-emulator-sample"
+    again = io.StringIO()
+    assert run_sample_config(again) == 0 and again.getvalue() == out.getvalue()
+
+
+def test_usage_error() -> None:
+    err = io.StringIO()
+    assert main(["--frobnicate"], io.StringIO(), err) == 2
+    assert "usage:" in err.getvalue()
