@@ -1,0 +1,75 @@
+"""journal: the AMPS transaction-log storage engine (pure storage: no asyncio, no sockets).
+
+* ``record.py``   -- ``JournalRecord``, ``RecordKind`` and the on-disk frame layout (read it to
+  parse journals without the server).
+* ``segment.py``  -- segment file naming and header, chunked frame reader.
+* ``bookmarks.py``-- ``Bookmark`` and parse/format of every client bookmark form.
+* ``api.py``      -- the ``Journal`` protocol, ``Durability`` (what ``persisted`` means), errors,
+  ``RecoveryReport``.
+* ``file_journal.py`` / ``memory_journal.py`` -- the two implementations.
+* ``recovery.py`` -- start-up scan, torn-tail truncation, corruption policy.
+* ``index.py``    -- sparse position/time index.
+"""
+
+from .api import (
+    Durability,
+    Journal,
+    JournalClosedError,
+    JournalCorruptError,
+    JournalError,
+    JournalFormatError,
+    LostData,
+    RecoveryReport,
+    RetentionResult,
+)
+from .bookmarks import (
+    EPOCH,
+    NOW,
+    RECENT,
+    Bookmark,
+    BookmarkError,
+    BookmarkKeyword,
+    BookmarkList,
+    BookmarkRange,
+    BookmarkSpec,
+    BookmarkTimestamp,
+    format_bookmark,
+    format_timestamp,
+    parse_bookmark,
+    parse_timestamp,
+    publisher_id_for,
+)
+from .file_journal import FileJournal
+from .memory_journal import MemoryJournal
+from .record import JournalRecord, RecordKind
+
+__all__ = [
+    "Bookmark",
+    "BookmarkError",
+    "BookmarkKeyword",
+    "BookmarkList",
+    "BookmarkRange",
+    "BookmarkSpec",
+    "BookmarkTimestamp",
+    "Durability",
+    "EPOCH",
+    "FileJournal",
+    "Journal",
+    "JournalClosedError",
+    "JournalCorruptError",
+    "JournalError",
+    "JournalFormatError",
+    "JournalRecord",
+    "LostData",
+    "MemoryJournal",
+    "NOW",
+    "RECENT",
+    "RecordKind",
+    "RecoveryReport",
+    "RetentionResult",
+    "format_bookmark",
+    "format_timestamp",
+    "parse_bookmark",
+    "parse_timestamp",
+    "publisher_id_for",
+]

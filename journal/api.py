@@ -1,0 +1,169 @@
+"""The ``Journal`` protocol shared by FileJournal and MemoryJournal, durability modes, errors
+and the recovery report.
+
+Durability (``durability=``) -- what a ``persisted`` ack means, per mode
+-------------------------------------------------------------------------
+``durable_position`` is the highest log position the server may acknowledge as ``persisted``.
+The server releases a publish's persisted ack only once ``durable_position >= record.position``.
+
+* ``"group"`` (default, FileJournal): group commit. ``append`` only buffers; the server calls
+  ``flush()`` (one ``os.write`` of the turn's records) and then ``sync()`` (``fdatasync`` of the
+  segment files, plus the directory when a segment was created or deleted) once per event-loop
+  turn, possibly in a worker thread. ``durable_position`` advances only after that fsync
+  returns, so a persisted ack means "on stable storage; survives a crash of the process or the
+  machine". Segment roll also fsyncs the finished segment before writing the next one, so a
+  crash can only ever tear the tail of the last segment.
+* ``"strict"`` (FileJournal): every ``append`` writes and fdatasyncs before it returns;
+  ``durable_position`` is always the last appended position. Same promise as group, paid per
+  publish (slow: one fsync per message, on the caller's thread).
+* ``"memory"`` (MemoryJournal always; FileJournal on request, for throwaway CI runs): nothing
+  is ever fsynced. ``durable_position`` is the last appended position, and a persisted ack then
+  means only "accepted by this process". It promises NOTHING across a crash (and for
+  MemoryJournal nothing across a restart either).
+
+Threading
+---------
+One owner thread (the event loop) calls everything except ``sync()`` and ``durable_position``,
+which are safe from one other thread (a worker running ``sync`` while the loop keeps appending).
+See ``file_journal.py`` for the double-buffer and lock design.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Mapping, Optional, Protocol, Union, runtime_checkable
+
+from .bookmarks import Bookmark, BookmarkRange, BookmarkSpec
+from .record import JournalRecord, RecordKind
+
+__all__ = [
+    "Durability",
+    "Journal",
+    "JournalError",
+    "JournalCorruptError",
+    "JournalClosedError",
+    "JournalFormatError",
+    "RecoveryReport",
+    "LostData",
+    "RetentionResult",
+]
+
+
+class Durability(str, enum.Enum):
+    """See the module docstring for what each mode promises."""
+
+    GROUP = "group"
+    STRICT = "strict"
+    MEMORY = "memory"
+
+
+class JournalError(Exception):
+    """Base class of journal errors."""
+
+
+class JournalCorruptError(JournalError):
+    """Damage that is not a torn tail (bad record followed by valid data). Names file and offset."""
+
+    def __init__(self, message: str, *, path: str = "", offset: int = -1) -> None:
+        super().__init__(message)
+        self.path = path
+        self.offset = offset
+
+
+class JournalFormatError(JournalError):
+    """A structurally valid file this code does not understand (e.g. a newer version byte)."""
+
+
+class JournalClosedError(JournalError):
+    """The journal was closed, or failed after a write error, and accepts no more appends."""
+
+
+@dataclass(frozen=True)
+class LostData:
+    """A byte range dropped during recovery."""
+
+    path: str
+    offset: int
+    bytes_lost: int
+    records_lost: int  # frames whose prefix could still be delimited; at least 1 for a partial one
+    reason: str
+
+
+@dataclass(frozen=True)
+class RecoveryReport:
+    """What ``FileJournal.open`` found and did."""
+
+    directory: str
+    segments: int
+    records: int
+    bytes: int
+    first_position: int
+    last_position: int  # 0 when the journal is empty
+    seconds: float
+    created: bool  # True when the directory held no journal yet
+    truncated: tuple[LostData, ...] = ()  # torn tails cut off (always the last segment)
+    skipped: tuple[LostData, ...] = ()  # corrupt ranges dropped under keep_readable_on_corruption
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def clean(self) -> bool:
+        return not self.truncated and not self.skipped
+
+
+@dataclass(frozen=True)
+class RetentionResult:
+    removed: tuple[str, ...] = ()  # segment names removed, oldest first
+    bytes_removed: int = 0
+    records_removed: int = 0
+    blocked_by_pin: Optional[int] = None  # the pinned position that stopped removal, if any
+    reasons: tuple[str, ...] = field(default=())
+
+
+@runtime_checkable
+class Journal(Protocol):
+    """The transaction-log storage API (synchronous; no asyncio, no sockets)."""
+
+    @property
+    def durability(self) -> Durability: ...
+    @property
+    def first_position(self) -> int: ...  # oldest retained position (== next_position when empty)
+    @property
+    def last_position(self) -> int: ...  # last appended position, 0 if none ever
+    @property
+    def next_position(self) -> int: ...
+    @property
+    def durable_position(self) -> int: ...
+
+    def append(
+        self,
+        *,
+        topic: str,
+        client_name: str,
+        body: bytes = b"",
+        kind: int = RecordKind.PUBLISH,
+        client_seq: Optional[int] = None,
+        correlation_id: Optional[str] = None,
+        sow_key: Optional[str] = None,
+        expiration: Optional[int] = None,
+        message_type: str = "",
+        headers: Optional[Mapping[str, str]] = None,
+    ) -> JournalRecord: ...
+
+    def flush(self) -> None: ...
+    def sync(self) -> int: ...
+    def close(self) -> None: ...
+
+    def read(self, from_position: int = 1, *, include_internal: bool = False) -> Iterator[JournalRecord]: ...
+    def record_at(self, position: int) -> Optional[JournalRecord]: ...
+    def position_after_bookmark(self, bookmark: Union[str, BookmarkSpec]) -> Optional[int]: ...
+    def position_at_time(self, timestamp_us: int) -> int: ...
+    def range_positions(self, rng: BookmarkRange) -> tuple[Optional[int], int]: ...
+
+    def last_seq_for_client(self, client_name: str, *, persisted: bool = True) -> int: ...
+    def is_duplicate(self, client_name: str, client_seq: int) -> bool: ...
+    def last_sequence_for_publisher(self, publisher_id: int) -> int: ...
+    def last_bookmark_for_client(self, client_name: str) -> Optional[Bookmark]: ...
+    def publisher_id(self, client_name: str) -> int: ...
+
+    def enforce_retention(self, pinned_positions: Iterable[int] = ()) -> RetentionResult: ...

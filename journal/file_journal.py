@@ -1,0 +1,508 @@
+"""FileJournal: the transaction log on disk (segments + frames, see ``segment.py``/``record.py``).
+
+Write path and threading (the double buffer)
+--------------------------------------------
+* ``append`` (owner thread) assigns position/bookmark/timestamp, encodes the frame into the
+  *active* buffer (a bytearray) and keeps the record object in ``_pending`` for readers. It
+  never blocks, except in ``strict`` mode and at a segment roll.
+* ``flush`` (owner thread) swaps the active buffer for a fresh one and hands the old one to the
+  OS with one ``os.write`` loop; then ``_written_position`` = last position written.
+* ``sync`` (any ONE thread at a time, typically a worker while the owner keeps appending into the
+  next buffer) takes ``_lock`` only to capture ``target = _written_position`` and the fds to
+  sync, fdatasyncs them (and the directory when segments were created or removed) WITHOUT the
+  lock, then takes ``_lock`` again to publish ``durable_position = target`` and to close fds
+  retired by rolls. Bytes written after the capture are never claimed. ``_sync_lock`` serialises
+  sync calls and ``close``; retired fds are only closed while holding it, so the owner never
+  closes an fd a worker is fsyncing.
+* Segment roll (inside ``append``, when the active segment has reached ``segment_size``): write
+  the buffer, fdatasync the finished segment (not in ``memory`` mode), create the next segment
+  (named by the next position), retire the old fd, and write a CHECKPOINT record (publisher
+  sequences + de-dup high-water marks) as the new segment's first record. Syncing at the roll
+  means a crash can only tear the newest segment; the checkpoint means retention can delete
+  old segments without losing de-dup state.
+
+Readers (``read``/``record_at``/lookups, owner thread) get records at positions
+``<= _written_position`` from the files (own fds, bounded by each segment's flushed size) and
+newer ones from ``_pending``; an iterator re-checks this on every step, so it keeps yielding
+records appended while it is being consumed and stops when it has caught up.
+
+A failed ``os.write``/fsync leaves the journal failed: further appends raise
+``JournalClosedError``; the partial tail is cut by the next recovery.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from bisect import bisect_left, bisect_right
+
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None
+from typing import Iterable, Iterator, Mapping, Optional, Union
+
+from .api import (
+    Durability,
+    JournalError,
+    RecoveryReport,
+    RetentionResult,
+)
+from .base import JournalCore, merge_checkpoint
+from .index import DEFAULT_INDEX_INTERVAL
+from .record import (
+    INTERNAL_KIND_MIN,
+    FrameDecoder,
+    FrameEncoder,
+    JournalRecord,
+    RecordKind,
+)
+from .recovery import Recovery
+from .segment import HEADER_SIZE, FrameCursor, Segment, encode_header, segment_name
+
+log = logging.getLogger("journal")
+
+DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
+_fdatasync = getattr(os, "fdatasync", os.fsync)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+class FileJournal(JournalCore):
+    """Segmented, checksummed, append-only transaction log. Build with :meth:`open`."""
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def open(
+        cls,
+        directory: Union[str, os.PathLike],
+        *,
+        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        durability: Union[str, Durability] = Durability.GROUP,
+        retention_bytes: Optional[int] = None,
+        retention_age: Optional[float] = None,
+        keep_readable_on_corruption: bool = False,
+        clock=None,
+        index_interval: int = DEFAULT_INDEX_INTERVAL,
+    ) -> tuple["FileJournal", RecoveryReport]:
+        """Open (creating if needed) and recover the journal in ``directory``.
+
+        ``segment_size``: bytes after which the active segment is rolled (a segment exceeds it
+        by at most one record). ``retention_bytes``/``retention_age`` (seconds): limits applied
+        by :meth:`enforce_retention`. ``clock``: seconds since the epoch (default ``time.time``).
+        """
+        t0 = time.perf_counter()
+        self = cls.__new__(cls)
+        self._init_core(clock=clock, durability=Durability(durability))
+        if segment_size <= HEADER_SIZE:
+            raise ValueError("segment_size too small")
+        self._dir = os.fspath(directory)
+        self._segment_size = segment_size
+        self._retention_bytes = retention_bytes
+        self._retention_age = retention_age
+        self._index_interval = index_interval
+        self._enc = FrameEncoder()
+        self._dec = FrameDecoder()
+        self._buf = bytearray()
+        self._pending: list[JournalRecord] = []
+        self._lock = threading.Lock()
+        self._sync_lock = threading.Lock()
+        self._retired: list[int] = []
+        self._dir_dirty = False
+        self._failure = None
+        self._segments: list[Segment] = []
+        self._firsts: list[int] = []
+        self._fd = -1
+        os.makedirs(self._dir, exist_ok=True)
+        self._dir_fd = os.open(self._dir, os.O_RDONLY | _O_CLOEXEC)
+        try:
+            if fcntl is not None:  # one writer per directory (also within one process)
+                try:
+                    fcntl.flock(self._dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise JournalError(f"journal directory {self._dir} is already open by another journal") from None
+            report = self._recover(t0, keep_readable_on_corruption)
+        except BaseException:
+            if self._fd >= 0:
+                os.close(self._fd)
+            os.close(self._dir_fd)
+            raise
+        return self, report
+
+    def _recover(self, t0: float, keep_readable: bool) -> RecoveryReport:
+        rec = Recovery(
+            self._dir,
+            keep_readable=keep_readable,
+            index_interval=self._index_interval,
+            pub_last=self._pub_last,
+            client_max=self._client_max,
+            on_checkpoint=self._merge_checkpoint_bytes,
+            fsync=self._durability is not Durability.MEMORY,
+        )
+        rec.run()
+        created = not rec.segments
+        if created:
+            self._create_segment(1)
+        else:
+            self._segments = rec.segments
+            self._firsts = [s.first_position for s in self._segments]
+            active = self._segments[-1]
+            self._fd = os.open(active.path, os.O_WRONLY | _O_CLOEXEC)
+            os.lseek(self._fd, active.size, os.SEEK_SET)
+        last = rec.last_position
+        self._next_position = max(last + 1, self._segments[-1].first_position)
+        self._last_ts = max((s.last_ts for s in self._segments if s.count), default=0)
+        self._written_position = self._next_position - 1
+        self._durable_position = self._written_position
+        self._client_durable = dict(self._client_max)
+        if self._durability is not Durability.MEMORY:
+            _fdatasync(self._fd)
+            os.fsync(self._dir_fd)
+            self._dir_dirty = False
+        return RecoveryReport(
+            directory=self._dir,
+            segments=len(self._segments),
+            records=sum(s.count for s in self._segments),
+            bytes=sum(s.size for s in self._segments),
+            first_position=self.first_position,
+            last_position=last,
+            seconds=time.perf_counter() - t0,
+            created=created,
+            truncated=tuple(rec.truncated),
+            skipped=tuple(rec.skipped),
+            warnings=tuple(rec.warnings),
+        )
+
+    def _merge_checkpoint_bytes(self, payload: bytes) -> None:
+        merge_checkpoint(self._dec.decode_checkpoint(payload), self._pub_last, self._client_max)
+
+    def _create_segment(self, first_position: int) -> Segment:
+        path = os.path.join(self._dir, segment_name(first_position))
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, encode_header(first_position))
+        except BaseException:
+            os.close(fd)
+            raise
+        seg = Segment(path, first_position, self._index_interval)
+        with self._lock:
+            if self._fd >= 0:
+                self._retired.append(self._fd)
+            self._fd = fd
+            self._dir_dirty = True
+        self._segments.append(seg)
+        self._firsts.append(first_position)
+        return seg
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def directory(self) -> str:
+        return self._dir
+
+    @property
+    def first_position(self) -> int:
+        return self._segments[0].first_position if self._segments else self._next_position
+
+    @property
+    def durable_position(self) -> int:
+        """Highest position a ``persisted`` ack may cover (meaning per mode: see ``api.py``)."""
+        if self._durability is Durability.MEMORY:
+            return self._next_position - 1
+        return self._durable_position
+
+    @property
+    def written_position(self) -> int:
+        """Highest position handed to the OS (not necessarily on stable storage)."""
+        return self._written_position
+
+    @property
+    def segments(self) -> tuple[Segment, ...]:
+        return tuple(self._segments)
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._buf)
+
+    # ------------------------------------------------------------------ write path
+    def append(
+        self,
+        *,
+        topic: str,
+        client_name: str,
+        body: bytes = b"",
+        kind: int = RecordKind.PUBLISH,
+        client_seq: Optional[int] = None,
+        correlation_id: Optional[str] = None,
+        sow_key: Optional[str] = None,
+        expiration: Optional[int] = None,
+        message_type: str = "",
+        headers: Optional[Mapping[str, str]] = None,
+    ) -> JournalRecord:
+        """Assign position, bookmark and timestamp; buffer the record; return it (not yet durable)."""
+        if kind >= INTERNAL_KIND_MIN:
+            raise ValueError(f"record kind {kind} is journal-internal")
+        active = self._segments[-1]
+        if active.count and active.size + len(self._buf) >= self._segment_size and not self._closed:
+            self._roll()
+        rec = self._make_record(
+            kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration, message_type, headers
+        )
+        self._buffer(rec)
+        if self._durability is Durability.STRICT:
+            self.flush()
+            self._sync_now(rec.position)
+        return rec
+
+    def _buffer(self, rec: JournalRecord) -> None:
+        active = self._segments[-1]
+        offset = active.size + len(self._buf)
+        self._enc.append_frame(self._buf, rec)
+        self._pending.append(rec)
+        active.note_record(rec.position, offset, rec.timestamp)
+
+    def _roll(self) -> None:
+        self.flush()
+        if self._durability is not Durability.MEMORY:
+            self._guard(_fdatasync, self._fd)
+        self._create_segment(self._next_position)
+        self._close_retired_if_idle()
+        cp = self._make_record(
+            int(RecordKind.CHECKPOINT), "", "", self._enc.encode_checkpoint(self._checkpoint()),
+            None, None, None, None, "", None,
+        )
+        self._buffer(cp)
+
+    def _guard(self, fn, *args):
+        try:
+            return fn(*args)
+        except OSError as exc:
+            self._failure = exc
+            self._closed = True
+            raise JournalError(f"journal write failed in {self._dir}: {exc}") from exc
+
+    def flush(self) -> None:
+        """Hand the buffered frames to the OS (one write). Owner thread only."""
+        if self._unapplied_s:
+            self._apply_durable_s()  # bounded: holds at most the not-yet-durable turns
+        if not self._buf:
+            return
+        data = self._buf
+        self._buf = bytearray()
+        last = self._pending[-1].position
+        self._pending = []
+        view = memoryview(data)
+        fd = self._fd
+        while view:
+            n = self._guard(os.write, fd, view)
+            view = view[n:]
+        view.release()
+        self._segments[-1].size += len(data)
+        with self._lock:
+            self._written_position = last
+
+    def _sync_now(self, position: int) -> None:
+        self._guard(_fdatasync, self._fd)
+        if self._dir_dirty:
+            self._dir_dirty = False
+            self._guard(os.fsync, self._dir_fd)
+        with self._lock:
+            if position > self._durable_position:
+                self._durable_position = position
+
+    def sync(self) -> int:
+        """fdatasync what ``flush`` wrote; return the new ``durable_position``. Thread-safe.
+
+        Covers exactly the positions written before the call started. No-op in memory mode.
+        """
+        if self._durability is Durability.MEMORY:
+            self._close_retired_if_idle()
+            return self.durable_position
+        with self._sync_lock:
+            with self._lock:
+                if self._fd < 0:
+                    return self._durable_position
+                target = self._written_position
+                fds = [*self._retired, self._fd]
+                retired = list(self._retired)
+                dir_dirty, self._dir_dirty = self._dir_dirty, False
+            if target > self._durable_position or retired or dir_dirty:
+                for fd in fds:
+                    self._guard(_fdatasync, fd)
+                if dir_dirty:
+                    self._guard(os.fsync, self._dir_fd)
+            with self._lock:
+                for fd in retired:
+                    self._retired.remove(fd)
+                    os.close(fd)
+                if target > self._durable_position:
+                    self._durable_position = target
+                return self._durable_position
+
+    def _close_retired_if_idle(self) -> None:
+        if self._sync_lock.acquire(blocking=False):
+            try:
+                with self._lock:
+                    retired, self._retired = self._retired, []
+                for fd in retired:
+                    os.close(fd)
+            finally:
+                self._sync_lock.release()
+
+    def close(self) -> None:
+        """Flush, fsync (unless memory mode) and close. Idempotent."""
+        if self._fd < 0:
+            return
+        try:
+            if self._failure is None:
+                self.flush()
+                self.sync()
+        finally:
+            self._closed = True
+            with self._sync_lock, self._lock:
+                for fd in self._retired:
+                    os.close(fd)
+                self._retired = []
+                if self._fd >= 0:
+                    os.close(self._fd)
+                    self._fd = -1
+                if self._dir_fd >= 0:
+                    os.close(self._dir_fd)
+                    self._dir_fd = -1
+
+    # ------------------------------------------------------------------ read path
+    def _segment_index(self, position: int) -> int:
+        return max(bisect_right(self._firsts, position) - 1, 0)
+
+    def _cursor_at(self, seg: Segment, position: int) -> FrameCursor:
+        off = seg.index.offset_for_position(position)
+        return FrameCursor(seg.path, HEADER_SIZE if off is None else off)
+
+    def read(self, from_position: int = 1, *, include_internal: bool = False) -> Iterator[JournalRecord]:
+        """Records with position >= ``from_position`` in log order, including ones appended while
+        iterating; ends when caught up. CHECKPOINT records are skipped unless ``include_internal``."""
+        pos = max(from_position, 1)
+        cursor: Optional[FrameCursor] = None
+        cursor_seg: Optional[Segment] = None
+        decode = self._dec.decode
+        try:
+            while pos < self._next_position:
+                if pos > self._written_position:
+                    if cursor is not None:
+                        cursor.close()
+                        cursor = None
+                    pending = self._pending
+                    rec = pending[pos - pending[0].position]
+                    pos = rec.position + 1
+                    if include_internal or rec.kind < INTERNAL_KIND_MIN:
+                        yield rec
+                    continue
+                if pos < self.first_position:  # retention removed what this reader wanted
+                    pos = self.first_position
+                    if cursor is not None:
+                        cursor.close()
+                        cursor = None
+                if cursor is None:
+                    cursor_seg = self._segments[self._segment_index(pos)]
+                    cursor = self._cursor_at(cursor_seg, pos)
+                frame = cursor.next(cursor_seg.size)
+                if frame is None:  # end of this segment's flushed bytes: go on in the next one
+                    cursor.close()
+                    cursor = None
+                    j = bisect_right(self._firsts, cursor_seg.first_position)
+                    if j < len(self._segments):
+                        pos = max(pos, self._segments[j].first_position)
+                        continue
+                    raise JournalError(f"position {pos} not found after {cursor_seg.path}")  # pragma: no cover
+                prefix, _off, payload = frame
+                if prefix[6] < pos:
+                    continue
+                pos = prefix[6] + 1
+                if include_internal or prefix[3] < INTERNAL_KIND_MIN:
+                    yield decode(prefix, payload)
+        finally:
+            if cursor is not None:
+                cursor.close()
+
+    def _scan_segment(self, seg: Segment, start_offset: int, predicate):
+        cursor = FrameCursor(seg.path, start_offset)
+        try:
+            while True:
+                frame = cursor.next(seg.size, payload=False)
+                if frame is None:
+                    return None
+                if predicate(frame[0]):
+                    return frame[0]
+        finally:
+            cursor.close()
+
+    def _publisher_at(self, position: int) -> Optional[int]:
+        if position > self._written_position:
+            if not self._pending or position < self._pending[0].position:
+                return None
+            return self._pending[position - self._pending[0].position].publisher_id
+        seg = self._segments[self._segment_index(position)]
+        off = seg.index.offset_for_position(position)
+        prefix = self._scan_segment(seg, HEADER_SIZE if off is None else off, lambda p: p[6] >= position)
+        return prefix[7] if prefix is not None and prefix[6] == position else None
+
+    def record_at(self, position: int) -> Optional[JournalRecord]:
+        """The record at exactly ``position`` (internal ones included), or None."""
+        if position < 1 or position >= self._next_position:
+            return None
+        for rec in self.read(position, include_internal=True):
+            return rec if rec.position == position else None
+        return None
+
+    def position_at_time(self, timestamp_us: int) -> int:
+        """Position of the first record with timestamp >= ``timestamp_us`` (``next_position`` if none)."""
+        segs = [s for s in self._segments if s.count]
+        i = bisect_left([s.last_ts for s in segs], timestamp_us)
+        for seg in segs[i:]:
+            off = seg.index.offset_before_time(timestamp_us)
+            prefix = self._scan_segment(seg, HEADER_SIZE if off is None else off, lambda p: p[9] >= timestamp_us)
+            if prefix is not None:
+                return prefix[6]
+            break  # the match (if any) is still in the write buffer
+        pending = self._pending
+        j = bisect_left(pending, timestamp_us, key=lambda r: r.timestamp)
+        return pending[j].position if j < len(pending) else self._next_position
+
+    # ------------------------------------------------------------------ retention
+    def enforce_retention(self, pinned_positions: Iterable[int] = ()) -> RetentionResult:
+        """Delete whole oldest segments beyond ``retention_bytes`` / ``retention_age``.
+
+        Never the newest segment, never one holding (or after) the lowest pinned position (a
+        live replay's next position), and only once the next segment's leading CHECKPOINT is
+        durable (so de-dup state survives). Owner thread only.
+        """
+        if self._retention_bytes is None and self._retention_age is None:
+            return RetentionResult()
+        durable = self.durable_position
+
+        def can_remove(i: int) -> bool:
+            nxt = self._segments[i + 1]
+            return nxt.count == 0 or nxt.first_record_position <= durable
+
+        n, blocked, reasons = self._plan_retention(self._segments, pinned_positions, can_remove)
+        removed = self._segments[:n]
+        for seg in removed:
+            os.unlink(seg.path)
+            log.info("journal retention: removed %s (%d bytes, %d records)", seg.path, seg.size, seg.count)
+        if removed:
+            del self._segments[:n]
+            del self._firsts[:n]
+            self._dir_dirty = True
+        return RetentionResult(
+            removed=tuple(s.name for s in removed),
+            bytes_removed=sum(s.size for s in removed),
+            records_removed=sum(s.count for s in removed),
+            blocked_by_pin=blocked,
+            reasons=tuple(reasons),
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"FileJournal({self._dir!r}, durability={self._durability.value}, segments={len(self._segments)}, "
+            f"positions={self.first_position}..{self.last_position}, durable={self.durable_position})"
+        )

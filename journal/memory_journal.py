@@ -1,0 +1,145 @@
+"""MemoryJournal: the same contract as FileJournal, held in a Python list (throwaway CI runs).
+
+Durability is always ``memory``: ``durable_position`` is the last appended position and a
+``persisted`` ack promises nothing beyond this process (see ``api.py``). ``flush``/``sync``
+are no-ops kept for the contract. Records are grouped into in-memory "segments" of
+``segment_size`` encoded bytes (the size the frame would have on disk) so that retention by
+size/age removes whole oldest groups exactly like the file journal. Positions are contiguous
+(no CHECKPOINT records: nothing needs to survive a restart).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from typing import Iterable, Iterator, Mapping, Optional, Union
+
+from .api import Durability, JournalClosedError, RetentionResult
+from .base import JournalCore
+from .record import INTERNAL_KIND_MIN, FrameEncoder, JournalRecord, RecordKind
+
+DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
+
+
+class _MemSegment:
+    __slots__ = ("first_position", "size", "count", "last_ts")
+
+    def __init__(self, first_position: int) -> None:
+        self.first_position = first_position
+        self.size = 0
+        self.count = 0
+        self.last_ts = 0
+
+    @property
+    def name(self) -> str:
+        return f"memory:{self.first_position}"
+
+
+class MemoryJournal(JournalCore):
+    def __init__(
+        self,
+        *,
+        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        durability: Union[str, Durability] = Durability.MEMORY,
+        retention_bytes: Optional[int] = None,
+        retention_age: Optional[float] = None,
+        clock=None,
+    ) -> None:
+        if Durability(durability) is not Durability.MEMORY:
+            raise ValueError("MemoryJournal only supports durability='memory' (it never persists anything)")
+        self._init_core(clock=clock, durability=Durability.MEMORY)
+        self._segment_size = segment_size
+        self._retention_bytes = retention_bytes
+        self._retention_age = retention_age
+        self._enc = FrameEncoder()
+        self._records: list[JournalRecord] = []
+        self._base = 1  # position of _records[0]
+        self._segs = [_MemSegment(1)]
+
+    @property
+    def first_position(self) -> int:
+        return self._base
+
+    @property
+    def durable_position(self) -> int:
+        return self._next_position - 1
+
+    def append(
+        self,
+        *,
+        topic: str,
+        client_name: str,
+        body: bytes = b"",
+        kind: int = RecordKind.PUBLISH,
+        client_seq: Optional[int] = None,
+        correlation_id: Optional[str] = None,
+        sow_key: Optional[str] = None,
+        expiration: Optional[int] = None,
+        message_type: str = "",
+        headers: Optional[Mapping[str, str]] = None,
+    ) -> JournalRecord:
+        if kind >= INTERNAL_KIND_MIN:
+            raise ValueError(f"record kind {kind} is journal-internal")
+        seg = self._segs[-1]
+        if seg.count and seg.size >= self._segment_size:
+            seg = _MemSegment(self._next_position)
+            self._segs.append(seg)
+        rec = self._make_record(
+            kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration, message_type, headers
+        )
+        self._records.append(rec)
+        seg.size += self._enc.frame_size(rec)
+        seg.count += 1
+        seg.last_ts = rec.timestamp
+        return rec
+
+    def flush(self) -> None:
+        if self._closed:
+            raise JournalClosedError("journal is closed")
+
+    def sync(self) -> int:
+        return self.durable_position
+
+    def close(self) -> None:
+        self._closed = True
+
+    def read(self, from_position: int = 1, *, include_internal: bool = False) -> Iterator[JournalRecord]:
+        pos = max(from_position, 1)
+        while pos < self._next_position:
+            if pos < self._base:
+                pos = self._base
+            rec = self._records[pos - self._base]
+            pos += 1
+            yield rec
+
+    def record_at(self, position: int) -> Optional[JournalRecord]:
+        i = position - self._base
+        return self._records[i] if 0 <= i < len(self._records) else None
+
+    def _publisher_at(self, position: int) -> Optional[int]:
+        rec = self.record_at(position)
+        return None if rec is None else rec.publisher_id
+
+    def position_at_time(self, timestamp_us: int) -> int:
+        i = bisect_left(self._records, timestamp_us, key=lambda r: r.timestamp)
+        return self._records[i].position if i < len(self._records) else self._next_position
+
+    def enforce_retention(self, pinned_positions: Iterable[int] = ()) -> RetentionResult:
+        if self._retention_bytes is None and self._retention_age is None:
+            return RetentionResult()
+        n, blocked, reasons = self._plan_retention(self._segs, pinned_positions, lambda i: True)
+        removed = self._segs[:n]
+        if removed:
+            new_base = self._segs[n].first_position
+            del self._records[: new_base - self._base]
+            self._base = new_base
+            del self._segs[:n]
+        return RetentionResult(
+            removed=tuple(s.name for s in removed),
+            bytes_removed=sum(s.size for s in removed),
+            records_removed=sum(s.count for s in removed),
+            blocked_by_pin=blocked,
+            reasons=tuple(reasons),
+        )
+
+    def __repr__(self) -> str:
+        return f"MemoryJournal(positions={self.first_position}..{self.last_position})"

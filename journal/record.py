@@ -1,0 +1,248 @@
+"""Journal record type and its on-disk frame: THE format reference for external readers.
+
+Everything is little-endian. A journal directory holds segment files (see ``segment.py`` for
+the 24-byte file header and file naming); after the file header a segment is a sequence of
+frames, back to back, with no padding and no trailer::
+
+    frame = 52-byte prefix || payload (payload_len bytes)
+
+    offset size type  field
+    ------ ---- ----- ---------------------------------------------------------------------
+       0     4  u32   crc32: zlib.crc32 (IEEE 802.3 polynomial, as in zip/PNG/Spark's
+                      crc32()) of bytes [4, 52 + payload_len) of this frame, i.e. of every
+                      byte after this field: the rest of the prefix and the payload
+       4     1  u8    magic 0xA7 (frame marker)
+       5     1  u8    version: 1 (readers must refuse other values, never skip them)
+       6     1  u8    kind: a RecordKind code (unknown codes are preserved, not rejected)
+       7     1  u8    flags: bit 0 = client_seq present; other bits reserved (written 0)
+       8     4  u32   payload_len
+      12     8  u64   position: global log position, strictly increasing in log order
+                      (normally +1 per frame; gaps only after a keep-readable salvage)
+      20     8  u64   publisher_id (bookmark part 1; 0 for journal-internal records)
+      28     8  u64   sequence     (bookmark part 2; currently equal to position)
+      36     8  i64   timestamp: microseconds since the Unix epoch, UTC, non-decreasing
+                      in log order
+      44     8  u64   client_seq: the publish command's ``s`` (0 when flags bit 0 is clear)
+      52     n        payload: one MessagePack array (msgspec encoding), elements in order:
+                        0 topic           str
+                        1 message_type    str   ("" when not recorded)
+                        2 client_name     str
+                        3 correlation_id  str | nil
+                        4 sow_key         str | nil
+                        5 expiration      int | nil   (seconds, the publish's ``e`` header)
+                        6 headers         map str -> str (extra headers, e.g. options)
+                        7 body            bin
+                      Later versions may append elements; readers ignore extra trailing
+                      elements (msgspec does).
+
+The bookmark of a record is ``f"{publisher_id}|{sequence}|"``. ``publisher_id`` is derived
+from ``client_name`` by :func:`journal.bookmarks.publisher_id_for` (so the prefix also serves
+as the "client name hash" that recovery uses for publish de-duplication without decoding
+the payload).
+
+Records of kind CHECKPOINT (64) are journal-internal: the body is a MessagePack map
+``{"publishers": [[publisher_id, last_sequence], ...], "clients": [[publisher_id, max_s], ...]}``
+written as the first record of every rolled segment, so per-publisher sequence and
+de-duplication state survive retention deleting the segments that held the originals.
+Tools replaying messages should skip kinds >= 64.
+
+The fixed prefix exists so that recovery (and index lookups) can check the CRC and read
+position, bookmark, timestamp and client sequence with one ``struct.unpack_from`` per record,
+without decoding the MessagePack payload.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import zlib
+from typing import Optional
+
+import msgspec
+
+from .bookmarks import Bookmark
+
+__all__ = [
+    "FRAME_MAGIC",
+    "FRAME_VERSION",
+    "PREFIX",
+    "PREFIX_SIZE",
+    "FLAG_CLIENT_SEQ",
+    "JournalRecord",
+    "RecordKind",
+    "FrameEncoder",
+    "FrameDecoder",
+    "Checkpoint",
+    "INTERNAL_KIND_MIN",
+    "MAX_PAYLOAD",
+]
+
+FRAME_MAGIC = 0xA7
+FRAME_VERSION = 1
+FLAG_CLIENT_SEQ = 0x01
+#: crc, magic, version, kind, flags, payload_len, position, publisher_id, sequence, timestamp, client_seq
+PREFIX = struct.Struct("<IBBBBIQQQqQ")
+PREFIX_SIZE = PREFIX.size  # 52
+_PREFIX_REST = struct.Struct("<BBBBIQQQqQ")  # the prefix without its leading crc
+_CRC = struct.Struct("<I")
+#: Sanity bound on payload_len during recovery: larger values are treated as damage.
+MAX_PAYLOAD = 1 << 30
+
+
+class RecordKind(enum.IntEnum):
+    """What a record records. Codes are grouped so later issues can add kinds without a
+    format version bump: 1-15 publishes, 16-31 queue events, 32-47 SOW events, 64+ journal-internal.
+    """
+
+    PUBLISH = 1
+    DELTA_PUBLISH = 2
+    SOW_DELETE = 3
+    # queue events (reserved for the queue issue)
+    QUEUE_ACK = 16
+    QUEUE_CANCEL = 17
+    QUEUE_EXPIRE = 18
+    QUEUE_LEASE = 19
+    QUEUE_LEASE_EXPIRE = 20
+    QUEUE_TRANSFER = 21
+    # SOW events (reserved)
+    SOW_EXPIRE = 32
+    SOW_UPDATE = 33
+    # journal-internal
+    CHECKPOINT = 64
+
+
+INTERNAL_KIND_MIN = 64
+
+
+class JournalRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One record in the log. ``kind`` is an int so unknown codes survive; compare with RecordKind."""
+
+    position: int
+    kind: int
+    topic: str
+    publisher_id: int
+    sequence: int
+    timestamp: int
+    client_name: str
+    client_seq: Optional[int] = None
+    correlation_id: Optional[str] = None
+    sow_key: Optional[str] = None
+    expiration: Optional[int] = None
+    message_type: str = ""
+    headers: dict[str, str] = {}
+    body: bytes = b""
+
+    @property
+    def bookmark(self) -> Bookmark:
+        return Bookmark(self.publisher_id, self.sequence)
+
+    @property
+    def bookmark_str(self) -> str:
+        return f"{self.publisher_id}|{self.sequence}|"
+
+    @property
+    def is_internal(self) -> bool:
+        return self.kind >= INTERNAL_KIND_MIN
+
+
+class _Payload(msgspec.Struct, array_like=True, gc=False):
+    topic: str
+    message_type: str
+    client_name: str
+    correlation_id: Optional[str] = None
+    sow_key: Optional[str] = None
+    expiration: Optional[int] = None
+    headers: dict[str, str] = {}
+    body: bytes = b""
+
+
+class Checkpoint(msgspec.Struct, gc=False):
+    """Body of a CHECKPOINT record."""
+
+    publishers: list[tuple[int, int]] = []
+    clients: list[tuple[int, int]] = []
+
+
+class FrameEncoder:
+    """Encodes records into frames. One per journal (holds a reusable msgspec encoder)."""
+
+    __slots__ = ("_enc",)
+
+    def __init__(self) -> None:
+        self._enc = msgspec.msgpack.Encoder()
+
+    def encode_payload(self, rec: JournalRecord) -> bytes:
+        return self._enc.encode(
+            (
+                rec.topic,
+                rec.message_type,
+                rec.client_name,
+                rec.correlation_id,
+                rec.sow_key,
+                rec.expiration,
+                rec.headers,
+                rec.body,
+            )
+        )
+
+    def frame_size(self, rec: JournalRecord) -> int:
+        return PREFIX_SIZE + len(self.encode_payload(rec))
+
+    def append_frame(self, buf: bytearray, rec: JournalRecord) -> int:
+        """Append ``rec``'s frame to ``buf``; return the frame size."""
+        payload = self.encode_payload(rec)
+        cs = rec.client_seq
+        rest = _PREFIX_REST.pack(
+            FRAME_MAGIC,
+            FRAME_VERSION,
+            rec.kind,
+            0 if cs is None else FLAG_CLIENT_SEQ,
+            len(payload),
+            rec.position,
+            rec.publisher_id,
+            rec.sequence,
+            rec.timestamp,
+            0 if cs is None else cs,
+        )
+        buf += _CRC.pack(zlib.crc32(payload, zlib.crc32(rest)))
+        buf += rest
+        buf += payload
+        return PREFIX_SIZE + len(payload)
+
+    def encode_checkpoint(self, cp: Checkpoint) -> bytes:
+        return self._enc.encode(cp)
+
+
+class FrameDecoder:
+    """Decodes frames back into records (reusable msgspec decoders)."""
+
+    __slots__ = ("_dec", "_cp")
+
+    def __init__(self) -> None:
+        self._dec = msgspec.msgpack.Decoder(_Payload)
+        self._cp = msgspec.msgpack.Decoder(Checkpoint)
+
+    def decode(self, prefix: tuple, payload) -> JournalRecord:
+        """Build a record from an unpacked PREFIX tuple and its payload bytes (CRC already checked)."""
+        _crc, _m, _v, kind, flags, _n, position, pub, seq, ts, cs = prefix
+        p = self._dec.decode(payload)
+        return JournalRecord(
+            position=position,
+            kind=kind,
+            topic=p.topic,
+            publisher_id=pub,
+            sequence=seq,
+            timestamp=ts,
+            client_name=p.client_name,
+            client_seq=cs if flags & FLAG_CLIENT_SEQ else None,
+            correlation_id=p.correlation_id,
+            sow_key=p.sow_key,
+            expiration=p.expiration,
+            message_type=p.message_type,
+            headers=p.headers,
+            body=p.body,
+        )
+
+    def decode_checkpoint(self, payload) -> Checkpoint:
+        """The Checkpoint carried by a CHECKPOINT frame's payload."""
+        return self._cp.decode(self._dec.decode(payload).body)
