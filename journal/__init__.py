@@ -22,7 +22,7 @@ from .api import (
     RecoveryReport,
     RetentionResult,
 )
-from .bookmarks import (
+from protocol.bookmarks import (
     EPOCH,
     NOW,
     RECENT,

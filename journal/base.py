@@ -27,7 +27,7 @@ from collections import deque
 from typing import Callable, Iterable, Mapping, Optional, Union
 
 from .api import Durability, JournalClosedError, RetentionResult
-from .bookmarks import (
+from protocol.bookmarks import (
     EPOCH,
     NOW,
     RECENT,

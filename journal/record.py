@@ -36,7 +36,7 @@ frames, back to back, with no padding and no trailer::
                       elements (msgspec does).
 
 The bookmark of a record is ``f"{publisher_id}|{sequence}|"``. ``publisher_id`` is derived
-from ``client_name`` by :func:`journal.bookmarks.publisher_id_for` (so the prefix also serves
+from ``client_name`` by :func:`protocol.bookmarks.publisher_id_for` (so the prefix also serves
 as the "client name hash" that recovery uses for publish de-duplication without decoding
 the payload).
 
@@ -60,7 +60,7 @@ from typing import Optional
 
 import msgspec
 
-from .bookmarks import Bookmark
+from protocol.bookmarks import Bookmark
 
 __all__ = [
     "FRAME_MAGIC",

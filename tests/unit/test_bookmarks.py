@@ -1,4 +1,4 @@
-"""Parsing and formatting of every client bookmark form (journal/bookmarks.py)."""
+"""Parsing and formatting of every client bookmark form (protocol/bookmarks.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.bookmarks import (
+from protocol.bookmarks import (
     EPOCH,
     NOW,
     RECENT,
