@@ -1,0 +1,35 @@
+"""State of the World: the SOW storage engine (pure storage, synchronous, no I/O loop).
+
+Entry points::
+
+    from sow import Sow, TopicSpec
+    sow = Sow([TopicSpec("orders", keys=("/id",))], default_dir="./sow", sync=True)
+    t = sow.topic("orders")
+    r = t.publish(b'{"id":1,"px":10}', bookmark="1|1|", position=1)   # PublishResult
+    q = t.query("/px > 5", order_by="/px DESC", top_n=10)              # QueryResult
+    d = t.delete_by_filter("1=1")                                      # DeleteResult
+    sow.commit()                                                       # once per loop turn
+
+Modules: ``spec`` (TopicSpec), ``keys`` (SowKeys), ``record`` (Record, on-disk layout),
+``store`` (Sow, SowStore, TransientStore, TopicStore protocol), ``topic`` (Topic: all logic),
+``backend`` (memory / LMDB record storage), ``lmdbenv`` (LMDB environment, batching, map
+growth), ``tables`` (in-memory index tables), ``index`` (hash and memo indexes), ``planner``,
+``query`` (orderby, select, paging, results), ``delta`` (delta merge, changed fields),
+``expiry`` (deadlines, expiry index keys), ``paths`` (XPath field paths).
+"""
+
+from .delta import changed_fields, delta_message, merge
+from .keys import generate_sow_key, parse_sow_keys, validate_sow_key
+from .query import (DeleteResult, PublishResult, QueryResult, apply_select, parse_order_by,
+                    parse_select)
+from .record import Record, amps_timestamp
+from .spec import TopicSpec, expand_file_name
+from .store import Sow, SowStore, TopicStore, TransientStore, env_directory
+from .topic import Topic
+
+__all__ = [
+    "Sow", "SowStore", "TransientStore", "TopicStore", "Topic", "TopicSpec", "Record",
+    "PublishResult", "QueryResult", "DeleteResult", "merge", "changed_fields", "delta_message",
+    "generate_sow_key", "validate_sow_key", "parse_sow_keys", "parse_order_by", "parse_select",
+    "apply_select", "amps_timestamp", "expand_file_name", "env_directory",
+]

@@ -1,0 +1,310 @@
+"""Record storage for one topic: :class:`MemoryBackend` (transient) and :class:`LmdbBackend`
+(persistent).  :class:`sow.topic.Topic` holds all SOW logic and talks only to this interface,
+so both durabilities behave identically (one contract test suite runs against both).
+
+Interface (both classes):
+
+``get(skey) -> Record | None``, ``put(rec, old)``, ``delete(skey)``, ``count()``,
+``get_many(keys) -> [Record]`` (natural order), ``scan(f, decoder, dead, ctx_of) -> [(Record,
+doc)]`` (natural order; ``doc`` is what ``f`` saw, possibly only the fields the query reads),
+``iter_docs(decoder) -> (skey, doc)`` (for index builds), ``clear()``,
+``hash_table(name)`` / ``ordered_table(name)`` / ``drop_table(name)``,
+``meta_get(name)`` / ``meta_put(name, value)`` (small JSON values), ``reading()``.
+
+Natural order: the order a query without ``orderby`` returns records in.  Memory: first-insert
+order (an update keeps the record's place).  LMDB: SowKey byte order.  Index paths sort their
+candidates into the same order, so a query returns the same list whichever path runs.
+
+Scans avoid full decoding where they can: the memory backend keeps every record's decoded
+body; the LMDB backend decodes only the top-level fields the query reads (a ``TypedDict``
+msgspec decoder built per set of field names) straight from the memory-mapped value, and
+builds a :class:`Record` only for matching rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from contextlib import nullcontext
+from typing import Any, Iterable, Iterator
+
+import msgspec
+
+from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbOrderedSet
+from .record import Record, decode_record, encode_record
+from .tables import MemHashTable, MemOrderedSet
+
+__all__ = ["MemoryBackend", "LmdbBackend", "db_base_name"]
+
+_decode_errors = (msgspec.DecodeError, UnicodeDecodeError, TypeError)
+_json = msgspec.json
+
+
+class MemoryBackend:
+    persistent = False
+
+    def __init__(self) -> None:
+        self.records: dict[str, Record] = {}
+        self._meta: dict[str, Any] = {}
+        self._tables: dict[str, Any] = {}
+        self._seq = 0
+
+    def reading(self):
+        return nullcontext()
+
+    def get(self, skey: str) -> Record | None:
+        return self.records.get(skey)
+
+    def put(self, rec: Record, old: Record | None) -> None:
+        if old is None:
+            self._seq += 1
+            rec.seq = self._seq
+        else:
+            rec.seq = old.seq
+        self.records[rec.sow_key] = rec
+
+    def swap(self, rec: Record) -> Record | None:
+        """Store ``rec`` and return the record it replaced."""
+        old = self.records.get(rec.sow_key)
+        self.put(rec, old)
+        return old
+
+    def delete(self, skey: str) -> None:
+        self.records.pop(skey, None)
+
+    def count(self) -> int:
+        return len(self.records)
+
+    def get_many(self, keys: Iterable[str]) -> list[Record]:
+        g = self.records.get
+        out = [r for r in map(g, keys) if r is not None]
+        out.sort(key=lambda r: r.seq)
+        return out
+
+    def scan(self, f, decoder, dead: set, ctx_of) -> list[tuple[Record, Any]]:
+        recs: Iterable[Record] = self.records.values()
+        if f is None:
+            return [(r, r.doc) for r in recs if r.sow_key not in dead] if dead else \
+                [(r, r.doc) for r in recs]
+        out = []
+        append = out.append
+        if ctx_of is not None:
+            for r in recs:
+                d = r.doc
+                if f(d, ctx_of(r)) and r.sow_key not in dead:
+                    append((r, d))
+        elif dead:
+            for r in recs:
+                d = r.doc
+                if f(d) and r.sow_key not in dead:
+                    append((r, d))
+        else:
+            for r in recs:
+                d = r.doc
+                if f(d):
+                    append((r, d))
+        return out
+
+    def iter_docs(self, decoder=None) -> Iterator[tuple[str, Any]]:
+        for k, r in list(self.records.items()):
+            yield k, r.doc
+
+    def old_doc(self, rec: Record, decoder=None) -> Any:
+        return rec.doc
+
+    def doc_for(self, rec: Record, decoder) -> Any:
+        """The document a query evaluates for ``rec`` (memory: the cached full body)."""
+        return rec.doc
+
+    def clear(self) -> None:
+        self.records.clear()
+        for t in self._tables.values():
+            t.clear()
+
+    def hash_table(self, name: str) -> MemHashTable:
+        t = self._tables.get(name)
+        if t is None:
+            t = self._tables[name] = MemHashTable()
+        return t
+
+    def ordered_table(self, name: str) -> MemOrderedSet:
+        t = self._tables.get(name)
+        if t is None:
+            t = self._tables[name] = MemOrderedSet()
+        return t
+
+    def drop_table(self, name: str) -> None:
+        self._tables.pop(name, None)
+
+    def meta_get(self, name: str, default: Any = None) -> Any:
+        return self._meta.get(name, default)
+
+    def meta_put(self, name: str, value: Any) -> None:
+        self._meta[name] = value
+
+
+def db_base_name(topic: str) -> str:
+    if len(topic.encode()) <= 200:
+        return "sow:" + topic
+    return "sow:#" + hashlib.blake2b(topic.encode(), digest_size=16).hexdigest()
+
+
+class LmdbBackend:
+    persistent = True
+
+    def __init__(self, env: LmdbEnv, topic: str) -> None:
+        self.env = env
+        self.base = db_base_name(topic)
+        self.rec_db = env.open_db(self.base + ":r")
+        self.meta_db = env.open_db(self.base + ":m")
+        self._tables: dict[str, Any] = {}
+        self._full = _json.Decoder()
+
+    def reading(self):
+        return self.env.reading()
+
+    def get(self, skey: str) -> Record | None:
+        txn = self.env._wtxn  # fast path: inside the batch
+        if txn is not None:
+            v = txn.get(skey.encode(), db=self.rec_db)
+            return None if v is None else decode_record(skey, v)
+        with self.env.reading() as txn:
+            v = txn.get(skey.encode(), db=self.rec_db)
+            return None if v is None else decode_record(skey, v)
+
+    def put(self, rec: Record, old: Record | None) -> None:
+        self.env.put(self.rec_db, rec.sow_key.encode(), encode_record(rec))
+
+    def swap(self, rec: Record) -> Record | None:
+        """Store ``rec`` and return the record it replaced (one B-tree descent)."""
+        k = rec.sow_key
+        v = self.env.replace(self.rec_db, k.encode(), encode_record(rec))
+        return None if v is None else decode_record(k, v)
+
+    def delete(self, skey: str) -> None:
+        self.env.delete(self.rec_db, skey.encode())
+
+    def count(self) -> int:
+        with self.env.reading() as txn:
+            return txn.stat(self.rec_db)["entries"]
+
+    def get_many(self, keys: Iterable[str]) -> list[Record]:
+        bkeys = sorted(k.encode() for k in keys)
+        with self.env.reading() as txn:
+            rows = txn.cursor(self.rec_db).getmulti(bkeys)
+            return [decode_record(bytes(k).decode(), v) for k, v in rows]
+
+    def scan(self, f, decoder, dead: set, ctx_of) -> list[tuple[Record, Any]]:
+        """Rows whose body satisfies ``f``.  ``decoder``: a msgspec decoder for the fields the
+        query reads (``None``: the query reads no field, don't decode)."""
+        out = []
+        append = out.append
+        with self.env.reading() as txn:
+            cur = txn.cursor(self.rec_db)
+            if ctx_of is not None or f is None:
+                for k, v in cur.iternext():
+                    key = bytes(k).decode()
+                    if key in dead:
+                        continue
+                    rec = decode_record(key, v)
+                    if f is None:
+                        append((rec, _partial(decoder, rec.data)))
+                    else:
+                        d = _partial(decoder, rec.data)
+                        if f(d, ctx_of(rec)):
+                            append((rec, d))
+                return out
+            dec = decoder.decode if decoder is not None else None
+            empty: dict = {}
+            ckey = cur.key
+            for v in cur.iternext(keys=False):  # values only: the key is read for matches
+                if dec is None:
+                    d = empty
+                else:
+                    o = v[0]
+                    body = v[o:] if o else v[int.from_bytes(v[32:36], "big"):]
+                    try:
+                        d = dec(body)
+                    except _decode_errors:
+                        d = _any(body)  # not an object (array, scalar) or not JSON
+                if f(d):
+                    key = bytes(ckey()).decode()
+                    if key in dead:
+                        continue
+                    append((decode_record(key, v), d))
+        return out
+
+    def iter_docs(self, decoder=None) -> Iterator[tuple[str, Any]]:
+        dec = decoder or self._full
+        with self.env.reading() as txn:
+            cur = txn.cursor(self.rec_db)
+            rows = []
+            for k, v in cur.iternext():
+                o = v[0]
+                body = v[o:] if o else v[int.from_bytes(v[32:36], "big"):]
+                try:
+                    d = dec.decode(body)
+                except _decode_errors:
+                    d = _any(body)
+                rows.append((bytes(k).decode(), d))
+        return iter(rows)
+
+    def old_doc(self, rec: Record, decoder=None) -> Any:
+        if rec.has_doc or decoder is None:
+            return rec.doc
+        return _partial(decoder, rec.data)
+
+    def doc_for(self, rec: Record, decoder) -> Any:
+        """The document a query evaluates for ``rec``: only the fields it reads."""
+        if rec.has_doc:
+            return rec.doc
+        return _partial(decoder, rec.data)
+
+    def clear(self) -> None:
+        self.env.drop(self.rec_db)
+        for t in self._tables.values():
+            t.clear()
+
+    def _db(self, name: str):
+        return self.env.open_db(f"{self.base}:{name}")
+
+    def hash_table(self, name: str) -> LmdbHashTable:
+        t = self._tables.get(name)
+        if t is None:
+            t = self._tables[name] = LmdbHashTable(self.env, self._db(name))
+        return t
+
+    def ordered_table(self, name: str) -> LmdbOrderedSet:
+        t = self._tables.get(name)
+        if t is None:
+            t = self._tables[name] = LmdbOrderedSet(self.env, self._db(name))
+        return t
+
+    def drop_table(self, name: str) -> None:
+        t = self._tables.pop(name, None)
+        db = t.db if t is not None else self._db(name)
+        self.env.drop(db, delete=True)
+        self.env.commit()
+
+    def meta_get(self, name: str, default: Any = None) -> Any:
+        with self.env.reading() as txn:
+            v = txn.get(name.encode(), db=self.meta_db)
+            return default if v is None else _json.decode(v)
+
+    def meta_put(self, name: str, value: Any) -> None:
+        self.env.put(self.meta_db, name.encode(), _json.encode(value))
+
+
+def _any(data) -> Any:
+    try:
+        return _json.decode(data)
+    except _decode_errors:
+        return None
+
+
+def _partial(decoder, data) -> Any:
+    if decoder is None:
+        return {}
+    try:
+        return decoder.decode(data)
+    except _decode_errors:
+        return _any(data)  # a body that is not a JSON object: decode it whole

@@ -1,0 +1,322 @@
+"""One LMDB environment with a batched write transaction, plus the LMDB index tables.
+
+Modelled on synapse ``lib/lmdbslab.py``:
+
+* **One write transaction per batch.**  The first mutation opens it (lazily); ``commit()``
+  commits it.  The server calls ``commit()`` once per event-loop turn, so every record, its
+  index rows, its expiry row and the topic's last-applied journal position change in the same
+  transaction: after a crash the SOW is exactly as of some past commit.
+* **Read your own writes.**  While the write transaction is open every read uses it; otherwise a
+  short read-only transaction is opened for the duration of one read operation
+  (:meth:`LmdbEnv.reading`).  Values are read as buffers and copied before they are kept.
+* **Map growth.**  Every mutation of the open transaction is also appended to a replay log.
+  On ``MapFullError`` (from a put or from the commit) the transaction is aborted, the map size
+  doubled (``set_mapsize``) and the log replayed into a fresh transaction, then the operation
+  retried.  The log is cleared at commit.  The initial map size is at least the data file size.
+* **Durability** (``sync=``): ``True`` -> LMDB fsyncs at every commit (a committed batch survives
+  a machine crash).  ``False`` -> no fsync (``MDB_NOSYNC``, ``MDB_NOMETASYNC``): a committed batch
+  survives a crash of the process but maybe not of the machine; the server then relies on the
+  transaction log to replay what the SOW lost (the last-applied position is stored in the
+  same transaction as the records, so recovery replays exactly the missing suffix).
+  ``sync()`` forces a flush.
+* Keys are big-endian where they are numbers, so range scans follow numeric order.
+
+Named databases are opened in a write transaction that is committed at once (a DBI only
+becomes visible to other transactions after its creating transaction commits), so opening a
+topic commits any pending batch first.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from contextlib import contextmanager
+from typing import Iterator
+
+import lmdb
+
+__all__ = ["LmdbEnv", "LmdbOrderedSet", "LmdbHashTable"]
+
+log = logging.getLogger("sow.lmdb")
+
+_PUT, _DEL, _DROP = 0, 1, 2
+_MAX_DOUBLE = 64 << 30
+
+
+class LmdbEnv:
+    def __init__(self, path: str, *, map_size: int = 64 << 20, sync: bool = True,
+                 max_dbs: int = 4096, max_map_size: int | None = None) -> None:
+        os.makedirs(path, exist_ok=True)
+        data = os.path.join(path, "data.mdb")
+        if os.path.exists(data):
+            map_size = max(map_size, os.path.getsize(data))
+        self.path = path
+        self.sync_commits = sync
+        self.max_map_size = max_map_size
+        self.env = lmdb.open(path, map_size=map_size, max_dbs=max_dbs, sync=sync, max_spare_txns=4,
+                             metasync=sync, writemap=True, map_async=not sync,
+                             readahead=False, subdir=True)
+        self.map_size = self.env.info()["map_size"]
+        self._wtxn: lmdb.Transaction | None = None
+        self._ops: list[tuple] = []
+        self._rtxn: lmdb.Transaction | None = None
+        self._rdepth = 0
+        self.commits = 0
+        self.grows = 0
+        #: called (no arguments) before every commit; may write into the batch
+        self.before_commit: list = []
+
+    # ---- transactions -----------------------------------------------------------------------
+
+    @property
+    def in_write(self) -> bool:
+        return self._wtxn is not None
+
+    def _write_txn(self) -> lmdb.Transaction:
+        t = self._wtxn
+        if t is None:
+            if self._rtxn is not None:
+                raise RuntimeError("cannot write to the SOW while a read is in progress")
+            t = self._wtxn = self.env.begin(write=True, buffers=True)
+        return t
+
+    @contextmanager
+    def reading(self) -> Iterator[lmdb.Transaction]:
+        """The transaction reads should use: the open write transaction, else a read txn."""
+        if self._wtxn is not None:
+            yield self._wtxn
+            return
+        if self._rtxn is None:
+            self._rtxn = self.env.begin(write=False, buffers=True)
+        self._rdepth += 1
+        try:
+            yield self._rtxn
+        finally:
+            self._rdepth -= 1
+            if self._rdepth == 0:
+                t, self._rtxn = self._rtxn, None
+                t.abort()
+
+    def read_txn(self) -> lmdb.Transaction:
+        """The transaction of the enclosing :meth:`reading` block (or the write txn)."""
+        t = self._wtxn or self._rtxn
+        if t is None:
+            raise RuntimeError("read outside of a reading() block")
+        return t
+
+    def put(self, db, key: bytes, value: bytes) -> None:
+        txn = self._write_txn()
+        self._ops.append((_PUT, db, key, value))
+        try:
+            txn.put(key, value, db=db)
+        except lmdb.MapFullError:
+            self._grow()
+
+    def replace(self, db, key: bytes, value: bytes):
+        """Put and return the previous value (a buffer valid until the next write)."""
+        txn = self._write_txn()
+        self._ops.append((_PUT, db, key, value))
+        try:
+            old = txn.replace(key, value, db=db)
+        except lmdb.MapFullError:
+            self._grow()  # replays the put; fetch the old value from before the batch
+            old = None
+            with self.env.begin(buffers=False) as rt:
+                old = rt.get(key, db=db)
+            for op, d, a, b in self._ops[:-1]:  # ...as modified by this batch
+                if d is not db:
+                    continue
+                if op == _DROP:
+                    old = None
+                elif a == key:
+                    old = b if op == _PUT else None
+        return old
+
+    def delete(self, db, key: bytes) -> None:
+        txn = self._write_txn()
+        self._ops.append((_DEL, db, key, None))
+        try:
+            txn.delete(key, db=db)
+        except lmdb.MapFullError:
+            self._grow()
+
+    def drop(self, db, delete: bool = False) -> None:
+        """Empty ``db`` (``delete=True``: remove it; commit before using the name again)."""
+        txn = self._write_txn()
+        self._ops.append((_DROP, db, delete, None))
+        try:
+            txn.drop(db, delete=delete)
+        except lmdb.MapFullError:
+            self._grow()
+
+    def commit(self) -> bool:
+        """Commit the open write transaction; ``False`` if there was none."""
+        for hook in self.before_commit:
+            hook()
+        t = self._wtxn
+        if t is None:
+            return False
+        while True:
+            try:
+                t.commit()
+                break
+            except lmdb.MapFullError:
+                self._grow()  # aborts, grows, replays into a new txn
+                t = self._wtxn
+        self._wtxn = None
+        self._ops.clear()
+        self.commits += 1
+        return True
+
+    def abort(self) -> None:
+        """Discard the open write transaction (the caller must drop its cached state)."""
+        t, self._wtxn = self._wtxn, None
+        self._ops.clear()
+        if t is not None:
+            t.abort()
+
+    def _grow(self) -> None:
+        """Abort, enlarge the map and replay the batch into a new write transaction."""
+        while True:
+            if self._wtxn is not None:
+                self._wtxn.abort()
+                self._wtxn = None
+            size = self.map_size
+            new = size * 2 if size < _MAX_DOUBLE else size + _MAX_DOUBLE
+            if self.max_map_size is not None:
+                new = min(new, self.max_map_size)
+                if new <= size:
+                    self._ops.clear()
+                    raise lmdb.MapFullError("SOW map at its maximum size; batch discarded")
+            log.info("SOW LMDB %s: growing map to %d MiB", self.path, new >> 20)
+            self.env.set_mapsize(new)
+            self.map_size = new
+            self.grows += 1
+            t = self._wtxn = self.env.begin(write=True, buffers=True)
+            try:
+                for op, db, a, b in self._ops:
+                    if op == _PUT:
+                        t.put(a, b, db=db)
+                    elif op == _DEL:
+                        t.delete(a, db=db)
+                    else:
+                        t.drop(db, delete=a)
+                return
+            except lmdb.MapFullError:
+                continue
+
+    def open_db(self, name: str, *, create: bool = True):
+        """Open (creating) a named database; commits the pending batch and the creation."""
+        self.commit()
+        txn = self.env.begin(write=True)
+        try:
+            db = self.env.open_db(name.encode("utf-8"), txn=txn, create=create)
+            txn.commit()
+        except BaseException:
+            txn.abort()
+            raise
+        return db
+
+    def db_names(self) -> list[str]:
+        with self.env.begin() as txn:
+            out = []
+            for k, _ in txn.cursor():
+                out.append(bytes(k).decode("utf-8", "replace"))
+            return out
+
+    def sync(self) -> None:
+        self.env.sync(True)
+
+    def close(self) -> None:
+        if self._rtxn is not None:
+            self._rtxn.abort()
+            self._rtxn = None
+        self.commit()
+        if not self.sync_commits:
+            self.env.sync(True)
+        self.env.close()
+
+
+class LmdbOrderedSet:
+    """Ordered set of byte keys stored as the keys of one named database."""
+
+    __slots__ = ("env", "db")
+
+    def __init__(self, env: LmdbEnv, db) -> None:
+        self.env = env
+        self.db = db
+
+    def add(self, k: bytes) -> None:
+        self.env.put(self.db, k, b"")
+
+    def discard(self, k: bytes) -> None:
+        self.env.delete(self.db, k)
+
+    def range(self, lo: bytes | None, hi: bytes | None, limit: int | None = None) -> list[bytes] | None:
+        with self.env.reading() as txn:
+            cur = txn.cursor(self.db)
+            if lo is None:
+                if not cur.first():
+                    return []
+            elif not cur.set_range(lo):
+                return []
+            out = []
+            for k in cur.iternext(keys=True, values=False):
+                k = bytes(k)
+                if hi is not None and k >= hi:
+                    break
+                out.append(k)
+                if limit is not None and len(out) > limit:
+                    return None
+            return out
+
+    def first(self) -> bytes | None:
+        with self.env.reading() as txn:
+            cur = txn.cursor(self.db)
+            return bytes(cur.key()) if cur.first() else None
+
+    def __len__(self) -> int:
+        with self.env.reading() as txn:
+            return txn.stat(self.db)["entries"]
+
+    def clear(self) -> None:
+        self.env.drop(self.db)
+
+
+class LmdbHashTable:
+    """token -> SowKeys, stored as ``len(token) (1 byte) + token + SowKey`` keys of one named
+    database (tokens are at most 255 bytes; see :func:`sow.index._composite`)."""
+
+    __slots__ = ("env", "db")
+
+    def __init__(self, env: LmdbEnv, db) -> None:
+        self.env = env
+        self.db = db
+
+    def add(self, token: bytes, skey: str) -> None:
+        self.env.put(self.db, bytes((len(token),)) + token + skey.encode(), b"")
+
+    def discard(self, token: bytes, skey: str) -> None:
+        self.env.delete(self.db, bytes((len(token),)) + token + skey.encode())
+
+    def get(self, token: bytes) -> list[str]:
+        prefix = bytes((len(token),)) + token
+        n = len(prefix)
+        with self.env.reading() as txn:
+            cur = txn.cursor(self.db)
+            if not cur.set_range(prefix):
+                return []
+            out = []
+            for k in cur.iternext(keys=True, values=False):
+                k = bytes(k)
+                if k[:n] != prefix:
+                    break
+                out.append(k[n:].decode())
+            return out
+
+    def __len__(self) -> int:
+        with self.env.reading() as txn:
+            return txn.stat(self.db)["entries"]
+
+    def clear(self) -> None:
+        self.env.drop(self.db)

@@ -1,0 +1,280 @@
+"""Query result shaping: ``orderby``, ``top_n``/``skip_n``, ``select`` projections, results.
+
+orderby
+-------
+``"/a DESC, /b/c, [/odd name] asc"``: a comma list of identifiers, each optionally followed by
+``ASC`` or ``DESC`` (any case).  Anything else raises ``CommandError(invalid order by)``.
+Ordering is a total order chosen to agree with the filter comparison rules where they are
+total: numbers (and booleans as 1/0) by value, then strings by text (a non-numeric string is
+greater than any number, as in filters); numeric strings sort as strings; NULL (missing,
+``null``, ``''``, objects, empty arrays) sorts last in ``ASC`` and first in ``DESC``.  An array
+sorts by its first element.  Ties keep the store's natural order (the sort is stable).
+
+select
+------
+``"[-/,+/subId,+/bookmark]"`` (brackets optional): specifiers applied left to right to a message
+that starts with every field: ``-/`` removes everything, ``+/`` restores everything,
+``-/a/b`` removes one field, ``+/a/b`` copies one field (with its parents) from the original
+message.  A list of inclusions only therefore returns the whole message (AMPS clients send
+``-/`` first, e.g. the SOWRecoveryPointAdapter).  Paths with array indexes are refused with
+``CommandError(invalid options)``.  Non-object bodies are returned unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import msgspec
+
+from protocol.reasons import INVALID_OPTIONS, INVALID_ORDER_BY, CommandError
+from protocol.filter.values import first, resolve
+
+from .paths import PathError, parse_path
+from .record import Record
+
+__all__ = [
+    "OrderBy", "parse_order_by", "sort_records", "Select", "parse_select", "apply_select",
+    "QueryResult", "DeleteResult", "PublishResult", "page",
+]
+
+_ITEM = re.compile(r"\s*(\[/[^\]]+\]|/\S*?)(?:\s+(asc|desc))?\s*\Z", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class OrderBy:
+    keys: tuple[tuple[tuple[str | int, ...], bool], ...]  # (path, descending)
+    text: str = ""
+
+    @property
+    def paths(self) -> list[tuple[str | int, ...]]:
+        return [p for p, _ in self.keys]
+
+
+def parse_order_by(text: str | None) -> OrderBy | None:
+    """Parse the ``orderby`` header; ``None``/blank -> ``None``."""
+    if text is None or not text.strip():
+        return None
+    keys = []
+    for item in text.split(","):
+        m = _ITEM.match(item)
+        if m is None:
+            raise CommandError(INVALID_ORDER_BY, f"cannot order by {item.strip()!r}")
+        try:
+            path = parse_path(m.group(1))
+        except PathError as e:
+            raise CommandError(INVALID_ORDER_BY, str(e)) from None
+        if not path:
+            raise CommandError(INVALID_ORDER_BY, "cannot order by the whole message")
+        keys.append((path, (m.group(2) or "asc").lower() == "desc"))
+    return OrderBy(tuple(keys), text)
+
+
+_NULL_RANK = 2
+
+
+def sort_value(v: Any) -> tuple:
+    """Total-order key of a field value (see the module docstring)."""
+    if type(v) is list:
+        v = first(v)
+    t = type(v)
+    if t is int or t is float:
+        if v != v:
+            return (_NULL_RANK, 0)
+        return (0, v)
+    if t is bool:
+        return (0, int(v))
+    if t is str and v:
+        return (1, v)
+    return (_NULL_RANK, 0)
+
+
+def sort_records(records: list[Record], order: OrderBy,
+                 doc_of: Callable[[Record], Any] = lambda r: r.doc) -> list[Record]:
+    """Stable multi-key sort (``records`` in natural order on entry)."""
+    if not records:
+        return records
+    keyed = [(r, doc_of(r)) for r in records]
+    for path, desc in reversed(order.keys):
+        if len(path) == 1 and type(path[0]) is str:
+            name = path[0]
+            keyed.sort(key=lambda rd: sort_value(rd[1].get(name) if type(rd[1]) is dict
+                                                 else resolve(rd[1], path)), reverse=desc)
+        else:
+            keyed.sort(key=lambda rd: sort_value(resolve(rd[1], path)), reverse=desc)
+    return [r for r, _ in keyed]
+
+
+def page(records: list, top_n: int | None, skip_n: int | None) -> list:
+    s = skip_n or 0
+    if s < 0:
+        s = 0
+    if top_n is None or top_n < 0:
+        return records[s:] if s else records
+    return records[s:s + top_n]
+
+
+# ---- select -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Select:
+    ops: tuple[tuple[bool, tuple[str, ...]], ...]  # (include, path); () = root
+    text: str = ""
+
+    @property
+    def identity(self) -> bool:
+        return all(inc for inc, _ in self.ops)
+
+
+def parse_select(text: str | Sequence[str] | None) -> Select | None:
+    if text is None:
+        return None
+    if isinstance(text, str):
+        t = text.strip()
+        if t.startswith("[") and t.endswith("]") and (t == "[]" or t[1] in "+- "):
+            t = t[1:-1]
+        items = [i.strip() for i in t.split(",") if i.strip()]
+        src = text
+    else:
+        items = [i.strip() for i in text]
+        src = ",".join(items)
+    ops = []
+    for it in items:
+        if len(it) < 2 or it[0] not in "+-":
+            raise CommandError(INVALID_OPTIONS, f"bad select specifier {it!r}")
+        try:
+            path = parse_path(it[1:])
+        except PathError as e:
+            raise CommandError(INVALID_OPTIONS, f"bad select specifier {it!r}: {e}") from None
+        if any(type(s) is int for s in path):
+            raise CommandError(INVALID_OPTIONS, f"select does not support array indexes: {it!r}")
+        ops.append((it[0] == "+", path))  # type: ignore[arg-type]
+    if not ops:
+        return None
+    return Select(tuple(ops), src)
+
+
+_MISSING: Any = object()
+
+
+def _get(doc: dict, path: tuple) -> Any:
+    v: Any = doc
+    for s in path:
+        if type(v) is not dict or s not in v:
+            return _MISSING
+        v = v[s]
+    return v
+
+
+def _with(d: dict, path: tuple, value: Any) -> dict:
+    """Copy of ``d`` with ``path`` set to ``value`` (dicts on the way copied, created)."""
+    head = path[0]
+    out = dict(d)
+    if len(path) == 1:
+        out[head] = value
+    else:
+        sub = d.get(head)
+        out[head] = _with(sub if type(sub) is dict else {}, path[1:], value)
+    return out
+
+
+def _without(d: dict, path: tuple) -> dict:
+    head = path[0]
+    if head not in d:
+        return d
+    if len(path) == 1:
+        out = dict(d)
+        del out[head]
+        return out
+    sub = d[head]
+    if type(sub) is not dict:
+        return d
+    new = _without(sub, path[1:])
+    if new is sub:
+        return d
+    out = dict(d)
+    out[head] = new
+    return out
+
+
+def apply_select(doc: Any, sel: Select) -> Any:
+    """The projected document (``doc`` itself is never modified)."""
+    if type(doc) is not dict:
+        return doc
+    out: dict = doc
+    for include, path in sel.ops:
+        if not path:
+            out = doc if include else {}
+        elif include:
+            v = _get(doc, path)
+            if v is not _MISSING:
+                out = _with(out, path, v)
+        else:
+            out = _without(out, path)
+    return out
+
+
+def project(rec: Record, sel: Select) -> Record:
+    doc = rec.doc
+    if type(doc) is not dict:
+        return rec
+    new = apply_select(doc, sel)
+    if new is doc:
+        return rec
+    return rec.with_data(msgspec.json.encode(new), new)
+
+
+# ---- results ------------------------------------------------------------------------------
+
+@dataclass
+class QueryResult:
+    """Result of a ``sow`` query.
+
+    ``records``: the records to send, in order, already paged and projected.
+    ``matches``: records matching the query (before top_n / skip_n).
+    ``topic_matches``: records in the topic (unexpired).  ``plan``: what the planner did.
+    """
+    records: list[Record]
+    matches: int
+    topic_matches: int
+    plan: str = "scan"
+
+    @property
+    def records_returned(self) -> int:
+        return len(self.records)
+
+
+@dataclass
+class DeleteResult:
+    """Result of a ``sow_delete``: the deleted records (for OOF / actions) and the counts of
+    the stats ack (``topic_matches`` = records in the topic before the delete)."""
+    records: list[Record]
+    matches: int
+    topic_matches: int
+    plan: str = ""
+
+    @property
+    def records_deleted(self) -> int:
+        return len(self.records)
+
+
+@dataclass
+class PublishResult:
+    """Result of ``publish`` / ``delta_publish``.
+
+    ``record``: the stored record (for delta_publish: the merged one).  ``previous``: the record
+    it replaced (``None`` if new -- also when the old one had expired; that one is reported by
+    the next ``sweep_expired``).  ``delta``: for delta_publish, the decoded delta as received.
+    """
+    record: Record
+    previous: Record | None
+    delta: Any = None
+
+    @property
+    def inserted(self) -> bool:
+        return self.previous is None
+
+    @property
+    def sow_key(self) -> str:
+        return self.record.sow_key

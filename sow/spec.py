@@ -1,0 +1,108 @@
+"""``TopicSpec``: what the SOW engine needs to know about one ``SOW/Topic`` entry.
+
+The server maps its configuration structs onto this frozen value; the SOW package never reads
+the configuration itself.
+
+Fields
+------
+``name``            the topic name (``Name``).
+``message_type``    only ``"json"`` is stored and queried by content; other types could be stored
+                    with publisher-provided keys but content queries need JSON.
+``keys``            ``Key`` XPaths such as ``"/clientName"``; empty = the publisher provides the
+                    SowKey (``k``) on every publish.
+``key_domain``      ``KeyDomain``; ``None`` = the topic name.
+``durability``      ``"persistent"`` (LMDB) or ``"transient"`` (memory).
+``file_name``       ``FileName``; ``%n`` expands to the topic name (:func:`expand_file_name`).
+``expiration``      ``None`` (expiration disabled), ``"enabled"`` (per-message ``e`` only) or a
+                    default lifetime in seconds (per-message ``e`` still overrides it).
+``hash_indexes``    ``HashIndex`` entries, each a tuple of field XPaths.
+``indexes``         ``Index`` entries (memo indexes created up front).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Union
+
+__all__ = ["TopicSpec", "expand_file_name", "PERSISTENT", "TRANSIENT"]
+
+PERSISTENT = "persistent"
+TRANSIENT = "transient"
+
+Expiration = Union[None, str, float]
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    name: str
+    message_type: str = "json"
+    keys: tuple[str, ...] = ()
+    key_domain: str | None = None
+    durability: str = PERSISTENT
+    file_name: str | None = None
+    expiration: Expiration = None
+    hash_indexes: tuple[tuple[str, ...], ...] = ()
+    indexes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("TopicSpec needs a topic name")
+        if self.durability not in (PERSISTENT, TRANSIENT):
+            raise ValueError(f"durability must be 'persistent' or 'transient', not {self.durability!r}")
+        # tolerate lists from callers; keep the value hashable
+        object.__setattr__(self, "keys", tuple(self.keys))
+        object.__setattr__(self, "hash_indexes", tuple(tuple(h) for h in self.hash_indexes))
+        object.__setattr__(self, "indexes", tuple(self.indexes))
+        exp = self.expiration
+        if isinstance(exp, str) and exp.strip().lower() == "enabled":
+            object.__setattr__(self, "expiration", "enabled")
+        elif exp is not None:
+            try:
+                exp = float(exp)  # seconds (a numeric string is accepted too)
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"expiration must be None, 'enabled' or seconds, not {exp!r}") from None
+            exp = float(exp)
+            if exp < 0:
+                raise ValueError("expiration must not be negative")
+            object.__setattr__(self, "expiration", exp)
+
+    @property
+    def domain(self) -> str:
+        """The key domain used for generated SowKeys."""
+        return self.key_domain if self.key_domain is not None else self.name
+
+    @property
+    def generated_keys(self) -> bool:
+        return bool(self.keys)
+
+    @property
+    def expiration_enabled(self) -> bool:
+        return self.expiration is not None
+
+    @property
+    def default_lifetime(self) -> float | None:
+        """The topic's default message lifetime in seconds (``None``: no default)."""
+        e = self.expiration
+        if e is None or e == "enabled" or e == 0:
+            return None
+        return float(e)  # type: ignore[arg-type]
+
+    @property
+    def persistent(self) -> bool:
+        return self.durability == PERSISTENT
+
+
+def expand_file_name(spec: TopicSpec, default_dir: str = "./sow") -> str:
+    """The topic's ``FileName`` with ``%n`` replaced by the topic name.
+
+    Without a ``FileName`` the file is ``<default_dir>/<topic>.sow``.  Topic names may contain
+    ``/``; those characters are kept (they are path separators in the expanded name, as AMPS
+    would create them) -- the SOW store only uses the directory part, see
+    :func:`sow.store.env_directory`.
+    """
+    fn = spec.file_name
+    if not fn:
+        return os.path.join(default_dir, f"{spec.name}.sow")
+    return fn.replace("%n", spec.name)

@@ -1,0 +1,286 @@
+"""SOW stores: :class:`SowStore` (persistent topics, one LMDB environment), :class:`TransientStore`
+(in-memory topics), and :class:`Sow`, the facade the server wires in.
+
+Both stores hand out :class:`sow.topic.Topic` objects, which implement :class:`TopicStore`.
+
+Batching and durability
+-----------------------
+Mutations of persistent topics go into one LMDB write transaction per store, opened by the
+first mutation and committed by :meth:`SowStore.commit` -- the server calls ``Sow.commit()``
+once per event-loop turn, after the journal write and before releasing acks.  Queries in the
+same turn see the uncommitted writes.  ``sync=True`` (default): LMDB fsyncs at each commit, a
+committed turn survives a machine crash.  ``sync=False``: no fsync (the OS writes the pages
+back later); a process crash loses nothing committed, a machine crash may lose the last turns,
+which recovery re-applies from the transaction log (``Topic.applied_position`` is committed
+with the records it covers).  If a commit fails the batch is discarded (``abort``).
+
+Transient topics apply every mutation at once in memory; ``commit`` has nothing to do.
+
+Where the files go
+------------------
+Persistent topics whose ``FileName`` resolves to the same directory share one environment
+``<dir>/amps-sow.lmdb`` (:func:`env_directory`); each topic has its own named databases
+(records, expiry, meta, one per index).  Startup only opens the environment and reads each
+topic's metadata: no scan unless the index configuration changed.
+
+No module-level mutable state: two servers in one process each build their own stores.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Iterable, Protocol, runtime_checkable
+
+from .backend import LmdbBackend, MemoryBackend
+from .lmdbenv import LmdbEnv
+from .query import DeleteResult, PublishResult, QueryResult
+from .record import Record
+from .spec import TopicSpec
+from .topic import Topic
+
+__all__ = ["TopicStore", "SowStore", "TransientStore", "Sow", "env_directory", "ENV_DIR_NAME"]
+
+ENV_DIR_NAME = "amps-sow.lmdb"
+
+
+@runtime_checkable
+class TopicStore(Protocol):
+    """What the server uses of one SOW topic (implemented by :class:`sow.topic.Topic`)."""
+
+    spec: TopicSpec
+    name: str
+
+    def publish(self, data: bytes, *, sow_key: str | None = None, expiration=None,
+                bookmark: str = "", position: int = 0, timestamp: float | None = None,
+                headers: dict | None = None, doc: Any = ..., now: float | None = None
+                ) -> PublishResult: ...
+
+    def delta_publish(self, data: bytes, *, sow_key: str | None = None, expiration=None,
+                      bookmark: str = "", position: int = 0, timestamp: float | None = None,
+                      headers: dict | None = None, doc: Any = ..., now: float | None = None
+                      ) -> PublishResult: ...
+
+    def query(self, filter: Any = None, *, sow_keys=None, order_by=None, top_n=None,
+              skip_n=None, select=None, now=None, plan: str = "auto") -> QueryResult: ...
+
+    def delete_by_filter(self, filter: Any, *, now=None, position: int = 0,
+                         plan: str = "auto") -> DeleteResult: ...
+
+    def delete_by_keys(self, sow_keys, *, now=None, position: int = 0) -> DeleteResult: ...
+
+    def delete_by_data(self, data: bytes, *, sow_key=None, now=None,
+                       position: int = 0) -> DeleteResult: ...
+
+    def sweep_expired(self, now: float | None = None, limit: int | None = None
+                      ) -> list[Record]: ...
+
+    def next_expiration(self) -> float | None: ...
+
+    def get(self, sow_key: str, now: float | None = None) -> Record | None: ...
+
+    def count(self, now: float | None = None) -> int: ...
+
+    def key_for(self, doc: Any, sow_key: str | None = None) -> str: ...
+
+    @property
+    def applied_position(self) -> int: ...
+
+    def set_applied_position(self, position: int) -> None: ...
+
+
+def env_directory(spec: TopicSpec, default_dir: str = "./sow") -> str:
+    """The LMDB environment directory for a persistent topic: ``<dir of FileName>/amps-sow.lmdb``.
+
+    The directory is taken from the ``FileName`` template; ``%n`` in the *directory* part is
+    expanded (with ``/`` in topic names replaced by ``_``), in the file part it is ignored, so
+    ``./sow/%n.sow`` puts every topic in ``./sow/amps-sow.lmdb``.
+    """
+    template = spec.file_name or os.path.join(default_dir, "%n.sow")
+    d = os.path.dirname(template)
+    if "%n" in d:
+        d = d.replace("%n", spec.name.replace("/", "_").replace(os.sep, "_"))
+    return os.path.join(d or ".", ENV_DIR_NAME)
+
+
+class _StoreBase:
+    def __init__(self, clock: Callable[[], float], auto_memo: bool) -> None:
+        self.clock = clock
+        self.auto_memo = auto_memo
+        self._topics: dict[str, Topic] = {}
+
+    def topic(self, name: str) -> Topic:
+        return self._topics[name]
+
+    def get_topic(self, name: str) -> Topic | None:
+        return self._topics.get(name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._topics
+
+    @property
+    def topics(self) -> dict[str, Topic]:
+        return dict(self._topics)
+
+
+class SowStore(_StoreBase):
+    """Persistent topics in one LMDB environment at ``path``."""
+
+    persistent = True
+
+    def __init__(self, path: str, *, sync: bool = True, map_size: int = 64 << 20,
+                 max_map_size: int | None = None, clock: Callable[[], float] = time.time,
+                 auto_memo: bool = True, max_dbs: int = 4096) -> None:
+        super().__init__(clock, auto_memo)
+        self.path = path
+        self.env = LmdbEnv(path, map_size=map_size, sync=sync, max_dbs=max_dbs,
+                           max_map_size=max_map_size)
+        self.env.before_commit.append(self._flush_meta)
+
+    def open_topic(self, spec: TopicSpec) -> Topic:
+        """Open (creating) a persistent topic.  Commits any pending batch."""
+        if spec.name in self._topics:
+            raise ValueError(f"SOW topic {spec.name!r} is already open")
+        t = Topic(spec, LmdbBackend(self.env, spec.name), clock=self.clock,
+                  auto_memo=self.auto_memo)
+        self._topics[spec.name] = t
+        self.env.commit()
+        return t
+
+    def _flush_meta(self) -> None:
+        for t in self._topics.values():
+            t.flush_meta()
+
+    @property
+    def in_batch(self) -> bool:
+        return self.env.in_write
+
+    def commit(self) -> bool:
+        """Commit the current batch (records, indexes, positions); ``False`` if none."""
+        try:
+            return self.env.commit()
+        except BaseException:
+            self.abort()
+            raise
+
+    def abort(self) -> None:
+        """Discard the current batch."""
+        self.env.abort()
+        for t in self._topics.values():
+            t.discard_pending()
+
+    def sync(self) -> None:
+        self.env.sync()
+
+    def close(self) -> None:
+        self.commit()
+        self.env.close()
+        self._topics.clear()
+
+
+class TransientStore(_StoreBase):
+    """Transient (``Durability transient``) topics, in memory."""
+
+    persistent = False
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, auto_memo: bool = True) -> None:
+        super().__init__(clock, auto_memo)
+
+    def open_topic(self, spec: TopicSpec) -> Topic:
+        if spec.name in self._topics:
+            raise ValueError(f"SOW topic {spec.name!r} is already open")
+        t = Topic(spec, MemoryBackend(), clock=self.clock, auto_memo=self.auto_memo)
+        self._topics[spec.name] = t
+        return t
+
+    @property
+    def in_batch(self) -> bool:
+        return False
+
+    def commit(self) -> bool:
+        for t in self._topics.values():
+            t.flush_meta()
+        return False
+
+    def close(self) -> None:
+        self._topics.clear()
+
+
+class Sow:
+    """Every SOW topic of a server: persistent ones grouped by environment directory, transient
+    ones in memory.
+
+    ``Sow(specs, default_dir="./sow", sync=True, clock=time.time)``; then ``sow.topic(name)``,
+    ``sow.commit()`` once per loop turn, ``sow.sweep_expired()`` when ``sow.next_expiration()``
+    is due, ``sow.close()`` at shutdown.
+    """
+
+    def __init__(self, specs: Iterable[TopicSpec] = (), *, default_dir: str = "./sow",
+                 sync: bool = True, clock: Callable[[], float] = time.time,
+                 map_size: int = 64 << 20, auto_memo: bool = True) -> None:
+        self.default_dir = default_dir
+        self.sync = sync
+        self.clock = clock
+        self.map_size = map_size
+        self.auto_memo = auto_memo
+        self.stores: dict[str, SowStore] = {}
+        self.transient = TransientStore(clock=clock, auto_memo=auto_memo)
+        self._topics: dict[str, Topic] = {}
+        for s in specs:
+            self.add_topic(s)
+
+    def add_topic(self, spec: TopicSpec) -> Topic:
+        if spec.name in self._topics:
+            raise ValueError(f"SOW topic {spec.name!r} configured twice")
+        if spec.persistent:
+            d = env_directory(spec, self.default_dir)
+            st = self.stores.get(d)
+            if st is None:
+                st = self.stores[d] = SowStore(d, sync=self.sync, clock=self.clock,
+                                              map_size=self.map_size, auto_memo=self.auto_memo)
+            t = st.open_topic(spec)
+        else:
+            t = self.transient.open_topic(spec)
+        self._topics[spec.name] = t
+        return t
+
+    def topic(self, name: str) -> Topic:
+        return self._topics[name]
+
+    def get(self, name: str) -> Topic | None:
+        return self._topics.get(name)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._topics
+
+    @property
+    def topics(self) -> dict[str, Topic]:
+        return dict(self._topics)
+
+    def commit(self) -> None:
+        for st in self.stores.values():
+            st.commit()
+        self.transient.commit()
+
+    def sweep_expired(self, now: float | None = None, limit: int | None = None
+                      ) -> list[tuple[Topic, list[Record]]]:
+        out = []
+        for t in self._topics.values():
+            recs = t.sweep_expired(now, limit)
+            if recs:
+                out.append((t, recs))
+        return out
+
+    def next_expiration(self) -> float | None:
+        best = None
+        for t in self._topics.values():
+            n = t.next_expiration()
+            if n is not None and (best is None or n < best):
+                best = n
+        return best
+
+    def close(self) -> None:
+        for st in self.stores.values():
+            st.close()
+        self.transient.close()
+        self._topics.clear()

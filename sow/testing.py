@@ -1,0 +1,65 @@
+"""Test helpers for code using the SOW: a fake clock, and a factory that builds either store
+(used by ``tests/unit/test_sow_*.py``; the server's tests may reuse them)."""
+
+from __future__ import annotations
+
+import msgspec
+
+from .spec import TopicSpec
+from .store import SowStore, TransientStore
+
+
+class FakeClock:
+    def __init__(self, t: float = 1_700_000_000.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, dt: float) -> None:
+        self.t += dt
+
+
+class StoreFactory:
+    """Builds a persistent or transient store; ``reopen()`` simulates a restart."""
+
+    def __init__(self, kind: str, tmp_path, clock: FakeClock | None = None) -> None:
+        import os
+        self.kind = kind
+        self.path = os.path.join(str(tmp_path), "sowenv")
+        self.clock = clock or FakeClock()
+        self.store = None
+
+    @property
+    def persistent(self) -> bool:
+        return self.kind == "persistent"
+
+    def open(self, **kw):
+        if self.persistent:
+            self.store = SowStore(self.path, clock=self.clock, sync=False, **kw)
+        else:
+            self.store = TransientStore(clock=self.clock, **kw)
+        return self.store
+
+    def topic(self, name: str = "orders", **spec_kw):
+        if self.store is None:
+            self.open()
+        spec_kw.setdefault("durability", self.kind)
+        return self.store.open_topic(TopicSpec(name, **spec_kw))
+
+    def reopen(self, **kw):
+        self.store.close()
+        return self.open(**kw)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+
+def js(doc) -> bytes:
+    return msgspec.json.encode(doc)
+
+
+def docs(result) -> list:
+    return [msgspec.json.decode(r.data) for r in result.records]
