@@ -1,0 +1,551 @@
+"""AST -> one generated Python function per filter (compiled once, cached by text).
+
+The whole expression becomes a single ``def`` whose body is one Python expression, so the
+hot path costs no per-node calls.  Every predicate is emitted in one of three modes:
+
+* ``T`` - a Python ``bool`` expression, true iff the predicate is TRUE;
+* ``F`` - true iff the predicate is FALSE (``NOT x`` in T mode is ``x`` in F mode; AND and
+  OR swap under De Morgan), which keeps SQL three-valued logic exact without ever
+  materialising NULL on the hot path;
+* ``V`` - the three-valued value itself (for predicates used as values, and for
+  :func:`compile_expression`).
+
+Common shapes are inlined with a type test and a fallback to the general helper in
+:mod:`~protocol.filter.values` (which defines the semantics), e.g. ``/f = 'IBM'`` becomes
+``(v == 'IBM' or (type(v) is list and <any element helper>))`` and ``/q > 100`` becomes
+``(v > 100 if type(v) in NUMERIC else <helper>)``.  ``IN`` over literals uses frozensets,
+``LIKE`` a precompiled regex, ``BEGINS WITH`` ``str.startswith(tuple)``.  Subtrees without
+identifiers or context functions are folded at compile time.
+
+Safety: nothing from the filter text is pasted into the source except through ``repr()`` of
+a ``str``/``int``/finite ``float``; everything else (sets, regexes, paths, NaN) is a named
+constant in the function's globals.  Names in the source are generated, never taken from the
+filter.  Two functions are built: a fast one for the usual ``dict`` body (fields read with
+``dict.get``, nested paths through small generated step functions) and a generic one (every
+identifier through :func:`~protocol.filter.values.resolve`) that the fast one delegates to
+when the body is not an object.
+
+The generated function never raises into the server: a zero-cost ``try`` hands any
+unexpected exception to the reference interpreter (counted in ``recoveries``, which the
+tests require to stay 0).  An expression too deep for Python's own compiler runs on the
+interpreter instead (``source`` is then ``None``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from functools import lru_cache
+
+from . import ast as A
+from . import values as V
+from .errors import FilterError
+from .functions import FUNCTIONS, regex
+from .interpreter import evaluate as _interpret
+from .interpreter import matches as _interpret_matches
+from .parser import MAX_DEPTH, parse
+
+__all__ = ["compile_filter", "compile_expression", "compile_ast", "CACHE_SIZE"]
+
+CACHE_SIZE = 4096
+
+_NUM = frozenset((int, float))
+_FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+_NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+_PYOP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
+_SIMPLE = re.compile(r"[A-Za-z_]\w*|-?\d+|'[^'\\]*'")
+
+
+def _all3(results):
+    seen_null = False
+    for r in results:
+        if r is False:
+            return False
+        if r is not True:
+            seen_null = True
+    return None if seen_null else True
+
+
+def _cmp_t(op, a, b):
+    return V.compare3(op, a, b) is True
+
+
+def _cmp_f(op, a, b):
+    return V.compare3(op, a, b) is False
+
+
+def _in_lit3(v, spec):
+    """``v IN (literals)`` three-valued, with the literal set pre-split by ``_in_spec``."""
+    strs, nums, numstrs, has_null, check_num, items = spec
+    t = type(v)
+    if t is str:
+        if not v:
+            return None
+        if v in strs:
+            return True
+        if check_num:
+            n = V.parse_number(v)
+            if n is not None and n in nums:
+                return True
+        return None if has_null else False
+    if t is int or t is float:
+        if v != v:
+            return None
+        if v in nums or v in numstrs:
+            return True
+        return None if has_null else False
+    if t is list:
+        return V.any3(_in_lit3(x, spec) for x in V.flatten(v)) if v else None
+    return V.in3(v, items)
+
+
+_HELPERS = {
+    "_resolve": V.resolve, "_truth": V.truth, "_cmp3": V.compare3, "_cmp_t": _cmp_t,
+    "_cmp_f": _cmp_f, "_all3": _all3, "_any3": V.any3, "_not3": V.not3, "_in3": V.in3,
+    "_in_lit3": _in_lit3, "_between3": V.between3,
+    "_like3": V.like3, "_begins3": V.begins3, "_ends3": V.ends3, "_is_null": V.is_null,
+    "_is_nan": V.is_nan, "_arith": V.arith, "_negate": V.negate, "_NUM": _NUM,
+    "_NAN": V.NAN,
+}
+
+
+_REGEX_META = frozenset(".^$*+?{}[]()|\\#")
+
+
+def _plain_like(pattern: str):
+    """A LIKE pattern that is a literal, optionally anchored at one end, as
+    ``("in" | "begins" | "ends", text)``; ``None`` when it needs the regex engine.
+    (``$`` also matches before a final newline, which the "ends" test honours.)"""
+    kind = "in"
+    body = pattern
+    if body.startswith("^"):
+        kind, body = "begins", body[1:]
+    elif body.endswith("$") and not body.endswith("\\$"):
+        kind, body = "ends", body[:-1]
+    if not body or any(c in _REGEX_META for c in body) or body.isspace():
+        return None
+    return kind, body
+
+
+def _const_node(node: A.Expr, memo: dict) -> bool:
+    """True if the node's value depends on neither the message nor the context."""
+    key = id(node)
+    r = memo.get(key)
+    if r is not None:
+        return r
+    if isinstance(node, A.Identifier):
+        r = False
+    elif isinstance(node, A.Call):
+        fn = FUNCTIONS[node.name]
+        r = fn.kind != "context" and fn.deterministic and all(_const_node(a, memo)
+                                                              for a in node.args)
+    else:
+        r = all(_const_node(c, memo) for c in A.children(node))
+    memo[key] = r
+    return r
+
+
+class _Gen:
+    """Source generator for one function (fast/dict variant or generic variant)."""
+
+    def __init__(self, ns: dict, root_is_dict: bool, prefix: str):
+        self.ns = ns
+        self.dict_root = root_is_dict
+        self.prefix = prefix
+        self.tmp_n = 0
+        self.pre: list[str] = []  # statements before the return (hoisted identifiers)
+        self.defs: list[str] = []  # module-level helper defs (path step functions)
+        self.hoisted: dict[tuple, str] = {}
+        self.const_memo: dict = {}
+        self.path_fns: dict[tuple, str] = {}
+
+    # ---- names and constants
+    def tmp(self) -> str:
+        self.tmp_n += 1
+        return f"_t{self.tmp_n}"
+
+    def const(self, value, hint: str = "c") -> str:
+        for k, v in self.ns.items():  # reuse identical constants (small tables)
+            if k.startswith("_k") and type(v) is type(value) and v is value:
+                return k
+        name = f"_k{hint}{len(self.ns)}"
+        self.ns[name] = value
+        return name
+
+    def lit(self, value) -> str:
+        """Source for a literal value: repr() for str/int/finite float, else a constant."""
+        t = type(value)
+        if value is None or t is bool:
+            return repr(value)
+        if t is str:
+            return repr(value)
+        if t is int:
+            return f"({value!r})" if value < 0 else repr(value)
+        if t is float and math.isfinite(value):
+            return f"({value!r})" if value < 0 or repr(value).startswith("-") else repr(value)
+        return self.const(value)
+
+    def bind(self, code: str) -> tuple[str, str]:
+        """(first use, later uses) for a value used more than once in one expression."""
+        if _SIMPLE.fullmatch(code):
+            return code, code
+        name = self.tmp()
+        return f"({name} := {code})", name
+
+    # ---- identifiers
+    def prepare(self, root: A.Expr) -> None:
+        counts = Counter(n.path for n in A.walk(root) if isinstance(n, A.Identifier))
+        for path, k in counts.items():
+            if k > 1:
+                name = f"_v{len(self.hoisted)}"
+                self.pre.append(f"{name} = {self.lookup(path)}")
+                self.hoisted[path] = name
+
+    def lookup(self, path: tuple) -> str:
+        if not self.dict_root:
+            return f"_resolve(d, {self.const(path, 'p')})"
+        if len(path) == 1 and type(path[0]) is str:
+            return f"d.get({path[0]!r})"
+        fn = self.path_fns.get(path)
+        if fn is None:
+            fn = f"_path{self.prefix}{len(self.path_fns)}"
+            self.path_fns[path] = fn
+            lines = [f"def {fn}(x):"]
+            for i, step in enumerate(path):
+                if type(step) is str:
+                    if i:
+                        rest = self.const(path[i:], "p")
+                        lines.append("    if type(x) is not dict:")
+                        lines.append(f"        return None if x is None else _resolve(x, {rest})")
+                    lines.append(f"    x = x.get({step!r})")
+                else:
+                    lines.append(f"    if type(x) is not list or len(x) <= {step}:")
+                    lines.append("        return None")
+                    lines.append(f"    x = x[{step}]")
+            lines.append("    return x")
+            self.defs.append("\n".join(lines))
+        return f"{fn}(d)"
+
+    # ---- value mode
+    def val(self, n: A.Expr) -> str:
+        if not isinstance(n, A.Literal) and _const_node(n, self.const_memo):
+            try:
+                return self.lit(_interpret(n, None, None))
+            except Exception:  # pragma: no cover - fold only what evaluates cleanly
+                pass
+        if isinstance(n, A.Literal):
+            return self.lit(n.value)
+        if isinstance(n, A.Identifier):
+            return self.hoisted.get(n.path) or self.lookup(n.path)
+        if isinstance(n, A.And):
+            return f"_all3(({', '.join(self.cond3(t) for t in n.terms)},))"
+        if isinstance(n, A.Or):
+            return f"_any3(({', '.join(self.cond3(t) for t in n.terms)},))"
+        if isinstance(n, A.Not):
+            return f"_not3({self.cond3(n.operand)})"
+        if isinstance(n, A.Compare):
+            return f"_cmp3({n.op!r}, {self.val(n.left)}, {self.val(n.right)})"
+        if isinstance(n, (A.Between, A.In, A.Like, A.BeginsWith, A.EndsWith)):
+            code = self.pred3(n)
+            return f"_not3({code})" if n.negated else code
+        if isinstance(n, A.IsNull):
+            return f"{'not ' if n.negated else ''}_is_null({self.val(n.operand)})"
+        if isinstance(n, A.IsNaN):
+            return f"{'not ' if n.negated else ''}_is_nan({self.val(n.operand)})"
+        if isinstance(n, A.Arith):
+            return f"_arith({n.op!r}, {self.val(n.left)}, {self.val(n.right)})"
+        if isinstance(n, A.Negate):
+            return f"_negate({self.val(n.operand)})"
+        if isinstance(n, A.If):
+            return f"({self.val(n.then)} if {self.T(n.cond)} else {self.val(n.otherwise)})"
+        if isinstance(n, A.Call):
+            fn = FUNCTIONS[n.name]
+            name = self.const(fn.impl, "f")
+            if fn.kind == "context":
+                return f"{name}(ctx)"
+            return f"{name}({', '.join(self.val(a) for a in n.args)})"
+        raise TypeError(f"not an AST node: {n!r}")
+
+    def cond3(self, n: A.Expr) -> str:
+        """Three-valued truth of a node used as a condition."""
+        if isinstance(n, A.PREDICATES):
+            return self.val(n)
+        return f"_truth({self.val(n)})"
+
+    def pred3(self, n) -> str:
+        """Three-valued value of BETWEEN / IN / LIKE / BEGINS / ENDS, ignoring ``negated``."""
+        v = self.val(n.operand)
+        if isinstance(n, A.Between):
+            return f"_between3({v}, {self.val(n.low)}, {self.val(n.high)})"
+        if isinstance(n, A.In):
+            spec = self.in_spec(n)
+            if spec is not None:
+                return f"_in_lit3({v}, {self.const(spec, 's')})"
+            return f"_in3({v}, ({', '.join(self.val(i) for i in n.items)},))"
+        if isinstance(n, A.Like):
+            return f"_like3({v}, {self.const(regex(n.pattern), 'r')})"
+        helper = "_begins3" if isinstance(n, A.BeginsWith) else "_ends3"
+        return f"{helper}({v}, ({', '.join(self.val(i) for i in n.items)},))"
+
+    # ---- truth modes
+    def T(self, n: A.Expr) -> str:
+        return self.mode(n, True)
+
+    def F(self, n: A.Expr) -> str:
+        return self.mode(n, False)
+
+    def mode(self, n: A.Expr, want: bool) -> str:
+        """Python bool expression: the node is TRUE (``want``) / FALSE (``not want``)."""
+        if _const_node(n, self.const_memo):
+            try:
+                value = _interpret(n, None, None)
+            except Exception:  # pragma: no cover
+                value = None
+            else:
+                r = value if isinstance(n, A.PREDICATES) else V.truth(value)
+                return "True" if r is want else "False"
+        if isinstance(n, A.And) or isinstance(n, A.Or):
+            joiner = " and " if isinstance(n, A.And) == want else " or "
+            return "(" + joiner.join(self.mode(t, want) for t in n.terms) + ")"
+        if isinstance(n, A.Not):
+            return self.mode(n.operand, not want)
+        if isinstance(n, A.Compare):
+            return self.compare(n, want)
+        if isinstance(n, A.IsNull):
+            first, rest = self.bind(self.val(n.operand))
+            code = (f"({first} is None or {rest} == '' or "
+                    f"(type({rest}) is list and _is_null({rest})))")
+            return code if want != n.negated else f"(not {code})"
+        if isinstance(n, A.IsNaN):
+            positive = want != n.negated
+            return f"{'' if positive else 'not '}_is_nan({self.val(n.operand)})"
+        if isinstance(n, (A.Between, A.In, A.Like, A.BeginsWith, A.EndsWith)):
+            return self.special(n, want != n.negated)
+        if isinstance(n, A.PREDICATES):  # pragma: no cover - all predicates handled above
+            return f"({self.val(n)} is {want})"
+        return f"(_truth({self.val(n)}) is {want})"
+
+    # ---- comparisons
+    def compare(self, n: A.Compare, want: bool) -> str:
+        op, left, right = n.op, n.left, n.right
+        memo = self.const_memo
+        if _const_node(left, memo) and not _const_node(right, memo):
+            op, left, right = _FLIP[op], right, left
+        if not _const_node(right, memo):
+            helper = "_cmp_t" if want else "_cmp_f"
+            return f"{helper}({op!r}, {self.val(left)}, {self.val(right)})"
+        lit = _interpret(right, None, None)
+        fast_op = op if want else _NEGATE[op]
+        slow = "_cmp_t" if want else "_cmp_f"
+        t = type(lit)
+        if lit is None or lit == "" or (t is float and lit != lit):
+            return "False"  # a comparison with NULL / '' / NaN is never TRUE or FALSE
+        L = self.lit(lit)
+        if t is bool or (t is str and lit.lower() in ("true", "false")) or t not in (
+                str, int, float):
+            return f"{slow}({op!r}, {self.val(left)}, {L})"
+        first, rest = self.bind(self.val(left))
+        general = f"{slow}({op!r}, {rest}, {L})"
+        if t is str:
+            if op == "=" and want and V.parse_number(lit) is None:
+                # only an equal string can be equal to a non-numeric string literal
+                return f"({first} == {L} or (type({rest}) is list and {general}))"
+            return (f"({rest} {_PYOP[fast_op]} {L} if type({first}) is str and {rest} "
+                    f"else {general})")
+        if fast_op == "!=":  # NaN != x is True in Python but NULL here
+            fast = f"({rest} != {L} and {rest} == {rest})"
+        else:
+            fast = f"{rest} {_PYOP[fast_op]} {L}"
+        return f"({fast} if type({first}) in _NUM else {general})"
+
+    # ---- BETWEEN / IN / LIKE / BEGINS WITH / ENDS WITH
+    def in_spec(self, n: A.In):
+        if not all(isinstance(i, A.Literal) for i in n.items):
+            return None
+        vals = [i.value for i in n.items]
+        if any(type(v) is bool for v in vals):
+            return None
+        strs = frozenset(v for v in vals if type(v) is str and v)
+        nums = frozenset(v for v in vals if type(v) in (int, float) and v == v)
+        numstrs = frozenset(x for x in (V.parse_number(s) for s in strs) if x is not None)
+        has_null = any(v is None or v == "" or (type(v) is float and v != v) for v in vals)
+        return (strs, nums, numstrs, has_null, bool(nums), tuple(vals))
+
+    def special(self, n, want: bool) -> str:
+        """T/F code for BETWEEN, IN, LIKE, BEGINS/ENDS WITH; ``want`` already accounts for
+        ``negated`` (True: code for 'the un-negated predicate is TRUE')."""
+        is_ = "True" if want else "False"
+        op_const = _const_node(n.operand, self.const_memo)
+        if isinstance(n, A.In):
+            spec = self.in_spec(n)
+            if spec is None or op_const:
+                return f"({self.pred3(n)} is {is_})"
+            strs, nums, numstrs, has_null, _, _ = spec
+            first, rest = self.bind(self.val(n.operand))
+            general = f"(_in_lit3({rest}, {self.const(spec, 's')}) is {is_})"
+            S = self.const(strs, "set")
+            N = self.const(nums | numstrs, "set")
+            if want:
+                # a string matches only an equal string unless numbers are listed; a
+                # number matches an equal number or numeric string literal
+                str_code = f"{rest} in {S}" if not nums else general
+                num_code = f"{rest} in {N}"
+            elif not has_null:
+                str_code = f"({rest} not in {S} and {rest} != '')" if not nums else general
+                num_code = f"({rest} not in {N} and {rest} == {rest})"
+            else:
+                return f"(_in_lit3({first}, {self.const(spec, 's')}) is {is_})"
+            return (f"({str_code} if type({first}) is str else "
+                    f"{num_code} if type({rest}) in _NUM else {general})")
+        if isinstance(n, A.Like) and not op_const:
+            rx = regex(n.pattern)
+            first, rest = self.bind(self.val(n.operand))
+            plain = _plain_like(n.pattern)
+            if plain is not None:
+                kind, text = plain
+                L = self.lit(text)
+                if kind == "in":
+                    fast = f"{L} in {rest}"
+                elif kind == "begins":
+                    fast = f"{rest}.startswith({L})"
+                else:
+                    NL = self.lit(text + "\n")
+                    fast = f"({rest}.endswith({L}) or {rest}.endswith({NL}))"
+                if not want:
+                    fast = f"not {fast}"
+            else:
+                search = self.const(rx.search, "rs")
+                fast = f"{search}({rest}) {'is not None' if want else 'is None'}"
+            return (f"({fast} if type({first}) is str and {rest} "
+                    f"else _like3({rest}, {self.const(rx, 'r')}) is {is_})")
+        if isinstance(n, (A.BeginsWith, A.EndsWith)) and not op_const and all(
+                isinstance(i, A.Literal) and V.to_str(i.value) for i in n.items):
+            affixes = tuple(V.to_str(i.value) for i in n.items)
+            method = "startswith" if isinstance(n, A.BeginsWith) else "endswith"
+            first, rest = self.bind(self.val(n.operand))
+            fast = f"{rest}.{method}({self.const(affixes, 'a')})"
+            if not want:
+                fast = "not " + fast
+            helper = "_begins3" if isinstance(n, A.BeginsWith) else "_ends3"
+            items = self.const(tuple(i.value for i in n.items), "a")
+            return (f"({fast} if type({first}) is str and {rest} "
+                    f"else {helper}({rest}, {items}) is {is_})")
+        if isinstance(n, A.Between) and not op_const:
+            memo = self.const_memo
+            if _const_node(n.low, memo) and _const_node(n.high, memo):
+                lo = V.first(_interpret(n.low, None, None))
+                hi = V.first(_interpret(n.high, None, None))
+                if all(type(b) in (int, float) and b == b for b in (lo, hi)):
+                    first, rest = self.bind(self.val(n.operand))
+                    LO, HI = self.lit(lo), self.lit(hi)
+                    fast = (f"{LO} <= {rest} <= {HI}" if want else
+                            f"({rest} < {LO} or {rest} > {HI})")
+                    return (f"({fast} if type({first}) in _NUM else "
+                            f"_between3({rest}, {LO}, {HI}) is {is_})")
+        return f"({self.pred3(n)} is {is_})"
+
+
+def _build(root: A.Expr, value_mode: bool) -> tuple[callable, str]:
+    ns: dict = dict(_HELPERS)
+    fast = _Gen(ns, True, "f")
+    generic = _Gen(ns, False, "g")
+    for g in (fast, generic):
+        g.prepare(root)
+    body_fast = fast.val(root) if value_mode else fast.T(root)
+    body_generic = generic.val(root) if value_mode else generic.T(root)
+    src = []
+    src.extend(fast.defs)
+    src.append("def _generic(d, ctx=None):")
+    src.extend("    " + s for s in generic.pre)
+    src.append(f"    return {body_generic}")
+    src.append("def _compiled(d, ctx=None):")
+    src.append("    try:")
+    src.append("        if type(d) is not dict:")
+    src.append("            return _generic(d, ctx)")
+    src.extend("        " + s for s in fast.pre)
+    src.append(f"        return {body_fast}")
+    src.append("    except Exception:")  # zero cost until raised (CPython 3.11+)
+    src.append("        return _recover(d, ctx)")
+    ns["_recover"] = _recovery(root, value_mode)
+    source = "\n".join(src) + "\n"
+    code = compile(source, "<amps-filter>", "exec")
+    exec(code, ns)  # noqa: S102 - source built only from generated names and repr()s
+    return ns["_compiled"], source
+
+
+#: times a compiled filter raised and was answered by the interpreter (tests assert 0)
+recoveries = 0
+
+
+def _recovery(root: A.Expr, value_mode: bool):
+    """Safety net: answer with the reference interpreter, never raise into the server."""
+    def recover(d, ctx=None):
+        global recoveries
+        recoveries += 1
+        try:
+            return _interpret(root, d, ctx) if value_mode else _interpret_matches(root, d, ctx)
+        except Exception:
+            return None if value_mode else False
+    return recover
+
+
+def _fallback(root: A.Expr, value_mode: bool):
+    """Interpreter-backed callable for expressions too deep for Python's compiler."""
+    def run(d, ctx=None):
+        try:
+            return _interpret(root, d, ctx) if value_mode else _interpret_matches(root, d, ctx)
+        except Exception:
+            return None if value_mode else False
+    return run
+
+
+def compile_ast(root: A.Expr, text: str | None = None, value_mode: bool = False):
+    """Compile an AST.  Filter mode returns ``f(doc, ctx=None) -> bool``; value mode returns
+    ``f(doc, ctx=None) -> value``.  The callable carries ``text``, ``ast``, ``source``
+    (generated Python, ``None`` when interpreted), ``deterministic`` and ``uses_context``."""
+    if A.depth(root) > MAX_DEPTH:
+        raise FilterError(f"expression nested too deeply (more than {MAX_DEPTH} levels)")
+    try:
+        fn, source = _build(root, value_mode)
+    except (RecursionError, SyntaxError, MemoryError, ValueError, OverflowError):
+        fn, source = _fallback(root, value_mode), None
+    calls = [n for n in A.walk(root) if isinstance(n, A.Call)]
+    if text is None:
+        try:
+            text = A.to_text(root)
+        except ValueError:  # an identifier no expression text can spell
+            text = repr(root)
+    fn.text = text
+    fn.ast = root
+    fn.source = source
+    fn.deterministic = all(FUNCTIONS[c.name].deterministic for c in calls)
+    fn.uses_context = any(FUNCTIONS[c.name].kind == "context" for c in calls)
+    return fn
+
+
+@lru_cache(maxsize=CACHE_SIZE)
+def _compile_cached(text: str, value_mode: bool):
+    try:
+        root = parse(text)
+    except RecursionError:
+        raise FilterError("filter nested too deeply", None, text) from None
+    return compile_ast(root, text, value_mode)
+
+
+def compile_filter(text: str):
+    """Compile filter text (cached by text) into ``f(doc, ctx=None) -> bool``.
+
+    ``f(doc)`` is True only if the expression is TRUE for the decoded JSON body ``doc``
+    (NULL / unknown counts as no match).  Raises :class:`FilterError` for a bad filter.
+    """
+    if not isinstance(text, str):
+        raise FilterError(f"filter must be text, not {type(text).__name__}")
+    return _compile_cached(text, False)
+
+
+def compile_expression(text: str):
+    """Compile expression text (cached) into ``f(doc, ctx=None) -> value`` (None = NULL)."""
+    if not isinstance(text, str):
+        raise FilterError(f"expression must be text, not {type(text).__name__}")
+    return _compile_cached(text, True)
