@@ -22,7 +22,8 @@ from typing import Any, Iterable
 
 import msgspec
 
-from protocol.command import Command, command_from_header
+from protocol import reasons
+from protocol.command import Command, decode_header, finish_command
 from protocol.headers import CLIENT_KNOWN_KEYS
 from protocol.reasons import CommandError
 
@@ -40,15 +41,32 @@ class ProtocolError(Exception):
     """The peer broke the protocol; the connection cannot continue."""
 
 
+def header_end(payload: bytes) -> int:
+    """Index just past the header object's closing brace, or -1 if there is none.
+
+    Fast path: the first ``}`` ends the header when the header has no backslash and an even
+    number of quotes before it (so that ``}`` is not inside a string). Otherwise a regular
+    expression that understands strings and escapes decides.
+    """
+    if payload[:1] != b"{":
+        return -1
+    end = payload.find(b"}")
+    if end < 0:
+        return -1
+    if payload.count(b'"', 0, end) % 2 == 0 and payload.find(b"\\", 0, end) < 0:
+        return end + 1
+    m = _HEADER_RE.match(payload)
+    return -1 if m is None else m.end()
+
+
 def split_frame(payload: bytes) -> tuple[dict[str, Any], bytes]:
     """Split one frame payload into (header dict, body bytes).
 
     Raises :class:`ProtocolError` if the payload does not start with a flat JSON object.
     """
-    m = _HEADER_RE.match(payload)
-    if m is None:
+    end = header_end(payload)
+    if end < 0:
         raise ProtocolError("frame does not start with a JSON header object")
-    end = m.end()
     try:
         header = _decode_header(payload[:end])
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
@@ -59,20 +77,35 @@ def split_frame(payload: bytes) -> tuple[dict[str, Any], bytes]:
 def parse_command(payload: bytes) -> Command:
     """Decode one frame payload into a :class:`Command`.
 
-    A header that is syntactically broken but whose ``cid`` is readable raises
+    A header that is broken or mistyped but whose ``cid`` is readable raises
     :class:`CommandError` (``header malformed``) carrying ``cid`` so the server can
     answer; one with no recoverable header raises :class:`ProtocolError`.
     """
-    try:
-        header, body = split_frame(payload)
-    except ProtocolError:
-        m = _CID_RE.search(payload[:4096])
-        if m is None:
-            raise
-        err = CommandError("header malformed", "header is not a flat JSON object")
-        err.cid = m.group(1).decode("utf-8", "replace")  # type: ignore[attr-defined]
-        raise err from None
-    return command_from_header(header, body)
+    end = header_end(payload)
+    if end > 0:
+        try:
+            cmd = decode_header(payload[:end])
+        except msgspec.ValidationError as exc:
+            # Valid JSON, wrong field types: the stream is intact, so answer if possible.
+            err = _malformed(payload, f"bad header field: {exc}")
+            if isinstance(err, ProtocolError):
+                err = CommandError(reasons.HEADER_MALFORMED, str(err))
+                err.cid = None  # type: ignore[attr-defined]
+            raise err from None
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            pass
+        else:
+            return finish_command(cmd, payload[end:])
+    raise _malformed(payload, "header is not a flat JSON object")
+
+
+def _malformed(payload: bytes, detail: str) -> Exception:
+    m = _CID_RE.search(payload[:4096])
+    if m is None:
+        return ProtocolError(detail)
+    err = CommandError(reasons.HEADER_MALFORMED, detail)
+    err.cid = m.group(1).decode("utf-8", "replace")  # type: ignore[attr-defined]
+    return err
 
 
 class FrameDecoder:

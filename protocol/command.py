@@ -12,59 +12,107 @@ from typing import Any
 import msgspec
 
 from protocol import reasons
-from protocol.headers import ACK_TYPES, COMMAND_ALIASES, INBOUND_ALIASES
+from protocol.headers import ACK_TYPES, COMMAND_ALIASES
 from protocol.reasons import CommandError
 
-_INT_FIELDS = ("seq", "batch_size", "top_n", "skip_n", "length", "group_seq", "expiration")
+_F = msgspec.field
+_Id = str | int | None  # identifiers some clients send as bare numbers
 
 
 class Command(msgspec.Struct, kw_only=True, gc=False):
-    """One decoded client command. Unset fields are ``None``; ``body`` is ``bytes``."""
+    """One decoded client command. Unset fields are ``None``; ``body`` is ``bytes``.
 
-    command: str = ""
-    body: bytes = b""
-    cid: str | None = None
-    topic: str | None = None
-    ack_type: str | None = None
-    seq: int | None = None
-    expiration: int | None = None
-    options: str | None = None
-    sow_key: str | None = None
-    correlation_id: str | None = None
+    The header JSON is decoded straight into this struct (msgspec, in C). Each canonical
+    attribute reads the spelling the official Python client uses on the wire; the
+    ``*_alt`` fields catch the other documented spelling and are folded into the canonical
+    attribute by ``__post_init__``, so handlers only ever look at the canonical names.
+    """
+
+    command: str = _F(default="", name="c")
+    body: bytes = _F(default=b"", name="~body")
+    cid: _Id = None
+    topic: str | None = _F(default=None, name="t")
+    ack_type: str | None = _F(default=None, name="a")
+    seq: int | str | None = _F(default=None, name="s")
+    expiration: int | str | None = _F(default=None, name="e")
+    options: str | None = _F(default=None, name="o")
+    sow_key: _Id = _F(default=None, name="k")
+    correlation_id: _Id = _F(default=None, name="x")
     filter: str | None = None
     bookmark: str | None = None
-    sub_id: str | None = None
-    sub_ids: str | None = None
-    query_id: str | None = None
-    batch_size: int | None = None
-    top_n: int | None = None
-    skip_n: int | None = None
+    sub_id: _Id = None
+    sub_ids: str | None = _F(default=None, name="sids")
+    query_id: _Id = None
+    batch_size: int | str | None = None
+    top_n: int | str | None = None
+    skip_n: int | str | None = None
     orderby: str | None = None
     sow_keys: str | None = None
     client_name: str | None = None
     user_id: str | None = None
-    password: str | None = None
+    password: str | None = _F(default=None, name="pw")
     version: str | None = None
-    message_type: str | None = None
-    timestamp: str | None = None
-    lease_period: str | None = None
-    group_seq: int | None = None
-    length: int | None = None
+    message_type: str | None = _F(default=None, name="mt")
+    timestamp: str | None = _F(default=None, name="ts")
+    lease_period: str | None = _F(default=None, name="lp")
+    group_seq: int | str | None = _F(default=None, name="gseq")
+    length: int | str | None = _F(default=None, name="l")
     heartbeat: str | None = None
     auth_key: str | None = None
     status: str | None = None
     reason: str | None = None
     data_only: str | None = None
-    _acks: frozenset[str] | None = None
-    _opts: dict[str, str | bool] | None = None
+    # Alternate spellings (long for short and short for long), folded in by __post_init__.
+    command_alt: str | None = _F(default=None, name="cmd")
+    cid_alt: _Id = _F(default=None, name="cmd_id")
+    topic_alt: str | None = _F(default=None, name="topic")
+    ack_type_alt: str | None = _F(default=None, name="ack_type")
+    seq_alt: int | str | None = _F(default=None, name="seq")
+    expiration_alt: int | str | None = _F(default=None, name="expiration")
+    options_alt: str | None = _F(default=None, name="opts")
+    sow_key_alt: _Id = _F(default=None, name="sow_key")
+    correlation_id_alt: _Id = _F(default=None, name="correlation_id")
+    bookmark_alt: str | None = _F(default=None, name="bm")
+    sub_ids_alt: str | None = _F(default=None, name="sub_ids")
+    batch_size_alt: int | str | None = _F(default=None, name="bs")
+    password_alt: str | None = _F(default=None, name="password")
+    timestamp_alt: str | None = _F(default=None, name="timestamp")
+    lease_period_alt: str | None = _F(default=None, name="lease_period")
+    group_seq_alt: int | str | None = _F(default=None, name="group_seq_num")
+    message_type_alt: str | None = _F(default=None, name="message_type")
+    # Derived views, computed on first use (wire names no client uses).
+    cached_acks: frozenset[str] | None = _F(default=None, name="~acks")
+    cached_opts: dict[str, str | bool] | None = _F(default=None, name="~opts")
+
+    def __post_init__(self) -> None:
+        if self.command_alt is not None or self.cid_alt is not None or self.topic_alt is not None \
+                or self.ack_type_alt is not None or self.seq_alt is not None \
+                or self.expiration_alt is not None or self.options_alt is not None \
+                or self.sow_key_alt is not None or self.correlation_id_alt is not None \
+                or self.bookmark_alt is not None or self.sub_ids_alt is not None \
+                or self.batch_size_alt is not None or self.password_alt is not None \
+                or self.timestamp_alt is not None or self.lease_period_alt is not None \
+                or self.group_seq_alt is not None or self.message_type_alt is not None:
+            for name in _ALT_FIELDS:
+                alt = getattr(self, name + "_alt")
+                if alt is not None and not getattr(self, name):
+                    setattr(self, name, alt)
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            if value is not None and value.__class__ is not int:
+                setattr(self, name, _as_int(value, name))
+        for name in _ID_FIELDS:
+            value = getattr(self, name)
+            if value is not None and value.__class__ is not str:
+                setattr(self, name, str(value))
 
     # -- derived views ------------------------------------------------------------
     @property
     def acks(self) -> frozenset[str]:
         """The ack types the client asked for (``a`` split on commas)."""
-        acks = self._acks
+        acks = self.cached_acks
         if acks is None:
-            acks = self._acks = (
+            acks = self.cached_acks = (
                 frozenset(p for p in self.ack_type.split(",") if p) if self.ack_type else _NO_ACKS
             )
         return acks
@@ -72,75 +120,54 @@ class Command(msgspec.Struct, kw_only=True, gc=False):
     @property
     def opts(self) -> dict[str, str | bool]:
         """The ``o`` option string parsed into a dict (flags map to ``True``)."""
-        if self._opts is None:
-            self._opts = parse_options(self.options) if self.options else {}
-        return self._opts
+        if self.cached_opts is None:
+            self.cached_opts = parse_options(self.options) if self.options else {}
+        return self.cached_opts
 
 
 _NO_ACKS: frozenset[str] = frozenset()
+_ALT_FIELDS = (
+    "command", "cid", "topic", "ack_type", "seq", "expiration", "options", "sow_key",
+    "correlation_id", "bookmark", "sub_ids", "batch_size", "password", "timestamp",
+    "lease_period", "group_seq", "message_type",
+)
+_INT_FIELDS = ("seq", "expiration", "batch_size", "top_n", "skip_n", "group_seq", "length")
+_ID_FIELDS = ("cid", "sow_key", "correlation_id", "sub_id", "query_id")
+decode_header = msgspec.json.Decoder(Command).decode
 
 
-def command_from_header(header: dict[str, Any], body: bytes) -> Command:
-    """Build a :class:`Command` from a decoded header object.
-
-    Raises :class:`CommandError` (``header malformed`` / ``unknown command``) for a header
-    that decodes but cannot be a valid command; ``cid`` is attached when it could be read.
-    """
-    fields: dict[str, Any] = {}
-    for key, value in header.items():
-        name = INBOUND_ALIASES.get(key)
-        if name is None:
-            continue  # unknown keys are tolerated, as AMPS tolerates extra fields
-        if name in _INT_FIELDS_SET:
-            value = _as_int(value, key)
-        elif value is not None and value.__class__ is not str:
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise _malformed(header, f"field {key!r} must be a string")
-            value = str(value)
-        fields[name] = value
-    cmd = Command(body=body, **fields)
+def finish_command(cmd: Command, body: bytes) -> Command:
+    """Attach the body and normalise the command name; reject unknown commands and acks."""
+    cmd.body = body
     raw = cmd.command
-    if not raw:
-        raise _malformed(header, "missing command")
     canonical = COMMAND_ALIASES.get(raw)
     if canonical is None:
-        err = CommandError(reasons.UNKNOWN_COMMAND, raw)
+        if not raw:
+            err = CommandError(reasons.HEADER_MALFORMED, "missing command")
+        else:
+            err = CommandError(reasons.UNKNOWN_COMMAND, raw)
+            err.command = cmd  # type: ignore[attr-defined]
         err.cid = cmd.cid  # type: ignore[attr-defined]
-        err.command = cmd  # type: ignore[attr-defined]
         raise err
     cmd.command = canonical
-    if cmd.ack_type:
-        unknown = [a for a in cmd.ack_type.split(",") if a and a not in ACK_TYPES]
+    ack_type = cmd.ack_type
+    if ack_type and ack_type not in ACK_TYPES:
+        unknown = [a for a in ack_type.split(",") if a and a not in ACK_TYPES]
         if unknown:
-            raise _malformed(header, f"unknown ack type {unknown[0]!r}")
+            err = CommandError(reasons.HEADER_MALFORMED, f"unknown ack type {unknown[0]!r}")
+            err.cid = cmd.cid  # type: ignore[attr-defined]
+            raise err
     return cmd
 
 
-_INT_FIELDS_SET = frozenset(_INT_FIELDS)
-
-
-def _as_int(value: Any, key: str) -> int | None:
-    if value is None:
-        return None
+def _as_int(value: Any, key: str) -> int:
     if isinstance(value, bool):
-        raise CommandError(reasons.HEADER_MALFORMED, f"field {key!r} must be a number")
-    if isinstance(value, int):
-        return value
+        raise ValueError(f"field {key!r} must be a number")
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            pass
-    raise CommandError(reasons.HEADER_MALFORMED, f"field {key!r} must be an integer")
-
-
-def _malformed(header: dict[str, Any], detail: str) -> CommandError:
-    err = CommandError(reasons.HEADER_MALFORMED, detail)
-    cid = header.get("cid", header.get("cmd_id"))
-    err.cid = cid if isinstance(cid, str) else None  # type: ignore[attr-defined]
-    return err
+        return int(value.strip())  # ValueError -> msgspec.ValidationError -> header malformed
+    raise ValueError(f"field {key!r} must be an integer")
 
 
 def parse_options(text: str) -> dict[str, str | bool]:

@@ -1,0 +1,115 @@
+"""Shared bench helpers: the machine line, a server subprocess, and a raw AMPS peer.
+
+The server always runs in its own process (``python -m server``), so a bench never shares
+a GIL between the server and the clients that load it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return (f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
+
+
+class ServerProcess:
+    """``amps-emulator`` in a subprocess on a free port; waits for its ready line."""
+
+    def __init__(self, config_path: str | None = None, extra: list[str] | None = None) -> None:
+        self.tmp = tempfile.TemporaryDirectory(prefix="amps-bench-")
+        args = [sys.executable, "-m", "server", "--log-level", "WARNING"]
+        if config_path:
+            args.append(config_path)
+        else:
+            args += ["--data-dir", os.path.join(self.tmp.name, "amps-data")]
+        args += ["--listen", "127.0.0.1:0", *(extra or [])]
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+        if not line.startswith("ready: "):
+            self.proc.kill()
+            raise RuntimeError(f"server did not start: {line!r}")
+        self.uri = line.split()[1]
+        self.port = int(self.uri.split(":")[2].split("/")[0])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.tmp.cleanup()
+
+    def __enter__(self) -> "ServerProcess":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def frame(header: dict, body: bytes = b"") -> bytes:
+    h = json.dumps(header, separators=(",", ":")).encode()
+    return (len(h) + len(body)).to_bytes(4, "big") + h + body
+
+
+def raw_subscriber(port: int, name: str, topic: str, filt: str | None) -> socket.socket:
+    """A raw socket logged on and subscribed (acks consumed)."""
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(frame({"c": "logon", "cid": "l", "client_name": name, "a": "processed"}))
+    sub = {"c": "subscribe", "cid": "s", "t": topic, "sub_id": "s", "a": "processed"}
+    if filt:
+        sub["filter"] = filt
+    s.sendall(frame(sub))
+    buf = b""
+    acks = 0
+    while acks < 2:
+        buf += s.recv(65536)
+        while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big"):
+            n = int.from_bytes(buf[:4], "big")
+            buf = buf[4 + n:]
+            acks += 1
+    return s
+
+
+def count_frames(sock: socket.socket, expected: int, deadline: float) -> int:
+    """Read frames until ``expected`` have arrived or ``deadline`` passes."""
+    got = 0
+    buf = bytearray()
+    pos = 0
+    sock.settimeout(0.5)
+    while got < expected and time.monotonic() < deadline:
+        try:
+            chunk = sock.recv(1 << 20)
+        except socket.timeout:
+            continue
+        if not chunk:
+            break
+        buf += chunk
+        n = len(buf)
+        while n - pos >= 4:
+            size = int.from_bytes(buf[pos:pos + 4], "big")
+            if n - pos - 4 < size:
+                break
+            pos += 4 + size
+            got += 1
+        if pos:
+            del buf[:pos]
+            pos = 0
+    return got

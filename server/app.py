@@ -1,0 +1,185 @@
+"""The server instance: listeners, connections, routing, and the once-per-turn flush.
+
+One event loop owns all state; nothing here is module-level, so two servers can run in one
+process (tests do). ``Server.dispatch`` looks a command up in :data:`server.commands.HANDLERS`
+and runs it with the server as explicit context. Output produced while handling a turn's
+input is written in one pass at the end of the turn (``_flush``), the place where later
+issues commit the journal and the SOW before releasing acks (the redis ``beforeSleep`` rule).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import socket
+import time
+from typing import Any, Callable, Iterable
+
+from protocol import reasons
+from protocol.reasons import CommandError
+from server.connection import Connection
+from server.router import Router
+
+log = logging.getLogger("amps_emulator.server")
+
+SERVER_VERSION = "5.3.4.0"
+
+
+class Listener:
+    """One configured transport, bound."""
+
+    def __init__(self, name: str, host: str, port: int, message_type: str, protocol: str,
+                 max_frame: int, out_limit: int) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        self.message_type = message_type
+        self.protocol = protocol
+        self.max_frame = max_frame
+        self.out_limit = out_limit
+        self.server: asyncio.AbstractServer | None = None
+
+    @property
+    def uri(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"tcp://{host}:{self.port}/{self.protocol}/{self.message_type}"
+
+
+def listeners_from_config(config: Any) -> list[Listener]:
+    out = []
+    for t in config.transports:
+        if not getattr(t, "enabled", True):
+            continue
+        out.append(Listener(
+            name=t.name, host=t.host or "0.0.0.0", port=t.port,
+            message_type=t.message_type or "json", protocol=t.protocol or "amps",
+            max_frame=t.max_frame_size, out_limit=t.client_outbound_limit,
+        ))
+    return out
+
+
+class Server:
+    def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
+                 wallclock: Callable[[], float] = time.time,
+                 keep_readable_journal: bool = False) -> None:
+        from server import commands  # local: commands imports this module's names
+
+        self.config = config
+        self.keep_readable_journal = keep_readable_journal
+        self.clock = clock
+        self.wallclock = wallclock
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
+        self.router = Router()
+        self.connections: set[Connection] = set()
+        self.by_name: dict[str, Connection] = {}
+        self.client_seqs: dict[str, int] = {}  # publish de-duplication high-water marks
+        self.listeners: list[Listener] = []
+        self._handlers = commands.HANDLERS
+        self._dirty: list[Connection] = []
+        self._flush_scheduled = False
+        self._conn_ids = itertools.count(1)
+        self.stats = {"published": 0, "delivered": 0}
+        self.txlog: Any = None  # server.txlog.TxLog when the config has a TransactionLog
+
+    # -- lifecycle ---------------------------------------------------------------------
+    async def start(self, sockets: Iterable[socket.socket] | None = None) -> list[str]:
+        """Bind every transport (or adopt ``sockets``, in order) and return their URIs."""
+        self.loop = asyncio.get_running_loop()
+        if self.config.transaction_log is not None:
+            from server.txlog import TxLog
+
+            self.txlog = TxLog(self, self.config.transaction_log)
+            self.txlog.open()  # recovery happens before any client can connect
+        self.listeners = listeners_from_config(self.config)
+        given = list(sockets) if sockets is not None else []
+        for i, lst in enumerate(self.listeners):
+            if i < len(given):
+                srv = await self.loop.create_server(
+                    lambda lst=lst: Connection(self, lst), sock=given[i])
+            else:
+                srv = await self.loop.create_server(
+                    lambda lst=lst: Connection(self, lst), lst.host, lst.port, reuse_address=True)
+            lst.server = srv
+            sockname = srv.sockets[0].getsockname()
+            lst.host, lst.port = sockname[0], sockname[1]
+        if self.txlog is not None:
+            self.txlog.start_timers()
+        return [lst.uri for lst in self.listeners]
+
+    async def stop(self) -> None:
+        for lst in self.listeners:
+            if lst.server is not None:
+                lst.server.close()
+        for conn in list(self.connections):
+            conn.flush_output()
+            conn.close("server shutting down")
+        for lst in self.listeners:
+            if lst.server is not None:
+                await lst.server.wait_closed()
+        if self.txlog is not None:
+            self.txlog.close()
+
+    # -- connections ------------------------------------------------------------------
+    def connection_opened(self, conn: Connection) -> None:
+        conn.conn_id = next(self._conn_ids)
+        self.connections.add(conn)
+        log.debug("connection %d from %s", conn.conn_id, conn.peer)
+
+    def connection_closed(self, conn: Connection) -> None:
+        self.connections.discard(conn)
+        for sub in conn.subs.values():
+            self.remove_subscription(sub)
+        conn.subs.clear()
+        if conn.client_name is not None and self.by_name.get(conn.client_name) is conn:
+            del self.by_name[conn.client_name]
+        log.debug("connection %d closed", conn.conn_id)
+
+    def remove_subscription(self, sub: Any) -> None:
+        """Take a subscription out of routing (or stop its journal cursor)."""
+        if sub.cursor is not None:
+            from server import replay
+
+            replay.stop(self, sub.cursor)
+        else:
+            self.router.remove(sub)
+
+    # -- dispatch ----------------------------------------------------------------------
+    def dispatch(self, conn: Connection, cmd: Any) -> None:
+        handler = self._handlers.get(cmd.command)
+        try:
+            if not conn.logged_on and cmd.command not in ("logon", "heartbeat"):
+                raise CommandError(reasons.LOGON_REQUIRED)
+            if handler is None:
+                raise CommandError(reasons.UNKNOWN_COMMAND, cmd.command)
+            handler(self, conn, cmd)
+        except CommandError as exc:
+            log.info("%s: %s failed: %s", conn.describe(), cmd.command, exc)
+            conn.fail(cmd, exc.reason)
+        except Exception:  # a bug must not take the server down
+            log.exception("%s: internal error handling %r", conn.describe(), cmd)
+            conn.fail(cmd, reasons.UNKNOWN_ERROR)
+
+    # -- once-per-turn output -----------------------------------------------------------
+    def mark_dirty(self, conn: Connection) -> None:
+        self._dirty.append(conn)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def request_turn_end(self) -> None:
+        """Make sure ``_flush`` runs at the end of this turn (journal work is pending)."""
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self.loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """End of turn: commit the journal (releasing what is durable), then write output."""
+        if self.txlog is not None:
+            self.txlog.end_turn()
+        dirty, self._dirty = self._dirty, []
+        self._flush_scheduled = False
+        for conn in dirty:
+            conn.flush_output()
+        if self._dirty:
+            self.request_turn_end()

@@ -1,0 +1,247 @@
+"""One client connection: the IO shell between a socket and the command handlers.
+
+The asyncio protocol turns socket facts into calls: bytes are fed to the sans-IO
+:class:`protocol.FrameDecoder`, each complete frame becomes a :class:`protocol.Command` and is
+handed to the server's dispatch table. Outbound frames are queued per connection and
+written once per event-loop turn by the server (after anything that must be durable first),
+so a burst of deliveries costs one ``write`` call.
+
+Outbound memory is bounded: when the bytes queued here plus the transport's own buffer exceed
+the transport's limit, the client is disconnected as a slow consumer and its buffers are
+dropped (the nats-server ``queueOutbound`` rule).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+from typing import TYPE_CHECKING, Any
+
+from protocol import reasons
+from protocol.codec import FrameDecoder, ProtocolError, ack as encode_ack, frame, parse_command
+from protocol.reasons import CommandError
+from server.heartbeat import Beat, Heartbeat
+
+if TYPE_CHECKING:
+    from protocol.command import Command
+    from server.app import Server
+    from server.router import Subscription
+
+log = logging.getLogger("amps_emulator.connection")
+
+_HEARTBEAT_FRAME = frame({"c": "heartbeat"})
+WRITE_HIGH_WATER = 1 << 20  # journal replays pause above this many unsent bytes
+_LINGER_RESET = struct.pack("ii", 1, 0)
+
+
+def _reset_on_close(transport: asyncio.BaseTransport) -> None:
+    """Make the close send a reset: a dropped slow consumer gets no stale half-backlog."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+        except OSError:
+            pass
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, server: "Server", listener: Any) -> None:
+        self.server = server
+        self.listener = listener
+        self.decoder = FrameDecoder(listener.max_frame)
+        self.out_limit = listener.out_limit
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.conn_id = 0
+        self.client_name: str | None = None
+        self.user_id: str | None = None
+        self.logged_on = False
+        self.closed = False
+        self.subs: dict[str, "Subscription"] = {}
+        self.heartbeat = Heartbeat()
+        self._hb_timer: asyncio.TimerHandle | None = None
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self.persisted_seq: int | None = None  # highest publish seq to ack as persisted
+        self.writing_paused = False
+
+    # -- asyncio.Protocol -------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.server.connection_opened(self)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self.heartbeat.active:
+            self.heartbeat.received(self.server.clock())
+        try:
+            payloads = self.decoder.feed(data)
+        except ProtocolError as exc:
+            self.close(f"{reasons.DISCONNECT_PROTOCOL}: {exc}")
+            return
+        dispatch = self.server.dispatch
+        for payload in payloads:
+            if self.closed:
+                return
+            try:
+                cmd = parse_command(payload)
+            except ProtocolError as exc:
+                self.close(f"{reasons.DISCONNECT_PROTOCOL}: {exc}")
+                return
+            except CommandError as exc:
+                self._reject_unparsed(exc)
+                continue
+            dispatch(self, cmd)
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        from server import replay
+
+        replay.resume_connection(self.server, self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._cancel_hb_timer()
+        self._out.clear()
+        self._out_bytes = 0
+        self.server.connection_closed(self)
+
+    # -- output -----------------------------------------------------------------------
+    def send(self, data: bytes) -> None:
+        """Queue one encoded frame for this turn's write."""
+        if self.closed:
+            return
+        self._out.append(data)
+        self._out_bytes += len(data)
+        if self._out_bytes + self.transport.get_write_buffer_size() > self.out_limit:  # type: ignore[union-attr]
+            self.close(
+                f"{reasons.DISCONNECT_SLOW_CLIENT}: more than {self.out_limit} bytes pending",
+                abort=True,
+            )
+            return
+        if len(self._out) == 1:
+            self.server.mark_dirty(self)
+
+    def flush_output(self) -> None:
+        """Write everything queued this turn (called by the server once per turn)."""
+        if self.closed:
+            return
+        if self.persisted_seq is not None:
+            self._out.append(encode_ack(None, "persisted", s=self.persisted_seq))
+            self.persisted_seq = None
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        self._out_bytes = 0
+        self.transport.write(out[0] if len(out) == 1 else b"".join(out))  # type: ignore[union-attr]
+        if self.heartbeat.active:
+            self.heartbeat.sent(self.server.clock())
+
+    def note_persisted(self, seq: int) -> None:
+        """Record that publishes up to ``seq`` are persisted; one conflated ack per turn."""
+        if self.persisted_seq is None or seq > self.persisted_seq:
+            self.persisted_seq = seq
+        if not self._out:
+            self.server.mark_dirty(self)
+
+    def emit_persisted(self) -> None:
+        """Queue the conflated persisted ack covering every publish seq accepted so far."""
+        seq = self.persisted_seq
+        if seq is None:
+            return
+        self.persisted_seq = None
+        self.send(encode_ack(None, "persisted", s=seq))
+
+    def persisted_failure(self, seq: int, reason: str) -> None:
+        """A publish could not be persisted: the client's failed-write handler gets ``reason``."""
+        self.send(encode_ack(None, "persisted", "failure", reason, s=seq))
+
+    def ack(self, cmd: "Command", ack_type: str, status: str = "success",
+            reason: str | None = None, **extra: Any) -> None:
+        """Send one ack for ``cmd`` echoing its cid, sub_id and query_id."""
+        if cmd.sub_id is not None and "sub_id" not in extra:
+            extra["sub_id"] = cmd.sub_id
+        if cmd.query_id is not None and "query_id" not in extra:
+            extra["query_id"] = cmd.query_id
+        self.send(encode_ack(cmd.cid, ack_type, status, reason, **extra))
+
+    def fail(self, cmd: "Command", reason: str) -> None:
+        """Failure ack on the ``processed`` ack (or the first one requested)."""
+        acks = cmd.acks
+        if not acks:
+            log.info("%s: %s failed (%s); no ack requested", self.describe(), cmd.command, reason)
+            return
+        ack_type = "processed" if "processed" in acks else sorted(acks)[0]
+        self.ack(cmd, ack_type, "failure", reason)
+
+    def _reject_unparsed(self, exc: CommandError) -> None:
+        cid = getattr(exc, "cid", None)
+        log.warning("%s: bad command: %s", self.describe(), exc)
+        bad = getattr(exc, "command", None)
+        if bad is not None and bad.ack_type:
+            self.fail(bad, exc.reason)
+        elif cid is not None:
+            self.send(encode_ack(cid, "processed", "failure", exc.reason))
+
+    # -- heartbeats --------------------------------------------------------------------
+    def start_heartbeat(self, interval: float) -> None:
+        self.heartbeat.start(interval, self.server.clock())
+        self._arm_hb_timer()
+
+    def stop_heartbeat(self) -> None:
+        self.heartbeat.stop()
+        self._cancel_hb_timer()
+
+    def _arm_hb_timer(self) -> None:
+        self._cancel_hb_timer()
+        deadline = self.heartbeat.next_deadline()
+        if deadline is None or self.closed:
+            return
+        delay = max(0.0, deadline - self.server.clock())
+        self._hb_timer = self.server.loop.call_later(delay + 0.001, self._hb_tick)
+
+    def _cancel_hb_timer(self) -> None:
+        if self._hb_timer is not None:
+            self._hb_timer.cancel()
+            self._hb_timer = None
+
+    def _hb_tick(self) -> None:
+        self._hb_timer = None
+        action = self.heartbeat.poll(self.server.clock())
+        if action is Beat.TIMEOUT:
+            self.close(f"{reasons.DISCONNECT_HEARTBEAT}: nothing received for "
+                       f"{2 * (self.heartbeat.interval or 0):g}s")
+            return
+        if action is Beat.SEND:
+            self.send(_HEARTBEAT_FRAME)
+            self.heartbeat.sent(self.server.clock())
+        self._arm_hb_timer()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def describe(self) -> str:
+        return f"client {self.client_name or '(no logon)'} [{self.peer}]"
+
+    def close(self, why: str, abort: bool = False) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        log.warning("disconnecting %s: %s", self.describe(), why)
+        self._cancel_hb_timer()
+        self._out.clear()
+        self._out_bytes = 0
+        if self.transport is not None:
+            if abort:
+                _reset_on_close(self.transport)
+                self.transport.abort()
+            else:
+                self.transport.close()

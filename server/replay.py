@@ -1,0 +1,235 @@
+"""Bookmark subscriptions: journal cursors that replay, then follow the log live.
+
+A bookmark subscription never goes through the live fan-out. It is a cursor over the
+journal: each time the durable position advances (or, with the ``live`` option, each time the
+log is written) the cursor reads on from where it stopped, applies the subscription's topic
+and filter, and delivers with ``bm``. Because the replay and the live part are the same read
+of the same log, the cut-over has no gap and no duplicate by construction, however fast
+publishes keep arriving during the replay.
+
+A cursor delivers at most ``CHUNK`` messages per step and yields to the event loop between
+steps; it stops while the client's socket is backed up and resumes when it drains, so a
+replay of a large log keeps memory bounded and other clients served.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from journal import RecordKind
+from protocol.bookmarks import BookmarkError, BookmarkRange, format_timestamp, parse_bookmark
+from protocol import reasons
+from protocol.codec import ack as encode_ack, frame_raw, json_str
+from protocol.filter import MessageContext
+from protocol.reasons import CommandError
+
+if TYPE_CHECKING:
+    from protocol.command import Command
+    from server.app import Server
+    from server.connection import Connection
+    from server.router import Subscription
+
+log = logging.getLogger("amps_emulator.replay")
+
+CHUNK = 2000
+_DELIVERABLE = frozenset((int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH)))
+_decode = msgspec.json.decode
+
+
+class Cursor:
+    __slots__ = (
+        "sub", "conn", "cmd", "next_pos", "stop_pos", "live", "remaining", "want_completed",
+        "want_persisted", "caught_up", "paused", "blocked", "done", "scheduled", "last_pos",
+        "last_bm", "acked_bm", "timestamp",
+    )
+
+    def __init__(self, sub: "Subscription", cmd: "Command", next_pos: int,
+                 stop_pos: int | None) -> None:
+        opts = cmd.opts
+        self.sub = sub
+        self.conn = sub.conn
+        self.cmd = cmd
+        self.next_pos = next_pos
+        self.stop_pos = stop_pos  # exclusive end of a range, None = follow forever
+        self.live = "live" in opts
+        top_n = opts.get("top_n") or cmd.top_n
+        self.remaining = int(top_n) if top_n not in (None, True) else None
+        self.want_completed = "completed" in cmd.acks
+        self.want_persisted = "persisted" in cmd.acks
+        self.caught_up = False
+        self.paused = "pause" in opts
+        self.blocked = False
+        self.done = False
+        self.scheduled = False
+        self.last_pos = 0
+        self.last_bm: str | None = None
+        self.acked_bm: str | None = None
+        self.timestamp = "timestamp" in opts
+
+
+def start(server: "Server", conn: "Connection", cmd: "Command", sub: "Subscription") -> Cursor:
+    """Resolve the subscription's bookmark to a journal position and create its cursor."""
+    txlog = server.txlog
+    if txlog is None or (sub.regex is None and not txlog.recorded(sub.topic)):
+        raise CommandError(reasons.TX_LOG_NOT_FOUND, f"topic {sub.topic!r} is not recorded")
+    try:
+        spec = parse_bookmark(cmd.bookmark or "")
+    except BookmarkError as exc:
+        raise CommandError(reasons.INVALID_BOOKMARK, str(exc)) from None
+    journal = txlog.journal
+    stop: int | None = None
+    if isinstance(spec, BookmarkRange):
+        begin, stop = journal.range_positions(spec)
+    else:
+        begin = journal.position_after_bookmark(spec)
+    if begin is None:
+        mode = cmd.opts.get("bookmark_not_found", "now")
+        if mode == "epoch":
+            begin = journal.first_position
+        elif mode == "fail":
+            raise CommandError(reasons.INVALID_BOOKMARK, f"bookmark {cmd.bookmark!r} not found")
+        else:
+            begin = journal.next_position
+    return Cursor(sub, cmd, begin, stop)
+
+
+def pump(server: "Server", cursor: Cursor, limit: int) -> None:
+    """Deliver what the cursor may see up to log position ``limit`` (one chunk at most)."""
+    if cursor.done or cursor.paused or cursor.conn.closed:
+        return
+    if cursor.conn.writing_paused:
+        cursor.blocked = True
+        return
+    stop = cursor.stop_pos
+    if stop is not None and limit >= stop:
+        limit = stop - 1
+    if cursor.next_pos <= limit:
+        if not _deliver_chunk(server, cursor, limit):
+            return  # more to do: a step was scheduled, or the cursor finished (top_n)
+    if stop is not None and cursor.next_pos >= stop:
+        finish(server, cursor)
+    elif not cursor.caught_up:
+        cursor.caught_up = True
+        if cursor.want_completed:
+            cursor.conn.ack(cursor.cmd, "completed")
+        send_persisted_ack(cursor, server.txlog.journal.durable_position)  # type: ignore[union-attr]
+
+
+def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
+    """Deliver up to CHUNK matching records; True when the cursor reached ``limit``."""
+    sub = cursor.sub
+    conn = cursor.conn
+    flt = sub.filter
+    sids = json_str(sub.sub_id)
+    sent = 0
+    journal = server.txlog.journal  # type: ignore[union-attr]
+    for rec in journal.read(cursor.next_pos):
+        pos = rec.position
+        if pos > limit:
+            break
+        cursor.next_pos = pos + 1
+        cursor.last_pos = pos
+        cursor.last_bm = bm = rec.bookmark_str
+        if rec.kind not in _DELIVERABLE or not sub.matches_topic(rec.topic):
+            continue
+        if flt is not None:
+            ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
+                                 correlation_id=rec.correlation_id, client_name=rec.client_name)
+            if not flt(_decode_or_none(rec.body), ctx):
+                continue
+        head = b'{"c":"p","t":' + json_str(rec.topic) + b',"sids":' + sids
+        tail = delivery_tail(bm, rec.correlation_id, rec.sow_key, rec.expiration,
+                             format_timestamp(rec.timestamp) if cursor.timestamp else None)
+        conn.send(frame_raw(head + tail, rec.body))
+        sent += 1
+        if cursor.remaining is not None:
+            cursor.remaining -= 1
+            if cursor.remaining <= 0:
+                finish(server, cursor)
+                return False
+        if sent >= CHUNK:
+            schedule(server, cursor)
+            return False
+        if conn.closed:
+            return False
+    return True
+
+
+def delivery_tail(bm: str | None, correlation_id: str | None, sow_key: str | None,
+                  expiration: int | None, ts: str | None) -> bytes:
+    """The rest of a ``p`` header after ``sids``: optional bm, x, k, e, ts, then ``}``."""
+    parts = []
+    if bm is not None:
+        parts.append(b',"bm":' + json_str(bm))
+    if correlation_id is not None:
+        parts.append(b',"x":' + json_str(correlation_id))
+    if sow_key is not None:
+        parts.append(b',"k":' + json_str(sow_key))
+    if expiration is not None:
+        parts.append(b',"e":' + str(expiration).encode())
+    if ts is not None:
+        parts.append(b',"ts":' + json_str(ts))
+    parts.append(b"}")
+    return b"".join(parts)
+
+
+def _decode_or_none(body: bytes) -> Any:
+    try:
+        return _decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+
+
+def schedule(server: "Server", cursor: Cursor) -> None:
+    """Run another step of the cursor on a later loop iteration."""
+    if cursor.scheduled or cursor.done:
+        return
+    cursor.scheduled = True
+
+    def step() -> None:
+        cursor.scheduled = False
+        journal = server.txlog.journal  # type: ignore[union-attr]
+        pump(server, cursor, journal.last_position if cursor.live else journal.durable_position)
+
+    server.loop.call_soon(step)
+
+
+def resume_connection(server: "Server", conn: "Connection") -> None:
+    """The client's socket drained: continue every cursor that stopped for it."""
+    for sub in conn.subs.values():
+        cursor = sub.cursor
+        if cursor is not None and cursor.blocked:
+            cursor.blocked = False
+            schedule(server, cursor)
+
+
+def finish(server: "Server", cursor: Cursor) -> None:
+    """A bounded replay (range end or top_n) is complete: final acks, then remove it."""
+    journal = server.txlog.journal  # type: ignore[union-attr]
+    if cursor.want_completed:
+        cursor.conn.ack(cursor.cmd, "completed")
+    send_persisted_ack(cursor, journal.durable_position)
+    stop(server, cursor)
+    sub = cursor.sub
+    if cursor.conn.subs.get(sub.sub_id) is sub:
+        del cursor.conn.subs[sub.sub_id]
+
+
+def stop(server: "Server", cursor: Cursor) -> None:
+    cursor.done = True
+    if server.txlog is not None:
+        server.txlog.cursors.discard(cursor)
+
+
+def send_persisted_ack(cursor: Cursor, durable: int) -> None:
+    """Tell a store-backed subscriber how far the log is persisted for its subscription."""
+    if not cursor.want_persisted or cursor.conn.closed:
+        return
+    bm = cursor.last_bm
+    if bm is None or bm == cursor.acked_bm or cursor.last_pos > durable:
+        return
+    cursor.acked_bm = bm
+    cursor.conn.send(encode_ack(None, "persisted", sub_id=cursor.sub.sub_id, bm=bm))

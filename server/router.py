@@ -1,0 +1,109 @@
+"""Subscription routing: which subscriptions a message on a topic may go to.
+
+Subscriptions name a literal topic or a regular expression (PCRE-style, matching anywhere in
+the topic name unless anchored, as AMPS does). Literal subscriptions are indexed by topic;
+regex subscriptions are tested once per distinct topic and the answer is cached until the
+set of subscriptions changes. Content filters are applied by the caller, which decodes the
+message body at most once however many subscriptions test it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from protocol import reasons
+from protocol.reasons import CommandError
+
+# Characters whose presence makes a subscription topic a regular expression.
+_REGEX_CHARS = frozenset(".*+?^$[](){}|\\")
+_CACHE_LIMIT = 50_000
+
+
+def is_regex_topic(topic: str) -> bool:
+    return any(ch in _REGEX_CHARS for ch in topic)
+
+
+def compile_topic_regex(topic: str) -> re.Pattern[str]:
+    try:
+        return re.compile(topic)
+    except re.error as exc:
+        raise CommandError(reasons.BAD_REGEX_TOPIC, f"{topic!r}: {exc}") from None
+
+
+class Subscription:
+    """One live subscription of one connection."""
+
+    __slots__ = (
+        "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor",
+    )
+
+    def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
+                 options: dict[str, Any], delta: bool = False) -> None:
+        self.conn = conn
+        self.sub_id = sub_id
+        self.topic = topic
+        self.regex = compile_topic_regex(topic) if is_regex_topic(topic) else None
+        self.filter = filter
+        self.options = options
+        self.delta = delta
+        self.cursor: Any = None  # server.replay.Cursor for bookmark subscriptions
+
+    def matches_topic(self, topic: str) -> bool:
+        if self.regex is None:
+            return topic == self.topic
+        return self.regex.search(topic) is not None
+
+    def __repr__(self) -> str:
+        return f"Subscription({self.sub_id!r}, topic={self.topic!r})"
+
+
+class Router:
+    """All subscriptions of one server instance."""
+
+    def __init__(self) -> None:
+        self._literal: dict[str, list[Subscription]] = {}
+        self._regex: list[Subscription] = []
+        self._cache: dict[str, tuple[Subscription, ...]] = {}
+
+    def add(self, sub: Subscription) -> None:
+        if sub.regex is None:
+            self._literal.setdefault(sub.topic, []).append(sub)
+        else:
+            self._regex.append(sub)
+        self._cache.clear()
+
+    def remove(self, sub: Subscription) -> None:
+        if sub.regex is None:
+            subs = self._literal.get(sub.topic)
+            if subs is not None:
+                try:
+                    subs.remove(sub)
+                except ValueError:
+                    pass
+                if not subs:
+                    del self._literal[sub.topic]
+        else:
+            try:
+                self._regex.remove(sub)
+            except ValueError:
+                pass
+        self._cache.clear()
+
+    def match(self, topic: str) -> tuple[Subscription, ...]:
+        """Every subscription whose topic (literal or regex) covers ``topic``."""
+        hit = self._cache.get(topic)
+        if hit is not None:
+            return hit
+        found = list(self._literal.get(topic, ()))
+        for sub in self._regex:
+            if sub.regex.search(topic) is not None:  # type: ignore[union-attr]
+                found.append(sub)
+        result = tuple(found)
+        if len(self._cache) >= _CACHE_LIMIT:
+            self._cache.clear()
+        self._cache[topic] = result
+        return result
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._literal.values()) + len(self._regex)

@@ -1,0 +1,184 @@
+"""The server's transaction log: recording publishes, durability turns and persisted acks.
+
+Owns the :class:`journal.FileJournal` of the config's ``TransactionLog`` and decides *when*
+things may be said to clients:
+
+* A publish to a recorded topic is appended (getting its bookmark) while its command is
+  handled; at the end of the event-loop turn the journal is written (one ``write``) and, in
+  ``group`` durability, fsynced in a worker thread. Only when that sync returns do persisted
+  acks for those publishes go out (``durable_position``), and only then do bookmark
+  subscriptions without the ``live`` option see the messages. ``strict`` syncs on append and
+  ``memory`` never syncs; in both, ``durable_position`` is the last appended position, and in
+  ``memory`` a persisted ack promises nothing across a crash (the journal module says so).
+* Persisted acks are cumulative per connection, so they are released strictly in the order
+  the publishes arrived: one FIFO of ``(position, connection, seq)`` across the server, popped
+  as the durable position advances. A republished duplicate, or a publish to a topic that is
+  not recorded, waits behind everything already appended, so no ack ever claims more than
+  what happened.
+* Bookmark subscriptions are journal cursors (:mod:`server.replay`), pumped after each turn.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import TYPE_CHECKING, Any
+
+from journal import FileJournal, JournalError, RecordKind
+from protocol import reasons
+
+if TYPE_CHECKING:
+    from protocol.command import Command
+    from server.app import Server
+    from server.connection import Connection
+    from server.replay import Cursor
+
+log = logging.getLogger("amps_emulator.txlog")
+
+SUBSCRIPTION_ACK_INTERVAL = 1.0  # seconds between persisted acks for bookmark subscriptions
+
+
+class TxLog:
+    def __init__(self, server: "Server", cfg: Any) -> None:
+        self.server = server
+        self.cfg = cfg
+        self.journal: FileJournal = None  # type: ignore[assignment]
+        self._recorded: dict[str, bool] = {}
+        self._persist_fifo: collections.deque[tuple[int, "Connection", int]] = collections.deque()
+        self._sync_running = False
+        self._written_unsynced = False
+        self.cursors: set["Cursor"] = set()
+        self._ack_timer: Any = None
+        self.failed: str | None = None  # AMPS reason once the journal cannot be written
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def open(self) -> None:
+        cfg = self.cfg
+        self.journal, report = FileJournal.open(
+            cfg.journal_directory,
+            segment_size=cfg.journal_size,
+            durability=cfg.durability,
+            retention_bytes=cfg.retention_size,
+            retention_age=cfg.retention_age,
+            keep_readable_on_corruption=self.server.keep_readable_journal,
+        )
+        for w in report.warnings:
+            log.warning("transaction log: %s", w)
+        log.info("transaction log %s: %d records in %d segments recovered in %.2fs",
+                 cfg.journal_directory, report.records, report.segments, report.seconds)
+
+    def start_timers(self) -> None:
+        self._ack_timer = self.server.loop.call_later(SUBSCRIPTION_ACK_INTERVAL, self._ack_tick)
+
+    def close(self) -> None:
+        if self._ack_timer is not None:
+            self._ack_timer.cancel()
+        if self.journal is not None:
+            try:
+                self.journal.flush()
+                self.journal.sync()
+            except JournalError as exc:
+                log.error("transaction log: final flush failed: %s", exc)
+            self.journal.close()
+
+    # -- recording ---------------------------------------------------------------------
+    def recorded(self, topic: str) -> bool:
+        hit = self._recorded.get(topic)
+        if hit is None:
+            if len(self._recorded) > 100_000:
+                self._recorded.clear()
+            hit = self._recorded[topic] = self.cfg.records(topic, "json")
+        return hit
+
+    def append(self, conn: "Connection", cmd: "Command", kind: int = RecordKind.PUBLISH) -> Any:
+        headers = {"o": cmd.options} if cmd.options else None
+        rec = self.journal.append(
+            topic=cmd.topic, client_name=conn.client_name or "", body=cmd.body, kind=kind,
+            client_seq=cmd.seq, correlation_id=cmd.correlation_id, sow_key=cmd.sow_key,
+            expiration=cmd.expiration, message_type=conn.listener.message_type, headers=headers,
+        )
+        self._mark_turn()
+        return rec
+
+    def wait_persisted(self, conn: "Connection", seq: int, position: int | None = None) -> None:
+        """Ack ``seq`` as persisted once everything appended so far (or ``position``) is durable."""
+        pos = self.journal.last_position if position is None else position
+        if pos <= self.journal.durable_position and not self._persist_fifo:
+            conn.note_persisted(seq)
+            return
+        self._persist_fifo.append((pos, conn, seq))
+        self._mark_turn()
+
+    def _mark_turn(self) -> None:
+        self.server.request_turn_end()
+
+    # -- end of turn ---------------------------------------------------------------------
+    def end_turn(self) -> None:
+        """Write this turn's records, release what is durable, start the next group sync."""
+        journal = self.journal
+        try:
+            journal.flush()
+        except (OSError, JournalError) as exc:
+            self._fail(exc)
+            return
+        if journal.durability.value == "group":
+            if journal.written_position > journal.durable_position:
+                self._start_sync()
+        self._release(journal.durable_position)
+        self._pump_live(journal.last_position)
+
+    def _start_sync(self) -> None:
+        if self._sync_running:
+            self._written_unsynced = True
+            return
+        self._sync_running = True
+        self._written_unsynced = False
+        fut = self.server.loop.run_in_executor(None, self.journal.sync)
+        fut.add_done_callback(self._synced)
+
+    def _synced(self, fut: Any) -> None:
+        self._sync_running = False
+        exc = fut.exception()
+        if exc is not None:
+            self._fail(exc)
+            return
+        self._release(self.journal.durable_position)
+        if self._written_unsynced or self.journal.written_position > self.journal.durable_position:
+            self._start_sync()
+        self.server.request_turn_end()
+
+    def _release(self, durable: int) -> None:
+        fifo = self._persist_fifo
+        while fifo and fifo[0][0] <= durable:
+            _, conn, seq = fifo.popleft()
+            conn.note_persisted(seq)
+        from server import replay
+
+        for cursor in list(self.cursors):
+            if not cursor.live:
+                replay.pump(self.server, cursor, durable)
+
+    def _pump_live(self, last: int) -> None:
+        from server import replay
+
+        for cursor in list(self.cursors):
+            if cursor.live:
+                replay.pump(self.server, cursor, last)
+
+    def _fail(self, exc: BaseException) -> None:
+        if self.failed is None:
+            log.error("transaction log write failed: %s; persisted acks will report failure", exc)
+        self.failed = reasons.TX_STORE_FAILURE
+        fifo = self._persist_fifo
+        while fifo:
+            _, conn, seq = fifo.popleft()
+            conn.persisted_failure(seq, self.failed)
+
+    # -- periodic persisted acks for bookmark subscriptions --------------------------------
+    def _ack_tick(self) -> None:
+        from server import replay
+
+        durable = self.journal.durable_position
+        for cursor in list(self.cursors):
+            replay.send_persisted_ack(cursor, durable)
+        self._ack_timer = self.server.loop.call_later(SUBSCRIPTION_ACK_INTERVAL, self._ack_tick)

@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from typing import Any, Callable
+
+import pytest
+
+from tests.harness import ServerThread
+
+_names = itertools.count(1)
+
+
+@pytest.fixture
+def server(tmp_path):
+    from config import default_config
+
+    srv = ServerThread(default_config(data_dir=str(tmp_path / "amps-data"))).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def client_factory(server):
+    import AMPS
+
+    made = []
+
+    def make(name: str | None = None, logon: bool = True) -> "AMPS.Client":
+        c = AMPS.Client(name or f"test-client-{next(_names)}")
+        c.connect(server.uri)
+        if logon:
+            c.logon(5000)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        try:
+            c.close()
+        except Exception:
+            pass
+
+
+class Collector:
+    """Thread-safe message sink with a deadline-based wait (no sleeps)."""
+
+    def __init__(self) -> None:
+        self.items: list[Any] = []
+        self._cv = threading.Condition()
+
+    def __call__(self, message: Any) -> None:
+        item = (message.get_command(), message.get_topic(), message.get_data(),
+                message.get_sub_id(), message.get_correlation_id())
+        with self._cv:
+            self.items.append(item)
+            self._cv.notify_all()
+
+    def wait_for(self, count: int, timeout: float = 10.0) -> list[Any]:
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while len(self.items) < count:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cv.wait(left)
+            return list(self.items)
+
+    def wait_until(self, pred: Callable[[list[Any]], bool], timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while not pred(self.items):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+            return True
+
+
+@pytest.fixture
+def collector():
+    return Collector
+
+
+def config_xml(data_dir, txlog_topics=(".*",), extra: str = "", durability: str = "group") -> str:
+    """A small AMPS config with a transaction log recording ``txlog_topics`` (regexes)."""
+    topics = "".join(f"<Topic><Name>{t}</Name><MessageType>json</MessageType></Topic>"
+                     for t in txlog_topics)
+    return f"""<AMPSConfig>
+  <Name>test</Name>
+  <Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
+    <MessageType>json</MessageType><Protocol>amps</Protocol></Transport></Transports>
+  <TransactionLog><JournalDirectory>{data_dir}/journal</JournalDirectory>
+    <Durability>{durability}</Durability>{topics}</TransactionLog>
+  {extra}
+</AMPSConfig>"""
+
+
+@pytest.fixture
+def server_factory(tmp_path):
+    from config import loads_config
+
+    made = []
+
+    def make(**kwargs) -> ServerThread:
+        xml = config_xml(tmp_path / f"srv{len(made)}", **kwargs)
+        srv = ServerThread(loads_config(xml, "test.xml")).start()
+        made.append(srv)
+        return srv
+
+    yield make
+    for srv in made:
+        srv.stop()

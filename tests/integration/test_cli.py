@@ -1,0 +1,97 @@
+"""The command line: readiness line, clean shutdown on signals, sample and verify config."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import AMPS
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "server", "--data-dir", str(tmp_path / "data"),
+         "--listen", "127.0.0.1:0", *args],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**_env(), "PYTHONPATH": str(ROOT)},
+    )
+    line = proc.stdout.readline()  # blocks until the server says it is ready (or exits)
+    if not line.startswith("ready: "):
+        proc.kill()
+        raise AssertionError(f"no ready line: {line!r} {proc.stderr.read()}")
+    return proc, line.split()[1]
+
+
+def _env() -> dict:
+    import os
+
+    return dict(os.environ)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_ready_line_then_clean_shutdown(tmp_path, sig):
+    proc, uri = start(tmp_path)
+    assert uri.startswith("tcp://127.0.0.1:") and uri.endswith("/amps/json")
+    c = AMPS.Client("cli-probe")
+    c.connect(uri)
+    c.logon(5000)
+    c.publish("t", "{}")
+    c.flush(5000)
+    c.close()
+    proc.send_signal(sig)
+    assert proc.wait(10) == 0
+    assert "Traceback" not in proc.stderr.read()
+
+
+def test_sample_config_is_printed_and_verifies(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "server", "--sample-config"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    assert "<AMPSConfig>" in out and "<!--" in out
+    sample = tmp_path / "sample.xml"
+    sample.write_text(out)
+    res = subprocess.run([sys.executable, "-m", "server", "--verify-config", str(sample)],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+
+
+def test_verify_config_lists_every_error_with_location(tmp_path):
+    bad = tmp_path / "bad.xml"
+    bad.write_text(
+        "<AMPSConfig>\n"
+        "  <Name>bad</Name>\n"
+        "  <Transports>\n"
+        "    <Transport>\n"
+        "      <Name>json-tcp</Name>\n"
+        "      <Type>tcp</Type>\n"
+        "      <InetAddr>not-a-port</InetAddr>\n"
+        "      <MessageType>json</MessageType>\n"
+        "      <Protocol>amps</Protocol>\n"
+        "    </Transport>\n"
+        "  </Transports>\n"
+        "  <SOW>\n"
+        "    <Topic>\n"
+        "      <Name>orders</Name>\n"
+        "      <MessageType>json</MessageType>\n"
+        "      <Kye>/id</Kye>\n"
+        "    </Topic>\n"
+        "  </SOW>\n"
+        "</AMPSConfig>\n"
+    )
+    res = subprocess.run([sys.executable, "-m", "server", "--verify-config", str(bad)],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert res.returncode != 0
+    assert f"{bad}:7:" in res.stderr and f"{bad}:16:" in res.stderr
+
+
+def test_bad_config_fails_fast_when_starting(tmp_path):
+    bad = tmp_path / "broken.xml"
+    bad.write_text("<AMPSConfig><Name>x</Name>\n<Transports><Transport>\n</AMPSConfig>\n")
+    res = subprocess.run([sys.executable, "-m", "server", str(bad)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode != 0
+    assert str(bad) in res.stderr

@@ -1,0 +1,78 @@
+"""The emulator as a child process, for tests that SIGKILL and restart the server.
+
+``ProcServer.start()`` returns once the child printed its ready line; ``kill()`` sends
+SIGKILL; ``start()`` again restarts it on the same port and data directory, the way an
+operator restarts AMPS after a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ProcServer:
+    def __init__(self, data_dir: Path, config: Path | None = None, *extra: str) -> None:
+        self.data_dir = Path(data_dir)
+        self.config = config
+        self.extra = list(extra)
+        self.port = free_port()
+        self.proc: subprocess.Popen | None = None
+        self.stderr_path = self.data_dir.parent / f"server-{self.port}.log"
+
+    @property
+    def uri(self) -> str:
+        return f"tcp://127.0.0.1:{self.port}/amps/json"
+
+    def command(self) -> list[str]:
+        args = [sys.executable, "-m", "server", "--listen", f"127.0.0.1:{self.port}",
+                "--log-level", "WARNING"]
+        if self.config is not None:
+            args.append(str(self.config))
+        else:
+            args += ["--data-dir", str(self.data_dir)]
+        return args + self.extra
+
+    def start(self, timeout: float = 30.0) -> "ProcServer":
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        err = open(self.stderr_path, "ab")
+        self.proc = subprocess.Popen(
+            self.command(), cwd=self.data_dir.parent, stdout=subprocess.PIPE, stderr=err,
+            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        err.close()
+        line = self.proc.stdout.readline()  # the ready line, or EOF if it failed
+        if not line.startswith("ready: "):
+            self.proc.wait(timeout)
+            raise RuntimeError(f"server did not start (rc={self.proc.returncode}): "
+                               f"{self.stderr_path.read_text()[-2000:]}")
+        return self
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(30)
+
+    def stop(self) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        return self.proc.wait(30)
+
+    def run_to_exit(self, timeout: float = 30.0) -> subprocess.CompletedProcess:
+        """Start and expect the child to exit by itself (e.g. refusing a damaged journal)."""
+        return subprocess.run(self.command(), cwd=self.data_dir.parent, capture_output=True,
+                              text=True, timeout=timeout, env={**os.environ, "PYTHONPATH": str(ROOT)})
