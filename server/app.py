@@ -81,6 +81,7 @@ class Server:
         self._conn_ids = itertools.count(1)
         self.stats = {"published": 0, "delivered": 0}
         self.txlog: Any = None  # server.txlog.TxLog when the config has a TransactionLog
+        self.sowsvc: Any = None  # server.sowsvc.SowService when the config has SOW topics
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self, sockets: Iterable[socket.socket] | None = None) -> list[str]:
@@ -91,6 +92,11 @@ class Server:
 
             self.txlog = TxLog(self, self.config.transaction_log)
             self.txlog.open()  # recovery happens before any client can connect
+        if self.config.sow_topics:
+            from server.sowsvc import SowService
+
+            self.sowsvc = SowService(self, self.config)
+            self.sowsvc.recover()
         self.listeners = listeners_from_config(self.config)
         given = list(sockets) if sockets is not None else []
         for i, lst in enumerate(self.listeners):
@@ -117,6 +123,8 @@ class Server:
         for lst in self.listeners:
             if lst.server is not None:
                 await lst.server.wait_closed()
+        if self.sowsvc is not None:
+            self.sowsvc.close()
         if self.txlog is not None:
             self.txlog.close()
 
@@ -174,7 +182,10 @@ class Server:
             self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
-        """End of turn: commit the journal (releasing what is durable), then write output."""
+        """End of turn: commit the SOW and the journal (releasing what is durable), then
+        write output."""
+        if self.sowsvc is not None:
+            self.sowsvc.commit()
         if self.txlog is not None:
             self.txlog.end_turn()
         dirty, self._dirty = self._dirty, []

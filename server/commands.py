@@ -11,16 +11,14 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable
 
-import msgspec
 
 from protocol import reasons
 from journal import RecordKind
-from protocol.bookmarks import format_timestamp
-from protocol.codec import frame_raw, json_str
-from protocol.filter import FilterError, MessageContext, compile_filter
+from protocol.filter import FilterError, compile_filter
 from protocol.reasons import CommandError
-from server import replay
-from server.replay import delivery_tail
+from server import replay, sow_commands
+from server.delivery import Message, decode_or_none, fan_out
+from server.sow_commands import store_publish
 from server.router import Subscription
 
 if TYPE_CHECKING:
@@ -30,11 +28,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amps_emulator.commands")
 
-_decode_body = msgspec.json.decode
-_UNDECODED = object()
 
 
-def _early_acks(conn: "Connection", cmd: "Command") -> None:
+def early_acks(conn: "Connection", cmd: "Command") -> None:
     acks = cmd.acks
     if "received" in acks:
         conn.ack(cmd, "received")
@@ -58,7 +54,7 @@ def _finish(conn: "Connection", cmd: "Command", **stats: Any) -> None:
 def logon(server: "Server", conn: "Connection", cmd: "Command") -> None:
     from server.app import SERVER_VERSION
 
-    _early_acks(conn, cmd)
+    early_acks(conn, cmd)
     if cmd.message_type and cmd.message_type != conn.listener.message_type:
         raise CommandError(reasons.INVALID_MESSAGE_TYPE, cmd.message_type)
     name = cmd.client_name or f"anonymous-{conn.conn_id}"
@@ -107,12 +103,12 @@ def heartbeat(server: "Server", conn: "Connection", cmd: "Command") -> None:
     elif opts and opts[0] == "stop":
         conn.stop_heartbeat()
     # "beat": any inbound traffic already refreshed the timer.
-    _early_acks(conn, cmd)
+    early_acks(conn, cmd)
     _finish(conn, cmd)
 
 
 def flush(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    _early_acks(conn, cmd)
+    early_acks(conn, cmd)
     # Everything this client sent before the flush has been processed in order; pending
     # persisted acks go out before the flush's own ack.
     conn.emit_persisted()
@@ -127,7 +123,7 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
         raise CommandError(reasons.INVALID_TOPIC, "publish without a topic")
     acks = cmd.acks
     if acks:
-        _early_acks(conn, cmd)
+        early_acks(conn, cmd)
     seq = cmd.seq
     txlog = server.txlog
     if seq is not None and conn.client_name is not None:
@@ -137,8 +133,14 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
             _publish_acks(server, conn, cmd, seq, None)
             return
         server.client_seqs[conn.client_name] = seq
+    msg = Message(topic, cmd.body, correlation_id=cmd.correlation_id, sow_key=cmd.sow_key,
+                  expiration=cmd.expiration, client_name=conn.client_name)
+    sow_topic = server.sowsvc.get(topic) if server.sowsvc is not None else None
+    if sow_topic is not None:
+        # Refuse a message without its SowKey before anything is journalled.
+        msg.doc = decode_or_none(cmd.body)
+        sow_topic.key_for(msg.doc, cmd.sow_key)
     position = None
-    bookmark = None
     if txlog is not None and txlog.recorded(topic):
         if txlog.failed is not None:
             if seq is not None and "persisted" in acks:
@@ -148,8 +150,10 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
         kind = RecordKind.DELTA_PUBLISH if cmd.command == "delta_publish" else RecordKind.PUBLISH
         rec = txlog.append(conn, cmd, kind)
         position = rec.position
-        bookmark = rec.bookmark_str
-    fan_out(server, topic, cmd.body, conn, cmd, bookmark)
+        msg.bookmark = rec.bookmark_str
+    if sow_topic is not None:
+        store_publish(server, sow_topic, msg, cmd.command == "delta_publish", position or 0)
+    fan_out(server, msg)
     if acks:
         _publish_acks(server, conn, cmd, seq, position)
 
@@ -172,69 +176,9 @@ def _publish_acks(server: "Server", conn: "Connection", cmd: "Command", seq: int
         conn.ack(cmd, "stats")
 
 
-def fan_out(server: "Server", topic: str, body: bytes, publisher: "Connection | None",
-            cmd: "Command | None", bookmark: str | None = None) -> int:
-    """Deliver one message to every matching live subscription; returns frames sent.
-
-    The body is decoded at most once, and only if some subscription has a filter. Each
-    connection gets one frame whose ``sids`` lists all its matching subscriptions (split
-    in two when some of them asked for the ``timestamp`` option).
-    """
-    server.stats["published"] += 1
-    subs = server.router.match(topic)
-    if not subs:
-        return 0
-    doc: Any = _UNDECODED
-    ctx = None
-    targets: dict[Any, list[str]] = {}
-    for sub in subs:
-        f = sub.filter
-        if f is not None:
-            if doc is _UNDECODED:
-                doc = _decode_or_none(body)
-                ctx = MessageContext(
-                    topic=topic,
-                    bookmark=bookmark,
-                    sow_key=cmd.sow_key if cmd is not None else None,
-                    correlation_id=cmd.correlation_id if cmd is not None else None,
-                    client_name=publisher.client_name if publisher is not None else None,
-                )
-            if not f(doc, ctx):
-                continue
-        key = sub.conn if "timestamp" not in sub.options else (sub.conn, "ts")
-        ids = targets.get(key)
-        if ids is None:
-            targets[key] = [sub.sub_id]
-        else:
-            ids.append(sub.sub_id)
-    if not targets:
-        return 0
-    head = b'{"c":"p","t":' + json_str(topic) + b',"sids":'
-    x = k = e = None
-    if cmd is not None:
-        x, k, e = cmd.correlation_id, cmd.sow_key, cmd.expiration
-    tail = delivery_tail(bookmark, x, k, e, None)
-    for key, ids in targets.items():
-        sids = json_str(ids[0] if len(ids) == 1 else ",".join(ids))
-        if key.__class__ is tuple:
-            ts = format_timestamp(int(server.wallclock() * 1_000_000))
-            key[0].send(frame_raw(head + sids + delivery_tail(bookmark, x, k, e, ts), body))
-        else:
-            key.send(frame_raw(head + sids + tail, body))
-    server.stats["delivered"] += len(targets)
-    return len(targets)
-
-
-def _decode_or_none(body: bytes) -> Any:
-    try:
-        return _decode_body(body)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return None
-
-
 # -- subscriptions -------------------------------------------------------------------------
 
-def _compile(filter_text: str | None) -> Callable[..., bool] | None:
+def compile_filter_for(filter_text: str | None) -> Callable[..., bool] | None:
     if not filter_text or not filter_text.strip():
         return None
     try:
@@ -248,7 +192,7 @@ def _compile(filter_text: str | None) -> Callable[..., bool] | None:
 
 
 def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    _early_acks(conn, cmd)
+    early_acks(conn, cmd)
     opts = cmd.opts
     if "resume" in opts:
         _resume(server, conn, cmd)
@@ -261,21 +205,20 @@ def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
         raise CommandError(reasons.INVALID_SUBID, "subscribe needs a sub_id or cid")
     if cmd.sub_id is None:
         cmd.sub_id = sub_id
-    filt = _compile(cmd.filter)
+    filt = compile_filter_for(cmd.filter)
     existing = conn.subs.get(sub_id)
     if existing is not None and "replace" not in opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
+    if cmd.bookmark is None:
+        register_subscription(server, conn, cmd, sub_id, filt,
+                              delta=cmd.command == "delta_subscribe")
+        _finish(conn, cmd)
+        return
     sub = Subscription(conn, sub_id, topic, filt, opts, delta=cmd.command == "delta_subscribe")
-    cursor = None
-    if cmd.bookmark is not None:
-        cursor = replay.start(server, conn, cmd, sub)  # may refuse: nothing changed yet
+    cursor = replay.start(server, conn, cmd, sub)  # may refuse: nothing changed yet
     if existing is not None:
         server.remove_subscription(existing)
     conn.subs[sub_id] = sub
-    if cursor is None:
-        server.router.add(sub)
-        _finish(conn, cmd)
-        return
     sub.cursor = cursor
     server.txlog.cursors.add(cursor)
     acks = cmd.acks
@@ -284,6 +227,18 @@ def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
     if "stats" in acks:
         conn.ack(cmd, "stats")
     replay.schedule(server, cursor)  # replay starts after the processed ack is queued
+
+
+def register_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
+                          filt: Any, delta: bool) -> Subscription:
+    """Add a live (non-bookmark) subscription, replacing one with the same id."""
+    sub = Subscription(conn, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
+    existing = conn.subs.get(sub_id)
+    if existing is not None:
+        server.remove_subscription(existing)
+    conn.subs[sub_id] = sub
+    server.router.add(sub)
+    return sub
 
 
 def _resume(server: "Server", conn: "Connection", cmd: "Command") -> None:
@@ -297,7 +252,7 @@ def _resume(server: "Server", conn: "Connection", cmd: "Command") -> None:
 
 
 def unsubscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    _early_acks(conn, cmd)
+    early_acks(conn, cmd)
     ids = (cmd.sub_id or "").split(",")
     if "all" in ids:
         targets = list(conn.subs)
@@ -310,18 +265,6 @@ def unsubscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
     _finish(conn, cmd)
 
 
-# -- SOW commands on topics without a SOW ------------------------------------------------------
-
-def sow_without_store(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    """``sow``, ``sow_and_subscribe`` and ``sow_delete`` when no SOW topic covers ``t``."""
-    _early_acks(conn, cmd)
-    if not cmd.topic:
-        raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
-    if cmd.filter:
-        _compile(cmd.filter)  # a bad filter is reported as such, as AMPS does
-    raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
-
-
 HANDLERS: dict[str, Callable[["Server", "Connection", "Command"], None]] = {
     "logon": logon,
     "heartbeat": heartbeat,
@@ -331,8 +274,8 @@ HANDLERS: dict[str, Callable[["Server", "Connection", "Command"], None]] = {
     "subscribe": subscribe,
     "delta_subscribe": subscribe,
     "unsubscribe": unsubscribe,
-    "sow": sow_without_store,
-    "sow_and_subscribe": sow_without_store,
-    "sow_and_delta_subscribe": sow_without_store,
-    "sow_delete": sow_without_store,
+    "sow": sow_commands.sow,
+    "sow_and_subscribe": sow_commands.sow_and_subscribe,
+    "sow_and_delta_subscribe": sow_commands.sow_and_subscribe,
+    "sow_delete": sow_commands.sow_delete,
 }

@@ -17,13 +17,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from journal import RecordKind
 from protocol.bookmarks import BookmarkError, BookmarkRange, format_timestamp, parse_bookmark
 from protocol import reasons
 from protocol.codec import ack as encode_ack, frame_raw, json_str
 from protocol.filter import MessageContext
+from server.delivery import decode_or_none, delivery_tail
 from protocol.reasons import CommandError
 
 if TYPE_CHECKING:
@@ -36,7 +35,6 @@ log = logging.getLogger("amps_emulator.replay")
 
 CHUNK = 2000
 _DELIVERABLE = frozenset((int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH)))
-_decode = msgspec.json.decode
 
 
 class Cursor:
@@ -138,7 +136,7 @@ def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
         if flt is not None:
             ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
                                  correlation_id=rec.correlation_id, client_name=rec.client_name)
-            if not flt(_decode_or_none(rec.body), ctx):
+            if not flt(decode_or_none(rec.body), ctx):
                 continue
         head = b'{"c":"p","t":' + json_str(rec.topic) + b',"sids":' + sids
         tail = delivery_tail(bm, rec.correlation_id, rec.sow_key, rec.expiration,
@@ -156,31 +154,6 @@ def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
         if conn.closed:
             return False
     return True
-
-
-def delivery_tail(bm: str | None, correlation_id: str | None, sow_key: str | None,
-                  expiration: int | None, ts: str | None) -> bytes:
-    """The rest of a ``p`` header after ``sids``: optional bm, x, k, e, ts, then ``}``."""
-    parts = []
-    if bm is not None:
-        parts.append(b',"bm":' + json_str(bm))
-    if correlation_id is not None:
-        parts.append(b',"x":' + json_str(correlation_id))
-    if sow_key is not None:
-        parts.append(b',"k":' + json_str(sow_key))
-    if expiration is not None:
-        parts.append(b',"e":' + str(expiration).encode())
-    if ts is not None:
-        parts.append(b',"ts":' + json_str(ts))
-    parts.append(b"}")
-    return b"".join(parts)
-
-
-def _decode_or_none(body: bytes) -> Any:
-    try:
-        return _decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return None
 
 
 def schedule(server: "Server", cursor: Cursor) -> None:

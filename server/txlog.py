@@ -90,12 +90,15 @@ class TxLog:
             hit = self._recorded[topic] = self.cfg.records(topic, "json")
         return hit
 
-    def append(self, conn: "Connection", cmd: "Command", kind: int = RecordKind.PUBLISH) -> Any:
-        headers = {"o": cmd.options} if cmd.options else None
+    def append(self, conn: "Connection", cmd: "Command", kind: int = RecordKind.PUBLISH,
+               headers: dict[str, str] | None = None) -> Any:
+        if cmd.options:
+            headers = {**(headers or {}), "o": cmd.options}
         rec = self.journal.append(
             topic=cmd.topic, client_name=conn.client_name or "", body=cmd.body, kind=kind,
             client_seq=cmd.seq, correlation_id=cmd.correlation_id, sow_key=cmd.sow_key,
-            expiration=cmd.expiration, message_type=conn.listener.message_type, headers=headers,
+            expiration=cmd.expiration, message_type=conn.listener.message_type,
+            headers=headers or None,
         )
         self._mark_turn()
         return rec

@@ -1,0 +1,169 @@
+"""Live delivery of one message to every matching subscription (the fan-out).
+
+The body is decoded at most once, and only if some subscription needs its content (a
+filter, an OOF check, a delta). Each connection gets one frame per distinct frame shape,
+whose ``sids`` lists all its subscriptions that take that shape: the plain message, the
+message with a ``ts`` (``timestamp`` option), a delta (``delta_subscribe`` on a SOW topic),
+or an ``oof`` (the update took a record out of an ``oof`` subscription's filter).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from protocol.bookmarks import format_timestamp
+from protocol.codec import frame_raw, json_str
+from protocol.filter import MessageContext
+
+if TYPE_CHECKING:
+    from server.app import Server
+    from server.connection import Connection
+
+_decode = msgspec.json.decode
+_encode = msgspec.json.encode
+UNDECODED: Any = object()
+
+PLAIN, STAMPED, DELTA, OOF = 0, 1, 2, 3
+
+
+def decode_or_none(body: bytes) -> Any:
+    try:
+        return _decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+
+
+def delivery_tail(bm: str | None, correlation_id: str | None, sow_key: str | None,
+                  expiration: int | None, ts: str | None) -> bytes:
+    """The rest of a ``p`` header after ``sids``: optional bm, x, k, e, ts, then ``}``."""
+    parts = []
+    if bm is not None:
+        parts.append(b',"bm":' + json_str(bm))
+    if correlation_id is not None:
+        parts.append(b',"x":' + json_str(correlation_id))
+    if sow_key is not None:
+        parts.append(b',"k":' + json_str(sow_key))
+    if expiration is not None:
+        parts.append(b',"e":' + str(expiration).encode())
+    if ts is not None:
+        parts.append(b',"ts":' + json_str(ts))
+    parts.append(b"}")
+    return b"".join(parts)
+
+
+def oof_frame(topic: str, sids: str, sow_key: str, reason: str, body: bytes,
+              bm: str | None = None) -> bytes:
+    """An out-of-focus notification: the record left the subscription (``reason``)."""
+    head = (b'{"c":"oof","t":' + json_str(topic) + b',"sids":' + json_str(sids)
+            + b',"k":' + json_str(sow_key) + b',"reason":' + json_str(reason))
+    if bm:
+        head += b',"bm":' + json_str(bm)
+    return frame_raw(head + b"}", body)
+
+
+class Message:
+    """What the fan-out needs to know about one published message."""
+
+    __slots__ = ("topic", "body", "bookmark", "correlation_id", "sow_key", "expiration",
+                 "client_name", "doc", "previous_doc", "delta_body", "delta_empty")
+
+    def __init__(self, topic: str, body: bytes, *, bookmark: str | None = None,
+                 correlation_id: str | None = None, sow_key: str | None = None,
+                 expiration: int | None = None, client_name: str | None = None,
+                 doc: Any = UNDECODED) -> None:
+        self.topic = topic
+        self.body = body
+        self.bookmark = bookmark
+        self.correlation_id = correlation_id
+        self.sow_key = sow_key
+        self.expiration = expiration
+        self.client_name = client_name
+        self.doc = doc
+        self.previous_doc: Any = UNDECODED  # the SOW record this message replaced, if any
+        self.delta_body: bytes | None = None  # what delta subscribers get (None: full body)
+        self.delta_empty = False  # the delta changes nothing but the key
+
+    def context(self) -> MessageContext:
+        return MessageContext(topic=self.topic, bookmark=self.bookmark, sow_key=self.sow_key,
+                              correlation_id=self.correlation_id, client_name=self.client_name)
+
+
+def fan_out(server: "Server", msg: Message) -> int:
+    """Deliver ``msg`` to every matching live subscription; returns frames queued."""
+    server.stats["published"] += 1
+    subs = server.router.match(msg.topic)
+    if not subs:
+        return 0
+    doc = msg.doc
+    ctx = None
+    previous = msg.previous_doc
+    targets: dict[tuple[Any, int], list[str]] = {}
+    for sub in subs:
+        f = sub.filter
+        if f is not None:
+            if doc is UNDECODED:
+                doc = msg.doc = decode_or_none(msg.body)
+            if ctx is None:
+                ctx = msg.context()
+            if not f(doc, ctx):
+                if previous is not UNDECODED and previous is not None \
+                        and "oof" in sub.options and f(previous, ctx):
+                    _add(targets, (sub.conn, OOF), sub.sub_id)
+                continue
+        if sub.delta and msg.delta_body is not None:
+            shape = DELTA
+        elif "timestamp" in sub.options:
+            shape = STAMPED
+        else:
+            shape = PLAIN
+        _add(targets, (sub.conn, shape), sub.sub_id)
+    if not targets:
+        return 0
+    head = b'{"c":"p","t":' + json_str(msg.topic) + b',"sids":'
+    tail = delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, None)
+    for (conn, shape), ids in targets.items():
+        sids = ids[0] if len(ids) == 1 else ",".join(ids)
+        if shape == PLAIN:
+            conn.send(frame_raw(head + json_str(sids) + tail, msg.body))
+        elif shape == STAMPED:
+            ts = format_timestamp(int(server.wallclock() * 1_000_000))
+            conn.send(frame_raw(head + json_str(sids) + delivery_tail(
+                msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, ts), msg.body))
+        elif shape == DELTA:
+            if msg.delta_empty:  # nothing but the key changed: no_empties subscriptions skip it
+                ids = [i for i in ids if "no_empties" not in conn.subs[i].options]
+                if not ids:
+                    continue
+                sids = ",".join(ids)
+            conn.send(frame_raw(head + json_str(sids) + tail, msg.delta_body))
+        else:
+            conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "match", msg.body,
+                                msg.bookmark))
+    server.stats["delivered"] += len(targets)
+    return len(targets)
+
+
+def _add(targets: dict, key: tuple, sub_id: str) -> None:
+    ids = targets.get(key)
+    if ids is None:
+        targets[key] = [sub_id]
+    else:
+        ids.append(sub_id)
+
+
+def send_oof(server: "Server", topic: str, records: list[Any], reason: str) -> None:
+    """OOF ``reason`` (deleted/expired) to every ``oof`` subscription that had each record."""
+    subs = [s for s in server.router.match(topic) if "oof" in s.options]
+    if not subs:
+        return
+    for rec in records:
+        ctx = MessageContext(topic=topic, bookmark=rec.bookmark or None, sow_key=rec.sow_key)
+        targets: dict[Any, list[str]] = {}
+        for sub in subs:
+            if sub.filter is None or sub.filter(rec.doc, ctx):
+                _add(targets, sub.conn, sub.sub_id)
+        for conn, ids in targets.items():
+            conn.send(oof_frame(topic, ",".join(ids), rec.sow_key, reason, rec.data,
+                                rec.bookmark or None))

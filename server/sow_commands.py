@@ -1,0 +1,214 @@
+"""SOW commands: ``sow``, ``sow_and_subscribe`` / ``sow_and_delta_subscribe``, ``sow_delete``,
+and what publishes to a SOW topic do to the stored record and to subscribers.
+
+Query results go out exactly as the official client needs them (protocol notes 4.5): the
+``processed`` ack, ``group_begin``, batched ``sow`` frames (``{outer}{k,l,bm[,ts]}data...``,
+the same record fields on every record because the client keeps them sticky), ``group_end``,
+then ``completed``/``stats`` acks with the counts. ``sow_and_subscribe`` runs the query and
+registers the subscription in the same event-loop step, so no publish falls between them:
+everything published after the command was read is delivered after ``group_end``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from journal import RecordKind
+from protocol import reasons
+from protocol.bookmarks import format_timestamp
+from protocol.codec import frame, sow_batch
+from protocol.reasons import CommandError
+from server.delivery import UNDECODED, Message, decode_or_none, send_oof
+from sow import delta_message
+
+if TYPE_CHECKING:
+    from protocol.command import Command
+    from server.app import Server
+    from server.connection import Connection
+
+MAX_BATCH_SIZE = 10_000
+DEFAULT_BATCH_SIZE = 10
+_encode = msgspec.json.encode
+
+
+def _batch_size(cmd: "Command") -> int:
+    size = cmd.batch_size if cmd.batch_size is not None else DEFAULT_BATCH_SIZE
+    if size < 1 or size > MAX_BATCH_SIZE:
+        raise CommandError(reasons.INVALID_BATCH_SIZE, f"batch_size {size} is not 1..{MAX_BATCH_SIZE}")
+    return size
+
+
+def _top_n(cmd: "Command") -> int | None:
+    top_n = cmd.top_n
+    opt = cmd.opts.get("top_n")
+    if top_n is None and opt not in (None, True):
+        try:
+            top_n = int(opt)  # type: ignore[arg-type]
+        except ValueError:
+            raise CommandError(reasons.INVALID_OPTIONS, f"top_n={opt}") from None
+    if top_n is not None and top_n < 0:
+        raise CommandError(reasons.INVALID_TOPN, str(top_n))
+    return top_n
+
+
+def run_query(server: "Server", conn: "Connection", cmd: "Command", filt: Any) -> dict[str, int]:
+    """Send the query's group_begin / sow frames / group_end; return the counts."""
+    topics = server.sowsvc.topics_for(cmd.topic) if server.sowsvc is not None else []
+    if not topics:
+        raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
+    batch = _batch_size(cmd)
+    top_n = _top_n(cmd)
+    opts = cmd.opts
+    select = opts.get("select")
+    results = []
+    for topic in topics:
+        results.append((topic, topic.query(
+            filt, sow_keys=cmd.sow_keys, order_by=cmd.orderby, top_n=top_n, skip_n=cmd.skip_n,
+            select=select if isinstance(select, str) else None)))
+    qid = cmd.query_id or cmd.sub_id or cmd.cid or ""
+    if cmd.query_id is None:
+        cmd.query_id = qid
+    acks = cmd.acks
+    if "processed" in acks:
+        conn.ack(cmd, "processed")
+    conn.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
+    with_key = "no_sowkey" not in opts
+    stamped = "timestamp" in opts
+    returned = matches = topic_matches = 0
+    remaining = top_n
+    for topic, res in results:
+        name = topic.spec.name
+        records = res.records if remaining is None else res.records[:remaining]
+        if remaining is not None:
+            remaining -= len(records)
+        for start in range(0, len(records), batch):
+            chunk = []
+            for rec in records[start:start + batch]:
+                h: dict[str, Any] = {}
+                if with_key:
+                    h["k"] = rec.sow_key
+                h["bm"] = rec.bookmark or ""
+                if stamped:
+                    h["ts"] = format_timestamp(int(rec.timestamp * 1_000_000))
+                chunk.append((h, rec.data))
+            conn.send(sow_batch(name, qid, chunk))
+        returned += len(records)
+        matches += res.matches
+        topic_matches += res.topic_matches
+    conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
+    return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
+
+
+def sow(server: "Server", conn: "Connection", cmd: "Command") -> None:
+    from server.commands import compile_filter_for, early_acks
+
+    early_acks(conn, cmd)
+    if not cmd.topic:
+        raise CommandError(reasons.INVALID_TOPIC, "sow without a topic")
+    counts = run_query(server, conn, cmd, compile_filter_for(cmd.filter))
+    acks = cmd.acks
+    if "completed" in acks:
+        conn.ack(cmd, "completed", **counts)
+    if "stats" in acks:
+        conn.ack(cmd, "stats", **counts)
+
+
+def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
+    from server.commands import compile_filter_for, early_acks, register_subscription
+
+    early_acks(conn, cmd)
+    if not cmd.topic:
+        raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
+    sub_id = cmd.sub_id or cmd.query_id or cmd.cid
+    if not sub_id:
+        raise CommandError(reasons.INVALID_SUBID, f"{cmd.command} needs a sub_id or cid")
+    cmd.sub_id = sub_id
+    existing = conn.subs.get(sub_id)
+    if existing is not None and "replace" not in cmd.opts:
+        raise CommandError(reasons.SUBID_IN_USE, sub_id)
+    filt = compile_filter_for(cmd.filter)
+    counts = run_query(server, conn, cmd, filt)
+    # Same loop step as the query: nothing can be published in between.
+    register_subscription(server, conn, cmd, sub_id, filt,
+                          delta=cmd.command == "sow_and_delta_subscribe")
+    acks = cmd.acks
+    if "completed" in acks:
+        conn.ack(cmd, "completed", **counts)
+    if "stats" in acks:
+        conn.ack(cmd, "stats", **counts)
+
+
+def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
+    from server.commands import compile_filter_for, early_acks
+
+    early_acks(conn, cmd)
+    topic_name = cmd.topic
+    if not topic_name:
+        raise CommandError(reasons.INVALID_TOPIC, "sow_delete without a topic")
+    topic = server.sowsvc.get(topic_name) if server.sowsvc is not None else None
+    if topic is None:
+        if cmd.filter:
+            compile_filter_for(cmd.filter)  # a bad filter is reported as such
+        raise CommandError(reasons.INVALID_TOPIC, f"{topic_name!r} is not a SOW topic")
+    headers: dict[str, str] = {}
+    if cmd.filter:
+        filt = compile_filter_for(cmd.filter)
+        headers["filter"] = cmd.filter
+    elif cmd.sow_keys:
+        headers["sow_keys"] = cmd.sow_keys
+    elif cmd.body:
+        topic.key_for(decode_or_none(cmd.body), cmd.sow_key)  # bad sow key before journalling
+    else:
+        raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
+    position = 0
+    txlog = server.txlog
+    if txlog is not None and txlog.recorded(topic_name):
+        position = txlog.append(conn, cmd, RecordKind.SOW_DELETE, headers=headers).position
+    server.request_turn_end()  # the SOW commits at the end of this turn
+    if "filter" in headers:
+        result = topic.delete_by_filter(filt, position=position)
+    elif "sow_keys" in headers:
+        result = topic.delete_by_keys(cmd.sow_keys, position=position)
+    else:
+        result = topic.delete_by_data(cmd.body, sow_key=cmd.sow_key, position=position)
+    send_oof(server, topic_name, result.records, reasons.OOF_DELETED)
+    counts = {"records_deleted": result.records_deleted, "matches": result.matches,
+              "topic_matches": result.topic_matches}
+    acks = cmd.acks
+    if "processed" in acks:
+        conn.ack(cmd, "processed")
+    if "persisted" in acks and cmd.seq is not None:
+        if txlog is not None:
+            txlog.wait_persisted(conn, cmd.seq, position or None)
+        else:
+            conn.note_persisted(cmd.seq)
+    if "completed" in acks:
+        conn.ack(cmd, "completed", **counts)
+    if "stats" in acks:
+        conn.ack(cmd, "stats", **counts)
+
+
+def store_publish(server: "Server", topic: Any, msg: Message, delta: bool,
+                  position: int) -> None:
+    """Upsert (or merge, for delta_publish) a published message into its SOW topic and
+    prepare ``msg`` for the fan-out: the stored body, its SowKey, the record it replaced (for
+    OOF ``match``) and, for delta subscribers, what changed."""
+    doc = msg.doc if msg.doc is not UNDECODED else decode_or_none(msg.body)
+    server.request_turn_end()  # the SOW commits at the end of this turn
+    fn = topic.delta_publish if delta else topic.publish
+    result = fn(msg.body, sow_key=msg.sow_key, expiration=msg.expiration,
+                bookmark=msg.bookmark or "", position=position, doc=doc)
+    rec = result.record
+    msg.sow_key = rec.sow_key
+    msg.body = rec.data
+    msg.doc = rec.doc
+    prev = result.previous
+    if prev is not None:
+        msg.previous_doc = prev.doc
+        change, changed = delta_message(prev.doc, rec.doc, topic.spec.keys)
+        msg.delta_body = _encode(change)
+        msg.delta_empty = not changed
+    else:
+        msg.previous_doc = None

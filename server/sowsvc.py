@@ -1,0 +1,160 @@
+"""The server's State of the World: topics from the config, recovery, commits and expiry.
+
+* Topics come from the config's ``SOW/Topic`` entries (:func:`spec_from_config`).
+* Recovery: each topic remembers (in the same LMDB transaction as its records) the last
+  journal position it applied. On start, a topic the transaction log records catches up
+  from the journal past that position; a transient topic is rebuilt from the journal.
+  A damaged or missing SOW file simply starts empty at position 0 and is rebuilt the same
+  way.
+* Durability: when every persistent SOW topic is also recorded by the transaction log, the
+  journal is what makes an acked publish durable and LMDB commits without fsync; otherwise
+  LMDB fsyncs on every (once per turn) commit.
+* Expiry: one timer, armed for the earliest deadline; expired records produce OOF
+  ``expired`` to subscribers that had them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import TYPE_CHECKING, Any
+
+from journal import RecordKind
+from protocol import reasons
+from protocol.reasons import CommandError
+from sow import Sow, Topic, TopicSpec
+from server.delivery import send_oof
+from server.router import compile_topic_regex, is_regex_topic
+
+if TYPE_CHECKING:
+    from server.app import Server
+
+log = logging.getLogger("amps_emulator.sow")
+
+_APPLIED_KINDS = (int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH), int(RecordKind.SOW_DELETE))
+
+
+def spec_from_config(t: Any) -> TopicSpec:
+    expiration: Any = None
+    if t.expiration is not None:
+        expiration = t.expiration
+    elif t.expiration_enabled:
+        expiration = "enabled"
+    return TopicSpec(
+        name=t.name, message_type=t.message_type, keys=tuple(t.keys), key_domain=t.key_domain,
+        durability=t.durability, file_name=t.resolved_file_name, expiration=expiration,
+        hash_indexes=tuple(tuple(h) for h in t.hash_indexes), indexes=tuple(t.indexes),
+    )
+
+
+class SowService:
+    def __init__(self, server: "Server", config: Any) -> None:
+        self.server = server
+        self.specs = [spec_from_config(t) for t in config.sow_topics]
+        txlog_cfg = config.transaction_log
+        journal_covers = txlog_cfg is not None and all(
+            txlog_cfg.records(s.name, s.message_type) for s in self.specs if s.persistent)
+        self.sync = not journal_covers
+        self.sow = Sow(self.specs, default_dir=config.sow_directory or "./sow", sync=self.sync,
+                       clock=server.wallclock)
+        self._timer: Any = None
+        self._timer_at: float | None = None
+
+    # -- lookup ----------------------------------------------------------------------------
+    def get(self, name: str) -> Topic | None:
+        return self.sow.get(name)
+
+    def topics_for(self, topic: str) -> list[Topic]:
+        """The SOW topics a query names: the topic itself, or every topic a regex matches."""
+        exact = self.sow.get(topic)
+        if exact is not None:
+            return [exact]
+        if not is_regex_topic(topic):
+            return []
+        rx: re.Pattern[str] = compile_topic_regex(topic)
+        return [t for name, t in sorted(self.sow.topics.items()) if rx.search(name)]
+
+    # -- recovery --------------------------------------------------------------------------
+    def recover(self) -> None:
+        """Catch every topic up with the transaction log (only what it has not applied)."""
+        txlog = self.server.txlog
+        if txlog is None:
+            return
+        journal = txlog.journal
+        behind: dict[str, Topic] = {}
+        for name, topic in self.sow.topics.items():
+            if txlog.recorded(name):
+                behind[name] = topic
+        if not behind:
+            return
+        start = min(t.applied_position for t in behind.values()) + 1
+        applied = 0
+        for rec in journal.read(start):
+            topic = behind.get(rec.topic)
+            if topic is None or rec.kind not in _APPLIED_KINDS or rec.position <= topic.applied_position:
+                continue
+            try:
+                apply_record(topic, rec)
+                applied += 1
+            except CommandError as exc:  # a record the SOW refused when it was live, too
+                log.debug("recovery: skipping %s at %d: %s", rec.topic, rec.position, exc)
+            if applied % 10_000 == 0:
+                self.sow.commit()
+        self.sow.commit()
+        if applied:
+            log.info("SOW recovery: applied %d journal records from position %d", applied, start)
+        self.sweep()
+
+    # -- once per turn ---------------------------------------------------------------------
+    def commit(self) -> None:
+        try:
+            self.sow.commit()
+        except Exception:  # an LMDB failure must not take the server down
+            log.exception("SOW commit failed; this turn's SOW changes are lost")
+        self.arm()
+
+    def arm(self) -> None:
+        """Arm the single expiry timer for the earliest deadline."""
+        due = self.sow.next_expiration()
+        if due is None:
+            return
+        if self._timer is not None and self._timer_at is not None and self._timer_at <= due:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = self.server.loop
+        delay = max(0.0, due - self.server.wallclock())
+        self._timer_at = due
+        self._timer = loop.call_later(delay, self._expire)
+
+    def _expire(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        self.sweep()
+        self.server.request_turn_end()
+
+    def sweep(self) -> None:
+        for topic, records in self.sow.sweep_expired():
+            send_oof(self.server, topic.spec.name, records, reasons.OOF_EXPIRED)
+        self.arm()
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self.sow.commit()
+        self.sow.close()
+
+
+def apply_record(topic: Topic, rec: Any) -> Any:
+    """Apply one journal record to a SOW topic (used by recovery)."""
+    headers = rec.headers or {}
+    if rec.kind == RecordKind.SOW_DELETE:
+        if "filter" in headers:
+            return topic.delete_by_filter(headers["filter"], position=rec.position)
+        if "sow_keys" in headers:
+            return topic.delete_by_keys(headers["sow_keys"], position=rec.position)
+        return topic.delete_by_data(rec.body, sow_key=rec.sow_key, position=rec.position)
+    fn = topic.delta_publish if rec.kind == RecordKind.DELTA_PUBLISH else topic.publish
+    return fn(rec.body, sow_key=rec.sow_key, expiration=rec.expiration,
+              bookmark=rec.bookmark_str, position=rec.position,
+              timestamp=rec.timestamp / 1_000_000, now=rec.timestamp / 1_000_000)
