@@ -56,7 +56,7 @@ def replay(port: int, n: int) -> float:
             size = int.from_bytes(buf[pos:pos + 4], "big")
             if end - pos - 4 < size:
                 break
-            if buf[pos + 4:pos + 14] == b'{"c":"p",':
+            if buf[pos + 4:pos + 13] == b'{"c":"p",':
                 got += 1
             elif b'"completed"' in buf[pos + 4:pos + 4 + size]:
                 completed = True

@@ -97,14 +97,32 @@ class Command(msgspec.Struct, kw_only=True, gc=False):
                 alt = getattr(self, name + "_alt")
                 if alt is not None and not getattr(self, name):
                     setattr(self, name, alt)
-        for name in _INT_FIELDS:
-            value = getattr(self, name)
-            if value is not None and value.__class__ is not int:
-                setattr(self, name, _as_int(value, name))
-        for name in _ID_FIELDS:
-            value = getattr(self, name)
-            if value is not None and value.__class__ is not str:
-                setattr(self, name, str(value))
+        # Numbers may arrive quoted ("e":"30") and ids as bare numbers; the common case
+        # (already the right type or absent) costs one check per field.
+        if self.seq is not None and self.seq.__class__ is not int:
+            self.seq = _as_int(self.seq, "s")
+        if self.expiration is not None and self.expiration.__class__ is not int:
+            self.expiration = _as_int(self.expiration, "e")
+        if self.batch_size is not None and self.batch_size.__class__ is not int:
+            self.batch_size = _as_int(self.batch_size, "batch_size")
+        if self.top_n is not None and self.top_n.__class__ is not int:
+            self.top_n = _as_int(self.top_n, "top_n")
+        if self.skip_n is not None and self.skip_n.__class__ is not int:
+            self.skip_n = _as_int(self.skip_n, "skip_n")
+        if self.group_seq is not None and self.group_seq.__class__ is not int:
+            self.group_seq = _as_int(self.group_seq, "gseq")
+        if self.length is not None and self.length.__class__ is not int:
+            self.length = _as_int(self.length, "l")
+        if self.cid is not None and self.cid.__class__ is not str:
+            self.cid = str(self.cid)
+        if self.sow_key is not None and self.sow_key.__class__ is not str:
+            self.sow_key = str(self.sow_key)
+        if self.correlation_id is not None and self.correlation_id.__class__ is not str:
+            self.correlation_id = str(self.correlation_id)
+        if self.sub_id is not None and self.sub_id.__class__ is not str:
+            self.sub_id = str(self.sub_id)
+        if self.query_id is not None and self.query_id.__class__ is not str:
+            self.query_id = str(self.query_id)
 
     # -- derived views ------------------------------------------------------------
     @property
@@ -131,8 +149,6 @@ _ALT_FIELDS = (
     "correlation_id", "bookmark", "sub_ids", "batch_size", "password", "timestamp",
     "lease_period", "group_seq", "message_type",
 )
-_INT_FIELDS = ("seq", "expiration", "batch_size", "top_n", "skip_n", "group_seq", "length")
-_ID_FIELDS = ("cid", "sow_key", "correlation_id", "sub_id", "query_id")
 decode_header = msgspec.json.Decoder(Command).decode
 
 

@@ -17,7 +17,7 @@ from journal import RecordKind
 from protocol.filter import FilterError, compile_filter
 from protocol.reasons import CommandError
 from server import replay, sow_commands
-from server.delivery import Message, decode_or_none, fan_out
+from server.delivery import UNDECODED, Message, decode_or_none, fan_out
 from server.sow_commands import store_publish
 from server.router import Subscription
 
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from server.connection import Connection
 
 log = logging.getLogger("amps_emulator.commands")
+
+_PUBLISH = int(RecordKind.PUBLISH)
+_DELTA = int(RecordKind.DELTA_PUBLISH)
 
 
 
@@ -133,27 +136,30 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
             _publish_acks(server, conn, cmd, seq, None)
             return
         server.client_seqs[conn.client_name] = seq
-    msg = Message(topic, cmd.body, correlation_id=cmd.correlation_id, sow_key=cmd.sow_key,
-                  expiration=cmd.expiration, client_name=conn.client_name)
     sow_topic = server.sowsvc.get(topic) if server.sowsvc is not None else None
+    doc = UNDECODED
     if sow_topic is not None:
         # Refuse a message without its SowKey before anything is journalled.
-        msg.doc = decode_or_none(cmd.body)
-        sow_topic.key_for(msg.doc, cmd.sow_key)
-    position = None
+        doc = decode_or_none(cmd.body)
+        sow_topic.key_for(doc, cmd.sow_key)
+    position = rec = None
     if txlog is not None and txlog.recorded(topic):
         if txlog.failed is not None:
             if seq is not None and "persisted" in acks:
                 conn.persisted_failure(seq, txlog.failed)  # the client's failed-write handler
                 return
             raise CommandError(txlog.failed, "the transaction log cannot be written")
-        kind = RecordKind.DELTA_PUBLISH if cmd.command == "delta_publish" else RecordKind.PUBLISH
-        rec = txlog.append(conn, cmd, kind)
+        rec = txlog.append(conn, cmd, _DELTA if cmd.command == "delta_publish" else _PUBLISH)
         position = rec.position
-        msg.bookmark = rec.bookmark_str
-    if sow_topic is not None:
-        store_publish(server, sow_topic, msg, cmd.command == "delta_publish", position or 0)
-    fan_out(server, msg)
+    if sow_topic is not None or server.router.match(topic):
+        msg = Message(topic, cmd.body, bookmark=rec.bookmark_str if rec is not None else None,
+                      correlation_id=cmd.correlation_id, sow_key=cmd.sow_key,
+                      expiration=cmd.expiration, client_name=conn.client_name, doc=doc)
+        if sow_topic is not None:
+            store_publish(server, sow_topic, msg, cmd.command == "delta_publish", position or 0)
+        fan_out(server, msg)
+    else:
+        server.stats["published"] += 1
     if acks:
         _publish_acks(server, conn, cmd, seq, position)
 

@@ -117,12 +117,19 @@ def pump(server: "Server", cursor: Cursor, limit: int) -> None:
 
 
 def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
-    """Deliver up to CHUNK matching records; True when the cursor reached ``limit``."""
+    """Deliver up to CHUNK matching records; True when the cursor reached ``limit``.
+
+    The chunk's frames are queued as one write; the ``p`` header prefix is built once per
+    topic, and a record with nothing but a bookmark gets its tail without JSON encoding
+    (a bookmark is digits and ``|``)."""
     sub = cursor.sub
     conn = cursor.conn
     flt = sub.filter
-    sids = json_str(sub.sub_id)
-    sent = 0
+    sids = b',"sids":' + json_str(sub.sub_id)
+    heads: dict[str, bytes] = {}
+    out: list[bytes] = []
+    done = True
+    last_bm = None
     journal = server.txlog.journal  # type: ignore[union-attr]
     for rec in journal.read(cursor.next_pos):
         pos = rec.position
@@ -130,7 +137,7 @@ def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
             break
         cursor.next_pos = pos + 1
         cursor.last_pos = pos
-        cursor.last_bm = bm = rec.bookmark_str
+        last_bm = bm = rec.bookmark_str
         if rec.kind not in _DELIVERABLE or not sub.matches_topic(rec.topic):
             continue
         if flt is not None:
@@ -138,22 +145,34 @@ def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
                                  correlation_id=rec.correlation_id, client_name=rec.client_name)
             if not flt(decode_or_none(rec.body), ctx):
                 continue
-        head = b'{"c":"p","t":' + json_str(rec.topic) + b',"sids":' + sids
-        tail = delivery_tail(bm, rec.correlation_id, rec.sow_key, rec.expiration,
-                             format_timestamp(rec.timestamp) if cursor.timestamp else None)
-        conn.send(frame_raw(head + tail, rec.body))
-        sent += 1
+        head = heads.get(rec.topic)
+        if head is None:
+            head = heads[rec.topic] = b'{"c":"p","t":' + json_str(rec.topic) + sids
+        if rec.correlation_id is None and rec.sow_key is None and rec.expiration is None \
+                and not cursor.timestamp:
+            tail = b',"bm":"' + bm.encode() + b'"}'
+        else:
+            tail = delivery_tail(bm, rec.correlation_id, rec.sow_key, rec.expiration,
+                                 format_timestamp(rec.timestamp) if cursor.timestamp else None)
+        out.append(frame_raw(head + tail, rec.body))
         if cursor.remaining is not None:
             cursor.remaining -= 1
             if cursor.remaining <= 0:
-                finish(server, cursor)
-                return False
-        if sent >= CHUNK:
+                done = False
+                break
+        if len(out) >= CHUNK:
+            done = False
+            break
+    if last_bm is not None:
+        cursor.last_bm = last_bm
+    if out:
+        conn.send(b"".join(out))
+    if not done:
+        if cursor.remaining is not None and cursor.remaining <= 0:
+            finish(server, cursor)
+        else:
             schedule(server, cursor)
-            return False
-        if conn.closed:
-            return False
-    return True
+    return done
 
 
 def schedule(server: "Server", cursor: Cursor) -> None:
