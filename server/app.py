@@ -82,6 +82,11 @@ class Server:
         self.stats = {"published": 0, "delivered": 0}
         self.txlog: Any = None  # server.txlog.TxLog when the config has a TransactionLog
         self.sowsvc: Any = None  # server.sowsvc.SowService when the config has SOW topics
+        self.queuesvc: Any = None  # server.queuesvc.QueueService when the config has queues
+        self.instance_name = config.name
+        from server.actions import Actions
+
+        self.actions = Actions(self, config.actions)
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self, sockets: Iterable[socket.socket] | None = None) -> list[str]:
@@ -97,6 +102,11 @@ class Server:
 
             self.sowsvc = SowService(self, self.config)
             self.sowsvc.recover()
+        if self.config.queues:
+            from server.queuesvc import QueueService
+
+            self.queuesvc = QueueService(self, self.config)
+            self.queuesvc.recover()
         self.listeners = listeners_from_config(self.config)
         given = list(sockets) if sockets is not None else []
         for i, lst in enumerate(self.listeners):
@@ -123,6 +133,8 @@ class Server:
         for lst in self.listeners:
             if lst.server is not None:
                 await lst.server.wait_closed()
+        if self.queuesvc is not None:
+            self.queuesvc.close()
         if self.sowsvc is not None:
             self.sowsvc.close()
         if self.txlog is not None:
@@ -139,6 +151,8 @@ class Server:
         for sub in conn.subs.values():
             self.remove_subscription(sub)
         conn.subs.clear()
+        if self.queuesvc is not None:
+            self.queuesvc.disconnect(conn)
         if conn.client_name is not None and self.by_name.get(conn.client_name) is conn:
             del self.by_name[conn.client_name]
         log.debug("connection %d closed", conn.conn_id)
@@ -149,6 +163,8 @@ class Server:
             from server import replay
 
             replay.stop(self, sub.cursor)
+        elif sub.queue is not None:
+            sub.queue.remove_subscriber(sub)
         else:
             self.router.remove(sub)
 

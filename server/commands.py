@@ -128,7 +128,6 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
     if acks:
         early_acks(conn, cmd)
     seq = cmd.seq
-    txlog = server.txlog
     if seq is not None and conn.client_name is not None:
         last = server.client_seqs.get(conn.client_name)
         if last is not None and seq <= last:
@@ -136,32 +135,59 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
             _publish_acks(server, conn, cmd, seq, None)
             return
         server.client_seqs[conn.client_name] = seq
+    txlog = server.txlog
+    if txlog is not None and txlog.failed is not None and txlog.recorded(topic):
+        if seq is not None and "persisted" in acks:
+            conn.persisted_failure(seq, txlog.failed)  # the client's failed-write handler
+            return
+        raise CommandError(txlog.failed, "the transaction log cannot be written")
+    if server.queuesvc is not None:
+        topic = server.queuesvc.publish_target(topic)
+    position = publish_message(
+        server, topic, cmd.body, delta=cmd.command == "delta_publish",
+        client_name=conn.client_name or "", client_seq=seq, correlation_id=cmd.correlation_id,
+        sow_key=cmd.sow_key, expiration=cmd.expiration,
+        headers={"o": cmd.options} if cmd.options else None)
+    if acks:
+        _publish_acks(server, conn, cmd, seq, position)
+
+
+def publish_message(server: "Server", topic: str, body: bytes, *, delta: bool = False,
+                    client_name: str = "", client_seq: int | None = None,
+                    correlation_id: str | None = None, sow_key: str | None = None,
+                    expiration: int | None = None,
+                    headers: dict[str, str] | None = None) -> int | None:
+    """Everything a publish does, for clients and for actions alike: journal it (when the
+    topic is recorded), store it in its SOW topic, fan it out, enqueue it on the queues over
+    the topic, and fire on-publish actions. Returns the journal position (None: not
+    recorded). Raises ``bad sow key`` before anything happened."""
     sow_topic = server.sowsvc.get(topic) if server.sowsvc is not None else None
     doc = UNDECODED
     if sow_topic is not None:
-        # Refuse a message without its SowKey before anything is journalled.
-        doc = decode_or_none(cmd.body)
-        sow_topic.key_for(doc, cmd.sow_key)
-    position = rec = None
+        doc = decode_or_none(body)
+        sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front
+    txlog = server.txlog
+    rec = None
     if txlog is not None and txlog.recorded(topic):
-        if txlog.failed is not None:
-            if seq is not None and "persisted" in acks:
-                conn.persisted_failure(seq, txlog.failed)  # the client's failed-write handler
-                return
-            raise CommandError(txlog.failed, "the transaction log cannot be written")
-        rec = txlog.append(conn, cmd, _DELTA if cmd.command == "delta_publish" else _PUBLISH)
-        position = rec.position
-    if sow_topic is not None or server.router.match(topic):
-        msg = Message(topic, cmd.body, bookmark=rec.bookmark_str if rec is not None else None,
-                      correlation_id=cmd.correlation_id, sow_key=cmd.sow_key,
-                      expiration=cmd.expiration, client_name=conn.client_name, doc=doc)
+        rec = txlog.append(topic, body, _DELTA if delta else _PUBLISH, client_name=client_name,
+                           client_seq=client_seq, correlation_id=correlation_id,
+                           sow_key=sow_key, expiration=expiration, headers=headers)
+    queues = server.queuesvc
+    if sow_topic is not None or server.router.match(topic) or (
+            queues is not None and queues.covers(topic)) or server.actions.on_publish:
+        msg = Message(topic, body, bookmark=rec.bookmark_str if rec is not None else None,
+                      correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
+                      client_name=client_name, doc=doc)
         if sow_topic is not None:
-            store_publish(server, sow_topic, msg, cmd.command == "delta_publish", position or 0)
+            store_publish(server, sow_topic, msg, delta, rec.position if rec is not None else 0)
         fan_out(server, msg)
+        if rec is not None and queues is not None:
+            queues.on_publish(msg, rec)
+        if server.actions.on_publish:
+            server.actions.published(msg)
     else:
         server.stats["published"] += 1
-    if acks:
-        _publish_acks(server, conn, cmd, seq, position)
+    return rec.position if rec is not None else None
 
 
 def _publish_acks(server: "Server", conn: "Connection", cmd: "Command", seq: int | None,
@@ -215,11 +241,17 @@ def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
     existing = conn.subs.get(sub_id)
     if existing is not None and "replace" not in opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
+    queue = server.queuesvc.get(topic) if server.queuesvc is not None else None
+    if queue is not None and cmd.bookmark is None:
+        _queue_subscription(server, conn, cmd, queue, sub_id, filt, existing)
+        return
     if cmd.bookmark is None:
         register_subscription(server, conn, cmd, sub_id, filt,
                               delta=cmd.command == "delta_subscribe")
         _finish(conn, cmd)
         return
+    if queue is not None:
+        topic = queue.underlying  # a bookmark subscription to a queue replays its topic(s)
     sub = Subscription(conn, sub_id, topic, filt, opts, delta=cmd.command == "delta_subscribe")
     cursor = replay.start(server, conn, cmd, sub)  # may refuse: nothing changed yet
     if existing is not None:
@@ -233,6 +265,27 @@ def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
     if "stats" in acks:
         conn.ack(cmd, "stats")
     replay.schedule(server, cursor)  # replay starts after the processed ack is queued
+
+
+def _queue_subscription(server: "Server", conn: "Connection", cmd: "Command", queue: Any,
+                        sub_id: str, filt: Any, existing: Any) -> None:
+    """Subscribe to a queue: deliveries come from the queue engine (leases, backlog)."""
+    if existing is not None and existing.queue is not queue:
+        server.remove_subscription(existing)
+        existing = None
+    sub = existing if existing is not None else Subscription(conn, sub_id, cmd.topic or "",
+                                                               filt, cmd.opts)
+    sub.filter = filt
+    sub.options = cmd.opts
+    conn.subs[sub_id] = sub
+    acks = cmd.acks
+    if "processed" in acks:
+        conn.ack(cmd, "processed")  # before the first deliveries
+    server.queuesvc.subscribe(queue, conn, sub, cmd)
+    if "completed" in acks:
+        conn.ack(cmd, "completed")
+    if "stats" in acks:
+        conn.ack(cmd, "stats")
 
 
 def register_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,

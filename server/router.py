@@ -35,7 +35,7 @@ class Subscription:
     """One live subscription of one connection."""
 
     __slots__ = (
-        "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor",
+        "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
     )
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
@@ -48,6 +48,7 @@ class Subscription:
         self.options = options
         self.delta = delta
         self.cursor: Any = None  # server.replay.Cursor for bookmark subscriptions
+        self.queue: Any = None  # server.queuesvc.QueueState for queue subscriptions
 
     def matches_topic(self, topic: str) -> bool:
         if self.regex is None:

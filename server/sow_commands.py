@@ -55,6 +55,9 @@ def _top_n(cmd: "Command") -> int | None:
 
 def run_query(server: "Server", conn: "Connection", cmd: "Command", filt: Any) -> dict[str, int]:
     """Send the query's group_begin / sow frames / group_end; return the counts."""
+    queue = server.queuesvc.get(cmd.topic) if server.queuesvc is not None else None
+    if queue is not None:
+        return _query_queue(server, conn, cmd, queue, filt)
     topics = server.sowsvc.topics_for(cmd.topic) if server.sowsvc is not None else []
     if not topics:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
@@ -99,6 +102,23 @@ def run_query(server: "Server", conn: "Connection", cmd: "Command", filt: Any) -
         topic_matches += res.topic_matches
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
+
+
+def _query_queue(server: "Server", conn: "Connection", cmd: "Command", queue: Any,
+                 filt: Any) -> dict[str, int]:
+    """A ``sow`` query on a queue: the messages that could be delivered now, read-only."""
+    batch = _batch_size(cmd)
+    records, total = server.queuesvc.query_records(queue, filt, _top_n(cmd))
+    qid = cmd.query_id or cmd.cid or ""
+    cmd.query_id = qid
+    if "processed" in cmd.acks:
+        conn.ack(cmd, "processed")
+    conn.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
+    for start in range(0, len(records), batch):
+        conn.send(sow_batch(queue.name, qid, [({"bm": r.bookmark_str}, r.body)
+                                              for r in records[start:start + batch]]))
+    conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
+    return {"records_returned": len(records), "matches": len(records), "topic_matches": total}
 
 
 def sow(server: "Server", conn: "Connection", cmd: "Command") -> None:
@@ -147,6 +167,12 @@ def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
     topic_name = cmd.topic
     if not topic_name:
         raise CommandError(reasons.INVALID_TOPIC, "sow_delete without a topic")
+    queue = server.queuesvc.get(topic_name) if server.queuesvc is not None else None
+    if queue is not None:
+        removed = server.queuesvc.ack(queue, conn, cmd)
+        _delete_acks(conn, cmd, {"records_deleted": removed, "matches": removed,
+                                 "topic_matches": queue.engine.depth + removed})
+        return
     topic = server.sowsvc.get(topic_name) if server.sowsvc is not None else None
     if topic is None:
         if cmd.filter:
@@ -162,10 +188,10 @@ def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
         topic.key_for(decode_or_none(cmd.body), cmd.sow_key)  # bad sow key before journalling
     else:
         raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
-    position = 0
     txlog = server.txlog
+    position = 0
     if txlog is not None and txlog.recorded(topic_name):
-        position = txlog.append(conn, cmd, RecordKind.SOW_DELETE, headers=headers).position
+        position = txlog.append_command(conn, cmd, RecordKind.SOW_DELETE, headers).position
     server.request_turn_end()  # the SOW commits at the end of this turn
     if "filter" in headers:
         result = topic.delete_by_filter(filt, position=position)
@@ -173,13 +199,19 @@ def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
         result = topic.delete_by_keys(cmd.sow_keys, position=position)
     else:
         result = topic.delete_by_data(cmd.body, sow_key=cmd.sow_key, position=position)
-    send_oof(server, topic_name, result.records, reasons.OOF_DELETED)
-    counts = {"records_deleted": result.records_deleted, "matches": result.matches,
-              "topic_matches": result.topic_matches}
+    _removed(server, topic_name, result.records)
+    _delete_acks(conn, cmd, {"records_deleted": result.records_deleted,
+                             "matches": result.matches, "topic_matches": result.topic_matches},
+                 server, position)
+
+
+def _delete_acks(conn: "Connection", cmd: "Command", counts: dict[str, int],
+                 server: "Server | None" = None, position: int = 0) -> None:
     acks = cmd.acks
     if "processed" in acks:
         conn.ack(cmd, "processed")
     if "persisted" in acks and cmd.seq is not None:
+        txlog = server.txlog if server is not None else None
         if txlog is not None:
             txlog.wait_persisted(conn, cmd.seq, position or None)
         else:
@@ -188,6 +220,31 @@ def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
         conn.ack(cmd, "completed", **counts)
     if "stats" in acks:
         conn.ack(cmd, "stats", **counts)
+
+
+def _removed(server: "Server", topic_name: str, records: list[Any]) -> None:
+    send_oof(server, topic_name, records, reasons.OOF_DELETED)
+    server.actions.deleted(topic_name, records)
+
+
+def delete_records(server: "Server", topic_name: str, filter_text: str) -> int:
+    """``sow_delete`` by filter on behalf of the server itself (actions); returns the count."""
+    from server.commands import compile_filter_for
+
+    topic = server.sowsvc.get(topic_name) if server.sowsvc is not None else None
+    if topic is None:
+        raise CommandError(reasons.INVALID_TOPIC, f"{topic_name!r} is not a SOW topic")
+    filt = compile_filter_for(filter_text)
+    position = 0
+    txlog = server.txlog
+    if txlog is not None and txlog.recorded(topic_name):
+        position = txlog.append(topic_name, b"", RecordKind.SOW_DELETE,
+                                client_name=server.instance_name,
+                                headers={"filter": filter_text}).position
+    server.request_turn_end()
+    result = topic.delete_by_filter(filt, position=position)
+    _removed(server, topic_name, result.records)
+    return result.records_deleted
 
 
 def store_publish(server: "Server", topic: Any, msg: Message, delta: bool,

@@ -135,7 +135,11 @@ class SowService:
 
     def sweep(self) -> None:
         for topic, records in self.sow.sweep_expired():
-            send_oof(self.server, topic.spec.name, records, reasons.OOF_EXPIRED)
+            name = topic.spec.name
+            send_oof(self.server, name, records, reasons.OOF_EXPIRED)
+            for rec in records:
+                self.server.actions.expired(name, rec.data, "time_limit", rec.sow_key,
+                                            rec.bookmark or "")
         self.arm()
 
     def close(self) -> None:

@@ -90,18 +90,26 @@ class TxLog:
             hit = self._recorded[topic] = self.cfg.records(topic, "json")
         return hit
 
-    def append(self, conn: "Connection", cmd: "Command", kind: int = RecordKind.PUBLISH,
-               headers: dict[str, str] | None = None) -> Any:
-        if cmd.options:
-            headers = {**(headers or {}), "o": cmd.options}
+    def append(self, topic: str, body: bytes, kind: int = RecordKind.PUBLISH, *,
+               client_name: str = "", client_seq: int | None = None,
+               correlation_id: str | None = None, sow_key: str | None = None,
+               expiration: int | None = None, headers: dict[str, str] | None = None) -> Any:
         rec = self.journal.append(
-            topic=cmd.topic, client_name=conn.client_name or "", body=cmd.body, kind=kind,
-            client_seq=cmd.seq, correlation_id=cmd.correlation_id, sow_key=cmd.sow_key,
-            expiration=cmd.expiration, message_type=conn.listener.message_type,
-            headers=headers or None,
+            topic=topic, client_name=client_name, body=body, kind=kind, client_seq=client_seq,
+            correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
+            message_type="json", headers=headers or None,
         )
         self._mark_turn()
         return rec
+
+    def append_command(self, conn: "Connection", cmd: "Command", kind: int,
+                       headers: dict[str, str] | None = None) -> Any:
+        """Journal a client command as it arrived (its options ride along in ``o``)."""
+        if cmd.options:
+            headers = {**(headers or {}), "o": cmd.options}
+        return self.append(cmd.topic or "", cmd.body, kind, client_name=conn.client_name or "",
+                           client_seq=cmd.seq, correlation_id=cmd.correlation_id,
+                           sow_key=cmd.sow_key, expiration=cmd.expiration, headers=headers)
 
     def wait_persisted(self, conn: "Connection", seq: int, position: int | None = None) -> None:
         """Ack ``seq`` as persisted once everything appended so far (or ``position``) is durable."""

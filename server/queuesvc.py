@@ -1,0 +1,405 @@
+"""Message queues in the server: the engines of :mod:`queues` wired to the journal and clients.
+
+* Each configured queue has a :class:`queues.QueueEngine`. A publish recorded in the journal
+  on one of its underlying topics (and passing its ``Filter``) is enqueued by journal
+  position and bookmark; the engine never holds message bodies. Deliveries read the body
+  from a bounded cache of recent records, or from the journal.
+* Subscribing to a queue's name (without a bookmark) makes a queue subscription; a bookmark
+  subscription to it replays the underlying topic with no queue semantics.
+* Acknowledgements are ``sow_delete`` on the queue with a bookmark (list), or a filter, with
+  ``cancel``/``expire`` in ``o``. What changes queue state is journalled as the small events
+  of :mod:`queues.events`, so a restart rebuilds every queue from the log.
+* One timer serves every queue, armed for the earliest engine deadline (lease expiry,
+  message expiration).
+* Messages that leave a queue unprocessed fire ``amps-action-on-sow-expire-message``.
+* Recovery starts after each queue's acknowledged low-water mark, kept in
+  ``<JournalDirectory>/queues.ack`` and written only once the acknowledgements it covers are
+  durable in the journal.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from journal import RecordKind
+from protocol import reasons
+from protocol.bookmarks import format_timestamp
+from protocol.codec import frame_raw, json_str
+from protocol.filter import MessageContext, compile_expression, compile_filter
+from protocol.reasons import CommandError
+from queues import (Deliver, Enqueue, Expired, QueueCheckpoint, QueueConfigError, QueueEngine,
+                    QueueSpec, decode_event, encode_event, events_for, plan_recovery)
+from server.delivery import UNDECODED, decode_or_none
+from server.router import compile_topic_regex, is_regex_topic
+
+if TYPE_CHECKING:
+    from server.app import Server
+    from server.connection import Connection
+    from server.router import Subscription
+
+log = logging.getLogger("amps_emulator.queues")
+
+CACHE_RECORDS = 65_536  # recent published records kept for deliveries (bounded)
+CHECKPOINT_INTERVAL = 1.0
+_PUBLISH_KINDS = (int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH))
+_EVENT_KINDS = frozenset(range(16, 32))
+
+
+class QueueState:
+    """One configured queue: its engine, topics, and expressions."""
+
+    def __init__(self, service: "QueueService", cfg: Any) -> None:
+        self.service = service
+        self.cfg = cfg
+        self.name = cfg.name
+        try:
+            self.spec = QueueSpec.from_config(cfg)
+        except QueueConfigError as exc:
+            raise ValueError(f"{cfg.file}:{cfg.line}: queue {cfg.name}: {exc}") from None
+        self.engine = QueueEngine(self.spec)
+        self.underlying = cfg.underlying_topic or cfg.name
+        self.regex = compile_topic_regex(self.underlying) if is_regex_topic(self.underlying) else None
+        self.default_target = cfg.default_publish_target
+        self.filter = compile_filter(cfg.filter) if cfg.filter else None
+        self.priority = compile_expression(cfg.priority) if cfg.priority else None
+        self.barrier = compile_filter(cfg.barrier_expression) if cfg.barrier_expression else None
+        self.subs: dict[Any, "Subscription"] = {}
+
+    def covers(self, topic: str) -> bool:
+        return topic == self.underlying if self.regex is None else self.regex.search(topic) is not None
+
+    def admits(self, topic: str, doc: Any, ctx: MessageContext) -> bool:
+        return self.covers(topic) and (self.filter is None or self.filter(doc, ctx))
+
+    def enqueue_args(self, doc: Any, ctx: MessageContext) -> tuple[Any, bool]:
+        prio = self.priority(doc, ctx) if self.priority is not None else None
+        barrier = bool(self.barrier(doc, ctx)) if self.barrier is not None else False
+        return prio, barrier
+
+    def remove_subscriber(self, sub: "Subscription") -> None:
+        key = (sub.conn.conn_id, sub.sub_id)
+        if self.subs.pop(key, None) is not None:
+            svc = self.service
+            svc.handle(self, self.engine.remove_subscriber(key, svc.now()))
+
+
+class QueueService:
+    def __init__(self, server: "Server", config: Any) -> None:
+        self.server = server
+        if server.txlog is None:
+            raise ValueError("queues need a TransactionLog recording their underlying topics")
+        self.queues: dict[str, QueueState] = {}
+        for q in config.queues:
+            self.queues[q.name] = QueueState(self, q)
+        self._cache: collections.OrderedDict[int, Any] = collections.OrderedDict()
+        self._timer: Any = None
+        self._timer_at: float | None = None
+        self._ckpt_timer: Any = None
+        self._ckpt_path = os.path.join(config.transaction_log.journal_directory, "queues.ack")
+        self._ckpt_pending: tuple[int, dict[str, int]] | None = None
+        self._ckpt_written: dict[str, int] = {}
+
+    def now(self) -> float:
+        return self.server.wallclock()
+
+    # -- lookup ---------------------------------------------------------------------------
+    def get(self, name: str) -> QueueState | None:
+        return self.queues.get(name)
+
+    def covers(self, topic: str) -> bool:
+        return any(q.covers(topic) for q in self.queues.values())
+
+    def publish_target(self, topic: str) -> str:
+        """A publish to a queue's own name goes to its DefaultPublishTarget, if it has one."""
+        q = self.queues.get(topic)
+        if q is not None and q.default_target and q.underlying != topic:
+            return q.default_target
+        return topic
+
+    # -- publishing ------------------------------------------------------------------------
+    def on_publish(self, msg: Any, rec: Any) -> None:
+        """A journalled publish: enqueue it on every queue over its topic."""
+        ctx = None
+        now = self.now()
+        for q in self.queues.values():
+            if not q.covers(msg.topic):
+                continue
+            if q.filter is not None or q.priority is not None or q.barrier is not None:
+                if ctx is None:
+                    ctx = msg.context()
+                    if msg.doc is UNDECODED:
+                        msg.doc = decode_or_none(msg.body)
+                if q.filter is not None and not q.filter(msg.doc, ctx):
+                    continue
+                prio, barrier = q.enqueue_args(msg.doc, ctx)
+            else:
+                prio, barrier = None, False
+            self._remember(rec)
+            self.handle(q, q.engine.enqueue(rec.position, rec.bookmark_str, now,
+                                            timestamp=rec.timestamp / 1_000_000,
+                                            expiration=msg.expiration, priority=prio,
+                                            is_barrier=barrier))
+
+    def _remember(self, rec: Any) -> None:
+        cache = self._cache
+        cache[rec.position] = rec
+        if len(cache) > CACHE_RECORDS:
+            cache.popitem(last=False)
+
+    def _record(self, position: int) -> Any:
+        rec = self._cache.get(position)
+        if rec is None:
+            rec = self.server.txlog.journal.record_at(position)
+        return rec
+
+    # -- subscriptions ---------------------------------------------------------------------
+    def subscribe(self, q: QueueState, conn: "Connection", sub: "Subscription", cmd: Any) -> None:
+        key = (conn.conn_id, sub.sub_id)
+        opt = cmd.opts.get("max_backlog")
+        try:
+            max_backlog = int(opt) if opt not in (None, True) else None
+        except ValueError:
+            raise CommandError(reasons.INVALID_OPTIONS, f"max_backlog={opt}") from None
+        eligible = self._eligible(sub.filter, q.name) if sub.filter is not None else None
+        sub.queue = q
+        now = self.now()
+        if key in q.subs:  # replace: keep leases, recompute the backlog
+            q.subs[key] = sub
+            self.handle(q, q.engine.replace_subscriber(key, now, max_backlog=max_backlog,
+                                                       eligible=eligible))
+        else:
+            q.subs[key] = sub
+            self.handle(q, q.engine.add_subscriber(key, now, client=conn,
+                                                   max_backlog=max_backlog, eligible=eligible))
+
+    def _eligible(self, flt: Any, queue_name: str) -> Any:
+        def eligible(position: int) -> bool:
+            rec = self._record(position)
+            if rec is None:
+                return False
+            ctx = MessageContext(topic=rec.topic, bookmark=rec.bookmark_str, sow_key=rec.sow_key,
+                                 correlation_id=rec.correlation_id, client_name=rec.client_name)
+            return bool(flt(decode_or_none(rec.body), ctx))
+        return eligible
+
+    def disconnect(self, conn: "Connection") -> None:
+        now = self.now()
+        for q in self.queues.values():
+            stale = [k for k, s in q.subs.items() if s.conn is conn]
+            for k in stale:
+                del q.subs[k]
+            self.handle(q, q.engine.disconnect(conn, now))
+
+    # -- acknowledgements ------------------------------------------------------------------
+    def ack(self, q: QueueState, conn: "Connection", cmd: Any) -> int:
+        """``sow_delete`` on a queue: by bookmark(s), or by filter. Returns messages removed."""
+        option = _ack_option(cmd)
+        now = self.now()
+        before = q.engine.depth
+        if cmd.bookmark:
+            self.handle(q, q.engine.ack(conn, cmd.bookmark, now, option))
+        elif cmd.filter is not None:
+            from server.commands import compile_filter_for
+
+            flt = compile_filter_for(cmd.filter)
+            positions = []
+            for m in list(q.engine.messages(include_leased=True, now=now)):
+                rec = self._record(m.position)
+                if rec is not None and (flt is None or flt(decode_or_none(rec.body),
+                                                            MessageContext(topic=rec.topic))):
+                    positions.append(m.position)
+            self.handle(q, q.engine.ack_positions(conn, positions, now, option))
+        else:
+            raise CommandError(reasons.MISSING_FIELDS, "a queue sow_delete needs a bookmark or a filter")
+        return max(0, before - q.engine.depth)
+
+    # -- engine actions --------------------------------------------------------------------
+    def handle(self, q: QueueState, actions: list[Any]) -> None:
+        if not actions:
+            self.arm()
+            return
+        txlog = self.server.txlog
+        for ev in events_for(actions, q.spec):
+            kind, payload = encode_event(ev)
+            txlog.append(q.name, payload, kind, client_name=self.server.instance_name)
+        for a in actions:
+            t = type(a)
+            if t is Deliver:
+                self._deliver(q, a)
+            elif t is Expired:
+                rec = self._record(a.position)
+                self.server.actions.expired(q.name, rec.body if rec is not None else b"",
+                                            a.reason, "", a.bookmark)
+        self.arm()
+
+    def _deliver(self, q: QueueState, d: Deliver) -> None:
+        sub = q.subs.get(d.sub_key)
+        if sub is None or sub.conn.closed:
+            return
+        rec = self._record(d.position)
+        if rec is None:
+            log.error("queue %s: message at %d is no longer in the journal", q.name, d.position)
+            return
+        header = (b'{"c":"p","t":' + json_str(q.name) + b',"sids":' + json_str(sub.sub_id)
+                  + b',"bm":"' + d.bookmark.encode() + b'"')
+        if d.lease_expiry is not None:
+            header += b',"lp":"' + format_timestamp(int(d.lease_expiry * 1_000_000)).encode() + b'"'
+        if rec.correlation_id is not None:
+            header += b',"x":' + json_str(rec.correlation_id)
+        sub.conn.send(frame_raw(header + b"}", rec.body))
+
+    # -- time ------------------------------------------------------------------------------
+    def arm(self) -> None:
+        due = None
+        for q in self.queues.values():
+            d = q.engine.next_deadline()
+            if d is not None and (due is None or d < due):
+                due = d
+        if due is None:
+            return
+        if self._timer is not None:
+            if self._timer_at is not None and self._timer_at <= due:
+                return
+            self._timer.cancel()
+        self._timer_at = due
+        self._timer = self.server.loop.call_later(max(0.0, due - self.now()), self._tick)
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        now = self.now()
+        for q in self.queues.values():
+            self.handle(q, q.engine.poll(now))
+        self.server.request_turn_end()
+
+    # -- sow queries on a queue ------------------------------------------------------------
+    def query_records(self, q: QueueState, flt: Any, top_n: int | None) -> tuple[list[Any], int]:
+        """The deliverable messages (read-only view) as journal records, and the count."""
+        out = []
+        msgs = list(q.engine.messages(include_leased=False, now=self.now()))
+        for m in msgs:
+            rec = self._record(m.position)
+            if rec is None:
+                continue
+            if flt is not None and not flt(decode_or_none(rec.body), MessageContext(topic=rec.topic)):
+                continue
+            out.append(rec)
+        total = len(msgs)
+        if top_n is not None:
+            out = out[:top_n]
+        return out, total
+
+    # -- recovery and checkpoints ------------------------------------------------------------
+    def recover(self) -> None:
+        journal = self.server.txlog.journal
+        checkpoints = self._read_checkpoints()
+        starts: dict[str, int] = {}
+        for name, q in self.queues.items():
+            plan = plan_recovery(q.spec, checkpoints.get(name),
+                                 journal_first_position=journal.first_position)
+            if plan.after_position is not None:
+                starts[name] = plan.after_position
+            else:
+                starts[name] = self._resolve_recovery_point(plan.recovery_point or "epoch")
+        events: dict[str, list[Any]] = {name: [] for name in self.queues}
+        first = min(starts.values(), default=0) + 1
+        for rec in journal.read(first):
+            kind = rec.kind
+            if kind in _PUBLISH_KINDS:
+                doc: Any = None
+                ctx = None
+                for name, q in self.queues.items():
+                    if rec.position <= starts[name] or not q.covers(rec.topic):
+                        continue
+                    if ctx is None:
+                        doc = decode_or_none(rec.body)
+                        ctx = MessageContext(topic=rec.topic, bookmark=rec.bookmark_str,
+                                             sow_key=rec.sow_key, correlation_id=rec.correlation_id,
+                                             client_name=rec.client_name)
+                    if q.filter is not None and not q.filter(doc, ctx):
+                        continue
+                    prio, barrier = q.enqueue_args(doc, ctx)
+                    events[name].append(Enqueue(rec.position, rec.bookmark_str,
+                                                rec.timestamp / 1_000_000, rec.expiration,
+                                                prio, barrier))
+            elif kind in _EVENT_KINDS and rec.topic in self.queues:
+                events[rec.topic].append(decode_event(kind, rec.body))
+        now = self.now()
+        for name, q in self.queues.items():
+            q.engine = QueueEngine.replay(q.spec, events[name], now=now, start_after=starts[name])
+            log.info("queue %s recovered: %d messages queued", name, q.engine.depth)
+        for q in self.queues.values():
+            self.handle(q, q.engine.poll(now))
+        self._ckpt_timer = self.server.loop.call_later(CHECKPOINT_INTERVAL, self._checkpoint_tick)
+
+    def _resolve_recovery_point(self, point: str) -> int:
+        journal = self.server.txlog.journal
+        if point in ("epoch", "creation", "0"):
+            return 0
+        if point == "now":
+            return journal.last_position
+        pos = journal.position_after_bookmark(point)
+        return 0 if pos is None else pos - 1
+
+    def _read_checkpoints(self) -> dict[str, QueueCheckpoint]:
+        try:
+            with open(self._ckpt_path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError) as exc:
+            log.warning("%s unreadable (%s): queues recover from their RecoveryPoint",
+                        self._ckpt_path, exc)
+            return {}
+        out = {}
+        for name, v in data.items():
+            try:
+                out[name] = QueueCheckpoint(name, str(v["recovery_point"]), int(v["low_water"]))
+            except (KeyError, TypeError, ValueError):
+                continue
+        self._ckpt_written = {n: c.low_water for n, c in out.items()}
+        return out
+
+    def _checkpoint_tick(self) -> None:
+        """Write low-water marks whose acknowledgements are now durable in the journal."""
+        journal = self.server.txlog.journal
+        pending = self._ckpt_pending
+        if pending is not None and journal.durable_position >= pending[0]:
+            self._write_checkpoints(pending[1])
+            self._ckpt_pending = None
+        marks = {n: q.engine.low_water_position for n, q in self.queues.items()}
+        if marks != self._ckpt_written and self._ckpt_pending is None:
+            self._ckpt_pending = (journal.last_position, marks)
+        self._ckpt_timer = self.server.loop.call_later(CHECKPOINT_INTERVAL, self._checkpoint_tick)
+
+    def _write_checkpoints(self, marks: dict[str, int]) -> None:
+        data = {n: {"recovery_point": self.queues[n].spec.recovery_point, "low_water": lw}
+                for n, lw in marks.items()}
+        tmp = self._ckpt_path + ".tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as f:
+                json.dump(data, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self._ckpt_path)
+            self._ckpt_written = marks
+        except OSError as exc:
+            log.warning("could not write %s: %s", self._ckpt_path, exc)
+
+    def close(self) -> None:
+        for t in (self._timer, self._ckpt_timer):
+            if t is not None:
+                t.cancel()
+
+
+def _ack_option(cmd: Any) -> str | None:
+    opts = cmd.opts
+    if "cancel" in opts:
+        return "cancel"
+    if "expire" in opts:
+        return "expire"
+    return None

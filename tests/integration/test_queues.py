@@ -1,0 +1,402 @@
+"""Message queues through the official client: leases, backlog, acks, dead letters, restarts."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import AMPS
+import pytest
+
+from tests.integration.conftest import config_xml
+
+QUEUES = """<SOW>
+  <Queue><Name>work</Name><MessageType>json</MessageType><LeasePeriod>1s</LeasePeriod>
+    <MaxPerSubscriptionBacklog>10</MaxPerSubscriptionBacklog></Queue>
+  <Queue><Name>amo</Name><MessageType>json</MessageType><Semantics>at-most-once</Semantics>
+    <MaxPerSubscriptionBacklog>10</MaxPerSubscriptionBacklog></Queue>
+  <Queue><Name>prio</Name><MessageType>json</MessageType><Priority>/p</Priority>
+    <MaxPerSubscriptionBacklog>1</MaxPerSubscriptionBacklog></Queue>
+  <Queue><Name>barrier</Name><MessageType>json</MessageType><BarrierExpression>/eod = 1</BarrierExpression>
+    <MaxPerSubscriptionBacklog>10</MaxPerSubscriptionBacklog></Queue>
+  <Queue><Name>short</Name><MessageType>json</MessageType><Expiration>1s</Expiration>
+    <MaxDeliveries>2</MaxDeliveries><LeasePeriod>500ms</LeasePeriod></Queue>
+  <Queue><Name>multi</Name><MessageType>json</MessageType><UnderlyingTopic>^orders\\.(us|eu)$</UnderlyingTopic>
+    <DefaultPublishTarget>orders.us</DefaultPublishTarget><Filter>/qty > 0</Filter>
+    <MaxPerSubscriptionBacklog>100</MaxPerSubscriptionBacklog></Queue>
+  <Queue><Name>from-sow</Name><MessageType>json</MessageType><UnderlyingTopic>prices</UnderlyingTopic>
+    <MaxPerSubscriptionBacklog>100</MaxPerSubscriptionBacklog></Queue>
+  <Topic><Name>prices</Name><MessageType>json</MessageType><Key>/id</Key><Durability>transient</Durability></Topic>
+  <Queue>
+    <Name>Jobs</Name>
+    <MessageType>json</MessageType>
+    <MaxCancels>3</MaxCancels>
+    <MaxDeliveries>10</MaxDeliveries>
+  </Queue>
+  <Queue>
+    <Name>FailedJobs</Name>
+    <MessageType>json</MessageType>
+  </Queue>
+</SOW>
+<Actions>
+  <Action>
+    <On>
+      <Module>amps-action-on-sow-expire-message</Module>
+      <Options>
+        <Topic>Jobs</Topic>
+        <MessageType>json</MessageType>
+      </Options>
+    </On>
+    <Do>
+      <Module>amps-action-do-publish-message</Module>
+      <Options>
+        <Topic>FailedJobs</Topic>
+        <MessageType>json</MessageType>
+        <Data>{ "message": {{AMPS_DATA}}, "reason": "{{AMPS_REASON}}" }</Data>
+      </Options>
+    </Do>
+  </Action>
+</Actions>"""
+
+
+def queue_config(d) -> str:
+    return config_xml(d, extra=QUEUES)
+
+
+@pytest.fixture
+def qserver(tmp_path):
+    from config import loads_config
+    from tests.harness import ServerThread
+
+    srv = ServerThread(loads_config(queue_config(tmp_path), "queues.xml")).start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def connect(qserver):
+    made = []
+
+    def make(name=None, uri=None):
+        c = AMPS.Client(name or f"q-client-{len(made)}-{time.monotonic_ns()}")
+        c.connect(uri or qserver.uri)
+        c.logon(5000)
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        try:
+            c.close()
+        except Exception:
+            pass
+
+
+class Delivered:
+    """What a handler saw (the client reuses its Message object, so copy it out)."""
+
+    def __init__(self, client, m) -> None:
+        self.client = client
+        self.message = m.__deepcopy__({})  # acked later through the client's own Message.ack
+        self.topic = m.get_topic()
+        self.bookmark = m.get_bookmark()
+        self.lease = m.get_lease_period()
+        self.data = json.loads(m.get_data())
+
+    def ack(self, option: str | None = None) -> None:
+        if option:
+            self.message.ack(option)
+        else:
+            self.message.ack()
+
+
+class Worker:
+    """A queue subscriber; ``auto`` acks each message as it arrives (or cancels/expires)."""
+
+    def __init__(self, client, topic: str, auto: str | None = "ack", options: str = "",
+                 flt: str | None = None) -> None:
+        self.client = client
+        self.auto = auto
+        self.messages: list[Delivered] = []
+        self._cv = threading.Condition()
+        kw = {"options": options} if options else {}
+        if flt:
+            kw["filter"] = flt
+        self.sub_id = client.subscribe(self._on, topic, timeout=5000, **kw)
+
+    def _on(self, m) -> None:
+        d = Delivered(self.client, m)
+        with self._cv:
+            self.messages.append(d)
+            self._cv.notify_all()
+        if self.auto == "ack":
+            m.ack()
+        elif self.auto in ("cancel", "expire"):
+            m.ack(self.auto)
+
+    @property
+    def data(self) -> list:
+        with self._cv:
+            return [d.data for d in self.messages]
+
+    def wait(self, n: int, timeout: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while len(self.messages) < n:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+            return True
+
+
+def publish(c, topic: str, rows) -> None:
+    for r in rows:
+        c.publish(topic, json.dumps(r))
+    c.flush(5000)
+
+
+def test_delivery_carries_topic_bookmark_and_lease_and_ack_removes(connect):
+    pub = connect()
+    w = Worker(connect(), "work")
+    publish(pub, "work", [{"i": i} for i in range(5)])
+    assert w.wait(5)
+    m = w.messages[0]
+    assert m.topic == "work" and m.bookmark.count("|") == 2
+    assert m.lease.endswith("Z")
+    pub.flush(5000)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and list(pub.sow("work", timeout=5000))[1:-1]:
+        time.sleep(0.02)
+    assert [x for x in pub.sow("work", timeout=5000) if x.get_command() == "sow"] == []
+
+
+def test_three_workers_drain_a_thousand_messages_exactly_once(connect):
+    pub = connect()
+    workers = [Worker(connect(), "work", options="max_backlog=5") for _ in range(3)]
+    publish(pub, "work", [{"i": i} for i in range(1000)])
+    deadline = time.monotonic() + 20
+    while sum(len(w.messages) for w in workers) < 1000 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    seen = sorted(d["i"] for w in workers for d in w.data)
+    assert seen == list(range(1000))
+    assert all(w.messages for w in workers), "every worker got a share"
+
+
+def test_backlog_limits_unacked_deliveries(connect):
+    pub = connect()
+    w = Worker(connect(), "work", auto=None, options="max_backlog=3")
+    publish(pub, "work", [{"i": i} for i in range(10)])
+    assert w.wait(3)
+    assert not w.wait(4, timeout=0.5)  # nothing beyond the backlog until an ack
+    w.messages[0].ack()
+    assert w.wait(4)
+    assert [d["i"] for d in w.data] == [0, 1, 2, 3]
+
+
+def test_a_worker_that_stops_acking_loses_its_messages_after_the_lease(connect):
+    pub = connect()
+    stuck = Worker(connect(), "work", auto=None, options="max_backlog=4")
+    publish(pub, "work", [{"i": 1}, {"i": 2}, {"i": 3}])
+    assert stuck.wait(3)
+    # The healthy worker does not take #100, so #100 fills the stuck worker's backlog and
+    # it stays the fuller of the two when the first three leases run out (proportional
+    # fairness gives returned messages to the emptier backlog).
+    healthy = Worker(connect(), "work", options="max_backlog=10", flt="/i < 100")
+    publish(pub, "work", [{"i": 100}])
+    assert stuck.wait(4)
+    t0 = time.monotonic()
+    assert healthy.wait(3, timeout=10)
+    assert time.monotonic() - t0 >= 0.3  # only once the one-second lease ran out
+    assert sorted(d["i"] for d in healthy.data) == [1, 2, 3]
+
+
+def test_a_killed_workers_leases_move_immediately(connect):
+    pub = connect()
+    doomed_client = connect()
+    doomed = Worker(doomed_client, "work", auto=None, options="max_backlog=2")
+    publish(pub, "work", [{"i": 1}, {"i": 2}])
+    assert doomed.wait(2)
+    other = Worker(connect(), "work", options="max_backlog=10")
+    assert not other.wait(1, timeout=0.2)
+    doomed_client.close()
+    assert other.wait(2, timeout=0.8)  # well inside the one-second lease
+
+
+def test_cancel_returns_the_message_and_expire_removes_it(connect):
+    pub = connect()
+    w = Worker(connect(), "work", auto=None, options="max_backlog=10")
+    publish(pub, "work", [{"i": 1}, {"i": 2}])
+    assert w.wait(2)
+    w.messages[0].ack("cancel")
+    assert w.wait(3)
+    assert w.data[2] == {"i": 1}
+    w.messages[1].ack("expire")
+    w.messages[2].ack()
+    w.client.flush(5000)
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and [x for x in pub.sow("work", timeout=5000) if x.get_command() == "sow"]:
+        time.sleep(0.02)
+    assert [x for x in pub.sow("work", timeout=5000) if x.get_command() == "sow"] == []
+
+
+def test_at_most_once_removes_on_delivery(connect):
+    pub = connect()
+    w = Worker(connect(), "amo", auto=None, options="max_backlog=2")
+    publish(pub, "amo", [{"i": i} for i in range(3)])
+    assert w.wait(2)
+    assert not w.wait(3, timeout=0.3)  # backlog full until acked
+    w.messages[0].ack()
+    assert w.wait(3)
+    w.client.close()
+    again = Worker(connect(), "amo", options="max_backlog=10")
+    assert not again.wait(1, timeout=0.5)  # nothing is redelivered in at-most-once
+
+
+def test_priority_orders_delivery(connect):
+    pub = connect()
+    publish(pub, "prio", [{"i": 1, "p": 1}, {"i": 2, "p": 9}, {"i": 3}, {"i": 4, "p": 5}])
+    w = Worker(connect(), "prio")
+    assert w.wait(4)
+    assert [d["i"] for d in w.data] == [2, 4, 1, 3]
+
+
+def test_barrier_waits_for_everything_before_it(connect):
+    pub = connect()
+    w = Worker(connect(), "barrier", auto=None, options="max_backlog=10")
+    publish(pub, "barrier", [{"i": 1}, {"i": 2}, {"i": 3, "eod": 1}, {"i": 4}])
+    assert w.wait(2)
+    assert not w.wait(3, timeout=0.3)
+    for m in list(w.messages):
+        m.ack()
+    assert w.wait(4)
+    assert [d["i"] for d in w.data] == [1, 2, 3, 4]
+
+
+def test_seed_dead_letter_configuration_moves_failed_jobs(connect):
+    pub = connect()
+    failed = Worker(connect(), "FailedJobs")
+    canceller = Worker(connect(), "Jobs", auto="cancel")
+    publish(pub, "Jobs", [{"job": 42}])
+    assert failed.wait(1)
+    assert failed.data == [{"message": {"job": 42}, "reason": "max_cancels"}]
+    assert len(canceller.messages) == 3
+
+
+def test_forced_expire_and_time_limit_reasons(connect):
+    pub = connect()
+    failed = Worker(connect(), "FailedJobs")
+    w = Worker(connect(), "Jobs", auto="expire")
+    publish(pub, "Jobs", [{"job": 7}])
+    assert failed.wait(1)
+    assert failed.data[0] == {"message": {"job": 7}, "reason": "forced_expire"}
+    w.client.unsubscribe(w.sub_id)
+    pub.execute(AMPS.Command("publish").set_topic("Jobs").set_data('{"job":8}').set_expiration(1))
+    pub.flush(5000)
+    assert failed.wait(2, timeout=10)  # nobody takes it within its one-second lifetime
+    assert failed.data[1] == {"message": {"job": 8}, "reason": "time_limit"}
+
+
+def test_max_deliveries_and_queue_expiration(connect):
+    pub = connect()
+    w = Worker(connect(), "short", auto=None, options="max_backlog=5")
+    publish(pub, "short", [{"i": 1}])
+    assert w.wait(2, timeout=5)  # delivered, lease ran out, delivered again
+    assert not w.wait(3, timeout=1.0)  # MaxDeliveries 2: then it is expired, not redelivered
+    w.client.unsubscribe(w.sub_id)
+    publish(pub, "short", [{"i": 2}])
+    time.sleep(1.2)  # the queue's one-second Expiration passes with nobody subscribed
+    late = Worker(connect(), "short")
+    assert not late.wait(1, timeout=0.5)
+
+
+def test_underlying_topics_filter_and_default_publish_target(connect):
+    pub = connect()
+    w = Worker(connect(), "multi", options="max_backlog=100")
+    pub.publish("orders.us", json.dumps({"id": 1, "qty": 5}))
+    pub.publish("orders.eu", json.dumps({"id": 2, "qty": 5}))
+    pub.publish("orders.asia", json.dumps({"id": 3, "qty": 5}))
+    pub.publish("orders.eu", json.dumps({"id": 4, "qty": 0}))  # fails the queue's Filter
+    pub.publish("multi", json.dumps({"id": 5, "qty": 5}))  # goes to DefaultPublishTarget
+    pub.flush(5000)
+    assert w.wait(3)
+    assert not w.wait(4, timeout=0.3)
+    assert sorted(d["id"] for d in w.data) == [1, 2, 5]
+    assert {m.topic for m in w.messages} == {"multi"}
+
+
+def test_sow_topic_as_underlying_topic_enqueues_every_publish(connect):
+    pub = connect()
+    publish(pub, "prices", [{"id": 1, "px": 1}, {"id": 1, "px": 2}, {"id": 2, "px": 3}])
+    w = Worker(connect(), "from-sow", options="max_backlog=100")
+    assert w.wait(3)
+    assert [d["px"] for d in w.data] == [1, 2, 3]
+    assert len([m for m in pub.sow("prices", timeout=5000) if m.get_command() == "sow"]) == 2
+
+
+def test_sow_query_on_a_queue_and_bookmark_replay_of_its_topic(connect):
+    pub = connect()
+    publish(pub, "work", [{"i": i} for i in range(4)])
+    rows = [json.loads(m.get_data()) for m in pub.sow("work", timeout=5000) if m.get_command() == "sow"]
+    assert rows == [{"i": i} for i in range(4)]
+    w = Worker(connect(), "work", options="max_backlog=10")
+    assert w.wait(4)
+    replay = []
+    done = threading.Event()
+
+    def on(m):
+        if m.get_command() == "ack":
+            done.set()
+        else:
+            replay.append(json.loads(m.get_data())["i"])
+
+    pub.execute_async(AMPS.Command("subscribe").set_topic("work").set_bookmark("0")
+                      .add_ack_type("completed"), on)
+    assert done.wait(10)
+    assert replay == [0, 1, 2, 3]  # the log, with no queue semantics (they were all acked)
+
+
+def test_ack_by_filter(connect):
+    pub = connect()
+    w = Worker(connect(), "work", auto=None, options="max_backlog=10")
+    publish(pub, "work", [{"i": i} for i in range(4)])
+    assert w.wait(4)
+    ack = pub.sow_delete("work", "/i < 2", 5000)
+    assert int(ack.get_sow_deleted()) == 2
+
+
+def test_queue_state_survives_a_server_kill(tmp_path):
+    from tests.procserver import ProcServer
+
+    cfg = tmp_path / "amps.xml"
+    cfg.write_text(queue_config(tmp_path / "data"))
+    srv = ProcServer(tmp_path / "data", cfg).start()
+    try:
+        pub = AMPS.Client("kill-publisher")
+        pub.connect(srv.uri)
+        pub.logon(5000)
+        publish(pub, "work", [{"i": i} for i in range(10)])
+        pub.close()
+        c = AMPS.Client("kill-worker")
+        c.connect(srv.uri)
+        c.logon(5000)
+        w = Worker(c, "work", auto=None, options="max_backlog=10")
+        assert w.wait(10)
+        for m in w.messages[:6]:
+            m.ack()
+        c.flush(5000)
+        time.sleep(1.2)  # let the acks reach the disk and the low-water checkpoint
+        srv.kill()
+        c.close()
+        srv.start()
+        c2 = AMPS.Client("kill-worker-2")
+        c2.connect(srv.uri)
+        c2.logon(5000)
+        w2 = Worker(c2, "work", options="max_backlog=10")
+        assert w2.wait(4)
+        assert not w2.wait(5, timeout=0.5)  # acked messages are never delivered again
+        assert sorted(d["i"] for d in w2.data) == [6, 7, 8, 9]
+        c2.close()
+    finally:
+        srv.stop()
