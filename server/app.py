@@ -168,6 +168,13 @@ class Server:
         else:
             self.router.remove(sub)
 
+    def journal_pins(self) -> list[int]:
+        """Journal positions that retention must keep: replay cursors, queued messages."""
+        pins = [c.next_pos for c in self.txlog.cursors if not c.done]
+        if self.queuesvc is not None:
+            pins.extend(q.engine.low_water_position + 1 for q in self.queuesvc.queues.values())
+        return pins
+
     # -- dispatch ----------------------------------------------------------------------
     def dispatch(self, conn: Connection, cmd: Any) -> None:
         handler = self._handlers.get(cmd.command)

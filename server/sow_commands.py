@@ -40,17 +40,23 @@ def _batch_size(cmd: "Command") -> int:
     return size
 
 
-def _top_n(cmd: "Command") -> int | None:
-    top_n = cmd.top_n
-    opt = cmd.opts.get("top_n")
-    if top_n is None and opt not in (None, True):
+def _count_option(cmd: "Command", name: str, header_value: int | None) -> int | None:
+    """``top_n``/``skip_n`` from the header, or from the options (``top_n=5``)."""
+    value = header_value
+    opt = cmd.opts.get(name)
+    if value is None and opt not in (None, True):
         try:
-            top_n = int(opt)  # type: ignore[arg-type]
+            value = int(opt)  # type: ignore[arg-type]
         except ValueError:
-            raise CommandError(reasons.INVALID_OPTIONS, f"top_n={opt}") from None
-    if top_n is not None and top_n < 0:
-        raise CommandError(reasons.INVALID_TOPN, str(top_n))
-    return top_n
+            raise CommandError(reasons.INVALID_OPTIONS, f"{name}={opt}") from None
+    if value is not None and value < 0:
+        raise CommandError(reasons.INVALID_OPTIONS if name == "skip_n" else reasons.INVALID_TOPN,
+                           f"{name}={value}")
+    return value
+
+
+def _top_n(cmd: "Command") -> int | None:
+    return _count_option(cmd, "top_n", cmd.top_n)
 
 
 def run_query(server: "Server", conn: "Connection", cmd: "Command", filt: Any) -> dict[str, int]:
@@ -68,7 +74,8 @@ def run_query(server: "Server", conn: "Connection", cmd: "Command", filt: Any) -
     results = []
     for topic in topics:
         results.append((topic, topic.query(
-            filt, sow_keys=cmd.sow_keys, order_by=cmd.orderby, top_n=top_n, skip_n=cmd.skip_n,
+            filt, sow_keys=cmd.sow_keys, order_by=cmd.orderby, top_n=top_n,
+            skip_n=_count_option(cmd, "skip_n", cmd.skip_n),
             select=select if isinstance(select, str) else None)))
     qid = cmd.query_id or cmd.sub_id or cmd.cid or ""
     if cmd.query_id is None:

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("amps_emulator.txlog")
 
 SUBSCRIPTION_ACK_INTERVAL = 1.0  # seconds between persisted acks for bookmark subscriptions
+RETENTION_EVERY = 5  # run retention every this many ack ticks (when configured)
 
 
 class TxLog:
@@ -49,6 +50,7 @@ class TxLog:
         self._written_unsynced = False
         self.cursors: set["Cursor"] = set()
         self._ack_timer: Any = None
+        self._ticks = 0
         self.failed: str | None = None  # AMPS reason once the journal cannot be written
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -192,4 +194,16 @@ class TxLog:
         durable = self.journal.durable_position
         for cursor in list(self.cursors):
             replay.send_persisted_ack(cursor, durable)
+        self._ticks += 1
+        if self._ticks % RETENTION_EVERY == 0 and (self.cfg.retention_size or self.cfg.retention_age):
+            self.enforce_retention()
         self._ack_timer = self.server.loop.call_later(SUBSCRIPTION_ACK_INTERVAL, self._ack_tick)
+
+    def enforce_retention(self) -> Any:
+        """Remove the oldest segments beyond RetentionSize/RetentionAge, never one that a live
+        replay, a queue's unacknowledged messages or a SOW topic's recovery still needs."""
+        result = self.journal.enforce_retention(self.server.journal_pins())
+        if result.removed:
+            log.info("transaction log retention removed %s (%d records, %d bytes)",
+                     ", ".join(result.removed), result.records_removed, result.bytes_removed)
+        return result

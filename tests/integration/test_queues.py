@@ -400,3 +400,107 @@ def test_queue_state_survives_a_server_kill(tmp_path):
         c2.close()
     finally:
         srv.stop()
+
+
+def test_delta_subscription_to_a_queue_gets_full_messages(connect):
+    pub = connect()
+    c = connect()
+    got = []
+    done = threading.Event()
+
+    def on(m):
+        got.append(json.loads(m.get_data()))
+        m.ack()
+        done.set()
+
+    c.delta_subscribe(on, "work", timeout=5000)
+    publish(pub, "work", [{"i": 1, "a": "x", "b": "y"}])
+    assert done.wait(5)
+    assert got == [{"i": 1, "a": "x", "b": "y"}]
+
+
+def test_replace_recomputes_the_backlog_and_keeps_leases(connect):
+    pub = connect()
+    c = connect()
+    got = []
+    cv = threading.Condition()
+
+    def on(m):
+        with cv:
+            got.append(json.loads(m.get_data())["i"])
+            cv.notify_all()
+
+    def wait_for(n):
+        with cv:
+            return cv.wait_for(lambda: len(got) >= n, timeout=5)
+
+    c.subscribe(on, "work", options="max_backlog=1", sub_id="resizable", timeout=5000)
+    publish(pub, "work", [{"i": i} for i in range(5)])
+    assert wait_for(1)
+    c.subscribe(on, "work", options="replace,max_backlog=3", sub_id="resizable", timeout=5000)
+    assert wait_for(3)
+    with cv:
+        assert not cv.wait_for(lambda: len(got) > 3, timeout=0.3)
+    assert got == [0, 1, 2]  # message 0 kept its lease; two more fill the larger backlog
+
+
+ACTIONS = """<SOW>
+  <Topic><Name>cache</Name><MessageType>json</MessageType><Key>/id</Key>
+    <Durability>transient</Durability></Topic>
+</SOW>
+<Actions>
+  <Action>
+    <On><Module>amps-action-on-publish-message</Module>
+      <Options><Topic>^incoming$</Topic><MessageType>json</MessageType></Options></On>
+    <Do><Module>amps-action-do-publish-message</Module>
+      <Options><Topic>copies</Topic><MessageType>json</MessageType>
+        <Data>{"copy": {{AMPS_DATA}}, "from": "{{AMPS_TOPIC}}"}</Data></Options></Do>
+  </Action>
+  <Action>
+    <On><Module>amps-action-on-sow-delete-message</Module>
+      <Options><Topic>cache</Topic><MessageType>json</MessageType></Options></On>
+    <Do><Module>amps-action-do-publish-message</Module>
+      <Options><Topic>deleted-log</Topic><MessageType>json</MessageType>
+        <Data>{{AMPS_DATA}}</Data></Options></Do>
+  </Action>
+  <Action>
+    <On><Module>amps-action-on-publish-message</Module>
+      <Options><Topic>purge</Topic><MessageType>json</MessageType></Options></On>
+    <Do><Module>amps-action-do-delete-sow</Module>
+      <Options><Topic>cache</Topic><MessageType>json</MessageType><Filter>/id &lt; 3</Filter></Options></Do>
+  </Action>
+</Actions>"""
+
+
+def test_on_publish_on_sow_delete_and_do_delete_sow_actions(tmp_path):
+    from config import loads_config
+    from tests.harness import ServerThread
+
+    srv = ServerThread(loads_config(config_xml(tmp_path, extra=ACTIONS), "actions.xml")).start()
+    try:
+        c = AMPS.Client("action-driver")
+        c.connect(srv.uri)
+        c.logon(5000)
+        copies = c.subscribe("copies", timeout=5000).timeout(5000)
+        deleted = c.subscribe("deleted-log", timeout=5000).timeout(5000)
+        c.publish("incoming", '{"n":1}')
+        m = next(iter(copies))
+        assert json.loads(m.get_data()) == {"copy": {"n": 1}, "from": "incoming"}
+        for i in range(6):
+            c.publish("cache", json.dumps({"id": i}))
+        c.publish("purge", "{}")  # do-delete-sow removes ids 0..2, which fires on-sow-delete
+        c.flush(5000)
+        removed = []
+        for m in deleted:
+            if m is None:
+                break
+            removed.append(json.loads(m.get_data())["id"])
+            if len(removed) == 3:
+                break
+        assert sorted(removed) == [0, 1, 2]
+        left = sorted(json.loads(m.get_data())["id"] for m in c.sow("cache", timeout=5000)
+                      if m.get_command() == "sow")
+        assert left == [3, 4, 5]
+        c.close()
+    finally:
+        srv.stop()

@@ -281,3 +281,107 @@ def test_bookmark_subscription_gets_persisted_acks_that_advance_while_idle(serve
     assert int(h["bm"].split("|")[1]) > int(last_bm.split("|")[1])
     other.close()
     r.close()
+
+
+def test_retention_removes_old_segments_but_never_what_a_replay_is_reading(tmp_path):
+    from config import loads_config
+    from tests.harness import ServerThread
+    from tests.integration.conftest import config_xml
+
+    xml = config_xml(tmp_path).replace(
+        "<Durability>group</Durability>",
+        "<Durability>group</Durability><JournalSize>64KB</JournalSize>"
+        "<RetentionSize>256KB</RetentionSize>")
+    srv = ServerThread(loads_config(xml, "retention.xml")).start()
+    try:
+        c = AMPS.Client("retention-publisher")
+        c.connect(srv.uri)
+        c.logon(5000)
+        pad = "x" * 200
+        for i in range(3000):  # ~750 KB: a dozen 64 KB segments
+            c.publish("ret", json.dumps({"i": i, "pad": pad}))
+        c.flush(5000)
+        journal = srv.server.txlog.journal
+        before = srv.call(lambda: len(journal.segments))
+        assert before > 8
+        # A paused replay from EPOCH pins the oldest segment.
+        r = Recorder()
+        c.execute_async(AMPS.Command("subscribe").set_topic("ret").set_bookmark("0")
+                        .set_sub_id("pinning").set_options("pause").set_timeout(5000), r)
+        kept = srv.call(lambda: srv.server.txlog.enforce_retention())
+        assert kept.removed == () and kept.blocked_by_pin is not None
+        c.unsubscribe("pinning")
+        c.flush(5000)
+        result = srv.call(lambda: srv.server.txlog.enforce_retention())
+        assert result.removed, result
+        after = srv.call(lambda: len(journal.segments))
+        assert after < before
+        assert srv.call(lambda: sum(s.size for s in journal.segments)) <= 256 * 1024 + 64 * 1024
+        # What is left still replays in order, from the oldest retained message.
+        tail = Recorder()
+        c.execute_async(AMPS.Command("subscribe").set_topic("ret").set_bookmark("0")
+                        .add_ack_type("completed"), tail)
+        assert tail.completed.wait(10)
+        assert tail.ids == list(range(tail.ids[0], 3000)) and tail.ids[0] > 0
+        c.close()
+    finally:
+        srv.stop()
+
+
+def test_a_journal_write_failure_is_reported_on_the_persisted_ack(server):
+    import errno
+
+    c = AMPS.Client("failing-writes")
+    c.set_publish_store(AMPS.MemoryPublishStore())
+    failures = []
+    got_all = threading.Event()
+
+    def on_failed(*args):
+        failures.append(args)
+        if len(failures) >= 3:
+            got_all.set()
+
+    c.set_failed_write_handler(on_failed)
+    c.connect(server.uri)
+    c.logon(5000)
+    c.publish("fw", '{"ok":1}')
+    c.publish_flush(5000)
+
+    def break_disk():
+        def boom():
+            raise OSError(errno.ENOSPC, "No space left on device")
+        server.server.txlog.journal.flush = boom
+
+    server.call(break_disk)
+    for i in range(3):
+        c.publish("fw", json.dumps({"lost": i}))
+    assert got_all.wait(10), failures
+    assert all("tx store failure" in " ".join(str(a) for a in f) for f in failures)
+    assert c.get_unpersisted_count() == 0  # failed writes leave the store, as with AMPS
+    c.close()
+
+
+def test_live_option_delivers_before_persistence(server_factory):
+    srv = server_factory(durability="group")
+    journal_sync = srv.server.txlog.journal.sync
+    gate = threading.Event()
+
+    def slow_sync():
+        gate.wait(10)  # hold every fsync until the test says so
+        return journal_sync()
+
+    srv.call(lambda: setattr(srv.server.txlog.journal, "sync", slow_sync))
+    c = AMPS.Client("live-sub")
+    c.connect(srv.uri)
+    c.logon(5000)
+    live, durable = Recorder(), Recorder()
+    c.execute_async(AMPS.Command("subscribe").set_topic("lv").set_bookmark("0|1|")
+                    .set_options("live").set_timeout(5000), live)
+    c.execute_async(AMPS.Command("subscribe").set_topic("lv").set_bookmark("0|1|")
+                    .set_timeout(5000), durable)
+    c.publish("lv", json.dumps({"i": 1}))
+    assert live.wait_for_i(1, timeout=5)
+    assert durable.items == []  # not on disk yet: a durable subscriber waits
+    gate.set()
+    assert durable.wait_for_i(1, timeout=5)
+    c.close()
