@@ -17,6 +17,7 @@ from journal import RecordKind
 from protocol.filter import FilterError, compile_filter
 from protocol.reasons import CommandError
 from server import replay, sow_commands
+from server.acks import early as acks_early, final as acks_final
 from server.delivery import UNDECODED, Message, decode_or_none, fan_out
 from server.sow_commands import store_publish
 from server.router import Subscription
@@ -33,31 +34,12 @@ _DELTA = int(RecordKind.DELTA_PUBLISH)
 
 
 
-def early_acks(conn: "Connection", cmd: "Command") -> None:
-    acks = cmd.acks
-    if "received" in acks:
-        conn.ack(cmd, "received")
-    if "parsed" in acks:
-        conn.ack(cmd, "parsed")
-
-
-def _finish(conn: "Connection", cmd: "Command", **stats: Any) -> None:
-    """Send processed, completed and stats acks, each only if requested."""
-    acks = cmd.acks
-    if "processed" in acks:
-        conn.ack(cmd, "processed")
-    if "completed" in acks:
-        conn.ack(cmd, "completed", **stats)
-    if "stats" in acks:
-        conn.ack(cmd, "stats", **stats)
-
-
 # -- logon / heartbeat / flush -------------------------------------------------------------
 
 def logon(server: "Server", conn: "Connection", cmd: "Command") -> None:
     from server.app import SERVER_VERSION
 
-    early_acks(conn, cmd)
+    acks_early(conn, cmd)
     if cmd.message_type and cmd.message_type != conn.listener.message_type:
         raise CommandError(reasons.INVALID_MESSAGE_TYPE, cmd.message_type)
     name = cmd.client_name or f"anonymous-{conn.conn_id}"
@@ -106,16 +88,16 @@ def heartbeat(server: "Server", conn: "Connection", cmd: "Command") -> None:
     elif opts and opts[0] == "stop":
         conn.stop_heartbeat()
     # "beat": any inbound traffic already refreshed the timer.
-    early_acks(conn, cmd)
-    _finish(conn, cmd)
+    acks_early(conn, cmd)
+    acks_final(conn, cmd)
 
 
 def flush(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    early_acks(conn, cmd)
+    acks_early(conn, cmd)
     # Everything this client sent before the flush has been processed in order; pending
     # persisted acks go out before the flush's own ack.
     conn.emit_persisted()
-    _finish(conn, cmd)
+    acks_final(conn, cmd)
 
 
 # -- publish ------------------------------------------------------------------------------
@@ -126,7 +108,7 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
         raise CommandError(reasons.INVALID_TOPIC, "publish without a topic")
     acks = cmd.acks
     if acks:
-        early_acks(conn, cmd)
+        acks_early(conn, cmd)
     seq = cmd.seq
     if seq is not None and conn.client_name is not None:
         last = server.client_seqs.get(conn.client_name)
@@ -224,7 +206,7 @@ def compile_filter_for(filter_text: str | None) -> Callable[..., bool] | None:
 
 
 def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    early_acks(conn, cmd)
+    acks_early(conn, cmd)
     opts = cmd.opts
     if "resume" in opts:
         _resume(server, conn, cmd)
@@ -248,7 +230,7 @@ def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
     if cmd.bookmark is None:
         register_subscription(server, conn, cmd, sub_id, filt,
                               delta=cmd.command == "delta_subscribe")
-        _finish(conn, cmd)
+        acks_final(conn, cmd)
         return
     if queue is not None:
         topic = queue.underlying  # a bookmark subscription to a queue replays its topic(s)
@@ -259,10 +241,9 @@ def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
     conn.subs[sub_id] = sub
     sub.cursor = cursor
     server.txlog.cursors.add(cursor)
-    acks = cmd.acks
-    if "processed" in acks:
+    if "processed" in cmd.acks:
         conn.ack(cmd, "processed")
-    if "stats" in acks:
+    if "stats" in cmd.acks:
         conn.ack(cmd, "stats")
     replay.schedule(server, cursor)  # replay starts after the processed ack is queued
 
@@ -282,10 +263,7 @@ def _queue_subscription(server: "Server", conn: "Connection", cmd: "Command", qu
     if "processed" in acks:
         conn.ack(cmd, "processed")  # before the first deliveries
     server.queuesvc.subscribe(queue, conn, sub, cmd)
-    if "completed" in acks:
-        conn.ack(cmd, "completed")
-    if "stats" in acks:
-        conn.ack(cmd, "stats")
+    acks_final(conn, cmd, processed=False)
 
 
 def register_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
@@ -307,11 +285,11 @@ def _resume(server: "Server", conn: "Connection", cmd: "Command") -> None:
         if sub is not None and sub.cursor is not None and sub.cursor.paused:
             sub.cursor.paused = False
             replay.schedule(server, sub.cursor)
-    _finish(conn, cmd)
+    acks_final(conn, cmd)
 
 
 def unsubscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    early_acks(conn, cmd)
+    acks_early(conn, cmd)
     ids = (cmd.sub_id or "").split(",")
     if "all" in ids:
         targets = list(conn.subs)
@@ -321,7 +299,7 @@ def unsubscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
         sub = conn.subs.pop(sub_id, None)
         if sub is not None:  # unknown ids (e.g. finished query ids) are ignored silently
             server.remove_subscription(sub)
-    _finish(conn, cmd)
+    acks_final(conn, cmd)
 
 
 HANDLERS: dict[str, Callable[["Server", "Connection", "Command"], None]] = {

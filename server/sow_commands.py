@@ -20,6 +20,7 @@ from protocol import reasons
 from protocol.bookmarks import format_timestamp
 from protocol.codec import frame, sow_batch
 from protocol.reasons import CommandError
+from server.acks import early as acks_early, final as acks_final
 from server.delivery import UNDECODED, Message, decode_or_none, send_oof
 from sow import delta_message
 
@@ -129,23 +130,19 @@ def _query_queue(server: "Server", conn: "Connection", cmd: "Command", queue: An
 
 
 def sow(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    from server.commands import compile_filter_for, early_acks
+    from server.commands import compile_filter_for
 
-    early_acks(conn, cmd)
+    acks_early(conn, cmd)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, "sow without a topic")
     counts = run_query(server, conn, cmd, compile_filter_for(cmd.filter))
-    acks = cmd.acks
-    if "completed" in acks:
-        conn.ack(cmd, "completed", **counts)
-    if "stats" in acks:
-        conn.ack(cmd, "stats", **counts)
+    acks_final(conn, cmd, processed=False, **counts)
 
 
 def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    from server.commands import compile_filter_for, early_acks, register_subscription
+    from server.commands import compile_filter_for, register_subscription
 
-    early_acks(conn, cmd)
+    acks_early(conn, cmd)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
     sub_id = cmd.sub_id or cmd.query_id or cmd.cid
@@ -160,17 +157,13 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
     # Same loop step as the query: nothing can be published in between.
     register_subscription(server, conn, cmd, sub_id, filt,
                           delta=cmd.command == "sow_and_delta_subscribe")
-    acks = cmd.acks
-    if "completed" in acks:
-        conn.ack(cmd, "completed", **counts)
-    if "stats" in acks:
-        conn.ack(cmd, "stats", **counts)
+    acks_final(conn, cmd, processed=False, **counts)
 
 
 def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    from server.commands import compile_filter_for, early_acks
+    from server.commands import compile_filter_for
 
-    early_acks(conn, cmd)
+    acks_early(conn, cmd)
     topic_name = cmd.topic
     if not topic_name:
         raise CommandError(reasons.INVALID_TOPIC, "sow_delete without a topic")
@@ -214,19 +207,15 @@ def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
 
 def _delete_acks(conn: "Connection", cmd: "Command", counts: dict[str, int],
                  server: "Server | None" = None, position: int = 0) -> None:
-    acks = cmd.acks
-    if "processed" in acks:
+    if "processed" in cmd.acks:
         conn.ack(cmd, "processed")
-    if "persisted" in acks and cmd.seq is not None:
+    if "persisted" in cmd.acks and cmd.seq is not None:
         txlog = server.txlog if server is not None else None
         if txlog is not None:
             txlog.wait_persisted(conn, cmd.seq, position or None)
         else:
             conn.note_persisted(cmd.seq)
-    if "completed" in acks:
-        conn.ack(cmd, "completed", **counts)
-    if "stats" in acks:
-        conn.ack(cmd, "stats", **counts)
+    acks_final(conn, cmd, processed=False, **counts)
 
 
 def _removed(server: "Server", topic_name: str, records: list[Any]) -> None:

@@ -32,6 +32,14 @@ class ProcServer:
         self.proc: subprocess.Popen | None = None
         self.stderr_path = self.data_dir.parent / f"server-{self.port}.log"
 
+    @classmethod
+    def with_config(cls, tmp_path: Path, make_xml) -> "ProcServer":
+        """A started server whose config file ``make_xml(data_dir)`` is written under ``tmp_path``."""
+        data = Path(tmp_path) / "data"
+        cfg = Path(tmp_path) / "amps.xml"
+        cfg.write_text(make_xml(data))
+        return cls(data, cfg).start()
+
     @property
     def uri(self) -> str:
         return f"tcp://127.0.0.1:{self.port}/amps/json"

@@ -21,15 +21,16 @@ def server(tmp_path):
     srv.stop()
 
 
-@pytest.fixture
-def client_factory(server):
+def clients_for(uri: str):
+    """A generator fixture body: yields ``make(name=None, logon=True)`` for clients of ``uri``
+    and closes every client made when the test ends."""
     import AMPS
 
     made = []
 
     def make(name: str | None = None, logon: bool = True) -> "AMPS.Client":
         c = AMPS.Client(name or f"test-client-{next(_names)}")
-        c.connect(server.uri)
+        c.connect(uri)
         if logon:
             c.logon(5000)
         made.append(c)
@@ -41,6 +42,11 @@ def client_factory(server):
             c.close()
         except Exception:
             pass
+
+
+@pytest.fixture
+def client_factory(server):
+    yield from clients_for(server.uri)
 
 
 class Collector:

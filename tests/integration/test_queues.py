@@ -9,7 +9,7 @@ import time
 import AMPS
 import pytest
 
-from tests.integration.conftest import config_xml
+from tests.integration.conftest import clients_for, config_xml
 
 QUEUES = """<SOW>
   <Queue><Name>work</Name><MessageType>json</MessageType><LeasePeriod>1s</LeasePeriod>
@@ -76,21 +76,7 @@ def qserver(tmp_path):
 
 @pytest.fixture
 def connect(qserver):
-    made = []
-
-    def make(name=None, uri=None):
-        c = AMPS.Client(name or f"q-client-{len(made)}-{time.monotonic_ns()}")
-        c.connect(uri or qserver.uri)
-        c.logon(5000)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        try:
-            c.close()
-        except Exception:
-            pass
+    yield from clients_for(qserver.uri)
 
 
 class Delivered:
@@ -369,9 +355,7 @@ def test_ack_by_filter(connect):
 def test_queue_state_survives_a_server_kill(tmp_path):
     from tests.procserver import ProcServer
 
-    cfg = tmp_path / "amps.xml"
-    cfg.write_text(queue_config(tmp_path / "data"))
-    srv = ProcServer(tmp_path / "data", cfg).start()
+    srv = ProcServer.with_config(tmp_path, queue_config)
     try:
         pub = AMPS.Client("kill-publisher")
         pub.connect(srv.uri)

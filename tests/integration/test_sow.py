@@ -10,7 +10,7 @@ import time
 import AMPS
 import pytest
 
-from tests.integration.conftest import config_xml
+from tests.integration.conftest import clients_for, config_xml
 
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
@@ -46,18 +46,7 @@ def sow_server(tmp_path):
 
 @pytest.fixture
 def client(sow_server):
-    made = []
-
-    def make(name=None):
-        c = AMPS.Client(name or f"sow-client-{len(made)}-{time.monotonic_ns()}")
-        c.connect(sow_server.uri)
-        c.logon(5000)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        c.close()
+    yield from clients_for(sow_server.uri)
 
 
 def query(c, topic, flt=None, **kw) -> list[tuple[str, dict]]:
@@ -280,9 +269,7 @@ def test_sow_delete_by_filter_keys_and_data_with_stats(client):
 def test_restart_keeps_acked_records_and_rebuilds_transient_from_the_log(tmp_path):
     from tests.procserver import ProcServer
 
-    cfg = tmp_path / "amps.xml"
-    cfg.write_text(sow_config(tmp_path / "data"))
-    srv = ProcServer(tmp_path / "data", cfg).start()
+    srv = ProcServer.with_config(tmp_path, sow_config)
     try:
         c = AMPS.Client("restart-writer")
         c.set_publish_store(AMPS.MemoryPublishStore())
@@ -403,9 +390,7 @@ def test_seed_001_sow_bookmark_store_resumes_after_client_restart(client, sow_se
 def test_sow_recovery_point_adapter_worker_resumes_across_server_kill(tmp_path):
     from tests.procserver import ProcServer
 
-    cfg = tmp_path / "amps.xml"
-    cfg.write_text(sow_config(tmp_path / "data"))
-    srv = ProcServer(tmp_path / "data", cfg).start()
+    srv = ProcServer.with_config(tmp_path, sow_config)
     try:
         pub = AMPS.Client("rp-publisher")
         pub.connect(srv.uri)
@@ -470,9 +455,7 @@ def test_missing_sow_file_is_rebuilt_from_the_log(tmp_path):
 
     from tests.procserver import ProcServer
 
-    cfg = tmp_path / "amps.xml"
-    cfg.write_text(sow_config(tmp_path / "data"))
-    srv = ProcServer(tmp_path / "data", cfg).start()
+    srv = ProcServer.with_config(tmp_path, sow_config)
     try:
         c = AMPS.Client("rebuild-writer")
         c.connect(srv.uri)
@@ -498,9 +481,7 @@ def test_missing_sow_file_is_rebuilt_from_the_log(tmp_path):
 def test_ha_client_sow_and_subscribe_is_rerun_after_failover(tmp_path):
     from tests.procserver import ProcServer
 
-    cfg = tmp_path / "amps.xml"
-    cfg.write_text(sow_config(tmp_path / "data"))
-    srv = ProcServer(tmp_path / "data", cfg).start()
+    srv = ProcServer.with_config(tmp_path, sow_config)
     try:
         pub = AMPS.Client("failover-pub")
         pub.connect(srv.uri)
