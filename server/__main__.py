@@ -148,6 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         asyncio.run(_amain())
+    except ConfigError as exc:  # a config rule only the engines check (e.g. queue limits)
+        print(str(exc), file=sys.stderr)
+        return 1
     except JournalError as exc:
         print(f"amps-emulator: cannot open the transaction log: {exc}", file=sys.stderr)
         if isinstance(exc, JournalCorruptError):

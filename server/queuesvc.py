@@ -59,7 +59,10 @@ class QueueState:
         try:
             self.spec = QueueSpec.from_config(cfg)
         except QueueConfigError as exc:
-            raise ValueError(f"{cfg.file}:{cfg.line}: queue {cfg.name}: {exc}") from None
+            from config import ConfigError
+            from config.errors import ConfigIssue
+
+            raise ConfigError([ConfigIssue(cfg.file, cfg.line, f"queue {cfg.name}: {exc}")]) from None
         self.engine = QueueEngine(self.spec)
         self.underlying = cfg.underlying_topic or cfg.name
         self.regex = compile_topic_regex(self.underlying) if is_regex_topic(self.underlying) else None

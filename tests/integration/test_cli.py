@@ -95,3 +95,16 @@ def test_bad_config_fails_fast_when_starting(tmp_path):
                          capture_output=True, text=True, timeout=30)
     assert res.returncode != 0
     assert str(bad) in res.stderr
+
+
+def test_engine_level_config_rules_fail_fast_with_location(tmp_path):
+    from tests.integration.conftest import config_xml
+
+    cfg = tmp_path / "tqd.xml"
+    cfg.write_text(config_xml(tmp_path / "data", extra=(
+        "<SOW><Queue><Name>q</Name><MessageType>json</MessageType>"
+        "<TargetQueueDepth>5</TargetQueueDepth></Queue></SOW>")))
+    res = subprocess.run([sys.executable, "-m", "server", str(cfg), "--listen", "127.0.0.1:0"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert res.returncode != 0
+    assert f"{cfg}:7:" in res.stderr and "TargetQueueDepth" in res.stderr
