@@ -276,8 +276,12 @@ class QueueService:
         self._timer_at = None
         now = self.now()
         for q in self.queues.values():
-            self.handle(q, q.engine.poll(now))
+            try:
+                self.handle(q, q.engine.poll(now))
+            except Exception:  # one queue's failure must not stop every queue's timer
+                log.exception("queue %s: lease/expiration processing failed", q.name)
         self.server.request_turn_end()
+        self.arm()
 
     # -- sow queries on a queue ------------------------------------------------------------
     def query_records(self, q: QueueState, flt: Any, top_n: int | None) -> tuple[list[Any], int]:

@@ -130,7 +130,11 @@ class SowService:
     def _expire(self) -> None:
         self._timer = None
         self._timer_at = None
-        self.sweep()
+        try:
+            self.sweep()
+        except Exception:  # keep the expiry timer alive whatever one sweep hit
+            log.exception("SOW expiration sweep failed")
+            self.arm()
         self.server.request_turn_end()
 
     def sweep(self) -> None:
