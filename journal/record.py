@@ -104,6 +104,7 @@ class RecordKind(enum.IntEnum):
     QUEUE_LEASE = 19
     QUEUE_LEASE_EXPIRE = 20
     QUEUE_TRANSFER = 21
+    QUEUE_BATCH = 22  # several queue events of one command: msgpack [[kind, payload], ...]
     # SOW events (reserved)
     SOW_EXPIRE = 32
     SOW_UPDATE = 33

@@ -16,6 +16,7 @@ import msgspec
 from protocol.bookmarks import format_timestamp
 from protocol.codec import frame_raw, json_str
 from protocol.filter import MessageContext
+from sow import delta_message
 
 if TYPE_CHECKING:
     from server.app import Server
@@ -67,7 +68,8 @@ class Message:
     """What the fan-out needs to know about one published message."""
 
     __slots__ = ("topic", "body", "bookmark", "correlation_id", "sow_key", "expiration",
-                 "client_name", "doc", "previous_doc", "delta_body", "delta_empty")
+                 "client_name", "doc", "previous_doc", "delta_body", "delta_empty",
+                 "key_fields")
 
     def __init__(self, topic: str, body: bytes, *, bookmark: str | None = None,
                  correlation_id: str | None = None, sow_key: str | None = None,
@@ -84,6 +86,17 @@ class Message:
         self.previous_doc: Any = UNDECODED  # the SOW record this message replaced, if any
         self.delta_body: bytes | None = None  # what delta subscribers get (None: full body)
         self.delta_empty = False  # the delta changes nothing but the key
+        self.key_fields: tuple[str, ...] | None = None  # set for SOW topics: deltas possible
+
+    def delta(self) -> bytes | None:
+        """The changed fields plus the key, for delta subscribers (None: send the whole
+        message, e.g. a new record). Computed once, on first use."""
+        if self.delta_body is None and self.key_fields is not None \
+                and self.previous_doc is not UNDECODED and self.previous_doc is not None:
+            change, changed = delta_message(self.previous_doc, self.doc, self.key_fields)
+            self.delta_body = _encode(change)
+            self.delta_empty = not changed
+        return self.delta_body
 
     def context(self) -> MessageContext:
         return MessageContext(topic=self.topic, bookmark=self.bookmark, sow_key=self.sow_key,
@@ -112,7 +125,7 @@ def fan_out(server: "Server", msg: Message) -> int:
                         and "oof" in sub.options and f(previous, ctx):
                     _add(targets, (sub.conn, OOF), sub.sub_id)
                 continue
-        if sub.delta and msg.delta_body is not None:
+        if sub.delta and msg.delta() is not None:
             shape = DELTA
         elif "timestamp" in sub.options:
             shape = STAMPED

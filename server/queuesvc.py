@@ -25,6 +25,8 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from journal import RecordKind
 from protocol import reasons
 from protocol.bookmarks import format_timestamp
@@ -44,9 +46,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("amps_emulator.queues")
 
 CACHE_RECORDS = 65_536  # recent published records kept for deliveries (bounded)
+READ_AHEAD = 4_096  # records read in one go when a delivery misses the cache
 CHECKPOINT_INTERVAL = 1.0
 _PUBLISH_KINDS = (int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH))
 _EVENT_KINDS = frozenset(range(16, 32))
+_QUEUE_BATCH = int(RecordKind.QUEUE_BATCH)
+_pack = msgspec.msgpack.Encoder().encode
+_unpack = msgspec.msgpack.Decoder(list[tuple[int, bytes]]).decode
 
 
 class QueueState:
@@ -70,6 +76,8 @@ class QueueState:
         self.filter = compile_filter(cfg.filter) if cfg.filter else None
         self.priority = compile_expression(cfg.priority) if cfg.priority else None
         self.barrier = compile_filter(cfg.barrier_expression) if cfg.barrier_expression else None
+        self.needs_content = (self.filter is not None or self.priority is not None
+                              or self.barrier is not None)
         self.subs: dict[Any, "Subscription"] = {}
 
     def covers(self, topic: str) -> bool:
@@ -105,6 +113,8 @@ class QueueService:
         self._ckpt_path = os.path.join(config.transaction_log.journal_directory, "queues.ack")
         self._ckpt_pending: tuple[int, dict[str, int]] | None = None
         self._ckpt_written: dict[str, int] = {}
+        self._lp_sec = -1
+        self._lp_prefix = b""
 
     def now(self) -> float:
         return self.server.wallclock()
@@ -131,7 +141,7 @@ class QueueService:
         for q in self.queues.values():
             if not q.covers(msg.topic):
                 continue
-            if q.filter is not None or q.priority is not None or q.barrier is not None:
+            if q.needs_content:
                 if ctx is None:
                     ctx = msg.context()
                     if msg.doc is UNDECODED:
@@ -154,10 +164,23 @@ class QueueService:
             cache.popitem(last=False)
 
     def _record(self, position: int) -> Any:
+        """The journal record at ``position``: from the cache of recent records, or read
+        from the journal together with the records after it (queues deliver mostly in log
+        order, so one sequential read serves the next deliveries too)."""
         rec = self._cache.get(position)
-        if rec is None:
-            rec = self.server.txlog.journal.record_at(position)
-        return rec
+        if rec is not None:
+            return rec
+        found = None
+        for n, r in enumerate(self.server.txlog.journal.read(position)):
+            if n == 0 and r.position != position:
+                break  # not in the log (removed by retention, or never written)
+            if r.kind in _PUBLISH_KINDS:
+                self._remember(r)
+            if n == 0:
+                found = r
+            if n >= READ_AHEAD:
+                break
+        return found
 
     # -- subscriptions ---------------------------------------------------------------------
     def subscribe(self, q: QueueState, conn: "Connection", sub: "Subscription", cmd: Any) -> None:
@@ -225,19 +248,31 @@ class QueueService:
         if not actions:
             self.arm()
             return
-        txlog = self.server.txlog
-        for ev in events_for(actions, q.spec):
-            kind, payload = encode_event(ev)
-            txlog.append(q.name, payload, kind, client_name=self.server.instance_name)
+        events = events_for(actions, q.spec)
+        if events:
+            self._journal_events(q, events)
+        new_deadlines = False
         for a in actions:
             t = type(a)
             if t is Deliver:
                 self._deliver(q, a)
+                new_deadlines = True
             elif t is Expired:
                 rec = self._record(a.position)
                 self.server.actions.expired(q.name, rec.body if rec is not None else b"",
                                             a.reason, "", a.bookmark)
-        self.arm()
+        if new_deadlines or self._timer is None:
+            self.arm()  # acks only remove deadlines: a timer that fires early re-arms itself
+
+    def _journal_events(self, q: QueueState, events: list[Any]) -> None:
+        """One journal record per engine call: the event itself, or a batch of them (an ack
+        of ten bookmarks is one record, not ten)."""
+        txlog = self.server.txlog
+        if len(events) == 1:
+            kind, payload = encode_event(events[0])
+        else:
+            kind, payload = _QUEUE_BATCH, _pack([encode_event(ev) for ev in events])
+        txlog.append(q.name, payload, kind, client_name=self.server.instance_name)
 
     def _deliver(self, q: QueueState, d: Deliver) -> None:
         sub = q.subs.get(d.sub_key)
@@ -250,10 +285,19 @@ class QueueService:
         header = (b'{"c":"p","t":' + json_str(q.name) + b',"sids":' + json_str(sub.sub_id)
                   + b',"bm":"' + d.bookmark.encode() + b'"')
         if d.lease_expiry is not None:
-            header += b',"lp":"' + format_timestamp(int(d.lease_expiry * 1_000_000)).encode() + b'"'
+            header += b',"lp":"' + self._lease_text(d.lease_expiry) + b'"'
         if rec.correlation_id is not None:
             header += b',"x":' + json_str(rec.correlation_id)
         sub.conn.send(frame_raw(header + b"}", rec.body))
+
+    def _lease_text(self, when: float) -> bytes:
+        """``when`` as an AMPS timestamp; the date-time part is formatted once per second."""
+        micros = int(when * 1_000_000)
+        sec, frac = divmod(micros, 1_000_000)
+        if sec != self._lp_sec:
+            self._lp_sec = sec
+            self._lp_prefix = format_timestamp(sec * 1_000_000).split(".")[0].rstrip("Z").encode()
+        return self._lp_prefix + b".%06dZ" % frac
 
     # -- time ------------------------------------------------------------------------------
     def arm(self) -> None:
@@ -322,19 +366,25 @@ class QueueService:
                 for name, q in self.queues.items():
                     if rec.position <= starts[name] or not q.covers(rec.topic):
                         continue
-                    if ctx is None:
-                        doc = decode_or_none(rec.body)
-                        ctx = MessageContext(topic=rec.topic, bookmark=rec.bookmark_str,
-                                             sow_key=rec.sow_key, correlation_id=rec.correlation_id,
-                                             client_name=rec.client_name)
-                    if q.filter is not None and not q.filter(doc, ctx):
-                        continue
-                    prio, barrier = q.enqueue_args(doc, ctx)
+                    prio, barrier = None, False
+                    if q.needs_content:
+                        if ctx is None:
+                            doc = decode_or_none(rec.body)
+                            ctx = MessageContext(topic=rec.topic, bookmark=rec.bookmark_str,
+                                                 sow_key=rec.sow_key,
+                                                 correlation_id=rec.correlation_id,
+                                                 client_name=rec.client_name)
+                        if q.filter is not None and not q.filter(doc, ctx):
+                            continue
+                        prio, barrier = q.enqueue_args(doc, ctx)
                     events[name].append(Enqueue(rec.position, rec.bookmark_str,
                                                 rec.timestamp / 1_000_000, rec.expiration,
                                                 prio, barrier))
             elif kind in _EVENT_KINDS and rec.topic in self.queues:
-                events[rec.topic].append(decode_event(kind, rec.body))
+                if kind == _QUEUE_BATCH:
+                    events[rec.topic].extend(decode_event(k, p) for k, p in _unpack(rec.body))
+                else:
+                    events[rec.topic].append(decode_event(kind, rec.body))
         now = self.now()
         for name, q in self.queues.items():
             q.engine = QueueEngine.replay(q.spec, events[name], now=now, start_after=starts[name])

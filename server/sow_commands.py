@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 
 from journal import RecordKind
 from protocol import reasons
@@ -22,7 +21,6 @@ from protocol.codec import frame, sow_batch
 from protocol.reasons import CommandError
 from server.acks import early as acks_early, final as acks_final
 from server.delivery import UNDECODED, Message, decode_or_none, send_oof
-from sow import delta_message
 
 if TYPE_CHECKING:
     from protocol.command import Command
@@ -31,7 +29,6 @@ if TYPE_CHECKING:
 
 MAX_BATCH_SIZE = 10_000
 DEFAULT_BATCH_SIZE = 10
-_encode = msgspec.json.encode
 
 
 def _batch_size(cmd: "Command") -> int:
@@ -258,10 +255,5 @@ def store_publish(server: "Server", topic: Any, msg: Message, delta: bool,
     msg.body = rec.data
     msg.doc = rec.doc
     prev = result.previous
-    if prev is not None:
-        msg.previous_doc = prev.doc
-        change, changed = delta_message(prev.doc, rec.doc, topic.spec.keys)
-        msg.delta_body = _encode(change)
-        msg.delta_empty = not changed
-    else:
-        msg.previous_doc = None
+    msg.previous_doc = prev.doc if prev is not None else None
+    msg.key_fields = topic.spec.keys  # the delta is computed only if a delta subscriber asks

@@ -363,6 +363,7 @@ def test_queue_state_survives_a_server_kill(tmp_path):
         publish(pub, "work", [{"i": i} for i in range(10)])
         pub.close()
         c = AMPS.Client("kill-worker")
+        c.set_ack_batch_size(3)  # acks go out three bookmarks per sow_delete, as in production
         c.connect(srv.uri)
         c.logon(5000)
         w = Worker(c, "work", auto=None, options="max_backlog=10")
