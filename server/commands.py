@@ -145,9 +145,10 @@ def publish_message(server: "Server", topic: str, body: bytes, *, delta: bool = 
     recorded). Raises ``bad sow key`` before anything happened."""
     sow_topic = server.sowsvc.get(topic) if server.sowsvc is not None else None
     doc = UNDECODED
+    key = None
     if sow_topic is not None:
         doc = decode_or_none(body)
-        sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front
+        key = sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front
     txlog = server.txlog
     rec = None
     if txlog is not None and txlog.recorded(topic):
@@ -161,7 +162,8 @@ def publish_message(server: "Server", topic: str, body: bytes, *, delta: bool = 
                       correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
                       client_name=client_name, doc=doc)
         if sow_topic is not None:
-            store_publish(server, sow_topic, msg, delta, rec.position if rec is not None else 0)
+            store_publish(server, sow_topic, msg, delta, rec.position if rec is not None else 0,
+                          key)
         fan_out(server, msg)
         if rec is not None and queues is not None:
             queues.on_publish(msg, rec)

@@ -241,7 +241,7 @@ def delete_records(server: "Server", topic_name: str, filter_text: str) -> int:
 
 
 def store_publish(server: "Server", topic: Any, msg: Message, delta: bool,
-                  position: int) -> None:
+                  position: int, key: str | None = None) -> None:
     """Upsert (or merge, for delta_publish) a published message into its SOW topic and
     prepare ``msg`` for the fan-out: the stored body, its SowKey, the record it replaced (for
     OOF ``match``) and, for delta subscribers, what changed."""
@@ -249,7 +249,7 @@ def store_publish(server: "Server", topic: Any, msg: Message, delta: bool,
     server.request_turn_end()  # the SOW commits at the end of this turn
     fn = topic.delta_publish if delta else topic.publish
     result = fn(msg.body, sow_key=msg.sow_key, expiration=msg.expiration,
-                bookmark=msg.bookmark or "", position=position, doc=doc)
+                bookmark=msg.bookmark or "", position=position, doc=doc, key=key)
     rec = result.record
     msg.sow_key = rec.sow_key
     msg.body = rec.data

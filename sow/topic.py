@@ -241,16 +241,18 @@ class Topic:
                 expiration: float | int | str | None = None, bookmark: str = "",
                 position: int = 0, timestamp: float | None = None,
                 headers: dict | None = None, doc: Any = _UNSET,
-                now: float | None = None) -> PublishResult:
+                now: float | None = None, key: str | None = None) -> PublishResult:
         """Upsert: the record for this message's SowKey becomes this message (whole record
         replaced).  ``expiration``: the message's ``e`` header (seconds, 0 = never);
         ``position``/``bookmark``: the journal record of this publish; ``timestamp``: when
-        AMPS processed it (default ``now``).  ``doc``: the already decoded body, if any."""
+        AMPS processed it (default ``now``).  ``doc``: the already decoded body, if any;
+        ``key``: the SowKey if the caller already computed it with :meth:`key_for`."""
         if now is None:
             now = self._clock()
         if doc is _UNSET:
             doc = _decode(data)
-        key = self.key_for(doc, sow_key)
+        if key is None:
+            key = self.key_for(doc, sow_key)
         rec = Record(key, bytes(data), bookmark=bookmark or "",
                      timestamp=now if timestamp is None else timestamp,
                      expiration=deadline(now, expiration, self.spec.default_lifetime),
@@ -262,14 +264,15 @@ class Topic:
                       expiration: float | int | str | None = None, bookmark: str = "",
                       position: int = 0, timestamp: float | None = None,
                       headers: dict | None = None, doc: Any = _UNSET,
-                      now: float | None = None) -> PublishResult:
+                      now: float | None = None, key: str | None = None) -> PublishResult:
         """Merge the message's fields into the stored record (see :mod:`sow.delta`) and store
         the result; ``result.record`` is the merged record, ``result.delta`` the message."""
         if now is None:
             now = self._clock()
         if doc is _UNSET:
             doc = _decode(data)
-        key = self.key_for(doc, sow_key)
+        if key is None:
+            key = self.key_for(doc, sow_key)
         old = self._b.get(key)
         base = old
         if base is not None and self._is_expired(base, now):
