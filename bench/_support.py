@@ -6,6 +6,7 @@ a GIL between the server and the clients that load it.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import platform
@@ -113,3 +114,51 @@ def count_frames(sock: socket.socket, expected: int, deadline: float) -> int:
             del buf[:pos]
             pos = 0
     return got
+
+
+class RawPeer:
+    """A raw AMPS connection for benches: logged on; frames read with the codec's decoder."""
+
+    def __init__(self, port: int, name: str) -> None:
+        from protocol.codec import FrameDecoder
+
+        self.s = socket.create_connection(("127.0.0.1", port))
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.decoder = FrameDecoder(1 << 30)
+        self._ready: collections.deque[bytes] = collections.deque()
+        self.s.sendall(frame({"c": "logon", "cid": "l", "client_name": name, "a": "processed"}))
+        self.wait_ack("l", "processed")
+
+    def frames(self, data: bytes) -> list[bytes]:
+        """Feed received bytes; return every complete frame not handed out yet."""
+        out = list(self._ready)
+        self._ready.clear()
+        if data:
+            out.extend(self.decoder.feed(data))
+        return out
+
+    def next_frame(self) -> bytes:
+        while not self._ready:
+            chunk = self.s.recv(1 << 20)
+            if not chunk:
+                raise ConnectionError("server closed the connection")
+            self._ready.extend(self.decoder.feed(chunk))
+        return self._ready.popleft()
+
+    def wait_ack(self, cid: str, ack_type: str, on_other=None) -> dict:
+        """Skip frames (handing them to ``on_other``) until the ``ack_type`` ack for ``cid``."""
+        from protocol.codec import split_frame
+
+        while True:
+            payload = self.next_frame()
+            if payload.startswith(b'{"c":"ack"'):
+                h, _ = split_frame(payload)
+                if h.get("cid") == cid and h.get("a") == ack_type:
+                    if h.get("status") != "success":
+                        raise RuntimeError(f"{cid}: {h}")
+                    return h
+            elif on_other is not None:
+                on_other(payload)
+
+    def close(self) -> None:
+        self.s.close()
