@@ -146,9 +146,15 @@ class HashIndex:
         return [resolve(doc, p) for p in self.paths]
 
     def tokens(self, doc: Any, values: list | None = None) -> set[bytes]:
+        vals = self.values(doc) if values is None else values
+        if len(vals) == 1:  # the common single-field index: no sorting, no product
+            t = value_tokens(vals[0])
+            if len(t) > MAX_COMBINATIONS:
+                return {_OTHERS}
+            return {_composite((x,)) for x in t}
         per_field = []
         n = 1
-        for v in (self.values(doc) if values is None else values):
+        for v in vals:
             t = value_tokens(v)
             if not t:  # this field can never compare equal: no lookup can want the record
                 return set()
