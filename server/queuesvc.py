@@ -156,6 +156,8 @@ class QueueService:
                                             timestamp=rec.timestamp / 1_000_000,
                                             expiration=msg.expiration, priority=prio,
                                             is_barrier=barrier))
+            if msg.expiration or q.spec.expiration:
+                self.arm()  # the message's own lifetime may be the next deadline
 
     def _remember(self, rec: Any) -> None:
         cache = self._cache
@@ -246,23 +248,26 @@ class QueueService:
     # -- engine actions --------------------------------------------------------------------
     def handle(self, q: QueueState, actions: list[Any]) -> None:
         if not actions:
-            self.arm()
             return
         events = events_for(actions, q.spec)
         if events:
             self._journal_events(q, events)
-        new_deadlines = False
+        earliest = None
         for a in actions:
             t = type(a)
             if t is Deliver:
                 self._deliver(q, a)
-                new_deadlines = True
+                lease = a.lease_expiry
+                if lease is not None and (earliest is None or lease < earliest):
+                    earliest = lease
             elif t is Expired:
                 rec = self._record(a.position)
                 self.server.actions.expired(q.name, rec.body if rec is not None else b"",
                                             a.reason, "", a.bookmark)
-        if new_deadlines or self._timer is None:
-            self.arm()  # acks only remove deadlines: a timer that fires early re-arms itself
+        # Acks only remove deadlines (a timer that fires early re-arms itself); a new lease
+        # matters only if it ends before the armed timer.
+        if self._timer is None or (earliest is not None and earliest < (self._timer_at or 0)):
+            self.arm()
 
     def _journal_events(self, q: QueueState, events: list[Any]) -> None:
         """One journal record per engine call: the event itself, or a batch of them (an ack
@@ -391,6 +396,7 @@ class QueueService:
             log.info("queue %s recovered: %d messages queued", name, q.engine.depth)
         for q in self.queues.values():
             self.handle(q, q.engine.poll(now))
+        self.arm()  # recovered messages may carry lifetimes
         self._ckpt_timer = self.server.loop.call_later(CHECKPOINT_INTERVAL, self._checkpoint_tick)
 
     def _resolve_recovery_point(self, point: str) -> int:
