@@ -11,9 +11,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable
 
-
-from protocol import reasons
 from journal import RecordKind
+from protocol import reasons
 from protocol.filter import FilterError, compile_filter
 from protocol.reasons import CommandError
 from server import replay, sow_commands
@@ -31,7 +30,6 @@ log = logging.getLogger("amps_emulator.commands")
 
 _PUBLISH = int(RecordKind.PUBLISH)
 _DELTA = int(RecordKind.DELTA_PUBLISH)
-
 
 
 # -- logon / heartbeat / flush -------------------------------------------------------------
@@ -125,11 +123,21 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
         raise CommandError(txlog.failed, "the transaction log cannot be written")
     if server.queuesvc is not None:
         topic = server.queuesvc.publish_target(topic)
-    position = publish_message(
-        server, topic, cmd.body, delta=cmd.command == "delta_publish",
-        client_name=conn.client_name or "", client_seq=seq, correlation_id=cmd.correlation_id,
-        sow_key=cmd.sow_key, expiration=cmd.expiration,
-        headers={"o": cmd.options} if cmd.options else None)
+    try:
+        position = publish_message(
+            server, topic, cmd.body, delta=cmd.command == "delta_publish",
+            client_name=conn.client_name or "", client_seq=seq,
+            correlation_id=cmd.correlation_id, sow_key=cmd.sow_key, expiration=cmd.expiration,
+            headers={"o": cmd.options} if cmd.options else None)
+    except CommandError as exc:
+        if seq is None or "persisted" not in acks:
+            raise
+        # A publish-store message that cannot be stored (e.g. bad sow key): the failure goes
+        # on its persisted ack, with its sequence, to the client's failed-write handler.
+        if "processed" in acks:
+            conn.ack(cmd, "processed", "failure", exc.reason)
+        conn.persisted_failure(seq, exc.reason)
+        return
     if acks:
         _publish_acks(server, conn, cmd, seq, position)
 

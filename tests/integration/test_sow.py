@@ -525,3 +525,26 @@ def test_ha_client_sow_and_subscribe_is_rerun_after_failover(tmp_path):
         ha.close()
     finally:
         srv.stop()
+
+
+def test_store_publish_with_a_bad_sow_key_reaches_the_failed_write_handler(sow_server):
+    c = AMPS.Client("bad-key-store")
+    c.set_publish_store(AMPS.MemoryPublishStore())
+    failed = []
+    done = threading.Event()
+
+    def on_failed(*args):
+        failed.append(" ".join(str(a) for a in args))
+        done.set()
+
+    c.set_failed_write_handler(on_failed)
+    c.connect(sow_server.uri)
+    c.logon(5000)
+    c.publish("orders", '{"no_id":1}')  # the topic's Key /id is missing
+    c.publish("orders", '{"id":1}')
+    assert done.wait(10)
+    assert "sow key" in failed[0].lower()
+    c.publish_flush(5000)
+    assert c.get_unpersisted_count() == 0
+    assert [r for _, r in query(c, "orders")] == [{"id": 1}]
+    c.close()
