@@ -80,6 +80,7 @@ class Server:
         self._flush_scheduled = False
         self._conn_ids = itertools.count(1)
         self.stats = {"published": 0, "delivered": 0}
+        self.stopping = False
         self.txlog: Any = None  # server.txlog.TxLog when the config has a TransactionLog
         self.sowsvc: Any = None  # server.sowsvc.SowService when the config has SOW topics
         self.queuesvc: Any = None  # server.queuesvc.QueueService when the config has queues
@@ -124,6 +125,7 @@ class Server:
         return [lst.uri for lst in self.listeners]
 
     async def stop(self) -> None:
+        self.stopping = True
         for lst in self.listeners:
             if lst.server is not None:
                 lst.server.close()
@@ -207,10 +209,11 @@ class Server:
     def _flush(self) -> None:
         """End of turn: commit the SOW and the journal (releasing what is durable), then
         write output."""
-        if self.sowsvc is not None:
-            self.sowsvc.commit()
-        if self.txlog is not None:
-            self.txlog.end_turn()
+        if not self.stopping:
+            if self.sowsvc is not None:
+                self.sowsvc.commit()
+            if self.txlog is not None:
+                self.txlog.end_turn()
         dirty, self._dirty = self._dirty, []
         self._flush_scheduled = False
         for conn in dirty:

@@ -183,6 +183,8 @@ def schedule(server: "Server", cursor: Cursor) -> None:
 
     def step() -> None:
         cursor.scheduled = False
+        if server.stopping:
+            return
         journal = server.txlog.journal  # type: ignore[union-attr]
         pump(server, cursor, journal.last_position if cursor.live else journal.durable_position)
 

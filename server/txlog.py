@@ -75,13 +75,14 @@ class TxLog:
     def close(self) -> None:
         if self._ack_timer is not None:
             self._ack_timer.cancel()
-        if self.journal is not None:
+        journal, self.journal = self.journal, None  # late callbacks see a closed log
+        if journal is not None:
             try:
-                self.journal.flush()
-                self.journal.sync()
+                journal.flush()
+                journal.sync()
             except JournalError as exc:
                 log.error("transaction log: final flush failed: %s", exc)
-            self.journal.close()
+            journal.close()
 
     # -- recording ---------------------------------------------------------------------
     def recorded(self, topic: str) -> bool:
@@ -151,6 +152,8 @@ class TxLog:
 
     def _synced(self, fut: Any) -> None:
         self._sync_running = False
+        if fut.cancelled() or self.journal is None:
+            return
         exc = fut.exception()
         if exc is not None:
             self._fail(exc)
