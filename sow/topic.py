@@ -56,16 +56,25 @@ def _index_table_name(kind: str, fields: tuple[str, ...]) -> str:
     return f"{kind}:{h}"
 
 
+# A memo index created on first use is built inside that query, which holds the event loop
+# (about 7 s for a million records). Above this many records a query scans instead (about a
+# second per million) and indexes come only from the topic's configured ``Index`` elements,
+# which are built when the topic opens.
+AUTO_MEMO_LIMIT = 100_000
+
+
 class Topic:
     """A SOW topic.  Create through :class:`sow.store.SowStore` / :class:`TransientStore`."""
 
     def __init__(self, spec: TopicSpec, backend, *, clock: Callable[[], float],
-                 auto_memo: bool = True, scan_fallback: float = 0.5) -> None:
+                 auto_memo: bool = True, scan_fallback: float = 0.5,
+                 auto_memo_limit: int | None = AUTO_MEMO_LIMIT) -> None:
         self.spec = spec
         self.name = spec.name
         self._b = backend
         self._clock = clock
         self.auto_memo = auto_memo
+        self.auto_memo_limit = auto_memo_limit
         self._fallback = scan_fallback
         self._keygen = KeyGenerator(spec.domain, spec.keys) if spec.keys else None
         self._pending_expired: list[Record] = []
@@ -440,8 +449,10 @@ class Topic:
         f = self._compile(flt)
         node = f.ast if f is not None else None
         keys = None if sow_keys is None else parse_sow_keys(sow_keys)
+        auto = self.auto_memo and (self.auto_memo_limit is None
+                                   or self._b.count() <= self.auto_memo_limit)
         plan = plan_query(node, keys, self.hash_indexes, self.memo_indexes, force=force,
-                          auto_memo=self.auto_memo)
+                          auto_memo=auto)
         self._create_planned_indexes(plan)  # writes: must happen before the read below
         with self._b.reading():
             total = self._b.count()

@@ -285,3 +285,20 @@ def test_sow_facade_groups_topics(tmp_path):
     with pytest.raises(ValueError):
         sow.add_topic(specs[0])
     sow.close()
+
+
+def test_auto_memo_index_only_on_topics_small_enough_to_index_inside_a_query():
+    from sow import TransientStore
+
+    store = TransientStore(clock=FakeClock())
+    small = store.open_topic(TopicSpec("small", keys=("/id",)))
+    big = store.open_topic(TopicSpec("big", keys=("/id",)))
+    small.auto_memo_limit = big.auto_memo_limit = 10
+    for i in range(10):
+        small.publish(msgspec.json.encode({"id": i, "px": i}))
+    for i in range(11):
+        big.publish(msgspec.json.encode({"id": i, "px": i}))
+    assert small.query("/px > 5").plan.startswith("memo")
+    q = big.query("/px > 5")
+    assert q.plan.startswith("scan") and len(q.records) == 5
+    assert big.memo_indexes == {}
