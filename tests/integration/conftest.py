@@ -44,6 +44,42 @@ def clients_for(uri: str):
             pass
 
 
+def ha_client(name: str, uri: str):
+    """An HAClient that (re)connects to ``uri``."""
+    import AMPS
+
+    c = AMPS.HAClient(name)
+    chooser = AMPS.DefaultServerChooser()
+    chooser.add(uri)
+    c.set_server_chooser(chooser)
+    return c
+
+
+def consume_and_discard(client, store, topic: str, sub_id: str, count: int,
+                        timeout: float = 15.0) -> list[int]:
+    """Bookmark-subscribe from the store's most recent point, process ``count`` messages
+    (the ``i`` of each), discarding each one in the store as an application would."""
+    import json
+
+    import AMPS
+
+    got: list[int] = []
+    done = threading.Event()
+
+    def on(m) -> None:
+        if done.is_set():
+            return
+        got.append(json.loads(m.get_data())["i"])
+        store.discard_message(m)
+        if len(got) == count:
+            done.set()
+
+    client.bookmark_subscribe(on, topic, AMPS.Client.Bookmarks.MOST_RECENT, sub_id=sub_id,
+                              timeout=5000)
+    assert done.wait(timeout), got
+    return got
+
+
 @pytest.fixture
 def client_factory(server):
     yield from clients_for(server.uri)

@@ -10,7 +10,7 @@ import time
 import AMPS
 import pytest
 
-from tests.integration.conftest import clients_for, config_xml
+from tests.integration.conftest import clients_for, config_xml, consume_and_discard, ha_client
 
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
@@ -358,26 +358,10 @@ def test_seed_001_sow_bookmark_store_resumes_after_client_restart(client, sow_se
         store_client.connect(sow_server.uri)
         store_client.logon(5000)
         store = SowBookmarkStore(store_client, "/ADMIN/bookmark_store", "seed1-app")
-        app = AMPS.HAClient("seed1-app")
-        chooser = AMPS.DefaultServerChooser()
-        chooser.add(sow_server.uri)
-        app.set_server_chooser(chooser)
+        app = ha_client("seed1-app", sow_server.uri)
         app.set_bookmark_store(store)
         app.connect_and_logon()
-        got = []
-        done = threading.Event()
-
-        def on(m):
-            if done.is_set():
-                return
-            got.append(json.loads(m.get_data())["i"])
-            store.discard_message(m)
-            if len(got) == stop_after:
-                done.set()
-
-        app.bookmark_subscribe(on, "events", AMPS.Client.Bookmarks.MOST_RECENT, sub_id="s1",
-                               timeout=5000)
-        assert done.wait(10), got
+        got = consume_and_discard(app, store, "events", "s1", stop_after)
         store_client.flush(5000)
         app.close()
         store_client.close()
@@ -410,22 +394,8 @@ def test_sow_recovery_point_adapter_worker_resumes_across_server_kill(tmp_path):
             worker.set_bookmark_store(store)
             worker.connect(srv.uri)
             worker.logon(5000)
-            got = []
-            done = threading.Event()
-
-            def on(m):
-                if done.is_set():
-                    return
-                got.append(json.loads(m.get_data())["i"])
-                store.discard_message(m)
-                if len(got) == count:
-                    done.set()
-
-            worker.bookmark_subscribe(on, "jobs", AMPS.Client.Bookmarks.MOST_RECENT,
-                                      sub_id="rp-sub", timeout=5000)
-            assert done.wait(15), got
+            got = consume_and_discard(worker, store, "jobs", "rp-sub", count)
             worker.close()  # the adapter's last update goes out before the store client closes
-            store_client.publish_flush(5000) if hasattr(store_client, "publish_flush") else None
             store_client.flush(5000)
             store_client.close()
             return got
@@ -489,10 +459,7 @@ def test_ha_client_sow_and_subscribe_is_rerun_after_failover(tmp_path):
         pub.publish("orders", json.dumps({"id": 1, "v": 1}))
         pub.flush(5000)
         pub.close()
-        ha = AMPS.HAClient("failover-sub")
-        chooser = AMPS.DefaultServerChooser()
-        chooser.add(srv.uri)
-        ha.set_server_chooser(chooser)
+        ha = ha_client("failover-sub", srv.uri)
         ha.connect_and_logon()
         events = []
         second_query = threading.Event()

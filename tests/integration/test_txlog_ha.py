@@ -14,6 +14,7 @@ from pathlib import Path
 import AMPS
 import pytest
 
+from tests.integration.conftest import ha_client
 from tests.procserver import ProcServer
 
 HERE = Path(__file__).resolve().parent
@@ -39,14 +40,6 @@ def replay_all(uri: str, topic: str, name: str = "auditor") -> list[int]:
     assert done.wait(30), "replay did not complete"
     c.close()
     return got
-
-
-def ha_client(name: str, uri: str) -> AMPS.HAClient:
-    c = AMPS.HAClient(name)
-    chooser = AMPS.DefaultServerChooser()
-    chooser.add(uri)
-    c.set_server_chooser(chooser)
-    return c
 
 
 def test_mmap_bookmark_store_resumes_in_a_new_process(server, client_factory, tmp_path):
