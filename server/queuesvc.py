@@ -107,6 +107,7 @@ class QueueService:
         for q in config.queues:
             self.queues[q.name] = QueueState(self, q)
         self._cache: collections.OrderedDict[int, Any] = collections.OrderedDict()
+        self._covering: dict[str, tuple[QueueState, ...]] = {}
         self._timer: Any = None
         self._timer_at: float | None = None
         self._ckpt_timer: Any = None
@@ -123,8 +124,17 @@ class QueueService:
     def get(self, name: str) -> QueueState | None:
         return self.queues.get(name)
 
+    def covering(self, topic: str) -> tuple[QueueState, ...]:
+        """The queues whose underlying topic(s) include ``topic`` (cached per topic)."""
+        hit = self._covering.get(topic)
+        if hit is None:
+            if len(self._covering) > 100_000:
+                self._covering.clear()
+            hit = self._covering[topic] = tuple(q for q in self.queues.values() if q.covers(topic))
+        return hit
+
     def covers(self, topic: str) -> bool:
-        return any(q.covers(topic) for q in self.queues.values())
+        return bool(self.covering(topic))
 
     def publish_target(self, topic: str) -> str:
         """A publish to a queue's own name goes to its DefaultPublishTarget, if it has one."""
@@ -138,9 +148,7 @@ class QueueService:
         """A journalled publish: enqueue it on every queue over its topic."""
         ctx = None
         now = self.now()
-        for q in self.queues.values():
-            if not q.covers(msg.topic):
-                continue
+        for q in self.covering(msg.topic):
             if q.needs_content:
                 if ctx is None:
                     ctx = msg.context()
@@ -287,8 +295,11 @@ class QueueService:
         if rec is None:
             log.error("queue %s: message at %d is no longer in the journal", q.name, d.position)
             return
-        header = (b'{"c":"p","t":' + json_str(q.name) + b',"sids":' + json_str(sub.sub_id)
-                  + b',"bm":"' + d.bookmark.encode() + b'"')
+        prefix = sub.prefix
+        if prefix is None:
+            prefix = sub.prefix = (b'{"c":"p","t":' + json_str(q.name) + b',"sids":'
+                                   + json_str(sub.sub_id) + b',"bm":"')
+        header = prefix + d.bookmark.encode() + b'"'
         if d.lease_expiry is not None:
             header += b',"lp":"' + self._lease_text(d.lease_expiry) + b'"'
         if rec.correlation_id is not None:

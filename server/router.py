@@ -36,6 +36,7 @@ class Subscription:
 
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
+        "prefix",
     )
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
@@ -49,6 +50,7 @@ class Subscription:
         self.delta = delta
         self.cursor: Any = None  # server.replay.Cursor for bookmark subscriptions
         self.queue: Any = None  # server.queuesvc.QueueState for queue subscriptions
+        self.prefix: bytes | None = None  # queue deliveries: the header up to the bookmark
 
     def matches_topic(self, topic: str) -> bool:
         if self.regex is None:
