@@ -13,7 +13,6 @@ Targets: at least 100,000 messages/s; p99 at most 10 ms."""
 from __future__ import annotations
 
 import argparse
-import json
 import socket
 import sys
 import threading

@@ -36,7 +36,6 @@ from __future__ import annotations
 import argparse
 import os
 import selectors
-import socket
 import sys
 import tempfile
 import threading

@@ -20,7 +20,6 @@ from sow import delta_message
 
 if TYPE_CHECKING:
     from server.app import Server
-    from server.connection import Connection
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode

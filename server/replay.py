@@ -15,7 +15,7 @@ replay of a large log keeps memory bounded and other clients served.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from journal import RecordKind
 from protocol.bookmarks import BookmarkError, BookmarkRange, format_timestamp, parse_bookmark

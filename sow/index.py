@@ -42,7 +42,7 @@ import struct
 from itertools import product
 from typing import Any, Iterable
 
-from protocol.filter.values import elements, fmt_float, parse_number, resolve
+from protocol.filter.values import elements, parse_number, resolve
 
 from .paths import parse_path, path_text
 
@@ -390,20 +390,6 @@ def ranges_for_between(low: Any, high: Any) -> list[Interval] | None:
     if k is not None and k == _kind(high):
         return intersect(a, b)
     return a
-
-
-def literal_text(v: Any) -> str | None:
-    """``to_str`` of a literal (what BEGINS WITH / LIKE compare against)."""
-    t = type(v)
-    if t is str:
-        return v
-    if t is bool:
-        return "true" if v else "false"
-    if t is int:
-        return str(v)
-    if t is float:
-        return fmt_float(v)
-    return None
 
 
 _META = re.compile(r"[\\.^$*+?{}\[\]|()]")

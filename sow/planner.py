@@ -32,8 +32,9 @@ from typing import Any
 
 from protocol.filter import ast as A
 from protocol.filter.functions import FUNCTIONS, regex
+from protocol.filter.values import to_str
 
-from .index import (HashIndex, MemoIndex, literal_text, like_prefix, ranges_for_between,
+from .index import (HashIndex, MemoIndex, like_prefix, ranges_for_between,
                     ranges_for_compare)
 
 __all__ = ["Plan", "plan_query", "needs_context", "identifier_paths", "log"]
@@ -151,7 +152,7 @@ def _analyze(term, eqs: dict, memos: list) -> None:
             return
         iv = []
         for i in term.items:
-            s = literal_text(i.value)
+            s = to_str(i.value)  # what BEGINS WITH / LIKE compare against
             if s:  # NULL / '' prefixes never match
                 iv.append(("P", s))
         memos.append((_PREFIX, term.operand.path, iv))

@@ -103,16 +103,15 @@ def env_directory(spec: TopicSpec, default_dir: str = "./sow") -> str:
     return os.path.join(d or ".", ENV_DIR_NAME)
 
 
-class _StoreBase:
-    def __init__(self, clock: Callable[[], float], auto_memo: bool) -> None:
-        self.clock = clock
-        self.auto_memo = auto_memo
-        self._topics: dict[str, Topic] = {}
+class _Topics:
+    """Lookup of open topics by name (``self._topics``), shared by the stores and ``Sow``."""
+
+    _topics: dict[str, Topic]
 
     def topic(self, name: str) -> Topic:
         return self._topics[name]
 
-    def get_topic(self, name: str) -> Topic | None:
+    def get(self, name: str) -> Topic | None:
         return self._topics.get(name)
 
     def __contains__(self, name: str) -> bool:
@@ -121,6 +120,13 @@ class _StoreBase:
     @property
     def topics(self) -> dict[str, Topic]:
         return dict(self._topics)
+
+
+class _StoreBase(_Topics):
+    def __init__(self, clock: Callable[[], float], auto_memo: bool) -> None:
+        self.clock = clock
+        self.auto_memo = auto_memo
+        self._topics: dict[str, Topic] = {}
 
 
 class SowStore(_StoreBase):
@@ -206,7 +212,7 @@ class TransientStore(_StoreBase):
         self._topics.clear()
 
 
-class Sow:
+class Sow(_Topics):
     """Every SOW topic of a server: persistent ones grouped by environment directory, transient
     ones in memory.
 
@@ -243,19 +249,6 @@ class Sow:
             t = self.transient.open_topic(spec)
         self._topics[spec.name] = t
         return t
-
-    def topic(self, name: str) -> Topic:
-        return self._topics[name]
-
-    def get(self, name: str) -> Topic | None:
-        return self._topics.get(name)
-
-    def __contains__(self, name: str) -> bool:
-        return name in self._topics
-
-    @property
-    def topics(self) -> dict[str, Topic]:
-        return dict(self._topics)
 
     def commit(self) -> None:
         for st in self.stores.values():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from pathlib import Path
 
 import AMPS
 import pytest
@@ -28,36 +29,8 @@ QUEUES = """<SOW>
   <Queue><Name>from-sow</Name><MessageType>json</MessageType><UnderlyingTopic>prices</UnderlyingTopic>
     <MaxPerSubscriptionBacklog>100</MaxPerSubscriptionBacklog></Queue>
   <Topic><Name>prices</Name><MessageType>json</MessageType><Key>/id</Key><Durability>transient</Durability></Topic>
-  <Queue>
-    <Name>Jobs</Name>
-    <MessageType>json</MessageType>
-    <MaxCancels>3</MaxCancels>
-    <MaxDeliveries>10</MaxDeliveries>
-  </Queue>
-  <Queue>
-    <Name>FailedJobs</Name>
-    <MessageType>json</MessageType>
-  </Queue>
 </SOW>
-<Actions>
-  <Action>
-    <On>
-      <Module>amps-action-on-sow-expire-message</Module>
-      <Options>
-        <Topic>Jobs</Topic>
-        <MessageType>json</MessageType>
-      </Options>
-    </On>
-    <Do>
-      <Module>amps-action-do-publish-message</Module>
-      <Options>
-        <Topic>FailedJobs</Topic>
-        <MessageType>json</MessageType>
-        <Data>{ "message": {{AMPS_DATA}}, "reason": "{{AMPS_REASON}}" }</Data>
-      </Options>
-    </Do>
-  </Action>
-</Actions>"""
+""" + (Path(__file__).parents[1] / "fixtures" / "seed003_dead_letter.xml").read_text()
 
 
 def queue_config(d) -> str:

@@ -194,6 +194,8 @@ def test_structures_are_frozen_and_encodable(prod: Config) -> None:
 
 # --- the seed-003 dead-letter example, verbatim ------------------------------------------
 
+# The SOW and Actions sections come verbatim from seed 003 (shared with the integration test).
+DEAD_LETTER = (Path(__file__).parents[1] / "fixtures" / "seed003_dead_letter.xml").read_text()
 JOBS = xml("""
     <AMPSConfig>
         <Name>jobs</Name>
@@ -204,38 +206,7 @@ JOBS = xml("""
                 <MessageType>json</MessageType>
             </Topic>
         </TransactionLog>
-        <SOW>
-            <Queue>
-                <Name>Jobs</Name>
-                <MessageType>json</MessageType>
-                <MaxCancels>3</MaxCancels>
-                <MaxDeliveries>10</MaxDeliveries>
-            </Queue>
-            <Queue>
-                <Name>FailedJobs</Name>
-                <MessageType>json</MessageType>
-            </Queue>
-        </SOW>
-        <Actions>
-            <Action>
-                <On>
-                    <Module>amps-action-on-sow-expire-message</Module>
-                    <Options>
-                        <Topic>Jobs</Topic>
-                        <MessageType>json</MessageType>
-                    </Options>
-                </On>
-                <Do>
-                    <Module>amps-action-do-publish-message</Module>
-                    <Options>
-                        <Topic>FailedJobs</Topic>
-                        <MessageType>json</MessageType>
-                        <Data>{ "message": {{AMPS_DATA}}, "reason": "{{AMPS_REASON}}" }</Data>
-                    </Options>
-                </Do>
-            </Action>
-        </Actions>
-        <Transports>
+{dead_letter}        <Transports>
             <Transport>
                 <Name>json-tcp</Name>
                 <Type>tcp</Type>
@@ -245,7 +216,7 @@ JOBS = xml("""
             </Transport>
         </Transports>
     </AMPSConfig>
-""")
+""".replace("{dead_letter}", DEAD_LETTER))
 
 
 def test_dead_letter_example() -> None:

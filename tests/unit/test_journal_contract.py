@@ -285,6 +285,7 @@ def test_reader_matches_model_under_interleaving(make, ops):
     bodies: list[bytes] = []
     it = j.read(1)
     seen: list[bytes] = []
+    last = None  # the last record read; set whenever ``seen`` is not empty
     for op in ops:
         if op == "append":
             bodies.append(publish(j, len(bodies)).body)
