@@ -44,14 +44,26 @@ class ServerProcess:
             args.append(config_path)
         else:
             args += ["--data-dir", os.path.join(self.tmp.name, "amps-data")]
-        args += ["--listen", "127.0.0.1:0", *(extra or [])]
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        self.args = args + ["--listen", "127.0.0.1:0", *(extra or [])]
+        self._launch()
+
+    def _launch(self) -> None:
+        self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()  # type: ignore[union-attr]
         if not line.startswith("ready: "):
             self.proc.kill()
             raise RuntimeError(f"server did not start: {line!r}")
         self.uri = line.split()[1]
         self.port = int(self.uri.split(":")[2].split("/")[0])
+
+    def kill_and_restart(self) -> float:
+        """SIGKILL the server, start it again on the same data; seconds to its ready line
+        (interpreter start-up included). The new process may listen on another port."""
+        self.proc.kill()
+        self.proc.wait()
+        t0 = time.perf_counter()
+        self._launch()
+        return time.perf_counter() - t0
 
     def stop(self) -> None:
         self.proc.terminate()

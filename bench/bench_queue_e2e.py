@@ -281,14 +281,7 @@ def bench_restart(n: int, max_backlog: int, ack_batch: int) -> None:
             t0 = time.perf_counter()
             t1 = publisher(srv.port, n, batch=2000, persisted_last=True)
             fill = t1 - t0
-            srv.proc.kill()
-            srv.proc.wait()
-        finally:
-            srv.stop()
-        t0 = time.perf_counter()
-        srv = ServerProcess(cfg)
-        startup = time.perf_counter() - t0
-        try:
+            startup = srv.kill_and_restart()
             want = min(10_000, n)
             t0 = time.perf_counter()
             w = RawWorker(srv.port, "after-restart", max_backlog, ack_batch)
