@@ -160,11 +160,6 @@ class FrameDecoder:
 # ---------------------------------------------------------------------------------------
 # Encoding (server -> client)
 
-def encode_header(header: dict[str, Any]) -> bytes:
-    """Compact JSON header; keys must be client-known (checked in tests, not here)."""
-    return _json_encode(header)
-
-
 def frame(header: dict[str, Any], body: bytes = b"") -> bytes:
     """One complete frame: length prefix + compact header + body."""
     h = _json_encode(header)

@@ -83,9 +83,6 @@ class QueueState:
     def covers(self, topic: str) -> bool:
         return topic == self.underlying if self.regex is None else self.regex.search(topic) is not None
 
-    def admits(self, topic: str, doc: Any, ctx: MessageContext) -> bool:
-        return self.covers(topic) and (self.filter is None or self.filter(doc, ctx))
-
     def enqueue_args(self, doc: Any, ctx: MessageContext) -> tuple[Any, bool]:
         prio = self.priority(doc, ctx) if self.priority is not None else None
         barrier = bool(self.barrier(doc, ctx)) if self.barrier is not None else False

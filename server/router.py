@@ -107,6 +107,3 @@ class Router:
             self._cache.clear()
         self._cache[topic] = result
         return result
-
-    def __len__(self) -> int:
-        return sum(len(v) for v in self._literal.values()) + len(self._regex)
