@@ -164,15 +164,35 @@ class HashIndex:
             return {_OTHERS}
         return {_composite(c) for c in product(*per_field)}
 
+    def _scalar_rows(self, doc: Any):
+        """The composite tokens of a single-field index on a scalar value (the hot path),
+        else ``None``."""
+        single = self._single
+        if single is None or type(doc) is not dict:
+            return None
+        v = doc.get(single)
+        if type(v) in (list, dict):
+            return None
+        return [bytes((len(p),)) + p if len(p) < _MAX_RAW_TOKEN else _composite((p,))
+                for p in _scalar_tokens(v)]
+
     def add(self, doc: Any, skey: str) -> None:
-        for t in self.tokens(doc):
+        rows = self._scalar_rows(doc)
+        for t in self.tokens(doc) if rows is None else rows:
             self.table.add(t, skey)
 
     def remove(self, doc: Any, skey: str) -> None:
-        for t in self.tokens(doc):
+        rows = self._scalar_rows(doc)
+        for t in self.tokens(doc) if rows is None else rows:
             self.table.discard(t, skey)
 
     def update(self, old_doc: Any, new_doc: Any, skey: str) -> None:
+        single = self._single
+        if single is not None and type(old_doc) is dict and type(new_doc) is dict:
+            a = old_doc.get(single)
+            b = new_doc.get(single)
+            if type(a) is type(b) and type(a) in (str, int, float) and a == b:
+                return  # unchanged scalar (NaN != NaN falls through to the general path)
         ov = self.values(old_doc)
         nv = self.values(new_doc)
         if _same(ov, nv):

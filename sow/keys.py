@@ -147,4 +147,13 @@ class KeyGenerator:
         return out
 
     def __call__(self, doc: Any) -> str:
+        single = self._single
+        if single is not None and type(doc) is dict:
+            # the hot path (one top-level Key field): the same bytes hashed as _digest's
+            s = key_text(doc.get(single))
+            if s is not None:
+                b = s.encode("utf-8", "surrogatepass")
+                h = self._seed.copy()
+                h.update(b"%d:%b" % (len(b), b))
+                return str(int.from_bytes(h.digest(), "big"))
         return _digest(self.values(doc), self._seed.copy())

@@ -47,6 +47,22 @@ def test_key_generator_values():
         KeyGenerator("t", ["not a path"])
 
 
+@given(st.one_of(st.integers(), st.floats(allow_nan=False), st.text(), st.booleans(),
+                 st.lists(st.integers(), max_size=3)))
+def test_single_key_fast_path_matches_general_digest(v):
+    # the one-field fast path must hash exactly the bytes generate_sow_key hashes
+    kg = KeyGenerator("orders", ["/id"])
+    assert kg({"id": v, "x": 1}) == generate_sow_key("orders", kg.values({"id": v}))
+
+
+def test_single_key_fast_path_refuses_missing_values():
+    kg = KeyGenerator("orders", ["/id"])
+    for bad in ({}, {"id": None}):
+        with pytest.raises(CommandError) as e:
+            kg(bad)
+        assert e.value.reason == BAD_SOW_KEY
+
+
 def test_validate_and_parse_sow_keys():
     assert validate_sow_key("Ab09+/==") == "Ab09+/=="
     for bad in ("", "a b", "a,b", "ä", None, 5):
@@ -218,6 +234,34 @@ def test_mem_hash_table():
     t.discard(b"t", "a")
     t.discard(b"t", "zz")
     assert t.get(b"t") == ["b"] and t.get(b"u") == []
+
+
+_index_values = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), st.text(max_size=80),
+    st.sampled_from(["5", "5.0", " 7 ", "1e3", "x" * 70, "NaN"]),
+    st.lists(st.one_of(st.integers(), st.text(max_size=5)), max_size=3),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+
+
+@settings(max_examples=300)
+@given(_index_values, _index_values)
+def test_single_field_hash_index_fast_paths_match_tokens(a, b):
+    from sow.index import HashIndex
+
+    def rows(t):
+        return {(tok, k) for tok, ks in t._d.items() for k in ks}
+
+    fast, ref = MemHashTable(), MemHashTable()
+    ix, ref_ix = HashIndex(["/f"], fast), HashIndex(["/f"], ref)
+    old, new = {"f": a, "y": 1}, {"f": b}
+    ix.add(old, "k")
+    for t in ref_ix.tokens(old):
+        ref.add(t, "k")
+    assert rows(fast) == rows(ref)
+    ix.update(old, new, "k")  # must leave exactly the new value's tokens
+    assert rows(fast) == {(t, "k") for t in ref_ix.tokens(new)}
+    ix.remove(new, "k")
+    assert rows(fast) == set()
 
 
 # ---- LMDB environment ------------------------------------------------------------------------
