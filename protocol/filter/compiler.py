@@ -13,9 +13,12 @@ hot path costs no per-node calls.  Every predicate is emitted in one of three mo
 Common shapes are inlined with a type test and a fallback to the general helper in
 :mod:`~protocol.filter.values` (which defines the semantics), e.g. ``/f = 'IBM'`` becomes
 ``(v == 'IBM' or (type(v) is list and <any element helper>))`` and ``/q > 100`` becomes
-``(v > 100 if type(v) in NUMERIC else <helper>)``.  ``IN`` over literals uses frozensets,
-``LIKE`` a precompiled regex, ``BEGINS WITH`` ``str.startswith(tuple)``.  Subtrees without
-identifiers or context functions are folded at compile time.
+``(v > 100 if type(v) is int or type(v) is float else <helper>)``.  ``IN`` over literals
+uses frozensets, ``LIKE`` a precompiled regex, ``BEGINS WITH`` ``str.startswith(tuple)``; two
+computed operands compare natively when both are numbers; ``+ - *`` run natively on two
+ints inside the 64-bit range or two floats; ``UPPER(x) = 'LIT'`` / ``LOWER(...)`` is a set
+lookup among the strings that case-map to the literal.  Subtrees without identifiers or
+context functions are folded at compile time.
 
 Safety: nothing from the filter text is pasted into the source except through ``repr()`` of
 a ``str``/``int``/finite ``float``; everything else (sets, regexes, paths, NaN) is a named
@@ -25,6 +28,11 @@ filter.  Two functions are built: a fast one for the usual ``dict`` body (fields
 identifier through :func:`~protocol.filter.values.resolve`) that the fast one delegates to
 when the body is not an object.
 
+Fields mode (:func:`fields_filter`): for scans over many stored bodies, the same filter
+generated once more reading its top-level fields from a msgspec ``Struct`` holding only
+those fields, as an expression that a caller's loop inlines (the SOW's LMDB scan), so that a
+record costs one decode and no Python call.
+
 The generated function never raises into the server: a zero-cost ``try`` hands any
 unexpected exception to the reference interpreter (counted in ``recoveries``, which the
 tests require to stay 0).  An expression too deep for Python's own compiler runs on the
@@ -33,10 +41,14 @@ interpreter instead (``source`` is then ``None``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
 from functools import lru_cache
+from typing import Any
+
+import msgspec
 
 from . import ast as A
 from . import values as V
@@ -46,7 +58,8 @@ from .interpreter import evaluate as _interpret
 from .interpreter import matches as _interpret_matches
 from .parser import MAX_DEPTH, parse
 
-__all__ = ["compile_filter", "compile_expression", "compile_ast", "CACHE_SIZE"]
+__all__ = ["compile_filter", "compile_expression", "compile_ast", "CACHE_SIZE",
+           "FieldsFilter", "fields_filter"]
 
 CACHE_SIZE = 4096
 
@@ -65,6 +78,13 @@ def _all3(results):
         if r is not True:
             seen_null = True
     return None if seen_null else True
+
+
+def _is_num(first: str, rest: str) -> str:
+    """Code testing that a value is an ``int`` or a ``float`` (not a ``bool``); ``first`` is
+    the code evaluating it (maybe binding it to ``rest``), ``rest`` its later uses.  Cheaper
+    than ``type(x) in {int, float}`` for the common int."""
+    return f"(type({first}) is int or type({rest}) is float)"
 
 
 def _cmp_t(op, a, b):
@@ -106,7 +126,7 @@ _HELPERS = {
     "_in_lit3": _in_lit3, "_between3": V.between3,
     "_like3": V.like3, "_begins3": V.begins3, "_ends3": V.ends3, "_is_null": V.is_null,
     "_is_nan": V.is_nan, "_arith": V.arith, "_negate": V.negate, "_NUM": _NUM,
-    "_NAN": V.NAN,
+    "_NAN": V.NAN, "_L": 1 << 64, "_NL": -(1 << 64), "_float": float,
 }
 
 
@@ -149,10 +169,13 @@ def _const_node(node: A.Expr, memo: dict) -> bool:
 class _Gen:
     """Source generator for one function (fast/dict variant or generic variant)."""
 
-    def __init__(self, ns: dict, root_is_dict: bool, prefix: str):
+    def __init__(self, ns: dict, root_is_dict: bool, prefix: str,
+                 fields: dict[str, str] | None = None):
         self.ns = ns
         self.dict_root = root_is_dict
         self.prefix = prefix
+        #: fields mode: top-level field name -> attribute of the decoded struct ``_s``
+        self.fields = fields
         self.tmp_n = 0
         self.pre: list[str] = []  # statements before the return (hoisted identifiers)
         self.defs: list[str] = []  # module-level helper defs (path step functions)
@@ -203,16 +226,25 @@ class _Gen:
                 self.hoisted[path] = name
 
     def lookup(self, path: tuple) -> str:
-        if not self.dict_root:
+        if self.fields is not None:
+            attr = f"_s.{self.fields[path[0]]}"
+            if len(path) == 1:
+                return attr
+            start = 1
+        elif not self.dict_root:
             return f"_resolve(d, {self.const(path, 'p')})"
-        if len(path) == 1 and type(path[0]) is str:
+        elif len(path) == 1 and type(path[0]) is str:
             return f"d.get({path[0]!r})"
+        else:
+            start = 0
         fn = self.path_fns.get(path)
         if fn is None:
             fn = f"_path{self.prefix}{len(self.path_fns)}"
             self.path_fns[path] = fn
             lines = [f"def {fn}(x):"]
             for i, step in enumerate(path):
+                if i < start:
+                    continue
                 if type(step) is str:
                     if i:
                         rest = self.const(path[i:], "p")
@@ -225,7 +257,7 @@ class _Gen:
                     lines.append(f"    x = x[{step}]")
             lines.append("    return x")
             self.defs.append("\n".join(lines))
-        return f"{fn}(d)"
+        return f"{fn}({attr})" if start else f"{fn}(d)"
 
     # ---- value mode
     def val(self, n: A.Expr) -> str:
@@ -254,7 +286,7 @@ class _Gen:
         if isinstance(n, A.IsNaN):
             return f"{'not ' if n.negated else ''}_is_nan({self.val(n.operand)})"
         if isinstance(n, A.Arith):
-            return f"_arith({n.op!r}, {self.val(n.left)}, {self.val(n.right)})"
+            return self.arith(n)
         if isinstance(n, A.Negate):
             return f"_negate({self.val(n.operand)})"
         if isinstance(n, A.If):
@@ -264,6 +296,12 @@ class _Gen:
             name = self.const(fn.impl, "f")
             if fn.kind == "context":
                 return f"{name}(ctx)"
+            if n.name in ("UPPER", "LOWER") and len(n.args) == 1:
+                # AMPS case mapping is ASCII-only: str.upper/lower agree on ASCII text
+                first, rest = self.bind(self.val(n.args[0]))
+                method = n.name.lower()
+                return (f"({rest}.{method}() if type({first}) is str and {rest}.isascii() "
+                        f"else {name}({rest}))")
             return f"{name}({', '.join(self.val(a) for a in n.args)})"
         raise TypeError(f"not an AST node: {n!r}")
 
@@ -334,7 +372,18 @@ class _Gen:
             op, left, right = _FLIP[op], right, left
         if not _const_node(right, memo):
             helper = "_cmp_t" if want else "_cmp_f"
-            return f"{helper}({op!r}, {self.val(left)}, {self.val(right)})"
+            if _const_node(left, memo):
+                return f"{helper}({op!r}, {self.val(left)}, {self.val(right)})"
+            # two computed operands: numbers compare natively (NaN: see below)
+            a1, a = self.bind(self.val(left))
+            b1, b = self.bind(self.val(right))
+            fast_op = op if want else _NEGATE[op]
+            if fast_op == "!=":  # NaN != x is True in Python but NULL here
+                fast = f"({a} != {b} and {a} == {a} and {b} == {b})"
+            else:
+                fast = f"{a} {_PYOP[fast_op]} {b}"
+            return (f"({fast} if {_is_num(a1, a)} & {_is_num(b1, b)} "
+                    f"else {helper}({op!r}, {a}, {b}))")
         lit = _interpret(right, None, None)
         fast_op = op if want else _NEGATE[op]
         slow = "_cmp_t" if want else "_cmp_f"
@@ -345,6 +394,10 @@ class _Gen:
         if t is bool or (t is str and lit.lower() in ("true", "false")) or t not in (
                 str, int, float):
             return f"{slow}({op!r}, {self.val(left)}, {L})"
+        if t is str and op in ("=", "!=") and V.parse_number(lit) is None:
+            code = self.case_compare(left, lit, fast_op == "=", f"{slow}({op!r}, {{}}, {L})")
+            if code is not None:
+                return code
         first, rest = self.bind(self.val(left))
         general = f"{slow}({op!r}, {rest}, {L})"
         if t is str:
@@ -357,7 +410,74 @@ class _Gen:
             fast = f"({rest} != {L} and {rest} == {rest})"
         else:
             fast = f"{rest} {_PYOP[fast_op]} {L}"
-        return f"({fast} if type({first}) in _NUM else {general})"
+        return f"({fast} if {_is_num(first, rest)} else {general})"
+
+    def case_compare(self, left: A.Expr, lit: str, equal: bool, general: str) -> str | None:
+        """``UPPER(x) = 'LIT'`` / ``LOWER(x) = 'lit'`` (or ``!=``) with a non-numeric string
+        literal: for a string ``x`` a set lookup among the strings that map to the literal
+        (ASCII case mapping; at most 256 of them).  ``equal``: code for "the case-mapped
+        value equals the literal" (else: "is a non-empty string other than it");
+        ``general``: the full comparison with ``{}`` for the mapped value."""
+        if not (isinstance(left, A.Call) and left.name in ("UPPER", "LOWER")
+                and len(left.args) == 1) or _const_node(left.args[0], self.const_memo):
+            return None
+        upper = left.name == "UPPER"
+        bad, twin = (str.islower, str.lower) if upper else (str.isupper, str.upper)
+        options = []
+        for c in lit:
+            if c.isascii() and c.isalpha():
+                if bad(c):
+                    options = None  # no string maps to this literal
+                    break
+                options.append((c, twin(c)))
+            else:
+                options.append((c,))
+        if options is not None and sum(len(o) > 1 for o in options) > 8:
+            return None
+        pre = frozenset("".join(p) for p in itertools.product(*options)) if options else \
+            frozenset()
+        first, rest = self.bind(self.val(left.args[0]))
+        P = self.const(pre, "set")
+        fast = f"{rest} in {P}" if equal else f"({rest} not in {P} and {rest} != '')"
+        impl = self.const(FUNCTIONS[left.name].impl, "f")
+        return f"({fast} if type({first}) is str else {general.format(f'{impl}({rest})')})"
+
+    # ---- arithmetic
+    def arith(self, n: A.Arith) -> str:
+        """``+ - *`` inline on two ints inside the 64-bit range (the result too, else a
+        double, as :func:`values.arith` gives) or on two floats; anything else the helper."""
+        op = n.op
+        memo = self.const_memo
+        right = n.right
+        general = f"_arith({op!r}, {{a}}, {{b}})"
+        if isinstance(right, A.Literal):
+            lit = right.value
+            t = type(lit)
+            int_lit = t is int and -(1 << 64) < lit < (1 << 64)
+            float_lit = t is float and math.isfinite(lit)
+        else:
+            int_lit = float_lit = False
+        if op not in ("+", "-", "*") or _const_node(n.left, memo) or (
+                _const_node(right, memo) and not (int_lit or float_lit)):
+            return general.format(a=self.val(n.left), b=self.val(right))
+        a1, a = self.bind(self.val(n.left))
+        r = self.tmp()
+        ints = f"({r} if _NL < ({r} := {a} {op} {{b}}) < _L else _float({r}))"
+        if int_lit:
+            L, FL = self.lit(lit), self.lit(float(lit))
+            if lit == 0 and op != "*" or op == "*" and lit in (1, -1):
+                ints = f"{a} {op} {{b}}"  # stays inside the (symmetric) range
+            return (f"({ints.format(b=L)} if type({a1}) is int and _NL < {a} < _L else "
+                    f"{a} {op} {FL} if type({a}) is float else {general.format(a=a, b=L)})")
+        if float_lit:
+            L = self.lit(lit)
+            return (f"({a} {op} {L} if type({a1}) is float else "
+                    f"{general.format(a=a, b=L)})")
+        b1, b = self.bind(self.val(right))
+        return (f"(({ints.format(b=b)} if _NL < {a} < _L and _NL < {b} < _L else "
+                f"{general.format(a=a, b=b)}) if (type({a1}) is int) & (type({b1}) is int) "
+                f"else {a} {op} {b} if type({a}) is float and type({b}) is float else "
+                f"{general.format(a=a, b=b)})")
 
     # ---- BETWEEN / IN / LIKE / BEGINS WITH / ENDS WITH
     def in_spec(self, n: A.In):
@@ -397,7 +517,7 @@ class _Gen:
             else:
                 return f"(_in_lit3({first}, {self.const(spec, 's')}) is {is_})"
             return (f"({str_code} if type({first}) is str else "
-                    f"{num_code} if type({rest}) in _NUM else {general})")
+                    f"{num_code} if {_is_num(rest, rest)} else {general})")
         if isinstance(n, A.Like) and not op_const:
             rx = regex(n.pattern)
             first, rest = self.bind(self.val(n.operand))
@@ -441,7 +561,7 @@ class _Gen:
                     LO, HI = self.lit(lo), self.lit(hi)
                     fast = (f"{LO} <= {rest} <= {HI}" if want else
                             f"({rest} < {LO} or {rest} > {HI})")
-                    return (f"({fast} if type({first}) in _NUM else "
+                    return (f"({fast} if {_is_num(first, rest)} else "
                             f"_between3({rest}, {LO}, {HI}) is {is_})")
         return f"({self.pred3(n)} is {is_})"
 
@@ -519,9 +639,147 @@ def compile_ast(root: A.Expr, text: str | None = None, value_mode: bool = False)
     fn.text = text
     fn.ast = root
     fn.source = source
+    fn.value_mode = value_mode
     fn.deterministic = all(FUNCTIONS[c.name].deterministic for c in calls)
     fn.uses_context = any(FUNCTIONS[c.name].kind == "context" for c in calls)
     return fn
+
+
+# ---- fields mode: a filter specialised for scans over many stored bodies -------------------
+
+class FieldsFilter:
+    """A compiled filter taken apart for a loop that evaluates it on many JSON bodies.
+
+    For a filter (not an expression) whose identifiers all start with an object field, that
+    reads no message context and that Python could compile.  The loop decodes each body with
+    ``decoder`` (a msgspec ``Struct`` holding only the top-level fields the filter reads,
+    ``None`` when a field is missing or ``null``, exactly what ``dict.get`` gives on the full
+    decode; it raises ``msgspec.DecodeError`` (``ValidationError`` included) for a body that
+    is not a JSON object or not JSON, and ``UnicodeDecodeError`` / ``TypeError`` as
+    ``msgspec.json.decode`` does, and the loop must then evaluate ``fn`` on whatever it decodes
+    instead), binds the struct to the local name ``_s``, runs the statements ``pre`` and
+    then the Python expression ``test``, which is true iff the filter is TRUE.
+    (``decoder_for(extra)``: the same with more fields decoded, for a loop whose documents
+    must also carry other fields, e.g. for ordering.)
+
+    ``test`` may raise only on a bug (the tests require it never does); the loop should
+    answer such a record with ``_recover(doc)`` (a global of the built namespace: counts the
+    event in ``recoveries`` and asks the reference interpreter), as the compiled filter does.
+
+    ``build(template, names)`` compiles loop source around the filter: ``template`` is
+    Python source containing a line ``<PRE>`` (replaced by ``pre``, at that line's
+    indentation) and ``{test}``; ``names`` are extra globals.  Loop locals must not start
+    with ``_t``, ``_v``, ``_k``, ``_path`` or ``_s`` (the generated code's names).
+    """
+
+    __slots__ = ("fn", "names", "pre", "test", "defs", "ns", "_built", "_decoders")
+
+    def __init__(self, fn, names, pre, test, defs, ns):
+        self.fn = fn
+        self.names = names
+        self.pre = pre
+        self.test = test
+        self.defs = defs
+        self.ns = ns
+        self._built: dict = {}
+        self._decoders: dict = {}
+
+    @property
+    def decoder(self) -> msgspec.json.Decoder:
+        return self._decoders[()]
+
+    def decoder_for(self, extra=()) -> msgspec.json.Decoder | None:
+        """The struct decoder; ``extra``: more top-level names it must decode too (so that
+        it accepts and rejects exactly the bodies a decoder of ``names`` + ``extra`` does).
+        ``None`` if msgspec cannot name such fields (a quote, a backslash or a control
+        character in the name)."""
+        extra = tuple(sorted(set(extra).difference(self.names)))
+        try:
+            return self._decoders[extra]
+        except KeyError:
+            pass
+        fields = [(f"f{i}", Any, None) for i in range(len(self.names))]
+        fields += [(f"x{i}", Any, None) for i in range(len(extra))]
+        rename = {f"f{i}": n for i, n in enumerate(self.names)}
+        rename.update({f"x{i}": n for i, n in enumerate(extra)})
+        try:
+            struct = msgspec.defstruct("Fields", fields, rename=rename, gc=False)
+            dec = msgspec.json.Decoder(struct)
+        except (ValueError, TypeError):
+            dec = None
+        self._decoders[extra] = dec
+        return dec
+
+    def build(self, template: str, names: dict | None = None):
+        """The namespace (dict) the loop source was executed in (cached per template)."""
+        key = (template, tuple(sorted(names)) if names else ())
+        ns = self._built.get(key)
+        if ns is not None:
+            return ns
+        lines = []
+        for line in template.split("\n"):
+            if line.strip() == "<PRE>":
+                indent = line[:len(line) - len(line.lstrip())]
+                lines.extend(indent + p for p in self.pre)
+            else:
+                lines.append(line)
+        src = "\n".join(self.defs + [line.replace("{test}", self.test) for line in lines])
+        ns = dict(self.ns)
+        if names:
+            ns.update(names)
+        exec(compile(src, "<amps-filter-loop>", "exec"), ns)  # noqa: S102 - generated
+        self._built[key] = ns
+        return ns
+
+    @property
+    def source(self) -> str:
+        return "\n".join(self.defs + self.pre + [self.test])
+
+
+_NO_FIELDS: Any = object()
+
+
+def fields_filter(fn) -> FieldsFilter | None:
+    """The :class:`FieldsFilter` of a compiled filter, or ``None`` when it has none (computed
+    once per compiled filter)."""
+    ff = getattr(fn, "_fields_filter", _NO_FIELDS)
+    if ff is _NO_FIELDS:
+        try:
+            ff = _make_fields_filter(fn)
+        except (RecursionError, SyntaxError, MemoryError, ValueError, OverflowError):
+            ff = None
+        try:
+            fn._fields_filter = ff
+        except AttributeError:  # pragma: no cover - not one of ours
+            pass
+    return ff
+
+
+def _make_fields_filter(fn) -> FieldsFilter | None:
+    root = getattr(fn, "ast", None)
+    if root is None or getattr(fn, "source", None) is None or getattr(fn, "value_mode", True) \
+            or getattr(fn, "uses_context", True):
+        return None
+    names: dict[str, str] = {}
+    for node in A.walk(root):
+        if isinstance(node, A.Identifier):
+            p = node.path
+            if not p or type(p[0]) is not str:
+                return None
+            if p[0] not in names:
+                names[p[0]] = f"f{len(names)}"
+    if not names:
+        return None
+    ns: dict = dict(_HELPERS)
+    ns["_recover"] = _recovery(root, False)
+    gen = _Gen(ns, True, "s", fields=names)
+    gen.prepare(root)
+    test = gen.T(root)
+    # compile once here so that a failure surfaces now, not inside a scan
+    compile("\n".join(gen.defs + ["def _check(_s):"] + ["    " + p for p in gen.pre]
+                       + [f"    return {test}"]), "<amps-filter-loop>", "exec")
+    ff = FieldsFilter(fn, tuple(names), gen.pre, test, gen.defs, ns)
+    return ff if ff.decoder_for(()) is not None else None
 
 
 @lru_cache(maxsize=CACHE_SIZE)
