@@ -9,6 +9,13 @@ so a burst of deliveries costs one ``write`` call.
 Outbound memory is bounded: when the bytes queued here plus the transport's own buffer exceed
 the transport's limit, the client is disconnected as a slow consumer and its buffers are
 dropped (the nats-server ``queueOutbound`` rule).
+
+A long SOW query runs in steps so that the event loop keeps serving everyone else
+(:mod:`server.sow_commands`). For the client that sent it, it still looks like one command
+processed in order: while it runs the connection is *busy* (frames that arrive are stashed
+and dispatched when it ends; reading pauses if the stash grows past :data:`STASH_LIMIT`) and
+its other output (deliveries, persisted acks, heartbeats) is *held* and written after the
+query's own frames, exactly where a query done in one step would have put it.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ log = logging.getLogger("amps_emulator.connection")
 
 _HEARTBEAT_FRAME = frame({"c": "heartbeat"})
 WRITE_HIGH_WATER = 1 << 20  # journal replays pause above this many unsent bytes
+STASH_LIMIT = 4 << 20  # bytes of frames stashed while busy before reading pauses
 _LINGER_RESET = struct.pack("ii", 1, 0)
 
 
@@ -66,6 +74,14 @@ class Connection(asyncio.Protocol):
         self._out_bytes = 0
         self.persisted_seq: int | None = None  # highest publish seq to ack as persisted
         self.writing_paused = False
+        # a command in progress over several loop steps (see the module docstring)
+        self.busy = False
+        self._stash: list[bytes] = []
+        self._stash_bytes = 0
+        self._reading_paused = False
+        self._held: list[bytes] | None = None
+        self._held_bytes = 0
+        self._direct = False
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -85,9 +101,15 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             self.close(f"{reasons.DISCONNECT_PROTOCOL}: {exc}")
             return
+        self._run(payloads)
+
+    def _run(self, payloads: list[bytes]) -> None:
         dispatch = self.server.dispatch
-        for payload in payloads:
+        for i, payload in enumerate(payloads):
             if self.closed:
+                return
+            if self.busy:
+                self._stash_frames(payloads[i:])
                 return
             try:
                 cmd = parse_command(payload)
@@ -98,6 +120,43 @@ class Connection(asyncio.Protocol):
                 self._reject_unparsed(exc)
                 continue
             dispatch(self, cmd)
+
+    # -- a command over several loop steps -----------------------------------------------
+    def _stash_frames(self, payloads: list[bytes]) -> None:
+        self._stash.extend(payloads)
+        self._stash_bytes += sum(map(len, payloads))
+        if self._stash_bytes > STASH_LIMIT and not self._reading_paused and self.transport:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def begin_busy(self) -> None:
+        """A command continues in later loop steps: stash what arrives, hold other output."""
+        self.busy = True
+        self._held = []
+        self._held_bytes = 0
+
+    def end_busy(self) -> None:
+        """The command is done: write the held output, then dispatch the stashed frames."""
+        self.busy = False
+        held, self._held = self._held, None
+        self._held_bytes = 0
+        for data in held or ():
+            self.send(data)
+        stash, self._stash = self._stash, []
+        self._stash_bytes = 0
+        if stash:
+            self._run(stash)
+        if not self.busy and self._reading_paused and not self.closed and self.transport:
+            self._reading_paused = False
+            self.transport.resume_reading()
+
+    def send_direct(self, data: bytes) -> None:
+        """Output of the command in progress itself: not held back."""
+        self._direct = True
+        try:
+            self.send(data)
+        finally:
+            self._direct = False
 
     def pause_writing(self) -> None:
         self.writing_paused = True
@@ -111,24 +170,37 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._cancel_hb_timer()
+        self._drop_buffers()
+        self.server.connection_closed(self)
+
+    def _drop_buffers(self) -> None:
         self._out.clear()
         self._out_bytes = 0
-        self.server.connection_closed(self)
+        self._held = None
+        self._held_bytes = 0
+        self._stash = []
+        self._stash_bytes = 0
 
     # -- output -----------------------------------------------------------------------
     def send(self, data: bytes) -> None:
-        """Queue one encoded frame for this turn's write."""
+        """Queue one encoded frame for this turn's write (or hold it, see ``begin_busy``)."""
         if self.closed:
             return
-        self._out.append(data)
-        self._out_bytes += len(data)
-        if self._out_bytes + self.transport.get_write_buffer_size() > self.out_limit:  # type: ignore[union-attr]
+        held = self._held is not None and not self._direct
+        if held:
+            self._held.append(data)  # type: ignore[union-attr]
+            self._held_bytes += len(data)
+        else:
+            self._out.append(data)
+            self._out_bytes += len(data)
+        if (self._out_bytes + self._held_bytes + self.transport.get_write_buffer_size()  # type: ignore[union-attr]
+                > self.out_limit):
             self.close(
                 f"{reasons.DISCONNECT_SLOW_CLIENT}: more than {self.out_limit} bytes pending",
                 abort=True,
             )
             return
-        if len(self._out) == 1:
+        if not held and len(self._out) == 1:
             self.server.mark_dirty(self)
 
     def flush_output(self) -> None:
@@ -237,8 +309,7 @@ class Connection(asyncio.Protocol):
         self.closed = True
         log.warning("disconnecting %s: %s", self.describe(), why)
         self._cancel_hb_timer()
-        self._out.clear()
-        self._out_bytes = 0
+        self._drop_buffers()
         if self.transport is not None:
             if abort:
                 _reset_on_close(self.transport)

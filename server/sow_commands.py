@@ -4,14 +4,21 @@ and what publishes to a SOW topic do to the stored record and to subscribers.
 Query results go out exactly as the official client needs them (protocol notes 4.5): the
 ``processed`` ack, ``group_begin``, batched ``sow`` frames (``{outer}{k,l,bm[,ts]}data...``,
 the same record fields on every record because the client keeps them sticky), ``group_end``,
-then ``completed``/``stats`` acks with the counts. ``sow_and_subscribe`` runs the query and
-registers the subscription in the same event-loop step, so no publish falls between them:
-everything published after the command was read is delivered after ``group_end``.
+then ``completed``/``stats`` acks with the counts.
+
+A query that would hold the event loop (a scan or a long candidate list on a big topic, a long
+result) runs in steps (:func:`drive`): each topic answers from a snapshot taken when the
+command is read, and between steps the loop serves other clients. The querying connection is
+busy meanwhile (:mod:`server.connection`): its later commands wait, its other output is held
+and written after the query's. ``sow_and_subscribe`` registers the subscription in the same
+loop step as the snapshots, so nothing published is missed or seen twice: everything
+published after the command was read is delivered after ``group_end``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import logging
+from typing import TYPE_CHECKING, Any, Callable, Generator
 
 
 from journal import RecordKind
@@ -21,6 +28,8 @@ from protocol.codec import frame, sow_batch
 from protocol.reasons import CommandError
 from server.acks import early as acks_early, final as acks_final
 from server.delivery import UNDECODED, Message, decode_or_none, send_oof
+
+log = logging.getLogger("amps_emulator.sow")
 
 if TYPE_CHECKING:
     from protocol.command import Command
@@ -57,36 +66,71 @@ def _top_n(cmd: "Command") -> int | None:
     return _count_option(cmd, "top_n", cmd.top_n)
 
 
-def run_query(server: "Server", conn: "Connection", cmd: "Command", filt: Any) -> dict[str, int]:
-    """Send the query's group_begin / sow frames / group_end; return the counts."""
+#: records framed between two loop steps while a long result goes out
+SEND_STEP = 5_000
+
+
+def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
+                on_snapshot: Callable[[], None] | None = None
+                ) -> Generator[None, None, dict[str, int]]:
+    """The query as a generator: it sends group_begin / sow frames / group_end and returns
+    the counts, yielding between steps of a long scan or a long result. ``on_snapshot`` runs
+    once every topic's snapshot is taken, before any result is sent (``sow_and_subscribe``
+    registers its subscription there)."""
     queue = server.queuesvc.get(cmd.topic) if server.queuesvc is not None else None
     if queue is not None:
-        return _query_queue(server, conn, cmd, queue, filt)
+        counts = _query_queue(server, conn, cmd, queue, filt)
+        if on_snapshot is not None:
+            on_snapshot()
+        return counts
     topics = server.sowsvc.topics_for(cmd.topic) if server.sowsvc is not None else []
     if not topics:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
     batch = _batch_size(cmd)
     top_n = _top_n(cmd)
+    skip_n = _count_option(cmd, "skip_n", cmd.skip_n)
     opts = cmd.opts
     select = opts.get("select")
-    results = []
-    for topic in topics:
-        results.append((topic, topic.query(
-            filt, sow_keys=cmd.sow_keys, order_by=cmd.orderby, top_n=top_n,
-            skip_n=_count_option(cmd, "skip_n", cmd.skip_n),
-            select=select if isinstance(select, str) else None)))
+    steps = [topic.query_steps(filt, sow_keys=cmd.sow_keys, order_by=cmd.orderby,
+                               top_n=top_n, skip_n=skip_n,
+                               select=select if isinstance(select, str) else None)
+             for topic in topics]
+    results: list[Any] = [None] * len(steps)
+    running = []
+    for i, st in enumerate(steps):  # each topic plans and takes its snapshot
+        try:
+            next(st)
+            running.append(i)
+        except StopIteration as stop:
+            results[i] = stop.value
+    if on_snapshot is not None:
+        on_snapshot()
+    # The query is accepted (errors in the filter, orderby or options are raised above):
+    # processed and group_begin go out now, the records as they are ready.
     qid = cmd.query_id or cmd.sub_id or cmd.cid or ""
     if cmd.query_id is None:
         cmd.query_id = qid
-    acks = cmd.acks
-    if "processed" in acks:
+    if "processed" in cmd.acks:
         conn.ack(cmd, "processed")
     conn.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
+    try:
+        for i in running:
+            while True:
+                try:
+                    next(steps[i])
+                except StopIteration as stop:
+                    results[i] = stop.value
+                    break
+                yield
+    finally:
+        for st in steps:
+            st.close()  # a query abandoned half-way releases its snapshot
     with_key = "no_sowkey" not in opts
     stamped = "timestamp" in opts
     returned = matches = topic_matches = 0
     remaining = top_n
-    for topic, res in results:
+    framed = 0
+    for topic, res in zip(topics, results):
         name = topic.spec.name
         records = res.records if remaining is None else res.records[:remaining]
         if remaining is not None:
@@ -102,11 +146,67 @@ def run_query(server: "Server", conn: "Connection", cmd: "Command", filt: Any) -
                     h["ts"] = format_timestamp(int(rec.timestamp * 1_000_000))
                 chunk.append((h, rec.data))
             conn.send(sow_batch(name, qid, chunk))
+            framed += len(chunk)
+            if framed >= SEND_STEP:
+                framed = 0
+                yield
         returned += len(records)
         matches += res.matches
         topic_matches += res.topic_matches
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
+
+
+def drive(server: "Server", conn: "Connection", cmd: "Command",
+          steps: Generator[None, None, Any], finish: Callable[[Any], None],
+          on_failure: Callable[[], None] | None = None) -> None:
+    """Run ``steps``: the first step now; if it is not done, the rest in later loop steps
+    while the connection is busy (see :mod:`server.connection`). ``finish(result)`` sends
+    the final acks; a failure after the first step fails ``cmd`` (and calls
+    ``on_failure``). A failure in the first step propagates to the dispatcher as usual."""
+    try:
+        next(steps)
+    except StopIteration as stop:
+        finish(stop.value)
+        return
+    except BaseException:
+        if on_failure is not None:
+            on_failure()
+        raise
+    conn.begin_busy()
+    server.loop.call_soon(_step, server, conn, cmd, steps, finish, on_failure)
+
+
+def _step(server: "Server", conn: "Connection", cmd: "Command",
+          steps: Generator[None, None, Any], finish: Callable[[Any], None],
+          on_failure: Callable[[], None] | None) -> None:
+    if conn.closed:
+        steps.close()
+        return
+    conn._direct = True
+    try:
+        next(steps)
+    except StopIteration as stop:
+        finish(stop.value)
+    except CommandError as exc:
+        log.info("%s: %s failed: %s", conn.describe(), cmd.command, exc)
+        _failed(conn, cmd, exc.reason, on_failure)
+    except Exception:
+        log.exception("%s: internal error in %r", conn.describe(), cmd)
+        _failed(conn, cmd, reasons.UNKNOWN_ERROR, on_failure)
+    else:
+        server.loop.call_soon(_step, server, conn, cmd, steps, finish, on_failure)
+        return
+    finally:
+        conn._direct = False
+    conn.end_busy()
+
+
+def _failed(conn: "Connection", cmd: "Command", reason: str,
+            on_failure: Callable[[], None] | None) -> None:
+    if on_failure is not None:
+        on_failure()
+    conn.fail(cmd, reason)
 
 
 def _query_queue(server: "Server", conn: "Connection", cmd: "Command", queue: Any,
@@ -132,8 +232,8 @@ def sow(server: "Server", conn: "Connection", cmd: "Command") -> None:
     acks_early(conn, cmd)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, "sow without a topic")
-    counts = run_query(server, conn, cmd, compile_filter_for(cmd.filter))
-    acks_final(conn, cmd, processed=False, **counts)
+    drive(server, conn, cmd, query_steps(server, conn, cmd, compile_filter_for(cmd.filter)),
+          lambda counts: acks_final(conn, cmd, processed=False, **counts))
 
 
 def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
@@ -150,11 +250,22 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
     if existing is not None and "replace" not in cmd.opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
     filt = compile_filter_for(cmd.filter)
-    counts = run_query(server, conn, cmd, filt)
-    # Same loop step as the query: nothing can be published in between.
-    register_subscription(server, conn, cmd, sub_id, filt,
-                          delta=cmd.command == "sow_and_delta_subscribe")
-    acks_final(conn, cmd, processed=False, **counts)
+    registered: list[Any] = []
+
+    def subscribe() -> None:
+        # Same loop step as the snapshots: nothing can be published in between. What is
+        # published while the query runs is held (busy connection) and goes out after it.
+        registered.append(register_subscription(
+            server, conn, cmd, sub_id, filt, delta=cmd.command == "sow_and_delta_subscribe"))
+
+    def unsubscribe() -> None:
+        for sub in registered:
+            if conn.subs.get(sub.sub_id) is sub:
+                del conn.subs[sub.sub_id]
+                server.remove_subscription(sub)
+
+    drive(server, conn, cmd, query_steps(server, conn, cmd, filt, on_snapshot=subscribe),
+          lambda counts: acks_final(conn, cmd, processed=False, **counts), unsubscribe)
 
 
 def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:

@@ -18,16 +18,22 @@ candidates into the same order, so a query returns the same list whichever path 
 Scans avoid full decoding where they can: the memory backend keeps every record's decoded
 body; the LMDB backend decodes only the top-level fields the query reads (a ``TypedDict``
 msgspec decoder built per set of field names) straight from the memory-mapped value, and
-builds a :class:`Record` only for matching rows.
+builds a :class:`Record` only for matching rows.  For a filter with a fields mode
+(:func:`protocol.filter.compiler.fields_filter`) the scan is one generated loop with the
+filter inlined, decoding each body into a ``Struct`` of those fields instead; it matches
+exactly the rows, and returns exactly the documents, of the general loop.
 """
 
 from __future__ import annotations
 
 import hashlib
 from contextlib import nullcontext
+from itertools import islice
 from typing import Any, Iterable, Iterator
 
 import msgspec
+
+from protocol.filter.compiler import fields_filter
 
 from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbOrderedSet
 from .record import Record, decode_record, encode_record
@@ -80,8 +86,35 @@ class MemoryBackend:
         out.sort(key=lambda r: r.seq)
         return out
 
-    def scan(self, f, decoder, dead: set, ctx_of) -> list[tuple[Record, Any]]:
-        recs: Iterable[Record] = self.records.values()
+    def scan(self, f, decoder, dead: set, ctx_of, names=None) -> list[tuple[Record, Any]]:
+        return self._scan(self.records.values(), f, dead, ctx_of)
+
+    def snapshot(self) -> dict[str, Record]:
+        # Records are never changed in place (an update stores a new Record), so a copy of
+        # the mapping is a consistent snapshot.
+        return dict(self.records)
+
+    def release(self, snap) -> None:
+        pass
+
+    def scan_steps(self, snap: dict[str, Record], chunk: int, f, decoder, dead: set, ctx_of,
+                   names=None) -> Iterator[list[tuple[Record, Any]]]:
+        recs = list(snap.values())
+        for start in range(0, len(recs), chunk):
+            yield self._scan(recs[start:start + chunk], f, dead, ctx_of)
+
+    def get_many_in(self, snap: dict[str, Record], keys: list[str]) -> list[Record]:
+        g = snap.get
+        out = [r for r in map(g, keys) if r is not None]
+        out.sort(key=lambda r: r.seq)
+        return out
+
+    @staticmethod
+    def natural_order(rows: list[tuple[Record, Any]]) -> None:
+        rows.sort(key=lambda rd: rd[0].seq)
+
+    @staticmethod
+    def _scan(recs: Iterable[Record], f, dead: set, ctx_of) -> list[tuple[Record, Any]]:
         if f is None:
             return [(r, r.doc) for r in recs if r.sow_key not in dead] if dead else \
                 [(r, r.doc) for r in recs]
@@ -191,46 +224,88 @@ class LmdbBackend:
         bkeys = sorted(k.encode() for k in keys)
         with self.env.reading() as txn:
             rows = txn.cursor(self.rec_db).getmulti(bkeys)
-            return [decode_record(bytes(k).decode(), v) for k, v in rows]
+            return [decode_record(str(k, "utf-8"), v) for k, v in rows]
 
-    def scan(self, f, decoder, dead: set, ctx_of) -> list[tuple[Record, Any]]:
+    def scan(self, f, decoder, dead: set, ctx_of, names=None) -> list[tuple[Record, Any]]:
         """Rows whose body satisfies ``f``.  ``decoder``: a msgspec decoder for the fields the
-        query reads (``None``: the query reads no field, don't decode)."""
+        query reads (``None``: the query reads no field, don't decode); ``names``: the
+        top-level field names ``decoder`` reads, if it reads only such fields."""
+        with self.env.reading() as txn:
+            return self._scan(txn.cursor(self.rec_db), None, f, decoder, dead, ctx_of, names)
+
+    def snapshot(self):
+        return self.env.snapshot()
+
+    def release(self, snap) -> None:
+        self.env.release(snap)
+
+    def scan_steps(self, snap, chunk: int, f, decoder, dead: set, ctx_of, names=None
+                   ) -> Iterator[list[tuple[Record, Any]]]:
+        """:meth:`scan` over the snapshot ``snap``, ``chunk`` records per step: yields each
+        step's rows."""
+        cur = snap.cursor(self.rec_db)
+        if not cur.first():
+            return
+        while True:
+            yield self._scan(cur, chunk, f, decoder, dead, ctx_of, names)
+            if not cur.next():  # past the step's last record: the next step's first
+                return
+
+    def get_many_in(self, snap, keys: list[str]) -> list[Record]:
+        """:meth:`get_many` in the snapshot ``snap``."""
+        rows = snap.cursor(self.rec_db).getmulti(sorted(k.encode() for k in keys))
+        return [decode_record(str(k, "utf-8"), v) for k, v in rows]
+
+    @staticmethod
+    def natural_order(rows: list[tuple[Record, Any]]) -> None:
+        rows.sort(key=lambda rd: rd[0].sow_key.encode())
+
+    def _scan(self, cur, limit: int | None, f, decoder, dead: set, ctx_of, names
+              ) -> list[tuple[Record, Any]]:
+        """The scan from the cursor's record (the first if it is not positioned), at most
+        ``limit`` records (``None``: to the end)."""
         out = []
         append = out.append
-        with self.env.reading() as txn:
-            cur = txn.cursor(self.rec_db)
-            if ctx_of is not None or f is None:
-                for k, v in cur.iternext():
-                    key = bytes(k).decode()
-                    if key in dead:
-                        continue
-                    rec = decode_record(key, v)
-                    if f is None:
-                        append((rec, _partial(decoder, rec.data)))
-                    else:
-                        d = _partial(decoder, rec.data)
-                        if f(d, ctx_of(rec)):
-                            append((rec, d))
-                return out
-            dec = decoder.decode if decoder is not None else None
-            empty: dict = {}
-            ckey = cur.key
-            for v in cur.iternext(keys=False):  # values only: the key is read for matches
-                if dec is None:
-                    d = empty
+        ff = None
+        if f is not None and ctx_of is None and names is not None and decoder is not None:
+            ff = fields_filter(f)
+        fdec = ff.decoder_for(names) if ff is not None and set(ff.names).issubset(names) \
+            else None
+        if fdec is not None:
+            loop = ff.build(_FIELDS_LOOP, _FIELDS_LOOP_NAMES)["_scan_loop"]
+            return loop(islice(cur.iternext(keys=False), limit), fdec.decode, decoder.decode, f,
+                        cur.key, dead)
+        if ctx_of is not None or f is None:
+            for k, v in islice(cur.iternext(), limit):
+                key = bytes(k).decode()
+                if key in dead:
+                    continue
+                rec = decode_record(key, v)
+                if f is None:
+                    append((rec, _partial(decoder, rec.data)))
                 else:
-                    o = v[0]
-                    body = v[o:] if o else v[int.from_bytes(v[32:36], "big"):]
-                    try:
-                        d = dec(body)
-                    except _decode_errors:
-                        d = _any(body)  # not an object (array, scalar) or not JSON
-                if f(d):
-                    key = bytes(ckey()).decode()
-                    if key in dead:
-                        continue
-                    append((decode_record(key, v), d))
+                    d = _partial(decoder, rec.data)
+                    if f(d, ctx_of(rec)):
+                        append((rec, d))
+            return out
+        dec = decoder.decode if decoder is not None else None
+        empty: dict = {}
+        ckey = cur.key
+        for v in islice(cur.iternext(keys=False), limit):  # values only: keys read for matches
+            if dec is None:
+                d = empty
+            else:
+                o = v[0]
+                body = v[o:] if o else v[int.from_bytes(v[32:36], "big"):]
+                try:
+                    d = dec(body)
+                except _decode_errors:
+                    d = _any(body)  # not an object (array, scalar) or not JSON
+            if f(d):
+                key = bytes(ckey()).decode()
+                if key in dead:
+                    continue
+                append((decode_record(key, v), d))
         return out
 
     def iter_docs(self, decoder=None) -> Iterator[tuple[str, Any]]:
@@ -294,6 +369,44 @@ class LmdbBackend:
         self.env.put(self.meta_db, name.encode(), _json.encode(value))
 
 
+# The scan loop around a filter's fields mode (protocol.filter.compiler.FieldsFilter): one
+# generated function per filter, the filter's test inlined, no call per record.  A record's
+# body is decoded into a struct of the fields the query reads; a body that is not a JSON
+# object goes through the compiled filter on its full decode, exactly as ``_partial`` does.
+# Only matching rows are keyed, built and decoded into the document the query returns.
+_FIELDS_LOOP = """
+def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead):
+    _q_out = []
+    _q_append = _q_out.append
+    for _q_v in _q_values:
+        _q_body = _q_v[_q_v[0] or _q_offset(_q_v):]
+        try:
+            _s = _q_dec(_q_body)
+        except _q_errors:
+            _q_d = _q_any(_q_body)
+            if _q_fn(_q_d):
+                _q_k = bytes(_q_key()).decode()
+                if _q_k not in _q_dead:
+                    _q_append((_q_record(_q_k, _q_v), _q_d))
+            continue
+        try:
+            <PRE>
+            if not ({test}):
+                continue
+        except Exception:  # a bug: counted, and answered by the reference interpreter
+            if not _recover(_q_partial(_q_doc, _q_body)):
+                continue
+        _q_k = bytes(_q_key()).decode()
+        if _q_k not in _q_dead:
+            _q_append((_q_record(_q_k, _q_v), _q_partial(_q_doc, _q_body)))
+    return _q_out
+"""
+
+
+def _body_offset(value) -> int:
+    return int.from_bytes(value[32:36], "big")
+
+
 def _any(data) -> Any:
     try:
         return _json.decode(data)
@@ -308,3 +421,14 @@ def _partial(decoder, data) -> Any:
         return decoder.decode(data)
     except _decode_errors:
         return _any(data)  # a body that is not a JSON object: decode it whole
+
+
+def _partial_with(decode, data) -> Any:
+    try:
+        return decode(data)
+    except _decode_errors:
+        return _any(data)
+
+
+_FIELDS_LOOP_NAMES = {"_q_errors": _decode_errors, "_q_any": _any, "_q_offset": _body_offset,
+                      "_q_record": decode_record, "_q_partial": _partial_with}

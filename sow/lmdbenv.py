@@ -63,6 +63,7 @@ class LmdbEnv:
         self._rdepth = 0
         self.commits = 0
         self.grows = 0
+        self.snapshots = 0  # open snapshot() read transactions
         #: called (no arguments) before every commit; may write into the batch
         self.before_commit: list = []
 
@@ -103,6 +104,38 @@ class LmdbEnv:
         if t is None:
             raise RuntimeError("read outside of a reading() block")
         return t
+
+    def snapshot(self) -> lmdb.Transaction:
+        """A read transaction of the caller's own, for a read that spans several loop steps
+        while writes go on: commits the open batch first, so it sees everything written so
+        far; the caller must ``abort()`` it.  Map growth invalidates open snapshots (py-lmdb
+        then raises ``lmdb.Error`` on their next use), so the map is grown here first when it
+        is more than half full and no other snapshot is open."""
+        if self._wtxn is not None:
+            self.commit()
+        if self.snapshots == 0:
+            info = self.env.info()
+            used = (info["last_pgno"] + 1) * self.env.stat()["psize"]
+            if used * 2 > self.map_size and (self.max_map_size is None
+                                             or self.map_size < self.max_map_size):
+                new = self.map_size * 2 if self.map_size < _MAX_DOUBLE \
+                    else self.map_size + _MAX_DOUBLE
+                if self.max_map_size is not None:
+                    new = min(new, self.max_map_size)
+                log.info("SOW LMDB %s: growing map to %d MiB", self.path, new >> 20)
+                self.env.set_mapsize(new)
+                self.map_size = new
+                self.grows += 1
+        self.snapshots += 1
+        return self.env.begin(write=False, buffers=True)
+
+    def release(self, snapshot: lmdb.Transaction) -> None:
+        """End a :meth:`snapshot`."""
+        self.snapshots -= 1
+        try:
+            snapshot.abort()
+        except lmdb.Error:
+            pass  # already invalidated by map growth
 
     def put(self, db, key: bytes, value: bytes) -> None:
         txn = self._write_txn()

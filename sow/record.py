@@ -131,9 +131,12 @@ def decode_record(sow_key: str, value) -> Record:
     if ver != VERSION:
         raise ValueError(f"SOW record {sow_key!r}: unknown record version {ver}")
     p = _FIXED_SIZE
-    bm = bytes(value[p:p + blen]).decode("utf-8") if blen else ""
-    p += blen
-    headers = _json_decode(value[p:p + hlen]) if hlen else None
+    bm = str(value[p:p + blen], "utf-8") if blen else ""
+    if hlen:
+        p += blen
+        headers = _json_decode(value[p:p + hlen])
+    else:
+        headers = None
     return Record(sow_key, bytes(value[off:]), bookmark=bm, timestamp=ts,
                   expiration=exp if exp else None, position=pos, headers=headers)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any, Callable, Iterable, TypedDict
+from typing import Any, Callable, Generator, Iterable, TypedDict
 
 import msgspec
 
@@ -42,6 +42,7 @@ _UNSET: Any = object()
 _json_decode = msgspec.json.decode
 _json_encode = msgspec.json.encode
 _FORCES = ("auto", "scan", "hash", "memo")
+QUERY_CHUNK = 20_000  # about 20 ms of scanning: how long a query holds the loop at a time
 
 
 def _decode(data: bytes) -> Any:
@@ -49,6 +50,15 @@ def _decode(data: bytes) -> Any:
         return _json_decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError, TypeError):
         return None
+
+
+def _drain(steps: Generator[None, None, Any]) -> Any:
+    """Run a step generator to its end; its return value."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value
 
 
 def _index_table_name(kind: str, fields: tuple[str, ...]) -> str:
@@ -75,6 +85,8 @@ class Topic:
         self._clock = clock
         self.auto_memo = auto_memo
         self.auto_memo_limit = auto_memo_limit
+        #: records a query reads per step when run with :meth:`query_steps`
+        self.query_chunk = QUERY_CHUNK
         self._fallback = scan_fallback
         self._keygen = KeyGenerator(spec.domain, spec.keys) if spec.keys else None
         self._pending_expired: list[Record] = []
@@ -444,6 +456,14 @@ class Topic:
     def _match(self, flt, sow_keys, now: float, order_paths=(), force: str = "auto"
                ) -> tuple[list[tuple[Record, Any]], int, str]:
         """(matching (record, doc) pairs in natural order, topic count, plan text)."""
+        return _drain(self._match_steps(flt, sow_keys, now, order_paths, force, None))
+
+    def _match_steps(self, flt, sow_keys, now: float, order_paths, force: str,
+                     chunk: int | None):
+        """:meth:`_match` as a generator.  With ``chunk``, a scan of more records, or a
+        candidate list longer, than ``chunk`` runs over a snapshot taken in the first step,
+        ``chunk`` records per step (a yield between steps); anything smaller is done at once
+        in the first step, with no yield."""
         if force not in _FORCES:
             raise ValueError(f"plan must be one of {_FORCES}")
         f = self._compile(flt)
@@ -460,30 +480,91 @@ class Topic:
             ctx_of = self._ctx_of if (node is not None and needs_context(node)) else None
             limit = None if plan.kind == "keys" else max(64, int(total * self._fallback))
             cands = None if plan.kind == "scan" else self._candidates(plan, limit)
+        snap = None
+        if chunk and (total > chunk if cands is None else len(cands) > chunk):
+            # the state just read, committed: the steps read it while writes go on
+            snap = self._b.snapshot()
+        try:
             desc = plan.describe()
             paths = list(order_paths)
             if node is not None:
                 paths.extend(identifier_paths(node))
             decoder = self._decoder_for(paths)
-            if cands is None:
-                if plan.kind != "scan":
-                    desc += " -> scan (too many candidates)"
-                rows = self._b.scan(f, decoder, dead, ctx_of)
-            else:
+            names = top_level_names(paths)
+            if cands is None and plan.kind != "scan":
+                desc += " -> scan (too many candidates)"
+            elif cands is not None:
                 desc += f" ({len(cands)} candidates)"
-                rows = []
-                doc_for = self._b.doc_for
-                for r in self._b.get_many(cands):
-                    if r.sow_key in dead:
-                        continue
-                    d = doc_for(r, decoder)
-                    if f is None or (f(d, ctx_of(r)) if ctx_of is not None else f(d)):
-                        rows.append((r, d))
+            rows: list[tuple[Record, Any]] = []
+            if snap is not None:
+                desc += f" in steps of {chunk}"
+                yield  # the snapshot is taken
+                if cands is None:
+                    for part in self._b.scan_steps(snap, chunk, f, decoder, dead, ctx_of,
+                                                   names):
+                        rows.extend(part)
+                        yield
+                else:
+                    for i in range(0, len(cands), chunk):
+                        rows.extend(self._check(self._b.get_many_in(snap, cands[i:i + chunk]),
+                                                f, decoder, dead, ctx_of))
+                        yield
+                    self._b.natural_order(rows)
+            else:
+                with self._b.reading():
+                    if cands is None:
+                        rows = self._b.scan(f, decoder, dead, ctx_of, names)
+                    else:
+                        rows = self._check(self._b.get_many(cands), f, decoder, dead, ctx_of)
+        finally:
+            if snap is not None:
+                self._b.release(snap)
         if plan_log.isEnabledFor(logging.DEBUG):
             plan_log.debug("sow topic=%s filter=%r sow_keys=%s plan=%s matches=%d", self.name,
                            getattr(f, "text", None), None if keys is None else len(keys), desc,
                            len(rows))
         return rows, total - len(dead), desc
+
+    def _check(self, recs: list[Record], f, decoder, dead: set, ctx_of
+               ) -> list[tuple[Record, Any]]:
+        """The candidates that satisfy ``f`` (index candidates are re-checked)."""
+        rows = []
+        doc_for = self._b.doc_for
+        for r in recs:
+            if r.sow_key in dead:
+                continue
+            d = doc_for(r, decoder)
+            if f is None or (f(d, ctx_of(r)) if ctx_of is not None else f(d)):
+                rows.append((r, d))
+        return rows
+
+    def query_steps(self, filter: Any = None, *, sow_keys: str | Iterable[str] | None = None,
+                    order_by: str | OrderBy | None = None, top_n: int | None = None,
+                    skip_n: int | None = None, select: str | Select | None = None,
+                    now: float | None = None, plan: str = "auto", chunk: int | None = None
+                    ) -> Generator[None, None, QueryResult]:
+        """:meth:`query` as a generator that returns the :class:`QueryResult`: the first step
+        parses, plans and takes the snapshot (errors are raised there); a query that reads
+        more than ``chunk`` records (default :attr:`query_chunk`; 0: never) then reads them over
+        several steps, so that its caller can let other work run in between.  Writes made
+        between steps do not change the result."""
+        if now is None:
+            now = self._clock()
+        order = parse_order_by(order_by) if isinstance(order_by, str) or order_by is None \
+            else order_by
+        sel = parse_select(select) if isinstance(select, str) or select is None else select
+        rows, topic_matches, desc = yield from self._match_steps(
+            filter, sow_keys, now, order.paths if order else (), plan,
+            self.query_chunk if chunk is None else chunk or None)
+        if order is not None:
+            docs = {id(r): d for r, d in rows}
+            recs = sort_records([r for r, _ in rows], order, lambda r: docs[id(r)])
+        else:
+            recs = [r for r, _ in rows]
+        out = page(recs, top_n, skip_n)
+        if sel is not None and not sel.identity:
+            out = [project(r, sel) for r in out]
+        return QueryResult(out, len(rows), topic_matches, desc)
 
     def query(self, filter: Any = None, *, sow_keys: str | Iterable[str] | None = None,
               order_by: str | OrderBy | None = None, top_n: int | None = None,
@@ -494,22 +575,9 @@ class Topic:
         paging after ordering; ``select``: ``select=[...]`` list.  Bad orderby raises
         ``CommandError(invalid order by)``, bad filter ``FilterError`` (``bad filter``), bad
         select ``CommandError(invalid options)``.  ``batch_size`` is the server's business."""
-        if now is None:
-            now = self._clock()
-        order = parse_order_by(order_by) if isinstance(order_by, str) or order_by is None \
-            else order_by
-        sel = parse_select(select) if isinstance(select, str) or select is None else select
-        rows, topic_matches, desc = self._match(filter, sow_keys, now,
-                                                order.paths if order else (), plan)
-        if order is not None:
-            docs = {id(r): d for r, d in rows}
-            recs = sort_records([r for r, _ in rows], order, lambda r: docs[id(r)])
-        else:
-            recs = [r for r, _ in rows]
-        out = page(recs, top_n, skip_n)
-        if sel is not None and not sel.identity:
-            out = [project(r, sel) for r in out]
-        return QueryResult(out, len(rows), topic_matches, desc)
+        return _drain(self.query_steps(filter, sow_keys=sow_keys, order_by=order_by,
+                                       top_n=top_n, skip_n=skip_n, select=select, now=now,
+                                       plan=plan, chunk=0))
 
     # ---- deletes -----------------------------------------------------------------------------
 

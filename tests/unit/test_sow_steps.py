@@ -1,0 +1,133 @@
+"""Queries in steps (Topic.query_steps): the same answer as a one-step query, read from a
+snapshot that writes made between steps do not change; persistent and transient stores."""
+
+from __future__ import annotations
+
+import lmdb
+import pytest
+
+from sow.testing import StoreFactory, docs, js
+
+N = 100
+
+
+@pytest.fixture(params=["persistent", "transient"])
+def sf(request, tmp_path):
+    f = StoreFactory(request.param, tmp_path)
+    yield f
+    f.close()
+
+
+def topic(sf, **kw):
+    t = sf.topic("orders", keys=("/id",), hash_indexes=(("/g",),), **kw)
+    for i in range(N):
+        t.publish(js({"id": i, "g": i % 2, "v": (i * 37) % N}))
+    return t
+
+
+def run(steps):
+    """(result, number of steps after the first)."""
+    n = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value, n
+        n += 1
+
+
+QUERIES = [
+    dict(),
+    dict(filter="/v >= 10"),
+    dict(filter="/g = 1"),  # hash index: 50 candidates, read in steps
+    dict(filter="/v >= 10", order_by="/v DESC", top_n=17, skip_n=3),
+    dict(filter="/g = 0 AND /v < 90", order_by="/id"),
+    dict(sow_keys=None, filter="/id IN (1, 5, 99)"),
+]
+
+
+@pytest.mark.parametrize("q", QUERIES)
+def test_steps_give_the_one_step_answer(sf, q):
+    t = topic(sf)
+    want = t.query(**q)
+    got, steps = run(t.query_steps(**q, chunk=7))
+    assert docs(got) == docs(want)
+    assert [r.sow_key for r in got.records] == [r.sow_key for r in want.records]
+    assert (got.matches, got.topic_matches) == (want.matches, want.topic_matches)
+    if "IN" not in q.get("filter", ""):
+        assert steps >= 2  # it really ran in steps
+        assert "in steps of 7" in got.plan
+
+
+def test_small_queries_finish_in_the_first_step(sf):
+    t = topic(sf)
+    steps = t.query_steps(filter="/id = 3", chunk=7)
+    with pytest.raises(StopIteration) as stop:
+        next(steps)
+    assert docs(stop.value.value) == [{"id": 3, "g": 1, "v": 11}]
+    _, n = run(t.query_steps(filter="/v >= 0", chunk=1000))  # the topic is smaller
+    assert n == 0
+
+
+@pytest.mark.parametrize("flt", [None, "/v >= 0", "/g = 1"])
+def test_writes_between_steps_do_not_change_the_answer(sf, flt):
+    t = topic(sf)
+    want = t.query(filter=flt)
+    steps = t.query_steps(filter=flt, chunk=9)
+    next(steps)  # planned, snapshot taken
+    n = 0
+    while True:
+        # updates, deletes and inserts between every two steps, committed as the server does
+        t.publish(js({"id": n, "g": 1, "v": -1}))
+        t.publish(js({"id": 1000 + n, "g": 1, "v": 5}))
+        t.delete_by_data(js({"id": N - 1 - n}))
+        sf.store.commit()
+        n += 1
+        try:
+            next(steps)
+        except StopIteration as stop:
+            got = stop.value
+            break
+    assert n >= 3
+    assert docs(got) == docs(want)
+    assert len(t.query(filter="/v = -1").records) == n  # the writes did happen
+    assert t.count() == N + n - n
+
+
+def test_an_abandoned_query_releases_its_snapshot(sf, tmp_path):
+    t = topic(sf)
+    steps = t.query_steps(filter="/v >= 0", chunk=5)
+    next(steps)
+    next(steps)
+    steps.close()
+    if sf.persistent:
+        assert t._b.env.snapshots == 0
+    t.publish(js({"id": 1, "g": 0, "v": 0}))
+    sf.store.commit()
+    assert docs(t.query(filter="/id = 1")) == [{"id": 1, "g": 0, "v": 0}]
+
+
+def test_map_growth_during_a_query_fails_it_cleanly(tmp_path):
+    from sow import SowStore, TopicSpec
+
+    store = SowStore(str(tmp_path / "env"), sync=False, map_size=1 << 20)
+    t = store.open_topic(TopicSpec("orders", keys=("/id",)))
+    for i in range(200):
+        t.publish(js({"id": i, "pad": "x" * 100}))
+    store.commit()
+    steps = t.query_steps(filter="/id >= 0", chunk=10)
+    next(steps)
+    grows = t._b.env.grows
+    i = 0
+    while t._b.env.grows == grows:  # write until the map grows under the open snapshot
+        t.publish(js({"id": 1000 + i, "pad": "y" * 500}))
+        i += 1
+        if i % 100 == 0:
+            store.commit()
+    with pytest.raises(lmdb.Error):
+        for _ in steps:
+            pass
+    assert t._b.env.snapshots == 0
+    store.commit()
+    assert t.count() == 200 + i  # nothing written was lost
+    store.close()
