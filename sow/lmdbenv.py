@@ -116,16 +116,9 @@ class LmdbEnv:
         if self.snapshots == 0:
             info = self.env.info()
             used = (info["last_pgno"] + 1) * self.env.stat()["psize"]
-            if used * 2 > self.map_size and (self.max_map_size is None
-                                             or self.map_size < self.max_map_size):
-                new = self.map_size * 2 if self.map_size < _MAX_DOUBLE \
-                    else self.map_size + _MAX_DOUBLE
-                if self.max_map_size is not None:
-                    new = min(new, self.max_map_size)
-                log.info("SOW LMDB %s: growing map to %d MiB", self.path, new >> 20)
-                self.env.set_mapsize(new)
-                self.map_size = new
-                self.grows += 1
+            new = self._next_map_size()
+            if used * 2 > self.map_size and new > self.map_size:
+                self._set_map_size(new)
         self.snapshots += 1
         return self.env.begin(write=False, buffers=True)
 
@@ -208,23 +201,29 @@ class LmdbEnv:
         if t is not None:
             t.abort()
 
+    def _next_map_size(self) -> int:
+        """The size the map grows to next (the current size: it cannot grow)."""
+        size = self.map_size
+        new = size * 2 if size < _MAX_DOUBLE else size + _MAX_DOUBLE
+        return new if self.max_map_size is None else min(new, self.max_map_size)
+
+    def _set_map_size(self, new: int) -> None:
+        log.info("SOW LMDB %s: growing map to %d MiB", self.path, new >> 20)
+        self.env.set_mapsize(new)
+        self.map_size = new
+        self.grows += 1
+
     def _grow(self) -> None:
         """Abort, enlarge the map and replay the batch into a new write transaction."""
         while True:
             if self._wtxn is not None:
                 self._wtxn.abort()
                 self._wtxn = None
-            size = self.map_size
-            new = size * 2 if size < _MAX_DOUBLE else size + _MAX_DOUBLE
-            if self.max_map_size is not None:
-                new = min(new, self.max_map_size)
-                if new <= size:
-                    self._ops.clear()
-                    raise lmdb.MapFullError("SOW map at its maximum size; batch discarded")
-            log.info("SOW LMDB %s: growing map to %d MiB", self.path, new >> 20)
-            self.env.set_mapsize(new)
-            self.map_size = new
-            self.grows += 1
+            new = self._next_map_size()
+            if new <= self.map_size:
+                self._ops.clear()
+                raise lmdb.MapFullError("SOW map at its maximum size; batch discarded")
+            self._set_map_size(new)
             t = self._wtxn = self.env.begin(write=True, buffers=True)
             try:
                 for op, db, a, b in self._ops:

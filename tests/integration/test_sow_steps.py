@@ -14,8 +14,7 @@ import threading
 import AMPS
 import pytest
 
-from tests.integration.conftest import clients_for
-from tests.integration.test_sow import query, sow_config
+from tests.integration.test_sow import client, query, sow_server  # noqa: F401 (fixtures)
 
 N = 200
 
@@ -48,21 +47,6 @@ class Gate:
             return result
 
         topic.query_steps = gated
-
-
-@pytest.fixture
-def sow_server(tmp_path):
-    from config import loads_config
-    from tests.harness import ServerThread
-
-    srv = ServerThread(loads_config(sow_config(tmp_path), "sow.xml")).start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def client(sow_server):
-    yield from clients_for(sow_server.uri)
 
 
 def _load(c, n=N, v=0):

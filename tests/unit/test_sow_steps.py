@@ -6,16 +6,10 @@ from __future__ import annotations
 import lmdb
 import pytest
 
-from sow.testing import StoreFactory, docs, js
+from sow.testing import docs, js
+from tests.unit.test_sow_contract import sf  # noqa: F401 (fixture)
 
 N = 100
-
-
-@pytest.fixture(params=["persistent", "transient"])
-def sf(request, tmp_path):
-    f = StoreFactory(request.param, tmp_path)
-    yield f
-    f.close()
 
 
 def topic(sf, **kw):
