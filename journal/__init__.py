@@ -8,6 +8,7 @@
   ``RecoveryReport``.
 * ``file_journal.py`` / ``memory_journal.py`` -- the two implementations.
 * ``recovery.py`` -- start-up scan, torn-tail truncation, corruption policy.
+* ``summary.py``  -- per-segment summaries that let recovery skip verified, durable data.
 * ``index.py``    -- sparse position/time index.
 """
 

@@ -105,6 +105,8 @@ class RecoveryReport:
     truncated: tuple[LostData, ...] = ()  # torn tails cut off (always the last segment)
     skipped: tuple[LostData, ...] = ()  # corrupt ranges dropped under keep_readable_on_corruption
     warnings: tuple[str, ...] = ()
+    summarised_segments: int = 0  # segments recovered from a trusted summary (see summary.py)
+    scanned_bytes: int = 0  # bytes verified frame by frame (the rest: by the summaries' crc32)
 
     @property
     def clean(self) -> bool:

@@ -21,6 +21,21 @@ Write path and threading (the double buffer)
   means a crash can only tear the newest segment; the checkpoint means retention can delete
   old segments without losing de-dup state.
 
+Segment summaries (fast start-up, see ``summary.py``)
+----------------------------------------------------
+Unless durability is ``memory``, ``flush`` snapshots the active segment's state (metadata,
+sparse index, publisher/de-dup maps) every ``checkpoint_bytes`` of journal data, ``_roll``
+snapshots the segment it finishes, and ``close`` the final state. A snapshot is queued with
+the position it describes; ``sync`` writes it (crc32 of the covered bytes read back from the
+file, temp file + fsync + rename) only after its own fsync made ``durable_position`` cover
+that position, so a summary never claims more than is durable. Writing one costs a crc32
+over the bytes since the previous one and one small fsync (~10 ms); a failure to write one
+is logged and otherwise ignored (summaries only save start-up time). With
+``defer_summaries=True`` (the server), ``sync`` leaves that work to ``write_summaries()``,
+which the caller runs in a worker once ``summaries_due`` -- so the persisted acks that wait
+for ``sync`` never wait for a summary. ``close`` always writes them. Retention deletes a
+segment's summary with it.
+
 Readers (``read``/``record_at``/lookups, owner thread) get records at positions
 ``<= _written_position`` from the files (own fds, bounded by each segment's flushed size) and
 newer ones from ``_pending``; an iterator re-checks this on every step, so it keeps yielding
@@ -44,6 +59,7 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None
 from typing import Iterable, Iterator, Mapping, Optional, Union
 
+from . import summary as summaries
 from .api import (
     Durability,
     JournalError,
@@ -65,6 +81,9 @@ from .segment import HEADER_SIZE, FrameCursor, Segment, encode_header, segment_n
 log = logging.getLogger("journal")
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
+#: journal bytes between two summaries of the active segment (bounds the start-up tail scan:
+#: 8 MiB is ~30,000 records of ~280 bytes, ~30 ms)
+DEFAULT_CHECKPOINT_BYTES = 8 * 1024 * 1024
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -85,12 +104,18 @@ class FileJournal(JournalCore):
         keep_readable_on_corruption: bool = False,
         clock=None,
         index_interval: int = DEFAULT_INDEX_INTERVAL,
+        checkpoint_bytes: Optional[int] = DEFAULT_CHECKPOINT_BYTES,
+        defer_summaries: bool = False,
     ) -> tuple["FileJournal", RecoveryReport]:
         """Open (creating if needed) and recover the journal in ``directory``.
 
         ``segment_size``: bytes after which the active segment is rolled (a segment exceeds it
         by at most one record). ``retention_bytes``/``retention_age`` (seconds): limits applied
         by :meth:`enforce_retention`. ``clock``: seconds since the epoch (default ``time.time``).
+        ``checkpoint_bytes``: journal bytes between two summaries of the active segment (0:
+        at every flush; None: only at roll and close). Ignored in ``memory`` durability, which
+        writes no summaries. ``defer_summaries``: ``sync`` does not write the summaries it made
+        durable; call :meth:`write_summaries` (any thread) when :attr:`summaries_due`.
         """
         t0 = time.perf_counter()
         self = cls.__new__(cls)
@@ -114,6 +139,15 @@ class FileJournal(JournalCore):
         self._segments: list[Segment] = []
         self._firsts: list[int] = []
         self._fd = -1
+        self._summaries = self._durability is not Durability.MEMORY
+        self._ckpt_every = checkpoint_bytes if checkpoint_bytes is not None else float("inf")
+        self._ckpt_size_at = 0  # active segment size at its last snapshot (owner thread)
+        # (position it describes, segment path, summary, made by recovery), under _lock
+        self._ckpt_pending: list[tuple[int, str, summaries.SegmentSummary, bool]] = []
+        self._ckpt_lock = threading.Lock()  # serialises summary writers; guards _crc_base
+        self._crc_base: dict[int, tuple[int, int]] = {}  # first_position -> (size, crc32 of [0, size))
+        self._ckpt_warned = False
+        self._defer_summaries = defer_summaries
         os.makedirs(self._dir, exist_ok=True)
         self._dir_fd = os.open(self._dir, os.O_RDONLY | _O_CLOEXEC)
         try:
@@ -138,7 +172,7 @@ class FileJournal(JournalCore):
             pub_last=self._pub_last,
             client_max=self._client_max,
             on_checkpoint=self._merge_checkpoint_bytes,
-            fsync=self._durability is not Durability.MEMORY,
+            fsync=self._summaries,
         )
         rec.run()
         created = not rec.segments
@@ -160,6 +194,14 @@ class FileJournal(JournalCore):
             _fdatasync(self._fd)
             os.fsync(self._dir_fd)
             self._dir_dirty = False
+        active = self._segments[-1]
+        self._ckpt_size_at = active.size
+        if rec.crc_base is not None and not created:
+            self._crc_base[active.first_position] = rec.crc_base
+        if rec.pending_summaries:  # due at once (the server writes them in a worker)
+            self._ckpt_pending = [(self._written_position, path, summ, True) for path, summ in rec.pending_summaries]
+            if not self._defer_summaries:
+                self._write_due_summaries()
         return RecoveryReport(
             directory=self._dir,
             segments=len(self._segments),
@@ -172,7 +214,74 @@ class FileJournal(JournalCore):
             truncated=tuple(rec.truncated),
             skipped=tuple(rec.skipped),
             warnings=tuple(rec.warnings),
+            summarised_segments=rec.summarised,
+            scanned_bytes=rec.scanned_bytes,
         )
+
+    # ------------------------------------------------------------------ summaries
+    def _snapshot(self, seg: Segment, sealed: bool) -> None:
+        """Queue a summary of ``seg`` as flushed (call right after ``flush``: the maps then
+        describe exactly the written records). ``sync`` writes it once it is durable."""
+        summ = summaries.snapshot(
+            seg, file_crc=0, sealed=sealed, publishers=self._pub_last.items(), clients=self._client_max.items()
+        )
+        with self._lock:
+            self._ckpt_pending.append((self._written_position, seg.path, summ, False))
+        self._ckpt_size_at = seg.size
+
+    @property
+    def summaries_due(self) -> bool:
+        """True when a queued summary is durable and waits for :meth:`write_summaries`."""
+        pending = self._ckpt_pending
+        return bool(pending) and pending[0][0] <= self.durable_position
+
+    def write_summaries(self) -> None:
+        """Write the queued summaries that are durable (thread-safe; a no-op when none is)."""
+        if self._ckpt_pending:
+            self._write_due_summaries()
+
+    def _write_due_summaries(self) -> None:
+        """Write the queued summaries that ``durable_position`` now covers (after an fsync)."""
+        with self._lock:
+            if not self._ckpt_pending:
+                return
+            durable = self._durable_position
+            due = [p for p in self._ckpt_pending if p[0] <= durable]
+            if not due:
+                return
+            self._ckpt_pending = [p for p in self._ckpt_pending if p[0] > durable]
+        newest = {p[2].first_position: p for p in due}  # per segment, only the latest due one
+        with self._ckpt_lock:
+            for _pos, path, summ, recovered in newest.values():
+                first = summ.first_position
+                start, crc = self._crc_base.get(first, (0, 0))
+                if start > summ.size:  # pragma: no cover - an older snapshot written late (racing writers)
+                    start, crc = 0, 0
+                try:
+                    if recovered:  # crc known; the bytes were read, maybe not yet durable
+                        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+                        try:
+                            os.fsync(fd)
+                        finally:
+                            os.close(fd)
+                    else:
+                        summ.file_crc = summaries.file_crc(path, summ.size, start, crc)
+                    summaries.write(path, summ)
+                except FileNotFoundError:  # retention removed the segment meanwhile
+                    self._crc_base.pop(first, None)
+                    continue
+                except (OSError, ValueError) as exc:
+                    self._summary_failed(path, exc)
+                    continue
+                if summ.sealed:
+                    self._crc_base.pop(first, None)
+                else:
+                    self._crc_base[first] = (summ.size, summ.file_crc)
+
+    def _summary_failed(self, path: str, exc: BaseException) -> None:
+        if not self._ckpt_warned:
+            self._ckpt_warned = True
+            log.warning("journal: cannot write the summary of %s (%s); start-up will scan more", path, exc)
 
     def _merge_checkpoint_bytes(self, payload: bytes) -> None:
         merge_checkpoint(self._dec.decode_checkpoint(payload), self._pub_last, self._client_max)
@@ -265,7 +374,10 @@ class FileJournal(JournalCore):
         self.flush()
         if self._durability is not Durability.MEMORY:
             self._guard(_fdatasync, self._fd)
+        if self._summaries:
+            self._snapshot(self._segments[-1], sealed=True)
         self._create_segment(self._next_position)
+        self._ckpt_size_at = HEADER_SIZE
         self._close_retired_if_idle()
         cp = self._make_record(
             int(RecordKind.CHECKPOINT), "", "", self._enc.encode_checkpoint(self._checkpoint()),
@@ -297,9 +409,12 @@ class FileJournal(JournalCore):
             n = self._guard(os.write, fd, view)
             view = view[n:]
         view.release()
-        self._segments[-1].size += len(data)
+        active = self._segments[-1]
+        active.size += len(data)
         with self._lock:
             self._written_position = last
+        if self._summaries and active.size - self._ckpt_size_at >= self._ckpt_every:
+            self._snapshot(active, sealed=False)
 
     def _sync_now(self, position: int) -> None:
         self._guard(_fdatasync, self._fd)
@@ -309,6 +424,8 @@ class FileJournal(JournalCore):
         with self._lock:
             if position > self._durable_position:
                 self._durable_position = position
+        if self._ckpt_pending and not self._defer_summaries:
+            self._write_due_summaries()
 
     def sync(self) -> int:
         """fdatasync what ``flush`` wrote; return the new ``durable_position``. Thread-safe.
@@ -337,7 +454,10 @@ class FileJournal(JournalCore):
                     os.close(fd)
                 if target > self._durable_position:
                     self._durable_position = target
-                return self._durable_position
+                durable = self._durable_position
+            if self._ckpt_pending and not self._defer_summaries:
+                self._write_due_summaries()
+            return durable
 
     def _close_retired_if_idle(self) -> None:
         if self._sync_lock.acquire(blocking=False):
@@ -356,7 +476,11 @@ class FileJournal(JournalCore):
         try:
             if self._failure is None:
                 self.flush()
+                active = self._segments[-1]
+                if self._summaries and active.size > self._ckpt_size_at:
+                    self._snapshot(active, sealed=False)
                 self.sync()
+                self.write_summaries()
         finally:
             self._closed = True
             with self._sync_lock, self._lock:
@@ -488,6 +612,7 @@ class FileJournal(JournalCore):
         removed = self._segments[:n]
         for seg in removed:
             os.unlink(seg.path)
+            summaries.remove(seg.path)
             log.info("journal retention: removed %s (%d bytes, %d records)", seg.path, seg.size, seg.count)
         if removed:
             del self._segments[:n]

@@ -1,11 +1,26 @@
-"""Start-up recovery of a journal directory: verify every frame, rebuild the sparse indexes and
-the per-publisher / de-duplication maps, cut a torn tail, refuse (or salvage) corruption.
+"""Start-up recovery of a journal directory: verify every frame not covered by a trusted segment
+summary, rebuild the sparse indexes and the per-publisher / de-duplication maps, cut a torn tail,
+refuse (or salvage) corruption.
 
-Policy (redis ``aof.c`` / nats ``filestore.go`` style):
+Cost: O(unverified tail), not O(journal). For each segment, a summary file (``summary.py``)
+that is intact, names this segment and matches ``zlib.crc32`` of the bytes it covers gives the
+segment's metadata, sparse index and the cumulative publisher/de-dup maps for those bytes
+without a per-frame loop; only the frames after it (the tail of the active segment since its
+last checkpoint, normally a few MB at most) are scanned below. The whole-range CRC costs one
+C-speed pass over the covered bytes (~0.1 s per 300 MB, page cache warm), so damage inside a
+summarised range is still found at start-up: a missing, unreadable, damaged, stale or
+mismatching summary makes recovery scan that segment in full exactly as described next (the
+same errors, offsets, truncation and salvage as without summaries). After scanning (all or a
+tail of) a segment, recovery hands a fresh summary of it to the journal, which writes it once
+the segment is fsynced (``pending_summaries``); ``*.summary.tmp`` leftovers and summaries of
+segments that no longer exist are deleted.
+
+Policy for scanned frames (redis ``aof.c`` / nats ``filestore.go`` style):
 
 * Every frame's CRC32, magic, length and version are checked, and positions must strictly
-  increase. The scan reads one whole segment at a time and only unpacks the fixed 52-byte
-  prefix (see ``record.py``); payloads are decoded only for CHECKPOINT records.
+  increase. The scan reads one whole segment (or its unsummarised tail) at a time and only
+  unpacks the fixed 52-byte prefix (see ``record.py``); payloads are decoded only for
+  CHECKPOINT records.
 * A bad frame with no valid frame after it, in the newest segment that holds data, is a torn
   tail (a crash during a write): the file is truncated there and a warning names the file,
   offset, bytes and (best effort) records lost. An incomplete file header of the newest
@@ -14,6 +29,8 @@ Policy (redis ``aof.c`` / nats ``filestore.go`` style):
   corruption: ``JournalCorruptError`` naming file and offset, unless
   ``keep_readable_on_corruption`` -- then the segment is rewritten with only its readable
   frames (the original bytes are kept as ``<name>.corrupt``), with a warning per dropped range.
+  (Found in the tail after a summary, this falls back to the full scan of the segment, so the
+  error or salvage is the same as without the summary.)
 * A frame with a valid CRC but an unknown version raises ``JournalFormatError``: data from
   a newer writer is never truncated.
 * Known limitation: a crash can, on some filesystems, leave a zero-filled hole followed by
@@ -28,10 +45,12 @@ import os
 import zlib
 from typing import Callable, Optional
 
+from . import summary as summaries
 from .api import JournalCorruptError, JournalFormatError, LostData
 from .index import DEFAULT_INDEX_INTERVAL
 from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE, RecordKind
 from .segment import HEADER_SIZE, Segment, check_header, encode_header, parse_segment_name
+from .summary import SUMMARY_SUFFIX, SegmentSummary
 
 log = logging.getLogger("journal.recovery")
 
@@ -47,12 +66,14 @@ def scan_frames(
     pub_last: dict,
     client_max: dict,
     on_checkpoint: Callable[[bytes], None],
+    base: int = 0,
 ) -> tuple[int, Optional[str]]:
     """Scan frames of ``data`` from ``start`` until the end or the first bad frame.
 
+    ``data`` holds the segment's bytes from file offset ``base`` on (0: the whole file).
     Updates ``seg`` (count, first/last position and timestamp, index) and the two maps.
-    Returns ``(end_offset, problem)``; ``problem`` is None when the scan reached the end.
-    This is the recovery hot loop: keep it free of calls per record.
+    Returns ``(end_offset, problem)`` (offset in ``data``); ``problem`` is None when the scan
+    reached the end. This is the recovery hot loop: keep it free of calls per record.
     """
     n = len(data)
     mv = memoryview(data)
@@ -92,7 +113,7 @@ def scan_frames(
             break
         if pos >= next_idx:
             add_p(pos)
-            add_o(off)
+            add_o(off + base)
             add_t(ts)
             next_idx = pos + interval
         if count == 0:
@@ -183,23 +204,51 @@ class Recovery:
         self.skipped: list[LostData] = []
         self.warnings: list[str] = []
         self.last_position = 0
+        # Summaries to write once the segments are fsynced: (segment path, summary). Only
+        # collected when ``fsync`` (a summary must never describe bytes that may not be durable).
+        self.pending_summaries: list[tuple[str, SegmentSummary]] = []
+        # (size, crc32 of bytes [0, size)) of the newest segment, when known: the journal
+        # extends it for the checkpoints it writes later.
+        self.crc_base: Optional[tuple[int, int]] = None
+        self.summarised = 0  # segments whose summary was trusted
+        self.scanned_bytes = 0  # bytes verified frame by frame
 
     def _warn(self, msg: str) -> None:
         log.warning("%s", msg)
         self.warnings.append(msg)
 
     def run(self) -> None:
-        names = sorted(
-            (pos, name) for name in os.listdir(self.directory) if (pos := parse_segment_name(name)) is not None
-        )
+        listing = os.listdir(self.directory)
+        names = sorted((pos, name) for name in listing if (pos := parse_segment_name(name)) is not None)
+        present = {name for _, name in names}
+        have_summary = set()
+        for name in listing:
+            if name.endswith(SUMMARY_SUFFIX + ".tmp"):
+                stem, leftover = name[: -len(SUMMARY_SUFFIX + ".tmp")], True
+            elif name.endswith(SUMMARY_SUFFIX):
+                stem, leftover = name[: -len(SUMMARY_SUFFIX)], False
+            else:
+                continue
+            if parse_segment_name(stem) is None:
+                continue
+            if leftover or stem not in present:  # an unfinished write, or its segment is gone
+                try:
+                    os.unlink(os.path.join(self.directory, name))
+                except OSError:  # pragma: no cover - harmless leftover
+                    pass
+            else:
+                have_summary.add(stem)
         paths = [os.path.join(self.directory, name) for _, name in names]
         sizes = [os.path.getsize(p) for p in paths]
-        for i, ((first, _name), path) in enumerate(zip(names, paths)):
+        for i, ((first, name), path) in enumerate(zip(names, paths)):
             later_has_data = any(sz > HEADER_SIZE for sz in sizes[i + 1 :])
-            self._recover_segment(path, first, later_has_data)
+            self._recover_segment(path, first, later_has_data, sizes[i], name in have_summary, i == len(names) - 1)
 
     # ------------------------------------------------------------------ per segment
-    def _recover_segment(self, path: str, first: int, later_has_data: bool) -> None:
+    def _recover_segment(
+        self, path: str, first: int, later_has_data: bool, size: int = -1, has_summary: bool = False,
+        newest: bool = True,
+    ) -> None:
         prev_last = self.last_position
         if self.segments:
             prev = self.segments[-1]
@@ -212,8 +261,13 @@ class Recovery:
                 )
             if prev_last and first != prev_last + 1:
                 self._warn(f"{path}: positions {prev_last + 1}..{first - 1} are absent between segments")
+        if has_summary:
+            summ = self._trusted_summary(path, first, prev_last, size)
+            if summ is not None and self._recover_from_summary(path, first, summ, prev_last, later_has_data, newest):
+                return
         with open(path, "rb") as f:
             data = f.read()
+        self.scanned_bytes += len(data)
         seg = Segment(path, first, self.index_interval)
         header_problem = check_header(data, path, first)
         start: Optional[int] = HEADER_SIZE
@@ -255,6 +309,7 @@ class Recovery:
             off = nxt
         if bad:
             seg = self._salvage(path, first, data, bad, tail, prev_last)
+            data = b""  # the salvaged file's crc is computed from disk below
         elif tail is not None:
             self._truncate(path, data, tail)
             seg.size = tail[0]
@@ -263,6 +318,95 @@ class Recovery:
         self.segments.append(seg)
         if seg.count:
             self.last_position = seg.last_position
+        if self.fsync:
+            if data:
+                crc = zlib.crc32(memoryview(data)[: seg.size])
+            else:
+                crc = summaries.file_crc(path, seg.size)
+            self._summarise(seg, crc, newest)
+
+    # ------------------------------------------------------------------ summaries
+    def _summarise(self, seg: Segment, crc: int, newest: bool) -> None:
+        """Queue a summary of ``seg`` as recovered (written by the journal after fsync)."""
+        if newest:
+            self.crc_base = (seg.size, crc)
+        if not self.fsync:
+            return
+        self.pending_summaries.append(
+            (
+                seg.path,
+                summaries.snapshot(
+                    seg, file_crc=crc, sealed=not newest,
+                    publishers=self.pub_last.items(), clients=self.client_max.items(),
+                ),
+            )
+        )
+
+    def _trusted_summary(self, path: str, first: int, prev_last: int, size: int) -> Optional[SegmentSummary]:
+        """The segment's summary if it can be trusted (see ``summary.py``), else None."""
+        spath = summaries.summary_path(path)
+        summ, why = summaries.read(spath)
+        if summ is not None:
+            if summ.first_position != first:
+                why = f"summary is for position {summ.first_position}"
+            elif summ.index_interval != self.index_interval:
+                why = f"summary index interval {summ.index_interval} is not {self.index_interval}"
+            elif not HEADER_SIZE <= summ.size <= size:
+                why = f"summary covers {summ.size} bytes, the file has {size}"
+            elif summ.count and summ.first_record_position <= prev_last:
+                why = f"summary starts at position {summ.first_record_position}, not after {prev_last}"
+            else:
+                try:
+                    crc = summaries.file_crc(path, summ.size)
+                except (OSError, ValueError) as exc:
+                    why = f"cannot check the summary: {exc}"
+                else:
+                    if crc == summ.file_crc:
+                        return summ
+                    why = f"the segment's first {summ.size} bytes do not match its summary (crc32)"
+        self._warn(f"journal recovery: {spath}: {why}; scanning {path} in full")
+        return None
+
+    def _recover_from_summary(
+        self, path: str, first: int, summ: SegmentSummary, prev_last: int, later_has_data: bool, newest: bool
+    ) -> bool:
+        """Recover a segment from its summary plus a scan of the frames after it. False: a
+        problem in that tail that is not a torn tail -- the caller scans the segment in full."""
+        seg = Segment(path, first, self.index_interval)
+        summaries.apply_to(summ, seg)
+        pub_last, client_max = self.pub_last, self.client_max
+        for pid, seq in summ.publishers:
+            if seq > pub_last.get(pid, 0):
+                pub_last[pid] = seq
+        for pid, s in summ.clients:
+            if s > client_max.get(pid, 0):
+                client_max[pid] = s
+        crc = summ.file_crc
+        with open(path, "rb") as f:
+            f.seek(summ.size)
+            tail = f.read()
+        if tail:
+            self.scanned_bytes += len(tail)
+            end, problem = scan_frames(
+                tail, 0, prev_last, seg, pub_last, client_max, self.on_checkpoint, base=summ.size
+            )
+            if problem is not None:
+                if later_has_data or find_next_valid_frame(tail, end) is not None:
+                    return False
+                self._truncate(path, tail, (end, problem), base=summ.size)
+                tail = memoryview(tail)[:end]
+            seg.size = summ.size + len(tail)
+            if self.fsync:
+                crc = zlib.crc32(tail, crc)
+        self.summarised += 1
+        self.segments.append(seg)
+        if seg.count:
+            self.last_position = seg.last_position
+        if len(tail) or seg.size != summ.size:
+            self._summarise(seg, crc, newest)
+        elif newest:
+            self.crc_base = (seg.size, crc)
+        return True
 
     # ------------------------------------------------------------------ repairs
     def _rewrite_empty(self, path: str, first: int, data: bytes, problem: str) -> None:
@@ -271,6 +415,7 @@ class Recovery:
             f"journal recovery: {path}: {problem}; newest segment holds no valid record, "
             f"rewrote its header ({len(data)} bytes dropped)"
         )
+        summaries.remove(path)
         with open(path, "r+b") as f:
             f.truncate(0)
             f.write(encode_header(first))
@@ -279,10 +424,12 @@ class Recovery:
                 os.fsync(f.fileno())
         self.truncated.append(lost)
 
-    def _truncate(self, path: str, data: bytes, tail: tuple[int, str]) -> None:
-        offset, problem = tail
-        lost_bytes = len(data) - offset
-        lost_records = count_frames(data, offset, len(data))
+    def _truncate(self, path: str, data: bytes, tail: tuple[int, str], base: int = 0) -> None:
+        """Cut ``path`` at ``base + tail[0]``; ``data`` holds the file's bytes from ``base`` on."""
+        rel, problem = tail
+        offset = base + rel
+        lost_bytes = len(data) - rel
+        lost_records = count_frames(data, rel, len(data))
         msg = (
             f"journal recovery: torn tail in {path} at offset {offset} ({problem}): truncated "
             f"{lost_bytes} bytes, {lost_records} record(s) lost"
@@ -333,6 +480,7 @@ class Recovery:
             f.flush()
             if self.fsync:
                 os.fsync(f.fileno())
+        summaries.remove(path)  # describes the original bytes; a new one is written after
         os.rename(path, keep)
         os.rename(tmp, path)
         if self.fsync:

@@ -3,7 +3,8 @@
 File naming: ``{first_position:020d}.journal`` -- the zero-padded position the segment starts
 at, so lexical order is log order and an empty newest segment still tells recovery the next
 position. Other files in the directory are ignored (``*.corrupt`` keeps the original bytes
-of a segment salvaged under ``keep_readable_on_corruption``; ``*.tmp`` are unfinished writes).
+of a segment salvaged under ``keep_readable_on_corruption``; ``*.tmp`` are unfinished writes;
+``<name>.summary`` is the segment's summary, see ``summary.py``).
 
 File header (24 bytes, little-endian), then frames (layout in ``record.py``)::
 

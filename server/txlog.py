@@ -16,6 +16,9 @@ things may be said to clients:
   not recorded, waits behind everything already appended, so no ack ever claims more than
   what happened.
 * Bookmark subscriptions are journal cursors (:mod:`server.replay`), pumped after each turn.
+* The journal's segment summaries (what makes start-up after a crash fast, see
+  :mod:`journal.summary`) are written in a worker after the sync that made them durable, never
+  inside it, so persisted acks do not wait for them.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class TxLog:
         self._persist_fifo: collections.deque[tuple[int, "Connection", int]] = collections.deque()
         self._sync_running = False
         self._written_unsynced = False
+        self._summaries_running = False
         self.cursors: set["Cursor"] = set()
         self._ack_timer: Any = None
         self._ticks = 0
@@ -63,11 +67,15 @@ class TxLog:
             retention_bytes=cfg.retention_size,
             retention_age=cfg.retention_age,
             keep_readable_on_corruption=self.server.keep_readable_journal,
+            defer_summaries=True,
         )
         for w in report.warnings:
             log.warning("transaction log: %s", w)
-        log.info("transaction log %s: %d records in %d segments recovered in %.2fs",
-                 cfg.journal_directory, report.records, report.segments, report.seconds)
+        log.info("transaction log %s: %d records in %d segments recovered in %.2fs "
+                 "(%d segments from summaries, %.1f MB scanned)",
+                 cfg.journal_directory, report.records, report.segments, report.seconds,
+                 report.summarised_segments, report.scanned_bytes / 1e6)
+        self._write_summaries()  # what recovery re-verified, in a worker: not before "ready"
 
     def start_timers(self) -> None:
         self._ack_timer = self.server.loop.call_later(SUBSCRIPTION_ACK_INTERVAL, self._ack_tick)
@@ -140,6 +148,7 @@ class TxLog:
                 self._start_sync()
         self._release(journal.durable_position)
         self._pump_live(journal.last_position)
+        self._write_summaries()
 
     def _start_sync(self) -> None:
         if self._sync_running:
@@ -161,7 +170,25 @@ class TxLog:
         self._release(self.journal.durable_position)
         if self._written_unsynced or self.journal.written_position > self.journal.durable_position:
             self._start_sync()
+        self._write_summaries()
         self.server.request_turn_end()
+
+    def _write_summaries(self) -> None:
+        """Write the journal's durable segment summaries in a worker (one at a time)."""
+        if self._summaries_running or self.journal is None or not self.journal.summaries_due:
+            return
+        self._summaries_running = True
+        fut = self.server.loop.run_in_executor(None, self.journal.write_summaries)
+        fut.add_done_callback(self._summaries_written)
+
+    def _summaries_written(self, fut: Any) -> None:
+        self._summaries_running = False
+        if fut.cancelled() or self.journal is None:
+            return
+        if fut.exception() is not None:  # write_summaries logs I/O errors itself
+            log.warning("transaction log: writing segment summaries failed: %s", fut.exception())
+            return
+        self._write_summaries()  # one may have become due meanwhile
 
     def _release(self, durable: int) -> None:
         fifo = self._persist_fifo
