@@ -14,8 +14,9 @@ A long SOW query runs in steps so that the event loop keeps serving everyone els
 (:mod:`server.sow_commands`). For the client that sent it, it still looks like one command
 processed in order: while it runs the connection is *busy* (frames that arrive are stashed
 and dispatched when it ends; reading pauses if the stash grows past :data:`STASH_LIMIT`) and
-its other output (deliveries, persisted acks, heartbeats) is *held* and written after the
-query's own frames, exactly where a query done in one step would have put it.
+its other output (deliveries to its subscriptions, above all) is *held* and written after the
+query's own frames, exactly where a query done in one step would have put it. Heartbeats and
+the conflated persisted ack, which have no place in that order, are not held.
 """
 
 from __future__ import annotations
@@ -295,7 +296,7 @@ class Connection(asyncio.Protocol):
                        f"{2 * (self.heartbeat.interval or 0):g}s")
             return
         if action is Beat.SEND:
-            self.send(_HEARTBEAT_FRAME)
+            self.send_direct(_HEARTBEAT_FRAME)  # not held back by a query in progress
             self.heartbeat.sent(self.server.clock())
         self._arm_hb_timer()
 
