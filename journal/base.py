@@ -113,14 +113,23 @@ class JournalCore:
             raise JournalClosedError("journal is closed" if self._failure is None else f"journal failed: {self._failure}")
         position = self._next_position
         internal = kind >= INTERNAL_KIND_MIN
-        pid = 0 if internal else self.publisher_id(client_name)
+        if internal:
+            pid = 0
+        else:
+            pid = self._pubids.get(client_name)  # publisher_id(), its cached case inlined
+            if pid is None:
+                pid = self.publisher_id(client_name)
+        ts = int(self._clock() * 1_000_000)  # _now_us(), inlined
+        if ts < self._last_ts:
+            ts = self._last_ts
+        self._last_ts = ts
         rec = JournalRecord(
             position=position,
             kind=int(kind),
             topic=topic,
             publisher_id=pid,
             sequence=position,
-            timestamp=self._now_us(),
+            timestamp=ts,
             client_name=client_name,
             client_seq=client_seq,
             correlation_id=correlation_id,

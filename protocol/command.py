@@ -130,9 +130,16 @@ class Command(msgspec.Struct, kw_only=True, gc=False):
         """The ack types the client asked for (``a`` split on commas)."""
         acks = self.cached_acks
         if acks is None:
-            acks = self.cached_acks = (
-                frozenset(p for p in self.ack_type.split(",") if p) if self.ack_type else _NO_ACKS
-            )
+            ack_type = self.ack_type
+            if not ack_type:
+                acks = _NO_ACKS
+            else:  # one shared frozenset per distinct ``a`` text (immutable, so shareable)
+                acks = _ACK_SETS.get(ack_type)
+                if acks is None:
+                    if len(_ACK_SETS) > 256:
+                        _ACK_SETS.clear()
+                    acks = _ACK_SETS[ack_type] = frozenset(p for p in ack_type.split(",") if p)
+            self.cached_acks = acks
         return acks
 
     @property
@@ -144,6 +151,7 @@ class Command(msgspec.Struct, kw_only=True, gc=False):
 
 
 _NO_ACKS: frozenset[str] = frozenset()
+_ACK_SETS: dict[str, frozenset[str]] = {}
 _ALT_FIELDS = (
     "command", "cid", "topic", "ack_type", "seq", "expiration", "options", "sow_key",
     "correlation_id", "bookmark", "sub_ids", "batch_size", "password", "timestamp",

@@ -124,11 +124,12 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
     if server.queuesvc is not None:
         topic = server.queuesvc.publish_target(topic)
     try:
+        # positional: (server, topic, body, delta, client_name, client_seq, correlation_id,
+        # sow_key, expiration, headers)
         position = publish_message(
-            server, topic, cmd.body, delta=cmd.command == "delta_publish",
-            client_name=conn.client_name or "", client_seq=seq,
-            correlation_id=cmd.correlation_id, sow_key=cmd.sow_key, expiration=cmd.expiration,
-            headers={"o": cmd.options} if cmd.options else None)
+            server, topic, cmd.body, cmd.command == "delta_publish", conn.client_name or "",
+            seq, cmd.correlation_id, cmd.sow_key, cmd.expiration,
+            {"o": cmd.options} if cmd.options else None)
     except CommandError as exc:
         if seq is None or "persisted" not in acks:
             raise
@@ -142,7 +143,7 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
         _publish_acks(server, conn, cmd, seq, position)
 
 
-def publish_message(server: "Server", topic: str, body: bytes, *, delta: bool = False,
+def publish_message(server: "Server", topic: str, body: bytes, delta: bool = False,
                     client_name: str = "", client_seq: int | None = None,
                     correlation_id: str | None = None, sow_key: str | None = None,
                     expiration: int | None = None,
@@ -166,9 +167,10 @@ def publish_message(server: "Server", topic: str, body: bytes, *, delta: bool = 
     queues = server.queuesvc
     if sow_topic is not None or server.router.match(topic) or (
             queues is not None and queues.covers(topic)) or server.actions.on_publish:
-        msg = Message(topic, body, bookmark=rec.bookmark_str if rec is not None else None,
-                      correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
-                      client_name=client_name, doc=doc)
+        # positional: (topic, body, bookmark, correlation_id, sow_key, expiration,
+        # client_name, doc)
+        msg = Message(topic, body, rec.bookmark_str if rec is not None else None,
+                      correlation_id, sow_key, expiration, client_name, doc)
         if sow_topic is not None:
             store_publish(server, sow_topic, msg, delta, rec.position if rec is not None else 0,
                           key)

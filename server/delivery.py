@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
 UNDECODED: Any = object()
+_LAZY: Any = object()  # Message.previous_doc: read from _previous_rec on first use
 
 PLAIN, STAMPED, DELTA, OOF = 0, 1, 2, 3
 
@@ -67,10 +68,11 @@ class Message:
     """What the fan-out needs to know about one published message."""
 
     __slots__ = ("topic", "body", "bookmark", "correlation_id", "sow_key", "expiration",
-                 "client_name", "doc", "previous_doc", "delta_body", "delta_empty",
-                 "key_fields")
+                 "client_name", "doc", "_previous_doc", "_previous_rec", "delta_body",
+                 "delta_empty", "key_fields")
 
-    def __init__(self, topic: str, body: bytes, *, bookmark: str | None = None,
+    # Positional arguments allowed (in this order): the publish hot path passes them so.
+    def __init__(self, topic: str, body: bytes, bookmark: str | None = None,
                  correlation_id: str | None = None, sow_key: str | None = None,
                  expiration: int | None = None, client_name: str | None = None,
                  doc: Any = UNDECODED) -> None:
@@ -82,10 +84,36 @@ class Message:
         self.expiration = expiration
         self.client_name = client_name
         self.doc = doc
-        self.previous_doc: Any = UNDECODED  # the SOW record this message replaced, if any
+        self._previous_doc: Any = UNDECODED  # see previous_doc
+        self._previous_rec: Any = None  # the replaced record, its doc not yet read
         self.delta_body: bytes | None = None  # what delta subscribers get (None: full body)
         self.delta_empty = False  # the delta changes nothing but the key
         self.key_fields: tuple[str, ...] | None = None  # set for SOW topics: deltas possible
+
+    @property
+    def previous_doc(self) -> Any:
+        """The body of the SOW record this message replaced (``None``: no record was
+        replaced; ``UNDECODED``: not a SOW publish).  Decoded on first use only: most
+        publishes have no OOF or delta subscriber that reads it."""
+        d = self._previous_doc
+        if d is _LAZY:
+            d = self._previous_doc = self._previous_rec.doc
+            self._previous_rec = None
+        return d
+
+    @previous_doc.setter
+    def previous_doc(self, value: Any) -> None:
+        self._previous_doc = value
+        self._previous_rec = None
+
+    def set_previous(self, rec: Any) -> None:
+        """The SOW record (a :class:`sow.Record`, or ``None``) this message replaced; its
+        body is decoded when :attr:`previous_doc` is first read."""
+        if rec is None:
+            self._previous_doc = None
+        else:
+            self._previous_doc = _LAZY
+            self._previous_rec = rec
 
     def delta(self) -> bytes | None:
         """The changed fields plus the key, for delta subscribers (None: send the whole

@@ -358,13 +358,15 @@ def store_publish(server: "Server", topic: Any, msg: Message, delta: bool,
     OOF ``match``) and, for delta subscribers, what changed."""
     doc = msg.doc if msg.doc is not UNDECODED else decode_or_none(msg.body)
     server.request_turn_end()  # the SOW commits at the end of this turn
-    fn = topic.delta_publish if delta else topic.publish
-    result = fn(msg.body, sow_key=msg.sow_key, expiration=msg.expiration,
-                bookmark=msg.bookmark or "", position=position, doc=doc, key=key)
+    if delta or key is None:
+        fn = topic.delta_publish if delta else topic.publish
+        result = fn(msg.body, sow_key=msg.sow_key, expiration=msg.expiration,
+                    bookmark=msg.bookmark or "", position=position, doc=doc, key=key)
+    else:  # the common upsert: publish() with the body decoded and the key known
+        result = topic.upsert(key, msg.body, doc, msg.expiration, msg.bookmark or "", position)
     rec = result.record
     msg.sow_key = rec.sow_key
     msg.body = rec.data
     msg.doc = rec.doc
-    prev = result.previous
-    msg.previous_doc = prev.doc if prev is not None else None
+    msg.set_previous(result.previous)  # decoded only if a subscriber reads it
     msg.key_fields = topic.spec.keys  # the delta is computed only if a delta subscriber asks

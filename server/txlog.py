@@ -125,11 +125,12 @@ class TxLog:
     def wait_persisted(self, conn: "Connection", seq: int, position: int | None = None) -> None:
         """Ack ``seq`` as persisted once everything appended so far (or ``position``) is durable."""
         pos = self.journal.last_position if position is None else position
-        if pos <= self.journal.durable_position and not self._persist_fifo:
+        fifo = self._persist_fifo
+        if not fifo and pos <= self.journal.durable_position:
             conn.note_persisted(seq)
             return
-        self._persist_fifo.append((pos, conn, seq))
-        self._mark_turn()
+        fifo.append((pos, conn, seq))
+        self.server.request_turn_end()  # _mark_turn()
 
     def _mark_turn(self) -> None:
         self.server.request_turn_end()

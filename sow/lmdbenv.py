@@ -131,7 +131,9 @@ class LmdbEnv:
             pass  # already invalidated by map growth
 
     def put(self, db, key: bytes, value: bytes) -> None:
-        txn = self._write_txn()
+        txn = self._wtxn
+        if txn is None:
+            txn = self._write_txn()
         self._ops.append((_PUT, db, key, value))
         try:
             txn.put(key, value, db=db)
@@ -140,7 +142,9 @@ class LmdbEnv:
 
     def replace(self, db, key: bytes, value: bytes):
         """Put and return the previous value (a buffer valid until the next write)."""
-        txn = self._write_txn()
+        txn = self._wtxn
+        if txn is None:
+            txn = self._write_txn()
         self._ops.append((_PUT, db, key, value))
         try:
             old = txn.replace(key, value, db=db)
@@ -159,7 +163,9 @@ class LmdbEnv:
         return old
 
     def delete(self, db, key: bytes) -> None:
-        txn = self._write_txn()
+        txn = self._wtxn
+        if txn is None:
+            txn = self._write_txn()
         self._ops.append((_DEL, db, key, None))
         try:
             txn.delete(key, db=db)

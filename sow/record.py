@@ -54,7 +54,9 @@ class Record:
     __slots__ = ("sow_key", "data", "bookmark", "timestamp", "expiration", "position",
                  "headers", "seq", "_doc")
 
-    def __init__(self, sow_key: str, data: bytes, *, bookmark: str = "", timestamp: float = 0.0,
+    # Positional arguments allowed (in this order) so that the hot paths (a publish, a
+    # record read back) skip keyword-argument matching.
+    def __init__(self, sow_key: str, data: bytes, bookmark: str = "", timestamp: float = 0.0,
                  expiration: float | None = None, position: int = 0,
                  headers: dict | None = None, doc: Any = _UNSET, seq: int = 0) -> None:
         self.sow_key = sow_key
@@ -137,8 +139,8 @@ def decode_record(sow_key: str, value) -> Record:
         headers = _json_decode(value[p:p + hlen])
     else:
         headers = None
-    return Record(sow_key, bytes(value[off:]), bookmark=bm, timestamp=ts,
-                  expiration=exp if exp else None, position=pos, headers=headers)
+    # positional: (sow_key, data, bookmark, timestamp, expiration, position, headers)
+    return Record(sow_key, bytes(value[off:]), bm, ts, exp if exp else None, pos, headers)
 
 
 def amps_timestamp(t: float) -> str:

@@ -56,6 +56,10 @@ class TopicStore(Protocol):
                 headers: dict | None = None, doc: Any = ..., now: float | None = None
                 ) -> PublishResult: ...
 
+    def upsert(self, key: str, data: bytes, doc: Any, expiration=None, bookmark: str = "",
+               position: int = 0, now: float | None = None, timestamp: float | None = None,
+               headers: dict | None = None) -> PublishResult: ...
+
     def delta_publish(self, data: bytes, *, sow_key: str | None = None, expiration=None,
                       bookmark: str = "", position: int = 0, timestamp: float | None = None,
                       headers: dict | None = None, doc: Any = ..., now: float | None = None

@@ -98,6 +98,7 @@ class Topic:
         self._expiry = self._b.ordered_table("exp")
         self.hash_indexes: list[HashIndex] = []
         self.memo_indexes: dict[tuple, MemoIndex] = {}
+        self._index_dec: tuple | None = None  # ((#hash, #memo), decoder): see _index_decoder
         self._setup_indexes()
 
     # ---- setup ------------------------------------------------------------------------------
@@ -209,10 +210,20 @@ class Topic:
             return self._keygen(doc)
         return validate_sow_key(sow_key)
 
+    def _index_decoder(self):
+        """The decoder for the fields the indexes read (cached until the index set changes)."""
+        sig = (len(self.hash_indexes), len(self.memo_indexes))
+        cached = self._index_dec
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+        dec = self._decoder_for(self._index_paths)
+        self._index_dec = (sig, dec)
+        return dec
+
     def _index_doc(self, rec: Record) -> Any:
         if not (self.hash_indexes or self.memo_indexes):
             return None
-        return self._b.old_doc(rec, self._decoder_for(self._index_paths))
+        return self._b.old_doc(rec, self._index_decoder())
 
     def _update_indexes(self, old: Record | None, old_doc: Any, new_doc: Any, skey: str) -> None:
         if old is None:
@@ -274,10 +285,23 @@ class Topic:
             doc = _decode(data)
         if key is None:
             key = self.key_for(doc, sow_key)
-        rec = Record(key, bytes(data), bookmark=bookmark or "",
-                     timestamp=now if timestamp is None else timestamp,
-                     expiration=deadline(now, expiration, self.spec.default_lifetime),
-                     position=position or 0, headers=headers or None, doc=doc)
+        return self.upsert(key, data, doc, expiration, bookmark, position, now, timestamp,
+                           headers)
+
+    def upsert(self, key: str, data: bytes, doc: Any, expiration: float | int | str | None = None,
+               bookmark: str = "", position: int = 0, now: float | None = None,
+               timestamp: float | None = None, headers: dict | None = None) -> PublishResult:
+        """:meth:`publish` for a caller that already decoded the body (``doc``) and computed
+        its SowKey (``key``, with :meth:`key_for`); positional arguments, for the server's
+        publish hot path.  Same result as ``publish(data, doc=doc, key=key, ...)``."""
+        if now is None:
+            now = self._clock()
+        lifetime = self.spec.default_lifetime
+        # positional: (sow_key, data, bookmark, timestamp, expiration, position, headers, doc)
+        rec = Record(key, bytes(data), bookmark or "", now if timestamp is None else timestamp,
+                     None if expiration is None and not lifetime
+                     else deadline(now, expiration, lifetime),
+                     position or 0, headers or None, doc)
         old = self._b.swap(rec)
         return self._stored(rec, old, now, None)
 
@@ -319,16 +343,30 @@ class Topic:
         """Index, expiry and position bookkeeping after ``rec`` replaced ``old``."""
         key = rec.sow_key
         previous = old
+        hix = self.hash_indexes
+        mix = self.memo_indexes
         if old is not None:
-            if self._is_expired(old, now):
-                self._pending_expired.append(old)
+            oexp = old.expiration
+            if oexp is not None and oexp <= now and self.spec.expiration is not None:
+                self._pending_expired.append(old)  # expired: reported by the next sweep
                 previous = None
-            if self.hash_indexes or self.memo_indexes:
-                self._update_indexes(old, self._index_doc(old), rec.doc, key)
-            if old.expiration is not None and old.expiration != rec.expiration:
-                self._expiry.discard(expiry_key(old.expiration, key))
-        elif self.hash_indexes or self.memo_indexes:
-            self._update_indexes(None, None, rec.doc, key)
+            if hix or mix:  # _update_indexes(old, _index_doc(old), rec.doc, key), inlined
+                old_doc = self._b.old_doc(old, self._index_decoder())
+                new_doc = rec.doc
+                for ix in hix:
+                    ix.update(old_doc, new_doc, key)
+                if mix:
+                    for ix in mix.values():
+                        ix.update(old_doc, new_doc, key)
+            if oexp is not None and oexp != rec.expiration:
+                self._expiry.discard(expiry_key(oexp, key))
+        elif hix or mix:
+            new_doc = rec.doc
+            for ix in hix:
+                ix.add(new_doc, key)
+            if mix:
+                for ix in mix.values():
+                    ix.add(new_doc, key)
         exp = rec.expiration
         if exp is not None and (old is None or old.expiration != exp):
             self._expiry.add(expiry_key(exp, key))
