@@ -47,6 +47,7 @@ from typing import Callable, Optional
 
 from . import summary as summaries
 from .api import JournalCorruptError, JournalFormatError, LostData
+from .base import merge_checkpoint
 from .index import DEFAULT_INDEX_INTERVAL
 from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE, RecordKind
 from .segment import HEADER_SIZE, Segment, check_header, encode_header, parse_segment_name
@@ -374,13 +375,7 @@ class Recovery:
         problem in that tail that is not a torn tail -- the caller scans the segment in full."""
         seg = Segment(path, first, self.index_interval)
         summaries.apply_to(summ, seg)
-        pub_last, client_max = self.pub_last, self.client_max
-        for pid, seq in summ.publishers:
-            if seq > pub_last.get(pid, 0):
-                pub_last[pid] = seq
-        for pid, s in summ.clients:
-            if s > client_max.get(pid, 0):
-                client_max[pid] = s
+        merge_checkpoint(summ, self.pub_last, self.client_max)  # same two maps as a CHECKPOINT
         crc = summ.file_crc
         with open(path, "rb") as f:
             f.seek(summ.size)
@@ -388,7 +383,8 @@ class Recovery:
         if tail:
             self.scanned_bytes += len(tail)
             end, problem = scan_frames(
-                tail, 0, prev_last, seg, pub_last, client_max, self.on_checkpoint, base=summ.size
+                tail, 0, prev_last, seg, self.pub_last, self.client_max, self.on_checkpoint,
+                base=summ.size,
             )
             if problem is not None:
                 if later_has_data or find_next_valid_frame(tail, end) is not None:
