@@ -172,3 +172,18 @@ def test_commands_sent_after_a_long_query_wait_for_it(sow_server, client):
     assert finished.wait(10)
     assert order == ["query completed", "publish processed"]
     assert [r["v"] for _, r in query(b, "orders", "/id = 0")] == [9]
+
+
+def test_a_regex_query_over_several_topics_in_steps(sow_server, client):
+    b = client("writer")
+    _load(b)
+    for i in range(30):
+        b.publish("orders-eu", json.dumps({"id": i, "v": 2}))
+    b.flush(5000)
+    for name in ("orders", "orders-eu"):
+        sow_server.server.sowsvc.get(name).query_chunk = 7  # both topics read in steps
+    rows = query(b, "orders.*", "/v >= 0", batch_size=11)
+    assert sorted((r["v"], r["id"]) for _, r in rows) == \
+        sorted([(0, i) for i in range(N)] + [(2, i) for i in range(30)])
+    with_top = query(b, "orders.*", "/v >= 0", top_n=205)
+    assert len(with_top) == 205
