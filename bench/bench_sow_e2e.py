@@ -19,6 +19,8 @@ official client's Python callbacks would be the bottleneck, not the server):
   ``/px`` and is reported on its own); two filters no index can serve (a field compared
   with a field; arithmetic and a function call), so the server scans the whole topic,
   returning a few hundred records: records scanned per second = N / time.
+* meanwhile another client sends ``flush`` round trips: their median and worst time show
+  how long the scans keep other clients waiting (they run in steps of 20,000 records).
 * ``sow_and_subscribe`` returning 100,000 records, from the send to ``group_end``.
 * start-up on that SOW: SIGKILL the server, start it again, time to its ready line. That
   includes interpreter start-up and imports (the empty-data start-up is printed next to it)
@@ -235,6 +237,33 @@ class Querier(Raw):
         return dt, records
 
 
+class Prober(threading.Thread):
+    """Another client sending ``flush`` round trips while queries run: how long the server
+    keeps everyone else waiting (a query that held the event loop would show up here)."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__(daemon=True)
+        self.peer = Raw(port, "prober")
+        self.stop = threading.Event()
+        self.times: list[float] = []
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            t0 = time.perf_counter()
+            self.peer.s.sendall(frame({"c": "flush", "cid": f"f{n}", "a": "processed"}))
+            self.peer.wait_ack(f"f{n}", "processed")
+            self.times.append(time.perf_counter() - t0)
+
+    def finish(self) -> tuple[int, float, float]:
+        """(round trips, median seconds, max seconds)."""
+        self.stop.set()
+        self.join(10)
+        self.peer.close()
+        return len(self.times), statistics.median(self.times), max(self.times)
+
+
 def stats(times: list[float]) -> tuple[float, float]:
     return min(times), statistics.median(times)
 
@@ -294,7 +323,10 @@ def bench_big(n: int, repeat: int) -> None:
 
             # full scans, returning few records: filters with no term an index can serve (field
             # against field; arithmetic and a function call), and plain field = literal terms,
-            # which scan too on a topic this large (no index is built inside a query)
+            # which scan too on a topic this large (no index is built inside a query); another
+            # client measures flush round trips meanwhile
+            prober = Prober(srv.port)
+            prober.start()
             for flt, runs in (("/qty = /id", max(3, repeat // 2)),
                               ("/qty * 1 = 5 AND UPPER(/region) = 'EU'", 3),
                               ("/qty = 5 AND /region = 'eu'", 3)):
@@ -308,6 +340,10 @@ def bench_big(n: int, repeat: int) -> None:
                      f"{n / best:,.0f} / {n / med:,.0f} records/s scanned, best / median "
                      f"({best * 1000:,.0f} / {med * 1000:,.0f} ms of {runs}; "
                      f"target >= 1,000,000/s)")
+            trips, med, worst = prober.finish()
+            line(f"another client's flush round trips during those scans: {trips:,}, median "
+                 f"{med * 1000:.1f} ms, max {worst * 1000:.1f} ms (the scans run in steps of "
+                 f"20,000 records)")
 
             # sow_and_subscribe of 100,000 records (/px < v selects an exact share)
             want = min(100_000, n)
