@@ -498,10 +498,10 @@ class Topic:
 
     def _match_steps(self, flt, sow_keys, now: float, order_paths, force: str,
                      chunk: int | None):
-        """:meth:`_match` as a generator.  With ``chunk``, a scan of more records, or a
-        candidate list longer, than ``chunk`` runs over a snapshot taken in the first step,
-        ``chunk`` records per step (a yield between steps); anything smaller is done at once
-        in the first step, with no yield."""
+        """:meth:`_match` as a generator.  With ``chunk``, a scan of more than ``chunk``
+        records (or a candidate list longer than ``chunk // 4``) runs over a snapshot taken in
+        the first step, that many records per step (a yield between steps); anything smaller
+        is done at once in the first step, with no yield."""
         if force not in _FORCES:
             raise ValueError(f"plan must be one of {_FORCES}")
         f = self._compile(flt)
@@ -518,6 +518,9 @@ class Topic:
             ctx_of = self._ctx_of if (node is not None and needs_context(node)) else None
             limit = None if plan.kind == "keys" else max(64, int(total * self._fallback))
             cands = None if plan.kind == "scan" else self._candidates(plan, limit)
+        if chunk and cands is not None:
+            # a candidate costs about four scanned records (a random lookup, a Record built)
+            chunk = max(1, chunk // 4)
         snap = None
         if chunk and (total > chunk if cands is None else len(cands) > chunk):
             # the state just read, committed: the steps read it while writes go on
