@@ -146,18 +146,24 @@ def read_transports(node: Node, ctx: Ctx, defaults: InstanceDefaults) -> tuple[T
     return tuple(out)
 
 
+def _inet_addr(r, where: str, ctx: Ctx) -> tuple[str | None, int] | None:
+    """``(host, port)`` of the section's ``InetAddr`` (``(None, 0)`` without one); ``None``
+    after reporting a malformed one."""
+    if "inet_addr" not in r.values:
+        return None, 0
+    try:
+        return parse_inet_addr(r.values["inet_addr"])
+    except ValueError as e:
+        ctx.err(r.nodes["inet_addr"], f"invalid <InetAddr> in {where}: {e}")
+        return None
+
+
 def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults) -> Transport | None:
     r = read(node, spec, ctx)
-    host: str | None = None
-    port = 0
-    if "inet_addr" in r.values:
-        try:
-            host, port = parse_inet_addr(r.values["inet_addr"])
-        except ValueError as e:
-            ctx.err(r.nodes["inet_addr"], f"invalid <InetAddr> in {label(node)}: {e}")
-            return None
-    if not r.ok:
+    addr = _inet_addr(r, label(node), ctx)
+    if addr is None or not r.ok:
         return None
+    host, port = addr
     return Transport(
         file=node.file,
         line=node.line,
@@ -195,16 +201,10 @@ _ADMIN_SPEC = Spec(
 
 def read_admin(node: Node, ctx: Ctx) -> Admin | None:
     r = read(node, _ADMIN_SPEC, ctx)
-    host: str | None = None
-    port = 0
-    if "inet_addr" in r.values:
-        try:
-            host, port = parse_inet_addr(r.values["inet_addr"])
-        except ValueError as e:
-            ctx.err(r.nodes["inet_addr"], f"invalid <InetAddr> in <Admin>: {e}")
-            return None
-    if not r.ok:
+    addr = _inet_addr(r, "<Admin>", ctx)
+    if addr is None or not r.ok:
         return None
+    host, port = addr
     return Admin(
         file=node.file, line=node.line, host=host, port=port, inet_addr=r.values["inet_addr"],
         file_name=r.get("file_name", ":memory:"), interval=r.get("interval", 10.0),
