@@ -225,18 +225,6 @@ class Topic:
             return None
         return self._b.old_doc(rec, self._index_decoder())
 
-    def _update_indexes(self, old: Record | None, old_doc: Any, new_doc: Any, skey: str) -> None:
-        if old is None:
-            for ix in self.hash_indexes:
-                ix.add(new_doc, skey)
-            for ix in self.memo_indexes.values():
-                ix.add(new_doc, skey)
-        else:
-            for ix in self.hash_indexes:
-                ix.update(old_doc, new_doc, skey)
-            for ix in self.memo_indexes.values():
-                ix.update(old_doc, new_doc, skey)
-
     def _note_position(self, position: int) -> None:
         if position and position > self._applied:
             self._applied = position
@@ -296,14 +284,19 @@ class Topic:
         publish hot path.  Same result as ``publish(data, doc=doc, key=key, ...)``."""
         if now is None:
             now = self._clock()
-        lifetime = self.spec.default_lifetime
-        # positional: (sow_key, data, bookmark, timestamp, expiration, position, headers, doc)
-        rec = Record(key, bytes(data), bookmark or "", now if timestamp is None else timestamp,
-                     None if expiration is None and not lifetime
-                     else deadline(now, expiration, lifetime),
-                     position or 0, headers or None, doc)
+        rec = self._record(key, bytes(data), doc, expiration, bookmark, position, now, timestamp,
+                           headers)
         old = self._b.swap(rec)
         return self._stored(rec, old, now, None)
+
+    def _record(self, key, data, doc, expiration, bookmark, position, now, timestamp,
+                headers) -> Record:
+        lifetime = self.spec.default_lifetime
+        # positional: (sow_key, data, bookmark, timestamp, expiration, position, headers, doc)
+        return Record(key, data, bookmark or "", now if timestamp is None else timestamp,
+                      None if expiration is None and not lifetime
+                      else deadline(now, expiration, lifetime),
+                      position or 0, headers or None, doc)
 
     def delta_publish(self, data: bytes, *, sow_key: str | None = None,
                       expiration: float | int | str | None = None, bookmark: str = "",
@@ -332,10 +325,8 @@ class Topic:
 
     def _store(self, key, data, doc, old, now, expiration, bookmark, position, timestamp,
                headers, delta) -> PublishResult:
-        rec = Record(key, data, bookmark=bookmark or "",
-                     timestamp=now if timestamp is None else timestamp,
-                     expiration=deadline(now, expiration, self.spec.default_lifetime),
-                     position=position or 0, headers=headers or None, doc=doc)
+        rec = self._record(key, data, doc, expiration, bookmark, position, now, timestamp,
+                           headers)
         self._b.put(rec, old)
         return self._stored(rec, old, now, delta)
 
@@ -350,7 +341,7 @@ class Topic:
             if oexp is not None and oexp <= now and self.spec.expiration is not None:
                 self._pending_expired.append(old)  # expired: reported by the next sweep
                 previous = None
-            if hix or mix:  # _update_indexes(old, _index_doc(old), rec.doc, key), inlined
+            if hix or mix:  # (inlined: the publish hot path)
                 old_doc = self._b.old_doc(old, self._index_decoder())
                 new_doc = rec.doc
                 for ix in hix:
