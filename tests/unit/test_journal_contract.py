@@ -20,19 +20,7 @@ from journal import (
     parse_bookmark,
     publisher_id_for,
 )
-
-
-class FakeClock:
-    """Seconds since the epoch, advanced by hand."""
-
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from sow.testing import FakeClock
 
 
 @pytest.fixture(params=["memory", "file"])
@@ -79,7 +67,7 @@ def test_implements_protocol(make):
 
 
 def test_append_then_read_returns_every_field_in_order(make):
-    j = make(clock=FakeClock())
+    j = make(clock=FakeClock(1_800_000_000.0))
     recs = [
         j.append(
             topic="orders",
@@ -148,7 +136,7 @@ def test_positions_strictly_increase_across_segments(make):
 
 # ---------------------------------------------------------------- bookmark lookups
 def test_position_after_bookmark(make):
-    j = make(segment_size=1500, clock=FakeClock())
+    j = make(segment_size=1500, clock=FakeClock(1_800_000_000.0))
     recs = [publish(j, i, client="ab"[i % 2]) for i in range(120)]
     commit(j)
     for extra in range(3):  # half on disk, some still buffered
@@ -217,7 +205,7 @@ def test_timestamps_never_go_backwards(make):
 
 
 def test_range_positions(make):
-    clock = FakeClock()
+    clock = FakeClock(1_800_000_000.0)
     j = make(clock=clock)
     recs = []
     for i in range(10):
@@ -365,7 +353,7 @@ def test_retention_by_size_removes_oldest_whole_segments_but_not_pinned(make):
 
 
 def test_retention_by_age(make):
-    clock = FakeClock()
+    clock = FakeClock(1_800_000_000.0)
     j = make(segment_size=800, retention_age=3600, clock=clock)
     for i in range(40):
         publish(j, i)

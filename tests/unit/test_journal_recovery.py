@@ -21,17 +21,7 @@ from journal import (
 )
 from journal.record import PREFIX, PREFIX_SIZE
 from journal.segment import HEADER_SIZE, parse_segment_name
-
-
-class FakeClock:
-    def __init__(self, start: float = 1_800_000_000.0) -> None:
-        self.now = start
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from sow.testing import FakeClock
 
 
 def publish(j, i, client="pub-a", **kw):
@@ -335,7 +325,7 @@ def test_retention_by_size_deletes_files_oldest_first_never_pinned_or_newest(tmp
 
 
 def test_retention_by_age_with_injected_clock(tmp_path):
-    clock = FakeClock()
+    clock = FakeClock(1_800_000_000.0)
     j, _ = FileJournal.open(tmp_path, segment_size=700, retention_age=60, clock=clock)
     old = [publish(j, i) for i in range(30)]
     clock.advance(50)
