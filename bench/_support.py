@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -174,3 +175,65 @@ class RawPeer:
 
     def close(self) -> None:
         self.s.close()
+
+
+class PersistedPublisher:
+    """A raw publisher (``a=persisted`` with sequence numbers) whose reader thread follows
+    the server's cumulative persisted acks: ``acked``, ``ack_times``, ``progress`` (a
+    Condition notified on each ack), ``error`` (a failure ack). Subclasses build the batches
+    and pass the payloads to :meth:`send_payloads`."""
+
+    def __init__(self, port: int, name: str) -> None:
+        self.s = socket.create_connection(("127.0.0.1", port))
+        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.s.sendall(frame({"c": "logon", "cid": "l", "client_name": name, "a": "processed"}))
+        self.seq = 0
+        self.acked = 0
+        self.ack_times: list[tuple[int, float]] = []
+        self.progress = threading.Condition()
+        self.error: str | None = None
+        threading.Thread(target=self._reader, daemon=True).start()
+
+    def _reader(self) -> None:
+        from protocol.codec import FrameDecoder, split_frame
+
+        decoder = FrameDecoder(1 << 30)
+        while True:
+            try:
+                chunk = self.s.recv(1 << 16)
+            except OSError:
+                return
+            if not chunk:
+                return
+            for payload in decoder.feed(chunk):
+                h, _ = split_frame(payload)
+                if h.get("a") != "persisted":
+                    continue
+                with self.progress:
+                    if h.get("status", "success") != "success":
+                        self.error = f"persisted failure: {h}"
+                        self.progress.notify_all()
+                        return
+                    self.acked = int(h["s"])
+                    self.ack_times.append((self.acked, time.perf_counter()))
+                    self.progress.notify_all()
+
+    def send_payloads(self, payloads: list[bytes]) -> None:
+        self.s.sendall(b"".join(len(p).to_bytes(4, "big") + p for p in payloads))
+
+    def wait_window(self, window: int) -> None:
+        """Block while more than ``window`` publishes are unacknowledged."""
+        with self.progress:
+            while self.seq - self.acked > window and self.error is None:
+                self.progress.wait(1)
+            if self.error is not None:
+                raise RuntimeError(self.error)
+
+    def wait_acked(self, seq: int, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        with self.progress:
+            while self.acked < seq:
+                if self.error is not None:
+                    raise RuntimeError(self.error)
+                if not self.progress.wait(max(0.0, deadline - time.monotonic())):
+                    raise TimeoutError(f"acked {self.acked} of {seq}")

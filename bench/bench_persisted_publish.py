@@ -13,66 +13,29 @@ Targets: at least 100,000 messages/s; p99 at most 10 ms."""
 from __future__ import annotations
 
 import argparse
-import socket
 import sys
-import threading
 import time
 from bisect import bisect_left
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._support import ServerProcess, frame, machine  # noqa: E402
-from protocol.codec import split_frame  # noqa: E402
+from bench._support import PersistedPublisher, ServerProcess, machine  # noqa: E402
 
 
-class Publisher:
+class Publisher(PersistedPublisher):
     def __init__(self, port: int) -> None:
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.s.sendall(frame({"c": "logon", "cid": "l", "client_name": "persist-bench",
-                              "a": "processed"}))
-        self.acked = 0
-        self.ack_times: list[tuple[int, float]] = []
-        self.progress = threading.Condition()
-        self.seq = 0
+        super().__init__(port, "persist-bench")
         self.send_times: list[tuple[int, float]] = []
-        threading.Thread(target=self._reader, daemon=True).start()
-
-    def _reader(self) -> None:
-        buf = b""
-        while True:
-            chunk = self.s.recv(1 << 16)
-            if not chunk:
-                return
-            buf += chunk
-            while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big"):
-                size = int.from_bytes(buf[:4], "big")
-                h, _ = split_frame(buf[4:4 + size])
-                buf = buf[4 + size:]
-                if h.get("a") == "persisted":
-                    seq = int(h["s"])
-                    with self.progress:
-                        self.ack_times.append((seq, time.perf_counter()))
-                        self.acked = seq
-                        self.progress.notify_all()
 
     def send_batch(self, count: int) -> None:
         parts = []
         for _ in range(count):
             self.seq += 1
-            payload = (b'{"c":"p","t":"persisted","a":"persisted","s":%d}' % self.seq
-                       + BODY % self.seq)
-            parts.append(len(payload).to_bytes(4, "big") + payload)
+            parts.append(b'{"c":"p","t":"persisted","a":"persisted","s":%d}' % self.seq
+                         + BODY % self.seq)
         self.send_times.append((self.seq, time.perf_counter()))
-        self.s.sendall(b"".join(parts))
-
-    def wait_acked(self, seq: int, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        with self.progress:
-            while self.acked < seq:
-                if not self.progress.wait(max(0.0, deadline - time.monotonic())):
-                    raise TimeoutError(f"acked {self.acked} of {seq}")
+        self.send_payloads(parts)
 
     def latencies(self, after_seq: int) -> list[float]:
         ack_seqs = [a for a, _ in self.ack_times]
@@ -104,9 +67,7 @@ def main() -> None:
         pub = Publisher(srv.port)
         t0 = time.perf_counter()
         while pub.seq < n:
-            with pub.progress:
-                while pub.seq - pub.acked > args.window:
-                    pub.progress.wait(1)
+            pub.wait_window(args.window)
             pub.send_batch(min(args.batch, n - pub.seq))
         pub.wait_acked(n)
         dt = time.perf_counter() - t0

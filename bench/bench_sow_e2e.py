@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -44,7 +43,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._support import ServerProcess, frame, machine, RawPeer  # noqa: E402
+from bench._support import (PersistedPublisher, RawPeer, ServerProcess, frame,  # noqa: E402
+                            machine)
 from protocol.codec import split_frame  # noqa: E402
 from tests.integration.conftest import config_xml  # noqa: E402
 
@@ -80,60 +80,18 @@ def upsert_body(k: int, seq: int) -> bytes:
     return head + b"x" * (198 - len(head)) + b'"}'
 
 
-class Publisher:
+class Publisher(PersistedPublisher):
     def __init__(self, port: int, topic: str) -> None:
-        self.s = socket.create_connection(("127.0.0.1", port))
-        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.s.sendall(frame({"c": "logon", "cid": "l", "client_name": "upserter",
-                              "a": "processed"}))
+        super().__init__(port, "upserter")
         self.topic = topic.encode()
-        self.acked = 0
-        self.seq = 0
-        self.progress = threading.Condition()
-        self.error: str | None = None
-        threading.Thread(target=self._reader, daemon=True).start()
-
-    def _reader(self) -> None:
-        buf = b""
-        while True:
-            try:
-                chunk = self.s.recv(1 << 16)
-            except OSError:
-                return
-            if not chunk:
-                return
-            buf += chunk
-            while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big"):
-                size = int.from_bytes(buf[:4], "big")
-                h, _ = split_frame(buf[4:4 + size])
-                buf = buf[4 + size:]
-                if h.get("a") == "persisted":
-                    with self.progress:
-                        if h.get("status", "success") != "success":
-                            self.error = f"persisted failure: {h}"
-                            self.progress.notify_all()
-                            return
-                        self.acked = int(h["s"])
-                        self.progress.notify_all()
 
     def send_batch(self, count: int, keys: int) -> None:
-        parts = []
         head = b'{"c":"p","t":"' + self.topic + b'","a":"persisted","s":%d}'
+        parts = []
         for _ in range(count):
             self.seq += 1
-            k = (self.seq * 7919) % keys
-            payload = head % self.seq + upsert_body(k, self.seq)
-            parts.append(len(payload).to_bytes(4, "big") + payload)
-        self.s.sendall(b"".join(parts))
-
-    def wait_acked(self, seq: int, timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        with self.progress:
-            while self.acked < seq:
-                if self.error is not None:
-                    raise RuntimeError(self.error)
-                if not self.progress.wait(max(0.0, deadline - time.monotonic())):
-                    raise TimeoutError(f"acked {self.acked} of {seq}")
+            parts.append(head % self.seq + upsert_body((self.seq * 7919) % keys, self.seq))
+        self.send_payloads(parts)
 
 
 def bench_upserts(n: int, keys: int, batch: int, window: int) -> float:
@@ -143,11 +101,7 @@ def bench_upserts(n: int, keys: int, batch: int, window: int) -> float:
             pub = Publisher(srv.port, "upserts")
             t0 = time.perf_counter()
             while pub.seq < n:
-                with pub.progress:
-                    while pub.seq - pub.acked > window and pub.error is None:
-                        pub.progress.wait(1)
-                    if pub.error is not None:
-                        raise RuntimeError(pub.error)
+                pub.wait_window(window)
                 pub.send_batch(min(batch, n - pub.seq), keys)
             pub.wait_acked(n)
             dt = time.perf_counter() - t0

@@ -12,7 +12,6 @@ import json
 import threading
 
 import AMPS
-import pytest
 
 from tests.integration.test_sow import client, query, sow_server  # noqa: F401 (fixtures)
 
