@@ -35,7 +35,7 @@ Real AMPS elements parsed into the structures:
   and ``Topic`` (``Name`` regex + ``MessageType``);
 * ``SOW`` (synonym ``TopicMetaData``) with ``Topic`` (``TopicDefinition``): ``Name``/``Topic
   MessageType FileName Durability``/``Duration Key KeyDomain Expiration HashIndex/Key Index
-  RecoveryPoint``; ``Queue`` (``QueueDefinition``), ``LocalQueue``, ``GroupLocalQueue``: ``Name
+  RecoveryPoint History/Window History/Granularity``; ``Queue`` (``QueueDefinition``), ``LocalQueue``, ``GroupLocalQueue``: ``Name
   MessageType UnderlyingTopic DefaultPublishTarget Semantics LeasePeriod MaxBacklog
   MaxPerSubscriptionBacklog Expiration ExpirationModel FairnessModel Leasing MaxCancels
   MaxDeliveries TargetQueueDepth Priority BarrierExpression Filter RecoveryPoint
@@ -83,7 +83,7 @@ CAFile CAPath``; whole transports that are TLS (``tcps`` or with ``Certificate``
 ``PrivateKey``), ``amps-unix``, ``amps-replication`` or use the ``websocket``/legacy protocols;
 in ``Admin`` its security, header and Galvanometer options; in ``TransactionLog`` ``O_DIRECT
 CompressedJournalCacheMemoryLimit``; in SOW ``Topic`` ``KeyGenerator SlabSize InitialSlabCount
-ExpectedKeyCountHint History Preprocessing Enrichment Pattern``; ``SOW/RegexTopic``;
+ExpectedKeyCountHint Preprocessing Enrichment Pattern``; ``SOW/RegexTopic``;
 ``ConflatedTopic/Enrichment``; and actions that use a custom (non built-in) module.
 A queue whose literal underlying topic is not recorded in the ``TransactionLog`` (which AMPS
 rejects) and a configuration with no usable transport also produce a warning.

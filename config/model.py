@@ -132,6 +132,7 @@ class SowTopic(_Located, frozen=True, kw_only=True):
     hash_indexes: tuple[tuple[str, ...], ...] = ()  # HashIndex/Key...
     indexes: tuple[str, ...] = ()  # Index (memo indexes to pre-create)
     recovery_point: str = "epoch"  # RecoveryPoint
+    history: tuple[float, float] | None = None  # History: (Window, Granularity) in seconds
 
 
 class Queue(_Located, frozen=True, kw_only=True):

@@ -73,6 +73,21 @@ def _expiration(s: str) -> tuple[bool, float | None]:
     return (True, seconds)
 
 
+_HISTORY_SPEC = Spec(elems={
+    "Window": Elem("window", positive(parse_duration, "a history window"), required=True),
+    "Granularity": Elem("granularity", at_least(parse_duration, 0, "0s"), required=True),
+})
+
+
+def _history(node: Node, ctx: Ctx) -> Any:
+    """``History``: ``Window`` (how long saved versions are kept) and ``Granularity`` (how
+    often a version is saved; 0s = every version)."""
+    r = read(node, _HISTORY_SPEC, ctx, "<History>")
+    if not r.ok:
+        return MISSING
+    return (r.values["window"], r.values["granularity"])
+
+
 def _name_elems() -> dict[str, Elem]:
     return {"Name": Elem("name", text, required=True), "Topic": Elem("name", text, required=True)}
 
@@ -91,9 +106,10 @@ def _topic_spec(ctx: Ctx) -> Spec:
             "HashIndex": Elem("hash_indexes", node=_hash_index, multiple=True),
             "Index": Elem("indexes", parse_xpath, multiple=True),
             "RecoveryPoint": Elem("recovery_point", parse_recovery_point),
+            "History": Elem("history", node=_history),
         },
         ignored=frozenset({
-            "KeyGenerator", "SlabSize", "InitialSlabCount", "ExpectedKeyCountHint", "History",
+            "KeyGenerator", "SlabSize", "InitialSlabCount", "ExpectedKeyCountHint",
             "Preprocessing", "Enrichment", "Pattern",
         }),
     )
@@ -266,7 +282,7 @@ def _read_topic(node: Node, ctx: Ctx) -> SowTopic | None:
         durability=durability, keys=keys, key_domain=r.get("key_domain"),
         expiration_enabled=enabled, expiration=expiration,
         hash_indexes=tuple(r.get("hash_indexes", ())), indexes=tuple(r.get("indexes", ())),
-        recovery_point=r.get("recovery_point", "epoch"),
+        recovery_point=r.get("recovery_point", "epoch"), history=r.get("history"),
     )
 
 

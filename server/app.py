@@ -103,6 +103,7 @@ class Server:
 
             self.sowsvc = SowService(self, self.config)
             self.sowsvc.recover()
+            self.sowsvc.start_history_maintenance()
         if self.config.queues:
             from server.queuesvc import QueueService
 

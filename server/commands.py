@@ -172,8 +172,11 @@ def publish_message(server: "Server", topic: str, body: bytes, delta: bool = Fal
         msg = Message(topic, body, rec.bookmark_str if rec is not None else None,
                       correlation_id, sow_key, expiration, client_name, doc)
         if sow_topic is not None:
-            store_publish(server, sow_topic, msg, delta, rec.position if rec is not None else 0,
-                          key)
+            if rec is not None:
+                store_publish(server, sow_topic, msg, delta, rec.position, key,
+                              rec.timestamp / 1_000_000)
+            else:
+                store_publish(server, sow_topic, msg, delta, 0, key)
         fan_out(server, msg)
         if rec is not None and queues is not None:
             queues.on_publish(msg, rec)

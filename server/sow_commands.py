@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any, Callable, Generator
 
 from journal import RecordKind
 from protocol import reasons
-from protocol.bookmarks import format_timestamp
+from protocol.bookmarks import (EPOCH, Bookmark, BookmarkError, BookmarkList, BookmarkRange,
+                                BookmarkTimestamp, format_timestamp, parse_bookmark)
 from protocol.codec import frame, sow_batch
 from protocol.reasons import CommandError
 from server.acks import early as acks_early, final as acks_final
 from server.delivery import UNDECODED, Message, decode_or_none, send_oof
+from server.router import is_regex_topic
 
 log = logging.getLogger("amps_emulator.sow")
 
@@ -70,22 +72,72 @@ def _top_n(cmd: "Command") -> int | None:
 SEND_STEP = 5_000
 
 
+def _bookmark_instant(server: "Server", text: str) -> float | None:
+    """The instant (UNIX seconds) a historical query names in its ``bookmark`` header:
+    a timestamp, ``0``/``epoch`` (the beginning), a ``P|S|`` bookmark of the transaction log
+    (the time that message was logged) or a list (the earliest). ``None``: ``now``/``recent``,
+    the current state."""
+    try:
+        spec = parse_bookmark(text)
+    except BookmarkError as exc:
+        raise CommandError(reasons.INVALID_BOOKMARK, str(exc)) from None
+    items = spec.items if isinstance(spec, BookmarkList) else (spec,)
+    instants = []
+    for item in items:
+        if isinstance(item, BookmarkTimestamp):
+            instants.append(item.micros / 1_000_000)
+        elif item is EPOCH:
+            instants.append(0.0)
+        elif isinstance(item, Bookmark):
+            journal = server.txlog.journal if server.txlog is not None else None
+            after = journal.position_after_bookmark(item) if journal is not None else None
+            if after is None:
+                raise CommandError(reasons.INVALID_BOOKMARK, f"bookmark {text!r} not found")
+            logged = next(iter(journal.read(after - 1)), None) if after > 1 else None
+            instants.append(0.0 if logged is None else logged.timestamp / 1_000_000)
+        elif isinstance(item, BookmarkRange):
+            raise CommandError(reasons.INVALID_BOOKMARK, f"a SOW query takes no range: {text!r}")
+    return min(instants) if instants else None
+
+
+def history_cuts(server: "Server", cmd: "Command", topics: list[Any], common: bool
+                 ) -> dict[str, float] | None:
+    """For a ``sow``/``sow_and_subscribe`` with a ``bookmark``: the instant each topic with
+    ``History`` is read as of (None: a current query; topics without History ignore the
+    bookmark, as AMPS does). ``common``: one instant for all topics, the earliest (a
+    historical subscription replays the transaction log from there), and only when every
+    topic keeps history."""
+    if not cmd.bookmark or not any(t.history is not None for t in topics):
+        return None
+    at = _bookmark_instant(server, cmd.bookmark)
+    if at is None:
+        return None
+    if not common:
+        return {t.spec.name: t.history_cut(at) for t in topics if t.history is not None}
+    if any(t.history is None for t in topics):
+        return None
+    cut = min(t.history_cut(at) for t in topics)
+    return {t.spec.name: cut for t in topics}
+
+
 def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
-                on_snapshot: Callable[[], None] | None = None
+                on_snapshot: Callable[[float | None], None] | None = None
                 ) -> Generator[None, None, dict[str, int]]:
     """The query as a generator: it sends group_begin / sow frames / group_end and returns
     the counts, yielding between steps of a long scan or a long result. ``on_snapshot`` runs
     once every topic's snapshot is taken, before any result is sent (``sow_and_subscribe``
-    registers its subscription there)."""
+    registers its subscription there), with the instant a historical query read as of
+    (``None``: the current state)."""
     queue = server.queuesvc.get(cmd.topic) if server.queuesvc is not None else None
     if queue is not None:
         counts = _query_queue(server, conn, cmd, queue, filt)
         if on_snapshot is not None:
-            on_snapshot()
+            on_snapshot(None)
         return counts
     topics = server.sowsvc.topics_for(cmd.topic) if server.sowsvc is not None else []
     if not topics:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
+    cuts = history_cuts(server, cmd, topics, common=on_snapshot is not None)
     batch = _batch_size(cmd)
     top_n = _top_n(cmd)
     skip_n = _count_option(cmd, "skip_n", cmd.skip_n)
@@ -93,27 +145,28 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
     select = opts.get("select")
     steps = [topic.query_steps(filt, sow_keys=cmd.sow_keys, order_by=cmd.orderby,
                                top_n=top_n, skip_n=skip_n,
-                               select=select if isinstance(select, str) else None)
+                               select=select if isinstance(select, str) else None,
+                               history_cut=cuts.get(topic.spec.name) if cuts else None)
              for topic in topics]
     results: list[Any] = [None] * len(steps)
     running = []
-    for i, st in enumerate(steps):  # each topic plans and takes its snapshot
-        try:
-            next(st)
-            running.append(i)
-        except StopIteration as stop:
-            results[i] = stop.value
-    if on_snapshot is not None:
-        on_snapshot()
-    # The query is accepted (errors in the filter, orderby or options are raised above):
-    # processed and group_begin go out now, the records as they are ready.
-    qid = cmd.query_id or cmd.sub_id or cmd.cid or ""
-    if cmd.query_id is None:
-        cmd.query_id = qid
-    if "processed" in cmd.acks:
-        conn.ack(cmd, "processed")
-    conn.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
     try:
+        for i, st in enumerate(steps):  # each topic plans and takes its snapshot
+            try:
+                next(st)
+                running.append(i)
+            except StopIteration as stop:
+                results[i] = stop.value
+        if on_snapshot is not None:
+            on_snapshot(min(cuts.values()) if cuts else None)
+        # The query is accepted (errors in the filter, orderby or options are raised above):
+        # processed and group_begin go out now, the records as they are ready.
+        qid = cmd.query_id or cmd.sub_id or cmd.cid or ""
+        if cmd.query_id is None:
+            cmd.query_id = qid
+        if "processed" in cmd.acks:
+            conn.ack(cmd, "processed")
+        conn.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
         for i in running:
             while True:
                 try:
@@ -251,12 +304,16 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
     filt = compile_filter_for(cmd.filter)
     registered: list[Any] = []
+    delta = cmd.command == "sow_and_delta_subscribe"
 
-    def subscribe() -> None:
+    def subscribe(cut: float | None) -> None:
+        if cut is not None:  # historical: replay the log from where the SOW state was read
+            registered.append(_historical_subscription(server, conn, cmd, sub_id, filt, delta,
+                                                       cut))
+            return
         # Same loop step as the snapshots: nothing can be published in between. What is
         # published while the query runs is held (busy connection) and goes out after it.
-        registered.append(register_subscription(
-            server, conn, cmd, sub_id, filt, delta=cmd.command == "sow_and_delta_subscribe"))
+        registered.append(register_subscription(server, conn, cmd, sub_id, filt, delta=delta))
 
     def unsubscribe() -> None:
         for sub in registered:
@@ -266,6 +323,32 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
 
     drive(server, conn, cmd, query_steps(server, conn, cmd, filt, on_snapshot=subscribe),
           lambda counts: acks_final(conn, cmd, processed=False, **counts), unsubscribe)
+
+
+def _historical_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
+                             filt: Any, delta: bool, cut: float) -> Any:
+    """The subscription of a historical ``sow_and_subscribe``: a transaction-log cursor from
+    the first message logged at or after ``cut``, the instant the SOW state was read as of
+    (the SOW records carry their log timestamps, so nothing is missed or repeated)."""
+    from server import replay
+    from server.router import Subscription
+
+    txlog = server.txlog
+    if txlog is None or not (txlog.recorded(cmd.topic or "") or is_regex_topic(cmd.topic or "")):
+        raise CommandError(reasons.TX_LOG_NOT_FOUND,
+                           f"a historical {cmd.command} needs {cmd.topic!r} in the transaction log")
+    sub = Subscription(conn, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
+    cursor = replay.Cursor(sub, cmd, txlog.journal.position_at_time(round(cut * 1_000_000)), None)
+    cursor.want_completed = False  # the query's completed ack is the one
+    cursor.remaining = None  # top_n is the query's
+    existing = conn.subs.get(sub_id)
+    if existing is not None:
+        server.remove_subscription(existing)
+    conn.subs[sub_id] = sub
+    sub.cursor = cursor
+    txlog.cursors.add(cursor)
+    replay.schedule(server, cursor)  # runs after the query's frames (the connection is busy)
+    return sub
 
 
 def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
@@ -298,15 +381,17 @@ def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
         raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
     txlog = server.txlog
     position = 0
+    at = None  # when the deletion happened: the time it was logged, else now
     if txlog is not None and txlog.recorded(topic_name):
-        position = txlog.append_command(conn, cmd, RecordKind.SOW_DELETE, headers).position
+        logged = txlog.append_command(conn, cmd, RecordKind.SOW_DELETE, headers)
+        position, at = logged.position, logged.timestamp / 1_000_000
     server.request_turn_end()  # the SOW commits at the end of this turn
     if "filter" in headers:
-        result = topic.delete_by_filter(filt, position=position)
+        result = topic.delete_by_filter(filt, position=position, now=at)
     elif "sow_keys" in headers:
-        result = topic.delete_by_keys(cmd.sow_keys, position=position)
+        result = topic.delete_by_keys(cmd.sow_keys, position=position, now=at)
     else:
-        result = topic.delete_by_data(cmd.body, sow_key=cmd.sow_key, position=position)
+        result = topic.delete_by_data(cmd.body, sow_key=cmd.sow_key, position=position, now=at)
     _removed(server, topic_name, result.records)
     _delete_acks(conn, cmd, {"records_deleted": result.records_deleted,
                              "matches": result.matches, "topic_matches": result.topic_matches},
@@ -352,18 +437,21 @@ def delete_records(server: "Server", topic_name: str, filter_text: str) -> int:
 
 
 def store_publish(server: "Server", topic: Any, msg: Message, delta: bool,
-                  position: int, key: str | None = None) -> None:
+                  position: int, key: str | None = None, stamp: float | None = None) -> None:
     """Upsert (or merge, for delta_publish) a published message into its SOW topic and
     prepare ``msg`` for the fan-out: the stored body, its SowKey, the record it replaced (for
-    OOF ``match``) and, for delta subscribers, what changed."""
+    OOF ``match``) and, for delta subscribers, what changed. ``stamp``: the time the
+    transaction log recorded the message (the record's timestamp; default now)."""
     doc = msg.doc if msg.doc is not UNDECODED else decode_or_none(msg.body)
     server.request_turn_end()  # the SOW commits at the end of this turn
     if delta or key is None:
         fn = topic.delta_publish if delta else topic.publish
         result = fn(msg.body, sow_key=msg.sow_key, expiration=msg.expiration,
-                    bookmark=msg.bookmark or "", position=position, doc=doc, key=key)
+                    bookmark=msg.bookmark or "", position=position, doc=doc, key=key,
+                    timestamp=stamp)
     else:  # the common upsert: publish() with the body decoded and the key known
-        result = topic.upsert(key, msg.body, doc, msg.expiration, msg.bookmark or "", position)
+        result = topic.upsert(key, msg.body, doc, msg.expiration, msg.bookmark or "", position,
+                              None, stamp)
     rec = result.record
     msg.sow_key = rec.sow_key
     msg.body = rec.data

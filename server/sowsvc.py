@@ -23,6 +23,7 @@ from journal import RecordKind
 from protocol import reasons
 from protocol.reasons import CommandError
 from sow import Sow, Topic, TopicSpec
+from sow.history import HistorySpec
 from server.delivery import send_oof
 from server.router import compile_topic_regex, is_regex_topic
 
@@ -44,6 +45,7 @@ def spec_from_config(t: Any) -> TopicSpec:
         name=t.name, message_type=t.message_type, keys=tuple(t.keys), key_domain=t.key_domain,
         durability=t.durability, file_name=t.resolved_file_name, expiration=expiration,
         hash_indexes=tuple(tuple(h) for h in t.hash_indexes), indexes=tuple(t.indexes),
+        history=None if t.history is None else HistorySpec(*t.history),
     )
 
 
@@ -59,6 +61,7 @@ class SowService:
                        clock=server.wallclock)
         self._timer: Any = None
         self._timer_at: float | None = None
+        self._prune_timer: Any = None
 
     # -- lookup ----------------------------------------------------------------------------
     def get(self, name: str) -> Topic | None:
@@ -105,6 +108,37 @@ class SowService:
             log.info("SOW recovery: applied %d journal records from position %d", applied, start)
         self.sweep()
 
+    # -- history ---------------------------------------------------------------------------
+    def start_history_maintenance(self) -> None:
+        """Prune what fell out of each ``History`` window now, then periodically (a tenth of
+        the shortest window, between 1 s and 60 s)."""
+        windows = [s.history.window for s in self.specs
+                   if s.history is not None and s.history.window is not None]
+        if not windows:
+            return
+        self.prune_history()
+        interval = min(60.0, max(1.0, min(windows) / 10))
+
+        def tick() -> None:
+            try:
+                self.prune_history()
+            except Exception:  # keep the timer alive whatever one pass hit
+                log.exception("SOW history maintenance failed")
+            self._prune_timer = self.server.loop.call_later(interval, tick)
+
+        self._prune_timer = self.server.loop.call_later(interval, tick)
+
+    def prune_history(self) -> int:
+        dropped = 0
+        now = self.server.wallclock()
+        for topic in self.sow.topics.values():
+            if topic.history is not None:
+                dropped += topic.prune_history(now)
+        if dropped:
+            log.debug("SOW history: dropped %d versions older than the window", dropped)
+            self.server.request_turn_end()
+        return dropped
+
     # -- once per turn ---------------------------------------------------------------------
     def commit(self) -> None:
         try:
@@ -149,6 +183,8 @@ class SowService:
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
+        if self._prune_timer is not None:
+            self._prune_timer.cancel()
         self.sow.commit()
         self.sow.close()
 
@@ -157,11 +193,13 @@ def apply_record(topic: Topic, rec: Any) -> Any:
     """Apply one journal record to a SOW topic (used by recovery)."""
     headers = rec.headers or {}
     if rec.kind == RecordKind.SOW_DELETE:
+        at = rec.timestamp / 1_000_000
         if "filter" in headers:
-            return topic.delete_by_filter(headers["filter"], position=rec.position)
+            return topic.delete_by_filter(headers["filter"], position=rec.position, now=at)
         if "sow_keys" in headers:
-            return topic.delete_by_keys(headers["sow_keys"], position=rec.position)
-        return topic.delete_by_data(rec.body, sow_key=rec.sow_key, position=rec.position)
+            return topic.delete_by_keys(headers["sow_keys"], position=rec.position, now=at)
+        return topic.delete_by_data(rec.body, sow_key=rec.sow_key, position=rec.position,
+                                    now=at)
     fn = topic.delta_publish if rec.kind == RecordKind.DELTA_PUBLISH else topic.publish
     return fn(rec.body, sow_key=rec.sow_key, expiration=rec.expiration,
               bookmark=rec.bookmark_str, position=rec.position,

@@ -35,9 +35,9 @@ import msgspec
 
 from protocol.filter.compiler import fields_filter
 
-from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbOrderedSet
+from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbKVTable, LmdbOrderedSet
 from .record import Record, decode_record, encode_record
-from .tables import MemHashTable, MemOrderedSet
+from .tables import MemHashTable, MemKVTable, MemOrderedSet
 
 __all__ = ["MemoryBackend", "LmdbBackend", "db_base_name"]
 
@@ -164,6 +164,16 @@ class MemoryBackend:
         if t is None:
             t = self._tables[name] = MemOrderedSet()
         return t
+
+    def kv_table(self, name: str) -> MemKVTable:
+        t = self._tables.get(name)
+        if t is None:
+            t = self._tables[name] = MemKVTable()
+        return t
+
+    def all_records(self) -> list[Record]:
+        """Every stored record (expired ones too), in natural order."""
+        return list(self.records.values())
 
     def drop_table(self, name: str) -> None:
         self._tables.pop(name, None)
@@ -353,6 +363,18 @@ class LmdbBackend:
         if t is None:
             t = self._tables[name] = LmdbOrderedSet(self.env, self._db(name))
         return t
+
+    def kv_table(self, name: str) -> LmdbKVTable:
+        t = self._tables.get(name)
+        if t is None:
+            t = self._tables[name] = LmdbKVTable(self.env, self._db(name))
+        return t
+
+    def all_records(self) -> list[Record]:
+        """Every stored record (expired ones too), in natural order."""
+        with self.env.reading() as txn:
+            return [decode_record(bytes(k).decode(), bytes(v))
+                    for k, v in txn.cursor(self.rec_db).iternext()]
 
     def drop_table(self, name: str) -> None:
         t = self._tables.pop(name, None)

@@ -358,3 +358,47 @@ class LmdbHashTable:
 
     def clear(self) -> None:
         self.env.drop(self.db)
+
+
+class LmdbKVTable:
+    """Ordered ``bytes -> bytes`` table: one named database (the history of persistent
+    topics).  Writes go into the environment's batch like every other SOW write."""
+
+    __slots__ = ("env", "db")
+
+    def __init__(self, env: LmdbEnv, db) -> None:
+        self.env = env
+        self.db = db
+
+    def put(self, k: bytes, v: bytes) -> None:
+        self.env.put(self.db, k, v)
+
+    def delete(self, k: bytes) -> None:
+        self.env.delete(self.db, k)
+
+    def prefix_items(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        """The rows whose key starts with ``prefix``, ascending."""
+        n = len(prefix)
+        with self.env.reading() as txn:
+            cur = txn.cursor(self.db)
+            if not cur.set_range(prefix):
+                return []
+            out = []
+            for k, v in cur.iternext():
+                k = bytes(k)
+                if k[:n] != prefix:
+                    break
+                out.append((k, bytes(v)))
+            return out
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every row, ascending (read now: the caller may write while iterating)."""
+        with self.env.reading() as txn:
+            return iter([(bytes(k), bytes(v)) for k, v in txn.cursor(self.db).iternext()])
+
+    def __len__(self) -> int:
+        with self.env.reading() as txn:
+            return txn.stat(self.db)["entries"]
+
+    def clear(self) -> None:
+        self.env.drop(self.db)

@@ -17,6 +17,8 @@ Fields
                     default lifetime in seconds (per-message ``e`` still overrides it).
 ``hash_indexes``    ``HashIndex`` entries, each a tuple of field XPaths.
 ``indexes``         ``Index`` entries (memo indexes created up front).
+``history``         ``History`` (:class:`sow.history.HistorySpec`: window and granularity in
+                    seconds), ``None`` = no history, no historical queries.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from typing import Union
+
+from .history import HistorySpec
 
 __all__ = ["TopicSpec", "expand_file_name", "PERSISTENT", "TRANSIENT"]
 
@@ -44,6 +48,7 @@ class TopicSpec:
     expiration: Expiration = None
     hash_indexes: tuple[tuple[str, ...], ...] = ()
     indexes: tuple[str, ...] = ()
+    history: HistorySpec | None = None
 
     def __post_init__(self) -> None:
         if not self.name:

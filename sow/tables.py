@@ -1,4 +1,5 @@
-"""In-memory index tables: an ordered set of byte keys and a hash table of key sets.
+"""In-memory tables: an ordered set of byte keys, a hash table of key sets, and an ordered
+key/value table (SOW history).
 
 They mirror the LMDB tables in :mod:`sow.lmdbenv` method for method, so the index code
 (:mod:`sow.index`) and expiry code work unchanged on transient topics.
@@ -14,7 +15,7 @@ from bisect import bisect_left
 from itertools import islice
 from typing import Iterator
 
-__all__ = ["SortedKeys", "MemOrderedSet", "MemHashTable"]
+__all__ = ["SortedKeys", "MemOrderedSet", "MemHashTable", "MemKVTable"]
 
 
 class SortedKeys:
@@ -181,3 +182,39 @@ class MemHashTable:
     def clear(self) -> None:
         self._d.clear()
         self._n = 0
+
+
+class MemKVTable:
+    """Ordered ``bytes -> bytes`` table (the history of transient topics)."""
+
+    __slots__ = ("_keys", "_values")
+
+    def __init__(self) -> None:
+        self._keys = SortedKeys()
+        self._values: dict[bytes, bytes] = {}
+
+    def put(self, k: bytes, v: bytes) -> None:
+        if k not in self._values:
+            self._keys.add(k)
+        self._values[k] = v
+
+    def delete(self, k: bytes) -> None:
+        if self._values.pop(k, None) is not None:
+            self._keys.discard(k)
+
+    def prefix_items(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
+        """The rows whose key starts with ``prefix``, ascending."""
+        hi = prefix + b"\xff"
+        return [(k, self._values[k]) for k in self._keys.irange(prefix, hi)
+                if k.startswith(prefix)]
+
+    def items(self) -> Iterator[tuple[bytes, bytes]]:
+        """Every row, ascending (a copy: the caller may write while iterating)."""
+        return iter([(k, self._values[k]) for k in self._keys.irange()])
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def clear(self) -> None:
+        self._keys.clear()
+        self._values.clear()

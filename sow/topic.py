@@ -24,6 +24,7 @@ from protocol.filter import MessageContext, compile_filter
 from protocol.reasons import BAD_FILTER, CommandError
 
 from .delta import merge
+from .history import TABLE as _HISTORY_TABLE, History
 from .expiry import deadline, expiry_bound, expiry_key, skey_of_key
 from .index import HashIndex, MemoIndex
 from .keys import KeyGenerator, parse_sow_keys, validate_sow_key
@@ -92,6 +93,10 @@ class Topic:
         self._pending_expired: list[Record] = []
         self._decoders: dict[frozenset, Any] = {}
         self._full_decoder = msgspec.json.Decoder()
+        #: the saved versions for historical queries (``History`` configured), else None
+        self.history: History | None = None
+        if spec.history is not None:
+            self.history = History(spec.history, backend.kv_table(_HISTORY_TABLE))
         self._check_key_definition()
         self._applied = int(self._b.meta_get("applied", 0))
         self._applied_dirty = False
@@ -364,10 +369,18 @@ class Topic:
         if rec.position > self._applied:
             self._applied = rec.position
             self._applied_dirty = True
+        if self.history is not None:
+            if old is not None:
+                self.history.replaced(old, rec.timestamp)
+            self.history.prune_key(key, now, rec)
         return PublishResult(rec, previous, delta)
 
-    def _remove(self, rec: Record) -> None:
+    def _remove(self, rec: Record, at: float) -> None:
+        """Remove ``rec`` (deleted or expired at ``at``) with its index and expiry rows."""
         key = rec.sow_key
+        if self.history is not None:
+            self.history.removed(rec, at)
+            self.history.prune_key(key, at, None)
         idoc = self._index_doc(rec)
         self._b.delete(key)
         for ix in self.hash_indexes:
@@ -406,9 +419,17 @@ class Topic:
         if limit is not None:
             limit = max(0, limit - len(out))
         for r in self._due(now, limit):
-            self._remove(r)
+            self._remove(r, r.expiration)
             out.append(r)
         return out
+
+    def prune_history(self, now: float | None = None) -> int:
+        """Drop the saved versions older than the ``History`` window (see
+        :mod:`sow.history`); returns how many rows went.  The server calls it periodically."""
+        if self.history is None:
+            return 0
+        current = {r.sow_key: r for r in self._b.all_records()}
+        return self.history.prune(self._clock() if now is None else now, current)
 
     def next_expiration(self) -> float | None:
         """The earliest stored deadline (the server arms one timer for it), ``None`` if none
@@ -573,21 +594,27 @@ class Topic:
     def query_steps(self, filter: Any = None, *, sow_keys: str | Iterable[str] | None = None,
                     order_by: str | OrderBy | None = None, top_n: int | None = None,
                     skip_n: int | None = None, select: str | Select | None = None,
-                    now: float | None = None, plan: str = "auto", chunk: int | None = None
+                    now: float | None = None, plan: str = "auto", chunk: int | None = None,
+                    history_cut: float | None = None
                     ) -> Generator[None, None, QueryResult]:
         """:meth:`query` as a generator that returns the :class:`QueryResult`: the first step
         parses, plans and takes the snapshot (errors are raised there); a query that reads
         more than ``chunk`` records (default :attr:`query_chunk`; 0: never) then reads them over
         several steps, so that its caller can let other work run in between.  Writes made
-        between steps do not change the result."""
+        between steps do not change the result.  ``history_cut``: a historical query, the
+        state just before that instant (see :meth:`history_cut`; needs ``History``)."""
         if now is None:
             now = self._clock()
         order = parse_order_by(order_by) if isinstance(order_by, str) or order_by is None \
             else order_by
         sel = parse_select(select) if isinstance(select, str) or select is None else select
-        rows, topic_matches, desc = yield from self._match_steps(
-            filter, sow_keys, now, order.paths if order else (), plan,
-            self.query_chunk if chunk is None else chunk or None)
+        if history_cut is not None:
+            rows, topic_matches, desc = self._historical_match(
+                filter, sow_keys, now, order.paths if order else (), history_cut)
+        else:
+            rows, topic_matches, desc = yield from self._match_steps(
+                filter, sow_keys, now, order.paths if order else (), plan,
+                self.query_chunk if chunk is None else chunk or None)
         if order is not None:
             docs = {id(r): d for r, d in rows}
             recs = sort_records([r for r, _ in rows], order, lambda r: docs[id(r)])
@@ -598,10 +625,43 @@ class Topic:
             out = [project(r, sel) for r in out]
         return QueryResult(out, len(rows), topic_matches, desc)
 
+    def history_cut(self, at: float) -> float:
+        """The instant a historical query *as of* ``at`` reads (the granularity boundary at or
+        before it); raises ``ValueError`` if the topic keeps no history."""
+        if self.history is None:
+            raise ValueError(f"SOW topic {self.name} has no History")
+        return self.history.cut(at)
+
+    def _historical_match(self, flt, sow_keys, now: float, order_paths, cut: float
+                          ) -> tuple[list[tuple[Record, Any]], int, str]:
+        """:meth:`_match` over the state just before ``cut`` (a scan of the topic's current
+        records and saved versions, in one step)."""
+        if self.history is None:
+            raise ValueError(f"SOW topic {self.name} has no History")
+        f = self._compile(flt)
+        node = f.ast if f is not None else None
+        recs = self.history.state_at(cut, self._b.all_records(), now)
+        recs.sort(key=lambda r: r.sow_key)
+        total = len(recs)
+        if sow_keys is not None:
+            wanted = set(parse_sow_keys(sow_keys))
+            recs = [r for r in recs if r.sow_key in wanted]
+        paths = list(order_paths)
+        if node is not None:
+            paths.extend(identifier_paths(node))
+        ctx_of = self._ctx_of if (node is not None and needs_context(node)) else None
+        rows = self._check(recs, f, self._decoder_for(paths), set(), ctx_of)
+        desc = f"history as of {cut!r} ({total} records)"
+        if plan_log.isEnabledFor(logging.DEBUG):
+            plan_log.debug("sow topic=%s filter=%r plan=%s matches=%d", self.name,
+                           getattr(f, "text", None), desc, len(rows))
+        return rows, total, desc
+
     def query(self, filter: Any = None, *, sow_keys: str | Iterable[str] | None = None,
               order_by: str | OrderBy | None = None, top_n: int | None = None,
               skip_n: int | None = None, select: str | Select | None = None,
-              now: float | None = None, plan: str = "auto") -> QueryResult:
+              now: float | None = None, plan: str = "auto",
+              history_cut: float | None = None) -> QueryResult:
         """A ``sow`` query.  ``filter``: text or a compiled filter; ``sow_keys``: comma list or
         iterable (only those records); ``order_by``: ``orderby`` text; ``top_n``/``skip_n``:
         paging after ordering; ``select``: ``select=[...]`` list.  Bad orderby raises
@@ -609,7 +669,7 @@ class Topic:
         select ``CommandError(invalid options)``.  ``batch_size`` is the server's business."""
         return _drain(self.query_steps(filter, sow_keys=sow_keys, order_by=order_by,
                                        top_n=top_n, skip_n=skip_n, select=select, now=now,
-                                       plan=plan, chunk=0))
+                                       plan=plan, chunk=0, history_cut=history_cut))
 
     # ---- deletes -----------------------------------------------------------------------------
 
@@ -620,7 +680,7 @@ class Topic:
         if now is None:
             now = self._clock()
         rows, topic_matches, desc = self._match(filter, None, now, (), plan)
-        return self._delete_rows(rows, topic_matches, desc, position)
+        return self._delete_rows(rows, topic_matches, desc, position, now)
 
     def delete_by_keys(self, sow_keys: str | Iterable[str], *, now: float | None = None,
                        position: int = 0) -> DeleteResult:
@@ -628,7 +688,7 @@ class Topic:
         if now is None:
             now = self._clock()
         rows, topic_matches, desc = self._match(None, sow_keys, now)
-        return self._delete_rows(rows, topic_matches, desc, position)
+        return self._delete_rows(rows, topic_matches, desc, position, now)
 
     def delete_by_data(self, data: bytes, *, sow_key: str | None = None,
                        now: float | None = None, position: int = 0) -> DeleteResult:
@@ -637,10 +697,11 @@ class Topic:
         key = self.key_for(_decode(data), sow_key)
         return self.delete_by_keys([key], now=now, position=position)
 
-    def _delete_rows(self, rows, topic_matches: int, desc: str, position: int) -> DeleteResult:
+    def _delete_rows(self, rows, topic_matches: int, desc: str, position: int,
+                     now: float) -> DeleteResult:
         recs = [r for r, _ in rows]
         for r in recs:
-            self._remove(r)
+            self._remove(r, now)
         self._note_position(position)
         return DeleteResult(recs, len(recs), topic_matches, desc)
 

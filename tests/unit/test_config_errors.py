@@ -132,6 +132,18 @@ def test_bad_queue_values(element: str, needle: str) -> None:
         ("<Logging><Target><Protocol>stdout</Protocol><Level>verbose</Level></Target></Logging>", "<Level>",
          "expected one of"),
         ("<Admin><InetAddr>8085</InetAddr><Interval>100ms</Interval></Admin>", "<Interval>", "minimum of 1s"),
+        ("<SOW><Topic><Name>t</Name><MessageType>json</MessageType><FileName>s</FileName>"
+         "<History><Window>0s</Window><Granularity>1s</Granularity></History></Topic></SOW>",
+         "<Window>", "greater than zero"),
+        ("<SOW><Topic><Name>t</Name><MessageType>json</MessageType><FileName>s</FileName>"
+         "<History><Window>1d</Window><Granularity>soon</Granularity></History></Topic></SOW>",
+         "<Granularity>", "invalid duration"),
+        ("<SOW><Topic><Name>t</Name><MessageType>json</MessageType><FileName>s</FileName>"
+         "<History><Window>1d</Window></History></Topic></SOW>",
+         "<History>", "missing required element <Granularity>"),
+        ("<SOW><Topic><Name>t</Name><MessageType>json</MessageType><FileName>s</FileName>"
+         "<History><Window>1d</Window><Granularity>1s</Granularity><Depth>3</Depth></History>"
+         "</Topic></SOW>", "<Depth>", "<Depth>"),
         ("<SOW><ConflatedTopic><Name>c</Name><MessageType>json</MessageType><UnderlyingTopic>x</UnderlyingTopic>"
          "<Interval>10ms</Interval></ConflatedTopic></SOW>", "<Interval>", "minimum of 100ms"),
     ],
@@ -435,11 +447,12 @@ def test_production_config_warns_once_per_unsupported_element() -> None:
         (line_of(text, "<WWWAuthenticate>"), "<WWWAuthenticate>"),
         (line_of(text, "<O_DIRECT>"), "<O_DIRECT>"),
         (line_of(text, "<SlabSize>"), "<SlabSize>"),
-        (line_of(text, "<History>"), "<History>"),
         (line_of(text, "<Replication>"), "<Replication>"),
     ]
     assert all(w.file.endswith("production.xml") for w in cfg.warnings)
     assert "'secure'" in cfg.warnings[5].reason and "TLS" in cfg.warnings[5].reason
+    quotes = next(t for t in cfg.sow_topics if t.name == "quotes")
+    assert quotes.history == (7 * 86400.0, 15 * 60.0)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,160 @@
+"""SOW History: versions kept at granularity boundaries, tombstones, the window, and the state
+as of an instant, on transient and persistent topics alike."""
+
+from __future__ import annotations
+
+import pytest
+
+from sow.history import History, HistorySpec
+from sow.tables import MemKVTable
+from sow.testing import FakeClock, StoreFactory, docs, js
+
+T0 = 1_700_000_000.0  # a multiple of 10 s
+
+
+@pytest.fixture(params=["transient", "persistent"])
+def factory(request, tmp_path):
+    f = StoreFactory(request.param, tmp_path, FakeClock(T0))
+    yield f
+    f.close()
+
+
+def pub(topic, clock, at, **doc):
+    clock.t = T0 + at
+    topic.publish(js(doc), timestamp=clock.t)
+    if topic._b.persistent:
+        topic._b.env.commit()
+
+
+def as_of(topic, at, flt=None, **kw):
+    return sorted((d["id"], d["v"]) for d in docs(
+        topic.query(flt, history_cut=topic.history_cut(T0 + at), **kw)))
+
+
+def test_granularity_keeps_the_version_current_at_each_boundary(factory):
+    clock = factory.clock
+    t = factory.topic(keys=("/id",), history=HistorySpec(window=3600, granularity=10))
+    pub(t, clock, 5, id=1, v="a")
+    pub(t, clock, 7, id=1, v="b")     # same interval: "a" was never current at a boundary
+    pub(t, clock, 12, id=1, v="c")    # "b" was current at T0+10: saved
+    pub(t, clock, 18, id=1, v="d")    # "c" replaced within its interval: not saved
+    pub(t, clock, 25, id=2, v="x")
+    clock.t = T0 + 30
+    assert as_of(t, 4) == []                        # cut T0+0: nothing yet
+    assert as_of(t, 9) == []                        # cut T0+0 still (granularity 10 s)
+    assert as_of(t, 15) == [(1, "b")]               # cut T0+10
+    assert as_of(t, 29) == [(1, "d")]               # cut T0+20: "x" (at 25) is after it
+    assert as_of(t, 25) == [(1, "d")]
+    assert as_of(t, 31) == [(1, "d"), (2, "x")]
+    # the current query is unchanged
+    assert sorted(d["v"] for d in docs(t.query())) == ["d", "x"]
+
+
+def test_granularity_zero_keeps_every_version(factory):
+    clock = factory.clock
+    t = factory.topic(keys=("/id",), history=HistorySpec(window=None, granularity=0))
+    for i, v in enumerate("abcde"):
+        pub(t, clock, i, id=1, v=v)
+    clock.t = T0 + 100
+    assert [as_of(t, i) for i in range(5)] == [[(1, v)] for v in "abcde"]
+    assert as_of(t, -1) == []
+
+
+def test_a_delete_is_remembered_and_earlier_versions_stay(factory):
+    clock = factory.clock
+    t = factory.topic(keys=("/id",), history=HistorySpec(window=3600, granularity=0))
+    pub(t, clock, 1, id=1, v="a")
+    pub(t, clock, 2, id=2, v="b")
+    clock.t = T0 + 3
+    assert t.delete_by_filter("/id = 1").records_deleted == 1
+    pub(t, clock, 4, id=1, v="again")
+    clock.t = T0 + 10
+    assert as_of(t, 2) == [(1, "a"), (2, "b")]
+    assert as_of(t, 3) == [(2, "b")]
+    assert as_of(t, 4) == [(1, "again"), (2, "b")]
+    # filters, sow_keys, ordering and paging apply to the historical state
+    assert as_of(t, 2, "/v = 'b'") == [(2, "b")]
+    keys = t.key_for({"id": 1})
+    assert as_of(t, 2, sow_keys=keys) == [(1, "a")]
+    res = t.query(order_by="/id DESC", top_n=1, history_cut=t.history_cut(T0 + 2))
+    assert [d["id"] for d in docs(res)] == [2]
+    assert (res.matches, res.topic_matches) == (2, 2)
+
+
+def test_expiration_ends_a_version_at_its_deadline(factory):
+    clock = factory.clock
+    t = factory.topic(keys=("/id",), expiration=5.0,
+                      history=HistorySpec(window=3600, granularity=0))
+    pub(t, clock, 1, id=1, v="a")      # expires at T0+6
+    clock.t = T0 + 4
+    assert as_of(t, 3) == [(1, "a")]
+    assert as_of(t, 7) == []           # not swept yet: the deadline hides it anyway
+    clock.t = T0 + 8
+    assert [r.sow_key for r in t.sweep_expired()] == [t.key_for({"id": 1})]
+    assert as_of(t, 3) == [(1, "a")]
+    assert as_of(t, 7) == []
+
+
+def test_the_window_drops_old_versions_but_never_the_current_record(factory):
+    clock = factory.clock
+    t = factory.topic(keys=("/id",), history=HistorySpec(window=100, granularity=0))
+    pub(t, clock, 0, id=1, v="a")
+    pub(t, clock, 10, id=1, v="b")
+    pub(t, clock, 20, id=2, v="x")
+    clock.t = T0 + 30
+    t.delete_by_keys(t.key_for({"id": 2}))
+    assert len(t.history) == 3  # a@0, x@20, tombstone@30
+    clock.t = T0 + 115          # horizon T0+15: "a" is invisible, "b" still current
+    assert as_of(t, 5) == []    # before the window: nothing, whatever was there
+    assert as_of(t, 25) == [(1, "b"), (2, "x")]
+    assert t.prune_history() == 1
+    assert as_of(t, 25) == [(1, "b"), (2, "x")]
+    clock.t = T0 + 1000         # everything is older than the window: only the current
+    assert t.prune_history() == 2
+    assert len(t.history) == 0
+    assert as_of(t, 950) == [(1, "b")]
+
+
+def test_a_write_prunes_its_own_key(factory):
+    clock = factory.clock
+    t = factory.topic(keys=("/id",), history=HistorySpec(window=10, granularity=0))
+    for i in range(50):
+        pub(t, clock, i, id=1, v=str(i))
+    # only the versions a query inside the window can see are kept
+    assert len(t.history) <= 11
+    clock.t = T0 + 49
+    assert as_of(t, 45) == [(1, "45")]
+
+
+def test_history_survives_a_restart(tmp_path):
+    f = StoreFactory("persistent", tmp_path, FakeClock(T0))
+    spec = dict(keys=("/id",), history=HistorySpec(window=None, granularity=0))
+    t = f.topic(**spec)
+    pub(t, f.clock, 1, id=1, v="a")
+    pub(t, f.clock, 2, id=1, v="b")
+    f.reopen()
+    t = f.topic(**spec)
+    assert as_of(t, 1) == [(1, "a")]
+    assert as_of(t, 2) == [(1, "b")]
+    f.close()
+
+
+def test_a_topic_without_history_refuses_a_cut(factory):
+    t = factory.topic(keys=("/id",))
+    with pytest.raises(ValueError):
+        t.history_cut(T0)
+
+
+def test_history_spec_checks_its_values():
+    with pytest.raises(ValueError):
+        HistorySpec(window=0, granularity=1)
+    with pytest.raises(ValueError):
+        HistorySpec(window=10, granularity=-1)
+
+
+def test_cut_rounds_down_to_the_granularity():
+    h = History(HistorySpec(window=None, granularity=10), MemKVTable())
+    assert h.cut(T0 + 9.9) == T0
+    assert h.cut(T0 + 10) == T0 + 10
+    h0 = History(HistorySpec(window=None, granularity=0), MemKVTable())
+    assert h0.cut(T0 + 1.5) == T0 + 1.5 + 1e-6
