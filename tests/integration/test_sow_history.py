@@ -145,3 +145,37 @@ def test_historical_sow_and_subscribe_needs_the_transaction_log(client):
     with pytest.raises(AMPS.AMPSException):
         list(c.execute(AMPS.Command("sow_and_subscribe").set_topic("unlogged")
                        .set_bookmark(t).set_sub_id("u1")))
+
+
+def test_history_survives_a_kill_and_a_rebuild_from_the_log(tmp_path):
+    import shutil
+
+    from tests.procserver import ProcServer
+
+    def make(d):
+        return config_xml(d, txlog_topics=("hist.*", "plain"), extra=SOW_XML.format(d=d))
+
+    srv = ProcServer.with_config(tmp_path, make)
+    try:
+        c = AMPS.Client("history-writer")
+        c.connect(srv.uri)
+        c.logon(5000)
+        t_a, last_bm = publish_a_then_b(c, "hist")
+        c.close()
+        a_state = [(1, "a"), (2, "a"), (3, "a")]
+        for restart in ("kill", "rebuild"):
+            if restart == "kill":
+                srv.kill()  # SIGKILL
+            else:
+                srv.stop()
+                shutil.rmtree(tmp_path / "data" / "sow")  # rebuilt from the log
+            srv.start()
+            r = AMPS.Client(f"history-reader-{restart}")
+            r.connect(srv.uri)
+            r.logon(5000)
+            assert state(r, "hist", t_a) == a_state, restart
+            assert state(r, "hist", last_bm) == a_state, restart
+            assert state(r, "hist") == [(1, "c"), (2, "b")], restart
+            r.close()
+    finally:
+        srv.stop()
