@@ -2,8 +2,10 @@
 
 orderby
 -------
-``"/a DESC, /b/c, [/odd name] asc"``: a comma list of identifiers, each optionally followed by
-``ASC`` or ``DESC`` (any case).  Anything else raises ``CommandError(invalid order by)``.
+``"/a DESC, /b/c, [/odd name] asc, /id TEXT"``: a comma list of identifiers, each optionally
+followed by ``ASC`` or ``DESC`` and/or the ``TEXT`` hint (any case, either order).  Anything
+else raises ``CommandError(invalid order by)``.  ``TEXT`` sorts the field by its text (a
+number by its JSON text, so ``10`` sorts before ``9``); NULL still sorts as below.
 Ordering is a total order chosen to agree with the filter comparison rules where they are
 total: numbers (and booleans as 1/0) by value, then strings by text (a non-numeric string is
 greater than any number, as in filters); numeric strings sort as strings; NULL (missing,
@@ -39,13 +41,15 @@ __all__ = [
     "QueryResult", "DeleteResult", "PublishResult", "page",
 ]
 
-_ITEM = re.compile(r"\s*(\[/[^\]]+\]|/\S*?)(?:\s+(asc|desc))?\s*\Z", re.IGNORECASE)
+_ITEM = re.compile(r"\s*(\[/[^\]]+\]|/\S*?)((?:\s+(?:asc|desc|text))*)\s*\Z", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class OrderBy:
     keys: tuple[tuple[tuple[str | int, ...], bool], ...]  # (path, descending)
     text: str = ""
+    #: per key: sort by the value's text (the ``TEXT`` hint)
+    as_text: tuple[bool, ...] = ()
 
     @property
     def paths(self) -> list[tuple[str | int, ...]]:
@@ -57,9 +61,12 @@ def parse_order_by(text: str | None) -> OrderBy | None:
     if text is None or not text.strip():
         return None
     keys = []
+    as_text = []
     for item in text.split(","):
         m = _ITEM.match(item)
-        if m is None:
+        words = m.group(2).lower().split() if m is not None else []
+        directions = [w for w in words if w != "text"]
+        if m is None or len(directions) > 1 or words.count("text") > 1:
             raise CommandError(INVALID_ORDER_BY, f"cannot order by {item.strip()!r}")
         try:
             path = parse_path(m.group(1))
@@ -67,8 +74,9 @@ def parse_order_by(text: str | None) -> OrderBy | None:
             raise CommandError(INVALID_ORDER_BY, str(e)) from None
         if not path:
             raise CommandError(INVALID_ORDER_BY, "cannot order by the whole message")
-        keys.append((path, (m.group(2) or "asc").lower() == "desc"))
-    return OrderBy(tuple(keys), text)
+        keys.append((path, directions == ["desc"]))
+        as_text.append("text" in words)
+    return OrderBy(tuple(keys), text, tuple(as_text))
 
 
 _NULL_RANK = 2
@@ -90,19 +98,35 @@ def sort_value(v: Any) -> tuple:
     return (_NULL_RANK, 0)
 
 
+def text_sort_value(v: Any) -> tuple:
+    """Total-order key of a field value sorted by its text (the ``TEXT`` hint)."""
+    if type(v) is list:
+        v = first(v)
+    t = type(v)
+    if t is str:
+        return (1, v) if v else (_NULL_RANK, "")
+    if t is bool:
+        return (1, "true" if v else "false")
+    if t is int or (t is float and v == v):
+        return (1, msgspec.json.encode(v).decode())
+    return (_NULL_RANK, "")
+
+
 def sort_records(records: list[Record], order: OrderBy,
                  doc_of: Callable[[Record], Any] = lambda r: r.doc) -> list[Record]:
     """Stable multi-key sort (``records`` in natural order on entry)."""
     if not records:
         return records
     keyed = [(r, doc_of(r)) for r in records]
-    for path, desc in reversed(order.keys):
+    hints = order.as_text or (False,) * len(order.keys)
+    for (path, desc), as_text in reversed(list(zip(order.keys, hints))):
+        value = text_sort_value if as_text else sort_value
         if len(path) == 1 and type(path[0]) is str:
             name = path[0]
-            keyed.sort(key=lambda rd: sort_value(rd[1].get(name) if type(rd[1]) is dict
-                                                 else resolve(rd[1], path)), reverse=desc)
+            keyed.sort(key=lambda rd: value(rd[1].get(name) if type(rd[1]) is dict
+                                            else resolve(rd[1], path)), reverse=desc)
         else:
-            keyed.sort(key=lambda rd: sort_value(resolve(rd[1], path)), reverse=desc)
+            keyed.sort(key=lambda rd: value(resolve(rd[1], path)), reverse=desc)
     return [r for r, _ in keyed]
 
 

@@ -90,6 +90,20 @@ def test_query_filter_orderby_topn_and_counts(client):
     assert tuple(int(x) for x in counts) == (4, 15, 20)
 
 
+def test_orderby_text_hint_sorts_numbers_as_text(client):
+    c = client()
+    for i, code in enumerate([9, 10, 100, 2]):
+        c.publish("orders", json.dumps({"id": i, "code": code}))
+    c.flush(5000)
+    def codes(order):
+        cmd = AMPS.Command("sow").set_topic("orders").set_order_by(order)
+        return [json.loads(m.get_data())["code"] for m in c.execute(cmd)
+                if m.get_command() == "sow"]
+    assert codes("/code") == [2, 9, 10, 100]
+    assert codes("/code TEXT") == [10, 100, 2, 9]
+    assert codes("/code DESC TEXT") == [9, 2, 100, 10]
+
+
 def test_sow_keys_select_timestamp_and_regex_topics(client):
     c = client()
     c.publish("orders", json.dumps({"id": 1, "sym": "A", "px": 1}))

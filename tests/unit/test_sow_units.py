@@ -125,10 +125,29 @@ def test_parse_order_by():
     ob = parse_order_by(" /a DESC , /b/c,[/x y] asc")
     assert ob.keys == ((("a",), True), (("b", "c"), False), (("x y",), False))
     assert parse_order_by(None) is None and parse_order_by("  ") is None
-    for bad in ("a", "/a,", "/a DESC DESC", "/", "/a up", "/a;/b"):
+    assert ob.as_text == (False, False, False)
+    ob = parse_order_by("/id TEXT, /ts DESC, /n desc text, /m Text Asc")
+    assert ob.keys == ((("id",), False), (("ts",), True), (("n",), True), (("m",), False))
+    assert ob.as_text == (True, False, True, True)
+    for bad in ("a", "/a,", "/a DESC DESC", "/", "/a up", "/a;/b", "/a ASC DESC",
+                "/a TEXT TEXT"):
         with pytest.raises(CommandError) as e:
             parse_order_by(bad)
         assert e.value.reason == INVALID_ORDER_BY
+
+
+def test_order_by_text_sorts_by_the_values_text():
+    from sow import Record
+    from sow.query import sort_records
+
+    vals = [10, 9, "b", None, 1.5, "10", True, [2, 1]]
+    recs = [Record(str(i), b"", doc={"v": v}) for i, v in enumerate(vals)]
+    as_text = [r.doc["v"] for r in sort_records(recs, parse_order_by("/v TEXT"))]
+    assert as_text == [1.5, 10, "10", [2, 1], 9, "b", True, None]  # "1.5" < "10" < "2"
+    mixed = [r.doc["v"] for r in sort_records(recs, parse_order_by("/v"))]
+    assert mixed[:4] == [True, 1.5, [2, 1], 9]  # numbers by value without the hint
+    desc = [r.doc["v"] for r in sort_records(recs, parse_order_by("/v DESC TEXT"))]
+    assert desc == [None, True, "b", 9, [2, 1], 10, "10", 1.5]
 
 
 def test_select():
