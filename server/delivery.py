@@ -141,6 +141,11 @@ def fan_out(server: "Server", msg: Message) -> int:
     previous = msg.previous_doc
     targets: dict[tuple[Any, int], list[str]] = {}
     for sub in subs:
+        if sub.page is not None:  # paginated: the window decides what goes out
+            if doc is UNDECODED:
+                doc = msg.doc = decode_or_none(msg.body)
+            sub.page.published(msg)
+            continue
         f = sub.filter
         if f is not None:
             if doc is UNDECODED:
@@ -195,7 +200,13 @@ def _add(targets: dict, key: tuple, sub_id: str) -> None:
 
 def send_oof(server: "Server", topic: str, records: list[Any], reason: str) -> None:
     """OOF ``reason`` (deleted/expired) to every ``oof`` subscription that had each record."""
-    subs = [s for s in server.router.match(topic) if "oof" in s.options]
+    subs = []
+    for s in server.router.match(topic):
+        if s.page is not None:
+            for rec in records:
+                s.page.removed(rec, reason)
+        elif "oof" in s.options:
+            subs.append(s)
     if not subs:
         return
     for rec in records:

@@ -36,7 +36,7 @@ class Subscription:
 
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
-        "prefix",
+        "prefix", "page",
     )
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
@@ -51,6 +51,7 @@ class Subscription:
         self.cursor: Any = None  # server.replay.Cursor for bookmark subscriptions
         self.queue: Any = None  # server.queuesvc.QueueState for queue subscriptions
         self.prefix: bytes | None = None  # queue deliveries: the header up to the bookmark
+        self.page: Any = None  # server.pagination.PageWindow for paginated subscriptions
 
     def matches_topic(self, topic: str) -> bool:
         if self.regex is None:

@@ -18,7 +18,7 @@ published after the command was read is delivered after ``group_end``.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Generator
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator
 
 
 from journal import RecordKind
@@ -29,7 +29,9 @@ from protocol.codec import frame, sow_batch
 from protocol.reasons import CommandError
 from server.acks import early as acks_early, final as acks_final
 from server.delivery import UNDECODED, Message, decode_or_none, send_oof
+from server.pagination import PageWindow
 from server.router import is_regex_topic
+from sow.query import parse_order_by, parse_select, project
 
 log = logging.getLogger("amps_emulator.sow")
 
@@ -178,8 +180,6 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
     finally:
         for st in steps:
             st.close()  # a query abandoned half-way releases its snapshot
-    with_key = "no_sowkey" not in opts
-    stamped = "timestamp" in opts
     returned = matches = topic_matches = 0
     remaining = top_n
     framed = 0
@@ -188,16 +188,7 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
         records = res.records if remaining is None else res.records[:remaining]
         if remaining is not None:
             remaining -= len(records)
-        for start in range(0, len(records), batch):
-            chunk = []
-            for rec in records[start:start + batch]:
-                h: dict[str, Any] = {}
-                if with_key:
-                    h["k"] = rec.sow_key
-                h["bm"] = rec.bookmark or ""
-                if stamped:
-                    h["ts"] = format_timestamp(int(rec.timestamp * 1_000_000))
-                chunk.append((h, rec.data))
+        for chunk in _batches(records, batch, opts):
             conn.send(sow_batch(name, qid, chunk))
             framed += len(chunk)
             if framed >= SEND_STEP:
@@ -208,6 +199,58 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
         topic_matches += res.topic_matches
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
+
+
+def _batches(records: list[Any], batch: int, opts: dict[str, Any]
+             ) -> Iterator[list[tuple[dict[str, Any], bytes]]]:
+    """The records as ``sow`` frame batches: (record header, body) pairs, ``batch`` at a
+    time (``k`` unless ``no_sowkey``, ``bm``, and ``ts`` with the ``timestamp`` option)."""
+    with_key = "no_sowkey" not in opts
+    stamped = "timestamp" in opts
+    for start in range(0, len(records), batch):
+        chunk = []
+        for rec in records[start:start + batch]:
+            h: dict[str, Any] = {}
+            if with_key:
+                h["k"] = rec.sow_key
+            h["bm"] = rec.bookmark or ""
+            if stamped:
+                h["ts"] = format_timestamp(round(rec.timestamp * 1_000_000))
+            chunk.append((h, rec.data))
+        yield chunk
+
+
+def _paginated_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
+                     topic: Any, top_n: int, skip_n: int,
+                     on_snapshot: Callable[[PageWindow], None]
+                     ) -> Generator[None, None, dict[str, int]]:
+    """A paginated ``sow_and_subscribe`` (``top_n`` and ``skip_n``): the matching records
+    are read and sorted in one step, the window is the subscription's state from then on
+    (:mod:`server.pagination`), and its records are the query's result."""
+    batch = _batch_size(cmd)
+    result = topic.query(filt, order_by=cmd.orderby)  # every matching record, sorted
+    window = PageWindow(None, topic, parse_order_by(cmd.orderby), top_n, skip_n)
+    window.load(result.records)
+    on_snapshot(window)
+    by_key = {r.sow_key: r for r in result.records}
+    records = [by_key[k] for k in window.window()]
+    select = cmd.opts.get("select")
+    if isinstance(select, str):
+        sel = parse_select(select)
+        if sel is not None and not sel.identity:
+            records = [project(r, sel) for r in records]
+    qid = cmd.query_id or cmd.sub_id or cmd.cid or ""
+    if cmd.query_id is None:
+        cmd.query_id = qid
+    if "processed" in cmd.acks:
+        conn.ack(cmd, "processed")
+    conn.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
+    for chunk in _batches(records, batch, cmd.opts):
+        conn.send(sow_batch(topic.spec.name, qid, chunk))
+    conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
+    return {"records_returned": len(records), "matches": result.matches,
+            "topic_matches": result.topic_matches}
+    yield  # a generator (it never pauses: the window must be read in one loop step)
 
 
 def drive(server: "Server", conn: "Connection", cmd: "Command",
@@ -306,6 +349,30 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
     registered: list[Any] = []
     delta = cmd.command == "sow_and_delta_subscribe"
 
+    def unsubscribe() -> None:
+        for sub in registered:
+            if conn.subs.get(sub.sub_id) is sub:
+                del conn.subs[sub.sub_id]
+                server.remove_subscription(sub)
+
+    def finish(counts: dict[str, int]) -> None:
+        acks_final(conn, cmd, processed=False, **counts)
+
+    top_n, skip_n = _top_n(cmd), _count_option(cmd, "skip_n", cmd.skip_n)
+    topic = server.sowsvc.get(cmd.topic) if server.sowsvc is not None else None
+    if top_n is not None and skip_n is not None and topic is not None and (
+            not cmd.bookmark or topic.history is None):
+
+        def paginated(window: PageWindow) -> None:
+            sub = register_subscription(server, conn, cmd, sub_id, filt, delta=delta)
+            window.sub = sub
+            sub.page = window
+            registered.append(sub)
+
+        drive(server, conn, cmd, _paginated_steps(server, conn, cmd, filt, topic, top_n,
+                                                  skip_n, paginated), finish, unsubscribe)
+        return
+
     def subscribe(cut: float | None) -> None:
         if cut is not None:  # historical: replay the log from where the SOW state was read
             registered.append(_historical_subscription(server, conn, cmd, sub_id, filt, delta,
@@ -315,14 +382,8 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
         # published while the query runs is held (busy connection) and goes out after it.
         registered.append(register_subscription(server, conn, cmd, sub_id, filt, delta=delta))
 
-    def unsubscribe() -> None:
-        for sub in registered:
-            if conn.subs.get(sub.sub_id) is sub:
-                del conn.subs[sub.sub_id]
-                server.remove_subscription(sub)
-
     drive(server, conn, cmd, query_steps(server, conn, cmd, filt, on_snapshot=subscribe),
-          lambda counts: acks_final(conn, cmd, processed=False, **counts), unsubscribe)
+          finish, unsubscribe)
 
 
 def _historical_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,

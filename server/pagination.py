@@ -1,0 +1,157 @@
+"""Paginated subscriptions: ``sow_and_subscribe`` with both ``top_n`` and ``skip_n``.
+
+The subscriber sees the topic as if only the records in its *window* existed: the records
+that match its filter, sorted by its ``orderby`` (by SowKey without one; ties by SowKey), from
+position ``skip_n`` for ``top_n`` records.  :class:`PageWindow` keeps the sorted list of every
+matching record's sort key (not the bodies: those are read from the SOW when needed) and, for
+each change to the topic, works out what the window gained and lost:
+
+* the changed record is (still) in the window: it is delivered;
+* a record that moved into the window because another one moved or left: delivered, with
+  its current body from the SOW;
+* a record that left the window (it no longer matches, was deleted or expired, or was pushed
+  out by a record sorting before it): an ``oof`` if the subscription asked for them, with
+  reason ``deleted``/``expired`` for a removal and ``match`` otherwise.
+
+The state is built from the SOW in the same loop step as the query's snapshot, so the
+window the query returns and the one maintained afterwards agree.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, insort
+from typing import TYPE_CHECKING, Any, Callable
+
+from protocol.codec import frame_raw, json_str
+from protocol.filter import MessageContext
+from protocol.filter.values import resolve
+from sow.query import OrderBy, sort_value, text_sort_value
+
+from .delivery import delivery_tail, oof_frame
+
+if TYPE_CHECKING:
+    from server.router import Subscription
+    from sow import Record, Topic
+
+__all__ = ["PageWindow"]
+
+
+class _Key:
+    """A record's position in the sorted result: its orderby values, then its SowKey."""
+
+    __slots__ = ("values", "desc", "skey")
+
+    def __init__(self, values: tuple, desc: tuple[bool, ...], skey: str) -> None:
+        self.values = values
+        self.desc = desc
+        self.skey = skey
+
+    def __lt__(self, other: "_Key") -> bool:
+        for a, b, d in zip(self.values, other.values, self.desc):
+            if a != b:
+                return (a > b) if d else (a < b)
+        return self.skey < other.skey
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Key) and self.values == other.values and self.skey == other.skey
+
+
+class PageWindow:
+    def __init__(self, sub: "Subscription", topic: "Topic", order: OrderBy | None,
+                 top_n: int, skip_n: int) -> None:
+        self.sub = sub
+        self.topic = topic
+        self.top_n = top_n
+        self.skip_n = skip_n
+        self._paths = [p for p, _ in order.keys] if order is not None else []
+        self._desc = tuple(d for _, d in order.keys) if order is not None else ()
+        hints = (order.as_text or (False,) * len(order.keys)) if order is not None else ()
+        self._value: list[Callable[[Any], tuple]] = [
+            text_sort_value if t else sort_value for t in hints]
+        self._sorted: list[_Key] = []
+        self._keys: dict[str, _Key] = {}
+
+    # ---- state ----------------------------------------------------------------------------
+
+    def _key(self, skey: str, doc: Any) -> _Key:
+        vals = tuple(v(resolve(doc, p)) for v, p in zip(self._value, self._paths))
+        return _Key(vals, self._desc, skey)
+
+    def load(self, records: list["Record"]) -> None:
+        """The matching records, read in the query's loop step."""
+        for rec in records:
+            k = self._keys[rec.sow_key] = self._key(rec.sow_key, rec.doc)
+            self._sorted.append(k)
+        self._sorted.sort()
+
+    def window(self) -> list[str]:
+        """The SowKeys in the window, in order."""
+        return [k.skey for k in self._sorted[self.skip_n:self.skip_n + self.top_n]]
+
+    def _drop(self, skey: str) -> None:
+        k = self._keys.pop(skey, None)
+        if k is not None:
+            del self._sorted[bisect_left(self._sorted, k)]
+
+    def _matches(self, doc: Any, ctx: MessageContext) -> bool:
+        f = self.sub.filter
+        return f is None or bool(f(doc, ctx))
+
+    # ---- changes ---------------------------------------------------------------------------
+
+    def published(self, msg: Any) -> None:
+        """A publish stored ``msg`` (its ``sow_key``, ``doc``, ``body`` as stored)."""
+        skey = msg.sow_key
+        if skey is None:
+            return
+        before = self.window()
+        self._drop(skey)
+        matched = self._matches(msg.doc, msg.context())
+        if matched:
+            k = self._keys[skey] = self._key(skey, msg.doc)
+            insort(self._sorted, k)
+        self._emit(before, skey, msg, "match")
+
+    def removed(self, rec: "Record", reason: str) -> None:
+        """``rec`` left the topic (``reason``: deleted or expired)."""
+        if rec.sow_key not in self._keys:
+            return
+        before = self.window()
+        self._drop(rec.sow_key)
+        self._emit(before, rec.sow_key, None, reason, rec)
+
+    def _emit(self, before: list[str], changed: str, msg: Any, reason: str,
+              removed: "Record | None" = None) -> None:
+        after = self.window()
+        conn = self.sub.conn
+        sid = json_str(self.sub.sub_id)
+        name = self.topic.spec.name
+        was = set(before)
+        now = set(after)
+        oof = "oof" in self.sub.options
+        for skey in before:
+            if skey in now:
+                continue
+            if not oof:
+                continue
+            if skey == changed and removed is not None:
+                conn.send(oof_frame(name, self.sub.sub_id, skey, reason, removed.data,
+                                    removed.bookmark or None))
+            elif skey == changed:  # it no longer matches (or sorts elsewhere): the message
+                conn.send(oof_frame(name, self.sub.sub_id, skey, "match", msg.body,
+                                    msg.bookmark))
+            else:
+                rec = self.topic.get(skey)
+                if rec is not None:
+                    conn.send(oof_frame(name, self.sub.sub_id, skey, "match", rec.data,
+                                        rec.bookmark or None))
+        head = b'{"c":"p","t":' + json_str(name) + b',"sids":' + sid
+        for skey in after:
+            if skey == changed and msg is not None:
+                conn.send(frame_raw(head + delivery_tail(msg.bookmark, msg.correlation_id,
+                                                         skey, msg.expiration, None), msg.body))
+            elif skey not in was:
+                rec = self.topic.get(skey)
+                if rec is not None:
+                    conn.send(frame_raw(head + delivery_tail(rec.bookmark or None, None, skey,
+                                                             None, None), rec.data))

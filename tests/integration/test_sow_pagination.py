@@ -1,0 +1,132 @@
+"""Paginated subscriptions through the official client: ``sow_and_subscribe`` with ``top_n``
+and ``skip_n`` delivers only what happens inside its window."""
+
+from __future__ import annotations
+
+import json
+import queue
+
+import AMPS
+import pytest
+
+from tests.integration.conftest import clients_for, config_xml
+
+SOW_XML = """<SOW>
+  <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
+    <FileName>{d}/sow/%n.sow</FileName></Topic>
+  <Topic><Name>cache</Name><MessageType>json</MessageType><Key>/id</Key>
+    <Durability>transient</Durability></Topic>
+</SOW>"""
+
+
+@pytest.fixture
+def client(tmp_path):
+    from config import loads_config
+    from tests.harness import ServerThread
+
+    srv = ServerThread(loads_config(config_xml(tmp_path, extra=SOW_XML.format(d=tmp_path)),
+                                    "page.xml")).start()
+    try:
+        yield from clients_for(srv.uri)
+    finally:
+        srv.stop()
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.q: queue.Queue = queue.Queue()
+
+    def __call__(self, m) -> None:
+        data = m.get_data()
+        self.q.put((m.get_command(), json.loads(data)["id"] if data else None))
+
+    def until_group_end(self) -> list[int]:
+        ids = []
+        while True:
+            cmd, i = self.q.get(timeout=5)
+            if cmd == "sow":
+                ids.append(i)
+            elif cmd == "group_end":
+                return ids
+
+    def after(self, c, publish=(), delete=None) -> list[tuple[str, int]]:
+        """What arrives for these changes (a flush, then a marker publish outside the
+        window that the subscription must not see, so nothing is left in flight)."""
+        for doc in publish:
+            c.publish(self.topic, json.dumps(doc))
+        if delete is not None:
+            c.execute(AMPS.Command("sow_delete").set_topic(self.topic).set_filter(delete)
+                      .add_ack_type("completed"))
+        c.flush(5000)
+        out = []
+        while not self.q.empty():
+            cmd, i = self.q.get_nowait()
+            out.append(("p" if cmd in ("p", "publish") else cmd, i))
+        return out
+
+
+def paginated(c, topic, options, order="/id"):
+    inbox = Inbox()
+    inbox.topic = topic
+    cmd = (AMPS.Command("sow_and_subscribe").set_topic(topic).set_order_by(order)
+           .set_top_n(2).set_options(options).set_sub_id("page").set_batch_size(10))
+    c.execute_async(cmd, inbox)
+    return inbox
+
+
+@pytest.mark.parametrize("topic", ["orders", "cache"])
+def test_only_changes_inside_the_window_are_delivered(client, topic):
+    c = client()
+    for i in (1, 2, 5, 7):
+        c.publish(topic, json.dumps({"id": i, "v": 0}))
+    c.flush(5000)
+    inbox = paginated(c, topic, "skip_n=1,oof")
+    assert inbox.until_group_end() == [2, 5]
+    # 4 sorts into the window and pushes 5 out
+    assert inbox.after(c, [{"id": 4, "v": 0}]) == [("oof", 5), ("p", 4)]
+    # 9 sorts after the window: nothing
+    assert inbox.after(c, [{"id": 9, "v": 0}]) == []
+    # an update inside the window is delivered
+    assert inbox.after(c, [{"id": 2, "v": 1}]) == [("p", 2)]
+    # deleting 1 (outside the window) shifts it: 2 leaves, 5 comes back
+    assert inbox.after(c, delete="/id = 1") == [("oof", 2), ("p", 5)]
+    # a record in the window that stops matching... there is no filter here; delete 4
+    assert inbox.after(c, delete="/id = 4") == [("oof", 4), ("p", 7)]
+
+
+def test_a_filter_and_descending_order_shape_the_window(client):
+    c = client()
+    for i in range(1, 9):
+        c.publish("orders", json.dumps({"id": i, "grp": "a" if i % 2 else "b"}))
+    c.flush(5000)
+    inbox = Inbox()
+    inbox.topic = "orders"
+    cmd = (AMPS.Command("sow_and_subscribe").set_topic("orders").set_filter("/grp = 'b'")
+           .set_order_by("/id DESC").set_top_n(2).set_options("skip_n=1,oof").set_sub_id("p2"))
+    c.execute_async(cmd, inbox)
+    assert inbox.until_group_end() == [6, 4]        # b: 8 6 4 2; skip 1, take 2
+    # 6 leaves the filter: out of focus, 2 enters
+    assert inbox.after(c, [{"id": 6, "grp": "a"}]) == [("oof", 6), ("p", 2)]
+    # 10 sorts first: 8 is pushed into the window, 2 out
+    assert inbox.after(c, [{"id": 10, "grp": "b"}]) == [("oof", 2), ("p", 8)]
+
+
+def test_without_oof_records_leave_the_window_silently(client):
+    c = client()
+    for i in (1, 2, 5, 7):
+        c.publish("orders", json.dumps({"id": i}))
+    c.flush(5000)
+    inbox = paginated(c, "orders", "skip_n=1")
+    assert inbox.until_group_end() == [2, 5]
+    assert inbox.after(c, [{"id": 4}]) == [("p", 4)]
+    assert inbox.after(c, delete="/id = 4") == [("p", 5)]
+
+
+def test_top_n_alone_limits_only_the_query(client):
+    c = client()
+    for i in (1, 2, 5):
+        c.publish("orders", json.dumps({"id": i}))
+    c.flush(5000)
+    inbox = paginated(c, "orders", "")
+    assert inbox.until_group_end() == [1, 2]
+    assert inbox.after(c, [{"id": 9}, {"id": 5}]) == [("p", 9), ("p", 5)]
