@@ -130,6 +130,9 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
     once every topic's snapshot is taken, before any result is sent (``sow_and_subscribe``
     registers its subscription there), with the instant a historical query read as of
     (``None``: the current state)."""
+    if "grouping" in cmd.opts or "projection" in cmd.opts:  # aggregated query
+        from server.sow_aggregate import aggregated_query_steps
+        return (yield from aggregated_query_steps(server, conn, cmd, filt))
     queue = server.queuesvc.get(cmd.topic) if server.queuesvc is not None else None
     if queue is not None:
         counts = _query_queue(server, conn, cmd, queue, filt)
@@ -150,36 +153,9 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
                                select=select if isinstance(select, str) else None,
                                history_cut=cuts.get(topic.spec.name) if cuts else None)
              for topic in topics]
-    results: list[Any] = [None] * len(steps)
-    running = []
-    try:
-        for i, st in enumerate(steps):  # each topic plans and takes its snapshot
-            try:
-                next(st)
-                running.append(i)
-            except StopIteration as stop:
-                results[i] = stop.value
-        if on_snapshot is not None:
-            on_snapshot(min(cuts.values()) if cuts else None)
-        # The query is accepted (errors in the filter, orderby or options are raised above):
-        # processed and group_begin go out now, the records as they are ready.
-        qid = cmd.query_id or cmd.sub_id or cmd.cid or ""
-        if cmd.query_id is None:
-            cmd.query_id = qid
-        if "processed" in cmd.acks:
-            conn.ack(cmd, "processed")
-        conn.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
-        for i in running:
-            while True:
-                try:
-                    next(steps[i])
-                except StopIteration as stop:
-                    results[i] = stop.value
-                    break
-                yield
-    finally:
-        for st in steps:
-            st.close()  # a query abandoned half-way releases its snapshot
+    qid, results = yield from run_topic_steps(
+        conn, cmd, steps,
+        None if on_snapshot is None else lambda: on_snapshot(min(cuts.values()) if cuts else None))
     returned = matches = topic_matches = 0
     remaining = top_n
     framed = 0
@@ -188,7 +164,7 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
         records = res.records if remaining is None else res.records[:remaining]
         if remaining is not None:
             remaining -= len(records)
-        for chunk in _batches(records, batch, opts):
+        for chunk in batches(records, batch, opts):
             conn.send(sow_batch(name, qid, chunk))
             framed += len(chunk)
             if framed >= SEND_STEP:
@@ -201,7 +177,52 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
 
 
-def _batches(records: list[Any], batch: int, opts: dict[str, Any]
+def begin_results(conn: "Connection", cmd: "Command", qid: str) -> str:
+    """The query is accepted: the ``processed`` ack and ``group_begin`` go out (the records
+    follow as they are ready). Returns the query id."""
+    if cmd.query_id is None:
+        cmd.query_id = qid
+    if "processed" in cmd.acks:
+        conn.ack(cmd, "processed")
+    conn.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
+    return qid
+
+
+def run_topic_steps(conn: "Connection", cmd: "Command", steps: list[Generator[None, None, Any]],
+                    on_snapshot: Callable[[], None] | None = None
+                    ) -> Generator[None, None, tuple[str, list[Any]]]:
+    """Drive topic query generators (:meth:`sow.topic.Topic.query_steps`): the first step of
+    each (plan and snapshot; a bad filter, orderby or option raises here, before anything is
+    sent), ``on_snapshot``, :func:`begin_results`, then the remaining steps, yielding between
+    them. Returns the query id and the results in order; an abandoned query releases every
+    snapshot."""
+    results: list[Any] = [None] * len(steps)
+    running = []
+    try:
+        for i, st in enumerate(steps):
+            try:
+                next(st)
+                running.append(i)
+            except StopIteration as stop:
+                results[i] = stop.value
+        if on_snapshot is not None:
+            on_snapshot()
+        qid = begin_results(conn, cmd, cmd.query_id or cmd.sub_id or cmd.cid or "")
+        for i in running:
+            while True:
+                try:
+                    next(steps[i])
+                except StopIteration as stop:
+                    results[i] = stop.value
+                    break
+                yield
+    finally:
+        for st in steps:
+            st.close()
+    return qid, results
+
+
+def batches(records: list[Any], batch: int, opts: dict[str, Any]
              ) -> Iterator[list[tuple[dict[str, Any], bytes]]]:
     """The records as ``sow`` frame batches: (record header, body) pairs, ``batch`` at a
     time (``k`` unless ``no_sowkey``, ``bm``, and ``ts`` with the ``timestamp`` option)."""
@@ -239,13 +260,8 @@ def _paginated_steps(server: "Server", conn: "Connection", cmd: "Command", filt:
         sel = parse_select(select)
         if sel is not None and not sel.identity:
             records = [project(r, sel) for r in records]
-    qid = cmd.query_id or cmd.sub_id or cmd.cid or ""
-    if cmd.query_id is None:
-        cmd.query_id = qid
-    if "processed" in cmd.acks:
-        conn.ack(cmd, "processed")
-    conn.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
-    for chunk in _batches(records, batch, cmd.opts):
+    qid = begin_results(conn, cmd, cmd.query_id or cmd.sub_id or cmd.cid or "")
+    for chunk in batches(records, batch, cmd.opts):
         conn.send(sow_batch(topic.spec.name, qid, chunk))
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     return {"records_returned": len(records), "matches": result.matches,
@@ -310,11 +326,7 @@ def _query_queue(server: "Server", conn: "Connection", cmd: "Command", queue: An
     """A ``sow`` query on a queue: the messages that could be delivered now, read-only."""
     batch = _batch_size(cmd)
     records, total = server.queuesvc.query_records(queue, filt, _top_n(cmd))
-    qid = cmd.query_id or cmd.cid or ""
-    cmd.query_id = qid
-    if "processed" in cmd.acks:
-        conn.ack(cmd, "processed")
-    conn.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
+    qid = begin_results(conn, cmd, cmd.query_id or cmd.cid or "")
     for start in range(0, len(records), batch):
         conn.send(sow_batch(queue.name, qid, [({"bm": r.bookmark_str}, r.body)
                                               for r in records[start:start + batch]]))

@@ -1,0 +1,114 @@
+"""Aggregated ``sow`` queries (``grouping=[...]`` and ``projection=[...]`` options) through the
+server: :func:`aggregated_query_steps` stands in for :func:`server.sow_commands.query_steps`
+when a query asks for aggregation.  The aggregation itself is :mod:`sow.aggregate`.
+
+What it does, in order: reads every record the filter and ``sow_keys`` match (no ordering or
+paging at that stage), folds them into groups a slice at a time (yielding to the event loop in
+between, like a long plain query), then orders the aggregated records by ``orderby``, pages
+them with ``skip_n`` / ``top_n`` and sends them in the usual batched ``sow`` frames.  The
+``completed`` / ``stats`` counts: ``records_returned`` is the number of aggregated records
+sent; ``matches`` and ``topic_matches`` describe the underlying records (records the query
+matched, records in the topic).
+
+Refused, each with a failure ack:
+
+* a regex topic: AMPS aggregates a single topic only (``regex topic not supported``);
+* ``select=[...]`` together with the aggregation (``invalid options``);
+* ``sow_and_subscribe`` / ``sow_and_delta_subscribe`` with aggregation (``invalid options``):
+  AMPS keeps such a subscription's groups up to date as messages arrive, which the emulator
+  does not implement, and answering with plain messages after an aggregated SOW part would
+  mislead the application.
+
+A ``bookmark`` on a topic with ``History`` aggregates the state as of that point (as a plain
+historical query reads it).  A queue can be queried with aggregation too: its deliverable
+messages are aggregated, read-only, as a plain ``sow`` query on a queue reads them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Generator
+
+from protocol import reasons
+from protocol.codec import frame, sow_batch
+from protocol.reasons import CommandError
+from server.router import is_regex_topic
+from sow.aggregate import parse_aggregation
+from sow.query import page, parse_order_by, sort_records
+from sow.record import Record
+
+if TYPE_CHECKING:
+    from protocol.command import Command
+    from server.app import Server
+    from server.connection import Connection
+
+#: underlying records folded into the groups between two loop steps
+AGGREGATE_STEP = 20_000
+
+
+def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any
+                           ) -> Generator[None, None, dict[str, int]]:
+    """The aggregated query as a generator, with the contract of
+    :func:`server.sow_commands.query_steps` (frames sent, counts returned).  Only ``sow``
+    aggregates, so there is never a subscription to register at the snapshot."""
+    from server.sow_commands import (SEND_STEP, _batch_size, _count_option, _top_n, batches,
+                                     history_cuts, run_topic_steps)
+
+    if cmd.command != "sow":
+        raise CommandError(reasons.INVALID_OPTIONS,
+                           f"aggregation (grouping/projection) is not supported on {cmd.command}")
+    opts = cmd.opts
+    spec = parse_aggregation(opts)
+    if spec is None:
+        raise CommandError(reasons.INVALID_OPTIONS, "neither grouping nor projection given")
+    if "select" in opts:
+        raise CommandError(reasons.INVALID_OPTIONS,
+                           "select cannot be used with grouping/projection")
+    batch = _batch_size(cmd)
+    top_n = _top_n(cmd)
+    skip_n = _count_option(cmd, "skip_n", cmd.skip_n)
+    order = parse_order_by(cmd.orderby)
+    queue = server.queuesvc.get(cmd.topic) if server.queuesvc is not None else None
+    steps: list[Generator[None, None, Any]] = []
+    if queue is not None:
+        names = [queue.name]
+        records, total = server.queuesvc.query_records(queue, filt, None)
+        inputs = [[Record("", bytes(r.body), "", r.timestamp / 1_000_000) for r in records]]
+        matches, topic_matches = len(records), total
+    else:
+        sowsvc = server.sowsvc
+        if sowsvc is not None and sowsvc.get(cmd.topic) is None and is_regex_topic(cmd.topic):
+            raise CommandError(reasons.REGEX_TOPIC_NOT_SUPPORTED,
+                               "an aggregated query names one topic, not a regex")
+        topics = sowsvc.topics_for(cmd.topic) if sowsvc is not None else []
+        if not topics:
+            raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
+        names = [t.spec.name for t in topics]
+        cuts = history_cuts(server, cmd, topics, common=False)
+        steps = [t.query_steps(filt, sow_keys=cmd.sow_keys,
+                               history_cut=cuts.get(t.spec.name) if cuts else None)
+                 for t in topics]
+    qid, results = yield from run_topic_steps(conn, cmd, steps)
+    if queue is None:
+        inputs = [res.records for res in results]
+        matches = sum(res.matches for res in results)
+        topic_matches = sum(res.topic_matches for res in results)
+    returned = framed = 0
+    for name, records in zip(names, inputs):
+        agg = spec.aggregator(name)
+        for start in range(0, len(records), AGGREGATE_STEP):
+            agg.add(records[start:start + AGGREGATE_STEP])
+            if start + AGGREGATE_STEP < len(records):
+                yield
+        out = agg.results()
+        if order is not None:
+            out = sort_records(out, order)
+        out = page(out, top_n, skip_n)
+        for chunk in batches(out, batch, opts):
+            conn.send(sow_batch(name, qid, chunk))
+            framed += len(chunk)
+            if framed >= SEND_STEP:
+                framed = 0
+                yield
+        returned += len(out)
+    conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
+    return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}

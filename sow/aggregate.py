@@ -1,0 +1,675 @@
+"""Aggregated SOW queries: the ``grouping=[...]`` and ``projection=[...]`` query options.
+
+An aggregated query turns the records a query matches into one record per distinct value of
+the grouping fields, built from the projection -- the same records a View with that
+``Projection`` / ``Grouping`` would hold.
+
+Options
+-------
+``grouping=[/a, /b/c]``: XPath identifiers (``[/odd name]`` bracket paths too), comma
+separated, brackets optional.  ``projection=[/a, SUM(/qty * /px) AS /total, ...]``: comma
+separated fields, each ``<expression> AS <target path>``; a field that is a bare identifier
+may omit ``AS`` (its target is the identifier itself).  ``AS`` is a keyword in any case and
+needs no blank before it (``COUNT(/id)AS /n``).  The two options come together: one without
+the other, an empty list, an expression the filter language refuses, a nested aggregate, an
+aggregate with other than one argument, a non-deterministic function inside an aggregate, a
+target with an array index, or two targets where one contains the other all raise
+``CommandError(invalid options)`` (:func:`parse_aggregation`).
+
+Expressions
+-----------
+Anything the filter language accepts, plus the aggregate functions ``AVG``, ``COUNT``,
+``COUNT_DISTINCT``, ``MIN``, ``MAX``, ``SUM``, ``STDDEV_POP``, ``STDDEV_SAMP`` (one argument,
+any expression) anywhere in a field's expression (``SUM(/a) / COUNT(/a)``).  Each aggregate
+call is cut out of the text and replaced by a reference to a reserved field, so the rest is
+compiled once by :func:`protocol.filter.compile_expression` like any expression; an aggregate's
+argument is compiled the same way, and arguments that are the same expression are evaluated
+once per record however many aggregates use them.
+
+Per group:
+
+* an aggregate over NULL inputs (missing, ``null``, ``''``, an empty array, an object) skips
+  them; an array counts as its first element.  ``COUNT`` counts the rest; ``SUM``, ``AVG``,
+  ``MIN``, ``MAX``, ``STDDEV_*`` of nothing are NULL, ``COUNT``/``COUNT_DISTINCT`` 0;
+* the numeric aggregates (``SUM``, ``AVG``, ``STDDEV_POP``, ``STDDEV_SAMP``) convert as the
+  arithmetic operators do: booleans are 1/0, numeric strings are numbers, any other string
+  makes the result NaN.  ``SUM`` of integers is an integer (a double beyond 64 bits, as for
+  ``+``), otherwise a double; ``AVG`` and the deviations are doubles; ``STDDEV_SAMP`` of a
+  single value is NULL (as in SQL);
+* ``MIN``/``MAX`` order numbers numerically, strings as text, and a string against a number
+  by its numeric value, a string that is not a number being greater than every number
+  (:func:`protocol.filter.values.order`); NaN is skipped; the value returned is the input
+  value itself (a string stays a string); of equal values the first one wins;
+* ``COUNT_DISTINCT`` compares converted values: ``75``, ``75.0`` and ``'75'`` are one value;
+* an expression outside aggregates (``/sym``, ``UPPER(/desk)``, the ``/x`` of
+  ``/x + SUM(/y)``) is evaluated on the last record of the group in the order the records
+  were given (the topic's natural order), as AMPS documents for fields that are neither
+  grouped nor aggregated.
+
+Message functions (``TOPIC_NAME()``, ``SOW_KEY()``, ``BOOKMARK()``, ...) see the record being
+read (the queried topic, the record's SowKey and bookmark); outside aggregates, the group's
+last record.
+
+Output values: an array projects as its first element, an object as NULL, NULL (and NaN or
+an infinity, which JSON cannot carry) as ``null``; a target like ``/detail/qty`` builds nested
+objects.  Fields appear in projection order.
+
+Groups
+------
+A record's group is the tuple of its grouping values, each taken as a scalar (first element of
+an array; an object, missing field or ``null`` is the NULL group value).  Numbers group by
+value (``1`` and ``1.0`` together); a string never groups with a number; ``true`` never with
+``1``.  Groups come out in the order their first record was seen.  Each group's SowKey is
+generated like a topic's (:func:`sow.keys.generate_sow_key`): domain the queried topic's
+name, one type-tagged text per grouping value, so the same group gets the same key in every
+query.  A group's timestamp is the latest timestamp of its records; it has no bookmark.
+
+Use::
+
+    spec = parse_aggregation(cmd.opts)   # None when the query is not aggregated
+    agg = spec.aggregator("orders")      # the topic name seeds the SowKeys
+    agg.add(records)                     # any number of times; needs .doc, .timestamp
+    out = agg.results()                  # list[Record], data already JSON-encoded
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
+
+import msgspec
+
+from protocol.filter import FilterError, MessageContext, compile_expression
+from protocol.filter.values import first, order, parse_number, resolve, to_num
+from protocol.reasons import INVALID_OPTIONS, CommandError
+
+from .keys import generate_sow_key
+from .paths import PathError, parse_path
+from .record import Record
+
+__all__ = [
+    "AGGREGATE_FUNCTIONS", "Aggregation", "Aggregator", "ProjectedField", "parse_aggregation",
+    "parse_grouping", "parse_projection",
+]
+
+_encode = msgspec.json.encode
+
+#: reserved field names the aggregate results are bound to in a field's outer expression
+_SLOT = "\x00agg{}"
+
+
+# ---- aggregate functions (lists of raw argument values -> result) ---------------------------
+
+def _scalars(vals: list) -> list:
+    """The non-NULL scalar values among ``vals`` (arrays as their first element)."""
+    out = []
+    add = out.append
+    for v in vals:
+        t = type(v)
+        if t is int or t is float or t is bool:
+            add(v)
+        elif t is str:
+            if v:
+                add(v)
+        elif t is list:
+            f = first(v)
+            tf = type(f)
+            if tf is int or tf is float or tf is bool or (tf is str and f):
+                add(f)
+    return out
+
+
+def _numbers(vals: list) -> list:
+    out = []
+    add = out.append
+    for v in _scalars(vals):
+        t = type(v)
+        add(v if t is int or t is float else to_num(v))
+    return out
+
+
+_INT_LIMIT = 1 << 64  # as protocol.filter.values: beyond it an integer is carried as a double
+
+
+def _sum(vals: list) -> Any:
+    nums = _numbers(vals)
+    if not nums:
+        return None
+    s = sum(nums)
+    if type(s) is int and not -_INT_LIMIT < s < _INT_LIMIT:
+        try:
+            return float(s)
+        except OverflowError:
+            return math.inf if s > 0 else -math.inf
+    return s
+
+
+def _avg(vals: list) -> Any:
+    nums = _numbers(vals)
+    if not nums:
+        return None
+    try:
+        return sum(nums) / len(nums)
+    except OverflowError:  # an integer sum beyond a double's range
+        return math.nan
+
+
+def _stddev(sample: bool) -> Callable[[list], Any]:
+    def stddev(vals: list) -> Any:
+        nums = _numbers(vals)
+        n = len(nums)
+        if n == 0 or (sample and n == 1):
+            return None
+        try:
+            xs = [float(x) for x in nums]
+            mean = math.fsum(xs) / n
+            if not math.isfinite(mean):
+                return math.nan
+            return math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1 if sample else n))
+        except (OverflowError, ValueError):  # infinities, integers beyond a double
+            return math.nan
+    return stddev
+
+
+def _count(vals: list) -> int:
+    return len(_scalars(vals))
+
+
+_NAN_KEY = ("NaN",)
+
+
+def _distinct_key(v: Any) -> Any:
+    t = type(v)
+    if t is str:
+        n = parse_number(v)
+        v = v if n is None else n
+        t = type(v)
+    elif t is bool:
+        return int(v)
+    if t is float and v != v:
+        return _NAN_KEY
+    return v
+
+
+def _count_distinct(vals: list) -> int:
+    return len({_distinct_key(v) for v in _scalars(vals)})
+
+
+def _extreme(sign: int) -> Callable[[list], Any]:
+    builtin = min if sign < 0 else max
+
+    def extreme(vals: list) -> Any:
+        xs = [v for v in _scalars(vals) if v == v]  # NaN is skipped
+        if not xs:
+            return None
+        if all(type(v) is int or type(v) is float for v in xs):
+            return builtin(xs)
+        best = xs[0]
+        for v in xs:
+            if order(v, best) == sign:
+                best = v
+        return best
+    return extreme
+
+
+#: name -> implementation over the list of the argument's values in a group
+AGGREGATE_FUNCTIONS: dict[str, Callable[[list], Any]] = {
+    "AVG": _avg,
+    "COUNT": _count,
+    "COUNT_DISTINCT": _count_distinct,
+    "MAX": _extreme(1),
+    "MIN": _extreme(-1),
+    "STDDEV_POP": _stddev(False),
+    "STDDEV_SAMP": _stddev(True),
+    "SUM": _sum,
+}
+
+
+# ---- parsing ---------------------------------------------------------------------------------
+
+def _bad(detail: str) -> CommandError:
+    return CommandError(INVALID_OPTIONS, detail)
+
+
+def _mask(text: str) -> str:
+    """``text`` with the inside of string literals and ``[...]`` paths blanked out (same
+    length), so that commas, parentheses and keywords can be found with plain searches."""
+    out = list(text)
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in "'\"":
+            raw = i > 0 and text[i - 1] in "rR" and (i < 2 or not (text[i - 2].isalnum()
+                                                                   or text[i - 2] in "_/"))
+            j = i + 1
+            while j < n:
+                c = text[j]
+                if c == "\\" and not raw:
+                    j += 2
+                    continue
+                if c == ch:
+                    if not raw and j + 1 < n and text[j + 1] == ch:
+                        j += 2  # a doubled quote stands for the quote
+                        continue
+                    break
+                j += 1
+            if j >= n:
+                raise _bad(f"unterminated string in {text!r}")
+            for k in range(i + 1, j):
+                out[k] = "#"
+            i = j + 1
+        elif ch == "[":
+            j = text.find("]", i + 1)
+            if j < 0:
+                raise _bad(f"unbalanced [ in {text!r}")
+            for k in range(i + 1, j):
+                out[k] = "#"
+            i = j + 1
+        else:
+            i += 1
+    return "".join(out)
+
+
+def _split_list(text: str, what: str) -> list[str]:
+    """The items of a ``[a, b, ...]`` option value (brackets optional), split at the commas
+    that are outside parentheses, strings and bracket paths."""
+    t = text.strip()
+    if t.startswith("[") and t.endswith("]"):
+        t = t[1:-1]  # the option's own brackets
+    masked = _mask(t)
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(masked):
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                raise _bad(f"unbalanced ) in {what} {text!r}")
+        elif ch == "," and depth == 0:
+            items.append(t[start:i])
+            start = i + 1
+    if depth:
+        raise _bad(f"unbalanced ( in {what} {text!r}")
+    items.append(t[start:])
+    items = [i.strip() for i in items]
+    if any(not i for i in items):
+        raise _bad(f"empty entry in {what} {text!r}")
+    return items
+
+
+def parse_grouping(text: Any) -> tuple[tuple[str | int, ...], ...]:
+    """``grouping=[/a, /b]`` -> the paths; ``CommandError(invalid options)`` if bad."""
+    if not isinstance(text, str) or not text.strip():
+        raise _bad("grouping needs a list of fields: grouping=[/field,...]")
+    paths = []
+    for item in _split_list(text, "grouping"):
+        try:
+            path = parse_path(item)
+        except PathError:
+            raise _bad(f"grouping entry {item!r} is not a field identifier") from None
+        if not path:
+            raise _bad("cannot group by the whole message")
+        paths.append(path)
+    return tuple(paths)
+
+
+_AS = re.compile(r"(?<![\w/@.\-\[#])AS(?!\w)", re.IGNORECASE)
+_CALL = re.compile(r"(?<![\w#])([A-Za-z_]\w*)\s*\(")
+
+
+@dataclass(frozen=True)
+class ProjectedField:
+    """One projection entry.  ``aggs``: indexes into :attr:`Aggregation.aggs` of the aggregate
+    calls in it, in slot order.  ``expr``: the compiled expression outside the aggregates
+    (``None`` when the field is exactly one aggregate call)."""
+    text: str
+    target: tuple[str, ...]
+    aggs: tuple[int, ...]
+    expr: Any
+
+
+def _target(text: str, entry: str) -> tuple[str, ...]:
+    try:
+        path = parse_path(text)
+    except PathError:
+        raise _bad(f"projection target {text!r} in {entry!r} is not a field identifier") \
+            from None
+    if not path:
+        raise _bad(f"projection target in {entry!r} names the whole message")
+    if any(type(s) is int for s in path):
+        raise _bad(f"projection target {text!r} has an array index")
+    return path  # type: ignore[return-value]
+
+
+def _compile(text: str, entry: str) -> Any:
+    try:
+        return compile_expression(text)
+    except FilterError as e:
+        raise _bad(f"projection entry {entry!r}: {e}") from None
+
+
+def parse_projection(text: Any):
+    """``projection=[...]`` -> ``(fields, aggs, args)``: the :class:`ProjectedField` list, the
+    distinct aggregate calls as ``(function name, argument index)`` and the distinct compiled
+    arguments.  ``CommandError(invalid options)`` if bad."""
+    if not isinstance(text, str) or not text.strip():
+        raise _bad("projection needs a list of fields: projection=[expression AS /field,...]")
+    fields: list[ProjectedField] = []
+    aggs: list[tuple[str, int]] = []
+    args: list[Any] = []
+    arg_index: dict[Any, int] = {}
+    for entry in _split_list(text, "projection"):
+        masked = _mask(entry)
+        depth_at = _depths(masked)
+        cuts = [m for m in _AS.finditer(masked) if depth_at[m.start()] == 0]
+        if len(cuts) > 1:
+            raise _bad(f"projection entry {entry!r} has more than one AS")
+        if cuts:
+            m = cuts[0]
+            source, smask = entry[:m.start()].rstrip(), masked[:m.start()].rstrip()
+            target = _target(entry[m.end():], entry)
+            if not source:
+                raise _bad(f"projection entry {entry!r} has nothing before AS")
+        else:
+            source, smask = entry, masked
+            try:
+                target = _target(entry, entry)
+            except CommandError:
+                raise _bad(f"projection entry {entry!r} needs AS /target") from None
+        # cut the aggregate calls out of the source, last one first
+        calls = []
+        for m in _CALL.finditer(smask):
+            if m.group(1).upper() in AGGREGATE_FUNCTIONS:
+                close = _close(smask, m.end() - 1)
+                if close < 0:
+                    raise _bad(f"unbalanced ( in projection entry {entry!r}")
+                calls.append((m.start(), m.end(), close, m.group(1).upper()))
+        for i, (s, _, e, _) in enumerate(calls):
+            if any(s < s2 < e for s2, _, _, _ in calls[i + 1:]):
+                raise _bad(f"projection entry {entry!r}: aggregates cannot be nested")
+        slots: list[int] = []
+        rewritten = source
+        for n, (s, open_end, e, name) in enumerate(reversed(calls)):
+            arg = source[open_end:e].strip()
+            if not arg:
+                raise _bad(f"projection entry {entry!r}: {name} needs an argument")
+            amask = smask[open_end:e]
+            if any(ch == "," and d == 0 for ch, d in zip(amask, _depths(amask))):
+                raise _bad(f"projection entry {entry!r}: {name} takes one argument")
+            fn = _compile(arg, entry)
+            if not fn.deterministic:
+                raise _bad(f"projection entry {entry!r}: a non-deterministic function "
+                           f"cannot be aggregated")
+            ai = arg_index.get(fn.ast)
+            if ai is None:
+                ai = arg_index[fn.ast] = len(args)
+                args.append(fn)
+            try:
+                gi = aggs.index((name, ai))
+            except ValueError:
+                gi = len(aggs)
+                aggs.append((name, ai))
+            slot = len(calls) - 1 - n
+            rewritten = rewritten[:s] + f"[/{_SLOT.format(slot)}]" + rewritten[e + 1:]
+            slots.append(gi)
+        slots.reverse()
+        whole_call = len(calls) == 1 and calls[0][0] == 0 and calls[0][2] == len(source) - 1
+        expr = None if whole_call else _compile(rewritten, entry)
+        fields.append(ProjectedField(entry, target, tuple(slots), expr))
+    targets = sorted(f.target for f in fields)
+    for a, b in zip(targets, targets[1:]):
+        if b[:len(a)] == a:
+            raise _bad(f"projection targets {'/' + '/'.join(a)} and {'/' + '/'.join(b)} "
+                       f"overlap")
+    return fields, aggs, args
+
+
+def _depths(masked: str) -> list[int]:
+    """Parenthesis depth at each character of a masked text."""
+    out, d = [], 0
+    for ch in masked:
+        if ch == ")":
+            d -= 1
+        out.append(d)
+        if ch == "(":
+            d += 1
+    return out
+
+
+def _close(masked: str, open_at: int) -> int:
+    """Index of the parenthesis closing the one at ``open_at`` (-1 if none)."""
+    d = 0
+    for i in range(open_at, len(masked)):
+        ch = masked[i]
+        if ch == "(":
+            d += 1
+        elif ch == ")":
+            d -= 1
+            if d == 0:
+                return i
+    return -1
+
+
+def parse_aggregation(opts: Mapping[str, Any]) -> "Aggregation | None":
+    """The aggregation a command's options (``cmd.opts``) ask for, ``None`` if they ask for
+    none.  ``CommandError(invalid options)`` if the options are bad or only one is given."""
+    grouping, projection = opts.get("grouping"), opts.get("projection")
+    if grouping is None and projection is None:
+        return None
+    if grouping is None:
+        raise _bad("projection without grouping")
+    if projection is None:
+        raise _bad("grouping without projection")
+    paths = parse_grouping(grouping)
+    fields, aggs, args = parse_projection(projection)
+    return Aggregation(paths, tuple(fields), tuple(aggs), tuple(args))
+
+
+# ---- evaluation ------------------------------------------------------------------------------
+
+_BOOL_KEYS = {True: ("bool", True), False: ("bool", False)}
+
+
+def _group_value(v: Any) -> Any:
+    """A grouping value as a dict key (see "Groups" in the module docstring)."""
+    t = type(v)
+    if t is str or t is int:
+        return v
+    if t is float:
+        return v if v == v else _NAN_KEY
+    if t is bool:
+        return _BOOL_KEYS[v]
+    if t is list:
+        return _group_value(first(v))
+    return None
+
+
+def _key_text(k: Any) -> str:
+    """Type-tagged text of one grouping value, for the group's SowKey."""
+    t = type(k)
+    if k is None:
+        return "n:"
+    if t is str:
+        return "s:" + k
+    if t is tuple:
+        return "b:true" if k == ("bool", True) else "b:false" if k[0] == "bool" else "f:NaN"
+    if t is float and k.is_integer() and abs(k) < 2 ** 63:
+        k = int(k)
+    return "d:" + repr(k)
+
+
+def _output(v: Any) -> Any:
+    t = type(v)
+    if t is list:
+        v = first(v)
+        t = type(v)
+    if t is float:
+        return v if math.isfinite(v) else None
+    if t is dict:
+        return None
+    return v
+
+
+def _keyer(paths: tuple[tuple[str | int, ...], ...]) -> Callable[[Any], Any]:
+    gv = _group_value
+    if len(paths) == 1:
+        path = paths[0]
+        if len(path) == 1 and type(path[0]) is str:
+            name = path[0]
+
+            def key1(doc: Any) -> Any:
+                if type(doc) is dict:
+                    v = doc.get(name)
+                    t = type(v)
+                    return v if t is str or t is int else gv(v)
+                return gv(resolve(doc, path)) if type(doc) is list else None
+            return key1
+
+        def key_path(doc: Any) -> Any:
+            return gv(resolve(doc, path)) if type(doc) in (dict, list) else None
+        return key_path
+
+    if all(len(p) == 1 and type(p[0]) is str for p in paths):
+        names = [p[0] for p in paths]
+
+        def key_top(doc: Any) -> Any:
+            if type(doc) is dict:
+                return tuple([v if type(v) is str or type(v) is int else gv(v)
+                              for v in map(doc.get, names)])
+            if type(doc) is list:
+                return tuple(gv(resolve(doc, p)) for p in paths)
+            return (None,) * len(paths)
+        return key_top
+
+    def key_n(doc: Any) -> Any:
+        if type(doc) not in (dict, list):
+            return (None,) * len(paths)
+        return tuple(gv(resolve(doc, p)) for p in paths)
+    return key_n
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """A parsed aggregation: grouping paths, projected fields, the distinct aggregate calls
+    ``(name, argument index)`` and the distinct compiled arguments."""
+    grouping: tuple[tuple[str | int, ...], ...]
+    fields: tuple[ProjectedField, ...]
+    aggs: tuple[tuple[str, int], ...]
+    args: tuple[Any, ...]
+
+    def aggregator(self, domain: str) -> "Aggregator":
+        """A fresh accumulator; ``domain`` (the topic name) seeds the groups' SowKeys."""
+        return Aggregator(self, domain)
+
+    def aggregate(self, records: Iterable[Any], domain: str) -> list[Record]:
+        """All in one go: the aggregated records for ``records``."""
+        agg = self.aggregator(domain)
+        agg.add(records)
+        return agg.results()
+
+
+class Aggregator:
+    """Accumulates records into groups (:meth:`add`, any number of times), then builds one
+    :class:`~sow.record.Record` per group (:meth:`results`)."""
+
+    __slots__ = ("spec", "domain", "groups", "_key", "_ctx")
+
+    def __init__(self, spec: Aggregation, domain: str) -> None:
+        self.spec = spec
+        self.domain = domain
+        # group key -> [last record, latest timestamp, values of argument 0, 1, ...]
+        self.groups: dict[Any, list] = {}
+        self._key = _keyer(spec.grouping)
+        # functions like TOPIC_NAME() / SOW_KEY() read a per-record context, built only if used
+        uses = any(fn.uses_context for fn in spec.args) or any(
+            f.expr is not None and f.expr.uses_context for f in spec.fields)
+        self._ctx: Callable[[Any], MessageContext] | None = self._context if uses else None
+
+    def add(self, records: Iterable[Any]) -> None:
+        groups = self.groups
+        get = groups.get
+        keyof = self._key
+        args = self.spec.args
+        nargs = len(args)
+        if self._ctx is not None:
+            ctx_of = self._ctx
+            for rec in records:
+                doc = rec.doc
+                k = keyof(doc)
+                g = get(k)
+                if g is None:
+                    g = groups[k] = [rec, rec.timestamp]
+                    g.extend([] for _ in range(nargs))
+                else:
+                    g[0] = rec
+                    if rec.timestamp > g[1]:
+                        g[1] = rec.timestamp
+                ctx = ctx_of(rec)
+                for i in range(nargs):
+                    g[i + 2].append(args[i](doc, ctx))
+            return
+        if nargs == 1:  # the common case, unrolled
+            a0 = args[0]
+            for rec in records:
+                doc = rec.doc
+                k = keyof(doc)
+                g = get(k)
+                if g is None:
+                    g = groups[k] = [rec, rec.timestamp, []]
+                else:
+                    g[0] = rec
+                    if rec.timestamp > g[1]:
+                        g[1] = rec.timestamp
+                g[2].append(a0(doc))
+            return
+        for rec in records:
+            doc = rec.doc
+            k = keyof(doc)
+            g = get(k)
+            if g is None:
+                g = groups[k] = [rec, rec.timestamp]
+                g.extend([] for _ in range(nargs))
+            else:
+                g[0] = rec
+                if rec.timestamp > g[1]:
+                    g[1] = rec.timestamp
+            for i in range(nargs):
+                g[i + 2].append(args[i](doc))
+
+    def _context(self, rec: Any) -> MessageContext:
+        return MessageContext(topic=self.domain, bookmark=getattr(rec, "bookmark", None) or None,
+                              sow_key=getattr(rec, "sow_key", None) or None,
+                              timestamp=getattr(rec, "timestamp", None))
+
+    def results(self) -> list[Record]:
+        spec = self.spec
+        fns = [AGGREGATE_FUNCTIONS[name] for name, _ in spec.aggs]
+        arg_of = [ai for _, ai in spec.aggs]
+        multi = len(spec.grouping) > 1
+        out = []
+        for key, g in self.groups.items():
+            values = [fn(g[ai + 2]) for fn, ai in zip(fns, arg_of)]
+            last_rec = g[0]
+            last = last_rec.doc
+            ctx = self._ctx(last_rec) if self._ctx is not None else None
+            body: dict[str, Any] = {}
+            for f in spec.fields:
+                if f.expr is None:
+                    v = values[f.aggs[0]]
+                elif not f.aggs:
+                    v = f.expr(last, ctx)
+                else:
+                    env = dict(last) if type(last) is dict else {}
+                    for slot, gi in enumerate(f.aggs):
+                        env[_SLOT.format(slot)] = values[gi]
+                    v = f.expr(env, ctx)
+                d = body
+                for step in f.target[:-1]:
+                    d = d.setdefault(step, {})
+                d[f.target[-1]] = _output(v)
+            keys = key if multi else (key,)
+            sow_key = generate_sow_key(self.domain, [_key_text(k) for k in keys])
+            out.append(Record(sow_key, _encode(body), "", g[1], doc=body))
+        return out
