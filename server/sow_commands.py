@@ -31,7 +31,7 @@ from server.acks import early as acks_early, final as acks_final
 from server.delivery import UNDECODED, Message, decode_or_none, send_oof
 from server.pagination import PageWindow
 from server.router import is_regex_topic
-from sow.query import parse_order_by, parse_select, project
+from sow.query import page, parse_order_by, parse_select, project, sort_records
 
 log = logging.getLogger("amps_emulator.sow")
 
@@ -148,22 +148,36 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
     skip_n = _count_option(cmd, "skip_n", cmd.skip_n)
     opts = cmd.opts
     select = opts.get("select")
-    steps = [topic.query_steps(filt, sow_keys=cmd.sow_keys, order_by=cmd.orderby,
-                               top_n=top_n, skip_n=skip_n,
-                               select=select if isinstance(select, str) else None,
+    # Several topics (a regex) with an orderby or skip_n: ordered and paged as one result,
+    # so each topic returns every match and the selection applies after the merge.
+    merged = len(topics) > 1 and bool(cmd.orderby or skip_n)
+    sel_text = select if isinstance(select, str) else None
+    if merged:  # refuse a bad orderby or select before anything is sent
+        parse_order_by(cmd.orderby)
+        parse_select(sel_text)
+    steps = [topic.query_steps(filt, sow_keys=cmd.sow_keys,
+                               order_by=None if merged else cmd.orderby,
+                               top_n=None if merged else top_n,
+                               skip_n=None if merged else skip_n,
+                               select=None if merged else sel_text,
                                history_cut=cuts.get(topic.spec.name) if cuts else None)
              for topic in topics]
     qid, results = yield from run_topic_steps(
         conn, cmd, steps,
         None if on_snapshot is None else lambda: on_snapshot(min(cuts.values()) if cuts else None))
-    returned = matches = topic_matches = 0
-    remaining = top_n
-    framed = 0
-    for topic, res in zip(topics, results):
-        name = topic.spec.name
-        records = res.records if remaining is None else res.records[:remaining]
-        if remaining is not None:
-            remaining -= len(records)
+    matches = sum(res.matches for res in results)
+    topic_matches = sum(res.topic_matches for res in results)
+    if merged:
+        runs = _merged_runs(topics, results, cmd.orderby, top_n, skip_n, sel_text)
+    else:
+        runs, remaining = [], top_n
+        for topic, res in zip(topics, results):
+            records = res.records if remaining is None else res.records[:remaining]
+            if remaining is not None:
+                remaining -= len(records)
+            runs.append((topic.spec.name, records))
+    returned = framed = 0
+    for name, records in runs:
         for chunk in batches(records, batch, opts):
             conn.send(sow_batch(name, qid, chunk))
             framed += len(chunk)
@@ -171,10 +185,36 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
                 framed = 0
                 yield
         returned += len(records)
-        matches += res.matches
-        topic_matches += res.topic_matches
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
+
+
+def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
+                 top_n: int | None, skip_n: int | None, select: str | None
+                 ) -> list[tuple[str, list[Any]]]:
+    """The matches of several topics ordered and paged as one result, as runs of
+    consecutive records of the same topic (one ``sow`` batch names one topic)."""
+    owner: dict[int, str] = {}
+    records = []
+    for topic, res in zip(topics, results):
+        for rec in res.records:
+            owner[id(rec)] = topic.spec.name
+            records.append(rec)
+    order = parse_order_by(orderby)
+    if order is not None:
+        records = sort_records(records, order)
+    records = page(records, top_n, skip_n)
+    sel = parse_select(select)
+    runs: list[tuple[str, list[Any]]] = []
+    for rec in records:
+        name = owner[id(rec)]
+        if sel is not None and not sel.identity:
+            rec = project(rec, sel)
+        if runs and runs[-1][0] == name:
+            runs[-1][1].append(rec)
+        else:
+            runs.append((name, [rec]))
+    return runs
 
 
 def begin_results(conn: "Connection", cmd: "Command", qid: str) -> str:

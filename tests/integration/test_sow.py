@@ -121,6 +121,28 @@ def test_sow_keys_select_timestamp_and_regex_topics(client):
         ("orders", 1), ("orders", 2), ("orders-eu", 3)]
 
 
+def test_a_regex_query_orders_and_pages_all_its_topics_as_one_result(client):
+    c = client()
+    for i, (topic, px) in enumerate([("orders", 5), ("orders-eu", 9), ("orders", 1),
+                                     ("orders-eu", 3), ("orders", 7)]):
+        c.publish(topic, json.dumps({"id": i, "px": px}))
+    c.flush(5000)
+    cmd = (AMPS.Command("sow").set_topic("^orders").set_order_by("/px DESC").set_top_n(3)
+           .set_options("skip_n=1,select=[-/,+/px]").add_ack_type("completed"))
+    got, completed = [], None
+    for m in c.execute(cmd):
+        if m.get_command() == "sow":
+            got.append((m.get_topic(), json.loads(m.get_data())))
+        elif m.get_command() == "ack":
+            completed = m
+    assert got == [("orders", {"px": 7}), ("orders", {"px": 5}), ("orders-eu", {"px": 3})]
+    assert int(completed.get_records_returned()) == 3
+    assert int(completed.get_matches()) == 5
+    with pytest.raises(AMPS.AMPSException):
+        list(c.execute(AMPS.Command("sow").set_topic("^orders").set_order_by("/px UP")
+                       .set_options("skip_n=1")))
+
+
 def test_query_errors(client):
     c = client()
     with pytest.raises(AMPS.BadFilterException):
