@@ -17,6 +17,8 @@ from protocol.bookmarks import format_timestamp
 from protocol.codec import frame_raw, json_str
 from protocol.filter import MessageContext
 from sow import delta_message
+from sow.delta import changed_fields
+from sow.query import apply_select
 
 if TYPE_CHECKING:
     from server.app import Server
@@ -52,6 +54,19 @@ def delivery_tail(bm: str | None, correlation_id: str | None, sow_key: str | Non
         parts.append(b',"ts":' + json_str(ts))
     parts.append(b"}")
     return b"".join(parts)
+
+
+def selected(body: bytes, sel: Any, doc: Any = UNDECODED) -> bytes:
+    """``body`` as a subscription with select list ``sel`` receives it (``None``: as is);
+    ``doc``: the decoded body, if at hand. A body that is not a JSON object goes as is."""
+    if sel is None:
+        return body
+    if doc is UNDECODED:
+        doc = decode_or_none(body)
+    if type(doc) is not dict:
+        return body
+    new = apply_select(doc, sel)
+    return body if new is doc else _encode(new)
 
 
 def oof_frame(topic: str, sids: str, sow_key: str, reason: str, body: bytes,
@@ -155,7 +170,7 @@ def fan_out(server: "Server", msg: Message) -> int:
             if not f(doc, ctx):
                 if previous is not UNDECODED and previous is not None \
                         and "oof" in sub.options and f(previous, ctx):
-                    _add(targets, (sub.conn, OOF), sub.sub_id)
+                    _add(targets, (sub.conn, OOF, sub.select), sub.sub_id)
                 continue
         if sub.delta and msg.delta() is not None:
             shape = DELTA
@@ -163,29 +178,37 @@ def fan_out(server: "Server", msg: Message) -> int:
             shape = STAMPED
         else:
             shape = PLAIN
-        _add(targets, (sub.conn, shape), sub.sub_id)
+        _add(targets, (sub.conn, shape, sub.select), sub.sub_id)
     if not targets:
         return 0
     head = b'{"c":"p","t":' + json_str(msg.topic) + b',"sids":'
     tail = delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, None)
-    for (conn, shape), ids in targets.items():
+    for (conn, shape, sel), ids in targets.items():
         sids = ids[0] if len(ids) == 1 else ",".join(ids)
         if shape == PLAIN:
-            conn.send(frame_raw(head + json_str(sids) + tail, msg.body))
+            body = msg.body if sel is None else selected(msg.body, sel, msg.doc)
+            conn.send(frame_raw(head + json_str(sids) + tail, body))
         elif shape == STAMPED:
             ts = format_timestamp(int(server.wallclock() * 1_000_000))
+            body = msg.body if sel is None else selected(msg.body, sel, msg.doc)
             conn.send(frame_raw(head + json_str(sids) + delivery_tail(
-                msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, ts), msg.body))
+                msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, ts), body))
         elif shape == DELTA:
-            if msg.delta_empty:  # nothing but the key changed: no_empties subscriptions skip it
+            empty = msg.delta_empty
+            body = msg.delta_body
+            if sel is not None:
+                body = selected(body, sel)
+                # no_empties: only a change to a field the select list keeps counts
+                empty = not apply_select(changed_fields(msg.previous_doc, msg.doc), sel)
+            if empty:  # nothing but the key changed: no_empties subscriptions skip it
                 ids = [i for i in ids if "no_empties" not in conn.subs[i].options]
                 if not ids:
                     continue
                 sids = ",".join(ids)
-            conn.send(frame_raw(head + json_str(sids) + tail, msg.delta_body))
+            conn.send(frame_raw(head + json_str(sids) + tail, body))
         else:
-            conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "match", msg.body,
-                                msg.bookmark))
+            conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "match",
+                                selected(msg.body, sel, msg.doc), msg.bookmark))
     server.stats["delivered"] += len(targets)
     return len(targets)
 
@@ -214,7 +237,7 @@ def send_oof(server: "Server", topic: str, records: list[Any], reason: str) -> N
         targets: dict[Any, list[str]] = {}
         for sub in subs:
             if sub.filter is None or sub.filter(rec.doc, ctx):
-                _add(targets, sub.conn, sub.sub_id)
-        for conn, ids in targets.items():
-            conn.send(oof_frame(topic, ",".join(ids), rec.sow_key, reason, rec.data,
-                                rec.bookmark or None))
+                _add(targets, (sub.conn, sub.select), sub.sub_id)
+        for (conn, sel), ids in targets.items():
+            conn.send(oof_frame(topic, ",".join(ids), rec.sow_key, reason,
+                                selected(rec.data, sel, rec.doc), rec.bookmark or None))

@@ -27,7 +27,7 @@ from protocol.filter import MessageContext
 from protocol.filter.values import resolve
 from sow.query import OrderBy, sort_value, text_sort_value
 
-from .delivery import delivery_tail, oof_frame
+from .delivery import delivery_tail, oof_frame, selected
 
 if TYPE_CHECKING:
     from server.router import Subscription
@@ -129,29 +129,32 @@ class PageWindow:
         was = set(before)
         now = set(after)
         oof = "oof" in self.sub.options
+        sel = self.sub.select
         for skey in before:
             if skey in now:
                 continue
             if not oof:
                 continue
             if skey == changed and removed is not None:
-                conn.send(oof_frame(name, self.sub.sub_id, skey, reason, removed.data,
-                                    removed.bookmark or None))
+                conn.send(oof_frame(name, self.sub.sub_id, skey, reason,
+                                    selected(removed.data, sel), removed.bookmark or None))
             elif skey == changed:  # it no longer matches (or sorts elsewhere): the message
-                conn.send(oof_frame(name, self.sub.sub_id, skey, "match", msg.body,
-                                    msg.bookmark))
+                conn.send(oof_frame(name, self.sub.sub_id, skey, "match",
+                                    selected(msg.body, sel, msg.doc), msg.bookmark))
             else:
                 rec = self.topic.get(skey)
                 if rec is not None:
-                    conn.send(oof_frame(name, self.sub.sub_id, skey, "match", rec.data,
-                                        rec.bookmark or None))
+                    conn.send(oof_frame(name, self.sub.sub_id, skey, "match",
+                                        selected(rec.data, sel), rec.bookmark or None))
         head = b'{"c":"p","t":' + json_str(name) + b',"sids":' + sid
         for skey in after:
             if skey == changed and msg is not None:
                 conn.send(frame_raw(head + delivery_tail(msg.bookmark, msg.correlation_id,
-                                                         skey, msg.expiration, None), msg.body))
+                                                         skey, msg.expiration, None),
+                                    selected(msg.body, sel, msg.doc)))
             elif skey not in was:
                 rec = self.topic.get(skey)
                 if rec is not None:
                     conn.send(frame_raw(head + delivery_tail(rec.bookmark or None, None, skey,
-                                                             None, None), rec.data))
+                                                             None, None),
+                                        selected(rec.data, sel)))

@@ -35,7 +35,7 @@ from protocol.filter import MessageContext, compile_expression, compile_filter
 from protocol.reasons import CommandError
 from queues import (Deliver, Enqueue, Expired, QueueCheckpoint, QueueConfigError, QueueEngine,
                     QueueSpec, decode_event, encode_event, events_for, plan_recovery)
-from server.delivery import UNDECODED, decode_or_none
+from server.delivery import UNDECODED, decode_or_none, selected
 from server.router import compile_topic_regex, is_regex_topic
 
 if TYPE_CHECKING:
@@ -301,7 +301,8 @@ class QueueService:
             header += b',"lp":"' + self._lease_text(d.lease_expiry) + b'"'
         if rec.correlation_id is not None:
             header += b',"x":' + json_str(rec.correlation_id)
-        sub.conn.send(frame_raw(header + b"}", rec.body))
+        sub.conn.send(frame_raw(header + b"}", rec.body if sub.select is None
+                                else selected(rec.body, sub.select)))
 
     def _lease_text(self, when: float) -> bytes:
         """``when`` as an AMPS timestamp; the date-time part is formatted once per second."""

@@ -22,7 +22,7 @@ from protocol.bookmarks import BookmarkError, BookmarkRange, format_timestamp, p
 from protocol import reasons
 from protocol.codec import ack as encode_ack, frame_raw, json_str
 from protocol.filter import MessageContext
-from server.delivery import decode_or_none, delivery_tail
+from server.delivery import decode_or_none, delivery_tail, selected
 from protocol.reasons import CommandError
 
 if TYPE_CHECKING:
@@ -154,7 +154,8 @@ def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
         else:
             tail = delivery_tail(bm, rec.correlation_id, rec.sow_key, rec.expiration,
                                  format_timestamp(rec.timestamp) if cursor.timestamp else None)
-        out.append(frame_raw(head + tail, rec.body))
+        out.append(frame_raw(head + tail, rec.body if sub.select is None
+                             else selected(rec.body, sub.select)))
         if cursor.remaining is not None:
             cursor.remaining -= 1
             if cursor.remaining <= 0:

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from protocol import reasons
 from protocol.reasons import CommandError
+from sow.query import Select, parse_select
 
 # Characters whose presence makes a subscription topic a regular expression.
 _REGEX_CHARS = frozenset(".*+?^$[](){}|\\")
@@ -36,7 +37,7 @@ class Subscription:
 
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
-        "prefix", "page",
+        "prefix", "page", "select",
     )
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
@@ -52,6 +53,13 @@ class Subscription:
         self.queue: Any = None  # server.queuesvc.QueueState for queue subscriptions
         self.prefix: bytes | None = None  # queue deliveries: the header up to the bookmark
         self.page: Any = None  # server.pagination.PageWindow for paginated subscriptions
+        #: the ``select=[...]`` list applied to every delivery (None: whole messages)
+        self.select: Select | None = None
+        text = options.get("select")
+        if isinstance(text, str):
+            sel = parse_select(text)  # a bad list: CommandError(invalid options)
+            if sel is not None and not sel.identity:
+                self.select = sel
 
     def matches_topic(self, topic: str) -> bool:
         if self.regex is None:

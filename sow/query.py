@@ -14,18 +14,19 @@ sorts by its first element.  Ties keep the store's natural order (the sort is st
 
 select
 ------
-``"[-/,+/subId,+/bookmark]"`` (brackets optional): specifiers applied left to right to a message
-that starts with every field: ``-/`` removes everything, ``+/`` restores everything,
-``-/a/b`` removes one field, ``+/a/b`` copies one field (with its parents) from the original
-message.  A list of inclusions only therefore returns the whole message (AMPS clients send
-``-/`` first, e.g. the SOWRecoveryPointAdapter).  Paths with array indexes are refused with
+``"[-/,+/subId,+/bookmark]"`` (brackets optional): ``+``/``-`` directives on fields; ``-/`` and
+``+/`` exclude / include everything.  Each field follows the most specific directive on its
+path (the first one given, if a path is named twice), and is included when none applies;
+``-/event,+/event/description`` keeps only that subfield of ``/event``.  A list of inclusions
+only therefore returns the whole message (AMPS clients send ``-/`` first, e.g. the
+SOWRecoveryPointAdapter).  Paths with array indexes are refused with
 ``CommandError(invalid options)``.  Non-object bodies are returned unchanged.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import msgspec
@@ -145,6 +146,18 @@ def page(records: list, top_n: int | None, skip_n: int | None) -> list:
 class Select:
     ops: tuple[tuple[bool, tuple[str, ...]], ...]  # (include, path); () = root
     text: str = ""
+    #: path -> include, the first directive for each path
+    rules: dict = field(default_factory=dict, compare=False, hash=False)
+    #: every strict ancestor of a directive's path (where a subtree needs a closer look)
+    parents: frozenset = field(default_factory=frozenset, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        rules: dict = {}
+        for include, path in self.ops:
+            rules.setdefault(path, include)
+        object.__setattr__(self, "rules", rules)
+        object.__setattr__(self, "parents", frozenset(
+            path[:i] for path in rules for i in range(len(path))))
 
     @property
     def identity(self) -> bool:
@@ -179,63 +192,27 @@ def parse_select(text: str | Sequence[str] | None) -> Select | None:
     return Select(tuple(ops), src)
 
 
-_MISSING: Any = object()
-
-
-def _get(doc: dict, path: tuple) -> Any:
-    v: Any = doc
-    for s in path:
-        if type(v) is not dict or s not in v:
-            return _MISSING
-        v = v[s]
-    return v
-
-
-def _with(d: dict, path: tuple, value: Any) -> dict:
-    """Copy of ``d`` with ``path`` set to ``value`` (dicts on the way copied, created)."""
-    head = path[0]
-    out = dict(d)
-    if len(path) == 1:
-        out[head] = value
-    else:
-        sub = d.get(head)
-        out[head] = _with(sub if type(sub) is dict else {}, path[1:], value)
-    return out
-
-
-def _without(d: dict, path: tuple) -> dict:
-    head = path[0]
-    if head not in d:
-        return d
-    if len(path) == 1:
-        out = dict(d)
-        del out[head]
-        return out
-    sub = d[head]
-    if type(sub) is not dict:
-        return d
-    new = _without(sub, path[1:])
-    if new is sub:
-        return d
-    out = dict(d)
-    out[head] = new
-    return out
-
-
 def apply_select(doc: Any, sel: Select) -> Any:
-    """The projected document (``doc`` itself is never modified)."""
-    if type(doc) is not dict:
+    """The projected document (``doc`` itself is never modified): each field follows the
+    most specific directive on its path (``-/`` and ``+/`` are the root), included when none
+    applies; an excluded object keeps the fields a deeper directive includes; nothing is
+    created that the message does not have."""
+    if type(doc) is not dict or sel.identity:
         return doc
-    out: dict = doc
-    for include, path in sel.ops:
-        if not path:
-            out = doc if include else {}
+    return _project(doc, (), sel.rules.get((), True), sel.rules, sel.parents)
+
+
+def _project(d: dict, path: tuple, inherited: bool, rules: dict, parents: frozenset) -> dict:
+    out = {}
+    for k, v in d.items():
+        p = path + (k,)
+        include = rules.get(p, inherited)
+        if p in parents and type(v) is dict:
+            sub = _project(v, p, include, rules, parents)
+            if include or sub:
+                out[k] = sub
         elif include:
-            v = _get(doc, path)
-            if v is not _MISSING:
-                out = _with(out, path, v)
-        else:
-            out = _without(out, path)
+            out[k] = v
     return out
 
 

@@ -157,7 +157,12 @@ def test_select():
     assert sel("[-/,+/a]") == {"a": 1}
     assert sel("-/,+/b/c,+/missing") == {"b": {"c": 2}}
     assert sel("[-/b/d,-/e]") == {"a": 1, "b": {"c": 2}}
-    assert sel("[-/,+/,-/a]") == {"b": {"c": 2, "d": 3}, "e": [1]}
+    assert sel("[-/,+/,-/a]") == {}  # a path named twice: the first directive counts
+    assert sel("[+/,-/b]") == {"a": 1, "e": [1]}
+    assert sel("[-/b,+/]") == {"a": 1, "e": [1]}  # the most specific directive wins
+    assert sel("[-/b,+/b/d]") == {"a": 1, "b": {"d": 3}, "e": [1]}
+    assert sel("[-/b,+/b/zz]") == {"a": 1, "e": [1]}  # nothing is created
+    assert sel("[-/,+/b,-/b/c]") == {"b": {"d": 3}}
     assert sel("[+/a]") == doc
     assert sel("[-/a/x]") == doc  # a is not an object: nothing removed
     assert msgspec.json.encode(doc) == snap  # original untouched
