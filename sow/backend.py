@@ -175,6 +175,10 @@ class MemoryBackend:
         """Every stored record (expired ones too), in natural order."""
         return list(self.records.values())
 
+    def records_in(self, snap: dict[str, Record]) -> Iterator[Record]:
+        """Every record of the snapshot ``snap``."""
+        return iter(list(snap.values()))
+
     def drop_table(self, name: str) -> None:
         self._tables.pop(name, None)
 
@@ -375,6 +379,11 @@ class LmdbBackend:
         with self.env.reading() as txn:
             return [decode_record(bytes(k).decode(), bytes(v))
                     for k, v in txn.cursor(self.rec_db).iternext()]
+
+    def records_in(self, snap) -> Iterator[Record]:
+        """Every record of the snapshot ``snap``, read as the caller iterates."""
+        for k, v in snap.cursor(self.rec_db).iternext():
+            yield decode_record(bytes(k).decode(), bytes(v))
 
     def drop_table(self, name: str) -> None:
         t = self._tables.pop(name, None)

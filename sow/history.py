@@ -35,7 +35,7 @@ from typing import Iterable
 
 from .record import Record, decode_record, encode_record
 
-__all__ = ["HistorySpec", "History", "TABLE"]
+__all__ = ["HistorySpec", "History", "StateAsOf", "TABLE"]
 
 TABLE = "hist"
 _SEP = b"\x00"
@@ -61,10 +61,6 @@ def _us(seconds: float) -> int:
 
 def _key(skey: str, ts_us: int) -> bytes:
     return skey.encode() + _SEP + ts_us.to_bytes(8, "big")
-
-
-def _split(k: bytes) -> tuple[str, int]:
-    return k[:-9].decode(), int.from_bytes(k[-8:], "big")
 
 
 class History:
@@ -157,22 +153,49 @@ class History:
         a = _us(at)
         return (a + 1 if g == 0 else (a // g) * g) / 1_000_000
 
+    def state(self, cut: float, now: float) -> "StateAsOf | None":
+        """An accumulator for the state just before ``cut``; ``None`` if the cut is before
+        the window (the state is then empty, whatever was there)."""
+        if self.spec.window is not None and cut < now - self.spec.window:
+            return None
+        return StateAsOf(_us(cut))
+
     def state_at(self, cut: float, current: Iterable[Record], now: float) -> list[Record]:
         """The records current just before ``cut`` (see the module docstring)."""
-        if self.spec.window is not None and cut < now - self.spec.window:
+        acc = self.state(cut, now)
+        if acc is None:
             return []
-        c = _us(cut)
-        best: dict[str, tuple[int, bytes]] = {}
-        for k, v in self.table.items():
-            skey, ts = _split(k)
-            if ts < c:
-                best[skey] = (ts, v)  # ascending: the last one before the cut wins
-        out: dict[str, Record] = {}
-        for rec in current:
-            if _us(rec.timestamp) < c:
-                out[rec.sow_key] = rec
-                best.pop(rec.sow_key, None)
-        for skey, (_, v) in best.items():
-            if v:
+        acc.add_rows(self.table.items())
+        acc.add_current(current)
+        return acc.records()
+
+
+class StateAsOf:
+    """The state just before a cut, from the saved rows (in key order) and the current
+    records, fed in any number of parts (a query reads them in steps)."""
+
+    def __init__(self, cut_us: int) -> None:
+        self.cut = cut_us
+        self._best: dict[str, bytes] = {}
+        self._current: dict[str, Record] = {}
+
+    def add_rows(self, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        c = self.cut
+        best = self._best
+        for k, v in rows:
+            if int.from_bytes(k[-8:], "big") < c:
+                best[k[:-9].decode()] = v  # ascending: the last one before the cut wins
+
+    def add_current(self, records: Iterable[Record]) -> None:
+        c = self.cut
+        for rec in records:
+            if _us(rec.timestamp) < c:  # the current version, old enough: it wins
+                self._current[rec.sow_key] = rec
+
+    def records(self) -> list[Record]:
+        out = dict(self._current)
+        for skey, v in self._best.items():
+            if v and skey not in out:
                 out[skey] = decode_record(skey, v)
+        c = self.cut
         return [r for r in out.values() if r.expiration is None or _us(r.expiration) > c]

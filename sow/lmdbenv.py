@@ -396,6 +396,12 @@ class LmdbKVTable:
         with self.env.reading() as txn:
             return iter([(bytes(k), bytes(v)) for k, v in txn.cursor(self.db).iternext()])
 
+    def snapshot_rows(self, snap: lmdb.Transaction) -> Iterator[tuple[bytes, bytes]]:
+        """Every row in the snapshot ``snap`` (:meth:`LmdbEnv.snapshot`), ascending, read
+        as the caller iterates (over several steps, while writes go on)."""
+        for k, v in snap.cursor(self.db).iternext():
+            yield bytes(k), bytes(v)
+
     def __len__(self) -> int:
         with self.env.reading() as txn:
             return txn.stat(self.db)["entries"]

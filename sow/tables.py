@@ -212,6 +212,11 @@ class MemKVTable:
         """Every row, ascending (a copy: the caller may write while iterating)."""
         return iter([(k, self._values[k]) for k in self._keys.irange()])
 
+    def snapshot_rows(self, snap: object) -> Iterator[tuple[bytes, bytes]]:
+        """Every row as of now, ascending, to read over several steps (``snap``: the
+        backend's snapshot; the rows are copied now)."""
+        return self.items()
+
     def __len__(self) -> int:
         return len(self._values)
 

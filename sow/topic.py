@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from itertools import islice
 from typing import Any, Callable, Generator, Iterable, TypedDict
 
 import msgspec
@@ -608,13 +609,13 @@ class Topic:
         order = parse_order_by(order_by) if isinstance(order_by, str) or order_by is None \
             else order_by
         sel = parse_select(select) if isinstance(select, str) or select is None else select
+        chunk = self.query_chunk if chunk is None else chunk or None
         if history_cut is not None:
-            rows, topic_matches, desc = self._historical_match(
-                filter, sow_keys, now, order.paths if order else (), history_cut)
+            rows, topic_matches, desc = yield from self._historical_steps(
+                filter, sow_keys, now, order.paths if order else (), history_cut, chunk)
         else:
             rows, topic_matches, desc = yield from self._match_steps(
-                filter, sow_keys, now, order.paths if order else (), plan,
-                self.query_chunk if chunk is None else chunk or None)
+                filter, sow_keys, now, order.paths if order else (), plan, chunk)
         if order is not None:
             docs = {id(r): d for r, d in rows}
             recs = sort_records([r for r, _ in rows], order, lambda r: docs[id(r)])
@@ -632,30 +633,65 @@ class Topic:
             raise ValueError(f"SOW topic {self.name} has no History")
         return self.history.cut(at)
 
-    def _historical_match(self, flt, sow_keys, now: float, order_paths, cut: float
-                          ) -> tuple[list[tuple[Record, Any]], int, str]:
-        """:meth:`_match` over the state just before ``cut`` (a scan of the topic's current
-        records and saved versions, in one step)."""
+    def _historical_steps(self, flt, sow_keys, now: float, order_paths, cut: float,
+                          chunk: int | None):
+        """:meth:`_match_steps` over the state just before ``cut``: the topic's saved
+        versions and current records, read from a snapshot ``chunk`` rows per step when
+        there are more than ``chunk`` of them (else at once)."""
         if self.history is None:
             raise ValueError(f"SOW topic {self.name} has no History")
         f = self._compile(flt)
         node = f.ast if f is not None else None
-        recs = self.history.state_at(cut, self._b.all_records(), now)
-        recs.sort(key=lambda r: r.sow_key)
-        total = len(recs)
-        if sow_keys is not None:
-            wanted = set(parse_sow_keys(sow_keys))
-            recs = [r for r in recs if r.sow_key in wanted]
+        keys = None if sow_keys is None else set(parse_sow_keys(sow_keys))
         paths = list(order_paths)
         if node is not None:
             paths.extend(identifier_paths(node))
+        decoder = self._decoder_for(paths)
         ctx_of = self._ctx_of if (node is not None and needs_context(node)) else None
-        rows = self._check(recs, f, self._decoder_for(paths), set(), ctx_of)
-        desc = f"history as of {cut!r} ({total} records)"
+        acc = self.history.state(cut, now)
+        recs: list[Record] = []
+        steps = 0
+        if acc is not None:
+            with self._b.reading():
+                size = len(self.history.table) + self._b.count()
+            if chunk and size > chunk:
+                snap = self._b.snapshot()
+                try:
+                    rows = self.history.table.snapshot_rows(snap)
+                    current = self._b.records_in(snap)
+                    yield  # the snapshot is taken
+                    for part in (rows, current):
+                        add = acc.add_rows if part is rows else acc.add_current
+                        while True:
+                            batch = list(islice(part, chunk))
+                            if not batch:
+                                break
+                            add(batch)
+                            steps += 1
+                            yield
+                finally:
+                    self._b.release(snap)
+            else:
+                with self._b.reading():
+                    acc.add_rows(self.history.table.items())
+                    acc.add_current(self._b.all_records())
+            recs = acc.records()
+        recs.sort(key=lambda r: r.sow_key)
+        total = len(recs)
+        if keys is not None:
+            recs = [r for r in recs if r.sow_key in keys]
+        rows_out: list[tuple[Record, Any]] = []
+        step = chunk or len(recs) or 1
+        for i in range(0, len(recs), step):
+            rows_out.extend(self._check(recs[i:i + step], f, decoder, set(), ctx_of))
+            if chunk and i + step < len(recs):
+                yield
+        desc = f"history as of {cut!r} ({total} records" + (
+            f", {steps} steps)" if steps else ")")
         if plan_log.isEnabledFor(logging.DEBUG):
             plan_log.debug("sow topic=%s filter=%r plan=%s matches=%d", self.name,
-                           getattr(f, "text", None), desc, len(rows))
-        return rows, total, desc
+                           getattr(f, "text", None), desc, len(rows_out))
+        return rows_out, total, desc
 
     def query(self, filter: Any = None, *, sow_keys: str | Iterable[str] | None = None,
               order_by: str | OrderBy | None = None, top_n: int | None = None,

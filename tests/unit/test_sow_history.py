@@ -158,3 +158,34 @@ def test_cut_rounds_down_to_the_granularity():
     assert h.cut(T0 + 10) == T0 + 10
     h0 = History(HistorySpec(window=None, granularity=0), MemKVTable())
     assert h0.cut(T0 + 1.5) == T0 + 1.5 + 1e-6
+
+
+def test_a_historical_query_reads_in_steps_and_ignores_later_writes(factory):
+    clock = factory.clock
+    t = factory.topic(keys=("/id",), history=HistorySpec(window=None, granularity=0))
+    for i in range(40):
+        pub(t, clock, 1 + i, id=i, v="old")       # id i at T0+1+i
+    for i in range(0, 40, 2):
+        pub(t, clock, 50 + i, id=i, v="new")      # even ids replaced later
+    clock.t = T0 + 100
+    steps = t.query_steps("/id < 30", order_by="/id DESC",
+                          history_cut=t.history_cut(T0 + 20), chunk=8)
+    next(steps)  # plans and takes the snapshot
+    pub(t, clock, 101, id=5, v="after")           # writes between steps change nothing
+    t.delete_by_filter("/id = 3")
+    if t._b.persistent:
+        t._b.env.commit()
+    n = 1
+    while True:
+        try:
+            next(steps)
+            n += 1
+        except StopIteration as stop:
+            res = stop.value
+            break
+    assert n > 5  # about 100 rows, 8 per step
+    assert [(d["id"], d["v"]) for d in docs(res)] == [(i, "old") for i in range(19, -1, -1)]
+    assert (res.matches, res.topic_matches) == (20, 20)
+    # the same query at once gives the same answer
+    once = t.query("/id < 30", order_by="/id DESC", history_cut=t.history_cut(T0 + 20))
+    assert docs(once) == docs(res)
