@@ -13,8 +13,9 @@ each change to the topic, works out what the window gained and lost:
   out by a record sorting before it): an ``oof`` if the subscription asked for them, with
   reason ``deleted``/``expired`` for a removal and ``match`` otherwise.
 
-The state is built from the SOW in the same loop step as the query's snapshot, so the
-window the query returns and the one maintained afterwards agree.
+The window starts from the query's snapshot (read in steps, like any long query); changes
+made meanwhile wait and are applied, and delivered, right after the query's results, so
+the window the query returns and the one maintained afterwards agree.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ class PageWindow:
             text_sort_value if t else sort_value for t in hints]
         self._sorted: list[_Key] = []
         self._keys: dict[str, _Key] = {}
+        #: changes made while the query still reads its snapshot, applied after it
+        self._pending: list[tuple[Any, ...]] | None = []
 
     # ---- state ----------------------------------------------------------------------------
 
@@ -78,11 +81,22 @@ class PageWindow:
         return _Key(vals, self._desc, skey)
 
     def load(self, records: list["Record"]) -> None:
-        """The matching records, read in the query's loop step."""
+        """The records matching at the query's snapshot (the changes since then wait in
+        :meth:`catch_up`)."""
         for rec in records:
             k = self._keys[rec.sow_key] = self._key(rec.sow_key, rec.doc)
             self._sorted.append(k)
         self._sorted.sort()
+
+    def catch_up(self) -> None:
+        """Apply, and deliver, the changes made while the query read its snapshot (after
+        the query's results went out); from now on changes apply as they happen."""
+        pending, self._pending = self._pending, None
+        for change in pending or ():
+            if len(change) == 1:
+                self.published(change[0])
+            else:
+                self.removed(*change)
 
     def window(self) -> list[str]:
         """The SowKeys in the window, in order."""
@@ -104,6 +118,9 @@ class PageWindow:
         skey = msg.sow_key
         if skey is None:
             return
+        if self._pending is not None:
+            self._pending.append((msg,))
+            return
         before = self.window()
         self._drop(skey)
         matched = self._matches(msg.doc, msg.context())
@@ -114,6 +131,9 @@ class PageWindow:
 
     def removed(self, rec: "Record", reason: str) -> None:
         """``rec`` left the topic (``reason``: deleted or expired)."""
+        if self._pending is not None:
+            self._pending.append((rec, reason))
+            return
         if rec.sow_key not in self._keys:
             return
         before = self.window()

@@ -282,31 +282,28 @@ def batches(records: list[Any], batch: int, opts: dict[str, Any]
 
 
 def _paginated_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
-                     topic: Any, top_n: int, skip_n: int,
-                     on_snapshot: Callable[[PageWindow], None]
+                     topic: Any, window: PageWindow, on_snapshot: Callable[[], None]
                      ) -> Generator[None, None, dict[str, int]]:
-    """A paginated ``sow_and_subscribe`` (``top_n`` and ``skip_n``): the matching records
-    are read and sorted in one step, the window is the subscription's state from then on
-    (:mod:`server.pagination`), and its records are the query's result."""
+    """A paginated ``sow_and_subscribe`` (``top_n`` and ``skip_n``): the subscription's
+    ``window`` (:mod:`server.pagination`) starts from every record matching at the snapshot
+    (read in steps) and its records are the query's result; the caller applies what changed
+    meanwhile (``window.catch_up()``) once the query is acknowledged."""
     batch = _batch_size(cmd)
-    result = topic.query(filt, order_by=cmd.orderby)  # every matching record, sorted
-    window = PageWindow(None, topic, parse_order_by(cmd.orderby), top_n, skip_n)
+    sel = parse_select(cmd.opts.get("select") if isinstance(cmd.opts.get("select"), str)
+                       else None)
+    qid, results = yield from run_topic_steps(
+        conn, cmd, [topic.query_steps(filt, order_by=cmd.orderby)], on_snapshot)
+    result = results[0]
     window.load(result.records)
-    on_snapshot(window)
     by_key = {r.sow_key: r for r in result.records}
     records = [by_key[k] for k in window.window()]
-    select = cmd.opts.get("select")
-    if isinstance(select, str):
-        sel = parse_select(select)
-        if sel is not None and not sel.identity:
-            records = [project(r, sel) for r in records]
-    qid = begin_results(conn, cmd, cmd.query_id or cmd.sub_id or cmd.cid or "")
+    if sel is not None and not sel.identity:
+        records = [project(r, sel) for r in records]
     for chunk in batches(records, batch, cmd.opts):
         conn.send(sow_batch(topic.spec.name, qid, chunk))
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     return {"records_returned": len(records), "matches": result.matches,
             "topic_matches": result.topic_matches}
-    yield  # a generator (it never pauses: the window must be read in one loop step)
 
 
 def drive(server: "Server", conn: "Connection", cmd: "Command",
@@ -415,14 +412,20 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
     if top_n is not None and skip_n is not None and topic is not None and (
             not cmd.bookmark or topic.history is None):
 
-        def paginated(window: PageWindow) -> None:
+        window = PageWindow(None, topic, parse_order_by(cmd.orderby), top_n, skip_n)
+
+        def paginated() -> None:  # at the snapshot: changes from now on wait in the window
             sub = register_subscription(server, conn, cmd, sub_id, filt, delta=delta)
             window.sub = sub
             sub.page = window
             registered.append(sub)
 
-        drive(server, conn, cmd, _paginated_steps(server, conn, cmd, filt, topic, top_n,
-                                                  skip_n, paginated), finish, unsubscribe)
+        def finish_paginated(counts: dict[str, int]) -> None:
+            finish(counts)
+            window.catch_up()
+
+        drive(server, conn, cmd, _paginated_steps(server, conn, cmd, filt, topic, window,
+                                                  paginated), finish_paginated, unsubscribe)
         return
 
     def subscribe(cut: float | None) -> None:

@@ -186,3 +186,39 @@ def test_a_regex_query_over_several_topics_in_steps(sow_server, client):
         sorted([(0, i) for i in range(N)] + [(2, i) for i in range(30)])
     with_top = query(b, "orders.*", "/v >= 0", top_n=205)
     assert len(with_top) == 205
+
+
+def test_a_paginated_subscription_catches_up_with_what_changed_during_its_query(
+        sow_server, client):
+    gate = Gate(sow_server, "orders")
+    a, b = client("reader"), client("writer")
+    _load(b, n=20)
+    events: list = []
+    cv = threading.Condition()
+
+    def on(m):
+        kind = m.get_command()
+        with cv:
+            if kind in ("sow", "p", "publish", "oof"):
+                events.append(("p" if kind == "publish" else kind,
+                               json.loads(m.get_data())["id"]))
+            elif kind == "group_end":
+                events.append(("group_end", None))
+            cv.notify_all()
+
+    a.execute_async(AMPS.Command("sow_and_subscribe").set_topic("orders").set_order_by("/id")
+                    .set_top_n(3).set_options("skip_n=2,oof").set_batch_size(10), on)
+    assert gate.started.wait(10)
+    # during the query: 1 leaves (the window shifts up), 30 lands after the window
+    b.sow_delete("orders", "/id = 1", 5000)
+    b.publish("orders", json.dumps({"id": 30, "v": 1, "sym": "X"}))
+    b.flush(5000)
+    with cv:
+        assert not events
+    gate.release.set()
+    with cv:
+        assert cv.wait_for(lambda: len(events) >= 6, 10)
+    a.flush(5000)  # and nothing more (30 sorts after the window)
+    # the snapshot's window (2 3 4), then the change: 2 leaves, 5 enters
+    assert events == [("sow", 2), ("sow", 3), ("sow", 4), ("group_end", None),
+                      ("oof", 2), ("p", 5)]
