@@ -28,7 +28,8 @@ from protocol.bookmarks import (EPOCH, Bookmark, BookmarkError, BookmarkList, Bo
 from protocol.codec import frame, sow_batch
 from protocol.reasons import CommandError
 from server.acks import early as acks_early, final as acks_final
-from server.delivery import UNDECODED, Message, decode_or_none, send_oof
+from server.delivery import (UNDECODED, Message, decode_or_none, oof_frame, selected,
+                             send_oof)
 from server.pagination import PageWindow
 from server.router import is_regex_topic
 from sow.query import page, parse_order_by, parse_select, project, sort_records
@@ -122,8 +123,37 @@ def history_cuts(server: "Server", cmd: "Command", topics: list[Any], common: bo
     return {t.spec.name: cut for t in topics}
 
 
+class Replacing:
+    """A ``sow_and_subscribe`` that replaces a live subscription on the same topic: the
+    query returns only the records the old filter did not match (the client has the rest),
+    and ``oof`` subscriptions get an out-of-focus message for each record the old filter
+    matched and the new one does not."""
+
+    def __init__(self, old_filter: Any, oof: bool) -> None:
+        self.old = old_filter  # None: the old subscription matched everything
+        self.oof = oof
+        self.left: list[tuple[str, Any]] = []  # (topic, record) out of focus
+        self.matches = 0  # records the new filter matches
+
+    def split(self, topic: Any, records: list[Any], new_filter: Any) -> list[Any]:
+        """The records to return; the ones leaving the subscription go to :attr:`left`."""
+        out = []
+        for rec in records:
+            ctx = topic._ctx_of(rec)
+            doc = rec.doc
+            was = self.old is None or self.old(doc, ctx)
+            now = new_filter is None or new_filter(doc, ctx)
+            self.matches += now
+            if now and not was:
+                out.append(rec)
+            elif was and not now and self.oof:
+                self.left.append((topic.spec.name, rec))
+        return out
+
+
 def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
-                on_snapshot: Callable[[float | None], None] | None = None
+                on_snapshot: Callable[[float | None], None] | None = None,
+                replacing: Replacing | None = None
                 ) -> Generator[None, None, dict[str, int]]:
     """The query as a generator: it sends group_begin / sow frames / group_end and returns
     the counts, yielding between steps of a long scan or a long result. ``on_snapshot`` runs
@@ -150,12 +180,19 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
     select = opts.get("select")
     # Several topics (a regex) with an orderby or skip_n: ordered and paged as one result,
     # so each topic returns every match and the selection applies after the merge.
-    merged = len(topics) > 1 and bool(cmd.orderby or skip_n)
+    merged = replacing is not None or (len(topics) > 1 and bool(cmd.orderby or skip_n))
     sel_text = select if isinstance(select, str) else None
     if merged:  # refuse a bad orderby or select before anything is sent
         parse_order_by(cmd.orderby)
         parse_select(sel_text)
-    steps = [topic.query_steps(filt, sow_keys=cmd.sow_keys,
+    read = filt
+    if replacing is not None:  # read what either filter matches, then split
+        old = replacing.old
+        from server.commands import compile_filter_for
+
+        read = None if filt is None or old is None else compile_filter_for(
+            f"({filt.text}) OR ({old.text})")
+    steps = [topic.query_steps(read, sow_keys=cmd.sow_keys,
                                order_by=None if merged else cmd.orderby,
                                top_n=None if merged else top_n,
                                skip_n=None if merged else skip_n,
@@ -168,6 +205,10 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
     matches = sum(res.matches for res in results)
     topic_matches = sum(res.topic_matches for res in results)
     if merged:
+        if replacing is not None:
+            for topic, res in zip(topics, results):
+                res.records = replacing.split(topic, res.records, filt)
+            matches = replacing.matches
         runs = _merged_runs(topics, results, cmd.orderby, top_n, skip_n, sel_text)
     else:
         runs, remaining = [], top_n
@@ -186,6 +227,12 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
                 yield
         returned += len(records)
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
+    if replacing is not None:
+        sel = parse_select(sel_text)
+        for name, rec in replacing.left:
+            conn.send(oof_frame(name, cmd.sub_id or "", rec.sow_key, reasons.OOF_MATCH,
+                                selected(rec.data, sel if sel is not None and not sel.identity
+                                         else None, rec.doc), rec.bookmark or None))
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
 
 
@@ -397,6 +444,10 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
     filt = compile_filter_for(cmd.filter)
     registered: list[Any] = []
     delta = cmd.command == "sow_and_delta_subscribe"
+    replacing = None
+    if existing is not None and existing.topic == cmd.topic and existing.cursor is None \
+            and existing.page is None and existing.queue is None and not cmd.bookmark:
+        replacing = Replacing(existing.filter, "oof" in cmd.opts)
 
     def unsubscribe() -> None:
         for sub in registered:
@@ -437,8 +488,8 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
         # published while the query runs is held (busy connection) and goes out after it.
         registered.append(register_subscription(server, conn, cmd, sub_id, filt, delta=delta))
 
-    drive(server, conn, cmd, query_steps(server, conn, cmd, filt, on_snapshot=subscribe),
-          finish, unsubscribe)
+    drive(server, conn, cmd, query_steps(server, conn, cmd, filt, on_snapshot=subscribe,
+                                         replacing=replacing), finish, unsubscribe)
 
 
 def _historical_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,

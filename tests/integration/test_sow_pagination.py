@@ -1,5 +1,6 @@
-"""Paginated subscriptions through the official client: ``sow_and_subscribe`` with ``top_n``
-and ``skip_n`` delivers only what happens inside its window."""
+"""sow_and_subscribe through the official client: paginated subscriptions (``top_n`` and
+``skip_n`` deliver only what happens inside the window) and replacement (``replace`` sends
+only the difference)."""
 
 from __future__ import annotations
 
@@ -130,3 +131,41 @@ def test_top_n_alone_limits_only_the_query(client):
     inbox = paginated(c, "orders", "")
     assert inbox.until_group_end() == [1, 2]
     assert inbox.after(c, [{"id": 9}, {"id": 5}]) == [("p", 9), ("p", 5)]
+
+
+def test_replacing_a_sow_and_subscribe_sends_only_the_difference(client):
+    """A replacement re-runs the query for the records the old filter did not match; with
+    oof, the records only the old filter matched go out of focus."""
+    c = client()
+    regions = {1: "us", 2: "eu", 3: "us", 4: "ap", 5: "eu", 6: "us"}
+    for i, r in regions.items():
+        c.publish("orders", json.dumps({"id": i, "region": r}))
+    c.flush(5000)
+    got: queue.Queue = queue.Queue()
+
+    def on(m):
+        data = m.get_data()
+        got.put((m.get_command(), json.loads(data)["id"] if data else None))
+
+    def run(flt, options="oof"):
+        c.execute_async(AMPS.Command("sow_and_subscribe").set_topic("orders").set_filter(flt)
+                        .set_sub_id("r").set_options(options).set_batch_size(10), on)
+        c.flush(5000)
+        out = []
+        while not got.empty():
+            cmd, i = got.get_nowait()
+            if cmd in ("sow", "oof", "p", "publish"):
+                out.append(("p" if cmd == "publish" else cmd, i))
+        return sorted(out)
+
+    assert run("/region = 'us'") == [("sow", 1), ("sow", 3), ("sow", 6)]
+    # widening: only what the old filter did not match comes back
+    assert run("/region IN ('us', 'eu')", "oof,replace") == [("sow", 2), ("sow", 5)]
+    # narrowing: nothing new, the us records go out of focus
+    assert run("/region = 'eu'", "oof,replace") == [("oof", 1), ("oof", 3), ("oof", 6)]
+    # the live part follows the new filter
+    c.publish("orders", json.dumps({"id": 7, "region": "us"}))
+    c.publish("orders", json.dumps({"id": 8, "region": "eu"}))
+    assert run("/region = 'eu'", "oof,replace") == [("p", 8)]
+    # without oof, leaving records are dropped silently
+    assert run("/region = 'ap'", "replace") == [("sow", 4)]
