@@ -170,6 +170,8 @@ class Server:
             sub.queue.remove_subscriber(sub)
         else:
             self.router.remove(sub)
+        if sub.conflator is not None:
+            sub.conflator.close()
 
     def journal_pins(self) -> list[int]:
         """Journal positions that retention must keep: replay cursors, queued messages."""

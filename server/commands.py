@@ -284,7 +284,10 @@ def _queue_subscription(server: "Server", conn: "Connection", cmd: "Command", qu
 def register_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
                           filt: Any, delta: bool) -> Subscription:
     """Add a live (non-bookmark) subscription, replacing one with the same id."""
+    from server.conflation import conflation_for
+
     sub = Subscription(conn, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
+    sub.conflator = conflation_for(server, sub)  # a bad conflation option fails here
     existing = conn.subs.get(sub_id)
     if existing is not None:
         server.remove_subscription(existing)

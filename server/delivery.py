@@ -170,6 +170,8 @@ def fan_out(server: "Server", msg: Message) -> int:
             if not f(doc, ctx):
                 if previous is not UNDECODED and previous is not None \
                         and "oof" in sub.options and f(previous, ctx):
+                    if sub.conflator is not None:
+                        sub.conflator.drop(msg.topic, msg.sow_key)
                     _add(targets, (sub.conn, OOF, sub.select), sub.sub_id)
                 continue
         if sub.delta and msg.delta() is not None:
@@ -178,6 +180,12 @@ def fan_out(server: "Server", msg: Message) -> int:
             shape = STAMPED
         else:
             shape = PLAIN
+        if sub.conflator is not None:  # retained; the latest goes out at the interval's end
+            if shape != DELTA:
+                sub.conflator.hold(msg, None)
+            elif not (msg.delta_empty and "no_empties" in sub.options):
+                sub.conflator.hold(msg, msg.delta_body)
+            continue
         _add(targets, (sub.conn, shape, sub.select), sub.sub_id)
     if not targets:
         return 0
@@ -237,6 +245,8 @@ def send_oof(server: "Server", topic: str, records: list[Any], reason: str) -> N
         targets: dict[Any, list[str]] = {}
         for sub in subs:
             if sub.filter is None or sub.filter(rec.doc, ctx):
+                if sub.conflator is not None:
+                    sub.conflator.drop(topic, rec.sow_key)
                 _add(targets, (sub.conn, sub.select), sub.sub_id)
         for (conn, sel), ids in targets.items():
             conn.send(oof_frame(topic, ",".join(ids), rec.sow_key, reason,

@@ -37,7 +37,7 @@ class Subscription:
 
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
-        "prefix", "page", "select",
+        "prefix", "page", "select", "conflator",
     )
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
@@ -53,6 +53,7 @@ class Subscription:
         self.queue: Any = None  # server.queuesvc.QueueState for queue subscriptions
         self.prefix: bytes | None = None  # queue deliveries: the header up to the bookmark
         self.page: Any = None  # server.pagination.PageWindow for paginated subscriptions
+        self.conflator: Any = None  # server.conflation.Conflator (conflation=...)
         #: the ``select=[...]`` list applied to every delivery (None: whole messages)
         self.select: Select | None = None
         text = options.get("select")

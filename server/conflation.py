@@ -1,0 +1,191 @@
+"""Conflated subscriptions: ``conflation=<interval>`` (and ``conflation_key=[...]``).
+
+A conflated subscription does not get every message as it is published. The first message
+for a conflation key starts that key's interval; until it ends, later messages with the same
+key replace the retained one; at the end the latest goes out (for a delta subscription, the
+merge of every delta of the interval). Messages are therefore not delivered strictly in
+publish order. With the ``timestamp`` option the message carries the time of the first
+message it conflated.
+
+* ``conflation_key``: the fields whose values make a message unique; by default the SowKey
+  (SOW topics). A topic that is not in the SOW needs the option.
+* ``conflation=none`` (or absent): no conflation; ``auto``: a fixed interval of
+  :data:`AUTO_INTERVAL` (AMPS tunes it to the client; the emulator does not).
+* ``oof`` needs the default key (the topic's own): an out-of-focus message goes out at once,
+  and drops what was retained for that record.
+* Only the subscription is conflated: a ``sow_and_subscribe``'s query results are not.
+
+Bad values fail the subscription with ``invalid options``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from protocol import reasons
+from protocol.codec import frame_raw, json_str
+from protocol.reasons import CommandError
+from sow.delta import merge
+from sow.paths import PathError, parse_path
+
+from .delivery import UNDECODED, decode_or_none, delivery_tail, selected
+
+if TYPE_CHECKING:
+    from server.app import Server
+    from server.router import Subscription
+
+__all__ = ["Conflator", "conflation_for", "AUTO_INTERVAL"]
+
+AUTO_INTERVAL = 0.1  # seconds, for conflation=auto
+_encode = msgspec.json.encode
+
+
+def _interval(text: str) -> float | None:
+    from config.units import parse_duration
+
+    word = text.strip().lower()
+    if word == "none":
+        return None
+    if word == "auto":
+        return AUTO_INTERVAL
+    try:
+        seconds = parse_duration(word)
+    except ValueError as exc:
+        raise CommandError(reasons.INVALID_OPTIONS, f"conflation={text}: {exc}") from None
+    if seconds <= 0:
+        raise CommandError(reasons.INVALID_OPTIONS, f"conflation={text}: must be positive")
+    return seconds
+
+
+def _keys(text: str) -> tuple[tuple, ...]:
+    t = text.strip()
+    if t.startswith("[") and t.endswith("]"):
+        t = t[1:-1]
+    out = []
+    for item in (i.strip() for i in t.split(",")):
+        try:
+            path = parse_path(item) if item else ()
+        except PathError as exc:
+            raise CommandError(reasons.INVALID_OPTIONS, f"conflation_key: {exc}") from None
+        if not path:
+            raise CommandError(reasons.INVALID_OPTIONS, f"conflation_key=[{text}]")
+        out.append(path)
+    return tuple(out)
+
+
+def conflation_for(server: "Server", sub: "Subscription") -> "Conflator | None":
+    """The subscription's conflator from its options (``None``: not conflated); raises
+    ``CommandError(invalid options)`` for a bad combination."""
+    opts = sub.options
+    value = opts.get("conflation")
+    if not isinstance(value, str):
+        return None
+    interval = _interval(value)
+    if interval is None:
+        return None
+    key_text = opts.get("conflation_key")
+    keys = _keys(key_text) if isinstance(key_text, str) else None
+    sow = server.sowsvc
+    topic = None if sub.regex is not None or sow is None else sow.get(sub.topic)
+    if keys is not None and topic is not None and topic.spec.keys and \
+            keys == tuple(parse_path(k) for k in topic.spec.keys):
+        keys = None  # the topic's own key: the SowKey says the same
+    if keys is None and topic is None and sub.regex is None:
+        raise CommandError(reasons.INVALID_OPTIONS,
+                           f"conflation on {sub.topic!r} (not a SOW topic) needs conflation_key")
+    if keys is not None and "oof" in opts:
+        raise CommandError(reasons.INVALID_OPTIONS,
+                           "oof with conflation needs the topic's own key as conflation_key")
+    return Conflator(server, sub, interval, keys)
+
+
+class _Held:
+    __slots__ = ("deadline", "first_ts", "msg", "delta")
+
+    def __init__(self, deadline: float, first_ts: float) -> None:
+        self.deadline = deadline
+        self.first_ts = first_ts
+        self.msg: Any = None
+        self.delta: Any = None  # merged delta document (delta subscriptions)
+
+
+class Conflator:
+    def __init__(self, server: "Server", sub: "Subscription", interval: float,
+                 keys: tuple[tuple, ...] | None) -> None:
+        self.server = server
+        self.sub = sub
+        self.interval = interval
+        self.keys = keys
+        self._held: dict[Any, _Held] = {}
+        self._timer: Any = None
+        self._timer_at: float | None = None
+
+    def _key(self, msg: Any) -> Any:
+        if self.keys is None:
+            return (msg.topic, msg.sow_key)
+        doc = msg.doc if msg.doc is not UNDECODED else decode_or_none(msg.body)
+        from protocol.filter.values import resolve
+
+        return (msg.topic, _encode([resolve(doc, p) for p in self.keys]))
+
+    def hold(self, msg: Any, delta_body: bytes | None) -> None:
+        """Retain ``msg`` (``delta_body``: its delta, for a delta subscription)."""
+        key = self._key(msg)
+        held = self._held.get(key)
+        if held is None:
+            now = self.server.clock()
+            held = self._held[key] = _Held(now + self.interval, self.server.wallclock())
+            self._arm(held.deadline)
+        held.msg = msg
+        if delta_body is not None:
+            d = decode_or_none(delta_body)
+            held.delta = d if held.delta is None else merge(held.delta, d)
+        else:
+            held.delta = None
+
+    def drop(self, topic: str, sow_key: str) -> None:
+        """The record went out of focus: what was retained for it is not delivered."""
+        if self.keys is None:
+            self._held.pop((topic, sow_key), None)
+
+    def _arm(self, at: float) -> None:
+        if self._timer is not None and self._timer_at is not None and self._timer_at <= at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = at
+        self._timer = self.server.loop.call_later(max(0.0, at - self.server.clock()), self._fire)
+
+    def _fire(self) -> None:
+        self._timer = self._timer_at = None
+        if self.sub.conn.closed:
+            self._held.clear()
+            return
+        now = self.server.clock()
+        due = [k for k, h in self._held.items() if h.deadline <= now]
+        for k in due:
+            self._send(self._held.pop(k))
+        if self._held:
+            self._arm(min(h.deadline for h in self._held.values()))
+        self.server.request_turn_end()
+
+    def _send(self, held: _Held) -> None:
+        from protocol.bookmarks import format_timestamp
+
+        msg, sub = held.msg, self.sub
+        ts = format_timestamp(round(held.first_ts * 1_000_000)) \
+            if "timestamp" in sub.options else None
+        body = msg.body if held.delta is None else _encode(held.delta)
+        if sub.select is not None:
+            body = selected(body, sub.select)
+        head = b'{"c":"p","t":' + json_str(msg.topic) + b',"sids":' + json_str(sub.sub_id)
+        sub.conn.send(frame_raw(head + delivery_tail(msg.bookmark, msg.correlation_id,
+                                                     msg.sow_key, msg.expiration, ts), body))
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = self._timer_at = None
+        self._held.clear()
