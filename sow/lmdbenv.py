@@ -28,8 +28,10 @@ topic commits any pending batch first.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -43,19 +45,41 @@ _PUT, _DEL, _DROP = 0, 1, 2
 _MAX_DOUBLE = 64 << 30
 
 
+_STATE_FILE = "emulator-state.json"
+
+
+def boot_id() -> str:
+    """This boot of the machine (Linux ``boot_id``; ``""`` where there is none)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 class LmdbEnv:
+    """One LMDB environment (see the module docstring).
+
+    Damage: an environment LMDB cannot open (not an LMDB file, a bad header) is damaged.
+    Without ``sync`` a *machine* crash can also leave damaged pages (a process crash cannot:
+    the OS still has them), so an environment that was not closed cleanly and was last
+    written in another boot of the machine is read through once at open, every database and
+    value.  A damaged environment is moved aside (``<dir>.damaged-<time>``, kept for
+    inspection) with a warning, and a new empty one takes its place: the topics then catch
+    up from the transaction log, like a missing SOW file.  :attr:`replaced` tells.
+    ``boot``: this boot's id (tests pass another to play a machine crash)."""
+
     def __init__(self, path: str, *, map_size: int = 64 << 20, sync: bool = True,
-                 max_dbs: int = 4096, max_map_size: int | None = None) -> None:
+                 max_dbs: int = 4096, max_map_size: int | None = None,
+                 boot: str | None = None) -> None:
         os.makedirs(path, exist_ok=True)
-        data = os.path.join(path, "data.mdb")
-        if os.path.exists(data):
-            map_size = max(map_size, os.path.getsize(data))
         self.path = path
         self.sync_commits = sync
         self.max_map_size = max_map_size
-        self.env = lmdb.open(path, map_size=map_size, max_dbs=max_dbs, sync=sync, max_spare_txns=4,
-                             metasync=sync, writemap=True, map_async=not sync,
-                             readahead=False, subdir=True)
+        self.boot = boot_id() if boot is None else boot
+        #: why the environment found at open was moved aside (None: it was fine)
+        self.replaced: str | None = None
+        self.env = self._open(map_size, max_dbs)
         self.map_size = self.env.info()["map_size"]
         self._wtxn: lmdb.Transaction | None = None
         self._ops: list[tuple] = []
@@ -66,6 +90,57 @@ class LmdbEnv:
         self.snapshots = 0  # open snapshot() read transactions
         #: called (no arguments) before every commit; may write into the batch
         self.before_commit: list = []
+
+    def _lmdb(self, map_size: int, max_dbs: int) -> lmdb.Environment:
+        data = os.path.join(self.path, "data.mdb")
+        if os.path.exists(data):
+            map_size = max(map_size, os.path.getsize(data))
+        sync = self.sync_commits
+        return lmdb.open(self.path, map_size=map_size, max_dbs=max_dbs, sync=sync,
+                         max_spare_txns=4, metasync=sync, writemap=True, map_async=not sync,
+                         readahead=False, subdir=True)
+
+    def _open(self, map_size: int, max_dbs: int) -> lmdb.Environment:
+        existed = os.path.exists(os.path.join(self.path, "data.mdb"))
+        state = self._read_state()
+        env = None
+        try:
+            env = self._lmdb(map_size, max_dbs)
+            if existed and not self.sync_commits and not (
+                    state.get("clean") or state.get("boot") == self.boot):
+                _verify(env)  # may have been cut short by a machine crash: read it all
+        except lmdb.Error as exc:
+            if env is not None:
+                env.close()
+            self.replaced = f"{type(exc).__name__}: {exc}"
+            aside = f"{self.path.rstrip(os.sep)}.damaged-{time.strftime('%Y%m%dT%H%M%S')}"
+            log.warning("SOW LMDB %s is damaged (%s): moved to %s; its topics start empty "
+                        "and are rebuilt from the transaction log where it records them",
+                        self.path, self.replaced, aside)
+            os.replace(self.path, aside)
+            os.makedirs(self.path)
+            env = self._lmdb(map_size, max_dbs)
+        self._write_state(clean=False)
+        return env
+
+    def _read_state(self) -> dict:
+        try:
+            with open(os.path.join(self.path, _STATE_FILE), "rb") as f:
+                state = json.loads(f.read())
+            return state if isinstance(state, dict) else {}
+        except (OSError, ValueError):
+            return {}
+
+    def _write_state(self, clean: bool) -> None:
+        """Record whether the environment is closed cleanly (flushed), and in which boot it
+        was last written; replaced atomically."""
+        final = os.path.join(self.path, _STATE_FILE)
+        tmp = final + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump({"boot": self.boot, "clean": clean}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, final)
 
     # ---- transactions -----------------------------------------------------------------------
 
@@ -273,6 +348,17 @@ class LmdbEnv:
         if not self.sync_commits:
             self.env.sync(True)
         self.env.close()
+        self._write_state(clean=True)
+
+
+def _verify(env: lmdb.Environment) -> None:
+    """Read every database and every value once (raises ``lmdb.Error`` on damage)."""
+    with env.begin(buffers=True) as txn:
+        names = [bytes(k) for k, _ in txn.cursor()]
+        for name in names:
+            db = env.open_db(name, txn=txn, create=False)
+            for _, v in txn.cursor(db):
+                len(v)
 
 
 class LmdbOrderedSet:

@@ -484,6 +484,38 @@ def test_missing_sow_file_is_rebuilt_from_the_log(tmp_path):
         srv.stop()
 
 
+def test_a_damaged_sow_file_is_moved_aside_and_rebuilt_from_the_log(tmp_path):
+    import glob
+
+    from tests.procserver import ProcServer
+
+    srv = ProcServer.with_config(tmp_path, sow_config)
+    try:
+        c = AMPS.Client("damage-writer")
+        c.set_publish_store(AMPS.MemoryPublishStore())
+        c.connect(srv.uri)
+        c.logon(5000)
+        for i in range(50):
+            c.publish("orders", json.dumps({"id": i % 20, "v": i}))
+        c.publish_flush(10000)
+        c.close()
+        srv.kill()
+        envs = glob.glob(str(tmp_path / "data" / "sow" / "*.lmdb"))
+        for env in envs:  # every SOW environment is garbage now
+            with open(f"{env}/data.mdb", "wb") as f:
+                f.write(b"\xde\xad" * 8192)
+        srv.start()
+        r = AMPS.Client("damage-reader")
+        r.connect(srv.uri)
+        r.logon(5000)
+        expected = {i: (40 + i if i < 10 else 20 + i) for i in range(20)}  # last write per id
+        assert {x["id"]: x["v"] for _, x in query(r, "orders")} == expected
+        r.close()
+        assert len(glob.glob(str(tmp_path / "data" / "sow" / "*.damaged-*"))) == len(envs)
+    finally:
+        srv.stop()
+
+
 def test_ha_client_sow_and_subscribe_is_rerun_after_failover(tmp_path):
     from tests.procserver import ProcServer
 
