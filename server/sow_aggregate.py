@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Generator
 
 from protocol import reasons
-from protocol.codec import frame, sow_batch
+from protocol.codec import frame
 from protocol.reasons import CommandError
 from server.router import is_regex_topic
 from sow.aggregate import parse_aggregation
@@ -50,8 +50,8 @@ def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command",
     """The aggregated query as a generator, with the contract of
     :func:`server.sow_commands.query_steps` (frames sent, counts returned).  Only ``sow``
     aggregates, so there is never a subscription to register at the snapshot."""
-    from server.sow_commands import (SEND_STEP, _batch_size, _count_option, _top_n, batches,
-                                     history_cuts, run_topic_steps)
+    from server.sow_commands import (_batch_size, _count_option, _top_n, history_cuts,
+                                     run_topic_steps, send_records)
 
     if cmd.command != "sow":
         raise CommandError(reasons.INVALID_OPTIONS,
@@ -92,7 +92,7 @@ def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command",
         inputs = [res.records for res in results]
         matches = sum(res.matches for res in results)
         topic_matches = sum(res.topic_matches for res in results)
-    returned = framed = 0
+    returned = 0
     for name, records in zip(names, inputs):
         agg = spec.aggregator(name)
         for start in range(0, len(records), AGGREGATE_STEP):
@@ -103,12 +103,6 @@ def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command",
         if order is not None:
             out = sort_records(out, order)
         out = page(out, top_n, skip_n)
-        for chunk in batches(out, batch, opts):
-            conn.send(sow_batch(name, qid, chunk))
-            framed += len(chunk)
-            if framed >= SEND_STEP:
-                framed = 0
-                yield
-        returned += len(out)
+        returned += yield from send_records(conn, qid, name, out, batch, opts)
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}

@@ -217,15 +217,9 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
             if remaining is not None:
                 remaining -= len(records)
             runs.append((topic.spec.name, records))
-    returned = framed = 0
+    returned = 0
     for name, records in runs:
-        for chunk in batches(records, batch, opts):
-            conn.send(sow_batch(name, qid, chunk))
-            framed += len(chunk)
-            if framed >= SEND_STEP:
-                framed = 0
-                yield
-        returned += len(records)
+        returned += yield from send_records(conn, qid, name, records, batch, opts)
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     if replacing is not None:
         sel = parse_select(sel_text)
@@ -326,6 +320,20 @@ def batches(records: list[Any], batch: int, opts: dict[str, Any]
                 h["ts"] = format_timestamp(round(rec.timestamp * 1_000_000))
             chunk.append((h, rec.data))
         yield chunk
+
+
+def send_records(conn: "Connection", qid: str, topic: str, records: list[Any], batch: int,
+                 opts: dict[str, Any]) -> Generator[None, None, int]:
+    """Send ``records`` of ``topic`` in ``sow`` batches, yielding after every
+    :data:`SEND_STEP` records framed; returns how many were sent."""
+    framed = 0
+    for chunk in batches(records, batch, opts):
+        conn.send(sow_batch(topic, qid, chunk))
+        framed += len(chunk)
+        if framed >= SEND_STEP:
+            framed = 0
+            yield
+    return len(records)
 
 
 def _paginated_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,

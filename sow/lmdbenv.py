@@ -351,6 +351,23 @@ class LmdbEnv:
         self._write_state(clean=True)
 
 
+def _prefix_rows(env: LmdbEnv, db, prefix: bytes, values: bool
+                 ) -> list[tuple[bytes, bytes | None]]:
+    """The rows of ``db`` whose key starts with ``prefix`` (values read if ``values``)."""
+    n = len(prefix)
+    with env.reading() as txn:
+        cur = txn.cursor(db)
+        if not cur.set_range(prefix):
+            return []
+        out = []
+        for k, v in cur.iternext():
+            k = bytes(k)
+            if k[:n] != prefix:
+                break
+            out.append((k, bytes(v) if values else None))
+        return out
+
+
 def _verify(env: lmdb.Environment) -> None:
     """Read every database and every value once (raises ``lmdb.Error`` on damage)."""
     with env.begin(buffers=True) as txn:
@@ -426,17 +443,7 @@ class LmdbHashTable:
     def get(self, token: bytes) -> list[str]:
         prefix = bytes((len(token),)) + token
         n = len(prefix)
-        with self.env.reading() as txn:
-            cur = txn.cursor(self.db)
-            if not cur.set_range(prefix):
-                return []
-            out = []
-            for k in cur.iternext(keys=True, values=False):
-                k = bytes(k)
-                if k[:n] != prefix:
-                    break
-                out.append(k[n:].decode())
-            return out
+        return [k[n:].decode() for k, _ in _prefix_rows(self.env, self.db, prefix, False)]
 
     def __len__(self) -> int:
         with self.env.reading() as txn:
@@ -464,18 +471,7 @@ class LmdbKVTable:
 
     def prefix_items(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
         """The rows whose key starts with ``prefix``, ascending."""
-        n = len(prefix)
-        with self.env.reading() as txn:
-            cur = txn.cursor(self.db)
-            if not cur.set_range(prefix):
-                return []
-            out = []
-            for k, v in cur.iternext():
-                k = bytes(k)
-                if k[:n] != prefix:
-                    break
-                out.append((k, bytes(v)))
-            return out
+        return _prefix_rows(self.env, self.db, prefix, True)
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every row, ascending (read now: the caller may write while iterating)."""

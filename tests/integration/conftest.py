@@ -140,6 +140,28 @@ def config_xml(data_dir, txlog_topics=(".*",), extra: str = "", durability: str 
 
 
 @pytest.fixture
+def clients_with(tmp_path):
+    """``clients_with(extra_xml, **config_xml_kwargs)`` starts a server whose config adds
+    ``extra_xml`` (``{d}`` in it: the data directory) and returns ``make`` as
+    :func:`clients_for` does; servers and clients end with the test."""
+    from config import loads_config
+
+    started = []
+
+    def start(extra: str, **kwargs):
+        xml = config_xml(tmp_path, extra=extra.format(d=tmp_path), **kwargs)
+        srv = ServerThread(loads_config(xml, "test.xml")).start()
+        clients = clients_for(srv.uri)
+        started.append((srv, clients))
+        return next(clients)
+
+    yield start
+    for srv, clients in reversed(started):
+        clients.close()
+        srv.stop()
+
+
+@pytest.fixture
 def server_factory(tmp_path):
     from config import loads_config
 

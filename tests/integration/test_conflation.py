@@ -11,7 +11,6 @@ import queue
 import AMPS
 import pytest
 
-from tests.integration.conftest import clients_for, config_xml
 
 EXTRA = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
@@ -20,15 +19,8 @@ EXTRA = """<SOW>
 
 
 @pytest.fixture
-def client(tmp_path):
-    from config import loads_config
-    from tests.harness import ServerThread
-
-    srv = ServerThread(loads_config(config_xml(tmp_path, extra=EXTRA), "conflate.xml")).start()
-    try:
-        yield from clients_for(srv.uri)
-    finally:
-        srv.stop()
+def client(clients_with):
+    return clients_with(EXTRA)
 
 
 def subscribe(c, command, topic, options, flt=None):

@@ -9,7 +9,6 @@ import queue
 import AMPS
 import pytest
 
-from tests.integration.conftest import clients_for, config_xml
 
 EXTRA = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
@@ -22,16 +21,8 @@ FULL = {"id": 1, "px": 10, "qty": 5, "detail": {"a": 1, "b": 2}}
 
 
 @pytest.fixture
-def client(tmp_path):
-    from config import loads_config
-    from tests.harness import ServerThread
-
-    srv = ServerThread(loads_config(config_xml(tmp_path, extra=EXTRA.format(d=tmp_path)),
-                                    "select.xml")).start()
-    try:
-        yield from clients_for(srv.uri)
-    finally:
-        srv.stop()
+def client(clients_with):
+    return clients_with(EXTRA)
 
 
 def collect(c, cmd) -> queue.Queue:

@@ -9,7 +9,7 @@ import queue
 import AMPS
 import pytest
 
-from tests.integration.conftest import clients_for, config_xml
+from tests.integration.conftest import config_xml
 
 SOW_XML = """<SOW>
   <Topic><Name>hist</Name><MessageType>json</MessageType><Key>/id</Key>
@@ -27,19 +27,8 @@ SOW_XML = """<SOW>
 
 
 @pytest.fixture
-def server(tmp_path):
-    from config import loads_config
-    from tests.harness import ServerThread
-
-    xml = config_xml(tmp_path, txlog_topics=("hist.*", "plain"), extra=SOW_XML.format(d=tmp_path))
-    srv = ServerThread(loads_config(xml, "history.xml")).start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def client(server):
-    yield from clients_for(server.uri)
+def client(clients_with):
+    return clients_with(SOW_XML, txlog_topics=("hist.*", "plain"))
 
 
 def rows(c, topic, bookmark=None, flt=None, options="timestamp"):

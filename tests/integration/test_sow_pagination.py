@@ -10,7 +10,6 @@ import queue
 import AMPS
 import pytest
 
-from tests.integration.conftest import clients_for, config_xml
 
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
@@ -21,16 +20,8 @@ SOW_XML = """<SOW>
 
 
 @pytest.fixture
-def client(tmp_path):
-    from config import loads_config
-    from tests.harness import ServerThread
-
-    srv = ServerThread(loads_config(config_xml(tmp_path, extra=SOW_XML.format(d=tmp_path)),
-                                    "page.xml")).start()
-    try:
-        yield from clients_for(srv.uri)
-    finally:
-        srv.stop()
+def client(clients_with):
+    return clients_with(SOW_XML)
 
 
 class Inbox:
