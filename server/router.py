@@ -37,7 +37,7 @@ class Subscription:
 
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
-        "prefix", "page", "select", "conflator",
+        "prefix", "page", "select", "conflator", "agg",
     )
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
@@ -54,6 +54,7 @@ class Subscription:
         self.prefix: bytes | None = None  # queue deliveries: the header up to the bookmark
         self.page: Any = None  # server.pagination.PageWindow for paginated subscriptions
         self.conflator: Any = None  # server.conflation.Conflator (conflation=...)
+        self.agg: Any = None  # server.aggregated_subscription.AggregatedSubscription
         #: the ``select=[...]`` list applied to every delivery (None: whole messages)
         self.select: Select | None = None
         text = options.get("select")

@@ -14,10 +14,9 @@ Refused, each with a failure ack:
 
 * a regex topic: AMPS aggregates a single topic only (``regex topic not supported``);
 * ``select=[...]`` together with the aggregation (``invalid options``);
-* ``sow_and_subscribe`` / ``sow_and_delta_subscribe`` with aggregation (``invalid options``):
-  AMPS keeps such a subscription's groups up to date as messages arrive, which the emulator
-  does not implement, and answering with plain messages after an aggregated SOW part would
-  mislead the application.
+* an aggregated ``sow_and_subscribe`` / ``sow_and_delta_subscribe`` on anything but one SOW
+  topic (``invalid options``), or with a historical bookmark; on one SOW topic it is an
+  aggregated subscription (:mod:`server.aggregated_subscription`).
 
 A ``bookmark`` on a topic with ``History`` aggregates the state as of that point (as a plain
 historical query reads it).  A queue can be queried with aggregation too: its deliverable
@@ -26,7 +25,7 @@ messages are aggregated, read-only, as a plain ``sow`` query on a queue reads th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generator
+from typing import TYPE_CHECKING, Any, Callable, Generator
 
 from protocol import reasons
 from protocol.codec import frame
@@ -39,21 +38,25 @@ from sow.record import Record
 if TYPE_CHECKING:
     from protocol.command import Command
     from server.app import Server
+    from server.aggregated_subscription import AggregatedSubscription
     from server.connection import Connection
 
 #: underlying records folded into the groups between two loop steps
 AGGREGATE_STEP = 20_000
 
 
-def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any
+def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
+                           subscription: "AggregatedSubscription | None" = None,
+                           on_snapshot: Callable[[], None] | None = None
                            ) -> Generator[None, None, dict[str, int]]:
     """The aggregated query as a generator, with the contract of
-    :func:`server.sow_commands.query_steps` (frames sent, counts returned).  Only ``sow``
-    aggregates, so there is never a subscription to register at the snapshot."""
+    :func:`server.sow_commands.query_steps` (frames sent, counts returned). For an aggregated
+    ``sow_and_subscribe``: ``on_snapshot`` registers the subscription at the snapshot and
+    ``subscription`` (:mod:`server.aggregated_subscription`) receives the groups' state."""
     from server.sow_commands import (_batch_size, _count_option, _top_n, history_cuts,
                                      run_topic_steps, send_records)
 
-    if cmd.command != "sow":
+    if cmd.command != "sow" and subscription is None:
         raise CommandError(reasons.INVALID_OPTIONS,
                            f"aggregation (grouping/projection) is not supported on {cmd.command}")
     opts = cmd.opts
@@ -87,7 +90,9 @@ def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command",
         steps = [t.query_steps(filt, sow_keys=cmd.sow_keys,
                                history_cut=cuts.get(t.spec.name) if cuts else None)
                  for t in topics]
-    qid, results = yield from run_topic_steps(conn, cmd, steps)
+    if subscription is not None and (queue is not None or len(steps) != 1):
+        raise CommandError(reasons.INVALID_OPTIONS, "an aggregated subscription needs one SOW topic")
+    qid, results = yield from run_topic_steps(conn, cmd, steps, on_snapshot)
     if queue is None:
         inputs = [res.records for res in results]
         matches = sum(res.matches for res in results)
@@ -100,6 +105,8 @@ def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command",
             if start + AGGREGATE_STEP < len(records):
                 yield
         out = agg.results()
+        if subscription is not None:
+            subscription.load(records, agg, out)
         if order is not None:
             out = sort_records(out, order)
         out = page(out, top_n, skip_n)

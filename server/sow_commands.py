@@ -466,8 +466,12 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
     def finish(counts: dict[str, int]) -> None:
         acks_final(conn, cmd, processed=False, **counts)
 
-    top_n, skip_n = _top_n(cmd), _count_option(cmd, "skip_n", cmd.skip_n)
     topic = server.sowsvc.get(cmd.topic) if server.sowsvc is not None else None
+    if "grouping" in cmd.opts or "projection" in cmd.opts:
+        _aggregated_subscription(server, conn, cmd, sub_id, filt, delta, topic, registered,
+                                 finish, unsubscribe)
+        return
+    top_n, skip_n = _top_n(cmd), _count_option(cmd, "skip_n", cmd.skip_n)
     if top_n is not None and skip_n is not None and topic is not None and (
             not cmd.bookmark or topic.history is None):
 
@@ -498,6 +502,41 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
 
     drive(server, conn, cmd, query_steps(server, conn, cmd, filt, on_snapshot=subscribe,
                                          replacing=replacing), finish, unsubscribe)
+
+
+def _aggregated_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
+                             filt: Any, delta: bool, topic: Any, registered: list[Any],
+                             finish: Callable[[dict[str, int]], None],
+                             unsubscribe: Callable[[], None]) -> None:
+    """``sow_and_subscribe`` with grouping/projection: the aggregated query, then the groups
+    kept up to date (:mod:`server.aggregated_subscription`)."""
+    from server.aggregated_subscription import AggregatedSubscription
+    from server.commands import register_subscription
+    from server.sow_aggregate import aggregated_query_steps
+    from sow.aggregate import parse_aggregation
+
+    spec = parse_aggregation(cmd.opts)
+    if topic is None or spec is None:
+        raise CommandError(reasons.INVALID_OPTIONS,
+                           "an aggregated subscription needs grouping, projection and one "
+                           "SOW topic")
+    if cmd.bookmark and topic.history is not None:
+        raise CommandError(reasons.INVALID_OPTIONS,
+                           "an aggregated subscription cannot start from a historical bookmark")
+    state = AggregatedSubscription(topic, spec, delta)
+
+    def subscribe() -> None:
+        sub = register_subscription(server, conn, cmd, sub_id, filt, delta=delta)
+        state.sub = sub
+        sub.agg = state
+        registered.append(sub)
+
+    def finish_aggregated(counts: dict[str, int]) -> None:
+        finish(counts)
+        state.catch_up()
+
+    drive(server, conn, cmd, aggregated_query_steps(server, conn, cmd, filt, state, subscribe),
+          finish_aggregated, unsubscribe)
 
 
 def _historical_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,

@@ -187,15 +187,74 @@ def test_bad_options_fail_with_invalid_options(client, options):
     assert len(run(c, AMPS.Command("sow").set_topic("orders"))[0]) == 6  # still usable
 
 
-def test_regex_topic_and_subscriptions_are_refused(client):
+def test_regex_topic_and_subscriptions_off_one_sow_topic_are_refused(client):
     c = client()
     publish_orders(c)
     opts = "grouping=[/sym],projection=[/sym,COUNT(/id) AS /n]"
     with pytest.raises(AMPS.BadRegexTopicException):
         run(c, AMPS.Command("sow").set_topic("^orders").set_options(opts))
     with pytest.raises(AMPS.InvalidOptionsException):
-        run(c, AMPS.Command("sow_and_subscribe").set_topic("orders").set_options(opts))
+        run(c, AMPS.Command("sow_and_subscribe").set_topic("jobs").set_options(opts))
+    with pytest.raises(AMPS.InvalidOptionsException):
+        run(c, AMPS.Command("sow_and_subscribe").set_topic("^orders").set_options(opts))
     with pytest.raises(AMPS.BadFilterException):
         run(c, AMPS.Command("sow").set_topic("orders").set_filter("/sym = = 1").set_options(opts))
     with pytest.raises(AMPS.InvalidOrderByException):
         run(c, AMPS.Command("sow").set_topic("orders").set_options(opts).set_order_by("/n UP"))
+
+
+class Groups:
+    """An aggregated subscription's messages, by kind."""
+
+    def __init__(self, c, command: str, opts: str, flt: str | None = None) -> None:
+        import queue
+
+        self.c = c
+        self.q: queue.Queue = queue.Queue()
+        cmd = AMPS.Command(command).set_topic("orders").set_options(opts).set_batch_size(10)
+        if flt:
+            cmd.set_filter(flt)
+        c.execute_async(cmd, lambda m: self.q.put((m.get_command(), m.get_data())))
+
+    def take(self) -> list[tuple[str, dict]]:
+        """What arrived up to now (a flush first: everything sent before it is here)."""
+        self.c.flush(5000)
+        out = []
+        while not self.q.empty():
+            cmd, data = self.q.get_nowait()
+            if data:
+                out.append(("p" if cmd == "publish" else cmd, json.loads(data)))
+        return out
+
+
+def test_an_aggregated_subscription_keeps_its_groups_up_to_date(client):
+    c = client()
+    publish_orders(c)
+    g = Groups(c, "sow_and_subscribe",
+               "oof,grouping=[/sym],projection=[/sym,SUM(/qty) AS /qty,COUNT(/id) AS /n]",
+               "/desk = 'a'")
+    assert sorted((k, d["sym"], d["qty"], d["n"]) for k, d in g.take()) == [
+        ("sow", "AAPL", 7, 1), ("sow", "IBM", 100, 2), ("sow", "MSFT", 10, 1)]
+    c.publish("orders", json.dumps({"id": 7, "sym": "IBM", "desk": "a", "qty": 5}))
+    assert g.take() == [("p", {"sym": "IBM", "qty": 105, "n": 3})]
+    # 3 moves from MSFT to AAPL: MSFT is empty (out of focus), AAPL grows
+    c.publish("orders", json.dumps({"id": 3, "sym": "AAPL", "desk": "a", "qty": 10}))
+    assert g.take() == [("oof", {"sym": "MSFT", "qty": 10, "n": 1}),
+                        ("p", {"sym": "AAPL", "qty": 17, "n": 2})]
+    # a record outside the filter changes nothing; one leaving the filter shrinks its group
+    c.publish("orders", json.dumps({"id": 5, "sym": "MSFT", "desk": "b", "qty": 1}))
+    c.publish("orders", json.dumps({"id": 4, "sym": "AAPL", "desk": "b", "qty": 7}))
+    assert g.take() == [("p", {"sym": "AAPL", "qty": 10, "n": 1})]
+    # deleting the last record of a group: out of focus, reason deleted
+    c.sow_delete("orders", "/id = 3", 5000)
+    assert g.take() == [("oof", {"sym": "AAPL", "qty": 10, "n": 1})]
+
+
+def test_an_aggregated_delta_subscription_sends_what_changed(client):
+    c = client()
+    publish_orders(c)
+    g = Groups(c, "sow_and_delta_subscribe",
+               "grouping=[/sym],projection=[/sym,SUM(/qty) AS /qty,MAX(/px) AS /px]")
+    assert len(g.take()) == 3
+    c.publish("orders", json.dumps({"id": 8, "sym": "MSFT", "desk": "a", "qty": 1, "px": 1}))
+    assert g.take() == [("p", {"sym": "MSFT", "qty": 41})]  # px (MAX) did not change
