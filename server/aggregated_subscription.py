@@ -15,7 +15,8 @@ subscription then keeps the groups up to date, as a view with the same definitio
 
 The groups' membership is read with the query's snapshot; changes made while the query is
 still running wait and are applied (and delivered) right after it, as for paginated
-subscriptions.
+subscriptions. :class:`GroupTracker` is the bookkeeping, shared with views
+(:mod:`server.views`).
 """
 
 from __future__ import annotations
@@ -34,34 +35,89 @@ if TYPE_CHECKING:
     from sow import Record, Topic
     from sow.aggregate import Aggregation, Aggregator
 
-__all__ = ["AggregatedSubscription"]
+__all__ = ["AggregatedSubscription", "GroupTracker"]
 
 _NONE: Any = object()  # "in no group" (a group key may itself be None: the NULL group)
+
+
+class GroupTracker:
+    """Which records of ``topic`` are in which group of an aggregation, and each group's
+    last aggregated record. ``domain`` seeds the groups' SowKeys."""
+
+    def __init__(self, topic: "Topic", spec: "Aggregation", domain: str) -> None:
+        self.topic = topic
+        self.spec = spec
+        self.domain = domain
+        self._group_of = spec.aggregator(domain)._key
+        self._members: dict[Any, set[str]] = {}
+        self._group: dict[str, Any] = {}  # SowKey -> its group
+        self.last: dict[Any, "Record"] = {}  # group -> its last aggregated record
+
+    def __contains__(self, skey: str) -> bool:
+        return skey in self._group
+
+    def load(self, records: list["Record"]) -> list["Record"]:
+        """Start from ``records`` (the members); returns the groups' aggregated records."""
+        agg = self.spec.aggregator(self.domain)
+        agg.add(records)
+        results = agg.results()
+        self.adopt(records, agg, results)
+        return results
+
+    def adopt(self, records: list["Record"], agg: "Aggregator",
+              results: list["Record"]) -> None:
+        """Start from ``records`` already aggregated by ``agg`` into ``results``."""
+        group_of = self._group_of
+        for rec in records:
+            g = group_of(rec.doc)
+            self._group[rec.sow_key] = g
+            self._members.setdefault(g, set()).add(rec.sow_key)
+        self.last = dict(zip(agg.groups, results))
+
+    def change(self, skey: str, joined: bool, doc: Any
+               ) -> list[tuple["Record | None", "Record | None"]]:
+        """``skey`` left its group (if any) and, if ``joined``, is now in ``doc``'s group.
+        Returns ``(new, previous)`` for each group touched: its aggregated record now (None:
+        the group is gone) and the one before (None: the group is new)."""
+        old = self._group.pop(skey, _NONE)
+        if old is not _NONE and old in self._members:
+            self._members[old].discard(skey)
+        new = _NONE
+        if joined:
+            new = self._group[skey] = self._group_of(doc)
+            self._members.setdefault(new, set()).add(skey)
+        touched = []
+        if old is not _NONE and old != new:
+            touched.append(self._recompute(old))
+        if new is not _NONE:
+            touched.append(self._recompute(new))
+        return touched
+
+    def _recompute(self, group: Any) -> tuple["Record | None", "Record | None"]:
+        keys = self._members.get(group) or ()
+        recs = [r for r in map(self.topic.get, keys) if r is not None]
+        previous = self.last.get(group)
+        if not recs:  # (members still listed were removed in the same command)
+            for skey in self._members.pop(group, ()):
+                self._group.pop(skey, None)
+            self.last.pop(group, None)
+            return None, previous
+        recs.sort(key=lambda r: (r.seq, r.sow_key))  # the topic's natural order
+        out = self.last[group] = self.spec.aggregate(recs, self.domain)[0]
+        return out, previous
 
 
 class AggregatedSubscription:
     def __init__(self, topic: "Topic", spec: "Aggregation", delta: bool) -> None:
         self.sub: "Subscription | None" = None
         self.topic = topic
-        self.spec = spec
         self.delta = delta
-        self._group_of = spec.aggregator(topic.spec.name)._key
-        self._members: dict[Any, set[str]] = {}
-        self._group: dict[str, Any] = {}  # SowKey -> its group
-        self._last: dict[Any, "Record"] = {}  # group -> its last aggregated record
+        self.groups = GroupTracker(topic, spec, topic.spec.name)
         self._pending: list[tuple[Any, ...]] | None = []
 
-    # ---- state -----------------------------------------------------------------------------
-
-    def load(self, records: list["Record"], agg: "Aggregator",
-             results: list["Record"]) -> None:
+    def load(self, records: list["Record"], agg: "Aggregator", results: list["Record"]) -> None:
         """The records matching at the query's snapshot, and the query's aggregation."""
-        group_of = self._group_of
-        for rec in records:
-            g = group_of(rec.doc)
-            self._group[rec.sow_key] = g
-            self._members.setdefault(g, set()).add(rec.sow_key)
-        self._last = dict(zip(agg.groups, results))
+        self.groups.adopt(records, agg, results)
 
     def catch_up(self) -> None:
         """Apply, and deliver, what changed while the query ran; then follow live."""
@@ -72,8 +128,6 @@ class AggregatedSubscription:
             else:
                 self.removed(*change)
 
-    # ---- changes ---------------------------------------------------------------------------
-
     def published(self, msg: Any) -> None:
         if msg.sow_key is None:
             return
@@ -82,49 +136,29 @@ class AggregatedSubscription:
             return
         f = self.sub.filter  # type: ignore[union-attr]
         joined = f is None or bool(f(msg.doc, msg.context()))
-        self._change(msg.sow_key, joined, msg.doc, reasons.OOF_MATCH)
+        self._send(self.groups.change(msg.sow_key, joined, msg.doc), reasons.OOF_MATCH)
 
     def removed(self, rec: "Record", reason: str) -> None:
         if self._pending is not None:
             self._pending.append((rec, reason))
             return
-        if rec.sow_key in self._group:
-            self._change(rec.sow_key, False, None, reason)
+        if rec.sow_key in self.groups:
+            self._send(self.groups.change(rec.sow_key, False, None), reason)
 
-    def _change(self, skey: str, joined: bool, doc: Any, reason: str) -> None:
-        """``skey`` left its group (if any) and, if ``joined``, is now in ``doc``'s."""
-        old = self._group.pop(skey, _NONE)
-        if old is not _NONE:
-            self._members[old].discard(skey)
-        new = _NONE
-        if joined:
-            new = self._group[skey] = self._group_of(doc)
-            self._members.setdefault(new, set()).add(skey)
-        if old is not _NONE and old != new:
-            self._emit(old, reason)
-        if new is not _NONE:
-            self._emit(new, reason)
-
-    def _emit(self, group: Any, reason: str) -> None:
+    def _send(self, touched: list[tuple["Record | None", "Record | None"]],
+              reason: str) -> None:
         sub = self.sub
         name = self.topic.spec.name
-        keys = self._members.get(group) or ()
-        recs = [r for r in map(self.topic.get, keys) if r is not None]
-        if not recs:
-            self._members.pop(group, None)
-            gone = self._last.pop(group, None)
-            if gone is not None and "oof" in sub.options:  # type: ignore[union-attr]
-                sub.conn.send(oof_frame(name, sub.sub_id, gone.sow_key, reason,  # type: ignore
-                                        gone.data))
-            return
-        recs.sort(key=lambda r: (r.seq, r.sow_key))  # the topic's natural order
-        out = self.spec.aggregate(recs, name)[0]
-        previous = self._last.get(group)
-        self._last[group] = out
-        body = out.data
-        if self.delta and previous is not None:
-            change, _ = delta_message(previous.doc, out.doc, self.spec.grouping)
-            body = encode_doc(change)
         head = b'{"c":"p","t":' + json_str(name) + b',"sids":' + json_str(sub.sub_id)  # type: ignore
-        sub.conn.send(frame_raw(head + delivery_tail(None, None, out.sow_key, None, None),  # type: ignore
-                                body))
+        for out, previous in touched:
+            if out is None:
+                if previous is not None and "oof" in sub.options:  # type: ignore[union-attr]
+                    sub.conn.send(oof_frame(name, sub.sub_id, previous.sow_key,  # type: ignore
+                                            reason, previous.data))
+                continue
+            body = out.data
+            if self.delta and previous is not None:
+                change, _ = delta_message(previous.doc, out.doc, self.groups.spec.grouping)
+                body = encode_doc(change)
+            sub.conn.send(frame_raw(head + delivery_tail(None, None, out.sow_key, None, None),  # type: ignore
+                                    body))

@@ -84,6 +84,8 @@ class Server:
         self.txlog: Any = None  # server.txlog.TxLog when the config has a TransactionLog
         self.sowsvc: Any = None  # server.sowsvc.SowService when the config has SOW topics
         self.queuesvc: Any = None  # server.queuesvc.QueueService when the config has queues
+        #: server.views.DerivedTopics when the config has views or conflated topics
+        self.derived: Any = None
         self.instance_name = config.name
         from server.actions import Actions
 
@@ -104,6 +106,11 @@ class Server:
             self.sowsvc = SowService(self, self.config)
             self.sowsvc.recover()
             self.sowsvc.start_history_maintenance()
+            if self.config.views or self.config.conflated_topics:
+                from server.views import DerivedTopics
+
+                self.derived = DerivedTopics(self, self.config)
+                self.derived.start()
         if self.config.queues:
             from server.queuesvc import QueueService
 
@@ -138,6 +145,8 @@ class Server:
                 await lst.server.wait_closed()
         if self.queuesvc is not None:
             self.queuesvc.close()
+        if self.derived is not None:
+            self.derived.close()
         if self.sowsvc is not None:
             self.sowsvc.close()
         if self.txlog is not None:

@@ -123,6 +123,8 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
         raise CommandError(txlog.failed, "the transaction log cannot be written")
     if server.queuesvc is not None:
         topic = server.queuesvc.publish_target(topic)
+    if server.derived is not None:
+        server.derived.check_writable(topic)
     try:
         # positional: (server, topic, body, delta, client_name, client_seq, correlation_id,
         # sow_key, expiration, headers)
@@ -178,6 +180,8 @@ def publish_message(server: "Server", topic: str, body: bytes, delta: bool = Fal
             else:
                 store_publish(server, sow_topic, msg, delta, 0, key)
         fan_out(server, msg)
+        if sow_topic is not None and server.derived is not None:
+            server.derived.published(topic, msg)  # views and conflated topics over it
         if rec is not None and queues is not None:
             queues.on_publish(msg, rec)
         if server.actions.on_publish:

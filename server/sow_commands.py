@@ -572,6 +572,8 @@ def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
     topic_name = cmd.topic
     if not topic_name:
         raise CommandError(reasons.INVALID_TOPIC, "sow_delete without a topic")
+    if server.derived is not None:
+        server.derived.check_writable(topic_name)
     queue = server.queuesvc.get(topic_name) if server.queuesvc is not None else None
     if queue is not None:
         removed = server.queuesvc.ack(queue, conn, cmd)
@@ -627,6 +629,8 @@ def _delete_acks(conn: "Connection", cmd: "Command", counts: dict[str, int],
 
 def _removed(server: "Server", topic_name: str, records: list[Any]) -> None:
     send_oof(server, topic_name, records, reasons.OOF_DELETED)
+    if server.derived is not None:
+        server.derived.removed(topic_name, records, reasons.OOF_DELETED)
     server.actions.deleted(topic_name, records)
 
 
@@ -671,4 +675,4 @@ def store_publish(server: "Server", topic: Any, msg: Message, delta: bool,
     msg.body = rec.data
     msg.doc = rec.doc
     msg.set_previous(result.previous)  # decoded only if a subscriber reads it
-    msg.key_fields = topic.spec.keys  # the delta is computed only if a delta subscriber asks
+    msg.key_fields = topic.delta_keys  # the delta is computed only if a delta subscriber asks

@@ -24,6 +24,7 @@ from protocol import reasons
 from protocol.reasons import CommandError
 from sow import Sow, Topic, TopicSpec
 from sow.history import HistorySpec
+from server.views import derived_specs
 from server.delivery import send_oof
 from server.router import compile_topic_regex, is_regex_topic
 
@@ -52,7 +53,7 @@ def spec_from_config(t: Any) -> TopicSpec:
 class SowService:
     def __init__(self, server: "Server", config: Any) -> None:
         self.server = server
-        self.specs = [spec_from_config(t) for t in config.sow_topics]
+        self.specs = [spec_from_config(t) for t in config.sow_topics] + derived_specs(config)
         txlog_cfg = config.transaction_log
         journal_covers = txlog_cfg is not None and all(
             txlog_cfg.records(s.name, s.message_type) for s in self.specs if s.persistent)
@@ -175,6 +176,8 @@ class SowService:
         for topic, records in self.sow.sweep_expired():
             name = topic.spec.name
             send_oof(self.server, name, records, reasons.OOF_EXPIRED)
+            if self.server.derived is not None:
+                self.server.derived.removed(name, records, reasons.OOF_EXPIRED)
             for rec in records:
                 self.server.actions.expired(name, rec.data, "time_limit", rec.sow_key,
                                             rec.bookmark or "")

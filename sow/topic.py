@@ -91,6 +91,8 @@ class Topic:
         self.query_chunk = QUERY_CHUNK
         self._fallback = scan_fallback
         self._keygen = KeyGenerator(spec.domain, spec.keys) if spec.keys else None
+        #: the fields every delta message carries (the Key fields; a view sets its Grouping)
+        self.delta_keys: tuple[str, ...] = spec.keys
         self._pending_expired: list[Record] = []
         self._decoders: dict[frozenset, Any] = {}
         self._full_decoder = msgspec.json.Decoder()
