@@ -43,7 +43,7 @@ from .schema import (
     unknown_element,
 )
 from .units import parse_bool, parse_count, parse_duration
-from .values import enum, is_regex, parse_recovery_point, parse_regex, parse_xpath
+from .values import enum, is_regex, parse_join, parse_recovery_point, parse_regex, parse_xpath
 from .xmlload import Node
 
 _TOPIC_TAGS = ("Topic", "TopicDefinition")
@@ -375,6 +375,12 @@ def _read_view(node: Node, ctx: Ctx, result: SowResult) -> View | None:
     if underlying is not None and not _check_underlying(r.nodes["underlying"], ctx, result, underlying,
                                                          v["message_type"], where):
         return None
+    for join in joins:
+        try:
+            parse_join(join)
+        except ValueError as exc:
+            ctx.err(r.nodes["underlying"], f"{where}: {exc}")
+            return None
     return View(
         file=node.file, line=node.line, name=v["name"], message_type=v["message_type"],
         underlying_topic=underlying, joins=joins, projection=v["projection"], grouping=v["grouping"],

@@ -148,3 +148,27 @@ def parse_recovery_point(text: str) -> str:
         f"invalid recovery point {t!r} (expected epoch, now, creation, a timestamp such as "
         "20240102T123500Z or a bookmark)"
     )
+
+
+def _join_side(text: str, whole: str) -> tuple[str, str]:
+    t = text.strip()
+    parts = re.findall(r"\[([^\]]*)\]", t)
+    if parts and re.fullmatch(r"(\[[^\]]*\]\s*\.\s*){1,2}\[[^\]]*\]", t):
+        topic, field = parts[-2].strip(), parts[-1].strip()  # [message type].[topic].[field]
+    else:
+        i = t.find("/")
+        if i <= 0:
+            raise ValueError(f"invalid join {whole.strip()!r}: {t!r} is not [topic].[/field]")
+        topic, field = t[:i].strip().rstrip(".").strip("[] "), t[i:].strip("[] ")
+    if not topic or not field.startswith("/") or field == "/":
+        raise ValueError(f"invalid join {whole.strip()!r}: {t!r} is not [topic].[/field]")
+    return topic, field
+
+
+def parse_join(text: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """A view's ``Join``: ``[a].[/x]=[b].[/y]`` (a message type may lead each side:
+    ``[json].[a].[/x]``; brackets are optional: ``a/x=b/y``) -> ((a, /x), (b, /y))."""
+    left, eq, right = text.partition("=")
+    if not eq or "=" in right:
+        raise ValueError(f"invalid join {text.strip()!r}: expected one '=' between two fields")
+    return _join_side(left, text), _join_side(right, text)

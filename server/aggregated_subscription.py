@@ -79,19 +79,24 @@ class GroupTracker:
         """``skey`` left its group (if any) and, if ``joined``, is now in ``doc``'s group.
         Returns ``(new, previous)`` for each group touched: its aggregated record now (None:
         the group is gone) and the one before (None: the group is new)."""
-        old = self._group.pop(skey, _NONE)
-        if old is not _NONE and old in self._members:
-            self._members[old].discard(skey)
-        new = _NONE
-        if joined:
-            new = self._group[skey] = self._group_of(doc)
-            self._members.setdefault(new, set()).add(skey)
-        touched = []
-        if old is not _NONE and old != new:
-            touched.append(self._recompute(old))
-        if new is not _NONE:
-            touched.append(self._recompute(new))
-        return touched
+        return self.change_many([(skey, joined, doc)])
+
+    def change_many(self, changes: list[tuple[str, bool, Any]]
+                    ) -> list[tuple["Record | None", "Record | None"]]:
+        """:meth:`change` for several records at once: each touched group is recomputed
+        once, after all of them (no intermediate state is reported)."""
+        touched: dict[Any, None] = {}
+        for skey, joined, doc in changes:
+            old = self._group.pop(skey, _NONE)
+            if old is not _NONE and old in self._members:
+                self._members[old].discard(skey)
+                touched[old] = None
+            if joined:
+                new = self._group[skey] = self._group_of(doc)
+                self._members.setdefault(new, set()).add(skey)
+                touched.pop(new, None)
+                touched[new] = None  # a group joined comes after one left
+        return [self._recompute(g) for g in touched]
 
     def _recompute(self, group: Any) -> tuple["Record | None", "Record | None"]:
         keys = self._members.get(group) or ()

@@ -15,8 +15,17 @@ View
     reason ``deleted``/``expired`` when a removal emptied it, ``match`` when its records moved
     or stopped matching the filter). Views are processed at once, in publish order
     (``Conflation inline`` is accepted: the result is the same). Topic-qualified identifiers
-    (``[orders].[/qty]``) are accepted for the view's own underlying topic. Not implemented:
-    ``Join`` views (warned at start-up; the view is not created) and views over a queue.
+    (``[orders].[/qty]``) are accepted for the view's own underlying topic.
+
+Join view
+    ``UnderlyingTopic`` holding ``Join`` elements (``[orders].[/cust]=[customers].[/cid]``,
+    a message type may lead: ``[json].[orders].[/cust]``): each join relates a topic already
+    in the view (the first join's left topic starts it) to a new one, so stars and chains
+    work. A left outer join: one row per left record and combination of matching records
+    (values compared as strings; NULL matches nothing unless ``JoinNullEquivalency``), NULLs
+    where a topic has no match. Projection and Grouping read ``[topic].[/field]``. A change
+    to any topic recomputes the rows of the left records it can reach, then each group they
+    touch once. Not implemented: views over a queue (warned at start-up, not created).
 
 ConflatedTopic
     A copy of ``UnderlyingTopic`` (optionally ``Filter``-ed) that changes at most once per
@@ -38,11 +47,15 @@ from sow.aggregate import parse_aggregation
 from sow.paths import path_text
 
 from .aggregated_subscription import GroupTracker
-from .delivery import Message, fan_out, send_oof
+from sow.delta import encode as encode_doc
+from sow.paths import parse_path
+from sow.record import Record
+
+from .delivery import UNDECODED, Message, fan_out, send_oof
 
 if TYPE_CHECKING:
     from server.app import Server
-    from sow import Record, Topic
+    from sow import Topic
 
 log = logging.getLogger("amps_emulator.views")
 
@@ -53,8 +66,7 @@ def derived_specs(config: Any) -> list[TopicSpec]:
     """The SOW topics views and conflated topics are stored in (Join views excluded)."""
     out = []
     for v in config.views:
-        if v.underlying_topic is not None:
-            out.append(TopicSpec(v.name, durability="transient", hash_indexes=v.hash_indexes))
+        out.append(TopicSpec(v.name, durability="transient", hash_indexes=v.hash_indexes))
     for c in config.conflated_topics:
         out.append(TopicSpec(c.name, durability="transient", hash_indexes=c.hash_indexes))
     return out
@@ -99,12 +111,223 @@ class _View:
             self._apply(self.groups.change(rec.sow_key, False, None), reason)
 
     def _apply(self, touched: list, reason: str) -> None:
-        derived = self.server.derived
-        for out, previous in touched:
-            if out is not None:
-                derived.store(self.topic, out.sow_key, out.data, out.doc)
-            elif previous is not None:
-                derived.delete(self.topic, previous.sow_key, reason)
+        _apply_groups(self.server, self.topic, touched, reason)
+
+
+def _apply_groups(server: "Server", topic: "Topic", touched: list, reason: str) -> None:
+    """Publish each touched group's new record on the view, delete the groups now gone."""
+    derived = server.derived
+    for out, previous in touched:
+        if out is not None:
+            derived.store(topic, out.sow_key, out.data, out.doc)
+        elif previous is not None:
+            derived.delete(topic, previous.sow_key, reason)
+
+
+_NULL_TOKEN = "\x00null"
+
+
+def _join_token(v: Any, null_equal: bool) -> str | None:
+    """A join field's value as the string joins compare (None: NULL, joins nothing)."""
+    if type(v) is list:
+        v = v[0] if v else None
+    if v is None or v == "" or type(v) is dict:
+        return _NULL_TOKEN if null_equal else None
+    return v if type(v) is str else encode_doc(v).decode()
+
+
+class _JoinRows:
+    """The rows of a join view, as the records its :class:`GroupTracker` reads: one row per
+    left record and combination of matching records of the joined topics (a joined topic
+    with no match contributes NULLs: a left outer join). A row's document holds each topic's
+    record under ``__t0``, ``__t1``, ... (the left topic first)."""
+
+    def __init__(self, name: str) -> None:
+        self.spec = TopicSpec(name, durability="transient")
+        self.rows: dict[str, "Record"] = {}
+        self.seq = 0
+
+    def get(self, key: str) -> "Record | None":
+        return self.rows.get(key)
+
+
+class _JoinView:
+    """A ``View`` whose ``UnderlyingTopic`` holds ``Join`` elements (see the module
+    docstring): every join relates a field of a topic already in the view (the first join's
+    left topic starts it) to a field of a new topic."""
+
+    def __init__(self, server: "Server", cfg: Any, topic: "Topic", sow: Any) -> None:
+        from config.values import parse_join
+
+        self.server = server
+        self.name = cfg.name
+        self.topic = topic
+        self.null_equal = cfg.join_null_equivalency
+        joins = [parse_join(j) for j in cfg.joins]
+        names = [joins[0][0][0]]
+        self.links: list[tuple[int, str, int, str]] = []  # (known index, field, new index, field)
+        for a, b in joins:
+            if a[0] in names and b[0] not in names:
+                known, new = a, b
+            elif b[0] in names and a[0] not in names:
+                known, new = b, a
+            else:
+                raise ValueError(f"View {cfg.name} ({cfg.file}:{cfg.line}): join {a[0]}/{b[0]} "
+                                 "must relate a topic already in the view to a new one")
+            names.append(new[0])
+            self.links.append((names.index(known[0]), known[1], len(names) - 1, new[1]))
+        self.topics = []
+        for n in names:
+            t = sow.get(n) if sow is not None else None
+            if t is None:
+                raise LookupError(n)
+            self.topics.append(t)
+        self.names = names
+        self.paths = {(i, f): parse_path(f) for link in self.links for i, f in
+                      ((link[0], link[1]), (link[2], link[3]))}
+        # value of a joined topic's field -> its SowKeys; value of the left field -> left keys
+        self._index: dict[tuple[int, str], dict[str, set[str]]] = {}
+        self.rows = _JoinRows(cfg.name)
+        self._rows_of: dict[str, list[str]] = {}  # left SowKey -> its row keys
+        spec = parse_aggregation({"grouping": self._rewrite(cfg.grouping),
+                                  "projection": self._rewrite(cfg.projection)})
+        self.groups = GroupTracker(self.rows, spec, cfg.key_domain or cfg.name)  # type: ignore
+
+    def _rewrite(self, fields: tuple[str, ...]) -> str:
+        """``[orders].[/qty]`` (also ``[json].[orders].[/qty]``) -> ``/__t0/qty``."""
+        def sub(m: re.Match) -> str:
+            name = m.group(1).strip()
+            if name not in self.names:
+                return m.group(0)
+            return f"/__t{self.names.index(name)}" + (m.group(2) or m.group(3)).strip()
+
+        pat = re.compile(r"(?:\[[^\]]*\]\s*\.\s*)?\[\s*([^\]/]+?)\s*\]\s*\.\s*"
+                         r"(?:\[\s*(/[^\]]*?)\s*\]|(/[^\s,()]*))")
+        return "[" + ",".join(pat.sub(sub, f) for f in fields) + "]"
+
+    # ---- state -------------------------------------------------------------------------
+    def _token(self, i: int, field: str, doc: Any) -> str | None:
+        from protocol.filter.values import resolve
+
+        return _join_token(resolve(doc, self.paths[(i, field)]), self.null_equal)
+
+    def _index_record(self, i: int, skey: str, doc: Any, add: bool) -> None:
+        for known, kf, new, nf in self.links:
+            for idx, f in ((known, kf), (new, nf)):
+                if idx != i:
+                    continue
+                tok = self._token(i, f, doc)
+                if tok is None:
+                    continue
+                bucket = self._index.setdefault((i, f), {}).setdefault(tok, set())
+                if add:
+                    bucket.add(skey)
+                else:
+                    bucket.discard(skey)
+
+    def _combos(self, left: "Record") -> list[list["Record | None"]]:
+        combos: list[list[Record | None]] = [[left] + [None] * (len(self.topics) - 1)]
+        for known, kf, new, nf in self.links:
+            out = []
+            for row in combos:
+                src = row[known]
+                tok = None if src is None else self._token(known, kf, src.doc)
+                keys = sorted(self._index.get((new, nf), {}).get(tok, ())) if tok else []
+                matches = [r for r in map(self.topics[new].get, keys) if r is not None]
+                for m in matches or [None]:
+                    nrow = list(row)
+                    nrow[new] = m
+                    out.append(nrow)
+            combos = out
+        return combos
+
+    def _rows_for(self, lkey: str) -> list[tuple[str, Any]]:
+        left = self.topics[0].get(lkey)
+        if left is None:
+            return []
+        out = []
+        for combo in self._combos(left):
+            key = "|".join("" if r is None else r.sow_key for r in combo)
+            doc = {f"__t{i}": (None if r is None else r.doc) for i, r in enumerate(combo)}
+            out.append((key, doc))
+        return out
+
+    def _refresh(self, lkeys: set[str], reason: str) -> None:
+        """Recompute the rows of these left records, then each group they touch once."""
+        changes: list[tuple[str, bool, Any]] = []
+        for lkey in sorted(lkeys):
+            old = self._rows_of.pop(lkey, [])
+            new = self._rows_for(lkey)
+            new_keys = {k for k, _ in new}
+            for k in old:
+                if k not in new_keys:
+                    self.rows.rows.pop(k, None)
+                    changes.append((k, False, None))
+            for k, doc in new:
+                self.rows.seq += 1
+                self.rows.rows[k] = Record(k, b"", "", 0.0, None, 0, None, doc, self.rows.seq)
+                changes.append((k, True, doc))
+            if new:
+                self._rows_of[lkey] = [k for k, _ in new]
+        _apply_groups(self.server, self.topic, self.groups.change_many(changes), reason)
+
+    def _left_keys(self, i: int, docs: list[Any]) -> set[str]:
+        """The left records whose rows can hold a record of topic ``i`` with one of these
+        bodies (through the joins that brought topic ``i`` in)."""
+        out: set[str] = set()
+        for known, kf, new, nf in self.links:
+            if new != i:
+                continue
+            keys: set[str] = set()
+            for doc in docs:
+                tok = self._token(i, nf, doc)
+                if tok is not None:
+                    keys |= self._index.get((known, kf), {}).get(tok, set())
+            if known == 0:
+                out |= keys
+            else:  # a chain: the left records of the records it joins through
+                out |= self._left_keys(known, [r.doc for r in map(self.topics[known].get, keys)
+                                               if r is not None])
+        return out
+
+    def build(self) -> None:
+        for i, t in enumerate(self.topics):
+            for rec in t.query().records:
+                self._index_record(i, rec.sow_key, rec.doc, True)
+        lkeys = sorted(r.sow_key for r in self.topics[0].query().records)
+        rows = []
+        for lkey in lkeys:
+            new = self._rows_for(lkey)
+            for k, doc in new:
+                self.rows.seq += 1
+                rec = self.rows.rows[k] = Record(k, b"", "", 0.0, None, 0, None, doc,
+                                                 self.rows.seq)
+                rows.append(rec)
+            if new:
+                self._rows_of[lkey] = [k for k, _ in new]
+        for out in self.groups.load(rows):
+            self.topic.upsert(out.sow_key, out.data, out.doc, None, "", 0, None, None)
+
+    # ---- changes -----------------------------------------------------------------------
+    def changed(self, topic: str, skey: str, old_doc: Any, new_doc: Any, reason: str) -> None:
+        for i, t in enumerate(self.topics):
+            if t.spec.name != topic:
+                continue
+            if old_doc is not None:
+                self._index_record(i, skey, old_doc, False)
+            if new_doc is not None:
+                self._index_record(i, skey, new_doc, True)
+            lkeys = {skey} if i == 0 else set()
+            lkeys |= self._left_keys(i, [d for d in (old_doc, new_doc) if d is not None])
+            self._refresh(lkeys, reason)
+
+    def published(self, msg: Message, topic: str = "") -> None:
+        prev = msg.previous_doc
+        self.changed(topic, msg.sow_key, None if prev is UNDECODED else prev, msg.doc,
+                     reasons.OOF_MATCH)
+
+    def removed(self, rec: "Record", reason: str, topic: str = "") -> None:
+        self.changed(topic, rec.sow_key, rec.doc, None, reason)
 
 
 class _Conflated:
@@ -171,8 +394,17 @@ class DerivedTopics:
         for kind, cfg in [("View", v) for v in config.views] + [
                 ("ConflatedTopic", c) for c in config.conflated_topics]:
             if kind == "View" and cfg.underlying_topic is None:
-                log.warning("View %s (%s:%d) joins topics, which the emulator does not "
-                            "implement: the view is not created", cfg.name, cfg.file, cfg.line)
+                try:
+                    jv = _JoinView(server, cfg, sow.get(cfg.name), sow)
+                except LookupError as exc:
+                    log.warning("View %s (%s:%d): joined topic %s is not a SOW topic the "
+                                "emulator keeps (a queue?): it is not created", cfg.name,
+                                cfg.file, cfg.line, exc)
+                    continue
+                for t in {t.spec.name for t in jv.topics}:
+                    self.by_underlying.setdefault(t, []).append(jv)
+                self.names.add(cfg.name)
+                self._order.append(jv)
                 continue
             underlying = sow.get(cfg.underlying_topic) if sow is not None else None
             if underlying is None:
@@ -205,7 +437,10 @@ class DerivedTopics:
     def published(self, topic: str, msg: Message) -> None:
         for d in self.by_underlying.get(topic, ()):
             try:
-                d.published(msg)
+                if isinstance(d, _JoinView):
+                    d.published(msg, topic)
+                else:
+                    d.published(msg)
             except Exception:  # the publish itself is done: a view must not fail it
                 log.exception("%s: update for %s failed", d.name, msg.sow_key)
 
@@ -213,7 +448,10 @@ class DerivedTopics:
         for d in self.by_underlying.get(topic, ()):
             for rec in records:
                 try:
-                    d.removed(rec, reason)
+                    if isinstance(d, _JoinView):
+                        d.removed(rec, reason, topic)
+                    else:
+                        d.removed(rec, reason)
                 except Exception:
                     log.exception("%s: removal of %s failed", d.name, rec.sow_key)
 

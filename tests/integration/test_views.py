@@ -23,10 +23,14 @@ SOW_XML = """<SOW>
     <Grouping><Field>/sym</Field></Grouping><Filter>/qty >= 100</Filter></View>
   <ConflatedTopic><Name>orders-slow</Name><MessageType>json</MessageType>
     <UnderlyingTopic>orders</UnderlyingTopic><Interval>1s</Interval></ConflatedTopic>
-  <View><Name>joined</Name><MessageType>json</MessageType>
-    <UnderlyingTopic><Join>[orders].[/sym]=[totals].[/sym]</Join></UnderlyingTopic>
-    <Projection><Field>[orders].[/sym]</Field></Projection>
-    <Grouping><Field>[orders].[/sym]</Field></Grouping></View>
+  <Topic><Name>customers</Name><MessageType>json</MessageType><Key>/cid</Key>
+    <Durability>transient</Durability></Topic>
+  <View><Name>by_customer</Name><MessageType>json</MessageType>
+    <UnderlyingTopic><Join>[orders].[/cust]=[customers].[/cid]</Join></UnderlyingTopic>
+    <Projection><Field>[orders].[/cust] AS /cust</Field>
+      <Field>[customers].[/name] AS /name</Field>
+      <Field>SUM([orders].[/qty]) AS /qty</Field></Projection>
+    <Grouping><Field>[orders].[/cust]</Field></Grouping></View>
 </SOW>"""
 
 
@@ -106,9 +110,6 @@ def test_views_and_conflated_topics_cannot_be_written(client):
                       .add_ack_type("processed"))
         with pytest.raises(AMPS.AMPSException):
             c.sow_delete(topic, "1=1", 5000)
-    # a join view is not created (warned at start-up)
-    with pytest.raises(AMPS.InvalidTopicException):
-        rows(c, "joined")
 
 
 def test_a_conflated_topic_changes_once_per_interval(client):
@@ -151,3 +152,35 @@ def test_views_are_rebuilt_at_start_up(tmp_path):
         made.close()
     finally:
         srv.stop()
+
+
+def by_cust(c):
+    return sorted((json.loads(m.get_data()) for m in c.sow("by_customer", timeout=5000)
+                   if m.get_command() == "sow"), key=lambda d: d["cust"])
+
+
+def test_a_join_view_is_a_left_outer_join_kept_current_from_both_sides(client):
+    c = client()
+    c.publish("customers", json.dumps({"cid": 1, "name": "Ann"}))
+    pub(c, id=1, cust=1, qty=10)
+    pub(c, id=2, cust=1, qty=5)
+    pub(c, id=3, cust=2, qty=7)  # no customer 2 yet: NULL name
+    c.flush(5000)
+    assert by_cust(c) == [{"cust": 1, "name": "Ann", "qty": 15},
+                          {"cust": 2, "name": None, "qty": 7}]
+    got = collect(c, "sow_and_subscribe", "by_customer", "oof")
+    assert len(take(c, got)) == 2
+    c.publish("customers", json.dumps({"cid": 2, "name": "Bob"}))  # the right side arrives
+    assert take(c, got) == [("p", {"cust": 2, "name": "Bob", "qty": 7})]
+    c.publish("customers", json.dumps({"cid": 1, "name": "Anne"}))
+    assert take(c, got) == [("p", {"cust": 1, "name": "Anne", "qty": 15})]
+    pub(c, id=2, cust=2, qty=5)  # an order moves from customer 1 to 2: both groups change
+    assert sorted(d["cust"] for _, d in take(c, got)) == [1, 2]
+    c.sow_delete("customers", "/cid = 1", 5000)  # the right side goes: NULLs again
+    assert take(c, got) == [("p", {"cust": 1, "name": None, "qty": 10})]
+    # the left side goes, one record after the other: the group shrinks, then is gone
+    c.sow_delete("orders", "/cust = 2", 5000)
+    (k1, shrunk), (k2, gone) = take(c, got)
+    assert (k1, k2) == ("p", "oof") and shrunk == gone
+    assert shrunk in ({"cust": 2, "name": "Bob", "qty": 5}, {"cust": 2, "name": "Bob", "qty": 7})
+    assert by_cust(c) == [{"cust": 1, "name": None, "qty": 10}]
