@@ -39,7 +39,7 @@ from .record import Record
 
 __all__ = [
     "OrderBy", "parse_order_by", "sort_records", "Select", "parse_select", "apply_select",
-    "QueryResult", "DeleteResult", "PublishResult", "page",
+    "QueryResult", "DeleteResult", "PublishResult", "page", "order_key",
 ]
 
 _ITEM = re.compile(r"\s*(\[/[^\]]+\]|/\S*?)((?:\s+(?:asc|desc|text))*)\s*\Z", re.IGNORECASE)
@@ -129,6 +129,44 @@ def sort_records(records: list[Record], order: OrderBy,
         else:
             keyed.sort(key=lambda rd: value(resolve(rd[1], path)), reverse=desc)
     return [r for r, _ in keyed]
+
+
+class _Desc:
+    """A string that sorts backwards (a ``DESC`` text key in :func:`order_key`)."""
+
+    __slots__ = ("s",)
+
+    def __init__(self, s: str) -> None:
+        self.s = s
+
+    def __lt__(self, other: "_Desc") -> bool:
+        return other.s < self.s
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Desc) and self.s == other.s
+
+
+def order_key(order: OrderBy) -> Callable[[Any], tuple]:
+    """One key for the whole ``orderby`` (document -> tuple), ordering as
+    :func:`sort_records` does (add the natural position as the last item for its stability),
+    so sorted parts can be merged (:func:`heapq.merge`)."""
+    hints = order.as_text or (False,) * len(order.keys)
+    parts = []
+    for (path, desc), as_text in zip(order.keys, hints):
+        value = text_sort_value if as_text else sort_value
+        parts.append((path, desc, value))
+
+    def key(doc: Any) -> tuple:
+        out = []
+        for path, desc, value in parts:
+            rank, v = value(resolve(doc, path))
+            if desc:
+                rank = -rank
+                v = _Desc(v) if type(v) is str else -v
+            out.append(rank)
+            out.append(v)
+        return tuple(out)
+    return key
 
 
 def page(records: list, top_n: int | None, skip_n: int | None) -> list:

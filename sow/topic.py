@@ -15,6 +15,7 @@ time also takes an explicit ``now=`` that overrides the clock.
 from __future__ import annotations
 
 import hashlib
+import heapq
 import logging
 from itertools import islice
 from typing import Any, Callable, Generator, Iterable, TypedDict
@@ -31,7 +32,7 @@ from .index import HashIndex, MemoIndex
 from .keys import KeyGenerator, parse_sow_keys, validate_sow_key
 from .paths import parse_path, path_text, top_level_names
 from .planner import Plan, identifier_paths, log as plan_log, needs_context, plan_query
-from .query import (DeleteResult, OrderBy, PublishResult, QueryResult, Select, page,
+from .query import (DeleteResult, OrderBy, PublishResult, QueryResult, Select, order_key, page,
                     parse_order_by, parse_select, project, sort_records)
 from .record import Record
 from .spec import TopicSpec
@@ -61,6 +62,35 @@ def _drain(steps: Generator[None, None, Any]) -> Any:
             next(steps)
         except StopIteration as stop:
             return stop.value
+
+
+def _sorted_page_steps(rows: list[tuple[Record, Any]], order: OrderBy, top_n: int | None,
+                       skip_n: int | None, chunk: int):
+    """``page(sort_records(...))`` of a long result in steps: each step sorts ``chunk`` rows
+    (by :func:`sow.query.order_key`, ties in natural order), then the sorted parts are merged,
+    ``chunk`` records per step, up to the page's end."""
+    key = order_key(order)
+    parts = []
+    for start in range(0, len(rows), chunk):
+        part = [(key(d), start + j, r) for j, (r, d) in enumerate(rows[start:start + chunk])]
+        part.sort()  # (key, position, record): positions differ, records are never compared
+        parts.append(part)
+        yield
+    merged = heapq.merge(*parts)
+    skip = max(skip_n or 0, 0)
+    end = None if top_n is None or top_n < 0 else skip + top_n
+    out: list[Record] = []
+    taken = 0
+    while end is None or taken < end:
+        want = chunk if end is None else min(chunk, end - taken)
+        batch = list(islice(merged, want))
+        if not batch:
+            break
+        for t in batch[max(0, skip - taken):]:
+            out.append(t[2])
+        taken += len(batch)
+        yield
+    return out
 
 
 def _index_table_name(kind: str, fields: tuple[str, ...]) -> str:
@@ -618,12 +648,15 @@ class Topic:
         else:
             rows, topic_matches, desc = yield from self._match_steps(
                 filter, sow_keys, now, order.paths if order else (), plan, chunk)
-        if order is not None:
-            docs = {id(r): d for r, d in rows}
-            recs = sort_records([r for r, _ in rows], order, lambda r: docs[id(r)])
+        if order is not None and chunk and len(rows) > chunk:
+            out = yield from _sorted_page_steps(rows, order, top_n, skip_n, chunk)
         else:
-            recs = [r for r, _ in rows]
-        out = page(recs, top_n, skip_n)
+            if order is not None:
+                docs = {id(r): d for r, d in rows}
+                recs = sort_records([r for r, _ in rows], order, lambda r: docs[id(r)])
+            else:
+                recs = [r for r, _ in rows]
+            out = page(recs, top_n, skip_n)
         if sel is not None and not sel.identity:
             out = [project(r, sel) for r in out]
         return QueryResult(out, len(rows), topic_matches, desc)

@@ -125,3 +125,36 @@ def test_map_growth_during_a_query_fails_it_cleanly(tmp_path):
     store.commit()
     assert t.count() == 200 + i  # nothing written was lost
     store.close()
+
+
+@pytest.mark.parametrize("order", ["/v", "/v DESC", "/s DESC, /v", "/s TEXT DESC, /v DESC",
+                                   "/v TEXT, /s"])
+@pytest.mark.parametrize("top_n,skip_n", [(None, None), (7, None), (5, 11), (None, 30),
+                                          (1000, 0)])
+def test_a_long_ordered_result_is_sorted_in_steps_exactly_as_at_once(order, top_n, skip_n):
+    import random
+
+    from sow import TopicSpec
+    from sow.store import TransientStore
+    from sow.testing import js
+
+    rng = random.Random(5)
+    topic = TransientStore().open_topic(TopicSpec("t", keys=("/id",), durability="transient"))
+    values = [1, 2, 2.5, 10, -3, True, False, "a", "B", "10", "", None, [4, 1], {"x": 1}]
+    for i in range(300):
+        doc = {"id": i, "v": rng.choice(values), "s": rng.choice(values)}
+        if rng.random() < 0.1:
+            del doc["v"]
+        topic.publish(js(doc))
+    at_once = topic.query(order_by=order, top_n=top_n, skip_n=skip_n)
+    steps = topic.query_steps(order_by=order, top_n=top_n, skip_n=skip_n, chunk=16)
+    n = 0
+    while True:
+        try:
+            next(steps)
+            n += 1
+        except StopIteration as stop:
+            stepped = stop.value
+            break
+    assert n > 10
+    assert [r.sow_key for r in stepped.records] == [r.sow_key for r in at_once.records]
