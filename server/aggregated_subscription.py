@@ -29,9 +29,9 @@ from sow import delta_message
 from sow.delta import encode as encode_doc
 
 from .delivery import delivery_tail, oof_frame
+from .live import LiveState
 
 if TYPE_CHECKING:
-    from server.router import Subscription
     from sow import Record, Topic
     from sow.aggregate import Aggregation, Aggregator
 
@@ -112,40 +112,28 @@ class GroupTracker:
         return out, previous
 
 
-class AggregatedSubscription:
+class AggregatedSubscription(LiveState):
     def __init__(self, topic: "Topic", spec: "Aggregation", delta: bool) -> None:
-        self.sub: "Subscription | None" = None
+        super().__init__()
         self.topic = topic
         self.delta = delta
         self.groups = GroupTracker(topic, spec, topic.spec.name)
-        self._pending: list[tuple[Any, ...]] | None = []
 
     def load(self, records: list["Record"], agg: "Aggregator", results: list["Record"]) -> None:
         """The records matching at the query's snapshot, and the query's aggregation."""
         self.groups.adopt(records, agg, results)
 
-    def catch_up(self) -> None:
-        """Apply, and deliver, what changed while the query ran; then follow live."""
-        pending, self._pending = self._pending, None
-        for change in pending or ():
-            if len(change) == 1:
-                self.published(change[0])
-            else:
-                self.removed(*change)
-
     def published(self, msg: Any) -> None:
         if msg.sow_key is None:
             return
-        if self._pending is not None:
-            self._pending.append((msg,))
+        if self._defer(msg):
             return
         f = self.sub.filter  # type: ignore[union-attr]
         joined = f is None or bool(f(msg.doc, msg.context()))
         self._send(self.groups.change(msg.sow_key, joined, msg.doc), reasons.OOF_MATCH)
 
     def removed(self, rec: "Record", reason: str) -> None:
-        if self._pending is not None:
-            self._pending.append((rec, reason))
+        if self._defer(rec, reason):
             return
         if rec.sow_key in self.groups:
             self._send(self.groups.change(rec.sow_key, False, None), reason)

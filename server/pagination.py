@@ -29,6 +29,7 @@ from protocol.filter.values import resolve
 from sow.query import OrderBy, sort_value, text_sort_value
 
 from .delivery import delivery_tail, oof_frame, selected
+from .live import LiveState
 
 if TYPE_CHECKING:
     from server.router import Subscription
@@ -57,9 +58,10 @@ class _Key:
         return isinstance(other, _Key) and self.values == other.values and self.skey == other.skey
 
 
-class PageWindow:
+class PageWindow(LiveState):
     def __init__(self, sub: "Subscription", topic: "Topic", order: OrderBy | None,
                  top_n: int, skip_n: int) -> None:
+        super().__init__()
         self.sub = sub
         self.topic = topic
         self.top_n = top_n
@@ -71,8 +73,6 @@ class PageWindow:
             text_sort_value if t else sort_value for t in hints]
         self._sorted: list[_Key] = []
         self._keys: dict[str, _Key] = {}
-        #: changes made while the query still reads its snapshot, applied after it
-        self._pending: list[tuple[Any, ...]] | None = []
 
     # ---- state ----------------------------------------------------------------------------
 
@@ -87,16 +87,6 @@ class PageWindow:
             k = self._keys[rec.sow_key] = self._key(rec.sow_key, rec.doc)
             self._sorted.append(k)
         self._sorted.sort()
-
-    def catch_up(self) -> None:
-        """Apply, and deliver, the changes made while the query read its snapshot (after
-        the query's results went out); from now on changes apply as they happen."""
-        pending, self._pending = self._pending, None
-        for change in pending or ():
-            if len(change) == 1:
-                self.published(change[0])
-            else:
-                self.removed(*change)
 
     def window(self) -> list[str]:
         """The SowKeys in the window, in order."""
@@ -118,8 +108,7 @@ class PageWindow:
         skey = msg.sow_key
         if skey is None:
             return
-        if self._pending is not None:
-            self._pending.append((msg,))
+        if self._defer(msg):
             return
         before = self.window()
         self._drop(skey)
@@ -131,8 +120,7 @@ class PageWindow:
 
     def removed(self, rec: "Record", reason: str) -> None:
         """``rec`` left the topic (``reason``: deleted or expired)."""
-        if self._pending is not None:
-            self._pending.append((rec, reason))
+        if self._defer(rec, reason):
             return
         if rec.sow_key not in self._keys:
             return

@@ -476,19 +476,10 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
             not cmd.bookmark or topic.history is None):
 
         window = PageWindow(None, topic, parse_order_by(cmd.orderby), top_n, skip_n)
-
-        def paginated() -> None:  # at the snapshot: changes from now on wait in the window
-            sub = register_subscription(server, conn, cmd, sub_id, filt, delta=delta)
-            window.sub = sub
-            sub.page = window
-            registered.append(sub)
-
-        def finish_paginated(counts: dict[str, int]) -> None:
-            finish(counts)
-            window.catch_up()
-
-        drive(server, conn, cmd, _paginated_steps(server, conn, cmd, filt, topic, window,
-                                                  paginated), finish_paginated, unsubscribe)
+        _with_live_state(server, conn, cmd, sub_id, filt, delta, window, "page",
+                         lambda subscribe: _paginated_steps(server, conn, cmd, filt, topic,
+                                                            window, subscribe),
+                         registered, finish, unsubscribe)
         return
 
     def subscribe(cut: float | None) -> None:
@@ -511,7 +502,6 @@ def _aggregated_subscription(server: "Server", conn: "Connection", cmd: "Command
     """``sow_and_subscribe`` with grouping/projection: the aggregated query, then the groups
     kept up to date (:mod:`server.aggregated_subscription`)."""
     from server.aggregated_subscription import AggregatedSubscription
-    from server.commands import register_subscription
     from server.sow_aggregate import aggregated_query_steps
     from sow.aggregate import parse_aggregation
 
@@ -524,19 +514,33 @@ def _aggregated_subscription(server: "Server", conn: "Connection", cmd: "Command
         raise CommandError(reasons.INVALID_OPTIONS,
                            "an aggregated subscription cannot start from a historical bookmark")
     state = AggregatedSubscription(topic, spec, delta)
+    _with_live_state(server, conn, cmd, sub_id, filt, delta, state, "agg",
+                     lambda subscribe: aggregated_query_steps(server, conn, cmd, filt, state,
+                                                              subscribe),
+                     registered, finish, unsubscribe)
+
+
+def _with_live_state(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
+                     filt: Any, delta: bool, state: Any, slot: str,
+                     steps: Callable[[Callable[[], None]], Generator[None, None, Any]],
+                     registered: list[Any], finish: Callable[[dict[str, int]], None],
+                     unsubscribe: Callable[[], None]) -> None:
+    """Run a query whose subscription keeps :mod:`server.live` state: the subscription is
+    registered at the snapshot (``steps(subscribe)``) with ``state`` in its ``slot``; the
+    changes made meanwhile are applied after the query's acks."""
+    from server.commands import register_subscription
 
     def subscribe() -> None:
         sub = register_subscription(server, conn, cmd, sub_id, filt, delta=delta)
         state.sub = sub
-        sub.agg = state
+        setattr(sub, slot, state)
         registered.append(sub)
 
-    def finish_aggregated(counts: dict[str, int]) -> None:
+    def finish_live(counts: dict[str, int]) -> None:
         finish(counts)
         state.catch_up()
 
-    drive(server, conn, cmd, aggregated_query_steps(server, conn, cmd, filt, state, subscribe),
-          finish_aggregated, unsubscribe)
+    drive(server, conn, cmd, steps(subscribe), finish_live, unsubscribe)
 
 
 def _historical_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
