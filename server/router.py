@@ -45,7 +45,9 @@ class Subscription:
         self.conn = conn
         self.sub_id = sub_id
         self.topic = topic
-        self.regex = compile_topic_regex(topic) if is_regex_topic(topic) else None
+        # non_regex_topic: the topic is a name, whatever characters it holds
+        self.regex = compile_topic_regex(topic) if is_regex_topic(topic) \
+            and "non_regex_topic" not in options else None
         self.filter = filter
         self.options = options
         self.delta = delta

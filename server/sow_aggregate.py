@@ -82,7 +82,8 @@ def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command",
         if sowsvc is not None and sowsvc.get(cmd.topic) is None and is_regex_topic(cmd.topic):
             raise CommandError(reasons.REGEX_TOPIC_NOT_SUPPORTED,
                                "an aggregated query names one topic, not a regex")
-        topics = sowsvc.topics_for(cmd.topic) if sowsvc is not None else []
+        topics = sowsvc.topics_for(cmd.topic, "non_regex_topic" in opts) \
+            if sowsvc is not None else []
         if not topics:
             raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
         names = [t.spec.name for t in topics]

@@ -169,7 +169,8 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
         if on_snapshot is not None:
             on_snapshot(None)
         return counts
-    topics = server.sowsvc.topics_for(cmd.topic) if server.sowsvc is not None else []
+    topics = server.sowsvc.topics_for(cmd.topic, "non_regex_topic" in cmd.opts) \
+        if server.sowsvc is not None else []
     if not topics:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
     cuts = history_cuts(server, cmd, topics, common=on_snapshot is not None)

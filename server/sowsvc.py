@@ -68,12 +68,13 @@ class SowService:
     def get(self, name: str) -> Topic | None:
         return self.sow.get(name)
 
-    def topics_for(self, topic: str) -> list[Topic]:
-        """The SOW topics a query names: the topic itself, or every topic a regex matches."""
+    def topics_for(self, topic: str, literal: bool = False) -> list[Topic]:
+        """The SOW topics a query names: the topic itself, or every topic a regex matches
+        (``literal``: the ``non_regex_topic`` option, the name only)."""
         exact = self.sow.get(topic)
         if exact is not None:
             return [exact]
-        if not is_regex_topic(topic):
+        if literal or not is_regex_topic(topic):
             return []
         rx: re.Pattern[str] = compile_topic_regex(topic)
         return [t for name, t in sorted(self.sow.topics.items()) if rx.search(name)]

@@ -58,6 +58,22 @@ def test_regex_topic_subscription(client_factory, collector):
     assert [t for _, t, _, _, _ in got] == ["orders.us", "orders.eu"]
 
 
+def test_non_regex_topic_takes_a_dotted_name_literally(client_factory, collector):
+    c = client_factory()
+    regex, literal = collector(), collector()
+    c.subscribe(regex, "orders.us", timeout=5000)  # "." matches any character
+    c.execute_async(AMPS.Command("subscribe").set_topic("orders.us")
+                    .set_options("non_regex_topic"), literal)
+    for topic in ("ordersXus", "orders.us"):
+        c.publish(topic, json.dumps({"t": topic}))
+    c.flush(5000)
+    assert [t for _, t, _, _, _ in regex.wait_for(2)] == ["ordersXus", "orders.us"]
+    assert [t for _, t, _, _, _ in literal.wait_for(1)] == ["orders.us"]
+    with pytest.raises(AMPS.BadRegexTopicException):  # not compiled as a regex at all
+        c.subscribe(collector(), "orders[", timeout=5000)
+    c.execute(AMPS.Command("subscribe").set_topic("orders[").set_options("non_regex_topic"))
+
+
 def test_bad_regex_topic_raises(client_factory, collector):
     c = client_factory()
     with pytest.raises(AMPS.BadRegexTopicException):

@@ -119,6 +119,8 @@ def test_sow_keys_select_timestamp_and_regex_topics(client):
     both = [m for m in c.sow("^orders", timeout=5000) if m.get_command() == "sow"]
     assert sorted((m.get_topic(), json.loads(m.get_data())["id"]) for m in both) == [
         ("orders", 1), ("orders", 2), ("orders-eu", 3)]
+    with pytest.raises(AMPS.InvalidTopicException):  # the name taken literally: no such topic
+        list(c.execute(AMPS.Command("sow").set_topic("^orders").set_options("non_regex_topic")))
 
 
 def test_a_regex_query_orders_and_pages_all_its_topics_as_one_result(client):
