@@ -15,7 +15,7 @@ replay of a large log keeps memory bounded and other clients served.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from journal import RecordKind
 from protocol.bookmarks import BookmarkError, BookmarkRange, format_timestamp, parse_bookmark
@@ -37,11 +37,54 @@ CHUNK = 2000
 _DELIVERABLE = frozenset((int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH)))
 
 
+class Rate:
+    """The ``rate=`` option of a bookmark replay: at most ``n`` messages a second (``1000``),
+    ``n`` bytes a second (``100KB``), or ``n`` times the pace the messages were originally
+    published at (``1.5X``). ``clock``: monotonic seconds."""
+
+    __slots__ = ("kind", "value", "clock", "t0", "sent", "ts0")
+
+    def __init__(self, text: str, clock: Callable[[], float]) -> None:
+        from config.units import parse_size
+
+        t = text.strip()
+        try:
+            if t[-1:] in "xX":
+                self.kind, self.value = "x", float(t[:-1])
+            elif t.replace(".", "", 1).isdigit():
+                self.kind, self.value = "msgs", float(t)
+            else:
+                self.kind, self.value = "bytes", float(parse_size(t))
+        except (ValueError, IndexError):
+            raise CommandError(reasons.INVALID_OPTIONS, f"rate={text}") from None
+        if not self.value > 0:
+            raise CommandError(reasons.INVALID_OPTIONS, f"rate={text}: must be positive")
+        self.clock = clock
+        self.t0: float | None = None  # when the first message went
+        self.sent = 0.0  # messages or bytes sent since
+        self.ts0 = 0  # the first message's publish time (microseconds), for "x"
+
+    def wait(self, size: int, ts_us: int) -> float:
+        """Seconds before a message of ``size`` bytes published at ``ts_us`` may go (0: now;
+        it is then counted as sent)."""
+        now = self.clock()
+        if self.t0 is None:
+            self.t0, self.ts0 = now, ts_us
+        if self.kind == "x":
+            due = self.t0 + (ts_us - self.ts0) / 1_000_000 / self.value
+        else:
+            due = self.t0 + self.sent / self.value
+        if due > now:
+            return due - now
+        self.sent += size if self.kind == "bytes" else 1
+        return 0.0
+
+
 class Cursor:
     __slots__ = (
         "sub", "conn", "cmd", "next_pos", "stop_pos", "live", "remaining", "want_completed",
         "want_persisted", "caught_up", "paused", "blocked", "done", "scheduled", "last_pos",
-        "last_bm", "acked_bm", "timestamp",
+        "last_bm", "acked_bm", "timestamp", "rate", "delay",
     )
 
     def __init__(self, sub: "Subscription", cmd: "Command", next_pos: int,
@@ -66,6 +109,8 @@ class Cursor:
         self.last_bm: str | None = None
         self.acked_bm: str | None = None
         self.timestamp = "timestamp" in opts
+        self.rate: Rate | None = None  # the rate= option (see start())
+        self.delay = 0.0  # seconds the next step waits (rate limiting)
 
 
 def start(server: "Server", conn: "Connection", cmd: "Command", sub: "Subscription") -> Cursor:
@@ -91,7 +136,13 @@ def start(server: "Server", conn: "Connection", cmd: "Command", sub: "Subscripti
             raise CommandError(reasons.INVALID_BOOKMARK, f"bookmark {cmd.bookmark!r} not found")
         else:
             begin = journal.next_position
-    return Cursor(sub, cmd, begin, stop)
+    cursor = Cursor(sub, cmd, begin, stop)
+    rate = cmd.opts.get("rate")
+    if rate is not None:
+        if cursor.live or not isinstance(rate, str):
+            raise CommandError(reasons.INVALID_OPTIONS, "rate= needs a value and no live option")
+        cursor.rate = Rate(rate, server.clock)
+    return cursor
 
 
 def pump(server: "Server", cursor: Cursor, limit: int) -> None:
@@ -131,20 +182,28 @@ def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
     done = True
     last_bm = None
     journal = server.txlog.journal  # type: ignore[union-attr]
+    rate = cursor.rate
     for rec in journal.read(cursor.next_pos):
         pos = rec.position
         if pos > limit:
             break
-        cursor.next_pos = pos + 1
-        cursor.last_pos = pos
-        last_bm = bm = rec.bookmark_str
+        bm = rec.bookmark_str
         if rec.kind not in _DELIVERABLE or not sub.matches_topic(rec.topic):
+            cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
             continue
         if flt is not None:
             ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
                                  correlation_id=rec.correlation_id, client_name=rec.client_name)
             if not flt(decode_or_none(rec.body), ctx):
+                cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
                 continue
+        if rate is not None:
+            wait = rate.wait(len(rec.body), rec.timestamp)
+            if wait > 0:  # this one goes in a later step
+                cursor.delay = wait
+                done = False
+                break
+        cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
         head = heads.get(rec.topic)
         if head is None:
             head = heads[rec.topic] = b'{"c":"p","t":' + json_str(rec.topic) + sids
@@ -177,7 +236,8 @@ def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
 
 
 def schedule(server: "Server", cursor: Cursor) -> None:
-    """Run another step of the cursor on a later loop iteration."""
+    """Run another step of the cursor on a later loop iteration (after ``cursor.delay``
+    seconds when its rate holds it back)."""
     if cursor.scheduled or cursor.done:
         return
     cursor.scheduled = True
@@ -189,7 +249,11 @@ def schedule(server: "Server", cursor: Cursor) -> None:
         journal = server.txlog.journal  # type: ignore[union-attr]
         pump(server, cursor, journal.last_position if cursor.live else journal.durable_position)
 
-    server.loop.call_soon(step)
+    delay, cursor.delay = cursor.delay, 0.0
+    if delay > 0:
+        server.loop.call_later(delay, step)
+    else:
+        server.loop.call_soon(step)
 
 
 def resume_connection(server: "Server", conn: "Connection") -> None:

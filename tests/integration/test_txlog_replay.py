@@ -388,3 +388,24 @@ def test_live_option_delivers_before_persistence(server_factory):
     gate.set()
     assert durable.wait_for_i(1, timeout=5)
     c.close()
+
+
+def test_a_rate_limited_replay_paces_its_messages(client_factory):
+    pub = client_factory("rate-publisher")
+    publish_range(pub, 0, 12, topic="paced")
+    pub.flush(10000)
+    reader = client_factory()
+    rec = Recorder()
+    started = time.monotonic()
+    reader.execute_async(AMPS.Command("subscribe").set_topic("paced").set_bookmark("0")
+                         .set_options("rate=10").add_ack_type("completed"), rec)
+    assert rec.wait_for_i(11)
+    assert rec.ids == list(range(12))
+    # ten a second: the twelfth goes 1.1 s after the first (a lower bound only)
+    assert time.monotonic() - started >= 1.0
+    with pytest.raises(AMPS.AMPSException):
+        reader.execute(AMPS.Command("subscribe").set_topic("paced").set_bookmark("0")
+                       .set_options("rate=fast"))
+    with pytest.raises(AMPS.AMPSException):
+        reader.execute(AMPS.Command("subscribe").set_topic("paced").set_bookmark("0")
+                       .set_options("live,rate=10"))
