@@ -40,11 +40,14 @@ _DELIVERABLE = frozenset((int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH)
 class Rate:
     """The ``rate=`` option of a bookmark replay: at most ``n`` messages a second (``1000``),
     ``n`` bytes a second (``100KB``), or ``n`` times the pace the messages were originally
-    published at (``1.5X``). ``clock``: monotonic seconds."""
+    published at (``1.5X``); ``rate_max_gap=<duration>`` caps the wait between two messages.
+    ``clock``: monotonic seconds."""
 
-    __slots__ = ("kind", "value", "clock", "t0", "sent", "ts0")
+    __slots__ = ("kind", "value", "clock", "t0", "sent", "ts0", "max_gap", "last_at",
+                 "last_ts")
 
-    def __init__(self, text: str, clock: Callable[[], float]) -> None:
+    def __init__(self, text: str, clock: Callable[[], float],
+                 max_gap: str | None = None) -> None:
         from config.units import parse_size
 
         t = text.strip()
@@ -59,10 +62,19 @@ class Rate:
             raise CommandError(reasons.INVALID_OPTIONS, f"rate={text}") from None
         if not self.value > 0:
             raise CommandError(reasons.INVALID_OPTIONS, f"rate={text}: must be positive")
+        self.max_gap: float | None = None  # rate_max_gap: the longest wait between two
+        if max_gap is not None:
+            from config.units import parse_duration
+
+            try:
+                self.max_gap = parse_duration(max_gap)
+            except ValueError:
+                raise CommandError(reasons.INVALID_OPTIONS, f"rate_max_gap={max_gap}") from None
         self.clock = clock
-        self.t0: float | None = None  # when the first message went
+        self.t0: float | None = None  # when the pacing (re)started
         self.sent = 0.0  # messages or bytes sent since
-        self.ts0 = 0  # the first message's publish time (microseconds), for "x"
+        self.ts0 = 0  # the publish time (microseconds) the pacing started from, for "x"
+        self.last_at = 0.0  # when the last message went
 
     def wait(self, size: int, ts_us: int) -> float:
         """Seconds before a message of ``size`` bytes published at ``ts_us`` may go (0: now;
@@ -74,9 +86,14 @@ class Rate:
             due = self.t0 + (ts_us - self.ts0) / 1_000_000 / self.value
         else:
             due = self.t0 + self.sent / self.value
+        if self.max_gap is not None and due > self.last_at + self.max_gap:
+            due = self.last_at + self.max_gap
+            if due <= now:  # the gap is capped: pace again from this message
+                self.t0, self.ts0, self.sent = now, ts_us, 0.0
         if due > now:
             return due - now
         self.sent += size if self.kind == "bytes" else 1
+        self.last_at = now
         return 0.0
 
 
@@ -141,7 +158,8 @@ def start(server: "Server", conn: "Connection", cmd: "Command", sub: "Subscripti
     if rate is not None:
         if cursor.live or not isinstance(rate, str):
             raise CommandError(reasons.INVALID_OPTIONS, "rate= needs a value and no live option")
-        cursor.rate = Rate(rate, server.clock)
+        gap = cmd.opts.get("rate_max_gap")
+        cursor.rate = Rate(rate, server.clock, gap if isinstance(gap, str) else None)
     return cursor
 
 

@@ -49,3 +49,15 @@ def test_bad_rates_are_invalid_options(bad):
     with pytest.raises(CommandError) as e:
         Rate(bad, Clock())
     assert e.value.reason == "invalid options"
+
+
+def test_rate_max_gap_caps_the_wait_between_two_messages():
+    clock = Clock()
+    r = Rate("1X", clock, "2s")
+    assert r.wait(1, 0) == 0.0
+    assert r.wait(1, 3_600_000_000) == pytest.approx(2.0)  # an hour later: two seconds
+    clock.t += 2.0
+    assert r.wait(1, 3_600_000_000) == 0.0
+    assert r.wait(1, 3_601_000_000) == pytest.approx(1.0)  # then the original pace again
+    with pytest.raises(CommandError):
+        Rate("1X", clock, "soon")
