@@ -364,11 +364,12 @@ def _paginated_steps(server: "Server", conn: "Connection", cmd: "Command", filt:
 
 def drive(server: "Server", conn: "Connection", cmd: "Command",
           steps: Generator[None, None, Any], finish: Callable[[Any], None],
-          on_failure: Callable[[], None] | None = None) -> None:
+          on_failure: Callable[[], None] | None = None, complete: bool = False) -> None:
     """Run ``steps``: the first step now; if it is not done, the rest in later loop steps
     while the connection is busy (see :mod:`server.connection`). ``finish(result)`` sends
     the final acks; a failure after the first step fails ``cmd`` (and calls
-    ``on_failure``). A failure in the first step propagates to the dispatcher as usual."""
+    ``on_failure``). A failure in the first step propagates to the dispatcher as usual.
+    ``complete``: run to the end even if the client goes away (a write already logged)."""
     try:
         next(steps)
     except StopIteration as stop:
@@ -379,13 +380,13 @@ def drive(server: "Server", conn: "Connection", cmd: "Command",
             on_failure()
         raise
     conn.begin_busy()
-    server.loop.call_soon(_step, server, conn, cmd, steps, finish, on_failure)
+    server.loop.call_soon(_step, server, conn, cmd, steps, finish, on_failure, complete)
 
 
 def _step(server: "Server", conn: "Connection", cmd: "Command",
           steps: Generator[None, None, Any], finish: Callable[[Any], None],
-          on_failure: Callable[[], None] | None) -> None:
-    if conn.closed:
+          on_failure: Callable[[], None] | None, complete: bool = False) -> None:
+    if conn.closed and not complete:
         steps.close()
         return
     conn._direct = True
@@ -400,11 +401,12 @@ def _step(server: "Server", conn: "Connection", cmd: "Command",
         log.exception("%s: internal error in %r", conn.describe(), cmd)
         _failed(conn, cmd, reasons.UNKNOWN_ERROR, on_failure)
     else:
-        server.loop.call_soon(_step, server, conn, cmd, steps, finish, on_failure)
+        server.loop.call_soon(_step, server, conn, cmd, steps, finish, on_failure, complete)
         return
     finally:
         conn._direct = False
-    conn.end_busy()
+    if not conn.closed:
+        conn.end_busy()
 
 
 def _failed(conn: "Connection", cmd: "Command", reason: str,
@@ -607,9 +609,30 @@ def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
         logged = txlog.append_command(conn, cmd, RecordKind.SOW_DELETE, headers)
         position, at = logged.position, logged.timestamp / 1_000_000
     server.request_turn_end()  # the SOW commits at the end of this turn
-    if "filter" in headers:
-        result = topic.delete_by_filter(filt, position=position, now=at)
-    elif "sow_keys" in headers:
+    if "filter" in headers:  # in steps when it matches many records
+        def steps() -> Generator[None, None, Any]:
+            deleting = topic.delete_steps(filt, position=position, now=at)
+            reported = 0
+            while True:
+                try:
+                    removed = next(deleting)
+                except StopIteration as stop:
+                    result = stop.value
+                    if reported < result.records_deleted:  # deleted at once
+                        _removed(server, topic_name, result.records)
+                    return result
+                if removed:
+                    reported += len(removed)
+                    _removed(server, topic_name, removed)
+                    server.request_turn_end()
+                yield
+
+        drive(server, conn, cmd, steps(), lambda result: _delete_acks(
+            conn, cmd, {"records_deleted": result.records_deleted, "matches": result.matches,
+                        "topic_matches": result.topic_matches}, server, position),
+              complete=True)
+        return
+    if "sow_keys" in headers:
         result = topic.delete_by_keys(cmd.sow_keys, position=position, now=at)
     else:
         result = topic.delete_by_data(cmd.body, sow_key=cmd.sow_key, position=position, now=at)

@@ -133,6 +133,9 @@ class Topic:
         self._check_key_definition()
         self._applied = int(self._b.meta_get("applied", 0))
         self._applied_dirty = False
+        #: while a stepped delete runs: the highest position recorded as applied (recovery
+        #: must replay the delete if the server stops half-way)
+        self._applied_hold: int | None = None
         self._expiry = self._b.ordered_table("exp")
         self.hash_indexes: list[HashIndex] = []
         self.memo_indexes: dict[tuple, MemoIndex] = {}
@@ -284,7 +287,9 @@ class Topic:
     def flush_meta(self) -> None:
         """Write pending metadata into the open batch (the store calls this before commit)."""
         if self._applied_dirty:
-            self._b.meta_put("applied", self._applied)
+            hold = self._applied_hold
+            self._b.meta_put("applied", self._applied if hold is None
+                             else min(self._applied, hold))
             self._applied_dirty = False
 
     def discard_pending(self) -> None:
@@ -767,6 +772,55 @@ class Topic:
         update (the key comes from the data, or from ``sow_key`` on a topic without Key)."""
         key = self.key_for(_decode(data), sow_key)
         return self.delete_by_keys([key], now=now, position=position)
+
+    def delete_steps(self, filter: Any, *, now: float | None = None, position: int = 0,
+                     plan: str = "auto", chunk: int | None = None
+                     ) -> Generator[list[Record], None, DeleteResult]:
+        """:meth:`delete_by_filter` as a generator: matching reads a snapshot in steps (as a
+        query does), then the matches are deleted ``chunk`` per step; each step yields the
+        records it removed, for OOF and actions (at most ``chunk`` matches are deleted at once
+        and not yielded: they are in the result). A match that changed since the snapshot is
+        kept: the change came after the delete. Until the last step the topic records its
+        applied position as just before ``position``, so a server stopped half-way replays
+        the delete (then what followed it) from the transaction log."""
+        if now is None:
+            now = self._clock()
+        chunk = self.query_chunk if chunk is None else chunk or None
+        match = self._match_steps(filter, None, now, (), plan, chunk)
+        try:
+            next(match)
+        except StopIteration as stop:  # matched at once
+            rows, topic_matches, desc = stop.value
+            if not chunk or len(rows) <= chunk:  # at once: the caller reports result.records
+                return self._delete_rows(rows, topic_matches, desc, position, now)
+            match = None
+        if position:  # from now on other writes may commit before the delete is done
+            self._applied_hold = position - 1
+            self._applied_dirty = True
+        removed: list[Record] = []
+        try:
+            while match is not None:
+                yield []
+                try:
+                    next(match)
+                except StopIteration as stop:
+                    rows, topic_matches, desc = stop.value
+                    match = None
+            for start in range(0, len(rows), chunk):
+                part = []
+                for rec, _ in rows[start:start + chunk]:
+                    cur = self._b.get(rec.sow_key)
+                    if cur is not None and cur.position == rec.position \
+                            and cur.timestamp == rec.timestamp and cur.data == rec.data:
+                        self._remove(cur, now)
+                        part.append(cur)
+                removed.extend(part)
+                yield part
+        finally:
+            self._applied_hold = None
+            self._applied_dirty = True
+        self._note_position(position)
+        return DeleteResult(removed, len(rows), topic_matches, desc + " deleted in steps")
 
     def _delete_rows(self, rows, topic_matches: int, desc: str, position: int,
                      now: float) -> DeleteResult:

@@ -222,3 +222,26 @@ def test_a_paginated_subscription_catches_up_with_what_changed_during_its_query(
     # the snapshot's window (2 3 4), then the change: 2 leaves, 5 enters
     assert events == [("sow", 2), ("sow", 3), ("sow", 4), ("group_end", None),
                       ("oof", 2), ("p", 5)]
+
+
+def test_a_big_sow_delete_runs_in_steps_with_its_oofs_and_counts(sow_server, client):
+    topic = sow_server.server.sowsvc.get("orders")
+    topic.query_chunk = 7  # real steps: 200 records to delete
+    a, b = client("deleter"), client("watcher")
+    _load(b)
+    oofs: list = []
+    cv = threading.Condition()
+
+    def on(m):
+        if m.get_command() == "oof":
+            with cv:
+                oofs.append(json.loads(m.get_data())["id"])
+                cv.notify_all()
+
+    b.execute_async(AMPS.Command("subscribe").set_topic("orders").set_options("oof"), on)
+    stats = a.sow_delete("orders", "/v >= 0", 5000)
+    assert (int(stats.get_sow_deleted()), int(stats.get_matches())) == (N, N)
+    with cv:
+        assert cv.wait_for(lambda: len(oofs) == N, 10)
+    assert sorted(oofs) == list(range(N))
+    assert query(a, "orders") == []

@@ -158,3 +158,51 @@ def test_a_long_ordered_result_is_sorted_in_steps_exactly_as_at_once(order, top_
             break
     assert n > 10
     assert [r.sow_key for r in stepped.records] == [r.sow_key for r in at_once.records]
+
+
+def test_a_big_delete_runs_in_steps_and_keeps_what_changed_after_it(sf):
+    t = topic(sf)
+    t.query_chunk = 8
+    steps = t.delete_steps("/v < 60", position=0)
+    parts = [next(steps)]  # plans and takes the snapshot
+    sf.clock.advance(1)
+    t.publish(js({"id": 1, "g": 1, "v": 1}))  # matched, changed after the delete: kept
+    t.publish(js({"id": 500, "g": 0, "v": 5}))  # new after the delete: kept
+    removed_later = t.delete_by_keys([t.key_for({"id": 3})]).records  # gone meanwhile
+    while True:
+        try:
+            parts.append(next(steps))
+        except StopIteration as stop:
+            result = stop.value
+            break
+    matched = [i for i in range(N) if (i * 37) % N < 60]
+    assert len(parts) > 5
+    assert result.matches == len(matched)
+    gone = {r.doc["id"] for part in parts for r in part}
+    assert gone == set(matched) - {1, 3} and result.records_deleted == len(gone)
+    assert len(removed_later) == 1
+    left = sorted(d["id"] for d in docs(t.query()))
+    assert left == sorted(set(range(N)) - set(matched) | {1, 500})
+
+
+def test_a_big_delete_holds_the_applied_position_until_it_is_done(tmp_path):
+    from sow.testing import FakeClock, StoreFactory
+
+    f = StoreFactory("persistent", tmp_path, FakeClock())
+    t = f.topic("orders", keys=("/id",))
+    for i in range(40):
+        t.publish(js({"id": i}), position=100 + i)
+    f.store.commit()
+    t.query_chunk = 8
+    steps = t.delete_steps("/id >= 0", position=200)
+    next(steps)
+    next(steps)  # part of the delete is done
+    t.publish(js({"id": 1000}), position=201)  # a publish logged after the delete
+    f.store.commit()
+    assert t._b.meta_get("applied") == 199  # recovery would replay the delete, then 201
+    for _ in steps:
+        pass
+    f.store.commit()
+    assert t._b.meta_get("applied") == 201
+    assert [d["id"] for d in docs(t.query())] == [1000]
+    f.close()
