@@ -44,6 +44,35 @@ def clients_for(uri: str):
             pass
 
 
+class Inbox:
+    """What one asynchronous command receives: ``Inbox.of(client, command)``, then
+    ``take()``: a flush round trip (everything sent before it has arrived), then the
+    messages so far as (kind, decoded body); kind ``p`` for publishes."""
+
+    def __init__(self, client) -> None:
+        import queue
+
+        self.client = client
+        self.q: queue.Queue = queue.Queue()
+
+    @classmethod
+    def of(cls, client, command) -> "Inbox":
+        inbox = cls(client)
+        client.execute_async(command, lambda m: inbox.q.put((m.get_command(), m.get_data())))
+        return inbox
+
+    def take(self) -> list[tuple[str, Any]]:
+        import json
+
+        self.client.flush(5000)
+        out = []
+        while not self.q.empty():
+            kind, data = self.q.get_nowait()
+            if data:
+                out.append(("p" if kind == "publish" else kind, json.loads(data)))
+        return out
+
+
 def ha_client(name: str, uri: str):
     """An HAClient that (re)connects to ``uri``."""
     import AMPS

@@ -4,10 +4,11 @@ sow_and_subscribe (query and updates), delta with no_empties, oof, bookmark repl
 from __future__ import annotations
 
 import json
-import queue
 
 import AMPS
 import pytest
+
+from tests.integration.conftest import Inbox
 
 
 EXTRA = """<SOW>
@@ -25,20 +26,12 @@ def client(clients_with):
     return clients_with(EXTRA)
 
 
-def collect(c, cmd) -> queue.Queue:
-    got: queue.Queue = queue.Queue()
-    c.execute_async(cmd, lambda m: got.put((m.get_command(), m.get_data())))
-    return got
+def collect(c, cmd) -> Inbox:
+    return Inbox.of(c, cmd)
 
 
-def drain(c, got) -> list[tuple[str, dict]]:
-    c.flush(5000)
-    out = []
-    while not got.empty():
-        cmd, data = got.get_nowait()
-        if data:
-            out.append(("p" if cmd == "publish" else cmd, json.loads(data)))
-    return out
+def drain(c, got: Inbox) -> list[tuple[str, dict]]:
+    return got.take()
 
 
 def test_live_and_sow_and_subscribe_deliveries_follow_the_select_list(client):

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import queue
 
 import AMPS
 import pytest
 
-from tests.integration.conftest import clients_for, config_xml
+from tests.integration.conftest import Inbox, clients_for, config_xml
 
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
@@ -45,20 +44,12 @@ def rows(c, topic, flt=None):
 
 
 def collect(c, command, topic, options=""):
-    got: queue.Queue = queue.Queue()
-    cmd = AMPS.Command(command).set_topic(topic).set_options(options).set_batch_size(10)
-    c.execute_async(cmd, lambda m: got.put((m.get_command(), m.get_data())))
-    return got
+    return Inbox.of(c, AMPS.Command(command).set_topic(topic).set_options(options)
+                    .set_batch_size(10))
 
 
-def take(c, got):
-    c.flush(5000)
-    out = []
-    while not got.empty():
-        cmd, data = got.get_nowait()
-        if data:
-            out.append(("p" if cmd == "publish" else cmd, json.loads(data)))
-    return out
+def take(c, got: Inbox):
+    return got.take()
 
 
 def pub(c, **doc):
@@ -121,11 +112,11 @@ def test_a_conflated_topic_changes_once_per_interval(client):
     c.flush(5000)
     assert rows(c, "orders-slow") == []  # not yet
     c.sow_delete("orders", "/id = 2", 5000)  # within the interval: never shows up
-    cmd, data = got.get(timeout=10)
+    cmd, data = got.q.get(timeout=10)  # at the end of the interval
     assert (cmd, json.loads(data)) in (("p", {"id": 1, "sym": "IBM", "qty": 4}),
                                        ("publish", {"id": 1, "sym": "IBM", "qty": 4}))
     assert rows(c, "orders-slow") == [{"id": 1, "sym": "IBM", "qty": 4}]
-    assert got.empty()
+    assert got.take() == []
 
 
 def test_views_are_rebuilt_at_start_up(tmp_path):
