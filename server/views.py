@@ -40,6 +40,7 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
+from config.errors import ConfigError, ConfigIssue
 from protocol import reasons
 from protocol.reasons import CommandError
 from sow import TopicSpec
@@ -92,7 +93,7 @@ class _View:
                                       "projection": _unqualified(cfg.projection, src)})
             self.filter = compile_filter_for(cfg.filter)
         except CommandError as exc:
-            raise ValueError(f"View {cfg.name} ({cfg.file}:{cfg.line}): {exc}") from None
+            raise _config_error(cfg, "View", exc) from None
         self.groups = GroupTracker(underlying, spec, cfg.key_domain or cfg.name)
         topic.delta_keys = tuple(path_text(p) for p in spec.grouping)  # a view's key fields
 
@@ -122,6 +123,11 @@ def _apply_groups(server: "Server", topic: "Topic", touched: list, reason: str) 
             derived.store(topic, out.sow_key, out.data, out.doc)
         elif previous is not None:
             derived.delete(topic, previous.sow_key, reason)
+
+
+def _config_error(cfg: Any, kind: str, detail: Any) -> ConfigError:
+    """A definition the engine cannot use, reported like any config error (file, line)."""
+    return ConfigError([ConfigIssue(cfg.file, cfg.line, f"{kind} {cfg.name}: {detail}")])
 
 
 _NULL_TOKEN = "\x00null"
@@ -172,8 +178,8 @@ class _JoinView:
             elif b[0] in names and a[0] not in names:
                 known, new = b, a
             else:
-                raise ValueError(f"View {cfg.name} ({cfg.file}:{cfg.line}): join {a[0]}/{b[0]} "
-                                 "must relate a topic already in the view to a new one")
+                raise _config_error(cfg, "View", f"join {a[0]}/{b[0]} must relate a topic "
+                                    "already in the view to a new one")
             names.append(new[0])
             self.links.append((names.index(known[0]), known[1], len(names) - 1, new[1]))
         self.topics = []
@@ -189,8 +195,11 @@ class _JoinView:
         self._index: dict[tuple[int, str], dict[str, set[str]]] = {}
         self.rows = _JoinRows(cfg.name)
         self._rows_of: dict[str, list[str]] = {}  # left SowKey -> its row keys
-        spec = parse_aggregation({"grouping": self._rewrite(cfg.grouping),
-                                  "projection": self._rewrite(cfg.projection)})
+        try:
+            spec = parse_aggregation({"grouping": self._rewrite(cfg.grouping),
+                                      "projection": self._rewrite(cfg.projection)})
+        except CommandError as exc:
+            raise _config_error(cfg, "View", exc) from None
         self.groups = GroupTracker(self.rows, spec, cfg.key_domain or cfg.name)  # type: ignore
 
     def _rewrite(self, fields: tuple[str, ...]) -> str:
@@ -342,7 +351,7 @@ class _Conflated:
         try:
             self.filter = compile_filter_for(cfg.filter)
         except CommandError as exc:
-            raise ValueError(f"ConflatedTopic {cfg.name} ({cfg.file}:{cfg.line}): {exc}") from None
+            raise _config_error(cfg, "ConflatedTopic", exc) from None
         self._waiting: dict[str, tuple[Any, ...]] = {}  # SowKey -> (data, doc) | (reason,)
         self._timer: Any = None
 

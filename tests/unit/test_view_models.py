@@ -140,3 +140,30 @@ def test_views_always_equal_a_computation_from_scratch(seed):
         want = expected(sow)
         for name, rows in want.items():
             assert contents(sow, name) == rows, (step, name)
+
+
+@pytest.mark.parametrize("view", [
+    """<View><Name>bad</Name><MessageType>json</MessageType><UnderlyingTopic>orders</UnderlyingTopic>
+       <Projection><Field>NOSUCH(/qty) AS /q</Field></Projection>
+       <Grouping><Field>/sym</Field></Grouping></View>""",
+    """<View><Name>bad</Name><MessageType>json</MessageType>
+       <UnderlyingTopic><Join>[orders].[/a]=[customers].[/b]</Join>
+         <Join>[regions].[/c]=[per_sym].[/d]</Join></UnderlyingTopic>
+       <Projection><Field>[orders].[/a]</Field></Projection>
+       <Grouping><Field>[orders].[/a]</Field></Grouping></View>""",
+])
+def test_a_view_the_engine_cannot_build_is_a_config_error_with_its_line(view):
+    from config import ConfigError
+
+    xml = CONFIG.replace("</SOW>", view + "</SOW>")
+    cfg = loads_config(xml, "views.xml")
+    from server.sowsvc import spec_from_config
+
+    sow = Sow([spec_from_config(t) for t in cfg.sow_topics] + derived_specs(cfg))
+    srv = SimpleNamespace(router=Router(), stats=collections.Counter(), derived=None,
+                          sowsvc=SimpleNamespace(get=sow.get))
+    with pytest.raises(ConfigError) as e:
+        DerivedTopics(srv, cfg)
+    issue = e.value.errors[0]
+    assert issue.file == "views.xml" and issue.line == xml.count("\n", 0, xml.index("<Name>bad")) + 1
+    assert "View bad" in issue.reason
