@@ -37,7 +37,7 @@ class Subscription:
 
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
-        "prefix", "page", "select", "conflator", "agg",
+        "prefix", "page", "select", "conflator", "agg", "queried",
     )
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
@@ -57,6 +57,7 @@ class Subscription:
         self.page: Any = None  # server.pagination.PageWindow for paginated subscriptions
         self.conflator: Any = None  # server.conflation.Conflator (conflation=...)
         self.agg: Any = None  # server.aggregated_subscription.AggregatedSubscription
+        self.queried = False  # entered by sow_and_subscribe: the client holds its query's records
         #: the ``select=[...]`` list applied to every delivery (None: whole messages)
         self.select: Select | None = None
         text = options.get("select")

@@ -456,8 +456,9 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
     registered: list[Any] = []
     delta = cmd.command == "sow_and_delta_subscribe"
     replacing = None
-    if existing is not None and existing.topic == cmd.topic and existing.cursor is None \
-            and existing.page is None and existing.queue is None and not cmd.bookmark:
+    if existing is not None and existing.queried and existing.topic == cmd.topic \
+            and existing.cursor is None and existing.page is None and existing.agg is None \
+            and existing.queue is None and not cmd.bookmark:
         replacing = Replacing(existing.filter, "oof" in cmd.opts)
 
     def unsubscribe() -> None:
@@ -492,7 +493,9 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
             return
         # Same loop step as the snapshots: nothing can be published in between. What is
         # published while the query runs is held (busy connection) and goes out after it.
-        registered.append(register_subscription(server, conn, cmd, sub_id, filt, delta=delta))
+        sub = register_subscription(server, conn, cmd, sub_id, filt, delta=delta)
+        sub.queried = True
+        registered.append(sub)
 
     drive(server, conn, cmd, query_steps(server, conn, cmd, filt, on_snapshot=subscribe,
                                          replacing=replacing), finish, unsubscribe)

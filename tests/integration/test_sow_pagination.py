@@ -160,3 +160,22 @@ def test_replacing_a_sow_and_subscribe_sends_only_the_difference(client):
     assert run("/region = 'eu'", "oof,replace") == [("p", 8)]
     # without oof, leaving records are dropped silently
     assert run("/region = 'ap'", "replace") == [("sow", 4)]
+
+
+def test_a_sow_and_subscribe_replacing_a_plain_subscription_returns_the_whole_query(client):
+    c = client()
+    for i in (1, 2):
+        c.publish("orders", json.dumps({"id": i}))
+    c.flush(5000)
+    c.execute(AMPS.Command("subscribe").set_topic("orders").set_sub_id("r2"))
+    got: queue.Queue = queue.Queue()
+    c.execute_async(AMPS.Command("sow_and_subscribe").set_topic("orders").set_sub_id("r2")
+                    .set_options("replace"),
+                    lambda m: got.put((m.get_command(), m.get_data())))
+    c.flush(5000)
+    rows = []
+    while not got.empty():
+        cmd, data = got.get_nowait()
+        if cmd == "sow":
+            rows.append(json.loads(data)["id"])
+    assert sorted(rows) == [1, 2]  # the plain subscription was sent no query results
