@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amps_emulator.sow")
 
+#: history rows a maintenance pass reads per topic (about 20 ms)
+PRUNE_ROWS = 20_000
+
 _APPLIED_KINDS = (int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH), int(RecordKind.SOW_DELETE))
 
 
@@ -63,6 +66,7 @@ class SowService:
         self._timer: Any = None
         self._timer_at: float | None = None
         self._prune_timer: Any = None
+        self._prune_at: dict[str, bytes | None] = {}  # where each topic's next pass starts
 
     # -- lookup ----------------------------------------------------------------------------
     def get(self, name: str) -> Topic | None:
@@ -131,11 +135,15 @@ class SowService:
         self._prune_timer = self.server.loop.call_later(interval, tick)
 
     def prune_history(self) -> int:
+        """One pass of window maintenance: at most PRUNE_ROWS history rows per topic, going
+        on from where the last pass stopped (round and round)."""
         dropped = 0
         now = self.server.wallclock()
-        for topic in self.sow.topics.values():
+        for name, topic in self.sow.topics.items():
             if topic.history is not None:
-                dropped += topic.prune_history(now)
+                n, self._prune_at[name] = topic.prune_history(now, self._prune_at.get(name),
+                                                              PRUNE_ROWS)
+                dropped += n
         if dropped:
             log.debug("SOW history: dropped %d versions older than the window", dropped)
             self.server.request_turn_end()

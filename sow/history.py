@@ -31,7 +31,7 @@ batch as the records.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .record import Record, decode_record, encode_record
 
@@ -118,25 +118,41 @@ class History:
         for k, _ in rows[:min(upto, len(rows))]:
             self.table.delete(k)
 
-    def prune(self, now: float, current: dict[str, Record]) -> int:
-        """Window maintenance over the whole table; ``current``: the topic's records by
-        SowKey.  Returns the number of rows dropped."""
+    def prune(self, now: float, current_of: Callable[[str], "Record | None"],
+              start: bytes | None = None, limit: int | None = None
+              ) -> tuple[int, bytes | None]:
+        """Window maintenance over the table from ``start`` (None: the beginning), about
+        ``limit`` rows (None: all); ``current_of(SowKey)``: the topic's current record.
+        Returns the rows dropped and where the next call starts (None: the end was
+        reached)."""
         if self.spec.window is None:
-            return 0
+            return 0, None
         horizon = _us(now - self.spec.window)
+        rows = self.table.rows_from(start, None if limit is None else limit + 1)
+        nxt = None
+        if limit is not None and len(rows) > limit:
+            # do not cut the last key's rows: it starts the next call (or, if it is the only
+            # key here, is read whole now)
+            last = rows[-1][0][:-8]
+            cut = [r for r in rows if r[0][:-8] != last]
+            if cut:
+                rows, nxt = cut, last
+            else:
+                rows = self.table.prefix_items(last)
+                nxt = last[:-1] + b"\x01"  # just past every row of that key
         before = len(self.table)
         group: list[tuple[bytes, bytes]] = []
-        skey = None
-        for k, v in self.table.items():
-            s = k[:-9]
-            if s != skey and group:
-                self._prune_rows(group, horizon, current.get(skey.decode()))
+        prefix = None
+        for k, v in rows:
+            p = k[:-8]
+            if p != prefix and group:
+                self._prune_rows(group, horizon, current_of(prefix[:-1].decode()))
                 group = []
-            skey = s
+            prefix = p
             group.append((k, v))
-        if group and skey is not None:
-            self._prune_rows(group, horizon, current.get(skey.decode()))
-        return before - len(self.table)
+        if group and prefix is not None:
+            self._prune_rows(group, horizon, current_of(prefix[:-1].decode()))
+        return before - len(self.table), nxt
 
     def clear(self) -> None:
         self.table.clear()

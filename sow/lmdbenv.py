@@ -478,6 +478,19 @@ class LmdbKVTable:
         with self.env.reading() as txn:
             return iter([(bytes(k), bytes(v)) for k, v in txn.cursor(self.db).iternext()])
 
+    def rows_from(self, start: bytes | None, limit: int | None) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` rows from the key ``start`` on (None: the first), ascending."""
+        with self.env.reading() as txn:
+            cur = txn.cursor(self.db)
+            if not (cur.first() if start is None else cur.set_range(start)):
+                return []
+            out = []
+            for k, v in cur.iternext():
+                out.append((bytes(k), bytes(v)))
+                if limit is not None and len(out) >= limit:
+                    break
+            return out
+
     def snapshot_rows(self, snap: lmdb.Transaction) -> Iterator[tuple[bytes, bytes]]:
         """Every row in the snapshot ``snap`` (:meth:`LmdbEnv.snapshot`), ascending, read
         as the caller iterates (over several steps, while writes go on)."""

@@ -212,6 +212,12 @@ class MemKVTable:
         """Every row, ascending (a copy: the caller may write while iterating)."""
         return iter([(k, self._values[k]) for k in self._keys.irange()])
 
+    def rows_from(self, start: bytes | None, limit: int | None) -> list[tuple[bytes, bytes]]:
+        """Up to ``limit`` rows from the key ``start`` on (None: the first), ascending."""
+        it = self._keys.irange(start)
+        keys = list(it) if limit is None else list(islice(it, limit))
+        return [(k, self._values[k]) for k in keys]
+
     def snapshot_rows(self, snap: object) -> Iterator[tuple[bytes, bytes]]:
         """Every row as of now, ascending, to read over several steps (``snap``: the
         backend's snapshot; the rows are copied now)."""

@@ -189,3 +189,32 @@ def test_a_historical_query_reads_in_steps_and_ignores_later_writes(factory):
     # the same query at once gives the same answer
     once = t.query("/id < 30", order_by="/id DESC", history_cut=t.history_cut(T0 + 20))
     assert docs(once) == docs(res)
+
+
+def test_window_maintenance_in_bounded_passes_equals_one_full_pass(tmp_path):
+    def build(kind, sub):
+        f = StoreFactory(kind, tmp_path / sub, FakeClock(T0))
+        t = f.topic(keys=("/id",), history=HistorySpec(window=50, granularity=0))
+        for step in range(12):
+            for i in range(10):
+                pub(t, f.clock, step * 10 + i, id=i if step < 11 else i + 100, v=str(step))
+        t.delete_by_filter("/id < 3")
+        f.clock.t = T0 + 200
+        return f, t
+
+    for kind in ("transient", "persistent"):
+        f1, full = build(kind, kind + "1")
+        f2, stepped = build(kind, kind + "2")
+        dropped = full.prune_history()
+        total, at, passes = 0, None, 0
+        while True:
+            n, at = stepped.prune_history(None, at, 7)
+            total += n
+            passes += 1
+            if at is None:
+                break
+        assert passes > 3 and total == dropped > 0
+        assert len(stepped.history) == len(full.history)
+        assert as_of(stepped, 180) == as_of(full, 180)
+        f1.close()
+        f2.close()
