@@ -21,12 +21,11 @@ the window the query returns and the one maintained afterwards agree.
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from protocol.codec import frame_raw, json_str
 from protocol.filter import MessageContext
-from protocol.filter.values import resolve
-from sow.query import OrderBy, sort_value, text_sort_value
+from sow.query import OrderBy, order_key
 
 from .delivery import delivery_tail, oof_frame, selected
 from .live import LiveState
@@ -38,26 +37,6 @@ if TYPE_CHECKING:
 __all__ = ["PageWindow"]
 
 
-class _Key:
-    """A record's position in the sorted result: its orderby values, then its SowKey."""
-
-    __slots__ = ("values", "desc", "skey")
-
-    def __init__(self, values: tuple, desc: tuple[bool, ...], skey: str) -> None:
-        self.values = values
-        self.desc = desc
-        self.skey = skey
-
-    def __lt__(self, other: "_Key") -> bool:
-        for a, b, d in zip(self.values, other.values, self.desc):
-            if a != b:
-                return (a > b) if d else (a < b)
-        return self.skey < other.skey
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Key) and self.values == other.values and self.skey == other.skey
-
-
 class PageWindow(LiveState):
     def __init__(self, sub: "Subscription", topic: "Topic", order: OrderBy | None,
                  top_n: int, skip_n: int) -> None:
@@ -66,19 +45,14 @@ class PageWindow(LiveState):
         self.topic = topic
         self.top_n = top_n
         self.skip_n = skip_n
-        self._paths = [p for p, _ in order.keys] if order is not None else []
-        self._desc = tuple(d for _, d in order.keys) if order is not None else ()
-        hints = (order.as_text or (False,) * len(order.keys)) if order is not None else ()
-        self._value: list[Callable[[Any], tuple]] = [
-            text_sort_value if t else sort_value for t in hints]
-        self._sorted: list[_Key] = []
-        self._keys: dict[str, _Key] = {}
+        self._order_key = order_key(order) if order is not None else (lambda doc: ())
+        self._sorted: list[tuple[tuple, str]] = []  # (orderby key, SowKey), ascending
+        self._keys: dict[str, tuple[tuple, str]] = {}
 
     # ---- state ----------------------------------------------------------------------------
 
-    def _key(self, skey: str, doc: Any) -> _Key:
-        vals = tuple(v(resolve(doc, p)) for v, p in zip(self._value, self._paths))
-        return _Key(vals, self._desc, skey)
+    def _key(self, skey: str, doc: Any) -> tuple[tuple, str]:
+        return (self._order_key(doc), skey)
 
     def load(self, records: list["Record"]) -> None:
         """The records matching at the query's snapshot (the changes since then wait in
@@ -90,7 +64,7 @@ class PageWindow(LiveState):
 
     def window(self) -> list[str]:
         """The SowKeys in the window, in order."""
-        return [k.skey for k in self._sorted[self.skip_n:self.skip_n + self.top_n]]
+        return [skey for _, skey in self._sorted[self.skip_n:self.skip_n + self.top_n]]
 
     def _drop(self, skey: str) -> None:
         k = self._keys.pop(skey, None)
@@ -138,10 +112,8 @@ class PageWindow(LiveState):
         now = set(after)
         oof = "oof" in self.sub.options
         sel = self.sub.select
-        for skey in before:
+        for skey in before if oof else ():
             if skey in now:
-                continue
-            if not oof:
                 continue
             if skey == changed and removed is not None:
                 conn.send(oof_frame(name, self.sub.sub_id, skey, reason,
