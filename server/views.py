@@ -79,14 +79,35 @@ def _unqualified(fields: tuple[str, ...], topic: str) -> str:
     return "[" + ",".join(pat.sub(lambda m: m.group(1) or "", f) for f in fields) + "]"
 
 
-class _View:
-    def __init__(self, server: "Server", cfg: Any, topic: "Topic", underlying: "Topic") -> None:
-        from server.commands import compile_filter_for
+class _Derived:
+    """What every derived topic has: its own SOW topic, the SOW topics it reads
+    (``sources``), ``build()``, ``published``/``removed`` for changes to a source, ``close()``.
+    A source that is not a SOW topic raises ``LookupError`` with its name."""
 
+    def __init__(self, server: "Server", cfg: Any, sources: list[str]) -> None:
+        sow = server.sowsvc
         self.server = server
         self.name = cfg.name
-        self.topic = topic
-        self.underlying = underlying
+        self.topic = sow.get(cfg.name)
+        self.sources = sources
+        self.inputs = []
+        for name in sources:
+            t = sow.get(name)
+            if t is None:
+                raise LookupError(name)
+            self.inputs.append(t)
+
+    def close(self) -> None:
+        pass
+
+
+class _View(_Derived):
+    def __init__(self, server: "Server", cfg: Any) -> None:
+        from server.commands import compile_filter_for
+
+        super().__init__(server, cfg, [cfg.underlying_topic])
+        underlying = self.underlying = self.inputs[0]
+        topic = self.topic
         src = underlying.spec.name
         try:
             spec = parse_aggregation({"grouping": _unqualified(cfg.grouping, src),
@@ -103,16 +124,15 @@ class _View:
         for out in self.groups.load(recs):
             self.topic.upsert(out.sow_key, out.data, out.doc, None, "", 0, None, out.timestamp)
 
-    def published(self, msg: Message) -> None:
+    def published(self, topic: str, msg: Message) -> None:
         joined = self.filter is None or bool(self.filter(msg.doc, msg.context()))
-        self._apply(self.groups.change(msg.sow_key, joined, msg.doc), reasons.OOF_MATCH)
+        _apply_groups(self.server, self.topic, self.groups.change(msg.sow_key, joined, msg.doc),
+                      reasons.OOF_MATCH)
 
-    def removed(self, rec: "Record", reason: str) -> None:
+    def removed(self, topic: str, rec: "Record", reason: str) -> None:
         if rec.sow_key in self.groups:
-            self._apply(self.groups.change(rec.sow_key, False, None), reason)
-
-    def _apply(self, touched: list, reason: str) -> None:
-        _apply_groups(self.server, self.topic, touched, reason)
+            _apply_groups(self.server, self.topic, self.groups.change(rec.sow_key, False, None),
+                          reason)
 
 
 def _apply_groups(server: "Server", topic: "Topic", touched: list, reason: str) -> None:
@@ -157,17 +177,14 @@ class _JoinRows:
         return self.rows.get(key)
 
 
-class _JoinView:
+class _JoinView(_Derived):
     """A ``View`` whose ``UnderlyingTopic`` holds ``Join`` elements (see the module
     docstring): every join relates a field of a topic already in the view (the first join's
     left topic starts it) to a field of a new topic."""
 
-    def __init__(self, server: "Server", cfg: Any, topic: "Topic", sow: Any) -> None:
+    def __init__(self, server: "Server", cfg: Any) -> None:
         from config.values import parse_join
 
-        self.server = server
-        self.name = cfg.name
-        self.topic = topic
         self.null_equal = cfg.join_null_equivalency
         joins = [parse_join(j) for j in cfg.joins]
         names = [joins[0][0][0]]
@@ -182,12 +199,8 @@ class _JoinView:
                                     "already in the view to a new one")
             names.append(new[0])
             self.links.append((names.index(known[0]), known[1], len(names) - 1, new[1]))
-        self.topics = []
-        for n in names:
-            t = sow.get(n) if sow is not None else None
-            if t is None:
-                raise LookupError(n)
-            self.topics.append(t)
+        super().__init__(server, cfg, names)
+        self.topics = self.inputs
         self.names = names
         self.paths = {(i, f): parse_path(f) for link in self.links for i, f in
                       ((link[0], link[1]), (link[2], link[3]))}
@@ -330,23 +343,21 @@ class _JoinView:
             lkeys |= self._left_keys(i, [d for d in (old_doc, new_doc) if d is not None])
             self._refresh(lkeys, reason)
 
-    def published(self, msg: Message, topic: str = "") -> None:
+    def published(self, topic: str, msg: Message) -> None:
         prev = msg.previous_doc
         self.changed(topic, msg.sow_key, None if prev is UNDECODED else prev, msg.doc,
                      reasons.OOF_MATCH)
 
-    def removed(self, rec: "Record", reason: str, topic: str = "") -> None:
+    def removed(self, topic: str, rec: "Record", reason: str) -> None:
         self.changed(topic, rec.sow_key, rec.doc, None, reason)
 
 
-class _Conflated:
-    def __init__(self, server: "Server", cfg: Any, topic: "Topic", underlying: "Topic") -> None:
+class _Conflated(_Derived):
+    def __init__(self, server: "Server", cfg: Any) -> None:
         from server.commands import compile_filter_for
 
-        self.server = server
-        self.name = cfg.name
-        self.topic = topic
-        self.underlying = underlying
+        super().__init__(server, cfg, [cfg.underlying_topic])
+        self.underlying = self.inputs[0]
         self.interval = cfg.interval
         try:
             self.filter = compile_filter_for(cfg.filter)
@@ -362,13 +373,13 @@ class _Conflated:
                                   r.timestamp)
         self._timer = self.server.loop.call_later(self.interval, self._tick)
 
-    def published(self, msg: Message) -> None:
+    def published(self, topic: str, msg: Message) -> None:
         if self.filter is None or self.filter(msg.doc, msg.context()):
             self._waiting[msg.sow_key] = (msg.body, msg.doc)
         else:
             self._waiting[msg.sow_key] = (reasons.OOF_MATCH,)
 
-    def removed(self, rec: "Record", reason: str) -> None:
+    def removed(self, topic: str, rec: "Record", reason: str) -> None:
         self._waiting[rec.sow_key] = (reason,)
 
     def _tick(self) -> None:
@@ -397,37 +408,22 @@ class DerivedTopics:
         self.server = server
         self.by_underlying: dict[str, list[Any]] = {}
         self.names: set[str] = set()
-        self._conflated: list[_Conflated] = []
         self._order: list[Any] = []
-        sow = server.sowsvc
         for kind, cfg in [("View", v) for v in config.views] + [
                 ("ConflatedTopic", c) for c in config.conflated_topics]:
-            if kind == "View" and cfg.underlying_topic is None:
-                try:
-                    jv = _JoinView(server, cfg, sow.get(cfg.name), sow)
-                except LookupError as exc:
-                    log.warning("View %s (%s:%d): joined topic %s is not a SOW topic the "
-                                "emulator keeps (a queue?): it is not created", cfg.name,
-                                cfg.file, cfg.line, exc)
-                    continue
-                for t in {t.spec.name for t in jv.topics}:
-                    self.by_underlying.setdefault(t, []).append(jv)
-                self.names.add(cfg.name)
-                self._order.append(jv)
+            cls = _Conflated if kind == "ConflatedTopic" else (
+                _View if cfg.underlying_topic is not None else _JoinView)
+            try:
+                d = cls(server, cfg)
+            except LookupError as exc:
+                log.warning("%s %s (%s:%d): %s is not a SOW topic the emulator keeps (a "
+                            "queue?): it is not created", kind, cfg.name, cfg.file, cfg.line,
+                            exc)
                 continue
-            underlying = sow.get(cfg.underlying_topic) if sow is not None else None
-            if underlying is None:
-                log.warning("%s %s (%s:%d): its underlying topic %r is not a SOW topic the "
-                            "emulator keeps (a queue?): it is not created", kind, cfg.name,
-                            cfg.file, cfg.line, cfg.underlying_topic)
-                continue
-            topic = sow.get(cfg.name)
-            d = (_View if kind == "View" else _Conflated)(server, cfg, topic, underlying)
-            self.by_underlying.setdefault(underlying.spec.name, []).append(d)
+            for name in dict.fromkeys(d.sources):
+                self.by_underlying.setdefault(name, []).append(d)
             self.names.add(cfg.name)
             self._order.append(d)
-            if isinstance(d, _Conflated):
-                self._conflated.append(d)
 
     def start(self) -> None:
         """Build every view and conflated topic from its underlying topic (config order, so
@@ -446,10 +442,7 @@ class DerivedTopics:
     def published(self, topic: str, msg: Message) -> None:
         for d in self.by_underlying.get(topic, ()):
             try:
-                if isinstance(d, _JoinView):
-                    d.published(msg, topic)
-                else:
-                    d.published(msg)
+                d.published(topic, msg)
             except Exception:  # the publish itself is done: a view must not fail it
                 log.exception("%s: update for %s failed", d.name, msg.sow_key)
 
@@ -457,10 +450,7 @@ class DerivedTopics:
         for d in self.by_underlying.get(topic, ()):
             for rec in records:
                 try:
-                    if isinstance(d, _JoinView):
-                        d.removed(rec, reason, topic)
-                    else:
-                        d.removed(rec, reason)
+                    d.removed(topic, rec, reason)
                 except Exception:
                     log.exception("%s: removal of %s failed", d.name, rec.sow_key)
 
@@ -484,5 +474,5 @@ class DerivedTopics:
             self.removed(name, recs, reason)
 
     def close(self) -> None:
-        for c in self._conflated:
-            c.close()
+        for d in self._order:
+            d.close()
