@@ -176,15 +176,6 @@ class History:
             return None
         return StateAsOf(_us(cut))
 
-    def state_at(self, cut: float, current: Iterable[Record], now: float) -> list[Record]:
-        """The records current just before ``cut`` (see the module docstring)."""
-        acc = self.state(cut, now)
-        if acc is None:
-            return []
-        acc.add_rows(self.table.items())
-        acc.add_current(current)
-        return acc.records()
-
 
 class StateAsOf:
     """The state just before a cut, from the saved rows (in key order) and the current

@@ -462,16 +462,15 @@ class Topic:
         return out
 
     def prune_history(self, now: float | None = None, start: bytes | None = None,
-                      limit: int | None = None) -> int | tuple[int, bytes | None]:
+                      limit: int | None = None) -> tuple[int, bytes | None]:
         """Drop the saved versions older than the ``History`` window (see
-        :mod:`sow.history`); returns how many rows went. With ``limit``: about that many
-        rows from ``start`` on, returning (rows dropped, where to go on; None: at the end),
-        so the server's periodic pass never holds the loop long."""
+        :mod:`sow.history`), about ``limit`` rows from ``start`` on (None: all of them), so
+        the server's periodic pass never holds the loop long. Returns (rows dropped, where
+        the next pass starts; None: the end was reached)."""
         if self.history is None:
-            return 0 if limit is None else (0, None)
-        result = self.history.prune(self._clock() if now is None else now, self._b.get,
-                                    start, limit)
-        return result[0] if limit is None else result
+            return 0, None
+        return self.history.prune(self._clock() if now is None else now, self._b.get,
+                                  start, limit)
 
     def next_expiration(self) -> float | None:
         """The earliest stored deadline (the server arms one timer for it), ``None`` if none

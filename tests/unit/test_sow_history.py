@@ -107,10 +107,10 @@ def test_the_window_drops_old_versions_but_never_the_current_record(factory):
     clock.t = T0 + 115          # horizon T0+15: "a" is invisible, "b" still current
     assert as_of(t, 5) == []    # before the window: nothing, whatever was there
     assert as_of(t, 25) == [(1, "b"), (2, "x")]
-    assert t.prune_history() == 1
+    assert t.prune_history() == (1, None)
     assert as_of(t, 25) == [(1, "b"), (2, "x")]
     clock.t = T0 + 1000         # everything is older than the window: only the current
-    assert t.prune_history() == 2
+    assert t.prune_history() == (2, None)
     assert len(t.history) == 0
     assert as_of(t, 950) == [(1, "b")]
 
@@ -205,7 +205,7 @@ def test_window_maintenance_in_bounded_passes_equals_one_full_pass(tmp_path):
     for kind in ("transient", "persistent"):
         f1, full = build(kind, kind + "1")
         f2, stepped = build(kind, kind + "2")
-        dropped = full.prune_history()
+        dropped, _ = full.prune_history()
         total, at, passes = 0, None, 0
         while True:
             n, at = stepped.prune_history(None, at, 7)
