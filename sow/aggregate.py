@@ -591,52 +591,25 @@ class Aggregator:
         groups = self.groups
         get = groups.get
         keyof = self._key
-        args = self.spec.args
-        nargs = len(args)
-        if self._ctx is not None:
-            ctx_of = self._ctx
-            for rec in records:
-                doc = rec.doc
-                k = keyof(doc)
-                g = get(k)
-                if g is None:
-                    g = groups[k] = [rec, rec.timestamp]
-                    g.extend([] for _ in range(nargs))
-                else:
-                    g[0] = rec
-                    if rec.timestamp > g[1]:
-                        g[1] = rec.timestamp
-                ctx = ctx_of(rec)
-                for i in range(nargs):
-                    g[i + 2].append(args[i](doc, ctx))
-            return
-        if nargs == 1:  # the common case, unrolled
-            a0 = args[0]
-            for rec in records:
-                doc = rec.doc
-                k = keyof(doc)
-                g = get(k)
-                if g is None:
-                    g = groups[k] = [rec, rec.timestamp, []]
-                else:
-                    g[0] = rec
-                    if rec.timestamp > g[1]:
-                        g[1] = rec.timestamp
-                g[2].append(a0(doc))
-            return
+        ctx_of = self._ctx
+        slots = list(enumerate(self.spec.args, 2))  # (place in the group's list, argument)
         for rec in records:
             doc = rec.doc
             k = keyof(doc)
             g = get(k)
             if g is None:
-                g = groups[k] = [rec, rec.timestamp]
-                g.extend([] for _ in range(nargs))
+                g = groups[k] = [rec, rec.timestamp, *([] for _ in slots)]
             else:
                 g[0] = rec
                 if rec.timestamp > g[1]:
                     g[1] = rec.timestamp
-            for i in range(nargs):
-                g[i + 2].append(args[i](doc))
+            if ctx_of is None:
+                for i, arg in slots:
+                    g[i].append(arg(doc))
+            else:
+                ctx = ctx_of(rec)
+                for i, arg in slots:
+                    g[i].append(arg(doc, ctx))
 
     def _context(self, rec: Any) -> MessageContext:
         return MessageContext(topic=self.domain, bookmark=getattr(rec, "bookmark", None) or None,
