@@ -119,26 +119,25 @@ def summary_path(segment_path: str) -> str:
     return segment_path + SUMMARY_SUFFIX
 
 
+#: what a summary copies from a segment, and back (the sparse index's arrays as bytes)
+_SEGMENT_FIELDS = ("size", "count", "first_record_position", "last_position", "first_ts",
+                   "last_ts")
+_INDEX_ARRAYS = ("positions", "offsets", "timestamps")
+
+
 def snapshot(seg, *, file_crc: int, sealed: bool, publishers, clients) -> SegmentSummary:
     """A summary of ``seg`` (a ``segment.Segment``) as it is now: ``seg.size`` bytes covered."""
     idx = seg.index
     return SegmentSummary(
         first_position=seg.first_position,
-        size=seg.size,
         file_crc=file_crc,
         sealed=sealed,
-        count=seg.count,
-        first_record_position=seg.first_record_position,
-        last_position=seg.last_position,
-        first_ts=seg.first_ts,
-        last_ts=seg.last_ts,
         index_interval=idx.interval,
         index_next=idx.next_position,
-        index_positions=_array_bytes(idx.positions),
-        index_offsets=_array_bytes(idx.offsets),
-        index_timestamps=_array_bytes(idx.timestamps),
         publishers=list(publishers),
         clients=list(clients),
+        **{f: getattr(seg, f) for f in _SEGMENT_FIELDS},
+        **{"index_" + a: _array_bytes(getattr(idx, a)) for a in _INDEX_ARRAYS},
     )
 
 
@@ -186,16 +185,11 @@ def read(path: str) -> tuple[Optional[SegmentSummary], str]:
 
 def apply_to(summary: SegmentSummary, seg) -> None:
     """Set ``seg``'s metadata and sparse index from ``summary`` (``seg.size`` = covered bytes)."""
-    seg.size = summary.size
-    seg.count = summary.count
-    seg.first_record_position = summary.first_record_position
-    seg.last_position = summary.last_position
-    seg.first_ts = summary.first_ts
-    seg.last_ts = summary.last_ts
+    for f in _SEGMENT_FIELDS:
+        setattr(seg, f, getattr(summary, f))
     idx = SparseIndex(summary.index_interval)
-    idx.positions = _bytes_array(summary.index_positions)
-    idx.offsets = _bytes_array(summary.index_offsets)
-    idx.timestamps = _bytes_array(summary.index_timestamps)
+    for a in _INDEX_ARRAYS:
+        setattr(idx, a, _bytes_array(getattr(summary, "index_" + a)))
     idx.next_position = summary.index_next
     seg.index = idx
 
