@@ -21,6 +21,27 @@ def server(tmp_path):
     srv.stop()
 
 
+def start_server(xml: str, name: str = "test.xml") -> ServerThread:
+    """A server thread running the config ``xml`` (``name``: its file name in messages)."""
+    from config import loads_config
+
+    return ServerThread(loads_config(xml, name)).start()
+
+
+def store_client(uri: str, name: str, on_failed: Callable[..., Any] | None = None):
+    """A logged-on client with a memory publish store (``on_failed``: its failed-write
+    handler), as an application publishing with persisted acks has."""
+    import AMPS
+
+    c = AMPS.Client(name)
+    c.set_publish_store(AMPS.MemoryPublishStore())
+    if on_failed is not None:
+        c.set_failed_write_handler(on_failed)
+    c.connect(uri)
+    c.logon(5000)
+    return c
+
+
 def clients_for(uri: str):
     """A generator fixture body: yields ``make(name=None, logon=True)`` for clients of ``uri``
     and closes every client made when the test ends."""
@@ -173,13 +194,10 @@ def clients_with(tmp_path):
     """``clients_with(extra_xml, **config_xml_kwargs)`` starts a server whose config adds
     ``extra_xml`` (``{d}`` in it: the data directory) and returns ``make`` as
     :func:`clients_for` does; servers and clients end with the test."""
-    from config import loads_config
-
     started = []
 
     def start(extra: str, **kwargs):
-        xml = config_xml(tmp_path, extra=extra.format(d=tmp_path), **kwargs)
-        srv = ServerThread(loads_config(xml, "test.xml")).start()
+        srv = start_server(config_xml(tmp_path, extra=extra.format(d=tmp_path), **kwargs))
         clients = clients_for(srv.uri)
         started.append((srv, clients))
         return next(clients)
@@ -192,13 +210,10 @@ def clients_with(tmp_path):
 
 @pytest.fixture
 def server_factory(tmp_path):
-    from config import loads_config
-
     made = []
 
     def make(**kwargs) -> ServerThread:
-        xml = config_xml(tmp_path / f"srv{len(made)}", **kwargs)
-        srv = ServerThread(loads_config(xml, "test.xml")).start()
+        srv = start_server(config_xml(tmp_path / f"srv{len(made)}", **kwargs))
         made.append(srv)
         return srv
 

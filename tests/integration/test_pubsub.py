@@ -8,6 +8,8 @@ import threading
 import AMPS
 import pytest
 
+from tests.integration.conftest import store_client
+
 
 def test_logon_and_server_version(client_factory):
     c = client_factory("versioned")
@@ -228,10 +230,7 @@ def test_publish_store_gets_persisted_acks_and_publish_flush_returns(server, cli
     watcher = client_factory()
     got = collector()
     watcher.subscribe(got, "stored", timeout=5000)
-    c = AMPS.Client("store-publisher")
-    c.set_publish_store(AMPS.MemoryPublishStore())
-    c.connect(server.uri)
-    c.logon(5000)
+    c = store_client(server.uri, "store-publisher")
     try:
         for i in range(500):
             c.publish("stored", '{"i":%d}' % i)

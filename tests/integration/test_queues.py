@@ -10,7 +10,7 @@ from pathlib import Path
 import AMPS
 import pytest
 
-from tests.integration.conftest import clients_for, config_xml
+from tests.integration.conftest import clients_for, config_xml, start_server
 
 QUEUES = """<SOW>
   <Queue><Name>work</Name><MessageType>json</MessageType><LeasePeriod>1s</LeasePeriod>
@@ -39,10 +39,7 @@ def queue_config(d) -> str:
 
 @pytest.fixture
 def qserver(tmp_path):
-    from config import loads_config
-    from tests.harness import ServerThread
-
-    srv = ServerThread(loads_config(queue_config(tmp_path), "queues.xml")).start()
+    srv = start_server(queue_config(tmp_path), "queues.xml")
     yield srv
     srv.stop()
 
@@ -431,10 +428,7 @@ ACTIONS = """<SOW>
 
 
 def test_on_publish_on_sow_delete_and_do_delete_sow_actions(tmp_path):
-    from config import loads_config
-    from tests.harness import ServerThread
-
-    srv = ServerThread(loads_config(config_xml(tmp_path, extra=ACTIONS), "actions.xml")).start()
+    srv = start_server(config_xml(tmp_path, extra=ACTIONS), "actions.xml")
     try:
         c = AMPS.Client("action-driver")
         c.connect(srv.uri)

@@ -10,7 +10,8 @@ import time
 import AMPS
 import pytest
 
-from tests.integration.conftest import clients_for, config_xml, consume_and_discard, ha_client
+from tests.integration.conftest import (clients_for, config_xml, consume_and_discard, ha_client,
+                                        start_server, store_client)
 
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
@@ -36,10 +37,7 @@ def sow_config(d) -> str:
 
 @pytest.fixture
 def sow_server(tmp_path):
-    from config import loads_config
-    from tests.harness import ServerThread
-
-    srv = ServerThread(loads_config(sow_config(tmp_path), "sow.xml")).start()
+    srv = start_server(sow_config(tmp_path), "sow.xml")
     yield srv
     srv.stop()
 
@@ -309,10 +307,7 @@ def test_restart_keeps_acked_records_and_rebuilds_transient_from_the_log(tmp_pat
 
     srv = ProcServer.with_config(tmp_path, sow_config)
     try:
-        c = AMPS.Client("restart-writer")
-        c.set_publish_store(AMPS.MemoryPublishStore())
-        c.connect(srv.uri)
-        c.logon(5000)
+        c = store_client(srv.uri, "restart-writer")
         for i in range(300):
             c.publish("orders", json.dumps({"id": i % 100, "v": i}))
             c.publish("cache", json.dumps({"id": i % 50, "v": i}))
@@ -493,10 +488,7 @@ def test_a_damaged_sow_file_is_moved_aside_and_rebuilt_from_the_log(tmp_path):
 
     srv = ProcServer.with_config(tmp_path, sow_config)
     try:
-        c = AMPS.Client("damage-writer")
-        c.set_publish_store(AMPS.MemoryPublishStore())
-        c.connect(srv.uri)
-        c.logon(5000)
+        c = store_client(srv.uri, "damage-writer")
         for i in range(50):
             c.publish("orders", json.dumps({"id": i % 20, "v": i}))
         c.publish_flush(10000)
@@ -565,8 +557,6 @@ def test_ha_client_sow_and_subscribe_is_rerun_after_failover(tmp_path):
 
 
 def test_store_publish_with_a_bad_sow_key_reaches_the_failed_write_handler(sow_server):
-    c = AMPS.Client("bad-key-store")
-    c.set_publish_store(AMPS.MemoryPublishStore())
     failed = []
     done = threading.Event()
 
@@ -574,9 +564,7 @@ def test_store_publish_with_a_bad_sow_key_reaches_the_failed_write_handler(sow_s
         failed.append(" ".join(str(a) for a in args))
         done.set()
 
-    c.set_failed_write_handler(on_failed)
-    c.connect(sow_server.uri)
-    c.logon(5000)
+    c = store_client(sow_server.uri, "bad-key-store", on_failed)
     c.publish("orders", '{"no_id":1}')  # the topic's Key /id is missing
     c.publish("orders", '{"id":1}')
     assert done.wait(10)

@@ -7,8 +7,6 @@ import json
 import AMPS
 import pytest
 
-from tests.integration.conftest import clients_for, config_xml
-
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
     <FileName>{d}/sow/%n.sow</FileName></Topic>
@@ -31,16 +29,8 @@ ORDERS = [
 
 
 @pytest.fixture
-def client(tmp_path):
-    from config import loads_config
-    from tests.harness import ServerThread
-
-    xml = config_xml(tmp_path, txlog_topics=(".*",), extra=SOW_XML.format(d=tmp_path))
-    srv = ServerThread(loads_config(xml, "agg.xml")).start()
-    try:
-        yield from clients_for(srv.uri)
-    finally:
-        srv.stop()
+def client(clients_with):
+    return clients_with(SOW_XML)
 
 
 def publish_orders(c) -> None:

@@ -13,6 +13,8 @@ import time
 import AMPS
 import pytest
 
+from tests.integration.conftest import store_client
+
 TOPIC = "tl"
 FIRST = 300  # messages published before the subscription
 RACE = 700  # messages published while the subscription replays
@@ -331,8 +333,6 @@ def test_retention_removes_old_segments_but_never_what_a_replay_is_reading(tmp_p
 def test_a_journal_write_failure_is_reported_on_the_persisted_ack(server):
     import errno
 
-    c = AMPS.Client("failing-writes")
-    c.set_publish_store(AMPS.MemoryPublishStore())
     failures = []
     got_all = threading.Event()
 
@@ -341,9 +341,7 @@ def test_a_journal_write_failure_is_reported_on_the_persisted_ack(server):
         if len(failures) >= 3:
             got_all.set()
 
-    c.set_failed_write_handler(on_failed)
-    c.connect(server.uri)
-    c.logon(5000)
+    c = store_client(server.uri, "failing-writes", on_failed)
     c.publish("fw", '{"ok":1}')
     c.publish_flush(5000)
 

@@ -7,7 +7,7 @@ import json
 import AMPS
 import pytest
 
-from tests.integration.conftest import Inbox, clients_for, config_xml
+from tests.integration.conftest import Inbox, clients_for, config_xml, start_server
 
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
@@ -120,11 +120,8 @@ def test_a_conflated_topic_changes_once_per_interval(client):
 
 
 def test_views_are_rebuilt_at_start_up(tmp_path):
-    from config import loads_config
-    from tests.harness import ServerThread
-
     xml = config_xml(tmp_path, extra=SOW_XML.format(d=tmp_path))
-    srv = ServerThread(loads_config(xml, "views.xml")).start()
+    srv = start_server(xml, "views.xml")
     made = clients_for(srv.uri)
     c = next(made)()
     pub(c, id=1, sym="IBM", qty=60)
@@ -132,7 +129,7 @@ def test_views_are_rebuilt_at_start_up(tmp_path):
     c.flush(5000)
     made.close()
     srv.stop()
-    srv = ServerThread(loads_config(xml, "views.xml")).start()
+    srv = start_server(xml, "views.xml")
     try:
         made = clients_for(srv.uri)
         c = next(made)()
