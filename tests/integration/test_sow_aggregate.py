@@ -7,6 +7,8 @@ import json
 import AMPS
 import pytest
 
+from tests.integration.conftest import Inbox
+
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
     <FileName>{d}/sow/%n.sow</FileName></Topic>
@@ -193,28 +195,12 @@ def test_regex_topic_and_subscriptions_off_one_sow_topic_are_refused(client):
         run(c, AMPS.Command("sow").set_topic("orders").set_options(opts).set_order_by("/n UP"))
 
 
-class Groups:
-    """An aggregated subscription's messages, by kind."""
-
-    def __init__(self, c, command: str, opts: str, flt: str | None = None) -> None:
-        import queue
-
-        self.c = c
-        self.q: queue.Queue = queue.Queue()
-        cmd = AMPS.Command(command).set_topic("orders").set_options(opts).set_batch_size(10)
-        if flt:
-            cmd.set_filter(flt)
-        c.execute_async(cmd, lambda m: self.q.put((m.get_command(), m.get_data())))
-
-    def take(self) -> list[tuple[str, dict]]:
-        """What arrived up to now (a flush first: everything sent before it is here)."""
-        self.c.flush(5000)
-        out = []
-        while not self.q.empty():
-            cmd, data = self.q.get_nowait()
-            if data:
-                out.append(("p" if cmd == "publish" else cmd, json.loads(data)))
-        return out
+def Groups(c, command: str, opts: str, flt: str | None = None) -> Inbox:
+    """An aggregated subscription's messages (see :class:`Inbox`)."""
+    cmd = AMPS.Command(command).set_topic("orders").set_options(opts).set_batch_size(10)
+    if flt:
+        cmd.set_filter(flt)
+    return Inbox.of(c, cmd)
 
 
 def test_an_aggregated_subscription_keeps_its_groups_up_to_date(client):
