@@ -156,10 +156,10 @@ def fan_out(server: "Server", msg: Message) -> int:
     previous = msg.previous_doc
     targets: dict[tuple[Any, int], list[str]] = {}
     for sub in subs:
-        if sub.page is not None or sub.agg is not None:  # the window / the groups decide
+        if sub.live is not None:  # a paginated window / aggregated groups decide
             if doc is UNDECODED:
                 doc = msg.doc = decode_or_none(msg.body)
-            (sub.page or sub.agg).published(msg)
+            sub.live.published(msg)
             continue
         f = sub.filter
         if f is not None:
@@ -233,9 +233,9 @@ def send_oof(server: "Server", topic: str, records: list[Any], reason: str) -> N
     """OOF ``reason`` (deleted/expired) to every ``oof`` subscription that had each record."""
     subs = []
     for s in server.router.match(topic):
-        if s.page is not None or s.agg is not None:
+        if s.live is not None:
             for rec in records:
-                (s.page or s.agg).removed(rec, reason)
+                s.live.removed(rec, reason)
         elif "oof" in s.options:
             subs.append(s)
     if not subs:

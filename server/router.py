@@ -37,7 +37,7 @@ class Subscription:
 
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
-        "prefix", "page", "select", "conflator", "agg", "queried",
+        "prefix", "live", "select", "conflator", "queried",
     )
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
@@ -54,9 +54,10 @@ class Subscription:
         self.cursor: Any = None  # server.replay.Cursor for bookmark subscriptions
         self.queue: Any = None  # server.queuesvc.QueueState for queue subscriptions
         self.prefix: bytes | None = None  # queue deliveries: the header up to the bookmark
-        self.page: Any = None  # server.pagination.PageWindow for paginated subscriptions
+        #: state kept from the query's snapshot on (server.live.LiveState: a paginated
+        #: window, an aggregated subscription's groups); it decides what is delivered
+        self.live: Any = None
         self.conflator: Any = None  # server.conflation.Conflator (conflation=...)
-        self.agg: Any = None  # server.aggregated_subscription.AggregatedSubscription
         self.queried = False  # entered by sow_and_subscribe: the client holds its query's records
         #: the ``select=[...]`` list applied to every delivery (None: whole messages)
         self.select: Select | None = None

@@ -337,8 +337,8 @@ def send_records(conn: "Connection", qid: str, topic: str, records: list[Any], b
     return len(records)
 
 
-def _paginated_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
-                     topic: Any, window: PageWindow, on_snapshot: Callable[[], None]
+def _paginated_steps(conn: "Connection", cmd: "Command", filt: Any, topic: Any,
+                     window: PageWindow, on_snapshot: Callable[[], None]
                      ) -> Generator[None, None, dict[str, int]]:
     """A paginated ``sow_and_subscribe`` (``top_n`` and ``skip_n``): the subscription's
     ``window`` (:mod:`server.pagination`) starts from every record matching at the snapshot
@@ -347,16 +347,15 @@ def _paginated_steps(server: "Server", conn: "Connection", cmd: "Command", filt:
     batch = _batch_size(cmd)
     sel = parse_select(cmd.opts.get("select") if isinstance(cmd.opts.get("select"), str)
                        else None)
-    qid, results = yield from run_topic_steps(
-        conn, cmd, [topic.query_steps(filt, order_by=cmd.orderby)], on_snapshot)
+    # every match, unsorted: the window sorts them (orderby, then SowKey)
+    qid, results = yield from run_topic_steps(conn, cmd, [topic.query_steps(filt)], on_snapshot)
     result = results[0]
     window.load(result.records)
     by_key = {r.sow_key: r for r in result.records}
     records = [by_key[k] for k in window.window()]
     if sel is not None and not sel.identity:
         records = [project(r, sel) for r in records]
-    for chunk in batches(records, batch, cmd.opts):
-        conn.send(sow_batch(topic.spec.name, qid, chunk))
+    yield from send_records(conn, qid, topic.spec.name, records, batch, cmd.opts)
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     return {"records_returned": len(records), "matches": result.matches,
             "topic_matches": result.topic_matches}
@@ -457,7 +456,7 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
     delta = cmd.command == "sow_and_delta_subscribe"
     replacing = None
     if existing is not None and existing.queried and existing.topic == cmd.topic \
-            and existing.cursor is None and existing.page is None and existing.agg is None \
+            and existing.cursor is None and existing.live is None \
             and existing.queue is None and not cmd.bookmark:
         replacing = Replacing(existing.filter, "oof" in cmd.opts)
 
@@ -480,9 +479,9 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
             not cmd.bookmark or topic.history is None):
 
         window = PageWindow(None, topic, parse_order_by(cmd.orderby), top_n, skip_n)
-        _with_live_state(server, conn, cmd, sub_id, filt, delta, window, "page",
-                         lambda subscribe: _paginated_steps(server, conn, cmd, filt, topic,
-                                                            window, subscribe),
+        _with_live_state(server, conn, cmd, sub_id, filt, delta, window,
+                         lambda subscribe: _paginated_steps(conn, cmd, filt, topic, window,
+                                                            subscribe),
                          registered, finish, unsubscribe)
         return
 
@@ -520,26 +519,26 @@ def _aggregated_subscription(server: "Server", conn: "Connection", cmd: "Command
         raise CommandError(reasons.INVALID_OPTIONS,
                            "an aggregated subscription cannot start from a historical bookmark")
     state = AggregatedSubscription(topic, spec, delta)
-    _with_live_state(server, conn, cmd, sub_id, filt, delta, state, "agg",
+    _with_live_state(server, conn, cmd, sub_id, filt, delta, state,
                      lambda subscribe: aggregated_query_steps(server, conn, cmd, filt, state,
                                                               subscribe),
                      registered, finish, unsubscribe)
 
 
 def _with_live_state(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
-                     filt: Any, delta: bool, state: Any, slot: str,
+                     filt: Any, delta: bool, state: Any,
                      steps: Callable[[Callable[[], None]], Generator[None, None, Any]],
                      registered: list[Any], finish: Callable[[dict[str, int]], None],
                      unsubscribe: Callable[[], None]) -> None:
     """Run a query whose subscription keeps :mod:`server.live` state: the subscription is
-    registered at the snapshot (``steps(subscribe)``) with ``state`` in its ``slot``; the
+    registered at the snapshot (``steps(subscribe)``) with ``state`` as its ``live``; the
     changes made meanwhile are applied after the query's acks."""
     from server.commands import register_subscription
 
     def subscribe() -> None:
         sub = register_subscription(server, conn, cmd, sub_id, filt, delta=delta)
         state.sub = sub
-        setattr(sub, slot, state)
+        sub.live = state
         registered.append(sub)
 
     def finish_live(counts: dict[str, int]) -> None:
