@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from protocol import reasons
 from protocol.reasons import CommandError
-from sow.query import Select, parse_select
+from sow.query import Select, selection
 
 # Characters whose presence makes a subscription topic a regular expression.
 _REGEX_CHARS = frozenset(".*+?^$[](){}|\\")
@@ -60,12 +60,7 @@ class Subscription:
         self.conflator: Any = None  # server.conflation.Conflator (conflation=...)
         self.queried = False  # entered by sow_and_subscribe: the client holds its query's records
         #: the ``select=[...]`` list applied to every delivery (None: whole messages)
-        self.select: Select | None = None
-        text = options.get("select")
-        if isinstance(text, str):
-            sel = parse_select(text)  # a bad list: CommandError(invalid options)
-            if sel is not None and not sel.identity:
-                self.select = sel
+        self.select: Select | None = selection(options.get("select"))  # bad: invalid options
 
     def matches_topic(self, topic: str) -> bool:
         if self.regex is None:

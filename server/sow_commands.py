@@ -32,7 +32,7 @@ from server.delivery import (UNDECODED, Message, decode_or_none, oof_frame, sele
                              send_oof)
 from server.pagination import PageWindow
 from server.router import is_regex_topic
-from sow.query import page, parse_order_by, parse_select, project, sort_records
+from sow.query import page, parse_order_by, project, selection, sort_records
 
 log = logging.getLogger("amps_emulator.sow")
 
@@ -178,14 +178,13 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
     top_n = _top_n(cmd)
     skip_n = _count_option(cmd, "skip_n", cmd.skip_n)
     opts = cmd.opts
-    select = opts.get("select")
     # Several topics (a regex) with an orderby or skip_n: ordered and paged as one result,
     # so each topic returns every match and the selection applies after the merge.
     merged = replacing is not None or (len(topics) > 1 and bool(cmd.orderby or skip_n))
-    sel_text = select if isinstance(select, str) else None
-    if merged:  # refuse a bad orderby or select before anything is sent
+    sel_text = opts.get("select") if isinstance(opts.get("select"), str) else None
+    sel = selection(sel_text)  # a bad list is refused before anything is sent
+    if merged:  # so is a bad orderby
         parse_order_by(cmd.orderby)
-        parse_select(sel_text)
     read = filt
     if replacing is not None:  # read what either filter matches, then split
         old = replacing.old
@@ -210,7 +209,7 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
             for topic, res in zip(topics, results):
                 res.records = replacing.split(topic, res.records, filt)
             matches = replacing.matches
-        runs = _merged_runs(topics, results, cmd.orderby, top_n, skip_n, sel_text)
+        runs = _merged_runs(topics, results, cmd.orderby, top_n, skip_n, sel)
     else:
         runs, remaining = [], top_n
         for topic, res in zip(topics, results):
@@ -223,16 +222,14 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
         returned += yield from send_records(conn, qid, name, records, batch, opts)
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     if replacing is not None:
-        sel = parse_select(sel_text)
         for name, rec in replacing.left:
             conn.send(oof_frame(name, cmd.sub_id or "", rec.sow_key, reasons.OOF_MATCH,
-                                selected(rec.data, sel if sel is not None and not sel.identity
-                                         else None, rec.doc), rec.bookmark or None))
+                                selected(rec.data, sel, rec.doc), rec.bookmark or None))
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
 
 
 def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
-                 top_n: int | None, skip_n: int | None, select: str | None
+                 top_n: int | None, skip_n: int | None, sel: Any
                  ) -> list[tuple[str, list[Any]]]:
     """The matches of several topics ordered and paged as one result, as runs of
     consecutive records of the same topic (one ``sow`` batch names one topic)."""
@@ -246,11 +243,10 @@ def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
     if order is not None:
         records = sort_records(records, order)
     records = page(records, top_n, skip_n)
-    sel = parse_select(select)
     runs: list[tuple[str, list[Any]]] = []
     for rec in records:
         name = owner[id(rec)]
-        if sel is not None and not sel.identity:
+        if sel is not None:
             rec = project(rec, sel)
         if runs and runs[-1][0] == name:
             runs[-1][1].append(rec)
@@ -345,15 +341,14 @@ def _paginated_steps(conn: "Connection", cmd: "Command", filt: Any, topic: Any,
     (read in steps) and its records are the query's result; the caller applies what changed
     meanwhile (``window.catch_up()``) once the query is acknowledged."""
     batch = _batch_size(cmd)
-    sel = parse_select(cmd.opts.get("select") if isinstance(cmd.opts.get("select"), str)
-                       else None)
+    sel = selection(cmd.opts.get("select"))
     # every match, unsorted: the window sorts them (orderby, then SowKey)
     qid, results = yield from run_topic_steps(conn, cmd, [topic.query_steps(filt)], on_snapshot)
     result = results[0]
     window.load(result.records)
     by_key = {r.sow_key: r for r in result.records}
     records = [by_key[k] for k in window.window()]
-    if sel is not None and not sel.identity:
+    if sel is not None:
         records = [project(r, sel) for r in records]
     yield from send_records(conn, qid, topic.spec.name, records, batch, cmd.opts)
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))

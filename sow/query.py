@@ -38,7 +38,8 @@ from .paths import PathError, parse_path
 from .record import Record
 
 __all__ = [
-    "OrderBy", "parse_order_by", "sort_records", "Select", "parse_select", "apply_select",
+    "OrderBy", "parse_order_by", "sort_records", "Select", "parse_select", "selection",
+    "apply_select",
     "QueryResult", "DeleteResult", "PublishResult", "page", "order_key",
 ]
 
@@ -228,6 +229,13 @@ def parse_select(text: str | Sequence[str] | None) -> Select | None:
     if not ops:
         return None
     return Select(tuple(ops), src)
+
+
+def selection(value: Any) -> Select | None:
+    """The ``select`` option's list if it changes anything (``None``: absent, a bare flag,
+    or inclusions only); a bad list raises ``CommandError(invalid options)``."""
+    sel = parse_select(value) if isinstance(value, str) else None
+    return None if sel is None or sel.identity else sel
 
 
 def apply_select(doc: Any, sel: Select) -> Any:
