@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from protocol import reasons
+from protocol.bookmarks import format_timestamp
 from protocol.codec import frame_raw, json_str
+from protocol.filter.values import resolve
 from protocol.reasons import CommandError
 from sow.delta import merge
 from sow.paths import PathError, parse_path
@@ -126,8 +128,6 @@ class Conflator:
         if self.keys is None:
             return (msg.topic, msg.sow_key)
         doc = msg.doc if msg.doc is not UNDECODED else decode_or_none(msg.body)
-        from protocol.filter.values import resolve
-
         return (msg.topic, _encode([resolve(doc, p) for p in self.keys]))
 
     def hold(self, msg: Any, delta_body: bytes | None) -> None:
@@ -172,8 +172,6 @@ class Conflator:
         self.server.request_turn_end()
 
     def _send(self, held: _Held) -> None:
-        from protocol.bookmarks import format_timestamp
-
         msg, sub = held.msg, self.sub
         ts = format_timestamp(round(held.first_ts * 1_000_000)) \
             if "timestamp" in sub.options else None

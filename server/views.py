@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from config.errors import ConfigError, ConfigIssue
 from protocol import reasons
+from protocol.filter.values import resolve
 from protocol.reasons import CommandError
 from sow import TopicSpec
 from sow.aggregate import parse_aggregation
@@ -229,8 +230,6 @@ class _JoinView(_Derived):
 
     # ---- state -------------------------------------------------------------------------
     def _token(self, i: int, field: str, doc: Any) -> str | None:
-        from protocol.filter.values import resolve
-
         return _join_token(resolve(doc, self.paths[(i, field)]), self.null_equal)
 
     def _index_record(self, i: int, skey: str, doc: Any, add: bool) -> None:
