@@ -5,6 +5,7 @@
 FROM python:3.11-slim
 WORKDIR /app
 COPY pyproject.toml README.md ./
+COPY amps_emulator ./amps_emulator
 COPY server ./server
 COPY protocol ./protocol
 COPY journal ./journal

@@ -1,6 +1,6 @@
 """Shared bench helpers: the machine line, a server subprocess, and a raw AMPS peer.
 
-The server always runs in its own process (``python -m server``), so a bench never shares
+The server always runs in its own process (``python -m amps_emulator.server``), so a bench never shares
 a GIL between the server and the clients that load it.
 """
 
@@ -40,7 +40,7 @@ class ServerProcess:
 
     def __init__(self, config_path: str | None = None, extra: list[str] | None = None) -> None:
         self.tmp = tempfile.TemporaryDirectory(prefix="amps-bench-")
-        args = [sys.executable, "-m", "server", "--log-level", "WARNING"]
+        args = [sys.executable, "-m", "amps_emulator.server", "--log-level", "WARNING"]
         if config_path:
             args.append(config_path)
         else:
@@ -133,7 +133,7 @@ class RawPeer:
     """A raw AMPS connection for benches: logged on; frames read with the codec's decoder."""
 
     def __init__(self, port: int, name: str) -> None:
-        from protocol.codec import FrameDecoder
+        from amps_emulator.protocol.codec import FrameDecoder
 
         self.s = socket.create_connection(("127.0.0.1", port))
         self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -160,7 +160,7 @@ class RawPeer:
 
     def wait_ack(self, cid: str, ack_type: str, on_other=None) -> dict:
         """Skip frames (handing them to ``on_other``) until the ``ack_type`` ack for ``cid``."""
-        from protocol.codec import split_frame
+        from amps_emulator.protocol.codec import split_frame
 
         while True:
             payload = self.next_frame()
@@ -195,7 +195,7 @@ class PersistedPublisher:
         threading.Thread(target=self._reader, daemon=True).start()
 
     def _reader(self) -> None:
-        from protocol.codec import FrameDecoder, split_frame
+        from amps_emulator.protocol.codec import FrameDecoder, split_frame
 
         decoder = FrameDecoder(1 << 30)
         while True:

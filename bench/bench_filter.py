@@ -20,8 +20,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import msgspec  # noqa: E402
 
-from protocol.filter import compile_filter, matching  # noqa: E402
-from protocol.filter.compiler import _compile_cached  # noqa: E402
+from amps_emulator.protocol.filter import compile_filter, matching  # noqa: E402
+from amps_emulator.protocol.filter.compiler import _compile_cached  # noqa: E402
 
 FILTER = ("/symbol = 'IBM' AND /qty > 100 AND /side IN ('B', 'S') "
           "AND /price BETWEEN 10 AND 200 AND /trader LIKE '^jo'")

@@ -30,7 +30,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from journal import FileJournal  # noqa: E402
+from amps_emulator.journal import FileJournal  # noqa: E402
 
 
 def main() -> None:

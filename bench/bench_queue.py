@@ -27,7 +27,7 @@ import tracemalloc
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from queues import Deliver, Enqueue, QueueEngine, QueueSpec  # noqa: E402
+from amps_emulator.queues import Deliver, Enqueue, QueueEngine, QueueSpec  # noqa: E402
 
 
 def machine() -> str:

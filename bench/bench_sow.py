@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import lmdb  # noqa: E402
 import msgspec  # noqa: E402
 
-from sow import SowStore, TopicSpec, TransientStore  # noqa: E402
+from amps_emulator.sow import SowStore, TopicSpec, TransientStore  # noqa: E402
 
 REGIONS = ("us", "eu", "ap")
 

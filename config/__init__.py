@@ -2,7 +2,7 @@
 
 Public API::
 
-    from config import load_config, loads_config, default_config, sample_config, ConfigError, Config
+    from amps_emulator.config import load_config, loads_config, default_config, sample_config, ConfigError, Config
     cfg = load_config("/path/amps.xml")          # raises ConfigError listing every error
     cfg = loads_config(text, filename="<string>")
     cfg = default_config(data_dir="./amps-data")

@@ -1,4 +1,4 @@
-"""``python -m config --sample-config`` / ``python -m config --verify-config FILE``."""
+"""``python -m amps_emulator.config --sample-config`` / ``python -m amps_emulator.config --verify-config FILE``."""
 
 import sys
 

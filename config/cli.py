@@ -3,7 +3,7 @@
 :func:`run_sample_config` prints the sample and returns exit status 0.
 :func:`run_verify_config` loads a file and returns 0 when it is valid (warnings are printed
 to ``err`` but do not fail) or 1 after printing every error, one ``file:line: reason`` per line.
-:func:`main` accepts exactly those two options, for ``python -m config``.
+:func:`main` accepts exactly those two options, for ``python -m amps_emulator.config``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from .errors import ConfigError
 from .loader import load_config
 from .sample import sample_config
 
-USAGE = "usage: python -m config (--sample-config | --verify-config FILE)"
+USAGE = "usage: python -m amps_emulator.config (--sample-config | --verify-config FILE)"
 
 
 def run_sample_config(out: TextIO | None = None) -> int:

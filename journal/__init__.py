@@ -23,7 +23,7 @@ from .api import (
     RecoveryReport,
     RetentionResult,
 )
-from protocol.bookmarks import (
+from amps_emulator.protocol.bookmarks import (
     EPOCH,
     NOW,
     RECENT,

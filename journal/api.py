@@ -34,7 +34,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Mapping, Optional, Protocol, Union, runtime_checkable
 
-from protocol.bookmarks import Bookmark, BookmarkRange, BookmarkSpec
+from amps_emulator.protocol.bookmarks import Bookmark, BookmarkRange, BookmarkSpec
 from .record import JournalRecord, RecordKind
 
 __all__ = [

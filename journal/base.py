@@ -27,7 +27,7 @@ from collections import deque
 from typing import Callable, Iterable, Mapping, Optional, Union
 
 from .api import Durability, JournalClosedError, RetentionResult
-from protocol.bookmarks import (
+from amps_emulator.protocol.bookmarks import (
     EPOCH,
     NOW,
     RECENT,

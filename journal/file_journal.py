@@ -78,7 +78,7 @@ from .record import (
 from .recovery import Recovery
 from .segment import HEADER_SIZE, FrameCursor, Segment, encode_header, segment_name
 
-log = logging.getLogger("journal")
+log = logging.getLogger("amps_emulator.journal")
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
 #: journal bytes between two summaries of the active segment (bounds the start-up tail scan:

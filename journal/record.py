@@ -60,7 +60,7 @@ from typing import Optional
 
 import msgspec
 
-from protocol.bookmarks import Bookmark
+from amps_emulator.protocol.bookmarks import Bookmark
 
 __all__ = [
     "FRAME_MAGIC",

@@ -53,7 +53,7 @@ from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE, RecordKind
 from .segment import HEADER_SIZE, Segment, check_header, encode_header, parse_segment_name
 from .summary import SUMMARY_SUFFIX, SegmentSummary
 
-log = logging.getLogger("journal.recovery")
+log = logging.getLogger("amps_emulator.journal.recovery")
 
 _CHECKPOINT = int(RecordKind.CHECKPOINT)
 _INTERNAL_MIN = 64

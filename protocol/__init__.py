@@ -3,9 +3,9 @@
 ``protocol`` imports none of the other packages; everything else may import it.
 """
 
-from protocol.codec import FrameDecoder, ProtocolError, parse_command, split_frame
-from protocol.command import Command, parse_options
-from protocol.reasons import CommandError
+from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, parse_command, split_frame
+from amps_emulator.protocol.command import Command, parse_options
+from amps_emulator.protocol.reasons import CommandError
 
 __all__ = [
     "Command", "CommandError", "FrameDecoder", "ProtocolError", "parse_command",

@@ -22,10 +22,10 @@ from typing import Any, Iterable
 
 import msgspec
 
-from protocol import reasons
-from protocol.command import Command, decode_header, finish_command
-from protocol.headers import CLIENT_KNOWN_KEYS
-from protocol.reasons import CommandError
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.command import Command, decode_header, finish_command
+from amps_emulator.protocol.headers import CLIENT_KNOWN_KEYS
+from amps_emulator.protocol.reasons import CommandError
 
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import msgspec
 
-from protocol import reasons
-from protocol.headers import ACK_TYPES, COMMAND_ALIASES
-from protocol.reasons import CommandError
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.headers import ACK_TYPES, COMMAND_ALIASES
+from amps_emulator.protocol.reasons import CommandError
 
 _F = msgspec.field
 _Id = str | int | None  # identifiers some clients send as bare numbers

@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def load(path: str | None, data_dir: str, listen: str | None = None) -> Any:
-    from config import default_config, load_config
+    from amps_emulator.config import default_config, load_config
 
     cfg = default_config(data_dir=data_dir) if path is None else load_config(path)
     if listen:
@@ -81,7 +81,7 @@ def with_listen_address(cfg: Any, listen: str) -> Any:
 async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None = None,
               sockets: Any = None, keep_readable_journal: bool = False) -> None:
     """Start a server on ``config`` and serve until ``shutdown`` is set."""
-    from server.app import Server
+    from amps_emulator.server.app import Server
 
     server = Server(config, keep_readable_journal=keep_readable_journal)
     uris = await server.start(sockets=sockets)
@@ -109,8 +109,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    from config import ConfigError
-    from config.cli import run_sample_config, run_verify_config
+    from amps_emulator.config import ConfigError
+    from amps_emulator.config.cli import run_sample_config, run_verify_config
 
     if args.sample_config:
         return run_sample_config()
@@ -144,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         await run(config, ready=ready, shutdown=shutdown,
                   keep_readable_journal=args.keep_readable_journal)
 
-    from journal import JournalCorruptError, JournalError
+    from amps_emulator.journal import JournalCorruptError, JournalError
 
     try:
         asyncio.run(_amain())

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from protocol.command import Command
-    from server.connection import Connection
+    from amps_emulator.protocol.command import Command
+    from amps_emulator.server.connection import Connection
 
 
 def early(conn: "Connection", cmd: "Command") -> None:

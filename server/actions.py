@@ -29,11 +29,11 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, Iterable
 
-from protocol.reasons import CommandError
-from server.router import compile_topic_regex, is_regex_topic
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 
 if TYPE_CHECKING:
-    from server.app import Server
+    from amps_emulator.server.app import Server
 
 log = logging.getLogger("amps_emulator.actions")
 
@@ -126,14 +126,14 @@ class Actions:
                 log.warning("%s:%d: %s failed: %s", step.file, step.line, step.module, exc)
 
     def _do_publish(self, step: Any, variables: dict[str, Any]) -> None:
-        from server.commands import publish_message
+        from amps_emulator.server.commands import publish_message
 
         topic = substitute(step.option("Topic") or "", variables).decode()
         data = substitute(step.option("Data") or "{{AMPS_DATA}}", variables)
         publish_message(self.server, topic, data, client_name=self.server.instance_name)
 
     def _do_delete_sow(self, step: Any, variables: dict[str, Any]) -> None:
-        from server.sow_commands import delete_records
+        from amps_emulator.server.sow_commands import delete_records
 
         topic = substitute(step.option("Topic") or "", variables).decode()
         flt = substitute(step.option("Filter") or "1=1", variables).decode()

@@ -23,17 +23,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from protocol import reasons
-from protocol.codec import frame_raw, json_str
-from sow import delta_message
-from sow.delta import encode as encode_doc
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.codec import frame_raw, json_str
+from amps_emulator.sow import delta_message
+from amps_emulator.sow.delta import encode as encode_doc
 
 from .delivery import delivery_tail, oof_frame
 from .live import LiveState
 
 if TYPE_CHECKING:
-    from sow import Record, Topic
-    from sow.aggregate import Aggregation, Aggregator
+    from amps_emulator.sow import Record, Topic
+    from amps_emulator.sow.aggregate import Aggregation, Aggregator
 
 __all__ = ["AggregatedSubscription", "GroupTracker"]
 

@@ -16,10 +16,10 @@ import socket
 import time
 from typing import Any, Callable, Iterable
 
-from protocol import reasons
-from protocol.reasons import CommandError
-from server.connection import Connection
-from server.router import Router
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.connection import Connection
+from amps_emulator.server.router import Router
 
 log = logging.getLogger("amps_emulator.server")
 
@@ -63,7 +63,7 @@ class Server:
     def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
                  keep_readable_journal: bool = False) -> None:
-        from server import commands  # local: commands imports this module's names
+        from amps_emulator.server import commands  # local: commands imports this module's names
 
         self.config = config
         self.keep_readable_journal = keep_readable_journal
@@ -87,7 +87,7 @@ class Server:
         #: server.views.DerivedTopics when the config has views or conflated topics
         self.derived: Any = None
         self.instance_name = config.name
-        from server.actions import Actions
+        from amps_emulator.server.actions import Actions
 
         self.actions = Actions(self, config.actions)
 
@@ -96,23 +96,23 @@ class Server:
         """Bind every transport (or adopt ``sockets``, in order) and return their URIs."""
         self.loop = asyncio.get_running_loop()
         if self.config.transaction_log is not None:
-            from server.txlog import TxLog
+            from amps_emulator.server.txlog import TxLog
 
             self.txlog = TxLog(self, self.config.transaction_log)
             self.txlog.open()  # recovery happens before any client can connect
         if self.config.sow_topics:
-            from server.sowsvc import SowService
+            from amps_emulator.server.sowsvc import SowService
 
             self.sowsvc = SowService(self, self.config)
             self.sowsvc.recover()
             self.sowsvc.start_history_maintenance()
             if self.config.views or self.config.conflated_topics:
-                from server.views import DerivedTopics
+                from amps_emulator.server.views import DerivedTopics
 
                 self.derived = DerivedTopics(self, self.config)
                 self.derived.start()
         if self.config.queues:
-            from server.queuesvc import QueueService
+            from amps_emulator.server.queuesvc import QueueService
 
             self.queuesvc = QueueService(self, self.config)
             self.queuesvc.recover()
@@ -172,7 +172,7 @@ class Server:
     def remove_subscription(self, sub: Any) -> None:
         """Take a subscription out of routing (or stop its journal cursor)."""
         if sub.cursor is not None:
-            from server import replay
+            from amps_emulator.server import replay
 
             replay.stop(self, sub.cursor)
         elif sub.queue is not None:

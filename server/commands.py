@@ -11,20 +11,20 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Callable
 
-from journal import RecordKind
-from protocol import reasons
-from protocol.filter import FilterError, compile_filter
-from protocol.reasons import CommandError
-from server import replay, sow_commands
-from server.acks import early as acks_early, final as acks_final
-from server.delivery import UNDECODED, Message, decode_or_none, fan_out
-from server.sow_commands import store_publish
-from server.router import Subscription
+from amps_emulator.journal import RecordKind
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.filter import FilterError, compile_filter
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server import replay, sow_commands
+from amps_emulator.server.acks import early as acks_early, final as acks_final
+from amps_emulator.server.delivery import UNDECODED, Message, decode_or_none, fan_out
+from amps_emulator.server.sow_commands import store_publish
+from amps_emulator.server.router import Subscription
 
 if TYPE_CHECKING:
-    from protocol.command import Command
-    from server.app import Server
-    from server.connection import Connection
+    from amps_emulator.protocol.command import Command
+    from amps_emulator.server.app import Server
+    from amps_emulator.server.connection import Connection
 
 log = logging.getLogger("amps_emulator.commands")
 
@@ -35,7 +35,7 @@ _DELTA = int(RecordKind.DELTA_PUBLISH)
 # -- logon / heartbeat / flush -------------------------------------------------------------
 
 def logon(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    from server.app import SERVER_VERSION
+    from amps_emulator.server.app import SERVER_VERSION
 
     acks_early(conn, cmd)
     if cmd.message_type and cmd.message_type != conn.listener.message_type:
@@ -288,7 +288,7 @@ def _queue_subscription(server: "Server", conn: "Connection", cmd: "Command", qu
 def register_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
                           filt: Any, delta: bool) -> Subscription:
     """Add a live (non-bookmark) subscription, replacing one with the same id."""
-    from server.conflation import conflation_for
+    from amps_emulator.server.conflation import conflation_for
 
     sub = Subscription(conn, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
     sub.conflator = conflation_for(server, sub)  # a bad conflation option fails here

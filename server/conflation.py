@@ -24,19 +24,19 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from protocol import reasons
-from protocol.bookmarks import format_timestamp
-from protocol.codec import frame_raw, json_str
-from protocol.filter.values import resolve
-from protocol.reasons import CommandError
-from sow.delta import merge
-from sow.paths import PathError, parse_path
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.bookmarks import format_timestamp
+from amps_emulator.protocol.codec import frame_raw, json_str
+from amps_emulator.protocol.filter.values import resolve
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.sow.delta import merge
+from amps_emulator.sow.paths import PathError, parse_path
 
 from .delivery import UNDECODED, decode_or_none, delivery_tail, selected
 
 if TYPE_CHECKING:
-    from server.app import Server
-    from server.router import Subscription
+    from amps_emulator.server.app import Server
+    from amps_emulator.server.router import Subscription
 
 __all__ = ["Conflator", "conflation_for", "AUTO_INTERVAL"]
 
@@ -45,7 +45,7 @@ _encode = msgspec.json.encode
 
 
 def _interval(text: str) -> float | None:
-    from config.units import parse_duration
+    from amps_emulator.config.units import parse_duration
 
     word = text.strip().lower()
     if word == "none":

@@ -27,15 +27,15 @@ import socket
 import struct
 from typing import TYPE_CHECKING, Any
 
-from protocol import reasons
-from protocol.codec import FrameDecoder, ProtocolError, ack as encode_ack, frame, parse_command
-from protocol.reasons import CommandError
-from server.heartbeat import Beat, Heartbeat
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, ack as encode_ack, frame, parse_command
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.heartbeat import Beat, Heartbeat
 
 if TYPE_CHECKING:
-    from protocol.command import Command
-    from server.app import Server
-    from server.router import Subscription
+    from amps_emulator.protocol.command import Command
+    from amps_emulator.server.app import Server
+    from amps_emulator.server.router import Subscription
 
 log = logging.getLogger("amps_emulator.connection")
 
@@ -164,7 +164,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        from server import replay
+        from amps_emulator.server import replay
 
         replay.resume_connection(self.server, self)
 

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from protocol.bookmarks import format_timestamp
-from protocol.codec import frame_raw, json_str
-from protocol.filter import MessageContext
-from sow import delta_message
-from sow.delta import changed_fields
-from sow.query import apply_select
+from amps_emulator.protocol.bookmarks import format_timestamp
+from amps_emulator.protocol.codec import frame_raw, json_str
+from amps_emulator.protocol.filter import MessageContext
+from amps_emulator.sow import delta_message
+from amps_emulator.sow.delta import changed_fields
+from amps_emulator.sow.query import apply_select
 
 if TYPE_CHECKING:
-    from server.app import Server
+    from amps_emulator.server.app import Server
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode

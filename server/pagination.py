@@ -23,16 +23,16 @@ from __future__ import annotations
 from bisect import bisect_left, insort
 from typing import TYPE_CHECKING, Any
 
-from protocol.codec import frame_raw, json_str
-from protocol.filter import MessageContext
-from sow.query import OrderBy, order_key
+from amps_emulator.protocol.codec import frame_raw, json_str
+from amps_emulator.protocol.filter import MessageContext
+from amps_emulator.sow.query import OrderBy, order_key
 
 from .delivery import delivery_tail, oof_frame, selected
 from .live import LiveState
 
 if TYPE_CHECKING:
-    from server.router import Subscription
-    from sow import Record, Topic
+    from amps_emulator.server.router import Subscription
+    from amps_emulator.sow import Record, Topic
 
 __all__ = ["PageWindow"]
 

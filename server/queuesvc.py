@@ -27,21 +27,21 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from journal import RecordKind
-from protocol import reasons
-from protocol.bookmarks import format_timestamp
-from protocol.codec import frame_raw, json_str
-from protocol.filter import MessageContext, compile_expression, compile_filter
-from protocol.reasons import CommandError
-from queues import (Deliver, Enqueue, Expired, QueueCheckpoint, QueueConfigError, QueueEngine,
+from amps_emulator.journal import RecordKind
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.bookmarks import format_timestamp
+from amps_emulator.protocol.codec import frame_raw, json_str
+from amps_emulator.protocol.filter import MessageContext, compile_expression, compile_filter
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.queues import (Deliver, Enqueue, Expired, QueueCheckpoint, QueueConfigError, QueueEngine,
                     QueueSpec, decode_event, encode_event, events_for, plan_recovery)
-from server.delivery import UNDECODED, decode_or_none, selected
-from server.router import compile_topic_regex, is_regex_topic
+from amps_emulator.server.delivery import UNDECODED, decode_or_none, selected
+from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 
 if TYPE_CHECKING:
-    from server.app import Server
-    from server.connection import Connection
-    from server.router import Subscription
+    from amps_emulator.server.app import Server
+    from amps_emulator.server.connection import Connection
+    from amps_emulator.server.router import Subscription
 
 log = logging.getLogger("amps_emulator.queues")
 
@@ -65,8 +65,8 @@ class QueueState:
         try:
             self.spec = QueueSpec.from_config(cfg)
         except QueueConfigError as exc:
-            from config import ConfigError
-            from config.errors import ConfigIssue
+            from amps_emulator.config import ConfigError
+            from amps_emulator.config.errors import ConfigIssue
 
             raise ConfigError([ConfigIssue(cfg.file, cfg.line, f"queue {cfg.name}: {exc}")]) from None
         self.engine = QueueEngine(self.spec)
@@ -236,7 +236,7 @@ class QueueService:
         if cmd.bookmark:
             self.handle(q, q.engine.ack(conn, cmd.bookmark, now, option))
         elif cmd.filter is not None:
-            from server.commands import compile_filter_for
+            from amps_emulator.server.commands import compile_filter_for
 
             flt = compile_filter_for(cmd.filter)
             positions = []

@@ -17,19 +17,19 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Callable
 
-from journal import RecordKind
-from protocol.bookmarks import BookmarkError, BookmarkRange, format_timestamp, parse_bookmark
-from protocol import reasons
-from protocol.codec import ack as encode_ack, frame_raw, json_str
-from protocol.filter import MessageContext
-from server.delivery import decode_or_none, delivery_tail, selected
-from protocol.reasons import CommandError
+from amps_emulator.journal import RecordKind
+from amps_emulator.protocol.bookmarks import BookmarkError, BookmarkRange, format_timestamp, parse_bookmark
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.codec import ack as encode_ack, frame_raw, json_str
+from amps_emulator.protocol.filter import MessageContext
+from amps_emulator.server.delivery import decode_or_none, delivery_tail, selected
+from amps_emulator.protocol.reasons import CommandError
 
 if TYPE_CHECKING:
-    from protocol.command import Command
-    from server.app import Server
-    from server.connection import Connection
-    from server.router import Subscription
+    from amps_emulator.protocol.command import Command
+    from amps_emulator.server.app import Server
+    from amps_emulator.server.connection import Connection
+    from amps_emulator.server.router import Subscription
 
 log = logging.getLogger("amps_emulator.replay")
 
@@ -48,7 +48,7 @@ class Rate:
 
     def __init__(self, text: str, clock: Callable[[], float],
                  max_gap: str | None = None) -> None:
-        from config.units import parse_size
+        from amps_emulator.config.units import parse_size
 
         t = text.strip()
         try:
@@ -64,7 +64,7 @@ class Rate:
             raise CommandError(reasons.INVALID_OPTIONS, f"rate={text}: must be positive")
         self.max_gap: float | None = None  # rate_max_gap: the longest wait between two
         if max_gap is not None:
-            from config.units import parse_duration
+            from amps_emulator.config.units import parse_duration
 
             try:
                 self.max_gap = parse_duration(max_gap)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from protocol import reasons
-from protocol.reasons import CommandError
-from sow.query import Select, selection
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.sow.query import Select, selection
 
 # Characters whose presence makes a subscription topic a regular expression.
 _REGEX_CHARS = frozenset(".*+?^$[](){}|\\")

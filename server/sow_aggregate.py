@@ -27,19 +27,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, Generator
 
-from protocol import reasons
-from protocol.codec import frame
-from protocol.reasons import CommandError
-from server.router import is_regex_topic
-from sow.aggregate import parse_aggregation
-from sow.query import page, parse_order_by, sort_records
-from sow.record import Record
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.codec import frame
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.router import is_regex_topic
+from amps_emulator.sow.aggregate import parse_aggregation
+from amps_emulator.sow.query import page, parse_order_by, sort_records
+from amps_emulator.sow.record import Record
 
 if TYPE_CHECKING:
-    from protocol.command import Command
-    from server.app import Server
-    from server.aggregated_subscription import AggregatedSubscription
-    from server.connection import Connection
+    from amps_emulator.protocol.command import Command
+    from amps_emulator.server.app import Server
+    from amps_emulator.server.aggregated_subscription import AggregatedSubscription
+    from amps_emulator.server.connection import Connection
 
 #: underlying records folded into the groups between two loop steps
 AGGREGATE_STEP = 20_000
@@ -53,7 +53,7 @@ def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command",
     :func:`server.sow_commands.query_steps` (frames sent, counts returned). For an aggregated
     ``sow_and_subscribe``: ``on_snapshot`` registers the subscription at the snapshot and
     ``subscription`` (:mod:`server.aggregated_subscription`) receives the groups' state."""
-    from server.sow_commands import (_batch_size, _count_option, _top_n, history_cuts,
+    from amps_emulator.server.sow_commands import (_batch_size, _count_option, _top_n, history_cuts,
                                      run_topic_steps, send_records)
 
     if cmd.command != "sow" and subscription is None:

@@ -21,25 +21,25 @@ import logging
 from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator
 
 
-from journal import RecordKind
-from protocol import reasons
-from protocol.bookmarks import (EPOCH, Bookmark, BookmarkError, BookmarkList, BookmarkRange,
+from amps_emulator.journal import RecordKind
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.bookmarks import (EPOCH, Bookmark, BookmarkError, BookmarkList, BookmarkRange,
                                 BookmarkTimestamp, format_timestamp, parse_bookmark)
-from protocol.codec import frame, sow_batch
-from protocol.reasons import CommandError
-from server.acks import early as acks_early, final as acks_final
-from server.delivery import (UNDECODED, Message, decode_or_none, oof_frame, selected,
+from amps_emulator.protocol.codec import frame, sow_batch
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.acks import early as acks_early, final as acks_final
+from amps_emulator.server.delivery import (UNDECODED, Message, decode_or_none, oof_frame, selected,
                              send_oof)
-from server.pagination import PageWindow
-from server.router import is_regex_topic
-from sow.query import page, parse_order_by, project, selection, sort_records
+from amps_emulator.server.pagination import PageWindow
+from amps_emulator.server.router import is_regex_topic
+from amps_emulator.sow.query import page, parse_order_by, project, selection, sort_records
 
 log = logging.getLogger("amps_emulator.sow")
 
 if TYPE_CHECKING:
-    from protocol.command import Command
-    from server.app import Server
-    from server.connection import Connection
+    from amps_emulator.protocol.command import Command
+    from amps_emulator.server.app import Server
+    from amps_emulator.server.connection import Connection
 
 MAX_BATCH_SIZE = 10_000
 DEFAULT_BATCH_SIZE = 10
@@ -161,7 +161,7 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
     registers its subscription there), with the instant a historical query read as of
     (``None``: the current state)."""
     if "grouping" in cmd.opts or "projection" in cmd.opts:  # aggregated query
-        from server.sow_aggregate import aggregated_query_steps
+        from amps_emulator.server.sow_aggregate import aggregated_query_steps
         return (yield from aggregated_query_steps(server, conn, cmd, filt))
     queue = server.queuesvc.get(cmd.topic) if server.queuesvc is not None else None
     if queue is not None:
@@ -188,7 +188,7 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
     read = filt
     if replacing is not None:  # read what either filter matches, then split
         old = replacing.old
-        from server.commands import compile_filter_for
+        from amps_emulator.server.commands import compile_filter_for
 
         read = None if filt is None or old is None else compile_filter_for(
             f"({filt.text}) OR ({old.text})")
@@ -424,7 +424,7 @@ def _query_queue(server: "Server", conn: "Connection", cmd: "Command", queue: An
 
 
 def sow(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    from server.commands import compile_filter_for
+    from amps_emulator.server.commands import compile_filter_for
 
     acks_early(conn, cmd)
     if not cmd.topic:
@@ -434,7 +434,7 @@ def sow(server: "Server", conn: "Connection", cmd: "Command") -> None:
 
 
 def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    from server.commands import compile_filter_for, register_subscription
+    from amps_emulator.server.commands import compile_filter_for, register_subscription
 
     acks_early(conn, cmd)
     if not cmd.topic:
@@ -501,9 +501,9 @@ def _aggregated_subscription(server: "Server", conn: "Connection", cmd: "Command
                              unsubscribe: Callable[[], None]) -> None:
     """``sow_and_subscribe`` with grouping/projection: the aggregated query, then the groups
     kept up to date (:mod:`server.aggregated_subscription`)."""
-    from server.aggregated_subscription import AggregatedSubscription
-    from server.sow_aggregate import aggregated_query_steps
-    from sow.aggregate import parse_aggregation
+    from amps_emulator.server.aggregated_subscription import AggregatedSubscription
+    from amps_emulator.server.sow_aggregate import aggregated_query_steps
+    from amps_emulator.sow.aggregate import parse_aggregation
 
     spec = parse_aggregation(cmd.opts)
     if topic is None or spec is None:
@@ -528,7 +528,7 @@ def _with_live_state(server: "Server", conn: "Connection", cmd: "Command", sub_i
     """Run a query whose subscription keeps :mod:`server.live` state: the subscription is
     registered at the snapshot (``steps(subscribe)``) with ``state`` as its ``live``; the
     changes made meanwhile are applied after the query's acks."""
-    from server.commands import register_subscription
+    from amps_emulator.server.commands import register_subscription
 
     def subscribe() -> None:
         sub = register_subscription(server, conn, cmd, sub_id, filt, delta=delta)
@@ -548,8 +548,8 @@ def _historical_subscription(server: "Server", conn: "Connection", cmd: "Command
     """The subscription of a historical ``sow_and_subscribe``: a transaction-log cursor from
     the first message logged at or after ``cut``, the instant the SOW state was read as of
     (the SOW records carry their log timestamps, so nothing is missed or repeated)."""
-    from server import replay
-    from server.router import Subscription
+    from amps_emulator.server import replay
+    from amps_emulator.server.router import Subscription
 
     txlog = server.txlog
     if txlog is None or not (txlog.recorded(cmd.topic or "") or is_regex_topic(cmd.topic or "")):
@@ -570,7 +570,7 @@ def _historical_subscription(server: "Server", conn: "Connection", cmd: "Command
 
 
 def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    from server.commands import compile_filter_for
+    from amps_emulator.server.commands import compile_filter_for
 
     acks_early(conn, cmd)
     topic_name = cmd.topic
@@ -661,7 +661,7 @@ def _removed(server: "Server", topic_name: str, records: list[Any]) -> None:
 
 def delete_records(server: "Server", topic_name: str, filter_text: str) -> int:
     """``sow_delete`` by filter on behalf of the server itself (actions); returns the count."""
-    from server.commands import compile_filter_for
+    from amps_emulator.server.commands import compile_filter_for
 
     topic = server.sowsvc.get(topic_name) if server.sowsvc is not None else None
     if topic is None:

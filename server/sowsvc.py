@@ -19,17 +19,17 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
-from journal import RecordKind
-from protocol import reasons
-from protocol.reasons import CommandError
-from sow import Sow, Topic, TopicSpec
-from sow.history import HistorySpec
-from server.views import derived_specs
-from server.delivery import send_oof
-from server.router import compile_topic_regex, is_regex_topic
+from amps_emulator.journal import RecordKind
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.sow import Sow, Topic, TopicSpec
+from amps_emulator.sow.history import HistorySpec
+from amps_emulator.server.views import derived_specs
+from amps_emulator.server.delivery import send_oof
+from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 
 if TYPE_CHECKING:
-    from server.app import Server
+    from amps_emulator.server.app import Server
 
 log = logging.getLogger("amps_emulator.sow")
 

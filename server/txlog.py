@@ -27,14 +27,14 @@ import collections
 import logging
 from typing import TYPE_CHECKING, Any
 
-from journal import FileJournal, JournalError, RecordKind
-from protocol import reasons
+from amps_emulator.journal import FileJournal, JournalError, RecordKind
+from amps_emulator.protocol import reasons
 
 if TYPE_CHECKING:
-    from protocol.command import Command
-    from server.app import Server
-    from server.connection import Connection
-    from server.replay import Cursor
+    from amps_emulator.protocol.command import Command
+    from amps_emulator.server.app import Server
+    from amps_emulator.server.connection import Connection
+    from amps_emulator.server.replay import Cursor
 
 log = logging.getLogger("amps_emulator.txlog")
 
@@ -196,14 +196,14 @@ class TxLog:
         while fifo and fifo[0][0] <= durable:
             _, conn, seq = fifo.popleft()
             conn.note_persisted(seq)
-        from server import replay
+        from amps_emulator.server import replay
 
         for cursor in list(self.cursors):
             if not cursor.live:
                 replay.pump(self.server, cursor, durable)
 
     def _pump_live(self, last: int) -> None:
-        from server import replay
+        from amps_emulator.server import replay
 
         for cursor in list(self.cursors):
             if cursor.live:
@@ -220,7 +220,7 @@ class TxLog:
 
     # -- periodic persisted acks for bookmark subscriptions --------------------------------
     def _ack_tick(self) -> None:
-        from server import replay
+        from amps_emulator.server import replay
 
         durable = self.journal.durable_position
         for cursor in list(self.cursors):

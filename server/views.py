@@ -40,24 +40,24 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any
 
-from config.errors import ConfigError, ConfigIssue
-from protocol import reasons
-from protocol.filter.values import resolve
-from protocol.reasons import CommandError
-from sow import TopicSpec
-from sow.aggregate import parse_aggregation
-from sow.paths import path_text
+from amps_emulator.config.errors import ConfigError, ConfigIssue
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.filter.values import resolve
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.sow import TopicSpec
+from amps_emulator.sow.aggregate import parse_aggregation
+from amps_emulator.sow.paths import path_text
 
 from .aggregated_subscription import GroupTracker
-from sow.delta import encode as encode_doc
-from sow.paths import parse_path
-from sow.record import Record
+from amps_emulator.sow.delta import encode as encode_doc
+from amps_emulator.sow.paths import parse_path
+from amps_emulator.sow.record import Record
 
 from .delivery import UNDECODED, Message, fan_out, send_oof
 
 if TYPE_CHECKING:
-    from server.app import Server
-    from sow import Topic
+    from amps_emulator.server.app import Server
+    from amps_emulator.sow import Topic
 
 log = logging.getLogger("amps_emulator.views")
 
@@ -104,7 +104,7 @@ class _Derived:
 
 class _View(_Derived):
     def __init__(self, server: "Server", cfg: Any) -> None:
-        from server.commands import compile_filter_for
+        from amps_emulator.server.commands import compile_filter_for
 
         super().__init__(server, cfg, [cfg.underlying_topic])
         underlying = self.underlying = self.inputs[0]
@@ -184,7 +184,7 @@ class _JoinView(_Derived):
     left topic starts it) to a field of a new topic."""
 
     def __init__(self, server: "Server", cfg: Any) -> None:
-        from config.values import parse_join
+        from amps_emulator.config.values import parse_join
 
         self.null_equal = cfg.join_null_equivalency
         joins = [parse_join(j) for j in cfg.joins]
@@ -353,7 +353,7 @@ class _JoinView(_Derived):
 
 class _Conflated(_Derived):
     def __init__(self, server: "Server", cfg: Any) -> None:
-        from server.commands import compile_filter_for
+        from amps_emulator.server.commands import compile_filter_for
 
         super().__init__(server, cfg, [cfg.underlying_topic])
         self.underlying = self.inputs[0]
@@ -456,7 +456,7 @@ class DerivedTopics:
     # -- writes to derived topics ---------------------------------------------------------
     def store(self, topic: "Topic", skey: str, data: bytes, doc: Any) -> None:
         """Upsert a derived record and deliver it as any SOW publish is (never journalled)."""
-        from server.sow_commands import store_publish
+        from amps_emulator.server.sow_commands import store_publish
 
         name = topic.spec.name
         msg = Message(name, data, None, None, skey, None, "", doc)

@@ -2,7 +2,7 @@
 
 Entry points::
 
-    from sow import Sow, TopicSpec
+    from amps_emulator.sow import Sow, TopicSpec
     sow = Sow([TopicSpec("orders", keys=("/id",))], default_dir="./sow", sync=True)
     t = sow.topic("orders")
     r = t.publish(b'{"id":1,"px":10}', bookmark="1|1|", position=1)   # PublishResult

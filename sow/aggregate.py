@@ -81,9 +81,9 @@ from typing import Any, Callable, Iterable, Mapping
 
 import msgspec
 
-from protocol.filter import FilterError, MessageContext, compile_expression
-from protocol.filter.values import first, order, parse_number, resolve, to_num
-from protocol.reasons import INVALID_OPTIONS, CommandError
+from amps_emulator.protocol.filter import FilterError, MessageContext, compile_expression
+from amps_emulator.protocol.filter.values import first, order, parse_number, resolve, to_num
+from amps_emulator.protocol.reasons import INVALID_OPTIONS, CommandError
 
 from .keys import generate_sow_key
 from .paths import PathError, parse_path

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Iterator
 
 import msgspec
 
-from protocol.filter.compiler import fields_filter
+from amps_emulator.protocol.filter.compiler import fields_filter
 
 from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbKVTable, LmdbOrderedSet
 from .record import Record, decode_record, encode_record

@@ -22,7 +22,7 @@ from typing import Any, Iterable
 
 import msgspec
 
-from protocol.filter.values import resolve
+from amps_emulator.protocol.filter.values import resolve
 
 from .paths import parse_path
 

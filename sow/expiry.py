@@ -21,7 +21,7 @@ queries skip expired records and ``publish`` over an expired record treats it as
 
 from __future__ import annotations
 
-from protocol.reasons import HEADER_MALFORMED, CommandError
+from amps_emulator.protocol.reasons import HEADER_MALFORMED, CommandError
 
 __all__ = ["deadline", "expiry_key", "expiry_bound", "deadline_of_key", "skey_of_key"]
 

@@ -42,7 +42,7 @@ import struct
 from itertools import product
 from typing import Any, Iterable
 
-from protocol.filter.values import elements, parse_number, resolve
+from amps_emulator.protocol.filter.values import elements, parse_number, resolve
 
 from .paths import parse_path, path_text
 

@@ -33,8 +33,8 @@ from typing import Any, Iterable
 
 import msgspec
 
-from protocol.filter.values import fmt_float, resolve
-from protocol.reasons import BAD_SOW_KEY, CommandError
+from amps_emulator.protocol.filter.values import fmt_float, resolve
+from amps_emulator.protocol.reasons import BAD_SOW_KEY, CommandError
 
 from .paths import PathError, parse_path
 

@@ -39,7 +39,7 @@ import lmdb
 
 __all__ = ["LmdbEnv", "LmdbOrderedSet", "LmdbHashTable"]
 
-log = logging.getLogger("sow.lmdb")
+log = logging.getLogger("amps_emulator.sow.lmdb")
 
 _PUT, _DEL, _DROP = 0, 1, 2
 _MAX_DOUBLE = 64 << 30

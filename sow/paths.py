@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from protocol.filter.values import resolve
+from amps_emulator.protocol.filter.values import resolve
 
 __all__ = ["parse_path", "path_text", "resolve", "top_level_names", "PathError"]
 

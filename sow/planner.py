@@ -30,16 +30,16 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from protocol.filter import ast as A
-from protocol.filter.functions import FUNCTIONS, regex
-from protocol.filter.values import to_str
+from amps_emulator.protocol.filter import ast as A
+from amps_emulator.protocol.filter.functions import FUNCTIONS, regex
+from amps_emulator.protocol.filter.values import to_str
 
 from .index import (HashIndex, MemoIndex, like_prefix, ranges_for_between,
                     ranges_for_compare)
 
 __all__ = ["Plan", "plan_query", "needs_context", "identifier_paths", "log"]
 
-log = logging.getLogger("sow.planner")
+log = logging.getLogger("amps_emulator.sow.planner")
 
 _FLIP = {"=": "=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 

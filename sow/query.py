@@ -31,8 +31,8 @@ from typing import Any, Callable, Sequence
 
 import msgspec
 
-from protocol.reasons import INVALID_OPTIONS, INVALID_ORDER_BY, CommandError
-from protocol.filter.values import first, resolve
+from amps_emulator.protocol.reasons import INVALID_OPTIONS, INVALID_ORDER_BY, CommandError
+from amps_emulator.protocol.filter.values import first, resolve
 
 from .paths import PathError, parse_path
 from .record import Record

@@ -22,8 +22,8 @@ from typing import Any, Callable, Generator, Iterable, TypedDict
 
 import msgspec
 
-from protocol.filter import MessageContext, compile_filter
-from protocol.reasons import BAD_FILTER, CommandError
+from amps_emulator.protocol.filter import MessageContext, compile_filter
+from amps_emulator.protocol.reasons import BAD_FILTER, CommandError
 
 from .delta import merge
 from .history import TABLE as _HISTORY_TABLE, History
@@ -39,7 +39,7 @@ from .spec import TopicSpec
 
 __all__ = ["Topic"]
 
-log = logging.getLogger("sow")
+log = logging.getLogger("amps_emulator.sow")
 
 _UNSET: Any = object()
 _json_decode = msgspec.json.decode

@@ -12,7 +12,7 @@ import socket
 import threading
 from typing import Any, Callable
 
-from server.app import Server
+from amps_emulator.server.app import Server
 
 
 def _loop_factory() -> asyncio.AbstractEventLoop:

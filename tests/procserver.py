@@ -45,7 +45,7 @@ class ProcServer:
         return f"tcp://127.0.0.1:{self.port}/amps/json"
 
     def command(self) -> list[str]:
-        args = [sys.executable, "-m", "server", "--listen", f"127.0.0.1:{self.port}",
+        args = [sys.executable, "-m", "amps_emulator.server", "--listen", f"127.0.0.1:{self.port}",
                 "--log-level", "WARNING"]
         if self.config is not None:
             args.append(str(self.config))

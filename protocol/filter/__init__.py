@@ -2,13 +2,13 @@
 
 Public API::
 
-    from protocol.filter import compile_filter, FilterError, MessageContext
+    from amps_emulator.protocol.filter import compile_filter, FilterError, MessageContext
     f = compile_filter("/a = 1 AND /b/c LIKE 'x'")  # cached by text; FilterError if bad
     f(doc)          # doc: decoded JSON body (dict usually; list/scalar/None otherwise) -> bool
     f(doc, ctx)     # ctx: MessageContext for TOPIC_NAME(), BOOKMARK(), ... (NULL if absent)
     f.text, f.ast   # original text, parsed AST (see protocol.filter.ast)
 
-    from protocol.filter import evaluate_expression, compile_expression
+    from amps_emulator.protocol.filter import evaluate_expression, compile_expression
     evaluate_expression("/qty * /px", doc)   # -> value, None = NULL
 
 Modules: ``grammar.lark`` (syntax), ``parser`` (text -> AST), ``ast`` (node classes),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from protocol.reasons import BAD_FILTER, CommandError
+from amps_emulator.protocol.reasons import BAD_FILTER, CommandError
 
 __all__ = ["FilterError"]
 

@@ -14,7 +14,7 @@ _names = itertools.count(1)
 
 @pytest.fixture
 def server(tmp_path):
-    from config import default_config
+    from amps_emulator.config import default_config
 
     srv = ServerThread(default_config(data_dir=str(tmp_path / "amps-data"))).start()
     yield srv
@@ -23,7 +23,7 @@ def server(tmp_path):
 
 def start_server(xml: str, name: str = "test.xml") -> ServerThread:
     """A server thread running the config ``xml`` (``name``: its file name in messages)."""
-    from config import loads_config
+    from amps_emulator.config import loads_config
 
     return ServerThread(loads_config(xml, name)).start()
 

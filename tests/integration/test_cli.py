@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server", "--data-dir", str(tmp_path / "data"),
+        [sys.executable, "-m", "amps_emulator.server", "--data-dir", str(tmp_path / "data"),
          "--listen", "127.0.0.1:0", *args],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**_env(), "PYTHONPATH": str(ROOT)},
@@ -49,12 +49,12 @@ def test_ready_line_then_clean_shutdown(tmp_path, sig):
 
 
 def test_sample_config_is_printed_and_verifies(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "server", "--sample-config"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "amps_emulator.server", "--sample-config"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
     assert "<AMPSConfig>" in out and "<!--" in out
     sample = tmp_path / "sample.xml"
     sample.write_text(out)
-    res = subprocess.run([sys.executable, "-m", "server", "--verify-config", str(sample)],
+    res = subprocess.run([sys.executable, "-m", "amps_emulator.server", "--verify-config", str(sample)],
                          cwd=ROOT, capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
 
@@ -82,7 +82,7 @@ def test_verify_config_lists_every_error_with_location(tmp_path):
         "  </SOW>\n"
         "</AMPSConfig>\n"
     )
-    res = subprocess.run([sys.executable, "-m", "server", "--verify-config", str(bad)],
+    res = subprocess.run([sys.executable, "-m", "amps_emulator.server", "--verify-config", str(bad)],
                          cwd=ROOT, capture_output=True, text=True)
     assert res.returncode != 0
     assert f"{bad}:7:" in res.stderr and f"{bad}:16:" in res.stderr
@@ -91,7 +91,7 @@ def test_verify_config_lists_every_error_with_location(tmp_path):
 def test_bad_config_fails_fast_when_starting(tmp_path):
     bad = tmp_path / "broken.xml"
     bad.write_text("<AMPSConfig><Name>x</Name>\n<Transports><Transport>\n</AMPSConfig>\n")
-    res = subprocess.run([sys.executable, "-m", "server", str(bad)], cwd=ROOT,
+    res = subprocess.run([sys.executable, "-m", "amps_emulator.server", str(bad)], cwd=ROOT,
                          capture_output=True, text=True, timeout=30)
     assert res.returncode != 0
     assert str(bad) in res.stderr
@@ -104,7 +104,7 @@ def test_engine_level_config_rules_fail_fast_with_location(tmp_path):
     cfg.write_text(config_xml(tmp_path / "data", extra=(
         "<SOW><Queue><Name>q</Name><MessageType>json</MessageType>"
         "<TargetQueueDepth>5</TargetQueueDepth></Queue></SOW>")))
-    res = subprocess.run([sys.executable, "-m", "server", str(cfg), "--listen", "127.0.0.1:0"],
+    res = subprocess.run([sys.executable, "-m", "amps_emulator.server", str(cfg), "--listen", "127.0.0.1:0"],
                          cwd=ROOT, capture_output=True, text=True, timeout=30)
     assert res.returncode != 0
     assert f"{cfg}:7:" in res.stderr and "TargetQueueDepth" in res.stderr

@@ -12,7 +12,7 @@ import time
 import AMPS
 import pytest
 
-from protocol.codec import split_frame
+from amps_emulator.protocol.codec import split_frame
 
 
 class RawClient:
@@ -81,7 +81,7 @@ def raw(server):
 def test_raw_logon_ack_shape(raw):
     r = raw()
     h = r.logon("raw-1")
-    from protocol.bookmarks import publisher_id_for
+    from amps_emulator.protocol.bookmarks import publisher_id_for
 
     assert h == {"c": "ack", "cid": "l0", "a": "processed", "status": "success",
                  "version": "5.3.4.0", "client_name": "raw-1", "s": 0,
@@ -206,7 +206,7 @@ SLOW_CONFIG = """<AMPSConfig>
 
 
 def test_slow_consumer_is_disconnected_and_others_keep_going(collector):
-    from config import loads_config
+    from amps_emulator.config import loads_config
     from tests.harness import ServerThread
 
     srv = ServerThread(loads_config(SLOW_CONFIG, "slow.xml")).start()

@@ -173,7 +173,7 @@ class RawPublisher:
         self.sock.sendall((len(h) + len(body)).to_bytes(4, "big") + h + body)
 
     def _read_until(self, pred, timeout: float = 10.0) -> bool:
-        from protocol.codec import split_frame
+        from amps_emulator.protocol.codec import split_frame
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

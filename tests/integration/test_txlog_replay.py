@@ -286,7 +286,7 @@ def test_bookmark_subscription_gets_persisted_acks_that_advance_while_idle(serve
 
 
 def test_retention_removes_old_segments_but_never_what_a_replay_is_reading(tmp_path):
-    from config import loads_config
+    from amps_emulator.config import loads_config
     from tests.harness import ServerThread
     from tests.integration.conftest import config_xml
 

@@ -9,11 +9,11 @@ import math
 import msgspec
 import pytest
 
-from protocol.reasons import INVALID_OPTIONS, CommandError
-from sow.aggregate import (
+from amps_emulator.protocol.reasons import INVALID_OPTIONS, CommandError
+from amps_emulator.sow.aggregate import (
     AGGREGATE_FUNCTIONS, parse_aggregation, parse_grouping, parse_projection,
 )
-from sow.record import Record
+from amps_emulator.sow.record import Record
 
 
 def recs(*docs, start_ts: float = 100.0) -> list[Record]:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.bookmarks import (
+from amps_emulator.protocol.bookmarks import (
     EPOCH,
     NOW,
     RECENT,

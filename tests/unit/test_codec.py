@@ -8,13 +8,13 @@ import msgspec
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from protocol import reasons
-from protocol.codec import (
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.codec import (
     FrameDecoder, ProtocolError, ack, frame, parse_command, sow_batch, split_frame, unknown_keys,
 )
-from protocol.command import parse_options
-from protocol.headers import CLIENT_KNOWN_KEYS
-from protocol.reasons import CommandError
+from amps_emulator.protocol.command import parse_options
+from amps_emulator.protocol.headers import CLIENT_KNOWN_KEYS
+from amps_emulator.protocol.reasons import CommandError
 
 
 def wire(header: dict | bytes, body: bytes = b"") -> bytes:

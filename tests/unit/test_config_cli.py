@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from config import loads_config
-from config.cli import main, run_sample_config, run_verify_config
+from amps_emulator.config import loads_config
+from amps_emulator.config.cli import main, run_sample_config, run_verify_config
 
 GOOD = """<AMPSConfig>
   <Name>ok</Name>

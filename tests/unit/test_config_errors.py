@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from config import ConfigError, ConfigIssue, load_config, loads_config
+from amps_emulator.config import ConfigError, ConfigIssue, load_config, loads_config
 
 FIXTURES = Path(__file__).parent / "config_fixtures"
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from config import (
+from amps_emulator.config import (
     Config,
     ConfigError,
     default_config,
@@ -107,7 +107,7 @@ def test_transaction_log(prod: Config) -> None:
 
 
 def test_topic_matching_rules() -> None:
-    from config.model import topic_matches
+    from amps_emulator.config.model import topic_matches
 
     assert topic_matches("orders", "orders")
     assert not topic_matches("orders", "neworders")  # literal names are exact

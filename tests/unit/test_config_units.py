@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from config.units import parse_bool, parse_count, parse_duration, parse_size
-from config.values import enum, parse_inet_addr, parse_recovery_point, parse_regex, parse_xpath
+from amps_emulator.config.units import parse_bool, parse_count, parse_duration, parse_size
+from amps_emulator.config.values import enum, parse_inet_addr, parse_recovery_point, parse_regex, parse_xpath
 
 MiB = 1024 * 1024
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from protocol.codec import frame
-from server.connection import STASH_LIMIT, Connection
+from amps_emulator.protocol.codec import frame
+from amps_emulator.server.connection import STASH_LIMIT, Connection
 
 
 class FakeTransport:

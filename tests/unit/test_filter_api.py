@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-import protocol.filter as pf
-from protocol.filter import (FilterError, MessageContext, compile_expression, compile_filter,
+import amps_emulator.protocol.filter as pf
+from amps_emulator.protocol.filter import (FilterError, MessageContext, compile_expression, compile_filter,
                              evaluate_expression, parse, to_text)
-from protocol.filter import ast as A
-from protocol.filter.compiler import CACHE_SIZE, _compile_cached
+from amps_emulator.protocol.filter import ast as A
+from amps_emulator.protocol.filter.compiler import CACHE_SIZE, _compile_cached
 
 
 def test_compile_is_cached_by_text_and_bounded():
@@ -140,7 +140,7 @@ def test_non_object_bodies():
 
 
 def test_interpreter_fallback_when_python_cannot_compile(monkeypatch):
-    from protocol.filter import compiler
+    from amps_emulator.protocol.filter import compiler
 
     def refuse(root, value_mode):
         raise SyntaxError("too many nested parentheses")
@@ -155,7 +155,7 @@ def test_interpreter_fallback_when_python_cannot_compile(monkeypatch):
 
 
 def test_safety_net_never_raises(monkeypatch):
-    from protocol.filter import compiler
+    from amps_emulator.protocol.filter import compiler
 
     def broken_resolve(doc, path):
         raise KeyError("boom")

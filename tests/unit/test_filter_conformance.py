@@ -14,9 +14,9 @@ import math
 
 import pytest
 
-from protocol.filter import (MessageContext, compile_expression, compile_filter,
+from amps_emulator.protocol.filter import (MessageContext, compile_expression, compile_filter,
                              interpret, interpret_filter, parse)
-from protocol.filter import compiler
+from amps_emulator.protocol.filter import compiler
 
 GYRO = {"name": "Gyro", "job": "kitten"}
 ARR = {"data": [1, 2, 3, "zebra", 5], "other": [14, 34, 23, 5]}

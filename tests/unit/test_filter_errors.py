@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.filter import FilterError, compile_expression, compile_filter
-from protocol.reasons import BAD_FILTER, CommandError
+from amps_emulator.protocol.filter import FilterError, compile_expression, compile_filter
+from amps_emulator.protocol.reasons import BAD_FILTER, CommandError
 
 BAD = [
     # syntax

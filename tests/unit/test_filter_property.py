@@ -12,10 +12,10 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.filter import (MessageContext, compile_ast, compile_expression, compile_filter,
+from amps_emulator.protocol.filter import (MessageContext, compile_ast, compile_expression, compile_filter,
                              interpret, interpret_filter, parse, to_text)
-from protocol.filter import ast as A
-from protocol.filter import compiler
+from amps_emulator.protocol.filter import ast as A
+from amps_emulator.protocol.filter import compiler
 
 # ---- documents ------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The heartbeat state machine, driven by a fake clock."""
 
-from server.heartbeat import Beat, Heartbeat
+from amps_emulator.server.heartbeat import Beat, Heartbeat
 
 
 def test_inactive_until_started():

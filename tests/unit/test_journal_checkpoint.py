@@ -11,10 +11,10 @@ import shutil
 
 import pytest
 
-from journal import FileJournal, JournalCorruptError, publisher_id_for
-from journal import summary as summaries
-from journal.record import PREFIX, PREFIX_SIZE
-from journal.segment import HEADER_SIZE, parse_segment_name
+from amps_emulator.journal import FileJournal, JournalCorruptError, publisher_id_for
+from amps_emulator.journal import summary as summaries
+from amps_emulator.journal.record import PREFIX, PREFIX_SIZE
+from amps_emulator.journal.segment import HEADER_SIZE, parse_segment_name
 
 
 class FakeClock:
@@ -242,7 +242,7 @@ def test_bad_summary_falls_back_to_a_full_scan(tmp_path, caplog, damage, why):
     names = segment_files(d)
     victim = os.path.join(d, names[1])
     damage(summaries.summary_path(victim))
-    with caplog.at_level(logging.WARNING, logger="journal"):
+    with caplog.at_level(logging.WARNING, logger="amps_emulator.journal"):
         (j1, r1), (j2, r2) = open_both(d, tmp_path, **kw)
     assert victim in caplog.text
     assert r1.clean and r1.summarised_segments == r1.segments - 1
@@ -344,7 +344,7 @@ def test_torn_tail_after_the_summary_is_truncated_with_warning(tmp_path, caplog)
     assert off > covered
     os.truncate(path, off + size // 2)
     full = without_summaries(d, tmp_path / "fullscan")
-    with caplog.at_level(logging.WARNING, logger="journal"):
+    with caplog.at_level(logging.WARNING, logger="amps_emulator.journal"):
         j1, r1 = FileJournal.open(d, index_interval=3)
     j2, r2 = FileJournal.open(full, index_interval=3)
     (lost,) = r1.truncated
@@ -456,7 +456,7 @@ def test_summary_is_written_only_once_durable(tmp_path):
 def test_summary_never_covers_what_the_running_sync_did_not_fsync(tmp_path, monkeypatch):
     """The owner appends and flushes while a worker's sync is inside fdatasync: the snapshot of
     that newer flush must wait for the next sync."""
-    import journal.file_journal as fj
+    import amps_emulator.journal.file_journal as fj
 
     d = tmp_path / "j"
     j, _ = FileJournal.open(d, checkpoint_bytes=0)
@@ -561,7 +561,7 @@ def test_failure_to_write_a_summary_is_logged_not_fatal(tmp_path, monkeypatch, c
 
     monkeypatch.setattr(summaries, "write", boom)
     d = tmp_path / "j"
-    with caplog.at_level(logging.WARNING, logger="journal"):
+    with caplog.at_level(logging.WARNING, logger="amps_emulator.journal"):
         j, _ = FileJournal.open(d, checkpoint_bytes=0, segment_size=800)
         recs = fill(j, 0, 30)
         j.close()

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from journal import (
+from amps_emulator.journal import (
     EPOCH,
     NOW,
     Bookmark,
@@ -20,7 +20,7 @@ from journal import (
     parse_bookmark,
     publisher_id_for,
 )
-from sow.testing import FakeClock
+from amps_emulator.sow.testing import FakeClock
 
 
 @pytest.fixture(params=["memory", "file"])

@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 
-from journal import (
+from amps_emulator.journal import (
     Durability,
     FileJournal,
     JournalCorruptError,
@@ -19,9 +19,9 @@ from journal import (
     RecordKind,
     publisher_id_for,
 )
-from journal.record import PREFIX, PREFIX_SIZE
-from journal.segment import HEADER_SIZE, parse_segment_name
-from sow.testing import FakeClock
+from amps_emulator.journal.record import PREFIX, PREFIX_SIZE
+from amps_emulator.journal.segment import HEADER_SIZE, parse_segment_name
+from amps_emulator.sow.testing import FakeClock
 
 
 def publish(j, i, client="pub-a", **kw):
@@ -120,7 +120,7 @@ def test_truncated_mid_record_is_cut_with_warning(tmp_path, caplog):
     path = os.path.join(tmp_path, segment_files(tmp_path)[-1])
     off, size = frame_offsets(path)[-1]
     os.truncate(path, off + size // 2)
-    with caplog.at_level(logging.WARNING, logger="journal"):
+    with caplog.at_level(logging.WARNING, logger="amps_emulator.journal"):
         j, report = FileJournal.open(tmp_path)
     assert user_records(j) == recs[:-1]
     (lost,) = report.truncated
@@ -207,7 +207,7 @@ def test_keep_readable_flag_keeps_what_is_readable(tmp_path, caplog):
     original = open(path, "rb").read()
     off, size = frame_offsets(path)[8]
     flip(path, off + 20)  # inside record 9's prefix (its position field)
-    with caplog.at_level(logging.WARNING, logger="journal"):
+    with caplog.at_level(logging.WARNING, logger="amps_emulator.journal"):
         j, report = FileJournal.open(tmp_path, keep_readable_on_corruption=True)
     assert user_records(j) == recs[:8] + recs[9:]
     (skipped,) = report.skipped

@@ -9,16 +9,16 @@ import random
 
 import pytest
 
-from protocol.codec import split_frame
-from protocol.filter import compile_filter
-from server.aggregated_subscription import AggregatedSubscription
-from server.delivery import Message
-from server.pagination import PageWindow
-from sow import TopicSpec
-from sow.aggregate import parse_aggregation
-from sow.query import parse_order_by
-from sow.store import TransientStore
-from sow.testing import js
+from amps_emulator.protocol.codec import split_frame
+from amps_emulator.protocol.filter import compile_filter
+from amps_emulator.server.aggregated_subscription import AggregatedSubscription
+from amps_emulator.server.delivery import Message
+from amps_emulator.server.pagination import PageWindow
+from amps_emulator.sow import TopicSpec
+from amps_emulator.sow.aggregate import parse_aggregation
+from amps_emulator.sow.query import parse_order_by
+from amps_emulator.sow.store import TransientStore
+from amps_emulator.sow.testing import js
 
 
 class FakeConn:

@@ -15,10 +15,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from protocol.codec import parse_command
-from server.delivery import UNDECODED, Message
-from sow.record import Record, decode_record, encode_record
-from sow.testing import StoreFactory, js
+from amps_emulator.protocol.codec import parse_command
+from amps_emulator.server.delivery import UNDECODED, Message
+from amps_emulator.sow.record import Record, decode_record, encode_record
+from amps_emulator.sow.testing import StoreFactory, js
 
 
 def _rec_fields(r):

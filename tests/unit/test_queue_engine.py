@@ -12,7 +12,7 @@ import types
 
 import pytest
 
-from queues import (
+from amps_emulator.queues import (
     Ack,
     Acked,
     Cancel,
@@ -136,7 +136,7 @@ def test_from_config_maps_the_config_struct_and_forces_round_robin_for_at_most_o
 
 
 def test_from_config_accepts_the_real_config_model():
-    model = pytest.importorskip("config.model")
+    model = pytest.importorskip("amps_emulator.config.model")
     q = model.Queue(kind="queue", name="WorkToDo", message_type="json", underlying_topic="Work")
     s = QueueSpec.from_config(q)
     assert s.name == "WorkToDo" and s.fairness_model == "proportional"
@@ -946,7 +946,7 @@ def test_squeezing_acked_holes_keeps_a_pending_barrier_in_place():
 # Events and recovery
 # ------------------------------------------------------------------------------------------
 def test_event_kinds_match_the_journal_record_kinds():
-    record = pytest.importorskip("journal.record")
+    record = pytest.importorskip("amps_emulator.journal.record")
     K = record.RecordKind
     assert encode_event(Ack(1))[0] == K.QUEUE_ACK
     assert encode_event(Cancel(1))[0] == K.QUEUE_CANCEL

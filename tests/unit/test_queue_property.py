@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from queues import Acked, Deliver, Expired, QueueEngine, QueueSpec, Returned
+from amps_emulator.queues import Acked, Deliver, Expired, QueueEngine, QueueSpec, Returned
 
 FILTERS = {
     "all": None,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from protocol.reasons import CommandError
-from server.replay import Rate
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.replay import Rate
 
 
 class Clock:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from protocol.reasons import (BAD_FILTER, BAD_SOW_KEY, INVALID_OPTIONS, INVALID_ORDER_BY,
+from amps_emulator.protocol.reasons import (BAD_FILTER, BAD_SOW_KEY, INVALID_OPTIONS, INVALID_ORDER_BY,
                               CommandError)
-from sow import amps_timestamp, generate_sow_key
-from sow.testing import StoreFactory, docs, js
+from amps_emulator.sow import amps_timestamp, generate_sow_key
+from amps_emulator.sow.testing import StoreFactory, docs, js
 
 
 @pytest.fixture(params=["persistent", "transient"])
@@ -109,7 +109,7 @@ def test_generated_key_topic_ignores_publisher_key(sf):
 
 
 def test_topic_implements_protocol(sf):
-    from sow import TopicStore
+    from amps_emulator.sow import TopicStore
     assert isinstance(keyed(sf), TopicStore)
 
 
@@ -397,7 +397,7 @@ def test_sweep_limit(sf):
 def test_planner_uses_configured_indexes(sf, caplog):
     t = keyed(sf, hash_indexes=(("/sym", "/qty"),), indexes=("/px",))
     load(t, ROWS)
-    caplog.set_level("DEBUG", logger="sow.planner")
+    caplog.set_level("DEBUG", logger="amps_emulator.sow.planner")
     q = t.query("/sym = 'IBM' AND /qty = 5")
     assert q.plan.startswith("hash[/sym,/qty]") and [d["id"] for d in docs(q)] == [1]
     assert "plan=hash[/sym,/qty]" in caplog.text

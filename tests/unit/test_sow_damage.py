@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from sow import Sow, TopicSpec
-from sow.lmdbenv import LmdbEnv
-from sow.testing import js
+from amps_emulator.sow import Sow, TopicSpec
+from amps_emulator.sow.lmdbenv import LmdbEnv
+from amps_emulator.sow.testing import js
 
 
 def make(d, n=3000, close=True):

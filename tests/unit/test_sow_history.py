@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sow.history import History, HistorySpec
-from sow.tables import MemKVTable
-from sow.testing import FakeClock, StoreFactory, docs, js
+from amps_emulator.sow.history import History, HistorySpec
+from amps_emulator.sow.tables import MemKVTable
+from amps_emulator.sow.testing import FakeClock, StoreFactory, docs, js
 
 T0 = 1_700_000_000.0  # a multiple of 10 s
 

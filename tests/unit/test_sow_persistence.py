@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sow import SowStore, TopicSpec
-from sow.testing import FakeClock, js
-from sow.topic import Topic
+from amps_emulator.sow import SowStore, TopicSpec
+from amps_emulator.sow.testing import FakeClock, js
+from amps_emulator.sow.topic import Topic
 
 
 @pytest.fixture

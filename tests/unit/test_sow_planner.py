@@ -10,10 +10,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.filter import compile_filter
-from sow import SowStore, TopicSpec, TransientStore
-from sow.index import like_prefix
-from sow.testing import FakeClock
+from amps_emulator.protocol.filter import compile_filter
+from amps_emulator.sow import SowStore, TopicSpec, TransientStore
+from amps_emulator.sow.index import like_prefix
+from amps_emulator.sow.testing import FakeClock
 
 MIXED = [5, 5.0, "5", "5.0", "05", -3, 2.5, 10, 1e300, 2 ** 70, "abc", "abd", "ab", "b", "",
          "zz", "1e2", "true", True, False, None, [1, "x"], [[2, 3], "ab"], [], {"k": 1},

@@ -12,14 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocol.filter import compile_filter, interpret_filter, to_text
-from protocol.filter import compiler
-from protocol.filter.compiler import fields_filter
-from sow import SowStore, TopicSpec, TransientStore
-from sow.paths import top_level_names
-from sow.planner import identifier_paths
-from sow.query import parse_order_by, sort_records
-from sow.testing import FakeClock
+from amps_emulator.protocol.filter import compile_filter, interpret_filter, to_text
+from amps_emulator.protocol.filter import compiler
+from amps_emulator.protocol.filter.compiler import fields_filter
+from amps_emulator.sow import SowStore, TopicSpec, TransientStore
+from amps_emulator.sow.paths import top_level_names
+from amps_emulator.sow.planner import identifier_paths
+from amps_emulator.sow.query import parse_order_by, sort_records
+from amps_emulator.sow.testing import FakeClock
 from tests.unit.test_filter_fields import BODIES, SCAN_FILTERS, reference_doc
 from tests.unit.test_filter_property import documents, expressions
 

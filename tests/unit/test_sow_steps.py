@@ -6,7 +6,7 @@ from __future__ import annotations
 import lmdb
 import pytest
 
-from sow.testing import docs, js
+from amps_emulator.sow.testing import docs, js
 from tests.unit.test_sow_contract import sf  # noqa: F401 (fixture)
 
 N = 100
@@ -102,7 +102,7 @@ def test_an_abandoned_query_releases_its_snapshot(sf, tmp_path):
 
 
 def test_map_growth_during_a_query_fails_it_cleanly(tmp_path):
-    from sow import SowStore, TopicSpec
+    from amps_emulator.sow import SowStore, TopicSpec
 
     store = SowStore(str(tmp_path / "env"), sync=False, map_size=1 << 20)
     t = store.open_topic(TopicSpec("orders", keys=("/id",)))
@@ -134,9 +134,9 @@ def test_map_growth_during_a_query_fails_it_cleanly(tmp_path):
 def test_a_long_ordered_result_is_sorted_in_steps_exactly_as_at_once(order, top_n, skip_n):
     import random
 
-    from sow import TopicSpec
-    from sow.store import TransientStore
-    from sow.testing import js
+    from amps_emulator.sow import TopicSpec
+    from amps_emulator.sow.store import TransientStore
+    from amps_emulator.sow.testing import js
 
     rng = random.Random(5)
     topic = TransientStore().open_topic(TopicSpec("t", keys=("/id",), durability="transient"))
@@ -186,7 +186,7 @@ def test_a_big_delete_runs_in_steps_and_keeps_what_changed_after_it(sf):
 
 
 def test_a_big_delete_holds_the_applied_position_until_it_is_done(tmp_path):
-    from sow.testing import FakeClock, StoreFactory
+    from amps_emulator.sow.testing import FakeClock, StoreFactory
 
     f = StoreFactory("persistent", tmp_path, FakeClock())
     t = f.topic("orders", keys=("/id",))

@@ -10,17 +10,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.reasons import BAD_SOW_KEY, INVALID_OPTIONS, INVALID_ORDER_BY, CommandError
-from sow import (Sow, TopicSpec, amps_timestamp, apply_select, changed_fields, delta_message,
+from amps_emulator.protocol.reasons import BAD_SOW_KEY, INVALID_OPTIONS, INVALID_ORDER_BY, CommandError
+from amps_emulator.sow import (Sow, TopicSpec, amps_timestamp, apply_select, changed_fields, delta_message,
                  env_directory, expand_file_name, generate_sow_key, merge, parse_order_by,
                  parse_select, parse_sow_keys, validate_sow_key)
-from sow.expiry import deadline, deadline_of_key, expiry_bound, expiry_key, skey_of_key
-from sow.keys import KeyGenerator
-from sow.lmdbenv import LmdbEnv, LmdbOrderedSet
-from sow.paths import PathError, parse_path
-from sow.record import Record, body_of, decode_record, encode_record
-from sow.tables import MemHashTable, SortedKeys
-from sow.testing import FakeClock
+from amps_emulator.sow.expiry import deadline, deadline_of_key, expiry_bound, expiry_key, skey_of_key
+from amps_emulator.sow.keys import KeyGenerator
+from amps_emulator.sow.lmdbenv import LmdbEnv, LmdbOrderedSet
+from amps_emulator.sow.paths import PathError, parse_path
+from amps_emulator.sow.record import Record, body_of, decode_record, encode_record
+from amps_emulator.sow.tables import MemHashTable, SortedKeys
+from amps_emulator.sow.testing import FakeClock
 
 
 # ---- keys -----------------------------------------------------------------------------------
@@ -137,8 +137,8 @@ def test_parse_order_by():
 
 
 def test_order_by_text_sorts_by_the_values_text():
-    from sow import Record
-    from sow.query import sort_records
+    from amps_emulator.sow import Record
+    from amps_emulator.sow.query import sort_records
 
     vals = [10, 9, "b", None, 1.5, "10", True, [2, 1]]
     recs = [Record(str(i), b"", doc={"v": v}) for i, v in enumerate(vals)]
@@ -270,7 +270,7 @@ _index_values = st.one_of(
 @settings(max_examples=300)
 @given(_index_values, _index_values)
 def test_single_field_hash_index_fast_paths_match_tokens(a, b):
-    from sow.index import HashIndex
+    from amps_emulator.sow.index import HashIndex
 
     def rows(t):
         return {(tok, k) for tok, ks in t._d.items() for k in ks}
@@ -356,7 +356,7 @@ def test_sow_facade_groups_topics(tmp_path):
 
 
 def test_auto_memo_index_only_on_topics_small_enough_to_index_inside_a_query():
-    from sow import TransientStore
+    from amps_emulator.sow import TransientStore
 
     store = TransientStore(clock=FakeClock())
     small = store.open_topic(TopicSpec("small", keys=("/id",)))

@@ -11,13 +11,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from config import loads_config
-from server.delivery import Message
-from server.router import Router
-from server.views import DerivedTopics, derived_specs
-from sow import Sow
-from sow.aggregate import parse_aggregation
-from sow.testing import js
+from amps_emulator.config import loads_config
+from amps_emulator.server.delivery import Message
+from amps_emulator.server.router import Router
+from amps_emulator.server.views import DerivedTopics, derived_specs
+from amps_emulator.sow import Sow
+from amps_emulator.sow.aggregate import parse_aggregation
+from amps_emulator.sow.testing import js
 
 CONFIG = """<AMPSConfig><Name>v</Name>
 <Transports><Transport><Name>t</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
@@ -51,7 +51,7 @@ CONFIG = """<AMPSConfig><Name>v</Name>
 
 def make_server():
     cfg = loads_config(CONFIG, "views.xml")
-    from server.sowsvc import spec_from_config
+    from amps_emulator.server.sowsvc import spec_from_config
 
     sow = Sow([spec_from_config(t) for t in cfg.sow_topics] + derived_specs(cfg))
     srv = SimpleNamespace(router=Router(), stats=collections.Counter(), derived=None,
@@ -153,11 +153,11 @@ def test_views_always_equal_a_computation_from_scratch(seed):
        <Grouping><Field>[orders].[/a]</Field></Grouping></View>""",
 ])
 def test_a_view_the_engine_cannot_build_is_a_config_error_with_its_line(view):
-    from config import ConfigError
+    from amps_emulator.config import ConfigError
 
     xml = CONFIG.replace("</SOW>", view + "</SOW>")
     cfg = loads_config(xml, "views.xml")
-    from server.sowsvc import spec_from_config
+    from amps_emulator.server.sowsvc import spec_from_config
 
     sow = Sow([spec_from_config(t) for t in cfg.sow_topics] + derived_specs(cfg))
     srv = SimpleNamespace(router=Router(), stats=collections.Counter(), derived=None,

@@ -1,0 +1,1 @@
+"""The asyncio server: listeners, connections, the dispatch table, routing and the CLI."""
