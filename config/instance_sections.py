@@ -18,6 +18,7 @@ from .model import (
     DEFAULT_MAX_FRAME_SIZE,
     Admin,
     LogTarget,
+    ProtocolDef,
     Transport,
     TransactionLog,
     TxLogTopic,
@@ -29,6 +30,7 @@ from .schema import (
     Spec,
     at_least,
     each,
+    ignored_element,
     label,
     positive,
     read,
@@ -36,7 +38,7 @@ from .schema import (
     unknown_element,
 )
 from .units import parse_bool, parse_count, parse_duration, parse_size
-from .values import enum, parse_comma_list, parse_inet_addr, parse_regex
+from .values import enum, parse_comma_list, parse_inet_addr, parse_regex, suggest
 from .xmlload import Node
 
 KiB = 1024
@@ -68,6 +70,9 @@ _UNSUPPORTED_PROTOCOLS = {
     "fix-session": "the legacy fix-session protocol is not supported",
 }
 _TLS_ELEMENTS = ("Certificate", "PrivateKey")
+#: protocol modules AMPS loads by default, and the synonym it accepts
+BUILTIN_PROTOCOLS = ("amps", *_UNSUPPORTED_PROTOCOLS)
+_PROTOCOL_SYNONYMS = {"json": "amps"}
 
 _TRANSPORT_IGNORED = frozenset({
     "Authentication", "Entitlement", "TransportFilter", "MessageMemoryLimit", "MessageDiskLimit",
@@ -84,8 +89,9 @@ def _transport_spec(ctx: Ctx) -> Spec:
             "Type": Elem("type", enum(["tcp", *_UNSUPPORTED_TYPES]), required=True),
             "InetAddr": Elem("inet_addr", text, required=True),
             "MessageType": Elem("message_type", ctx.message_type),
-            "Protocol": Elem("protocol", enum(["amps", *_UNSUPPORTED_PROTOCOLS], {"json": "amps"})),
+            "Protocol": Elem("protocol", ctx.protocol),
             "InitialState": Elem("enabled", parse_bool),
+            "ReuseAddr": Elem("reuse_addr", parse_bool),
             "ClientMessageAgeLimit": Elem("client_message_age_limit", positive(parse_duration, "ClientMessageAgeLimit")),
             "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
             "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
@@ -96,13 +102,19 @@ def _transport_spec(ctx: Ctx) -> Spec:
     )
 
 
-def _unsupported_transport(node: Node) -> str | None:
+def _unsupported_transport(node: Node, ctx: Ctx) -> str | None:
     t = node.child("Type")
     if t is not None and t.text.strip().lower() in _UNSUPPORTED_TYPES:
         return _UNSUPPORTED_TYPES[t.text.strip().lower()]
     p = node.child("Protocol")
-    if p is not None and p.text.strip().lower() in _UNSUPPORTED_PROTOCOLS:
-        return _UNSUPPORTED_PROTOCOLS[p.text.strip().lower()]
+    if p is not None and p.text:
+        try:
+            base, written = ctx.protocol(p.text)
+        except ValueError:
+            return None  # reported when the transport is read
+        if base != "amps":
+            via = "" if written.lower() == base else f" (protocol {written!r} is built on {base})"
+            return _UNSUPPORTED_PROTOCOLS.get(base, f"the custom protocol module {base!r} is not supported") + via
     for tag in _TLS_ELEMENTS:
         if node.child(tag) is not None:
             return f"TLS (<{tag}>) is not supported"
@@ -121,7 +133,7 @@ def read_transports(node: Node, ctx: Ctx, defaults: InstanceDefaults) -> tuple[T
         if child.tag != "Transport":
             unknown_element(ctx, child, where, ["Transport"])
             continue
-        reason = _unsupported_transport(child)
+        reason = _unsupported_transport(child, ctx)
         if reason is not None:
             child.ignored = True
             ctx.warn(child, f"{label(child)} is ignored: {reason} by the emulator")
@@ -173,19 +185,85 @@ def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults
         port=port,
         inet_addr=r.values["inet_addr"],
         message_type=r.get("message_type"),
-        protocol=r.get("protocol", "amps"),
+        protocol=r.get("protocol", ("amps", "amps"))[0],
+        protocol_name=r.get("protocol", ("amps", "amps"))[1],
         enabled=r.get("enabled", True),
+        reuse_addr=r.get("reuse_addr", True),
         client_message_age_limit=r.get("client_message_age_limit", defaults.client_message_age_limit),
         max_frame_size=r.get("max_frame_size", defaults.max_frame_size),
         client_outbound_limit=r.get("client_outbound_limit", defaults.client_outbound_limit),
     )
 
 
+# --- Protocols ----------------------------------------------------------------------------
+
+_PROTOCOL_OPTION_NOTE = "protocol options are not implemented"
+
+
+def read_protocols(node: Node, ctx: Ctx) -> tuple[ProtocolDef, ...]:
+    """``Protocols/Protocol``: ``Name`` + ``Module`` (the protocol it is built on) + module options.
+
+    The names are recorded in ``ctx`` first, so transports can refer to them. Options are
+    module-specific (``WWWAuthenticate``, ``TrustedAdmin``, ``HTTPHeader`` for websocket, or a
+    custom module's own); the emulator implements none and warns once per option.
+    """
+    where = "<Protocols>"
+    if node.text:
+        ctx.err(node, f"unexpected text {node.text[:40]!r} in {where}")
+    out: list[ProtocolDef] = []
+    for child in node.children:
+        if child.tag != "Protocol":
+            unknown_element(ctx, child, where, ["Protocol"])
+            continue
+        name_node, module_node = child.child("Name"), child.child("Module")
+        ok = True
+        for tag, n in (("Name", name_node), ("Module", module_node)):
+            if n is None:
+                ctx.err(child, f"<Protocol> in {where} is missing required element <{tag}>")
+                ok = False
+            elif not n.text or n.children:
+                ctx.err(n, f"<{tag}> in <Protocol> must hold a name")
+                ok = False
+        options = []
+        for opt in child.children:
+            if opt.tag in ("Name", "Module"):
+                continue
+            ignored_element(ctx, opt, label(child), _PROTOCOL_OPTION_NOTE)
+            options.append((opt.tag, opt.text))
+        if not ok:
+            continue
+        name, module = name_node.text, module_node.text
+        if name in ctx.protocols:
+            ctx.err(name_node, f"duplicate protocol name {name!r} in {where}")
+            continue
+        low = module.lower()
+        base = _PROTOCOL_SYNONYMS.get(low, low) if low in (*BUILTIN_PROTOCOLS, *_PROTOCOL_SYNONYMS) else module
+        ctx.protocols[name] = base
+        out.append(ProtocolDef(file=child.file, line=child.line, name=name, module=base,
+                               options=tuple(options)))
+    return tuple(out)
+
+
+def resolve_protocol(ctx: Ctx, text: str) -> tuple[str, str]:
+    """``(base protocol, name as written)`` for a Transport's ``Protocol``."""
+    written = text.strip()
+    if written in ctx.protocols:
+        return ctx.protocols[written], written
+    low = written.lower()
+    if low in BUILTIN_PROTOCOLS or low in _PROTOCOL_SYNONYMS:
+        return _PROTOCOL_SYNONYMS.get(low, low), written
+    known = [*BUILTIN_PROTOCOLS, *ctx.protocols]
+    hint = suggest(written, known)
+    extra = f"; did you mean {hint!r}?" if hint else ""
+    raise ValueError(f"unknown protocol {written!r}: neither a built-in protocol "
+                     f"({', '.join(BUILTIN_PROTOCOLS)}) nor a <Protocol> declared under <Protocols>{extra}")
+
+
 # --- Admin --------------------------------------------------------------------------------
 
 _ADMIN_SPEC = Spec(
     elems={
-        "InetAddr": Elem("inet_addr", text, required=True),
+        "InetAddr": Elem("inet_addr", text),
         "FileName": Elem("file_name", text),
         "Interval": Elem("interval", at_least(parse_duration, 1.0, "1s")),
         "SQLTransport": Elem("sql_transport", text),
@@ -200,10 +278,13 @@ _ADMIN_SPEC = Spec(
 
 
 def read_admin(node: Node, ctx: Ctx) -> Admin | None:
+    """``Admin``; ``None`` without an ``InetAddr`` (AMPS then runs no admin server)."""
     r = read(node, _ADMIN_SPEC, ctx)
     addr = _inet_addr(r, "<Admin>", ctx)
-    if addr is None or not r.ok:
+    if addr is None or not r.ok or "inet_addr" not in r.values:
         return None
+    ctx.warn(node, "<Admin> (the monitoring HTTP server) is not implemented by the emulator yet; "
+                   "no admin server is started")
     host, port = addr
     return Admin(
         file=node.file, line=node.line, host=host, port=port, inet_addr=r.values["inet_addr"],

@@ -24,12 +24,13 @@ from .instance_sections import (
     InstanceDefaults,
     read_admin,
     read_logging,
+    read_protocols,
     read_transaction_log,
     read_transports,
 )
 from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config
 from .schema import Ctx, Elem, Spec, positive, read, text
-from .sow_sections import SowResult, check_queue_logging, read_sow
+from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
 from .units import parse_duration, parse_size
 from .values import parse_name
 from .xmlload import Node, load_tree, report_missing_env
@@ -44,6 +45,7 @@ _TOP_SPEC = Spec(
         "Transports": Elem("transports", node=_SECTION),
         "Admin": Elem("admin", node=_SECTION),
         "Logging": Elem("logging", node=_SECTION),
+        "Protocols": Elem("protocols", node=_SECTION),
         "TransactionLog": Elem("transaction_log", node=_SECTION),
         "SOW": Elem("sow", node=_SECTION, multiple=True),
         "TopicMetaData": Elem("sow", node=_SECTION, multiple=True),
@@ -57,7 +59,7 @@ _TOP_SPEC = Spec(
     },
     ignored=frozenset({
         "Modules", "Authentication", "Entitlement", "Replication", "Tuning", "Externals",
-        "Protocols", "MessageTypes", "UserDefinedFunctions", "ProcessName", "Environment",
+        "MessageTypes", "UserDefinedFunctions", "ProcessName", "Environment",
         "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
         "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
         "SOWStatisticsInterval", "SOWStatsInterval", "RegexTopicSupport", "MessageMemoryLimit",
@@ -94,6 +96,10 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         max_frame_size=v.get("max_frame_size", DEFAULT_MAX_FRAME_SIZE),
         client_outbound_limit=v.get("client_outbound_limit", DEFAULT_CLIENT_OUTBOUND_LIMIT),
     )
+    if " " in v.get("name", "") or "\t" in v.get("name", ""):
+        ctx.warn(top.nodes["name"], f"instance <Name> {v['name']!r} contains spaces; AMPS recommends "
+                                    "a name without spaces or special characters")
+    protocols = read_protocols(v["protocols"], ctx) if "protocols" in v else ()
     transports = read_transports(v["transports"], ctx, defaults) if "transports" in v else ()
     admin = read_admin(v["admin"], ctx) if "admin" in v else None
     logging = read_logging(v["logging"], ctx) if "logging" in v else ()
@@ -103,6 +109,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         read_sow(section, ctx, sow)
     actions = read_actions(v["actions"], ctx) if "actions" in v else ()
     if not ctx.errors:
+        one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx)
         if not transports:
             where = top.nodes.get("transports")
@@ -113,7 +120,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         return None
     return Config(
         name=v["name"], group=v.get("group"), description=v.get("description"),
-        transports=transports, admin=admin, logging=logging, transaction_log=txlog,
+        transports=transports, protocols=protocols, admin=admin, logging=logging, transaction_log=txlog,
         sow_topics=tuple(sow.topics), queues=tuple(sow.queues), views=tuple(sow.views),
         conflated_topics=tuple(sow.conflated), actions=actions,
         message_types=tuple(ctx.message_types), sow_directory=ctx.sow_directory,

@@ -44,11 +44,22 @@ class Transport(_Located, frozen=True, kw_only=True):
     port: int  # InetAddr port (0 = pick a free port)
     inet_addr: str  # InetAddr as written
     message_type: str | None  # MessageType; None = the connection chooses (any message type)
-    protocol: str  # Protocol: "amps" (the synonym "json" is normalised to "amps")
+    protocol: str  # base protocol: "amps" ("json" is normalised to "amps"), or the Module of a
+    #              custom protocol named under <Protocols> ("websocket" transports are skipped today)
+    protocol_name: str = ""  # Protocol as written (a built-in name or a <Protocols>/<Protocol> Name)
     enabled: bool = True  # InitialState: enabled/disabled
+    reuse_addr: bool = True  # ReuseAddr: SO_REUSEADDR on the listening socket
     client_message_age_limit: float | None = None  # ClientMessageAgeLimit (here or instance level)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # [emulator] MaxFrameSize: largest frame accepted
     client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT  # [emulator] ClientOutboundLimit
+
+
+class ProtocolDef(_Located, frozen=True, kw_only=True):
+    """``Protocols/Protocol``: a named customisation of a protocol module."""
+
+    name: str  # Name: what a Transport's <Protocol> refers to
+    module: str  # Module: the protocol it is built on (amps, websocket, ...; json -> amps)
+    options: tuple[tuple[str, str], ...] = ()  # the module's options (WWWAuthenticate, ...) as written
 
 
 class Admin(_Located, frozen=True, kw_only=True):
@@ -133,6 +144,13 @@ class SowTopic(_Located, frozen=True, kw_only=True):
     indexes: tuple[str, ...] = ()  # Index (memo indexes to pre-create)
     recovery_point: str = "epoch"  # RecoveryPoint
     history: tuple[float, float] | None = None  # History: (Window, Granularity) in seconds
+    #: Pattern (or a SOW/RegexTopic's Name): this definition holds one logical SOW topic per
+    #: published topic name the regex matches; ``name`` is then the physical (container) name
+    pattern: str | None = None
+
+    def holds(self, topic: str) -> bool:
+        """True when ``topic`` is one of this container's logical topics."""
+        return self.pattern is not None and re.search(self.pattern, topic) is not None
 
 
 class Queue(_Located, frozen=True, kw_only=True):
@@ -142,6 +160,9 @@ class Queue(_Located, frozen=True, kw_only=True):
     name: str  # Name (synonym Topic)
     message_type: str  # MessageType
     underlying_topic: str  # UnderlyingTopic (name or regex); defaults to the queue name
+    #: True when ``underlying_topic`` is the queue's own name taken literally (no UnderlyingTopic
+    #: given): a name such as ``orders.queue`` is then not a regular expression
+    underlying_literal: bool = False
     default_publish_target: str | None = None  # DefaultPublishTarget
     semantics: Literal["at-least-once", "at-most-once"] = "at-least-once"  # Semantics
     lease_period: float | None = None  # LeasePeriod, seconds (None = leases never expire)
@@ -240,6 +261,7 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     group: str | None = None  # Group
     description: str | None = None  # Description
     transports: tuple[Transport, ...] = ()  # Transports/Transport (supported ones only)
+    protocols: tuple[ProtocolDef, ...] = ()  # Protocols/Protocol
     admin: Admin | None = None  # Admin
     logging: tuple[LogTarget, ...] = ()  # Logging/Target
     transaction_log: TransactionLog | None = None  # TransactionLog
@@ -264,6 +286,14 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
              if t.name == name and (message_type is None or t.message_type == message_type)),
             None,
         )
+
+    def pattern_topic(self, topic: str) -> SowTopic | None:
+        """The SOW ``Topic`` with a ``Pattern`` that holds ``topic`` as a logical topic, unless a
+        definition of that exact name takes precedence."""
+        if any(t.name == topic and t.pattern is None for t in self.sow_topics) or any(
+                x.name == topic for x in (*self.queues, *self.views, *self.conflated_topics)):
+            return None
+        return next((t for t in self.sow_topics if t.holds(topic)), None)
 
     def queue(self, name: str, message_type: str | None = None) -> Queue | None:
         return next(

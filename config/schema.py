@@ -45,6 +45,8 @@ class Ctx:
         self._warnings: list[tuple[int, int, ConfigIssue]] = []
         self.message_types: list[str] = list(BUILTIN_MESSAGE_TYPES)
         self.sow_directory: str | None = None
+        #: <Protocols>/<Protocol> names -> the protocol module each is built on
+        self.protocols: dict[str, str] = {}
 
     # the xmlload.Issues protocol
     def error(self, file: str, line: int, reason: str, seq: int = 0) -> None:
@@ -68,6 +70,12 @@ class Ctx:
     def warnings(self) -> list[ConfigIssue]:
         """Every warning so far, in document order."""
         return [issue for _, _, issue in sorted(self._warnings)]
+
+    def protocol(self, text: str) -> tuple[str, str]:
+        """A Transport's Protocol: ``(base protocol, as written)``; see instance_sections."""
+        from .instance_sections import resolve_protocol
+
+        return resolve_protocol(self, text)
 
     def message_type(self, text: str) -> str:
         """Validate a MessageType name against the built-in and declared message types."""

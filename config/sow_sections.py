@@ -51,7 +51,9 @@ _QUEUE_TAGS = {"Queue": "queue", "QueueDefinition": "queue", "LocalQueue": "loca
                "GroupLocalQueue": "group_local"}
 _VIEW_TAGS = ("View", "ViewDefinition")
 _CONFLATED_TAGS = ("ConflatedTopic", "ReplicaDefinition")
-_SOW_IGNORED = frozenset({"RegexTopic"})
+#: SOW/RegexTopic: a Topic whose Name is also its Pattern (one logical topic per match)
+_REGEX_TOPIC_TAGS = ("RegexTopic",)
+_SOW_IGNORED: frozenset[str] = frozenset()
 
 
 def _hash_index(node: Node, ctx: Ctx) -> Any:
@@ -107,10 +109,11 @@ def _topic_spec(ctx: Ctx) -> Spec:
             "Index": Elem("indexes", parse_xpath, multiple=True),
             "RecoveryPoint": Elem("recovery_point", parse_recovery_point),
             "History": Elem("history", node=_history),
+            "Pattern": Elem("pattern", parse_regex),
         },
         ignored=frozenset({
             "KeyGenerator", "SlabSize", "InitialSlabCount", "ExpectedKeyCountHint",
-            "Preprocessing", "Enrichment", "Pattern",
+            "Preprocessing", "Enrichment",
         }),
     )
 
@@ -207,6 +210,8 @@ class SowResult:
         self.conflated: list[ConflatedTopic] = []
         # (name, message type) -> (what, file, line)
         self.defined: dict[tuple[str, str], tuple[str, str, int]] = {}
+        #: (name, message type) of Topics with a Pattern (they cannot underlie a View)
+        self.patterns: set[tuple[str, str]] = set()
 
 
 def _peek_key(node: Node) -> tuple[str, str] | None:
@@ -221,10 +226,10 @@ def read_sow(node: Node, ctx: Ctx, result: SowResult) -> None:
     """Read one SOW/TopicMetaData element, appending to ``result``."""
     where = f"<{node.tag}>"
     check_no_text(node, ctx, where)
-    known = [*_TOPIC_TAGS, *_QUEUE_TAGS, *_VIEW_TAGS, *_CONFLATED_TAGS]
+    known = [*_TOPIC_TAGS, *_REGEX_TOPIC_TAGS, *_QUEUE_TAGS, *_VIEW_TAGS, *_CONFLATED_TAGS]
     for child in node.children:
-        if child.tag in _TOPIC_TAGS:
-            item: Any = _read_topic(child, ctx)
+        if child.tag in _TOPIC_TAGS or child.tag in _REGEX_TOPIC_TAGS:
+            item: Any = _read_topic(child, ctx, regex_topic=child.tag in _REGEX_TOPIC_TAGS)
         elif child.tag in _QUEUE_TAGS:
             item = _read_queue(child, ctx, _QUEUE_TAGS[child.tag])
         elif child.tag in _VIEW_TAGS:
@@ -251,6 +256,8 @@ def read_sow(node: Node, ctx: Ctx, result: SowResult) -> None:
         result.defined[key] = (f"<{child.tag}>", child.file, child.line)
         if isinstance(item, SowTopic):
             result.topics.append(item)
+            if item.pattern is not None:
+                result.patterns.add(key)
         elif isinstance(item, Queue):
             result.queues.append(item)
         elif isinstance(item, View):
@@ -259,11 +266,21 @@ def read_sow(node: Node, ctx: Ctx, result: SowResult) -> None:
             result.conflated.append(item)
 
 
-def _read_topic(node: Node, ctx: Ctx) -> SowTopic | None:
+def _read_topic(node: Node, ctx: Ctx, regex_topic: bool = False) -> SowTopic | None:
     r = read(node, _topic_spec(ctx), ctx)
     if not r.ok:
         return None
     name, mt = r.values["name"], r.values["message_type"]
+    pattern = r.get("pattern")
+    if regex_topic and pattern is None:
+        try:
+            pattern = parse_regex(name)
+        except ValueError as e:
+            ctx.err(r.nodes["name"], f"invalid <Name> in {label(node)}: {e}")
+            return None
+    if pattern is not None and "history" in r.values:
+        ctx.err(r.nodes["history"], f"{label(node)}: a topic with a <Pattern> cannot keep <History>")
+        return None
     durability = r.get("durability", "persistent")
     file_name = r.get("file_name")
     if file_name is None and durability == "persistent":
@@ -282,7 +299,7 @@ def _read_topic(node: Node, ctx: Ctx) -> SowTopic | None:
         durability=durability, keys=keys, key_domain=r.get("key_domain"),
         expiration_enabled=enabled, expiration=expiration,
         hash_indexes=tuple(r.get("hash_indexes", ())), indexes=tuple(r.get("indexes", ())),
-        recovery_point=r.get("recovery_point", "epoch"), history=r.get("history"),
+        recovery_point=r.get("recovery_point", "epoch"), history=r.get("history"), pattern=pattern,
     )
 
 
@@ -292,7 +309,9 @@ def _read_queue(node: Node, ctx: Ctx, kind: str) -> Queue | None:
     ok = r.ok
     v = r.values
     underlying = v.get("underlying_topic", v.get("name"))
-    if underlying is not None and is_regex(underlying) and "default_publish_target" not in v:
+    # without an UnderlyingTopic the queue's own name is its topic, taken literally
+    literal = "underlying_topic" not in v
+    if underlying is not None and not literal and is_regex(underlying) and "default_publish_target" not in v:
         ctx.err(node, f"{where} has a regular-expression <UnderlyingTopic> {underlying!r} and needs a <DefaultPublishTarget>")
         ok = False
     target = v.get("default_publish_target")
@@ -328,7 +347,8 @@ def _read_queue(node: Node, ctx: Ctx, kind: str) -> Queue | None:
         return None
     return Queue(
         file=node.file, line=node.line, kind=kind, name=v["name"], message_type=v["message_type"],
-        underlying_topic=underlying, default_publish_target=target, semantics=semantics,
+        underlying_topic=underlying, underlying_literal=literal and is_regex(underlying),
+        default_publish_target=target, semantics=semantics,
         lease_period=v.get("lease_period"), max_backlog=v.get("max_backlog"),
         max_per_subscription_backlog=v.get("max_per_subscription_backlog", 1),
         expiration=v.get("expiration"), expiration_model=v.get("expiration_model", "default"),
@@ -353,6 +373,10 @@ def _check_underlying(node: Node, ctx: Ctx, result: SowResult, topic: str, messa
             message_type, topic = parts
     elif is_regex(topic):
         return True
+    if (topic, message_type) in result.patterns and tag == "UnderlyingTopic" and where.startswith("<View"):
+        ctx.err(node, f"{where}: <{tag}> {topic!r} is a Topic with a <Pattern>, which cannot be the "
+                      "underlying topic of a View")
+        return False
     if (topic, message_type) in result.defined:
         return True
     others = sorted(mt for (n, mt) in result.defined if n == topic)
@@ -408,15 +432,69 @@ def check_queue_logging(queues: list[Queue], txlog: TransactionLog | None, ctx: 
     """Warn when a queue's literal underlying topic is not recorded in the transaction log.
 
     AMPS refuses such a configuration; the emulator starts but warns, since the queue then has
-    nothing durable to deliver from.
+    nothing durable to deliver from. Without any TransactionLog a queue cannot work at all: an
+    error, as in AMPS.
     """
     for q in queues:
-        if is_regex(q.underlying_topic):
+        tag = {"queue": "Queue", "local": "LocalQueue", "group_local": "GroupLocalQueue"}[q.kind]
+        if txlog is None:
+            ctx.error(q.file, q.line, f"<{tag}> {q.name!r} needs a <TransactionLog> that records its "
+                                      "underlying topic (queues deliver from the transaction log)", Ctx.LAST)
             continue
-        if txlog is None or not txlog.records(q.underlying_topic, q.message_type):
-            tag = {"queue": "Queue", "local": "LocalQueue", "group_local": "GroupLocalQueue"}[q.kind]
+        if is_regex(q.underlying_topic) and not q.underlying_literal:
+            continue
+        if not txlog.records(q.underlying_topic, q.message_type):
             ctx.warn_at(
                 q.file, q.line,
                 f"<{tag}> {q.name!r}: underlying topic {q.underlying_topic!r} ({q.message_type}) is not "
                 "recorded in the <TransactionLog>; AMPS requires it (the emulator cannot make this "
                 "queue durable)")
+
+
+_KIND_TAG = {SowTopic: "Topic", Queue: "Queue", View: "View", ConflatedTopic: "ConflatedTopic"}
+
+
+def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
+    """Keep one definition per topic name; warn about the others.
+
+    AMPS identifies a topic by (message type, name), so one name may be defined once per
+    message type (60East's ``sample.xml`` defines ``messages-sow`` for json, xml and nvfix).
+    The emulator speaks JSON only and routes by name, so it serves the ``json`` definition (or,
+    without one, the first) and ignores the others with a warning. Views and conflated topics
+    over an ignored definition are ignored with it.
+    """
+    items: list[Any] = [*result.topics, *result.queues, *result.views, *result.conflated]
+    by_name: dict[str, list[Any]] = {}
+    for it in items:
+        by_name.setdefault(it.name, []).append(it)
+    dropped: set[tuple[str, str]] = set()
+    for name, defs in by_name.items():
+        if len(defs) < 2:
+            continue
+        keep = next((d for d in defs if d.message_type == "json"), min(defs, key=lambda d: (d.file, d.line)))
+        for d in defs:
+            if d is keep:
+                continue
+            dropped.add((d.name, d.message_type))
+            ctx.warn_at(d.file, d.line,
+                        f"<{_KIND_TAG[type(d)]}> {name!r} ({d.message_type}) is ignored: the emulator "
+                        f"serves one definition per topic name and uses the {keep.message_type} one "
+                        f"at {keep.file}:{keep.line}")
+    changed = bool(dropped)
+    while changed:  # derived topics over an ignored definition go too (views over views)
+        changed = False
+        for d in [*result.views, *result.conflated]:
+            if (d.name, d.message_type) in dropped:
+                continue
+            under = [d.underlying_topic] if d.underlying_topic else [
+                side[0] for j in getattr(d, "joins", ()) for side in parse_join(j)]
+            if any((u, d.message_type) in dropped for u in under):
+                dropped.add((d.name, d.message_type))
+                ctx.warn_at(d.file, d.line, f"<{_KIND_TAG[type(d)]}> {d.name!r} ({d.message_type}) is "
+                                            "ignored: its underlying topic definition is ignored")
+                changed = True
+    if dropped:
+        result.topics[:] = [t for t in result.topics if (t.name, t.message_type) not in dropped]
+        result.queues[:] = [t for t in result.queues if (t.name, t.message_type) not in dropped]
+        result.views[:] = [t for t in result.views if (t.name, t.message_type) not in dropped]
+        result.conflated[:] = [t for t in result.conflated if (t.name, t.message_type) not in dropped]

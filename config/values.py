@@ -124,11 +124,14 @@ def parse_comma_list(text: str) -> tuple[str, ...]:
 
 
 def parse_name(text: str) -> str:
-    """An AMPS instance name: no spaces, path separators, ``$`` or ``~``."""
-    bad = [ch for ch in text if ch.isspace() or ch in "/\\$~"]
+    """An AMPS instance name: no path separators, ``$`` or ``~``.
+
+    Spaces are allowed here (AMPS starts with them; the loader warns, since the reference
+    says a name should not contain them)."""
+    bad = [ch for ch in text if ch in "/\\$~"]
     if bad:
         raise ValueError(
-            f"invalid instance name {text!r}: it must not contain spaces, '/', '\\', '$' or '~'"
+            f"invalid instance name {text!r}: it must not contain '/', '\\', '$' or '~'"
         )
     return text
 

@@ -30,7 +30,7 @@ class Listener:
     """One configured transport, bound."""
 
     def __init__(self, name: str, host: str, port: int, message_type: str, protocol: str,
-                 max_frame: int, out_limit: int) -> None:
+                 max_frame: int, out_limit: int, reuse_addr: bool = True) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -38,6 +38,7 @@ class Listener:
         self.protocol = protocol
         self.max_frame = max_frame
         self.out_limit = out_limit
+        self.reuse_addr = reuse_addr  # SO_REUSEADDR (Transport/ReuseAddr)
         self.server: asyncio.AbstractServer | None = None
 
     @property
@@ -55,6 +56,7 @@ def listeners_from_config(config: Any) -> list[Listener]:
             name=t.name, host=t.host or "0.0.0.0", port=t.port,
             message_type=t.message_type or "json", protocol=t.protocol or "amps",
             max_frame=t.max_frame_size, out_limit=t.client_outbound_limit,
+            reuse_addr=getattr(t, "reuse_addr", True),
         ))
     return out
 
@@ -124,7 +126,8 @@ class Server:
                     lambda lst=lst: Connection(self, lst), sock=given[i])
             else:
                 srv = await self.loop.create_server(
-                    lambda lst=lst: Connection(self, lst), lst.host, lst.port, reuse_address=True)
+                    lambda lst=lst: Connection(self, lst), lst.host, lst.port,
+                    reuse_address=lst.reuse_addr)
             lst.server = srv
             sockname = srv.sockets[0].getsockname()
             lst.host, lst.port = sockname[0], sockname[1]

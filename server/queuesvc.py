@@ -71,7 +71,9 @@ class QueueState:
             raise ConfigError([ConfigIssue(cfg.file, cfg.line, f"queue {cfg.name}: {exc}")]) from None
         self.engine = QueueEngine(self.spec)
         self.underlying = cfg.underlying_topic or cfg.name
-        self.regex = compile_topic_regex(self.underlying) if is_regex_topic(self.underlying) else None
+        literal = getattr(cfg, "underlying_literal", False)  # a queue name like orders.queue
+        self.regex = (compile_topic_regex(self.underlying)
+                      if is_regex_topic(self.underlying) and not literal else None)
         self.default_target = cfg.default_publish_target
         self.filter = compile_filter(cfg.filter) if cfg.filter else None
         self.priority = compile_expression(cfg.priority) if cfg.priority else None

@@ -262,10 +262,10 @@ def test_all_errors_are_collected_in_document_order() -> None:
                 <Do><Module>amps-action-do-publish-mesage</Module></Do>
             </Action>
         </Actions>
-    """, name="<Name>bad name</Name>")
+    """, name="<Name>bad/name</Name>")
     errs = errors_of(text)
     assert [e.line for e in errs] == [
-        line_of(text, "bad name"),
+        line_of(text, "bad/name"),
         line_of(text, "<Type>tpc"),
         line_of(text, "<InetAddr>abc"),
         line_of(text, "<JournalSize>"),
@@ -444,6 +444,7 @@ def test_production_config_warns_once_per_unsupported_element() -> None:
         (line_of(text, "<Name>secure</Name>") - 1, "<Transport>"),
         (line_of(text, "<Name>browser</Name>") - 1, "<Transport>"),
         (line_of(text, "<Name>amps-replication</Name>") - 1, "<Transport>"),
+        (line_of(text, "<Admin>"), "<Admin>"),
         (line_of(text, "<WWWAuthenticate>"), "<WWWAuthenticate>"),
         (line_of(text, "<O_DIRECT>"), "<O_DIRECT>"),
         (line_of(text, "<SlabSize>"), "<SlabSize>"),
@@ -505,6 +506,7 @@ def test_custom_action_module_warns_and_drops_the_action() -> None:
 
 def test_queue_not_recorded_in_transaction_log_warns() -> None:
     text = wrap("<SOW><Queue><Name>q</Name><MessageType>json</MessageType></Queue></SOW>\n"
+                "<TransactionLog><JournalDirectory>./j</JournalDirectory></TransactionLog>\n"
                 + TRANSPORT.format(addr="9007", mt_tag="MessageType"))
     cfg = loads_config(text)
     (w,) = cfg.warnings
