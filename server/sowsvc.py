@@ -11,10 +11,18 @@
   LMDB fsyncs on every (once per turn) commit.
 * Expiry: one timer, armed for the earliest deadline; expired records produce OOF
   ``expired`` to subscribers that had them.
+* Logical topics: a ``Topic`` with a ``Pattern`` (or a ``RegexTopic``) is a container. Each
+  topic name the pattern matches becomes a SOW topic of its own the first time it is
+  published to or named (queries, subscriptions and keys are per logical topic), sharing the
+  container's definition and its storage (the container's ``FileName``: one LMDB
+  environment). A definition of the exact name takes precedence. On start, logical topics
+  found in that storage are reopened, and the transaction log (which records them when it
+  records the container's ``Name``) recreates the others.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from typing import TYPE_CHECKING, Any
@@ -56,13 +64,23 @@ def spec_from_config(t: Any) -> TopicSpec:
 class SowService:
     def __init__(self, server: "Server", config: Any) -> None:
         self.server = server
-        self.specs = [spec_from_config(t) for t in config.sow_topics] + derived_specs(config)
+        self.config = config
+        #: containers of logical topics (Topic with a Pattern), in configuration order
+        self.patterns = [t for t in config.sow_topics if t.pattern is not None]
+        self.specs = [spec_from_config(t) for t in config.sow_topics if t.pattern is None] \
+            + derived_specs(config)
         txlog_cfg = config.transaction_log
         journal_covers = txlog_cfg is not None and all(
-            txlog_cfg.records(s.name, s.message_type) for s in self.specs if s.persistent)
+            txlog_cfg.records(s.name, s.message_type)
+            for s in [*self.specs, *map(spec_from_config, self.patterns)] if s.persistent)
         self.sync = not journal_covers
         self.sow = Sow(self.specs, default_dir=config.sow_directory or "./sow", sync=self.sync,
                        clock=server.wallclock)
+        self._not_logical: set[str] = set()  # names known to match no container
+        for container in self.patterns:
+            if container.durability == "persistent":
+                for name in self.sow.stored_topic_names(spec_from_config(container)):
+                    self.get(name)
         self._timer: Any = None
         self._timer_at: float | None = None
         self._prune_timer: Any = None
@@ -70,12 +88,28 @@ class SowService:
 
     # -- lookup ----------------------------------------------------------------------------
     def get(self, name: str) -> Topic | None:
-        return self.sow.get(name)
+        """The SOW topic ``name``; a logical topic of a ``Pattern`` container is created on
+        first use."""
+        topic = self.sow.get(name)
+        if topic is None and self.patterns and name not in self._not_logical:
+            topic = self._logical(name)
+        return topic
+
+    def _logical(self, name: str) -> Topic | None:
+        container = self.config.pattern_topic(name)
+        if container is None:
+            if len(self._not_logical) > 100_000:
+                self._not_logical.clear()
+            self._not_logical.add(name)
+            return None
+        spec = dataclasses.replace(spec_from_config(container), name=name)
+        log.debug("SOW: logical topic %r of %r", name, container.name)
+        return self.sow.add_topic(spec)
 
     def topics_for(self, topic: str, literal: bool = False) -> list[Topic]:
         """The SOW topics a query names: the topic itself, or every topic a regex matches
         (``literal``: the ``non_regex_topic`` option, the name only)."""
-        exact = self.sow.get(topic)
+        exact = self.get(topic)
         if exact is not None:
             return [exact]
         if literal or not is_regex_topic(topic):
@@ -94,12 +128,19 @@ class SowService:
         for name, topic in self.sow.topics.items():
             if txlog.recorded(name):
                 behind[name] = topic
-        if not behind:
+        # logical topics the journal records but the SOW storage does not hold yet
+        discover = any(txlog.cfg.records(c.name, c.message_type) for c in self.patterns)
+        if not behind and not discover:
             return
-        start = min(t.applied_position for t in behind.values()) + 1
+        start = 1 if discover else min(t.applied_position for t in behind.values()) + 1
         applied = 0
         for rec in journal.read(start):
             topic = behind.get(rec.topic)
+            if topic is None and discover and rec.kind in _APPLIED_KINDS \
+                    and self.sow.get(rec.topic) is None:
+                topic = self.get(rec.topic)
+                if topic is not None:
+                    behind[rec.topic] = topic
             if topic is None or rec.kind not in _APPLIED_KINDS or rec.position <= topic.applied_position:
                 continue
             try:

@@ -98,7 +98,12 @@ class TxLog:
         if hit is None:
             if len(self._recorded) > 100_000:
                 self._recorded.clear()
-            hit = self._recorded[topic] = self.cfg.records(topic, "json")
+            hit = self.cfg.records(topic, "json")
+            if not hit:  # a logical topic is recorded when its container's Name is
+                find = getattr(self.server.config, "pattern_topic", None)
+                container = find(topic) if find is not None else None
+                hit = container is not None and self.cfg.records(container.name, "json")
+            self._recorded[topic] = hit
         return hit
 
     def append(self, topic: str, body: bytes, kind: int = RecordKind.PUBLISH, *,

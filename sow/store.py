@@ -239,16 +239,27 @@ class Sow(_Topics):
         for s in specs:
             self.add_topic(s)
 
+    def _store(self, spec: TopicSpec) -> SowStore:
+        d = env_directory(spec, self.default_dir)
+        st = self.stores.get(d)
+        if st is None:
+            st = self.stores[d] = SowStore(d, sync=self.sync, clock=self.clock,
+                                          map_size=self.map_size, auto_memo=self.auto_memo)
+        return st
+
+    def stored_topic_names(self, spec: TopicSpec) -> list[str]:
+        """Names of the topics stored where the persistent ``spec`` is stored (to reopen the
+        logical topics of a ``Pattern`` container). Names too long to be kept in the database
+        name are not listed."""
+        prefix, suffix = "sow:", ":r"
+        return sorted(n[len(prefix):-len(suffix)] for n in self._store(spec).env.db_names()
+                      if n.startswith(prefix) and n.endswith(suffix) and not n.startswith("sow:#"))
+
     def add_topic(self, spec: TopicSpec) -> Topic:
         if spec.name in self._topics:
             raise ValueError(f"SOW topic {spec.name!r} configured twice")
         if spec.persistent:
-            d = env_directory(spec, self.default_dir)
-            st = self.stores.get(d)
-            if st is None:
-                st = self.stores[d] = SowStore(d, sync=self.sync, clock=self.clock,
-                                              map_size=self.map_size, auto_memo=self.auto_memo)
-            t = st.open_topic(spec)
+            t = self._store(spec).open_topic(spec)
         else:
             t = self.transient.open_topic(spec)
         self._topics[spec.name] = t
