@@ -3,6 +3,9 @@
 :func:`run_sample_config` prints the sample and returns exit status 0.
 :func:`run_verify_config` loads a file and returns 0 when it is valid (warnings are printed
 to ``err`` but do not fail) or 1 after printing every error, one ``file:line: reason`` per line.
+A file that loads is then started dry (:func:`amps_emulator.server.preflight.dry_start`: every
+engine built in a scratch directory, no port bound), so verify refuses exactly what start-up
+would refuse.
 :func:`main` accepts exactly those two options, for ``python -m amps_emulator.config``.
 """
 
@@ -28,6 +31,12 @@ def run_verify_config(path: str, out: TextIO | None = None, err: TextIO | None =
     err = err or sys.stderr
     try:
         cfg = load_config(path)
+        # the rules only the engines check: build them as start-up would, in a scratch directory
+        from amps_emulator.server.preflight import dry_start
+
+        issues = dry_start(cfg)
+        if issues:
+            raise ConfigError(issues)
     except ConfigError as e:
         for issue in e.errors:
             err.write(f"error: {issue}\n")

@@ -40,7 +40,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="start even if the transaction log is damaged in the middle, keeping "
                         "every readable record (the damaged file is kept as *.corrupt)")
     p.add_argument("--log-level", default="INFO",
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                   help="console log level when the config has no <Logging> targets")
     return p
 
 
@@ -124,6 +125,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"{args.config}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    if getattr(config, "logging", ()):
+        from amps_emulator.server import logtargets
+
+        try:  # the configured targets replace the console log, as AMPS's event log does
+            logtargets.install(config.logging)
+        except OSError as exc:
+            print(f"amps-emulator: cannot open a <Logging> target: {exc}", file=sys.stderr)
+            return 1
     for w in getattr(config, "warnings", ()):
         log.warning("config: %s", w)
 
@@ -159,6 +168,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except OSError as exc:
         print(f"amps-emulator: cannot start: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # never a traceback for a configuration: one located line
+        from amps_emulator.server.preflight import startup_failure
+
+        log.debug("start-up failed", exc_info=True)
+        for issue in startup_failure(exc, config):
+            print(str(issue), file=sys.stderr)
         return 1
     log.info("shut down cleanly")
     return 0
