@@ -209,7 +209,11 @@ def install(targets: Iterable[Any], logger: logging.Logger | None = None) -> lis
 
 
 def remove(handlers: Iterable[logging.Handler], logger: logging.Logger | None = None) -> None:
+    """Detach and close ``handlers``; with no target left, the logger logs as before."""
     logger = logger or logging.getLogger("amps_emulator")
     for h in handlers:
         logger.removeHandler(h)
         h.close()
+    if not any(isinstance(f, TargetFilter) for h in logger.handlers for f in h.filters):
+        logger.propagate = True
+        logger.setLevel(logging.NOTSET)

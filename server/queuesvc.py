@@ -75,9 +75,15 @@ class QueueState:
         self.regex = (compile_topic_regex(self.underlying)
                       if is_regex_topic(self.underlying) and not literal else None)
         self.default_target = cfg.default_publish_target
-        self.filter = compile_filter(cfg.filter) if cfg.filter else None
-        self.priority = compile_expression(cfg.priority) if cfg.priority else None
-        self.barrier = compile_filter(cfg.barrier_expression) if cfg.barrier_expression else None
+        try:
+            self.filter = compile_filter(cfg.filter) if cfg.filter else None
+            self.priority = compile_expression(cfg.priority) if cfg.priority else None
+            self.barrier = compile_filter(cfg.barrier_expression) if cfg.barrier_expression else None
+        except Exception as exc:  # a bad expression is a config error at the queue, not a crash
+            from amps_emulator.config import ConfigError
+            from amps_emulator.config.errors import ConfigIssue
+
+            raise ConfigError([ConfigIssue(cfg.file, cfg.line, f"queue {cfg.name}: {exc}")]) from None
         self.needs_content = (self.filter is not None or self.priority is not None
                               or self.barrier is not None)
         self.subs: dict[Any, "Subscription"] = {}

@@ -20,9 +20,7 @@ def _targets(tmp_path, body: str):
 def logger():
     lg = logging.getLogger("amps_emulator.test_log_targets")
     yield lg
-    for h in list(lg.handlers):
-        lg.removeHandler(h)
-        h.close()
+    logtargets.remove(list(lg.handlers), lg)
 
 
 def test_file_target_levels_and_rotation_by_threshold(tmp_path, logger):
