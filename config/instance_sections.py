@@ -113,8 +113,8 @@ def _unsupported_transport(node: Node, ctx: Ctx) -> str | None:
         except ValueError:
             return None  # reported when the transport is read
         if base != "amps":
-            via = "" if written.lower() == base else f" (protocol {written!r} is built on {base})"
-            return _UNSUPPORTED_PROTOCOLS.get(base, f"the custom protocol module {base!r} is not supported") + via
+            via = "" if written.lower() == base else f"protocol {written!r} is built on {base}: "
+            return via + _UNSUPPORTED_PROTOCOLS.get(base, f"the custom protocol module {base!r} is not supported")
     for tag in _TLS_ELEMENTS:
         if node.child(tag) is not None:
             return f"TLS (<{tag}>) is not supported"
