@@ -110,7 +110,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     actions = read_actions(v["actions"], ctx) if "actions" in v else ()
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
-        check_queue_logging(sow.queues, txlog, ctx)
+        check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)
         if not transports:
             where = top.nodes.get("transports")
             ctx.warn_at(root.file if where is None else where.file, root.line if where is None else where.line,

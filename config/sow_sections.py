@@ -428,7 +428,8 @@ def _read_conflated(node: Node, ctx: Ctx, result: SowResult) -> ConflatedTopic |
     )
 
 
-def check_queue_logging(queues: list[Queue], txlog: TransactionLog | None, ctx: Ctx) -> None:
+def check_queue_logging(queues: list[Queue], txlog: TransactionLog | None, ctx: Ctx,
+                        txlog_declared: bool = False) -> None:
     """Warn when a queue's literal underlying topic is not recorded in the transaction log.
 
     AMPS refuses such a configuration; the emulator starts but warns, since the queue then has
@@ -438,6 +439,8 @@ def check_queue_logging(queues: list[Queue], txlog: TransactionLog | None, ctx: 
     for q in queues:
         tag = {"queue": "Queue", "local": "LocalQueue", "group_local": "GroupLocalQueue"}[q.kind]
         if txlog is None:
+            if txlog_declared:  # a <TransactionLog> that could not be read reports its own error
+                continue
             ctx.error(q.file, q.line, f"<{tag}> {q.name!r} needs a <TransactionLog> that records its "
                                       "underlying topic (queues deliver from the transaction log)", Ctx.LAST)
             continue
