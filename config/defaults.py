@@ -2,7 +2,8 @@
 
 One JSON transport on 127.0.0.1:9007 (Type tcp, Protocol amps, MessageType json), a
 transaction log in ``<data_dir>/journal`` recording every JSON topic (Topic Name ``.*``),
-SOW data under ``<data_dir>/sow``, and warnings logged to stdout.
+SOW data under ``<data_dir>/sow``, and warnings logged to stderr (stdout carries the
+``ready:`` line).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def default_config(data_dir: str | os.PathLike[str] = "./amps-data") -> Config:
             Transport(**where, name="json-tcp", type="tcp", host=DEFAULT_HOST, port=DEFAULT_PORT,
                       inet_addr=f"{DEFAULT_HOST}:{DEFAULT_PORT}", message_type="json", protocol="amps"),
         ),
-        logging=(LogTarget(**where, protocol="stdout", level="warning"),),
+        logging=(LogTarget(**where, protocol="stderr", level="warning"),),
         transaction_log=TransactionLog(
             **where,
             journal_directory=os.path.join(base, "journal"),

@@ -39,9 +39,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-readable-journal", action="store_true",
                    help="start even if the transaction log is damaged in the middle, keeping "
                         "every readable record (the damaged file is kept as *.corrupt)")
-    p.add_argument("--log-level", default="INFO",
+    p.add_argument("--log-level", default=None,
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                   help="console log level when the config has no <Logging> targets")
+                   help="also log to stderr at this level (default: INFO when the config has no "
+                        "<Logging> targets; the built-in config's stderr target is replaced)")
     return p
 
 
@@ -106,7 +107,7 @@ def _install_event_loop_policy() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
-        level=getattr(logging, args.log_level),
+        level=getattr(logging, args.log_level or "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
@@ -125,11 +126,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"{args.config}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    if getattr(config, "logging", ()):
+    targets = getattr(config, "logging", ())
+    if args.log_level and args.config is None:
+        targets = ()  # --log-level replaces the built-in config's stderr target
+    if targets:
         from amps_emulator.server import logtargets
 
-        try:  # the configured targets replace the console log, as AMPS's event log does
-            logtargets.install(config.logging)
+        try:  # the configured targets are the event log, as in AMPS; --log-level adds stderr
+            logtargets.install(targets, console_level=getattr(logging, args.log_level)
+                               if args.log_level else None)
         except OSError as exc:
             print(f"amps-emulator: cannot open a <Logging> target: {exc}", file=sys.stderr)
             return 1

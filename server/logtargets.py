@@ -187,9 +187,12 @@ def handler_for(target: Any) -> logging.Handler | None:
     return h
 
 
-def install(targets: Iterable[Any], logger: logging.Logger | None = None) -> list[logging.Handler]:
+def install(targets: Iterable[Any], logger: logging.Logger | None = None, *,
+            console_level: int | None = None) -> list[logging.Handler]:
     """Attach a handler per target to ``logger`` (default ``amps_emulator``) and set the
-    logger's level to the lowest any target logs. Returns the handlers (for :func:`remove`)."""
+    logger's level to the lowest any target logs. Records then reach only the targets, unless
+    ``console_level`` is given: they also go on to the root logger's handlers (the command
+    line's ``--log-level`` console). Returns the handlers (for :func:`remove`)."""
     logger = logger or logging.getLogger("amps_emulator")
     handlers = []
     lowest = logging.CRITICAL + 100
@@ -203,8 +206,10 @@ def install(targets: Iterable[Any], logger: logging.Logger | None = None) -> lis
         logger.addHandler(h)
         lowest = min(lowest, next(f.lowest for f in h.filters if isinstance(f, TargetFilter)))
     if handlers:
+        if console_level is not None:
+            lowest = min(lowest, console_level)
         logger.setLevel(lowest)
-        logger.propagate = False  # the targets are the event log, as in AMPS
+        logger.propagate = console_level is not None  # otherwise the targets are the event log
     return handlers
 
 

@@ -84,3 +84,30 @@ def test_60east_sample_xml_starts_unchanged(tmp_path, monkeypatch):
     assert (rc, errors) == (0, [])
     assert start_up(path, any_port=True) == []
     assert list((tmp_path / "logs").iterdir())  # its file log target was opened
+
+
+def test_server_process_logs_to_the_configured_targets_and_refuses_in_one_line(tmp_path):
+    from tests.procserver import ProcServer
+
+    def xml(data) -> str:
+        return f"""<AMPSConfig><Name>logs</Name>
+          <Transports><Transport><Name>t</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
+            <Protocol>amps</Protocol></Transport></Transports>
+          <Logging><Target><Protocol>file</Protocol><Level>info</Level>
+            <FileName>{data}/logs/amps-%n.log</FileName></Target></Logging>
+          <SOW><Queue><Name>q</Name><MessageType>json</MessageType><Filter>/a = = 1</Filter></Queue></SOW>
+          <TransactionLog><JournalDirectory>{data}/journal</JournalDirectory>
+            <Topic><Name>q</Name><MessageType>json</MessageType></Topic></TransactionLog>
+        </AMPSConfig>"""
+
+    cfg = tmp_path / "amps.xml"
+    cfg.write_text(xml(tmp_path / "data"))
+    refused = ProcServer(tmp_path / "data", cfg).run_to_exit()
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1].startswith(f"{cfg}:6: queue q: bad filter")
+    assert "Traceback" not in refused.stderr
+    cfg.write_text(xml(tmp_path / "data").replace("<Filter>/a = = 1</Filter>", ""))
+    srv = ProcServer(tmp_path / "data", cfg).start()
+    assert srv.stop() == 0
+    (log,) = (tmp_path / "data" / "logs").iterdir()
+    assert log.name == "amps-00000.log" and "shut down cleanly" in log.read_text()
