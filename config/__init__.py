@@ -25,9 +25,13 @@ What is read
 Real AMPS elements parsed into the structures:
 
 * ``Name``, ``Group``, ``Description``, ``ClientMessageAgeLimit`` (instance default);
-* ``Transports/Transport``: ``Name Type InetAddr MessageType Protocol InitialState
-  ClientMessageAgeLimit``;
-* ``Admin``: ``InetAddr FileName Interval SQLTransport ExternalInetAddr``;
+* ``Name`` with spaces is accepted with a warning (AMPS recommends against it and starts);
+* ``Protocols/Protocol``: ``Name Module`` (the protocol it is built on; its options are warned);
+* ``Transports/Transport``: ``Name Type InetAddr ReuseAddr MessageType Protocol InitialState
+  ClientMessageAgeLimit``; a ``Protocol`` naming a ``<Protocols>`` entry resolves to its
+  ``Module`` (``Transport.protocol``; the name as written is ``protocol_name``);
+* ``Admin``: ``InetAddr FileName Interval SQLTransport ExternalInetAddr`` (without ``InetAddr``
+  there is no admin server; the admin server itself is not implemented yet and is warned);
 * ``Logging/Target``: ``Protocol Level Levels IncludeErrors ExcludeErrors FileName
   RotationThreshold Ident Options Facility``;
 * ``TransactionLog``: ``JournalDirectory JournalArchiveDirectory JournalSize`` (synonym
@@ -35,7 +39,9 @@ Real AMPS elements parsed into the structures:
   and ``Topic`` (``Name`` regex + ``MessageType``);
 * ``SOW`` (synonym ``TopicMetaData``) with ``Topic`` (``TopicDefinition``): ``Name``/``Topic
   MessageType FileName Durability``/``Duration Key KeyDomain Expiration HashIndex/Key Index
-  RecoveryPoint History/Window History/Granularity``; ``Queue`` (``QueueDefinition``), ``LocalQueue``, ``GroupLocalQueue``: ``Name
+  RecoveryPoint History/Window History/Granularity Pattern``; ``RegexTopic`` (a Topic whose
+  Name is its Pattern); a topic name defined for several message types is served from its
+  ``json`` definition (the others are warned about and left out); ``Queue`` (``QueueDefinition``), ``LocalQueue``, ``GroupLocalQueue``: ``Name
   MessageType UnderlyingTopic DefaultPublishTarget Semantics LeasePeriod MaxBacklog
   MaxPerSubscriptionBacklog Expiration ExpirationModel FairnessModel Leasing MaxCancels
   MaxDeliveries TargetQueueDepth Priority BarrierExpression Filter RecoveryPoint
@@ -73,20 +79,22 @@ Emulator extensions (not AMPS elements; all optional, so real configs load uncha
 
 Real AMPS elements that the emulator does not implement are *warned and ignored*, one
 warning per element (children are not inspected): at top level ``Modules Authentication
-Entitlement Replication Tuning Externals Protocols MessageTypes UserDefinedFunctions
+Entitlement Replication Tuning Externals MessageTypes UserDefinedFunctions
 ProcessName Environment MiniDumpDirectory MiniDumpFileMask SuggestedMinimumVersion
 RequiredMinimumVersion ConfigIncludeCommentDefault ConfigCycleDetectionThreshold
 ConfigValidation SOWStatisticsInterval RegexTopicSupport`` and the slow-client offlining
-elements above; in ``Transport`` ``Authentication Entitlement TransportFilter
+elements above; in ``Protocol`` its module options; in ``Transport`` ``Authentication Entitlement TransportFilter
 PerMessageDeflate HTTPHeader FileName FileMask Ciphers SecureSocketProtocols VerifyClient
 CAFile CAPath``; whole transports that are TLS (``tcps`` or with ``Certificate``/
 ``PrivateKey``), ``amps-unix``, ``amps-replication`` or use the ``websocket``/legacy protocols;
 in ``Admin`` its security, header and Galvanometer options; in ``TransactionLog`` ``O_DIRECT
 CompressedJournalCacheMemoryLimit``; in SOW ``Topic`` ``KeyGenerator SlabSize InitialSlabCount
-ExpectedKeyCountHint Preprocessing Enrichment Pattern``; ``SOW/RegexTopic``;
+ExpectedKeyCountHint Preprocessing Enrichment``;
 ``ConflatedTopic/Enrichment``; and actions that use a custom (non built-in) module.
 A queue whose literal underlying topic is not recorded in the ``TransactionLog`` (which AMPS
-rejects) and a configuration with no usable transport also produce a warning.
+rejects) and a configuration with no usable transport also produce a warning; a queue with
+no ``TransactionLog`` at all is an error. A queue without ``UnderlyingTopic`` takes its own
+name literally, even when it contains regex characters (``orders.queue``).
 
 Any other element inside a known section is an error (element names are case-sensitive), as
 is any invalid value; every error names the file, the line and the reason.
