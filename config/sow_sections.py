@@ -458,7 +458,8 @@ _KIND_TAG = {SowTopic: "Topic", Queue: "Queue", View: "View", ConflatedTopic: "C
 
 
 def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
-    """Keep one definition per topic name; warn about the others.
+    """Keep one definition per topic name, and only derived topics the emulator can build;
+    warn about the others.
 
     AMPS identifies a topic by (message type, name), so one name may be defined once per
     message type (60East's ``sample.xml`` defines ``messages-sow`` for json, xml and nvfix).
@@ -483,19 +484,28 @@ def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
                         f"<{_KIND_TAG[type(d)]}> {name!r} ({d.message_type}) is ignored: the emulator "
                         f"serves one definition per topic name and uses the {keep.message_type} one "
                         f"at {keep.file}:{keep.line}")
-    changed = bool(dropped)
-    while changed:  # derived topics over an ignored definition go too (views over views)
+    # derived topics the emulator cannot build: over an ignored definition (views over views
+    # follow), over a queue, or a conflated topic over a Pattern container
+    queues = {(q.name, q.message_type) for q in result.queues}
+    changed = True
+    while changed:
         changed = False
         for d in [*result.views, *result.conflated]:
             if (d.name, d.message_type) in dropped:
                 continue
-            under = [d.underlying_topic] if d.underlying_topic else [
-                side[0] for j in getattr(d, "joins", ()) for side in parse_join(j)]
-            if any((u, d.message_type) in dropped for u in under):
-                dropped.add((d.name, d.message_type))
-                ctx.warn_at(d.file, d.line, f"<{_KIND_TAG[type(d)]}> {d.name!r} ({d.message_type}) is "
-                                            "ignored: its underlying topic definition is ignored")
-                changed = True
+            under = {(d.underlying_topic, d.message_type)} if d.underlying_topic else {
+                (side[0], d.message_type) for j in getattr(d, "joins", ()) for side in parse_join(j)}
+            if under & dropped:
+                why = "its underlying topic definition is ignored"
+            elif under & queues:
+                why = "views and conflated topics over a queue are not implemented by the emulator"
+            elif isinstance(d, ConflatedTopic) and under & result.patterns:
+                why = "conflated topics over a Topic with a <Pattern> are not implemented by the emulator"
+            else:
+                continue
+            dropped.add((d.name, d.message_type))
+            ctx.warn_at(d.file, d.line, f"<{_KIND_TAG[type(d)]}> {d.name!r} ({d.message_type}) is ignored: {why}")
+            changed = True
     if dropped:
         result.topics[:] = [t for t in result.topics if (t.name, t.message_type) not in dropped]
         result.queues[:] = [t for t in result.queues if (t.name, t.message_type) not in dropped]

@@ -104,3 +104,19 @@ def test_pattern_topics():
     assert "invalid <Pattern>" in errors(
         "<SOW><Topic><Name>A</Name><Pattern>(</Pattern><MessageType>json</MessageType>"
         "<Durability>transient</Durability></Topic></SOW>")[0]
+
+
+def test_derived_topics_the_emulator_cannot_build_are_warned_at_load_time():
+    c = cfg("""<SOW>
+      <Queue><Name>q</Name><MessageType>json</MessageType></Queue>
+      <Topic><Name>All</Name><Pattern>^/x/</Pattern><MessageType>json</MessageType><Key>/id</Key>
+        <Durability>transient</Durability></Topic>
+      <View><Name>v</Name><MessageType>json</MessageType><UnderlyingTopic>q</UnderlyingTopic>
+        <Projection><Field>/k</Field></Projection><Grouping><Field>/k</Field></Grouping></View>
+      <ConflatedTopic><Name>c</Name><MessageType>json</MessageType><UnderlyingTopic>All</UnderlyingTopic>
+        <TopicFormat>{{topic}}-c</TopicFormat></ConflatedTopic></SOW>
+      <TransactionLog><JournalDirectory>j</JournalDirectory>
+        <Topic><Name>q</Name><MessageType>json</MessageType></Topic></TransactionLog>""")
+    assert c.views == () and c.conflated_topics == ()
+    assert ["over a queue" in w.reason for w in c.warnings] == [True, False]
+    assert "<Pattern>" in c.warnings[1].reason
