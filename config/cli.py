@@ -34,7 +34,7 @@ def run_verify_config(path: str, out: TextIO | None = None, err: TextIO | None =
         # the rules only the engines check: build them as start-up would, in a scratch directory
         from amps_emulator.server.preflight import dry_start
 
-        issues = dry_start(cfg)
+        issues, startup_warnings = dry_start(cfg)
         if issues:
             raise ConfigError(issues)
     except ConfigError as e:
@@ -44,11 +44,13 @@ def run_verify_config(path: str, out: TextIO | None = None, err: TextIO | None =
         return 1
     for issue in cfg.warnings:
         err.write(f"warning: {issue}\n")
+    for message in startup_warnings:  # what the engines warn about when they start
+        err.write(f"warning: {message}\n")
     out.write(
         f"{path}: configuration OK ({len(cfg.transports)} transport(s), {len(cfg.sow_topics)} SOW "
         f"topic(s), {len(cfg.queues)} queue(s), {len(cfg.views)} view(s), "
         f"{len(cfg.conflated_topics)} conflated topic(s), {len(cfg.actions)} action(s), "
-        f"{len(cfg.warnings)} warning(s))\n"
+        f"{len(cfg.warnings) + len(startup_warnings)} warning(s))\n"
     )
     return 0
 

@@ -62,25 +62,42 @@ async def _start_stop(config: Any) -> None:
         await server.stop()
 
 
-def dry_start(config: Any) -> list[ConfigIssue]:
-    """Every issue that would stop :meth:`Server.start` on ``config`` (empty: it starts)."""
+class WarningCollector(logging.Handler):
+    """Keeps the message of every WARNING-or-above record it is handed."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def dry_start(config: Any) -> tuple[list[ConfigIssue], list[str]]:
+    """Every issue that would stop :meth:`Server.start` on ``config`` (none: it starts), and
+    the warnings start-up would log (e.g. an action it skips)."""
     issues: list[ConfigIssue] = []
+    collect = WarningCollector()
 
     def run() -> None:
         with tempfile.TemporaryDirectory(prefix="amps-verify-") as d:
             quiet = logging.getLogger("amps_emulator")
-            level = quiet.level
-            quiet.setLevel(logging.ERROR)  # the engines' start-up chatter is not the point here
+            saved = quiet.level, quiet.propagate, quiet.handlers[:]
+            quiet.handlers[:] = [collect]  # the engines' start-up chatter is not the point here
+            quiet.setLevel(logging.WARNING)
+            quiet.propagate = False
             try:
                 asyncio.run(_start_stop(sandboxed(config, d)))
             except Exception as exc:  # noqa: BLE001 - every failure is reported, located
                 log.debug("dry start-up failed", exc_info=True)
                 issues.extend(startup_failure(exc, config))
             finally:
-                quiet.setLevel(level)
+                quiet.setLevel(saved[0])
+                quiet.propagate = saved[1]
+                quiet.handlers[:] = saved[2]
 
     # a thread of its own: the caller may already run an event loop
     t = threading.Thread(target=run, name="amps-verify", daemon=True)
     t.start()
     t.join()
-    return issues
+    return issues, [] if issues else collect.messages

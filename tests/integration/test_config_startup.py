@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import os
 import pathlib
 
@@ -19,6 +20,7 @@ from amps_emulator.config import ConfigError, load_config
 from amps_emulator.config.cli import run_verify_config
 from amps_emulator.server import logtargets
 from amps_emulator.server.app import Server
+from amps_emulator.server.preflight import WarningCollector
 
 CONFIGS = sorted((pathlib.Path(__file__).parent.parent / "fixtures" / "configs").glob("*.xml"))
 #: where the official client's source package may have been unpacked (GUIDE.md)
@@ -27,15 +29,19 @@ SAMPLE_XML_CANDIDATES = [os.environ.get("AMPS_CLIENT_SAMPLE_XML", ""),
                          "/tmp/ampssrc/amps-python-client-5.3.4.0/samples/sample.xml"]
 
 
-def verify(path: pathlib.Path) -> tuple[int, list[str]]:
+def verify(path: pathlib.Path, warnings: list[str] | None = None) -> tuple[int, list[str]]:
     err = io.StringIO()
     rc = run_verify_config(str(path), io.StringIO(), err)
-    return rc, [line[len("error: "):] for line in err.getvalue().splitlines() if line.startswith("error: ")]
+    lines = err.getvalue().splitlines()
+    if warnings is not None:
+        warnings.extend(line[len("warning: "):] for line in lines if line.startswith("warning: "))
+    return rc, [line[len("error: "):] for line in lines if line.startswith("error: ")]
 
 
-def start_up(path: pathlib.Path, any_port: bool = False) -> list[str]:
+def start_up(path: pathlib.Path, any_port: bool = False, warnings: list[str] | None = None) -> list[str]:
     """Start the server on ``path`` as ``amps-emulator PATH`` does, then stop it. Returns the
-    error lines it would print (empty: it started). Any other exception propagates."""
+    error lines it would print (empty: it started); ``warnings`` collects what it logs at
+    WARNING and above. Any other exception propagates."""
     try:
         cfg = load_config(path)
     except ConfigError as e:
@@ -46,6 +52,8 @@ def start_up(path: pathlib.Path, any_port: bool = False) -> list[str]:
         cfg = msgspec.structs.replace(cfg, transports=tuple(
             msgspec.structs.replace(t, host="127.0.0.1", port=0) for t in cfg.transports))
     handlers = logtargets.install(cfg.logging)
+    seen = WarningCollector()
+    logging.getLogger("amps_emulator").addHandler(seen)
     try:
         async def run() -> None:
             srv = Server(cfg)
@@ -58,16 +66,23 @@ def start_up(path: pathlib.Path, any_port: bool = False) -> list[str]:
     except ConfigError as e:
         return [str(i) for i in e.errors]
     finally:
+        logging.getLogger("amps_emulator").removeHandler(seen)
         logtargets.remove(handlers)
+        if warnings is not None:
+            warnings.extend(seen.messages)
     return []
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_verify_and_start_up_agree(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    rc, verify_errors = verify(path)
-    started = start_up(path)
+    verify_warnings: list[str] = []
+    startup_warnings: list[str] = []
+    rc, verify_errors = verify(path, verify_warnings)
+    started = start_up(path, warnings=startup_warnings)
     assert verify_errors == started
+    # what start-up warns about, verify showed too (the log-target ones aside: verify opens none)
+    assert [w for w in startup_warnings if "syslog target" not in w and w not in verify_warnings] == []
     if path.name.startswith("ok-"):
         assert rc == 0 and started == []
     else:
