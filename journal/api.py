@@ -47,6 +47,7 @@ __all__ = [
     "RecoveryReport",
     "LostData",
     "RetentionResult",
+    "WriteFailure",
 ]
 
 
@@ -77,6 +78,16 @@ class JournalFormatError(JournalError):
 
 class JournalClosedError(JournalError):
     """The journal was closed, or failed after a write error, and accepts no more appends."""
+
+
+@dataclass(frozen=True)
+class WriteFailure:
+    """Records the file system refused (disk full, I/O error): positions ``first..last`` were
+    cut from the file again and are a gap now; ``error`` is the OS error."""
+
+    first: int
+    last: int
+    error: BaseException
 
 
 @dataclass(frozen=True)

@@ -41,8 +41,23 @@ Readers (``read``/``record_at``/lookups, owner thread) get records at positions
 newer ones from ``_pending``; an iterator re-checks this on every step, so it keeps yielding
 records appended while it is being consumed and stops when it has caught up.
 
-A failed ``os.write``/fsync leaves the journal failed: further appends raise
-``JournalClosedError``; the partial tail is cut by the next recovery.
+Write failures (disk full)
+--------------------------
+All file calls of the write path go through ``file_ops`` (a :class:`FileOps`; tests swap in
+one that fails on demand). A ``write`` that fails (``ENOSPC``, ``EIO``, ...) part-way through a
+flush does not fail the journal: ``flush`` cuts the file back to the size it had before
+(``ftruncate``), restores the active segment's metadata to the last successful flush, drops
+those records, and reports their positions as a :class:`WriteFailure` in
+``write_failures``. Their positions become a gap (never reused: live subscribers may have
+seen their bookmarks) that readers step over; ``written_position`` moves past it so the next
+``sync`` carries ``durable_position`` over it too, and the caller (the server) answers the
+publishes in it with a failure. So nothing reported failed is ever in the file, nothing
+before it is touched, and the journal takes writes again as soon as the disk does. A
+segment roll that cannot fsync the finished segment or create the next one is put off until
+a flush succeeds again (the active segment grows past ``segment_size`` meanwhile).
+Only when the partial write cannot even be cut off, and for fsync errors (after which the
+kernel may have dropped the written pages: nothing is known to be on disk), is the journal
+failed for good: further appends raise ``JournalClosedError``; recovery sorts out the tail.
 """
 
 from __future__ import annotations
@@ -65,6 +80,7 @@ from .api import (
     JournalError,
     RecoveryReport,
     RetentionResult,
+    WriteFailure,
 )
 from .base import JournalCore, merge_checkpoint
 from .index import DEFAULT_INDEX_INTERVAL
@@ -86,6 +102,15 @@ DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
 DEFAULT_CHECKPOINT_BYTES = 8 * 1024 * 1024
 _fdatasync = getattr(os, "fdatasync", os.fsync)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+class FileOps:
+    """The file calls of the journal's write path; replace one to inject faults in tests."""
+
+    open = staticmethod(os.open)
+    write = staticmethod(os.write)
+    fdatasync = staticmethod(_fdatasync)
+    fsync = staticmethod(os.fsync)
 
 
 class FileJournal(JournalCore):
@@ -148,6 +173,11 @@ class FileJournal(JournalCore):
         self._crc_base: dict[int, tuple[int, int]] = {}  # first_position -> (size, crc32 of [0, size))
         self._ckpt_warned = False
         self._defer_summaries = defer_summaries
+        self.file_ops = FileOps()
+        #: records the file system refused, in order; the caller drains it (``take_write_failures``)
+        self.write_failures: list[WriteFailure] = []
+        self._roll_blocked = False  # a roll failed: retry once a flush succeeds again
+        self._mark: tuple = ()  # active segment metadata as of the last successful flush
         os.makedirs(self._dir, exist_ok=True)
         self._dir_fd = os.open(self._dir, os.O_RDONLY | _O_CLOEXEC)
         try:
@@ -196,6 +226,7 @@ class FileJournal(JournalCore):
             self._dir_dirty = False
         active = self._segments[-1]
         self._ckpt_size_at = active.size
+        self._set_mark()
         if rec.crc_base is not None and not created:
             self._crc_base[active.first_position] = rec.crc_base
         if rec.pending_summaries:  # due at once (the server writes them in a worker)
@@ -288,11 +319,18 @@ class FileJournal(JournalCore):
 
     def _create_segment(self, first_position: int) -> Segment:
         path = os.path.join(self._dir, segment_name(first_position))
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o644)
+        ops = self.file_ops
+        fd = ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o644)
         try:
-            os.write(fd, encode_header(first_position))
+            header = encode_header(first_position)
+            if ops.write(fd, header) != len(header):
+                raise OSError(f"short write of the header of {path}")
         except BaseException:
             os.close(fd)
+            try:
+                os.unlink(path)  # an empty segment would claim the next position at start-up
+            except OSError:  # pragma: no cover - nothing more to do
+                pass
             raise
         seg = Segment(path, first_position, self._index_interval)
         with self._lock:
@@ -302,6 +340,7 @@ class FileJournal(JournalCore):
             self._dir_dirty = True
         self._segments.append(seg)
         self._firsts.append(first_position)
+        self._set_mark()
         return seg
 
     # ------------------------------------------------------------------ properties
@@ -352,7 +391,8 @@ class FileJournal(JournalCore):
         if kind >= INTERNAL_KIND_MIN:
             raise ValueError(f"record kind {kind} is journal-internal")
         active = self._segments[-1]
-        if active.count and active.size + len(self._buf) >= self._segment_size and not self._closed:
+        if active.count and active.size + len(self._buf) >= self._segment_size and not self._closed \
+                and not self._roll_blocked:
             self._roll()
         rec = self._make_record(
             kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration, message_type, headers
@@ -371,19 +411,79 @@ class FileJournal(JournalCore):
         active.note_record(rec.position, offset, rec.timestamp)
 
     def _roll(self) -> None:
+        failures = len(self.write_failures)
         self.flush()
-        if self._durability is not Durability.MEMORY:
-            self._guard(_fdatasync, self._fd)
+        try:
+            if len(self.write_failures) != failures:
+                raise OSError("the finished segment could not be written")
+            if self._durability is not Durability.MEMORY:
+                self.file_ops.fdatasync(self._fd)
+            sealed = self._segments[-1]
+            self._create_segment(self._next_position)
+        except OSError:
+            self._roll_blocked = True  # stay in this segment; retried after a good flush
+            return
         if self._summaries:
-            self._snapshot(self._segments[-1], sealed=True)
-        self._create_segment(self._next_position)
+            self._snapshot(sealed, sealed=True)
         self._ckpt_size_at = HEADER_SIZE
         self._close_retired_if_idle()
+        self._buffer_checkpoint()
+
+    def _buffer_checkpoint(self) -> None:
         cp = self._make_record(
             int(RecordKind.CHECKPOINT), "", "", self._enc.encode_checkpoint(self._checkpoint()),
             None, None, None, None, "", None,
         )
         self._buffer(cp)
+
+    def append_checkpoint(self) -> None:
+        """Buffer a CHECKPOINT record (journal-internal, skipped by readers). The server writes
+        one to find out whether the disk takes writes again; a roll put off by a failure is
+        retried first."""
+        self._roll_blocked = False
+        active = self._segments[-1]
+        if active.count and active.size + len(self._buf) >= self._segment_size and not self._closed:
+            self._roll()
+        self._buffer_checkpoint()
+
+    def take_write_failures(self) -> list[WriteFailure]:
+        """The write failures since the last call (oldest first), and forget them."""
+        failures, self.write_failures = self.write_failures, []
+        return failures
+
+    def _set_mark(self) -> None:
+        seg = self._segments[-1]
+        idx = seg.index
+        self._mark = (seg, seg.count, seg.first_record_position, seg.first_ts, seg.last_position,
+                      seg.last_ts, len(idx.positions), idx.next_position)
+
+    def _write_failed(self, records: list[JournalRecord], exc: OSError) -> None:
+        """The write of ``records``' frames failed part-way: cut what reached the file, forget
+        the records (their positions become a gap) and report them in ``write_failures``."""
+        active = self._segments[-1]
+        try:
+            os.ftruncate(self._fd, active.size)
+            os.lseek(self._fd, active.size, os.SEEK_SET)
+        except OSError as cut_exc:
+            self._failure = cut_exc
+            self._closed = True
+            raise JournalError(
+                f"journal write failed in {active.path} ({exc}) and the partial write could not "
+                f"be cut off ({cut_exc})"
+            ) from cut_exc
+        seg, *fields, n_index, next_index = self._mark
+        assert seg is active
+        (seg.count, seg.first_record_position, seg.first_ts, seg.last_position, seg.last_ts) = fields
+        idx = seg.index
+        del idx.positions[n_index:], idx.offsets[n_index:], idx.timestamps[n_index:]
+        idx.next_position = next_index
+        first, last = records[0].position, records[-1].position
+        q = self._unapplied_s
+        while q and q[-1][0] >= first:
+            q.pop()
+        with self._lock:
+            self._written_position = last  # nothing is there: a gap the next sync covers
+        self.write_failures.append(WriteFailure(first, last, exc))
 
     def _guard(self, fn, *args):
         try:
@@ -401,26 +501,34 @@ class FileJournal(JournalCore):
             return
         data = self._buf
         self._buf = bytearray()
-        last = self._pending[-1].position
+        records = self._pending
         self._pending = []
         view = memoryview(data)
         fd = self._fd
-        while view:
-            n = self._guard(os.write, fd, view)
-            view = view[n:]
+        write = self.file_ops.write
+        try:
+            while view:
+                n = write(fd, view)
+                view = view[n:]
+        except OSError as exc:
+            view.release()
+            self._write_failed(records, exc)
+            return
         view.release()
         active = self._segments[-1]
         active.size += len(data)
         with self._lock:
-            self._written_position = last
+            self._written_position = records[-1].position
+        self._set_mark()
+        self._roll_blocked = False
         if self._summaries and active.size - self._ckpt_size_at >= self._ckpt_every:
             self._snapshot(active, sealed=False)
 
     def _sync_now(self, position: int) -> None:
-        self._guard(_fdatasync, self._fd)
+        self._guard(self.file_ops.fdatasync, self._fd)
         if self._dir_dirty:
             self._dir_dirty = False
-            self._guard(os.fsync, self._dir_fd)
+            self._guard(self.file_ops.fsync, self._dir_fd)
         with self._lock:
             if position > self._durable_position:
                 self._durable_position = position
@@ -444,10 +552,11 @@ class FileJournal(JournalCore):
                 retired = list(self._retired)
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
             if target > self._durable_position or retired or dir_dirty:
+                ops = self.file_ops
                 for fd in fds:
-                    self._guard(_fdatasync, fd)
+                    self._guard(ops.fdatasync, fd)
                 if dir_dirty:
-                    self._guard(os.fsync, self._dir_fd)
+                    self._guard(ops.fsync, self._dir_fd)
             with self._lock:
                 for fd in retired:
                     self._retired.remove(fd)
@@ -537,7 +646,8 @@ class FileJournal(JournalCore):
                     if j < len(self._segments):
                         pos = max(pos, self._segments[j].first_position)
                         continue
-                    raise JournalError(f"position {pos} not found after {cursor_seg.path}")  # pragma: no cover
+                    pos = max(pos, self._written_position + 1)  # the rest is a gap (failed writes)
+                    continue
                 prefix, _off, payload = frame
                 if prefix[6] < pos:
                     continue

@@ -22,11 +22,15 @@ Policy for scanned frames (redis ``aof.c`` / nats ``filestore.go`` style):
   unpacks the fixed 52-byte prefix (see ``record.py``); payloads are decoded only for
   CHECKPOINT records.
 * A bad frame with no valid frame after it, in the newest segment that holds data, is a torn
-  tail (a crash during a write): the file is truncated there and a warning names the file,
-  offset, bytes and (best effort) records lost. An incomplete file header of the newest
-  segment is rewritten the same way.
-* A bad frame followed by a valid one (or in a segment older than one holding data) is
-  corruption: ``JournalCorruptError`` naming file and offset, unless
+  tail (a crash during a write) only when it is genuinely incomplete (:func:`is_torn`): fewer
+  bytes than a prefix, a length that runs past the end of the file, or zero-filled pages to
+  the end of the file (pages a crash left unwritten). Then the file is truncated there and a
+  warning names the file, offset, bytes and (best effort) records lost. An incomplete file
+  header of the newest segment is rewritten the same way.
+* A bad frame that is complete (its whole length is in the file, and it is not zeros) is
+  damage even when it is the very last record: its checksum was written with it, so it was
+  once whole (and maybe acked). Like a bad frame followed by a valid one (or in a segment
+  older than one holding data), that is corruption: ``JournalCorruptError`` naming file and offset, unless
   ``keep_readable_on_corruption`` -- then the segment is rewritten with only its readable
   frames (the original bytes are kept as ``<name>.corrupt``), with a warning per dropped range.
   (Found in the tail after a summary, this falls back to the full scan of the segment, so the
@@ -135,6 +139,27 @@ def scan_frames(
         seg.first_record_position, seg.first_ts = first_rec, first_ts
         seg.last_position, seg.last_ts = last_pos, last_ts
     return off, problem
+
+
+PAGE_SIZE = 4096
+
+
+def is_torn(data, off: int, base: int = 0) -> bool:
+    """True when the bad frame at ``off`` of ``data`` (file offset ``base + off``), with no
+    valid frame after it, is an incomplete write rather than damage: fewer bytes than a
+    prefix, a declared length running past the end, or everything from a page boundary inside
+    it (or from the frame itself) to the end of the file is zero -- pages a crash left
+    unwritten. A complete frame with other content whose checksum fails is damage."""
+    n = len(data)
+    if n - off < PREFIX_SIZE:
+        return True
+    if off + PREFIX_SIZE + PREFIX.unpack_from(data, off)[5] > n:
+        return True
+    zeros_from = len(bytes(data[off:]).rstrip(b"\0")) + off  # trailing zeros start here
+    if zeros_from == off:
+        return True
+    first_page = -(-(base + zeros_from) // PAGE_SIZE) * PAGE_SIZE - base
+    return first_page < n
 
 
 def find_next_valid_frame(data: bytes, after: int) -> Optional[int]:
@@ -295,11 +320,16 @@ class Recovery:
             if problem is None:
                 break
             nxt = find_next_valid_frame(data, end)
-            if nxt is None and not later_has_data:
+            if nxt is None and not later_has_data and is_torn(data, end):
                 tail = (end, problem)
                 break
             if not self.keep_readable:
-                what = "valid records follow it" if nxt is not None else "a later segment holds records"
+                if nxt is not None:
+                    what = "valid records follow it"
+                elif later_has_data:
+                    what = "a later segment holds records"
+                else:
+                    what = "the record is complete (a write that was cut short would not be)"
                 raise JournalCorruptError(
                     f"{path}: {problem} at offset {end}, and {what}, so this is not a torn tail; "
                     "pass keep_readable_on_corruption=True to keep what is readable",
@@ -387,7 +417,8 @@ class Recovery:
                 base=summ.size,
             )
             if problem is not None:
-                if later_has_data or find_next_valid_frame(tail, end) is not None:
+                if later_has_data or find_next_valid_frame(tail, end) is not None or not is_torn(
+                        tail, end, summ.size):
                     return False
                 self._truncate(path, tail, (end, problem), base=summ.size)
                 tail = memoryview(tail)[:end]

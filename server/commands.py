@@ -118,7 +118,7 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
     txlog = server.txlog
     if txlog is not None and txlog.failed is not None and txlog.recorded(topic):
         if seq is not None and "persisted" in acks:
-            conn.persisted_failure(seq, txlog.failed)  # the client's failed-write handler
+            txlog.refuse(conn, seq)  # the client's failed-write handler, in ack order
             return
         raise CommandError(txlog.failed, "the transaction log cannot be written")
     if server.queuesvc is not None:

@@ -16,6 +16,15 @@ things may be said to clients:
   not recorded, waits behind everything already appended, so no ack ever claims more than
   what happened.
 * Bookmark subscriptions are journal cursors (:mod:`server.replay`), pumped after each turn.
+* Disk full (or any refused write): the journal cuts the refused records out of the file
+  again and reports their positions (``journal.take_write_failures``). Their persisted acks
+  become ``tx store failure`` failure acks carrying ``s``, released in the same FIFO order,
+  so the official client's failed-write handler gets each message (its store discards up to
+  the ``s`` of every persisted ack, so a failure must never overtake an earlier publish of
+  the same connection). The log then refuses publishes to recorded topics up front (same
+  ack) and probes the disk every ``PROBE_INTERVAL`` seconds with a CHECKPOINT record; the
+  first one that is written ends the refusal. One log line per change of state, with a count.
+  Reads and replays go on throughout (the refused positions are a gap they step over).
 * The journal's segment summaries (what makes start-up after a crash fast, see
   :mod:`journal.summary`) are written in a worker after the sync that made them durable, never
   inside it, so persisted acks do not wait for them.
@@ -29,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.journal import FileJournal, JournalError, RecordKind
 from amps_emulator.protocol import reasons
+from amps_emulator.protocol.reasons import CommandError
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -40,6 +50,7 @@ log = logging.getLogger("amps_emulator.txlog")
 
 SUBSCRIPTION_ACK_INTERVAL = 1.0  # seconds between persisted acks for bookmark subscriptions
 RETENTION_EVERY = 5  # run retention every this many ack ticks (when configured)
+PROBE_INTERVAL = 1.0  # seconds between attempts to write again after a refused write
 
 
 class TxLog:
@@ -48,14 +59,19 @@ class TxLog:
         self.cfg = cfg
         self.journal: FileJournal = None  # type: ignore[assignment]
         self._recorded: dict[str, bool] = {}
-        self._persist_fifo: collections.deque[tuple[int, "Connection", int]] = collections.deque()
+        # (position, connection, s, failure reason or None), in arrival order
+        self._persist_fifo: collections.deque[tuple[int, "Connection", int, str | None]] = \
+            collections.deque()
         self._sync_running = False
         self._written_unsynced = False
         self._summaries_running = False
         self.cursors: set["Cursor"] = set()
         self._ack_timer: Any = None
         self._ticks = 0
-        self.failed: str | None = None  # AMPS reason once the journal cannot be written
+        self.failed: str | None = None  # AMPS reason while the journal cannot be written
+        self._fatal = False  # the journal is closed for good (not only refusing writes)
+        self._probe_timer: Any = None
+        self._refused = 0  # publishes failed since the log began refusing writes
 
     # -- lifecycle ---------------------------------------------------------------------
     def open(self) -> None:
@@ -83,6 +99,8 @@ class TxLog:
     def close(self) -> None:
         if self._ack_timer is not None:
             self._ack_timer.cancel()
+        if self._probe_timer is not None:
+            self._probe_timer.cancel()
         journal, self.journal = self.journal, None  # late callbacks see a closed log
         if journal is not None:
             try:
@@ -110,11 +128,20 @@ class TxLog:
                client_name: str = "", client_seq: int | None = None,
                correlation_id: str | None = None, sow_key: str | None = None,
                expiration: int | None = None, headers: dict[str, str] | None = None) -> Any:
-        rec = self.journal.append(
-            topic=topic, client_name=client_name, body=body, kind=kind, client_seq=client_seq,
-            correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
-            message_type="json", headers=headers or None,
-        )
+        journal = self.journal
+        try:
+            rec = journal.append(
+                topic=topic, client_name=client_name, body=body, kind=kind, client_seq=client_seq,
+                correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
+                message_type="json", headers=headers or None,
+            )
+        except JournalError as exc:  # closed for good (e.g. a strict-mode fsync failed)
+            self._fail(exc)
+            raise CommandError(reasons.TX_STORE_FAILURE, str(exc)) from None
+        if journal.write_failures:  # a roll (or, in strict mode, this very write) was refused
+            for f in self._write_failed():
+                if f.first <= rec.position <= f.last:
+                    raise CommandError(reasons.TX_STORE_FAILURE, str(f.error))
         self._mark_turn()
         return rec
 
@@ -127,15 +154,26 @@ class TxLog:
                            client_seq=cmd.seq, correlation_id=cmd.correlation_id,
                            sow_key=cmd.sow_key, expiration=cmd.expiration, headers=headers)
 
-    def wait_persisted(self, conn: "Connection", seq: int, position: int | None = None) -> None:
-        """Ack ``seq`` as persisted once everything appended so far (or ``position``) is durable."""
+    def wait_persisted(self, conn: "Connection", seq: int, position: int | None = None,
+                       reason: str | None = None) -> None:
+        """Ack ``seq`` as persisted once everything appended so far (or ``position``) is durable;
+        with ``reason``, a failure ack instead, in the same order."""
         pos = self.journal.last_position if position is None else position
         fifo = self._persist_fifo
-        if not fifo and pos <= self.journal.durable_position:
-            conn.note_persisted(seq)
+        if not fifo and (pos <= self.journal.durable_position or self._fatal):
+            if reason is None:
+                conn.note_persisted(seq)
+            else:
+                conn.persisted_failure(seq, reason)
             return
-        fifo.append((pos, conn, seq))
+        fifo.append((pos, conn, seq, reason))
         self.server.request_turn_end()  # _mark_turn()
+
+    def refuse(self, conn: "Connection", seq: int) -> None:
+        """A publish to a recorded topic while the log cannot be written: its persisted ack is
+        a failure (``self.failed``), after the acks of everything before it."""
+        self._refused += 1
+        self.wait_persisted(conn, seq, reason=self.failed)
 
     def _mark_turn(self) -> None:
         self.server.request_turn_end()
@@ -149,6 +187,8 @@ class TxLog:
         except (OSError, JournalError) as exc:
             self._fail(exc)
             return
+        if journal.write_failures:
+            self._write_failed()
         if journal.durability.value == "group":
             if journal.written_position > journal.durable_position:
                 self._start_sync()
@@ -199,8 +239,11 @@ class TxLog:
     def _release(self, durable: int) -> None:
         fifo = self._persist_fifo
         while fifo and fifo[0][0] <= durable:
-            _, conn, seq = fifo.popleft()
-            conn.note_persisted(seq)
+            _, conn, seq, reason = fifo.popleft()
+            if reason is None:
+                conn.note_persisted(seq)
+            else:
+                conn.persisted_failure(seq, reason)
         from amps_emulator.server import replay
 
         for cursor in list(self.cursors):
@@ -215,13 +258,60 @@ class TxLog:
                 replay.pump(self.server, cursor, last)
 
     def _fail(self, exc: BaseException) -> None:
-        if self.failed is None:
+        """The journal is closed for good: every waiting persisted ack and every later publish
+        to a recorded topic fails."""
+        if not self._fatal:
             log.error("transaction log write failed: %s; persisted acks will report failure", exc)
+        self._fatal = True
         self.failed = reasons.TX_STORE_FAILURE
         fifo = self._persist_fifo
         while fifo:
-            _, conn, seq = fifo.popleft()
+            _, conn, seq, _reason = fifo.popleft()
             conn.persisted_failure(seq, self.failed)
+
+    def _write_failed(self) -> list[Any]:
+        """Take the journal's refused writes: fail the persisted acks of their publishes (in
+        FIFO order, see the module docstring), start refusing and probing. Returns them."""
+        failures = self.journal.take_write_failures()
+        fifo = self._persist_fifo
+        reason = reasons.TX_STORE_FAILURE
+        for f in failures:
+            self._refused += f.last - f.first + 1
+            for i in range(len(fifo) - 1, -1, -1):
+                pos, conn, seq, why = fifo[i]
+                if pos < f.first:
+                    break
+                if pos <= f.last and why is None:
+                    fifo[i] = (pos, conn, seq, reason)
+        if self.failed is None and failures:
+            self.failed = reason
+            log.error("transaction log %s: write refused (%s); publishes to recorded topics fail "
+                      "with '%s' until it takes writes again (retrying every %.0f s)",
+                      self.cfg.journal_directory, failures[0].error, reason, PROBE_INTERVAL)
+            self._probe_timer = self.server.loop.call_later(PROBE_INTERVAL, self._probe)
+        self.server.request_turn_end()
+        return failures
+
+    def _probe(self) -> None:
+        """While refusing: write a CHECKPOINT record; once one is written, take publishes again."""
+        self._probe_timer = None
+        journal = self.journal
+        if journal is None or self._fatal or self.failed is None:
+            return
+        try:
+            journal.append_checkpoint()
+            journal.flush()
+        except JournalError as exc:
+            self._fail(exc)
+            return
+        if journal.take_write_failures():
+            self._probe_timer = self.server.loop.call_later(PROBE_INTERVAL, self._probe)
+        else:
+            log.warning("transaction log %s: takes writes again; %d publishes and records failed "
+                        "with '%s' meanwhile", self.cfg.journal_directory, self._refused, self.failed)
+            self.failed = None
+            self._refused = 0
+        self.server.request_turn_end()  # sync what the probe wrote, release what it covers
 
     # -- periodic persisted acks for bookmark subscriptions --------------------------------
     def _ack_tick(self) -> None:

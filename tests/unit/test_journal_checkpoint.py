@@ -456,14 +456,12 @@ def test_summary_is_written_only_once_durable(tmp_path):
 def test_summary_never_covers_what_the_running_sync_did_not_fsync(tmp_path, monkeypatch):
     """The owner appends and flushes while a worker's sync is inside fdatasync: the snapshot of
     that newer flush must wait for the next sync."""
-    import amps_emulator.journal.file_journal as fj
-
     d = tmp_path / "j"
     j, _ = FileJournal.open(d, checkpoint_bytes=0)
     j.append(topic="t", client_name="c", client_seq=1)
     j.flush()
     size1 = j.segments[-1].size
-    real = fj._fdatasync
+    real = j.file_ops.fdatasync
     calls = []
 
     def fdatasync_while_owner_flushes(fd):
@@ -473,7 +471,7 @@ def test_summary_never_covers_what_the_running_sync_did_not_fsync(tmp_path, monk
             j.flush()  # written after the sync captured its target
         real(fd)
 
-    monkeypatch.setattr(fj, "_fdatasync", fdatasync_while_owner_flushes)
+    monkeypatch.setattr(j.file_ops, "fdatasync", fdatasync_while_owner_flushes)
     assert j.sync() == 1
     assert covered(d) == size1 < j.segments[-1].size
     assert j.sync() == 2

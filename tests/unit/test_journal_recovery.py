@@ -153,17 +153,46 @@ def test_truncated_inside_prefix_and_trailing_zeros(tmp_path):
 
 
 def test_several_torn_records_are_counted(tmp_path):
-    _, recs = write_journal(tmp_path, 10)
+    j, _ = FileJournal.open(tmp_path)
+    recs = [j.append(topic="t", client_name="c", body=b"x%d" % i * 500) for i in range(10)]
+    j.close()
     path = os.path.join(tmp_path, segment_files(tmp_path)[-1])
     frames = frame_offsets(path)
-    data = bytearray(open(path, "rb").read())
-    for k in (7, 8):  # bad checksums in records 8 and 9 (last body byte) ...
-        data[frames[k][0] + frames[k][1] - 1] ^= 0xFF
-    data = data[: frames[9][0] + 20]  # ... and record 10 torn: nothing valid follows the damage
-    open(path, "wb").write(bytes(data))
+    # a crash mid-write: the file got its full length, but the pages from 8192 on were never
+    # written (zeros), so the record spanning that boundary and all after it are incomplete
+    k = next(i for i, (off, size) in enumerate(frames) if off < 8192 < off + size)
+    data = open(path, "rb").read()
+    open(path, "wb").write(data[:8192] + bytes(len(data) - 8192))
     j, report = FileJournal.open(tmp_path)
-    assert user_records(j) == recs[:7]
-    assert report.truncated[0].records_lost == 3
+    assert user_records(j) == recs[:k]
+    assert report.truncated[0].offset == frames[k][0]
+    assert report.truncated[0].records_lost >= 1  # best effort: zeros hide the frames after
+    j.close()
+
+
+@pytest.mark.parametrize("summarised", [False, True])
+def test_complete_last_record_with_bad_checksum_is_damage_not_a_torn_tail(tmp_path, summarised):
+    """Issue 11 item 9: a flipped byte in the LAST record is refused with path and offset."""
+    _, recs = write_journal(tmp_path, 10, checkpoint_bytes=0 if summarised else None)
+    if summarised:  # a summary covers the first records; the damaged one is in the scanned tail
+        j, _ = FileJournal.open(tmp_path)
+        publish(j, 10, client_seq=2000)
+        j.flush()
+        j.sync()
+        j._fd, fd = -1, j._fd  # "crash": no final summary
+        os.close(fd)
+        os.close(j._dir_fd)
+    path = os.path.join(tmp_path, segment_files(tmp_path)[-1])
+    off, size = frame_offsets(path)[-1]
+    flip(path, off + size - 2)
+    with pytest.raises(JournalCorruptError) as info:
+        FileJournal.open(tmp_path)
+    assert info.value.path == path and info.value.offset == off
+    assert "checksum mismatch" in str(info.value) and "complete" in str(info.value)
+    assert os.path.getsize(path) == off + size  # the acked record was not cut
+    j, report = FileJournal.open(tmp_path, keep_readable_on_corruption=True)
+    assert user_records(j) == recs[:10][: len(recs) - (0 if summarised else 1)]
+    assert report.skipped and report.skipped[0].offset == off
     j.close()
 
 

@@ -1,0 +1,29 @@
+"""Test helpers for the journal: a file layer whose disk fills up on demand."""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Optional
+
+from .file_journal import FileOps
+
+
+class DiskFull(FileOps):
+    """``FileJournal.file_ops`` for a disk with ``free`` bytes left (None: no limit). Writes
+    behave as on a full file system: a write that does not fit writes what fits and the next
+    one fails with ``ENOSPC``. Set ``free`` again (e.g. to None) when space returns."""
+
+    def __init__(self, free: Optional[int] = None) -> None:
+        self.free = free
+        self.refused = 0  # writes that failed
+
+    def write(self, fd: int, data) -> int:  # type: ignore[override]
+        if self.free is None:
+            return os.write(fd, data)
+        if self.free <= 0:
+            self.refused += 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        n = os.write(fd, data[: self.free])
+        self.free -= n
+        return n

@@ -1,0 +1,107 @@
+"""Disk faults through the official client (issue 11 items 7 and 8)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+from amps_emulator.journal import FileJournal
+from amps_emulator.journal.testing import DiskFull
+from tests.integration.conftest import start_server, store_client
+
+
+def txlog_xml(data_dir, extra: str = "") -> str:
+    return f"""<AMPSConfig><Name>disk</Name>
+  <Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
+    <MessageType>json</MessageType><Protocol>amps</Protocol></Transport></Transports>
+  <TransactionLog><JournalDirectory>{data_dir}/journal</JournalDirectory><JournalSize>64KB</JournalSize>
+    <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
+  {extra}
+</AMPSConfig>"""
+
+
+def wait_until(pred, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)  # polling a condition with a deadline, not waiting for readiness
+    return True
+
+
+def test_disk_full_at_a_segment_roll(tmp_path, caplog):
+    """Each refused publish reaches the failed-write handler with ``tx store failure`` (the ack
+    carries ``s``), one log line per change of state, replays keep working, the server takes
+    publishes again by itself, and nothing reported failed is in the journal afterwards."""
+    import AMPS
+
+    srv = start_server(txlog_xml(tmp_path))
+    failed: list[tuple[int, str]] = []
+    lock = threading.Condition()
+
+    def on_failed(message, reason):
+        with lock:
+            failed.append((json.loads(message.get_data())["i"], str(reason)))
+            lock.notify_all()
+
+    body = " " * 300
+    try:
+        with caplog.at_level(logging.INFO):
+            pub = store_client(srv.uri, "disk-pub", on_failed)
+            for i in range(150):  # most of the first 64 KB segment
+                pub.publish("orders", json.dumps({"i": i, "pad": body}))
+            pub.publish_flush(5000)
+            size = srv.call(lambda: srv.server.txlog.journal.segments[-1].size)
+            disk = DiskFull(free=64 * 1024 - size + 500)  # fills the segment; the roll fails
+            srv.call(lambda: setattr(srv.server.txlog.journal, "file_ops", disk))
+            for i in range(150, 400):
+                pub.publish("orders", json.dumps({"i": i, "pad": body}))
+            pub.publish_flush(10000)  # returns: every publish was acked, as stored or failed
+            assert pub.get_unpersisted_count() == 0
+            with lock:
+                refused = sorted(i for i, _ in failed)
+            assert refused and all("tx store failure" in r for _, r in failed)
+            assert refused == list(range(refused[0], 400))  # each one, once, from the first refused on
+            assert srv.call(lambda: srv.server.txlog.failed) == "tx store failure"
+
+            # reads and replays keep working while the disk is full
+            reader = AMPS.Client("disk-reader")
+            reader.connect(srv.uri)
+            reader.logon(5000)
+            got, done = [], threading.Event()
+
+            def on_replay(m):
+                if m.get_command() == "ack" and m.get_ack_type() == "completed":
+                    done.set()
+                elif m.get_command() in ("p", "publish"):
+                    got.append(json.loads(m.get_data())["i"])
+
+            reader.execute_async(AMPS.Command("subscribe").set_topic("orders").set_bookmark("0")
+                                 .add_ack_type("completed").set_timeout(5000), on_replay)
+            assert done.wait(10)
+            assert got == list(range(refused[0]))
+
+            disk.free = None  # space returns: the server notices by itself
+            assert wait_until(lambda: srv.call(lambda: srv.server.txlog.failed) is None)
+            for i in range(400, 420):
+                pub.publish("orders", json.dumps({"i": i, "pad": body}))
+            pub.publish_flush(5000)
+            with lock:
+                assert sorted(i for i, _ in failed) == refused  # no new failures
+            assert srv.call(lambda: len(srv.server.txlog.journal.segments)) == 2  # rolled (when the disk filled, or after)
+            reader.close()
+            pub.close()
+        logs = [r for r in caplog.records if r.name == "amps_emulator.txlog"]
+        assert [r.levelname for r in logs if r.levelno >= logging.WARNING] == ["ERROR", "WARNING"]
+        assert not any(r.exc_info for r in caplog.records)
+    finally:
+        srv.stop()
+    j, report = FileJournal.open(tmp_path / "journal")
+    try:
+        kept = [json.loads(r.body)["i"] for r in j.read()]
+    finally:
+        j.close()
+    assert report.clean
+    assert kept == list(range(refused[0])) + list(range(400, 420))
