@@ -158,3 +158,42 @@ def test_sow_asof_equals_the_servers_historical_and_live_sow(spark, run, tmp_pat
     live_at, live_state = live
     assert state(live_at) == live_state
     assert len(live_state) >= 4
+
+
+def test_streaming_source_follows_a_running_server_and_resumes_from_its_checkpoint(spark, tmp_path):
+    d = tmp_path / "srv"
+    srv = start_server(config_xml(d))
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    c = store_client(srv.uri, "streamer")
+
+    def publish(lo, hi):
+        for i in range(lo, hi):
+            c.publish("ticks", json.dumps({"i": i}))
+        c.publish_flush(5000)
+
+    def start():
+        return (spark.readStream.format("amps-journal").option("path", str(d / "journal")).load()
+                .select("position", "topic", "data").writeStream.format("parquet")
+                .option("path", str(out)).option("checkpointLocation", str(ckpt))
+                .trigger(processingTime="200 milliseconds").start())
+
+    def seen():
+        return sorted(json.loads(r.data)["i"] for r in spark.read.parquet(str(out)).collect())
+
+    try:
+        publish(0, 5)
+        q = start()
+        q.processAllAvailable()
+        assert seen() == list(range(5))
+        publish(5, 12)  # after the query started
+        q.processAllAvailable()
+        assert seen() == list(range(12))
+        q.stop()
+        publish(12, 20)  # while no query runs
+        q = start()
+        q.processAllAvailable()
+        q.stop()
+        assert seen() == list(range(20))  # resumed at its checkpoint: nothing twice, nothing lost
+    finally:
+        c.close()
+        srv.stop()
