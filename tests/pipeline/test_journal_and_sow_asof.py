@@ -197,3 +197,48 @@ def test_streaming_source_follows_a_running_server_and_resumes_from_its_checkpoi
     finally:
         c.close()
         srv.stop()
+
+
+QUEUE_XML = """<SOW><Queue><Name>work</Name><MessageType>json</MessageType><LeasePeriod>60s</LeasePeriod>
+  <MaxPerSubscriptionBacklog>100</MaxPerSubscriptionBacklog></Queue></SOW>"""
+
+
+def test_queue_audit_agrees_with_what_the_consumer_saw(spark, tmp_path):
+    from amps_emulator.pipeline.jobs import queue_audit
+
+    srv = start_server(config_xml(tmp_path, extra=QUEUE_XML))
+    try:
+        c = store_client(srv.uri, "queue-pub")
+        for i in range(8):
+            c.publish("work", json.dumps({"i": i}))
+        c.publish_flush(5000)
+        consumer = AMPS.Client("queue-consumer")
+        consumer.connect(srv.uri)
+        consumer.logon(5000)
+        seen, done = {}, threading.Event()
+
+        def on(m):
+            i = json.loads(m.get_data())["i"]
+            seen[i] = m.get_bookmark()
+            if i < 6:
+                m.ack()
+            elif i < 8:
+                m.ack("expire")
+            if len(seen) == 8:
+                done.set()
+
+        consumer.subscribe(on, "work")
+        assert done.wait(20)
+        consumer.flush(5000)
+        c.close()
+        consumer.close()
+    finally:
+        srv.stop()
+    audit, summary = queue_audit(spark, str(tmp_path / "journal"))
+    rows = {json.loads(r.data)["i"]: r for r in audit.collect()}
+    assert {i for i, r in rows.items() if r.state == "acked"} == set(range(6))
+    assert {i for i, r in rows.items() if r.state == "expired"} == {6, 7}
+    assert all(rows[i].bookmark == seen[i] and rows[i].queue == "work" for i in rows)
+    assert all(rows[i].ms_to_ack >= 0 for i in range(6))
+    s = summary.collect()[0]
+    assert (s.queue, s.acked, s.expired) == ("work", 6, 2)
