@@ -24,6 +24,7 @@ def spark():
     from amps_emulator.pipeline.session import make_session
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    session = make_session("local[2]", "amps-pipeline-tests", progress=False)
+    session = make_session("local[2]", "amps-pipeline-tests", progress=False,
+                           conf={"spark.sql.shuffle.partitions": "2"})
     yield session
     session.stop()

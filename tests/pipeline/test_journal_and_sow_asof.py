@@ -242,3 +242,22 @@ def test_queue_audit_agrees_with_what_the_consumer_saw(spark, tmp_path):
     assert all(rows[i].ms_to_ack >= 0 for i in range(6))
     s = summary.collect()[0]
     assert (s.queue, s.acked, s.expired) == ("work", 6, 2)
+
+
+def test_export_and_stats_with_the_html_report(spark, run, tmp_path):
+    from amps_emulator.pipeline import jobs
+    from amps_emulator.pipeline.report import stats_page
+
+    journal, *_, replay = run
+    n = jobs.export(spark, str(journal), str(tmp_path / "export"), "parquet")
+    assert n == 15  # 13 publishes and 2 sow_deletes
+    assert sorted(p.name for p in (tmp_path / "export").iterdir() if p.is_dir()) == [
+        "topic=orders", "topic=trades"]
+    frames = jobs.stats(spark, str(journal))
+    by_pub = {(r.topic, r.client_name): r.messages for r in frames["by_publisher"].collect()}
+    assert by_pub == {("orders", "pipeline-pub"): 14, ("trades", "pipeline-pub"): 1}
+    per_second = frames["per_second"].collect()
+    assert sum(r.messages for r in per_second) == 15
+    assert frames["gaps"].count() == 0
+    html = stats_page("t", frames["by_publisher"].collect(), per_second, [], [])
+    assert html.count("<svg") == 1 and "orders" in html and "<polyline" in html
