@@ -1,0 +1,413 @@
+"""Reading a journal directory without a server: split planning and records as Arrow batches.
+
+Pure Python (pyarrow only, no Spark), so the Spark sources in ``sources.py`` stay thin and
+this part is testable on its own. Every byte is parsed by ``journal/``'s own code:
+``segment.FrameCursor`` (frame prefix, CRC, version) and ``record.FrameDecoder`` (payload),
+``summary.read`` (the sparse index a split planner uses), ``recovery.find_next_valid_frame``
+(resynchronising after damage). There is no second definition of the layout here.
+
+Splits
+------
+A split is a byte range ``[start, stop)`` of one segment file, starting and ending on frame
+boundaries. A segment is one split unless its summary (``<segment>.summary``, written by the
+server's journal) has a sparse index; then it is cut at index entries into pieces of about
+``target_bytes`` so Spark tasks balance. The bytes past what the summary covers (a live
+segment's tail) form the last split of the newest segment, read up to the file size seen
+when the query was planned.
+
+Damage
+------
+A record whose frame is damaged (bad CRC or magic) or a segment that disappeared between
+planning and reading is *data loss*. With ``fail_on_data_loss`` (the default) the read fails
+with the file and offset; without it the reader skips to the next frame with a valid CRC
+(the same resynchronisation recovery uses) and goes on. An incomplete frame at the very end
+of the newest segment is a write in flight, not damage: that split simply ends there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import os
+import re
+from typing import Iterator, Optional
+
+from amps_emulator.journal.api import JournalCorruptError
+from amps_emulator.journal.recovery import find_next_valid_frame
+from amps_emulator.journal.record import INTERNAL_KIND_MIN, PREFIX_SIZE, FrameDecoder, RecordKind
+from amps_emulator.journal import summary as _summary
+from amps_emulator.journal.segment import HEADER_SIZE, FrameCursor, Segment, parse_segment_name
+from amps_emulator.protocol.bookmarks import (Bookmark, BookmarkError, BookmarkKeyword,
+                                              BookmarkTimestamp, parse_bookmark)
+
+__all__ = [
+    "COMMANDS", "COLUMNS", "JournalSplit", "ReadOptions", "DataLossError", "arrow_schema",
+    "spark_schema_ddl", "plan_splits", "read_split", "segment_paths", "last_position",
+    "parse_time",
+]
+
+#: command column value per record kind (unknown kinds: ``kind_<code>``)
+COMMANDS = {int(k): k.name.lower() for k in RecordKind}
+
+#: (column, Spark DDL type, arrow type name) in row order; ``publisher_id`` is a string
+#: because bookmark publisher ids are unsigned 64-bit and Spark has no unsigned long.
+COLUMNS = (
+    ("bookmark", "STRING"),
+    ("publisher_id", "STRING"),
+    ("sequence", "BIGINT"),
+    ("position", "BIGINT"),
+    ("timestamp", "TIMESTAMP"),
+    ("topic", "STRING"),
+    ("command", "STRING"),
+    ("kind", "INT"),
+    ("sow_key", "STRING"),
+    ("correlation_id", "STRING"),
+    ("client_name", "STRING"),
+    ("client_seq", "BIGINT"),
+    ("expiration", "BIGINT"),
+    ("message_type", "STRING"),
+    ("headers", "MAP<STRING, STRING>"),
+    ("data", "STRING"),
+    ("data_binary", "BINARY"),
+    ("segment", "STRING"),
+    ("offset", "BIGINT"),
+)
+
+
+class DataLossError(RuntimeError):
+    """A record or segment the query needed is damaged or gone (``failOnDataLoss``)."""
+
+
+def spark_schema_ddl() -> str:
+    return ", ".join(f"`{n}` {t}" for n, t in COLUMNS)
+
+
+def arrow_schema():
+    import pyarrow as pa
+
+    types = {"STRING": pa.string(), "BIGINT": pa.int64(), "INT": pa.int32(),
+             "TIMESTAMP": pa.timestamp("us", tz="UTC"), "BINARY": pa.binary(),
+             "MAP<STRING, STRING>": pa.map_(pa.string(), pa.string())}
+    return pa.schema([pa.field(n, types[t]) for n, t in COLUMNS])
+
+
+# ----------------------------------------------------------------------------- options
+def parse_time(text) -> Optional[int]:
+    """A time bound -> microseconds since the epoch. Accepts an AMPS timestamp
+    (``20240102T030405[.ffffff][Z]``), ISO 8601 (naive = UTC), or an integer of microseconds."""
+    if text is None or text == "":
+        return None
+    if isinstance(text, (int, float)):
+        return int(text)
+    s = str(text).strip()
+    if re.fullmatch(r"-?\d+", s):
+        return int(s)
+    try:
+        spec = parse_bookmark(s)
+        if isinstance(spec, BookmarkTimestamp):
+            return spec.micros
+    except BookmarkError:
+        pass
+    when = _dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=_dt.timezone.utc)
+    delta = when - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _bookmark_position(text: Optional[str], *, start: bool) -> tuple[Optional[int], Optional[int]]:
+    """(position bound, time bound) of a bookmark option. A journal record's bookmark sequence
+    is its position (``record.py``), so ``pub|seq|`` bounds positions; a timestamp bookmark
+    bounds time; EPOCH / ``0`` (start) and NOW / RECENT (end: everything) are no bound."""
+    if not text:
+        return None, None
+    spec = parse_bookmark(text)
+    if isinstance(spec, BookmarkTimestamp):
+        return None, spec.micros
+    if isinstance(spec, Bookmark):
+        return spec.sequence, None
+    if isinstance(spec, BookmarkKeyword):
+        return None, None
+    raise ValueError(f"{'startingBookmark' if start else 'endingBookmark'}: unsupported bookmark {text!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReadOptions:
+    """What rows a read wants. Positions: ``after_position`` exclusive, ``until_position``
+    inclusive (an AMPS replay starts *after* its bookmark); times inclusive on both ends."""
+
+    topic: Optional[str] = None
+    after_position: int = 0
+    until_position: Optional[int] = None
+    start_us: Optional[int] = None
+    end_us: Optional[int] = None
+    fail_on_data_loss: bool = True
+    include_internal: bool = False
+    target_bytes: int = 64 << 20
+    batch_rows: int = 8192
+
+    @classmethod
+    def from_spark(cls, options: dict) -> "ReadOptions":
+        o = {k.lower(): v for k, v in options.items()}
+        after, t0 = _bookmark_position(o.get("startingbookmark"), start=True)
+        until, t1 = _bookmark_position(o.get("endingbookmark"), start=False)
+        start_us = parse_time(o.get("startingtimestamp"))
+        end_us = parse_time(o.get("endingtimestamp"))
+        if t0 is not None:
+            start_us = t0 if start_us is None else max(start_us, t0)
+        if t1 is not None:
+            end_us = t1 if end_us is None else min(end_us, t1)
+        return cls(
+            topic=o.get("topic") or None,
+            after_position=after or 0,
+            until_position=until,
+            start_us=start_us,
+            end_us=end_us,
+            fail_on_data_loss=str(o.get("failondataloss", "true")).lower() != "false",
+            include_internal=str(o.get("includeinternal", "false")).lower() == "true",
+            target_bytes=int(o.get("splitbytes", 64 << 20)),
+            batch_rows=int(o.get("batchrows", 8192)),
+        )
+
+    def topic_matcher(self):
+        """AMPS topic semantics: a name with a regex character is a regex that matches when it
+        is found anywhere in the topic (``re.search``); otherwise the exact name."""
+        from amps_emulator.server.router import compile_topic_regex, is_regex_topic
+
+        t = self.topic
+        if t is None:
+            return None
+        if is_regex_topic(t):
+            rx = compile_topic_regex(t)
+            return lambda topic: rx.search(topic) is not None
+        return t.__eq__
+
+
+# ----------------------------------------------------------------------------- planning
+@dataclasses.dataclass(frozen=True)
+class JournalSplit:
+    """Bytes ``[start, stop)`` of one segment file (frame boundaries)."""
+
+    path: str
+    start: int
+    stop: int
+    first_position: int  # the segment's first position (its file name)
+    tail: bool  # the newest segment's end: an incomplete last frame is a write in flight
+
+
+def segment_paths(directory: str) -> list[tuple[int, str]]:
+    """(first position, path) of every segment file in ``directory``, in log order."""
+    out = []
+    for name in os.listdir(directory):
+        first = parse_segment_name(name)
+        if first is not None:
+            out.append((first, os.path.join(directory, name)))
+    out.sort()
+    return out
+
+
+def plan_splits(directory: str, opts: ReadOptions) -> list[JournalSplit]:
+    """Splits covering what ``opts`` can want, skipping whole segments by position and time."""
+    if not os.path.isdir(directory):
+        raise FileNotFoundError(f"journal directory {directory!r} does not exist")
+    segs = segment_paths(directory)
+    splits: list[JournalSplit] = []
+    for i, (first, path) in enumerate(segs):
+        nxt = segs[i + 1][0] if i + 1 < len(segs) else None
+        newest = nxt is None
+        if nxt is not None and nxt - 1 <= opts.after_position:
+            continue  # every record here is at or before the start
+        if opts.until_position is not None and first > opts.until_position:
+            break
+        try:
+            size = os.path.getsize(path)
+        except FileNotFoundError:
+            if opts.fail_on_data_loss:
+                raise DataLossError(f"{path}: segment disappeared while planning") from None
+            continue
+        summ, _why = _summary.read(_summary.summary_path(path))
+        if summ is not None and (summ.first_position != first or summ.size > size):
+            summ = None
+        if summ is not None and summ.count:
+            if opts.start_us is not None and summ.sealed and summ.last_ts < opts.start_us:
+                continue
+            if opts.end_us is not None and summ.first_ts > opts.end_us:
+                break
+        splits.extend(_cut(path, first, size, summ, opts, newest))
+    return splits
+
+
+def _cut(path, first, size, summ, opts: ReadOptions, newest: bool) -> list[JournalSplit]:
+    start = HEADER_SIZE
+    if summ is None or not summ.count:
+        return [JournalSplit(path, start, size, first, newest)]
+    seg = Segment(path, first)
+    _summary.apply_to(summ, seg)
+    idx = seg.index
+    # skip what precedes the wanted positions / times: the records before index entry j have
+    # smaller positions and no later timestamps than entry j
+    for p, off, ts in zip(idx.positions, idx.offsets, idx.timestamps):
+        if p <= opts.after_position + 1 or (opts.start_us is not None and ts < opts.start_us):
+            start = max(start, off)
+        else:
+            break
+    cuts = [start]
+    for off in idx.offsets:
+        if off - cuts[-1] >= opts.target_bytes and off < summ.size:
+            cuts.append(off)
+    if summ.size > cuts[-1]:
+        cuts.append(summ.size)
+    if size > cuts[-1]:
+        cuts.append(size)
+    out = [JournalSplit(path, a, b, first, newest and b == size) for a, b in zip(cuts, cuts[1:])]
+    return out or [JournalSplit(path, start, size, first, newest)]
+
+
+# ----------------------------------------------------------------------------- reading
+def _frames(split: JournalSplit, fail: bool) -> Iterator[tuple]:
+    """``(prefix, offset, payload)`` of every intact frame in ``split``."""
+    try:
+        cursor = FrameCursor(split.path, split.start)
+    except FileNotFoundError:
+        if fail:
+            raise DataLossError(f"{split.path}: segment is missing (removed by retention?)") from None
+        return
+    try:
+        while True:
+            try:
+                frame = cursor.next(split.stop)
+            except JournalCorruptError as exc:
+                off = exc.offset if exc.offset is not None else cursor.offset
+                if split.tail and _is_torn_tail(split, off):
+                    return
+                if fail:
+                    raise DataLossError(f"{exc} (failOnDataLoss=true)") from exc
+                resume = _resync(split, off)
+                if resume is None:
+                    return
+                cursor.close()
+                cursor = FrameCursor(split.path, resume)
+                continue
+            if frame is None:
+                return
+            yield frame
+    finally:
+        cursor.close()
+
+
+def _tail_bytes(split: JournalSplit, off: int) -> bytes:
+    with open(split.path, "rb") as f:
+        f.seek(off)
+        return f.read(split.stop - off)
+
+
+def _is_torn_tail(split: JournalSplit, off: int) -> bool:
+    """True when the bytes from ``off`` to the split's end hold no valid frame: an append
+    still in flight (or cut by a crash) rather than damage before intact records."""
+    data = _tail_bytes(split, off)
+    return find_next_valid_frame(data, -1) is None if len(data) >= PREFIX_SIZE else True
+
+
+def _resync(split: JournalSplit, off: int) -> Optional[int]:
+    data = _tail_bytes(split, off)
+    nxt = find_next_valid_frame(data, 0)
+    return None if nxt is None else off + nxt
+
+
+def records(split: JournalSplit, opts: ReadOptions) -> Iterator[tuple]:
+    """``(prefix, offset, record)`` of the wanted records of ``split`` (decoded once)."""
+    dec = FrameDecoder()
+    match = opts.topic_matcher()
+    after, until = opts.after_position, opts.until_position
+    t0, t1 = opts.start_us, opts.end_us
+    internal = opts.include_internal
+    for prefix, off, payload in _frames(split, opts.fail_on_data_loss):
+        kind, pos, ts = prefix[3], prefix[6], prefix[9]
+        if pos <= after:
+            continue
+        if until is not None and pos > until:
+            return
+        if t1 is not None and ts > t1:
+            return
+        if (t0 is not None and ts < t0) or (kind >= INTERNAL_KIND_MIN and not internal):
+            continue
+        rec = dec.decode(prefix, payload)
+        if match is not None and not match(rec.topic):
+            continue
+        yield prefix, off, rec
+
+
+def read_split(split: JournalSplit, opts: ReadOptions) -> Iterator:
+    """The split's rows as ``pyarrow.RecordBatch``es of at most ``opts.batch_rows`` rows."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    seg_name = os.path.basename(split.path)
+    n_rows = opts.batch_rows
+    cols: list[list] = [[] for _ in COLUMNS]
+    (c_bm, c_pub, c_seq, c_pos, c_ts, c_topic, c_cmd, c_kind, c_key, c_cid, c_client, c_cs,
+     c_exp, c_mt, c_hdr, c_data, c_bin, c_seg, c_off) = cols
+    commands = COMMANDS
+
+    def flush():
+        arrays = [pa.array(c, type=f.type) for c, f in zip(cols, schema)]
+        for c in cols:
+            c.clear()
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    for prefix, off, rec in records(split, opts):
+        kind = rec.kind
+        c_bm.append(f"{rec.publisher_id}|{rec.sequence}|")
+        c_pub.append(str(rec.publisher_id))
+        c_seq.append(rec.sequence)
+        c_pos.append(rec.position)
+        c_ts.append(rec.timestamp)
+        c_topic.append(rec.topic)
+        c_cmd.append(commands.get(kind) or f"kind_{kind}")
+        c_kind.append(kind)
+        c_key.append(rec.sow_key)
+        c_cid.append(rec.correlation_id)
+        c_client.append(rec.client_name)
+        c_cs.append(rec.client_seq)
+        c_exp.append(rec.expiration)
+        c_mt.append(rec.message_type or None)
+        c_hdr.append(list(rec.headers.items()) if rec.headers else None)
+        body = rec.body
+        text = None
+        if kind < 16 or kind >= 32:
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError:
+                pass
+        c_data.append(text)
+        c_bin.append(None if text is not None else body)
+        c_seg.append(seg_name)
+        c_off.append(off)
+        if len(c_pos) >= n_rows:
+            yield flush()
+    if c_pos:
+        yield flush()
+
+
+def last_position(directory: str, hint: Optional[tuple[str, int, int]] = None) -> tuple[int, tuple[str, int, int] | None]:
+    """The position of the last complete record on disk, and a resume hint
+    ``(segment path, offset after it, position)`` so the next call scans only new bytes."""
+    segs = segment_paths(directory)
+    if not segs:
+        return (hint[2] if hint else 0), hint
+    first, path = segs[-1]
+    start, pos = HEADER_SIZE, first - 1
+    if hint is not None and hint[0] == path:
+        start, pos = hint[1], hint[2]
+    elif hint is not None:
+        pos = max(pos, hint[2])
+    summ, _ = _summary.read(_summary.summary_path(path))
+    if summ is not None and summ.first_position == first and summ.count and summ.size > start:
+        start, pos = summ.size, summ.last_position
+    size = os.path.getsize(path)
+    split = JournalSplit(path, start, size, first, True)
+    end = start
+    for prefix, off, _payload in _frames(split, True):
+        pos = prefix[6]
+        end = off + PREFIX_SIZE + prefix[5]
+    return pos, (path, end, pos)
