@@ -115,14 +115,14 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
             _publish_acks(server, conn, cmd, seq, None)
             return
         server.client_seqs[conn.client_name] = seq
+    if server.queuesvc is not None:
+        topic = server.queuesvc.publish_target(topic)  # a queue's own name: where it feeds from
     txlog = server.txlog
     if txlog is not None and txlog.failed is not None and txlog.recorded(topic):
         if seq is not None and "persisted" in acks:
             conn.persisted_failure(seq, txlog.failed)  # the client's failed-write handler
             return
         raise CommandError(txlog.failed, "the transaction log cannot be written")
-    if server.queuesvc is not None:
-        topic = server.queuesvc.publish_target(topic)
     if server.derived is not None:
         server.derived.check_writable(topic)
     try:
@@ -275,13 +275,17 @@ def _queue_subscription(server: "Server", conn: "Connection", cmd: "Command", qu
         existing = None
     sub = existing if existing is not None else Subscription(conn, sub_id, cmd.topic or "",
                                                                filt, cmd.opts)
+    svc = server.queuesvc
+    max_backlog = svc.requested_backlog(cmd)  # may refuse: nothing changed yet
     sub.filter = filt
     sub.options = cmd.opts
     conn.subs[sub_id] = sub
     acks = cmd.acks
     if "processed" in acks:
-        conn.ack(cmd, "processed")  # before the first deliveries
-    server.queuesvc.subscribe(queue, conn, sub, cmd)
+        # before the first deliveries; the granted backlog sizes the client's ack batches
+        conn.ack(cmd, "processed",
+                 opts=f"max_backlog={svc.granted_backlog(queue, max_backlog)}")
+    svc.subscribe(queue, conn, sub, cmd, max_backlog)
     acks_final(conn, cmd, processed=False)
 
 
