@@ -96,6 +96,11 @@ def flush(server: "Server", conn: "Connection", cmd: "Command") -> None:
     # persisted acks go out before the flush's own ack.
     conn.emit_persisted()
     acks_final(conn, cmd)
+    if "persisted" in cmd.acks:  # publish_flush(ack_type=persisted)
+        if server.txlog is not None:
+            server.txlog.flush_persisted(conn, cmd)
+        else:
+            conn.ack(cmd, "persisted")  # nothing is journalled: processed is all there is
 
 
 # -- publish ------------------------------------------------------------------------------

@@ -48,7 +48,8 @@ class TxLog:
         self.cfg = cfg
         self.journal: FileJournal = None  # type: ignore[assignment]
         self._recorded: dict[str, bool] = {}
-        self._persist_fifo: collections.deque[tuple[int, "Connection", int]] = collections.deque()
+        #: (journal position, connection, publish seq, or the ``flush`` command waiting)
+        self._persist_fifo: collections.deque[tuple[int, "Connection", Any]] = collections.deque()
         self._sync_running = False
         self._written_unsynced = False
         self._summaries_running = False
@@ -132,6 +133,20 @@ class TxLog:
         fifo.append((pos, conn, seq))
         self.server.request_turn_end()  # _mark_turn()
 
+    def flush_persisted(self, conn: "Connection", cmd: Any) -> None:
+        """``flush`` with ``a=persisted``: its ack goes once everything journalled so far
+        (every earlier command of ``conn`` included) is durable, after the persisted acks of
+        the publishes before it."""
+        if self.failed is not None:
+            conn.ack(cmd, "persisted", "failure", self.failed)
+            return
+        pos = self.journal.last_position
+        if not self._persist_fifo and pos <= self.journal.durable_position:
+            _flush_acked(conn, cmd)
+            return
+        self._persist_fifo.append((pos, conn, cmd))
+        self.server.request_turn_end()
+
     def _mark_turn(self) -> None:
         self.server.request_turn_end()
 
@@ -195,7 +210,10 @@ class TxLog:
         fifo = self._persist_fifo
         while fifo and fifo[0][0] <= durable:
             _, conn, seq = fifo.popleft()
-            conn.note_persisted(seq)
+            if type(seq) is int:
+                conn.note_persisted(seq)
+            elif not conn.closed:
+                _flush_acked(conn, seq)
         from amps_emulator.server import replay
 
         for cursor in list(self.cursors):
@@ -216,7 +234,10 @@ class TxLog:
         fifo = self._persist_fifo
         while fifo:
             _, conn, seq = fifo.popleft()
-            conn.persisted_failure(seq, self.failed)
+            if type(seq) is int:
+                conn.persisted_failure(seq, self.failed)
+            else:
+                conn.ack(seq, "persisted", "failure", self.failed)
 
     # -- periodic persisted acks for bookmark subscriptions --------------------------------
     def _ack_tick(self) -> None:
@@ -238,3 +259,8 @@ class TxLog:
             log.info("transaction log retention removed %s (%d records, %d bytes)",
                      ", ".join(result.removed), result.records_removed, result.bytes_removed)
         return result
+
+
+def _flush_acked(conn: "Connection", cmd: Any) -> None:
+    conn.emit_persisted()  # the conflated ack of the publishes before the flush goes first
+    conn.ack(cmd, "persisted")
