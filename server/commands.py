@@ -245,6 +245,9 @@ def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
         cmd.sub_id = sub_id
     filt = compile_filter_for(cmd.filter)
     existing = conn.subs.get(sub_id)
+    if "pause" in opts and "replace" not in opts and (existing is not None or "," in sub_id):
+        _pause(server, conn, cmd, sub_id)
+        return
     if existing is not None and "replace" not in opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
     queue = server.queuesvc.get(topic) if server.queuesvc is not None else None
@@ -307,6 +310,24 @@ def register_subscription(server: "Server", conn: "Connection", cmd: "Command", 
     conn.subs[sub_id] = sub
     server.router.add(sub)
     return sub
+
+
+def _pause(server: "Server", conn: "Connection", cmd: "Command", sub_ids: str) -> None:
+    """``o=pause`` naming subscriptions that exist: stop their replay where it is (``resume``
+    continues it). Only bookmark subscriptions without ``live`` can pause; ids this connection
+    does not have are ignored, as for ``resume``."""
+    cursors = []
+    for sub_id in sub_ids.split(","):
+        sub = conn.subs.get(sub_id.strip())
+        if sub is None:
+            continue
+        if sub.cursor is None or sub.cursor.live:
+            raise CommandError(reasons.INVALID_OPTIONS,
+                               f"pause: {sub.sub_id} is not a bookmark subscription without live")
+        cursors.append(sub.cursor)
+    for cursor in cursors:
+        cursor.paused = True
+    acks_final(conn, cmd)
 
 
 def _resume(server: "Server", conn: "Connection", cmd: "Command") -> None:
