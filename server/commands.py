@@ -178,12 +178,12 @@ def publish_message(server: "Server", topic: str, body: bytes, delta: bool = Fal
         # client_name, doc)
         msg = Message(topic, body, rec.bookmark_str if rec is not None else None,
                       correlation_id, sow_key, expiration, client_name, doc)
+        # one message, one time: the live ``ts``, the SOW record's and the replay's agree
+        stamp = msg.timestamp = rec.timestamp if rec is not None \
+            else int(server.wallclock() * 1_000_000)
         if sow_topic is not None:
-            if rec is not None:
-                store_publish(server, sow_topic, msg, delta, rec.position, key,
-                              rec.timestamp / 1_000_000)
-            else:
-                store_publish(server, sow_topic, msg, delta, 0, key)
+            store_publish(server, sow_topic, msg, delta, rec.position if rec is not None else 0,
+                          key, stamp / 1_000_000)
         fan_out(server, msg)
         if sow_topic is not None and server.derived is not None:
             server.derived.published(topic, msg)  # views and conflated topics over it

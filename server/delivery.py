@@ -84,7 +84,7 @@ class Message:
 
     __slots__ = ("topic", "body", "bookmark", "correlation_id", "sow_key", "expiration",
                  "client_name", "doc", "_previous_doc", "_previous_rec", "delta_body",
-                 "delta_empty", "key_fields")
+                 "delta_empty", "key_fields", "timestamp")
 
     # Positional arguments allowed (in this order): the publish hot path passes them so.
     def __init__(self, topic: str, body: bytes, bookmark: str | None = None,
@@ -104,6 +104,9 @@ class Message:
         self.delta_body: bytes | None = None  # what delta subscribers get (None: full body)
         self.delta_empty = False  # the delta changes nothing but the key
         self.key_fields: tuple[str, ...] | None = None  # set for SOW topics: deltas possible
+        #: when the publish was processed (µs since the epoch; the journal record's time when
+        #: recorded): the ``ts`` of every delivery, SOW record and replay of this message
+        self.timestamp: int | None = None
 
     @property
     def previous_doc(self) -> Any:
@@ -197,7 +200,8 @@ def fan_out(server: "Server", msg: Message) -> int:
             body = msg.body if sel is None else selected(msg.body, sel, msg.doc)
             conn.send(frame_raw(head + json_str(sids) + tail, body))
         elif shape == STAMPED:
-            ts = format_timestamp(int(server.wallclock() * 1_000_000))
+            stamp = msg.timestamp
+            ts = format_timestamp(int(server.wallclock() * 1_000_000) if stamp is None else stamp)
             body = msg.body if sel is None else selected(msg.body, sel, msg.doc)
             conn.send(frame_raw(head + json_str(sids) + delivery_tail(
                 msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, ts), body))

@@ -322,6 +322,8 @@ class QueueService:
             NO_LEASE_END if d.lease_expiry is None else self._lease_text(d.lease_expiry)) + b'"'
         if rec.correlation_id is not None:
             header += b',"x":' + json_str(rec.correlation_id)
+        if "timestamp" in sub.options:  # the time the publish was processed, as everywhere
+            header += b',"ts":"' + format_timestamp(rec.timestamp).encode() + b'"'
         sub.conn.send(frame_raw(header + b"}", rec.body if sub.select is None
                                 else selected(rec.body, sub.select)))
 
