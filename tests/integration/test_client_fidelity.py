@@ -167,3 +167,19 @@ def test_one_message_one_timestamp(connect, topic):
         assert replay.wait(1)
         stamps["replay"] = replay.items[0]
     assert len(set(stamps.values())) == 1 and stamps["live"].endswith("Z"), stamps
+
+
+def test_delta_deliveries_carry_the_records_timestamp(connect):
+    c, pub = connect(), connect()
+    delta = Sink(lambda m: (m.get_timestamp(), m.get_data()))
+    c.execute_async(AMPS.Command("delta_subscribe").set_topic("quotes").set_options("timestamp"),
+                    delta)
+    pub.publish("quotes", json.dumps({"id": 7, "px": 1, "qty": 2}))
+    pub.publish("quotes", json.dumps({"id": 7, "px": 2, "qty": 2}))
+    assert delta.wait(2)
+    ts, body = delta.items[1]
+    assert json.loads(body) == {"id": 7, "px": 2}  # a delta, stamped
+    sow_ts = next(m.get_timestamp() for m in c.execute(
+        AMPS.Command("sow").set_topic("quotes").set_options("timestamp"))
+        if m.get_command() == "sow")
+    assert ts == sow_ts
