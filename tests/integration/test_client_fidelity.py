@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import json
 import queue
-import threading
-import time
 
 import AMPS
 import pytest
 
-from tests.integration.conftest import clients_for, config_xml, start_server
+from tests.integration.conftest import Collector, clients_for, config_xml, start_server
 
 EXTRA = """<SOW>
   <Queue><Name>jobs</Name><MessageType>json</MessageType>
@@ -37,29 +35,12 @@ def connect(srv):
     yield from clients_for(srv.uri)
 
 
-class Sink:
-    """Messages a handler receives, with a deadline-based wait."""
+def data(m) -> dict:
+    return json.loads(m.get_data())
 
-    def __init__(self, on=None) -> None:
-        self.items: list = []
-        self._cv = threading.Condition()
-        self._on = on
 
-    def __call__(self, m) -> None:
-        item = self._on(m) if self._on else json.loads(m.get_data())
-        with self._cv:
-            self.items.append(item)
-            self._cv.notify_all()
-
-    def wait(self, n: int, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        with self._cv:
-            while len(self.items) < n:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._cv.wait(left)
-            return True
+def stamp(m) -> str:
+    return m.get_timestamp()
 
 
 # -- queues ----------------------------------------------------------------------------------
@@ -70,17 +51,17 @@ def test_auto_ack_consumer_drains_a_queue_fed_through_its_own_name(connect):
     its (single, literal) UnderlyingTopic."""
     consumer = connect()
     consumer.set_auto_ack(True)
-    leases = Sink(lambda m: (m.get_lease_period(), json.loads(m.get_data())["i"]))
+    leases = Collector(lambda m: (m.get_lease_period(), json.loads(m.get_data())["i"]))
     consumer.subscribe(leases, "jobs", timeout=5000)
-    raw = Sink()
+    raw = Collector(data)
     connect().subscribe(raw, "jobs-source", timeout=5000)
     pub = connect()
     for i in range(30):
         pub.publish("jobs", json.dumps({"i": i}))
-    assert leases.wait(30), leases.items
+    assert len(leases.wait_for(30)) == 30, leases.items
     assert [i for _, i in leases.items] == list(range(30))
     assert all(lp for lp, _ in leases.items)
-    assert raw.wait(30)
+    assert len(raw.wait_for(30)) == 30
 
 
 def test_ack_batches_are_sized_by_the_granted_backlog(connect):
@@ -90,13 +71,13 @@ def test_ack_batches_are_sized_by_the_granted_backlog(connect):
     consumer.set_auto_ack(True)
     consumer.set_ack_batch_size(10)
     consumer.set_ack_timeout(600_000)  # an unsized batch would hold the acks "forever"
-    got = Sink()
+    got = Collector(data)
     consumer.subscribe(got, "bulk", options="max_backlog=3", timeout=5000)
     assert consumer.get_ack_batch_size() == 3
     pub = connect()
     for i in range(10):
         pub.publish("bulk", json.dumps({"i": i}))
-    assert got.wait(10), got.items
+    assert len(got.wait_for(10)) == 10, got.items
     assert [d["i"] for d in got.items] == list(range(10))
 
 
@@ -124,20 +105,20 @@ def test_publish_flush_with_persisted_acks(srv, connect):
 
 def test_pause_and_resume_an_active_bookmark_subscription(connect):
     sub, pub = connect(), connect()
-    got = Sink()
+    got = Collector(data)
     cmd = AMPS.Command("subscribe").set_topic("history").set_bookmark("0").set_sub_id("h1")
     sub.execute_async(cmd, got)
     for i in range(3):
         pub.publish("history", json.dumps({"i": i}))
-    assert got.wait(3)
+    assert len(got.wait_for(3)) == 3
     sub.execute_async(AMPS.Command("subscribe").set_topic("history").set_sub_id("h1")
                       .set_bookmark("0").set_options("pause"), got)
     for i in range(3, 6):
         pub.publish("history", json.dumps({"i": i}))
     pub.publish_flush(5000, AMPS.Message.AckType.PersistedEnum)
-    assert not got.wait(4, timeout=0.5)  # paused: the log has them, the subscriber does not
+    assert len(got.wait_for(4, timeout=0.5)) == 3  # paused: logged, not delivered
     sub.execute_async(AMPS.Command("subscribe").set_sub_id("h1").set_options("resume"), got)
-    assert got.wait(6)
+    assert len(got.wait_for(6)) == 6
     assert [d["i"] for d in got.items] == list(range(6))
 
 
@@ -152,31 +133,31 @@ def test_pause_refuses_a_live_subscription(connect):
 @pytest.mark.parametrize("topic", ["quotes", "scratch"])  # recorded, and not
 def test_one_message_one_timestamp(connect, topic):
     c, pub = connect(), connect()
-    live = Sink(lambda m: m.get_timestamp())
+    live = Collector(stamp)
     c.subscribe(live, topic, options="timestamp", timeout=5000)
     pub.publish(topic, json.dumps({"id": 1}))
-    assert live.wait(1)
+    assert len(live.wait_for(1)) == 1
     stamps = {"live": live.items[0]}
     stamps["sow"] = next(m.get_timestamp() for m in c.execute(
         AMPS.Command("sow").set_topic(topic).set_options("timestamp"))
         if m.get_command() == "sow")
     if topic == "quotes":
-        replay = Sink(lambda m: m.get_timestamp())
+        replay = Collector(stamp)
         c.execute_async(AMPS.Command("subscribe").set_topic(topic).set_bookmark("0")
                         .set_options("timestamp"), replay)
-        assert replay.wait(1)
+        assert len(replay.wait_for(1)) == 1
         stamps["replay"] = replay.items[0]
     assert len(set(stamps.values())) == 1 and stamps["live"].endswith("Z"), stamps
 
 
 def test_delta_deliveries_carry_the_records_timestamp(connect):
     c, pub = connect(), connect()
-    delta = Sink(lambda m: (m.get_timestamp(), m.get_data()))
+    delta = Collector(lambda m: (m.get_timestamp(), m.get_data()))
     c.execute_async(AMPS.Command("delta_subscribe").set_topic("quotes").set_options("timestamp"),
                     delta)
     pub.publish("quotes", json.dumps({"id": 7, "px": 1, "qty": 2}))
     pub.publish("quotes", json.dumps({"id": 7, "px": 2, "qty": 2}))
-    assert delta.wait(2)
+    assert len(delta.wait_for(2)) == 2
     ts, body = delta.items[1]
     assert json.loads(body) == {"id": 7, "px": 2}  # a delta, stamped
     sow_ts = next(m.get_timestamp() for m in c.execute(
