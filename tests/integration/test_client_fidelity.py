@@ -10,7 +10,8 @@ import queue
 import AMPS
 import pytest
 
-from tests.integration.conftest import Collector, clients_for, config_xml, start_server
+from tests.integration.conftest import (Collector, clients_for, config_xml, start_server,
+                                        store_client)
 
 EXTRA = """<SOW>
   <Queue><Name>jobs</Name><MessageType>json</MessageType>
@@ -92,15 +93,21 @@ def test_processed_ack_of_a_queue_subscription_reports_the_granted_backlog(conne
 
 # -- commands --------------------------------------------------------------------------------
 
-def test_publish_flush_with_persisted_acks(srv, connect):
-    c = connect()
-    for i in range(50):
-        c.publish("events", json.dumps({"i": i}))
-    c.publish_flush(5000, AMPS.Message.AckType.PersistedEnum)
-    journal = srv.server.txlog.journal
-    assert journal.durable_position >= journal.last_position
-    c.publish("not-recorded-anywhere", "{}")
-    c.publish_flush(5000, AMPS.Message.AckType.PersistedEnum)
+@pytest.mark.parametrize("store", [False, True])
+def test_publish_flush_with_persisted_acks(srv, connect, store):
+    c = store_client(srv.uri, "flusher") if store else connect()
+    try:
+        for i in range(50):
+            c.publish("events", json.dumps({"i": i}))
+        c.publish_flush(5000, AMPS.Message.AckType.PersistedEnum)
+        journal = srv.server.txlog.journal
+        assert journal.durable_position >= journal.last_position
+        if store:
+            assert c.get_unpersisted_count() == 0
+        c.publish("not-recorded-anywhere", "{}")
+        c.publish_flush(5000, AMPS.Message.AckType.PersistedEnum)
+    finally:
+        c.close()
 
 
 def test_pause_and_resume_an_active_bookmark_subscription(connect):
