@@ -130,6 +130,8 @@ class Actions:
 
         topic = substitute(step.option("Topic") or "", variables).decode()
         data = substitute(step.option("Data") or "{{AMPS_DATA}}", variables)
+        if self.server.queuesvc is not None:
+            topic = self.server.queuesvc.publish_target(topic)
         publish_message(self.server, topic, data, client_name=self.server.instance_name)
 
     def _do_delete_sow(self, step: Any, variables: dict[str, Any]) -> None:

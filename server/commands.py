@@ -96,6 +96,11 @@ def flush(server: "Server", conn: "Connection", cmd: "Command") -> None:
     # persisted acks go out before the flush's own ack.
     conn.emit_persisted()
     acks_final(conn, cmd)
+    if "persisted" in cmd.acks:  # publish_flush(ack_type=persisted)
+        if server.txlog is not None:
+            server.txlog.flush_persisted(conn, cmd)
+        else:
+            conn.ack(cmd, "persisted")  # nothing is journalled: processed is all there is
 
 
 # -- publish ------------------------------------------------------------------------------
@@ -115,14 +120,14 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
             _publish_acks(server, conn, cmd, seq, None)
             return
         server.client_seqs[conn.client_name] = seq
+    if server.queuesvc is not None:
+        topic = server.queuesvc.publish_target(topic)  # a queue's own name: where it feeds from
     txlog = server.txlog
     if txlog is not None and txlog.failed is not None and txlog.recorded(topic):
         if seq is not None and "persisted" in acks:
             txlog.refuse(conn, seq)  # the client's failed-write handler, in ack order
             return
         raise CommandError(txlog.failed, "the transaction log cannot be written")
-    if server.queuesvc is not None:
-        topic = server.queuesvc.publish_target(topic)
     if server.derived is not None:
         server.derived.check_writable(topic)
     try:
@@ -173,12 +178,12 @@ def publish_message(server: "Server", topic: str, body: bytes, delta: bool = Fal
         # client_name, doc)
         msg = Message(topic, body, rec.bookmark_str if rec is not None else None,
                       correlation_id, sow_key, expiration, client_name, doc)
+        # one message, one time: the live ``ts``, the SOW record's and the replay's agree
+        stamp = msg.timestamp = rec.timestamp if rec is not None \
+            else int(server.wallclock() * 1_000_000)
         if sow_topic is not None:
-            if rec is not None:
-                store_publish(server, sow_topic, msg, delta, rec.position, key,
-                              rec.timestamp / 1_000_000)
-            else:
-                store_publish(server, sow_topic, msg, delta, 0, key)
+            store_publish(server, sow_topic, msg, delta, rec.position if rec is not None else 0,
+                          key, stamp / 1_000_000)
         fan_out(server, msg)
         if sow_topic is not None and server.derived is not None:
             server.derived.published(topic, msg)  # views and conflated topics over it
@@ -240,6 +245,9 @@ def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
         cmd.sub_id = sub_id
     filt = compile_filter_for(cmd.filter)
     existing = conn.subs.get(sub_id)
+    if "pause" in opts and "replace" not in opts and (existing is not None or "," in sub_id):
+        _pause(server, conn, cmd, sub_id)
+        return
     if existing is not None and "replace" not in opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
     queue = server.queuesvc.get(topic) if server.queuesvc is not None else None
@@ -275,13 +283,17 @@ def _queue_subscription(server: "Server", conn: "Connection", cmd: "Command", qu
         existing = None
     sub = existing if existing is not None else Subscription(conn, sub_id, cmd.topic or "",
                                                                filt, cmd.opts)
+    svc = server.queuesvc
+    max_backlog = svc.requested_backlog(cmd)  # may refuse: nothing changed yet
     sub.filter = filt
     sub.options = cmd.opts
     conn.subs[sub_id] = sub
     acks = cmd.acks
     if "processed" in acks:
-        conn.ack(cmd, "processed")  # before the first deliveries
-    server.queuesvc.subscribe(queue, conn, sub, cmd)
+        # before the first deliveries; the granted backlog sizes the client's ack batches
+        conn.ack(cmd, "processed",
+                 opts=f"max_backlog={svc.granted_backlog(queue, max_backlog)}")
+    svc.subscribe(queue, conn, sub, cmd, max_backlog)
     acks_final(conn, cmd, processed=False)
 
 
@@ -298,6 +310,24 @@ def register_subscription(server: "Server", conn: "Connection", cmd: "Command", 
     conn.subs[sub_id] = sub
     server.router.add(sub)
     return sub
+
+
+def _pause(server: "Server", conn: "Connection", cmd: "Command", sub_ids: str) -> None:
+    """``o=pause`` naming subscriptions that exist: stop their replay where it is (``resume``
+    continues it). Only bookmark subscriptions without ``live`` can pause; ids this connection
+    does not have are ignored, as for ``resume``."""
+    cursors = []
+    for sub_id in sub_ids.split(","):
+        sub = conn.subs.get(sub_id.strip())
+        if sub is None:
+            continue
+        if sub.cursor is None or sub.cursor.live:
+            raise CommandError(reasons.INVALID_OPTIONS,
+                               f"pause: {sub.sub_id} is not a bookmark subscription without live")
+        cursors.append(sub.cursor)
+    for cursor in cursors:
+        cursor.paused = True
+    acks_final(conn, cmd)
 
 
 def _resume(server: "Server", conn: "Connection", cmd: "Command") -> None:

@@ -136,7 +136,9 @@ class Conflator:
         held = self._held.get(key)
         if held is None:
             now = self.server.clock()
-            held = self._held[key] = _Held(now + self.interval, self.server.wallclock())
+            first = msg.timestamp  # when the first conflated publish was processed
+            held = self._held[key] = _Held(now + self.interval, self.server.wallclock()
+                                           if first is None else first / 1_000_000)
             self._arm(held.deadline)
         held.msg = msg
         if delta_body is not None:

@@ -28,7 +28,7 @@ _encode = msgspec.json.encode
 UNDECODED: Any = object()
 _LAZY: Any = object()  # Message.previous_doc: read from _previous_rec on first use
 
-PLAIN, STAMPED, DELTA, OOF = 0, 1, 2, 3
+PLAIN, STAMPED, DELTA, OOF, DELTA_STAMPED = 0, 1, 2, 3, 4
 
 
 def decode_or_none(body: bytes) -> Any:
@@ -84,7 +84,7 @@ class Message:
 
     __slots__ = ("topic", "body", "bookmark", "correlation_id", "sow_key", "expiration",
                  "client_name", "doc", "_previous_doc", "_previous_rec", "delta_body",
-                 "delta_empty", "key_fields")
+                 "delta_empty", "key_fields", "timestamp")
 
     # Positional arguments allowed (in this order): the publish hot path passes them so.
     def __init__(self, topic: str, body: bytes, bookmark: str | None = None,
@@ -104,6 +104,9 @@ class Message:
         self.delta_body: bytes | None = None  # what delta subscribers get (None: full body)
         self.delta_empty = False  # the delta changes nothing but the key
         self.key_fields: tuple[str, ...] | None = None  # set for SOW topics: deltas possible
+        #: when the publish was processed (µs since the epoch; the journal record's time when
+        #: recorded): the ``ts`` of every delivery, SOW record and replay of this message
+        self.timestamp: int | None = None
 
     @property
     def previous_doc(self) -> Any:
@@ -175,7 +178,7 @@ def fan_out(server: "Server", msg: Message) -> int:
                     _add(targets, (sub.conn, OOF, sub.select), sub.sub_id)
                 continue
         if sub.delta and msg.delta() is not None:
-            shape = DELTA
+            shape = DELTA_STAMPED if "timestamp" in sub.options else DELTA
         elif "timestamp" in sub.options:
             shape = STAMPED
         else:
@@ -191,17 +194,23 @@ def fan_out(server: "Server", msg: Message) -> int:
         return 0
     head = b'{"c":"p","t":' + json_str(msg.topic) + b',"sids":'
     tail = delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, None)
+    stamped_tail = None
     for (conn, shape, sel), ids in targets.items():
         sids = ids[0] if len(ids) == 1 else ",".join(ids)
-        if shape == PLAIN:
+        if shape == STAMPED or shape == DELTA_STAMPED:
+            if stamped_tail is None:
+                stamp = msg.timestamp  # the time the publish was processed, as SOW and replay
+                stamped_tail = delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key,
+                                             msg.expiration, format_timestamp(
+                                                 int(server.wallclock() * 1_000_000)
+                                                 if stamp is None else stamp))
+            frame_tail = stamped_tail
+        else:
+            frame_tail = tail
+        if shape == PLAIN or shape == STAMPED:
             body = msg.body if sel is None else selected(msg.body, sel, msg.doc)
-            conn.send(frame_raw(head + json_str(sids) + tail, body))
-        elif shape == STAMPED:
-            ts = format_timestamp(int(server.wallclock() * 1_000_000))
-            body = msg.body if sel is None else selected(msg.body, sel, msg.doc)
-            conn.send(frame_raw(head + json_str(sids) + delivery_tail(
-                msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, ts), body))
-        elif shape == DELTA:
+            conn.send(frame_raw(head + json_str(sids) + frame_tail, body))
+        elif shape == DELTA or shape == DELTA_STAMPED:
             empty = msg.delta_empty
             body = msg.delta_body
             if sel is not None:
@@ -213,7 +222,7 @@ def fan_out(server: "Server", msg: Message) -> int:
                 if not ids:
                     continue
                 sids = ",".join(ids)
-            conn.send(frame_raw(head + json_str(sids) + tail, body))
+            conn.send(frame_raw(head + json_str(sids) + frame_tail, body))
         else:
             conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "match",
                                 selected(msg.body, sel, msg.doc), msg.bookmark))

@@ -51,6 +51,8 @@ CHECKPOINT_INTERVAL = 1.0
 _PUBLISH_KINDS = (int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH))
 _EVENT_KINDS = frozenset(range(16, 32))
 _QUEUE_BATCH = int(RecordKind.QUEUE_BATCH)
+#: ``lp`` of a lease that never ends (the queue sets no LeasePeriod)
+NO_LEASE_END = b"99991231T235959.999999Z"
 _pack = msgspec.msgpack.Encoder().encode
 _unpack = msgspec.msgpack.Decoder(list[tuple[int, bytes]]).decode
 
@@ -142,11 +144,15 @@ class QueueService:
         return bool(self.covering(topic))
 
     def publish_target(self, topic: str) -> str:
-        """A publish to a queue's own name goes to its DefaultPublishTarget, if it has one."""
+        """Where a publish to ``topic`` goes: a publish to a queue's own name goes to its
+        DefaultPublishTarget or, without one, to its UnderlyingTopic when that names a single
+        topic (so it reaches the queue); anything else is published as addressed."""
         q = self.queues.get(topic)
-        if q is not None and q.default_target and q.underlying != topic:
+        if q is None or q.underlying == topic:
+            return topic
+        if q.default_target:
             return q.default_target
-        return topic
+        return q.underlying if q.regex is None else topic
 
     # -- publishing ------------------------------------------------------------------------
     def on_publish(self, msg: Any, rec: Any) -> None:
@@ -198,13 +204,27 @@ class QueueService:
         return found
 
     # -- subscriptions ---------------------------------------------------------------------
-    def subscribe(self, q: QueueState, conn: "Connection", sub: "Subscription", cmd: Any) -> None:
-        key = (conn.conn_id, sub.sub_id)
+    @staticmethod
+    def requested_backlog(cmd: Any) -> int | None:
+        """The subscriber's ``max_backlog`` option (None: not given)."""
         opt = cmd.opts.get("max_backlog")
         try:
-            max_backlog = int(opt) if opt not in (None, True) else None
+            n = int(opt) if opt not in (None, True) else None
         except ValueError:
-            raise CommandError(reasons.INVALID_OPTIONS, f"max_backlog={opt}") from None
+            n = -1
+        if n is not None and n < 0:
+            raise CommandError(reasons.INVALID_OPTIONS, f"max_backlog={opt}")
+        return n
+
+    @staticmethod
+    def granted_backlog(q: QueueState, max_backlog: int | None) -> int:
+        """The backlog a subscription gets: what it asked for (default 1), capped by the
+        queue's MaxPerSubscriptionBacklog. The processed ack tells the client."""
+        return int(q.spec.subscription_limit(max_backlog))
+
+    def subscribe(self, q: QueueState, conn: "Connection", sub: "Subscription", cmd: Any,
+                  max_backlog: int | None) -> None:
+        key = (conn.conn_id, sub.sub_id)
         eligible = self._eligible(sub.filter, q.name) if sub.filter is not None else None
         sub.queue = q
         now = self.now()
@@ -304,11 +324,14 @@ class QueueService:
         if prefix is None:
             prefix = sub.prefix = (b'{"c":"p","t":' + json_str(q.name) + b',"sids":'
                                    + json_str(sub.sub_id) + b',"bm":"')
-        header = prefix + d.bookmark.encode() + b'"'
-        if d.lease_expiry is not None:
-            header += b',"lp":"' + self._lease_text(d.lease_expiry) + b'"'
+        # Every queue delivery carries ``lp``: the official clients tell queue messages by a
+        # non-empty lease (their auto-ack and ack batching only act on those).
+        header = prefix + d.bookmark.encode() + b'","lp":"' + (
+            NO_LEASE_END if d.lease_expiry is None else self._lease_text(d.lease_expiry)) + b'"'
         if rec.correlation_id is not None:
             header += b',"x":' + json_str(rec.correlation_id)
+        if "timestamp" in sub.options:  # the time the publish was processed, as everywhere
+            header += b',"ts":"' + format_timestamp(rec.timestamp).encode() + b'"'
         sub.conn.send(frame_raw(header + b"}", rec.body if sub.select is None
                                 else selected(rec.body, sub.select)))
 

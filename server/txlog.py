@@ -59,8 +59,9 @@ class TxLog:
         self.cfg = cfg
         self.journal: FileJournal = None  # type: ignore[assignment]
         self._recorded: dict[str, bool] = {}
-        # (position, connection, s, failure reason or None), in arrival order
-        self._persist_fifo: collections.deque[tuple[int, "Connection", int, str | None]] = \
+        # (position, connection, publish seq or the waiting ``flush`` command, failure reason or
+        # None), in arrival order
+        self._persist_fifo: collections.deque[tuple[int, "Connection", Any, str | None]] = \
             collections.deque()
         self._sync_running = False
         self._written_unsynced = False
@@ -154,17 +155,15 @@ class TxLog:
                            client_seq=cmd.seq, correlation_id=cmd.correlation_id,
                            sow_key=cmd.sow_key, expiration=cmd.expiration, headers=headers)
 
-    def wait_persisted(self, conn: "Connection", seq: int, position: int | None = None,
+    def wait_persisted(self, conn: "Connection", seq: Any, position: int | None = None,
                        reason: str | None = None) -> None:
-        """Ack ``seq`` as persisted once everything appended so far (or ``position``) is durable;
-        with ``reason``, a failure ack instead, in the same order."""
+        """Ack ``seq`` (a publish's sequence number, or a ``flush`` command) as persisted once
+        everything appended so far (or ``position``) is durable; with ``reason``, a failure ack
+        instead, in the same order."""
         pos = self.journal.last_position if position is None else position
         fifo = self._persist_fifo
         if not fifo and (pos <= self.journal.durable_position or self._fatal):
-            if reason is None:
-                conn.note_persisted(seq)
-            else:
-                conn.persisted_failure(seq, reason)
+            _answer(conn, seq, reason)
             return
         fifo.append((pos, conn, seq, reason))
         self.server.request_turn_end()  # _mark_turn()
@@ -174,6 +173,12 @@ class TxLog:
         a failure (``self.failed``), after the acks of everything before it."""
         self._refused += 1
         self.wait_persisted(conn, seq, reason=self.failed)
+
+    def flush_persisted(self, conn: "Connection", cmd: Any) -> None:
+        """``flush`` with ``a=persisted``: its ack goes once everything journalled so far
+        (every earlier command of ``conn`` included) is durable, after the persisted acks of
+        the publishes before it; a failure while the log refuses writes."""
+        self.wait_persisted(conn, cmd, reason=self.failed)
 
     def _mark_turn(self) -> None:
         self.server.request_turn_end()
@@ -239,11 +244,8 @@ class TxLog:
     def _release(self, durable: int) -> None:
         fifo = self._persist_fifo
         while fifo and fifo[0][0] <= durable:
-            _, conn, seq, reason = fifo.popleft()
-            if reason is None:
-                conn.note_persisted(seq)
-            else:
-                conn.persisted_failure(seq, reason)
+            _, conn, item, reason = fifo.popleft()
+            _answer(conn, item, reason)
         from amps_emulator.server import replay
 
         for cursor in list(self.cursors):
@@ -266,8 +268,8 @@ class TxLog:
         self.failed = reasons.TX_STORE_FAILURE
         fifo = self._persist_fifo
         while fifo:
-            _, conn, seq, _reason = fifo.popleft()
-            conn.persisted_failure(seq, self.failed)
+            _, conn, item, _reason = fifo.popleft()
+            _answer(conn, item, self.failed)
 
     def _write_failed(self) -> list[Any]:
         """Take the journal's refused writes: fail the persisted acks of their publishes (in
@@ -333,3 +335,18 @@ class TxLog:
             log.info("transaction log retention removed %s (%d records, %d bytes)",
                      ", ".join(result.removed), result.records_removed, result.bytes_removed)
         return result
+
+
+def _answer(conn: "Connection", item: Any, reason: str | None) -> None:
+    """The persisted ack of one FIFO entry: a publish's sequence number or a ``flush``."""
+    if type(item) is int:
+        if reason is None:
+            conn.note_persisted(item)
+        else:
+            conn.persisted_failure(item, reason)
+    elif not conn.closed:
+        if reason is None:
+            conn.emit_persisted()  # the conflated ack of the publishes before the flush first
+            conn.ack(item, "persisted")
+        else:
+            conn.ack(item, "persisted", "failure", reason)

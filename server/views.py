@@ -460,7 +460,8 @@ class DerivedTopics:
 
         name = topic.spec.name
         msg = Message(name, data, None, None, skey, None, "", doc)
-        store_publish(self.server, topic, msg, False, 0, skey)
+        msg.timestamp = int(self.server.wallclock() * 1_000_000)  # the record's and the ts
+        store_publish(self.server, topic, msg, False, 0, skey, msg.timestamp / 1_000_000)
         fan_out(self.server, msg)
         self.published(name, msg)  # views over this one
 

@@ -138,13 +138,17 @@ def client_factory(server):
 class Collector:
     """Thread-safe message sink with a deadline-based wait (no sleeps)."""
 
-    def __init__(self) -> None:
+    def __init__(self, extract: Callable[[Any], Any] | None = None) -> None:
         self.items: list[Any] = []
         self._cv = threading.Condition()
+        self._extract = extract  # what to keep of each message (default: the tuple below)
 
     def __call__(self, message: Any) -> None:
-        item = (message.get_command(), message.get_topic(), message.get_data(),
-                message.get_sub_id(), message.get_correlation_id())
+        if self._extract is not None:
+            item = self._extract(message)
+        else:
+            item = (message.get_command(), message.get_topic(), message.get_data(),
+                    message.get_sub_id(), message.get_correlation_id())
         with self._cv:
             self.items.append(item)
             self._cv.notify_all()
