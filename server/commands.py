@@ -235,6 +235,10 @@ def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
     if "resume" in opts:
         _resume(server, conn, cmd)
         return
+    ids = cmd.sub_id or ""
+    if "pause" in opts and "replace" not in opts and (ids in conn.subs or "," in ids):
+        _pause(server, conn, cmd, ids)  # pausing running subscriptions: no topic needed
+        return
     topic = cmd.topic
     if not topic:
         raise CommandError(reasons.INVALID_TOPIC, "subscribe without a topic")
@@ -245,9 +249,6 @@ def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
         cmd.sub_id = sub_id
     filt = compile_filter_for(cmd.filter)
     existing = conn.subs.get(sub_id)
-    if "pause" in opts and "replace" not in opts and (existing is not None or "," in sub_id):
-        _pause(server, conn, cmd, sub_id)
-        return
     if existing is not None and "replace" not in opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
     queue = server.queuesvc.get(topic) if server.queuesvc is not None else None
