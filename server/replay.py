@@ -101,7 +101,7 @@ class Cursor:
     __slots__ = (
         "sub", "conn", "cmd", "next_pos", "stop_pos", "live", "remaining", "want_completed",
         "want_persisted", "caught_up", "paused", "blocked", "done", "scheduled", "last_pos",
-        "last_bm", "acked_bm", "timestamp", "rate", "delay",
+        "last_bm", "acked_bm", "timestamp", "rate", "delay", "catch_up_pos",
     )
 
     def __init__(self, sub: "Subscription", cmd: "Command", next_pos: int,
@@ -128,6 +128,9 @@ class Cursor:
         self.timestamp = "timestamp" in opts
         self.rate: Rate | None = None  # the rate= option (see start())
         self.delay = 0.0  # seconds the next step waits (rate limiting)
+        # The log's end when the subscription arrived: ``completed`` goes once everything up to
+        # here was replayed, also when part of it was still waiting for its fsync.
+        self.catch_up_pos = 0
 
 
 def start(server: "Server", conn: "Connection", cmd: "Command", sub: "Subscription") -> Cursor:
@@ -154,6 +157,7 @@ def start(server: "Server", conn: "Connection", cmd: "Command", sub: "Subscripti
         else:
             begin = journal.next_position
     cursor = Cursor(sub, cmd, begin, stop)
+    cursor.catch_up_pos = journal.last_position
     rate = cmd.opts.get("rate")
     if rate is not None:
         if cursor.live or not isinstance(rate, str):
@@ -178,7 +182,7 @@ def pump(server: "Server", cursor: Cursor, limit: int) -> None:
             return  # more to do: a step was scheduled, or the cursor finished (top_n)
     if stop is not None and cursor.next_pos >= stop:
         finish(server, cursor)
-    elif not cursor.caught_up:
+    elif not cursor.caught_up and limit >= cursor.catch_up_pos:
         cursor.caught_up = True
         if cursor.want_completed:
             cursor.conn.ack(cursor.cmd, "completed")
