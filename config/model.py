@@ -39,16 +39,24 @@ class Transport(_Located, frozen=True, kw_only=True):
     """``Transports/Transport``: one listening socket for client connections."""
 
     name: str  # Name
-    type: str  # Type: only "tcp" reaches here (tcps/unix/replication are warned and dropped)
+    type: str  # Type: "tcp" or "tcps" (unix/replication are warned and dropped)
     host: str | None  # InetAddr host part; None = every interface (InetAddr was a bare port)
     port: int  # InetAddr port (0 = pick a free port)
     inet_addr: str  # InetAddr as written
     message_type: str | None  # MessageType; None = the connection chooses (any message type)
-    protocol: str  # Protocol: "amps" (the synonym "json" is normalised to "amps")
+    protocol: str  # Protocol: "amps" or "websocket" (the synonym "json" is normalised to "amps")
     enabled: bool = True  # InitialState: enabled/disabled
     client_message_age_limit: float | None = None  # ClientMessageAgeLimit (here or instance level)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # [emulator] MaxFrameSize: largest frame accepted
     client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT  # [emulator] ClientOutboundLimit
+    certificate: str | None = None  # Certificate: PEM file; with PrivateKey the transport is TLS
+    private_key: str | None = None  # PrivateKey: PEM file
+    ciphers: str | None = None  # Ciphers: OpenSSL cipher list
+
+    @property
+    def tls(self) -> bool:
+        """TLS is served on tcps, and on tcp when a certificate and key are given (as AMPS)."""
+        return self.type == "tcps" or (self.certificate is not None and self.private_key is not None)
 
 
 class Admin(_Located, frozen=True, kw_only=True):
