@@ -192,8 +192,8 @@ def test_unset_variable_inside_an_ignored_element_is_not_an_error() -> None:
     cfg = loads_config(wrap("""
         <Transports>
             <Transport>
-                <Name>tls</Name><Type>tcps</Type><InetAddr>9443</InetAddr>
-                <Certificate>${NO_SUCH_CERT_DIR}/cert.pem</Certificate>
+                <Name>unix</Name><Type>amps-unix</Type><InetAddr>9443</InetAddr>
+                <FileName>${NO_SUCH_SOCKET_DIR}/amps.sock</FileName>
             </Transport>
         </Transports>
         <Authentication><Options><Secret>${NO_SUCH_SECRET}</Secret></Options></Authentication>
