@@ -95,3 +95,12 @@ def test_server_start_fails_with_file_and_line_when_the_files_went_away(pem, tmp
         asyncio.run(Server(cfg).start())
     assert str(info.value).startswith(f"tls.xml:{line_of(text, '<Transport>')}: ")
     assert "cannot read PrivateKey" in str(info.value)
+
+
+def test_sample_config_has_a_websocket_transport_and_a_tls_example() -> None:
+    from amps_emulator.config import sample_config
+
+    text = sample_config()
+    cfg = loads_config(text, "sample.xml")
+    assert [t.protocol for t in cfg.transports if t.protocol == "websocket"] == ["websocket"]
+    assert "<Type>tcps</Type>" in text and "<Certificate>" in text  # commented out: no files
