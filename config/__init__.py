@@ -26,7 +26,8 @@ Real AMPS elements parsed into the structures:
 
 * ``Name``, ``Group``, ``Description``, ``ClientMessageAgeLimit`` (instance default);
 * ``Transports/Transport``: ``Name Type InetAddr MessageType Protocol InitialState
-  ClientMessageAgeLimit``;
+  ClientMessageAgeLimit Certificate PrivateKey Ciphers`` (``Type`` tcp or tcps; ``Protocol``
+  amps or websocket; TLS on tcps, or on tcp with a certificate and key, as AMPS does);
 * ``Admin``: ``InetAddr FileName Interval SQLTransport ExternalInetAddr``;
 * ``Logging/Target``: ``Protocol Level Levels IncludeErrors ExcludeErrors FileName
   RotationThreshold Ident Options Facility``;
@@ -78,9 +79,9 @@ ProcessName Environment MiniDumpDirectory MiniDumpFileMask SuggestedMinimumVersi
 RequiredMinimumVersion ConfigIncludeCommentDefault ConfigCycleDetectionThreshold
 ConfigValidation SOWStatisticsInterval RegexTopicSupport`` and the slow-client offlining
 elements above; in ``Transport`` ``Authentication Entitlement TransportFilter
-PerMessageDeflate HTTPHeader FileName FileMask Ciphers SecureSocketProtocols VerifyClient
-CAFile CAPath``; whole transports that are TLS (``tcps`` or with ``Certificate``/
-``PrivateKey``), ``amps-unix``, ``amps-replication`` or use the ``websocket``/legacy protocols;
+PerMessageDeflate HTTPHeader FileName FileMask SecureSocketProtocols VerifyClient
+CAFile CAPath``; whole transports of type ``amps-unix`` or ``amps-replication`` or that use
+the legacy protocols;
 in ``Admin`` its security, header and Galvanometer options; in ``TransactionLog`` ``O_DIRECT
 CompressedJournalCacheMemoryLimit``; in SOW ``Topic`` ``KeyGenerator SlabSize InitialSlabCount
 ExpectedKeyCountHint Preprocessing Enrichment Pattern``; ``SOW/RegexTopic``;
