@@ -1,8 +1,9 @@
 """The ``websocket`` protocol: a framing in front of the ordinary :class:`Connection`.
 
 The official JavaScript client (npm ``amps``) speaks AMPS over WebSocket. The socket-facing
-:class:`WebSocketProtocol` does the HTTP upgrade and RFC 6455 framing with ``wsproto`` (driven
-from this asyncio protocol, on the server's own loop) and otherwise only translates:
+:class:`WebSocketProtocol` does the HTTP upgrade and RFC 6455 framing with the ``websockets``
+package's sans-IO protocol (driven from this asyncio protocol, on the server's own loop) and
+otherwise only translates:
 
 * inbound, the client's first message names its mode (``text`` for JSON, ``binary``); then
   every command is a 4-byte message holding a little-endian count N, followed by N messages:
@@ -24,22 +25,16 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import binascii
 import logging
 import re
 from typing import TYPE_CHECKING, Any
 
-from wsproto import ConnectionType, WSConnection
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    CloseConnection,
-    Ping,
-    RejectConnection,
-    RejectData,
-    Request,
-    TextMessage,
-)
-from wsproto.utilities import LocalProtocolError, RemoteProtocolError
+from websockets.exceptions import InvalidState
+from websockets.frames import CloseCode, Frame, Opcode
+from websockets.http11 import Request
+from websockets.protocol import State
+from websockets.server import ServerProtocol
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import header_end
@@ -51,15 +46,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("amps_emulator.websocket")
 
 MAX_PARTS = 4096  # body parts one command may announce
-_HANDSHAKE_LIMIT = 64 * 1024  # bytes of HTTP request accepted before the upgrade
 _C_PREFIX = b'{"c":"'
 _L_RE = re.compile(rb'"l":(\d+)')
 _WITH_BODY = frozenset((b"p", b"publish", b"oof"))
-
-# Close codes (RFC 6455 section 7.4.1)
-_CLOSE_NORMAL = 1000
-_CLOSE_PROTOCOL = 1002
-_CLOSE_TOO_BIG = 1009
+_DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 
 
 class _Framing(Exception):
@@ -129,71 +119,55 @@ class WebSocketProtocol(asyncio.Protocol):
     def __init__(self, server: "Server", listener: "Listener") -> None:
         self.server = server
         self.listener = listener
-        self.ws = WSConnection(ConnectionType.SERVER)
+        # max_size: one client message; a whole command is checked against it below too
+        self.ws = ServerProtocol(max_size=listener.max_frame, logger=log)
         self.sock: asyncio.Transport | None = None
         self.conn: Connection | None = None
         self.text_bodies = True  # the client's mode: "text" (JSON) or "binary"
         self.authorization: str | None = None  # user from an Authorization: Basic header
         self._mode_known = False
-        self._handshake_bytes = 0
-        # the message being assembled (wsproto may deliver one in pieces)
-        self._msg = bytearray()
-        # the command being assembled: parts still expected, header, body parts
+        # the message being assembled from fragments
+        self._msg: list[bytes] = []
+        self._msg_binary = False
+        # the command being assembled: parts still expected, and those received
         self._expect = 0
         self._parts: list[bytes] = []
         self._size = 0
-        self._closing = False
 
     # -- asyncio.Protocol (socket facing) -------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.sock = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
-        if self.conn is None:
-            self._handshake_bytes += len(data)
-        try:
-            self.ws.receive_data(data)
-            events = list(self.ws.events())
-        except (RemoteProtocolError, LocalProtocolError) as exc:
-            self._fail(f"websocket protocol error: {exc}", _CLOSE_PROTOCOL)
-            return
+        ws = self.ws
+        ws.receive_data(data)
         payloads: list[bytes] = []
-        for ev in events:
-            if isinstance(ev, Request):
-                self._upgrade(ev)
-            elif isinstance(ev, (TextMessage, BytesMessage)):
-                data_part = ev.data.encode("utf-8") if isinstance(ev.data, str) else ev.data
-                self._msg += data_part
-                if self._size + len(self._msg) > self.listener.max_frame:
-                    self._fail(f"{reasons.DISCONNECT_PROTOCOL}: command larger than "
-                               f"{self.listener.max_frame} bytes", _CLOSE_TOO_BIG)
-                    return
-                if ev.message_finished:
-                    msg, self._msg = bytes(self._msg), bytearray()
-                    try:
-                        payload = self._message(msg, isinstance(ev, BytesMessage))
-                    except _Framing as exc:
-                        self._fail(f"{reasons.DISCONNECT_PROTOCOL}: {exc}", _CLOSE_PROTOCOL)
-                        return
+        try:
+            for ev in ws.events_received():
+                if isinstance(ev, Request):
+                    self._upgrade(ev)
+                elif ev.opcode in _DATA_OPCODES:
+                    payload = self._frame(ev)
                     if payload is not None:
                         payloads.append(payload)
-            elif isinstance(ev, Ping):
-                self._write(self.ws.send(ev.response()))
-            elif isinstance(ev, CloseConnection):
-                if not self._closing:
-                    self._closing = True
-                    try:
-                        self._write(self.ws.send(ev.response()))
-                    except LocalProtocolError:
-                        pass
-                if self.sock is not None:
-                    self.sock.close()
-                return
-        if self.conn is None:
-            if self._handshake_bytes > _HANDSHAKE_LIMIT and self.sock is not None:
-                self.sock.abort()
+        except _Framing as exc:
+            self._flush_ws()
+            self._fail(f"{reasons.DISCONNECT_PROTOCOL}: {exc}", CloseCode.PROTOCOL_ERROR)
             return
-        self.conn.received(payloads)
+        self._flush_ws()  # handshake replies, pongs, close replies
+        conn = self.conn
+        if conn is None:
+            return
+        conn.received(payloads)
+        if ws.state is not State.OPEN and not conn.closed:
+            if ws.parser_exc is not None:  # broken framing, oversized message: already closed
+                conn.close(f"{reasons.DISCONNECT_PROTOCOL}: websocket: {ws.parser_exc}")
+            elif self.sock is not None:  # the client closed; connection_lost follows
+                self.sock.close()
+
+    def eof_received(self) -> bool | None:
+        self.ws.receive_eof()
+        return None  # close the socket
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.conn is not None:
@@ -207,37 +181,62 @@ class WebSocketProtocol(asyncio.Protocol):
         if self.conn is not None:
             self.conn.resume_writing()
 
+    def _flush_ws(self) -> None:
+        """Write what the WebSocket protocol has queued (b"" there means: close the socket)."""
+        out = self.ws.data_to_send()
+        if not out or self.sock is None or self.sock.is_closing():
+            return
+        data = b"".join(out)
+        if data:
+            self.sock.write(data)
+        if out[-1] == b"":
+            self.sock.close()
+
     # -- the upgrade ------------------------------------------------------------------------
     def _upgrade(self, req: Request) -> None:
-        path = req.target.split("?", 1)[0].rstrip("/")
+        path = req.path.split("?", 1)[0].rstrip("/")
         parts = path.split("/")
         want = self.listener.message_type
-        ok = len(parts) >= 3 and parts[-2] == "amps" and (want is None or parts[-1] == want)
-        if not ok:
+        if not (len(parts) >= 3 and parts[-2] == "amps" and (want is None or parts[-1] == want)):
             expected = f"/amps/{want}" if want else "/amps/<message type>"
             log.info("websocket: refused upgrade for %r (this transport serves %s)",
-                     req.target, expected)
-            body = f"AMPS websocket transport: connect to {expected}\n".encode()
-            self._write(self.ws.send(RejectConnection(
-                status_code=404, headers=[(b"content-type", b"text/plain"),
-                                          (b"content-length", str(len(body)).encode())],
-                has_body=True)))
-            self._write(self.ws.send(RejectData(data=body)))
-            if self.sock is not None:
-                self.sock.close()
+                     req.path, expected)
+            self.ws.send_response(self.ws.reject(
+                404, f"AMPS websocket transport: connect to {expected}\n"))
             return
-        for name, value in req.extra_headers:
-            if name.lower() == b"authorization" and value[:6].lower() == b"basic ":
-                try:
-                    self.authorization = base64.b64decode(value[6:].strip()).decode(
-                        "utf-8", "replace").split(":", 1)[0]
-                except ValueError:
-                    pass
-        self._write(self.ws.send(AcceptConnection()))
+        auth = req.headers.get("Authorization", "")
+        if auth[:6].lower() == "basic ":
+            try:
+                self.authorization = base64.b64decode(auth[6:].strip()).decode(
+                    "utf-8", "replace").split(":", 1)[0]
+            except (binascii.Error, ValueError):
+                pass
+        response = self.ws.accept(req)
+        self.ws.send_response(response)
+        if response.status_code != 101:  # not a valid upgrade request
+            return
+        self._flush_ws()
         self.conn = Connection(self.server, self.listener)
         self.conn.connection_made(self)  # type: ignore[arg-type]
 
     # -- inbound commands -----------------------------------------------------------------------
+    def _frame(self, frame: Frame) -> bytes | None:
+        """Take one data frame; return a command payload when one is whole."""
+        if frame.opcode is not Opcode.CONT:
+            self._msg_binary = frame.opcode is Opcode.BINARY
+        if not frame.fin:
+            self._msg.append(frame.data)
+            if self._size + sum(map(len, self._msg)) > self.listener.max_frame:
+                raise _Framing(f"command larger than {self.listener.max_frame} bytes")
+            return None
+        if self._msg:
+            self._msg.append(frame.data)
+            msg = b"".join(self._msg)
+            self._msg = []
+        else:
+            msg = frame.data
+        return self._message(bytes(msg), self._msg_binary)
+
     def _message(self, msg: bytes, binary: bool) -> bytes | None:
         """Take one complete client message; return a command payload when one is whole."""
         if not self._mode_known:
@@ -259,6 +258,8 @@ class WebSocketProtocol(asyncio.Protocol):
             return None
         self._parts.append(msg)
         self._size += len(msg)
+        if self._size > self.listener.max_frame:
+            raise _Framing(f"command larger than {self.listener.max_frame} bytes")
         self._expect -= 1
         if self._expect:
             return None
@@ -273,26 +274,24 @@ class WebSocketProtocol(asyncio.Protocol):
 
     # -- the Connection's transport --------------------------------------------------------------
     def write(self, data: bytes) -> None:
-        send = self.ws.send
-        out = []
+        ws = self.ws
+        if ws.state is not State.OPEN:
+            return
+        text_bodies = self.text_bodies
         try:
             for item, is_body in split_frames(data):
-                if is_body and not self.text_bodies:
-                    out.append(send(BytesMessage(data=item)))
+                if is_body and not text_bodies:
+                    ws.send_binary(item)
                     continue
                 try:
-                    text = item.decode("utf-8")
+                    item.decode("utf-8")
                 except UnicodeDecodeError:
-                    out.append(send(BytesMessage(data=item)))
+                    ws.send_binary(item)
                 else:
-                    out.append(send(TextMessage(data=text)))
-        except LocalProtocolError:  # the client is already closing
+                    ws.send_text(item)
+        except InvalidState:  # the client is already closing
             return
-        self._write(b"".join(out))
-
-    def _write(self, data: bytes) -> None:
-        if data and self.sock is not None and not self.sock.is_closing():
-            self.sock.write(data)
+        self._flush_ws()
 
     def get_write_buffer_size(self) -> int:
         return self.sock.get_write_buffer_size() if self.sock is not None else 0
@@ -317,7 +316,7 @@ class WebSocketProtocol(asyncio.Protocol):
 
     def close(self) -> None:
         """Orderly close: a WebSocket close frame, then the socket."""
-        self._send_close(_CLOSE_NORMAL, "")
+        self._send_close(CloseCode.NORMAL_CLOSURE, "")
         if self.sock is not None:
             self.sock.close()
 
@@ -326,19 +325,13 @@ class WebSocketProtocol(asyncio.Protocol):
             self.sock.abort()
 
     def _send_close(self, code: int, reason: str) -> None:
-        if self._closing:
-            return
-        self._closing = True
-        try:
-            self._write(self.ws.send(CloseConnection(code=code, reason=reason[:120])))
-        except LocalProtocolError:
-            pass
+        if self.ws.state is State.OPEN:
+            self.ws.send_close(code, reason[:120])
+            self._flush_ws()
 
     def _fail(self, why: str, code: int) -> None:
+        self._send_close(code, why)
         if self.conn is not None:
-            self._send_close(code, why)
             self.conn.close(why)
-        else:
-            log.info("websocket: closing before the upgrade: %s", why)
-            if self.sock is not None:
-                self.sock.abort()
+        elif self.sock is not None:
+            self.sock.abort()

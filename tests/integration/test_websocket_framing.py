@@ -1,5 +1,6 @@
-"""The WebSocket framing seen from a bare peer (wsproto on a plain socket, no Node needed):
-the message layout the JavaScript client expects, and bad input closing only that client."""
+"""The WebSocket framing seen from a bare peer (the websockets package's sans-IO client on a
+plain socket, no Node needed): the message layout the JavaScript client expects, and bad
+input closing only that client."""
 
 from __future__ import annotations
 
@@ -7,14 +8,10 @@ import json
 import socket
 import time
 
-from wsproto import ConnectionType, WSConnection
-from wsproto.events import (
-    AcceptConnection,
-    BytesMessage,
-    CloseConnection,
-    Request,
-    TextMessage,
-)
+from websockets.client import ClientProtocol
+from websockets.frames import Opcode
+from websockets.http11 import Response
+from websockets.uri import parse_uri
 
 from amps_emulator.config import loads_config
 from tests.harness import ServerThread
@@ -40,19 +37,28 @@ class WsPeer:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.settimeout(10)
         self.sock.connect(("127.0.0.1", port))
-        self.ws = WSConnection(ConnectionType.CLIENT)
+        self.ws = ClientProtocol(parse_uri(f"ws://127.0.0.1:{port}/amps/json"), max_size=None)
         self.events: list = []
         self.closed_code: int | None = None
-        self.sock.sendall(self.ws.send(Request(host="localhost", target="/amps/json")))
-        assert isinstance(self._next_event(), AcceptConnection)
+        self.ws.send_request(self.ws.connect())
+        self._flush()
+        ev = self._next_event()
+        assert isinstance(ev, Response) and ev.status_code == 101, ev
         if mode is not None:
             self.text(mode)
 
+    def _flush(self) -> None:
+        data = b"".join(self.ws.data_to_send())
+        if data:
+            self.sock.sendall(data)
+
     def text(self, s: str) -> None:
-        self.sock.sendall(self.ws.send(TextMessage(data=s)))
+        self.ws.send_text(s.encode())
+        self._flush()
 
     def binary(self, b: bytes) -> None:
-        self.sock.sendall(self.ws.send(BytesMessage(data=b)))
+        self.ws.send_binary(b)
+        self._flush()
 
     def command(self, header: dict, body: str | None = None) -> None:
         self.binary((1 if body is None else 2).to_bytes(4, "little"))
@@ -65,25 +71,32 @@ class WsPeer:
         while not self.events:
             self.sock.settimeout(max(0.01, deadline - time.monotonic()))
             data = self.sock.recv(65536)
-            self.ws.receive_data(data or None)
-            self.events.extend(self.ws.events())
+            if data:
+                self.ws.receive_data(data)
+            else:
+                self.ws.receive_eof()
+            self.events.extend(self.ws.events_received())
             if not data and not self.events:
                 return None
         return self.events.pop(0)
 
     def message(self) -> str | bytes | None:
         """The next whole message; None once the server has closed."""
-        parts: list = []
+        parts: list[bytes] = []
+        binary = False
         while True:
             ev = self._next_event()
-            if ev is None or isinstance(ev, CloseConnection):
-                if isinstance(ev, CloseConnection):
-                    self.closed_code = ev.code
+            if ev is None or ev.opcode is Opcode.CLOSE:
+                if self.ws.close_rcvd is not None:
+                    self.closed_code = self.ws.close_rcvd.code
                 return None
-            if isinstance(ev, (TextMessage, BytesMessage)):
+            if ev.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
+                if ev.opcode is not Opcode.CONT:
+                    binary = ev.opcode is Opcode.BINARY
                 parts.append(ev.data)
-                if ev.message_finished:
-                    return "".join(parts) if isinstance(ev, TextMessage) else b"".join(parts)
+                if ev.fin:
+                    data = b"".join(parts)
+                    return data if binary else data.decode()
 
     def header(self) -> dict:
         m = self.message()
