@@ -24,8 +24,6 @@ counts the bytes queued here through :meth:`get_write_buffer_size`) is the TCP c
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import logging
 import re
 from typing import TYPE_CHECKING, Any
@@ -124,7 +122,6 @@ class WebSocketProtocol(asyncio.Protocol):
         self.sock: asyncio.Transport | None = None
         self.conn: Connection | None = None
         self.text_bodies = True  # the client's mode: "text" (JSON) or "binary"
-        self.authorization: str | None = None  # user from an Authorization: Basic header
         self._mode_known = False
         # the message being assembled from fragments
         self._msg: list[bytes] = []
@@ -204,13 +201,8 @@ class WebSocketProtocol(asyncio.Protocol):
             self.ws.send_response(self.ws.reject(
                 404, f"AMPS websocket transport: connect to {expected}\n"))
             return
-        auth = req.headers.get("Authorization", "")
-        if auth[:6].lower() == "basic ":
-            try:
-                self.authorization = base64.b64decode(auth[6:].strip()).decode(
-                    "utf-8", "replace").split(":", 1)[0]
-            except (binascii.Error, ValueError):
-                pass
+        # An Authorization: Basic header (the Node client sends one for user:password@ in
+        # the URI) is accepted; the logon command carries the same user, as over TCP.
         response = self.ws.accept(req)
         self.ws.send_response(response)
         if response.status_code != 101:  # not a valid upgrade request

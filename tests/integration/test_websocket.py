@@ -70,10 +70,11 @@ def _drop_all(srv) -> None:
 
 
 def run_js(scenario: str, srv, *, env: dict[str, str] | None = None,
-           timeout_ms: int = 20000) -> dict:
-    """Run one scenario against ``srv``; answer its ``ACTION`` requests; return its result."""
+           timeout_ms: int = 20000, uri: str | None = None) -> dict:
+    """Run one scenario against ``srv`` (at ``uri``, if given); answer its ``ACTION``
+    requests; return its result."""
     proc = subprocess.Popen(
-        [NODE, str(JS_DIR / "scenarios.js"), scenario, srv.uri], cwd=JS_DIR,
+        [NODE, str(JS_DIR / "scenarios.js"), scenario, uri or srv.uri], cwd=JS_DIR,
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "SCENARIO_TIMEOUT_MS": str(timeout_ms), **(env or {})})
     killer = threading.Timer(timeout_ms / 1000 + 15, proc.kill)
@@ -173,7 +174,9 @@ def test_wss(tmp_path):
     srv = start_server(WS_CONFIG.format(d=tmp_path, type="tcps", tls=tls), "wss.xml")
     try:
         assert srv.uri.startswith("wss://")
-        r = run_js("secure_pubsub", srv, env={"NODE_EXTRA_CA_CERTS": str(cert)})
+        # with credentials in the URI the client also sends an Authorization: Basic header
+        uri = srv.uri.replace("wss://", "wss://someone:secret@")
+        r = run_js("secure_pubsub", srv, env={"NODE_EXTRA_CA_CERTS": str(cert)}, uri=uri)
         assert r == {"got": [{"secure": True}], "version": "5.3.4.0"}
     finally:
         srv.stop()
