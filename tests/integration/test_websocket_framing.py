@@ -204,3 +204,19 @@ def test_slow_websocket_consumer_is_disconnected():
         assert slow.closed_by_server()
     finally:
         srv.stop()
+
+
+def test_upgrade_on_a_wrong_path_is_refused():
+    srv = _server()
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+            s.sendall(b"GET /amps/xml HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                      b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                      b"Sec-WebSocket-Version: 13\r\n\r\n")
+            reply = b""
+            while chunk := s.recv(4096):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 404"), reply[:80]
+        assert b"/amps/json" in reply
+    finally:
+        srv.stop()
