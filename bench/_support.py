@@ -55,6 +55,7 @@ class ServerProcess:
             self.proc.kill()
             raise RuntimeError(f"server did not start: {line!r}")
         self.uri = line.split()[1]
+        self.ready_uris = line.split()[1:]  # one per transport
         self.port = int(self.uri.split(":")[2].split("/")[0])
 
     def kill_and_restart(self) -> float:

@@ -28,10 +28,12 @@ Real AMPS elements parsed into the structures:
 * ``Name`` with spaces is accepted with a warning (AMPS recommends against it and starts);
 * ``Protocols/Protocol``: ``Name Module`` (the protocol it is built on; its options are warned);
 * ``Transports/Transport``: ``Name Type InetAddr ReuseAddr MessageType Protocol InitialState
-  ClientMessageAgeLimit``; a ``Protocol`` naming a ``<Protocols>`` entry resolves to its
-  ``Module`` (``Transport.protocol``; the name as written is ``protocol_name``);
+  ClientMessageAgeLimit Certificate PrivateKey Ciphers`` (``Type`` tcp or tcps; ``Protocol``
+  amps or websocket, or a ``<Protocols>`` entry, which resolves to its ``Module``
+  (``Transport.protocol``; the name as written is ``protocol_name``); TLS on tcps, or on tcp
+  with a certificate and key, as AMPS does);
 * ``Admin``: ``InetAddr FileName Interval SQLTransport ExternalInetAddr`` (without ``InetAddr``
-  there is no admin server; the admin server itself is not implemented yet and is warned);
+  there is no admin server);
 * ``Logging/Target``: ``Protocol Level Levels IncludeErrors ExcludeErrors FileName
   RotationThreshold Ident Options Facility``;
 * ``TransactionLog``: ``JournalDirectory JournalArchiveDirectory JournalSize`` (synonym
@@ -83,10 +85,10 @@ Entitlement Replication Tuning Externals MessageTypes UserDefinedFunctions
 ProcessName Environment MiniDumpDirectory MiniDumpFileMask SuggestedMinimumVersion
 RequiredMinimumVersion ConfigIncludeCommentDefault ConfigCycleDetectionThreshold
 ConfigValidation SOWStatisticsInterval RegexTopicSupport`` and the slow-client offlining
-elements above; in ``Protocol`` its module options; in ``Transport`` ``Authentication Entitlement TransportFilter
-PerMessageDeflate HTTPHeader FileName FileMask Ciphers SecureSocketProtocols VerifyClient
-CAFile CAPath``; whole transports that are TLS (``tcps`` or with ``Certificate``/
-``PrivateKey``), ``amps-unix``, ``amps-replication`` or use the ``websocket``/legacy protocols;
+elements above; in ``Protocol`` its module options; in ``Transport`` ``Authentication
+Entitlement TransportFilter PerMessageDeflate HTTPHeader FileName FileMask SecureSocketProtocols
+VerifyClient CAFile CAPath``; whole transports of type ``amps-unix`` or ``amps-replication`` or
+that use the legacy protocols;
 in ``Admin`` its security, header and Galvanometer options; in ``TransactionLog`` ``O_DIRECT
 CompressedJournalCacheMemoryLimit``; in SOW ``Topic`` ``KeyGenerator SlabSize InitialSlabCount
 ExpectedKeyCountHint Preprocessing Enrichment``;

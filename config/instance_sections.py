@@ -3,10 +3,11 @@
 Each ``read_*`` function takes the section element and the :class:`~config.schema.Ctx`,
 reports every problem through it, and returns the frozen structures that could be built.
 
-Transports that the emulator cannot serve (TLS: ``tcps`` or a ``Certificate``/``PrivateKey``;
-``amps-unix``; ``amps-replication``; the ``websocket`` and legacy FIX/XML/SOAP protocols)
-produce one warning naming the transport and are left out of ``Config.transports``; their
-contents are not validated further.
+Transports that the emulator cannot serve (``amps-unix``; ``amps-replication``; the legacy
+FIX/XML/SOAP protocols) produce one warning naming the transport and are left out of
+``Config.transports``; their contents are not validated further. TLS transports (``tcps``, or
+``tcp`` with ``Certificate`` and ``PrivateKey``) and the ``websocket`` protocol are served;
+a certificate or key that cannot be loaded is an error at its element's line.
 """
 
 from __future__ import annotations
@@ -56,28 +57,25 @@ class InstanceDefaults:
 # --- Transports ---------------------------------------------------------------------------
 
 _UNSUPPORTED_TYPES = {
-    "tcps": "TLS transports (Type tcps) are not supported",
     "amps-unix": "unix domain socket transports (Type amps-unix) are not supported",
     "amps-replication": "replication transports are not supported",
     "amps-replication-secure": "replication transports are not supported",
 }
 _UNSUPPORTED_PROTOCOLS = {
-    "websocket": "the websocket protocol is not supported",
     "fix": "the legacy fix protocol is not supported",
     "nvfix": "the legacy nvfix protocol is not supported",
     "xml": "the legacy xml protocol is not supported",
     "soap": "the legacy soap protocol is not supported",
     "fix-session": "the legacy fix-session protocol is not supported",
 }
-_TLS_ELEMENTS = ("Certificate", "PrivateKey")
 #: protocol modules AMPS loads by default, and the synonym it accepts
-BUILTIN_PROTOCOLS = ("amps", *_UNSUPPORTED_PROTOCOLS)
+BUILTIN_PROTOCOLS = ("amps", "websocket", *_UNSUPPORTED_PROTOCOLS)
 _PROTOCOL_SYNONYMS = {"json": "amps"}
 
 _TRANSPORT_IGNORED = frozenset({
     "Authentication", "Entitlement", "TransportFilter", "MessageMemoryLimit", "MessageDiskLimit",
     "MessageDiskPath", "ClientMaxCapacity", "PerMessageDeflate", "HTTPHeader", "FileName",
-    "FileMask", "Ciphers", "SecureSocketProtocols", "VerifyClient", "CAFile", "CAPath",
+    "FileMask", "SecureSocketProtocols", "VerifyClient", "CAFile", "CAPath",
 })
 _SLOW_CLIENT_NOTE = "the emulator disconnects a slow client at ClientOutboundLimit instead"
 
@@ -86,10 +84,13 @@ def _transport_spec(ctx: Ctx) -> Spec:
     return Spec(
         elems={
             "Name": Elem("name", text, required=True),
-            "Type": Elem("type", enum(["tcp", *_UNSUPPORTED_TYPES]), required=True),
+            "Type": Elem("type", enum(["tcp", "tcps", *_UNSUPPORTED_TYPES]), required=True),
             "InetAddr": Elem("inet_addr", text, required=True),
             "MessageType": Elem("message_type", ctx.message_type),
             "Protocol": Elem("protocol", ctx.protocol),
+            "Certificate": Elem("certificate", text),
+            "PrivateKey": Elem("private_key", text),
+            "Ciphers": Elem("ciphers", text),
             "InitialState": Elem("enabled", parse_bool),
             "ReuseAddr": Elem("reuse_addr", parse_bool),
             "ClientMessageAgeLimit": Elem("client_message_age_limit", positive(parse_duration, "ClientMessageAgeLimit")),
@@ -112,12 +113,9 @@ def _unsupported_transport(node: Node, ctx: Ctx) -> str | None:
             base, written = ctx.protocol(p.text)
         except ValueError:
             return None  # reported when the transport is read
-        if base != "amps":
+        if base not in ("amps", "websocket"):
             via = "" if written.lower() == base else f"protocol {written!r} is built on {base}: "
             return via + _UNSUPPORTED_PROTOCOLS.get(base, f"the custom protocol module {base!r} is not supported")
-    for tag in _TLS_ELEMENTS:
-        if node.child(tag) is not None:
-            return f"TLS (<{tag}>) is not supported"
     return None
 
 
@@ -176,6 +174,8 @@ def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults
     if addr is None or not r.ok:
         return None
     host, port = addr
+    if not _tls_usable(node, r, ctx):
+        return None
     return Transport(
         file=node.file,
         line=node.line,
@@ -192,7 +192,33 @@ def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults
         client_message_age_limit=r.get("client_message_age_limit", defaults.client_message_age_limit),
         max_frame_size=r.get("max_frame_size", defaults.max_frame_size),
         client_outbound_limit=r.get("client_outbound_limit", defaults.client_outbound_limit),
+        certificate=r.get("certificate"),
+        private_key=r.get("private_key"),
+        ciphers=r.get("ciphers"),
     )
+
+
+def _tls_usable(node: Node, r, ctx: Ctx) -> bool:
+    """Check a TLS transport's certificate, key and ciphers now, at their element's line."""
+    cert, key = r.get("certificate"), r.get("private_key")
+    if cert is None and key is None:
+        if r.values["type"] == "tcps":
+            ctx.err(node, f"{label(node)}: Type tcps requires <Certificate> and <PrivateKey>")
+            return False
+        return True
+    if cert is None or key is None:
+        have, missing = ("Certificate", "PrivateKey") if key is None else ("PrivateKey", "Certificate")
+        ctx.err(node, f"{label(node)}: <{have}> without <{missing}>")
+        return False
+    from .tls import TLSSetupError, server_context
+
+    try:
+        server_context(cert, key, r.get("ciphers"))
+    except TLSSetupError as exc:
+        attr = {"Certificate": "certificate", "PrivateKey": "private_key", "Ciphers": "ciphers"}
+        ctx.err(r.nodes.get(attr[exc.element], node), f"{label(node)}: {exc}")
+        return False
+    return True
 
 
 # --- Protocols ----------------------------------------------------------------------------

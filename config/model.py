@@ -39,19 +39,27 @@ class Transport(_Located, frozen=True, kw_only=True):
     """``Transports/Transport``: one listening socket for client connections."""
 
     name: str  # Name
-    type: str  # Type: only "tcp" reaches here (tcps/unix/replication are warned and dropped)
+    type: str  # Type: "tcp" or "tcps" (unix/replication are warned and dropped)
     host: str | None  # InetAddr host part; None = every interface (InetAddr was a bare port)
     port: int  # InetAddr port (0 = pick a free port)
     inet_addr: str  # InetAddr as written
     message_type: str | None  # MessageType; None = the connection chooses (any message type)
-    protocol: str  # base protocol: "amps" ("json" is normalised to "amps"), or the Module of a
-    #              custom protocol named under <Protocols> ("websocket" transports are skipped today)
+    protocol: str  # base protocol: "amps" ("json" is normalised to "amps") or "websocket", or the
+    #              Module of a custom protocol named under <Protocols>
     protocol_name: str = ""  # Protocol as written (a built-in name or a <Protocols>/<Protocol> Name)
     enabled: bool = True  # InitialState: enabled/disabled
     reuse_addr: bool = True  # ReuseAddr: SO_REUSEADDR on the listening socket
     client_message_age_limit: float | None = None  # ClientMessageAgeLimit (here or instance level)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # [emulator] MaxFrameSize: largest frame accepted
     client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT  # [emulator] ClientOutboundLimit
+    certificate: str | None = None  # Certificate: PEM file; with PrivateKey the transport is TLS
+    private_key: str | None = None  # PrivateKey: PEM file
+    ciphers: str | None = None  # Ciphers: OpenSSL cipher list
+
+    @property
+    def tls(self) -> bool:
+        """TLS is served on tcps, and on tcp when a certificate and key are given (as AMPS)."""
+        return self.type == "tcps" or (self.certificate is not None and self.private_key is not None)
 
 
 class ProtocolDef(_Located, frozen=True, kw_only=True):

@@ -183,6 +183,10 @@ def ack(cid: str | None, ack_type: str, status: str = "success", reason: str | N
     h: dict[str, Any] = {"c": "ack"}
     if cid is not None:
         h["cid"] = cid
+    s = extra.pop("s", None)
+    if s is not None:
+        # never the last key: the JavaScript client reads it with the pattern "s":(\d+),
+        h["s"] = s
     h["a"] = ack_type
     h["status"] = status
     if reason is not None:

@@ -13,6 +13,7 @@ import asyncio
 import itertools
 import logging
 import socket
+import ssl
 import time
 from typing import Any, Callable, Iterable
 
@@ -30,21 +31,46 @@ class Listener:
     """One configured transport, bound."""
 
     def __init__(self, name: str, host: str, port: int, message_type: str, protocol: str,
-                 max_frame: int, out_limit: int, reuse_addr: bool = True) -> None:
+                 max_frame: int, out_limit: int, reuse_addr: bool = True,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
         self.message_type = message_type
-        self.protocol = protocol
+        self.protocol = protocol  # "amps" or "websocket"
         self.max_frame = max_frame
         self.out_limit = out_limit
         self.reuse_addr = reuse_addr  # SO_REUSEADDR (Transport/ReuseAddr)
+        self.tls = tls
         self.server: asyncio.AbstractServer | None = None
 
     @property
     def uri(self) -> str:
+        """What a client connects to: tcp/tcps for amps, ws/wss for websocket."""
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"tcp://{host}:{self.port}/{self.protocol}/{self.message_type}"
+        scheme = "ws" if self.protocol == "websocket" else "tcp"
+        if self.tls is not None:
+            scheme += "s"
+        return f"{scheme}://{host}:{self.port}/amps/{self.message_type}"
+
+    def protocol_factory(self, server: "Server") -> Callable[[], asyncio.Protocol]:
+        if self.protocol == "websocket":
+            from amps_emulator.server.websocket import WebSocketProtocol
+
+            return lambda: WebSocketProtocol(server, self)
+        return lambda: Connection(server, self)
+
+
+def _tls_context(t: Any) -> ssl.SSLContext | None:
+    if not getattr(t, "tls", False):
+        return None
+    from amps_emulator.config import ConfigError, ConfigIssue
+    from amps_emulator.config.tls import TLSSetupError, server_context
+
+    try:
+        return server_context(t.certificate, t.private_key, t.ciphers)
+    except TLSSetupError as exc:  # the files changed since the config was loaded
+        raise ConfigError([ConfigIssue(t.file, t.line, f"<Transport> {t.name!r}: {exc}")]) from None
 
 
 def listeners_from_config(config: Any) -> list[Listener]:
@@ -57,6 +83,7 @@ def listeners_from_config(config: Any) -> list[Listener]:
             message_type=t.message_type or "json", protocol=t.protocol or "amps",
             max_frame=t.max_frame_size, out_limit=t.client_outbound_limit,
             reuse_addr=getattr(t, "reuse_addr", True),
+            tls=_tls_context(t),
         ))
     return out
 
@@ -97,6 +124,7 @@ class Server:
     async def start(self, sockets: Iterable[socket.socket] | None = None) -> list[str]:
         """Bind every transport (or adopt ``sockets``, in order) and return their URIs."""
         self.loop = asyncio.get_running_loop()
+        self.listeners = listeners_from_config(self.config)  # TLS files checked before any recovery
         if self.config.transaction_log is not None:
             from amps_emulator.server.txlog import TxLog
 
@@ -118,16 +146,14 @@ class Server:
 
             self.queuesvc = QueueService(self, self.config)
             self.queuesvc.recover()
-        self.listeners = listeners_from_config(self.config)
         given = list(sockets) if sockets is not None else []
         for i, lst in enumerate(self.listeners):
+            factory = lst.protocol_factory(self)
             if i < len(given):
-                srv = await self.loop.create_server(
-                    lambda lst=lst: Connection(self, lst), sock=given[i])
+                srv = await self.loop.create_server(factory, sock=given[i], ssl=lst.tls)
             else:
                 srv = await self.loop.create_server(
-                    lambda lst=lst: Connection(self, lst), lst.host, lst.port,
-                    reuse_address=lst.reuse_addr)
+                    factory, lst.host, lst.port, reuse_address=lst.reuse_addr, ssl=lst.tls)
             lst.server = srv
             sockname = srv.sockets[0].getsockname()
             lst.host, lst.port = sockname[0], sockname[1]

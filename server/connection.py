@@ -95,13 +95,20 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
-        if self.heartbeat.active:
-            self.heartbeat.received(self.server.clock())
         try:
             payloads = self.decoder.feed(data)
         except ProtocolError as exc:
             self.close(f"{reasons.DISCONNECT_PROTOCOL}: {exc}")
             return
+        self.received(payloads)
+
+    def received(self, payloads: list[bytes]) -> None:
+        """Bytes arrived (a heartbeat's worth of liveness) carrying these complete command
+        payloads; the entry point for every framing (TCP here, :mod:`server.websocket`)."""
+        if self.closed:
+            return
+        if self.heartbeat.active:
+            self.heartbeat.received(self.server.clock())
         self._run(payloads)
 
     def _run(self, payloads: list[bytes]) -> None:

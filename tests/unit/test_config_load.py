@@ -29,8 +29,12 @@ def xml(body: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def prod() -> Config:
-    return load_config(PRODUCTION, env=PROD_ENV)
+def prod(tmp_path_factory) -> Config:
+    from tests.tls import self_signed
+
+    cert_dir = tmp_path_factory.mktemp("certs")
+    self_signed(cert_dir)  # the tcps transport's files must be loadable
+    return load_config(PRODUCTION, env={**PROD_ENV, "AMPS_CERT_DIR": str(cert_dir)})
 
 
 def line_of(path: Path, needle: str) -> int:
@@ -51,8 +55,10 @@ def test_instance(prod: Config) -> None:
 
 
 def test_transports(prod: Config) -> None:
-    assert [t.name for t in prod.transports] == ["json-tcp", "any-tcp", "v6"]
-    json_tcp, any_tcp, v6 = prod.transports
+    assert [t.name for t in prod.transports] == ["json-tcp", "any-tcp", "v6", "secure", "browser"]
+    json_tcp, any_tcp, v6, secure, browser = prod.transports
+    assert (secure.type, secure.tls, secure.protocol) == ("tcps", True, "amps")
+    assert (browser.protocol, browser.tls, browser.port) == ("websocket", False, 9008)
     assert (json_tcp.type, json_tcp.host, json_tcp.port, json_tcp.message_type, json_tcp.protocol) == (
         "tcp", None, 9007, "json", "amps")
     assert json_tcp.client_message_age_limit == 120.0  # instance-level default
