@@ -119,7 +119,8 @@ def test_reuse_addr_and_custom_protocol_and_sample_style_definitions(tmp_path):
     from tests.harness import ServerThread
 
     cfg = loads_config(xml)
-    (t,) = cfg.transports  # the websocket one is warned about and skipped
+    t, ws = cfg.transports
+    assert (ws.protocol, ws.protocol_name) == ("websocket", "websocket-portal")
     assert (t.protocol, t.protocol_name, t.reuse_addr) == ("amps", "amps-custom", False)
     assert cfg.admin is None
     assert [(s.name, s.message_type) for s in cfg.sow_topics] == [("messages-sow", "json")]

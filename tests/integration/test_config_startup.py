@@ -21,6 +21,7 @@ from amps_emulator.config.cli import run_verify_config
 from amps_emulator.server import logtargets
 from amps_emulator.server.app import Server
 from amps_emulator.server.preflight import WarningCollector
+from tests.tls import self_signed
 
 CONFIGS = sorted((pathlib.Path(__file__).parent.parent / "fixtures" / "configs").glob("*.xml"))
 #: where the official client's source package may have been unpacked (GUIDE.md)
@@ -76,6 +77,7 @@ def start_up(path: pathlib.Path, any_port: bool = False, warnings: list[str] | N
 @pytest.mark.parametrize("path", CONFIGS, ids=[p.name for p in CONFIGS])
 def test_verify_and_start_up_agree(path, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    self_signed(tmp_path)  # ./cert.pem and ./key.pem for the configs' TLS transports
     verify_warnings: list[str] = []
     startup_warnings: list[str] = []
     rc, verify_errors = verify(path, verify_warnings)

@@ -72,7 +72,11 @@ def test_fixture_holds_every_reference_element_in_its_place():
     assert missing == []
 
 
-def test_no_reference_element_is_an_error_and_each_unimplemented_one_warns_once():
+def test_no_reference_element_is_an_error_and_each_unimplemented_one_warns_once(tmp_path, monkeypatch):
+    from tests.tls import self_signed
+
+    monkeypatch.chdir(tmp_path)
+    self_signed(tmp_path)  # the TLS transport's ./cert.pem and ./key.pem are read, so they must exist
     cfg = load_config(FIXTURE)  # raises ConfigError on any error
     warned = [re.match(r"<(\w+)>", w.reason).group(1) for w in cfg.warnings]
     keys = [(w.line, tag) for w, tag in zip(cfg.warnings, warned)]
@@ -81,8 +85,10 @@ def test_no_reference_element_is_an_error_and_each_unimplemented_one_warns_once(
     for implemented in ("ReuseAddr", "Pattern", "RegexTopic", "Logging", "Protocols", "History",
                         "DefaultPublishTarget", "BarrierExpression", "TopicFormat", "Target"):
         assert implemented not in warned
-    (t,) = cfg.transports
+    t, tls, ws = cfg.transports  # the unix and replication transports are warned and dropped
     assert (t.protocol, t.protocol_name, t.reuse_addr) == ("amps", "amps-custom", True)
+    assert (tls.name, tls.tls, tls.ciphers) == ("tls", True, "HIGH")
+    assert (ws.protocol, ws.protocol_name) == ("websocket", "ws-custom")
     assert [p.name for p in cfg.protocols] == ["ws-custom", "amps-custom"]
     assert [x.protocol for x in cfg.logging] == ["file", "syslog"]
     assert {t.name: t.pattern for t in cfg.sow_topics if t.pattern} == {"Books": "^/books/", "^tick\\.": "^tick\\."}
