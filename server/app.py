@@ -197,6 +197,7 @@ class Server:
     # -- connections ------------------------------------------------------------------
     def connection_opened(self, conn: Connection) -> None:
         conn.conn_id = next(self._conn_ids)
+        conn.connect_time = self.wallclock()
         self.connections.add(conn)
         log.debug("connection %d from %s", conn.conn_id, conn.peer)
 
