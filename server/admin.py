@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("amps_emulator.admin")
 
 MAX_REQUEST = 64 * 1024  # bytes of request head and body accepted
+IDLE_TIMEOUT = 30.0  # seconds a connection may wait between reads
 _SINGULAR = {"cpus": "cpu", "disks": "disk", "network": "interface", "clients": "client",
              "processors": "processor", "sow": "topic", "views": "view", "queues": "queue",
              "subscriptions": "subscription", "transports": "transport", "journals": "journal",
@@ -129,7 +130,10 @@ class AdminServer:
         while True:
             event = conn.next_event()
             if event is h11.NEED_DATA:
-                data = await reader.read(16384)
+                try:
+                    data = await asyncio.wait_for(reader.read(16384), IDLE_TIMEOUT)
+                except asyncio.TimeoutError:
+                    return None, b""  # an idle or trickling client does not keep a task
                 conn.receive_data(data)
                 if not data and conn.their_state is not h11.DONE and req is None:
                     return None, b""

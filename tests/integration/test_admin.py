@@ -325,3 +325,22 @@ def test_sow_expiration_follows_the_test_clock(clocked):
 def test_clock_cannot_advance_on_real_time(srv):
     srv.http("/emulator/clock/advance?seconds=1", "POST", expect=409)
     assert srv.http("/emulator/clock")["test_clock"] is False
+
+
+def test_bad_requests_are_answered_or_dropped_and_the_port_keeps_serving(srv):
+    import socket
+    from urllib.parse import urlsplit
+
+    u = urlsplit(srv.admin_uri)
+    for junk in (b"\x00\x01garbage\r\n\r\n", b"GET /amps.json HTTP/1.1\r\nHost: x\r\n" + b"X: " +
+                 b"a" * 100_000 + b"\r\n\r\n", b"POST /emulator/reset HTTP/1.1\r\nHost: x\r\n"
+                 b"Content-Length: 5\r\n\r\nab"):
+        with socket.create_connection((u.hostname, u.port), timeout=5) as s:
+            s.sendall(junk)
+            s.shutdown(socket.SHUT_WR)
+            while s.recv(65536):
+                pass
+    srv.http("/amps/instance/nope.json", expect=404)
+    srv.http("/emulator/reset", expect=405)
+    srv.http("/emulator/clock/advance?seconds=x", "POST", expect=409)
+    assert srv.http("/emulator/health")["ready"]
