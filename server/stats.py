@@ -321,7 +321,8 @@ def _subscriptions(server: "Server") -> list[dict]:
                 "id": f"{client_id(conn)}:{sid}", "client_id": client_id(conn),
                 "sub_id": sid, "topic": sub.topic, "message_type": conn.listener.message_type,
                 "filter": _sub_text(sub, "filter"), "options": _sub_text(sub, "options"),
-                "bookmark": str(sub.options.get("bookmark", "")) if sub.cursor else "",
+                "bookmark": str(getattr(sub.cursor.cmd, "bookmark", "") or "")
+                if sub.cursor is not None else "",
                 "backlog": "0",
             })
     return out

@@ -344,3 +344,19 @@ def test_bad_requests_are_answered_or_dropped_and_the_port_keeps_serving(srv):
     srv.http("/emulator/reset", expect=405)
     srv.http("/emulator/clock/advance?seconds=x", "POST", expect=409)
     assert srv.http("/emulator/health")["ready"]
+
+
+def test_heartbeat_timeout_follows_the_test_clock(clocked):
+    c = AMPS.Client("beating")
+    c.set_heartbeat(5)  # the client beats every 5 s of real time: none in this test
+    lost = threading.Event()
+    c.set_disconnect_handler(lambda client: lost.set())
+    c.connect(clocked.uri)
+    c.logon(5000)
+    c.flush(5000)
+    clocked.http("/emulator/clock/advance?seconds=9", "POST")
+    c.flush(5000)  # still connected: 9 s of silence is under the 2 x 5 s grace
+    assert not lost.is_set()
+    clocked.http("/emulator/clock/advance?seconds=12", "POST")
+    assert lost.wait(10)  # the server dropped the silent client on its own clock
+    c.close()
