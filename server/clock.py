@@ -15,8 +15,11 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+import logging
 import time
 from typing import Any, Callable
+
+log = logging.getLogger("amps_emulator.clock")
 
 
 class SystemClock:
@@ -99,7 +102,10 @@ class TestClock:
                 continue
             self._mono = max(self._mono, due)
             t.cancelled = True
-            t.callback()
+            try:
+                t.callback()
+            except Exception:  # as the event loop would: log it, run the other timers
+                log.exception("timer %r failed", t.callback)
             ran += 1
         self._mono = target
         return ran

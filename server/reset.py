@@ -193,10 +193,10 @@ def journal_range(server: "Server", start: str | None = None, end: str | None = 
             raise LookupError(f"bookmark {start!r} is not in the transaction log")
         first = p
     elif since is not None:
-        first = j.position_at_time(int(since * 1_000_000))
+        first = j.position_at_time(round(since * 1_000_000))
     out = []
     for rec in j.read(first):
-        if until is not None and rec.timestamp > until * 1_000_000:
+        if until is not None and rec.timestamp > round(until * 1_000_000):
             break
         if topic is None or rec.topic == topic:
             out.append({"bookmark": rec.bookmark_str, "position": rec.position,

@@ -219,6 +219,11 @@ def test_health_and_inspection(srv, connect):
     assert [r["data"]["id"] for r in journal] == list(range(10))
     after = srv.http(f"/emulator/journal?topic=orders&from={journal[7]['bookmark']}")["records"]
     assert [r["data"]["id"] for r in after] == [8, 9]
+    upto = srv.http(f"/emulator/journal?topic=orders&to={journal[2]['bookmark']}")["records"]
+    assert [r["data"]["id"] for r in upto] == [0, 1, 2]
+    since = journal[5]["timestamp"]
+    timed = srv.http(f"/emulator/journal?topic=orders&since={since}&until={since}")["records"]
+    assert 5 in [r["data"]["id"] for r in timed] and len(timed) <= 6
     srv.http("/emulator/sow/nope", expect=404)
 
 
