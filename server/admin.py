@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import h11
 
+from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import reset as ops
 from amps_emulator.server.stats import Sampler, client_id, tree
 
@@ -171,6 +172,8 @@ class AdminServer:
             raise HttpError(404, f"no resource {path}")
         except HttpError as exc:
             return exc.status, "application/json", json.dumps({"error": str(exc)}).encode()
+        except CommandError as exc:  # a bad filter, orderby, topic: what AMPS would say
+            return 400, "application/json", json.dumps({"error": str(exc)}).encode()
         except LookupError as exc:
             return 404, "application/json", json.dumps({"error": str(exc.args[0])}).encode()
         except Exception as exc:  # contained: reported to the caller, logged once
@@ -276,7 +279,7 @@ class AdminServer:
             return out
         if what == "sow" and len(segs) == 2:
             top = int(q["top_n"]) if q.get("top_n") else None
-            return ops.sow_records(s, segs[1], q.get("filter"), q.get("orderby"), top)
+            return await ops.sow_records(s, segs[1], q.get("filter"), q.get("orderby"), top)
         if what == "sow":
             return {"topics": [{"topic": n, "count": t.count()}
                                for n, t in sorted(s.sowsvc.sow.topics.items())]

@@ -178,6 +178,9 @@ class Server:
         for conn in list(self.connections):
             conn.flush_output()
             conn.close("server shutting down")
+            # its state goes now, while the transaction log is still open (the socket's
+            # connection_lost may only come after the log is closed)
+            self.connection_closed(conn)
         for lst in self.listeners:
             if lst.server is not None:
                 await lst.server.wait_closed()

@@ -140,14 +140,24 @@ def _body(data: bytes) -> Any:
         return data.decode("utf-8", "replace")
 
 
-def sow_records(server: "Server", name: str, filter_text: str | None = None,
-                order_by: str | None = None, top_n: int | None = None) -> dict:
+async def sow_records(server: "Server", name: str, filter_text: str | None = None,
+                      order_by: str | None = None, top_n: int | None = None) -> dict:
+    """A SOW query for inspection; a large one runs in steps, as clients' queries do, so
+    the message path keeps going while it reads."""
     topic = server.sowsvc.get(name) if server.sowsvc is not None else None
     if topic is None:
         raise LookupError(f"{name!r} is not a SOW topic")
     from amps_emulator.server.commands import compile_filter_for
 
-    res = topic.query(compile_filter_for(filter_text), order_by=order_by or None, top_n=top_n)
+    steps = topic.query_steps(compile_filter_for(filter_text), order_by=order_by or None,
+                              top_n=top_n)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            res = stop.value
+            break
+        await asyncio.sleep(0)
     return {"topic": name, "count": len(res.records), "topic_matches": res.topic_matches,
             "records": [{"sow_key": r.sow_key, "bookmark": r.bookmark or "",
                          "expiration": r.expiration, "data": _body(r.data)}

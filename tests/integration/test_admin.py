@@ -225,6 +225,7 @@ def test_health_and_inspection(srv, connect):
     timed = srv.http(f"/emulator/journal?topic=orders&since={since}&until={since}")["records"]
     assert 5 in [r["data"]["id"] for r in timed] and len(timed) <= 6
     srv.http("/emulator/sow/nope", expect=404)
+    assert "filter" in srv.http("/emulator/sow/orders?filter=%2Fqty%20%3E%3E", expect=400)["error"]
 
 
 def test_reset_one_topic_sends_oof_to_subscribers(srv, connect):
