@@ -209,12 +209,36 @@ def client_id(conn: Any) -> str:
     return conn.client_name or f"connection-{conn.conn_id}"
 
 
+def _socket_queues(conn: Any) -> tuple[int, int]:
+    """Bytes in the socket's kernel receive and send queues (Linux ioctls), plus what the
+    transport still buffers for sending."""
+    tr = conn.transport
+    if tr is None or conn.closed:
+        return 0, 0
+    rx = tx = 0
+    sock = tr.get_extra_info("socket")
+    if sock is not None:
+        import array
+
+        buf = array.array("i", [0])
+        try:
+            import fcntl
+            import termios
+
+            fcntl.ioctl(sock.fileno(), termios.FIONREAD, buf)
+            rx = buf[0]
+            fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, buf)
+            tx = buf[0]
+        except (ImportError, OSError, ValueError, AttributeError):  # not Linux, or closed
+            pass
+    return rx, tx + tr.get_write_buffer_size()
+
+
 def _clients(server: "Server", sm: Sampler) -> list[dict]:
     out = []
     for conn in sorted(server.connections, key=lambda c: c.conn_id):
         k = conn.conn_id
-        tr = conn.transport
-        tx = tr.get_write_buffer_size() if tr is not None and not conn.closed else 0
+        rx, tx = _socket_queues(conn)
         out.append({
             "id": client_id(conn), "authenticated_id": conn.user_id or "",
             "bytes_in": _n(conn.bytes_in), "bytes_in_per_sec": sm.rate("c", k, "bytes_in"),
@@ -230,7 +254,7 @@ def _clients(server: "Server", sm: Sampler) -> list[dict]:
             "messages_out_per_sec": sm.rate("c", k, "messages_out"),
             "queue_depth_out": _n(len(conn._out)), "queued_bytes_out": _n(conn._out_bytes),
             "queue_max_latency": "0", "remote_address": conn.peer,
-            "subscription_count": _n(len(conn.subs)), "transport_rx_queue": "0",
+            "subscription_count": _n(len(conn.subs)), "transport_rx_queue": _n(rx),
             "transport_tx_queue": _n(tx),
         })
     return out
