@@ -363,3 +363,27 @@ def test_heartbeat_timeout_follows_the_test_clock(clocked):
     clocked.http("/emulator/clock/advance?seconds=12", "POST")
     assert lost.wait(10)  # the server dropped the silent client on its own clock
     c.close()
+
+
+def test_reset_one_queue_or_one_client(srv, connect):
+    pub, worker, bystander = connect("pub"), connect("worker"), connect("bystander")
+    lost = {n: threading.Event() for n in ("worker", "bystander")}
+    worker.set_disconnect_handler(lambda client: lost["worker"].set())
+    bystander.set_disconnect_handler(lambda client: lost["bystander"].set())
+    leased = Collector()
+    worker.subscribe(leased, "work")
+    for i in range(3):
+        pub.publish("work", json.dumps({"job": i}))
+    pub.flush(5000)
+    leased.wait_for(1)
+    out = srv.http("/emulator/reset?queue=work", "POST")
+    assert (out["messages_removed"], out["clients_disconnected"]) == (3, 1)
+    assert lost["worker"].wait(10) and not lost["bystander"].is_set()
+    assert srv.http("/emulator/queues/work")["depth"] == 0
+    pub.publish("work", json.dumps({"job": "after"}))  # the queue goes on from here
+    pub.flush(5000)
+    assert [m["data"] for m in srv.http("/emulator/queues/work")["messages"]] == [{"job": "after"}]
+    assert srv.http("/emulator/reset?client=bystander", "POST")["clients_disconnected"] == 1
+    assert lost["bystander"].wait(10)
+    srv.http("/emulator/reset?client=bystander", "POST", expect=404)
+    srv.http("/emulator/reset?queue=nope", "POST", expect=404)
