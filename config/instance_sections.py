@@ -309,8 +309,6 @@ def read_admin(node: Node, ctx: Ctx) -> Admin | None:
     addr = _inet_addr(r, "<Admin>", ctx)
     if addr is None or not r.ok or "inet_addr" not in r.values:
         return None
-    ctx.warn(node, "<Admin> (the monitoring HTTP server) is not implemented by the emulator yet; "
-                   "no admin server is started")
     host, port = addr
     return Admin(
         file=node.file, line=node.line, host=host, port=port, inet_addr=r.values["inet_addr"],

@@ -39,6 +39,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-readable-journal", action="store_true",
                    help="start even if the transaction log is damaged in the middle, keeping "
                         "every readable record (the damaged file is kept as *.corrupt)")
+    p.add_argument("--admin", metavar="HOST:PORT",
+                   help="serve the Admin HTTP interface (monitoring, /emulator/..., the web "
+                        "console) here, whatever the config's <Admin> says (port 0: a free "
+                        "port, printed as 'admin: http://...' after the ready line)")
+    p.add_argument("--test-clock", action="store_true",
+                   help="run on a clock that stands still until advanced through "
+                        "POST /emulator/clock/advance?seconds=N (leases, expiration, "
+                        "heartbeats and History follow it); needs an admin interface")
     p.add_argument("--log-level", default=None,
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                    help="also log to stderr at this level (default: INFO when the config has no "
@@ -81,15 +89,20 @@ def with_listen_address(cfg: Any, listen: str) -> Any:
 
 
 async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None = None,
-              sockets: Any = None, keep_readable_journal: bool = False) -> None:
+              sockets: Any = None, keep_readable_journal: bool = False,
+              admin: str | None = None, test_clock: bool = False) -> None:
     """Start a server on ``config`` and serve until ``shutdown`` is set."""
     from amps_emulator.server.app import Server
+    from amps_emulator.server.clock import TestClock
 
-    server = Server(config, keep_readable_journal=keep_readable_journal)
+    server = Server(config, keep_readable_journal=keep_readable_journal, admin=admin,
+                    timebase=TestClock() if test_clock else None)
     uris = await server.start(sockets=sockets)
     shutdown = shutdown or asyncio.Event()
     if ready is not None:
         ready(uris)
+        if server.admin is not None:
+            print(f"admin: {server.admin.uri}", flush=True)
     try:
         await shutdown.wait()
     finally:
@@ -138,6 +151,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except OSError as exc:
             print(f"amps-emulator: cannot open a <Logging> target: {exc}", file=sys.stderr)
             return 1
+    if args.test_clock and args.admin is None and getattr(config, "admin", None) is None:
+        print("amps-emulator: --test-clock needs an admin interface to advance it "
+              "(--admin HOST:PORT or <Admin> in the config)", file=sys.stderr)
+        return 1
     for w in getattr(config, "warnings", ()):
         log.warning("config: %s", w)
 
@@ -156,7 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("ready: " + " ".join(uris), flush=True)
 
         await run(config, ready=ready, shutdown=shutdown,
-                  keep_readable_journal=args.keep_readable_journal)
+                  keep_readable_journal=args.keep_readable_journal, admin=args.admin,
+                  test_clock=args.test_clock)
 
     from amps_emulator.journal import JournalCorruptError, JournalError
 

@@ -91,13 +91,24 @@ def listeners_from_config(config: Any) -> list[Listener]:
 class Server:
     def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
-                 keep_readable_journal: bool = False) -> None:
+                 keep_readable_journal: bool = False, timebase: Any = None,
+                 admin: str | None = None) -> None:
+        """``timebase``: a :mod:`server.clock` clock (a ``TestClock`` for ``--test-clock``);
+        without one, real time read through ``clock`` (monotonic) and ``wallclock``.
+        ``admin``: ``HOST:PORT`` of the Admin HTTP interface (default: the config's
+        ``Admin/InetAddr``, if any)."""
         from amps_emulator.server import commands  # local: commands imports this module's names
+        from amps_emulator.server.clock import SystemClock
 
         self.config = config
         self.keep_readable_journal = keep_readable_journal
-        self.clock = clock
-        self.wallclock = wallclock
+        if timebase is None:
+            timebase = SystemClock()
+            timebase.monotonic, timebase.time = clock, wallclock
+        self.timebase = timebase
+        self.clock: Callable[[], float] = timebase.monotonic
+        self.wallclock: Callable[[], float] = timebase.time
+        self.started_at = self.wallclock()
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self.router = Router()
         self.connections: set[Connection] = set()
@@ -116,6 +127,9 @@ class Server:
         #: server.views.DerivedTopics when the config has views or conflated topics
         self.derived: Any = None
         self.instance_name = config.name
+        self.admin_addr = admin
+        self.admin: Any = None  # server.admin.AdminServer once started
+        self.ready = False
         from amps_emulator.server.actions import Actions
 
         self.actions = Actions(self, config.actions)
@@ -125,6 +139,7 @@ class Server:
         """Bind every transport (or adopt ``sockets``, in order) and return their URIs."""
         self.loop = asyncio.get_running_loop()
         self.listeners = listeners_from_config(self.config)  # TLS files checked before any recovery
+        self.timebase.bind(self.loop)
         if self.config.transaction_log is not None:
             from amps_emulator.server.txlog import TxLog
 
@@ -159,16 +174,42 @@ class Server:
             lst.host, lst.port = sockname[0], sockname[1]
         if self.txlog is not None:
             self.txlog.start_timers()
+        await self._start_admin()
+        self.ready = True
         return [lst.uri for lst in self.listeners]
+
+    async def _start_admin(self) -> None:
+        cfg = getattr(self.config, "admin", None)
+        addr = self.admin_addr
+        if addr is None and cfg is not None and getattr(cfg, "port", None) is not None:
+            addr = f"{cfg.host or '0.0.0.0'}:{cfg.port}"
+        if addr is None:
+            return
+        from amps_emulator.server.admin import AdminServer, parse_addr
+
+        host, port = parse_addr(addr)
+        self.admin = AdminServer(self, host, port, getattr(cfg, "interval", None) or 10.0)
+        await self.admin.start()
+
+    async def enable_listener(self, lst: Listener) -> None:
+        """Listen again on a transport the administrator disabled (same address)."""
+        if lst.server is None:
+            lst.server = await self.loop.create_server(
+                lambda lst=lst: Connection(self, lst), lst.host, lst.port, reuse_address=True)
 
     async def stop(self) -> None:
         self.stopping = True
+        if self.admin is not None:
+            await self.admin.stop()
         for lst in self.listeners:
             if lst.server is not None:
                 lst.server.close()
         for conn in list(self.connections):
             conn.flush_output()
             conn.close("server shutting down")
+            # its state goes now, while the transaction log is still open (the socket's
+            # connection_lost may only come after the log is closed)
+            self.connection_closed(conn)
         for lst in self.listeners:
             if lst.server is not None:
                 await lst.server.wait_closed()
@@ -181,9 +222,14 @@ class Server:
         if self.txlog is not None:
             self.txlog.close()
 
+    def call_later(self, delay: float, callback: Callable[[], Any]) -> Any:
+        """A timer on the server's clock (see :mod:`server.clock`)."""
+        return self.timebase.call_later(delay, callback)
+
     # -- connections ------------------------------------------------------------------
     def connection_opened(self, conn: Connection) -> None:
         conn.conn_id = next(self._conn_ids)
+        conn.connect_time = self.wallclock()
         self.connections.add(conn)
         log.debug("connection %d from %s", conn.conn_id, conn.peer)
 

@@ -52,6 +52,8 @@ def logon(server: "Server", conn: "Connection", cmd: "Command") -> None:
             del server.by_name[conn.client_name]
     conn.client_name = name
     conn.user_id = cmd.user_id
+    conn.client_version = cmd.version
+    conn.correlation_id = cmd.correlation_id
     conn.logged_on = True
     server.by_name[name] = conn
     acks = cmd.acks

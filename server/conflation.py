@@ -158,7 +158,7 @@ class Conflator:
         if self._timer is not None:
             self._timer.cancel()
         self._timer_at = at
-        self._timer = self.server.loop.call_later(max(0.0, at - self.server.clock()), self._fire)
+        self._timer = self.server.call_later(max(0.0, at - self.server.clock()), self._fire)
 
     def _fire(self) -> None:
         self._timer = self._timer_at = None

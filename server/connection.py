@@ -83,6 +83,14 @@ class Connection(asyncio.Protocol):
         self._held: list[bytes] | None = None
         self._held_bytes = 0
         self._direct = False
+        # monitoring counters (read by server.stats; cheap integer adds on the message path)
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.messages_in = 0
+        self.messages_out = 0
+        self.connect_time = 0.0  # set by the server when the connection opens
+        self.client_version: str | None = None
+        self.correlation_id: str | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -100,6 +108,7 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             self.close(f"{reasons.DISCONNECT_PROTOCOL}: {exc}")
             return
+        self.bytes_in += len(data)
         self.received(payloads)
 
     def received(self, payloads: list[bytes]) -> None:
@@ -109,6 +118,7 @@ class Connection(asyncio.Protocol):
             return
         if self.heartbeat.active:
             self.heartbeat.received(self.server.clock())
+        self.messages_in += len(payloads)
         self._run(payloads)
 
     def _run(self, payloads: list[bytes]) -> None:
@@ -194,6 +204,7 @@ class Connection(asyncio.Protocol):
         """Queue one encoded frame for this turn's write (or hold it, see ``begin_busy``)."""
         if self.closed:
             return
+        self.messages_out += 1
         held = self._held is not None and not self._direct
         if held:
             self._held.append(data)  # type: ignore[union-attr]
@@ -223,7 +234,9 @@ class Connection(asyncio.Protocol):
             return
         self._out = []
         self._out_bytes = 0
-        self.transport.write(out[0] if len(out) == 1 else b"".join(out))  # type: ignore[union-attr]
+        data = out[0] if len(out) == 1 else b"".join(out)
+        self.bytes_out += len(data)
+        self.transport.write(data)  # type: ignore[union-attr]
         if self.heartbeat.active:
             self.heartbeat.sent(self.server.clock())
 
@@ -288,7 +301,7 @@ class Connection(asyncio.Protocol):
         if deadline is None or self.closed:
             return
         delay = max(0.0, deadline - self.server.clock())
-        self._hb_timer = self.server.loop.call_later(delay + 0.001, self._hb_tick)
+        self._hb_timer = self.server.call_later(delay + 0.001, self._hb_tick)
 
     def _cancel_hb_timer(self) -> None:
         if self._hb_timer is not None:

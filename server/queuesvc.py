@@ -358,7 +358,7 @@ class QueueService:
                 return
             self._timer.cancel()
         self._timer_at = due
-        self._timer = self.server.loop.call_later(max(0.0, due - self.now()), self._tick)
+        self._timer = self.server.call_later(max(0.0, due - self.now()), self._tick)
 
     def _tick(self) -> None:
         self._timer = None

@@ -273,7 +273,7 @@ def schedule(server: "Server", cursor: Cursor) -> None:
 
     delay, cursor.delay = cursor.delay, 0.0
     if delay > 0:
-        server.loop.call_later(delay, step)
+        server.call_later(delay, step)
     else:
         server.loop.call_soon(step)
 

@@ -171,9 +171,9 @@ class SowService:
                 self.prune_history()
             except Exception:  # keep the timer alive whatever one pass hit
                 log.exception("SOW history maintenance failed")
-            self._prune_timer = self.server.loop.call_later(interval, tick)
+            self._prune_timer = self.server.call_later(interval, tick)
 
-        self._prune_timer = self.server.loop.call_later(interval, tick)
+        self._prune_timer = self.server.call_later(interval, tick)
 
     def prune_history(self) -> int:
         """One pass of window maintenance: at most PRUNE_ROWS history rows per topic, going
@@ -207,10 +207,9 @@ class SowService:
             return
         if self._timer is not None:
             self._timer.cancel()
-        loop = self.server.loop
         delay = max(0.0, due - self.server.wallclock())
         self._timer_at = due
-        self._timer = loop.call_later(delay, self._expire)
+        self._timer = self.server.call_later(delay, self._expire)
 
     def _expire(self) -> None:
         self._timer = None

@@ -85,6 +85,7 @@ class TxLog:
             retention_age=cfg.retention_age,
             keep_readable_on_corruption=self.server.keep_readable_journal,
             defer_summaries=True,
+            clock=self.server.wallclock,  # record times follow the server's (test) clock
         )
         for w in report.warnings:
             log.warning("transaction log: %s", w)

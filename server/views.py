@@ -370,7 +370,7 @@ class _Conflated(_Derived):
             if self.filter is None or self.filter(r.doc, self.underlying._ctx_of(r)):
                 self.topic.upsert(r.sow_key, r.data, r.doc, None, r.bookmark, 0, None,
                                   r.timestamp)
-        self._timer = self.server.loop.call_later(self.interval, self._tick)
+        self._timer = self.server.call_later(self.interval, self._tick)
 
     def published(self, topic: str, msg: Message) -> None:
         if self.filter is None or self.filter(msg.doc, msg.context()):
@@ -382,7 +382,7 @@ class _Conflated(_Derived):
         self._waiting[rec.sow_key] = (reason,)
 
     def _tick(self) -> None:
-        self._timer = self.server.loop.call_later(self.interval, self._tick)
+        self._timer = self.server.call_later(self.interval, self._tick)
         waiting, self._waiting = self._waiting, {}
         derived = self.server.derived
         try:

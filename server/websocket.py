@@ -155,6 +155,7 @@ class WebSocketProtocol(asyncio.Protocol):
         conn = self.conn
         if conn is None:
             return
+        conn.bytes_in += len(data)
         conn.received(payloads)
         if ws.state is not State.OPEN and not conn.closed:
             if ws.parser_exc is not None:  # broken framing, oversized message: already closed

@@ -114,6 +114,8 @@ class Topic:
         self.spec = spec
         self.name = spec.name
         self._b = backend
+        #: monitoring counters (the Admin interface's insert/update/delete/query counts)
+        self.insert_count = self.update_count = self.delete_count = self.query_count = 0
         self._clock = clock
         self.auto_memo = auto_memo
         self.auto_memo_limit = auto_memo_limit
@@ -377,6 +379,10 @@ class Topic:
         """Index, expiry and position bookkeeping after ``rec`` replaced ``old``."""
         key = rec.sow_key
         previous = old
+        if old is None:
+            self.insert_count += 1
+        else:
+            self.update_count += 1
         hix = self.hash_indexes
         mix = self.memo_indexes
         if old is not None:
@@ -416,6 +422,7 @@ class Topic:
     def _remove(self, rec: Record, at: float) -> None:
         """Remove ``rec`` (deleted or expired at ``at``) with its index and expiry rows."""
         key = rec.sow_key
+        self.delete_count += 1
         if self.history is not None:
             self.history.removed(rec, at)
             self.history.prune_key(key, at, None)
@@ -644,6 +651,7 @@ class Topic:
         several steps, so that its caller can let other work run in between.  Writes made
         between steps do not change the result.  ``history_cut``: a historical query, the
         state just before that instant (see :meth:`history_cut`; needs ``History``)."""
+        self.query_count += 1
         if now is None:
             now = self._clock()
         order = parse_order_by(order_by) if isinstance(order_by, str) or order_by is None \

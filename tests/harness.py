@@ -25,9 +25,12 @@ def _loop_factory() -> asyncio.AbstractEventLoop:
 
 
 class ServerThread:
-    def __init__(self, config: Any, *, clock: Callable[[], float] | None = None) -> None:
+    def __init__(self, config: Any, *, clock: Callable[[], float] | None = None,
+                 **server_kwargs: Any) -> None:
+        """``server_kwargs``: more :class:`Server` arguments (``timebase``, ``admin``)."""
         self.config = config
         self.clock = clock
+        self.server_kwargs = server_kwargs
         self.server: Server | None = None
         self.uris: list[str] = []
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -68,6 +71,7 @@ class ServerThread:
 
     async def _main(self) -> None:
         kwargs = {"clock": self.clock} if self.clock is not None else {}
+        kwargs.update(self.server_kwargs)
         self.server = Server(self.config, **kwargs)
         socks = []
         for t in self.config.transports:
@@ -80,6 +84,26 @@ class ServerThread:
         self._ready.set()
         await self._stop.wait()
         await self.server.stop()
+
+    @property
+    def admin_uri(self) -> str:
+        return self.server.admin.uri  # type: ignore[union-attr]
+
+    def http(self, path: str, method: str = "GET", expect: int = 200) -> Any:
+        """One request to the admin interface: the decoded JSON body (text for other types)."""
+        import json
+        import urllib.error
+        import urllib.request
+
+        req = urllib.request.Request(self.admin_uri + path, method=method,
+                                     data=b"" if method == "POST" else None)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                status, ctype, body = r.status, r.headers.get("content-type", ""), r.read()
+        except urllib.error.HTTPError as exc:
+            status, ctype, body = exc.code, exc.headers.get("content-type", ""), exc.read()
+        assert status == expect, (path, status, body[:500])
+        return json.loads(body) if ctype.startswith("application/json") else body.decode()
 
     def call(self, fn: Callable[[], Any], timeout: float = 10.0) -> Any:
         """Run ``fn`` on the server's loop and return its result (for inspecting state)."""

@@ -48,6 +48,9 @@ class FakeServer:
         self.clock = lambda: 0.0
         self.loop = None
 
+    def call_later(self, delay, callback):  # Server's timers go through its clock
+        return self.loop.call_later(delay, callback)
+
     def connection_opened(self, conn):
         pass
 

@@ -1,0 +1,251 @@
+"""``amps-emulator-client``: a command-line AMPS client in the manner of AMPS's ``spark``.
+
+Sub-commands (every one takes ``-s/--server URI``, default ``tcp://127.0.0.1:9007/amps/json``
+or ``$AMPS_URI``, and ``--name CLIENT_NAME``)::
+
+    publish            -t TOPIC [MESSAGE ...] [-f FILE | stdin] [--rate N] [--count N]
+    subscribe          -t TOPIC [--filter F] [--bookmark B] [--options O] [-n N] [--timeout S]
+    sow                -t TOPIC [--filter F] [--orderby O] [--top-n N] [--format table|json]
+    sow_delete         -t TOPIC (--filter F | --keys K1,K2)
+    sow_and_subscribe  -t TOPIC [--filter F] [--options O] [-n N] [--timeout S]
+    ping
+
+Messages received are printed as JSON lines (``{"c":"p","t":..,"k":..,"bm":..,"data":..}``);
+``sow --format table`` prints an aligned table of the records' top-level fields. Exit status:
+0 on success, 1 on a failure ack or a connection problem (the reason on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any, Iterable, Sequence
+
+from amps_emulator.protocol.client import Client, ClientError
+
+DEFAULT_URI = "tcp://127.0.0.1:9007/amps/json"
+_SHOWN = ("c", "t", "k", "bm", "x", "reason", "sids", "ts", "lp")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="amps-emulator-client",
+                                description="Command-line client for AMPS servers "
+                                            "(the emulator or 60East's).")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("-s", "--server", default=os.environ.get("AMPS_URI", DEFAULT_URI),
+                        help="server URI (default $AMPS_URI or %(default)s)")
+    common.add_argument("--name", default=f"amps-emulator-client-{os.getpid()}",
+                        help="client name to log on with")
+    common.add_argument("--timeout", type=float, default=10.0,
+                        help="seconds to wait for the server (subscribe: stop after this "
+                             "long without a message; 0: wait forever)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    pub = sub.add_parser("publish", parents=[common], help="publish messages")
+    pub.add_argument("-t", "--topic", required=True)
+    pub.add_argument("messages", nargs="*", help="messages (default: -f FILE or stdin, "
+                                                 "one message per line)")
+    pub.add_argument("-f", "--file", help="read messages from FILE, one per line")
+    pub.add_argument("--rate", type=float, help="at most this many messages per second")
+    pub.add_argument("--count", type=int, default=1,
+                     help="publish the messages this many times over (default 1)")
+    pub.add_argument("--expiration", type=int, help="message expiration, seconds")
+
+    for name, helptext in (("subscribe", "print messages as they are published"),
+                           ("sow_and_subscribe", "query the SOW, then print new messages")):
+        s = sub.add_parser(name, parents=[common], help=helptext)
+        s.add_argument("-t", "--topic", required=True)
+        s.add_argument("--filter")
+        s.add_argument("--options", help="subscription options, e.g. oof,no_empties")
+        s.add_argument("-n", "--max-messages", type=int, help="stop after N messages")
+        if name == "subscribe":
+            s.add_argument("--bookmark", help="replay from a bookmark (0 = epoch, "
+                                              "'recent', a timestamp or publisher|seq|)")
+
+    q = sub.add_parser("sow", parents=[common], help="query a SOW topic")
+    q.add_argument("-t", "--topic", required=True)
+    q.add_argument("--filter")
+    q.add_argument("--orderby")
+    q.add_argument("--top-n", type=int)
+    q.add_argument("--format", choices=["json", "table"], default="json")
+
+    d = sub.add_parser("sow_delete", parents=[common], help="delete SOW records")
+    d.add_argument("-t", "--topic", required=True)
+    g = d.add_mutually_exclusive_group(required=True)
+    g.add_argument("--filter")
+    g.add_argument("--keys", help="comma-separated SowKeys")
+
+    sub.add_parser("ping", parents=[common], help="log on and time a round trip")
+    return p
+
+
+def _decoded(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return body.decode("utf-8", "replace")
+
+
+def _line(h: dict, body: bytes) -> str:
+    out = {k: h[k] for k in _SHOWN if k in h}
+    if body:
+        out["data"] = _decoded(body)
+    return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
+
+
+def _messages(args: argparse.Namespace) -> list[bytes]:
+    if args.messages:
+        lines: Iterable[str] = args.messages
+    elif args.file:
+        with open(args.file, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    else:
+        lines = sys.stdin.read().splitlines()
+    return [ln.encode() for ln in lines if ln.strip()]
+
+
+def cmd_publish(c: Client, args: argparse.Namespace) -> int:
+    msgs = _messages(args)
+    if not msgs:
+        print("publish: no messages given", file=sys.stderr)
+        return 1
+    t0 = time.perf_counter()
+    n = 0
+    for _ in range(max(args.count, 1)):
+        for body in msgs:
+            if args.rate:
+                wait = t0 + n / args.rate - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)  # pacing the publisher, as spark's -rate does
+            c.publish(args.topic, body, expiration=args.expiration)
+            n += 1
+    c.flush()
+    dt = time.perf_counter() - t0
+    print(f"published {n} messages to {args.topic} in {dt:.3f}s "
+          f"({n / dt if dt else 0:.0f}/s)", file=sys.stderr)
+    return 0
+
+
+def _stream(c: Client, header: dict, args: argparse.Namespace) -> int:
+    idle = args.timeout if args.timeout > 0 else None
+    limit = args.max_messages
+    n = 0
+    for h, body in c.execute(header, until="", idle=idle if idle else 1e9):
+        kind = h.get("c")
+        if kind in ("p", "publish", "sow", "oof", "delta_publish"):
+            print(_line(h, body), flush=True)
+            n += 1
+            if limit is not None and n >= limit:
+                break
+    return 0
+
+
+def cmd_subscribe(c: Client, args: argparse.Namespace) -> int:
+    h: dict[str, Any] = {"c": "subscribe", "cid": c.cid(), "t": args.topic,
+                         "sub_id": "1", "a": "processed"}
+    if args.filter:
+        h["filter"] = args.filter
+    if args.options:
+        h["o"] = args.options
+    if args.bookmark:
+        h["bookmark"] = {"recent": "recent", "now": "0|1|", "epoch": "0"}.get(
+            args.bookmark, args.bookmark)
+    return _stream(c, h, args)
+
+
+def cmd_sow_and_subscribe(c: Client, args: argparse.Namespace) -> int:
+    h: dict[str, Any] = {"c": "sow_and_subscribe", "cid": c.cid(), "t": args.topic,
+                         "sub_id": "1", "query_id": "1", "a": "processed",
+                         "batch_size": 100}
+    if args.filter:
+        h["filter"] = args.filter
+    if args.options:
+        h["o"] = args.options
+    return _stream(c, h, args)
+
+
+def cmd_sow(c: Client, args: argparse.Namespace) -> int:
+    h: dict[str, Any] = {"c": "sow", "cid": c.cid(), "t": args.topic, "query_id": "1",
+                         "a": "completed", "batch_size": 100}
+    if args.filter:
+        h["filter"] = args.filter
+    if args.orderby:
+        h["orderby"] = args.orderby
+    if args.top_n is not None:
+        h["top_n"] = args.top_n
+    records = [(hd, body) for hd, body in c.execute(h) if hd.get("c") == "sow"]
+    if args.format == "json":
+        for hd, body in records:
+            print(_line(hd, body))
+    else:
+        print(_table([(hd.get("k", ""), _decoded(body)) for hd, body in records]))
+    print(f"{len(records)} records", file=sys.stderr)
+    return 0
+
+
+def _table(rows: list[tuple[str, Any]]) -> str:
+    cols: list[str] = []
+    for _, doc in rows:
+        if isinstance(doc, dict):
+            cols.extend(k for k in doc if k not in cols)
+    head = ["SowKey", *cols]
+    cells = [[key, *(_cell(doc.get(k) if isinstance(doc, dict) else None) for k in cols)]
+             for key, doc in rows]
+    widths = [max(len(r[i]) for r in [head, *cells]) for i in range(len(head))]
+    fmt = "  ".join(f"{{:{w}}}" for w in widths)
+    return "\n".join([fmt.format(*head), fmt.format(*("-" * w for w in widths)),
+                      *(fmt.format(*r) for r in cells)])
+
+
+def _cell(v: Any) -> str:
+    if v is None:
+        return ""
+    return v if isinstance(v, str) else json.dumps(v)
+
+
+def cmd_sow_delete(c: Client, args: argparse.Namespace) -> int:
+    h: dict[str, Any] = {"c": "sow_delete", "cid": c.cid(), "t": args.topic,
+                         "a": "processed,stats"}
+    if args.filter:
+        h["filter"] = args.filter
+    else:
+        h["sow_keys"] = args.keys
+    deleted = 0
+    for hd, _ in c.execute(h, until="stats"):
+        if hd.get("a") == "stats":
+            deleted = int(hd.get("records_deleted", 0))
+    print(json.dumps({"topic": args.topic, "records_deleted": deleted}))
+    return 0
+
+
+def cmd_ping(c: Client, args: argparse.Namespace) -> int:
+    rtt = c.flush()
+    print(json.dumps({"server": c.uri, "version": c.server_version,
+                      "round_trip_ms": round(rtt * 1000, 3)}))
+    return 0
+
+
+COMMANDS = {"publish": cmd_publish, "subscribe": cmd_subscribe, "sow": cmd_sow,
+            "sow_delete": cmd_sow_delete, "sow_and_subscribe": cmd_sow_and_subscribe,
+            "ping": cmd_ping}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        with Client(args.server, args.name, args.timeout or 3600.0) as c:
+            return COMMANDS[args.command](c, args)
+    except ClientError as exc:
+        print(f"amps-emulator-client: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # the reader of our output went away (| head)
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

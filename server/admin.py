@@ -1,0 +1,374 @@
+"""The Admin HTTP interface: AMPS's ``/amps`` monitoring tree, administrator actions, the
+emulator's own ``/emulator/...`` extensions, and the web console at ``/``.
+
+It runs on the server's own event loop (the statistics it reads are that loop's state, so no
+locks) and does little per request: building the tree is a walk over the connections and
+topics, never over messages. HTTP/1.1 framing is h11's (a small, well-tested, sans-IO
+parser), the sockets are asyncio streams.
+
+Paths (``.json``/``.xml`` on any node, ``.csv`` on a leaf; no extension: a browsable page):
+
+* ``/amps``: ``host`` (cpus, memory, disks, network), ``instance`` (clients, processors, sow,
+  queues, views, subscriptions, transaction_log, transports, replication: always empty here)
+* ``/amps/administrator/clients/<id>/disconnect``,
+  ``/amps/administrator/transports/<id>/disable`` and ``.../enable`` (GET, as AMPS; or POST)
+* ``/emulator/health``, ``/emulator/reset`` (POST; ``?topic=``, ``?queue=``, ``?client=``),
+  ``/emulator/sow/<topic>``, ``/emulator/queues/<queue>``, ``/emulator/journal``,
+  ``/emulator/subscriptions``, ``/emulator/clock`` and ``/emulator/clock/advance?seconds=``
+"""
+
+from __future__ import annotations
+
+import asyncio
+import html
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import h11
+
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server import reset as ops
+from amps_emulator.server.stats import Sampler, client_id, tree
+
+if TYPE_CHECKING:
+    from amps_emulator.server.app import Server
+
+log = logging.getLogger("amps_emulator.admin")
+
+MAX_REQUEST = 64 * 1024  # bytes of request head and body accepted
+IDLE_TIMEOUT = 30.0  # seconds a connection may wait between reads
+_SINGULAR = {"cpus": "cpu", "disks": "disk", "network": "interface", "clients": "client",
+             "processors": "processor", "sow": "topic", "views": "view", "queues": "queue",
+             "subscriptions": "subscription", "transports": "transport", "journals": "journal",
+             "replication": "destination"}
+
+
+class HttpError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """``HOST:PORT`` or ``PORT`` (every interface) as AMPS's InetAddr."""
+    host, _, port = addr.rpartition(":")
+    if not port.isdigit():
+        raise ValueError(f"admin address wants HOST:PORT, got {addr!r}")
+    return (host.strip("[]") or "0.0.0.0"), int(port)
+
+
+class AdminServer:
+    def __init__(self, server: "Server", host: str, port: int, interval: float) -> None:
+        self.server = server
+        self.host = host
+        self.port = port
+        self.sampler = Sampler(server, interval)
+        self._srv: asyncio.AbstractServer | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    @property
+    def uri(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    async def start(self) -> None:
+        self._srv = await asyncio.start_server(self._client, self.host, self.port,
+                                               reuse_address=True)
+        sock = self._srv.sockets[0].getsockname()
+        self.host, self.port = sock[0], sock[1]
+        self.sampler.start()
+
+    async def stop(self) -> None:
+        self.sampler.close()
+        if self._srv is not None:
+            self._srv.close()
+        for t in list(self._tasks):
+            t.cancel()
+        if self._srv is not None:
+            await self._srv.wait_closed()
+
+    # -- HTTP -----------------------------------------------------------------------------
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        self._tasks.add(task)  # type: ignore[arg-type]
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST)
+        try:
+            while True:
+                req, body = await self._read_request(conn, reader)
+                if req is None:
+                    break
+                status, ctype, payload = await self._respond(req, body)
+                headers = [("content-type", ctype), ("content-length", str(len(payload))),
+                           ("cache-control", "no-store"),
+                           ("access-control-allow-origin", "*")]
+                writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
+                writer.write(conn.send(h11.Data(data=payload)))
+                writer.write(conn.send(h11.EndOfMessage()))
+                await writer.drain()
+                if conn.our_state is h11.MUST_CLOSE:
+                    break
+                try:
+                    conn.start_next_cycle()
+                except h11.LocalProtocolError:
+                    break
+        except (h11.RemoteProtocolError, ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        except Exception:  # one bad request must not take the admin interface down
+            log.exception("admin request failed")
+        finally:
+            self._tasks.discard(task)  # type: ignore[arg-type]
+            writer.close()
+
+    async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader
+                            ) -> tuple[Any, bytes]:
+        req = None
+        body = b""
+        while True:
+            event = conn.next_event()
+            if event is h11.NEED_DATA:
+                try:
+                    data = await asyncio.wait_for(reader.read(16384), IDLE_TIMEOUT)
+                except asyncio.TimeoutError:
+                    return None, b""  # an idle or trickling client does not keep a task
+                conn.receive_data(data)
+                if not data and conn.their_state is not h11.DONE and req is None:
+                    return None, b""
+                continue
+            if isinstance(event, h11.Request):
+                req = event
+            elif isinstance(event, h11.Data):
+                body += event.data
+                if len(body) > MAX_REQUEST:
+                    raise h11.RemoteProtocolError("request body too large")
+            elif isinstance(event, h11.EndOfMessage):
+                return req, body
+            elif isinstance(event, h11.ConnectionClosed):
+                return None, b""
+
+    async def _respond(self, req: Any, body: bytes) -> tuple[int, str, bytes]:
+        method = req.method.decode()
+        target = req.target.decode("latin-1")
+        parts = urlsplit(target)
+        path = unquote(parts.path).rstrip("/") or "/"
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        try:
+            if path == "/" or path == "/index.html":
+                from amps_emulator.server.console import page
+
+                return 200, "text/html; charset=utf-8", page(self.server).encode()
+            if path == "/console.js":
+                from amps_emulator.server.console import SCRIPT
+
+                return 200, "application/javascript", SCRIPT.encode()
+            if path.startswith("/emulator"):
+                return _json(await self._emulator(method, path, query))
+            if path.startswith("/amps"):
+                return self._amps(method, path, query)
+            raise HttpError(404, f"no resource {path}")
+        except HttpError as exc:
+            return exc.status, "application/json", json.dumps({"error": str(exc)}).encode()
+        except CommandError as exc:  # a bad filter, orderby, topic: what AMPS would say
+            return 400, "application/json", json.dumps({"error": str(exc)}).encode()
+        except LookupError as exc:
+            return 404, "application/json", json.dumps({"error": str(exc.args[0])}).encode()
+        except Exception as exc:  # contained: reported to the caller, logged once
+            log.exception("admin %s %s failed", method, target)
+            return 500, "application/json", json.dumps({"error": str(exc)}).encode()
+
+    # -- /amps ----------------------------------------------------------------------------
+    def _amps(self, method: str, path: str, query: dict) -> tuple[int, str, bytes]:
+        fmt = ""
+        for ext in (".json", ".xml", ".csv"):
+            if path.endswith(ext):
+                fmt, path = ext[1:], path[: -len(ext)]
+                break
+        segs = [s for s in path.split("/") if s]
+        if len(segs) >= 2 and segs[1] == "administrator":
+            return _json(self._administrator(segs[2:]))
+        node: Any = tree(self.server, self.sampler)
+        steps: list[tuple[str, bool]] = []
+        for seg in segs:
+            node, in_list = _child(node, seg, segs)
+            steps.append((seg, in_list))
+        wrapped: Any = node
+        for seg, in_list in reversed(steps):
+            if in_list:
+                if isinstance(wrapped, dict) and "id" not in wrapped:
+                    wrapped = {"id": seg, **wrapped}
+                wrapped = [wrapped]
+            else:
+                wrapped = {seg: wrapped}
+        if fmt == "json":
+            return 200, "application/json", json.dumps(wrapped).encode()
+        if fmt == "xml":
+            return 200, "application/xml", _xml(wrapped).encode()
+        if fmt == "csv":
+            if isinstance(node, (dict, list)):
+                raise HttpError(400, "CSV output is for leaf resources only")
+            stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.sampler.sampled_at))
+            return 200, "text/csv", f"{stamp}.000000Z,{node}\n".encode()
+        return 200, "text/html; charset=utf-8", _browse(path, node).encode()
+
+    def _administrator(self, segs: list[str]) -> Any:
+        s = self.server
+        if not segs:
+            return {"administrator": {"clients": [client_id(c) for c in s.connections],
+                                      "transports": [lst.name for lst in s.listeners]}}
+        kind = segs[0]
+        if kind == "clients":
+            if len(segs) == 1:
+                return {"clients": sorted(client_id(c) for c in s.connections)}
+            conn = ops.find_client(s, segs[1])
+            if conn is None:
+                raise LookupError(f"no client {segs[1]!r}")
+            if len(segs) == 3 and segs[2] == "disconnect":
+                ops._disconnect(s, [conn])
+                return {"client": segs[1], "disconnected": True}
+            return {"client": segs[1], "actions": ["disconnect"]}
+        if kind == "transports":
+            if len(segs) == 1:
+                return {"transports": [lst.name for lst in s.listeners]}
+            lst = next((x for x in s.listeners if x.name == segs[1]), None)
+            if lst is None:
+                raise LookupError(f"no transport {segs[1]!r}")
+            if len(segs) == 3 and segs[2] in ("disable", "enable"):
+                return self._transport_action(lst, segs[2])
+            return {"transport": lst.name, "actions": ["disable", "enable"]}
+        raise HttpError(404, f"no administrator resource {kind!r}")
+
+    def _transport_action(self, lst: Any, action: str) -> dict:
+        if action == "disable":
+            if lst.server is not None:
+                lst.server.close()
+                lst.server = None
+            return {"transport": lst.name, "is_enabled": False}
+        if lst.server is None:
+            task = asyncio.ensure_future(self.server.enable_listener(lst))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        return {"transport": lst.name, "is_enabled": True}
+
+    # -- /emulator ------------------------------------------------------------------------
+    async def _emulator(self, method: str, path: str, q: dict) -> Any:
+        s = self.server
+        segs = [x for x in path.split("/") if x][1:]
+        what = segs[0] if segs else "health"
+        if what == "health":
+            return {"ready": s.ready and not s.stopping, "instance": s.instance_name,
+                    "admin": self.uri, "test_clock": s.timebase.is_test,
+                    "transports": [{"name": x.name, "uri": x.uri,
+                                    "enabled": x.server is not None} for x in s.listeners]}
+        if what == "reset":
+            if method != "POST":
+                raise HttpError(405, "reset wants POST")
+            t0 = time.perf_counter()
+            if "topic" in q:
+                out = ops.reset_topic(s, q["topic"])
+            elif "queue" in q:
+                out = ops.reset_queue(s, q["queue"])
+            elif "client" in q:
+                out = ops.reset_client(s, q["client"])
+            else:
+                out = await ops.reset_all(s)
+            out["ms"] = round((time.perf_counter() - t0) * 1000, 3)
+            return out
+        if what == "sow" and len(segs) == 2:
+            top = int(q["top_n"]) if q.get("top_n") else None
+            return await ops.sow_records(s, segs[1], q.get("filter"), q.get("orderby"), top)
+        if what == "sow":
+            return {"topics": [{"topic": n, "count": t.count()}
+                               for n, t in sorted(s.sowsvc.sow.topics.items())]
+                    if s.sowsvc is not None else []}
+        if what == "queues" and len(segs) == 2:
+            return ops.queue_contents(s, segs[1])
+        if what == "queues":
+            svc = s.queuesvc
+            return {"queues": [{"queue": n, "depth": x.engine.depth,
+                                "leased": x.engine.leased_count}
+                               for n, x in sorted(svc.queues.items())] if svc else []}
+        if what == "journal":
+            return ops.journal_range(
+                s, q.get("from"), q.get("to"),
+                float(q["since"]) if q.get("since") else None,
+                float(q["until"]) if q.get("until") else None,
+                q.get("topic"), int(q.get("limit", 1000)))
+        if what == "subscriptions":
+            return ops.subscriptions(s)
+        if what == "stats":
+            return {"history": self.sampler.history, "interval": self.sampler.interval}
+        if what == "clock":
+            tb = s.timebase
+            if len(segs) == 2 and segs[1] == "advance":
+                if method != "POST":
+                    raise HttpError(405, "advance wants POST")
+                if not tb.is_test:
+                    raise HttpError(409, "the server runs on real time: start it with "
+                                         "--test-clock to advance its clock")
+                try:
+                    seconds = float(q.get("seconds", ""))
+                except ValueError:
+                    raise HttpError(400, "advance wants ?seconds=N") from None
+                if seconds < 0:
+                    raise HttpError(400, "the clock does not go backwards")
+                ran = tb.advance(seconds)
+                s.request_turn_end()
+                return {"monotonic": tb.monotonic(), "time": tb.time(), "timers_run": ran}
+            return {"test_clock": tb.is_test, "monotonic": tb.monotonic(), "time": tb.time()}
+        raise HttpError(404, f"no emulator resource {path}")
+
+
+def _json(obj: Any) -> tuple[int, str, bytes]:
+    return 200, "application/json", json.dumps(obj).encode()
+
+
+def _child(node: Any, seg: str, segs: list[str]) -> tuple[Any, bool]:
+    """Step into ``seg`` of ``node`` (a key, or the ``id`` of a collection's element)."""
+    if isinstance(node, dict) and seg in node:
+        return node[seg], False
+    if isinstance(node, list):
+        for e in node:
+            if isinstance(e, dict) and e.get("id") == seg:
+                return e, True
+    raise HttpError(404, f"no resource /{'/'.join(segs)}")
+
+
+def _xml(obj: Any, name: str | None = None) -> str:
+    if name is None:
+        return "".join(_xml(v, k) for k, v in obj.items())
+    if isinstance(obj, list):
+        item = _SINGULAR.get(name, "item")
+        inner = "".join(
+            f"<{item} id='{html.escape(str(e.get('id', '')))}'>"
+            + "".join(_xml(v, k) for k, v in e.items() if k != "id") + f"</{item}>"
+            if isinstance(e, dict) else f"<{item}>{html.escape(str(e))}</{item}>"
+            for e in obj)
+        return f"<{name}>{inner}</{name}>"
+    if isinstance(obj, dict):
+        return f"<{name}>" + "".join(_xml(v, k) for k, v in obj.items()) + f"</{name}>"
+    return f"<{name}>{html.escape(str(obj))}</{name}>"
+
+
+def _browse(path: str, node: Any) -> str:
+    """A minimal page listing a node's children as links, as AMPS's browsable interface."""
+    rows = []
+    if isinstance(node, dict):
+        items = [(k, v) for k, v in node.items()]
+    elif isinstance(node, list):
+        items = [(str(e.get("id", i)), e) for i, e in enumerate(node)]
+    else:
+        items = []
+    for k, v in items:
+        if isinstance(v, (dict, list)):
+            rows.append(f"<li><a href='{html.escape(path)}/{html.escape(k)}'>{html.escape(k)}</a></li>")
+        else:
+            rows.append(f"<li>{html.escape(k)}: {html.escape(str(v))}</li>")
+    if not items:
+        rows.append(f"<li>{html.escape(str(node))}</li>")
+    return (f"<!doctype html><title>{html.escape(path)}</title><h1>{html.escape(path)}</h1>"
+            f"<p><a href='{html.escape(path)}.json'>json</a> <a href='{html.escape(path)}.xml'>"
+            f"xml</a></p><ul>{''.join(rows)}</ul>")

@@ -1,0 +1,141 @@
+"""The web console at ``/`` of the admin port, in the spirit of AMPS's Galvanometer.
+
+One server-rendered page (topics with their SOW record counts, queues with depth and leases,
+clients with their subscriptions, transports) plus a small script with no dependencies: a
+SOW query box that shows the result in a grid (through ``/emulator/sow/<topic>``), a
+message-rate chart drawn on a canvas from the sampler's history, and a refresh every few
+seconds.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from amps_emulator.server.stats import client_id
+
+if TYPE_CHECKING:
+    from amps_emulator.server.app import Server
+
+_STYLE = """
+body{font:14px system-ui,sans-serif;margin:0;background:#f6f7f9;color:#1d2330}
+header{background:#1d2330;color:#fff;padding:10px 18px}header b{font-size:18px}
+main{display:grid;grid-template-columns:1fr 1fr;gap:14px;padding:14px}
+section{background:#fff;border:1px solid #dde1e7;border-radius:6px;padding:10px 14px}
+section.wide{grid-column:1/3}h2{font-size:15px;margin:4px 0 8px}
+table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #eceef2;
+padding:3px 6px;text-align:left;font-size:13px}th{background:#f0f2f5}
+input,select,button{font:inherit;padding:3px 6px}#q-filter{width:40%}
+.err{color:#b00020}canvas{width:100%;height:160px}
+"""
+
+
+def _e(x: object) -> str:
+    return html.escape(str(x))
+
+
+def page(server: "Server") -> str:
+    s = server
+    topics = sorted(s.sowsvc.sow.topics.items()) if s.sowsvc is not None else []
+    topic_rows = "".join(
+        f"<tr><td>{_e(n)}</td><td>{_e(t.spec.message_type)}</td>"
+        f"<td class='count'>{t.count()}</td></tr>" for n, t in topics) \
+        or "<tr><td colspan=3>no SOW topics</td></tr>"
+    options = "".join(f"<option>{_e(n)}</option>" for n, _ in topics)
+    queues = sorted(s.queuesvc.queues.items()) if s.queuesvc is not None else []
+    queue_rows = "".join(
+        f"<tr><td>{_e(n)}</td><td>{q.engine.depth}</td><td>{q.engine.leased_count}</td>"
+        f"<td>{len(q.subs)}</td></tr>" for n, q in queues) \
+        or "<tr><td colspan=4>no queues</td></tr>"
+    client_rows = "".join(
+        f"<tr><td>{_e(client_id(c))}</td><td>{_e(c.peer)}</td><td>"
+        + ", ".join(f"{_e(sid)} → {_e(sub.topic)}" for sid, sub in c.subs.items())
+        + f"</td><td>{c.messages_in}</td><td>{c.messages_out}</td></tr>"
+        for c in sorted(s.connections, key=lambda c: c.conn_id)) \
+        or "<tr><td colspan=5>no clients</td></tr>"
+    transport_rows = "".join(
+        f"<tr><td>{_e(x.name)}</td><td>{_e(x.uri)}</td>"
+        f"<td>{'enabled' if x.server is not None else 'disabled'}</td></tr>"
+        for x in s.listeners)
+    return f"""<!doctype html>
+<html><head><meta charset="utf-8"><title>{_e(s.instance_name)} · amps-emulator</title>
+<style>{_STYLE}</style></head><body>
+<header><b>{_e(s.instance_name)}</b> · amps-emulator console ·
+<a style="color:#9cf" href="/amps">/amps</a></header>
+<main>
+<section><h2>SOW topics</h2><table id="topics"><tr><th>topic</th><th>type</th>
+<th>records</th></tr>{topic_rows}</table></section>
+<section><h2>Message rate (messages/s)</h2><canvas id="rate" width="600" height="160">
+</canvas></section>
+<section class="wide"><h2>SOW query</h2>
+<form id="query"><select id="q-topic">{options}</select>
+<input id="q-filter" placeholder="filter, e.g. /qty > 10">
+<input id="q-orderby" placeholder="orderby, e.g. /qty DESC" size="16">
+<input id="q-top" placeholder="top_n" size="5"> <button id="q-run">Query</button>
+<span id="q-status"></span></form>
+<table id="grid"></table></section>
+<section><h2>Queues</h2><table id="queues"><tr><th>queue</th><th>depth</th>
+<th>leased</th><th>subscribers</th></tr>{queue_rows}</table></section>
+<section><h2>Transports</h2><table><tr><th>name</th><th>URI</th><th>state</th></tr>
+{transport_rows}</table></section>
+<section class="wide"><h2>Clients</h2><table id="clients"><tr><th>client</th>
+<th>address</th><th>subscriptions</th><th>messages in</th><th>messages out</th></tr>
+{client_rows}</table></section>
+</main><script src="/console.js"></script></body></html>"""
+
+
+SCRIPT = r"""
+(function () {
+  const $ = (id) => document.getElementById(id);
+  function cell(tag, text) { const c = document.createElement(tag); c.textContent = text; return c; }
+  async function runQuery(ev) {
+    if (ev) ev.preventDefault();
+    const topic = $('q-topic').value, p = new URLSearchParams();
+    if ($('q-filter').value) p.set('filter', $('q-filter').value);
+    if ($('q-orderby').value) p.set('orderby', $('q-orderby').value);
+    if ($('q-top').value) p.set('top_n', $('q-top').value);
+    $('q-status').textContent = 'running…'; $('q-status').className = '';
+    const r = await fetch('/emulator/sow/' + encodeURIComponent(topic) + '?' + p);
+    const body = await r.json(), grid = $('grid');
+    grid.textContent = '';
+    if (!r.ok) { $('q-status').textContent = body.error; $('q-status').className = 'err'; return; }
+    const cols = [];
+    for (const rec of body.records)
+      if (rec.data && typeof rec.data === 'object')
+        for (const k of Object.keys(rec.data)) if (!cols.includes(k)) cols.push(k);
+    const head = document.createElement('tr');
+    head.appendChild(cell('th', 'SowKey'));
+    for (const c of cols) head.appendChild(cell('th', c));
+    grid.appendChild(head);
+    for (const rec of body.records) {
+      const tr = document.createElement('tr');
+      tr.appendChild(cell('td', rec.sow_key));
+      for (const c of cols) {
+        const v = rec.data ? rec.data[c] : '';
+        tr.appendChild(cell('td', typeof v === 'object' ? JSON.stringify(v) : String(v ?? '')));
+      }
+      grid.appendChild(tr);
+    }
+    $('q-status').textContent = body.count + ' of ' + body.topic_matches + ' records';
+    document.body.dataset.queryDone = String(Number(document.body.dataset.queryDone || 0) + 1);
+  }
+  async function drawRates() {
+    try {
+      const r = await fetch('/emulator/stats'); const s = await r.json();
+      const c = $('rate'), g = c.getContext('2d'), pts = s.history;
+      g.clearRect(0, 0, c.width, c.height);
+      const max = Math.max(1, ...pts.map((p) => p[1]));
+      g.strokeStyle = '#2a6fdb'; g.lineWidth = 2; g.beginPath();
+      pts.forEach((p, i) => {
+        const x = pts.length < 2 ? 0 : (i / (pts.length - 1)) * (c.width - 10) + 5;
+        const y = c.height - 15 - (p[1] / max) * (c.height - 30);
+        i ? g.lineTo(x, y) : g.moveTo(x, y);
+      });
+      g.stroke(); g.fillStyle = '#555';
+      g.fillText('max ' + max.toFixed(1) + ' msg/s, every ' + s.interval + ' s', 6, 12);
+    } catch (e) { /* the server went away: keep the last picture */ }
+  }
+  $('query').addEventListener('submit', runQuery);
+  drawRates(); setInterval(drawRates, 5000);
+})();
+"""

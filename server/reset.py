@@ -1,0 +1,233 @@
+"""Emulator state reset and inspection, for ``/emulator/...`` (what a test fixture calls).
+
+Reset is safe while clients are connected; each client gets what AMPS would send it:
+
+* **everything**: every client is disconnected (its subscriptions, leases and bookmark
+  replays refer to state that is gone), then every SOW topic is emptied, every queue starts
+  empty, and the transaction log starts over (its files are removed), so publish sequence
+  numbers and bookmarks start afresh too. Views and conflated topics are rebuilt (empty).
+* **one SOW topic**: its records are deleted as a ``sow_delete`` with ``1=1`` would delete
+  them (journalled when the topic is recorded; ``oof`` subscribers get OOF ``deleted``).
+* **one queue**: clients subscribed to it are disconnected (their leases are gone) and the
+  queue starts empty at the journal's current end.
+* **one client**: it is disconnected and its publish sequence is forgotten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+from amps_emulator.server.stats import client_id
+
+if TYPE_CHECKING:
+    from amps_emulator.server.app import Server
+
+log = logging.getLogger("amps_emulator.admin")
+
+REASON = "reset by the emulator's admin interface"
+
+
+def _disconnect(server: "Server", conns: list[Any]) -> int:
+    for conn in conns:
+        conn.flush_output()
+        conn.close(REASON)
+        server.connection_closed(conn)  # state goes now, not when the socket reports it
+    return len(conns)
+
+
+def find_client(server: "Server", ident: str) -> Any:
+    for conn in server.connections:
+        if ident in (client_id(conn), str(conn.conn_id)):
+            return conn
+    return None
+
+
+async def _journal_idle(tx: Any) -> None:
+    """Wait (bounded) for the transaction log's worker-thread sync and summaries to finish."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 10.0
+    while (tx._sync_running or tx._summaries_running) and loop.time() < deadline:
+        await asyncio.sleep(0.001)
+
+
+async def reset_all(server: "Server") -> dict:
+    n = _disconnect(server, sorted(server.connections, key=lambda c: c.conn_id))
+    server.client_seqs.clear()
+    records = 0
+    tx = server.txlog
+    if tx is not None and tx.journal is not None:
+        await _journal_idle(tx)
+        tx.journal.close()
+        tx.journal = None
+        d = tx.cfg.journal_directory
+        for name in os.listdir(d):
+            path = os.path.join(d, name)
+            if os.path.isfile(path):
+                os.remove(path)
+        tx._persist_fifo.clear()
+        tx.cursors.clear()
+        tx.failed = None
+        tx._written_unsynced = False
+        tx.open()
+    if server.sowsvc is not None:
+        if server.derived is not None:
+            server.derived.close()
+        for topic in server.sowsvc.sow.topics.values():
+            records += topic.count()
+            topic.clear()
+        server.sowsvc.sow.commit()
+        if server.derived is not None:
+            from amps_emulator.server.views import DerivedTopics
+
+            server.derived = DerivedTopics(server, server.config)
+            server.derived.start()
+    if server.queuesvc is not None:
+        from amps_emulator.queues import QueueEngine
+
+        svc = server.queuesvc
+        for q in svc.queues.values():
+            q.engine = QueueEngine(q.spec)
+            q.subs.clear()
+        svc._cache.clear()
+        svc._ckpt_pending = None
+        svc._ckpt_written = {}
+    server.request_turn_end()
+    return {"reset": "all", "clients_disconnected": n, "records_deleted": records}
+
+
+def reset_topic(server: "Server", name: str) -> dict:
+    from amps_emulator.server.sow_commands import delete_records
+
+    return {"reset": "topic", "topic": name, "records_deleted": delete_records(server, name, "1=1")}
+
+
+def reset_queue(server: "Server", name: str) -> dict:
+    from amps_emulator.queues import QueueEngine
+
+    svc = server.queuesvc
+    q = svc.get(name) if svc is not None else None
+    if q is None:
+        raise LookupError(f"no queue {name!r}")
+    holders = sorted({sub.conn for sub in q.subs.values()}, key=lambda c: c.conn_id)
+    n = _disconnect(server, holders)
+    depth = q.engine.depth
+    q.engine = QueueEngine(q.spec, low_water_position=server.txlog.journal.last_position)
+    q.subs.clear()
+    server.request_turn_end()
+    return {"reset": "queue", "queue": name, "messages_removed": depth, "clients_disconnected": n}
+
+
+def reset_client(server: "Server", ident: str) -> dict:
+    conn = find_client(server, ident)
+    if conn is None:
+        raise LookupError(f"no client {ident!r}")
+    name = conn.client_name
+    _disconnect(server, [conn])
+    if name is not None:
+        server.client_seqs.pop(name, None)
+    return {"reset": "client", "client": ident, "clients_disconnected": 1}
+
+
+# -- inspection -----------------------------------------------------------------------------
+def _body(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError):
+        return data.decode("utf-8", "replace")
+
+
+async def sow_records(server: "Server", name: str, filter_text: str | None = None,
+                      order_by: str | None = None, top_n: int | None = None) -> dict:
+    """A SOW query for inspection; a large one runs in steps, as clients' queries do, so
+    the message path keeps going while it reads."""
+    topic = server.sowsvc.get(name) if server.sowsvc is not None else None
+    if topic is None:
+        raise LookupError(f"{name!r} is not a SOW topic")
+    from amps_emulator.server.commands import compile_filter_for
+
+    steps = topic.query_steps(compile_filter_for(filter_text), order_by=order_by or None,
+                              top_n=top_n)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            res = stop.value
+            break
+        await asyncio.sleep(0)
+    return {"topic": name, "count": len(res.records), "topic_matches": res.topic_matches,
+            "records": [{"sow_key": r.sow_key, "bookmark": r.bookmark or "",
+                         "expiration": r.expiration, "data": _body(r.data)}
+                        for r in res.records]}
+
+
+def queue_contents(server: "Server", name: str) -> dict:
+    svc = server.queuesvc
+    q = svc.get(name) if svc is not None else None
+    if q is None:
+        raise LookupError(f"no queue {name!r}")
+    conns = {c.conn_id: c for c in server.connections}
+    out = []
+    for m in q.engine.messages(include_leased=True):
+        rec = svc._record(m.position)
+        holder = conns.get(m.sub_key[0]) if m.sub_key is not None else None
+        out.append({
+            "bookmark": m.bookmark, "position": m.position, "state": m.state,
+            "leased_to": client_id(holder) if holder is not None else None,
+            "sub_id": m.sub_key[1] if m.sub_key is not None else None,
+            "delivery_count": m.delivery_count, "cancel_count": m.cancel_count,
+            "expiration": m.expiration, "priority": m.priority,
+            "data": _body(rec.body) if rec is not None else None,
+        })
+    e = q.engine
+    return {"queue": name, "depth": e.depth, "leased": e.leased_count,
+            "available": e.available_count, "inactive": e.inactive_count, "messages": out}
+
+
+def journal_range(server: "Server", start: str | None = None, end: str | None = None,
+                  since: float | None = None, until: float | None = None,
+                  topic: str | None = None, limit: int = 1000) -> dict:
+    """Records from bookmark ``start`` (exclusive, as a bookmark subscription) or time
+    ``since`` (epoch seconds), to bookmark ``end`` (inclusive) or time ``until``."""
+    tx = server.txlog
+    if tx is None or tx.journal is None:
+        raise LookupError("no transaction log is configured")
+    j = tx.journal
+    first = j.first_position
+    if start:
+        p = j.position_after_bookmark(start)
+        if p is None:
+            raise LookupError(f"bookmark {start!r} is not in the transaction log")
+        first = p
+    elif since is not None:
+        first = j.position_at_time(round(since * 1_000_000))
+    out = []
+    for rec in j.read(first):
+        if until is not None and rec.timestamp > round(until * 1_000_000):
+            break
+        if topic is None or rec.topic == topic:
+            out.append({"bookmark": rec.bookmark_str, "position": rec.position,
+                        "kind": int(rec.kind), "topic": rec.topic,
+                        "timestamp": rec.timestamp / 1_000_000, "client_name": rec.client_name,
+                        "sow_key": rec.sow_key, "data": _body(rec.body)})
+        if end and rec.bookmark_str == end or len(out) >= limit:
+            break
+    return {"first_position": j.first_position, "last_position": j.last_position,
+            "records": out}
+
+
+def subscriptions(server: "Server") -> dict:
+    from amps_emulator.server.stats import _sub_text
+
+    out: dict[str, list] = {}
+    for conn in sorted(server.connections, key=lambda c: c.conn_id):
+        out[client_id(conn)] = [
+            {"sub_id": sid, "topic": s.topic, "filter": _sub_text(s, "filter"),
+             "options": _sub_text(s, "options"),
+             "kind": "bookmark" if s.cursor is not None else "queue" if s.queue is not None
+             else "subscribe"}
+            for sid, s in conn.subs.items()]
+    return {"clients": out}
