@@ -62,11 +62,14 @@ def listeners_from_config(config: Any) -> list[Listener]:
 class Server:
     def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
-                 keep_readable_journal: bool = False) -> None:
+                 keep_readable_journal: bool = False, memory: bool = False) -> None:
         from amps_emulator.server import commands  # local: commands imports this module's names
 
         self.config = config
         self.keep_readable_journal = keep_readable_journal
+        #: ``--memory``: write no files at all (journal in memory, every SOW topic transient,
+        #: queue checkpoints kept in memory); nothing survives the process
+        self.memory = memory
         self.clock = clock
         self.wallclock = wallclock
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]

@@ -108,7 +108,9 @@ class QueueService:
         self._timer: Any = None
         self._timer_at: float | None = None
         self._ckpt_timer: Any = None
-        self._ckpt_path = os.path.join(config.transaction_log.journal_directory, "queues.ack")
+        #: None with --memory: low-water marks are not written anywhere
+        self._ckpt_path: str | None = None if server.memory else os.path.join(
+            config.transaction_log.journal_directory, "queues.ack")
         self._ckpt_pending: tuple[int, dict[str, int]] | None = None
         self._ckpt_written: dict[str, int] = {}
         self._lp_sec = -1
@@ -418,6 +420,8 @@ class QueueService:
         return 0 if pos is None else pos - 1
 
     def _read_checkpoints(self) -> dict[str, QueueCheckpoint]:
+        if self._ckpt_path is None:
+            return {}
         try:
             with open(self._ckpt_path, encoding="utf-8") as f:
                 data = json.load(f)
@@ -449,6 +453,9 @@ class QueueService:
         self._ckpt_timer = self.server.loop.call_later(CHECKPOINT_INTERVAL, self._checkpoint_tick)
 
     def _write_checkpoints(self, marks: dict[str, int]) -> None:
+        if self._ckpt_path is None:
+            self._ckpt_written = marks
+            return
         data = {n: {"recovery_point": self.queues[n].spec.recovery_point, "low_water": lw}
                 for n, lw in marks.items()}
         tmp = self._ckpt_path + ".tmp"

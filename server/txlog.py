@@ -27,7 +27,7 @@ import collections
 import logging
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.journal import FileJournal, JournalError, RecordKind
+from amps_emulator.journal import FileJournal, JournalError, MemoryJournal, RecordKind
 from amps_emulator.protocol import reasons
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class TxLog:
     def __init__(self, server: "Server", cfg: Any) -> None:
         self.server = server
         self.cfg = cfg
-        self.journal: FileJournal = None  # type: ignore[assignment]
+        self.journal: FileJournal | MemoryJournal = None  # type: ignore[assignment]
         self._recorded: dict[str, bool] = {}
         self._persist_fifo: collections.deque[tuple[int, "Connection", int]] = collections.deque()
         self._sync_running = False
@@ -60,6 +60,13 @@ class TxLog:
     # -- lifecycle ---------------------------------------------------------------------
     def open(self) -> None:
         cfg = self.cfg
+        if self.server.memory:  # --memory: no files; Durability is memory whatever the config says
+            self.journal = MemoryJournal(segment_size=cfg.journal_size,
+                                         retention_bytes=cfg.retention_size,
+                                         retention_age=cfg.retention_age)
+            log.info("transaction log in memory (--memory): nothing is written to %s",
+                     cfg.journal_directory)
+            return
         self.journal, report = FileJournal.open(
             cfg.journal_directory,
             segment_size=cfg.journal_size,
