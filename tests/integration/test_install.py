@@ -80,6 +80,8 @@ def test_only_amps_emulator_is_installed_at_top_level(installed):
         assert (sp / "amps_emulator" / part / "__init__.py").is_file()
     assert (sp / "amps_emulator" / "protocol" / "filter" / "grammar.lark").is_file()
     assert (sp / "amps_emulator" / "config" / "sample.xml").is_file()
+    entry_points = (sp / "amps_emulator-0.1.0.dist-info" / "entry_points.txt").read_text()
+    assert "[pytest11]\namps_emulator = amps_emulator.pytest_plugin" in entry_points
 
 
 def _user_project(tmp_path: Path) -> Path:
