@@ -3,7 +3,9 @@ it builds an image) the image itself: build, run with a user's config, connect f
 see the health check turn healthy.
 
 The image test runs with ``AMPS_EMULATOR_IMAGE_TESTS=1`` and podman or docker on the path:
-``AMPS_EMULATOR_IMAGE_TESTS=1 pytest -m container``.
+``AMPS_EMULATOR_IMAGE_TESTS=1 pytest -m container``. ``AMPS_EMULATOR_IMAGE_BUILD_ARGS`` and
+``AMPS_EMULATOR_IMAGE_RUN_ARGS`` add engine options where the host needs them (e.g. podman
+without systemd or cgroup v2: ``--isolation chroot`` to build, ``--runtime runc`` to run).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import time
@@ -74,7 +77,8 @@ def test_image_serves_a_users_localhost_config_to_the_host_and_turns_healthy(tmp
 
     engine = _engine()
     tag = "localhost/amps-emulator:test"
-    build = [engine, "build", "-t", tag, str(ROOT)]
+    build = [engine, "build", *shlex.split(os.environ.get("AMPS_EMULATOR_IMAGE_BUILD_ARGS", "")),
+             "-t", tag, str(ROOT)]
     if engine == "podman":
         build[2:2] = ["--format", "docker"]  # OCI images drop HEALTHCHECK
     subprocess.run(build, check=True, timeout=1800, capture_output=True)
@@ -83,7 +87,8 @@ def test_image_serves_a_users_localhost_config_to_the_host_and_turns_healthy(tmp
     cfg.chmod(0o644)
     port = free_port()
     name = f"amps-emulator-test-{port}"
-    subprocess.run([engine, "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:9007",
+    subprocess.run([engine, "run", *shlex.split(os.environ.get("AMPS_EMULATOR_IMAGE_RUN_ARGS", "")),
+                    "-d", "--name", name, "-p", f"127.0.0.1:{port}:9007",
                     "-v", f"{cfg}:/etc/amps.xml:ro", tag, "/etc/amps.xml"],
                    check=True, timeout=60, capture_output=True)
     try:
