@@ -37,6 +37,7 @@ from amps_emulator.queues import (Deliver, Enqueue, Expired, QueueCheckpoint, Qu
                     QueueSpec, decode_event, encode_event, events_for, plan_recovery)
 from amps_emulator.server.delivery import UNDECODED, decode_or_none, selected
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
+from amps_emulator.server.subscribe import compile_filter_for
 
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
@@ -238,8 +239,6 @@ class QueueService:
         if cmd.bookmark:
             self.handle(q, q.engine.ack(conn, cmd.bookmark, now, option))
         elif cmd.filter is not None:
-            from amps_emulator.server.commands import compile_filter_for
-
             flt = compile_filter_for(cmd.filter)
             positions = []
             for m in list(q.engine.messages(include_leased=True, now=now)):

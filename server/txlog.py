@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.journal import FileJournal, JournalError, MemoryJournal, RecordKind
 from amps_emulator.protocol import reasons
+from amps_emulator.server import replay
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -203,15 +204,11 @@ class TxLog:
         while fifo and fifo[0][0] <= durable:
             _, conn, seq = fifo.popleft()
             conn.note_persisted(seq)
-        from amps_emulator.server import replay
-
         for cursor in list(self.cursors):
             if not cursor.live:
                 replay.pump(self.server, cursor, durable)
 
     def _pump_live(self, last: int) -> None:
-        from amps_emulator.server import replay
-
         for cursor in list(self.cursors):
             if cursor.live:
                 replay.pump(self.server, cursor, last)
@@ -227,8 +224,6 @@ class TxLog:
 
     # -- periodic persisted acks for bookmark subscriptions --------------------------------
     def _ack_tick(self) -> None:
-        from amps_emulator.server import replay
-
         durable = self.journal.durable_position
         for cursor in list(self.cursors):
             replay.send_persisted_ack(cursor, durable)
