@@ -7,7 +7,7 @@ the server package, so both query modules import it and neither imports the othe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, Protocol
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.bookmarks import (EPOCH, Bookmark, BookmarkError, BookmarkList, BookmarkRange,
@@ -17,8 +17,21 @@ from amps_emulator.protocol.reasons import CommandError
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.app import Server
-    from amps_emulator.server.connection import Connection
+
+
+class ResultsOut(Protocol):
+    """All that sending results needs of a connection (:class:`server.connection.Connection`)."""
+
+    def send(self, data: bytes) -> None: ...
+
+    def ack(self, cmd: "Command", ack_type: str, status: str = ..., reason: str | None = ...,
+            **kw: Any) -> None: ...
+
+
+class HasTxLog(Protocol):
+    """All that a historical query needs of the server: its transaction log (or None)."""
+
+    txlog: Any
 
 
 MAX_BATCH_SIZE = 10_000
@@ -57,7 +70,7 @@ def _top_n(cmd: "Command") -> int | None:
 SEND_STEP = 5_000
 
 
-def _bookmark_instant(server: "Server", text: str) -> float | None:
+def _bookmark_instant(server: HasTxLog, text: str) -> float | None:
     """The instant (UNIX seconds) a historical query names in its ``bookmark`` header:
     a timestamp, ``0``/``epoch`` (the beginning), a ``P|S|`` bookmark of the transaction log
     (the time that message was logged) or a list (the earliest). ``None``: ``now``/``recent``,
@@ -85,7 +98,7 @@ def _bookmark_instant(server: "Server", text: str) -> float | None:
     return min(instants) if instants else None
 
 
-def history_cuts(server: "Server", cmd: "Command", topics: list[Any], common: bool
+def history_cuts(server: HasTxLog, cmd: "Command", topics: list[Any], common: bool
                  ) -> dict[str, float] | None:
     """For a ``sow``/``sow_and_subscribe`` with a ``bookmark``: the instant each topic with
     ``History`` is read as of (None: a current query; topics without History ignore the
@@ -105,7 +118,7 @@ def history_cuts(server: "Server", cmd: "Command", topics: list[Any], common: bo
     return {t.spec.name: cut for t in topics}
 
 
-def begin_results(conn: "Connection", cmd: "Command", qid: str) -> str:
+def begin_results(conn: ResultsOut, cmd: "Command", qid: str) -> str:
     """The query is accepted: the ``processed`` ack and ``group_begin`` go out (the records
     follow as they are ready). Returns the query id."""
     if cmd.query_id is None:
@@ -116,7 +129,7 @@ def begin_results(conn: "Connection", cmd: "Command", qid: str) -> str:
     return qid
 
 
-def run_topic_steps(conn: "Connection", cmd: "Command", steps: list[Generator[None, None, Any]],
+def run_topic_steps(conn: ResultsOut, cmd: "Command", steps: list[Generator[None, None, Any]],
                     on_snapshot: Callable[[], None] | None = None
                     ) -> Generator[None, None, tuple[str, list[Any]]]:
     """Drive topic query generators (:meth:`sow.topic.Topic.query_steps`): the first step of
@@ -169,7 +182,7 @@ def batches(records: list[Any], batch: int, opts: dict[str, Any]
         yield chunk
 
 
-def send_records(conn: "Connection", qid: str, topic: str, records: list[Any], batch: int,
+def send_records(conn: ResultsOut, qid: str, topic: str, records: list[Any], batch: int,
                  opts: dict[str, Any]) -> Generator[None, None, int]:
     """Send ``records`` of ``topic`` in ``sow`` batches, yielding after every
     :data:`SEND_STEP` records framed; returns how many were sent."""
