@@ -50,16 +50,8 @@ def test_the_image_copies_every_installed_part():
     assert parts | {"pyproject.toml", "README.md"} <= allowed
 
 
-CONFIG = """<AMPSConfig>
-  <Name>containerised</Name>
-  <Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>localhost:9007</InetAddr>
-    <MessageType>json</MessageType><Protocol>amps</Protocol></Transport></Transports>
-  <TransactionLog><JournalDirectory>./journal</JournalDirectory>
-    <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
-  <SOW><Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
-    <FileName>./sow/%n.sow</FileName></Topic></SOW>
-</AMPSConfig>
-"""
+#: a user's config whose transport says localhost:9007, with relative data paths
+CONFIG = (ROOT / "tests" / "fixtures" / "users-app.xml").read_text()
 
 
 def _engine() -> str | None:

@@ -5,19 +5,11 @@ separate pytest process that finds the plugin through its ``pytest11`` entry poi
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 pytest_plugins = ["pytester"]
 
-ORDERS_XML = """<AMPSConfig>
-  <Name>users-app</Name>
-  <Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>localhost:9007</InetAddr>
-    <MessageType>json</MessageType><Protocol>amps</Protocol></Transport></Transports>
-  <TransactionLog><JournalDirectory>./journal</JournalDirectory>
-    <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
-  <SOW><Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
-    <FileName>./sow/%n.sow</FileName></Topic></SOW>
-</AMPSConfig>
-"""
+ORDERS_XML = (Path(__file__).parents[1] / "fixtures" / "users-app.xml").read_text()
 
 PRICES_XML = ORDERS_XML.replace("orders", "prices").replace("/id", "/sym")
 
