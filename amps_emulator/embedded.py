@@ -91,7 +91,8 @@ class EmbeddedServer:
     def stop(self, timeout: float = 10.0) -> None:
         if self.loop is not None and self._stop is not None and not self._stopped.is_set():
             self.loop.call_soon_threadsafe(self._stop.set)
-        self._stopped.wait(timeout)
+        if self._thread.ident is not None:  # started at all
+            self._stopped.wait(timeout)
         self._close_sockets()
 
     def reset(self, timeout: float = 10.0) -> None:
