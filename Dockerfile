@@ -1,9 +1,25 @@
 # amps-emulator: an AMPS-compatible message server for development and CI.
 #   docker build -t amps-emulator .
-#   docker run --rm -p 9007:9007 amps-emulator                       # built-in default config
-#   docker run --rm -p 9007:9007 -v $PWD/amps.xml:/etc/amps.xml amps-emulator /etc/amps.xml
-FROM python:3.11-slim
-WORKDIR /app
+#   docker run --rm -p 9007:9007 amps-emulator                      # built-in default config
+#   docker run --rm -p 9007:9007 -v "$PWD/amps.xml:/etc/amps.xml:ro" amps-emulator /etc/amps.xml
+# Whatever address a mounted config gives its first transport, AMPS_EMULATOR_LISTEN (below)
+# makes the server listen on 0.0.0.0:9007, where the host's -p reaches it. README: "Containers".
+
+# Base pinned by version; Debian's Python 3.11 in a virtual environment of our own.
+FROM debian:12.8-slim AS base
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-venv \
+ && rm -rf /var/lib/apt/lists/* \
+ && python3 -m venv /opt/amps-emulator
+ENV PATH=/opt/amps-emulator/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+
+# The wheel, built in a stage of its own: no build tools or sources in the final image.
+FROM base AS wheel
+RUN pip install 'setuptools>=77'
+WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY amps_emulator ./amps_emulator
 COPY server ./server
@@ -12,9 +28,28 @@ COPY journal ./journal
 COPY sow ./sow
 COPY queues ./queues
 COPY config ./config
-RUN pip install --no-cache-dir . && mkdir -p /data
+RUN pip wheel --no-deps --no-build-isolation -w /wheels .
+
+FROM base
+RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home amps \
+ && mkdir /data && chown amps:amps /data
+# Dependencies in a layer of their own, from pyproject.toml alone: a source change reuses it.
+COPY pyproject.toml /tmp/pyproject.toml
+RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("/tmp/pyproject.toml", "rb"))["project"]["dependencies"]))' \
+      > /tmp/requirements.txt \
+ && pip install -r /tmp/requirements.txt \
+ && rm /tmp/pyproject.toml /tmp/requirements.txt
+COPY --from=wheel /wheels /tmp/wheels
+RUN pip install --no-deps /tmp/wheels/*.whl && rm -rf /tmp/wheels
+
+USER amps
 WORKDIR /data
+VOLUME /data
+ENV AMPS_EMULATOR_LISTEN=0.0.0.0:9007 \
+    AMPS_EMULATOR_DATA_DIR=/data
 EXPOSE 9007
-# The default config listens on 127.0.0.1; in a container, listen on every interface.
+# Healthy once a logon on AMPS_EMULATOR_LISTEN is acknowledged (our own codec, no client).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \
+    CMD ["python", "-m", "amps_emulator.probe", "--timeout", "4"]
 ENTRYPOINT ["amps-emulator"]
-CMD ["--listen", "0.0.0.0:9007"]
+CMD []

@@ -2,7 +2,8 @@
 subscribers. Prints messages/s (publish of the first message to the flush ack of the last)
 twice: with a config that has no transaction log (pure pub/sub), and with the built-in
 default config, whose transaction log records every topic (each message is journalled and
-group-fsynced). Target: at least 150,000 messages/s."""
+group-fsynced), and that config again with ``--memory`` (journalled in memory, no files).
+Target: at least 150,000 messages/s."""
 
 from __future__ import annotations
 
@@ -32,9 +33,10 @@ def main() -> None:
                    "<Type>tcp</Type><InetAddr>127.0.0.1:9007</InetAddr><MessageType>json"
                    "</MessageType><Protocol>amps</Protocol></Transport></Transports></AMPSConfig>")
     no_txlog.close()
-    for label, cfg in (("no transaction log", no_txlog.name),
-                       ("default config, every topic journalled", None)):
-        with ServerProcess(cfg) as srv:
+    for label, cfg, extra in (("no transaction log", no_txlog.name, []),
+                              ("default config, every topic journalled", None, []),
+                              ("default config, --memory", None, ["--memory"])):
+        with ServerProcess(cfg, extra) as srv:
             c = AMPS.Client("bench-publisher")
             c.connect(srv.uri)
             c.logon(5000)

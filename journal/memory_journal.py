@@ -63,6 +63,17 @@ class MemoryJournal(JournalCore):
     def durable_position(self) -> int:
         return self._next_position - 1
 
+    @property
+    def written_position(self) -> int:
+        """Everything appended counts as written (there is nowhere to write it)."""
+        return self._next_position - 1
+
+    #: no segment summaries exist in memory (the server's turn loop asks, as of a FileJournal)
+    summaries_due = False
+
+    def write_summaries(self) -> None:
+        """Nothing to write (kept for the server, which treats both journals alike)."""
+
     def append(
         self,
         *,

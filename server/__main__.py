@@ -7,6 +7,10 @@ connections::
 
 (several transports: their URIs separated by spaces), so scripts can wait for it.
 SIGTERM and SIGINT shut the server down cleanly.
+
+Every common setting can also come from an environment variable (:data:`ENVIRONMENT`), which
+is how containers and CI jobs set them; an option on the command line wins over the variable,
+and both win over the config file.
 """
 
 from __future__ import annotations
@@ -14,11 +18,26 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 log = logging.getLogger("amps_emulator")
+
+#: environment variable -> the option it stands for (README: "Environment variables")
+ENVIRONMENT = {
+    "AMPS_EMULATOR_CONFIG": "config",
+    "AMPS_EMULATOR_LISTEN": "listen",
+    "AMPS_EMULATOR_DATA_DIR": "data_dir",
+    "AMPS_EMULATOR_LOG_LEVEL": "log_level",
+    "AMPS_EMULATOR_DURABILITY": "durability",
+    "AMPS_EMULATOR_MEMORY": "memory",
+}
+DEFAULT_DATA_DIR = "./amps-data"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+DURABILITIES = ("group", "strict", "memory")
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,11 +50,16 @@ def _parser() -> argparse.ArgumentParser:
                    help="print a commented sample AMPS configuration and exit")
     p.add_argument("--verify-config", metavar="FILE",
                    help="check a configuration file, list every error, exit non-zero if any")
-    p.add_argument("--data-dir", default="./amps-data",
-                   help="data directory of the built-in default config (default ./amps-data)")
+    p.add_argument("--data-dir",
+                   help=f"data directory of the built-in default config (default {DEFAULT_DATA_DIR})")
     p.add_argument("--listen", metavar="HOST:PORT",
                    help="override the first transport's address (port 0 picks a free port; "
                         "the ready line shows it)")
+    p.add_argument("--durability", choices=DURABILITIES,
+                   help="override TransactionLog/Durability: what a persisted ack promises")
+    p.add_argument("--memory", action="store_true", default=None,
+                   help="write no files at all: transaction log, SOW and queue state in memory "
+                        "(nothing survives the process; for throwaway test runs)")
     p.add_argument("--keep-readable-journal", action="store_true",
                    help="start even if the transaction log is damaged in the middle, keeping "
                         "every readable record (the damaged file is kept as *.corrupt)")
@@ -47,19 +71,44 @@ def _parser() -> argparse.ArgumentParser:
                    help="run on a clock that stands still until advanced through "
                         "POST /emulator/clock/advance?seconds=N (leases, expiration, "
                         "heartbeats and History follow it); needs an admin interface")
-    p.add_argument("--log-level", default=None,
-                   choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+    p.add_argument("--log-level", choices=LOG_LEVELS,
                    help="also log to stderr at this level (default: INFO when the config has no "
                         "<Logging> targets; the built-in config's stderr target is replaced)")
     return p
 
 
-def load(path: str | None, data_dir: str, listen: str | None = None) -> Any:
+def apply_environment(args: argparse.Namespace, environ: Mapping[str, str]) -> argparse.Namespace:
+    """Fill every option not given on the command line from its :data:`ENVIRONMENT` variable,
+    then the defaults. A bad value is a usage error naming the variable."""
+    for var, dest in ENVIRONMENT.items():
+        value = environ.get(var)
+        if value is None or getattr(args, dest) is not None:
+            continue
+        if dest == "memory":
+            if value.strip().lower() not in _TRUE + _FALSE:
+                raise SystemExit(f"amps-emulator: {var}={value!r}: want 1 or 0")
+            value = value.strip().lower() in _TRUE
+        elif dest == "log_level":
+            value = value.upper()
+        choices = {"log_level": LOG_LEVELS, "durability": DURABILITIES}.get(dest)
+        if choices is not None and value not in choices:
+            raise SystemExit(f"amps-emulator: {var}={value!r}: want one of {', '.join(choices)}")
+        setattr(args, dest, value or None)
+    args.data_dir = args.data_dir or DEFAULT_DATA_DIR
+    args.log_level = args.log_level or "INFO"
+    args.memory = bool(args.memory)
+    return args
+
+
+def load(path: str | None, data_dir: str = DEFAULT_DATA_DIR, listen: str | None = None,
+         durability: str | None = None) -> Any:
     from amps_emulator.config import default_config, load_config
 
     cfg = default_config(data_dir=data_dir) if path is None else load_config(path)
     if listen:
         cfg = with_listen_address(cfg, listen)
+    if durability:
+        cfg = with_durability(cfg, durability)
     return cfg
 
 
@@ -88,15 +137,24 @@ def with_listen_address(cfg: Any, listen: str) -> Any:
     return _replace(cfg, transports=(_replace(first, **changes), *cfg.transports[1:]))
 
 
+def with_durability(cfg: Any, durability: str) -> Any:
+    """``cfg`` with ``TransactionLog/Durability`` set (no effect without a transaction log)."""
+    if cfg.transaction_log is None:
+        log.warning("durability %s has no effect: the config has no TransactionLog", durability)
+        return cfg
+    return _replace(cfg, transaction_log=_replace(cfg.transaction_log, durability=durability))
+
+
 async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None = None,
               sockets: Any = None, keep_readable_journal: bool = False,
-              admin: str | None = None, test_clock: bool = False) -> None:
+              admin: str | None = None, test_clock: bool = False,
+              memory: bool = False) -> None:
     """Start a server on ``config`` and serve until ``shutdown`` is set."""
     from amps_emulator.server.app import Server
     from amps_emulator.server.clock import TestClock
 
     server = Server(config, keep_readable_journal=keep_readable_journal, admin=admin,
-                    timebase=TestClock() if test_clock else None)
+                    timebase=TestClock() if test_clock else None, memory=memory)
     uris = await server.start(sockets=sockets)
     shutdown = shutdown or asyncio.Event()
     if ready is not None:
@@ -118,7 +176,7 @@ def _install_event_loop_policy() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = apply_environment(_parser().parse_args(argv), os.environ)
     logging.basicConfig(
         level=getattr(logging, args.log_level or "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -132,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.verify_config:
         return run_verify_config(args.verify_config)
     try:
-        config = load(args.config, args.data_dir, args.listen)
+        config = load(args.config, args.data_dir, args.listen, args.durability)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 1
@@ -174,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         await run(config, ready=ready, shutdown=shutdown,
                   keep_readable_journal=args.keep_readable_journal, admin=args.admin,
-                  test_clock=args.test_clock)
+                  test_clock=args.test_clock, memory=args.memory)
 
     from amps_emulator.journal import JournalCorruptError, JournalError
 

@@ -30,7 +30,9 @@ import re
 from typing import TYPE_CHECKING, Any, Iterable
 
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.commands import publish_message
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
+from amps_emulator.server.sow_commands import delete_records
 
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
@@ -126,8 +128,6 @@ class Actions:
                 log.warning("%s:%d: %s failed: %s", step.file, step.line, step.module, exc)
 
     def _do_publish(self, step: Any, variables: dict[str, Any]) -> None:
-        from amps_emulator.server.commands import publish_message
-
         topic = substitute(step.option("Topic") or "", variables).decode()
         data = substitute(step.option("Data") or "{{AMPS_DATA}}", variables)
         if self.server.queuesvc is not None:
@@ -135,8 +135,6 @@ class Actions:
         publish_message(self.server, topic, data, client_name=self.server.instance_name)
 
     def _do_delete_sow(self, step: Any, variables: dict[str, Any]) -> None:
-        from amps_emulator.server.sow_commands import delete_records
-
         topic = substitute(step.option("Topic") or "", variables).decode()
         flt = substitute(step.option("Filter") or "1=1", variables).decode()
         delete_records(self.server, topic, flt)

@@ -31,6 +31,7 @@ import h11
 
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import reset as ops
+from amps_emulator.server.console import SCRIPT, page
 from amps_emulator.server.stats import Sampler, client_id, tree
 
 if TYPE_CHECKING:
@@ -158,12 +159,8 @@ class AdminServer:
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         try:
             if path == "/" or path == "/index.html":
-                from amps_emulator.server.console import page
-
                 return 200, "text/html; charset=utf-8", page(self.server).encode()
             if path == "/console.js":
-                from amps_emulator.server.console import SCRIPT
-
                 return 200, "application/javascript", SCRIPT.encode()
             if path.startswith("/emulator"):
                 return _json(await self._emulator(method, path, query))

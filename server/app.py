@@ -5,6 +5,12 @@ process (tests do). ``Server.dispatch`` looks a command up in :data:`server.comm
 and runs it with the server as explicit context. Output produced while handling a turn's
 input is written in one pass at the end of the turn (``_flush``), the place where later
 issues commit the journal and the SOW before releasing acks (the redis ``beforeSleep`` rule).
+
+This module is the composition root: it imports the services and the dispatch table and
+builds them; nothing else in ``server/`` imports it at run time, and the package has no
+import cycle (``tests/unit/test_import_graph.py``). A publish reads top to bottom in
+``connection`` (frames in), ``Server.dispatch``, ``commands.publish`` (journal, SOW,
+``delivery.fan_out``) and ``Server._flush`` (commit, then output).
 """
 
 from __future__ import annotations
@@ -19,12 +25,19 @@ from typing import Any, Callable, Iterable
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server import commands, replay, version
+from amps_emulator.server.actions import Actions
+from amps_emulator.server.clock import SystemClock
 from amps_emulator.server.connection import Connection
+from amps_emulator.server.queuesvc import QueueService
 from amps_emulator.server.router import Router
+from amps_emulator.server.sowsvc import SowService
+from amps_emulator.server.txlog import TxLog
+from amps_emulator.server.views import DerivedTopics
 
 log = logging.getLogger("amps_emulator.server")
 
-SERVER_VERSION = "5.3.4.0"
+SERVER_VERSION = version.SERVER_VERSION  # the name this module always had
 
 
 class Listener:
@@ -92,16 +105,16 @@ class Server:
     def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
                  keep_readable_journal: bool = False, timebase: Any = None,
-                 admin: str | None = None) -> None:
+                 admin: str | None = None, memory: bool = False) -> None:
         """``timebase``: a :mod:`server.clock` clock (a ``TestClock`` for ``--test-clock``);
         without one, real time read through ``clock`` (monotonic) and ``wallclock``.
         ``admin``: ``HOST:PORT`` of the Admin HTTP interface (default: the config's
         ``Admin/InetAddr``, if any)."""
-        from amps_emulator.server import commands  # local: commands imports this module's names
-        from amps_emulator.server.clock import SystemClock
-
         self.config = config
         self.keep_readable_journal = keep_readable_journal
+        #: ``--memory``: write no files at all (journal in memory, every SOW topic transient,
+        #: queue checkpoints kept in memory); nothing survives the process
+        self.memory = memory
         if timebase is None:
             timebase = SystemClock()
             timebase.monotonic, timebase.time = clock, wallclock
@@ -130,8 +143,6 @@ class Server:
         self.admin_addr = admin
         self.admin: Any = None  # server.admin.AdminServer once started
         self.ready = False
-        from amps_emulator.server.actions import Actions
-
         self.actions = Actions(self, config.actions)
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -141,24 +152,16 @@ class Server:
         self.listeners = listeners_from_config(self.config)  # TLS files checked before any recovery
         self.timebase.bind(self.loop)
         if self.config.transaction_log is not None:
-            from amps_emulator.server.txlog import TxLog
-
             self.txlog = TxLog(self, self.config.transaction_log)
             self.txlog.open()  # recovery happens before any client can connect
         if self.config.sow_topics:
-            from amps_emulator.server.sowsvc import SowService
-
             self.sowsvc = SowService(self, self.config)
             self.sowsvc.recover()
             self.sowsvc.start_history_maintenance()
             if self.config.views or self.config.conflated_topics:
-                from amps_emulator.server.views import DerivedTopics
-
                 self.derived = DerivedTopics(self, self.config)
                 self.derived.start()
         if self.config.queues:
-            from amps_emulator.server.queuesvc import QueueService
-
             self.queuesvc = QueueService(self, self.config)
             self.queuesvc.recover()
         given = list(sockets) if sockets is not None else []
@@ -247,8 +250,6 @@ class Server:
     def remove_subscription(self, sub: Any) -> None:
         """Take a subscription out of routing (or stop its journal cursor)."""
         if sub.cursor is not None:
-            from amps_emulator.server import replay
-
             replay.stop(self, sub.cursor)
         elif sub.queue is not None:
             sub.queue.remove_subscriber(sub)

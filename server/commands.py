@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.filter import FilterError, compile_filter
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import replay, sow_commands
 from amps_emulator.server.acks import early as acks_early, final as acks_final
 from amps_emulator.server.delivery import UNDECODED, Message, decode_or_none, fan_out
 from amps_emulator.server.sow_commands import store_publish
 from amps_emulator.server.router import Subscription
+from amps_emulator.server.subscribe import compile_filter_for, register_subscription
+from amps_emulator.server.version import SERVER_VERSION
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -35,8 +36,6 @@ _DELTA = int(RecordKind.DELTA_PUBLISH)
 # -- logon / heartbeat / flush -------------------------------------------------------------
 
 def logon(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    from amps_emulator.server.app import SERVER_VERSION
-
     acks_early(conn, cmd)
     if cmd.message_type and cmd.message_type != conn.listener.message_type:
         raise CommandError(reasons.INVALID_MESSAGE_TYPE, cmd.message_type)
@@ -218,19 +217,6 @@ def _publish_acks(server: "Server", conn: "Connection", cmd: "Command", seq: int
 
 # -- subscriptions -------------------------------------------------------------------------
 
-def compile_filter_for(filter_text: str | None) -> Callable[..., bool] | None:
-    if not filter_text or not filter_text.strip():
-        return None
-    try:
-        return compile_filter(filter_text)
-    except FilterError:
-        raise
-    except CommandError:
-        raise
-    except Exception as exc:  # anything the filter compiler did not foresee is still a bad filter
-        raise CommandError(reasons.BAD_FILTER, str(exc)) from None
-
-
 def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
     acks_early(conn, cmd)
     opts = cmd.opts
@@ -298,21 +284,6 @@ def _queue_subscription(server: "Server", conn: "Connection", cmd: "Command", qu
                  opts=f"max_backlog={svc.granted_backlog(queue, max_backlog)}")
     svc.subscribe(queue, conn, sub, cmd, max_backlog)
     acks_final(conn, cmd, processed=False)
-
-
-def register_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
-                          filt: Any, delta: bool) -> Subscription:
-    """Add a live (non-bookmark) subscription, replacing one with the same id."""
-    from amps_emulator.server.conflation import conflation_for
-
-    sub = Subscription(conn, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
-    sub.conflator = conflation_for(server, sub)  # a bad conflation option fails here
-    existing = conn.subs.get(sub_id)
-    if existing is not None:
-        server.remove_subscription(existing)
-    conn.subs[sub_id] = sub
-    server.router.add(sub)
-    return sub
 
 
 def _pause(server: "Server", conn: "Connection", cmd: "Command", sub_ids: str) -> None:

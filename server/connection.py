@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, ack as encode_ack, frame, parse_command
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server import replay
 from amps_emulator.server.heartbeat import Beat, Heartbeat
 
 if TYPE_CHECKING:
@@ -181,8 +182,6 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        from amps_emulator.server import replay
-
         replay.resume_connection(self.server, self)
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -37,6 +37,7 @@ from amps_emulator.queues import (Deliver, Enqueue, Expired, QueueCheckpoint, Qu
                     QueueSpec, decode_event, encode_event, events_for, plan_recovery)
 from amps_emulator.server.delivery import UNDECODED, decode_or_none, selected
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
+from amps_emulator.server.subscribe import compile_filter_for
 
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
@@ -118,7 +119,9 @@ class QueueService:
         self._timer: Any = None
         self._timer_at: float | None = None
         self._ckpt_timer: Any = None
-        self._ckpt_path = os.path.join(config.transaction_log.journal_directory, "queues.ack")
+        #: None with --memory: low-water marks are not written anywhere
+        self._ckpt_path: str | None = None if server.memory else os.path.join(
+            config.transaction_log.journal_directory, "queues.ack")
         self._ckpt_pending: tuple[int, dict[str, int]] | None = None
         self._ckpt_written: dict[str, int] = {}
         self._lp_sec = -1
@@ -264,8 +267,6 @@ class QueueService:
         if cmd.bookmark:
             self.handle(q, q.engine.ack(conn, cmd.bookmark, now, option))
         elif cmd.filter is not None:
-            from amps_emulator.server.commands import compile_filter_for
-
             flt = compile_filter_for(cmd.filter)
             positions = []
             for m in list(q.engine.messages(include_leased=True, now=now)):
@@ -449,6 +450,8 @@ class QueueService:
         return 0 if pos is None else pos - 1
 
     def _read_checkpoints(self) -> dict[str, QueueCheckpoint]:
+        if self._ckpt_path is None:
+            return {}
         try:
             with open(self._ckpt_path, encoding="utf-8") as f:
                 data = json.load(f)
@@ -480,6 +483,9 @@ class QueueService:
         self._ckpt_timer = self.server.loop.call_later(CHECKPOINT_INTERVAL, self._checkpoint_tick)
 
     def _write_checkpoints(self, marks: dict[str, int]) -> None:
+        if self._ckpt_path is None:
+            self._ckpt_written = marks
+            return
         data = {n: {"recovery_point": self.queues[n].spec.recovery_point, "low_water": lw}
                 for n, lw in marks.items()}
         tmp = self._ckpt_path + ".tmp"

@@ -31,6 +31,8 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.router import is_regex_topic
+from amps_emulator.server.sow_results import (_batch_size, _count_option, _top_n, history_cuts,
+                                              run_topic_steps, send_records)
 from amps_emulator.sow.aggregate import parse_aggregation
 from amps_emulator.sow.query import page, parse_order_by, sort_records
 from amps_emulator.sow.record import Record
@@ -53,8 +55,6 @@ def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command",
     :func:`server.sow_commands.query_steps` (frames sent, counts returned). For an aggregated
     ``sow_and_subscribe``: ``on_snapshot`` registers the subscription at the snapshot and
     ``subscription`` (:mod:`server.aggregated_subscription`) receives the groups' state."""
-    from amps_emulator.server.sow_commands import (_batch_size, _count_option, _top_n, history_cuts,
-                                     run_topic_steps, send_records)
 
     if cmd.command != "sow" and subscription is None:
         raise CommandError(reasons.INVALID_OPTIONS,

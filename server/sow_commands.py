@@ -18,20 +18,24 @@ published after the command was read is delivered after ``group_end``.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Generator
 
 
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.bookmarks import (EPOCH, Bookmark, BookmarkError, BookmarkList, BookmarkRange,
-                                BookmarkTimestamp, format_timestamp, parse_bookmark)
 from amps_emulator.protocol.codec import frame, sow_batch
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server import replay
 from amps_emulator.server.acks import early as acks_early, final as acks_final
+from amps_emulator.server.aggregated_subscription import AggregatedSubscription
 from amps_emulator.server.delivery import (UNDECODED, Message, decode_or_none, oof_frame, selected,
                              send_oof)
 from amps_emulator.server.pagination import PageWindow
-from amps_emulator.server.router import is_regex_topic
+from amps_emulator.server.router import Subscription, is_regex_topic
+from amps_emulator.server.sow_aggregate import aggregated_query_steps
+from amps_emulator.server.sow_results import (_batch_size, _count_option, _top_n, begin_results,
+                                              history_cuts, run_topic_steps, send_records)
+from amps_emulator.server.subscribe import compile_filter_for, register_subscription
 from amps_emulator.sow.query import page, parse_order_by, project, selection, sort_records
 
 log = logging.getLogger("amps_emulator.sow")
@@ -40,87 +44,6 @@ if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.app import Server
     from amps_emulator.server.connection import Connection
-
-MAX_BATCH_SIZE = 10_000
-DEFAULT_BATCH_SIZE = 10
-
-
-def _batch_size(cmd: "Command") -> int:
-    size = cmd.batch_size if cmd.batch_size is not None else DEFAULT_BATCH_SIZE
-    if size < 1 or size > MAX_BATCH_SIZE:
-        raise CommandError(reasons.INVALID_BATCH_SIZE, f"batch_size {size} is not 1..{MAX_BATCH_SIZE}")
-    return size
-
-
-def _count_option(cmd: "Command", name: str, header_value: int | None) -> int | None:
-    """``top_n``/``skip_n`` from the header, or from the options (``top_n=5``)."""
-    value = header_value
-    opt = cmd.opts.get(name)
-    if value is None and opt not in (None, True):
-        try:
-            value = int(opt)  # type: ignore[arg-type]
-        except ValueError:
-            raise CommandError(reasons.INVALID_OPTIONS, f"{name}={opt}") from None
-    if value is not None and value < 0:
-        raise CommandError(reasons.INVALID_OPTIONS if name == "skip_n" else reasons.INVALID_TOPN,
-                           f"{name}={value}")
-    return value
-
-
-def _top_n(cmd: "Command") -> int | None:
-    return _count_option(cmd, "top_n", cmd.top_n)
-
-
-#: records framed between two loop steps while a long result goes out
-SEND_STEP = 5_000
-
-
-def _bookmark_instant(server: "Server", text: str) -> float | None:
-    """The instant (UNIX seconds) a historical query names in its ``bookmark`` header:
-    a timestamp, ``0``/``epoch`` (the beginning), a ``P|S|`` bookmark of the transaction log
-    (the time that message was logged) or a list (the earliest). ``None``: ``now``/``recent``,
-    the current state."""
-    try:
-        spec = parse_bookmark(text)
-    except BookmarkError as exc:
-        raise CommandError(reasons.INVALID_BOOKMARK, str(exc)) from None
-    items = spec.items if isinstance(spec, BookmarkList) else (spec,)
-    instants = []
-    for item in items:
-        if isinstance(item, BookmarkTimestamp):
-            instants.append(item.micros / 1_000_000)
-        elif item is EPOCH:
-            instants.append(0.0)
-        elif isinstance(item, Bookmark):
-            journal = server.txlog.journal if server.txlog is not None else None
-            after = journal.position_after_bookmark(item) if journal is not None else None
-            if after is None:
-                raise CommandError(reasons.INVALID_BOOKMARK, f"bookmark {text!r} not found")
-            logged = next(iter(journal.read(after - 1)), None) if after > 1 else None
-            instants.append(0.0 if logged is None else logged.timestamp / 1_000_000)
-        elif isinstance(item, BookmarkRange):
-            raise CommandError(reasons.INVALID_BOOKMARK, f"a SOW query takes no range: {text!r}")
-    return min(instants) if instants else None
-
-
-def history_cuts(server: "Server", cmd: "Command", topics: list[Any], common: bool
-                 ) -> dict[str, float] | None:
-    """For a ``sow``/``sow_and_subscribe`` with a ``bookmark``: the instant each topic with
-    ``History`` is read as of (None: a current query; topics without History ignore the
-    bookmark, as AMPS does). ``common``: one instant for all topics, the earliest (a
-    historical subscription replays the transaction log from there), and only when every
-    topic keeps history."""
-    if not cmd.bookmark or not any(t.history is not None for t in topics):
-        return None
-    at = _bookmark_instant(server, cmd.bookmark)
-    if at is None:
-        return None
-    if not common:
-        return {t.spec.name: t.history_cut(at) for t in topics if t.history is not None}
-    if any(t.history is None for t in topics):
-        return None
-    cut = min(t.history_cut(at) for t in topics)
-    return {t.spec.name: cut for t in topics}
 
 
 class Replacing:
@@ -161,7 +84,6 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
     registers its subscription there), with the instant a historical query read as of
     (``None``: the current state)."""
     if "grouping" in cmd.opts or "projection" in cmd.opts:  # aggregated query
-        from amps_emulator.server.sow_aggregate import aggregated_query_steps
         return (yield from aggregated_query_steps(server, conn, cmd, filt))
     queue = server.queuesvc.get(cmd.topic) if server.queuesvc is not None else None
     if queue is not None:
@@ -188,7 +110,6 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
     read = filt
     if replacing is not None:  # read what either filter matches, then split
         old = replacing.old
-        from amps_emulator.server.commands import compile_filter_for
 
         read = None if filt is None or old is None else compile_filter_for(
             f"({filt.text}) OR ({old.text})")
@@ -253,84 +174,6 @@ def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
         else:
             runs.append((name, [rec]))
     return runs
-
-
-def begin_results(conn: "Connection", cmd: "Command", qid: str) -> str:
-    """The query is accepted: the ``processed`` ack and ``group_begin`` go out (the records
-    follow as they are ready). Returns the query id."""
-    if cmd.query_id is None:
-        cmd.query_id = qid
-    if "processed" in cmd.acks:
-        conn.ack(cmd, "processed")
-    conn.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
-    return qid
-
-
-def run_topic_steps(conn: "Connection", cmd: "Command", steps: list[Generator[None, None, Any]],
-                    on_snapshot: Callable[[], None] | None = None
-                    ) -> Generator[None, None, tuple[str, list[Any]]]:
-    """Drive topic query generators (:meth:`sow.topic.Topic.query_steps`): the first step of
-    each (plan and snapshot; a bad filter, orderby or option raises here, before anything is
-    sent), ``on_snapshot``, :func:`begin_results`, then the remaining steps, yielding between
-    them. Returns the query id and the results in order; an abandoned query releases every
-    snapshot."""
-    results: list[Any] = [None] * len(steps)
-    running = []
-    try:
-        for i, st in enumerate(steps):
-            try:
-                next(st)
-                running.append(i)
-            except StopIteration as stop:
-                results[i] = stop.value
-        if on_snapshot is not None:
-            on_snapshot()
-        qid = begin_results(conn, cmd, cmd.query_id or cmd.sub_id or cmd.cid or "")
-        for i in running:
-            while True:
-                try:
-                    next(steps[i])
-                except StopIteration as stop:
-                    results[i] = stop.value
-                    break
-                yield
-    finally:
-        for st in steps:
-            st.close()
-    return qid, results
-
-
-def batches(records: list[Any], batch: int, opts: dict[str, Any]
-             ) -> Iterator[list[tuple[dict[str, Any], bytes]]]:
-    """The records as ``sow`` frame batches: (record header, body) pairs, ``batch`` at a
-    time (``k`` unless ``no_sowkey``, ``bm``, and ``ts`` with the ``timestamp`` option)."""
-    with_key = "no_sowkey" not in opts
-    stamped = "timestamp" in opts
-    for start in range(0, len(records), batch):
-        chunk = []
-        for rec in records[start:start + batch]:
-            h: dict[str, Any] = {}
-            if with_key:
-                h["k"] = rec.sow_key
-            h["bm"] = rec.bookmark or ""
-            if stamped:
-                h["ts"] = format_timestamp(round(rec.timestamp * 1_000_000))
-            chunk.append((h, rec.data))
-        yield chunk
-
-
-def send_records(conn: "Connection", qid: str, topic: str, records: list[Any], batch: int,
-                 opts: dict[str, Any]) -> Generator[None, None, int]:
-    """Send ``records`` of ``topic`` in ``sow`` batches, yielding after every
-    :data:`SEND_STEP` records framed; returns how many were sent."""
-    framed = 0
-    for chunk in batches(records, batch, opts):
-        conn.send(sow_batch(topic, qid, chunk))
-        framed += len(chunk)
-        if framed >= SEND_STEP:
-            framed = 0
-            yield
-    return len(records)
 
 
 def _paginated_steps(conn: "Connection", cmd: "Command", filt: Any, topic: Any,
@@ -424,8 +267,6 @@ def _query_queue(server: "Server", conn: "Connection", cmd: "Command", queue: An
 
 
 def sow(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    from amps_emulator.server.commands import compile_filter_for
-
     acks_early(conn, cmd)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, "sow without a topic")
@@ -434,8 +275,6 @@ def sow(server: "Server", conn: "Connection", cmd: "Command") -> None:
 
 
 def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    from amps_emulator.server.commands import compile_filter_for, register_subscription
-
     acks_early(conn, cmd)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
@@ -501,8 +340,6 @@ def _aggregated_subscription(server: "Server", conn: "Connection", cmd: "Command
                              unsubscribe: Callable[[], None]) -> None:
     """``sow_and_subscribe`` with grouping/projection: the aggregated query, then the groups
     kept up to date (:mod:`server.aggregated_subscription`)."""
-    from amps_emulator.server.aggregated_subscription import AggregatedSubscription
-    from amps_emulator.server.sow_aggregate import aggregated_query_steps
     from amps_emulator.sow.aggregate import parse_aggregation
 
     spec = parse_aggregation(cmd.opts)
@@ -528,7 +365,6 @@ def _with_live_state(server: "Server", conn: "Connection", cmd: "Command", sub_i
     """Run a query whose subscription keeps :mod:`server.live` state: the subscription is
     registered at the snapshot (``steps(subscribe)``) with ``state`` as its ``live``; the
     changes made meanwhile are applied after the query's acks."""
-    from amps_emulator.server.commands import register_subscription
 
     def subscribe() -> None:
         sub = register_subscription(server, conn, cmd, sub_id, filt, delta=delta)
@@ -548,8 +384,6 @@ def _historical_subscription(server: "Server", conn: "Connection", cmd: "Command
     """The subscription of a historical ``sow_and_subscribe``: a transaction-log cursor from
     the first message logged at or after ``cut``, the instant the SOW state was read as of
     (the SOW records carry their log timestamps, so nothing is missed or repeated)."""
-    from amps_emulator.server import replay
-    from amps_emulator.server.router import Subscription
 
     txlog = server.txlog
     if txlog is None or not (txlog.recorded(cmd.topic or "") or is_regex_topic(cmd.topic or "")):
@@ -570,8 +404,6 @@ def _historical_subscription(server: "Server", conn: "Connection", cmd: "Command
 
 
 def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
-    from amps_emulator.server.commands import compile_filter_for
-
     acks_early(conn, cmd)
     topic_name = cmd.topic
     if not topic_name:
@@ -661,7 +493,6 @@ def _removed(server: "Server", topic_name: str, records: list[Any]) -> None:
 
 def delete_records(server: "Server", topic_name: str, filter_text: str) -> int:
     """``sow_delete`` by filter on behalf of the server itself (actions); returns the count."""
-    from amps_emulator.server.commands import compile_filter_for
 
     topic = server.sowsvc.get(topic_name) if server.sowsvc is not None else None
     if topic is None:

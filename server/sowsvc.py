@@ -32,6 +32,7 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.sow import Sow, Topic, TopicSpec
 from amps_emulator.sow.history import HistorySpec
+from amps_emulator.sow.spec import TRANSIENT
 from amps_emulator.server.views import derived_specs
 from amps_emulator.server.delivery import send_oof
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
@@ -67,8 +68,10 @@ class SowService:
         self.config = config
         #: containers of logical topics (Topic with a Pattern), in configuration order
         self.patterns = [t for t in config.sow_topics if t.pattern is not None]
-        self.specs = [spec_from_config(t) for t in config.sow_topics if t.pattern is None] \
-            + derived_specs(config)
+        specs = [spec_from_config(t) for t in config.sow_topics if t.pattern is None]
+        if server.memory:  # --memory: no files, so every topic lives in memory
+            specs = [dataclasses.replace(s, durability=TRANSIENT) for s in specs]
+        self.specs = specs + derived_specs(config)
         txlog_cfg = config.transaction_log
         journal_covers = txlog_cfg is not None and all(
             txlog_cfg.records(s.name, s.message_type)

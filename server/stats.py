@@ -19,6 +19,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from amps_emulator.server.version import SERVER_VERSION
+
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
 
@@ -394,8 +396,6 @@ def _uptime(seconds: float) -> str:
 
 
 def tree(server: "Server", sm: Sampler) -> dict:
-    from amps_emulator.server.app import SERVER_VERSION
-
     net = []
     for name, v in sorted(_net_counters().items()):
         rin, rout = sm.net_rates.get(name, (0.0, 0.0))

@@ -36,9 +36,10 @@ import collections
 import logging
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.journal import FileJournal, JournalError, RecordKind
+from amps_emulator.journal import FileJournal, JournalError, MemoryJournal, RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server import replay
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -57,7 +58,7 @@ class TxLog:
     def __init__(self, server: "Server", cfg: Any) -> None:
         self.server = server
         self.cfg = cfg
-        self.journal: FileJournal = None  # type: ignore[assignment]
+        self.journal: FileJournal | MemoryJournal = None  # type: ignore[assignment]
         self._recorded: dict[str, bool] = {}
         # (position, connection, publish seq or the waiting ``flush`` command, failure reason or
         # None), in arrival order
@@ -77,6 +78,13 @@ class TxLog:
     # -- lifecycle ---------------------------------------------------------------------
     def open(self) -> None:
         cfg = self.cfg
+        if self.server.memory:  # --memory: no files; Durability is memory whatever the config says
+            self.journal = MemoryJournal(segment_size=cfg.journal_size,
+                                         retention_bytes=cfg.retention_size,
+                                         retention_age=cfg.retention_age)
+            log.info("transaction log in memory (--memory): nothing is written to %s",
+                     cfg.journal_directory)
+            return
         self.journal, report = FileJournal.open(
             cfg.journal_directory,
             segment_size=cfg.journal_size,
@@ -247,15 +255,11 @@ class TxLog:
         while fifo and fifo[0][0] <= durable:
             _, conn, item, reason = fifo.popleft()
             _answer(conn, item, reason)
-        from amps_emulator.server import replay
-
         for cursor in list(self.cursors):
             if not cursor.live:
                 replay.pump(self.server, cursor, durable)
 
     def _pump_live(self, last: int) -> None:
-        from amps_emulator.server import replay
-
         for cursor in list(self.cursors):
             if cursor.live:
                 replay.pump(self.server, cursor, last)
@@ -318,8 +322,6 @@ class TxLog:
 
     # -- periodic persisted acks for bookmark subscriptions --------------------------------
     def _ack_tick(self) -> None:
-        from amps_emulator.server import replay
-
         durable = self.journal.durable_position
         for cursor in list(self.cursors):
             replay.send_persisted_ack(cursor, durable)

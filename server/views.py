@@ -54,6 +54,8 @@ from amps_emulator.sow.paths import parse_path
 from amps_emulator.sow.record import Record
 
 from .delivery import UNDECODED, Message, fan_out, send_oof
+from .sow_commands import store_publish
+from .subscribe import compile_filter_for
 
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
@@ -104,8 +106,6 @@ class _Derived:
 
 class _View(_Derived):
     def __init__(self, server: "Server", cfg: Any) -> None:
-        from amps_emulator.server.commands import compile_filter_for
-
         super().__init__(server, cfg, [cfg.underlying_topic])
         underlying = self.underlying = self.inputs[0]
         topic = self.topic
@@ -353,8 +353,6 @@ class _JoinView(_Derived):
 
 class _Conflated(_Derived):
     def __init__(self, server: "Server", cfg: Any) -> None:
-        from amps_emulator.server.commands import compile_filter_for
-
         super().__init__(server, cfg, [cfg.underlying_topic])
         self.underlying = self.inputs[0]
         self.interval = cfg.interval
@@ -456,8 +454,6 @@ class DerivedTopics:
     # -- writes to derived topics ---------------------------------------------------------
     def store(self, topic: "Topic", skey: str, data: bytes, doc: Any) -> None:
         """Upsert a derived record and deliver it as any SOW publish is (never journalled)."""
-        from amps_emulator.server.sow_commands import store_publish
-
         name = topic.spec.name
         msg = Message(name, data, None, None, skey, None, "", doc)
         msg.timestamp = int(self.server.wallclock() * 1_000_000)  # the record's and the ts

@@ -1,15 +1,13 @@
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from typing import Any, Callable
 
 import pytest
 
+from amps_emulator.pytest_plugin import clients_for
 from tests.harness import ServerThread
-
-_names = itertools.count(1)
 
 
 @pytest.fixture
@@ -40,29 +38,6 @@ def store_client(uri: str, name: str, on_failed: Callable[..., Any] | None = Non
     c.connect(uri)
     c.logon(5000)
     return c
-
-
-def clients_for(uri: str):
-    """A generator fixture body: yields ``make(name=None, logon=True)`` for clients of ``uri``
-    and closes every client made when the test ends."""
-    import AMPS
-
-    made = []
-
-    def make(name: str | None = None, logon: bool = True) -> "AMPS.Client":
-        c = AMPS.Client(name or f"test-client-{next(_names)}")
-        c.connect(uri)
-        if logon:
-            c.logon(5000)
-        made.append(c)
-        return c
-
-    yield make
-    for c in made:
-        try:
-            c.close()
-        except Exception:
-            pass
 
 
 class Inbox:

@@ -1,0 +1,45 @@
+"""Live subscriptions: compiling a command's filter (with the AMPS failure reasons) and
+registering a subscription with the router. Used by ``subscribe`` and ``sow_and_subscribe``,
+by queue subscriptions and by views; depends only on the router and conflation, so each of
+those imports it without importing the others."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.filter import FilterError, compile_filter
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.conflation import conflation_for
+from amps_emulator.server.router import Subscription
+
+if TYPE_CHECKING:
+    from amps_emulator.protocol.command import Command
+    from amps_emulator.server.app import Server
+    from amps_emulator.server.connection import Connection
+
+
+def compile_filter_for(filter_text: str | None) -> Callable[..., bool] | None:
+    if not filter_text or not filter_text.strip():
+        return None
+    try:
+        return compile_filter(filter_text)
+    except FilterError:
+        raise
+    except CommandError:
+        raise
+    except Exception as exc:  # anything the filter compiler did not foresee is still a bad filter
+        raise CommandError(reasons.BAD_FILTER, str(exc)) from None
+
+
+def register_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
+                          filt: Any, delta: bool) -> Subscription:
+    """Add a live (non-bookmark) subscription, replacing one with the same id."""
+    sub = Subscription(conn, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
+    sub.conflator = conflation_for(server, sub)  # a bad conflation option fails here
+    existing = conn.subs.get(sub_id)
+    if existing is not None:
+        server.remove_subscription(existing)
+    conn.subs[sub_id] = sub
+    server.router.add(sub)
+    return sub

@@ -1,0 +1,136 @@
+"""``pip install .`` as a user does it: a wheel (not editable) into a fresh virtual environment.
+
+Only ``amps_emulator`` (with its dist-info and console script) lands at top level, and the
+installed emulator runs next to an application that has its own ``config.py``, ``server/``
+and ``protocol.py`` (the names the parts had before they became subpackages).
+
+The wheel is built without build isolation from a copy of the source tree (no network, no
+``build/`` left in the checkout); the fresh environment gets no dependencies of its own but
+sees this interpreter's site-packages through a ``.pth`` line (its ``.pth`` files, e.g. an
+editable install of this checkout, are not processed there). Run alone: ``pytest -m install``.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import shutil
+import site
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PARTS = ("amps_emulator", "server", "protocol", "journal", "sow", "queues", "config")
+
+pytestmark = pytest.mark.install
+
+
+def _run(*args: str, **kw) -> subprocess.CompletedProcess:
+    res = subprocess.run(args, capture_output=True, text=True, timeout=180, **kw)
+    assert res.returncode == 0, f"{args}: {res.stdout[-2000:]}{res.stderr[-2000:]}"
+    return res
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A fresh venv with this checkout's wheel installed; returns the venv directory."""
+    base = tmp_path_factory.mktemp("install")
+    src = base / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for part in PARTS:
+        shutil.copytree(ROOT / part, src / part, ignore=skip)
+    _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "-w", str(base / "dist"), str(src))
+    wheel = next((base / "dist").glob("amps_emulator-*.whl"))
+    env_dir = base / "venv"
+    venv.create(env_dir, with_pip=False)
+    py = env_dir / "bin" / "python"
+    _run(sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet", "--no-deps",
+         str(wheel))
+    purelib = Path(_run(str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+                   .stdout.strip())
+    ours = [p for p in site.getsitepackages() + [site.getusersitepackages()] if os.path.isdir(p)]
+    (purelib / "zz_test_dependencies.pth").write_text("\n".join(ours) + "\n")
+    return env_dir
+
+
+def _site_packages(env_dir: Path) -> Path:
+    return next(env_dir.glob("lib/python*/site-packages"))
+
+
+def test_only_amps_emulator_is_installed_at_top_level(installed):
+    sp = _site_packages(installed)
+    tops = {p.name for p in sp.iterdir()} - {"zz_test_dependencies.pth"}
+    dist_info = {n for n in tops if n.endswith(".dist-info")}
+    assert dist_info == {"amps_emulator-0.1.0.dist-info"}
+    assert tops == {"amps_emulator"} | dist_info
+    with open(sp / "amps_emulator-0.1.0.dist-info" / "RECORD", newline="") as f:
+        paths = [row[0] for row in csv.reader(f)]
+    outside = {p.split("/")[0] for p in paths} - tops
+    assert outside == {".."}, outside  # the console script, ../../../bin/amps-emulator
+    assert {p for p in paths if p.startswith("..")} == {"../../../bin/amps-emulator"}
+    for part in PARTS[1:]:
+        assert (sp / "amps_emulator" / part / "__init__.py").is_file()
+    assert (sp / "amps_emulator" / "protocol" / "filter" / "grammar.lark").is_file()
+    assert (sp / "amps_emulator" / "config" / "sample.xml").is_file()
+    entry_points = (sp / "amps_emulator-0.1.0.dist-info" / "entry_points.txt").read_text()
+    assert "[pytest11]\namps_emulator = amps_emulator.pytest_plugin" in entry_points
+
+
+def _user_project(tmp_path: Path) -> Path:
+    """An application directory whose own modules have the names our parts have."""
+    app = tmp_path / "app"
+    (app / "server").mkdir(parents=True)
+    boom = "raise SystemExit('the application module {} was imported by amps-emulator')\n"
+    (app / "config.py").write_text(boom.format("config.py"))
+    (app / "server" / "__init__.py").write_text(boom.format("server/"))
+    (app / "protocol.py").write_text(boom.format("protocol.py"))
+    return app
+
+
+def test_installed_cli_runs_next_to_a_users_config_py(installed, tmp_path):
+    app = _user_project(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("AMPS_EMULATOR_")}
+    out = _run(str(installed / "bin" / "amps-emulator"), "--sample-config", cwd=app, env=env).stdout
+    assert "<AMPSConfig>" in out
+    (app / "amps.xml").write_text(out)
+    # ``python -m`` puts the current directory first on sys.path: the case that used to break
+    _run(str(installed / "bin" / "python"), "-m", "amps_emulator.server", "--verify-config",
+         "amps.xml", cwd=app, env=env)
+    where = _run(str(installed / "bin" / "python"), "-c",
+                 "import amps_emulator.server as s; print(s.__file__)", cwd=app, env=env).stdout
+    assert Path(where.strip()).is_relative_to(installed)
+
+
+def test_installed_server_serves_a_filtered_subscription(installed, tmp_path):
+    import AMPS
+
+    app = _user_project(tmp_path)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("AMPS_EMULATOR_")}
+    proc = subprocess.Popen(
+        [str(installed / "bin" / "amps-emulator"), "--listen", "127.0.0.1:0",
+         "--data-dir", str(tmp_path / "data"), "--log-level", "WARNING"],
+        cwd=app, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("ready: "), proc.stderr.read()
+        c = AMPS.Client("install-probe")
+        c.connect(line.split()[1])
+        c.logon(5000)
+        got = []
+        c.subscribe(lambda m: got.append(m.get_data()), "orders", "/qty > 10")
+        c.publish("orders", '{"qty": 5}')
+        c.publish("orders", '{"qty": 50}')
+        c.flush(5000)  # the server answers the flush after delivering what came before it
+        c.close()
+        assert got == ['{"qty": 50}']
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
