@@ -228,6 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pass
 
         def ready(uris: list[str]) -> None:
+            started.append(True)
             print("ready: " + " ".join(uris), flush=True)
 
         await run(config, ready=ready, shutdown=shutdown,
@@ -235,6 +236,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                   test_clock=args.test_clock, memory=args.memory)
 
     from amps_emulator.journal import JournalCorruptError, JournalError
+
+    started: list[bool] = []
 
     try:
         asyncio.run(_amain())
@@ -253,6 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # never a traceback for a configuration: one located line
         from amps_emulator.server.preflight import startup_failure
 
+        if started:  # not a start-up problem: a bug while serving, logged in full
+            log.exception("the server stopped on an internal error")
+            return 1
         log.debug("start-up failed", exc_info=True)
         for issue in startup_failure(exc, config):
             print(str(issue), file=sys.stderr)

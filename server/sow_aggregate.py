@@ -79,7 +79,7 @@ def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command",
         matches, topic_matches = len(records), total
     else:
         sowsvc = server.sowsvc
-        if sowsvc is not None and sowsvc.get(cmd.topic) is None and is_regex_topic(cmd.topic):
+        if sowsvc is not None and sowsvc.get(cmd.topic, create=False) is None and is_regex_topic(cmd.topic):
             raise CommandError(reasons.REGEX_TOPIC_NOT_SUPPORTED,
                                "an aggregated query names one topic, not a regex")
         topics = sowsvc.topics_for(cmd.topic, "non_regex_topic" in opts) \

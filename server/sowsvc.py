@@ -90,11 +90,11 @@ class SowService:
         self._prune_at: dict[str, bytes | None] = {}  # where each topic's next pass starts
 
     # -- lookup ----------------------------------------------------------------------------
-    def get(self, name: str) -> Topic | None:
+    def get(self, name: str, create: bool = True) -> Topic | None:
         """The SOW topic ``name``; a logical topic of a ``Pattern`` container is created on
-        first use."""
+        first use (unless ``create`` is false)."""
         topic = self.sow.get(name)
-        if topic is None and self.patterns and name not in self._not_logical:
+        if topic is None and create and self.patterns and name not in self._not_logical:
             topic = self._logical(name)
         return topic
 
@@ -112,11 +112,12 @@ class SowService:
     def topics_for(self, topic: str, literal: bool = False) -> list[Topic]:
         """The SOW topics a query names: the topic itself, or every topic a regex matches
         (``literal``: the ``non_regex_topic`` option, the name only)."""
-        exact = self.get(topic)
+        exact = self.sow.get(topic)
         if exact is not None:
             return [exact]
-        if literal or not is_regex_topic(topic):
-            return []
+        if literal or not is_regex_topic(topic):  # a name: maybe a logical topic not used yet
+            logical = self.get(topic)
+            return [] if logical is None else [logical]
         rx: re.Pattern[str] = compile_topic_regex(topic)
         return [t for name, t in sorted(self.sow.topics.items()) if rx.search(name)]
 

@@ -140,11 +140,12 @@ class SowStore(_StoreBase):
 
     def __init__(self, path: str, *, sync: bool = True, map_size: int = 64 << 20,
                  max_map_size: int | None = None, clock: Callable[[], float] = time.time,
-                 auto_memo: bool = True, max_dbs: int = 4096) -> None:
+                 auto_memo: bool = True, max_dbs: int = 65536) -> None:
         super().__init__(clock, auto_memo)
         self.path = path
         self.env = LmdbEnv(path, map_size=map_size, sync=sync, max_dbs=max_dbs,
                            max_map_size=max_map_size)
+        self._meta_dirty: set[Topic] = set()  # topics whose metadata awaits the next commit
         self.env.before_commit.append(self._flush_meta)
 
     def open_topic(self, spec: TopicSpec) -> Topic:
@@ -153,13 +154,17 @@ class SowStore(_StoreBase):
             raise ValueError(f"SOW topic {spec.name!r} is already open")
         t = Topic(spec, LmdbBackend(self.env, spec.name), clock=self.clock,
                   auto_memo=self.auto_memo)
+        t.on_meta_dirty = self._meta_dirty.add
         self._topics[spec.name] = t
         self.env.commit()
         return t
 
     def _flush_meta(self) -> None:
-        for t in self._topics.values():
-            t.flush_meta()
+        if self._meta_dirty:  # cleared in place: the topics hold its bound add()
+            dirty = list(self._meta_dirty)
+            self._meta_dirty.clear()
+            for t in dirty:
+                t.flush_meta()
 
     @property
     def in_batch(self) -> bool:
@@ -176,6 +181,7 @@ class SowStore(_StoreBase):
     def abort(self) -> None:
         """Discard the current batch."""
         self.env.abort()
+        self._meta_dirty.clear()
         for t in self._topics.values():
             t.discard_pending()
 
@@ -195,11 +201,13 @@ class TransientStore(_StoreBase):
 
     def __init__(self, *, clock: Callable[[], float] = time.time, auto_memo: bool = True) -> None:
         super().__init__(clock, auto_memo)
+        self._meta_dirty: set[Topic] = set()
 
     def open_topic(self, spec: TopicSpec) -> Topic:
         if spec.name in self._topics:
             raise ValueError(f"SOW topic {spec.name!r} is already open")
         t = Topic(spec, MemoryBackend(), clock=self.clock, auto_memo=self.auto_memo)
+        t.on_meta_dirty = self._meta_dirty.add
         self._topics[spec.name] = t
         return t
 
@@ -208,8 +216,11 @@ class TransientStore(_StoreBase):
         return False
 
     def commit(self) -> bool:
-        for t in self._topics.values():
-            t.flush_meta()
+        if self._meta_dirty:  # cleared in place: the topics hold its bound add()
+            dirty = list(self._meta_dirty)
+            self._meta_dirty.clear()
+            for t in dirty:
+                t.flush_meta()
         return False
 
     def close(self) -> None:
@@ -236,6 +247,8 @@ class Sow(_Topics):
         self.stores: dict[str, SowStore] = {}
         self.transient = TransientStore(clock=clock, auto_memo=auto_memo)
         self._topics: dict[str, Topic] = {}
+        #: the topics with expiration enabled (the only ones with deadlines to sweep)
+        self._expiring: dict[str, Topic] = {}
         for s in specs:
             self.add_topic(s)
 
@@ -263,6 +276,8 @@ class Sow(_Topics):
         else:
             t = self.transient.open_topic(spec)
         self._topics[spec.name] = t
+        if spec.expiration is not None:
+            self._expiring[spec.name] = t
         return t
 
     def commit(self) -> None:
@@ -273,7 +288,7 @@ class Sow(_Topics):
     def sweep_expired(self, now: float | None = None, limit: int | None = None
                       ) -> list[tuple[Topic, list[Record]]]:
         out = []
-        for t in self._topics.values():
+        for t in self._expiring.values():
             recs = t.sweep_expired(now, limit)
             if recs:
                 out.append((t, recs))
@@ -281,7 +296,7 @@ class Sow(_Topics):
 
     def next_expiration(self) -> float | None:
         best = None
-        for t in self._topics.values():
+        for t in self._expiring.values():
             n = t.next_expiration()
             if n is not None and (best is None or n < best):
                 best = n
@@ -292,3 +307,4 @@ class Sow(_Topics):
             st.close()
         self.transient.close()
         self._topics.clear()
+        self._expiring.clear()

@@ -135,6 +135,9 @@ class Topic:
         self._check_key_definition()
         self._applied = int(self._b.meta_get("applied", 0))
         self._applied_dirty = False
+        #: called (with the topic) when its metadata first needs writing since the last
+        #: flush, so a store of many topics flushes only those (set by the store)
+        self.on_meta_dirty: Callable[["Topic"], None] | None = None
         #: while a stepped delete runs: the highest position recorded as applied (recovery
         #: must replay the delete if the server stops half-way)
         self._applied_hold: int | None = None
@@ -271,7 +274,7 @@ class Topic:
     def _note_position(self, position: int) -> None:
         if position and position > self._applied:
             self._applied = position
-            self._applied_dirty = True
+            self._mark_meta_dirty()
 
     # ---- journal position --------------------------------------------------------------------
 
@@ -285,6 +288,12 @@ class Topic:
         """Record that everything up to ``position`` has been applied (e.g. after a journal
         record that did not change this topic, so recovery need not re-read it)."""
         self._note_position(position)
+
+    def _mark_meta_dirty(self) -> None:
+        if not self._applied_dirty:
+            self._applied_dirty = True
+            if self.on_meta_dirty is not None:
+                self.on_meta_dirty(self)
 
     def flush_meta(self) -> None:
         """Write pending metadata into the open batch (the store calls this before commit)."""
@@ -412,7 +421,8 @@ class Topic:
             self._expiry.add(expiry_key(exp, key))
         if rec.position > self._applied:
             self._applied = rec.position
-            self._applied_dirty = True
+            if not self._applied_dirty:
+                self._mark_meta_dirty()
         if self.history is not None:
             if old is not None:
                 self.history.replaced(old, rec.timestamp)
@@ -807,7 +817,8 @@ class Topic:
             match = None
         if position:  # from now on other writes may commit before the delete is done
             self._applied_hold = position - 1
-            self._applied_dirty = True
+            self._applied_dirty = False
+            self._mark_meta_dirty()
         removed: list[Record] = []
         try:
             while match is not None:
@@ -829,7 +840,8 @@ class Topic:
                 yield part
         finally:
             self._applied_hold = None
-            self._applied_dirty = True
+            self._applied_dirty = False
+            self._mark_meta_dirty()
         self._note_position(position)
         return DeleteResult(removed, len(rows), topic_matches, desc + " deleted in steps")
 
@@ -851,7 +863,8 @@ class Topic:
         self._expiry.clear()
         self._pending_expired.clear()
         self._applied = 0
-        self._applied_dirty = True
+        self._applied_dirty = False
+        self._mark_meta_dirty()
 
     # ---- index management --------------------------------------------------------------------
 

@@ -48,6 +48,11 @@ def test_pattern_topic_holds_one_logical_sow_topic_per_published_name(tmp_path):
         assert _rows(c, "^/orders/[AB]$") == [("/orders/A", {"id": 1, "v": 3}),
                                              ("/orders/B", {"id": 1, "v": 2})]
         assert _rows(c, "px.EUR") == [("px.EUR", {"id": 7, "v": 5})]
+        # a regex query matching the pattern's text is a query, not a new logical topic
+        assert _rows(c, "/orders/.*") == [("/orders/A", {"id": 1, "v": 3}),
+                                         ("/orders/B", {"id": 1, "v": 2}),
+                                         ("/orders/special", {"id": 1, "v": 4})]
+        assert srv.call(lambda: srv.server.sowsvc.sow.get("/orders/.*")) is None
         got = []
         for m in sub:
             if m.get_command() == "publish":
