@@ -55,9 +55,13 @@ publishes in it with a failure. So nothing reported failed is ever in the file, 
 before it is touched, and the journal takes writes again as soon as the disk does. A
 segment roll that cannot fsync the finished segment or create the next one is put off until
 a flush succeeds again (the active segment grows past ``segment_size`` meanwhile).
-Only when the partial write cannot even be cut off, and for fsync errors (after which the
-kernel may have dropped the written pages: nothing is known to be on disk), is the journal
-failed for good: further appends raise ``JournalClosedError``; recovery sorts out the tail.
+A failed fsync in ``sync`` raises ``JournalSyncError``; after it nothing written since the
+last good sync is known to be on disk (the kernel may have dropped those pages), so the owner
+calls :meth:`discard_unsynced`, which cuts every record after ``durable_position`` out of the
+files (deleting segments rolled since), fsyncs the cut and reports those positions as one
+:class:`WriteFailure`, leaving the journal writable. Only when that cut fails, when a partial
+write cannot be cut off, or when a ``strict`` append's fsync fails, is the journal failed for
+good: further appends raise ``JournalClosedError``; recovery sorts out the tail.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ from . import summary as summaries
 from .api import (
     Durability,
     JournalError,
+    JournalSyncError,
     RecoveryReport,
     RetentionResult,
     WriteFailure,
@@ -553,10 +558,15 @@ class FileJournal(JournalCore):
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
             if target > self._durable_position or retired or dir_dirty:
                 ops = self.file_ops
-                for fd in fds:
-                    self._guard(ops.fdatasync, fd)
-                if dir_dirty:
-                    self._guard(ops.fsync, self._dir_fd)
+                try:
+                    for fd in fds:
+                        ops.fdatasync(fd)
+                    if dir_dirty:
+                        ops.fsync(self._dir_fd)
+                except OSError as exc:
+                    with self._lock:
+                        self._dir_dirty = self._dir_dirty or dir_dirty
+                    raise JournalSyncError(f"journal fsync failed in {self._dir}: {exc}", exc) from exc
             with self._lock:
                 for fd in retired:
                     self._retired.remove(fd)
@@ -567,6 +577,73 @@ class FileJournal(JournalCore):
             if self._ckpt_pending and not self._defer_summaries:
                 self._write_due_summaries()
             return durable
+
+    def discard_unsynced(self, error: BaseException) -> Optional[WriteFailure]:
+        """After a failed ``sync``: cut every record after ``durable_position`` out of the files
+        (owner thread, no sync running), fsync the cut, and report those positions (None when
+        there were none). Raises JournalError (and the journal is failed) if the cut fails."""
+        durable = self._durable_position
+        last = self._next_position - 1
+        self._buf = bytearray()
+        self._pending = []
+        if last <= durable:
+            return None
+        try:
+            self._cut_after(durable)
+        except OSError as exc:
+            self._failure = exc
+            self._closed = True
+            raise JournalError(f"journal fsync failed in {self._dir} ({error}) and the records "
+                               f"after position {durable} could not be cut off ({exc})") from exc
+        q = self._unapplied_s
+        while q and q[-1][0] > durable:
+            q.pop()
+        with self._lock:
+            self._ckpt_pending = [p for p in self._ckpt_pending if p[0] <= durable]
+            self._written_position = self._durable_position = last  # the cut is durable: a gap
+        self._roll_blocked = False
+        failure = WriteFailure(durable + 1, last, error)
+        self.write_failures.append(failure)
+        return failure
+
+    def _cut_after(self, position: int) -> None:
+        """Remove every frame after ``position`` from the files, rebuild the active segment's
+        metadata from what stays, point the write fd at its end, fsync."""
+        ops = self.file_ops
+        with self._sync_lock, self._lock:
+            for fd in {*self._retired, self._fd}:
+                os.close(fd)
+            self._retired = []
+            self._fd = -1
+        while len(self._segments) > 1 and not 0 < self._segments[-1].first_record_position <= position:
+            seg = self._segments.pop()
+            self._firsts.pop()
+            self._crc_base.pop(seg.first_position, None)
+            summaries.remove(seg.path)
+            os.unlink(seg.path)
+        old = self._segments[-1]
+        seg = Segment(old.path, old.first_position, self._index_interval)
+        cursor = FrameCursor(old.path, HEADER_SIZE)
+        end = HEADER_SIZE
+        try:
+            while (frame := cursor.next(old.size, payload=False)) is not None and frame[0][6] <= position:
+                prefix, off, _ = frame
+                seg.note_record(prefix[6], off, prefix[9])
+                end = cursor.offset
+        finally:
+            cursor.close()
+        seg.size = end
+        self._segments[-1] = seg
+        self._crc_base.pop(seg.first_position, None)
+        self._ckpt_size_at = min(self._ckpt_size_at, end)
+        fd = ops.open(seg.path, os.O_WRONLY | _O_CLOEXEC)
+        self._fd = fd
+        os.ftruncate(fd, end)
+        os.lseek(fd, end, os.SEEK_SET)
+        ops.fdatasync(fd)
+        ops.fsync(self._dir_fd)
+        self._dir_dirty = False
+        self._set_mark()
 
     def _close_retired_if_idle(self) -> None:
         if self._sync_lock.acquire(blocking=False):

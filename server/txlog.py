@@ -16,7 +16,8 @@ things may be said to clients:
   not recorded, waits behind everything already appended, so no ack ever claims more than
   what happened.
 * Bookmark subscriptions are journal cursors (:mod:`server.replay`), pumped after each turn.
-* Disk full (or any refused write): the journal cuts the refused records out of the file
+* Disk full (or any refused write; or a failed fsync, after which the journal cuts everything
+  not yet durable): the journal cuts the refused records out of the file
   again and reports their positions (``journal.take_write_failures``). Their persisted acks
   become ``tx store failure`` failure acks carrying ``s``, released in the same FIFO order,
   so the official client's failed-write handler gets each message (its store discards up to
@@ -36,7 +37,7 @@ import collections
 import logging
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.journal import FileJournal, JournalError, RecordKind
+from amps_emulator.journal import FileJournal, JournalError, JournalSyncError, RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 
@@ -205,7 +206,14 @@ class TxLog:
         if fut.cancelled() or self.journal is None:
             return
         exc = fut.exception()
-        if exc is not None:
+        if isinstance(exc, JournalSyncError):  # cut what the failed fsync left unknown
+            try:
+                self.journal.discard_unsynced(exc.error)
+            except JournalError as fatal:
+                self._fail(fatal)
+                return
+            self._write_failed()
+        elif exc is not None:
             self._fail(exc)
             return
         self._release(self.journal.durable_position)

@@ -105,3 +105,30 @@ def test_disk_full_at_a_segment_roll(tmp_path, caplog):
         j.close()
     assert report.clean
     assert kept == list(range(refused[0])) + list(range(400, 420))
+
+
+def test_a_failed_fsync_fails_what_it_covered_and_the_server_goes_on(tmp_path):
+    srv = start_server(txlog_xml(tmp_path))
+    failed = []
+    try:
+        pub = store_client(srv.uri, "fsync-pub", lambda m, reason: failed.append(
+            (json.loads(m.get_data())["i"], str(reason))))
+        pub.publish("orders", json.dumps({"i": 0}))
+        pub.publish_flush(5000)
+        disk = DiskFull(failing_fsyncs=1)
+        srv.call(lambda: setattr(srv.server.txlog.journal, "file_ops", disk))
+        pub.publish("orders", json.dumps({"i": 1}))
+        pub.publish_flush(5000)
+        assert failed == [(1, "tx store failure")]
+        assert wait_until(lambda: srv.call(lambda: srv.server.txlog.failed) is None)
+        pub.publish("orders", json.dumps({"i": 2}))
+        pub.publish_flush(5000)
+        assert len(failed) == 1 and pub.get_unpersisted_count() == 0
+        pub.close()
+    finally:
+        srv.stop()
+    j, report = FileJournal.open(tmp_path / "journal")
+    try:
+        assert [json.loads(r.body)["i"] for r in j.read()] == [0, 2]
+    finally:
+        j.close()
