@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
 import threading
 import time
+
+import pytest
 
 from amps_emulator.journal import FileJournal
 from amps_emulator.journal.testing import DiskFull
@@ -130,5 +134,55 @@ def test_a_failed_fsync_fails_what_it_covered_and_the_server_goes_on(tmp_path):
     j, report = FileJournal.open(tmp_path / "journal")
     try:
         assert [json.loads(r.body)["i"] for r in j.read()] == [0, 2]
+    finally:
+        j.close()
+
+
+@pytest.fixture
+def tiny_fs(tmp_path):
+    """A 1 MiB tmpfs mounted for the test (skipped where mounting is not permitted)."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    try:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                           capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot mount a tmpfs here: {exc}")
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=10)
+
+
+def test_a_real_full_file_system(tiny_fs):
+    """The same on a real file system that fills up (no injected fault)."""
+    srv = start_server(txlog_xml(tiny_fs))
+    failed = []
+    try:
+        pub = store_client(srv.uri, "tiny-pub", lambda m, reason: failed.append(
+            json.loads(m.get_data())["i"]))
+        filler = tiny_fs / "filler"
+        st = os.statvfs(tiny_fs)
+        with open(filler, "wb") as f:  # leave about 24 KB free
+            f.write(bytes(st.f_bavail * st.f_frsize - 24 * 1024))
+        body = " " * 300
+        for i in range(200):
+            pub.publish("orders", json.dumps({"i": i, "pad": body}))
+        pub.publish_flush(10000)
+        assert failed and failed == list(range(failed[0], 200))
+        filler.unlink()  # space returns
+        assert wait_until(lambda: srv.call(lambda: srv.server.txlog.failed) is None)
+        for i in range(200, 210):
+            pub.publish("orders", json.dumps({"i": i, "pad": body}))
+        pub.publish_flush(5000)
+        assert failed[-1] == 199 and pub.get_unpersisted_count() == 0
+        pub.close()
+    finally:
+        srv.stop()
+    j, report = FileJournal.open(tiny_fs / "journal")
+    try:
+        assert [json.loads(r.body)["i"] for r in j.read()] == list(range(failed[0])) + list(range(200, 210))
     finally:
         j.close()
