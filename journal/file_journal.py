@@ -102,6 +102,8 @@ from .segment import HEADER_SIZE, FrameCursor, Segment, encode_header, segment_n
 log = logging.getLogger("amps_emulator.journal")
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
+#: file in the journal directory holding the first position retention kept (absent: 1)
+RETAINED_FROM = "retained-from"
 #: journal bytes between two summaries of the active segment (bounds the start-up tail scan:
 #: 8 MiB is ~30,000 records of ~280 bytes, ~30 ms)
 DEFAULT_CHECKPOINT_BYTES = 8 * 1024 * 1024
@@ -136,6 +138,7 @@ class FileJournal(JournalCore):
         index_interval: int = DEFAULT_INDEX_INTERVAL,
         checkpoint_bytes: Optional[int] = DEFAULT_CHECKPOINT_BYTES,
         defer_summaries: bool = False,
+        strict: bool = False,
     ) -> tuple["FileJournal", RecoveryReport]:
         """Open (creating if needed) and recover the journal in ``directory``.
 
@@ -146,6 +149,9 @@ class FileJournal(JournalCore):
         at every flush; None: only at roll and close). Ignored in ``memory`` durability, which
         writes no summaries. ``defer_summaries``: ``sync`` does not write the summaries it made
         durable; call :meth:`write_summaries` (any thread) when :attr:`summaries_due`.
+        ``strict``: a missing oldest segment (positions before the oldest segment that retention
+        did not remove, see ``RETAINED_FROM``) raises ``JournalError`` instead of a warning in
+        the report.
         """
         t0 = time.perf_counter()
         self = cls.__new__(cls)
@@ -191,7 +197,7 @@ class FileJournal(JournalCore):
                     fcntl.flock(self._dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     raise JournalError(f"journal directory {self._dir} is already open by another journal") from None
-            report = self._recover(t0, keep_readable_on_corruption)
+            report = self._recover(t0, keep_readable_on_corruption, strict)
         except BaseException:
             if self._fd >= 0:
                 os.close(self._fd)
@@ -199,7 +205,7 @@ class FileJournal(JournalCore):
             raise
         return self, report
 
-    def _recover(self, t0: float, keep_readable: bool) -> RecoveryReport:
+    def _recover(self, t0: float, keep_readable: bool, strict: bool = False) -> RecoveryReport:
         rec = Recovery(
             self._dir,
             keep_readable=keep_readable,
@@ -210,6 +216,7 @@ class FileJournal(JournalCore):
             fsync=self._summaries,
         )
         rec.run()
+        self._check_oldest(rec, strict)
         created = not rec.segments
         if created:
             self._create_segment(1)
@@ -253,6 +260,31 @@ class FileJournal(JournalCore):
             summarised_segments=rec.summarised,
             scanned_bytes=rec.scanned_bytes,
         )
+
+    def _retained_from(self) -> int:
+        """The first position retention left (1 when it never removed anything)."""
+        try:
+            with open(os.path.join(self._dir, RETAINED_FROM)) as f:
+                return max(int(f.read().strip() or 1), 1)
+        except (OSError, ValueError):
+            return 1
+
+    def _check_oldest(self, rec: Recovery, strict: bool) -> None:
+        """Segments missing at the start of the log that retention did not remove: acked data
+        lost without a word unless said here (loudly), or refused under ``strict``."""
+        expected = self._retained_from()
+        first = rec.segments[0].first_position if rec.segments else None
+        if first is None and expected == 1 or first is not None and first <= expected:
+            return
+        what = (f"positions {expected}..{first - 1}" if first is not None
+                else f"every segment from position {expected} on")
+        msg = (f"journal {self._dir}: the oldest segment file(s) are missing ({what}); retention "
+               f"removed only the positions before {expected}, so the messages they held are lost")
+        if strict:
+            raise JournalError(msg + "; restore the missing files, or start without the strict "
+                               "option to accept the loss")
+        log.error("%s", msg)
+        rec.warnings.append(msg)
 
     # ------------------------------------------------------------------ summaries
     def _snapshot(self, seg: Segment, sealed: bool) -> None:
@@ -797,6 +829,8 @@ class FileJournal(JournalCore):
 
         n, blocked, reasons = self._plan_retention(self._segments, pinned_positions, can_remove)
         removed = self._segments[:n]
+        if removed:  # first, so a crash in between never reads as segments gone missing
+            self._write_retained_from(self._segments[n].first_position)
         for seg in removed:
             os.unlink(seg.path)
             summaries.remove(seg.path)
@@ -812,6 +846,18 @@ class FileJournal(JournalCore):
             blocked_by_pin=blocked,
             reasons=tuple(reasons),
         )
+
+    def _write_retained_from(self, position: int) -> None:
+        path = os.path.join(self._dir, RETAINED_FROM)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{position}\n")
+            f.flush()
+            if self._durability is not Durability.MEMORY:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+        if self._durability is not Durability.MEMORY:
+            os.fsync(self._dir_fd)
 
     def __repr__(self) -> str:
         return (

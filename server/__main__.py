@@ -39,6 +39,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-readable-journal", action="store_true",
                    help="start even if the transaction log is damaged in the middle, keeping "
                         "every readable record (the damaged file is kept as *.corrupt)")
+    p.add_argument("--strict-recovery", action="store_true",
+                   help="refuse to start when stored data is found missing (the oldest journal "
+                        "segment, or the SOW file of a topic the transaction log cannot "
+                        "rebuild) instead of warning and starting without it")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
@@ -79,11 +83,13 @@ def with_listen_address(cfg: Any, listen: str) -> Any:
 
 
 async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None = None,
-              sockets: Any = None, keep_readable_journal: bool = False) -> None:
+              sockets: Any = None, keep_readable_journal: bool = False,
+              strict_recovery: bool = False) -> None:
     """Start a server on ``config`` and serve until ``shutdown`` is set."""
     from amps_emulator.server.app import Server
 
-    server = Server(config, keep_readable_journal=keep_readable_journal)
+    server = Server(config, keep_readable_journal=keep_readable_journal,
+                    strict_recovery=strict_recovery)
     uris = await server.start(sockets=sockets)
     shutdown = shutdown or asyncio.Event()
     if ready is not None:
@@ -142,9 +148,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("ready: " + " ".join(uris), flush=True)
 
         await run(config, ready=ready, shutdown=shutdown,
-                  keep_readable_journal=args.keep_readable_journal)
+                  keep_readable_journal=args.keep_readable_journal,
+                  strict_recovery=args.strict_recovery)
 
     from amps_emulator.journal import JournalCorruptError, JournalError
+    from amps_emulator.sow import SowDamagedError
 
     try:
         asyncio.run(_amain())
@@ -156,6 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, JournalCorruptError):
             print("amps-emulator: to start anyway with every readable record, pass "
                   "--keep-readable-journal", file=sys.stderr)
+        return 1
+    except SowDamagedError as exc:
+        print(f"amps-emulator: cannot open the SOW: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"amps-emulator: cannot start: {exc}", file=sys.stderr)

@@ -62,11 +62,13 @@ def listeners_from_config(config: Any) -> list[Listener]:
 class Server:
     def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
-                 keep_readable_journal: bool = False) -> None:
+                 keep_readable_journal: bool = False, strict_recovery: bool = False) -> None:
         from amps_emulator.server import commands  # local: commands imports this module's names
 
         self.config = config
         self.keep_readable_journal = keep_readable_journal
+        #: refuse to start when acked data is found missing (oldest journal segment, SOW file)
+        self.strict_recovery = strict_recovery
         self.clock = clock
         self.wallclock = wallclock
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]

@@ -84,6 +84,7 @@ class TxLog:
             retention_bytes=cfg.retention_size,
             retention_age=cfg.retention_age,
             keep_readable_on_corruption=self.server.keep_readable_journal,
+            strict=self.server.strict_recovery,
             defer_summaries=True,
         )
         for w in report.warnings:
