@@ -166,11 +166,15 @@ class TxLog:
         fifo.append((pos, conn, seq, reason))
         self.server.request_turn_end()  # _mark_turn()
 
-    def refuse(self, conn: "Connection", seq: int) -> None:
-        """A publish to a recorded topic while the log cannot be written: its persisted ack is
-        a failure (``self.failed``), after the acks of everything before it."""
+    def refuse(self, conn: "Connection", cmd: "Command", seq: int | None) -> None:
+        """A publish to a recorded topic while the log cannot be written: its persisted ack
+        (with ``s``: after the acks of everything before it) is a failure with ``self.failed``,
+        else its first requested ack is. Counted, not logged one by one."""
         self._refused += 1
-        self.wait_persisted(conn, seq, reason=self.failed)
+        if seq is not None and "persisted" in cmd.acks:
+            self.wait_persisted(conn, seq, reason=self.failed)
+        elif cmd.acks:
+            conn.fail(cmd, self.failed or reasons.TX_STORE_FAILURE)
 
     def _mark_turn(self) -> None:
         self.server.request_turn_end()

@@ -74,6 +74,9 @@ def test_disk_full_at_a_segment_roll(tmp_path, caplog):
             reader = AMPS.Client("disk-reader")
             reader.connect(srv.uri)
             reader.logon(5000)
+            for i in range(100):  # fire-and-forget publishes: refused without a log line each
+                reader.publish("orders", json.dumps({"i": -1}))
+            reader.flush(5000)
             got, done = [], threading.Event()
 
             def on_replay(m):
@@ -100,6 +103,8 @@ def test_disk_full_at_a_segment_roll(tmp_path, caplog):
         logs = [r for r in caplog.records if r.name == "amps_emulator.txlog"]
         assert [r.levelname for r in logs if r.levelno >= logging.WARNING] == ["ERROR", "WARNING"]
         assert not any(r.exc_info for r in caplog.records)
+        assert not [r for r in caplog.records if "tx store failure" in r.getMessage()
+                    and r.name != "amps_emulator.txlog"]
     finally:
         srv.stop()
     j, report = FileJournal.open(tmp_path / "journal")
