@@ -26,6 +26,16 @@ def txlog_xml(data_dir, extra: str = "") -> str:
 </AMPSConfig>"""
 
 
+def journal_ids(directory):
+    """The ``i`` of every message in the journal at ``directory`` (opened after the server
+    stopped), and the recovery report."""
+    j, report = FileJournal.open(directory)
+    try:
+        return [json.loads(r.body)["i"] for r in j.read()], report
+    finally:
+        j.close()
+
+
 def wait_until(pred, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while not pred():
@@ -107,11 +117,7 @@ def test_disk_full_at_a_segment_roll(tmp_path, caplog):
                     and r.name != "amps_emulator.txlog"]
     finally:
         srv.stop()
-    j, report = FileJournal.open(tmp_path / "journal")
-    try:
-        kept = [json.loads(r.body)["i"] for r in j.read()]
-    finally:
-        j.close()
+    kept, report = journal_ids(tmp_path / "journal")
     assert report.clean
     assert kept == list(range(refused[0])) + list(range(400, 420))
 
@@ -136,11 +142,7 @@ def test_a_failed_fsync_fails_what_it_covered_and_the_server_goes_on(tmp_path):
         pub.close()
     finally:
         srv.stop()
-    j, report = FileJournal.open(tmp_path / "journal")
-    try:
-        assert [json.loads(r.body)["i"] for r in j.read()] == [0, 2]
-    finally:
-        j.close()
+    assert journal_ids(tmp_path / "journal")[0] == [0, 2]
 
 
 @pytest.fixture
@@ -186,11 +188,7 @@ def test_a_real_full_file_system(tiny_fs):
         pub.close()
     finally:
         srv.stop()
-    j, report = FileJournal.open(tiny_fs / "journal")
-    try:
-        kept = [json.loads(r.body)["i"] for r in j.read()]
-    finally:
-        j.close()
+    kept, _ = journal_ids(tiny_fs / "journal")
     # (a probe may find a few bytes free, so refusals need not be one run) every message is
     # either in the journal or was reported failed, never both, never neither
     assert kept[-10:] == list(range(200, 210)) and not set(kept) & set(failed)
