@@ -79,6 +79,14 @@ Emulator extensions (not AMPS elements; all optional, so real configs load uncha
     error in AMPS) then uses ``<SOWDirectory>/%n.sow``. ``default_config()`` sets it to
     ``<data_dir>/sow``.
 
+Recovery choices are command-line flags, not config elements (they are an operator's call at
+one start, not a property of the instance): ``--keep-readable-journal`` starts past damage
+in the middle of the transaction log, keeping every readable record; ``--strict-recovery``
+refuses to start when stored data is missing (the oldest journal segment that retention did
+not remove, or the SOW file of a topic the transaction log cannot rebuild) instead of
+logging it at ERROR and starting without it. ``Server(config, keep_readable_journal=...,
+strict_recovery=...)`` takes the same two.
+
 Real AMPS elements that the emulator does not implement are *warned and ignored*, one
 warning per element (children are not inspected): at top level ``Modules Authentication
 Entitlement Replication Tuning Externals MessageTypes UserDefinedFunctions

@@ -44,6 +44,7 @@ __all__ = [
     "JournalCorruptError",
     "JournalClosedError",
     "JournalFormatError",
+    "JournalSyncError",
     "RecoveryReport",
     "LostData",
     "RetentionResult",
@@ -74,6 +75,15 @@ class JournalCorruptError(JournalError):
 
 class JournalFormatError(JournalError):
     """A structurally valid file this code does not understand (e.g. a newer version byte)."""
+
+
+class JournalSyncError(JournalError):
+    """An fsync of ``sync`` failed: what was written since the last good sync is not known to
+    be on disk. The owner calls ``discard_unsynced`` (see ``file_journal.py``)."""
+
+    def __init__(self, message: str, error: BaseException) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 class JournalClosedError(JournalError):

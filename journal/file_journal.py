@@ -55,9 +55,13 @@ publishes in it with a failure. So nothing reported failed is ever in the file, 
 before it is touched, and the journal takes writes again as soon as the disk does. A
 segment roll that cannot fsync the finished segment or create the next one is put off until
 a flush succeeds again (the active segment grows past ``segment_size`` meanwhile).
-Only when the partial write cannot even be cut off, and for fsync errors (after which the
-kernel may have dropped the written pages: nothing is known to be on disk), is the journal
-failed for good: further appends raise ``JournalClosedError``; recovery sorts out the tail.
+A failed fsync in ``sync`` raises ``JournalSyncError``; after it nothing written since the
+last good sync is known to be on disk (the kernel may have dropped those pages), so the owner
+calls :meth:`discard_unsynced`, which cuts every record after ``durable_position`` out of the
+files (deleting segments rolled since), fsyncs the cut and reports those positions as one
+:class:`WriteFailure`, leaving the journal writable. Only when that cut fails, when a partial
+write cannot be cut off, or when a ``strict`` append's fsync fails, is the journal failed for
+good: further appends raise ``JournalClosedError``; recovery sorts out the tail.
 """
 
 from __future__ import annotations
@@ -78,6 +82,7 @@ from . import summary as summaries
 from .api import (
     Durability,
     JournalError,
+    JournalSyncError,
     RecoveryReport,
     RetentionResult,
     WriteFailure,
@@ -97,6 +102,8 @@ from .segment import HEADER_SIZE, FrameCursor, Segment, encode_header, segment_n
 log = logging.getLogger("amps_emulator.journal")
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
+#: file in the journal directory holding the first position retention kept (absent: 1)
+RETAINED_FROM = "retained-from"
 #: journal bytes between two summaries of the active segment (bounds the start-up tail scan:
 #: 8 MiB is ~30,000 records of ~280 bytes, ~30 ms)
 DEFAULT_CHECKPOINT_BYTES = 8 * 1024 * 1024
@@ -131,6 +138,7 @@ class FileJournal(JournalCore):
         index_interval: int = DEFAULT_INDEX_INTERVAL,
         checkpoint_bytes: Optional[int] = DEFAULT_CHECKPOINT_BYTES,
         defer_summaries: bool = False,
+        strict: bool = False,
     ) -> tuple["FileJournal", RecoveryReport]:
         """Open (creating if needed) and recover the journal in ``directory``.
 
@@ -141,6 +149,9 @@ class FileJournal(JournalCore):
         at every flush; None: only at roll and close). Ignored in ``memory`` durability, which
         writes no summaries. ``defer_summaries``: ``sync`` does not write the summaries it made
         durable; call :meth:`write_summaries` (any thread) when :attr:`summaries_due`.
+        ``strict``: a missing oldest segment (positions before the oldest segment that retention
+        did not remove, see ``RETAINED_FROM``) raises ``JournalError`` instead of a warning in
+        the report.
         """
         t0 = time.perf_counter()
         self = cls.__new__(cls)
@@ -186,7 +197,7 @@ class FileJournal(JournalCore):
                     fcntl.flock(self._dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 except BlockingIOError:
                     raise JournalError(f"journal directory {self._dir} is already open by another journal") from None
-            report = self._recover(t0, keep_readable_on_corruption)
+            report = self._recover(t0, keep_readable_on_corruption, strict)
         except BaseException:
             if self._fd >= 0:
                 os.close(self._fd)
@@ -194,7 +205,7 @@ class FileJournal(JournalCore):
             raise
         return self, report
 
-    def _recover(self, t0: float, keep_readable: bool) -> RecoveryReport:
+    def _recover(self, t0: float, keep_readable: bool, strict: bool = False) -> RecoveryReport:
         rec = Recovery(
             self._dir,
             keep_readable=keep_readable,
@@ -205,6 +216,7 @@ class FileJournal(JournalCore):
             fsync=self._summaries,
         )
         rec.run()
+        self._check_oldest(rec, strict)
         created = not rec.segments
         if created:
             self._create_segment(1)
@@ -248,6 +260,31 @@ class FileJournal(JournalCore):
             summarised_segments=rec.summarised,
             scanned_bytes=rec.scanned_bytes,
         )
+
+    def _retained_from(self) -> int:
+        """The first position retention left (1 when it never removed anything)."""
+        try:
+            with open(os.path.join(self._dir, RETAINED_FROM)) as f:
+                return max(int(f.read().strip() or 1), 1)
+        except (OSError, ValueError):
+            return 1
+
+    def _check_oldest(self, rec: Recovery, strict: bool) -> None:
+        """Segments missing at the start of the log that retention did not remove: acked data
+        lost without a word unless said here (loudly), or refused under ``strict``."""
+        expected = self._retained_from()
+        first = rec.segments[0].first_position if rec.segments else None
+        if first is None and expected == 1 or first is not None and first <= expected:
+            return
+        what = (f"positions {expected}..{first - 1}" if first is not None
+                else f"every segment from position {expected} on")
+        msg = (f"journal {self._dir}: the oldest segment file(s) are missing ({what}); retention "
+               f"removed only the positions before {expected}, so the messages they held are lost")
+        if strict:
+            raise JournalError(msg + "; restore the missing files, or start without the strict "
+                               "option to accept the loss")
+        log.error("%s", msg)
+        rec.warnings.append(msg)
 
     # ------------------------------------------------------------------ summaries
     def _snapshot(self, seg: Segment, sealed: bool) -> None:
@@ -553,10 +590,15 @@ class FileJournal(JournalCore):
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
             if target > self._durable_position or retired or dir_dirty:
                 ops = self.file_ops
-                for fd in fds:
-                    self._guard(ops.fdatasync, fd)
-                if dir_dirty:
-                    self._guard(ops.fsync, self._dir_fd)
+                try:
+                    for fd in fds:
+                        ops.fdatasync(fd)
+                    if dir_dirty:
+                        ops.fsync(self._dir_fd)
+                except OSError as exc:
+                    with self._lock:
+                        self._dir_dirty = self._dir_dirty or dir_dirty
+                    raise JournalSyncError(f"journal fsync failed in {self._dir}: {exc}", exc) from exc
             with self._lock:
                 for fd in retired:
                     self._retired.remove(fd)
@@ -567,6 +609,73 @@ class FileJournal(JournalCore):
             if self._ckpt_pending and not self._defer_summaries:
                 self._write_due_summaries()
             return durable
+
+    def discard_unsynced(self, error: BaseException) -> Optional[WriteFailure]:
+        """After a failed ``sync``: cut every record after ``durable_position`` out of the files
+        (owner thread, no sync running), fsync the cut, and report those positions (None when
+        there were none). Raises JournalError (and the journal is failed) if the cut fails."""
+        durable = self._durable_position
+        last = self._next_position - 1
+        self._buf = bytearray()
+        self._pending = []
+        if last <= durable:
+            return None
+        try:
+            self._cut_after(durable)
+        except OSError as exc:
+            self._failure = exc
+            self._closed = True
+            raise JournalError(f"journal fsync failed in {self._dir} ({error}) and the records "
+                               f"after position {durable} could not be cut off ({exc})") from exc
+        q = self._unapplied_s
+        while q and q[-1][0] > durable:
+            q.pop()
+        with self._lock:
+            self._ckpt_pending = [p for p in self._ckpt_pending if p[0] <= durable]
+            self._written_position = self._durable_position = last  # the cut is durable: a gap
+        self._roll_blocked = False
+        failure = WriteFailure(durable + 1, last, error)
+        self.write_failures.append(failure)
+        return failure
+
+    def _cut_after(self, position: int) -> None:
+        """Remove every frame after ``position`` from the files, rebuild the active segment's
+        metadata from what stays, point the write fd at its end, fsync."""
+        ops = self.file_ops
+        with self._sync_lock, self._lock:
+            for fd in {*self._retired, self._fd}:
+                os.close(fd)
+            self._retired = []
+            self._fd = -1
+        while len(self._segments) > 1 and not 0 < self._segments[-1].first_record_position <= position:
+            seg = self._segments.pop()
+            self._firsts.pop()
+            self._crc_base.pop(seg.first_position, None)
+            summaries.remove(seg.path)
+            os.unlink(seg.path)
+        old = self._segments[-1]
+        seg = Segment(old.path, old.first_position, self._index_interval)
+        cursor = FrameCursor(old.path, HEADER_SIZE)
+        end = HEADER_SIZE
+        try:
+            while (frame := cursor.next(old.size, payload=False)) is not None and frame[0][6] <= position:
+                prefix, off, _ = frame
+                seg.note_record(prefix[6], off, prefix[9])
+                end = cursor.offset
+        finally:
+            cursor.close()
+        seg.size = end
+        self._segments[-1] = seg
+        self._crc_base.pop(seg.first_position, None)
+        self._ckpt_size_at = min(self._ckpt_size_at, end)
+        fd = ops.open(seg.path, os.O_WRONLY | _O_CLOEXEC)
+        self._fd = fd
+        os.ftruncate(fd, end)
+        os.lseek(fd, end, os.SEEK_SET)
+        ops.fdatasync(fd)
+        ops.fsync(self._dir_fd)
+        self._dir_dirty = False
+        self._set_mark()
 
     def _close_retired_if_idle(self) -> None:
         if self._sync_lock.acquire(blocking=False):
@@ -720,6 +829,8 @@ class FileJournal(JournalCore):
 
         n, blocked, reasons = self._plan_retention(self._segments, pinned_positions, can_remove)
         removed = self._segments[:n]
+        if removed:  # first, so a crash in between never reads as segments gone missing
+            self._write_retained_from(self._segments[n].first_position)
         for seg in removed:
             os.unlink(seg.path)
             summaries.remove(seg.path)
@@ -735,6 +846,18 @@ class FileJournal(JournalCore):
             blocked_by_pin=blocked,
             reasons=tuple(reasons),
         )
+
+    def _write_retained_from(self, position: int) -> None:
+        path = os.path.join(self._dir, RETAINED_FROM)
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{position}\n")
+            f.flush()
+            if self._durability is not Durability.MEMORY:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+        if self._durability is not Durability.MEMORY:
+            os.fsync(self._dir_fd)
 
     def __repr__(self) -> str:
         return (

@@ -12,11 +12,20 @@ from .file_journal import FileOps
 class DiskFull(FileOps):
     """``FileJournal.file_ops`` for a disk with ``free`` bytes left (None: no limit). Writes
     behave as on a full file system: a write that does not fit writes what fits and the next
-    one fails with ``ENOSPC``. Set ``free`` again (e.g. to None) when space returns."""
+    one fails with ``ENOSPC``. Set ``free`` again (e.g. to None) when space returns.
+    ``failing_fsyncs``: that many next ``fdatasync`` calls fail with ``ENOSPC`` (as on
+    file systems that allocate at writeback)."""
 
-    def __init__(self, free: Optional[int] = None) -> None:
+    def __init__(self, free: Optional[int] = None, failing_fsyncs: int = 0) -> None:
         self.free = free
+        self.failing_fsyncs = failing_fsyncs
         self.refused = 0  # writes that failed
+
+    def fdatasync(self, fd: int) -> None:  # type: ignore[override]
+        if self.failing_fsyncs > 0:
+            self.failing_fsyncs -= 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        FileOps.fdatasync(fd)
 
     def write(self, fd: int, data) -> int:  # type: ignore[override]
         if self.free is None:

@@ -71,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="run on a clock that stands still until advanced through "
                         "POST /emulator/clock/advance?seconds=N (leases, expiration, "
                         "heartbeats and History follow it); needs an admin interface")
+    p.add_argument("--strict-recovery", action="store_true",
+                   help="refuse to start when stored data is found missing (the oldest journal "
+                        "segment, or the SOW file of a topic the transaction log cannot "
+                        "rebuild) instead of warning and starting without it")
     p.add_argument("--log-level", choices=LOG_LEVELS,
                    help="also log to stderr at this level (default: INFO when the config has no "
                         "<Logging> targets; the built-in config's stderr target is replaced)")
@@ -148,13 +152,14 @@ def with_durability(cfg: Any, durability: str) -> Any:
 async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None = None,
               sockets: Any = None, keep_readable_journal: bool = False,
               admin: str | None = None, test_clock: bool = False,
-              memory: bool = False) -> None:
+              memory: bool = False, strict_recovery: bool = False) -> None:
     """Start a server on ``config`` and serve until ``shutdown`` is set."""
     from amps_emulator.server.app import Server
     from amps_emulator.server.clock import TestClock
 
     server = Server(config, keep_readable_journal=keep_readable_journal, admin=admin,
-                    timebase=TestClock() if test_clock else None, memory=memory)
+                    timebase=TestClock() if test_clock else None, memory=memory,
+                    strict_recovery=strict_recovery)
     uris = await server.start(sockets=sockets)
     shutdown = shutdown or asyncio.Event()
     if ready is not None:
@@ -233,9 +238,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         await run(config, ready=ready, shutdown=shutdown,
                   keep_readable_journal=args.keep_readable_journal, admin=args.admin,
-                  test_clock=args.test_clock, memory=args.memory)
+                  test_clock=args.test_clock, memory=args.memory,
+                  strict_recovery=args.strict_recovery)
 
     from amps_emulator.journal import JournalCorruptError, JournalError
+    from amps_emulator.sow import SowDamagedError
 
     started: list[bool] = []
 
@@ -249,6 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(exc, JournalCorruptError):
             print("amps-emulator: to start anyway with every readable record, pass "
                   "--keep-readable-journal", file=sys.stderr)
+        return 1
+    except SowDamagedError as exc:
+        print(f"amps-emulator: cannot open the SOW: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:
         print(f"amps-emulator: cannot start: {exc}", file=sys.stderr)

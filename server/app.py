@@ -105,13 +105,16 @@ class Server:
     def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
                  keep_readable_journal: bool = False, timebase: Any = None,
-                 admin: str | None = None, memory: bool = False) -> None:
+                 admin: str | None = None, memory: bool = False,
+                 strict_recovery: bool = False) -> None:
         """``timebase``: a :mod:`server.clock` clock (a ``TestClock`` for ``--test-clock``);
         without one, real time read through ``clock`` (monotonic) and ``wallclock``.
         ``admin``: ``HOST:PORT`` of the Admin HTTP interface (default: the config's
         ``Admin/InetAddr``, if any)."""
         self.config = config
         self.keep_readable_journal = keep_readable_journal
+        #: refuse to start when acked data is found missing (oldest journal segment, SOW file)
+        self.strict_recovery = strict_recovery
         #: ``--memory``: write no files at all (journal in memory, every SOW topic transient,
         #: queue checkpoints kept in memory); nothing survives the process
         self.memory = memory

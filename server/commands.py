@@ -125,10 +125,8 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
         topic = server.queuesvc.publish_target(topic)  # a queue's own name: where it feeds from
     txlog = server.txlog
     if txlog is not None and txlog.failed is not None and txlog.recorded(topic):
-        if seq is not None and "persisted" in acks:
-            txlog.refuse(conn, seq)  # the client's failed-write handler, in ack order
-            return
-        raise CommandError(txlog.failed, "the transaction log cannot be written")
+        txlog.refuse(conn, cmd, seq)  # a failure ack, no log line per publish
+        return
     if server.derived is not None:
         server.derived.check_writable(topic)
     try:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.sow import Sow, Topic, TopicSpec
+from amps_emulator.sow import Sow, SowDamagedError, Topic, TopicSpec
 from amps_emulator.sow.history import HistorySpec
 from amps_emulator.sow.spec import TRANSIENT
 from amps_emulator.server.views import derived_specs
@@ -78,7 +78,7 @@ class SowService:
             for s in [*self.specs, *map(spec_from_config, self.patterns)] if s.persistent)
         self.sync = not journal_covers
         self.sow = Sow(self.specs, default_dir=config.sow_directory or "./sow", sync=self.sync,
-                       clock=server.wallclock)
+                       clock=server.wallclock, on_damage=self._damaged, on_missing=self._missing)
         self._not_logical: set[str] = set()  # names known to match no container
         for container in self.patterns:
             if container.durability == "persistent":
@@ -88,6 +88,33 @@ class SowService:
         self._timer_at: float | None = None
         self._prune_timer: Any = None
         self._prune_at: dict[str, bytes | None] = {}  # where each topic's next pass starts
+
+    # -- damaged or missing files at start-up ------------------------------------------------
+    def _rebuildable(self, name: str) -> bool:
+        """The transaction log records ``name`` and still holds all of it (nothing retired)."""
+        txlog = self.server.txlog
+        return txlog is not None and txlog.recorded(name) and txlog.journal.first_position <= 1
+
+    def _damaged(self, path: str, topics: list[str], why: str) -> None:
+        lost = [t for t in topics if not self._rebuildable(t)]
+        if lost:
+            raise SowDamagedError(
+                f"SOW file {path} is damaged ({why}) and the transaction log does not hold all "
+                f"of topic(s) {', '.join(lost)}, so they cannot be rebuilt. Restore {path} from a "
+                f"backup, or move it aside to start those topics empty.", path)
+
+    def _missing(self, path: str, topics: list[str]) -> None:
+        lost = [t for t in topics if not self._rebuildable(t)]
+        if not lost:
+            log.warning("SOW file %s is missing; rebuilding topic(s) %s from the transaction log",
+                        path, ", ".join(topics))
+            return
+        msg = (f"SOW file {path} is missing: the stored state of topic(s) {', '.join(lost)} is "
+               f"lost (the transaction log does not hold all of it)")
+        if self.server.strict_recovery:
+            raise SowDamagedError(msg + "; restore the file, or start without --strict-recovery "
+                                  "to begin those topics empty", path)
+        log.error("%s; those topics start empty (--strict-recovery refuses to start instead)", msg)
 
     # -- lookup ----------------------------------------------------------------------------
     def get(self, name: str, create: bool = True) -> Topic | None:

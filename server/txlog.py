@@ -16,7 +16,8 @@ things may be said to clients:
   not recorded, waits behind everything already appended, so no ack ever claims more than
   what happened.
 * Bookmark subscriptions are journal cursors (:mod:`server.replay`), pumped after each turn.
-* Disk full (or any refused write): the journal cuts the refused records out of the file
+* Disk full (or any refused write; or a failed fsync, after which the journal cuts everything
+  not yet durable): the journal cuts the refused records out of the file
   again and reports their positions (``journal.take_write_failures``). Their persisted acks
   become ``tx store failure`` failure acks carrying ``s``, released in the same FIFO order,
   so the official client's failed-write handler gets each message (its store discards up to
@@ -36,7 +37,8 @@ import collections
 import logging
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.journal import FileJournal, JournalError, MemoryJournal, RecordKind
+from amps_emulator.journal import (FileJournal, JournalError, JournalSyncError, MemoryJournal,
+                                   RecordKind)
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import replay
@@ -92,6 +94,7 @@ class TxLog:
             retention_bytes=cfg.retention_size,
             retention_age=cfg.retention_age,
             keep_readable_on_corruption=self.server.keep_readable_journal,
+            strict=self.server.strict_recovery,
             defer_summaries=True,
             clock=self.server.wallclock,  # record times follow the server's (test) clock
         )
@@ -177,11 +180,15 @@ class TxLog:
         fifo.append((pos, conn, seq, reason))
         self.server.request_turn_end()  # _mark_turn()
 
-    def refuse(self, conn: "Connection", seq: int) -> None:
-        """A publish to a recorded topic while the log cannot be written: its persisted ack is
-        a failure (``self.failed``), after the acks of everything before it."""
+    def refuse(self, conn: "Connection", cmd: "Command", seq: int | None) -> None:
+        """A publish to a recorded topic while the log cannot be written: its persisted ack
+        (with ``s``: after the acks of everything before it) is a failure with ``self.failed``,
+        else its first requested ack is. Counted, not logged one by one."""
         self._refused += 1
-        self.wait_persisted(conn, seq, reason=self.failed)
+        if seq is not None and "persisted" in cmd.acks:
+            self.wait_persisted(conn, seq, reason=self.failed)
+        elif cmd.acks:
+            conn.fail(cmd, self.failed or reasons.TX_STORE_FAILURE)
 
     def flush_persisted(self, conn: "Connection", cmd: Any) -> None:
         """``flush`` with ``a=persisted``: its ack goes once everything journalled so far
@@ -224,7 +231,14 @@ class TxLog:
         if fut.cancelled() or self.journal is None:
             return
         exc = fut.exception()
-        if exc is not None:
+        if isinstance(exc, JournalSyncError):  # cut what the failed fsync left unknown
+            try:
+                self.journal.discard_unsynced(exc.error)
+            except JournalError as fatal:
+                self._fail(fatal)
+                return
+            self._write_failed()
+        elif exc is not None:
             self._fail(exc)
             return
         self._release(self.journal.durable_position)

@@ -24,10 +24,11 @@ from .query import (DeleteResult, PublishResult, QueryResult, apply_select, pars
                     parse_select)
 from .record import Record, amps_timestamp
 from .spec import TopicSpec, expand_file_name
-from .store import Sow, SowStore, TopicStore, TransientStore, env_directory
+from .store import Sow, SowDamagedError, SowStore, TopicStore, TransientStore, env_directory
 from .topic import Topic
 
 __all__ = [
+    "SowDamagedError",
     "Sow", "SowStore", "TransientStore", "TopicStore", "Topic", "TopicSpec", "Record",
     "PublishResult", "QueryResult", "DeleteResult", "merge", "changed_fields", "delta_message",
     "generate_sow_key", "validate_sow_key", "parse_sow_keys", "parse_order_by", "parse_select",

@@ -37,7 +37,7 @@ from typing import Iterator
 
 import lmdb
 
-__all__ = ["LmdbEnv", "LmdbOrderedSet", "LmdbHashTable"]
+__all__ = ["LmdbEnv", "LmdbOrderedSet", "LmdbHashTable", "SowDamagedError", "move_aside"]
 
 log = logging.getLogger("amps_emulator.sow.lmdb")
 
@@ -46,6 +46,29 @@ _MAX_DOUBLE = 64 << 30
 
 
 _STATE_FILE = "emulator-state.json"
+
+
+class SowDamagedError(Exception):
+    """A damaged SOW environment that may not be replaced (its topics cannot be rebuilt)."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
+def move_aside(path: str, why: str) -> str:
+    """Move a damaged environment to ``<path>.damaged-<time>`` (kept for inspection) and leave
+    an empty directory in its place; returns where it went."""
+    aside = f"{path.rstrip(os.sep)}.damaged-{time.strftime('%Y%m%dT%H%M%S')}"
+    n = 1
+    while os.path.exists(aside):
+        n += 1
+        aside = f"{path.rstrip(os.sep)}.damaged-{time.strftime('%Y%m%dT%H%M%S')}-{n}"
+    log.warning("SOW LMDB %s is damaged (%s): moved to %s; its topics start empty "
+                "and are rebuilt from the transaction log where it records them", path, why, aside)
+    os.replace(path, aside)
+    os.makedirs(path)
+    return aside
 
 
 def boot_id() -> str:
@@ -67,16 +90,19 @@ class LmdbEnv:
     value.  A damaged environment is moved aside (``<dir>.damaged-<time>``, kept for
     inspection) with a warning, and a new empty one takes its place: the topics then catch
     up from the transaction log, like a missing SOW file.  :attr:`replaced` tells.
-    ``boot``: this boot's id (tests pass another to play a machine crash)."""
+    ``boot``: this boot's id (tests pass another to play a machine crash).  ``on_damage(path,
+    why)`` is called before a damaged environment is moved aside; it may raise (typically
+    :class:`SowDamagedError`) to refuse that."""
 
     def __init__(self, path: str, *, map_size: int = 64 << 20, sync: bool = True,
                  max_dbs: int = 4096, max_map_size: int | None = None,
-                 boot: str | None = None) -> None:
+                 boot: str | None = None, on_damage=None) -> None:
         os.makedirs(path, exist_ok=True)
         self.path = path
         self.sync_commits = sync
         self.max_map_size = max_map_size
         self.boot = boot_id() if boot is None else boot
+        self.on_damage = on_damage
         #: why the environment found at open was moved aside (None: it was fine)
         self.replaced: str | None = None
         self.env = self._open(map_size, max_dbs)
@@ -105,6 +131,10 @@ class LmdbEnv:
         state = self._read_state()
         env = None
         try:
+            if existed and state and os.path.getsize(os.path.join(self.path, "data.mdb")) < 8192:
+                # opened before, so it had its two meta pages: cut short (LMDB would start over)
+                raise lmdb.InvalidError(f"{self.path}/data.mdb: truncated to "
+                                        f"{os.path.getsize(os.path.join(self.path, 'data.mdb'))} bytes")
             env = self._lmdb(map_size, max_dbs)
             if existed and not self.sync_commits and not (
                     state.get("clean") or state.get("boot") == self.boot):
@@ -113,12 +143,9 @@ class LmdbEnv:
             if env is not None:
                 env.close()
             self.replaced = f"{type(exc).__name__}: {exc}"
-            aside = f"{self.path.rstrip(os.sep)}.damaged-{time.strftime('%Y%m%dT%H%M%S')}"
-            log.warning("SOW LMDB %s is damaged (%s): moved to %s; its topics start empty "
-                        "and are rebuilt from the transaction log where it records them",
-                        self.path, self.replaced, aside)
-            os.replace(self.path, aside)
-            os.makedirs(self.path)
+            if self.on_damage is not None:
+                self.on_damage(self.path, self.replaced)
+            move_aside(self.path, self.replaced)
             env = self._lmdb(map_size, max_dbs)
         self._write_state(clean=False)
         return env

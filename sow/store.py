@@ -33,13 +33,16 @@ import time
 from typing import Any, Callable, Iterable, Protocol, runtime_checkable
 
 from .backend import LmdbBackend, MemoryBackend
-from .lmdbenv import LmdbEnv
+import lmdb
+
+from .lmdbenv import LmdbEnv, SowDamagedError, move_aside
 from .query import DeleteResult, PublishResult, QueryResult
 from .record import Record
 from .spec import TopicSpec
 from .topic import Topic
 
-__all__ = ["TopicStore", "SowStore", "TransientStore", "Sow", "env_directory", "ENV_DIR_NAME"]
+__all__ = ["TopicStore", "SowStore", "TransientStore", "Sow", "env_directory", "ENV_DIR_NAME",
+           "SowDamagedError"]
 
 ENV_DIR_NAME = "amps-sow.lmdb"
 
@@ -140,11 +143,11 @@ class SowStore(_StoreBase):
 
     def __init__(self, path: str, *, sync: bool = True, map_size: int = 64 << 20,
                  max_map_size: int | None = None, clock: Callable[[], float] = time.time,
-                 auto_memo: bool = True, max_dbs: int = 65536) -> None:
+                 auto_memo: bool = True, max_dbs: int = 65536, on_damage=None) -> None:
         super().__init__(clock, auto_memo)
         self.path = path
         self.env = LmdbEnv(path, map_size=map_size, sync=sync, max_dbs=max_dbs,
-                           max_map_size=max_map_size)
+                           max_map_size=max_map_size, on_damage=on_damage)
         self._meta_dirty: set[Topic] = set()  # topics whose metadata awaits the next commit
         self.env.before_commit.append(self._flush_meta)
 
@@ -227,6 +230,21 @@ class TransientStore(_StoreBase):
         self._topics.clear()
 
 
+def _write_manifest(path: str, names: list[str]) -> None:
+    """Record which topics the environment next to ``path`` holds (see :class:`Sow`)."""
+    text = "\n".join(sorted(names))
+    try:
+        with open(path) as f:
+            if f.read() == text:
+                return
+    except OSError:
+        pass
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
 class Sow(_Topics):
     """Every SOW topic of a server: persistent ones grouped by environment directory, transient
     ones in memory.
@@ -234,23 +252,88 @@ class Sow(_Topics):
     ``Sow(specs, default_dir="./sow", sync=True, clock=time.time)``; then ``sow.topic(name)``,
     ``sow.commit()`` once per loop turn, ``sow.sweep_expired()`` when ``sow.next_expiration()``
     is due, ``sow.close()`` at shutdown.
+
+    Damage: an environment that LMDB cannot open, or whose topics' databases cannot be opened
+    (garbled pages, a truncated ``data.mdb``), is damaged. ``on_damage(path, topic_names,
+    why)`` decides: it raises (e.g. :class:`SowDamagedError` naming the file and what to do)
+    to refuse, or returns, and the environment is moved aside and its topics start empty (the
+    server then rebuilds them from the transaction log). Without ``on_damage`` it is replaced.
+
+    Missing: next to each environment a small file ``<env>.topics`` lists the topics it
+    held. When that file is there but the environment is not (deleted, lost), the topics it
+    names that are configured are passed to ``on_missing(path, topic_names)`` before they
+    start empty; it may raise to refuse. (Removing the whole SOW directory is a reset and says
+    nothing.)
     """
 
     def __init__(self, specs: Iterable[TopicSpec] = (), *, default_dir: str = "./sow",
                  sync: bool = True, clock: Callable[[], float] = time.time,
-                 map_size: int = 64 << 20, auto_memo: bool = True) -> None:
+                 map_size: int = 64 << 20, auto_memo: bool = True, on_damage=None,
+                 on_missing=None) -> None:
         self.default_dir = default_dir
+        self.on_missing = on_missing
         self.sync = sync
         self.clock = clock
         self.map_size = map_size
         self.auto_memo = auto_memo
+        self.on_damage = on_damage
         self.stores: dict[str, SowStore] = {}
         self.transient = TransientStore(clock=clock, auto_memo=auto_memo)
         self._topics: dict[str, Topic] = {}
         #: the topics with expiration enabled (the only ones with deadlines to sweep)
         self._expiring: dict[str, Topic] = {}
+        specs = list(specs)
+        by_dir: dict[str, list[TopicSpec]] = {}
+        seen: set[str] = set()
         for s in specs:
-            self.add_topic(s)
+            if s.name in seen:
+                raise ValueError(f"SOW topic {s.name!r} configured twice")
+            seen.add(s.name)
+            if s.persistent:
+                by_dir.setdefault(env_directory(s, default_dir), []).append(s)
+        for d, group in by_dir.items():
+            self._open_store(d, group)
+        for s in specs:
+            if not s.persistent:
+                self.add_topic(s)
+        self._topics = {s.name: self._topics[s.name] for s in specs}  # configuration order
+        self._expiring = {n: t for n, t in self._topics.items() if n in self._expiring}
+
+    def _open_store(self, d: str, specs: list[TopicSpec]) -> None:
+        """Open the environment ``d`` with its topics ``specs``; damage: see the class doc."""
+        names = [s.name for s in specs]
+        manifest = d.rstrip(os.sep) + ".topics"
+        if not os.path.exists(os.path.join(d, "data.mdb")) and os.path.exists(manifest):
+            try:
+                with open(manifest) as f:
+                    had = set(f.read().split("\n"))
+            except OSError:
+                had = set()
+            gone = [n for n in names if n in had]
+            if gone and self.on_missing is not None:
+                self.on_missing(d, gone)
+        handler = None
+        if self.on_damage is not None:
+            handler = lambda path, why: self.on_damage(path, names, why)  # noqa: E731
+        st = SowStore(d, sync=self.sync, clock=self.clock, map_size=self.map_size,
+                      auto_memo=self.auto_memo, on_damage=handler)
+        try:
+            opened = [st.open_topic(s) for s in specs]
+        except lmdb.Error as exc:  # the header was fine, the pages are not
+            st.env.close()
+            why = f"{type(exc).__name__}: {exc}"
+            if handler is not None:
+                handler(d, why)
+            move_aside(d, why)
+            st = SowStore(d, sync=self.sync, clock=self.clock, map_size=self.map_size,
+                          auto_memo=self.auto_memo, on_damage=handler)
+            opened = [st.open_topic(s) for s in specs]
+        self.stores[d] = st
+        for s, t in zip(specs, opened):
+            self._topics[s.name] = t
+            if s.expiration is not None:
+                self._expiring[s.name] = t
+        _write_manifest(manifest, names)
 
     def _store(self, spec: TopicSpec) -> SowStore:
         d = env_directory(spec, self.default_dir)
@@ -272,7 +355,12 @@ class Sow(_Topics):
         if spec.name in self._topics:
             raise ValueError(f"SOW topic {spec.name!r} configured twice")
         if spec.persistent:
-            t = self._store(spec).open_topic(spec)
+            d = env_directory(spec, self.default_dir)
+            st = self.stores.get(d)
+            if st is None:
+                self._open_store(d, [spec])
+                return self._topics[spec.name]
+            t = st.open_topic(spec)
         else:
             t = self.transient.open_topic(spec)
         self._topics[spec.name] = t

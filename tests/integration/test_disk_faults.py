@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
 import threading
 import time
+
+import pytest
 
 from amps_emulator.journal import FileJournal
 from amps_emulator.journal.testing import DiskFull
@@ -20,6 +24,16 @@ def txlog_xml(data_dir, extra: str = "") -> str:
     <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
   {extra}
 </AMPSConfig>"""
+
+
+def journal_ids(directory):
+    """The ``i`` of every message in the journal at ``directory`` (opened after the server
+    stopped), and the recovery report."""
+    j, report = FileJournal.open(directory)
+    try:
+        return [json.loads(r.body)["i"] for r in j.read()], report
+    finally:
+        j.close()
 
 
 def wait_until(pred, timeout: float = 10.0) -> bool:
@@ -70,6 +84,9 @@ def test_disk_full_at_a_segment_roll(tmp_path, caplog):
             reader = AMPS.Client("disk-reader")
             reader.connect(srv.uri)
             reader.logon(5000)
+            for i in range(100):  # fire-and-forget publishes: refused without a log line each
+                reader.publish("orders", json.dumps({"i": -1}))
+            reader.flush(5000)
             got, done = [], threading.Event()
 
             def on_replay(m):
@@ -96,12 +113,176 @@ def test_disk_full_at_a_segment_roll(tmp_path, caplog):
         logs = [r for r in caplog.records if r.name == "amps_emulator.txlog"]
         assert [r.levelname for r in logs if r.levelno >= logging.WARNING] == ["ERROR", "WARNING"]
         assert not any(r.exc_info for r in caplog.records)
+        assert not [r for r in caplog.records if "tx store failure" in r.getMessage()
+                    and r.name != "amps_emulator.txlog"]
     finally:
         srv.stop()
-    j, report = FileJournal.open(tmp_path / "journal")
-    try:
-        kept = [json.loads(r.body)["i"] for r in j.read()]
-    finally:
-        j.close()
+    kept, report = journal_ids(tmp_path / "journal")
     assert report.clean
     assert kept == list(range(refused[0])) + list(range(400, 420))
+
+
+def test_a_failed_fsync_fails_what_it_covered_and_the_server_goes_on(tmp_path):
+    srv = start_server(txlog_xml(tmp_path))
+    failed = []
+    try:
+        pub = store_client(srv.uri, "fsync-pub", lambda m, reason: failed.append(
+            (json.loads(m.get_data())["i"], str(reason))))
+        pub.publish("orders", json.dumps({"i": 0}))
+        pub.publish_flush(5000)
+        disk = DiskFull(failing_fsyncs=1)
+        srv.call(lambda: setattr(srv.server.txlog.journal, "file_ops", disk))
+        pub.publish("orders", json.dumps({"i": 1}))
+        pub.publish_flush(5000)
+        assert failed == [(1, "tx store failure")]
+        assert wait_until(lambda: srv.call(lambda: srv.server.txlog.failed) is None)
+        pub.publish("orders", json.dumps({"i": 2}))
+        pub.publish_flush(5000)
+        assert len(failed) == 1 and pub.get_unpersisted_count() == 0
+        pub.close()
+    finally:
+        srv.stop()
+    assert journal_ids(tmp_path / "journal")[0] == [0, 2]
+
+
+@pytest.fixture
+def tiny_fs(tmp_path):
+    """A 1 MiB tmpfs mounted for the test (skipped where mounting is not permitted)."""
+    mnt = tmp_path / "tiny"
+    mnt.mkdir()
+    try:
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+                           capture_output=True, timeout=10)
+    except (OSError, subprocess.SubprocessError) as exc:
+        pytest.skip(f"cannot mount a tmpfs here: {exc}")
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.decode(errors='replace').strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], capture_output=True, timeout=10)
+
+
+def test_a_real_full_file_system(tiny_fs):
+    """The same on a real file system that fills up (no injected fault)."""
+    srv = start_server(txlog_xml(tiny_fs))
+    failed = []
+    try:
+        pub = store_client(srv.uri, "tiny-pub", lambda m, reason: failed.append(
+            json.loads(m.get_data())["i"]))
+        filler = tiny_fs / "filler"
+        st = os.statvfs(tiny_fs)
+        with open(filler, "wb") as f:  # leave about 24 KB free
+            f.write(bytes(st.f_bavail * st.f_frsize - 24 * 1024))
+        body = " " * 300
+        for i in range(200):
+            pub.publish("orders", json.dumps({"i": i, "pad": body}))
+        pub.publish_flush(10000)
+        assert failed and pub.get_unpersisted_count() == 0
+        filler.unlink()  # space returns
+        assert wait_until(lambda: srv.call(lambda: srv.server.txlog.failed) is None)
+        for i in range(200, 210):
+            pub.publish("orders", json.dumps({"i": i, "pad": body}))
+        pub.publish_flush(5000)
+        assert max(failed) < 200 and pub.get_unpersisted_count() == 0
+        pub.close()
+    finally:
+        srv.stop()
+    kept, _ = journal_ids(tiny_fs / "journal")
+    # (a probe may find a few bytes free, so refusals need not be one run) every message is
+    # either in the journal or was reported failed, never both, never neither
+    assert kept[-10:] == list(range(200, 210)) and not set(kept) & set(failed)
+    assert sorted(kept[:-10] + failed) == list(range(200))
+
+
+# ---------------------------------------------------------------- item 8: damaged or missing files
+def sow_xml(data_dir, *, journal: bool) -> str:
+    tl = (f"<TransactionLog><JournalDirectory>{data_dir}/journal</JournalDirectory>"
+          "<Topic><Name>orders</Name><MessageType>json</MessageType></Topic></TransactionLog>"
+          if journal else "")
+    return f"""<AMPSConfig><Name>sow</Name>
+  <Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
+    <MessageType>json</MessageType><Protocol>amps</Protocol></Transport></Transports>
+  <SOW><Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
+    <FileName>{data_dir}/sow/%n.sow</FileName></Topic></SOW>{tl}
+</AMPSConfig>"""
+
+
+def fill_sow(data_dir, journal: bool, n: int = 2000) -> str:
+    """A SOW topic with ``n`` records, written through a server that then stops; returns the
+    path of the LMDB environment."""
+    import AMPS
+
+    srv = start_server(sow_xml(data_dir, journal=journal))
+    try:
+        c = AMPS.Client("filler")
+        c.connect(srv.uri)
+        c.logon(5000)
+        for i in range(n):
+            c.publish("orders", json.dumps({"id": i, "v": "x" * 100}))
+        c.flush(5000)
+        c.close()
+    finally:
+        srv.stop()
+    return str(data_dir / "sow" / "amps-sow.lmdb")
+
+
+def sow_count(uri: str) -> int:
+    import AMPS
+
+    c = AMPS.Client("counter")
+    c.connect(uri)
+    c.logon(5000)
+    try:
+        return sum(1 for m in c.sow("orders", timeout=5000) if m.get_command() == "sow")
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("cut_to", [20_000, 0])  # garbled B-tree pages / an emptied file
+def test_a_damaged_sow_file_is_rebuilt_from_the_log_that_covers_it(tmp_path, cut_to):
+    env = fill_sow(tmp_path, journal=True)
+    os.truncate(os.path.join(env, "data.mdb"), cut_to)
+    srv = start_server(sow_xml(tmp_path, journal=True))
+    try:
+        assert sow_count(srv.uri) == 2000
+    finally:
+        srv.stop()
+    assert [n for n in os.listdir(tmp_path / "sow") if ".damaged-" in n]  # kept for inspection
+
+
+def test_a_damaged_sow_file_the_log_cannot_rebuild_is_refused_with_its_path(tmp_path):
+    from tests.procserver import ProcServer
+
+    env = fill_sow(tmp_path, journal=False)
+    data = os.path.join(env, "data.mdb")
+    os.truncate(data, 20_000)
+    before = open(data, "rb").read()
+    cfg = tmp_path / "amps.xml"
+    cfg.write_text(sow_xml(tmp_path, journal=False))
+    done = ProcServer(tmp_path, cfg).run_to_exit()
+    assert done.returncode == 1
+    assert env in done.stderr and "damaged" in done.stderr and "move it aside" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert open(data, "rb").read(20_000) == before  # left in place, as it was
+
+
+def test_a_missing_sow_file_the_log_cannot_rebuild_warns_and_strict_refuses(tmp_path):
+    import shutil
+
+    from tests.procserver import ProcServer
+
+    env = fill_sow(tmp_path, journal=False, n=10)
+    shutil.rmtree(env)
+    cfg = tmp_path / "amps.xml"
+    cfg.write_text(sow_xml(tmp_path, journal=False))
+    done = ProcServer(tmp_path, cfg, "--strict-recovery").run_to_exit()
+    assert done.returncode == 1 and env in done.stderr and "missing" in done.stderr
+    assert "Traceback" not in done.stderr
+    srv = ProcServer(tmp_path, cfg).start()  # without the flag: starts, loudly
+    try:
+        assert sow_count(srv.uri) == 0
+    finally:
+        srv.stop()
+    log_text = srv.stderr_path.read_text()
+    assert "ERROR" in log_text and env in log_text and "missing" in log_text

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import os
 
-from amps_emulator.journal import FileJournal, RecordKind
+import pytest
+
+from amps_emulator.journal import FileJournal, JournalSyncError, RecordKind
 from amps_emulator.journal.testing import DiskFull
 
 
@@ -85,4 +87,35 @@ def test_a_write_refused_in_the_middle_of_a_flush_leaves_no_partial_frame(tmp_pa
     j, report = FileJournal.open(tmp_path)
     assert report.clean and seqs(j) == [1, 4]
     assert [r.kind for r in j.read(include_internal=True)] == [RecordKind.PUBLISH] * 2
+    j.close()
+
+
+def test_a_failed_fsync_cuts_everything_not_durable_including_a_roll(tmp_path):
+    j, _ = FileJournal.open(tmp_path, segment_size=4096)
+    disk = j.file_ops = DiskFull()
+    for i in range(1, 11):
+        pub(j, i)
+    j.flush()
+    durable = j.sync()
+    names = sorted(os.listdir(tmp_path))
+    for i in range(11, 41):  # written (and rolled) but the fsync fails
+        pub(j, i)
+    j.flush()
+    assert len(j.segments) > 1
+    disk.failing_fsyncs = 1
+    with pytest.raises(JournalSyncError) as info:
+        j.sync()
+    pub(j, 41)  # the owner went on appending meanwhile
+    last = j.last_position
+    f = j.discard_unsynced(info.value.error)
+    assert (f.first, f.last) == (durable + 1, last) and j.take_write_failures() == [f]
+    assert j.durable_position == last and seqs(j) == list(range(1, 11))
+    assert sorted(n for n in os.listdir(tmp_path) if n.endswith(".journal")) == \
+        [n for n in names if n.endswith(".journal")]
+    after = pub(j, 42)
+    j.flush()
+    assert j.sync() == after.position > last
+    j.close()
+    j, report = FileJournal.open(tmp_path, segment_size=4096)
+    assert report.clean and seqs(j) == list(range(1, 11)) + [42]
     j.close()

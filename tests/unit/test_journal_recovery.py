@@ -481,3 +481,33 @@ def test_recovery_report_counts(tmp_path):
     assert report.bytes == sum(os.path.getsize(os.path.join(tmp_path, n)) for n in segment_files(tmp_path))
     assert report.seconds >= 0 and report.clean
     j.close()
+
+
+def test_a_missing_oldest_segment_is_reported_loudly_and_refused_when_strict(tmp_path, caplog):
+    """Issue 11 item 8: acked data lost with the oldest file is said, not silently skipped."""
+    _, recs = write_journal(tmp_path, 60, segment_size=800)
+    names = segment_files(tmp_path)
+    os.unlink(os.path.join(tmp_path, names[0]))
+    with pytest.raises(JournalError, match="missing") as info:
+        FileJournal.open(tmp_path, segment_size=800, strict=True)
+    assert str(tmp_path) in str(info.value)
+    with caplog.at_level(logging.ERROR, logger="amps_emulator.journal"):
+        j, report = FileJournal.open(tmp_path, segment_size=800)
+    second = parse_segment_name(names[1])
+    assert any(f"positions 1..{second - 1}" in w for w in report.warnings)
+    assert "missing" in caplog.text and caplog.records[0].levelno == logging.ERROR
+    j.close()
+
+
+def test_segments_removed_by_retention_are_not_reported_missing(tmp_path):
+    clock = FakeClock()
+    j, _ = FileJournal.open(tmp_path, segment_size=800, retention_bytes=2000, clock=clock)
+    for i in range(60):
+        publish(j, i)
+    j.flush()
+    j.sync()
+    assert j.enforce_retention().removed
+    j.close()
+    j, report = FileJournal.open(tmp_path, segment_size=800, strict=True)
+    assert report.clean and not report.warnings and j.first_position > 1
+    j.close()
