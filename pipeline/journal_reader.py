@@ -211,6 +211,10 @@ def plan_splits(directory: str, opts: ReadOptions) -> list[JournalSplit]:
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"journal directory {directory!r} does not exist")
     segs = segment_paths(directory)
+    fail = opts.fail_on_data_loss
+    if fail and segs and 0 < opts.after_position < segs[0][0] - 1:
+        raise DataLossError(f"{directory}: the journal starts at position {segs[0][0]}; the records "
+                            f"after position {opts.after_position} before it are gone (retention?)")
     splits: list[JournalSplit] = []
     for i, (first, path) in enumerate(segs):
         nxt = segs[i + 1][0] if i + 1 < len(segs) else None
@@ -228,6 +232,10 @@ def plan_splits(directory: str, opts: ReadOptions) -> list[JournalSplit]:
         summ, _why = _summary.read(_summary.summary_path(path))
         if summ is not None and (summ.first_position != first or summ.size > size):
             summ = None
+        if fail and summ is not None and summ.sealed and summ.count and nxt is not None \
+                and summ.last_position + 1 < nxt:
+            raise DataLossError(f"{directory}: positions {summ.last_position + 1} to {nxt - 1} are "
+                                f"missing after {os.path.basename(path)} (a segment file is gone)")
         if summ is not None and summ.count:
             if opts.start_us is not None and summ.sealed and summ.last_ts < opts.start_us:
                 continue
