@@ -76,7 +76,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     from . import jobs
 
+    from pyspark.sql import SparkSession
+
     conf = dict(c.split("=", 1) for c in args.conf)
+    ours = SparkSession.getActiveSession() is None  # inside a running application: use it, keep it
     spark = make_session(args.master, f"amps-pipeline {args.command}", conf=conf)
     try:
         if args.command == "export":
@@ -119,7 +122,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                           args.data_column, args.load_id)
             print(f"published {n} records to {args.topic}")
     finally:
-        spark.stop()
+        if ours:
+            spark.stop()
     return 0
 
 

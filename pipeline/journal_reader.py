@@ -211,6 +211,10 @@ def plan_splits(directory: str, opts: ReadOptions) -> list[JournalSplit]:
     if not os.path.isdir(directory):
         raise FileNotFoundError(f"journal directory {directory!r} does not exist")
     segs = segment_paths(directory)
+    fail = opts.fail_on_data_loss
+    if fail and segs and 0 < opts.after_position < segs[0][0] - 1:
+        raise DataLossError(f"{directory}: the journal starts at position {segs[0][0]}; the records "
+                            f"after position {opts.after_position} before it are gone (retention?)")
     splits: list[JournalSplit] = []
     for i, (first, path) in enumerate(segs):
         nxt = segs[i + 1][0] if i + 1 < len(segs) else None
@@ -228,6 +232,10 @@ def plan_splits(directory: str, opts: ReadOptions) -> list[JournalSplit]:
         summ, _why = _summary.read(_summary.summary_path(path))
         if summ is not None and (summ.first_position != first or summ.size > size):
             summ = None
+        if fail and summ is not None and summ.sealed and summ.count and nxt is not None \
+                and summ.last_position + 1 < nxt:
+            raise DataLossError(f"{directory}: positions {summ.last_position + 1} to {nxt - 1} are "
+                                f"missing after {os.path.basename(path)} (a segment file is gone)")
         if summ is not None and summ.count:
             if opts.start_us is not None and summ.sealed and summ.last_ts < opts.start_us:
                 continue
@@ -340,25 +348,38 @@ def records(split: JournalSplit, opts: ReadOptions) -> Iterator[tuple]:
 def read_split(split: JournalSplit, opts: ReadOptions) -> Iterator:
     """The split's rows as ``pyarrow.RecordBatch``es of at most ``opts.batch_rows`` rows."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
     schema = arrow_schema()
     seg_name = os.path.basename(split.path)
     n_rows = opts.batch_rows
-    cols: list[list] = [[] for _ in COLUMNS]
-    (c_bm, c_pub, c_seq, c_pos, c_ts, c_topic, c_cmd, c_kind, c_key, c_cid, c_client, c_cs,
-     c_exp, c_mt, c_hdr, c_data, c_bin, c_seg, c_off) = cols
+    # the per-row columns (bookmark and segment are built per batch)
+    cols: list[list] = [[] for _ in range(17)]
+    (c_pub, c_seq, c_pos, c_ts, c_topic, c_cmd, c_kind, c_key, c_cid, c_client, c_cs,
+     c_exp, c_mt, c_hdr, c_data, c_bin, c_off) = cols
     commands = COMMANDS
+    pub_names: dict[int, str] = {}
+    empty = pa.scalar("")
 
     def flush():
-        arrays = [pa.array(c, type=f.type) for c, f in zip(cols, schema)]
+        f = schema.field
+        pub = pa.array(c_pub, type=pa.string())
+        seq = pa.array(c_seq, type=pa.int64())
+        n = len(c_seq)
+        arrays = [pc.binary_join_element_wise(pub, pc.cast(seq, pa.string()), empty, "|"), pub, seq]
+        arrays += [pa.array(c, type=f(i + 1).type) for i, c in enumerate(cols[2:-1], 2)]
+        arrays += [pa.repeat(pa.scalar(seg_name), n), pa.array(c_off, type=pa.int64())]
         for c in cols:
             c.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     for prefix, off, rec in records(split, opts):
         kind = rec.kind
-        c_bm.append(f"{rec.publisher_id}|{rec.sequence}|")
-        c_pub.append(str(rec.publisher_id))
+        pid = rec.publisher_id
+        name = pub_names.get(pid)
+        if name is None:
+            name = pub_names[pid] = str(pid)
+        c_pub.append(name)
         c_seq.append(rec.sequence)
         c_pos.append(rec.position)
         c_ts.append(rec.timestamp)
@@ -381,7 +402,6 @@ def read_split(split: JournalSplit, opts: ReadOptions) -> Iterator:
                 pass
         c_data.append(text)
         c_bin.append(None if text is not None else body)
-        c_seg.append(seg_name)
         c_off.append(off)
         if len(c_pos) >= n_rows:
             yield flush()

@@ -19,6 +19,8 @@ N has been read), so a query resumes exactly from its checkpoint.
 
 from __future__ import annotations
 
+import dataclasses
+
 from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
                                     InputPartition)
 
@@ -89,7 +91,7 @@ class JournalStreamReader(DataSourceStreamReader):
         lo, hi = int(start["position"]), int(end["position"])
         if hi <= lo:
             return []
-        opts = jr.ReadOptions(**{**self.opts.__dict__, "after_position": lo, "until_position": hi})
+        opts = dataclasses.replace(self.opts, after_position=lo, until_position=hi)
         return [JournalPartition(s, opts) for s in jr.plan_splits(self.directory, opts)]
 
     def read(self, partition: JournalPartition):

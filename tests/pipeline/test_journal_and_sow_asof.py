@@ -261,3 +261,20 @@ def test_export_and_stats_with_the_html_report(spark, run, tmp_path):
     assert frames["gaps"].count() == 0
     html = stats_page("t", frames["by_publisher"].collect(), per_second, [], [])
     assert html.count("<svg") == 1 and "orders" in html and "<polyline" in html
+
+
+def test_the_command_line_writes_sow_asof_and_the_html_report(spark, run, tmp_path):
+    from amps_emulator.pipeline.cli import main
+
+    journal, checkpoints, hist, (live_at, live_state), _ = run
+    out = tmp_path / "asof"
+    cfg = tmp_path / "amps.xml"
+    cfg.write_text(config_xml(tmp_path, extra=SOW_XML.format(d=tmp_path)))
+    assert main(["sow-asof", str(journal), str(out), "--topic", "orders", "--config", str(cfg),
+                 "--at", str(live_at), "--format", "json"]) == 0
+    rows = spark.read.json(str(out)).collect()
+    assert sorted(json.loads(r.data)["id"] for r in rows) == [i for i, _ in live_state]
+    report = tmp_path / "report.html"
+    assert main(["stats", str(journal), str(tmp_path / "stats"), "--html", str(report)]) == 0
+    assert "<svg" in report.read_text()
+    assert not spark.sparkContext._jsc.sc().isStopped()  # the caller's session is kept

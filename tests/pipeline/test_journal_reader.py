@@ -73,3 +73,19 @@ def test_damage_fails_or_is_skipped_and_a_torn_tail_is_not_damage(tmp_path):
     rows = _rows(d, fail_on_data_loss=False)
     assert 290 <= len(rows) < 300  # the damaged record (and nothing else) is skipped
     assert rows[-1][2] == '{"i":299}'
+
+
+def test_a_missing_segment_is_data_loss(tmp_path):
+    d = _journal(tmp_path)
+    segs = jr.segment_paths(d)
+    assert len(segs) >= 3
+    os.remove(segs[1][1])
+    with pytest.raises(jr.DataLossError, match="missing"):
+        jr.plan_splits(d, jr.ReadOptions())
+    rows = _rows(d, fail_on_data_loss=False)
+    assert 0 < len(rows) < 3000
+    # a start before what retention kept
+    os.remove(segs[0][1])
+    with pytest.raises(jr.DataLossError, match="gone"):
+        jr.plan_splits(d, jr.ReadOptions(after_position=1))
+    assert jr.plan_splits(d, jr.ReadOptions())  # from EPOCH: what is there
