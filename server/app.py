@@ -220,15 +220,33 @@ class Server:
 
     def _flush(self) -> None:
         """End of turn: commit the SOW and the journal (releasing what is durable), then
-        write output."""
-        if not self.stopping:
-            if self.sowsvc is not None:
-                self.sowsvc.commit()
-            if self.txlog is not None:
-                self.txlog.end_turn()
-        dirty, self._dirty = self._dirty, []
-        self._flush_scheduled = False
+        write output. An unforeseen error in one stage is logged and the rest still runs:
+        the flag must never stay set, or no client would get another byte."""
+        try:
+            if not self.stopping:
+                for stage in (self.sowsvc and self.sowsvc.commit,
+                              self.txlog and self.txlog.end_turn):
+                    if stage:
+                        try:
+                            stage()
+                        except Exception:
+                            log.exception("internal error at the end of a turn (%s); "
+                                          "carrying on", stage.__qualname__)
+            dirty, self._dirty = self._dirty, []
+        finally:
+            self._flush_scheduled = False
         for conn in dirty:
-            conn.flush_output()
+            try:
+                conn.flush_output()
+            except Exception:
+                self.contain(conn, "writing its output")
         if self._dirty:
             self.request_turn_end()
+
+    def contain(self, conn: Connection, what: str) -> None:
+        """Call from an ``except`` block: an unforeseen error in work for one client is
+        logged once, naming it, and costs that client its connection, nobody else."""
+        if conn.closed:
+            return
+        log.exception("%s: internal error in %s; disconnecting it", conn.describe(), what)
+        conn.close(f"internal error in {what}", abort=True)

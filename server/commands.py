@@ -108,6 +108,7 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
     if acks:
         acks_early(conn, cmd)
     seq = cmd.seq
+    last = None
     if seq is not None and conn.client_name is not None:
         last = server.client_seqs.get(conn.client_name)
         if last is not None and seq <= last:
@@ -115,6 +116,21 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
             _publish_acks(server, conn, cmd, seq, None)
             return
         server.client_seqs[conn.client_name] = seq
+    try:
+        _publish(server, conn, cmd, topic, acks, seq)
+    except BaseException:
+        # Not stored: its sequence must not mark a later resend of it as a duplicate.
+        if seq is not None and conn.client_name is not None \
+                and server.client_seqs.get(conn.client_name) == seq:
+            if last is None:
+                server.client_seqs.pop(conn.client_name, None)
+            else:
+                server.client_seqs[conn.client_name] = last
+        raise
+
+
+def _publish(server: "Server", conn: "Connection", cmd: "Command", topic: str,
+             acks: frozenset[str], seq: int | None) -> None:
     txlog = server.txlog
     if txlog is not None and txlog.failed is not None and txlog.recorded(topic):
         if seq is not None and "persisted" in acks:

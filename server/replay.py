@@ -164,7 +164,17 @@ def start(server: "Server", conn: "Connection", cmd: "Command", sub: "Subscripti
 
 
 def pump(server: "Server", cursor: Cursor, limit: int) -> None:
-    """Deliver what the cursor may see up to log position ``limit`` (one chunk at most)."""
+    """Deliver what the cursor may see up to log position ``limit`` (one chunk at most).
+    An unforeseen error ends this subscription's client only (logged once), never the
+    end-of-turn work for the other cursors."""
+    try:
+        _pump(server, cursor, limit)
+    except Exception:
+        stop(server, cursor)
+        server.contain(cursor.conn, f"subscription {cursor.sub.sub_id}")
+
+
+def _pump(server: "Server", cursor: Cursor, limit: int) -> None:
     if cursor.done or cursor.paused or cursor.conn.closed:
         return
     if cursor.conn.writing_paused:
