@@ -90,6 +90,16 @@ class Server:
         from amps_emulator.server.actions import Actions
 
         self.actions = Actions(self, config.actions)
+        self._filter_pool: Any = None
+
+    def filter_pool(self) -> Any:
+        """One worker thread that compiles long filters off the event loop (see
+        ``Connection._compile_aside``); one, so that a flood of them queues there."""
+        if self._filter_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._filter_pool = ThreadPoolExecutor(1, thread_name_prefix="amps-filter")
+        return self._filter_pool
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self, sockets: Iterable[socket.socket] | None = None) -> list[str]:
@@ -151,6 +161,8 @@ class Server:
             self.sowsvc.close()
         if self.txlog is not None:
             self.txlog.close()
+        if self._filter_pool is not None:
+            self._filter_pool.shutdown(wait=False, cancel_futures=True)
 
     # -- connections ------------------------------------------------------------------
     def connection_opened(self, conn: Connection) -> None:

@@ -80,7 +80,7 @@ class SowService:
             return [exact]
         if literal or not is_regex_topic(topic):
             return []
-        rx: re.Pattern[str] = compile_topic_regex(topic)
+        rx = compile_topic_regex(topic)
         return [t for name, t in sorted(self.sow.topics.items()) if rx.search(name)]
 
     # -- recovery --------------------------------------------------------------------------

@@ -782,28 +782,49 @@ def _make_fields_filter(fn) -> FieldsFilter | None:
     return ff if ff.decoder_for(()) is not None else None
 
 
+#: the longest filter or expression text accepted (parsing costs about 20 us a character:
+#: this bounds one compile to seconds, done off the event loop by the server for long texts)
+MAX_TEXT = 256 * 1024
+
+
 @lru_cache(maxsize=CACHE_SIZE)
 def _compile_cached(text: str, value_mode: bool):
+    """The compiled callable, or the :class:`FilterError` (cached too: refusing the same long
+    bad filter again must not cost a second parse)."""
     try:
-        root = parse(text)
-    except RecursionError:
-        raise FilterError("filter nested too deeply", None, text) from None
-    return compile_ast(root, text, value_mode)
+        try:
+            root = parse(text)
+        except RecursionError:
+            raise FilterError("filter nested too deeply", None, text) from None
+        return compile_ast(root, text, value_mode)
+    except FilterError as exc:
+        return exc
+    except Exception as exc:  # anything the compiler did not foresee is still a bad filter
+        return FilterError(f"{type(exc).__name__}: {exc}", None, text)
+
+
+def _compiled(text: Any, value_mode: bool):
+    what = "expression" if value_mode else "filter"
+    if not isinstance(text, str):
+        raise FilterError(f"{what} must be text, not {type(text).__name__}")
+    if len(text) > MAX_TEXT:
+        raise FilterError(f"{what} is {len(text)} characters long, more than {MAX_TEXT}")
+    fn = _compile_cached(text, value_mode)
+    if isinstance(fn, FilterError):
+        raise FilterError(fn.detail, fn.position, fn.text)
+    return fn
 
 
 def compile_filter(text: str):
     """Compile filter text (cached by text) into ``f(doc, ctx=None) -> bool``.
 
     ``f(doc)`` is True only if the expression is TRUE for the decoded JSON body ``doc``
-    (NULL / unknown counts as no match).  Raises :class:`FilterError` for a bad filter.
+    (NULL / unknown counts as no match).  Raises :class:`FilterError` for a bad filter
+    (one longer than :data:`MAX_TEXT` included).
     """
-    if not isinstance(text, str):
-        raise FilterError(f"filter must be text, not {type(text).__name__}")
-    return _compile_cached(text, False)
+    return _compiled(text, False)
 
 
 def compile_expression(text: str):
     """Compile expression text (cached) into ``f(doc, ctx=None) -> value`` (None = NULL)."""
-    if not isinstance(text, str):
-        raise FilterError(f"expression must be text, not {type(text).__name__}")
-    return _compile_cached(text, True)
+    return _compiled(text, True)
