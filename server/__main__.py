@@ -39,6 +39,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-readable-journal", action="store_true",
                    help="start even if the transaction log is damaged in the middle, keeping "
                         "every readable record (the damaged file is kept as *.corrupt)")
+    p.add_argument("--logon-timeout", type=float, default=None, metavar="SECONDS",
+                   help="disconnect a connection that has not logged on after this long "
+                        "(default 30; 0: never)")
+    p.add_argument("--memory-budget", default=None, metavar="SIZE",
+                   help="bytes all connections together may hold in buffered frames before "
+                        "the largest holders are disconnected as slow consumers "
+                        "(default 256MB)")
     p.add_argument("--log-level", default="INFO",
                    choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return p
@@ -79,11 +86,14 @@ def with_listen_address(cfg: Any, listen: str) -> Any:
 
 
 async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None = None,
-              sockets: Any = None, keep_readable_journal: bool = False) -> None:
-    """Start a server on ``config`` and serve until ``shutdown`` is set."""
+              sockets: Any = None, keep_readable_journal: bool = False,
+              **limits: Any) -> None:
+    """Start a server on ``config`` and serve until ``shutdown`` is set (``limits``:
+    ``logon_timeout``, ``memory_budget`` for :class:`server.app.Server`)."""
     from amps_emulator.server.app import Server
 
-    server = Server(config, keep_readable_journal=keep_readable_journal)
+    server = Server(config, keep_readable_journal=keep_readable_journal,
+                    **{k: v for k, v in limits.items() if v is not None})
     uris = await server.start(sockets=sockets)
     shutdown = shutdown or asyncio.Event()
     if ready is not None:
@@ -127,6 +137,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for w in getattr(config, "warnings", ()):
         log.warning("config: %s", w)
 
+    budget = None
+    if args.memory_budget is not None:
+        from amps_emulator.config.units import parse_size
+
+        try:
+            budget = parse_size(args.memory_budget)
+        except ValueError as exc:
+            print(f"amps-emulator: --memory-budget: {exc}", file=sys.stderr)
+            return 1
     _install_event_loop_policy()
 
     async def _amain() -> None:
@@ -142,7 +161,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("ready: " + " ".join(uris), flush=True)
 
         await run(config, ready=ready, shutdown=shutdown,
-                  keep_readable_journal=args.keep_readable_journal)
+                  keep_readable_journal=args.keep_readable_journal,
+                  logon_timeout=args.logon_timeout, memory_budget=budget)
 
     from amps_emulator.journal import JournalCorruptError, JournalError
 

@@ -24,6 +24,8 @@ from amps_emulator.server.router import Router
 log = logging.getLogger("amps_emulator.server")
 
 SERVER_VERSION = "5.3.4.0"
+LOGON_TIMEOUT = 30.0  # seconds a connection may stay open without logging on (0: forever)
+MEMORY_BUDGET = 256 << 20  # bytes of buffered frames, all connections together
 
 
 class Listener:
@@ -62,11 +64,18 @@ def listeners_from_config(config: Any) -> list[Listener]:
 class Server:
     def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
-                 keep_readable_journal: bool = False) -> None:
+                 keep_readable_journal: bool = False,
+                 logon_timeout: float = LOGON_TIMEOUT,
+                 memory_budget: int = MEMORY_BUDGET) -> None:
         from amps_emulator.server import commands  # local: commands imports this module's names
 
         self.config = config
         self.keep_readable_journal = keep_readable_journal
+        self.logon_timeout = logon_timeout
+        #: the most bytes all connections together may hold in buffered frames (partial
+        #: inbound frames, stashed frames, unsent output); past it the largest holders are
+        #: disconnected as slow consumers (``check_memory``)
+        self.memory_budget = memory_budget
         self.clock = clock
         self.wallclock = wallclock
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
@@ -180,6 +189,26 @@ class Server:
         if conn.client_name is not None and self.by_name.get(conn.client_name) is conn:
             del self.by_name[conn.client_name]
         log.debug("connection %d closed", conn.conn_id)
+
+    def check_memory(self) -> bool:
+        """Keep the frames buffered by all connections within :attr:`memory_budget`: over
+        it, disconnect the connections holding the most until it holds again. False when
+        someone was disconnected. Called when a connection's buffers grew by a step."""
+        held = [(conn.buffered_bytes(), conn) for conn in self.connections if not conn.closed]
+        total = sum(n for n, _ in held)
+        if total <= self.memory_budget:
+            return True
+        held.sort(key=lambda t: t[0], reverse=True)
+        for n, conn in held:
+            if total <= self.memory_budget:
+                break
+            log.warning("memory budget for buffered frames exceeded (%d bytes held, budget "
+                        "%d): disconnecting %s, which holds %d bytes", total,
+                        self.memory_budget, conn.describe(), n)
+            conn.close(f"{reasons.DISCONNECT_SLOW_CLIENT}: server memory budget exceeded",
+                       abort=True)
+            total -= n
+        return False
 
     def remove_subscription(self, sub: Any) -> None:
         """Take a subscription out of routing (or stop its journal cursor)."""

@@ -45,7 +45,8 @@ def logon(server: "Server", conn: "Connection", cmd: "Command") -> None:
     if previous is not None and previous is not conn:
         # AMPS treats a second logon with the same name as a reconnect: the older
         # connection is disconnected and the new one takes the name over.
-        previous.close(f"{reasons.DISCONNECT_NAME_IN_USE}: taken over by {conn.peer}")
+        previous.close(f"{reasons.DISCONNECT_NAME_IN_USE}: a logon from {conn.peer} "
+                       f"took over the client name {name!r}")  # a WARNING with both peers
         server.connection_closed(previous)
     if conn.client_name is not None and conn.client_name != name:
         if server.by_name.get(conn.client_name) is conn:

@@ -44,6 +44,7 @@ log = logging.getLogger("amps_emulator.connection")
 _HEARTBEAT_FRAME = frame({"c": "heartbeat"})
 WRITE_HIGH_WATER = 1 << 20  # journal replays pause above this many unsent bytes
 STASH_LIMIT = 4 << 20  # bytes of frames stashed while busy before reading pauses
+BUDGET_STEP = 1 << 20  # a connection's buffers growing by this much re-check the server budget
 INLINE_FILTER = 2048  # longer filter texts compile off the event loop (~20 us a character)
 
 
@@ -94,6 +95,9 @@ class Connection(asyncio.Protocol):
         self._held_bytes = 0
         self._direct = False
         self._ready_filter: str | None = None  # a long filter compiled aside (_compile_aside)
+        self._logon_timer: asyncio.TimerHandle | None = None
+        self._in_mark = BUDGET_STEP  # buffered bytes at which the memory budget is checked
+        self._out_mark = BUDGET_STEP
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -102,6 +106,21 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.server.connection_opened(self)
+        timeout = self.server.logon_timeout
+        if timeout:
+            self._logon_timer = self.server.loop.call_later(timeout, self._logon_expired)
+
+    def _logon_expired(self) -> None:
+        self._logon_timer = None
+        if not self.logged_on:
+            self.close(f"no logon within {self.server.logon_timeout:g}s", abort=True)
+
+    def buffered_bytes(self) -> int:
+        """Memory this connection holds in frames: a partial inbound frame, stashed frames,
+        and output not yet taken by the kernel."""
+        wbuf = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        return (self.decoder.buffered + self._stash_bytes + self._out_bytes + self._held_bytes
+                + wbuf)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -113,6 +132,12 @@ class Connection(asyncio.Protocol):
         except ProtocolError as exc:
             self.close(f"{reasons.DISCONNECT_PROTOCOL}: {exc}")
             return
+        if self.decoder.buffered > self._in_mark:  # a large frame is arriving
+            self._in_mark = self.decoder.buffered + BUDGET_STEP
+            if not self.server.check_memory() and self.closed:
+                return
+        elif self._in_mark > BUDGET_STEP and self.decoder.buffered < BUDGET_STEP:
+            self._in_mark = BUDGET_STEP
         self._run(payloads)
 
     def _run(self, payloads: list[bytes]) -> None:
@@ -203,10 +228,15 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._cancel_hb_timer()
+        if self._logon_timer is not None:
+            self._logon_timer.cancel()
+            self._logon_timer = None
         self._drop_buffers()
         self.server.connection_closed(self)
 
     def _drop_buffers(self) -> None:
+        if self.decoder.buffered:
+            self.decoder = FrameDecoder(self.listener.max_frame)  # a partial frame's memory
         self._out.clear()
         self._out_bytes = 0
         self._held = None
@@ -226,13 +256,20 @@ class Connection(asyncio.Protocol):
         else:
             self._out.append(data)
             self._out_bytes += len(data)
-        if (self._out_bytes + self._held_bytes + self.transport.get_write_buffer_size()  # type: ignore[union-attr]
-                > self.out_limit):
+        pending = (self._out_bytes + self._held_bytes
+                   + self.transport.get_write_buffer_size())  # type: ignore[union-attr]
+        if pending > self.out_limit:
             self.close(
                 f"{reasons.DISCONNECT_SLOW_CLIENT}: more than {self.out_limit} bytes pending",
                 abort=True,
             )
             return
+        if pending > self._out_mark:
+            self._out_mark = pending + BUDGET_STEP
+            if not self.server.check_memory() and self.closed:
+                return
+        elif self._out_mark > BUDGET_STEP and pending < BUDGET_STEP:
+            self._out_mark = BUDGET_STEP
         if not held and len(self._out) == 1:
             self.server.mark_dirty(self)
 
@@ -342,6 +379,9 @@ class Connection(asyncio.Protocol):
         self.closed = True
         log.warning("disconnecting %s: %s", self.describe(), why)
         self._cancel_hb_timer()
+        if self._logon_timer is not None:
+            self._logon_timer.cancel()
+            self._logon_timer = None
         self._drop_buffers()
         if self.transport is not None:
             if abort:
