@@ -9,8 +9,9 @@ minutes. :func:`compile_pattern` picks, per pattern, the cheapest engine that is
   over: the cost is at most subject length times pattern length);
 * otherwise RE2 (``google-re2``), whose matching time is linear in the subject;
 * otherwise (back-references, look-around, atomic groups: what RE2 refuses) the ``regex``
-  module, whose every match gives up after :data:`MATCH_TIMEOUT` seconds; a match that gives
-  up counts as "does not match" (AMPS: the PCRE match limit), logged once per pattern.
+  module, whose every match gives up after :data:`MATCH_TIMEOUT` seconds, and all of whose
+  matches together get :data:`BOUNDED_SHARE` of each second; a match that gives up counts
+  as "does not match" (AMPS: the PCRE match limit), logged once per pattern.
 
 A pattern none of them compiles raises ``re.error``; callers report it as ``bad filter`` or
 ``bad regex topic``. The PCRE spellings Python lacks are rewritten first
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from typing import Any, Callable
 
 try:
@@ -39,6 +41,9 @@ __all__ = ["SafePattern", "compile_pattern", "translate_regex", "MATCH_TIMEOUT"]
 
 #: seconds one backtracking match (the last-resort engine) may run before it gives up
 MATCH_TIMEOUT = 0.005
+#: seconds per second that all last-resort matches together may use: past it they give up at
+#: once, so many subjects (a query over a deep queue) or many patterns cannot add up to a stall
+BOUNDED_SHARE = 0.05
 _CACHE_LIMIT = 1024
 
 _GLOBAL_FLAGS_RE = re.compile(r"\(\?([imsx]+)\)")
@@ -204,6 +209,29 @@ def _re2_search(text: str) -> Callable[[str], Any] | None:
     return search
 
 
+class _Budget:
+    """A token bucket of matching time for the last-resort engine, shared by all patterns."""
+
+    __slots__ = ("left", "at")
+
+    def __init__(self) -> None:
+        self.left = BOUNDED_SHARE
+        self.at = time.monotonic()
+
+    def grant(self) -> float:
+        """Seconds the next match may take (0: give up at once)."""
+        now = time.monotonic()
+        self.left = min(BOUNDED_SHARE, self.left + (now - self.at) * BOUNDED_SHARE)
+        self.at = now
+        return min(MATCH_TIMEOUT, self.left) if self.left > 0.0002 else 0.0
+
+    def spend(self, started: float) -> None:
+        self.left -= time.monotonic() - started
+
+
+_budget = _Budget()
+
+
 class SafePattern:
     """A compiled pattern: ``search(s)`` (truthy or None) and ``sub(new, s)`` (literal
     replacement; None when the match gave up)."""
@@ -245,26 +273,33 @@ class SafePattern:
     def _give_up(self, s: str) -> None:
         if not self._gave_up:
             self._gave_up = True
-            log.warning("regular expression %r gave up after %g ms on a %d-character "
-                        "subject: counted as no match (logged once per pattern)",
-                        self.pattern, MATCH_TIMEOUT * 1000, len(s))
+            log.warning("regular expression %r gave up on a %d-character subject (limits: "
+                        "%g ms a match, %g%% of the time for all such patterns): counted as "
+                        "no match (logged once per pattern)", self.pattern, len(s),
+                        MATCH_TIMEOUT * 1000, BOUNDED_SHARE * 100)
+
+    def _bounded_call(self, method: Any, s: str, *args: Any) -> Any:
+        allowed = _budget.grant()
+        if not allowed:
+            self._give_up(s)
+            return None
+        started = time.monotonic()
+        try:
+            return method(*args, s, timeout=allowed)
+        except TimeoutError:
+            self._give_up(s)
+            return None
+        finally:
+            _budget.spend(started)
 
     def _bounded_search(self, s: str) -> Any:
-        try:
-            return self._bounded.search(s, timeout=MATCH_TIMEOUT)
-        except TimeoutError:
-            self._give_up(s)
-            return None
+        return self._bounded_call(self._bounded.search, s)
 
     def sub(self, new: str, s: str) -> str | None:
-        """``s`` with every match replaced by the literal ``new``."""
+        """``s`` with every match replaced by the literal ``new`` (None: gave up)."""
         if self._py is not None:
             return self._py.sub(lambda m: new, s)
-        try:
-            return self._bounded.sub(lambda m: new, s, timeout=MATCH_TIMEOUT)
-        except TimeoutError:
-            self._give_up(s)
-            return None
+        return self._bounded_call(self._bounded.sub, s, lambda m: new)
 
 
 _cache: dict[str, SafePattern] = {}
