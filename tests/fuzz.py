@@ -191,9 +191,9 @@ class Fuzzer:
         if key in ("bm", "bookmark") and r < 0.7:
             return rnd.choice(["0", "recent", "now", "|1|", "1|2|,3|4|", "x|y|",
                                "18446744073709551616|1|", "20260101T000000", "epoch", ""])
-        if key in _NUMERIC and r < 0.8:
+        if key in _NUMERIC and r < 0.95:
             return rnd.choice(_EDGE_INTS + ["12", "-5", "1e400", " 7 ", "abc", 1.5, 3.0])
-        if key not in _NUMERIC and r < 0.8:
+        if key not in _NUMERIC and r < 0.95:
             return rnd.choice(["", "abc", "x", "99999999999999999999999", "\u00e9\u4e2d",
                                "a" * rnd.randint(1, 5000), "null", "s1,s2", "all"])
         r = rnd.random()
