@@ -150,12 +150,16 @@ def _is_simple(text: str) -> bool:
     return True
 
 
+_LEADING_FLAGS = re.compile(r"\(\?([a-zA-Z]+)\)")
+
+
 def _for_re2(text: str) -> str:
     """The Python-syntax ``text`` in RE2's spelling: ``\\Z`` is ``\\z``; PCRE's ``$`` (end, or
     before a final newline) is ``\\n?\\z`` unless ``(?m)`` makes it end of line; what RE2
     lacks (look-around, back-references) is left for RE2 to refuse."""
     text = text.replace("(?=\\n?\\Z)", "(?:\\n?\\z)")
-    multiline = text.startswith("(?") and "m" in text[2:text.find(")")]
+    flags = _LEADING_FLAGS.match(text)
+    multiline = flags is not None and "m" in flags.group(1)
     out = []
     i, n = 0, len(text)
     in_class = False

@@ -122,12 +122,19 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
     except BaseException:
         # Not stored: its sequence must not mark a later resend of it as a duplicate.
         if seq is not None and conn.client_name is not None \
-                and server.client_seqs.get(conn.client_name) == seq:
+                and server.client_seqs.get(conn.client_name) == seq \
+                and not _journaled(server, conn.client_name, seq):
             if last is None:
                 server.client_seqs.pop(conn.client_name, None)
             else:
                 server.client_seqs[conn.client_name] = last
         raise
+
+
+def _journaled(server: "Server", client_name: str, seq: int) -> bool:
+    txlog = server.txlog
+    return txlog is not None and txlog.journal is not None \
+        and txlog.journal.last_seq_for_client(client_name, persisted=False) >= seq
 
 
 def _publish(server: "Server", conn: "Connection", cmd: "Command", topic: str,

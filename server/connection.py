@@ -44,7 +44,7 @@ log = logging.getLogger("amps_emulator.connection")
 _HEARTBEAT_FRAME = frame({"c": "heartbeat"})
 WRITE_HIGH_WATER = 1 << 20  # journal replays pause above this many unsent bytes
 STASH_LIMIT = 4 << 20  # bytes of frames stashed while busy before reading pauses
-BUDGET_STEP = 1 << 20  # a connection's buffers growing by this much re-check the server budget
+BUDGET_STEP = 256 << 10  # a connection's buffers growing by this much re-check the budget
 INLINE_FILTER = 2048  # longer filter texts compile off the event loop (~20 us a character)
 
 
