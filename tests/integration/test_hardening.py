@@ -352,3 +352,59 @@ def test_a_logon_taking_a_name_over_is_a_warning_naming_both_peers(server, caplo
     finally:
         first.close()
         second.close()
+
+
+# -- found by the fuzz: long scans hold the event loop ~10 ms at a time ------------------------
+
+def test_a_sow_query_on_a_deep_queue_runs_in_steps(tmp_path, monkeypatch):
+    from amps_emulator.server import queuesvc, sow_commands
+    from tests.integration.conftest import config_xml, start_server
+
+    monkeypatch.setattr(queuesvc, "STEP_SECONDS", 0.0)  # yield at every chance
+    steps = []
+    real_step = sow_commands._step
+    monkeypatch.setattr(sow_commands, "_step", lambda *a: (steps.append(1), real_step(*a)))
+    srv = start_server(config_xml(tmp_path, extra=QUEUE))
+    c = RawClient(srv.port)
+    try:
+        c.logon("deep-queue")
+        for i in range(500):
+            c.send({"c": "p", "t": "deep"}, b'{"i":%d}' % i)
+        c.send({"c": "sow", "t": "deepq", "cid": "q", "query_id": "q", "a": "completed",
+                 "filter": "/i >= 100", "batch_size": 50})
+        got = []
+        while True:
+            h, body = c.recv_frame(10)
+            if h["c"] == "sow":
+                got.extend(int(x) for x in body.split(b'"i":')[1:] for x in [x.split(b"}")[0]])
+            if h["c"] == "ack":
+                break
+        assert got == list(range(100, 500)) and len(steps) >= 5
+    finally:
+        c.close()
+        srv.stop()
+
+
+def test_a_replay_over_a_long_log_runs_in_steps(server, monkeypatch):
+    from amps_emulator.server import replay
+
+    monkeypatch.setattr(replay, "STEP_SECONDS", 0.0)
+    scheduled = []
+    real = replay.schedule
+    monkeypatch.setattr(replay, "schedule", lambda s, c: (scheduled.append(1), real(s, c)))
+    pub, sub = RawClient(server.port), RawClient(server.port)
+    try:
+        pub.logon("long-log")
+        for i in range(3000):
+            pub.send({"c": "p", "t": "rare" if i % 1000 == 999 else "common"}, b'{"i":%d}' % i)
+        pub.send({"c": "flush", "cid": "f", "a": "completed"})
+        _ack_for(pub, "f")
+        sub.logon("rare-reader")
+        sub.send({"c": "subscribe", "t": "rare", "cid": "s", "sub_id": "s", "bm": "0",
+                  "a": "processed"})
+        assert sub.recv_frame(5)[0]["status"] == "success"
+        got = [json.loads(sub.recv_frame(5)[1])["i"] for _ in range(3)]
+        assert got == [999, 1999, 2999] and len(scheduled) >= 5
+    finally:
+        pub.close()
+        sub.close()
