@@ -111,6 +111,10 @@ class JournalCore:
     ) -> JournalRecord:
         if self._closed:
             raise JournalClosedError("journal is closed" if self._failure is None else f"journal failed: {self._failure}")
+        if client_seq is not None and not 0 <= client_seq < 1 << 64:
+            # checked before any state changes: a record that cannot be framed must not
+            # consume a position or raise the client's de-duplication mark
+            raise ValueError(f"client sequence {client_seq} is not in 0..2^64-1")
         position = self._next_position
         internal = kind >= INTERNAL_KIND_MIN
         if internal:

@@ -69,7 +69,7 @@ def split_frame(payload: bytes) -> tuple[dict[str, Any], bytes]:
         raise ProtocolError("frame does not start with a JSON header object")
     try:
         header = _decode_header(payload[:end])
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
         raise ProtocolError(f"header is not valid JSON: {exc}") from None
     return header, payload[end:]
 
@@ -92,8 +92,8 @@ def parse_command(payload: bytes) -> Command:
                 err = CommandError(reasons.HEADER_MALFORMED, str(err))
                 err.cid = None  # type: ignore[attr-defined]
             raise err from None
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            pass
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            pass  # (RecursionError: a value nested too deep to decode)
         else:
             return finish_command(cmd, payload[end:])
     raise _malformed(payload, "header is not a flat JSON object")

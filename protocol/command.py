@@ -17,6 +17,9 @@ from amps_emulator.protocol.reasons import CommandError
 
 _F = msgspec.field
 _Id = str | int | None  # identifiers some clients send as bare numbers
+# Numeric header fields: kept as sent when not a whole number (``finish_command`` refuses them
+# with an ``invalid ...`` reason for that command alone, never a dropped connection).
+_Num = int | float | str | None
 
 
 class Command(msgspec.Struct, kw_only=True, gc=False):
@@ -33,8 +36,8 @@ class Command(msgspec.Struct, kw_only=True, gc=False):
     cid: _Id = None
     topic: str | None = _F(default=None, name="t")
     ack_type: str | None = _F(default=None, name="a")
-    seq: int | str | None = _F(default=None, name="s")
-    expiration: int | str | None = _F(default=None, name="e")
+    seq: _Num = _F(default=None, name="s")
+    expiration: _Num = _F(default=None, name="e")
     options: str | None = _F(default=None, name="o")
     sow_key: _Id = _F(default=None, name="k")
     correlation_id: _Id = _F(default=None, name="x")
@@ -43,9 +46,9 @@ class Command(msgspec.Struct, kw_only=True, gc=False):
     sub_id: _Id = None
     sub_ids: str | None = _F(default=None, name="sids")
     query_id: _Id = None
-    batch_size: int | str | None = None
-    top_n: int | str | None = None
-    skip_n: int | str | None = None
+    batch_size: _Num = None
+    top_n: _Num = None
+    skip_n: _Num = None
     orderby: str | None = None
     sow_keys: str | None = None
     client_name: str | None = None
@@ -55,8 +58,8 @@ class Command(msgspec.Struct, kw_only=True, gc=False):
     message_type: str | None = _F(default=None, name="mt")
     timestamp: str | None = _F(default=None, name="ts")
     lease_period: str | None = _F(default=None, name="lp")
-    group_seq: int | str | None = _F(default=None, name="gseq")
-    length: int | str | None = _F(default=None, name="l")
+    group_seq: _Num = _F(default=None, name="gseq")
+    length: _Num = _F(default=None, name="l")
     heartbeat: str | None = None
     auth_key: str | None = None
     status: str | None = None
@@ -67,18 +70,18 @@ class Command(msgspec.Struct, kw_only=True, gc=False):
     cid_alt: _Id = _F(default=None, name="cmd_id")
     topic_alt: str | None = _F(default=None, name="topic")
     ack_type_alt: str | None = _F(default=None, name="ack_type")
-    seq_alt: int | str | None = _F(default=None, name="seq")
-    expiration_alt: int | str | None = _F(default=None, name="expiration")
+    seq_alt: _Num = _F(default=None, name="seq")
+    expiration_alt: _Num = _F(default=None, name="expiration")
     options_alt: str | None = _F(default=None, name="opts")
     sow_key_alt: _Id = _F(default=None, name="sow_key")
     correlation_id_alt: _Id = _F(default=None, name="correlation_id")
     bookmark_alt: str | None = _F(default=None, name="bm")
     sub_ids_alt: str | None = _F(default=None, name="sub_ids")
-    batch_size_alt: int | str | None = _F(default=None, name="bs")
+    batch_size_alt: _Num = _F(default=None, name="bs")
     password_alt: str | None = _F(default=None, name="password")
     timestamp_alt: str | None = _F(default=None, name="timestamp")
     lease_period_alt: str | None = _F(default=None, name="lease_period")
-    group_seq_alt: int | str | None = _F(default=None, name="group_seq_num")
+    group_seq_alt: _Num = _F(default=None, name="group_seq_num")
     message_type_alt: str | None = _F(default=None, name="message_type")
     # Derived views, computed on first use (wire names no client uses).
     cached_acks: frozenset[str] | None = _F(default=None, name="~acks")
@@ -181,17 +184,55 @@ def finish_command(cmd: Command, body: bytes) -> Command:
             err = CommandError(reasons.HEADER_MALFORMED, f"unknown ack type {unknown[0]!r}")
             err.cid = cmd.cid  # type: ignore[attr-defined]
             raise err
+    seq = cmd.seq
+    if seq is not None and (seq.__class__ is not int or not 0 <= seq <= _U64) \
+            or cmd.expiration is not None or cmd.batch_size is not None \
+            or cmd.top_n is not None or cmd.skip_n is not None or cmd.group_seq is not None \
+            or cmd.length is not None:
+        check_numbers(cmd)
     return cmd
 
 
-def _as_int(value: Any, key: str) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"field {key!r} must be a number")
-    if isinstance(value, float) and value.is_integer():
+def _as_int(value: Any, key: str) -> Any:
+    """``value`` as an int when it is a whole number (``"30"``, ``30.0``); else unchanged,
+    for :func:`check_numbers` to refuse."""
+    if value.__class__ is float and value.is_integer():
         return int(value)
-    if isinstance(value, str):
-        return int(value.strip())  # ValueError -> msgspec.ValidationError -> header malformed
-    raise ValueError(f"field {key!r} must be an integer")
+    if value.__class__ is str:
+        text = value.strip()
+        if len(text) < 64 and text.isascii() and (
+                text.isdigit() or text[:1] in "+-" and text[1:].isdigit()):
+            return int(text)
+    return value
+
+
+_U64 = (1 << 64) - 1
+_U32 = (1 << 32) - 1
+#: (attribute, wire key, reason, largest value) of every numeric header field
+_NUMBERS = (
+    ("seq", "s", reasons.INVALID_SEQUENCE, _U64),
+    ("expiration", "e", reasons.INVALID_EXPIRATION, _U32),
+    ("batch_size", "batch_size", reasons.INVALID_BATCH_SIZE, _U32),
+    ("top_n", "top_n", reasons.INVALID_TOPN, _U64),
+    ("skip_n", "skip_n", reasons.INVALID_OPTIONS, _U64),
+    ("group_seq", "gseq", reasons.INVALID_SEQUENCE, _U64),
+    ("length", "l", reasons.HEADER_MALFORMED, _U64),
+)
+
+
+def check_numbers(cmd: Command) -> None:
+    """Refuse a command whose numeric fields are not integers in their wire range (an ``s``
+    above 2^64-1 cannot be journaled, sequenced or acked)."""
+    for attr, key, reason, top in _NUMBERS:
+        value = getattr(cmd, attr)
+        if value is not None and (value.__class__ is not int or not 0 <= value <= top):
+            shown = repr(value)
+            if len(shown) > 40:
+                shown = shown[:40] + "..."
+            err = CommandError(reason, f"{key}={shown} is not an integer in 0..{top}")
+            err.command = cmd  # type: ignore[attr-defined]
+            err.cid = cmd.cid  # type: ignore[attr-defined]
+            raise err
 
 
 def parse_options(text: str) -> dict[str, str | bool]:

@@ -39,6 +39,8 @@ INVALID_BATCH_SIZE = "invalid batch size"
 INVALID_TOPN = "invalid top_n"
 HEADER_MALFORMED = "header malformed"
 MESSAGE_TOO_LARGE = "message too large"
+INVALID_SEQUENCE = "invalid sequence"  # ``s`` not an integer in 0..2^64-1
+INVALID_EXPIRATION = "invalid expiration"  # ``e`` not an integer in 0..2^32-1
 
 # Out-of-focus reasons (``reason`` on ``oof`` messages).
 OOF_MATCH = "match"

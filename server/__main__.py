@@ -75,6 +75,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="refuse to start when stored data is found missing (the oldest journal "
                         "segment, or the SOW file of a topic the transaction log cannot "
                         "rebuild) instead of warning and starting without it")
+    p.add_argument("--logon-timeout", type=float, default=None, metavar="SECONDS",
+                   help="disconnect a connection that has not logged on after this long "
+                        "(default 30; 0: never)")
+    p.add_argument("--memory-budget", default=None, metavar="SIZE",
+                   help="bytes all connections together may hold in buffered frames before "
+                        "the largest holders are disconnected as slow consumers "
+                        "(default 256MB)")
     p.add_argument("--log-level", choices=LOG_LEVELS,
                    help="also log to stderr at this level (default: INFO when the config has no "
                         "<Logging> targets; the built-in config's stderr target is replaced)")
@@ -152,14 +159,16 @@ def with_durability(cfg: Any, durability: str) -> Any:
 async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None = None,
               sockets: Any = None, keep_readable_journal: bool = False,
               admin: str | None = None, test_clock: bool = False,
-              memory: bool = False, strict_recovery: bool = False) -> None:
-    """Start a server on ``config`` and serve until ``shutdown`` is set."""
+              memory: bool = False, strict_recovery: bool = False, **limits: Any) -> None:
+    """Start a server on ``config`` and serve until ``shutdown`` is set (``limits``:
+    ``logon_timeout``, ``memory_budget`` for :class:`server.app.Server`)."""
     from amps_emulator.server.app import Server
     from amps_emulator.server.clock import TestClock
 
     server = Server(config, keep_readable_journal=keep_readable_journal, admin=admin,
                     timebase=TestClock() if test_clock else None, memory=memory,
-                    strict_recovery=strict_recovery)
+                    strict_recovery=strict_recovery,
+                    **{k: v for k, v in limits.items() if v is not None})
     uris = await server.start(sockets=sockets)
     shutdown = shutdown or asyncio.Event()
     if ready is not None:
@@ -221,6 +230,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     for w in getattr(config, "warnings", ()):
         log.warning("config: %s", w)
 
+    budget = None
+    if args.memory_budget is not None:
+        from amps_emulator.config.units import parse_size
+
+        try:
+            budget = parse_size(args.memory_budget)
+        except ValueError as exc:
+            print(f"amps-emulator: --memory-budget: {exc}", file=sys.stderr)
+            return 1
     _install_event_loop_policy()
 
     async def _amain() -> None:
@@ -239,7 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         await run(config, ready=ready, shutdown=shutdown,
                   keep_readable_journal=args.keep_readable_journal, admin=args.admin,
                   test_clock=args.test_clock, memory=args.memory,
-                  strict_recovery=args.strict_recovery)
+                  strict_recovery=args.strict_recovery,
+                  logon_timeout=args.logon_timeout, memory_budget=budget)
 
     from amps_emulator.journal import JournalCorruptError, JournalError
     from amps_emulator.sow import SowDamagedError

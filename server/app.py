@@ -38,6 +38,8 @@ from amps_emulator.server.views import DerivedTopics
 log = logging.getLogger("amps_emulator.server")
 
 SERVER_VERSION = version.SERVER_VERSION  # the name this module always had
+LOGON_TIMEOUT = 30.0  # seconds a connection may stay open without logging on (0: forever)
+MEMORY_BUDGET = 256 << 20  # bytes of buffered frames, all connections together
 
 
 class Listener:
@@ -106,7 +108,8 @@ class Server:
                  wallclock: Callable[[], float] = time.time,
                  keep_readable_journal: bool = False, timebase: Any = None,
                  admin: str | None = None, memory: bool = False,
-                 strict_recovery: bool = False) -> None:
+                 strict_recovery: bool = False, logon_timeout: float = LOGON_TIMEOUT,
+                 memory_budget: int = MEMORY_BUDGET) -> None:
         """``timebase``: a :mod:`server.clock` clock (a ``TestClock`` for ``--test-clock``);
         without one, real time read through ``clock`` (monotonic) and ``wallclock``.
         ``admin``: ``HOST:PORT`` of the Admin HTTP interface (default: the config's
@@ -115,6 +118,11 @@ class Server:
         self.keep_readable_journal = keep_readable_journal
         #: refuse to start when acked data is found missing (oldest journal segment, SOW file)
         self.strict_recovery = strict_recovery
+        self.logon_timeout = logon_timeout
+        #: the most bytes all connections together may hold in buffered frames (partial
+        #: inbound frames, stashed frames, unsent output); past it the largest holders are
+        #: disconnected as slow consumers (``check_memory``)
+        self.memory_budget = memory_budget
         #: ``--memory``: write no files at all (journal in memory, every SOW topic transient,
         #: queue checkpoints kept in memory); nothing survives the process
         self.memory = memory
@@ -147,6 +155,16 @@ class Server:
         self.admin: Any = None  # server.admin.AdminServer once started
         self.ready = False
         self.actions = Actions(self, config.actions)
+        self._filter_pool: Any = None
+
+    def filter_pool(self) -> Any:
+        """One worker thread that compiles long filters off the event loop (see
+        ``Connection._compile_aside``); one, so that a flood of them queues there."""
+        if self._filter_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._filter_pool = ThreadPoolExecutor(1, thread_name_prefix="amps-filter")
+        return self._filter_pool
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self, sockets: Iterable[socket.socket] | None = None) -> list[str]:
@@ -227,6 +245,8 @@ class Server:
             self.sowsvc.close()
         if self.txlog is not None:
             self.txlog.close()
+        if self._filter_pool is not None:
+            self._filter_pool.shutdown(wait=False, cancel_futures=True)
 
     def call_later(self, delay: float, callback: Callable[[], Any]) -> Any:
         """A timer on the server's clock (see :mod:`server.clock`)."""
@@ -249,6 +269,26 @@ class Server:
         if conn.client_name is not None and self.by_name.get(conn.client_name) is conn:
             del self.by_name[conn.client_name]
         log.debug("connection %d closed", conn.conn_id)
+
+    def check_memory(self) -> bool:
+        """Keep the frames buffered by all connections within :attr:`memory_budget`: over
+        it, disconnect the connections holding the most until it holds again. False when
+        someone was disconnected. Called when a connection's buffers grew by a step."""
+        held = [(conn.buffered_bytes(), conn) for conn in self.connections if not conn.closed]
+        total = sum(n for n, _ in held)
+        if total <= self.memory_budget:
+            return True
+        held.sort(key=lambda t: t[0], reverse=True)
+        for n, conn in held:
+            if total <= self.memory_budget:
+                break
+            log.warning("memory budget for buffered frames exceeded (%d bytes held, budget "
+                        "%d): disconnecting %s, which holds %d bytes", total,
+                        self.memory_budget, conn.describe(), n)
+            conn.close(f"{reasons.DISCONNECT_SLOW_CLIENT}: server memory budget exceeded",
+                       abort=True)
+            total -= n
+        return False
 
     def remove_subscription(self, sub: Any) -> None:
         """Take a subscription out of routing (or stop its journal cursor)."""
@@ -299,15 +339,33 @@ class Server:
 
     def _flush(self) -> None:
         """End of turn: commit the SOW and the journal (releasing what is durable), then
-        write output."""
-        if not self.stopping:
-            if self.sowsvc is not None:
-                self.sowsvc.commit()
-            if self.txlog is not None:
-                self.txlog.end_turn()
-        dirty, self._dirty = self._dirty, []
-        self._flush_scheduled = False
+        write output. An unforeseen error in one stage is logged and the rest still runs:
+        the flag must never stay set, or no client would get another byte."""
+        try:
+            if not self.stopping:
+                for stage in (self.sowsvc and self.sowsvc.commit,
+                              self.txlog and self.txlog.end_turn):
+                    if stage:
+                        try:
+                            stage()
+                        except Exception:
+                            log.exception("internal error at the end of a turn (%s); "
+                                          "carrying on", stage.__qualname__)
+            dirty, self._dirty = self._dirty, []
+        finally:
+            self._flush_scheduled = False
         for conn in dirty:
-            conn.flush_output()
+            try:
+                conn.flush_output()
+            except Exception:
+                self.contain(conn, "writing its output")
         if self._dirty:
             self.request_turn_end()
+
+    def contain(self, conn: Connection, what: str) -> None:
+        """Call from an ``except`` block: an unforeseen error in work for one client is
+        logged once, naming it, and costs that client its connection, nobody else."""
+        if conn.closed:
+            return
+        log.exception("%s: internal error in %s; disconnecting it", conn.describe(), what)
+        conn.close(f"internal error in {what}", abort=True)

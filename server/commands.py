@@ -44,7 +44,8 @@ def logon(server: "Server", conn: "Connection", cmd: "Command") -> None:
     if previous is not None and previous is not conn:
         # AMPS treats a second logon with the same name as a reconnect: the older
         # connection is disconnected and the new one takes the name over.
-        previous.close(f"{reasons.DISCONNECT_NAME_IN_USE}: taken over by {conn.peer}")
+        previous.close(f"{reasons.DISCONNECT_NAME_IN_USE}: a logon from {conn.peer} "
+                       f"took over the client name {name!r}")  # a WARNING with both peers
         server.connection_closed(previous)
     if conn.client_name is not None and conn.client_name != name:
         if server.by_name.get(conn.client_name) is conn:
@@ -114,6 +115,7 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
     if acks:
         acks_early(conn, cmd)
     seq = cmd.seq
+    last = None
     if seq is not None and conn.client_name is not None:
         last = server.client_seqs.get(conn.client_name)
         if last is not None and seq <= last:
@@ -121,8 +123,28 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
             _publish_acks(server, conn, cmd, seq, None)
             return
         server.client_seqs[conn.client_name] = seq
-    if server.queuesvc is not None:
-        topic = server.queuesvc.publish_target(topic)  # a queue's own name: where it feeds from
+    try:
+        _publish(server, conn, cmd, topic, acks, seq)
+    except BaseException:
+        # Not stored: its sequence must not mark a later resend of it as a duplicate.
+        if seq is not None and conn.client_name is not None \
+                and server.client_seqs.get(conn.client_name) == seq \
+                and not _journaled(server, conn.client_name, seq):
+            if last is None:
+                server.client_seqs.pop(conn.client_name, None)
+            else:
+                server.client_seqs[conn.client_name] = last
+        raise
+
+
+def _journaled(server: "Server", client_name: str, seq: int) -> bool:
+    txlog = server.txlog
+    return txlog is not None and txlog.journal is not None \
+        and txlog.journal.last_seq_for_client(client_name, persisted=False) >= seq
+
+
+def _publish(server: "Server", conn: "Connection", cmd: "Command", topic: str,
+             acks: frozenset[str], seq: int | None) -> None:
     txlog = server.txlog
     if txlog is not None and txlog.failed is not None and txlog.recorded(topic):
         txlog.refuse(conn, cmd, seq)  # a failure ack, no log line per publish

@@ -28,6 +28,8 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
+from amps_emulator.protocol.filter import compile_filter
+from amps_emulator.protocol.filter.compiler import MAX_TEXT as MAX_FILTER_TEXT
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, ack as encode_ack, frame, parse_command
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import replay
@@ -43,6 +45,15 @@ log = logging.getLogger("amps_emulator.connection")
 _HEARTBEAT_FRAME = frame({"c": "heartbeat"})
 WRITE_HIGH_WATER = 1 << 20  # journal replays pause above this many unsent bytes
 STASH_LIMIT = 4 << 20  # bytes of frames stashed while busy before reading pauses
+BUDGET_STEP = 256 << 10  # a connection's buffers growing by this much re-check the budget
+INLINE_FILTER = 2048  # longer filter texts compile off the event loop (~20 us a character)
+
+
+def _precompile(text: str) -> None:
+    try:
+        compile_filter(text)  # fills the compile cache, errors included
+    except Exception:
+        pass  # reported when the command runs
 _LINGER_RESET = struct.pack("ii", 1, 0)
 
 
@@ -92,6 +103,10 @@ class Connection(asyncio.Protocol):
         self.connect_time = 0.0  # set by the server when the connection opens
         self.client_version: str | None = None
         self.correlation_id: str | None = None
+        self._ready_filter: str | None = None  # a long filter compiled aside (_compile_aside)
+        self._logon_timer: asyncio.TimerHandle | None = None
+        self._in_mark = BUDGET_STEP  # buffered bytes at which the memory budget is checked
+        self._out_mark = BUDGET_STEP
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -100,6 +115,21 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.server.connection_opened(self)
+        timeout = self.server.logon_timeout
+        if timeout:
+            self._logon_timer = self.server.loop.call_later(timeout, self._logon_expired)
+
+    def _logon_expired(self) -> None:
+        self._logon_timer = None
+        if not self.logged_on:
+            self.close(f"no logon within {self.server.logon_timeout:g}s", abort=True)
+
+    def buffered_bytes(self) -> int:
+        """Memory this connection holds in frames: a partial inbound frame, stashed frames,
+        and output not yet taken by the kernel."""
+        wbuf = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        return (self.decoder.buffered + self._stash_bytes + self._out_bytes + self._held_bytes
+                + wbuf)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -110,6 +140,12 @@ class Connection(asyncio.Protocol):
             self.close(f"{reasons.DISCONNECT_PROTOCOL}: {exc}")
             return
         self.bytes_in += len(data)
+        if self.decoder.buffered > self._in_mark:  # a large frame is arriving
+            self._in_mark = self.decoder.buffered + BUDGET_STEP
+            if not self.server.check_memory() and self.closed:
+                return
+        elif self._in_mark > BUDGET_STEP and self.decoder.buffered < BUDGET_STEP:
+            self._in_mark = BUDGET_STEP
         self.received(payloads)
 
     def received(self, payloads: list[bytes]) -> None:
@@ -138,7 +174,28 @@ class Connection(asyncio.Protocol):
             except CommandError as exc:
                 self._reject_unparsed(exc)
                 continue
+            text = cmd.filter
+            if text is not None and INLINE_FILTER < len(text) <= MAX_FILTER_TEXT \
+                    and text != self._ready_filter:
+                self._compile_aside(text, payloads[i:])
+                return
             dispatch(self, cmd)
+
+    def _compile_aside(self, text: str, payloads: list[bytes]) -> None:
+        """A long filter compiles in the server's worker thread (seconds for thousands of
+        clauses) instead of on the event loop that serves every client; meanwhile this
+        connection is busy, and its command runs when the compiled filter is cached."""
+        self.begin_busy()
+        self._stash_frames(payloads)
+        fut = self.server.loop.run_in_executor(self.server.filter_pool(), _precompile, text)
+
+        def compiled(_fut: Any) -> None:
+            if self.closed:
+                return
+            self._ready_filter = text  # cached now (or its error): dispatch it inline
+            self.end_busy()
+
+        fut.add_done_callback(compiled)
 
     # -- a command over several loop steps -----------------------------------------------
     def _stash_frames(self, payloads: list[bytes]) -> None:
@@ -187,10 +244,15 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self._cancel_hb_timer()
+        if self._logon_timer is not None:
+            self._logon_timer.cancel()
+            self._logon_timer = None
         self._drop_buffers()
         self.server.connection_closed(self)
 
     def _drop_buffers(self) -> None:
+        if self.decoder.buffered:
+            self.decoder = FrameDecoder(self.listener.max_frame)  # a partial frame's memory
         self._out.clear()
         self._out_bytes = 0
         self._held = None
@@ -211,13 +273,20 @@ class Connection(asyncio.Protocol):
         else:
             self._out.append(data)
             self._out_bytes += len(data)
-        if (self._out_bytes + self._held_bytes + self.transport.get_write_buffer_size()  # type: ignore[union-attr]
-                > self.out_limit):
+        pending = (self._out_bytes + self._held_bytes
+                   + self.transport.get_write_buffer_size())  # type: ignore[union-attr]
+        if pending > self.out_limit:
             self.close(
                 f"{reasons.DISCONNECT_SLOW_CLIENT}: more than {self.out_limit} bytes pending",
                 abort=True,
             )
             return
+        if pending > self._out_mark:
+            self._out_mark = pending + BUDGET_STEP
+            if not self.server.check_memory() and self.closed:
+                return
+        elif self._out_mark > BUDGET_STEP and pending < BUDGET_STEP:
+            self._out_mark = BUDGET_STEP
         if not held and len(self._out) == 1:
             self.server.mark_dirty(self)
 
@@ -329,6 +398,9 @@ class Connection(asyncio.Protocol):
         self.closed = True
         log.warning("disconnecting %s: %s", self.describe(), why)
         self._cancel_hb_timer()
+        if self._logon_timer is not None:
+            self._logon_timer.cancel()
+            self._logon_timer = None
         self._drop_buffers()
         if self.transport is not None:
             if abort:

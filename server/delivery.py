@@ -34,7 +34,7 @@ PLAIN, STAMPED, DELTA, OOF, DELTA_STAMPED = 0, 1, 2, 3, 4
 def decode_or_none(body: bytes) -> Any:
     try:
         return _decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # too deep: no document
         return None
 
 

@@ -23,7 +23,8 @@ import collections
 import json
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+import time
+from typing import TYPE_CHECKING, Any, Generator
 
 import msgspec
 
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from amps_emulator.server.router import Subscription
 
 log = logging.getLogger("amps_emulator.queues")
+STEP_SECONDS = 0.01  # how long a sow query on a queue holds the event loop at a time
 
 CACHE_RECORDS = 65_536  # recent published records kept for deliveries (bounded)
 READ_AHEAD = 4_096  # records read in one go when a delivery misses the cache
@@ -374,11 +376,19 @@ class QueueService:
         self.arm()
 
     # -- sow queries on a queue ------------------------------------------------------------
-    def query_records(self, q: QueueState, flt: Any, top_n: int | None) -> tuple[list[Any], int]:
-        """The deliverable messages (read-only view) as journal records, and the count."""
+    def query_records(self, q: QueueState, flt: Any, top_n: int | None
+                      ) -> Generator[None, None, tuple[list[Any], int]]:
+        """The deliverable messages (read-only view) as journal records, and the count. A
+        generator that yields every ~10 ms of reading and filtering (a deep queue and a
+        costly filter must not hold the event loop: see ``sow_commands.drive``)."""
         out = []
         msgs = list(q.engine.messages(include_leased=False, now=self.now()))
-        for m in msgs:
+        clock = time.monotonic
+        step_end = clock() + STEP_SECONDS
+        for i, m in enumerate(msgs):
+            if i & 63 == 63 and clock() > step_end:
+                yield
+                step_end = clock() + STEP_SECONDS
             rec = self._record(m.position)
             if rec is None:
                 continue

@@ -15,6 +15,7 @@ replay of a large log keeps memory bounded and other clients served.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Callable
 
 from amps_emulator.journal import RecordKind
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("amps_emulator.replay")
 
 CHUNK = 2000
+STEP_SECONDS = 0.01  # how long one replay step may scan the log
 _DELIVERABLE = frozenset((int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH)))
 
 
@@ -168,7 +170,17 @@ def start(server: "Server", conn: "Connection", cmd: "Command", sub: "Subscripti
 
 
 def pump(server: "Server", cursor: Cursor, limit: int) -> None:
-    """Deliver what the cursor may see up to log position ``limit`` (one chunk at most)."""
+    """Deliver what the cursor may see up to log position ``limit`` (one chunk at most).
+    An unforeseen error ends this subscription's client only (logged once), never the
+    end-of-turn work for the other cursors."""
+    try:
+        _pump(server, cursor, limit)
+    except Exception:
+        stop(server, cursor)
+        server.contain(cursor.conn, f"subscription {cursor.sub.sub_id}")
+
+
+def _pump(server: "Server", cursor: Cursor, limit: int) -> None:
     if cursor.done or cursor.paused or cursor.conn.closed:
         return
     if cursor.conn.writing_paused:
@@ -205,9 +217,17 @@ def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
     last_bm = None
     journal = server.txlog.journal  # type: ignore[union-attr]
     rate = cursor.rate
+    scanned = 0
+    step_end = time.monotonic() + STEP_SECONDS
     for rec in journal.read(cursor.next_pos):
         pos = rec.position
         if pos > limit:
+            break
+        scanned += 1
+        if scanned & 255 == 0 and time.monotonic() > step_end:
+            # a rarely matching subscription over a long log (or a costly filter) must not
+            # hold the event loop: the rest goes in a later step
+            done = False
             break
         bm = rec.bookmark_str
         if rec.kind not in _DELIVERABLE or not sub.matches_topic(rec.topic):

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.saferegex import SafePattern, compile_pattern
 from amps_emulator.sow.query import Select, selection
 
 # Characters whose presence makes a subscription topic a regular expression.
@@ -25,10 +26,12 @@ def is_regex_topic(topic: str) -> bool:
     return any(ch in _REGEX_CHARS for ch in topic)
 
 
-def compile_topic_regex(topic: str) -> re.Pattern[str]:
+def compile_topic_regex(topic: str) -> SafePattern:
+    """A topic regex (PCRE-style) whose matching cost is bounded (:mod:`protocol.saferegex`):
+    a pathological topic pattern cannot stall the server."""
     try:
-        return re.compile(topic)
-    except re.error as exc:
+        return compile_pattern(topic)
+    except (re.error, OverflowError, RecursionError) as exc:
         raise CommandError(reasons.BAD_REGEX_TOPIC, f"{topic!r}: {exc}") from None
 
 

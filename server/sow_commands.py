@@ -87,7 +87,7 @@ def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
         return (yield from aggregated_query_steps(server, conn, cmd, filt))
     queue = server.queuesvc.get(cmd.topic) if server.queuesvc is not None else None
     if queue is not None:
-        counts = _query_queue(server, conn, cmd, queue, filt)
+        counts = yield from _query_queue(server, conn, cmd, queue, filt)
         if on_snapshot is not None:
             on_snapshot(None)
         return counts
@@ -254,10 +254,11 @@ def _failed(conn: "Connection", cmd: "Command", reason: str,
 
 
 def _query_queue(server: "Server", conn: "Connection", cmd: "Command", queue: Any,
-                 filt: Any) -> dict[str, int]:
-    """A ``sow`` query on a queue: the messages that could be delivered now, read-only."""
+                 filt: Any) -> Generator[None, None, dict[str, int]]:
+    """A ``sow`` query on a queue: the messages that could be delivered now, read-only
+    (in steps: a generator)."""
     batch = _batch_size(cmd)
-    records, total = server.queuesvc.query_records(queue, filt, _top_n(cmd))
+    records, total = yield from server.queuesvc.query_records(queue, filt, _top_n(cmd))
     qid = begin_results(conn, cmd, cmd.query_id or cmd.cid or "")
     for start in range(0, len(records), batch):
         conn.send(sow_batch(queue.name, qid, [({"bm": r.bookmark_str}, r.body)

@@ -145,7 +145,7 @@ class SowService:
         if literal or not is_regex_topic(topic):  # a name: maybe a logical topic not used yet
             logical = self.get(topic)
             return [] if logical is None else [logical]
-        rx: re.Pattern[str] = compile_topic_regex(topic)
+        rx = compile_topic_regex(topic)
         return [t for name, t in sorted(self.sow.topics.items()) if rx.search(name)]
 
     # -- recovery --------------------------------------------------------------------------

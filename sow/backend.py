@@ -41,7 +41,8 @@ from .tables import MemHashTable, MemKVTable, MemOrderedSet
 
 __all__ = ["MemoryBackend", "LmdbBackend", "db_base_name"]
 
-_decode_errors = (msgspec.DecodeError, UnicodeDecodeError, TypeError)
+# RecursionError: a body nested deeper than msgspec decodes is no document (matches nothing)
+_decode_errors = (msgspec.DecodeError, UnicodeDecodeError, TypeError, RecursionError)
 _json = msgspec.json
 
 

@@ -44,7 +44,7 @@ _json_encode = msgspec.json.encode
 def _decode_doc(data: bytes) -> Any:
     try:
         return _json_decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
 
 

@@ -51,7 +51,7 @@ QUERY_CHUNK = 20_000  # about 20 ms of scanning: how long a query holds the loop
 def _decode(data: bytes) -> Any:
     try:
         return _json_decode(data)
-    except (msgspec.DecodeError, UnicodeDecodeError, TypeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, TypeError, RecursionError):
         return None
 
 

@@ -53,7 +53,7 @@ def decode_body(payload: bytes | bytearray | memoryview | str) -> Any:
     """Decode a message body for filtering: the JSON value, or ``None`` if not JSON."""
     try:
         return _json_decode(payload)
-    except (msgspec.DecodeError, UnicodeDecodeError, TypeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, TypeError, RecursionError):
         return None
 
 

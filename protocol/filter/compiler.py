@@ -97,7 +97,7 @@ def _cmp_f(op, a, b):
 
 def _in_lit3(v, spec):
     """``v IN (literals)`` three-valued, with the literal set pre-split by ``_in_spec``."""
-    strs, nums, numstrs, has_null, check_num, items = spec
+    strs, nums, numstrs, has_null, check_num, bools = spec
     t = type(v)
     if t is str:
         if not v:
@@ -117,7 +117,9 @@ def _in_lit3(v, spec):
         return None if has_null else False
     if t is list:
         return V.any3(_in_lit3(x, spec) for x in V.flatten(v)) if v else None
-    return V.in3(v, items)
+    if t is bool:
+        return bools[v]
+    return None  # NULL or an object: not ordered against any literal
 
 
 _HELPERS = {
@@ -490,7 +492,10 @@ class _Gen:
         nums = frozenset(v for v in vals if type(v) in (int, float) and v == v)
         numstrs = frozenset(x for x in (V.parse_number(s) for s in strs) if x is not None)
         has_null = any(v is None or v == "" or (type(v) is float and v != v) for v in vals)
-        return (strs, nums, numstrs, has_null, bool(nums), tuple(vals))
+        # a boolean's answer is computed here once: testing it against every literal per
+        # message cost milliseconds for an IN list of thousands
+        bools = {True: V.in3(True, vals), False: V.in3(False, vals)}
+        return (strs, nums, numstrs, has_null, bool(nums), bools)
 
     def special(self, n, want: bool) -> str:
         """T/F code for BETWEEN, IN, LIKE, BEGINS/ENDS WITH; ``want`` already accounts for
@@ -782,28 +787,49 @@ def _make_fields_filter(fn) -> FieldsFilter | None:
     return ff if ff.decoder_for(()) is not None else None
 
 
+#: the longest filter or expression text accepted (parsing costs about 20 us a character:
+#: this bounds one compile to seconds, done off the event loop by the server for long texts)
+MAX_TEXT = 256 * 1024
+
+
 @lru_cache(maxsize=CACHE_SIZE)
 def _compile_cached(text: str, value_mode: bool):
+    """The compiled callable, or the :class:`FilterError` (cached too: refusing the same long
+    bad filter again must not cost a second parse)."""
     try:
-        root = parse(text)
-    except RecursionError:
-        raise FilterError("filter nested too deeply", None, text) from None
-    return compile_ast(root, text, value_mode)
+        try:
+            root = parse(text)
+        except RecursionError:
+            raise FilterError("filter nested too deeply", None, text) from None
+        return compile_ast(root, text, value_mode)
+    except FilterError as exc:
+        return exc
+    except Exception as exc:  # anything the compiler did not foresee is still a bad filter
+        return FilterError(f"{type(exc).__name__}: {exc}", None, text)
+
+
+def _compiled(text: Any, value_mode: bool):
+    what = "expression" if value_mode else "filter"
+    if not isinstance(text, str):
+        raise FilterError(f"{what} must be text, not {type(text).__name__}")
+    if len(text) > MAX_TEXT:
+        raise FilterError(f"{what} is {len(text)} characters long, more than {MAX_TEXT}")
+    fn = _compile_cached(text, value_mode)
+    if isinstance(fn, FilterError):
+        raise FilterError(fn.detail, fn.position, fn.text)
+    return fn
 
 
 def compile_filter(text: str):
     """Compile filter text (cached by text) into ``f(doc, ctx=None) -> bool``.
 
     ``f(doc)`` is True only if the expression is TRUE for the decoded JSON body ``doc``
-    (NULL / unknown counts as no match).  Raises :class:`FilterError` for a bad filter.
+    (NULL / unknown counts as no match).  Raises :class:`FilterError` for a bad filter
+    (one longer than :data:`MAX_TEXT` included).
     """
-    if not isinstance(text, str):
-        raise FilterError(f"filter must be text, not {type(text).__name__}")
-    return _compile_cached(text, False)
+    return _compiled(text, False)
 
 
 def compile_expression(text: str):
     """Compile expression text (cached) into ``f(doc, ctx=None) -> value`` (None = NULL)."""
-    if not isinstance(text, str):
-        raise FilterError(f"expression must be text, not {type(text).__name__}")
-    return _compile_cached(text, True)
+    return _compiled(text, True)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable
 
+from amps_emulator.protocol.saferegex import SafePattern, compile_pattern, translate_regex
+
 from .values import NAN, first, flatten, order, to_num, to_str
 
 __all__ = ["Function", "FUNCTIONS", "regex", "translate_regex"]
@@ -47,109 +49,16 @@ def _register(name: str, min_args: int, max_args: int | None = -1, *, kind: str 
     return deco
 
 
-# ---- regular expressions (shared with LIKE) ---------------------------------------------
+# ---- regular expressions (shared with LIKE): protocol.saferegex bounds their cost ----------
 
-_GLOBAL_FLAGS_RE = re.compile(r"\(\?([imsx]+)\)")
-_POSIX_CLASSES = {
-    "[:alpha:]": "a-zA-Z", "[:digit:]": "0-9", "[:alnum:]": "a-zA-Z0-9", "[:upper:]": "A-Z",
-    "[:lower:]": "a-z", "[:space:]": "\\s", "[:xdigit:]": "0-9A-Fa-f", "[:word:]": "\\w",
-    "[:punct:]": re.escape("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"), "[:blank:]": " \\t",
-    "[:cntrl:]": "\\x00-\\x1f\\x7f", "[:print:]": "\\x20-\\x7e", "[:graph:]": "\\x21-\\x7e",
-}
-
-
-def translate_regex(pattern: str) -> str:
-    """Rewrite the PCRE constructs Python's ``re`` spells differently or lacks.
-
-    ``\\z`` -> ``\\Z``; PCRE ``\\Z`` (end, or before a final newline) -> ``(?=\\n?\\Z)``;
-    ``\\h`` -> ``[ \\t]``; ``\\Q...\\E`` -> escaped text; ``(?<name>`` / ``(?'name'`` ->
-    ``(?P<name>``; ``\\k<name>`` -> ``(?P=name)``; POSIX ``[:alpha:]``-style classes inside
-    brackets; ``(?i)``-style flag groups after the start move to the start.
-    """
-    out = []
-    i = 0
-    n = len(pattern)
-    while i < n:
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < n:
-            nx = pattern[i + 1]
-            if nx == "z":
-                out.append(r"\Z")
-            elif nx == "Z":
-                out.append(r"(?=\n?\Z)")
-            elif nx == "h":
-                out.append(r"[ \t]")
-            elif nx == "Q":
-                end = pattern.find("\\E", i + 2)
-                end = n if end < 0 else end
-                out.append(re.escape(pattern[i + 2:end]))
-                i = end + 2
-                continue
-            elif nx == "k" and i + 2 < n and pattern[i + 2] in "<{'":
-                close = {"<": ">", "{": "}", "'": "'"}[pattern[i + 2]]
-                end = pattern.find(close, i + 3)
-                if end < 0:
-                    out.append(pattern[i:i + 2])
-                else:
-                    out.append(f"(?P={pattern[i + 3:end]})")
-                    i = end + 1
-                    continue
-            else:
-                out.append(pattern[i:i + 2])
-            i += 2
-            continue
-        if ch == "(" and pattern.startswith("(?<", i) and i + 3 < n and \
-                pattern[i + 3] not in "=!":
-            out.append("(?P<")
-            i += 3
-            continue
-        if ch == "(" and pattern.startswith("(?'", i):
-            end = pattern.find("'", i + 3)
-            if end > 0:
-                out.append(f"(?P<{pattern[i + 3:end]}>")
-                i = end + 1
-                continue
-        if ch == "[" and pattern.startswith("[:", i):
-            end = pattern.find(":]", i + 2)
-            cls = _POSIX_CLASSES.get(pattern[i:end + 2]) if end > 0 else None
-            if cls is not None:
-                out.append(cls)
-                i = end + 2
-                continue
-        out.append(ch)
-        i += 1
-    text = "".join(out)
-    flags = ""
-    m = _GLOBAL_FLAGS_RE.match(text)
-    while m is not None:  # leading groups are fine as they are
-        flags += m.group(1)
-        text = text[m.end():]
-        m = _GLOBAL_FLAGS_RE.match(text)
-    late = _GLOBAL_FLAGS_RE.findall(text)
-    if late:
-        text = _GLOBAL_FLAGS_RE.sub("", text)
-        flags += "".join(late)
-    if flags:
-        text = "(?" + "".join(sorted(set(flags))) + ")" + text
-    return text
-
-
-_regex_cache: dict[str, re.Pattern] = {}
-
-
-def regex(pattern: str) -> re.Pattern:
-    """Compile a PCRE-style pattern (cached); raises ``re.error`` if it is not valid.
+def regex(pattern: str) -> "SafePattern":
+    """Compile a PCRE-style pattern (cached); raises ``re.error`` if no engine can run it.
 
     Matching is byte-oriented like AMPS (not unicode-aware): ``\\d``, ``\\w``, ``\\s`` and
-    ``(?i)`` cover ASCII only.
+    ``(?i)`` cover ASCII only.  The cost of one match is bounded (see
+    :mod:`protocol.saferegex`): a pathological pattern cannot stall the server.
     """
-    rx = _regex_cache.get(pattern)
-    if rx is None:
-        rx = re.compile(translate_regex(pattern), re.ASCII)
-        if len(_regex_cache) > 1024:
-            _regex_cache.clear()
-        _regex_cache[pattern] = rx
-    return rx
+    return compile_pattern(pattern)
 
 
 # ---- helpers ------------------------------------------------------------------------------
@@ -258,8 +167,7 @@ def _regexp_replace(s, pattern, new):
         rx = regex(pattern)
     except re.error:
         return None
-    new = new or ""
-    return rx.sub(lambda m: new, s)
+    return rx.sub(new or "", s)
 
 
 @_register("SUBSTR", 2, 3)

@@ -126,7 +126,6 @@ def test_malformed_header_with_cid_is_a_command_error():
 
 
 @pytest.mark.parametrize("header", [
-    {"c": "p", "t": "x", "s": "abc"},
     {"c": "p", "t": "x", "batch_size": True},
     {"c": "p", "t": ["x"]},
     {"t": "x"},
@@ -136,6 +135,30 @@ def test_bad_field_values_are_header_malformed(header):
     with pytest.raises(CommandError) as ei:
         parse_command(wire(header)[4:])
     assert ei.value.reason == reasons.HEADER_MALFORMED
+
+
+@pytest.mark.parametrize("field,value,reason", [
+    ("s", 2 ** 64, reasons.INVALID_SEQUENCE),
+    ("s", -1, reasons.INVALID_SEQUENCE),
+    ("s", "abc", reasons.INVALID_SEQUENCE),
+    ("s", "1e400", reasons.INVALID_SEQUENCE),
+    ("s", 1.5, reasons.INVALID_SEQUENCE),
+    ("seq", "99999999999999999999999", reasons.INVALID_SEQUENCE),
+    ("e", 2 ** 64 + 1, reasons.INVALID_EXPIRATION),
+    ("e", -3, reasons.INVALID_EXPIRATION),
+    ("batch_size", "many", reasons.INVALID_BATCH_SIZE),
+    ("top_n", -1, reasons.INVALID_TOPN),
+])
+def test_numbers_out_of_range_are_refused_with_their_reason(field, value, reason):
+    with pytest.raises(CommandError) as ei:
+        parse_command(wire({"c": "p", "cid": "n1", "t": "x", "a": "processed", field: value})[4:])
+    assert ei.value.reason == reason and ei.value.cid == "n1"
+
+
+@pytest.mark.parametrize("value,expected", [
+    (0, 0), (2 ** 64 - 1, 2 ** 64 - 1), ("42", 42), (" 7 ", 7), (3.0, 3)])
+def test_numbers_in_range_are_read(value, expected):
+    assert parse_command(wire({"c": "p", "t": "x", "s": value})[4:]).seq == expected
 
 
 @given(st.binary(max_size=300))

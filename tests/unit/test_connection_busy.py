@@ -47,6 +47,10 @@ class FakeServer:
         self.on_dispatch = None
         self.clock = lambda: 0.0
         self.loop = None
+        self.logon_timeout = 0  # no timer: there is no loop
+
+    def check_memory(self):
+        return True
 
     def call_later(self, delay, callback):  # Server's timers go through its clock
         return self.loop.call_later(delay, callback)
