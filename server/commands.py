@@ -145,6 +145,8 @@ def _journaled(server: "Server", client_name: str, seq: int) -> bool:
 
 def _publish(server: "Server", conn: "Connection", cmd: "Command", topic: str,
              acks: frozenset[str], seq: int | None) -> None:
+    if server.queuesvc is not None:
+        topic = server.queuesvc.publish_target(topic)  # a queue's own name: where it feeds from
     txlog = server.txlog
     if txlog is not None and txlog.failed is not None and txlog.recorded(topic):
         txlog.refuse(conn, cmd, seq)  # a failure ack, no log line per publish

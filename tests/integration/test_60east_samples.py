@@ -19,8 +19,10 @@ import pytest
 
 from tests.integration.conftest import Collector, config_xml, start_server
 
-CANDIDATES = [os.environ.get("AMPS_CLIENT_SAMPLES", ""), "/work/helpers/amps-src/client/samples",
-              "/tmp/ampssrc/amps-python-client-5.3.4.0/samples"]
+#: where .ci/run unpacks the official client's source package (60East's samples ship in it)
+CANDIDATES = [os.environ.get("AMPS_CLIENT_SAMPLES", ""),
+              os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
+                           "amps-emulator", "amps-python-client-5.3.4.0", "samples")]
 SAMPLES = next((pathlib.Path(p) for p in CANDIDATES
                 if p and (pathlib.Path(p) / "AMPSQueueConsumer.py").exists()), None)
 pytestmark = pytest.mark.skipif(SAMPLES is None, reason="the amps-python-client source package "

@@ -26,8 +26,9 @@ from tests.tls import self_signed
 CONFIGS = sorted((pathlib.Path(__file__).parent.parent / "fixtures" / "configs").glob("*.xml"))
 #: where the official client's source package may have been unpacked (GUIDE.md)
 SAMPLE_XML_CANDIDATES = [os.environ.get("AMPS_CLIENT_SAMPLE_XML", ""),
-                         "/work/helpers/amps-src/client/samples/sample.xml",
-                         "/tmp/ampssrc/amps-python-client-5.3.4.0/samples/sample.xml"]
+                         os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
+                                      "amps-emulator", "amps-python-client-5.3.4.0", "samples",
+                                      "sample.xml")]
 
 
 def verify(path: pathlib.Path, warnings: list[str] | None = None) -> tuple[int, list[str]]:
