@@ -28,6 +28,7 @@ COPY journal ./journal
 COPY sow ./sow
 COPY queues ./queues
 COPY config ./config
+COPY pipeline ./pipeline
 RUN pip wheel --no-deps --no-build-isolation -w /wheels .
 
 FROM base

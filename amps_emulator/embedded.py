@@ -44,16 +44,20 @@ class EmbeddedServer:
     ``memory``: the ``--memory`` mode (no files at all; :meth:`reset` then yields an empty
     server). ``clock``: the monotonic clock given to the server (tests inject one).
     ``server_kwargs``: more :class:`Server` arguments (``timebase``, ``admin``).
+    ``hold_ports``: keep the listening sockets for :meth:`reset` (default). Without it the
+    server owns them outright, so closing a transport (the administrator's ``disable``)
+    really stops it listening, and :meth:`reset` is not available.
     """
 
     def __init__(self, config: Any, *, memory: bool = False,
                  clock: Callable[[], float] | None = None, host: str = "127.0.0.1",
-                 **server_kwargs: Any) -> None:
+                 hold_ports: bool = True, **server_kwargs: Any) -> None:
         self.config = config
         self.memory = memory
         self.clock = clock
         self.host = host
         self.server_kwargs = server_kwargs
+        self.hold_ports = hold_ports
         self.server: Server | None = None
         self.uris: list[str] = []
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -101,6 +105,8 @@ class EmbeddedServer:
     def reset(self, timeout: float = 10.0) -> None:
         """Stop the server (its clients are disconnected) and start a new one on the same
         listening sockets. In ``memory`` mode the new server is empty."""
+        if not self.hold_ports:
+            raise RuntimeError("reset() needs hold_ports=True")
         self._on_loop(self._restart(), timeout)
 
     def call(self, fn: Callable[[], Any], timeout: float = 10.0) -> Any:
@@ -135,7 +141,11 @@ class EmbeddedServer:
         kwargs = {"clock": self.clock} if self.clock is not None else {}
         kwargs.update(self.server_kwargs)
         self.server = Server(self.config, memory=self.memory, **kwargs)
-        self.uris = await self.server.start(sockets=[s.dup() for s in self._sockets])
+        if self.hold_ports:
+            socks = [s.dup() for s in self._sockets]
+        else:  # handed over: the server closes them
+            socks, self._sockets = self._sockets, []
+        self.uris = await self.server.start(sockets=socks)
 
     async def _restart(self) -> None:
         assert self.server is not None

@@ -55,6 +55,19 @@ class MemoryJournal(JournalCore):
         self._base = 1  # position of _records[0]
         self._segs = [_MemSegment(1)]
 
+    # -- the write-failure interface of FileJournal: memory never refuses a write ----------
+    write_failures: tuple = ()
+
+    def take_write_failures(self) -> list:
+        return []
+
+    def append_checkpoint(self) -> None:
+        """Nothing to probe: a memory journal always takes writes."""
+
+    def discard_unsynced(self, error: BaseException) -> None:
+        """Never called: a memory journal's ``sync`` cannot fail."""
+        return None
+
     @property
     def first_position(self) -> int:
         return self._base

@@ -219,7 +219,8 @@ class Server:
         """Listen again on a transport the administrator disabled (same address)."""
         if lst.server is None:
             lst.server = await self.loop.create_server(
-                lambda lst=lst: Connection(self, lst), lst.host, lst.port, reuse_address=True)
+                lst.protocol_factory(self), lst.host, lst.port, reuse_address=lst.reuse_addr,
+                ssl=lst.tls)
 
     async def stop(self) -> None:
         self.stopping = True

@@ -14,7 +14,12 @@ from amps_emulator.embedded import EmbeddedServer
 
 
 class ServerThread(EmbeddedServer):
-    """The embedded server, plus requests to its admin interface."""
+    """The embedded server, owning its ports (so a disabled transport stops listening), plus
+    requests to its admin interface."""
+
+    def __init__(self, config: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("hold_ports", False)
+        super().__init__(config, **kwargs)
 
     @property
     def admin_uri(self) -> str:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PARTS = ("amps_emulator", "server", "protocol", "journal", "sow", "queues", "config")
+PARTS = ("amps_emulator", "server", "protocol", "journal", "sow", "queues", "config", "pipeline")
 
 pytestmark = pytest.mark.install
 
@@ -74,8 +74,9 @@ def test_only_amps_emulator_is_installed_at_top_level(installed):
     with open(sp / "amps_emulator-0.1.0.dist-info" / "RECORD", newline="") as f:
         paths = [row[0] for row in csv.reader(f)]
     outside = {p.split("/")[0] for p in paths} - tops
-    assert outside == {".."}, outside  # the console script, ../../../bin/amps-emulator
-    assert {p for p in paths if p.startswith("..")} == {"../../../bin/amps-emulator"}
+    assert outside == {".."}, outside  # the console scripts, ../../../bin/amps-*
+    assert {p for p in paths if p.startswith("..")} == {
+        "../../../bin/amps-emulator", "../../../bin/amps-emulator-client", "../../../bin/amps-pipeline"}
     for part in PARTS[1:]:
         assert (sp / "amps_emulator" / part / "__init__.py").is_file()
     assert (sp / "amps_emulator" / "protocol" / "filter" / "grammar.lark").is_file()

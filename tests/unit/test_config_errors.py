@@ -446,7 +446,6 @@ def test_production_config_warns_once_per_unsupported_element(tmp_path) -> None:
         (line_of(text, "<MessageTypes>"), "<MessageTypes>"),
         (line_of(text, "<Entitlement>"), "<Entitlement>"),
         (line_of(text, "<Name>amps-replication</Name>") - 1, "<Transport>"),
-        (line_of(text, "<Admin>"), "<Admin>"),
         (line_of(text, "<WWWAuthenticate>"), "<WWWAuthenticate>"),
         (line_of(text, "<O_DIRECT>"), "<O_DIRECT>"),
         (line_of(text, "<SlabSize>"), "<SlabSize>"),

@@ -50,8 +50,7 @@ def test_admin_without_inet_addr_is_no_admin_server():
     c = cfg("<Admin><Interval>5s</Interval></Admin>")
     assert c.admin is None and c.warnings == ()
     c = cfg("<Admin><InetAddr>8085</InetAddr><Interval>5s</Interval></Admin>")
-    assert (c.admin.port, c.admin.interval) == (8085, 5.0)
-    assert [w.reason.split(" ")[0] for w in c.warnings] == ["<Admin>"]
+    assert (c.admin.port, c.admin.interval) == (8085, 5.0) and c.warnings == ()
 
 
 SOW_SAME_NAME = """<SOW>
