@@ -8,7 +8,10 @@ so a burst of deliveries costs one ``write`` call.
 
 Outbound memory is bounded: when the bytes queued here plus the transport's own buffer exceed
 the transport's limit, the client is disconnected as a slow consumer and its buffers are
-dropped (the nats-server ``queueOutbound`` rule).
+dropped (the nats-server ``queueOutbound`` rule). All connections together share a memory
+budget for buffered frames (``Server.check_memory``), and a connection that does not log on
+within ``Server.logon_timeout`` is closed. A filter too long to compile in a few
+milliseconds compiles in a worker thread while the connection is busy (``_compile_aside``).
 
 A long SOW query runs in steps so that the event loop keeps serving everyone else
 (:mod:`server.sow_commands`). For the client that sent it, it still looks like one command
@@ -47,6 +50,7 @@ WRITE_HIGH_WATER = 1 << 20  # journal replays pause above this many unsent bytes
 STASH_LIMIT = 4 << 20  # bytes of frames stashed while busy before reading pauses
 BUDGET_STEP = 256 << 10  # a connection's buffers growing by this much re-check the budget
 INLINE_FILTER = 2048  # longer filter texts compile off the event loop (~20 us a character)
+_LINGER_RESET = struct.pack("ii", 1, 0)
 
 
 def _precompile(text: str) -> None:
@@ -54,7 +58,6 @@ def _precompile(text: str) -> None:
         compile_filter(text)  # fills the compile cache, errors included
     except Exception:
         pass  # reported when the command runs
-_LINGER_RESET = struct.pack("ii", 1, 0)
 
 
 def _reset_on_close(transport: asyncio.BaseTransport) -> None:

@@ -224,7 +224,7 @@ def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
         if pos > limit:
             break
         scanned += 1
-        if scanned & 255 == 0 and time.monotonic() > step_end:
+        if scanned & 15 == 0 and time.monotonic() > step_end:
             # a rarely matching subscription over a long log (or a costly filter) must not
             # hold the event loop: the rest goes in a later step
             done = False

@@ -74,7 +74,10 @@ def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command",
     steps: list[Generator[None, None, Any]] = []
     if queue is not None:
         names = [queue.name]
-        records, total = server.queuesvc.query_records(queue, filt, None)
+        if subscription is not None:  # refused before the (stepped) read of the queue
+            raise CommandError(reasons.INVALID_OPTIONS,
+                               "an aggregated subscription needs one SOW topic")
+        records, total = yield from server.queuesvc.query_records(queue, filt, None)
         inputs = [[Record("", bytes(r.body), "", r.timestamp / 1_000_000) for r in records]]
         matches, topic_matches = len(records), total
     else:

@@ -18,7 +18,8 @@ published after the command was read is delivered after ``group_end``.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable, Generator
+import time
+from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator
 
 
 from amps_emulator.journal import RecordKind
@@ -253,6 +254,9 @@ def _failed(conn: "Connection", cmd: "Command", reason: str,
     conn.fail(cmd, reason)
 
 
+STEP_SECONDS = 0.01  # how long one step of a query on a queue may send results
+
+
 def _query_queue(server: "Server", conn: "Connection", cmd: "Command", queue: Any,
                  filt: Any) -> Generator[None, None, dict[str, int]]:
     """A ``sow`` query on a queue: the messages that could be delivered now, read-only
@@ -260,9 +264,13 @@ def _query_queue(server: "Server", conn: "Connection", cmd: "Command", queue: An
     batch = _batch_size(cmd)
     records, total = yield from server.queuesvc.query_records(queue, filt, _top_n(cmd))
     qid = begin_results(conn, cmd, cmd.query_id or cmd.cid or "")
+    step_end = time.monotonic() + STEP_SECONDS
     for start in range(0, len(records), batch):
         conn.send(sow_batch(queue.name, qid, [({"bm": r.bookmark_str}, r.body)
                                               for r in records[start:start + batch]]))
+        if time.monotonic() > step_end:
+            yield
+            step_end = time.monotonic() + STEP_SECONDS
     conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     return {"records_returned": len(records), "matches": len(records), "topic_matches": total}
 

@@ -263,7 +263,17 @@ def fuzz_in_process(port: int, seed: int, seconds: float, workers: int = 3) -> F
     child = ctx.Process(target=_fuzz_child, args=(port, seed, seconds, workers, out),
                         daemon=True)
     child.start()
-    frames, nbytes, conns, kinds = out.get(timeout=seconds + 120)
+    import queue
+
+    deadline = time.monotonic() + seconds + 120
+    while True:
+        try:
+            frames, nbytes, conns, kinds = out.get(timeout=1)
+            break
+        except queue.Empty:
+            if not child.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError(f"the fuzz process ended without figures "
+                                   f"(exit code {child.exitcode})") from None
     child.join(30)
     stats = FuzzStats()
     stats.frames, stats.bytes, stats.connections = frames, nbytes, conns
