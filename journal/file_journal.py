@@ -689,10 +689,10 @@ class FileJournal(JournalCore):
 
     def close(self) -> None:
         """Flush, fsync (unless memory mode) and close. Idempotent."""
-        if self._fd < 0:
+        if self._fd < 0 and self._dir_fd < 0:
             return
         try:
-            if self._failure is None:
+            if self._failure is None and self._fd >= 0:
                 self.flush()
                 active = self._segments[-1]
                 if self._summaries and active.size > self._ckpt_size_at:

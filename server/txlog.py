@@ -325,7 +325,8 @@ class TxLog:
         except JournalError as exc:
             self._fail(exc)
             return
-        if journal.take_write_failures():
+        if journal.write_failures:  # (other records of this turn may be in it: fail them too)
+            self._write_failed()
             self._probe_timer = self.server.loop.call_later(PROBE_INTERVAL, self._probe)
         else:
             log.warning("transaction log %s: takes writes again; %d publishes and records failed "

@@ -119,3 +119,16 @@ def test_a_failed_fsync_cuts_everything_not_durable_including_a_roll(tmp_path):
     j, report = FileJournal.open(tmp_path, segment_size=4096)
     assert report.clean and seqs(j) == list(range(1, 11)) + [42]
     j.close()
+
+
+def test_strict_mode_reports_the_refused_record_at_once(tmp_path):
+    j, _ = FileJournal.open(tmp_path, durability="strict")
+    disk = j.file_ops = DiskFull(free=0)
+    rec = pub(j, 1)
+    (f,) = j.take_write_failures()
+    assert f.first == f.last == rec.position
+    disk.free = None
+    again = pub(j, 2)
+    assert not j.take_write_failures() and j.durable_position == again.position
+    assert seqs(j) == [2]
+    j.close()
