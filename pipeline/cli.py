@@ -49,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--config", help="AMPS config file: the topic's Key, KeyDomain, Expiration")
     s.add_argument("--key", action="append", default=[], help="a Key path (without --config)")
 
-    job("queue-audit", "per queue message: enqueue, leases, acks, cancels, expiries")
+    qa = job("queue-audit", "per queue message: enqueue, leases, acks, cancels, expiries")
+    qa.add_argument("--config", help="AMPS config file: its queues, so untouched messages are listed too")
 
     st = job("stats", "counts, rates, sizes, sequence gaps; --html for a report")
     st.add_argument("--html", help="also write a one-page HTML report with charts here")
@@ -100,7 +101,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             jobs.write(df, args.out, args.format)
             print(f"{args.topic} as of {args.at or 'the end of the journal'} written to {args.out}")
         elif args.command == "queue-audit":
-            audit, summary = jobs.queue_audit(spark, args.journal)
+            queues = jobs.queues_from_config(args.config) if args.config else None
+            audit, summary = jobs.queue_audit(spark, args.journal, queues)
             jobs.write(audit, f"{args.out}/messages", args.format)
             jobs.write(summary, f"{args.out}/summary", args.format)
             summary.show(truncate=False)

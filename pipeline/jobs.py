@@ -114,9 +114,58 @@ def queue_events(spark, path: str):
     return df.mapInArrow(_queue_events, _EVENT_DDL)
 
 
-def queue_audit(spark, path: str):
-    """(per message, per queue summary). Leases carry no client: the journal records a
-    lease only for at-most-once queues (its removal) and when full queue events are on."""
+def _enqueued(queues):
+    """mapInArrow: publish rows -> (queue, message_position) for every queue that takes the
+    message: its UnderlyingTopic covers the topic (AMPS topic regex) and its Filter matches."""
+
+    def run(batches: Iterator) -> Iterator:
+        import msgspec
+        import pyarrow as pa
+
+        from amps_emulator.protocol.filter import compile_filter
+        from amps_emulator.server.router import compile_topic_regex, is_regex_topic
+
+        tests = []
+        for name, underlying, flt in queues:
+            rx = compile_topic_regex(underlying) if is_regex_topic(underlying) else None
+            covers = (underlying.__eq__ if rx is None else (lambda t, rx=rx: rx.search(t) is not None))
+            tests.append((name, covers, compile_filter(flt) if flt else None))
+        for b in batches:
+            d = b.to_pydict()
+            out: dict[str, list] = {"queue": [], "message_position": []}
+            for topic, pos, data in zip(d["topic"], d["position"], d["data"]):
+                doc = None
+                for name, covers, f in tests:
+                    if not covers(topic):
+                        continue
+                    if f is not None:
+                        if doc is None:
+                            try:
+                                doc = msgspec.json.decode(data or "null")
+                            except msgspec.DecodeError:
+                                doc = False
+                        if not f(doc):
+                            continue
+                    out["queue"].append(name)
+                    out["message_position"].append(pos)
+            yield pa.RecordBatch.from_pydict(out, schema=pa.schema(
+                [("queue", pa.string()), ("message_position", pa.int64())]))
+
+    return run
+
+
+def queues_from_config(path: str) -> list[tuple[str, str, Optional[str]]]:
+    """(name, underlying topic, filter) of every queue in an AMPS config file."""
+    from amps_emulator.config import load_config
+
+    return [(q.name, q.underlying_topic or q.name, q.filter) for q in load_config(path).queues]
+
+
+def queue_audit(spark, path: str, queues: Optional[list] = None):
+    """(per message, per queue summary). ``queues`` (:func:`queues_from_config`) adds the
+    messages no consumer touched yet (state ``queued``); without it the audit lists the
+    messages that have queue events. Leases carry no client: the journal records a lease
+    only for at-most-once queues (its removal) and when full queue events are on."""
     from pyspark.sql import functions as F
 
     events = queue_events(spark, path)
@@ -134,6 +183,11 @@ def queue_audit(spark, path: str):
         first("lease").alias("first_lease_at"), count("lease"), first("ack").alias("acked_at"),
         count("cancel"), count("lease_expire"), first("expire").alias("expired_at"),
         F.first(F.when(F.col("event") == "expire", F.col("reason")), ignorenulls=True).alias("expire_reason"))
+    if queues:
+        enq = journal(spark, path).where(F.col("command").isin("publish", "delta_publish")) \
+            .select("topic", "position", "data").mapInArrow(_enqueued(queues), "queue STRING, message_position BIGINT")
+        per = enq.join(per, ["queue", "message_position"], "full") \
+            .fillna(0, subset=["leases", "cancels", "lease_expires"])
     audit = per.join(msgs, "message_position", "left").withColumn(
         "state", F.when(F.col("acked_at").isNotNull(), "acked")
         .when(F.col("expired_at").isNotNull(), F.when(F.col("expire_reason").isin("max_cancels", "max_deliveries"),

@@ -230,15 +230,20 @@ def test_queue_audit_agrees_with_what_the_consumer_saw(spark, tmp_path):
         consumer.subscribe(on, "work")
         assert done.wait(20)
         consumer.flush(5000)
-        c.close()
         consumer.close()
+        for i in (8, 9):  # nobody consumes these
+            c.publish("work", json.dumps({"i": i}))
+        c.publish("other", json.dumps({"i": 100}))  # not a queue's topic
+        c.publish_flush(5000)
+        c.close()
     finally:
         srv.stop()
-    audit, summary = queue_audit(spark, str(tmp_path / "journal"))
+    audit, summary = queue_audit(spark, str(tmp_path / "journal"), [("work", "work", None)])
     rows = {json.loads(r.data)["i"]: r for r in audit.collect()}
     assert {i for i, r in rows.items() if r.state == "acked"} == set(range(6))
     assert {i for i, r in rows.items() if r.state == "expired"} == {6, 7}
-    assert all(rows[i].bookmark == seen[i] and rows[i].queue == "work" for i in rows)
+    assert {i for i, r in rows.items() if r.state == "queued"} == {8, 9}
+    assert all(rows[i].bookmark == seen[i] and rows[i].queue == "work" for i in seen)
     assert all(rows[i].ms_to_ack >= 0 for i in range(6))
     s = summary.collect()[0]
     assert (s.queue, s.acked, s.expired) == ("work", 6, 2)
