@@ -151,8 +151,6 @@ def test_queue_consumer_with_ack_batching(ws_server):
     assert r == {"count": 30, "distinct": 30, "leases": ["string"], "redelivered": 0}
 
 
-@pytest.mark.xfail(strict=False, reason="needs max_backlog in the queue subscription's ack "
-                                        "options: helper h10-queues' branch")
 def test_queue_ack_batch_larger_than_backlog(ws_server):
     r = run_js("queue_max_backlog", ws_server, timeout_ms=3000)
     assert r == {"count": 30, "distinct": 30, "leases": ["string"], "redelivered": 0}
