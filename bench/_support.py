@@ -79,6 +79,32 @@ class ServerProcess:
         self.stop()
 
 
+#: the 200-byte order the publish benches send (``BODY % i``)
+BODY = '{"id":%08d,"sym":"IBM","qty":100,"px":123.45,"note":"' + "x" * 141 + '"}'
+
+
+def warm_publisher(uri: str, name: str = "bench-publisher", warmup: int = 2000):
+    """An official client logged on to ``uri`` that has published ``warmup`` messages."""
+    import AMPS
+
+    c = AMPS.Client(name)
+    c.connect(uri)
+    c.logon(5000)
+    for i in range(warmup):
+        c.publish("warmup", BODY % i)
+    c.flush(10000)
+    return c
+
+
+def timed_publish(client, n: int, topic: str = "ingest") -> float:
+    """Seconds ``client`` takes to publish ``n`` messages of :data:`BODY` and flush."""
+    t0 = time.perf_counter()
+    for i in range(n):
+        client.publish(topic, BODY % i)
+    client.flush(120_000)
+    return time.perf_counter() - t0
+
+
 def frame(header: dict, body: bytes = b"") -> bytes:
     h = json.dumps(header, separators=(",", ":")).encode()
     return (len(h) + len(body)).to_bytes(4, "big") + h + body

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._support import ServerProcess, machine  # noqa: E402
+from bench._support import ServerProcess, machine, timed_publish, warm_publisher  # noqa: E402
 
 CONFIG = """<AMPSConfig><Name>bench</Name>
 <Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
@@ -55,7 +55,6 @@ def main() -> None:
     args = ap.parse_args()
     import AMPS
 
-    body = '{"id":%08d,"sym":"IBM","qty":100,"px":123.45,"note":"' + "x" * 141 + '"}'
     cfg = tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False)
     cfg.write(CONFIG)
     cfg.close()
@@ -72,12 +71,7 @@ def main() -> None:
             c.subscribe("nobody-publishes-here")
             c.publish("state", '{"id":%d}' % i)
             idle.append(c)
-        c = AMPS.Client("bench-publisher")
-        c.connect(srv.uri)
-        c.logon(5000)
-        for i in range(5000):  # warm-up
-            c.publish("warmup", body % i)
-        c.flush(10000)
+        c = warm_publisher(srv.uri, warmup=5000)
         for _ in range(args.rounds):
             for label, rate in (("no admin polling", 0), ("/amps.json 10/s", 10),
                                 ("/amps.json 100/s", 100)):
@@ -85,11 +79,7 @@ def main() -> None:
                 if poller:
                     poller.start()
                 n = args.messages
-                t0 = time.perf_counter()
-                for i in range(n):
-                    c.publish("ingest", body % i)
-                c.flush(120_000)
-                dt = time.perf_counter() - t0
+                dt = timed_publish(c, n)
                 if poller:
                     poller.stop.set()
                     poller.join()

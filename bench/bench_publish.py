@@ -10,22 +10,18 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._support import ServerProcess, machine  # noqa: E402
+from bench._support import BODY, ServerProcess, machine, timed_publish, warm_publisher  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=300_000)
     args = ap.parse_args()
-    import AMPS
-
-    body = '{"id":%08d,"sym":"IBM","qty":100,"px":123.45,"note":"' + "x" * 141 + '"}'
-    assert len(body % 1) == 200, len(body % 1)
+    assert len(BODY % 1) == 200, len(BODY % 1)
     import tempfile
 
     no_txlog = tempfile.NamedTemporaryFile("w", suffix=".xml", delete=False)
@@ -37,18 +33,9 @@ def main() -> None:
                               ("default config, every topic journalled", None, []),
                               ("default config, --memory", None, ["--memory"])):
         with ServerProcess(cfg, extra) as srv:
-            c = AMPS.Client("bench-publisher")
-            c.connect(srv.uri)
-            c.logon(5000)
-            for i in range(2000):  # warm-up
-                c.publish("warmup", body % i)
-            c.flush(10000)
+            c = warm_publisher(srv.uri)
             n = args.messages
-            t0 = time.perf_counter()
-            for i in range(n):
-                c.publish("ingest", body % i)
-            c.flush(120_000)
-            dt = time.perf_counter() - t0
+            dt = timed_publish(c, n)
             c.close()
         print(f"publish ingest ({label}): {n / dt:,.0f} messages/s ({n:,} x 200 B, "
               f"no subscribers, official client, {dt:.2f} s)")

@@ -17,12 +17,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._support import ROOT, ServerProcess, machine  # noqa: E402
+from bench._support import ROOT, ServerProcess, machine, timed_publish, warm_publisher  # noqa: E402
 
 JS_BENCH = r"""
 const amps = require('amps');
@@ -75,19 +74,9 @@ def main() -> None:
         # --listen rebinds the first transport only; the others already ask for port 0
         with ServerProcess(str(cfg)) as srv:
             line_uris = srv.ready_uris
-            body = '{"id":%08d,"sym":"IBM","qty":100,"px":123.45,"note":"' + "x" * 141 + '"}'
             for uri in line_uris[:2]:
-                c = AMPS.Client(f"bench-{uri[:4]}")
-                c.connect(uri)
-                c.logon(5000)
-                for i in range(2000):
-                    c.publish("warmup", body % i)
-                c.flush(10000)
-                t0 = time.perf_counter()
-                for i in range(args.messages):
-                    c.publish("ingest", body % i)
-                c.flush(120_000)
-                dt = time.perf_counter() - t0
+                c = warm_publisher(uri, f"bench-{uri[:4]}")
+                dt = timed_publish(c, args.messages)
                 c.close()
                 print(f"{uri.split(':')[0]}: Python client publish ingest {args.messages / dt:,.0f} "
                       f"messages/s ({args.messages:,} x 200 B, {dt:.2f} s)")
