@@ -74,7 +74,7 @@ def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command",
     steps: list[Generator[None, None, Any]] = []
     if queue is not None:
         names = [queue.name]
-        records, total = server.queuesvc.query_records(queue, filt, None)
+        records, total = yield from server.queuesvc.query_records(queue, filt, None)
         inputs = [[Record("", bytes(r.body), "", r.timestamp / 1_000_000) for r in records]]
         matches, topic_matches = len(records), total
     else:
