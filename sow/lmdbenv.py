@@ -13,6 +13,19 @@ Modelled on synapse ``lib/lmdbslab.py``:
   On ``MapFullError`` (from a put or from the commit) the transaction is aborted, the map size
   doubled (``set_mapsize``) and the log replayed into a fresh transaction, then the operation
   retried.  The log is cleared at commit.  The initial map size is at least the data file size.
+  After a commit that leaves the map more than half used it is grown at once (so a batch
+  rarely meets a full map).
+* **Allocated blocks.**  LMDB writes through a shared writable mapping of ``data.mdb``, a
+  sparse file the size of the map.  Storing into a mapped page whose block the file system
+  cannot allocate (disk full) kills the process with ``SIGBUS``.  So the blocks under the whole
+  map are allocated (``posix_fallocate``) when the environment opens and *before* the map
+  grows.  When the file system refuses (``ENOSPC``, ``EIO``, ...) the map does not grow and
+  :attr:`LmdbEnv.full` holds the error: the owner must stop writing (the server refuses
+  publishes to the topics here with ``tx store failure``) and call :meth:`LmdbEnv.ensure_room`
+  now and then; the map keeps up to half of it allocated and free for the batches already
+  accepted.  Refused at open, the environment is reopened without the writable mapping (LMDB
+  then writes with ``pwrite``: a full disk is an error, not a signal) for the rest of the
+  process.  A file system without ``fallocate`` keeps the old behaviour, with one warning.
 * **Durability** (``sync=``): ``True`` -> LMDB fsyncs at every commit (a committed batch survives
   a machine crash).  ``False`` -> no fsync (``MDB_NOSYNC``, ``MDB_NOMETASYNC``): a committed batch
   survives a crash of the process but maybe not of the machine; the server then relies on the
@@ -28,6 +41,7 @@ topic commits any pending batch first.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -43,6 +57,8 @@ log = logging.getLogger("amps_emulator.sow.lmdb")
 
 _PUT, _DEL, _DROP = 0, 1, 2
 _MAX_DOUBLE = 64 << 30
+#: errors of posix_fallocate that mean "this file system cannot do it" (not "no space")
+_NO_FALLOCATE = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
 
 _STATE_FILE = "emulator-state.json"
@@ -105,8 +121,22 @@ class LmdbEnv:
         self.on_damage = on_damage
         #: why the environment found at open was moved aside (None: it was fine)
         self.replaced: str | None = None
+        self.writemap = True
+        #: why the file system refused to allocate the map's blocks (None: it did not)
+        self.full: OSError | None = None
+        self._allocated = 0  # bytes of data.mdb known to have their blocks allocated
+        self._fallocate = True
         self.env = self._open(map_size, max_dbs)
         self.map_size = self.env.info()["map_size"]
+        self._psize = self.env.stat()["psize"]
+        self.full = self._allocate(self.map_size)
+        if self.full is not None:
+            # holes under the map: a mapped store there would be SIGBUS, so write with pwrite
+            log.error("SOW LMDB %s: cannot allocate %d MiB (%s); writing without a writable "
+                      "mapping until restart", path, self.map_size >> 20, self.full)
+            self.env.close()
+            self.writemap = False
+            self.env = self._lmdb(self.map_size, max_dbs)
         self._wtxn: lmdb.Transaction | None = None
         self._ops: list[tuple] = []
         self._rtxn: lmdb.Transaction | None = None
@@ -123,7 +153,8 @@ class LmdbEnv:
             map_size = max(map_size, os.path.getsize(data))
         sync = self.sync_commits
         return lmdb.open(self.path, map_size=map_size, max_dbs=max_dbs, sync=sync,
-                         max_spare_txns=4, metasync=sync, writemap=True, map_async=not sync,
+                         max_spare_txns=4, metasync=sync, writemap=self.writemap,
+                         map_async=not sync,
                          readahead=False, subdir=True)
 
     def _open(self, map_size: int, max_dbs: int) -> lmdb.Environment:
@@ -215,12 +246,8 @@ class LmdbEnv:
         is more than half full and no other snapshot is open."""
         if self._wtxn is not None:
             self.commit()
-        if self.snapshots == 0:
-            info = self.env.info()
-            used = (info["last_pgno"] + 1) * self.env.stat()["psize"]
-            new = self._next_map_size()
-            if used * 2 > self.map_size and new > self.map_size:
-                self._set_map_size(new)
+        else:
+            self.ensure_room()
         self.snapshots += 1
         return self.env.begin(write=False, buffers=True)
 
@@ -300,7 +327,48 @@ class LmdbEnv:
         self._wtxn = None
         self._ops.clear()
         self.commits += 1
+        self.ensure_room()
         return True
+
+    def ensure_room(self) -> bool:
+        """Grow the map when it is more than half used (unless a snapshot or a batch is
+        open: growth would invalidate it), its blocks allocated first. ``False`` (and
+        :attr:`full` set) while the file system refuses them, else ``True`` (cleared)."""
+        err = self._allocate(self.map_size)  # nothing to do unless refused at open
+        if err is None:
+            if self.snapshots or self._wtxn is not None:
+                return self.full is None  # cannot grow now: no change
+            used = (self.env.info()["last_pgno"] + 1) * self._psize
+            new = self._next_map_size()
+            if used * 2 > self.map_size and new > self.map_size:
+                err = self._allocate(new)
+                if err is None:
+                    self._set_map_size(new)
+        self.full = err
+        return err is None
+
+    def _allocate(self, size: int) -> OSError | None:
+        """Allocate the blocks of ``data.mdb`` up to ``size`` bytes; the error if the file
+        system refuses (no space), None when done or when it cannot (no ``fallocate``:
+        warned once, then the sparse file as before)."""
+        if size <= self._allocated or not self._fallocate:
+            return None
+        try:
+            fd = os.open(os.path.join(self.path, "data.mdb"), os.O_RDWR)
+            try:
+                os.posix_fallocate(fd, self._allocated, size - self._allocated)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if exc.errno not in _NO_FALLOCATE:
+                return exc
+            self._fallocate = False
+            log.warning("SOW LMDB %s: the file system cannot preallocate (%s); a full disk "
+                        "there may kill the server (SIGBUS) instead of failing publishes",
+                        self.path, exc)
+            return None
+        self._allocated = size
+        return None
 
     def abort(self) -> None:
         """Discard the open write transaction (the caller must drop its cached state)."""
@@ -331,6 +399,10 @@ class LmdbEnv:
             if new <= self.map_size:
                 self._ops.clear()
                 raise lmdb.MapFullError("SOW map at its maximum size; batch discarded")
+            self.full = self._allocate(new)
+            if self.full is not None:
+                self._ops.clear()
+                raise lmdb.MapFullError(f"SOW map cannot grow ({self.full}); batch discarded")
             self._set_map_size(new)
             t = self._wtxn = self.env.begin(write=True, buffers=True)
             try:
