@@ -23,9 +23,8 @@ Modelled on synapse ``lib/lmdbslab.py``:
   :attr:`LmdbEnv.full` holds the error: the owner must stop writing (the server refuses
   publishes to the topics here with ``tx store failure``) and call :meth:`LmdbEnv.ensure_room`
   now and then; the map keeps up to half of it allocated and free for the batches already
-  accepted.  Refused at open, the environment is reopened without the writable mapping (LMDB
-  then writes with ``pwrite``: a full disk is an error, not a signal) for the rest of the
-  process.  A file system without ``fallocate`` keeps the old behaviour, with one warning.
+  accepted.  At open, a file system without room for the whole map gets a smaller map (what
+  it can allocate, at least what is used).  A file system without ``fallocate`` keeps the old behaviour, with one warning.
 * **Durability** (``sync=``): ``True`` -> LMDB fsyncs at every commit (a committed batch survives
   a machine crash).  ``False`` -> no fsync (``MDB_NOSYNC``, ``MDB_NOMETASYNC``): a committed batch
   survives a crash of the process but maybe not of the machine; the server then relies on the
@@ -121,7 +120,6 @@ class LmdbEnv:
         self.on_damage = on_damage
         #: why the environment found at open was moved aside (None: it was fine)
         self.replaced: str | None = None
-        self.writemap = True
         #: why the file system refused to allocate the map's blocks (None: it did not)
         self.full: OSError | None = None
         self._allocated = 0  # bytes of data.mdb known to have their blocks allocated
@@ -129,14 +127,6 @@ class LmdbEnv:
         self.env = self._open(map_size, max_dbs)
         self.map_size = self.env.info()["map_size"]
         self._psize = self.env.stat()["psize"]
-        self.full = self._allocate(self.map_size)
-        if self.full is not None:
-            # holes under the map: a mapped store there would be SIGBUS, so write with pwrite
-            log.error("SOW LMDB %s: cannot allocate %d MiB (%s); writing without a writable "
-                      "mapping until restart", path, self.map_size >> 20, self.full)
-            self.env.close()
-            self.writemap = False
-            self.env = self._lmdb(self.map_size, max_dbs)
         self._wtxn: lmdb.Transaction | None = None
         self._ops: list[tuple] = []
         self._rtxn: lmdb.Transaction | None = None
@@ -146,6 +136,8 @@ class LmdbEnv:
         self.snapshots = 0  # open snapshot() read transactions
         #: called (no arguments) before every commit; may write into the batch
         self.before_commit: list = []
+        self._fit_map()
+        self.ensure_room()
 
     def _lmdb(self, map_size: int, max_dbs: int) -> lmdb.Environment:
         data = os.path.join(self.path, "data.mdb")
@@ -153,8 +145,7 @@ class LmdbEnv:
             map_size = max(map_size, os.path.getsize(data))
         sync = self.sync_commits
         return lmdb.open(self.path, map_size=map_size, max_dbs=max_dbs, sync=sync,
-                         max_spare_txns=4, metasync=sync, writemap=self.writemap,
-                         map_async=not sync,
+                         max_spare_txns=4, metasync=sync, writemap=True, map_async=not sync,
                          readahead=False, subdir=True)
 
     def _open(self, map_size: int, max_dbs: int) -> lmdb.Environment:
@@ -346,6 +337,25 @@ class LmdbEnv:
                     self._set_map_size(new)
         self.full = err
         return err is None
+
+    def _fit_map(self) -> None:
+        """At open: allocate the blocks under the map; where the file system has not that
+        much room, shrink the map (halving, never below what is used, whose blocks are
+        written) to what it can allocate, so LMDB never maps a hole."""
+        err = first = self._allocate(self.map_size)
+        if err is None:
+            return
+        used = (self.env.info()["last_pgno"] + 1) * self._psize
+        size = self.map_size
+        while err is not None and size // 2 >= max(used, 1 << 20):
+            size //= 2
+            err = self._allocate(size)
+        if err is not None:
+            size = used
+        log.warning("SOW LMDB %s: no room for a %d MiB map (%s); using %d KiB",
+                    self.path, self.map_size >> 20, first, size >> 10)
+        self.env.set_mapsize(size)
+        self.map_size = size
 
     def _allocate(self, size: int) -> OSError | None:
         """Allocate the blocks of ``data.mdb`` up to ``size`` bytes; the error if the file

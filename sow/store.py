@@ -373,6 +373,22 @@ class Sow(_Topics):
             st.commit()
         self.transient.commit()
 
+    def full_stores(self) -> dict[str, OSError]:
+        """The environments whose file system refused space (``LmdbEnv.full``): path ->
+        error. Their topics must take no writes until :meth:`retry_full` clears them."""
+        return {d: st.env.full for d, st in self.stores.items() if st.env.full is not None}
+
+    def retry_full(self, path: str) -> bool:
+        """Try to allocate the room the environment at ``path`` lacks; True once it has it."""
+        return self.stores[path].env.ensure_room()
+
+    def store_path(self, name: str) -> str | None:
+        """The environment directory of the persistent topic ``name`` (None: transient)."""
+        for d, st in self.stores.items():
+            if name in st:
+                return d
+        return None
+
     def sweep_expired(self, now: float | None = None, limit: int | None = None
                       ) -> list[tuple[Topic, list[Record]]]:
         out = []
