@@ -24,7 +24,9 @@ Modelled on synapse ``lib/lmdbslab.py``:
   publishes to the topics here with ``tx store failure``) and call :meth:`LmdbEnv.ensure_room`
   now and then; the map keeps up to half of it allocated and free for the batches already
   accepted.  At open, a file system without room for the whole map gets a smaller map (what
-  it can allocate, at least what is used).  A file system without ``fallocate`` keeps the old behaviour, with one warning.
+  it can allocate, at least what is used).  A file system without ``fallocate`` keeps the old
+  behaviour, with one warning.  Allocated blocks count as used disk space, so a new
+  environment starts with a small map (4 MiB) and grows by doubling.
 * **Durability** (``sync=``): ``True`` -> LMDB fsyncs at every commit (a committed batch survives
   a machine crash).  ``False`` -> no fsync (``MDB_NOSYNC``, ``MDB_NOMETASYNC``): a committed batch
   survives a crash of the process but maybe not of the machine; the server then relies on the
@@ -109,7 +111,7 @@ class LmdbEnv:
     why)`` is called before a damaged environment is moved aside; it may raise (typically
     :class:`SowDamagedError`) to refuse that."""
 
-    def __init__(self, path: str, *, map_size: int = 64 << 20, sync: bool = True,
+    def __init__(self, path: str, *, map_size: int = 4 << 20, sync: bool = True,
                  max_dbs: int = 4096, max_map_size: int | None = None,
                  boot: str | None = None, on_damage=None) -> None:
         os.makedirs(path, exist_ok=True)

@@ -141,7 +141,7 @@ class SowStore(_StoreBase):
 
     persistent = True
 
-    def __init__(self, path: str, *, sync: bool = True, map_size: int = 64 << 20,
+    def __init__(self, path: str, *, sync: bool = True, map_size: int = 4 << 20,
                  max_map_size: int | None = None, clock: Callable[[], float] = time.time,
                  auto_memo: bool = True, max_dbs: int = 65536, on_damage=None) -> None:
         super().__init__(clock, auto_memo)
@@ -268,7 +268,7 @@ class Sow(_Topics):
 
     def __init__(self, specs: Iterable[TopicSpec] = (), *, default_dir: str = "./sow",
                  sync: bool = True, clock: Callable[[], float] = time.time,
-                 map_size: int = 64 << 20, auto_memo: bool = True, on_damage=None,
+                 map_size: int = 4 << 20, auto_memo: bool = True, on_damage=None,
                  on_missing=None) -> None:
         self.default_dir = default_dir
         self.on_missing = on_missing
