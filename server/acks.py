@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
+    from amps_emulator.server.app import Server
     from amps_emulator.server.connection import Connection
 
 
@@ -31,3 +32,17 @@ def final(conn: "Connection", cmd: "Command", processed: bool = True, **counts: 
         conn.ack(cmd, "completed", **counts)
     if "stats" in acks:
         conn.ack(cmd, "stats", **counts)
+
+
+def refused(server: "Server", conn: "Connection", cmd: "Command", seq: int | None,
+            reason: str) -> None:
+    """A publish (or delete) not stored: its persisted ack is a failure with ``reason`` and
+    its ``s`` (released after the persisted acks of the commands before it, so the client's
+    publish store discards nothing unsettled), else its first requested ack is."""
+    if seq is not None and "persisted" in cmd.acks:
+        if server.txlog is not None:
+            server.txlog.wait_persisted(conn, seq, reason=reason)
+        else:
+            conn.persisted_failure(seq, reason)
+    elif cmd.acks:
+        conn.fail(cmd, reason)

@@ -15,7 +15,7 @@ from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import replay, sow_commands
-from amps_emulator.server.acks import early as acks_early, final as acks_final
+from amps_emulator.server.acks import early as acks_early, final as acks_final, refused as acks_refused
 from amps_emulator.server.delivery import UNDECODED, Message, decode_or_none, fan_out
 from amps_emulator.server.sow_commands import store_publish
 from amps_emulator.server.router import Subscription
@@ -151,6 +151,9 @@ def _publish(server: "Server", conn: "Connection", cmd: "Command", topic: str,
     if txlog is not None and txlog.failed is not None and txlog.recorded(topic):
         txlog.refuse(conn, cmd, seq)  # a failure ack, no log line per publish
         return
+    if server.sowsvc is not None and server.sowsvc.refusing(topic):  # its disk is full
+        acks_refused(server, conn, cmd, seq, reasons.TX_STORE_FAILURE)
+        return
     if server.derived is not None:
         server.derived.check_writable(topic)
     try:
@@ -167,7 +170,7 @@ def _publish(server: "Server", conn: "Connection", cmd: "Command", topic: str,
         # on its persisted ack, with its sequence, to the client's failed-write handler.
         if "processed" in acks:
             conn.ack(cmd, "processed", "failure", exc.reason)
-        conn.persisted_failure(seq, exc.reason)
+        acks_refused(server, conn, cmd, seq, exc.reason)
         return
     if acks:
         _publish_acks(server, conn, cmd, seq, position)

@@ -27,7 +27,7 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame, sow_batch
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import replay
-from amps_emulator.server.acks import early as acks_early, final as acks_final
+from amps_emulator.server.acks import early as acks_early, final as acks_final, refused as acks_refused
 from amps_emulator.server.aggregated_subscription import AggregatedSubscription
 from amps_emulator.server.delivery import (UNDECODED, Message, decode_or_none, oof_frame, selected,
                              send_oof)
@@ -440,6 +440,9 @@ def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
         topic.key_for(decode_or_none(cmd.body), cmd.sow_key)  # bad sow key before journalling
     else:
         raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
+    if server.sowsvc.refusing(topic_name):  # its disk is full
+        acks_refused(server, conn, cmd, cmd.seq, reasons.TX_STORE_FAILURE)
+        return
     txlog = server.txlog
     position = 0
     at = None  # when the deletion happened: the time it was logged, else now

@@ -11,6 +11,12 @@
   LMDB fsyncs on every (once per turn) commit.
 * Expiry: one timer, armed for the earliest deadline; expired records produce OOF
   ``expired`` to subscribers that had them.
+* Disk full: before the SOW's LMDB file may grow its blocks are allocated (see
+  :mod:`sow.lmdbenv`); when the file system refuses, publishes and deletes to the topics
+  stored there are refused up front (:meth:`SowService.refusing`: ``tx store failure``, on the
+  persisted ack with ``s`` for a publish store, nothing journalled), the allocation is retried
+  every ``PROBE_INTERVAL`` seconds and writes are taken again once it succeeds. One log line
+  per change of state, with the count of refused commands.
 * Logical topics: a ``Topic`` with a ``Pattern`` (or a ``RegexTopic``) is a container. Each
   topic name the pattern matches becomes a SOW topic of its own the first time it is
   published to or named (queries, subscriptions and keys are per logical topic), sharing the
@@ -44,6 +50,7 @@ log = logging.getLogger("amps_emulator.sow")
 
 #: history rows a maintenance pass reads per topic (about 20 ms)
 PRUNE_ROWS = 20_000
+PROBE_INTERVAL = 1.0  # seconds between attempts to allocate room on a full file system
 
 _APPLIED_KINDS = (int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH), int(RecordKind.SOW_DELETE))
 
@@ -88,6 +95,9 @@ class SowService:
         self._timer_at: float | None = None
         self._prune_timer: Any = None
         self._prune_at: dict[str, bytes | None] = {}  # where each topic's next pass starts
+        self._full: dict[str, int] = {}  # environment path -> commands refused since full
+        self._probe_timer: Any = None
+        self._watch()  # full already at open
 
     # -- damaged or missing files at start-up ------------------------------------------------
     def _rebuildable(self, name: str) -> bool:
@@ -221,12 +231,45 @@ class SowService:
             self.server.request_turn_end()
         return dropped
 
+    # -- disk full -------------------------------------------------------------------------
+    def refusing(self, topic: str) -> bool:
+        """Whether writes to the SOW topic ``topic`` must be refused now (its file system is
+        full: see the module docstring); counted, for the log line when it recovers."""
+        if not self._full:
+            return False
+        t = self.get(topic)
+        path = self.sow.store_path(t.spec.name) if t is not None else None
+        if path is None or path not in self._full:
+            return False
+        self._full[path] += 1
+        return True
+
+    def _watch(self) -> None:
+        """Notice environments that became full: log, refuse, start probing."""
+        for path, err in self.sow.full_stores().items():
+            if path not in self._full:
+                self._full[path] = 0
+                log.error("SOW %s: the file system refused space (%s); publishes and deletes "
+                          "to its topics fail with '%s' until it has room (retrying every "
+                          "%.0f s)", path, err, reasons.TX_STORE_FAILURE, PROBE_INTERVAL)
+        if self._full and self._probe_timer is None:
+            self._probe_timer = self.server.call_later(PROBE_INTERVAL, self._probe)
+
+    def _probe(self) -> None:
+        self._probe_timer = None
+        for path in list(self._full):
+            if self.sow.retry_full(path):
+                log.warning("SOW %s: has room again; %d publishes and deletes failed with "
+                            "'%s' meanwhile", path, self._full.pop(path), reasons.TX_STORE_FAILURE)
+        self._watch()
+
     # -- once per turn ---------------------------------------------------------------------
     def commit(self) -> None:
         try:
             self.sow.commit()
         except Exception:  # an LMDB failure must not take the server down
             log.exception("SOW commit failed; this turn's SOW changes are lost")
+        self._watch()
         self.arm()
 
     def arm(self) -> None:
@@ -264,6 +307,8 @@ class SowService:
         self.arm()
 
     def close(self) -> None:
+        if self._probe_timer is not None:
+            self._probe_timer.cancel()
         if self._timer is not None:
             self._timer.cancel()
         if self._prune_timer is not None:

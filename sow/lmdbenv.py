@@ -13,6 +13,20 @@ Modelled on synapse ``lib/lmdbslab.py``:
   On ``MapFullError`` (from a put or from the commit) the transaction is aborted, the map size
   doubled (``set_mapsize``) and the log replayed into a fresh transaction, then the operation
   retried.  The log is cleared at commit.  The initial map size is at least the data file size.
+  After a commit that leaves the map more than half used it is grown at once (so a batch
+  rarely meets a full map).
+* **Allocated blocks.**  LMDB writes through a shared writable mapping of ``data.mdb``, a
+  sparse file the size of the map.  Storing into a mapped page whose block the file system
+  cannot allocate (disk full) kills the process with ``SIGBUS``.  So the blocks under the whole
+  map are allocated (``posix_fallocate``) when the environment opens and *before* the map
+  grows.  When the file system refuses (``ENOSPC``, ``EIO``, ...) the map does not grow and
+  :attr:`LmdbEnv.full` holds the error: the owner must stop writing (the server refuses
+  publishes to the topics here with ``tx store failure``) and call :meth:`LmdbEnv.ensure_room`
+  now and then; the map keeps up to half of it allocated and free for the batches already
+  accepted.  At open, a file system without room for the whole map gets a smaller map (what
+  it can allocate, at least what is used).  A file system without ``fallocate`` keeps the old
+  behaviour, with one warning.  Allocated blocks count as used disk space, so a new
+  environment starts with a small map (4 MiB) and grows by doubling.
 * **Durability** (``sync=``): ``True`` -> LMDB fsyncs at every commit (a committed batch survives
   a machine crash).  ``False`` -> no fsync (``MDB_NOSYNC``, ``MDB_NOMETASYNC``): a committed batch
   survives a crash of the process but maybe not of the machine; the server then relies on the
@@ -28,6 +42,7 @@ topic commits any pending batch first.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -43,6 +58,8 @@ log = logging.getLogger("amps_emulator.sow.lmdb")
 
 _PUT, _DEL, _DROP = 0, 1, 2
 _MAX_DOUBLE = 64 << 30
+#: errors of posix_fallocate that mean "this file system cannot do it" (not "no space")
+_NO_FALLOCATE = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
 
 _STATE_FILE = "emulator-state.json"
@@ -94,7 +111,7 @@ class LmdbEnv:
     why)`` is called before a damaged environment is moved aside; it may raise (typically
     :class:`SowDamagedError`) to refuse that."""
 
-    def __init__(self, path: str, *, map_size: int = 64 << 20, sync: bool = True,
+    def __init__(self, path: str, *, map_size: int = 4 << 20, sync: bool = True,
                  max_dbs: int = 4096, max_map_size: int | None = None,
                  boot: str | None = None, on_damage=None) -> None:
         os.makedirs(path, exist_ok=True)
@@ -105,8 +122,13 @@ class LmdbEnv:
         self.on_damage = on_damage
         #: why the environment found at open was moved aside (None: it was fine)
         self.replaced: str | None = None
+        #: why the file system refused to allocate the map's blocks (None: it did not)
+        self.full: OSError | None = None
+        self._allocated = 0  # bytes of data.mdb known to have their blocks allocated
+        self._fallocate = True
         self.env = self._open(map_size, max_dbs)
         self.map_size = self.env.info()["map_size"]
+        self._psize = self.env.stat()["psize"]
         self._wtxn: lmdb.Transaction | None = None
         self._ops: list[tuple] = []
         self._rtxn: lmdb.Transaction | None = None
@@ -116,6 +138,8 @@ class LmdbEnv:
         self.snapshots = 0  # open snapshot() read transactions
         #: called (no arguments) before every commit; may write into the batch
         self.before_commit: list = []
+        self._fit_map()
+        self.ensure_room()
 
     def _lmdb(self, map_size: int, max_dbs: int) -> lmdb.Environment:
         data = os.path.join(self.path, "data.mdb")
@@ -215,12 +239,8 @@ class LmdbEnv:
         is more than half full and no other snapshot is open."""
         if self._wtxn is not None:
             self.commit()
-        if self.snapshots == 0:
-            info = self.env.info()
-            used = (info["last_pgno"] + 1) * self.env.stat()["psize"]
-            new = self._next_map_size()
-            if used * 2 > self.map_size and new > self.map_size:
-                self._set_map_size(new)
+        else:
+            self.ensure_room()
         self.snapshots += 1
         return self.env.begin(write=False, buffers=True)
 
@@ -300,7 +320,67 @@ class LmdbEnv:
         self._wtxn = None
         self._ops.clear()
         self.commits += 1
+        self.ensure_room()
         return True
+
+    def ensure_room(self) -> bool:
+        """Grow the map when it is more than half used (unless a snapshot or a batch is
+        open: growth would invalidate it), its blocks allocated first. ``False`` (and
+        :attr:`full` set) while the file system refuses them, else ``True`` (cleared)."""
+        err = self._allocate(self.map_size)  # nothing to do unless refused at open
+        if err is None:
+            if self.snapshots or self._wtxn is not None:
+                return self.full is None  # cannot grow now: no change
+            used = (self.env.info()["last_pgno"] + 1) * self._psize
+            new = self._next_map_size()
+            if used * 2 > self.map_size and new > self.map_size:
+                err = self._allocate(new)
+                if err is None:
+                    self._set_map_size(new)
+        self.full = err
+        return err is None
+
+    def _fit_map(self) -> None:
+        """At open: allocate the blocks under the map; where the file system has not that
+        much room, shrink the map (halving, never below what is used, whose blocks are
+        written) to what it can allocate, so LMDB never maps a hole."""
+        err = first = self._allocate(self.map_size)
+        if err is None:
+            return
+        used = (self.env.info()["last_pgno"] + 1) * self._psize
+        size = self.map_size
+        while err is not None and size // 2 >= max(used, 1 << 20):
+            size //= 2
+            err = self._allocate(size)
+        if err is not None:
+            size = used
+        log.warning("SOW LMDB %s: no room for a %d MiB map (%s); using %d KiB",
+                    self.path, self.map_size >> 20, first, size >> 10)
+        self.env.set_mapsize(size)
+        self.map_size = size
+
+    def _allocate(self, size: int) -> OSError | None:
+        """Allocate the blocks of ``data.mdb`` up to ``size`` bytes; the error if the file
+        system refuses (no space), None when done or when it cannot (no ``fallocate``:
+        warned once, then the sparse file as before)."""
+        if size <= self._allocated or not self._fallocate:
+            return None
+        try:
+            fd = os.open(os.path.join(self.path, "data.mdb"), os.O_RDWR)
+            try:
+                os.posix_fallocate(fd, self._allocated, size - self._allocated)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            if exc.errno not in _NO_FALLOCATE:
+                return exc
+            self._fallocate = False
+            log.warning("SOW LMDB %s: the file system cannot preallocate (%s); a full disk "
+                        "there may kill the server (SIGBUS) instead of failing publishes",
+                        self.path, exc)
+            return None
+        self._allocated = size
+        return None
 
     def abort(self) -> None:
         """Discard the open write transaction (the caller must drop its cached state)."""
@@ -331,6 +411,10 @@ class LmdbEnv:
             if new <= self.map_size:
                 self._ops.clear()
                 raise lmdb.MapFullError("SOW map at its maximum size; batch discarded")
+            self.full = self._allocate(new)
+            if self.full is not None:
+                self._ops.clear()
+                raise lmdb.MapFullError(f"SOW map cannot grow ({self.full}); batch discarded")
             self._set_map_size(new)
             t = self._wtxn = self.env.begin(write=True, buffers=True)
             try:

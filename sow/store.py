@@ -141,7 +141,7 @@ class SowStore(_StoreBase):
 
     persistent = True
 
-    def __init__(self, path: str, *, sync: bool = True, map_size: int = 64 << 20,
+    def __init__(self, path: str, *, sync: bool = True, map_size: int = 4 << 20,
                  max_map_size: int | None = None, clock: Callable[[], float] = time.time,
                  auto_memo: bool = True, max_dbs: int = 65536, on_damage=None) -> None:
         super().__init__(clock, auto_memo)
@@ -268,7 +268,7 @@ class Sow(_Topics):
 
     def __init__(self, specs: Iterable[TopicSpec] = (), *, default_dir: str = "./sow",
                  sync: bool = True, clock: Callable[[], float] = time.time,
-                 map_size: int = 64 << 20, auto_memo: bool = True, on_damage=None,
+                 map_size: int = 4 << 20, auto_memo: bool = True, on_damage=None,
                  on_missing=None) -> None:
         self.default_dir = default_dir
         self.on_missing = on_missing
@@ -372,6 +372,22 @@ class Sow(_Topics):
         for st in self.stores.values():
             st.commit()
         self.transient.commit()
+
+    def full_stores(self) -> dict[str, OSError]:
+        """The environments whose file system refused space (``LmdbEnv.full``): path ->
+        error. Their topics must take no writes until :meth:`retry_full` clears them."""
+        return {d: st.env.full for d, st in self.stores.items() if st.env.full is not None}
+
+    def retry_full(self, path: str) -> bool:
+        """Try to allocate the room the environment at ``path`` lacks; True once it has it."""
+        return self.stores[path].env.ensure_room()
+
+    def store_path(self, name: str) -> str | None:
+        """The environment directory of the persistent topic ``name`` (None: transient)."""
+        for d, st in self.stores.items():
+            if name in st:
+                return d
+        return None
 
     def sweep_expired(self, now: float | None = None, limit: int | None = None
                       ) -> list[tuple[Topic, list[Record]]]:

@@ -148,10 +148,13 @@ def test_a_failed_fsync_fails_what_it_covered_and_the_server_goes_on(tmp_path):
 @pytest.fixture
 def tiny_fs(tmp_path):
     """A 1 MiB tmpfs mounted for the test (skipped where mounting is not permitted)."""
-    mnt = tmp_path / "tiny"
+    yield from mounted_tmpfs(tmp_path / "tiny", "1m")
+
+
+def mounted_tmpfs(mnt, size: str):
     mnt.mkdir()
     try:
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mnt)],
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mnt)],
                            capture_output=True, timeout=10)
     except (OSError, subprocess.SubprocessError) as exc:
         pytest.skip(f"cannot mount a tmpfs here: {exc}")
@@ -193,6 +196,66 @@ def test_a_real_full_file_system(tiny_fs):
     # either in the journal or was reported failed, never both, never neither
     assert kept[-10:] == list(range(200, 210)) and not set(kept) & set(failed)
     assert sorted(kept[:-10] + failed) == list(range(200))
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 4 MiB tmpfs (room for a 2 MiB SOW map; skipped where mounting is not permitted)."""
+    yield from mounted_tmpfs(tmp_path / "small", "4m")
+
+
+def test_a_sow_on_a_file_system_that_fills_up(tmp_path, small_fs, caplog):
+    """The SOW's LMDB file fills its file system: the server stays up (a store into an
+    unallocated mapped page was SIGBUS), publishes it cannot store reach the failed-write
+    handler with ``tx store failure``, everything acked is in the SOW and queries go on;
+    when the file system grows, publishes are taken again by themselves."""
+    import AMPS
+
+    srv = start_server(sow_xml(small_fs, journal=True).replace(
+        f"{small_fs}/journal", f"{tmp_path}/journal").replace("/id", "/i"))
+    failed: list[tuple[int, str]] = []
+    pub = store_client(srv.uri, "sow-pub", lambda m, reason: failed.append(
+        (json.loads(m.get_data())["i"], str(reason))))
+    pad = "x" * 1000
+    try:
+        with caplog.at_level(logging.INFO):
+            n = 0
+            while not failed and n < 20_000:
+                for i in range(n, n + 200):
+                    pub.publish("orders", json.dumps({"i": i, "pad": pad}))
+                n += 200
+                pub.publish_flush(10_000)
+            for i in range(n, n + 100):  # refused up front while it is full
+                pub.publish("orders", json.dumps({"i": i, "pad": pad}))
+            n += 100
+            pub.publish_flush(10_000)
+            assert pub.get_unpersisted_count() == 0
+            refused = sorted(i for i, _ in failed)
+            assert refused == list(range(refused[0], n))
+            assert {r for _, r in failed} == {"tx store failure"}
+            assert srv.call(lambda: list(srv.server.sowsvc.sow.full_stores()))
+            ids = [json.loads(m.get_data())["i"] for m in pub.sow("orders", timeout=5000)
+                   if m.get_command() == "sow"]
+            assert sorted(ids) == list(range(refused[0]))  # every acked publish, nothing else
+
+            subprocess.run(["mount", "-o", "remount,size=64m", str(small_fs)], check=True,
+                           capture_output=True, timeout=10)
+            assert wait_until(lambda: not srv.call(lambda: srv.server.sowsvc.sow.full_stores()))
+            for i in range(n, n + 100):
+                pub.publish("orders", json.dumps({"i": i, "pad": pad}))
+            pub.publish_flush(10_000)
+            assert len(failed) == len(refused) and pub.get_unpersisted_count() == 0
+            assert sow_count(srv.uri) == refused[0] + 100
+        logs = [(r.levelname, r.name) for r in caplog.records if r.levelno >= logging.WARNING
+                and r.name.startswith("amps_emulator.sow")]
+        assert logs == [("WARNING", "amps_emulator.sow.lmdb"),  # a map that fits, at open
+                        ("ERROR", "amps_emulator.sow"), ("WARNING", "amps_emulator.sow")]
+        assert not any(r.exc_info for r in caplog.records)
+    finally:
+        pub.close()
+        srv.stop()
+    kept, _ = journal_ids(tmp_path / "journal")  # nothing refused was journalled
+    assert kept == list(range(refused[0])) + list(range(n, n + 100))
 
 
 # ---------------------------------------------------------------- item 8: damaged or missing files
