@@ -265,7 +265,8 @@ def fuzz_in_process(port: int, seed: int, seconds: float, workers: int = 3) -> F
     child.start()
     import queue
 
-    deadline = time.monotonic() + seconds + 120
+    # the workers finish the session they are in after ``seconds``: allow them as long again
+    deadline = time.monotonic() + 2 * seconds + 120
     while True:
         try:
             frames, nbytes, conns, kinds = out.get(timeout=1)
