@@ -18,15 +18,15 @@ import sys
 import time
 from typing import Sequence
 
+from amps_emulator.config.values import parse_inet_addr
 from amps_emulator.protocol.codec import FrameDecoder, frame, split_frame
 
 _WILDCARDS = {"", "0.0.0.0", "::", "*"}
 
 
 def probe_address(listen: str) -> tuple[str, int]:
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]")
-    return ("127.0.0.1" if host in _WILDCARDS else host), int(port)
+    host, port = parse_inet_addr(listen)
+    return ("127.0.0.1" if host is None or host in _WILDCARDS else host), port
 
 
 def logon(host: str, port: int, timeout: float = 3.0) -> str | None:

@@ -135,14 +135,16 @@ def _replace(obj: Any, **changes: Any) -> Any:
 
 def with_listen_address(cfg: Any, listen: str) -> Any:
     """``cfg`` with its first transport bound to ``listen`` (``HOST:PORT`` or ``PORT``)."""
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]") or None
-    if not port.isdigit():
-        raise SystemExit(f"amps-emulator: --listen wants HOST:PORT, got {listen!r}")
+    from amps_emulator.config.values import parse_inet_addr
+
+    try:
+        host, port = parse_inet_addr(listen)
+    except ValueError as exc:
+        raise SystemExit(f"amps-emulator: --listen wants HOST:PORT: {exc}") from None
     if not cfg.transports:
         raise SystemExit("amps-emulator: --listen given but the config has no transport")
     first = cfg.transports[0]
-    changes: dict[str, Any] = {"port": int(port)}
+    changes: dict[str, Any] = {"port": port}
     if host is not None:
         changes["host"] = host
     return _replace(cfg, transports=(_replace(first, **changes), *cfg.transports[1:]))

@@ -29,6 +29,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import h11
 
+from amps_emulator.config.values import parse_inet_addr
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import reset as ops
 from amps_emulator.server.console import SCRIPT, page
@@ -55,10 +56,8 @@ class HttpError(Exception):
 
 def parse_addr(addr: str) -> tuple[str, int]:
     """``HOST:PORT`` or ``PORT`` (every interface) as AMPS's InetAddr."""
-    host, _, port = addr.rpartition(":")
-    if not port.isdigit():
-        raise ValueError(f"admin address wants HOST:PORT, got {addr!r}")
-    return (host.strip("[]") or "0.0.0.0"), int(port)
+    host, port = parse_inet_addr(addr)
+    return host or "0.0.0.0", port
 
 
 class AdminServer:

@@ -42,6 +42,7 @@ from amps_emulator.journal import (FileJournal, JournalError, JournalSyncError, 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import replay
+from amps_emulator.server.acks import refused as acks_refused
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -185,10 +186,7 @@ class TxLog:
         (with ``s``: after the acks of everything before it) is a failure with ``self.failed``,
         else its first requested ack is. Counted, not logged one by one."""
         self._refused += 1
-        if seq is not None and "persisted" in cmd.acks:
-            self.wait_persisted(conn, seq, reason=self.failed)
-        elif cmd.acks:
-            conn.fail(cmd, self.failed or reasons.TX_STORE_FAILURE)
+        acks_refused(self.server, conn, cmd, seq, self.failed or reasons.TX_STORE_FAILURE)
 
     def flush_persisted(self, conn: "Connection", cmd: Any) -> None:
         """``flush`` with ``a=persisted``: its ack goes once everything journalled so far
