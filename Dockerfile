@@ -18,17 +18,10 @@ ENV PATH=/opt/amps-emulator/bin:$PATH \
 
 # The wheel, built in a stage of its own: no build tools or sources in the final image.
 FROM base AS wheel
-RUN pip install 'setuptools>=77'
+RUN pip install 'hatchling>=1.24'
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY amps_emulator ./amps_emulator
-COPY server ./server
-COPY protocol ./protocol
-COPY journal ./journal
-COPY sow ./sow
-COPY queues ./queues
-COPY config ./config
-COPY pipeline ./pipeline
 RUN pip wheel --no-deps --no-build-isolation -w /wheels .
 
 FROM base

@@ -1,7 +1,7 @@
 """amps-emulator: an AMPS-compatible message server for development and CI.
 
-The repository keeps one folder per part at its top (``server/``, ``protocol/``, ``journal/``,
-``sow/``, ``queues/``, ``config/``, ``pipeline/``); installed, they are subpackages of this one
-import package (``amps_emulator.server``, ...), so nothing else lands at the top level of a
-user's environment. ``pyproject.toml`` holds the mapping.
+The code lives here, one subpackage per part: ``server/``, ``protocol/``, ``journal/``, ``sow/``,
+``queues/``, ``config/``, ``pipeline/``. The folders of the same names at the top of the
+repository are symlinks into this package, kept so the parts are visible where the project
+brief names them; every tool sees one module name per file, ``amps_emulator.<part>...``.
 """
