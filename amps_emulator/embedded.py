@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from amps_emulator.server.app import Server
 
@@ -79,7 +80,7 @@ class EmbeddedServer:
         return self.server.listeners[0].port
 
     # -- lifecycle ---------------------------------------------------------------------
-    def start(self, timeout: float = 10.0) -> "EmbeddedServer":
+    def start(self, timeout: float = 10.0) -> EmbeddedServer:
         for _ in self.config.transports:
             s = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET,
                               socket.SOCK_STREAM)
@@ -117,7 +118,7 @@ class EmbeddedServer:
 
         return self._on_loop(_call(), timeout)
 
-    def __enter__(self) -> "EmbeddedServer":
+    def __enter__(self) -> EmbeddedServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -16,7 +16,7 @@ import os
 import socket
 import sys
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from amps_emulator.config.values import parse_inet_addr
 from amps_emulator.protocol.codec import FrameDecoder, frame, split_frame

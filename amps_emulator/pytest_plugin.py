@@ -56,8 +56,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -144,7 +145,7 @@ def clients_for(uri: str) -> Iterator[Callable[..., Any]]:
 
     made = []
 
-    def make(name: str | None = None, logon: bool = True) -> "AMPS.Client":
+    def make(name: str | None = None, logon: bool = True) -> AMPS.Client:
         c = AMPS.Client(name or f"test-client-{next(_names)}")
         c.connect(uri)
         if logon:

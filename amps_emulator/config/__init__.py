@@ -126,8 +126,8 @@ from .model import (
     LogTarget,
     Queue,
     SowTopic,
-    Transport,
     TransactionLog,
+    Transport,
     TxLogTopic,
     View,
 )

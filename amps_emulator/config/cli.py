@@ -12,7 +12,8 @@ would refuse.
 from __future__ import annotations
 
 import sys
-from typing import Sequence, TextIO
+from collections.abc import Sequence
+from typing import TextIO
 
 from .errors import ConfigError
 from .loader import load_config

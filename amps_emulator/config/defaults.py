@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from .model import Config, LogTarget, Transport, TransactionLog, TxLogTopic
+from .model import Config, LogTarget, TransactionLog, Transport, TxLogTopic
 from .schema import BUILTIN_MESSAGE_TYPES
 
 DEFAULT_SOURCE = "<default>"

@@ -11,7 +11,8 @@ A line of 0 means the problem has no position inside a file (e.g. the file canno
 
 from __future__ import annotations
 
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 
 class ConfigIssue(NamedTuple):

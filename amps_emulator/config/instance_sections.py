@@ -20,8 +20,8 @@ from .model import (
     Admin,
     LogTarget,
     ProtocolDef,
-    Transport,
     TransactionLog,
+    Transport,
     TxLogTopic,
 )
 from .schema import (

@@ -16,7 +16,7 @@ Order of work for one load:
 from __future__ import annotations
 
 import os
-from typing import Mapping
+from collections.abc import Mapping
 
 from .actions_section import read_actions
 from .errors import ConfigError, ConfigIssue

@@ -20,8 +20,9 @@ structs in :mod:`config.model` are built directly.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from .errors import ConfigIssue
 from .values import suggest

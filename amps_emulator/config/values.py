@@ -9,7 +9,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 _HOSTNAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?")
 _IPV4_LIKE = re.compile(r"[0-9.]+")

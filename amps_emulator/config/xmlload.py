@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Mapping, Protocol
+from collections.abc import Mapping
+from typing import Protocol
 from xml.parsers import expat
 
 AMPS_VERSION = "5.3.4.0"

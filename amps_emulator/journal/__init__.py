@@ -12,19 +12,6 @@
 * ``index.py``    -- sparse position/time index.
 """
 
-from .api import (
-    Durability,
-    Journal,
-    JournalClosedError,
-    JournalCorruptError,
-    JournalError,
-    JournalFormatError,
-    JournalSyncError,
-    WriteFailure,
-    LostData,
-    RecoveryReport,
-    RetentionResult,
-)
 from amps_emulator.protocol.bookmarks import (
     EPOCH,
     NOW,
@@ -41,6 +28,20 @@ from amps_emulator.protocol.bookmarks import (
     parse_bookmark,
     parse_timestamp,
     publisher_id_for,
+)
+
+from .api import (
+    Durability,
+    Journal,
+    JournalClosedError,
+    JournalCorruptError,
+    JournalError,
+    JournalFormatError,
+    JournalSyncError,
+    LostData,
+    RecoveryReport,
+    RetentionResult,
+    WriteFailure,
 )
 from .file_journal import FileJournal
 from .memory_journal import MemoryJournal

@@ -31,10 +31,12 @@ See ``file_journal.py`` for the double-buffer and lock design.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping, Optional, Protocol, Union, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from amps_emulator.protocol.bookmarks import Bookmark, BookmarkRange, BookmarkSpec
+
 from .record import JournalRecord, RecordKind
 
 __all__ = [
@@ -139,7 +141,7 @@ class RetentionResult:
     removed: tuple[str, ...] = ()  # segment names removed, oldest first
     bytes_removed: int = 0
     records_removed: int = 0
-    blocked_by_pin: Optional[int] = None  # the pinned position that stopped removal, if any
+    blocked_by_pin: int | None = None  # the pinned position that stopped removal, if any
     reasons: tuple[str, ...] = field(default=())
 
 
@@ -165,12 +167,12 @@ class Journal(Protocol):
         client_name: str,
         body: bytes = b"",
         kind: int = RecordKind.PUBLISH,
-        client_seq: Optional[int] = None,
-        correlation_id: Optional[str] = None,
-        sow_key: Optional[str] = None,
-        expiration: Optional[int] = None,
+        client_seq: int | None = None,
+        correlation_id: str | None = None,
+        sow_key: str | None = None,
+        expiration: int | None = None,
         message_type: str = "",
-        headers: Optional[Mapping[str, str]] = None,
+        headers: Mapping[str, str] | None = None,
     ) -> JournalRecord: ...
 
     def flush(self) -> None: ...
@@ -178,15 +180,15 @@ class Journal(Protocol):
     def close(self) -> None: ...
 
     def read(self, from_position: int = 1, *, include_internal: bool = False) -> Iterator[JournalRecord]: ...
-    def record_at(self, position: int) -> Optional[JournalRecord]: ...
-    def position_after_bookmark(self, bookmark: Union[str, BookmarkSpec]) -> Optional[int]: ...
+    def record_at(self, position: int) -> JournalRecord | None: ...
+    def position_after_bookmark(self, bookmark: str | BookmarkSpec) -> int | None: ...
     def position_at_time(self, timestamp_us: int) -> int: ...
-    def range_positions(self, rng: BookmarkRange) -> tuple[Optional[int], int]: ...
+    def range_positions(self, rng: BookmarkRange) -> tuple[int | None, int]: ...
 
     def last_seq_for_client(self, client_name: str, *, persisted: bool = True) -> int: ...
     def is_duplicate(self, client_name: str, client_seq: int) -> bool: ...
     def last_sequence_for_publisher(self, publisher_id: int) -> int: ...
-    def last_bookmark_for_client(self, client_name: str) -> Optional[Bookmark]: ...
+    def last_bookmark_for_client(self, client_name: str) -> Bookmark | None: ...
     def publisher_id(self, client_name: str) -> int: ...
 
     def enforce_retention(self, pinned_positions: Iterable[int] = ()) -> RetentionResult: ...

@@ -24,9 +24,8 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from typing import Callable, Iterable, Mapping, Optional, Union
+from collections.abc import Callable, Iterable, Mapping
 
-from .api import Durability, JournalClosedError, RetentionResult
 from amps_emulator.protocol.bookmarks import (
     EPOCH,
     NOW,
@@ -39,6 +38,8 @@ from amps_emulator.protocol.bookmarks import (
     parse_bookmark,
     publisher_id_for,
 )
+
+from .api import Durability, JournalClosedError, RetentionResult
 from .record import INTERNAL_KIND_MIN, Checkpoint, JournalRecord
 
 Clock = Callable[[], float]
@@ -56,7 +57,7 @@ def merge_checkpoint(cp: Checkpoint, pub_last: dict, client_max: dict) -> None:
 class JournalCore:
     """Mixin with the storage-independent half of a journal."""
 
-    def _init_core(self, *, clock: Optional[Clock], durability: Durability) -> None:
+    def _init_core(self, *, clock: Clock | None, durability: Durability) -> None:
         self._clock: Clock = clock or time.time
         self._durability = durability
         self._pubids: dict[str, int] = {}
@@ -102,12 +103,12 @@ class JournalCore:
         topic: str,
         client_name: str,
         body: bytes,
-        client_seq: Optional[int],
-        correlation_id: Optional[str],
-        sow_key: Optional[str],
-        expiration: Optional[int],
+        client_seq: int | None,
+        correlation_id: str | None,
+        sow_key: str | None,
+        expiration: int | None,
         message_type: str,
-        headers: Optional[Mapping[str, str]],
+        headers: Mapping[str, str] | None,
     ) -> JournalRecord:
         if self._closed:
             raise JournalClosedError("journal is closed" if self._failure is None else f"journal failed: {self._failure}")
@@ -193,13 +194,13 @@ class JournalCore:
         """Last bookmark sequence assigned to this publisher id (0: none)."""
         return self._pub_last.get(publisher_id, 0)
 
-    def last_bookmark_for_client(self, client_name: str) -> Optional[Bookmark]:
+    def last_bookmark_for_client(self, client_name: str) -> Bookmark | None:
         pid = self.publisher_id(client_name)
         seq = self._pub_last.get(pid)
         return None if seq is None else Bookmark(pid, seq)
 
     # ------------------------------------------------------------------ bookmark resolution
-    def _locate(self, bm: Bookmark) -> Optional[int]:
+    def _locate(self, bm: Bookmark) -> int | None:
         """Position of the record named by ``bm``; ``first_position - 1`` when it is older than
         the retained log (known publisher, sequence already removed); None when not found."""
         pid, seq = bm.publisher_id, bm.sequence
@@ -211,7 +212,7 @@ class JournalCore:
             return self.first_position - 1
         return seq if self._publisher_at(seq) == pid else None
 
-    def position_after_bookmark(self, bookmark: Union[str, BookmarkSpec]) -> Optional[int]:
+    def position_after_bookmark(self, bookmark: str | BookmarkSpec) -> int | None:
         """First position to replay for a subscription starting at ``bookmark``; None = not found.
 
         EPOCH/``recent``: ``first_position``. NOW: ``next_position``. ``P|S|``: the position after
@@ -226,7 +227,7 @@ class JournalCore:
         # A plain P|S| means "after that message"; a plain timestamp means "at or after".
         return self._start_of(spec, inclusive=False, time_inclusive=True)
 
-    def _start_of(self, spec, *, inclusive: bool, time_inclusive: bool) -> Optional[int]:
+    def _start_of(self, spec, *, inclusive: bool, time_inclusive: bool) -> int | None:
         if spec is EPOCH or spec is RECENT:
             return self.first_position
         if spec is NOW:
@@ -244,7 +245,7 @@ class JournalCore:
             return min(found) if found else None
         raise TypeError(f"not a bookmark value: {spec!r}")
 
-    def range_positions(self, rng: BookmarkRange) -> tuple[Optional[int], int]:
+    def range_positions(self, rng: BookmarkRange) -> tuple[int | None, int]:
         """``(start, stop)``: replay positions ``start <= p < stop``. ``start`` None: start bookmark
         not found. An end bookmark that is not found (yet) gives ``stop = next_position``."""
         # For the start, "[" includes the named record / instant; "(" starts after it.
@@ -291,9 +292,9 @@ class JournalCore:
         return n, blocked, reasons
 
     # ------------------------------------------------------------------ hooks
-    _failure: Optional[BaseException] = None
-    _retention_bytes: Optional[int] = None
-    _retention_age: Optional[float] = None
+    _failure: BaseException | None = None
+    _retention_bytes: int | None = None
+    _retention_age: float | None = None
 
     @property
     def first_position(self) -> int:  # pragma: no cover - abstract
@@ -303,7 +304,7 @@ class JournalCore:
     def durable_position(self) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def _publisher_at(self, position: int) -> Optional[int]:  # pragma: no cover - abstract
+    def _publisher_at(self, position: int) -> int | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def position_at_time(self, timestamp_us: int) -> int:  # pragma: no cover - abstract

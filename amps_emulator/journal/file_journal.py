@@ -76,7 +76,7 @@ try:
     import fcntl
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None
-from typing import Iterable, Iterator, Mapping, Optional, Union
+from collections.abc import Iterable, Iterator, Mapping
 
 from . import summary as summaries
 from .api import (
@@ -127,19 +127,19 @@ class FileJournal(JournalCore):
     @classmethod
     def open(
         cls,
-        directory: Union[str, os.PathLike],
+        directory: str | os.PathLike,
         *,
         segment_size: int = DEFAULT_SEGMENT_SIZE,
-        durability: Union[str, Durability] = Durability.GROUP,
-        retention_bytes: Optional[int] = None,
-        retention_age: Optional[float] = None,
+        durability: str | Durability = Durability.GROUP,
+        retention_bytes: int | None = None,
+        retention_age: float | None = None,
         keep_readable_on_corruption: bool = False,
         clock=None,
         index_interval: int = DEFAULT_INDEX_INTERVAL,
-        checkpoint_bytes: Optional[int] = DEFAULT_CHECKPOINT_BYTES,
+        checkpoint_bytes: int | None = DEFAULT_CHECKPOINT_BYTES,
         defer_summaries: bool = False,
         strict: bool = False,
-    ) -> tuple["FileJournal", RecoveryReport]:
+    ) -> tuple[FileJournal, RecoveryReport]:
         """Open (creating if needed) and recover the journal in ``directory``.
 
         ``segment_size``: bytes after which the active segment is rolled (a segment exceeds it
@@ -417,12 +417,12 @@ class FileJournal(JournalCore):
         client_name: str,
         body: bytes = b"",
         kind: int = RecordKind.PUBLISH,
-        client_seq: Optional[int] = None,
-        correlation_id: Optional[str] = None,
-        sow_key: Optional[str] = None,
-        expiration: Optional[int] = None,
+        client_seq: int | None = None,
+        correlation_id: str | None = None,
+        sow_key: str | None = None,
+        expiration: int | None = None,
         message_type: str = "",
-        headers: Optional[Mapping[str, str]] = None,
+        headers: Mapping[str, str] | None = None,
     ) -> JournalRecord:
         """Assign position, bookmark and timestamp; buffer the record; return it (not yet durable)."""
         if kind >= INTERNAL_KIND_MIN:
@@ -610,7 +610,7 @@ class FileJournal(JournalCore):
                 self._write_due_summaries()
             return durable
 
-    def discard_unsynced(self, error: BaseException) -> Optional[WriteFailure]:
+    def discard_unsynced(self, error: BaseException) -> WriteFailure | None:
         """After a failed ``sync``: cut every record after ``durable_position`` out of the files
         (owner thread, no sync running), fsync the cut, and report those positions (None when
         there were none). Raises JournalError (and the journal is failed) if the cut fails."""
@@ -724,8 +724,8 @@ class FileJournal(JournalCore):
         """Records with position >= ``from_position`` in log order, including ones appended while
         iterating; ends when caught up. CHECKPOINT records are skipped unless ``include_internal``."""
         pos = max(from_position, 1)
-        cursor: Optional[FrameCursor] = None
-        cursor_seg: Optional[Segment] = None
+        cursor: FrameCursor | None = None
+        cursor_seg: Segment | None = None
         decode = self._dec.decode
         try:
             while pos < self._next_position:
@@ -779,7 +779,7 @@ class FileJournal(JournalCore):
         finally:
             cursor.close()
 
-    def _publisher_at(self, position: int) -> Optional[int]:
+    def _publisher_at(self, position: int) -> int | None:
         if position > self._written_position:
             if not self._pending or position < self._pending[0].position:
                 return None
@@ -789,7 +789,7 @@ class FileJournal(JournalCore):
         prefix = self._scan_segment(seg, HEADER_SIZE if off is None else off, lambda p: p[6] >= position)
         return prefix[7] if prefix is not None and prefix[6] == position else None
 
-    def record_at(self, position: int) -> Optional[JournalRecord]:
+    def record_at(self, position: int) -> JournalRecord | None:
         """The record at exactly ``position`` (internal ones included), or None."""
         if position < 1 or position >= self._next_position:
             return None

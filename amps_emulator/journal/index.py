@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left, bisect_right
-from typing import Optional
 
 DEFAULT_INDEX_INTERVAL = 256
 
@@ -36,12 +35,12 @@ class SparseIndex:
             self.timestamps.append(timestamp)
             self.next_position = position + self.interval
 
-    def offset_for_position(self, position: int) -> Optional[int]:
+    def offset_for_position(self, position: int) -> int | None:
         """Offset of the last indexed record with position <= ``position`` (None: before all)."""
         i = bisect_right(self.positions, position) - 1
         return self.offsets[i] if i >= 0 else None
 
-    def offset_before_time(self, timestamp: int) -> Optional[int]:
+    def offset_before_time(self, timestamp: int) -> int | None:
         """Offset of the last indexed record with timestamp < ``timestamp`` (None: scan from the start).
 
         Timestamps are non-decreasing in log order, so the first record with ts >= ``timestamp``

@@ -11,7 +11,7 @@ size/age removes whole oldest groups exactly like the file journal. Positions ar
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Iterable, Iterator, Mapping, Optional, Union
+from collections.abc import Iterable, Iterator, Mapping
 
 from .api import Durability, JournalClosedError, RetentionResult
 from .base import JournalCore
@@ -39,9 +39,9 @@ class MemoryJournal(JournalCore):
         self,
         *,
         segment_size: int = DEFAULT_SEGMENT_SIZE,
-        durability: Union[str, Durability] = Durability.MEMORY,
-        retention_bytes: Optional[int] = None,
-        retention_age: Optional[float] = None,
+        durability: str | Durability = Durability.MEMORY,
+        retention_bytes: int | None = None,
+        retention_age: float | None = None,
         clock=None,
     ) -> None:
         if Durability(durability) is not Durability.MEMORY:
@@ -94,12 +94,12 @@ class MemoryJournal(JournalCore):
         client_name: str,
         body: bytes = b"",
         kind: int = RecordKind.PUBLISH,
-        client_seq: Optional[int] = None,
-        correlation_id: Optional[str] = None,
-        sow_key: Optional[str] = None,
-        expiration: Optional[int] = None,
+        client_seq: int | None = None,
+        correlation_id: str | None = None,
+        sow_key: str | None = None,
+        expiration: int | None = None,
         message_type: str = "",
-        headers: Optional[Mapping[str, str]] = None,
+        headers: Mapping[str, str] | None = None,
     ) -> JournalRecord:
         if kind >= INTERNAL_KIND_MIN:
             raise ValueError(f"record kind {kind} is journal-internal")
@@ -135,11 +135,11 @@ class MemoryJournal(JournalCore):
             pos += 1
             yield rec
 
-    def record_at(self, position: int) -> Optional[JournalRecord]:
+    def record_at(self, position: int) -> JournalRecord | None:
         i = position - self._base
         return self._records[i] if 0 <= i < len(self._records) else None
 
-    def _publisher_at(self, position: int) -> Optional[int]:
+    def _publisher_at(self, position: int) -> int | None:
         rec = self.record_at(position)
         return None if rec is None else rec.publisher_id
 

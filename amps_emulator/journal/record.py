@@ -56,7 +56,6 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
-from typing import Optional
 
 import msgspec
 
@@ -125,10 +124,10 @@ class JournalRecord(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     sequence: int
     timestamp: int
     client_name: str
-    client_seq: Optional[int] = None
-    correlation_id: Optional[str] = None
-    sow_key: Optional[str] = None
-    expiration: Optional[int] = None
+    client_seq: int | None = None
+    correlation_id: str | None = None
+    sow_key: str | None = None
+    expiration: int | None = None
     message_type: str = ""
     headers: dict[str, str] = {}
     body: bytes = b""
@@ -150,9 +149,9 @@ class _Payload(msgspec.Struct, array_like=True, gc=False):
     topic: str
     message_type: str
     client_name: str
-    correlation_id: Optional[str] = None
-    sow_key: Optional[str] = None
-    expiration: Optional[int] = None
+    correlation_id: str | None = None
+    sow_key: str | None = None
+    expiration: int | None = None
     headers: dict[str, str] = {}
     body: bytes = b""
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 import logging
 import os
 import zlib
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from . import summary as summaries
 from .api import JournalCorruptError, JournalFormatError, LostData
@@ -72,7 +72,7 @@ def scan_frames(
     client_max: dict,
     on_checkpoint: Callable[[bytes], None],
     base: int = 0,
-) -> tuple[int, Optional[str]]:
+) -> tuple[int, str | None]:
     """Scan frames of ``data`` from ``start`` until the end or the first bad frame.
 
     ``data`` holds the segment's bytes from file offset ``base`` on (0: the whole file).
@@ -162,7 +162,7 @@ def is_torn(data, off: int, base: int = 0) -> bool:
     return first_page < n
 
 
-def find_next_valid_frame(data: bytes, after: int) -> Optional[int]:
+def find_next_valid_frame(data: bytes, after: int) -> int | None:
     """Offset of the first frame with a valid CRC starting after offset ``after`` (any version)."""
     n = len(data)
     mv = memoryview(data)
@@ -235,7 +235,7 @@ class Recovery:
         self.pending_summaries: list[tuple[str, SegmentSummary]] = []
         # (size, crc32 of bytes [0, size)) of the newest segment, when known: the journal
         # extends it for the checkpoints it writes later.
-        self.crc_base: Optional[tuple[int, int]] = None
+        self.crc_base: tuple[int, int] | None = None
         self.summarised = 0  # segments whose summary was trusted
         self.scanned_bytes = 0  # bytes verified frame by frame
 
@@ -296,7 +296,7 @@ class Recovery:
         self.scanned_bytes += len(data)
         seg = Segment(path, first, self.index_interval)
         header_problem = check_header(data, path, first)
-        start: Optional[int] = HEADER_SIZE
+        start: int | None = HEADER_SIZE
         bad: list[tuple[int, int, str]] = []  # corrupt ranges (start, end, reason)
         if header_problem is not None:
             nxt = find_next_valid_frame(data, -1)
@@ -313,7 +313,7 @@ class Recovery:
                 )
             bad.append((0, nxt if nxt is not None else len(data), header_problem))
             start = nxt
-        tail: Optional[tuple[int, str]] = None
+        tail: tuple[int, str] | None = None
         off = start
         while off is not None:
             end, problem = scan_frames(data, off, prev_last, seg, self.pub_last, self.client_max, self.on_checkpoint)
@@ -373,7 +373,7 @@ class Recovery:
             )
         )
 
-    def _trusted_summary(self, path: str, first: int, prev_last: int, size: int) -> Optional[SegmentSummary]:
+    def _trusted_summary(self, path: str, first: int, prev_last: int, size: int) -> SegmentSummary | None:
         """The segment's summary if it can be trusted (see ``summary.py``), else None."""
         spath = summaries.summary_path(path)
         summ, why = summaries.read(spath)
@@ -473,7 +473,7 @@ class Recovery:
         first: int,
         data: bytes,
         bad: list[tuple[int, int, str]],
-        tail: Optional[tuple[int, str]],
+        tail: tuple[int, str] | None,
         prev_last: int,
     ) -> Segment:
         """Rewrite ``path`` with only its readable frames; keep the original as ``.corrupt``."""

@@ -21,7 +21,6 @@ import os
 import re
 import struct
 import zlib
-from typing import Optional
 
 from .api import JournalCorruptError, JournalFormatError
 from .index import DEFAULT_INDEX_INTERVAL, SparseIndex
@@ -40,7 +39,7 @@ def segment_name(first_position: int) -> str:
     return f"{first_position:020d}{SEGMENT_SUFFIX}"
 
 
-def parse_segment_name(name: str) -> Optional[int]:
+def parse_segment_name(name: str) -> int | None:
     m = _NAME_RE.fullmatch(name)
     return int(m.group(1)) if m else None
 
@@ -49,7 +48,7 @@ def encode_header(first_position: int) -> bytes:
     return FILE_HEADER.pack(FILE_MAGIC, FILE_VERSION, HEADER_SIZE, first_position)
 
 
-def check_header(data: bytes, path: str, first_position: int) -> Optional[str]:
+def check_header(data: bytes, path: str, first_position: int) -> str | None:
     """None if ``data`` starts with a valid header for this segment, else what is wrong.
 
     Raises JournalFormatError for a well-formed header of an unknown version.

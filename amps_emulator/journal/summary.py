@@ -59,7 +59,6 @@ import struct
 import sys
 import zlib
 from array import array
-from typing import Optional
 
 import msgspec
 
@@ -146,7 +145,7 @@ def encode(summary: SegmentSummary) -> bytes:
     return _HEAD.pack(SUMMARY_MAGIC, SUMMARY_VERSION, len(body), zlib.crc32(body)) + body
 
 
-def decode(data: bytes) -> tuple[Optional[SegmentSummary], str]:
+def decode(data: bytes) -> tuple[SegmentSummary | None, str]:
     """``(summary, "")`` or ``(None, why it is not usable)``. Never raises on bad input."""
     if len(data) < _HEAD.size:
         return None, "summary file too short"
@@ -172,7 +171,7 @@ def decode(data: bytes) -> tuple[Optional[SegmentSummary], str]:
     return s, ""
 
 
-def read(path: str) -> tuple[Optional[SegmentSummary], str]:
+def read(path: str) -> tuple[SegmentSummary | None, str]:
     try:
         with open(path, "rb") as f:
             data = f.read()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Optional
 
 from .file_journal import FileOps
 
@@ -16,7 +15,7 @@ class DiskFull(FileOps):
     ``failing_fsyncs``: that many next ``fdatasync`` calls fail with ``ENOSPC`` (as on
     file systems that allocate at writeback)."""
 
-    def __init__(self, free: Optional[int] = None, failing_fsyncs: int = 0) -> None:
+    def __init__(self, free: int | None = None, failing_fsyncs: int = 0) -> None:
         self.free = free
         self.failing_fsyncs = failing_fsyncs
         self.refused = 0  # writes that failed

@@ -24,7 +24,8 @@ import itertools
 import select
 import socket
 import time
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlparse
 
 from amps_emulator.protocol.codec import FrameDecoder, frame, split_frame
@@ -38,7 +39,7 @@ class AmpsError(RuntimeError):
     """The server refused a command (its ``reason``) or the connection failed."""
 
 
-def parse_uri(uri: str) -> tuple[str, int, str, Optional[str], Optional[str]]:
+def parse_uri(uri: str) -> tuple[str, int, str, str | None, str | None]:
     """``tcp://[user[:pw]@]host:port/amps/json`` -> (host, port, message type, user, pw)."""
     u = urlparse(uri)
     if u.scheme != "tcp" or not u.hostname or not u.port:
@@ -80,7 +81,7 @@ class Connection:
         except OSError:
             pass
 
-    def __enter__(self) -> "Connection":
+    def __enter__(self) -> Connection:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -92,7 +93,7 @@ class Connection:
     def send(self, header: dict, body: bytes = b"") -> None:
         self.sock.sendall(frame(header, body))
 
-    def _read(self, wait: Optional[float]) -> bool:
+    def _read(self, wait: float | None) -> bool:
         """Read what arrived (waiting up to ``wait`` seconds; None: the connection timeout)."""
         if wait is not None:
             ready, _, _ = select.select([self.sock], [], [], wait)
@@ -109,7 +110,7 @@ class Connection:
                 self._pending.append((header, body))
         return True
 
-    def poll(self, wait: Optional[float] = 0.0) -> list[tuple[dict, bytes]]:
+    def poll(self, wait: float | None = 0.0) -> list[tuple[dict, bytes]]:
         """Messages that arrived, waiting up to ``wait`` seconds for the first."""
         if not self._pending:
             self._read(wait)
@@ -178,7 +179,7 @@ class ReliablePublisher:
         self.unacked: collections.OrderedDict[int, tuple[str, bytes]] = collections.OrderedDict()
         self.acked = 0  # highest s covered by a persisted ack
         self.reconnects = 0
-        self.conn: Optional[Connection] = None
+        self.conn: Connection | None = None
         self._connect(first=True)
 
     # -- connection -------------------------------------------------------------------------

@@ -31,10 +31,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceWriter,
-                                    InputPartition, WriterCommitMessage)
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 from .journal_reader import parse_time
 
@@ -60,10 +66,10 @@ class AmpsDataSource(DataSource):
     def schema(self) -> str:
         return READ_DDL
 
-    def reader(self, schema) -> "AmpsReader":
+    def reader(self, schema) -> AmpsReader:
         return AmpsReader(_opts(self.options))
 
-    def writer(self, schema, overwrite: bool) -> "AmpsWriter":
+    def writer(self, schema, overwrite: bool) -> AmpsWriter:
         return AmpsWriter(_opts(self.options), schema)
 
 
@@ -130,7 +136,7 @@ def _ts(text):
     if not text:
         return None
     micros = parse_time(text)
-    return dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(microseconds=micros)
+    return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
 
 
 class _Written(WriterCommitMessage):

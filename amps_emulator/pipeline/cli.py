@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 FORMATS = ("parquet", "csv", "json")
 
@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         from .session import make_session
@@ -75,9 +75,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"amps-pipeline needs the spark extra: pip install 'amps-emulator[spark]' ({exc})",
               file=sys.stderr)
         return 2
-    from . import jobs
-
     from pyspark.sql import SparkSession
+
+    from . import jobs
 
     conf = dict(c.split("=", 1) for c in args.conf)
     ours = SparkSession.getActiveSession() is None  # inside a running application: use it, keep it

@@ -13,7 +13,7 @@ CLI writes them), so the same code runs from a notebook, a test, ``local[*]`` or
 
 from __future__ import annotations
 
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from amps_emulator.journal.record import RecordKind
 
@@ -21,8 +21,8 @@ _QUEUE_KINDS = tuple(range(int(RecordKind.QUEUE_ACK), int(RecordKind.QUEUE_BATCH
 _EVENT_NAMES = {16: "ack", 17: "cancel", 18: "expire", 19: "lease", 20: "lease_expire"}
 
 
-def journal(spark, path: str, topic: Optional[str] = None, start: Optional[str] = None,
-            end: Optional[str] = None, fail_on_data_loss: bool = True):
+def journal(spark, path: str, topic: str | None = None, start: str | None = None,
+            end: str | None = None, fail_on_data_loss: bool = True):
     r = spark.read.format("amps-journal").option("path", path) \
         .option("failOnDataLoss", str(fail_on_data_loss).lower())
     if topic:
@@ -154,14 +154,14 @@ def _enqueued(queues):
     return run
 
 
-def queues_from_config(path: str) -> list[tuple[str, str, Optional[str]]]:
+def queues_from_config(path: str) -> list[tuple[str, str, str | None]]:
     """(name, underlying topic, filter) of every queue in an AMPS config file."""
     from amps_emulator.config import load_config
 
     return [(q.name, q.underlying_topic or q.name, q.filter) for q in load_config(path).queues]
 
 
-def queue_audit(spark, path: str, queues: Optional[list] = None):
+def queue_audit(spark, path: str, queues: list | None = None):
     """(per message, per queue summary). ``queues`` (:func:`queues_from_config`) adds the
     messages no consumer touched yet (state ``queued``); without it the audit lists the
     messages that have queue events. Leases carry no client: the journal records a lease
@@ -250,8 +250,8 @@ def stats(spark, path: str, bucket_seconds: int = 1, **filters) -> dict:
 
 
 # ----------------------------------------------------------------------------- load
-def load(spark, source: str, fmt: str, uri: str, topic: str, data_column: Optional[str] = None,
-         load_id: Optional[str] = None) -> int:
+def load(spark, source: str, fmt: str, uri: str, topic: str, data_column: str | None = None,
+         load_id: str | None = None) -> int:
     """Publish every row of the dataset at ``source`` to ``topic``; returns the row count."""
     df = spark.read.format(fmt).load(source)
     w = df.write.format("amps").option("uri", uri).option("topic", topic).mode("append")

@@ -30,15 +30,20 @@ import dataclasses
 import datetime as _dt
 import os
 import re
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
-from amps_emulator.journal.api import JournalCorruptError
-from amps_emulator.journal.recovery import find_next_valid_frame
-from amps_emulator.journal.record import INTERNAL_KIND_MIN, PREFIX_SIZE, FrameDecoder, RecordKind
 from amps_emulator.journal import summary as _summary
+from amps_emulator.journal.api import JournalCorruptError
+from amps_emulator.journal.record import INTERNAL_KIND_MIN, PREFIX_SIZE, FrameDecoder, RecordKind
+from amps_emulator.journal.recovery import find_next_valid_frame
 from amps_emulator.journal.segment import HEADER_SIZE, FrameCursor, Segment, parse_segment_name
-from amps_emulator.protocol.bookmarks import (Bookmark, BookmarkError, BookmarkKeyword,
-                                              BookmarkTimestamp, parse_bookmark)
+from amps_emulator.protocol.bookmarks import (
+    Bookmark,
+    BookmarkError,
+    BookmarkKeyword,
+    BookmarkTimestamp,
+    parse_bookmark,
+)
 
 __all__ = [
     "COMMANDS", "COLUMNS", "JournalSplit", "ReadOptions", "DataLossError", "arrow_schema",
@@ -92,7 +97,7 @@ def arrow_schema():
 
 
 # ----------------------------------------------------------------------------- options
-def parse_time(text) -> Optional[int]:
+def parse_time(text) -> int | None:
     """A time bound -> microseconds since the epoch. Accepts an AMPS timestamp
     (``20240102T030405[.ffffff][Z]``), ISO 8601 (naive = UTC), or an integer of microseconds."""
     if text is None or text == "":
@@ -110,12 +115,12 @@ def parse_time(text) -> Optional[int]:
         pass
     when = _dt.datetime.fromisoformat(s.replace("Z", "+00:00"))
     if when.tzinfo is None:
-        when = when.replace(tzinfo=_dt.timezone.utc)
-    delta = when - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+        when = when.replace(tzinfo=_dt.UTC)
+    delta = when - _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _bookmark_position(text: Optional[str], *, start: bool) -> tuple[Optional[int], Optional[int]]:
+def _bookmark_position(text: str | None, *, start: bool) -> tuple[int | None, int | None]:
     """(position bound, time bound) of a bookmark option. A journal record's bookmark sequence
     is its position (``record.py``), so ``pub|seq|`` bounds positions; a timestamp bookmark
     bounds time; EPOCH / ``0`` (start) and NOW / RECENT (end: everything) are no bound."""
@@ -136,18 +141,18 @@ class ReadOptions:
     """What rows a read wants. Positions: ``after_position`` exclusive, ``until_position``
     inclusive (an AMPS replay starts *after* its bookmark); times inclusive on both ends."""
 
-    topic: Optional[str] = None
+    topic: str | None = None
     after_position: int = 0
-    until_position: Optional[int] = None
-    start_us: Optional[int] = None
-    end_us: Optional[int] = None
+    until_position: int | None = None
+    start_us: int | None = None
+    end_us: int | None = None
     fail_on_data_loss: bool = True
     include_internal: bool = False
     target_bytes: int = 64 << 20
     batch_rows: int = 8192
 
     @classmethod
-    def from_spark(cls, options: dict) -> "ReadOptions":
+    def from_spark(cls, options: dict) -> ReadOptions:
         o = {k.lower(): v for k, v in options.items()}
         after, t0 = _bookmark_position(o.get("startingbookmark"), start=True)
         until, t1 = _bookmark_position(o.get("endingbookmark"), start=False)
@@ -316,7 +321,7 @@ def _is_torn_tail(split: JournalSplit, off: int) -> bool:
     return find_next_valid_frame(data, -1) is None if len(data) >= PREFIX_SIZE else True
 
 
-def _resync(split: JournalSplit, off: int) -> Optional[int]:
+def _resync(split: JournalSplit, off: int) -> int | None:
     data = _tail_bytes(split, off)
     nxt = find_next_valid_frame(data, 0)
     return None if nxt is None else off + nxt
@@ -409,7 +414,7 @@ def read_split(split: JournalSplit, opts: ReadOptions) -> Iterator:
         yield flush()
 
 
-def last_position(directory: str, hint: Optional[tuple[str, int, int]] = None) -> tuple[int, tuple[str, int, int] | None]:
+def last_position(directory: str, hint: tuple[str, int, int] | None = None) -> tuple[int, tuple[str, int, int] | None]:
     """The position of the last complete record on disk, and a resume hint
     ``(segment path, offset after it, position)`` so the next call scans only new bytes."""
     segs = segment_paths(directory)

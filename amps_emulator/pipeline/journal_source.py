@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
-                                    InputPartition)
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 
 from . import journal_reader as jr
 
@@ -49,10 +48,10 @@ class AmpsJournalDataSource(DataSource):
     def schema(self) -> str:
         return jr.spark_schema_ddl()
 
-    def reader(self, schema) -> "JournalBatchReader":
+    def reader(self, schema) -> JournalBatchReader:
         return JournalBatchReader(_directory(self.options), jr.ReadOptions.from_spark(dict(self.options)))
 
-    def streamReader(self, schema) -> "JournalStreamReader":
+    def streamReader(self, schema) -> JournalStreamReader:
         return JournalStreamReader(_directory(self.options), dict(self.options))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
             "#7f7f7f", "#bcbd22", "#17becf")
@@ -44,7 +44,7 @@ def line_chart(title: str, series: dict[str, Sequence[tuple]], y_label: str,
         out.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end" font-size="11">{y:,.0f}</text>')
     for frac in (0, 0.5, 1):
         x = x0 + (x1 - x0) * frac
-        label = dt.datetime.fromtimestamp(x, dt.timezone.utc).strftime("%H:%M:%S")
+        label = dt.datetime.fromtimestamp(x, dt.UTC).strftime("%H:%M:%S")
         out.append(f'<text x="{sx(x):.1f}" y="{top + ph + 16}" text-anchor="middle" font-size="11">{label}</text>')
     out.append(f'<text x="12" y="{top + ph / 2}" font-size="11" transform="rotate(-90 12 {top + ph / 2})" '
                f'text-anchor="middle">{esc(y_label)}</text>')

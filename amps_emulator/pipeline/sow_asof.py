@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import zlib
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 from amps_emulator.journal.record import RecordKind
 
@@ -166,7 +166,7 @@ def _apply(spec, at_us: int):
     return run
 
 
-def sow_asof(spark, journal_dir: str, spec, at_us: Optional[int] = None, partitions: Optional[int] = None):
+def sow_asof(spark, journal_dir: str, spec, at_us: int | None = None, partitions: int | None = None):
     """DataFrame of the SOW topic ``spec`` as of ``at_us`` (microseconds; None: the journal's end)."""
     from pyspark.sql import functions as F
 

@@ -131,7 +131,7 @@ class BookmarkList:
 class BookmarkRange:
     """``[start:end]`` with per-end inclusivity (``[``/``]`` inclusive, ``(``/``)`` exclusive)."""
 
-    start: Union[Bookmark, BookmarkTimestamp, BookmarkKeyword, BookmarkList]
+    start: Bookmark | BookmarkTimestamp | BookmarkKeyword | BookmarkList
     end: RangeEnd
     start_inclusive: bool = True
     end_inclusive: bool = True
@@ -150,7 +150,7 @@ BookmarkSpec = Union[Bookmark, BookmarkKeyword, BookmarkTimestamp, BookmarkList,
 
 _BOOKMARK_RE = re.compile(r"([0-9]{1,20})\|([0-9]{1,20})\|")
 _TS_RE = re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})(?:\.([0-9]{1,6}))?(Z?)")
-_UNIX_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+_UNIX_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 _KEYWORDS = types.MappingProxyType({"0": EPOCH, "epoch": EPOCH, "0|1|": NOW, "now": NOW, "recent": RECENT})
 
 
@@ -168,7 +168,7 @@ def parse_timestamp(text: str) -> int:
     year, month, day, hour, minute, second = (int(g) for g in m.group(1, 2, 3, 4, 5, 6))
     frac = m.group(7) or ""
     try:
-        when = _dt.datetime(year, month, day, hour, minute, second, tzinfo=_dt.timezone.utc)
+        when = _dt.datetime(year, month, day, hour, minute, second, tzinfo=_dt.UTC)
     except ValueError as exc:
         raise BookmarkError(f"invalid bookmark timestamp {text!r}: {exc}") from None
     delta = when - _UNIX_EPOCH
@@ -185,7 +185,7 @@ def format_timestamp(micros: int) -> str:
     return f"{text}.{frac:06d}Z" if frac else f"{text}Z"
 
 
-def _parse_single(text: str, whole: str) -> Union[Bookmark, BookmarkTimestamp, BookmarkKeyword]:
+def _parse_single(text: str, whole: str) -> Bookmark | BookmarkTimestamp | BookmarkKeyword:
     item = text.strip()
     keyword = _KEYWORDS.get(item.lower())
     if keyword is not None:

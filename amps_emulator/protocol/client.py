@@ -13,7 +13,8 @@ import itertools
 import json
 import socket
 import time
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from amps_emulator.protocol.codec import FrameDecoder, frame, header_end
@@ -73,7 +74,7 @@ class Client:
         self.server_version: str | None = None
 
     # -- connection -------------------------------------------------------------------------
-    def connect(self) -> "Client":
+    def connect(self) -> Client:
         try:
             self.sock = socket.create_connection((self.host, self.port), self.timeout)
         except OSError as exc:
@@ -96,7 +97,7 @@ class Client:
             finally:
                 self.sock = None
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self.connect()
 
     def __exit__(self, *exc: Any) -> None:
@@ -128,7 +129,7 @@ class Client:
             self.sock.settimeout(left)
             try:
                 data = self.sock.recv(1 << 16)
-            except socket.timeout:
+            except TimeoutError:
                 continue
             if not data:
                 raise ClientError("the server closed the connection")

@@ -22,7 +22,8 @@ import json
 import os
 import sys
 import time
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from amps_emulator.protocol.client import Client, ClientError
 

@@ -18,7 +18,8 @@ escapes) and with client-known keys only; see :mod:`protocol.headers`.
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 

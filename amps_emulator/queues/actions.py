@@ -29,7 +29,7 @@ action         server's job
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 import msgspec
 
@@ -65,13 +65,13 @@ class Deliver(msgspec.Struct, frozen=True, gc=False):
     sub_key: Any
     position: int
     bookmark: str
-    lease_expiry: Optional[float]  # absolute time; None = no lease expiry (infinite / barrier)
+    lease_expiry: float | None  # absolute time; None = no lease expiry (infinite / barrier)
     delivery_count: int  # deliveries of this message so far, this one included
     barrier: bool = False
 
 
 class Acked(msgspec.Struct, frozen=True, gc=False):
-    position: Optional[int]  # None only for a deferred ack (message not in the queue yet)
+    position: int | None  # None only for a deferred ack (message not in the queue yet)
     bookmark: str
     barrier: bool = False  # True: a barrier message removed after delivery
 
@@ -99,6 +99,6 @@ class QueuedMessage(msgspec.Struct, frozen=True, gc=False):
     sub_key: Any  # lease holder's subscription, None when available
     delivery_count: int
     cancel_count: int
-    expiration: Optional[float]  # absolute expiry instant, None = never
-    priority: Optional[int]  # the value used for ordering; None = NULL / non-numeric / no Priority
+    expiration: float | None  # absolute expiry instant, None = never
+    priority: int | None  # the value used for ordering; None = NULL / non-numeric / no Priority
     barrier: bool

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any, Optional, Union
+from typing import Any
 
 __all__ = ["parse_bookmark", "prio_store"]
 
@@ -39,7 +39,7 @@ FAIRNESS = {"fast": FAST, "round-robin": ROUND_ROBIN, "proportional": PROPORTION
 ACK_OPTIONS = (None, "", "cancel", "expire")
 
 
-def parse_bookmark(bookmark: Union[str, tuple[int, int]]) -> Optional[tuple[int, int]]:
+def parse_bookmark(bookmark: str | tuple[int, int]) -> tuple[int, int] | None:
     """``"P|S|"`` (or a ``(P, S)`` tuple) -> ``(P, S)``; None when it is not that form."""
     if type(bookmark) is tuple:
         return bookmark  # type: ignore[return-value]

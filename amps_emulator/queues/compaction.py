@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["compact_prefix", "compact_sparse"]
 
 
-def compact_prefix(eng: "QueueEngine") -> None:
+def compact_prefix(eng: QueueEngine) -> None:
     """Cut columns ``[0, head)`` (all DONE); remember the last cut position as low water."""
     h = eng._head
     eng._low_water = eng._pos[h - 1]
@@ -47,7 +47,7 @@ def compact_prefix(eng: "QueueEngine") -> None:
     eng._exp_j = max(0, eng._exp_j - h)
 
 
-def compact_sparse(eng: "QueueEngine") -> None:
+def compact_sparse(eng: QueueEngine) -> None:
     """Squeeze runs of DONE columns out of the middle (a message leased for a long time
     pins the prefix). One DONE column is kept per run as a tombstone, so ``pos[head-1]``
     stays the exact low-water mark. Every global index held anywhere is renumbered."""

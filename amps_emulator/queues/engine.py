@@ -62,8 +62,9 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from heapq import heappop, heappush
-from typing import Any, Callable, Iterable, Iterator, Optional, Union
+from typing import Any
 
 from .actions import (
     REASON_FORCED_EXPIRE,
@@ -176,7 +177,7 @@ class QueueEngine:
         self._cc = array("H")
         self._dl = array("d")
         self._pr = array("Q")  # only filled for Priority queues
-        self._plist: Optional[SortedKeys] = SortedKeys() if self._prio else None
+        self._plist: SortedKeys | None = SortedKeys() if self._prio else None
 
         self._base = 0  # global index of column 0
         self._head = 0  # first column not DONE
@@ -188,7 +189,7 @@ class QueueEngine:
         self._low_water = low_water_position
         self._last_pos = low_water_position
         self._last_seq = -1
-        self._index: Optional[dict[tuple[int, int], int]] = None  # bookmark -> g when needed
+        self._index: dict[tuple[int, int], int] | None = None  # bookmark -> g when needed
         self._pub_last: dict[int, int] = {}  # publisher id -> highest sequence enqueued
         self._deferred: dict[tuple[int, int], float] = {}  # acks for messages not seen yet
         self._deferred_purge_at = INF
@@ -212,11 +213,11 @@ class QueueEngine:
     def enqueue(
         self,
         position: int,
-        bookmark: Union[str, tuple[int, int]],
+        bookmark: str | tuple[int, int],
         now: float,
         *,
-        timestamp: Optional[float] = None,
-        expiration: Optional[float] = None,
+        timestamp: float | None = None,
+        expiration: float | None = None,
         priority: Any = None,
         is_barrier: bool = False,
     ) -> list[Action]:
@@ -317,9 +318,9 @@ class QueueEngine:
         now: float,
         *,
         client: Any = None,
-        max_backlog: Optional[int] = None,
-        eligible: Optional[Eligible] = None,
-        backlog: Optional[SubscriptionBacklog] = None,
+        max_backlog: int | None = None,
+        eligible: Eligible | None = None,
+        backlog: SubscriptionBacklog | None = None,
     ) -> list[Action]:
         """A queue subscription (no bookmark). ``client``: the connection that owns it (for
         ``disconnect`` and strict Leasing; default ``sub_key``). ``max_backlog``: the
@@ -345,8 +346,8 @@ class QueueEngine:
         sub_key: Any,
         now: float,
         *,
-        max_backlog: Optional[int] = None,
-        eligible: Optional[Eligible] = None,
+        max_backlog: int | None = None,
+        eligible: Eligible | None = None,
     ) -> list[Action]:
         """A subscribe with the ``replace`` option: new filter/options, leases kept, backlog
         recomputed (it may now be below the number already leased: nothing more is
@@ -398,9 +399,9 @@ class QueueEngine:
     def ack(
         self,
         client: Any,
-        bookmarks: Union[str, Iterable[str]],
+        bookmarks: str | Iterable[str],
         now: float,
-        option: Optional[str] = None,
+        option: str | None = None,
     ) -> list[Action]:
         """``sow_delete`` with a bookmark or a comma list of them from connection ``client``
         (a subscription's ``client``; by default its ``sub_key``). ``option``: None, "cancel"
@@ -430,7 +431,7 @@ class QueueEngine:
         client: Any,
         positions: Iterable[int],
         now: float,
-        option: Optional[str] = None,
+        option: str | None = None,
     ) -> list[Action]:
         """Like :meth:`ack` with journal positions: for ``sow_delete`` with a filter, the
         server evaluates the filter over :meth:`messages` and acks the positions that match."""
@@ -505,7 +506,7 @@ class QueueEngine:
         self._settle(now, out)
         return out
 
-    def next_deadline(self) -> Optional[float]:
+    def next_deadline(self) -> float | None:
         """The earliest instant at which :meth:`poll` has something to do (None = nothing
         pending). Arm ONE timer for it; re-read after every engine call."""
         best = INF
@@ -872,7 +873,7 @@ class QueueEngine:
         return -1
 
     def messages(self, *, include_leased: bool = False,
-                 now: Optional[float] = None) -> Iterator[QueuedMessage]:
+                 now: float | None = None) -> Iterator[QueuedMessage]:
         """The queue's messages in delivery order, read-only: available ones (what a ``sow``
         query or a view over the queue shows), plus leased ones with ``include_leased``
         (what a ``sow_delete`` with a filter may acknowledge). Inactive messages (beyond
@@ -957,7 +958,7 @@ class QueueEngine:
         now: float,
         start_after: int = 0,
         keep_counters: bool = False,
-    ) -> "QueueEngine":
+    ) -> QueueEngine:
         """Rebuild a queue from its log; see :func:`queues.recovery.replay`."""
         from .recovery import replay
 

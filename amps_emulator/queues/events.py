@@ -40,7 +40,8 @@ every record after that point, in log order, to ``QueueEngine.replay``.
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Union
+from collections.abc import Iterable
+from typing import Union
 
 import msgspec
 
@@ -83,13 +84,13 @@ class Enqueue(msgspec.Struct, frozen=True, array_like=True, gc=False):
     position: int
     bookmark: str
     timestamp: float  # seconds, the record's timestamp: expiration counts from here
-    expiration: Optional[float] = None  # the message's ``e`` (0 = never expires)
-    priority: Optional[Union[int, float]] = None  # Priority expression result (None = NULL)
+    expiration: float | None = None  # the message's ``e`` (0 = never expires)
+    priority: int | float | None = None  # Priority expression result (None = NULL)
     is_barrier: bool = False
 
 
 class Ack(msgspec.Struct, frozen=True, array_like=True, gc=False):
-    position: Optional[int]
+    position: int | None
     bookmark: str = ""
 
 
@@ -135,7 +136,7 @@ def decode_event(kind: int, payload: bytes) -> QueueEvent:
     return dec.decode(payload)
 
 
-def event_for(action: object, spec: QueueSpec, *, full: bool = False) -> Optional[QueueEvent]:
+def event_for(action: object, spec: QueueSpec, *, full: bool = False) -> QueueEvent | None:
     """The event to journal for one engine action, or None when nothing needs journaling."""
     t = type(action)
     if t is Acked:
@@ -184,16 +185,16 @@ class RecoveryStart(msgspec.Struct, frozen=True):
     (``epoch`` = whole log, ``now`` = end of log, ``creation``, a bookmark or a timestamp).
     """
 
-    after_position: Optional[int]
-    recovery_point: Optional[str]
+    after_position: int | None
+    recovery_point: str | None
     reason: str
 
 
 def plan_recovery(
     spec: QueueSpec,
-    checkpoint: Optional[QueueCheckpoint],
+    checkpoint: QueueCheckpoint | None,
     *,
-    journal_first_position: Optional[int] = None,
+    journal_first_position: int | None = None,
 ) -> RecoveryStart:
     """AMPS's rule: a new queue, or one whose configured ``RecoveryPoint`` changed since the
     checkpoint was written, starts at the configured recovery point; otherwise start after

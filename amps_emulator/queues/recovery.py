@@ -12,7 +12,8 @@ At-most-once messages journaled as sent (``Lease``) are gone.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from .codes import AVAIL, DONE, parse_bookmark
 from .compaction import compact_prefix
@@ -26,13 +27,13 @@ __all__ = ["replay"]
 
 
 def replay(
-    eng: "QueueEngine",
+    eng: QueueEngine,
     events: Iterable[Any],
     *,
     now: float,
     start_after: int = 0,
     keep_counters: bool = False,
-) -> "QueueEngine":
+) -> QueueEngine:
     """Apply ``events`` to a new, empty engine ``eng`` and return it. Records of messages at
     or before ``start_after`` are ignored. Afterwards call ``eng.poll(now)``: it expires what
     expired while the server was down and fills the TargetQueueDepth, before subscriptions

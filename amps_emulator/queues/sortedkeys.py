@@ -10,7 +10,7 @@ extra dependency.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 __all__ = ["SortedKeys"]
 

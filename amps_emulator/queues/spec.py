@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 __all__ = [
     "AT_LEAST_ONCE",
@@ -58,17 +58,17 @@ class QueueSpec:
 
     name: str
     semantics: str = AT_LEAST_ONCE  # Semantics
-    lease_period: Optional[float] = None  # LeasePeriod, seconds; None = leases never expire
-    max_per_subscription_backlog: Optional[int] = 1  # MaxPerSubscriptionBacklog; None = no cap
-    max_backlog: Optional[int] = None  # MaxBacklog: leases outstanding for the whole queue
-    fairness: Optional[str] = None  # FairnessModel; None = the default for the semantics
+    lease_period: float | None = None  # LeasePeriod, seconds; None = leases never expire
+    max_per_subscription_backlog: int | None = 1  # MaxPerSubscriptionBacklog; None = no cap
+    max_backlog: int | None = None  # MaxBacklog: leases outstanding for the whole queue
+    fairness: str | None = None  # FairnessModel; None = the default for the semantics
     leasing: str = "sublet"  # Leasing: "strict" | "sublet"
     max_cancels: int = 0  # MaxCancels (0 = no maximum)
     max_deliveries: int = 0  # MaxDeliveries (0 = no maximum)
-    expiration: Optional[float] = None  # Expiration, seconds (per-message ``e`` overrides)
-    target_queue_depth: Optional[int] = None  # TargetQueueDepth (None = every message active)
-    priority: Optional[str] = None  # Priority expression text (the server evaluates it)
-    barrier_expression: Optional[str] = None  # BarrierExpression filter text (server evaluates)
+    expiration: float | None = None  # Expiration, seconds (per-message ``e`` overrides)
+    target_queue_depth: int | None = None  # TargetQueueDepth (None = every message active)
+    priority: str | None = None  # Priority expression text (the server evaluates it)
+    barrier_expression: str | None = None  # BarrierExpression filter text (server evaluates)
     recovery_point: str = "epoch"  # RecoveryPoint: epoch|now|creation|bookmark|timestamp
     deferred_ack_expiration: float = DEFAULT_DEFERRED_ACK_EXPIRATION  # DeferredAckExpiration
     # Resolved fairness (filled in by __post_init__; not a constructor argument).
@@ -98,7 +98,7 @@ class QueueSpec:
     def strict_leasing(self) -> bool:
         return self.leasing == "strict"
 
-    def subscription_limit(self, max_backlog: Optional[int]) -> float:
+    def subscription_limit(self, max_backlog: int | None) -> float:
         """The backlog a subscription gets on this queue: the smaller of the queue's
         MaxPerSubscriptionBacklog and the subscriber's ``max_backlog`` option (default 1)."""
         requested = 1 if max_backlog is None else max_backlog
@@ -109,7 +109,7 @@ class QueueSpec:
 
     # -- mapping from the config struct ------------------------------------------------------
     @classmethod
-    def from_config(cls, queue: Any) -> "QueueSpec":
+    def from_config(cls, queue: Any) -> QueueSpec:
         """Build from a ``config.model.Queue``-shaped object (attribute names as there).
 
         The config struct defaults ``fairness_model`` to ``proportional`` whatever the

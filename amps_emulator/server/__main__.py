@@ -21,7 +21,8 @@ import logging
 import os
 import signal
 import sys
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 log = logging.getLogger("amps_emulator")
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from amps_emulator.server.connection import Connection
 
 
-def early(conn: "Connection", cmd: "Command") -> None:
+def early(conn: Connection, cmd: Command) -> None:
     acks = cmd.acks
     if "received" in acks:
         conn.ack(cmd, "received")
@@ -24,7 +24,7 @@ def early(conn: "Connection", cmd: "Command") -> None:
         conn.ack(cmd, "parsed")
 
 
-def final(conn: "Connection", cmd: "Command", processed: bool = True, **counts: Any) -> None:
+def final(conn: Connection, cmd: Command, processed: bool = True, **counts: Any) -> None:
     acks = cmd.acks
     if processed and "processed" in acks:
         conn.ack(cmd, "processed")
@@ -34,7 +34,7 @@ def final(conn: "Connection", cmd: "Command", processed: bool = True, **counts: 
         conn.ack(cmd, "stats", **counts)
 
 
-def refused(server: "Server", conn: "Connection", cmd: "Command", seq: int | None,
+def refused(server: Server, conn: Connection, cmd: Command, seq: int | None,
             reason: str) -> None:
     """A publish (or delete) not stored: its persisted ack is a failure with ``reason`` and
     its ``s`` (released after the persisted acks of the commands before it, so the client's

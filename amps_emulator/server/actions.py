@@ -27,7 +27,8 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import re
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.commands import publish_message
@@ -63,7 +64,7 @@ class _Trigger:
 
 
 class Actions:
-    def __init__(self, server: "Server", configured: Iterable[Any]) -> None:
+    def __init__(self, server: Server, configured: Iterable[Any]) -> None:
         self.server = server
         self.on_publish: list[_Trigger] = []
         self.on_sow_expire: list[_Trigger] = []
@@ -156,9 +157,9 @@ def _value(name: str, variables: dict[str, Any]) -> bytes:
     if name in variables:
         v = variables[name]
     elif name == "AMPS_DATETIME":
-        v = _dt.datetime.now(_dt.timezone.utc).isoformat()
+        v = _dt.datetime.now(_dt.UTC).isoformat()
     elif name == "AMPS_UNIX_TIMESTAMP":
-        v = str(int(_dt.datetime.now(_dt.timezone.utc).timestamp()))
+        v = str(int(_dt.datetime.now(_dt.UTC).timestamp()))
     else:
         v = ""
     return v if isinstance(v, bytes) else str(v).encode()

@@ -61,7 +61,7 @@ def parse_addr(addr: str) -> tuple[str, int]:
 
 
 class AdminServer:
-    def __init__(self, server: "Server", host: str, port: int, interval: float) -> None:
+    def __init__(self, server: Server, host: str, port: int, interval: float) -> None:
         self.server = server
         self.host = host
         self.port = port
@@ -133,7 +133,7 @@ class AdminServer:
             if event is h11.NEED_DATA:
                 try:
                     data = await asyncio.wait_for(reader.read(16384), IDLE_TIMEOUT)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     return None, b""  # an idle or trickling client does not keep a task
                 conn.receive_data(data)
                 if not data and conn.their_state is not h11.DONE and req is None:

@@ -44,19 +44,19 @@ class GroupTracker:
     """Which records of ``topic`` are in which group of an aggregation, and each group's
     last aggregated record. ``domain`` seeds the groups' SowKeys."""
 
-    def __init__(self, topic: "Topic", spec: "Aggregation", domain: str) -> None:
+    def __init__(self, topic: Topic, spec: Aggregation, domain: str) -> None:
         self.topic = topic
         self.spec = spec
         self.domain = domain
         self._group_of = spec.aggregator(domain)._key
         self._members: dict[Any, set[str]] = {}
         self._group: dict[str, Any] = {}  # SowKey -> its group
-        self.last: dict[Any, "Record"] = {}  # group -> its last aggregated record
+        self.last: dict[Any, Record] = {}  # group -> its last aggregated record
 
     def __contains__(self, skey: str) -> bool:
         return skey in self._group
 
-    def load(self, records: list["Record"]) -> list["Record"]:
+    def load(self, records: list[Record]) -> list[Record]:
         """Start from ``records`` (the members); returns the groups' aggregated records."""
         agg = self.spec.aggregator(self.domain)
         agg.add(records)
@@ -64,8 +64,8 @@ class GroupTracker:
         self.adopt(records, agg, results)
         return results
 
-    def adopt(self, records: list["Record"], agg: "Aggregator",
-              results: list["Record"]) -> None:
+    def adopt(self, records: list[Record], agg: Aggregator,
+              results: list[Record]) -> None:
         """Start from ``records`` already aggregated by ``agg`` into ``results``."""
         group_of = self._group_of
         for rec in records:
@@ -75,14 +75,14 @@ class GroupTracker:
         self.last = dict(zip(agg.groups, results))
 
     def change(self, skey: str, joined: bool, doc: Any
-               ) -> list[tuple["Record | None", "Record | None"]]:
+               ) -> list[tuple[Record | None, Record | None]]:
         """``skey`` left its group (if any) and, if ``joined``, is now in ``doc``'s group.
         Returns ``(new, previous)`` for each group touched: its aggregated record now (None:
         the group is gone) and the one before (None: the group is new)."""
         return self.change_many([(skey, joined, doc)])
 
     def change_many(self, changes: list[tuple[str, bool, Any]]
-                    ) -> list[tuple["Record | None", "Record | None"]]:
+                    ) -> list[tuple[Record | None, Record | None]]:
         """:meth:`change` for several records at once: each touched group is recomputed
         once, after all of them (no intermediate state is reported)."""
         touched: dict[Any, None] = {}
@@ -98,7 +98,7 @@ class GroupTracker:
                 touched[new] = None  # a group joined comes after one left
         return [self._recompute(g) for g in touched]
 
-    def _recompute(self, group: Any) -> tuple["Record | None", "Record | None"]:
+    def _recompute(self, group: Any) -> tuple[Record | None, Record | None]:
         keys = self._members.get(group) or ()
         recs = [r for r in map(self.topic.get, keys) if r is not None]
         previous = self.last.get(group)
@@ -113,13 +113,13 @@ class GroupTracker:
 
 
 class AggregatedSubscription(LiveState):
-    def __init__(self, topic: "Topic", spec: "Aggregation", delta: bool) -> None:
+    def __init__(self, topic: Topic, spec: Aggregation, delta: bool) -> None:
         super().__init__()
         self.topic = topic
         self.delta = delta
         self.groups = GroupTracker(topic, spec, topic.spec.name)
 
-    def load(self, records: list["Record"], agg: "Aggregator", results: list["Record"]) -> None:
+    def load(self, records: list[Record], agg: Aggregator, results: list[Record]) -> None:
         """The records matching at the query's snapshot, and the query's aggregation."""
         self.groups.adopt(records, agg, results)
 
@@ -132,13 +132,13 @@ class AggregatedSubscription(LiveState):
         joined = f is None or bool(f(msg.doc, msg.context()))
         self._send(self.groups.change(msg.sow_key, joined, msg.doc), reasons.OOF_MATCH)
 
-    def removed(self, rec: "Record", reason: str) -> None:
+    def removed(self, rec: Record, reason: str) -> None:
         if self._defer(rec, reason):
             return
         if rec.sow_key in self.groups:
             self._send(self.groups.change(rec.sow_key, False, None), reason)
 
-    def _send(self, touched: list[tuple["Record | None", "Record | None"]],
+    def _send(self, touched: list[tuple[Record | None, Record | None]],
               reason: str) -> None:
         sub = self.sub
         name = self.topic.spec.name

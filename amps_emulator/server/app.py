@@ -21,7 +21,8 @@ import logging
 import socket
 import ssl
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
@@ -68,7 +69,7 @@ class Listener:
             scheme += "s"
         return f"{scheme}://{host}:{self.port}/amps/{self.message_type}"
 
-    def protocol_factory(self, server: "Server") -> Callable[[], asyncio.Protocol]:
+    def protocol_factory(self, server: Server) -> Callable[[], asyncio.Protocol]:
         if self.protocol == "websocket":
             from amps_emulator.server.websocket import WebSocketProtocol
 

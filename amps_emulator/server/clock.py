@@ -17,7 +17,8 @@ import heapq
 import itertools
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("amps_emulator.clock")
 

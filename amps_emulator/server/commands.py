@@ -9,16 +9,19 @@ failure ack with the AMPS reason string (see ``Server.dispatch``).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import replay, sow_commands
-from amps_emulator.server.acks import early as acks_early, final as acks_final, refused as acks_refused
+from amps_emulator.server.acks import early as acks_early
+from amps_emulator.server.acks import final as acks_final
+from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.delivery import UNDECODED, Message, decode_or_none, fan_out
-from amps_emulator.server.sow_commands import store_publish
 from amps_emulator.server.router import Subscription
+from amps_emulator.server.sow_commands import store_publish
 from amps_emulator.server.subscribe import compile_filter_for, register_subscription
 from amps_emulator.server.version import SERVER_VERSION
 
@@ -35,7 +38,7 @@ _DELTA = int(RecordKind.DELTA_PUBLISH)
 
 # -- logon / heartbeat / flush -------------------------------------------------------------
 
-def logon(server: "Server", conn: "Connection", cmd: "Command") -> None:
+def logon(server: Server, conn: Connection, cmd: Command) -> None:
     acks_early(conn, cmd)
     if cmd.message_type and cmd.message_type != conn.listener.message_type:
         raise CommandError(reasons.INVALID_MESSAGE_TYPE, cmd.message_type)
@@ -75,7 +78,7 @@ def logon(server: "Server", conn: "Connection", cmd: "Command") -> None:
             conn.ack(cmd, ack_type, **extra)
 
 
-def heartbeat(server: "Server", conn: "Connection", cmd: "Command") -> None:
+def heartbeat(server: Server, conn: Connection, cmd: Command) -> None:
     opts = (cmd.options or "").split(",")
     if opts and opts[0] == "start":
         try:
@@ -92,7 +95,7 @@ def heartbeat(server: "Server", conn: "Connection", cmd: "Command") -> None:
     acks_final(conn, cmd)
 
 
-def flush(server: "Server", conn: "Connection", cmd: "Command") -> None:
+def flush(server: Server, conn: Connection, cmd: Command) -> None:
     acks_early(conn, cmd)
     # Everything this client sent before the flush has been processed in order; pending
     # persisted acks go out before the flush's own ack.
@@ -107,7 +110,7 @@ def flush(server: "Server", conn: "Connection", cmd: "Command") -> None:
 
 # -- publish ------------------------------------------------------------------------------
 
-def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
+def publish(server: Server, conn: Connection, cmd: Command) -> None:
     topic = cmd.topic
     if not topic:
         raise CommandError(reasons.INVALID_TOPIC, "publish without a topic")
@@ -137,13 +140,13 @@ def publish(server: "Server", conn: "Connection", cmd: "Command") -> None:
         raise
 
 
-def _journaled(server: "Server", client_name: str, seq: int) -> bool:
+def _journaled(server: Server, client_name: str, seq: int) -> bool:
     txlog = server.txlog
     return txlog is not None and txlog.journal is not None \
         and txlog.journal.last_seq_for_client(client_name, persisted=False) >= seq
 
 
-def _publish(server: "Server", conn: "Connection", cmd: "Command", topic: str,
+def _publish(server: Server, conn: Connection, cmd: Command, topic: str,
              acks: frozenset[str], seq: int | None) -> None:
     if server.queuesvc is not None:
         topic = server.queuesvc.publish_target(topic)  # a queue's own name: where it feeds from
@@ -176,7 +179,7 @@ def _publish(server: "Server", conn: "Connection", cmd: "Command", topic: str,
         _publish_acks(server, conn, cmd, seq, position)
 
 
-def publish_message(server: "Server", topic: str, body: bytes, delta: bool = False,
+def publish_message(server: Server, topic: str, body: bytes, delta: bool = False,
                     client_name: str = "", client_seq: int | None = None,
                     correlation_id: str | None = None, sow_key: str | None = None,
                     expiration: int | None = None,
@@ -222,7 +225,7 @@ def publish_message(server: "Server", topic: str, body: bytes, delta: bool = Fal
     return rec.position if rec is not None else None
 
 
-def _publish_acks(server: "Server", conn: "Connection", cmd: "Command", seq: int | None,
+def _publish_acks(server: Server, conn: Connection, cmd: Command, seq: int | None,
                   position: int | None) -> None:
     acks = cmd.acks
     if "processed" in acks:
@@ -242,7 +245,7 @@ def _publish_acks(server: "Server", conn: "Connection", cmd: "Command", seq: int
 
 # -- subscriptions -------------------------------------------------------------------------
 
-def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
+def subscribe(server: Server, conn: Connection, cmd: Command) -> None:
     acks_early(conn, cmd)
     opts = cmd.opts
     if "resume" in opts:
@@ -289,7 +292,7 @@ def subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
     replay.schedule(server, cursor)  # replay starts after the processed ack is queued
 
 
-def _queue_subscription(server: "Server", conn: "Connection", cmd: "Command", queue: Any,
+def _queue_subscription(server: Server, conn: Connection, cmd: Command, queue: Any,
                         sub_id: str, filt: Any, existing: Any) -> None:
     """Subscribe to a queue: deliveries come from the queue engine (leases, backlog)."""
     if existing is not None and existing.queue is not queue:
@@ -311,7 +314,7 @@ def _queue_subscription(server: "Server", conn: "Connection", cmd: "Command", qu
     acks_final(conn, cmd, processed=False)
 
 
-def _pause(server: "Server", conn: "Connection", cmd: "Command", sub_ids: str) -> None:
+def _pause(server: Server, conn: Connection, cmd: Command, sub_ids: str) -> None:
     """``o=pause`` naming subscriptions that exist: stop their replay where it is (``resume``
     continues it). Only bookmark subscriptions without ``live`` can pause; ids this connection
     does not have are ignored, as for ``resume``."""
@@ -329,7 +332,7 @@ def _pause(server: "Server", conn: "Connection", cmd: "Command", sub_ids: str) -
     acks_final(conn, cmd)
 
 
-def _resume(server: "Server", conn: "Connection", cmd: "Command") -> None:
+def _resume(server: Server, conn: Connection, cmd: Command) -> None:
     """``o=resume``: start delivering to subscriptions created with ``pause``."""
     for sub_id in (cmd.sub_id or "").split(","):
         sub = conn.subs.get(sub_id.strip())
@@ -339,7 +342,7 @@ def _resume(server: "Server", conn: "Connection", cmd: "Command") -> None:
     acks_final(conn, cmd)
 
 
-def unsubscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
+def unsubscribe(server: Server, conn: Connection, cmd: Command) -> None:
     acks_early(conn, cmd)
     ids = (cmd.sub_id or "").split(",")
     if "all" in ids:
@@ -353,7 +356,7 @@ def unsubscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
     acks_final(conn, cmd)
 
 
-HANDLERS: dict[str, Callable[["Server", "Connection", "Command"], None]] = {
+HANDLERS: dict[str, Callable[[Server, Connection, Command], None]] = {
     "logon": logon,
     "heartbeat": heartbeat,
     "flush": flush,

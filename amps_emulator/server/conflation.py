@@ -77,7 +77,7 @@ def _keys(text: str) -> tuple[tuple, ...]:
     return tuple(out)
 
 
-def conflation_for(server: "Server", sub: "Subscription") -> "Conflator | None":
+def conflation_for(server: Server, sub: Subscription) -> Conflator | None:
     """The subscription's conflator from its options (``None``: not conflated); raises
     ``CommandError(invalid options)`` for a bad combination."""
     opts = sub.options
@@ -114,7 +114,7 @@ class _Held:
 
 
 class Conflator:
-    def __init__(self, server: "Server", sub: "Subscription", interval: float,
+    def __init__(self, server: Server, sub: Subscription, interval: float,
                  keys: tuple[tuple, ...] | None) -> None:
         self.server = server
         self.sub = sub

@@ -31,9 +31,10 @@ import struct
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
+from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, frame, parse_command
+from amps_emulator.protocol.codec import ack as encode_ack
 from amps_emulator.protocol.filter import compile_filter
 from amps_emulator.protocol.filter.compiler import MAX_TEXT as MAX_FILTER_TEXT
-from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, ack as encode_ack, frame, parse_command
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import replay
 from amps_emulator.server.heartbeat import Beat, Heartbeat
@@ -71,7 +72,7 @@ def _reset_on_close(transport: asyncio.BaseTransport) -> None:
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, server: "Server", listener: Any) -> None:
+    def __init__(self, server: Server, listener: Any) -> None:
         self.server = server
         self.listener = listener
         self.decoder = FrameDecoder(listener.max_frame)
@@ -83,7 +84,7 @@ class Connection(asyncio.Protocol):
         self.user_id: str | None = None
         self.logged_on = False
         self.closed = False
-        self.subs: dict[str, "Subscription"] = {}
+        self.subs: dict[str, Subscription] = {}
         self.heartbeat = Heartbeat()
         self._hb_timer: asyncio.TimerHandle | None = None
         self._out: list[bytes] = []
@@ -330,7 +331,7 @@ class Connection(asyncio.Protocol):
         """A publish could not be persisted: the client's failed-write handler gets ``reason``."""
         self.send(encode_ack(None, "persisted", "failure", reason, s=seq))
 
-    def ack(self, cmd: "Command", ack_type: str, status: str = "success",
+    def ack(self, cmd: Command, ack_type: str, status: str = "success",
             reason: str | None = None, **extra: Any) -> None:
         """Send one ack for ``cmd`` echoing its cid, sub_id and query_id."""
         if cmd.sub_id is not None and "sub_id" not in extra:
@@ -339,7 +340,7 @@ class Connection(asyncio.Protocol):
             extra["query_id"] = cmd.query_id
         self.send(encode_ack(cmd.cid, ack_type, status, reason, **extra))
 
-    def fail(self, cmd: "Command", reason: str) -> None:
+    def fail(self, cmd: Command, reason: str) -> None:
         """Failure ack on the ``processed`` ack (or the first one requested)."""
         acks = cmd.acks
         if not acks:

@@ -34,7 +34,7 @@ def _e(x: object) -> str:
     return html.escape(str(x))
 
 
-def page(server: "Server") -> str:
+def page(server: Server) -> str:
     s = server
     topics = sorted(s.sowsvc.sow.topics.items()) if s.sowsvc is not None else []
     topic_rows = "".join(

@@ -148,7 +148,7 @@ class Message:
                               correlation_id=self.correlation_id, client_name=self.client_name)
 
 
-def fan_out(server: "Server", msg: Message) -> int:
+def fan_out(server: Server, msg: Message) -> int:
     """Deliver ``msg`` to every matching live subscription; returns frames queued."""
     server.stats["published"] += 1
     subs = server.router.match(msg.topic)
@@ -238,7 +238,7 @@ def _add(targets: dict, key: tuple, sub_id: str) -> None:
         ids.append(sub_id)
 
 
-def send_oof(server: "Server", topic: str, records: list[Any], reason: str) -> None:
+def send_oof(server: Server, topic: str, records: list[Any], reason: str) -> None:
     """OOF ``reason`` (deleted/expired) to every ``oof`` subscription that had each record."""
     subs = []
     for s in server.router.match(topic):

@@ -33,7 +33,8 @@ import os
 import re
 import sys
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 AMPS_LEVELS = ("developer", "trace", "stats", "info", "warning", "error", "critical", "emergency")
 _RANK = {name: i for i, name in enumerate(AMPS_LEVELS)}

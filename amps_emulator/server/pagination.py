@@ -38,7 +38,7 @@ __all__ = ["PageWindow"]
 
 
 class PageWindow(LiveState):
-    def __init__(self, sub: "Subscription", topic: "Topic", order: OrderBy | None,
+    def __init__(self, sub: Subscription, topic: Topic, order: OrderBy | None,
                  top_n: int, skip_n: int) -> None:
         super().__init__()
         self.sub = sub
@@ -54,7 +54,7 @@ class PageWindow(LiveState):
     def _key(self, skey: str, doc: Any) -> tuple[tuple, str]:
         return (self._order_key(doc), skey)
 
-    def load(self, records: list["Record"]) -> None:
+    def load(self, records: list[Record]) -> None:
         """The records matching at the query's snapshot (the changes since then wait in
         :meth:`catch_up`)."""
         for rec in records:
@@ -92,7 +92,7 @@ class PageWindow(LiveState):
             insort(self._sorted, k)
         self._emit(before, skey, msg, "match")
 
-    def removed(self, rec: "Record", reason: str) -> None:
+    def removed(self, rec: Record, reason: str) -> None:
         """``rec`` left the topic (``reason``: deleted or expired)."""
         if self._defer(rec, reason):
             return
@@ -103,7 +103,7 @@ class PageWindow(LiveState):
         self._emit(before, rec.sow_key, None, reason, rec)
 
     def _emit(self, before: list[str], changed: str, msg: Any, reason: str,
-              removed: "Record | None" = None) -> None:
+              removed: Record | None = None) -> None:
         after = self.window()
         conn = self.sub.conn
         sid = json_str(self.sub.sub_id)

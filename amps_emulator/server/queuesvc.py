@@ -24,7 +24,8 @@ import json
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any, Generator
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -34,8 +35,19 @@ from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext, compile_expression, compile_filter
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.queues import (Deliver, Enqueue, Expired, QueueCheckpoint, QueueConfigError, QueueEngine,
-                    QueueSpec, decode_event, encode_event, events_for, plan_recovery)
+from amps_emulator.queues import (
+    Deliver,
+    Enqueue,
+    Expired,
+    QueueCheckpoint,
+    QueueConfigError,
+    QueueEngine,
+    QueueSpec,
+    decode_event,
+    encode_event,
+    events_for,
+    plan_recovery,
+)
 from amps_emulator.server.delivery import UNDECODED, decode_or_none, selected
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 from amps_emulator.server.subscribe import compile_filter_for
@@ -63,7 +75,7 @@ _unpack = msgspec.msgpack.Decoder(list[tuple[int, bytes]]).decode
 class QueueState:
     """One configured queue: its engine, topics, and expressions."""
 
-    def __init__(self, service: "QueueService", cfg: Any) -> None:
+    def __init__(self, service: QueueService, cfg: Any) -> None:
         self.service = service
         self.cfg = cfg
         self.name = cfg.name
@@ -91,7 +103,7 @@ class QueueState:
             raise ConfigError([ConfigIssue(cfg.file, cfg.line, f"queue {cfg.name}: {exc}")]) from None
         self.needs_content = (self.filter is not None or self.priority is not None
                               or self.barrier is not None)
-        self.subs: dict[Any, "Subscription"] = {}
+        self.subs: dict[Any, Subscription] = {}
 
     def covers(self, topic: str) -> bool:
         return topic == self.underlying if self.regex is None else self.regex.search(topic) is not None
@@ -101,7 +113,7 @@ class QueueState:
         barrier = bool(self.barrier(doc, ctx)) if self.barrier is not None else False
         return prio, barrier
 
-    def remove_subscriber(self, sub: "Subscription") -> None:
+    def remove_subscriber(self, sub: Subscription) -> None:
         key = (sub.conn.conn_id, sub.sub_id)
         if self.subs.pop(key, None) is not None:
             svc = self.service
@@ -109,7 +121,7 @@ class QueueState:
 
 
 class QueueService:
-    def __init__(self, server: "Server", config: Any) -> None:
+    def __init__(self, server: Server, config: Any) -> None:
         self.server = server
         if server.txlog is None:
             raise ValueError("queues need a TransactionLog recording their underlying topics")
@@ -227,7 +239,7 @@ class QueueService:
         queue's MaxPerSubscriptionBacklog. The processed ack tells the client."""
         return int(q.spec.subscription_limit(max_backlog))
 
-    def subscribe(self, q: QueueState, conn: "Connection", sub: "Subscription", cmd: Any,
+    def subscribe(self, q: QueueState, conn: Connection, sub: Subscription, cmd: Any,
                   max_backlog: int | None) -> None:
         key = (conn.conn_id, sub.sub_id)
         eligible = self._eligible(sub.filter, q.name) if sub.filter is not None else None
@@ -252,7 +264,7 @@ class QueueService:
             return bool(flt(decode_or_none(rec.body), ctx))
         return eligible
 
-    def disconnect(self, conn: "Connection") -> None:
+    def disconnect(self, conn: Connection) -> None:
         now = self.now()
         for q in self.queues.values():
             stale = [k for k, s in q.subs.items() if s.conn is conn]
@@ -261,7 +273,7 @@ class QueueService:
             self.handle(q, q.engine.disconnect(conn, now))
 
     # -- acknowledgements ------------------------------------------------------------------
-    def ack(self, q: QueueState, conn: "Connection", cmd: Any) -> int:
+    def ack(self, q: QueueState, conn: Connection, cmd: Any) -> int:
         """``sow_delete`` on a queue: by bookmark(s), or by filter. Returns messages removed."""
         option = _ack_option(cmd)
         now = self.now()

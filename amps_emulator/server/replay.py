@@ -16,15 +16,17 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from amps_emulator.journal import RecordKind
-from amps_emulator.protocol.bookmarks import BookmarkError, BookmarkRange, format_timestamp, parse_bookmark
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.codec import ack as encode_ack, frame_raw, json_str
+from amps_emulator.protocol.bookmarks import BookmarkError, BookmarkRange, format_timestamp, parse_bookmark
+from amps_emulator.protocol.codec import ack as encode_ack
+from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
-from amps_emulator.server.delivery import decode_or_none, delivery_tail, selected
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.delivery import decode_or_none, delivery_tail, selected
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -106,7 +108,7 @@ class Cursor:
         "last_bm", "acked_bm", "timestamp", "rate", "delay", "catch_up_pos",
     )
 
-    def __init__(self, sub: "Subscription", cmd: "Command", next_pos: int,
+    def __init__(self, sub: Subscription, cmd: Command, next_pos: int,
                  stop_pos: int | None) -> None:
         opts = cmd.opts
         self.sub = sub
@@ -135,7 +137,7 @@ class Cursor:
         self.catch_up_pos = 0
 
 
-def start(server: "Server", conn: "Connection", cmd: "Command", sub: "Subscription") -> Cursor:
+def start(server: Server, conn: Connection, cmd: Command, sub: Subscription) -> Cursor:
     """Resolve the subscription's bookmark to a journal position and create its cursor."""
     txlog = server.txlog
     if txlog is None or (sub.regex is None and not txlog.recorded(sub.topic)):
@@ -169,7 +171,7 @@ def start(server: "Server", conn: "Connection", cmd: "Command", sub: "Subscripti
     return cursor
 
 
-def pump(server: "Server", cursor: Cursor, limit: int) -> None:
+def pump(server: Server, cursor: Cursor, limit: int) -> None:
     """Deliver what the cursor may see up to log position ``limit`` (one chunk at most).
     An unforeseen error ends this subscription's client only (logged once), never the
     end-of-turn work for the other cursors."""
@@ -180,7 +182,7 @@ def pump(server: "Server", cursor: Cursor, limit: int) -> None:
         server.contain(cursor.conn, f"subscription {cursor.sub.sub_id}")
 
 
-def _pump(server: "Server", cursor: Cursor, limit: int) -> None:
+def _pump(server: Server, cursor: Cursor, limit: int) -> None:
     if cursor.done or cursor.paused or cursor.conn.closed:
         return
     if cursor.conn.writing_paused:
@@ -201,7 +203,7 @@ def _pump(server: "Server", cursor: Cursor, limit: int) -> None:
         send_persisted_ack(cursor, server.txlog.journal.durable_position)  # type: ignore[union-attr]
 
 
-def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
+def _deliver_chunk(server: Server, cursor: Cursor, limit: int) -> bool:
     """Deliver up to CHUNK matching records; True when the cursor reached ``limit``.
 
     The chunk's frames are queued as one write; the ``p`` header prefix is built once per
@@ -277,7 +279,7 @@ def _deliver_chunk(server: "Server", cursor: Cursor, limit: int) -> bool:
     return done
 
 
-def schedule(server: "Server", cursor: Cursor) -> None:
+def schedule(server: Server, cursor: Cursor) -> None:
     """Run another step of the cursor on a later loop iteration (after ``cursor.delay``
     seconds when its rate holds it back)."""
     if cursor.scheduled or cursor.done:
@@ -298,7 +300,7 @@ def schedule(server: "Server", cursor: Cursor) -> None:
         server.loop.call_soon(step)
 
 
-def resume_connection(server: "Server", conn: "Connection") -> None:
+def resume_connection(server: Server, conn: Connection) -> None:
     """The client's socket drained: continue every cursor that stopped for it."""
     for sub in conn.subs.values():
         cursor = sub.cursor
@@ -307,7 +309,7 @@ def resume_connection(server: "Server", conn: "Connection") -> None:
             schedule(server, cursor)
 
 
-def finish(server: "Server", cursor: Cursor) -> None:
+def finish(server: Server, cursor: Cursor) -> None:
     """A bounded replay (range end or top_n) is complete: final acks, then remove it."""
     journal = server.txlog.journal  # type: ignore[union-attr]
     if cursor.want_completed:
@@ -319,7 +321,7 @@ def finish(server: "Server", cursor: Cursor) -> None:
         del cursor.conn.subs[sub.sub_id]
 
 
-def stop(server: "Server", cursor: Cursor) -> None:
+def stop(server: Server, cursor: Cursor) -> None:
     cursor.done = True
     if server.txlog is not None:
         server.txlog.cursors.discard(cursor)

@@ -31,7 +31,7 @@ log = logging.getLogger("amps_emulator.admin")
 REASON = "reset by the emulator's admin interface"
 
 
-def _disconnect(server: "Server", conns: list[Any]) -> int:
+def _disconnect(server: Server, conns: list[Any]) -> int:
     for conn in conns:
         conn.flush_output()
         conn.close(REASON)
@@ -39,7 +39,7 @@ def _disconnect(server: "Server", conns: list[Any]) -> int:
     return len(conns)
 
 
-def find_client(server: "Server", ident: str) -> Any:
+def find_client(server: Server, ident: str) -> Any:
     for conn in server.connections:
         if ident in (client_id(conn), str(conn.conn_id)):
             return conn
@@ -54,7 +54,7 @@ async def _journal_idle(tx: Any) -> None:
         await asyncio.sleep(0.001)
 
 
-async def reset_all(server: "Server") -> dict:
+async def reset_all(server: Server) -> dict:
     n = _disconnect(server, sorted(server.connections, key=lambda c: c.conn_id))
     server.client_seqs.clear()
     records = 0
@@ -99,13 +99,13 @@ async def reset_all(server: "Server") -> dict:
     return {"reset": "all", "clients_disconnected": n, "records_deleted": records}
 
 
-def reset_topic(server: "Server", name: str) -> dict:
+def reset_topic(server: Server, name: str) -> dict:
     from amps_emulator.server.sow_commands import delete_records
 
     return {"reset": "topic", "topic": name, "records_deleted": delete_records(server, name, "1=1")}
 
 
-def reset_queue(server: "Server", name: str) -> dict:
+def reset_queue(server: Server, name: str) -> dict:
     from amps_emulator.queues import QueueEngine
 
     svc = server.queuesvc
@@ -121,7 +121,7 @@ def reset_queue(server: "Server", name: str) -> dict:
     return {"reset": "queue", "queue": name, "messages_removed": depth, "clients_disconnected": n}
 
 
-def reset_client(server: "Server", ident: str) -> dict:
+def reset_client(server: Server, ident: str) -> dict:
     conn = find_client(server, ident)
     if conn is None:
         raise LookupError(f"no client {ident!r}")
@@ -140,7 +140,7 @@ def _body(data: bytes) -> Any:
         return data.decode("utf-8", "replace")
 
 
-async def sow_records(server: "Server", name: str, filter_text: str | None = None,
+async def sow_records(server: Server, name: str, filter_text: str | None = None,
                       order_by: str | None = None, top_n: int | None = None) -> dict:
     """A SOW query for inspection; a large one runs in steps, as clients' queries do, so
     the message path keeps going while it reads."""
@@ -164,7 +164,7 @@ async def sow_records(server: "Server", name: str, filter_text: str | None = Non
                         for r in res.records]}
 
 
-def queue_contents(server: "Server", name: str) -> dict:
+def queue_contents(server: Server, name: str) -> dict:
     svc = server.queuesvc
     q = svc.get(name) if svc is not None else None
     if q is None:
@@ -187,7 +187,7 @@ def queue_contents(server: "Server", name: str) -> dict:
             "available": e.available_count, "inactive": e.inactive_count, "messages": out}
 
 
-def journal_range(server: "Server", start: str | None = None, end: str | None = None,
+def journal_range(server: Server, start: str | None = None, end: str | None = None,
                   since: float | None = None, until: float | None = None,
                   topic: str | None = None, limit: int = 1000) -> dict:
     """Records from bookmark ``start`` (exclusive, as a bookmark subscription) or time
@@ -219,7 +219,7 @@ def journal_range(server: "Server", start: str | None = None, end: str | None = 
             "records": out}
 
 
-def subscriptions(server: "Server") -> dict:
+def subscriptions(server: Server) -> dict:
     from amps_emulator.server.stats import _sub_text
 
     out: dict[str, list] = {}

@@ -10,7 +10,8 @@ message body at most once however many subscriptions test it.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError

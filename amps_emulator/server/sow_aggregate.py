@@ -25,30 +25,37 @@ messages are aggregated, read-only, as a plain ``sow`` query on a queue reads th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Generator
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.router import is_regex_topic
-from amps_emulator.server.sow_results import (_batch_size, _count_option, _top_n, history_cuts,
-                                              run_topic_steps, send_records)
+from amps_emulator.server.sow_results import (
+    _batch_size,
+    _count_option,
+    _top_n,
+    history_cuts,
+    run_topic_steps,
+    send_records,
+)
 from amps_emulator.sow.aggregate import parse_aggregation
 from amps_emulator.sow.query import page, parse_order_by, sort_records
 from amps_emulator.sow.record import Record
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.app import Server
     from amps_emulator.server.aggregated_subscription import AggregatedSubscription
+    from amps_emulator.server.app import Server
     from amps_emulator.server.connection import Connection
 
 #: underlying records folded into the groups between two loop steps
 AGGREGATE_STEP = 20_000
 
 
-def aggregated_query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
-                           subscription: "AggregatedSubscription | None" = None,
+def aggregated_query_steps(server: Server, conn: Connection, cmd: Command, filt: Any,
+                           subscription: AggregatedSubscription | None = None,
                            on_snapshot: Callable[[], None] | None = None
                            ) -> Generator[None, None, dict[str, int]]:
     """The aggregated query as a generator, with the contract of

@@ -19,23 +19,31 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator
-
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
 
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame, sow_batch
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import replay
-from amps_emulator.server.acks import early as acks_early, final as acks_final, refused as acks_refused
+from amps_emulator.server.acks import early as acks_early
+from amps_emulator.server.acks import final as acks_final
+from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.aggregated_subscription import AggregatedSubscription
-from amps_emulator.server.delivery import (UNDECODED, Message, decode_or_none, oof_frame, selected,
-                             send_oof)
+from amps_emulator.server.delivery import UNDECODED, Message, decode_or_none, oof_frame, selected, send_oof
 from amps_emulator.server.pagination import PageWindow
 from amps_emulator.server.router import Subscription, is_regex_topic
 from amps_emulator.server.sow_aggregate import aggregated_query_steps
-from amps_emulator.server.sow_results import (_batch_size, _count_option, _top_n, begin_results,
-                                              history_cuts, run_topic_steps, send_records)
+from amps_emulator.server.sow_results import (
+    _batch_size,
+    _count_option,
+    _top_n,
+    begin_results,
+    history_cuts,
+    run_topic_steps,
+    send_records,
+)
 from amps_emulator.server.subscribe import compile_filter_for, register_subscription
 from amps_emulator.sow.query import page, parse_order_by, project, selection, sort_records
 
@@ -75,7 +83,7 @@ class Replacing:
         return out
 
 
-def query_steps(server: "Server", conn: "Connection", cmd: "Command", filt: Any,
+def query_steps(server: Server, conn: Connection, cmd: Command, filt: Any,
                 on_snapshot: Callable[[float | None], None] | None = None,
                 replacing: Replacing | None = None
                 ) -> Generator[None, None, dict[str, int]]:
@@ -177,7 +185,7 @@ def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
     return runs
 
 
-def _paginated_steps(conn: "Connection", cmd: "Command", filt: Any, topic: Any,
+def _paginated_steps(conn: Connection, cmd: Command, filt: Any, topic: Any,
                      window: PageWindow, on_snapshot: Callable[[], None]
                      ) -> Generator[None, None, dict[str, int]]:
     """A paginated ``sow_and_subscribe`` (``top_n`` and ``skip_n``): the subscription's
@@ -200,7 +208,7 @@ def _paginated_steps(conn: "Connection", cmd: "Command", filt: Any, topic: Any,
             "topic_matches": result.topic_matches}
 
 
-def drive(server: "Server", conn: "Connection", cmd: "Command",
+def drive(server: Server, conn: Connection, cmd: Command,
           steps: Generator[None, None, Any], finish: Callable[[Any], None],
           on_failure: Callable[[], None] | None = None, complete: bool = False) -> None:
     """Run ``steps``: the first step now; if it is not done, the rest in later loop steps
@@ -221,7 +229,7 @@ def drive(server: "Server", conn: "Connection", cmd: "Command",
     server.loop.call_soon(_step, server, conn, cmd, steps, finish, on_failure, complete)
 
 
-def _step(server: "Server", conn: "Connection", cmd: "Command",
+def _step(server: Server, conn: Connection, cmd: Command,
           steps: Generator[None, None, Any], finish: Callable[[Any], None],
           on_failure: Callable[[], None] | None, complete: bool = False) -> None:
     if conn.closed and not complete:
@@ -247,7 +255,7 @@ def _step(server: "Server", conn: "Connection", cmd: "Command",
         conn.end_busy()
 
 
-def _failed(conn: "Connection", cmd: "Command", reason: str,
+def _failed(conn: Connection, cmd: Command, reason: str,
             on_failure: Callable[[], None] | None) -> None:
     if on_failure is not None:
         on_failure()
@@ -257,7 +265,7 @@ def _failed(conn: "Connection", cmd: "Command", reason: str,
 STEP_SECONDS = 0.01  # how long one step of a query on a queue may send results
 
 
-def _query_queue(server: "Server", conn: "Connection", cmd: "Command", queue: Any,
+def _query_queue(server: Server, conn: Connection, cmd: Command, queue: Any,
                  filt: Any) -> Generator[None, None, dict[str, int]]:
     """A ``sow`` query on a queue: the messages that could be delivered now, read-only
     (in steps: a generator)."""
@@ -275,7 +283,7 @@ def _query_queue(server: "Server", conn: "Connection", cmd: "Command", queue: An
     return {"records_returned": len(records), "matches": len(records), "topic_matches": total}
 
 
-def sow(server: "Server", conn: "Connection", cmd: "Command") -> None:
+def sow(server: Server, conn: Connection, cmd: Command) -> None:
     acks_early(conn, cmd)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, "sow without a topic")
@@ -283,7 +291,7 @@ def sow(server: "Server", conn: "Connection", cmd: "Command") -> None:
           lambda counts: acks_final(conn, cmd, processed=False, **counts))
 
 
-def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> None:
+def sow_and_subscribe(server: Server, conn: Connection, cmd: Command) -> None:
     acks_early(conn, cmd)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
@@ -343,7 +351,7 @@ def sow_and_subscribe(server: "Server", conn: "Connection", cmd: "Command") -> N
                                          replacing=replacing), finish, unsubscribe)
 
 
-def _aggregated_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
+def _aggregated_subscription(server: Server, conn: Connection, cmd: Command, sub_id: str,
                              filt: Any, delta: bool, topic: Any, registered: list[Any],
                              finish: Callable[[dict[str, int]], None],
                              unsubscribe: Callable[[], None]) -> None:
@@ -366,7 +374,7 @@ def _aggregated_subscription(server: "Server", conn: "Connection", cmd: "Command
                      registered, finish, unsubscribe)
 
 
-def _with_live_state(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
+def _with_live_state(server: Server, conn: Connection, cmd: Command, sub_id: str,
                      filt: Any, delta: bool, state: Any,
                      steps: Callable[[Callable[[], None]], Generator[None, None, Any]],
                      registered: list[Any], finish: Callable[[dict[str, int]], None],
@@ -388,7 +396,7 @@ def _with_live_state(server: "Server", conn: "Connection", cmd: "Command", sub_i
     drive(server, conn, cmd, steps(subscribe), finish_live, unsubscribe)
 
 
-def _historical_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
+def _historical_subscription(server: Server, conn: Connection, cmd: Command, sub_id: str,
                              filt: Any, delta: bool, cut: float) -> Any:
     """The subscription of a historical ``sow_and_subscribe``: a transaction-log cursor from
     the first message logged at or after ``cut``, the instant the SOW state was read as of
@@ -412,7 +420,7 @@ def _historical_subscription(server: "Server", conn: "Connection", cmd: "Command
     return sub
 
 
-def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
+def sow_delete(server: Server, conn: Connection, cmd: Command) -> None:
     acks_early(conn, cmd)
     topic_name = cmd.topic
     if not topic_name:
@@ -483,8 +491,8 @@ def sow_delete(server: "Server", conn: "Connection", cmd: "Command") -> None:
                  server, position)
 
 
-def _delete_acks(conn: "Connection", cmd: "Command", counts: dict[str, int],
-                 server: "Server | None" = None, position: int = 0) -> None:
+def _delete_acks(conn: Connection, cmd: Command, counts: dict[str, int],
+                 server: Server | None = None, position: int = 0) -> None:
     if "processed" in cmd.acks:
         conn.ack(cmd, "processed")
     if "persisted" in cmd.acks and cmd.seq is not None:
@@ -496,14 +504,14 @@ def _delete_acks(conn: "Connection", cmd: "Command", counts: dict[str, int],
     acks_final(conn, cmd, processed=False, **counts)
 
 
-def _removed(server: "Server", topic_name: str, records: list[Any]) -> None:
+def _removed(server: Server, topic_name: str, records: list[Any]) -> None:
     send_oof(server, topic_name, records, reasons.OOF_DELETED)
     if server.derived is not None:
         server.derived.removed(topic_name, records, reasons.OOF_DELETED)
     server.actions.deleted(topic_name, records)
 
 
-def delete_records(server: "Server", topic_name: str, filter_text: str) -> int:
+def delete_records(server: Server, topic_name: str, filter_text: str) -> int:
     """``sow_delete`` by filter on behalf of the server itself (actions); returns the count."""
 
     topic = server.sowsvc.get(topic_name) if server.sowsvc is not None else None
@@ -522,7 +530,7 @@ def delete_records(server: "Server", topic_name: str, filter_text: str) -> int:
     return result.records_deleted
 
 
-def store_publish(server: "Server", topic: Any, msg: Message, delta: bool,
+def store_publish(server: Server, topic: Any, msg: Message, delta: bool,
                   position: int, key: str | None = None, stamp: float | None = None) -> None:
     """Upsert (or merge, for delta_publish) a published message into its SOW topic and
     prepare ``msg`` for the fan-out: the stored body, its SowKey, the record it replaced (for

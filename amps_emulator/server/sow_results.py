@@ -7,11 +7,20 @@ the server package, so both query modules import it and neither imports the othe
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Generator, Iterator, Protocol
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.bookmarks import (EPOCH, Bookmark, BookmarkError, BookmarkList, BookmarkRange,
-                                BookmarkTimestamp, format_timestamp, parse_bookmark)
+from amps_emulator.protocol.bookmarks import (
+    EPOCH,
+    Bookmark,
+    BookmarkError,
+    BookmarkList,
+    BookmarkRange,
+    BookmarkTimestamp,
+    format_timestamp,
+    parse_bookmark,
+)
 from amps_emulator.protocol.codec import frame, sow_batch
 from amps_emulator.protocol.reasons import CommandError
 
@@ -24,7 +33,7 @@ class ResultsOut(Protocol):
 
     def send(self, data: bytes) -> None: ...
 
-    def ack(self, cmd: "Command", ack_type: str, status: str = ..., reason: str | None = ...,
+    def ack(self, cmd: Command, ack_type: str, status: str = ..., reason: str | None = ...,
             **kw: Any) -> None: ...
 
 
@@ -40,14 +49,14 @@ MAX_BATCH_SIZE = 10_000
 DEFAULT_BATCH_SIZE = 10
 
 
-def _batch_size(cmd: "Command") -> int:
+def _batch_size(cmd: Command) -> int:
     size = cmd.batch_size if cmd.batch_size is not None else DEFAULT_BATCH_SIZE
     if size < 1 or size > MAX_BATCH_SIZE:
         raise CommandError(reasons.INVALID_BATCH_SIZE, f"batch_size {size} is not 1..{MAX_BATCH_SIZE}")
     return size
 
 
-def _count_option(cmd: "Command", name: str, header_value: int | None) -> int | None:
+def _count_option(cmd: Command, name: str, header_value: int | None) -> int | None:
     """``top_n``/``skip_n`` from the header, or from the options (``top_n=5``)."""
     value = header_value
     opt = cmd.opts.get(name)
@@ -62,7 +71,7 @@ def _count_option(cmd: "Command", name: str, header_value: int | None) -> int | 
     return value
 
 
-def _top_n(cmd: "Command") -> int | None:
+def _top_n(cmd: Command) -> int | None:
     return _count_option(cmd, "top_n", cmd.top_n)
 
 
@@ -98,7 +107,7 @@ def _bookmark_instant(server: HasTxLog, text: str) -> float | None:
     return min(instants) if instants else None
 
 
-def history_cuts(server: HasTxLog, cmd: "Command", topics: list[Any], common: bool
+def history_cuts(server: HasTxLog, cmd: Command, topics: list[Any], common: bool
                  ) -> dict[str, float] | None:
     """For a ``sow``/``sow_and_subscribe`` with a ``bookmark``: the instant each topic with
     ``History`` is read as of (None: a current query; topics without History ignore the
@@ -118,7 +127,7 @@ def history_cuts(server: HasTxLog, cmd: "Command", topics: list[Any], common: bo
     return {t.spec.name: cut for t in topics}
 
 
-def begin_results(conn: ResultsOut, cmd: "Command", qid: str) -> str:
+def begin_results(conn: ResultsOut, cmd: Command, qid: str) -> str:
     """The query is accepted: the ``processed`` ack and ``group_begin`` go out (the records
     follow as they are ready). Returns the query id."""
     if cmd.query_id is None:
@@ -129,7 +138,7 @@ def begin_results(conn: ResultsOut, cmd: "Command", qid: str) -> str:
     return qid
 
 
-def run_topic_steps(conn: ResultsOut, cmd: "Command", steps: list[Generator[None, None, Any]],
+def run_topic_steps(conn: ResultsOut, cmd: Command, steps: list[Generator[None, None, Any]],
                     on_snapshot: Callable[[], None] | None = None
                     ) -> Generator[None, None, tuple[str, list[Any]]]:
     """Drive topic query generators (:meth:`sow.topic.Topic.query_steps`): the first step of

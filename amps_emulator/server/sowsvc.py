@@ -30,18 +30,17 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import re
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.delivery import send_oof
+from amps_emulator.server.router import compile_topic_regex, is_regex_topic
+from amps_emulator.server.views import derived_specs
 from amps_emulator.sow import Sow, SowDamagedError, Topic, TopicSpec
 from amps_emulator.sow.history import HistorySpec
 from amps_emulator.sow.spec import TRANSIENT
-from amps_emulator.server.views import derived_specs
-from amps_emulator.server.delivery import send_oof
-from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
@@ -70,7 +69,7 @@ def spec_from_config(t: Any) -> TopicSpec:
 
 
 class SowService:
-    def __init__(self, server: "Server", config: Any) -> None:
+    def __init__(self, server: Server, config: Any) -> None:
         self.server = server
         self.config = config
         #: containers of logical topics (Topic with a Pattern), in configuration order

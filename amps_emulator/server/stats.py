@@ -127,7 +127,7 @@ def _disks() -> list[dict]:
 class Sampler:
     """Samples counters every ``interval`` seconds (real time) and keeps the rates."""
 
-    def __init__(self, server: "Server", interval: float) -> None:
+    def __init__(self, server: Server, interval: float) -> None:
         self.server = server
         self.interval = interval
         self.timer: Any = None
@@ -236,7 +236,7 @@ def _socket_queues(conn: Any) -> tuple[int, int]:
     return rx, tx + tr.get_write_buffer_size()
 
 
-def _clients(server: "Server", sm: Sampler) -> list[dict]:
+def _clients(server: Server, sm: Sampler) -> list[dict]:
     out = []
     for conn in sorted(server.connections, key=lambda c: c.conn_id):
         k = conn.conn_id
@@ -262,7 +262,7 @@ def _clients(server: "Server", sm: Sampler) -> list[dict]:
     return out
 
 
-def _processors(server: "Server", sm: Sampler) -> list[dict]:
+def _processors(server: Server, sm: Sampler) -> list[dict]:
     received, found = server.stats["published"], server.stats["delivered"]
     out = []
     for pid, desc in (("all", "AMPS Aggregate Processor Stats"),
@@ -278,7 +278,7 @@ def _processors(server: "Server", sm: Sampler) -> list[dict]:
     return out
 
 
-def _sow(server: "Server", sm: Sampler) -> list[dict]:
+def _sow(server: Server, sm: Sampler) -> list[dict]:
     if server.sowsvc is None:
         return []
     out = []
@@ -301,7 +301,7 @@ def _sow(server: "Server", sm: Sampler) -> list[dict]:
     return out
 
 
-def _views(server: "Server") -> list[dict]:
+def _views(server: Server) -> list[dict]:
     out = []
     for v in server.config.views:
         out.append({"id": f"{v.name}!{v.message_type or 'json'}", "topic": v.name,
@@ -311,7 +311,7 @@ def _views(server: "Server") -> list[dict]:
     return out
 
 
-def _queues(server: "Server") -> list[dict]:
+def _queues(server: Server) -> list[dict]:
     svc = server.queuesvc
     if svc is None:
         return []
@@ -339,7 +339,7 @@ def _queues(server: "Server") -> list[dict]:
     return out
 
 
-def _subscriptions(server: "Server") -> list[dict]:
+def _subscriptions(server: Server) -> list[dict]:
     out = []
     for conn in sorted(server.connections, key=lambda c: c.conn_id):
         for sid, sub in conn.subs.items():
@@ -361,7 +361,7 @@ def _sub_text(sub: Any, what: str) -> str:
                     if k != "bookmark")
 
 
-def _txlog(server: "Server") -> dict:
+def _txlog(server: Server) -> dict:
     tx = server.txlog
     if tx is None or tx.journal is None:
         return {}
@@ -382,7 +382,7 @@ def _txlog(server: "Server") -> dict:
     return out
 
 
-def _transports(server: "Server") -> list[dict]:
+def _transports(server: Server) -> list[dict]:
     return [{"id": lst.name, "name": lst.name, "type": "tcp", "message_type": lst.message_type,
              "is_enabled": "true" if lst.server is not None else "false",
              "inet_addr": f"{lst.host}:{lst.port}", "uri": lst.uri}
@@ -395,7 +395,7 @@ def _uptime(seconds: float) -> str:
     return f"{int(h):02d}:{int(m):02d}:{s:09.6f}"
 
 
-def tree(server: "Server", sm: Sampler) -> dict:
+def tree(server: Server, sm: Sampler) -> dict:
     net = []
     for name, v in sorted(_net_counters().items()):
         rin, rout = sm.net_rates.get(name, (0.0, 0.0))

@@ -5,7 +5,8 @@ those imports it without importing the others."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.filter import FilterError, compile_filter
@@ -32,7 +33,7 @@ def compile_filter_for(filter_text: str | None) -> Callable[..., bool] | None:
         raise CommandError(reasons.BAD_FILTER, str(exc)) from None
 
 
-def register_subscription(server: "Server", conn: "Connection", cmd: "Command", sub_id: str,
+def register_subscription(server: Server, conn: Connection, cmd: Command, sub_id: str,
                           filt: Any, delta: bool) -> Subscription:
     """Add a live (non-bookmark) subscription, replacing one with the same id."""
     sub = Subscription(conn, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)

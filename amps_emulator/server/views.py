@@ -46,13 +46,11 @@ from amps_emulator.protocol.filter.values import resolve
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.sow import TopicSpec
 from amps_emulator.sow.aggregate import parse_aggregation
-from amps_emulator.sow.paths import path_text
-
-from .aggregated_subscription import GroupTracker
 from amps_emulator.sow.delta import encode as encode_doc
-from amps_emulator.sow.paths import parse_path
+from amps_emulator.sow.paths import parse_path, path_text
 from amps_emulator.sow.record import Record
 
+from .aggregated_subscription import GroupTracker
 from .delivery import UNDECODED, Message, fan_out, send_oof
 from .sow_commands import store_publish
 from .subscribe import compile_filter_for
@@ -87,7 +85,7 @@ class _Derived:
     (``sources``), ``build()``, ``published``/``removed`` for changes to a source, ``close()``.
     A source that is not a SOW topic raises ``LookupError`` with its name."""
 
-    def __init__(self, server: "Server", cfg: Any, sources: list[str]) -> None:
+    def __init__(self, server: Server, cfg: Any, sources: list[str]) -> None:
         sow = server.sowsvc
         self.server = server
         self.name = cfg.name
@@ -105,7 +103,7 @@ class _Derived:
 
 
 class _View(_Derived):
-    def __init__(self, server: "Server", cfg: Any) -> None:
+    def __init__(self, server: Server, cfg: Any) -> None:
         super().__init__(server, cfg, [cfg.underlying_topic])
         underlying = self.underlying = self.inputs[0]
         topic = self.topic
@@ -130,13 +128,13 @@ class _View(_Derived):
         _apply_groups(self.server, self.topic, self.groups.change(msg.sow_key, joined, msg.doc),
                       reasons.OOF_MATCH)
 
-    def removed(self, topic: str, rec: "Record", reason: str) -> None:
+    def removed(self, topic: str, rec: Record, reason: str) -> None:
         if rec.sow_key in self.groups:
             _apply_groups(self.server, self.topic, self.groups.change(rec.sow_key, False, None),
                           reason)
 
 
-def _apply_groups(server: "Server", topic: "Topic", touched: list, reason: str) -> None:
+def _apply_groups(server: Server, topic: Topic, touched: list, reason: str) -> None:
     """Publish each touched group's new record on the view, delete the groups now gone."""
     derived = server.derived
     for out, previous in touched:
@@ -171,10 +169,10 @@ class _JoinRows:
 
     def __init__(self, name: str) -> None:
         self.spec = TopicSpec(name, durability="transient")
-        self.rows: dict[str, "Record"] = {}
+        self.rows: dict[str, Record] = {}
         self.seq = 0
 
-    def get(self, key: str) -> "Record | None":
+    def get(self, key: str) -> Record | None:
         return self.rows.get(key)
 
 
@@ -183,7 +181,7 @@ class _JoinView(_Derived):
     docstring): every join relates a field of a topic already in the view (the first join's
     left topic starts it) to a field of a new topic."""
 
-    def __init__(self, server: "Server", cfg: Any) -> None:
+    def __init__(self, server: Server, cfg: Any) -> None:
         from amps_emulator.config.values import parse_join
 
         self.null_equal = cfg.join_null_equivalency
@@ -246,7 +244,7 @@ class _JoinView(_Derived):
                 else:
                     bucket.discard(skey)
 
-    def _combos(self, left: "Record") -> list[list["Record | None"]]:
+    def _combos(self, left: Record) -> list[list[Record | None]]:
         combos: list[list[Record | None]] = [[left] + [None] * (len(self.topics) - 1)]
         for known, kf, new, nf in self.links:
             out = []
@@ -347,12 +345,12 @@ class _JoinView(_Derived):
         self.changed(topic, msg.sow_key, None if prev is UNDECODED else prev, msg.doc,
                      reasons.OOF_MATCH)
 
-    def removed(self, topic: str, rec: "Record", reason: str) -> None:
+    def removed(self, topic: str, rec: Record, reason: str) -> None:
         self.changed(topic, rec.sow_key, rec.doc, None, reason)
 
 
 class _Conflated(_Derived):
-    def __init__(self, server: "Server", cfg: Any) -> None:
+    def __init__(self, server: Server, cfg: Any) -> None:
         super().__init__(server, cfg, [cfg.underlying_topic])
         self.underlying = self.inputs[0]
         self.interval = cfg.interval
@@ -376,7 +374,7 @@ class _Conflated(_Derived):
         else:
             self._waiting[msg.sow_key] = (reasons.OOF_MATCH,)
 
-    def removed(self, topic: str, rec: "Record", reason: str) -> None:
+    def removed(self, topic: str, rec: Record, reason: str) -> None:
         self._waiting[rec.sow_key] = (reason,)
 
     def _tick(self) -> None:
@@ -401,7 +399,7 @@ class _Conflated(_Derived):
 class DerivedTopics:
     """Every view and conflated topic of the server, fed by the changes to SOW topics."""
 
-    def __init__(self, server: "Server", config: Any) -> None:
+    def __init__(self, server: Server, config: Any) -> None:
         self.server = server
         self.by_underlying: dict[str, list[Any]] = {}
         self.names: set[str] = set()
@@ -443,7 +441,7 @@ class DerivedTopics:
             except Exception:  # the publish itself is done: a view must not fail it
                 log.exception("%s: update for %s failed", d.name, msg.sow_key)
 
-    def removed(self, topic: str, records: list["Record"], reason: str) -> None:
+    def removed(self, topic: str, records: list[Record], reason: str) -> None:
         for d in self.by_underlying.get(topic, ()):
             for rec in records:
                 try:
@@ -452,7 +450,7 @@ class DerivedTopics:
                     log.exception("%s: removal of %s failed", d.name, rec.sow_key)
 
     # -- writes to derived topics ---------------------------------------------------------
-    def store(self, topic: "Topic", skey: str, data: bytes, doc: Any) -> None:
+    def store(self, topic: Topic, skey: str, data: bytes, doc: Any) -> None:
         """Upsert a derived record and deliver it as any SOW publish is (never journalled)."""
         name = topic.spec.name
         msg = Message(name, data, None, None, skey, None, "", doc)
@@ -461,7 +459,7 @@ class DerivedTopics:
         fan_out(self.server, msg)
         self.published(name, msg)  # views over this one
 
-    def delete(self, topic: "Topic", skey: str, reason: str) -> None:
+    def delete(self, topic: Topic, skey: str, reason: str) -> None:
         name = topic.spec.name
         self.server.request_turn_end()
         recs = topic.delete_by_keys([skey]).records

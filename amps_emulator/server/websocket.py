@@ -114,7 +114,7 @@ def _sow_messages(outer: bytes, rest: bytes) -> list[tuple[bytes, bool]]:
 class WebSocketProtocol(asyncio.Protocol):
     """The socket side of one WebSocket client; the transport of its :class:`Connection`."""
 
-    def __init__(self, server: "Server", listener: "Listener") -> None:
+    def __init__(self, server: Server, listener: Listener) -> None:
         self.server = server
         self.listener = listener
         # max_size: one client message; a whole command is checked against it below too

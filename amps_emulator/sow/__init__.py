@@ -20,8 +20,7 @@ growth), ``tables`` (in-memory index tables), ``index`` (hash and memo indexes),
 
 from .delta import changed_fields, delta_message, merge
 from .keys import generate_sow_key, parse_sow_keys, validate_sow_key
-from .query import (DeleteResult, PublishResult, QueryResult, apply_select, parse_order_by,
-                    parse_select)
+from .query import DeleteResult, PublishResult, QueryResult, apply_select, parse_order_by, parse_select
 from .record import Record, amps_timestamp
 from .spec import TopicSpec, expand_file_name
 from .store import Sow, SowDamagedError, SowStore, TopicStore, TransientStore, env_directory

@@ -76,8 +76,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import msgspec
 
@@ -452,7 +453,7 @@ def _close(masked: str, open_at: int) -> int:
     return -1
 
 
-def parse_aggregation(opts: Mapping[str, Any]) -> "Aggregation | None":
+def parse_aggregation(opts: Mapping[str, Any]) -> Aggregation | None:
     """The aggregation a command's options (``cmd.opts``) ask for, ``None`` if they ask for
     none.  ``CommandError(invalid options)`` if the options are bad or only one is given."""
     grouping, projection = opts.get("grouping"), opts.get("projection")
@@ -559,7 +560,7 @@ class Aggregation:
     aggs: tuple[tuple[str, int], ...]
     args: tuple[Any, ...]
 
-    def aggregator(self, domain: str) -> "Aggregator":
+    def aggregator(self, domain: str) -> Aggregator:
         """A fresh accumulator; ``domain`` (the topic name) seeds the groups' SowKeys."""
         return Aggregator(self, domain)
 

@@ -27,9 +27,10 @@ exactly the rows, and returns exactly the documents, of the general loop.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Iterator
 from contextlib import nullcontext
 from itertools import islice
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import msgspec
 

@@ -18,7 +18,8 @@ the changed fields plus the SOW key fields (AMPS always includes them, ``send_ke
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import msgspec
 

@@ -30,8 +30,8 @@ batch as the records.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 from .record import Record, decode_record, encode_record
 
@@ -118,7 +118,7 @@ class History:
         for k, _ in rows[:min(upto, len(rows))]:
             self.table.delete(k)
 
-    def prune(self, now: float, current_of: Callable[[str], "Record | None"],
+    def prune(self, now: float, current_of: Callable[[str], Record | None],
               start: bytes | None = None, limit: int | None = None
               ) -> tuple[int, bytes | None]:
         """Window maintenance over the table from ``start`` (None: the beginning), about
@@ -169,7 +169,7 @@ class History:
         a = _us(at)
         return (a + 1 if g == 0 else (a // g) * g) / 1_000_000
 
-    def state(self, cut: float, now: float) -> "StateAsOf | None":
+    def state(self, cut: float, now: float) -> StateAsOf | None:
         """An accumulator for the state just before ``cut``; ``None`` if the cut is before
         the window (the state is then empty, whatever was there)."""
         if self.spec.window is not None and cut < now - self.spec.window:

@@ -39,8 +39,9 @@ from __future__ import annotations
 import hashlib
 import re
 import struct
+from collections.abc import Iterable
 from itertools import product
-from typing import Any, Iterable
+from typing import Any
 
 from amps_emulator.protocol.filter.values import elements, parse_number, resolve
 

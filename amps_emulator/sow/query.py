@@ -26,13 +26,14 @@ SOWRecoveryPointAdapter).  Paths with array indexes are refused with
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import msgspec
 
-from amps_emulator.protocol.reasons import INVALID_OPTIONS, INVALID_ORDER_BY, CommandError
 from amps_emulator.protocol.filter.values import first, resolve
+from amps_emulator.protocol.reasons import INVALID_OPTIONS, INVALID_ORDER_BY, CommandError
 
 from .paths import PathError, parse_path
 from .record import Record
@@ -140,7 +141,7 @@ class _Desc:
     def __init__(self, s: str) -> None:
         self.s = s
 
-    def __lt__(self, other: "_Desc") -> bool:
+    def __lt__(self, other: _Desc) -> bool:
         return other.s < self.s
 
     def __eq__(self, other: object) -> bool:

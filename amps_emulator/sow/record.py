@@ -85,7 +85,7 @@ class Record:
         e = self.expiration
         return e is not None and e <= now
 
-    def with_data(self, data: bytes, doc: Any = _UNSET) -> "Record":
+    def with_data(self, data: bytes, doc: Any = _UNSET) -> Record:
         """A copy with another body (used for ``select`` projections)."""
         return Record(self.sow_key, data, bookmark=self.bookmark, timestamp=self.timestamp,
                       expiration=self.expiration, position=self.position, headers=self.headers,

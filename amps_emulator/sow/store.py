@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Iterable, Protocol, runtime_checkable
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol, runtime_checkable
 
-from .backend import LmdbBackend, MemoryBackend
 import lmdb
 
+from .backend import LmdbBackend, MemoryBackend
 from .lmdbenv import LmdbEnv, SowDamagedError, move_aside
 from .query import DeleteResult, PublishResult, QueryResult
 from .record import Record

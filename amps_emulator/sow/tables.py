@@ -12,8 +12,8 @@ O(log n + LOAD) inserts and deletes and ordered range iteration without any depe
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Iterator
 from itertools import islice
-from typing import Iterator
 
 __all__ = ["SortedKeys", "MemOrderedSet", "MemHashTable", "MemKVTable"]
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 import hashlib
 import heapq
 import logging
+from collections.abc import Callable, Generator, Iterable
 from itertools import islice
-from typing import Any, Callable, Generator, Iterable, TypedDict
+from typing import Any, TypedDict
 
 import msgspec
 
@@ -26,14 +27,27 @@ from amps_emulator.protocol.filter import MessageContext, compile_filter
 from amps_emulator.protocol.reasons import BAD_FILTER, CommandError
 
 from .delta import merge
-from .history import TABLE as _HISTORY_TABLE, History
 from .expiry import deadline, expiry_bound, expiry_key, skey_of_key
+from .history import TABLE as _HISTORY_TABLE
+from .history import History
 from .index import HashIndex, MemoIndex
 from .keys import KeyGenerator, parse_sow_keys, validate_sow_key
 from .paths import parse_path, path_text, top_level_names
-from .planner import Plan, identifier_paths, log as plan_log, needs_context, plan_query
-from .query import (DeleteResult, OrderBy, PublishResult, QueryResult, Select, order_key, page,
-                    parse_order_by, parse_select, project, sort_records)
+from .planner import Plan, identifier_paths, needs_context, plan_query
+from .planner import log as plan_log
+from .query import (
+    DeleteResult,
+    OrderBy,
+    PublishResult,
+    QueryResult,
+    Select,
+    order_key,
+    page,
+    parse_order_by,
+    parse_select,
+    project,
+    sort_records,
+)
 from .record import Record
 from .spec import TopicSpec
 
@@ -137,7 +151,7 @@ class Topic:
         self._applied_dirty = False
         #: called (with the topic) when its metadata first needs writing since the last
         #: flush, so a store of many topics flushes only those (set by the store)
-        self.on_meta_dirty: Callable[["Topic"], None] | None = None
+        self.on_meta_dirty: Callable[[Topic], None] | None = None
         #: while a stepped delete runs: the highest position recorded as applied (recovery
         #: must replay the delete if the server stops half-way)
         self._applied_hold: int | None = None

@@ -87,97 +87,97 @@ class Identifier:
 
 @dataclass(frozen=True, slots=True)
 class And:
-    terms: tuple["Expr", ...]
+    terms: tuple[Expr, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Or:
-    terms: tuple["Expr", ...]
+    terms: tuple[Expr, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class Not:
-    operand: "Expr"
+    operand: Expr
 
 
 @dataclass(frozen=True, slots=True)
 class Compare:
     op: str
-    left: "Expr"
-    right: "Expr"
+    left: Expr
+    right: Expr
 
 
 @dataclass(frozen=True, slots=True)
 class Between:
-    operand: "Expr"
-    low: "Expr"
-    high: "Expr"
+    operand: Expr
+    low: Expr
+    high: Expr
     negated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class In:
-    operand: "Expr"
-    items: tuple["Expr", ...]
+    operand: Expr
+    items: tuple[Expr, ...]
     negated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Like:
-    operand: "Expr"
+    operand: Expr
     pattern: str
     negated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class BeginsWith:
-    operand: "Expr"
-    items: tuple["Expr", ...]
+    operand: Expr
+    items: tuple[Expr, ...]
     negated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class EndsWith:
-    operand: "Expr"
-    items: tuple["Expr", ...]
+    operand: Expr
+    items: tuple[Expr, ...]
     negated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class IsNull:
-    operand: "Expr"
+    operand: Expr
     negated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class IsNaN:
-    operand: "Expr"
+    operand: Expr
     negated: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class Arith:
     op: str
-    left: "Expr"
-    right: "Expr"
+    left: Expr
+    right: Expr
 
 
 @dataclass(frozen=True, slots=True)
 class Negate:
-    operand: "Expr"
+    operand: Expr
 
 
 @dataclass(frozen=True, slots=True)
 class If:
-    cond: "Expr"
-    then: "Expr"
-    otherwise: "Expr"
+    cond: Expr
+    then: Expr
+    otherwise: Expr
 
 
 @dataclass(frozen=True, slots=True)
 class Call:
     name: str
-    args: tuple["Expr", ...] = ()
+    args: tuple[Expr, ...] = ()
 
 
 Expr = Union[Literal, Identifier, And, Or, Not, Compare, Between, In, Like, BeginsWith,

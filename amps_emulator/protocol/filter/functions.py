@@ -16,9 +16,9 @@ import hashlib
 import math
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Callable
+from datetime import UTC, datetime
 
 from amps_emulator.protocol.saferegex import SafePattern, compile_pattern, translate_regex
 
@@ -51,7 +51,7 @@ def _register(name: str, min_args: int, max_args: int | None = -1, *, kind: str 
 
 # ---- regular expressions (shared with LIKE): protocol.saferegex bounds their cost ----------
 
-def regex(pattern: str) -> "SafePattern":
+def regex(pattern: str) -> SafePattern:
     """Compile a PCRE-style pattern (cached); raises ``re.error`` if no engine can run it.
 
     Matching is byte-oriented like AMPS (not unicode-aware): ``\\d``, ``\\w``, ``\\s`` and
@@ -256,7 +256,7 @@ def _strftime(fmt, ts):
     if not fmt or t is None:
         return None
     try:
-        dt = datetime.fromtimestamp(t, tz=timezone.utc)
+        dt = datetime.fromtimestamp(t, tz=UTC)
     except (OverflowError, OSError, ValueError):
         return None
     out = []
@@ -297,7 +297,7 @@ def _strptime(text, fmt):
     except ValueError:
         return None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return dt.timestamp()
 
 
