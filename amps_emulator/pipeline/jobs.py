@@ -123,7 +123,7 @@ def _enqueued(queues):
         import pyarrow as pa
 
         from amps_emulator.protocol.filter import compile_filter
-        from amps_emulator.server.router import compile_topic_regex, is_regex_topic
+        from amps_emulator.protocol.topics import compile_topic_regex, is_regex_topic
 
         tests = []
         for name, underlying, flt in queues:

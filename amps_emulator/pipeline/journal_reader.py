@@ -177,7 +177,7 @@ class ReadOptions:
     def topic_matcher(self):
         """AMPS topic semantics: a name with a regex character is a regex that matches when it
         is found anywhere in the topic (``re.search``); otherwise the exact name."""
-        from amps_emulator.server.router import compile_topic_regex, is_regex_topic
+        from amps_emulator.protocol.topics import compile_topic_regex, is_regex_topic
 
         t = self.topic
         if t is None:
