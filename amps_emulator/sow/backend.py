@@ -30,7 +30,7 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from contextlib import nullcontext
 from itertools import islice
-from typing import Any
+from typing import Any, TypeAlias
 
 import msgspec
 
@@ -40,7 +40,7 @@ from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbKVTable, LmdbOrderedSet
 from .record import Record, decode_record, encode_record
 from .tables import MemHashTable, MemKVTable, MemOrderedSet
 
-__all__ = ["MemoryBackend", "LmdbBackend", "db_base_name"]
+__all__ = ["Backend", "MemoryBackend", "LmdbBackend", "db_base_name"]
 
 # RecursionError: a body nested deeper than msgspec decodes is no document (matches nothing)
 _decode_errors = (msgspec.DecodeError, UnicodeDecodeError, TypeError, RecursionError)
@@ -400,6 +400,10 @@ class LmdbBackend:
 
     def meta_put(self, name: str, value: Any) -> None:
         self.env.put(self.meta_db, name.encode(), _json.encode(value))
+
+
+#: the record storage of one topic (the interface above)
+Backend: TypeAlias = MemoryBackend | LmdbBackend
 
 
 # The scan loop around a filter's fields mode (protocol.filter.compiler.FieldsFilter): one
