@@ -105,7 +105,7 @@ _SLOT = "\x00agg{}"
 
 def _scalars(vals: list) -> list:
     """The non-NULL scalar values among ``vals`` (arrays as their first element)."""
-    out = []
+    out: list = []
     add = out.append
     for v in vals:
         t = type(v)
@@ -123,7 +123,7 @@ def _scalars(vals: list) -> list:
 
 
 def _numbers(vals: list) -> list:
-    out = []
+    out: list = []
     add = out.append
     for v in _scalars(vals):
         t = type(v)

@@ -63,7 +63,7 @@ def path_text(path: tuple[str | int, ...]) -> str:
     """Inverse of :func:`parse_path` for paths made of plain steps."""
     if not path:
         return "/"
-    return "".join(f"[{s}]" if type(s) is int else "/" + s for s in path)
+    return "".join(f"[{s}]" if isinstance(s, int) else "/" + s for s in path)
 
 
 def top_level_names(paths) -> set[str] | None:

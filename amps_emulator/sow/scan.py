@@ -160,7 +160,7 @@ class TopicReads(ABC):
         if self.spec.expiration is None:
             return []
         with self._b.reading():
-            keys = self._expiry.range(None, expiry_bound(now), None)
+            keys = self._expiry.range(None, expiry_bound(now), None) or []  # no limit: a list
             out = []
             for k in keys:
                 r = self._b.get(skey_of_key(k))
@@ -224,7 +224,7 @@ class TopicReads(ABC):
         return None
 
     def _create_planned_indexes(self, plan: Plan) -> None:
-        if plan.kind == "memo" and plan.index is None:
+        if plan.kind == "memo" and plan.index is None and plan.create is not None:
             plan.index = self.add_memo_index(path_text(plan.create))
         for p in plan.parts:
             self._create_planned_indexes(p)
@@ -260,9 +260,11 @@ class TopicReads(ABC):
             # a candidate costs about four scanned records (a random lookup, a Record built)
             chunk = max(1, chunk // 4)
         snap = None
+        step = 0  # records (or candidates) read per step when reading a snapshot
         if chunk and (total > chunk if cands is None else len(cands) > chunk):
             # the state just read, committed: the steps read it while writes go on
             snap = self._b.snapshot()
+            step = chunk
         try:
             desc = plan.describe()
             paths = list(order_paths)
@@ -276,16 +278,16 @@ class TopicReads(ABC):
                 desc += f" ({len(cands)} candidates)"
             rows: list[tuple[Record, Any]] = []
             if snap is not None:
-                desc += f" in steps of {chunk}"
+                desc += f" in steps of {step}"
                 yield  # the snapshot is taken
                 if cands is None:
-                    for part in self._b.scan_steps(snap, chunk, f, decoder, dead, ctx_of,
+                    for part in self._b.scan_steps(snap, step, f, decoder, dead, ctx_of,
                                                    names):
                         rows.extend(part)
                         yield
                 else:
-                    for i in range(0, len(cands), chunk):
-                        rows.extend(self._check(self._b.get_many_in(snap, cands[i:i + chunk]),
+                    for i in range(0, len(cands), step):
+                        rows.extend(self._check(self._b.get_many_in(snap, cands[i:i + step]),
                                                 f, decoder, dead, ctx_of))
                         yield
                     self._b.natural_order(rows)

@@ -117,7 +117,7 @@ class Topic(TopicReads):
                 memo_fields.append(f)
         present = set(stored)
         new_defs = []
-        to_build = []
+        to_build: list[HashIndex | MemoIndex] = []
         for fields in wanted_hash:
             ix = HashIndex(fields, self._b.hash_table(_index_table_name("h", fields)))
             self.hash_indexes.append(ix)
@@ -128,11 +128,11 @@ class Topic(TopicReads):
             p = parse_path(f)
             if p in self.memo_indexes:
                 continue
-            ix = MemoIndex(f, self._b.ordered_table(_index_table_name("m", (path_text(p),))))
-            self.memo_indexes[p] = ix
+            mx = MemoIndex(f, self._b.ordered_table(_index_table_name("m", (path_text(p),))))
+            self.memo_indexes[p] = mx
             new_defs.append(("memo", f))
             if ("memo", f) not in present:
-                to_build.append(ix)
+                to_build.append(mx)
         for d in stored:  # indexes no longer configured
             if d not in new_defs:
                 kind, *fs = d
@@ -143,8 +143,9 @@ class Topic(TopicReads):
         if [list(d) for d in new_defs] != [list(d) for d in stored]:
             self._b.meta_put("indexes", [list(d) for d in new_defs])
 
-    def _build(self, indexes: list) -> None:
-        paths = [p for ix in indexes for p in (ix.paths if ix.kind == "hash" else (ix.path,))]
+    def _build(self, indexes: list[HashIndex | MemoIndex]) -> None:
+        paths = [p for ix in indexes
+                 for p in (ix.paths if isinstance(ix, HashIndex) else (ix.path,))]
         for ix in indexes:
             ix.clear()
         for skey, doc in self._b.iter_docs(self._decoder_for(paths)):
@@ -321,8 +322,8 @@ class Topic(TopicReads):
                 for ix in hix:
                     ix.update(old_doc, new_doc, key)
                 if mix:
-                    for ix in mix.values():
-                        ix.update(old_doc, new_doc, key)
+                    for mx in mix.values():
+                        mx.update(old_doc, new_doc, key)
             if oexp is not None and oexp != rec.expiration:
                 self._expiry.discard(expiry_key(oexp, key))
         elif hix or mix:
@@ -330,8 +331,8 @@ class Topic(TopicReads):
             for ix in hix:
                 ix.add(new_doc, key)
             if mix:
-                for ix in mix.values():
-                    ix.add(new_doc, key)
+                for mx in mix.values():
+                    mx.add(new_doc, key)
         exp = rec.expiration
         if exp is not None and (old is None or old.expiration != exp):
             self._expiry.add(expiry_key(exp, key))
@@ -356,8 +357,8 @@ class Topic(TopicReads):
         self._b.delete(key)
         for ix in self.hash_indexes:
             ix.remove(idoc, key)
-        for ix in self.memo_indexes.values():
-            ix.remove(idoc, key)
+        for mx in self.memo_indexes.values():
+            mx.remove(idoc, key)
         if rec.expiration is not None:
             self._expiry.discard(expiry_key(rec.expiration, key))
 
@@ -375,7 +376,8 @@ class Topic(TopicReads):
         if limit is not None:
             limit = max(0, limit - len(out))
         for r in self._due(now, limit):
-            self._remove(r, r.expiration)
+            at = r.expiration  # due: not None
+            self._remove(r, now if at is None else at)
             out.append(r)
         return out
 
@@ -440,12 +442,14 @@ class Topic(TopicReads):
         if now is None:
             now = self._clock()
         chunk = self.query_chunk if chunk is None else chunk or None
+        if not chunk:  # no steps: the caller reports result.records
+            return self.delete_by_filter(filter, now=now, position=position, plan=plan)
         match = self._match_steps(filter, None, now, (), plan, chunk)
         try:
             next(match)
         except StopIteration as stop:  # matched at once
             rows, topic_matches, desc = stop.value
-            if not chunk or len(rows) <= chunk:  # at once: the caller reports result.records
+            if len(rows) <= chunk:  # at once: the caller reports result.records
                 return self._delete_rows(rows, topic_matches, desc, position, now)
             match = None
         if position:  # from now on other writes may commit before the delete is done
@@ -491,8 +495,8 @@ class Topic(TopicReads):
         self._b.clear()
         for ix in self.hash_indexes:
             ix.clear()
-        for ix in self.memo_indexes.values():
-            ix.clear()
+        for mx in self.memo_indexes.values():
+            mx.clear()
         self._expiry.clear()
         self._pending_expired.clear()
         self._applied = 0
