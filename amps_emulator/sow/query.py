@@ -122,7 +122,7 @@ def sort_records(records: list[Record], order: OrderBy,
         return records
     keyed = [(r, doc_of(r)) for r in records]
     hints = order.as_text or (False,) * len(order.keys)
-    for (path, desc), as_text in reversed(list(zip(order.keys, hints))):
+    for (path, desc), as_text in reversed(list(zip(order.keys, hints, strict=False))):
         value = text_sort_value if as_text else sort_value
         if len(path) == 1 and type(path[0]) is str:
             name = path[0]
@@ -154,7 +154,7 @@ def order_key(order: OrderBy) -> Callable[[Any], tuple]:
     so sorted parts can be merged (:func:`heapq.merge`)."""
     hints = order.as_text or (False,) * len(order.keys)
     parts = []
-    for (path, desc), as_text in zip(order.keys, hints):
+    for (path, desc), as_text in zip(order.keys, hints, strict=False):
         value = text_sort_value if as_text else sort_value
         parts.append((path, desc, value))
 
