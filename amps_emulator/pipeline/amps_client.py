@@ -219,8 +219,14 @@ class ReliablePublisher:
                 if fn == self._send:
                     return None
 
+    def _connection(self) -> Connection:
+        conn = self.conn
+        if conn is None:
+            raise AmpsError(f"publisher {self.client_name!r} to {self.uri} is closed")
+        return conn
+
     def _send(self, topic: str, body: bytes, s: int) -> None:
-        self.conn.send({"c": "p", "t": topic, "a": "persisted", "s": s}, body)
+        self._connection().send({"c": "p", "t": topic, "a": "persisted", "s": s}, body)
 
     # -- acks ---------------------------------------------------------------------------------
     def _acked_upto(self, s: int) -> None:
@@ -234,7 +240,7 @@ class ReliablePublisher:
             del self.unacked[first]
 
     def _drain(self, wait: float) -> None:
-        for header, _ in self.conn.poll(wait):
+        for header, _ in self._connection().poll(wait):
             if header.get("c") != "ack" or header.get("a") != "persisted" or "s" not in header:
                 continue
             if header.get("status", "success") != "success" and header.get("reason") != "duplicate":
@@ -259,11 +265,12 @@ class ReliablePublisher:
             self._retrying(self._flush_once)
 
     def _flush_once(self) -> None:
-        cid = self.conn.next_id()
-        self.conn.send({"c": "flush", "cid": cid, "a": "processed"})
-        end = time.monotonic() + self.conn.timeout
+        conn = self._connection()
+        cid = conn.next_id()
+        conn.send({"c": "flush", "cid": cid, "a": "processed"})
+        end = time.monotonic() + conn.timeout
         while self.unacked and time.monotonic() < end:
-            for header, _ in self.conn.poll(1.0):
+            for header, _ in conn.poll(1.0):
                 if header.get("c") == "ack" and header.get("a") == "persisted" and "s" in header:
                     self._acked_upto(int(header["s"]))
                 elif header.get("c") == "ack" and header.get("cid") == cid:

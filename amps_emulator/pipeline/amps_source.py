@@ -96,14 +96,17 @@ class AmpsReader(DataSourceReader):
         o = self.o
         start_bm, end_bm = o.get("startingbookmark"), o.get("endingbookmark")
         t0, t1 = parse_time(o.get("startingtimestamp")), parse_time(o.get("endingtimestamp"))
-        if start_bm is None and t0 is None:
+        if start_bm is not None:
+            start = start_bm
+        elif t0 is not None:
+            start = _fmt(t0)
+        else:
             return [_Range(None)]  # a sow query
         n = int(o.get("numpartitions", 1))
         if t0 is not None and start_bm is None and end_bm is None and n > 1:
             t1 = t1 if t1 is not None else int(time.time() * 1_000_000) + 1
             cuts = [t0 + (t1 - t0) * i // n for i in range(n + 1)]
-            return [_Range(f"[{_fmt(a)}:{_fmt(b)})") for a, b in zip(cuts, cuts[1:]) if b > a]
-        start = start_bm if start_bm is not None else _fmt(t0)
+            return [_Range(f"[{_fmt(a)}:{_fmt(b)})") for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
         if end_bm is not None:
             end = end_bm
         else:
@@ -111,8 +114,11 @@ class AmpsReader(DataSourceReader):
         opening = "(" if start_bm is not None and "|" in start_bm else "["  # AMPS: after a bookmark
         return [_Range(f"{opening}{start}:{end}]")]
 
-    def read(self, partition: _Range) -> Iterator[tuple]:
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
         from .amps_client import Connection
+
+        if not isinstance(partition, _Range):
+            raise TypeError(f"amps: not an amps partition: {partition!r}")
 
         name = f"amps-spark-reader-{uuid.uuid4().hex[:12]}"
         with Connection(self.uri, name, timeout=float(self.o.get("timeout", 60))) as conn:
@@ -136,6 +142,8 @@ def _ts(text):
     if not text:
         return None
     micros = parse_time(text)
+    if micros is None:
+        return None
     return dt.datetime(1970, 1, 1, tzinfo=dt.UTC) + dt.timedelta(microseconds=micros)
 
 

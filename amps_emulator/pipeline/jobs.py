@@ -123,7 +123,7 @@ def _enqueued(queues):
         import pyarrow as pa
 
         from amps_emulator.protocol.filter import compile_filter
-        from amps_emulator.server.router import compile_topic_regex, is_regex_topic
+        from amps_emulator.protocol.topics import compile_topic_regex, is_regex_topic
 
         tests = []
         for name, underlying, flt in queues:
@@ -133,7 +133,7 @@ def _enqueued(queues):
         for b in batches:
             d = b.to_pydict()
             out: dict[str, list] = {"queue": [], "message_position": []}
-            for topic, pos, data in zip(d["topic"], d["position"], d["data"]):
+            for topic, pos, data in zip(d["topic"], d["position"], d["data"], strict=False):
                 doc = None
                 for name, covers, f in tests:
                     if not covers(topic):
@@ -185,13 +185,15 @@ def queue_audit(spark, path: str, queues: list | None = None):
         F.first(F.when(F.col("event") == "expire", F.col("reason")), ignorenulls=True).alias("expire_reason"))
     if queues:
         enq = journal(spark, path).where(F.col("command").isin("publish", "delta_publish")) \
-            .select("topic", "position", "data").mapInArrow(_enqueued(queues), "queue STRING, message_position BIGINT")
+            .select("topic", "position", "data") \
+            .mapInArrow(_enqueued(queues), "queue STRING, message_position BIGINT")
         per = enq.join(per, ["queue", "message_position"], "full") \
             .fillna(0, subset=["leases", "cancels", "lease_expires"])
     audit = per.join(msgs, "message_position", "left").withColumn(
         "state", F.when(F.col("acked_at").isNotNull(), "acked")
-        .when(F.col("expired_at").isNotNull(), F.when(F.col("expire_reason").isin("max_cancels", "max_deliveries"),
-                                                      "dead_letter").otherwise("expired"))
+        .when(F.col("expired_at").isNotNull(),
+              F.when(F.col("expire_reason").isin("max_cancels", "max_deliveries"), "dead_letter")
+              .otherwise("expired"))
         .when(F.col("first_lease_at").isNotNull(), "leased").otherwise("queued"))
     ms = lambda a, b: ((F.unix_micros(a) - F.unix_micros(b)) / 1000.0)  # noqa: E731
     audit = audit.withColumn("ms_to_first_lease", ms("first_lease_at", "enqueued_at")) \
@@ -239,8 +241,8 @@ def stats(spark, path: str, bucket_seconds: int = 1, **filters) -> dict:
         .select("queue", F.coalesce("pt", "t").alias("t"), F.lit(1).alias("delta"))
     done = ev.where(F.col("event").isin("ack", "expire")).groupBy("queue", "message_position") \
         .agg(F.min("ts").alias("t")).select("queue", "t", F.lit(-1).alias("delta"))
-    steps = enq.unionByName(done).groupBy("queue", F.window("t", f"{bucket_seconds} seconds").start.alias("second")) \
-        .agg(F.sum("delta").alias("change"))
+    second = F.window("t", f"{bucket_seconds} seconds").start.alias("second")
+    steps = enq.unionByName(done).groupBy("queue", second).agg(F.sum("delta").alias("change"))
     depth = steps.withColumn("depth", F.sum("change").over(
         Window.partitionBy("queue").orderBy("second").rowsBetween(Window.unboundedPreceding, 0)))
     return {"by_publisher": by_pub.orderBy("topic", "client_name"),

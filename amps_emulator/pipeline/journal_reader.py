@@ -177,7 +177,7 @@ class ReadOptions:
     def topic_matcher(self):
         """AMPS topic semantics: a name with a regex character is a regex that matches when it
         is found anywhere in the topic (``re.search``); otherwise the exact name."""
-        from amps_emulator.server.router import compile_topic_regex, is_regex_topic
+        from amps_emulator.protocol.topics import compile_topic_regex, is_regex_topic
 
         t = self.topic
         if t is None:
@@ -259,7 +259,7 @@ def _cut(path, first, size, summ, opts: ReadOptions, newest: bool) -> list[Journ
     idx = seg.index
     # skip what precedes the wanted positions / times: the records before index entry j have
     # smaller positions and no later timestamps than entry j
-    for p, off, ts in zip(idx.positions, idx.offsets, idx.timestamps):
+    for p, off, ts in zip(idx.positions, idx.offsets, idx.timestamps, strict=False):
         if p <= opts.after_position + 1 or (opts.start_us is not None and ts < opts.start_us):
             start = max(start, off)
         else:
@@ -272,7 +272,8 @@ def _cut(path, first, size, summ, opts: ReadOptions, newest: bool) -> list[Journ
         cuts.append(summ.size)
     if size > cuts[-1]:
         cuts.append(size)
-    out = [JournalSplit(path, a, b, first, newest and b == size) for a, b in zip(cuts, cuts[1:])]
+    out = [JournalSplit(path, a, b, first, newest and b == size)
+           for a, b in zip(cuts, cuts[1:], strict=False)]
     return out or [JournalSplit(path, start, size, first, newest)]
 
 
@@ -378,7 +379,7 @@ def read_split(split: JournalSplit, opts: ReadOptions) -> Iterator:
             c.clear()
         return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
-    for prefix, off, rec in records(split, opts):
+    for _prefix, off, rec in records(split, opts):
         kind = rec.kind
         pid = rec.publisher_id
         name = pub_names.get(pid)
@@ -414,7 +415,8 @@ def read_split(split: JournalSplit, opts: ReadOptions) -> Iterator:
         yield flush()
 
 
-def last_position(directory: str, hint: tuple[str, int, int] | None = None) -> tuple[int, tuple[str, int, int] | None]:
+def last_position(directory: str, hint: tuple[str, int, int] | None = None
+                  ) -> tuple[int, tuple[str, int, int] | None]:
     """The position of the last complete record on disk, and a resume hint
     ``(segment path, offset after it, position)`` so the next call scans only new bytes."""
     segs = segment_paths(directory)

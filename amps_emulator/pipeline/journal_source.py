@@ -20,17 +20,29 @@ N has been read), so a query resumes exactly from its checkpoint.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+
+if TYPE_CHECKING:  # PySpark 4.2+ only: an annotation here, so 4.0 and 4.1 still import this
+    from pyspark.sql.streaming.datasource import ReadLimit
 
 from . import journal_reader as jr
 
 
 class JournalPartition(InputPartition):
-    def __init__(self, split: jr.JournalSplit, opts: jr.ReadOptions) -> None:
+    """One split of the journal to read (``None``: nothing to read, an empty journal)."""
+
+    def __init__(self, split: jr.JournalSplit | None, opts: jr.ReadOptions) -> None:
         super().__init__(None)
         self.split = split
         self.opts = opts
+
+
+def _journal_partition(partition: InputPartition) -> JournalPartition:
+    if not isinstance(partition, JournalPartition):
+        raise TypeError(f"amps-journal: not a journal partition: {partition!r}")
+    return partition
 
 
 def _directory(options) -> str:
@@ -65,22 +77,26 @@ class JournalBatchReader(DataSourceReader):
         return [JournalPartition(s, self.opts) for s in splits] or [
             JournalPartition(None, self.opts)]
 
-    def read(self, partition: JournalPartition):
-        if partition.split is None:
+    def read(self, partition: InputPartition):
+        part = _journal_partition(partition)
+        if part.split is None:
             return iter(())
-        return jr.read_split(partition.split, partition.opts)
+        return jr.read_split(part.split, part.opts)
 
 
 class JournalStreamReader(DataSourceStreamReader):
     def __init__(self, directory: str, options: dict) -> None:
         self.directory = directory
         self.opts = jr.ReadOptions.from_spark(options)
-        self._hint = None
+        self._hint: tuple[str, int, int] | None = None
 
     def initialOffset(self) -> dict:
         return {"position": self.opts.after_position}
 
-    def latestOffset(self) -> dict:
+    def latestOffset(self, start: dict | None = None, limit: ReadLimit | None = None) -> dict:
+        """The journal's last complete record. ``start`` and ``limit`` (PySpark 4.2+): every
+        record available is read (the default read limit), whatever the start; PySpark 4.0
+        and 4.1 call this without arguments."""
         pos, self._hint = jr.last_position(self.directory, self._hint)
         if self.opts.until_position is not None:
             pos = min(pos, self.opts.until_position)
@@ -93,8 +109,11 @@ class JournalStreamReader(DataSourceStreamReader):
         opts = dataclasses.replace(self.opts, after_position=lo, until_position=hi)
         return [JournalPartition(s, opts) for s in jr.plan_splits(self.directory, opts)]
 
-    def read(self, partition: JournalPartition):
-        return jr.read_split(partition.split, partition.opts)
+    def read(self, partition: InputPartition):
+        part = _journal_partition(partition)
+        if part.split is None:
+            return iter(())
+        return jr.read_split(part.split, part.opts)
 
     def commit(self, end: dict) -> None:
         pass

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 _COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
             "#7f7f7f", "#bcbd22", "#17becf")
@@ -15,7 +15,7 @@ def _ts(x) -> float:
     return x.timestamp() if isinstance(x, dt.datetime) else float(x)
 
 
-def line_chart(title: str, series: dict[str, Sequence[tuple]], y_label: str,
+def line_chart(title: str, series: Mapping[str, Sequence[tuple]], y_label: str,
                width: int = 860, height: int = 260) -> str:
     """An SVG line chart of ``{name: [(time, value), ...]}``; time: datetime or seconds."""
     left, right, top, bottom = 60, 160, 28, 34
@@ -41,11 +41,13 @@ def line_chart(title: str, series: dict[str, Sequence[tuple]], y_label: str,
            f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + ph}" stroke="#444"/>']
     for frac in (0, 0.5, 1):
         y = y1 * frac
-        out.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end" font-size="11">{y:,.0f}</text>')
+        out.append(f'<text x="{left - 6}" y="{sy(y) + 4:.1f}" text-anchor="end" '
+                   f'font-size="11">{y:,.0f}</text>')
     for frac in (0, 0.5, 1):
         x = x0 + (x1 - x0) * frac
         label = dt.datetime.fromtimestamp(x, dt.UTC).strftime("%H:%M:%S")
-        out.append(f'<text x="{sx(x):.1f}" y="{top + ph + 16}" text-anchor="middle" font-size="11">{label}</text>')
+        out.append(f'<text x="{sx(x):.1f}" y="{top + ph + 16}" text-anchor="middle" '
+                   f'font-size="11">{label}</text>')
     out.append(f'<text x="12" y="{top + ph / 2}" font-size="11" transform="rotate(-90 12 {top + ph / 2})" '
                f'text-anchor="middle">{esc(y_label)}</text>')
     for i, (name, s) in enumerate(sorted(series.items())):
@@ -91,7 +93,8 @@ def stats_page(title: str, by_publisher, per_second, gaps, queue_depth) -> str:
     depth: dict[str, list] = {}
     for r in queue_depth:
         depth.setdefault(r.queue, []).append((r.second, r.depth))
-    cols = ["topic", "client_name", "messages", "bytes", "mean_size", "max_size", "per_second", "first", "last"]
+    cols = ["topic", "client_name", "messages", "bytes", "mean_size", "max_size", "per_second", "first",
+            "last"]
     return page(title, [
         line_chart("Messages per second per topic", per_topic, "messages/s"),
         line_chart("Queue depth over time", depth, "messages"),

@@ -4,7 +4,7 @@ The state is computed by the server's own SOW code, not a re-implementation: eac
 owns a slice of the SowKeys and applies that slice's journal records, in log order, to an
 in-memory ``sow.Topic`` built from the topic's ``TopicSpec`` (from the AMPS config, so the
 same ``Key``s, key domain and ``Expiration``), exactly as the server's recovery applies them
-(``server.sowsvc.apply_record``); then it reads the topic as of T (``now=T``: records whose
+(``sow.recovery.apply_record``); then it reads the topic as of T (``now=T``: records whose
 expiration is due by T are gone).
 
 Routing: a publish, delta publish or delete-by-data goes to the task of its SowKey (the key
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
 
 from amps_emulator.journal.record import RecordKind
 
@@ -34,7 +35,7 @@ def spec_from_config(config_path: str, topic: str):
     """The ``TopicSpec`` of SOW topic ``topic`` in the AMPS config file, and the config's
     journal directory (None when it has no transaction log)."""
     from amps_emulator.config import load_config
-    from amps_emulator.server.sowsvc import spec_from_config as _spec
+    from amps_emulator.sow.spec import spec_from_config as _spec
 
     cfg = load_config(config_path)
     for t in cfg.sow_topics:
@@ -83,6 +84,7 @@ def _route(spec, n: int):
                 headers = dict(d["headers"][i] or ())
                 text, binary = d["data"][i], d["data_binary"][i]
                 body = text.encode("utf-8") if text is not None else (binary or b"")
+                parts: Sequence[int]
                 if kind == _DELETE and "filter" in headers:
                     parts = range(n)
                 elif kind == _DELETE and "sow_keys" in headers:
@@ -115,11 +117,18 @@ def _route(spec, n: int):
     return run
 
 
-class _Rec:
-    """The attributes of a journal record that ``apply_record`` reads."""
+class _Rec(NamedTuple):
+    """A routed row as the journal record ``apply_record`` reads (see
+    :class:`sow.recovery.JournalEntry`)."""
 
-    __slots__ = ("kind", "headers", "timestamp", "position", "body", "sow_key", "expiration",
-                 "bookmark_str")
+    kind: int
+    position: int
+    timestamp: int  # microseconds
+    headers: dict[str, str]
+    body: bytes
+    sow_key: str | None
+    expiration: int | None
+    bookmark_str: str
 
 
 def _apply(spec, at_us: int):
@@ -128,7 +137,7 @@ def _apply(spec, at_us: int):
     def run(batches: Iterator) -> Iterator:
         import pyarrow as pa
 
-        from amps_emulator.server.sowsvc import apply_record
+        from amps_emulator.sow.recovery import apply_record
 
         topic = _topic(spec)
         last = -1
@@ -139,11 +148,10 @@ def _apply(spec, at_us: int):
                 if pos == last:  # a delete by filter sent to two slices of this task
                     continue
                 last = pos
-                r = _Rec()
-                r.kind, r.position, r.timestamp = d["kind"][i], pos, d["ts"][i]
-                r.headers = dict(d["headers"][i] or ())
-                r.body, r.sow_key, r.expiration = d["body"][i], d["sow_key"][i], d["expiration"][i]
-                r.bookmark_str = d["bookmark"][i]
+                r = _Rec(kind=d["kind"][i], position=pos, timestamp=d["ts"][i],
+                         headers=dict(d["headers"][i] or ()), body=d["body"][i],
+                         sow_key=d["sow_key"][i], expiration=d["expiration"][i],
+                         bookmark_str=d["bookmark"][i])
                 try:
                     apply_record(topic, r)
                 except Exception:

@@ -9,31 +9,13 @@ message body at most once however many subscriptions test it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
-from amps_emulator.protocol import reasons
-from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.saferegex import SafePattern, compile_pattern
+from amps_emulator.protocol.topics import compile_topic_regex, is_regex_topic
 from amps_emulator.sow.query import Select, selection
 
-# Characters whose presence makes a subscription topic a regular expression.
-_REGEX_CHARS = frozenset(".*+?^$[](){}|\\")
 _CACHE_LIMIT = 50_000
-
-
-def is_regex_topic(topic: str) -> bool:
-    return any(ch in _REGEX_CHARS for ch in topic)
-
-
-def compile_topic_regex(topic: str) -> SafePattern:
-    """A topic regex (PCRE-style) whose matching cost is bounded (:mod:`protocol.saferegex`):
-    a pathological topic pattern cannot stall the server."""
-    try:
-        return compile_pattern(topic)
-    except (re.error, OverflowError, RecursionError) as exc:
-        raise CommandError(reasons.BAD_REGEX_TOPIC, f"{topic!r}: {exc}") from None
 
 
 class Subscription:

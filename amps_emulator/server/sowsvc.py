@@ -38,9 +38,9 @@ from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.delivery import send_oof
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 from amps_emulator.server.views import derived_specs
-from amps_emulator.sow import Sow, SowDamagedError, Topic, TopicSpec
-from amps_emulator.sow.history import HistorySpec
-from amps_emulator.sow.spec import TRANSIENT
+from amps_emulator.sow import Sow, SowDamagedError, Topic
+from amps_emulator.sow.recovery import apply_record
+from amps_emulator.sow.spec import TRANSIENT, spec_from_config
 
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
@@ -52,20 +52,6 @@ PRUNE_ROWS = 20_000
 PROBE_INTERVAL = 1.0  # seconds between attempts to allocate room on a full file system
 
 _APPLIED_KINDS = (int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH), int(RecordKind.SOW_DELETE))
-
-
-def spec_from_config(t: Any) -> TopicSpec:
-    expiration: Any = None
-    if t.expiration is not None:
-        expiration = t.expiration
-    elif t.expiration_enabled:
-        expiration = "enabled"
-    return TopicSpec(
-        name=t.name, message_type=t.message_type, keys=tuple(t.keys), key_domain=t.key_domain,
-        durability=t.durability, file_name=t.resolved_file_name, expiration=expiration,
-        hash_indexes=tuple(tuple(h) for h in t.hash_indexes), indexes=tuple(t.indexes),
-        history=None if t.history is None else HistorySpec(*t.history),
-    )
 
 
 class SowService:
@@ -314,20 +300,3 @@ class SowService:
             self._prune_timer.cancel()
         self.sow.commit()
         self.sow.close()
-
-
-def apply_record(topic: Topic, rec: Any) -> Any:
-    """Apply one journal record to a SOW topic (used by recovery)."""
-    headers = rec.headers or {}
-    if rec.kind == RecordKind.SOW_DELETE:
-        at = rec.timestamp / 1_000_000
-        if "filter" in headers:
-            return topic.delete_by_filter(headers["filter"], position=rec.position, now=at)
-        if "sow_keys" in headers:
-            return topic.delete_by_keys(headers["sow_keys"], position=rec.position, now=at)
-        return topic.delete_by_data(rec.body, sow_key=rec.sow_key, position=rec.position,
-                                    now=at)
-    fn = topic.delta_publish if rec.kind == RecordKind.DELTA_PUBLISH else topic.publish
-    return fn(rec.body, sow_key=rec.sow_key, expiration=rec.expiration,
-              bookmark=rec.bookmark_str, position=rec.position,
-              timestamp=rec.timestamp / 1_000_000, now=rec.timestamp / 1_000_000)

@@ -11,7 +11,9 @@ Entry points::
     sow.commit()                                                       # once per loop turn
 
 Modules: ``spec`` (TopicSpec), ``keys`` (SowKeys), ``record`` (Record, on-disk layout),
-``store`` (Sow, SowStore, TransientStore, TopicStore protocol), ``topic`` (Topic: all logic),
+``store`` (Sow, SowStore, TransientStore, TopicStore protocol), ``topic`` (Topic: writes,
+deletes, expiration, indexes), ``scan`` (its base class: queries and counts), ``recovery``
+(a journal record applied to a topic),
 ``backend`` (memory / LMDB record storage), ``lmdbenv`` (LMDB environment, batching, map
 growth), ``tables`` (in-memory index tables), ``index`` (hash and memo indexes), ``planner``,
 ``query`` (orderby, select, paging, results), ``delta`` (delta merge, changed fields),

@@ -105,7 +105,7 @@ _SLOT = "\x00agg{}"
 
 def _scalars(vals: list) -> list:
     """The non-NULL scalar values among ``vals`` (arrays as their first element)."""
-    out = []
+    out: list = []
     add = out.append
     for v in vals:
         t = type(v)
@@ -123,7 +123,7 @@ def _scalars(vals: list) -> list:
 
 
 def _numbers(vals: list) -> list:
-    out = []
+    out: list = []
     add = out.append
     for v in _scalars(vals):
         t = type(v)
@@ -397,7 +397,7 @@ def parse_projection(text: Any):
             if not arg:
                 raise _bad(f"projection entry {entry!r}: {name} needs an argument")
             amask = smask[open_end:e]
-            if any(ch == "," and d == 0 for ch, d in zip(amask, _depths(amask))):
+            if any(ch == "," and d == 0 for ch, d in zip(amask, _depths(amask), strict=False)):
                 raise _bad(f"projection entry {entry!r}: {name} takes one argument")
             fn = _compile(arg, entry)
             if not fn.deterministic:
@@ -420,7 +420,7 @@ def parse_projection(text: Any):
         expr = None if whole_call else _compile(rewritten, entry)
         fields.append(ProjectedField(entry, target, tuple(slots), expr))
     targets = sorted(f.target for f in fields)
-    for a, b in zip(targets, targets[1:]):
+    for a, b in zip(targets, targets[1:], strict=False):
         if b[:len(a)] == a:
             raise _bad(f"projection targets {'/' + '/'.join(a)} and {'/' + '/'.join(b)} "
                        f"overlap")
@@ -624,7 +624,7 @@ class Aggregator:
         multi = len(spec.grouping) > 1
         out = []
         for key, g in self.groups.items():
-            values = [fn(g[ai + 2]) for fn, ai in zip(fns, arg_of)]
+            values = [fn(g[ai + 2]) for fn, ai in zip(fns, arg_of, strict=False)]
             last_rec = g[0]
             last = last_rec.doc
             ctx = self._ctx(last_rec) if self._ctx is not None else None

@@ -30,7 +30,7 @@ import hashlib
 from collections.abc import Iterable, Iterator
 from contextlib import nullcontext
 from itertools import islice
-from typing import Any
+from typing import Any, TypeAlias
 
 import msgspec
 
@@ -40,7 +40,7 @@ from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbKVTable, LmdbOrderedSet
 from .record import Record, decode_record, encode_record
 from .tables import MemHashTable, MemKVTable, MemOrderedSet
 
-__all__ = ["MemoryBackend", "LmdbBackend", "db_base_name"]
+__all__ = ["Backend", "MemoryBackend", "LmdbBackend", "db_base_name"]
 
 # RecursionError: a body nested deeper than msgspec decodes is no document (matches nothing)
 _decode_errors = (msgspec.DecodeError, UnicodeDecodeError, TypeError, RecursionError)
@@ -120,7 +120,7 @@ class MemoryBackend:
         if f is None:
             return [(r, r.doc) for r in recs if r.sow_key not in dead] if dead else \
                 [(r, r.doc) for r in recs]
-        out = []
+        out: list[tuple[Record, Any]] = []
         append = out.append
         if ctx_of is not None:
             for r in recs:
@@ -280,14 +280,14 @@ class LmdbBackend:
               ) -> list[tuple[Record, Any]]:
         """The scan from the cursor's record (the first if it is not positioned), at most
         ``limit`` records (``None``: to the end)."""
-        out = []
+        out: list[tuple[Record, Any]] = []
         append = out.append
         ff = None
         if f is not None and ctx_of is None and names is not None and decoder is not None:
             ff = fields_filter(f)
         fdec = ff.decoder_for(names) if ff is not None and set(ff.names).issubset(names) \
             else None
-        if fdec is not None:
+        if ff is not None and fdec is not None:
             loop = ff.build(_FIELDS_LOOP, _FIELDS_LOOP_NAMES)["_scan_loop"]
             return loop(islice(cur.iternext(keys=False), limit), fdec.decode, decoder.decode, f,
                         cur.key, dead)
@@ -400,6 +400,10 @@ class LmdbBackend:
 
     def meta_put(self, name: str, value: Any) -> None:
         self.env.put(self.meta_db, name.encode(), _json.encode(value))
+
+
+#: the record storage of one topic (the interface above)
+Backend: TypeAlias = MemoryBackend | LmdbBackend
 
 
 # The scan loop around a filter's fields mode (protocol.filter.compiler.FieldsFilter): one

@@ -56,7 +56,7 @@ def same_value(a: Any, b: Any) -> bool:
             return False
         return all(same_value(v, b[k]) for k, v in a.items())
     if ta is list:
-        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=False))
     return a == b
 
 

@@ -142,7 +142,7 @@ class History:
                 nxt = last[:-1] + b"\x01"  # just past every row of that key
         before = len(self.table)
         group: list[tuple[bytes, bytes]] = []
-        prefix = None
+        prefix = b""  # no key is empty: the first row starts a group
         for k, v in rows:
             p = k[:-8]
             if p != prefix and group:
@@ -150,7 +150,7 @@ class History:
                 group = []
             prefix = p
             group.append((k, v))
-        if group and prefix is not None:
+        if group:
             self._prune_rows(group, horizon, current_of(prefix[:-1].decode()))
         return before - len(self.table), nxt
 

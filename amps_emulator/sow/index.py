@@ -238,7 +238,7 @@ def _same(a: Any, b: Any) -> bool:
     if ta is not type(b):
         return False
     if ta is list:
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=False))
     if ta is dict:
         return a.keys() == b.keys() and all(_same(v, b[k]) for k, v in a.items())
     return a == b

@@ -136,7 +136,7 @@ class KeyGenerator:
 
     def values(self, doc: Any) -> list[str]:
         out = []
-        for text, path in zip(self.texts, self.paths):
+        for text, path in zip(self.texts, self.paths, strict=False):
             if self._single is not None and type(doc) is dict:
                 v = doc.get(self._single)
             else:

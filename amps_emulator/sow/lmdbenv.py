@@ -315,8 +315,7 @@ class LmdbEnv:
                 t.commit()
                 break
             except lmdb.MapFullError:
-                self._grow()  # aborts, grows, replays into a new txn
-                t = self._wtxn
+                t = self._grow()  # aborts, grows, replays into a new txn
         self._wtxn = None
         self._ops.clear()
         self.commits += 1
@@ -401,8 +400,9 @@ class LmdbEnv:
         self.map_size = new
         self.grows += 1
 
-    def _grow(self) -> None:
-        """Abort, enlarge the map and replay the batch into a new write transaction."""
+    def _grow(self) -> lmdb.Transaction:
+        """Abort, enlarge the map and replay the batch into a new write transaction (the
+        open write transaction from now on, returned)."""
         while True:
             if self._wtxn is not None:
                 self._wtxn.abort()
@@ -425,7 +425,7 @@ class LmdbEnv:
                         t.delete(a, db=db)
                     else:
                         t.drop(db, delete=a)
-                return
+                return t
             except lmdb.MapFullError:
                 continue
 
@@ -462,9 +462,24 @@ class LmdbEnv:
         self._write_state(clean=True)
 
 
-def _prefix_rows(env: LmdbEnv, db, prefix: bytes, values: bool
-                 ) -> list[tuple[bytes, bytes | None]]:
-    """The rows of ``db`` whose key starts with ``prefix`` (values read if ``values``)."""
+def _prefix_keys(env: LmdbEnv, db, prefix: bytes) -> list[bytes]:
+    """The keys of ``db`` that start with ``prefix``, ascending."""
+    n = len(prefix)
+    with env.reading() as txn:
+        cur = txn.cursor(db)
+        if not cur.set_range(prefix):
+            return []
+        out = []
+        for k in cur.iternext(keys=True, values=False):
+            k = bytes(k)
+            if k[:n] != prefix:
+                break
+            out.append(k)
+        return out
+
+
+def _prefix_items(env: LmdbEnv, db, prefix: bytes) -> list[tuple[bytes, bytes]]:
+    """The rows of ``db`` whose key starts with ``prefix``, ascending."""
     n = len(prefix)
     with env.reading() as txn:
         cur = txn.cursor(db)
@@ -475,7 +490,7 @@ def _prefix_rows(env: LmdbEnv, db, prefix: bytes, values: bool
             k = bytes(k)
             if k[:n] != prefix:
                 break
-            out.append((k, bytes(v) if values else None))
+            out.append((k, bytes(v)))
         return out
 
 
@@ -554,7 +569,7 @@ class LmdbHashTable:
     def get(self, token: bytes) -> list[str]:
         prefix = bytes((len(token),)) + token
         n = len(prefix)
-        return [k[n:].decode() for k, _ in _prefix_rows(self.env, self.db, prefix, False)]
+        return [k[n:].decode() for k in _prefix_keys(self.env, self.db, prefix)]
 
     def __len__(self) -> int:
         with self.env.reading() as txn:
@@ -582,7 +597,7 @@ class LmdbKVTable:
 
     def prefix_items(self, prefix: bytes) -> list[tuple[bytes, bytes]]:
         """The rows whose key starts with ``prefix``, ascending."""
-        return _prefix_rows(self.env, self.db, prefix, True)
+        return _prefix_items(self.env, self.db, prefix)
 
     def items(self) -> Iterator[tuple[bytes, bytes]]:
         """Every row, ascending (read now: the caller may write while iterating)."""

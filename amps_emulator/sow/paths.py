@@ -11,10 +11,14 @@ SOW and the filters always agree on what a field's value is (arrays are "any ele
 from __future__ import annotations
 
 import re
+from typing import TypeAlias
 
 from amps_emulator.protocol.filter.values import resolve
 
-__all__ = ["parse_path", "path_text", "resolve", "top_level_names", "PathError"]
+__all__ = ["Path", "parse_path", "path_text", "resolve", "top_level_names", "PathError"]
+
+#: a parsed path: object field names and array indexes
+Path: TypeAlias = tuple[str | int, ...]
 
 # One step: a name of word characters, '.', '-' (not last) and an optional leading '@',
 # followed by optional [n] array indexes -- the PATH terminal of the filter grammar.
@@ -59,7 +63,7 @@ def path_text(path: tuple[str | int, ...]) -> str:
     """Inverse of :func:`parse_path` for paths made of plain steps."""
     if not path:
         return "/"
-    return "".join(f"[{s}]" if type(s) is int else "/" + s for s in path)
+    return "".join(f"[{s}]" if isinstance(s, int) else "/" + s for s in path)
 
 
 def top_level_names(paths) -> set[str] | None:

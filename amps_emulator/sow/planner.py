@@ -27,6 +27,7 @@ returned as ``QueryResult.plan``.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,15 +86,17 @@ def needs_context(node) -> bool:
     return False
 
 
-def _lit(n) -> bool:
-    return isinstance(n, A.Literal)
+def _literals(items: Sequence[A.Expr]) -> list[A.Literal] | None:
+    """``items`` if every one is a literal, else None."""
+    lits = [i for i in items if isinstance(i, A.Literal)]
+    return lits if len(lits) == len(items) else None
 
 
-def _ident_lit(n) -> tuple[tuple, str, Any] | None:
+def _ident_lit(n: A.Compare) -> tuple[tuple, str, Any] | None:
     """``Compare(Identifier op Literal)`` (either side) -> (path, op, value)."""
-    if isinstance(n.left, A.Identifier) and _lit(n.right):
+    if isinstance(n.left, A.Identifier) and isinstance(n.right, A.Literal):
         return n.left.path, n.op, n.right.value
-    if isinstance(n.right, A.Identifier) and _lit(n.left):
+    if isinstance(n.right, A.Identifier) and isinstance(n.left, A.Literal):
         op = _FLIP.get(n.op)
         if op is None:
             return None
@@ -116,23 +119,25 @@ def _analyze(term, eqs: dict, memos: list) -> None:
     elif isinstance(term, A.In):
         if term.negated or not isinstance(term.operand, A.Identifier):
             return
-        if not all(_lit(i) for i in term.items):
+        lits = _literals(term.items)
+        if lits is None:
             return
-        vals = [i.value for i in term.items]
+        vals = [i.value for i in lits]
         eqs.setdefault(term.operand.path, vals)
-        iv: list = []
+        in_iv: list = []
         for v in vals:
             r = ranges_for_compare("=", v)
             if r is None:
                 return
-            iv.extend(r)
-        memos.append((_IN, term.operand.path, iv))
+            in_iv.extend(r)
+        memos.append((_IN, term.operand.path, in_iv))
     elif isinstance(term, A.Between):
         if term.negated or not isinstance(term.operand, A.Identifier):
             return
-        if not (_lit(term.low) and _lit(term.high)):
+        low, high = term.low, term.high
+        if not (isinstance(low, A.Literal) and isinstance(high, A.Literal)):
             return
-        iv = ranges_for_between(term.low.value, term.high.value)
+        iv = ranges_for_between(low.value, high.value)
         if iv is not None:
             memos.append((_BETWEEN, term.operand.path, iv))
     elif isinstance(term, A.Like):
@@ -147,14 +152,15 @@ def _analyze(term, eqs: dict, memos: list) -> None:
     elif isinstance(term, A.BeginsWith):
         if term.negated or not isinstance(term.operand, A.Identifier):
             return
-        if not all(_lit(i) for i in term.items):
+        lits = _literals(term.items)
+        if lits is None:
             return
-        iv = []
-        for i in term.items:
+        prefixes = []
+        for i in lits:
             s = to_str(i.value)  # what BEGINS WITH / LIKE compare against
             if s:  # NULL / '' prefixes never match
-                iv.append(("P", s))
-        memos.append((_PREFIX, term.operand.path, iv))
+                prefixes.append(("P", s))
+        memos.append((_PREFIX, term.operand.path, prefixes))
 
 
 def _plan_conjunction(terms, hashes: list[HashIndex], memos_by_path: dict, force: str,

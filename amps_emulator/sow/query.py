@@ -122,7 +122,7 @@ def sort_records(records: list[Record], order: OrderBy,
         return records
     keyed = [(r, doc_of(r)) for r in records]
     hints = order.as_text or (False,) * len(order.keys)
-    for (path, desc), as_text in reversed(list(zip(order.keys, hints))):
+    for (path, desc), as_text in reversed(list(zip(order.keys, hints, strict=False))):
         value = text_sort_value if as_text else sort_value
         if len(path) == 1 and type(path[0]) is str:
             name = path[0]
@@ -154,7 +154,7 @@ def order_key(order: OrderBy) -> Callable[[Any], tuple]:
     so sorted parts can be merged (:func:`heapq.merge`)."""
     hints = order.as_text or (False,) * len(order.keys)
     parts = []
-    for (path, desc), as_text in zip(order.keys, hints):
+    for (path, desc), as_text in zip(order.keys, hints, strict=False):
         value = text_sort_value if as_text else sort_value
         parts.append((path, desc, value))
 
@@ -216,7 +216,7 @@ def parse_select(text: str | Sequence[str] | None) -> Select | None:
     else:
         items = [i.strip() for i in text]
         src = ",".join(items)
-    ops = []
+    ops: list[tuple[bool, tuple[str, ...]]] = []
     for it in items:
         if len(it) < 2 or it[0] not in "+-":
             raise CommandError(INVALID_OPTIONS, f"bad select specifier {it!r}")
@@ -224,9 +224,10 @@ def parse_select(text: str | Sequence[str] | None) -> Select | None:
             path = parse_path(it[1:])
         except PathError as e:
             raise CommandError(INVALID_OPTIONS, f"bad select specifier {it!r}: {e}") from None
-        if any(type(s) is int for s in path):
+        names = tuple(s for s in path if isinstance(s, str))
+        if len(names) != len(path):
             raise CommandError(INVALID_OPTIONS, f"select does not support array indexes: {it!r}")
-        ops.append((it[0] == "+", path))  # type: ignore[arg-type]
+        ops.append((it[0] == "+", names))
     if not ops:
         return None
     return Select(tuple(ops), src)

@@ -1,7 +1,8 @@
 """``TopicSpec``: what the SOW engine needs to know about one ``SOW/Topic`` entry.
 
-The server maps its configuration structs onto this frozen value; the SOW package never reads
-the configuration itself.
+:func:`spec_from_config` maps a configuration ``SOW/Topic`` struct onto this frozen value for
+the server and the offline pipeline alike. It reads the struct through :class:`TopicConfig`,
+the fields it needs, so the SOW package does not import the configuration package.
 
 Fields
 ------
@@ -24,17 +25,19 @@ Fields
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Union
+from typing import Protocol, TypeAlias
 
 from .history import HistorySpec
 
-__all__ = ["TopicSpec", "expand_file_name", "PERSISTENT", "TRANSIENT"]
+__all__ = ["TopicSpec", "TopicConfig", "spec_from_config", "expand_file_name", "PERSISTENT",
+           "TRANSIENT"]
 
 PERSISTENT = "persistent"
 TRANSIENT = "transient"
 
-Expiration = Union[None, str, float]
+Expiration: TypeAlias = str | float | None
 
 
 @dataclass(frozen=True)
@@ -90,9 +93,9 @@ class TopicSpec:
     def default_lifetime(self) -> float | None:
         """The topic's default message lifetime in seconds (``None``: no default)."""
         e = self.expiration
-        if e is None or e == "enabled" or e == 0:
+        if e is None or isinstance(e, str) or e == 0:  # the only string left is "enabled"
             return None
-        return float(e)  # type: ignore[arg-type]
+        return float(e)
 
     @property
     def persistent(self) -> bool:
@@ -111,3 +114,46 @@ def expand_file_name(spec: TopicSpec, default_dir: str = "./sow") -> str:
     if not fn:
         return os.path.join(default_dir, f"{spec.name}.sow")
     return fn.replace("%n", spec.name)
+
+
+class TopicConfig(Protocol):
+    """The fields of a configuration ``SOW/Topic`` (``config.model.SowTopic``) that
+    :func:`spec_from_config` reads."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def message_type(self) -> str: ...
+    @property
+    def keys(self) -> Iterable[str]: ...
+    @property
+    def key_domain(self) -> str | None: ...
+    @property
+    def durability(self) -> str: ...
+    @property
+    def resolved_file_name(self) -> str | None: ...
+    @property
+    def expiration(self) -> float | None: ...
+    @property
+    def expiration_enabled(self) -> bool: ...
+    @property
+    def hash_indexes(self) -> Iterable[Iterable[str]]: ...
+    @property
+    def indexes(self) -> Iterable[str]: ...
+    @property
+    def history(self) -> tuple[float, float] | None: ...
+
+
+def spec_from_config(t: TopicConfig) -> TopicSpec:
+    """The :class:`TopicSpec` of a configuration ``SOW/Topic`` entry."""
+    expiration: Expiration = None
+    if t.expiration is not None:
+        expiration = t.expiration
+    elif t.expiration_enabled:
+        expiration = "enabled"
+    return TopicSpec(
+        name=t.name, message_type=t.message_type, keys=tuple(t.keys), key_domain=t.key_domain,
+        durability=t.durability, file_name=t.resolved_file_name, expiration=expiration,
+        hash_indexes=tuple(tuple(h) for h in t.hash_indexes), indexes=tuple(t.indexes),
+        history=None if t.history is None else HistorySpec(*t.history),
+    )

@@ -330,7 +330,7 @@ class Sow(_Topics):
                           auto_memo=self.auto_memo, on_damage=handler)
             opened = [st.open_topic(s) for s in specs]
         self.stores[d] = st
-        for s, t in zip(specs, opened):
+        for s, t in zip(specs, opened, strict=False):
             self._topics[s.name] = t
             if s.expiration is not None:
                 self._expiring[s.name] = t

@@ -7,6 +7,7 @@ import msgspec
 
 from .spec import TopicSpec
 from .store import SowStore, TransientStore
+from .topic import Topic
 
 
 class FakeClock:
@@ -28,26 +29,29 @@ class StoreFactory:
         self.kind = kind
         self.path = os.path.join(str(tmp_path), "sowenv")
         self.clock = clock or FakeClock()
-        self.store = None
+        self.store: SowStore | TransientStore | None = None
 
     @property
     def persistent(self) -> bool:
         return self.kind == "persistent"
 
-    def open(self, **kw):
+    def open(self, **kw) -> SowStore | TransientStore:
+        store: SowStore | TransientStore
         if self.persistent:
-            self.store = SowStore(self.path, clock=self.clock, sync=False, **kw)
+            store = SowStore(self.path, clock=self.clock, sync=False, **kw)
         else:
-            self.store = TransientStore(clock=self.clock, **kw)
-        return self.store
+            store = TransientStore(clock=self.clock, **kw)
+        self.store = store
+        return store
 
-    def topic(self, name: str = "orders", **spec_kw):
-        if self.store is None:
-            self.open()
+    def topic(self, name: str = "orders", **spec_kw) -> Topic:
+        store = self.store if self.store is not None else self.open()
         spec_kw.setdefault("durability", self.kind)
-        return self.store.open_topic(TopicSpec(name, **spec_kw))
+        return store.open_topic(TopicSpec(name, **spec_kw))
 
-    def reopen(self, **kw):
+    def reopen(self, **kw) -> SowStore | TransientStore:
+        if self.store is None:
+            raise RuntimeError("reopen() before open()")
         self.store.close()
         return self.open(**kw)
 
