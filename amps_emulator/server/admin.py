@@ -312,7 +312,7 @@ class AdminServer:
                 if seconds < 0:
                     raise HttpError(400, "the clock does not go backwards")
                 ran = tb.advance(seconds)
-                s.request_turn_end()
+                s.turn.request()
                 return {"monotonic": tb.monotonic(), "time": tb.time(), "timers_run": ran}
             return {"test_clock": tb.is_test, "monotonic": tb.monotonic(), "time": tb.time()}
         raise HttpError(404, f"no emulator resource {path}")

@@ -33,8 +33,10 @@ from amps_emulator.server.connection import Connection
 from amps_emulator.server.queuesvc import QueueService
 from amps_emulator.server.router import Router
 from amps_emulator.server.sowsvc import SowService
+from amps_emulator.server.turn import Turn, contain
 from amps_emulator.server.txlog import TxLog
 from amps_emulator.server.views import DerivedTopics
+from amps_emulator.server.websocket import WebSocketProtocol
 
 log = logging.getLogger("amps_emulator.server")
 
@@ -70,11 +72,12 @@ class Listener:
         return f"{scheme}://{host}:{self.port}/amps/{self.message_type}"
 
     def protocol_factory(self, server: Server) -> Callable[[], asyncio.Protocol]:
-        if self.protocol == "websocket":
-            from amps_emulator.server.websocket import WebSocketProtocol
+        def make_connection() -> Connection:
+            return Connection(server, self)
 
-            return lambda: WebSocketProtocol(server, self)
-        return lambda: Connection(server, self)
+        if self.protocol == "websocket":
+            return lambda: WebSocketProtocol(make_connection, self)
+        return make_connection
 
 
 def _tls_context(t: Any) -> ssl.SSLContext | None:
@@ -141,8 +144,8 @@ class Server:
         self.client_seqs: dict[str, int] = {}  # publish de-duplication high-water marks
         self.listeners: list[Listener] = []
         self._handlers = commands.HANDLERS
-        self._dirty: list[Connection] = []
-        self._flush_scheduled = False
+        #: the end of every turn: SOW commit, journal, then writes (:mod:`server.turn`)
+        self.turn = Turn()
         self._conn_ids = itertools.count(1)
         self.stats = {"published": 0, "delivered": 0}
         self.stopping = False
@@ -173,6 +176,7 @@ class Server:
         self.loop = asyncio.get_running_loop()
         self.listeners = listeners_from_config(self.config)  # TLS files checked before any recovery
         self.timebase.bind(self.loop)
+        self.turn.bind(self.loop)
         if self.config.transaction_log is not None:
             self.txlog = TxLog(self, self.config.transaction_log)
             self.txlog.open()  # recovery happens before any client can connect
@@ -197,6 +201,11 @@ class Server:
             lst.server = srv
             sockname = srv.sockets[0].getsockname()
             lst.host, lst.port = sockname[0], sockname[1]
+        # the end of a turn, in order: SOW commit, then the journal (persist, then reply)
+        if self.sowsvc is not None:
+            self.turn.stage("sow commit", self.sowsvc.commit)
+        if self.txlog is not None:
+            self.turn.stage("journal end of turn", self.txlog.end_turn)
         if self.txlog is not None:
             self.txlog.start_timers()
         await self._start_admin()
@@ -225,6 +234,7 @@ class Server:
 
     async def stop(self) -> None:
         self.stopping = True
+        self.turn.stopping = True
         if self.admin is not None:
             await self.admin.stop()
         for lst in self.listeners:
@@ -235,7 +245,7 @@ class Server:
             conn.close("server shutting down")
             # its state goes now, while the transaction log is still open (the socket's
             # connection_lost may only come after the log is closed)
-            self.connection_closed(conn)
+            self.closed(conn)
         for lst in self.listeners:
             if lst.server is not None:
                 await lst.server.wait_closed()
@@ -255,13 +265,13 @@ class Server:
         return self.timebase.call_later(delay, callback)
 
     # -- connections ------------------------------------------------------------------
-    def connection_opened(self, conn: Connection) -> None:
+    def opened(self, conn: Connection) -> None:
         conn.conn_id = next(self._conn_ids)
         conn.connect_time = self.wallclock()
         self.connections.add(conn)
         log.debug("connection %d from %s", conn.conn_id, conn.peer)
 
-    def connection_closed(self, conn: Connection) -> None:
+    def closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
         for sub in conn.subs.values():
             self.remove_subscription(sub)
@@ -271,6 +281,10 @@ class Server:
         if conn.client_name is not None and self.by_name.get(conn.client_name) is conn:
             del self.by_name[conn.client_name]
         log.debug("connection %d closed", conn.conn_id)
+
+    def writable(self, conn: Connection) -> None:
+        """``conn``'s transport takes output again: resume its paused journal replays."""
+        replay.resume_connection(self, conn)
 
     def check_memory(self) -> bool:
         """Keep the frames buffered by all connections within :attr:`memory_budget`: over
@@ -326,48 +340,6 @@ class Server:
             log.exception("%s: internal error handling %r", conn.describe(), cmd)
             conn.fail(cmd, reasons.UNKNOWN_ERROR)
 
-    # -- once-per-turn output -----------------------------------------------------------
-    def mark_dirty(self, conn: Connection) -> None:
-        self._dirty.append(conn)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-
-    def request_turn_end(self) -> None:
-        """Make sure ``_flush`` runs at the end of this turn (journal work is pending)."""
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        """End of turn: commit the SOW and the journal (releasing what is durable), then
-        write output. An unforeseen error in one stage is logged and the rest still runs:
-        the flag must never stay set, or no client would get another byte."""
-        try:
-            if not self.stopping:
-                for stage in (self.sowsvc and self.sowsvc.commit,
-                              self.txlog and self.txlog.end_turn):
-                    if stage:
-                        try:
-                            stage()
-                        except Exception:
-                            log.exception("internal error at the end of a turn (%s); "
-                                          "carrying on", stage.__qualname__)
-            dirty, self._dirty = self._dirty, []
-        finally:
-            self._flush_scheduled = False
-        for conn in dirty:
-            try:
-                conn.flush_output()
-            except Exception:
-                self.contain(conn, "writing its output")
-        if self._dirty:
-            self.request_turn_end()
-
     def contain(self, conn: Connection, what: str) -> None:
-        """Call from an ``except`` block: an unforeseen error in work for one client is
-        logged once, naming it, and costs that client its connection, nobody else."""
-        if conn.closed:
-            return
-        log.exception("%s: internal error in %s; disconnecting it", conn.describe(), what)
-        conn.close(f"internal error in {what}", abort=True)
+        """See :func:`server.turn.contain`."""
+        contain(conn, what)

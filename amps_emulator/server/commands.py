@@ -49,7 +49,7 @@ def logon(server: Server, conn: Connection, cmd: Command) -> None:
         # connection is disconnected and the new one takes the name over.
         previous.close(f"{reasons.DISCONNECT_NAME_IN_USE}: a logon from {conn.peer} "
                        f"took over the client name {name!r}")  # a WARNING with both peers
-        server.connection_closed(previous)
+        server.closed(previous)
     if conn.client_name is not None and conn.client_name != name:
         if server.by_name.get(conn.client_name) is conn:
             del server.by_name[conn.client_name]

@@ -171,7 +171,7 @@ class Conflator:
             self._send(self._held.pop(k))
         if self._held:
             self._arm(min(h.deadline for h in self._held.values()))
-        self.server.request_turn_end()
+        self.server.turn.request()
 
     def _send(self, held: _Held) -> None:
         msg, sub = held.msg, self.sub

@@ -384,7 +384,7 @@ class QueueService:
                 self.handle(q, q.engine.poll(now))
             except Exception:  # one queue's failure must not stop every queue's timer
                 log.exception("queue %s: lease/expiration processing failed", q.name)
-        self.server.request_turn_end()
+        self.server.turn.request()
         self.arm()
 
     # -- sow queries on a queue ------------------------------------------------------------

@@ -457,7 +457,7 @@ def sow_delete(server: Server, conn: Connection, cmd: Command) -> None:
     if txlog is not None and txlog.recorded(topic_name):
         logged = txlog.append_command(conn, cmd, RecordKind.SOW_DELETE, headers)
         position, at = logged.position, logged.timestamp / 1_000_000
-    server.request_turn_end()  # the SOW commits at the end of this turn
+    server.turn.request()  # the SOW commits at the end of this turn
     if "filter" in headers:  # in steps when it matches many records
         def steps() -> Generator[None, None, Any]:
             deleting = topic.delete_steps(filt, position=position, now=at)
@@ -473,7 +473,7 @@ def sow_delete(server: Server, conn: Connection, cmd: Command) -> None:
                 if removed:
                     reported += len(removed)
                     _removed(server, topic_name, removed)
-                    server.request_turn_end()
+                    server.turn.request()
                 yield
 
         drive(server, conn, cmd, steps(), lambda result: _delete_acks(
@@ -524,7 +524,7 @@ def delete_records(server: Server, topic_name: str, filter_text: str) -> int:
         position = txlog.append(topic_name, b"", RecordKind.SOW_DELETE,
                                 client_name=server.instance_name,
                                 headers={"filter": filter_text}).position
-    server.request_turn_end()
+    server.turn.request()
     result = topic.delete_by_filter(filt, position=position)
     _removed(server, topic_name, result.records)
     return result.records_deleted
@@ -537,7 +537,7 @@ def store_publish(server: Server, topic: Any, msg: Message, delta: bool,
     OOF ``match``) and, for delta subscribers, what changed. ``stamp``: the time the
     transaction log recorded the message (the record's timestamp; default now)."""
     doc = msg.doc if msg.doc is not UNDECODED else decode_or_none(msg.body)
-    server.request_turn_end()  # the SOW commits at the end of this turn
+    server.turn.request()  # the SOW commits at the end of this turn
     if delta or key is None:
         fn = topic.delta_publish if delta else topic.publish
         result = fn(msg.body, sow_key=msg.sow_key, expiration=msg.expiration,

@@ -227,7 +227,7 @@ class SowService:
                 dropped += n
         if dropped:
             log.debug("SOW history: dropped %d versions older than the window", dropped)
-            self.server.request_turn_end()
+            self.server.turn.request()
         return dropped
 
     # -- disk full -------------------------------------------------------------------------
@@ -292,7 +292,7 @@ class SowService:
         except Exception:  # keep the expiry timer alive whatever one sweep hit
             log.exception("SOW expiration sweep failed")
             self.arm()
-        self.server.request_turn_end()
+        self.server.turn.request()
 
     def sweep(self) -> None:
         for topic, records in self.sow.sweep_expired():

@@ -178,7 +178,7 @@ class TxLog:
             _answer(conn, seq, reason)
             return
         fifo.append((pos, conn, seq, reason))
-        self.server.request_turn_end()  # _mark_turn()
+        self.server.turn.request()  # _mark_turn()
 
     def refuse(self, conn: Connection, cmd: Command, seq: int | None) -> None:
         """A publish to a recorded topic while the log cannot be written: its persisted ack
@@ -194,7 +194,7 @@ class TxLog:
         self.wait_persisted(conn, cmd, reason=self.failed)
 
     def _mark_turn(self) -> None:
-        self.server.request_turn_end()
+        self.server.turn.request()
 
     # -- end of turn ---------------------------------------------------------------------
     def end_turn(self) -> None:
@@ -242,7 +242,7 @@ class TxLog:
         if self._written_unsynced or self.journal.written_position > self.journal.durable_position:
             self._start_sync()
         self._write_summaries()
-        self.server.request_turn_end()
+        self.server.turn.request()
 
     def _write_summaries(self) -> None:
         """Write the journal's durable segment summaries in a worker (one at a time)."""
@@ -307,7 +307,7 @@ class TxLog:
                       "with '%s' until it takes writes again (retrying every %.0f s)",
                       self.cfg.journal_directory, failures[0].error, reason, PROBE_INTERVAL)
             self._probe_timer = self.server.loop.call_later(PROBE_INTERVAL, self._probe)
-        self.server.request_turn_end()
+        self.server.turn.request()
         return failures
 
     def _probe(self) -> None:
@@ -330,7 +330,7 @@ class TxLog:
                         "with '%s' meanwhile", self.cfg.journal_directory, self._refused, self.failed)
             self.failed = None
             self._refused = 0
-        self.server.request_turn_end()  # sync what the probe wrote, release what it covers
+        self.server.turn.request()  # sync what the probe wrote, release what it covers
 
     # -- periodic persisted acks for bookmark subscriptions --------------------------------
     def _ack_tick(self) -> None:

@@ -389,7 +389,7 @@ class _Conflated(_Derived):
                     derived.delete(self.topic, skey, change[0])
         except Exception:  # keep the timer whatever one interval hit
             log.exception("ConflatedTopic %s: an update failed", self.name)
-        self.server.request_turn_end()
+        self.server.turn.request()
 
     def close(self) -> None:
         if self._timer is not None:
@@ -461,7 +461,7 @@ class DerivedTopics:
 
     def delete(self, topic: Topic, skey: str, reason: str) -> None:
         name = topic.spec.name
-        self.server.request_turn_end()
+        self.server.turn.request()
         recs = topic.delete_by_keys([skey]).records
         if recs:
             send_oof(self.server, name, recs, reason)
