@@ -31,6 +31,7 @@ from amps_emulator.server.actions import Actions
 from amps_emulator.server.clock import SystemClock
 from amps_emulator.server.connection import Connection
 from amps_emulator.server.queuesvc import QueueService
+from amps_emulator.server.ports import Stoppable
 from amps_emulator.server.router import Router
 from amps_emulator.server.sowsvc import SowService
 from amps_emulator.server.turn import Turn, contain
@@ -117,7 +118,7 @@ class Server:
         """``timebase``: a :mod:`server.clock` clock (a ``TestClock`` for ``--test-clock``);
         without one, real time read through ``clock`` (monotonic) and ``wallclock``.
         ``admin``: ``HOST:PORT`` of the Admin HTTP interface (default: the config's
-        ``Admin/InetAddr``, if any)."""
+        ``Admin/InetAddr``, if any), started above the root by ``admin.start_admin``."""
         self.config = config
         self.keep_readable_journal = keep_readable_journal
         #: refuse to start when acked data is found missing (oldest journal segment, SOW file)
@@ -156,7 +157,9 @@ class Server:
         self.derived: Any = None
         self.instance_name = config.name
         self.admin_addr = admin
-        self.admin: Any = None  # server.admin.AdminServer once started
+        #: the Admin HTTP interface once an operator room started it (``admin.start_admin``);
+        #: the server stops it with itself
+        self.admin: Stoppable | None = None
         self.ready = False
         self.actions = Actions(self, config.actions)
         self._filter_pool: Any = None
@@ -208,22 +211,8 @@ class Server:
             self.turn.stage("journal end of turn", self.txlog.end_turn)
         if self.txlog is not None:
             self.txlog.start_timers()
-        await self._start_admin()
         self.ready = True
         return [lst.uri for lst in self.listeners]
-
-    async def _start_admin(self) -> None:
-        cfg = getattr(self.config, "admin", None)
-        addr = self.admin_addr
-        if addr is None and cfg is not None and getattr(cfg, "port", None) is not None:
-            addr = f"{cfg.host or '0.0.0.0'}:{cfg.port}"
-        if addr is None:
-            return
-        from amps_emulator.server.admin import AdminServer, parse_addr
-
-        host, port = parse_addr(addr)
-        self.admin = AdminServer(self, host, port, getattr(cfg, "interval", None) or 10.0)
-        await self.admin.start()
 
     async def enable_listener(self, lst: Listener) -> None:
         """Listen again on a transport the administrator disabled (same address)."""

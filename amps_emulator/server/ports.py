@@ -24,6 +24,12 @@ if TYPE_CHECKING:
     from amps_emulator.sow.record import Record
 
 
+class Stoppable(Protocol):
+    """Something the server stops with itself (the Admin interface an operator room started)."""
+
+    async def stop(self) -> None: ...
+
+
 class Timer(Protocol):
     """A scheduled callback (an ``asyncio.TimerHandle`` or a test clock's timer)."""
 
