@@ -26,17 +26,17 @@ from typing import Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server import commands, replay, version
+from amps_emulator.server import commands, replay, sow_commands, version
 from amps_emulator.server.actions import Actions
 from amps_emulator.server.clock import SystemClock
 from amps_emulator.server.connection import Connection
-from amps_emulator.server.queuesvc import QueueService
 from amps_emulator.server.ports import Stoppable
+from amps_emulator.server.queuesvc import QueueService
 from amps_emulator.server.router import Router
 from amps_emulator.server.sowsvc import SowService
 from amps_emulator.server.turn import Turn, contain
 from amps_emulator.server.txlog import TxLog
-from amps_emulator.server.views import DerivedTopics
+from amps_emulator.server.views import DerivedTopics, derived_specs
 from amps_emulator.server.websocket import WebSocketProtocol
 
 log = logging.getLogger("amps_emulator.server")
@@ -161,8 +161,16 @@ class Server:
         #: the server stops it with itself
         self.admin: Stoppable | None = None
         self.ready = False
-        self.actions = Actions(self, config.actions)
+        self.actions = Actions(self.instance_name, config.actions)
+        # the actions write through the message path like a client (the root injects it)
+        self.actions.publish = self._action_publish
+        self.actions.delete = lambda topic, flt: sow_commands.delete_records(self, topic, flt)
         self._filter_pool: Any = None
+
+    def _action_publish(self, topic: str, data: bytes) -> None:
+        if self.queuesvc is not None:
+            topic = self.queuesvc.publish_target(topic)  # a queue's own name: its feed
+        commands.publish_message(self, topic, data, client_name=self.instance_name)
 
     def filter_pool(self) -> Any:
         """One worker thread that compiles long filters off the event loop (see
@@ -184,7 +192,7 @@ class Server:
             self.txlog = TxLog(self, self.config.transaction_log)
             self.txlog.open()  # recovery happens before any client can connect
         if self.config.sow_topics:
-            self.sowsvc = SowService(self, self.config)
+            self.sowsvc = SowService(self, self.config, derived_specs)
             self.sowsvc.recover()
             self.sowsvc.start_history_maintenance()
             if self.config.views or self.config.conflated_topics:

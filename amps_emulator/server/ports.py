@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.heartbeat import Heartbeat
-    from amps_emulator.server.router import Subscription
+    from amps_emulator.server.router import Router, Subscription
     from amps_emulator.sow.record import Record
 
 
@@ -50,6 +50,7 @@ class ListenerInfo(Protocol):
     """The configured transport a connection arrived on (``app.Listener``)."""
 
     name: str
+    message_type: str
     max_frame: int
     out_limit: int
 
@@ -71,6 +72,7 @@ class Client(Protocol):
     correlation_id: str | None
     connect_time: float
     peer: str
+    listener: ListenerInfo
 
     def send(self, data: bytes) -> None: ...
 
@@ -150,3 +152,96 @@ class PublishListener(Protocol):
 
     def removed(self, topic: str, records: list[Record], reason: str) -> None:
         """``records`` left the SOW topic ``topic`` (deleted, expired) for ``reason``."""
+
+
+class FanoutHost(Protocol):
+    """What delivering a message to the subscriptions that match it reads
+    (:func:`server.delivery.fan_out`): the routing table, the counters, the wall clock."""
+
+    router: Router
+    stats: dict[str, int]
+
+    def wallclock(self) -> float: ...
+
+
+class PersistWaiter(Protocol):
+    """The transaction log as a refused publish sees it (:func:`server.acks.refused`): the
+    failure ack waits behind the persisted acks of the publishes before it."""
+
+    def wait_persisted(self, conn: Client, seq: Any, position: int | None = None,
+                       reason: str | None = None) -> None: ...
+
+
+class JournalCursor(Protocol):
+    """A bookmark subscription's journal cursor as the transaction log pumps it
+    (:class:`server.replay.Cursor`)."""
+
+    live: bool
+    done: bool
+    next_pos: int
+
+    def pump(self, limit: int) -> None:
+        """Deliver what the cursor may see up to log position ``limit``."""
+
+    def persisted(self, durable: int) -> None:
+        """Send the subscription's persisted ack for what is durable up to ``durable``."""
+
+
+class TxLogHost(Protocol):
+    """What the transaction log (:class:`server.txlog.TxLog`) reads of the server that owns
+    it: its options, loop, clock and turn, and the journal positions retention must keep."""
+
+    memory: bool
+    keep_readable_journal: bool
+    strict_recovery: bool
+    config: Any
+    turn: Turn
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    def wallclock(self) -> float: ...
+
+    def journal_pins(self) -> list[int]: ...
+
+
+class DerivedPort(Protocol):
+    """The views and conflated topics (:class:`server.views.DerivedTopics`) as the message
+    path and the SOW see them: told of every change to a SOW topic they read."""
+
+    def check_writable(self, topic: str) -> None: ...
+
+    def published(self, topic: str, msg: Any) -> None: ...
+
+    def removed(self, topic: str, records: list[Record], reason: str) -> None: ...
+
+
+class ActionsPort(Protocol):
+    """The configured actions (:class:`server.actions.Actions`) as the message path, the SOW
+    and the queues see them."""
+
+    on_publish: list[Any]
+
+    def published(self, msg: Any) -> None: ...
+
+    def expired(self, topic: str, data: bytes, reason: str, sow_key: str = "",
+                bookmark: str = "") -> None: ...
+
+    def deleted(self, topic: str, records: Any, reason: str = "deleted") -> None: ...
+
+
+class ServiceHost(FanoutHost, Protocol):
+    """What every service built by the root reads of it: the routing table and counters, the
+    clock, the turn, the options."""
+
+    turn: Turn
+    memory: bool
+    strict_recovery: bool
+    instance_name: str
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    def clock(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[[], Any]) -> Any: ...

@@ -62,7 +62,7 @@ def _cpu_percents(prev: dict[str, list[int]], cur: dict[str, list[int]]) -> list
     out = []
     for name, c in cur.items():
         p = prev.get(name, [0] * len(c))
-        d = [a - b for a, b in zip(c, p)]
+        d = [a - b for a, b in zip(c, p, strict=False)]
         total = sum(d) or 1
         user, nice, system, idle, iowait = (d + [0] * 5)[:5]
         out.append({"id": name, "idle_percent": _n(100.0 * idle / total),
