@@ -8,6 +8,11 @@ of every kind whose header values are drawn from edge cases (numbers beyond 2^64
 quoted, floats, nested arrays; pathological and oversized filters, regex topics; bodies
 nested 100,000 deep), connections that never log on and subscribers that never read. The
 generator is a ``random.Random(seed)`` per worker, so a failing run is replayed by its seed.
+
+Every wait has a deadline: a run of ``seconds`` ends within ``seconds + GRACE``. No socket
+call blocks past it, a drain reads for at most ``DRAIN_LIMIT`` however busy the connection is
+(a session subscribed to ``.*`` next to the steady flow never sees 10 ms of silence), and a
+kind that can no longer send stops sending.
 """
 
 from __future__ import annotations
@@ -51,6 +56,14 @@ _ACKS = ["processed", "completed", "persisted", "received", "parsed", "stats",
          "processed,completed", "bogus", "processed,stats,completed,persisted"]
 
 
+#: how long after its ``seconds`` a run may take to finish the connections it is in
+GRACE = 3.0
+#: the longest one drain reads (it stops earlier at 10 ms of silence)
+DRAIN_LIMIT = 0.25
+#: the longest one socket operation may block
+SOCKET_TIMEOUT = 2.0
+
+
 def frame(payload: bytes) -> bytes:
     return len(payload).to_bytes(4, "big") + payload
 
@@ -78,6 +91,8 @@ class Fuzzer:
         self.port = port
         self.seed = seed
         self.stats = FuzzStats()
+        #: monotonic time after which no socket call may start or block (set by ``run``)
+        self.hard_deadline = float("inf")
         self._kinds: list[Callable[[socket.socket, random.Random], tuple[int, int]]] = [
             self._garbage, self._huge_prefix, self._truncated, self._bad_header,
             self._session, self._session, self._session, self._session, self._slow_reader,
@@ -86,6 +101,7 @@ class Fuzzer:
 
     def run(self, seconds: float, workers: int = 3) -> FuzzStats:
         deadline = time.monotonic() + seconds
+        self.hard_deadline = deadline + GRACE
         threads = [threading.Thread(target=self._worker, args=(self.seed * 1000 + i, deadline),
                                     daemon=True) for i in range(workers)]
         for t in threads:
@@ -99,17 +115,26 @@ class Fuzzer:
         while time.monotonic() < deadline:
             kind = rnd.choice(self._kinds)
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=5) as s:
-                    s.settimeout(2)
+                with socket.create_connection(("127.0.0.1", self.port),
+                                              timeout=self._timeout()) as s:
                     frames, nbytes = kind(s, rnd)
             except OSError:
                 frames, nbytes = 1, 0
             self.stats.add(kind.__name__.lstrip("_"), frames, nbytes)
 
+    def _timeout(self, limit: float = SOCKET_TIMEOUT) -> float:
+        """How long the next socket operation may block: ``limit``, cut at the hard deadline
+        (a minimum of 1 ms, so that a call past it fails at once rather than blocking)."""
+        return max(0.001, min(limit, self.hard_deadline - time.monotonic()))
+
     # -- kinds of abuse ---------------------------------------------------------------------
-    @staticmethod
-    def _send(s: socket.socket, data: bytes) -> int:
+    def _send(self, s: socket.socket, data: bytes) -> int:
+        """Send ``data``; 0 when it could not all go (refused, timed out, or past the hard
+        deadline): the caller stops sending on that connection."""
+        if time.monotonic() >= self.hard_deadline:
+            return 0
         try:
+            s.settimeout(self._timeout())
             s.sendall(data)
         except OSError:
             return 0
@@ -148,9 +173,12 @@ class Fuzzer:
             "c": "subscribe", "t": rnd.choice([".*", "fz", "fz.*"]), "sub_id": "slow",
             "cid": "slow"}).encode()))
         n = 2
-        for i in range(rnd.randint(1, 200)):
-            sent += self._send(s, frame(b'{"c":"p","t":"fz"}' + b'{"pad":"' + b"y" * 4000
-                                        + b'"}'))
+        for _ in range(rnd.randint(1, 200)):
+            more = self._send(s, frame(b'{"c":"p","t":"fz"}' + b'{"pad":"' + b"y" * 4000
+                                       + b'"}'))
+            if not more:  # the server stopped reading us (or time is up): that is the point
+                break
+            sent += more
             n += 1
         return n, sent
 
@@ -162,7 +190,10 @@ class Fuzzer:
             frames.append(self._header(rnd) + self._body(rnd))
         sent = 0
         for f in frames:
-            sent += self._send(s, frame(f))
+            more = self._send(s, frame(f))
+            if not more:
+                break
+            sent += more
             if rnd.random() < 0.2:
                 self._drain(s)
         self._drain(s)
@@ -237,15 +268,20 @@ class Fuzzer:
                                                                         "x", ""]),
                            "id": rnd.randint(0, 20)}).encode()
 
-    @staticmethod
-    def _drain(s: socket.socket) -> None:
-        s.settimeout(0.01)
+    def _drain(self, s: socket.socket) -> None:
+        """Read what the server sent until 10 ms of silence, ``DRAIN_LIMIT`` or the hard
+        deadline, whichever comes first."""
+        until = min(time.monotonic() + DRAIN_LIMIT, self.hard_deadline)
         try:
-            while s.recv(1 << 16):
-                pass
+            while True:
+                left = until - time.monotonic()
+                if left <= 0:
+                    return
+                s.settimeout(min(0.01, left))
+                if not s.recv(1 << 16):
+                    return
         except OSError:
             pass
-        s.settimeout(2)
 
 
 def _fuzz_child(port: int, seed: int, seconds: float, workers: int, out: Any) -> None:
@@ -265,8 +301,8 @@ def fuzz_in_process(port: int, seed: int, seconds: float, workers: int = 3) -> F
     child.start()
     import queue
 
-    # the workers finish the session they are in after ``seconds``: allow them as long again
-    deadline = time.monotonic() + 2 * seconds + 120
+    # the workers end within GRACE of ``seconds``; the rest is the spawned interpreter's start
+    deadline = time.monotonic() + seconds + GRACE + 60
     while True:
         try:
             frames, nbytes, conns, kinds = out.get(timeout=1)

@@ -1,0 +1,113 @@
+"""Publish ingest against the do-nothing sink, side by side in one run.
+
+The official Python client publishes ``--messages`` 200-byte JSON messages (``BODY``) and
+flushes, against: the sink (``bench/sink.py``: frames, answers logon and flush, discards),
+the emulator with no transaction log, the emulator's built-in config with ``--memory``, and
+the built-in config (every topic journalled, group fsync). Rounds are interleaved so a
+noisy neighbour hits every target alike; each figure is the best of its rounds, and the
+ratio is to the sink's best. Also a keyed SOW target (``--sow``): inserts then updates to a
+topic keyed on ``/id``, journalled.
+
+    python bench/bench_vs_sink.py [--messages 200000] [--rounds 3] [--sow]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench._support import ROOT, ServerProcess, machine, timed_publish, warm_publisher  # noqa: E402
+
+NO_TXLOG = ("<AMPSConfig><Name>bench</Name><Transports><Transport><Name>json-tcp</Name>"
+            "<Type>tcp</Type><InetAddr>127.0.0.1:9007</InetAddr><MessageType>json"
+            "</MessageType><Protocol>amps</Protocol></Transport></Transports></AMPSConfig>")
+
+SOW_KEYED = """<AMPSConfig><Name>bench</Name>
+<Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:9007</InetAddr>
+<MessageType>json</MessageType><Protocol>amps</Protocol></Transport></Transports>
+<TransactionLog><JournalDirectory>{d}/journal</JournalDirectory>
+<Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
+<SOW><Topic><Name>ingest</Name><MessageType>json</MessageType><Key>/id</Key>
+<FileName>{d}/sow/%n.sow</FileName></Topic></SOW></AMPSConfig>"""
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "sink.py")],
+                                     stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line.startswith("ready: "):
+            self.proc.kill()
+            raise RuntimeError(f"sink did not start: {line!r}")
+        self.uri = line.split()[1]
+
+    def __enter__(self) -> Sink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+def _run(target: str, n: int, tmp: str, sow_updates: bool = False) -> float:
+    if target == "sink":
+        with Sink() as s:
+            c = warm_publisher(s.uri)
+            dt = timed_publish(c, n)
+            c.close()
+        return n / dt
+    if target == "no transaction log":
+        cfg, extra = os.path.join(tmp, "no-txlog.xml"), []
+    elif target == "--memory":
+        cfg, extra = None, ["--memory"]
+    elif target == "built-in config (journal)":
+        cfg, extra = None, []
+    else:  # keyed SOW
+        d = tempfile.mkdtemp(dir=tmp)
+        cfg = os.path.join(d, "sow.xml")
+        Path(cfg).write_text(SOW_KEYED.format(d=d))
+        extra = []
+    with ServerProcess(cfg, extra) as srv:
+        c = warm_publisher(srv.uri)
+        dt = timed_publish(c, n)
+        if sow_updates:  # the same keys again: every publish replaces a record
+            dt = timed_publish(c, n)
+        c.close()
+    return n / dt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--messages", type=int, default=200_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sow", action="store_true", help="also keyed SOW inserts and updates")
+    args = ap.parse_args()
+    targets = ["sink", "no transaction log", "--memory", "built-in config (journal)"]
+    if args.sow:
+        targets += ["keyed SOW inserts (journal)", "keyed SOW updates (journal)"]
+    best: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="amps-vs-sink-") as tmp:
+        Path(tmp, "no-txlog.xml").write_text(NO_TXLOG)
+        for r in range(args.rounds):
+            for t in targets:
+                rate = _run(t, args.messages, tmp, sow_updates=t.startswith("keyed SOW updates"))
+                best[t] = max(best.get(t, 0.0), rate)
+                print(f"round {r + 1}: {t}: {rate:,.0f} msg/s", flush=True)
+    sink = best["sink"]
+    print(f"\npublish ingest, official Python client, {args.messages:,} x 200 B, best of "
+          f"{args.rounds} interleaved rounds")
+    print(f"{'target':34} {'msg/s':>10} {'vs sink':>8}")
+    for t in targets:
+        print(f"{t:34} {best[t]:>10,.0f} {best[t] / sink:>7.2f}x")
+    print(f"machine: {machine()}")
+
+
+if __name__ == "__main__":
+    main()
