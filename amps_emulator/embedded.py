@@ -27,6 +27,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from amps_emulator.server.admin import start_admin
 from amps_emulator.server.app import Server
 
 
@@ -147,6 +148,11 @@ class EmbeddedServer:
         else:  # handed over: the server closes them
             socks, self._sockets = self._sockets, []
         self.uris = await self.server.start(sockets=socks)
+        try:
+            await start_admin(self.server)  # when the config or server_kwargs name one
+        except BaseException:
+            await self.server.stop()
+            raise
 
     async def _restart(self) -> None:
         assert self.server is not None

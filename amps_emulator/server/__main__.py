@@ -165,6 +165,7 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
               memory: bool = False, strict_recovery: bool = False, **limits: Any) -> None:
     """Start a server on ``config`` and serve until ``shutdown`` is set (``limits``:
     ``logon_timeout``, ``memory_budget`` for :class:`server.app.Server`)."""
+    from amps_emulator.server.admin import start_admin
     from amps_emulator.server.app import Server
     from amps_emulator.server.clock import TestClock
 
@@ -173,11 +174,16 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
                     strict_recovery=strict_recovery,
                     **{k: v for k, v in limits.items() if v is not None})
     uris = await server.start(sockets=sockets)
+    try:
+        admin_server = await start_admin(server)
+    except BaseException:
+        await server.stop()
+        raise
     shutdown = shutdown or asyncio.Event()
     if ready is not None:
         ready(uris)
-        if server.admin is not None:
-            print(f"admin: {server.admin.uri}", flush=True)
+        if admin_server is not None:
+            print(f"admin: {admin_server.uri}", flush=True)
     try:
         await shutdown.wait()
     finally:

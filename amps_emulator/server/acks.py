@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.app import Server
-    from amps_emulator.server.connection import Connection
+    from amps_emulator.server.ports import Client, PersistWaiter
 
 
-def early(conn: Connection, cmd: Command) -> None:
+def early(conn: Client, cmd: Command) -> None:
     acks = cmd.acks
     if "received" in acks:
         conn.ack(cmd, "received")
@@ -24,7 +23,7 @@ def early(conn: Connection, cmd: Command) -> None:
         conn.ack(cmd, "parsed")
 
 
-def final(conn: Connection, cmd: Command, processed: bool = True, **counts: Any) -> None:
+def final(conn: Client, cmd: Command, processed: bool = True, **counts: Any) -> None:
     acks = cmd.acks
     if processed and "processed" in acks:
         conn.ack(cmd, "processed")
@@ -34,14 +33,14 @@ def final(conn: Connection, cmd: Command, processed: bool = True, **counts: Any)
         conn.ack(cmd, "stats", **counts)
 
 
-def refused(server: Server, conn: Connection, cmd: Command, seq: int | None,
-            reason: str) -> None:
+def refused(conn: Client, cmd: Command, seq: int | None, reason: str,
+            txlog: PersistWaiter | None) -> None:
     """A publish (or delete) not stored: its persisted ack is a failure with ``reason`` and
     its ``s`` (released after the persisted acks of the commands before it, so the client's
     publish store discards nothing unsettled), else its first requested ack is."""
     if seq is not None and "persisted" in cmd.acks:
-        if server.txlog is not None:
-            server.txlog.wait_persisted(conn, seq, reason=reason)
+        if txlog is not None:
+            txlog.wait_persisted(conn, seq, reason=reason)
         else:
             conn.persisted_failure(seq, reason)
     elif cmd.acks:

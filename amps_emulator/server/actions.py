@@ -27,16 +27,11 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import re
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server.commands import publish_message
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
-from amps_emulator.server.sow_commands import delete_records
-
-if TYPE_CHECKING:
-    from amps_emulator.server.app import Server
 
 log = logging.getLogger("amps_emulator.actions")
 
@@ -64,8 +59,12 @@ class _Trigger:
 
 
 class Actions:
-    def __init__(self, server: Server, configured: Iterable[Any]) -> None:
-        self.server = server
+    def __init__(self, instance_name: str, configured: Iterable[Any]) -> None:
+        self.instance_name = instance_name
+        #: the message path, injected by the composition root (``app.Server``): publish
+        #: ``(topic, data)`` as the instance, delete ``(topic, filter)`` from a SOW topic
+        self.publish: Callable[[str, bytes], object] | None = None
+        self.delete: Callable[[str, str], object] | None = None
         self.on_publish: list[_Trigger] = []
         self.on_sow_expire: list[_Trigger] = []
         self.on_sow_delete: list[_Trigger] = []
@@ -108,7 +107,7 @@ class Actions:
         if self._depth >= MAX_DEPTH:
             log.warning("actions: not following a chain deeper than %d (topic %s)", MAX_DEPTH, topic)
             return
-        variables.setdefault("AMPS_INSTANCE_NAME", self.server.instance_name)
+        variables.setdefault("AMPS_INSTANCE_NAME", self.instance_name)
         self._depth += 1
         try:
             for trig in triggers:
@@ -131,14 +130,16 @@ class Actions:
     def _do_publish(self, step: Any, variables: dict[str, Any]) -> None:
         topic = substitute(step.option("Topic") or "", variables).decode()
         data = substitute(step.option("Data") or "{{AMPS_DATA}}", variables)
-        if self.server.queuesvc is not None:
-            topic = self.server.queuesvc.publish_target(topic)
-        publish_message(self.server, topic, data, client_name=self.server.instance_name)
+        if self.publish is None:
+            raise RuntimeError("actions: no message path injected")
+        self.publish(topic, data)
 
     def _do_delete_sow(self, step: Any, variables: dict[str, Any]) -> None:
         topic = substitute(step.option("Topic") or "", variables).decode()
         flt = substitute(step.option("Filter") or "1=1", variables).decode()
-        delete_records(self.server, topic, flt)
+        if self.delete is None:
+            raise RuntimeError("actions: no message path injected")
+        self.delete(topic, flt)
 
 
 def substitute(template: str, variables: dict[str, Any]) -> bytes:

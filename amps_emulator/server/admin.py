@@ -60,6 +60,24 @@ def parse_addr(addr: str) -> tuple[str, int]:
     return host or "0.0.0.0", port
 
 
+async def start_admin(server: Server) -> AdminServer | None:
+    """Start the Admin HTTP interface of a started ``server`` on ``--admin`` or the config's
+    ``Admin/InetAddr`` (None when neither names one). The server stops it with itself.
+    Called by the command line (``__main__.run``) and ``embedded.EmbeddedServer``: the
+    server itself does not know this room."""
+    cfg = getattr(server.config, "admin", None)
+    addr = server.admin_addr
+    if addr is None and cfg is not None and getattr(cfg, "port", None) is not None:
+        addr = f"{cfg.host or '0.0.0.0'}:{cfg.port}"
+    if addr is None:
+        return None
+    host, port = parse_addr(addr)
+    admin = AdminServer(server, host, port, getattr(cfg, "interval", None) or 10.0)
+    await admin.start()
+    server.admin = admin
+    return admin
+
+
 class AdminServer:
     def __init__(self, server: Server, host: str, port: int, interval: float) -> None:
         self.server = server
@@ -312,7 +330,7 @@ class AdminServer:
                 if seconds < 0:
                     raise HttpError(400, "the clock does not go backwards")
                 ran = tb.advance(seconds)
-                s.request_turn_end()
+                s.turn.request()
                 return {"monotonic": tb.monotonic(), "time": tb.time(), "timers_run": ran}
             return {"test_clock": tb.is_test, "monotonic": tb.monotonic(), "time": tb.time()}
         raise HttpError(404, f"no emulator resource {path}")

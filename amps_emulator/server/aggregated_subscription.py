@@ -72,7 +72,7 @@ class GroupTracker:
             g = group_of(rec.doc)
             self._group[rec.sow_key] = g
             self._members.setdefault(g, set()).add(rec.sow_key)
-        self.last = dict(zip(agg.groups, results))
+        self.last = dict(zip(agg.groups, results, strict=False))
 
     def change(self, skey: str, joined: bool, doc: Any
                ) -> list[tuple[Record | None, Record | None]]:

@@ -26,15 +26,18 @@ from typing import Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server import commands, replay, version
+from amps_emulator.server import commands, replay, sow_commands, version
 from amps_emulator.server.actions import Actions
 from amps_emulator.server.clock import SystemClock
 from amps_emulator.server.connection import Connection
+from amps_emulator.server.ports import Stoppable
 from amps_emulator.server.queuesvc import QueueService
 from amps_emulator.server.router import Router
 from amps_emulator.server.sowsvc import SowService
+from amps_emulator.server.turn import Turn, contain
 from amps_emulator.server.txlog import TxLog
-from amps_emulator.server.views import DerivedTopics
+from amps_emulator.server.views import DerivedTopics, derived_specs
+from amps_emulator.server.websocket import WebSocketProtocol
 
 log = logging.getLogger("amps_emulator.server")
 
@@ -70,11 +73,12 @@ class Listener:
         return f"{scheme}://{host}:{self.port}/amps/{self.message_type}"
 
     def protocol_factory(self, server: Server) -> Callable[[], asyncio.Protocol]:
-        if self.protocol == "websocket":
-            from amps_emulator.server.websocket import WebSocketProtocol
+        def make_connection() -> Connection:
+            return Connection(server, self)
 
-            return lambda: WebSocketProtocol(server, self)
-        return lambda: Connection(server, self)
+        if self.protocol == "websocket":
+            return lambda: WebSocketProtocol(make_connection, self)
+        return make_connection
 
 
 def _tls_context(t: Any) -> ssl.SSLContext | None:
@@ -114,7 +118,7 @@ class Server:
         """``timebase``: a :mod:`server.clock` clock (a ``TestClock`` for ``--test-clock``);
         without one, real time read through ``clock`` (monotonic) and ``wallclock``.
         ``admin``: ``HOST:PORT`` of the Admin HTTP interface (default: the config's
-        ``Admin/InetAddr``, if any)."""
+        ``Admin/InetAddr``, if any), started above the root by ``admin.start_admin``."""
         self.config = config
         self.keep_readable_journal = keep_readable_journal
         #: refuse to start when acked data is found missing (oldest journal segment, SOW file)
@@ -141,8 +145,8 @@ class Server:
         self.client_seqs: dict[str, int] = {}  # publish de-duplication high-water marks
         self.listeners: list[Listener] = []
         self._handlers = commands.HANDLERS
-        self._dirty: list[Connection] = []
-        self._flush_scheduled = False
+        #: the end of every turn: SOW commit, journal, then writes (:mod:`server.turn`)
+        self.turn = Turn()
         self._conn_ids = itertools.count(1)
         self.stats = {"published": 0, "delivered": 0}
         self.stopping = False
@@ -153,10 +157,20 @@ class Server:
         self.derived: Any = None
         self.instance_name = config.name
         self.admin_addr = admin
-        self.admin: Any = None  # server.admin.AdminServer once started
+        #: the Admin HTTP interface once an operator room started it (``admin.start_admin``);
+        #: the server stops it with itself
+        self.admin: Stoppable | None = None
         self.ready = False
-        self.actions = Actions(self, config.actions)
+        self.actions = Actions(self.instance_name, config.actions)
+        # the actions write through the message path like a client (the root injects it)
+        self.actions.publish = self._action_publish
+        self.actions.delete = lambda topic, flt: sow_commands.delete_records(self, topic, flt)
         self._filter_pool: Any = None
+
+    def _action_publish(self, topic: str, data: bytes) -> None:
+        if self.queuesvc is not None:
+            topic = self.queuesvc.publish_target(topic)  # a queue's own name: its feed
+        commands.publish_message(self, topic, data, client_name=self.instance_name)
 
     def filter_pool(self) -> Any:
         """One worker thread that compiles long filters off the event loop (see
@@ -173,11 +187,12 @@ class Server:
         self.loop = asyncio.get_running_loop()
         self.listeners = listeners_from_config(self.config)  # TLS files checked before any recovery
         self.timebase.bind(self.loop)
+        self.turn.bind(self.loop)
         if self.config.transaction_log is not None:
             self.txlog = TxLog(self, self.config.transaction_log)
             self.txlog.open()  # recovery happens before any client can connect
         if self.config.sow_topics:
-            self.sowsvc = SowService(self, self.config)
+            self.sowsvc = SowService(self, self.config, derived_specs)
             self.sowsvc.recover()
             self.sowsvc.start_history_maintenance()
             if self.config.views or self.config.conflated_topics:
@@ -197,24 +212,15 @@ class Server:
             lst.server = srv
             sockname = srv.sockets[0].getsockname()
             lst.host, lst.port = sockname[0], sockname[1]
+        # the end of a turn, in order: SOW commit, then the journal (persist, then reply)
+        if self.sowsvc is not None:
+            self.turn.stage("sow commit", self.sowsvc.commit)
+        if self.txlog is not None:
+            self.turn.stage("journal end of turn", self.txlog.end_turn)
         if self.txlog is not None:
             self.txlog.start_timers()
-        await self._start_admin()
         self.ready = True
         return [lst.uri for lst in self.listeners]
-
-    async def _start_admin(self) -> None:
-        cfg = getattr(self.config, "admin", None)
-        addr = self.admin_addr
-        if addr is None and cfg is not None and getattr(cfg, "port", None) is not None:
-            addr = f"{cfg.host or '0.0.0.0'}:{cfg.port}"
-        if addr is None:
-            return
-        from amps_emulator.server.admin import AdminServer, parse_addr
-
-        host, port = parse_addr(addr)
-        self.admin = AdminServer(self, host, port, getattr(cfg, "interval", None) or 10.0)
-        await self.admin.start()
 
     async def enable_listener(self, lst: Listener) -> None:
         """Listen again on a transport the administrator disabled (same address)."""
@@ -225,6 +231,7 @@ class Server:
 
     async def stop(self) -> None:
         self.stopping = True
+        self.turn.stopping = True
         if self.admin is not None:
             await self.admin.stop()
         for lst in self.listeners:
@@ -235,7 +242,7 @@ class Server:
             conn.close("server shutting down")
             # its state goes now, while the transaction log is still open (the socket's
             # connection_lost may only come after the log is closed)
-            self.connection_closed(conn)
+            self.closed(conn)
         for lst in self.listeners:
             if lst.server is not None:
                 await lst.server.wait_closed()
@@ -255,13 +262,13 @@ class Server:
         return self.timebase.call_later(delay, callback)
 
     # -- connections ------------------------------------------------------------------
-    def connection_opened(self, conn: Connection) -> None:
+    def opened(self, conn: Connection) -> None:
         conn.conn_id = next(self._conn_ids)
         conn.connect_time = self.wallclock()
         self.connections.add(conn)
         log.debug("connection %d from %s", conn.conn_id, conn.peer)
 
-    def connection_closed(self, conn: Connection) -> None:
+    def closed(self, conn: Connection) -> None:
         self.connections.discard(conn)
         for sub in conn.subs.values():
             self.remove_subscription(sub)
@@ -271,6 +278,10 @@ class Server:
         if conn.client_name is not None and self.by_name.get(conn.client_name) is conn:
             del self.by_name[conn.client_name]
         log.debug("connection %d closed", conn.conn_id)
+
+    def writable(self, conn: Connection) -> None:
+        """``conn``'s transport takes output again: resume its paused journal replays."""
+        replay.resume_connection(self, conn)
 
     def check_memory(self) -> bool:
         """Keep the frames buffered by all connections within :attr:`memory_budget`: over
@@ -326,48 +337,6 @@ class Server:
             log.exception("%s: internal error handling %r", conn.describe(), cmd)
             conn.fail(cmd, reasons.UNKNOWN_ERROR)
 
-    # -- once-per-turn output -----------------------------------------------------------
-    def mark_dirty(self, conn: Connection) -> None:
-        self._dirty.append(conn)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-
-    def request_turn_end(self) -> None:
-        """Make sure ``_flush`` runs at the end of this turn (journal work is pending)."""
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            self.loop.call_soon(self._flush)
-
-    def _flush(self) -> None:
-        """End of turn: commit the SOW and the journal (releasing what is durable), then
-        write output. An unforeseen error in one stage is logged and the rest still runs:
-        the flag must never stay set, or no client would get another byte."""
-        try:
-            if not self.stopping:
-                for stage in (self.sowsvc and self.sowsvc.commit,
-                              self.txlog and self.txlog.end_turn):
-                    if stage:
-                        try:
-                            stage()
-                        except Exception:
-                            log.exception("internal error at the end of a turn (%s); "
-                                          "carrying on", stage.__qualname__)
-            dirty, self._dirty = self._dirty, []
-        finally:
-            self._flush_scheduled = False
-        for conn in dirty:
-            try:
-                conn.flush_output()
-            except Exception:
-                self.contain(conn, "writing its output")
-        if self._dirty:
-            self.request_turn_end()
-
     def contain(self, conn: Connection, what: str) -> None:
-        """Call from an ``except`` block: an unforeseen error in work for one client is
-        logged once, naming it, and costs that client its connection, nobody else."""
-        if conn.closed:
-            return
-        log.exception("%s: internal error in %s; disconnecting it", conn.describe(), what)
-        conn.close(f"internal error in {what}", abort=True)
+        """See :func:`server.turn.contain`."""
+        contain(conn, what)

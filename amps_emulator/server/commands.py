@@ -20,15 +20,15 @@ from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import final as acks_final
 from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.delivery import UNDECODED, Message, decode_or_none, fan_out
+from amps_emulator.server.publish import store_publish
 from amps_emulator.server.router import Subscription
-from amps_emulator.server.sow_commands import store_publish
 from amps_emulator.server.subscribe import compile_filter_for, register_subscription
 from amps_emulator.server.version import SERVER_VERSION
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.app import Server
-    from amps_emulator.server.connection import Connection
+    from amps_emulator.server.broker import Broker
+    from amps_emulator.server.ports import Client
 
 log = logging.getLogger("amps_emulator.commands")
 
@@ -38,7 +38,7 @@ _DELTA = int(RecordKind.DELTA_PUBLISH)
 
 # -- logon / heartbeat / flush -------------------------------------------------------------
 
-def logon(server: Server, conn: Connection, cmd: Command) -> None:
+def logon(server: Broker, conn: Client, cmd: Command) -> None:
     acks_early(conn, cmd)
     if cmd.message_type and cmd.message_type != conn.listener.message_type:
         raise CommandError(reasons.INVALID_MESSAGE_TYPE, cmd.message_type)
@@ -49,7 +49,7 @@ def logon(server: Server, conn: Connection, cmd: Command) -> None:
         # connection is disconnected and the new one takes the name over.
         previous.close(f"{reasons.DISCONNECT_NAME_IN_USE}: a logon from {conn.peer} "
                        f"took over the client name {name!r}")  # a WARNING with both peers
-        server.connection_closed(previous)
+        server.closed(previous)
     if conn.client_name is not None and conn.client_name != name:
         if server.by_name.get(conn.client_name) is conn:
             del server.by_name[conn.client_name]
@@ -78,7 +78,7 @@ def logon(server: Server, conn: Connection, cmd: Command) -> None:
             conn.ack(cmd, ack_type, **extra)
 
 
-def heartbeat(server: Server, conn: Connection, cmd: Command) -> None:
+def heartbeat(server: Broker, conn: Client, cmd: Command) -> None:
     opts = (cmd.options or "").split(",")
     if opts and opts[0] == "start":
         try:
@@ -95,7 +95,7 @@ def heartbeat(server: Server, conn: Connection, cmd: Command) -> None:
     acks_final(conn, cmd)
 
 
-def flush(server: Server, conn: Connection, cmd: Command) -> None:
+def flush(server: Broker, conn: Client, cmd: Command) -> None:
     acks_early(conn, cmd)
     # Everything this client sent before the flush has been processed in order; pending
     # persisted acks go out before the flush's own ack.
@@ -110,7 +110,7 @@ def flush(server: Server, conn: Connection, cmd: Command) -> None:
 
 # -- publish ------------------------------------------------------------------------------
 
-def publish(server: Server, conn: Connection, cmd: Command) -> None:
+def publish(server: Broker, conn: Client, cmd: Command) -> None:
     topic = cmd.topic
     if not topic:
         raise CommandError(reasons.INVALID_TOPIC, "publish without a topic")
@@ -140,13 +140,13 @@ def publish(server: Server, conn: Connection, cmd: Command) -> None:
         raise
 
 
-def _journaled(server: Server, client_name: str, seq: int) -> bool:
+def _journaled(server: Broker, client_name: str, seq: int) -> bool:
     txlog = server.txlog
     return txlog is not None and txlog.journal is not None \
         and txlog.journal.last_seq_for_client(client_name, persisted=False) >= seq
 
 
-def _publish(server: Server, conn: Connection, cmd: Command, topic: str,
+def _publish(server: Broker, conn: Client, cmd: Command, topic: str,
              acks: frozenset[str], seq: int | None) -> None:
     if server.queuesvc is not None:
         topic = server.queuesvc.publish_target(topic)  # a queue's own name: where it feeds from
@@ -155,7 +155,7 @@ def _publish(server: Server, conn: Connection, cmd: Command, topic: str,
         txlog.refuse(conn, cmd, seq)  # a failure ack, no log line per publish
         return
     if server.sowsvc is not None and server.sowsvc.refusing(topic):  # its disk is full
-        acks_refused(server, conn, cmd, seq, reasons.TX_STORE_FAILURE)
+        acks_refused(conn, cmd, seq, reasons.TX_STORE_FAILURE, server.txlog)
         return
     if server.derived is not None:
         server.derived.check_writable(topic)
@@ -173,13 +173,13 @@ def _publish(server: Server, conn: Connection, cmd: Command, topic: str,
         # on its persisted ack, with its sequence, to the client's failed-write handler.
         if "processed" in acks:
             conn.ack(cmd, "processed", "failure", exc.reason)
-        acks_refused(server, conn, cmd, seq, exc.reason)
+        acks_refused(conn, cmd, seq, exc.reason, server.txlog)
         return
     if acks:
         _publish_acks(server, conn, cmd, seq, position)
 
 
-def publish_message(server: Server, topic: str, body: bytes, delta: bool = False,
+def publish_message(server: Broker, topic: str, body: bytes, delta: bool = False,
                     client_name: str = "", client_seq: int | None = None,
                     correlation_id: str | None = None, sow_key: str | None = None,
                     expiration: int | None = None,
@@ -211,7 +211,7 @@ def publish_message(server: Server, topic: str, body: bytes, delta: bool = False
         stamp = msg.timestamp = rec.timestamp if rec is not None \
             else int(server.wallclock() * 1_000_000)
         if sow_topic is not None:
-            store_publish(server, sow_topic, msg, delta, rec.position if rec is not None else 0,
+            store_publish(server.turn, sow_topic, msg, delta, rec.position if rec is not None else 0,
                           key, stamp / 1_000_000)
         fan_out(server, msg)
         if sow_topic is not None and server.derived is not None:
@@ -225,7 +225,7 @@ def publish_message(server: Server, topic: str, body: bytes, delta: bool = False
     return rec.position if rec is not None else None
 
 
-def _publish_acks(server: Server, conn: Connection, cmd: Command, seq: int | None,
+def _publish_acks(server: Broker, conn: Client, cmd: Command, seq: int | None,
                   position: int | None) -> None:
     acks = cmd.acks
     if "processed" in acks:
@@ -245,7 +245,7 @@ def _publish_acks(server: Server, conn: Connection, cmd: Command, seq: int | Non
 
 # -- subscriptions -------------------------------------------------------------------------
 
-def subscribe(server: Server, conn: Connection, cmd: Command) -> None:
+def subscribe(server: Broker, conn: Client, cmd: Command) -> None:
     acks_early(conn, cmd)
     opts = cmd.opts
     if "resume" in opts:
@@ -292,7 +292,7 @@ def subscribe(server: Server, conn: Connection, cmd: Command) -> None:
     replay.schedule(server, cursor)  # replay starts after the processed ack is queued
 
 
-def _queue_subscription(server: Server, conn: Connection, cmd: Command, queue: Any,
+def _queue_subscription(server: Broker, conn: Client, cmd: Command, queue: Any,
                         sub_id: str, filt: Any, existing: Any) -> None:
     """Subscribe to a queue: deliveries come from the queue engine (leases, backlog)."""
     if existing is not None and existing.queue is not queue:
@@ -314,7 +314,7 @@ def _queue_subscription(server: Server, conn: Connection, cmd: Command, queue: A
     acks_final(conn, cmd, processed=False)
 
 
-def _pause(server: Server, conn: Connection, cmd: Command, sub_ids: str) -> None:
+def _pause(server: Broker, conn: Client, cmd: Command, sub_ids: str) -> None:
     """``o=pause`` naming subscriptions that exist: stop their replay where it is (``resume``
     continues it). Only bookmark subscriptions without ``live`` can pause; ids this connection
     does not have are ignored, as for ``resume``."""
@@ -332,7 +332,7 @@ def _pause(server: Server, conn: Connection, cmd: Command, sub_ids: str) -> None
     acks_final(conn, cmd)
 
 
-def _resume(server: Server, conn: Connection, cmd: Command) -> None:
+def _resume(server: Broker, conn: Client, cmd: Command) -> None:
     """``o=resume``: start delivering to subscriptions created with ``pause``."""
     for sub_id in (cmd.sub_id or "").split(","):
         sub = conn.subs.get(sub_id.strip())
@@ -342,7 +342,7 @@ def _resume(server: Server, conn: Connection, cmd: Command) -> None:
     acks_final(conn, cmd)
 
 
-def unsubscribe(server: Server, conn: Connection, cmd: Command) -> None:
+def unsubscribe(server: Broker, conn: Client, cmd: Command) -> None:
     acks_early(conn, cmd)
     ids = (cmd.sub_id or "").split(",")
     if "all" in ids:
@@ -356,7 +356,7 @@ def unsubscribe(server: Server, conn: Connection, cmd: Command) -> None:
     acks_final(conn, cmd)
 
 
-HANDLERS: dict[str, Callable[[Server, Connection, Command], None]] = {
+HANDLERS: dict[str, Callable[[Broker, Client, Command], None]] = {
     "logon": logon,
     "heartbeat": heartbeat,
     "flush": flush,

@@ -20,7 +20,7 @@ Bad values fail the subscription with ``invalid options``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -35,7 +35,14 @@ from amps_emulator.sow.paths import PathError, parse_path
 from .delivery import UNDECODED, decode_or_none, delivery_tail, selected
 
 if TYPE_CHECKING:
-    from amps_emulator.server.app import Server
+    from amps_emulator.server.ports import ServiceHost
+    from amps_emulator.server.sowsvc import SowService
+
+    class ConflationHost(ServiceHost, Protocol):
+        """What a conflated subscription reads of the server (here, not in ``ports``: it
+        names :class:`server.sowsvc.SowService`)."""
+
+        sowsvc: SowService | None
     from amps_emulator.server.router import Subscription
 
 __all__ = ["Conflator", "conflation_for", "AUTO_INTERVAL"]
@@ -77,7 +84,7 @@ def _keys(text: str) -> tuple[tuple, ...]:
     return tuple(out)
 
 
-def conflation_for(server: Server, sub: Subscription) -> Conflator | None:
+def conflation_for(server: ConflationHost, sub: Subscription) -> Conflator | None:
     """The subscription's conflator from its options (``None``: not conflated); raises
     ``CommandError(invalid options)`` for a bad combination."""
     opts = sub.options
@@ -114,7 +121,7 @@ class _Held:
 
 
 class Conflator:
-    def __init__(self, server: Server, sub: Subscription, interval: float,
+    def __init__(self, server: ConflationHost, sub: Subscription, interval: float,
                  keys: tuple[tuple, ...] | None) -> None:
         self.server = server
         self.sub = sub
@@ -171,7 +178,7 @@ class Conflator:
             self._send(self._held.pop(k))
         if self._held:
             self._arm(min(h.deadline for h in self._held.values()))
-        self.server.request_turn_end()
+        self.server.turn.request()
 
     def _send(self, held: _Held) -> None:
         msg, sub = held.msg, self.sub

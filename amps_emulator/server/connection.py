@@ -9,8 +9,8 @@ so a burst of deliveries costs one ``write`` call.
 Outbound memory is bounded: when the bytes queued here plus the transport's own buffer exceed
 the transport's limit, the client is disconnected as a slow consumer and its buffers are
 dropped (the nats-server ``queueOutbound`` rule). All connections together share a memory
-budget for buffered frames (``Server.check_memory``), and a connection that does not log on
-within ``Server.logon_timeout`` is closed. A filter too long to compile in a few
+budget for buffered frames (``ConnectionHost.check_memory``), and a connection that does not
+log on within ``ConnectionHost.logon_timeout`` is closed. A filter too long to compile in a few
 milliseconds compiles in a worker thread while the connection is busy (``_compile_aside``).
 
 A long SOW query runs in steps so that the event loop keeps serving everyone else
@@ -28,7 +28,7 @@ import asyncio
 import logging
 import socket
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, frame, parse_command
@@ -36,12 +36,11 @@ from amps_emulator.protocol.codec import ack as encode_ack
 from amps_emulator.protocol.filter import compile_filter
 from amps_emulator.protocol.filter.compiler import MAX_TEXT as MAX_FILTER_TEXT
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server import replay
 from amps_emulator.server.heartbeat import Beat, Heartbeat
+from amps_emulator.server.ports import ConnectionHost, ListenerInfo
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.app import Server
     from amps_emulator.server.router import Subscription
 
 log = logging.getLogger("amps_emulator.connection")
@@ -71,9 +70,22 @@ def _reset_on_close(transport: asyncio.BaseTransport) -> None:
             pass
 
 
+class Counters(NamedTuple):
+    """A connection's monitoring counters at one moment (:meth:`Connection.counters`)."""
+
+    bytes_in: int
+    bytes_out: int
+    messages_in: int
+    messages_out: int
+    queue_depth_out: int  # frames queued for this turn's write
+    queued_bytes_out: int
+
+
 class Connection(asyncio.Protocol):
-    def __init__(self, server: Server, listener: Any) -> None:
-        self.server = server
+    def __init__(self, host: ConnectionHost, listener: ListenerInfo) -> None:
+        self.host = host
+        self._turn = host.turn  # where this connection's output waits for the end of the turn
+        self._timebase = host.timebase
         self.listener = listener
         self.decoder = FrameDecoder(listener.max_frame)
         self.out_limit = listener.out_limit
@@ -118,15 +130,20 @@ class Connection(asyncio.Protocol):
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        self.server.connection_opened(self)
-        timeout = self.server.logon_timeout
+        self.host.opened(self)
+        timeout = self.host.logon_timeout
         if timeout:
-            self._logon_timer = self.server.loop.call_later(timeout, self._logon_expired)
+            self._logon_timer = self.host.loop.call_later(timeout, self._logon_expired)
 
     def _logon_expired(self) -> None:
         self._logon_timer = None
         if not self.logged_on:
-            self.close(f"no logon within {self.server.logon_timeout:g}s", abort=True)
+            self.close(f"no logon within {self.host.logon_timeout:g}s", abort=True)
+
+    def counters(self) -> Counters:
+        """The monitoring counters, read-only (for :mod:`server.stats`)."""
+        return Counters(self.bytes_in, self.bytes_out, self.messages_in, self.messages_out,
+                        len(self._out), self._out_bytes)
 
     def buffered_bytes(self) -> int:
         """Memory this connection holds in frames: a partial inbound frame, stashed frames,
@@ -146,7 +163,7 @@ class Connection(asyncio.Protocol):
         self.bytes_in += len(data)
         if self.decoder.buffered > self._in_mark:  # a large frame is arriving
             self._in_mark = self.decoder.buffered + BUDGET_STEP
-            if not self.server.check_memory() and self.closed:
+            if not self.host.check_memory() and self.closed:
                 return
         elif self._in_mark > BUDGET_STEP and self.decoder.buffered < BUDGET_STEP:
             self._in_mark = BUDGET_STEP
@@ -158,12 +175,12 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         if self.heartbeat.active:
-            self.heartbeat.received(self.server.clock())
+            self.heartbeat.received(self._timebase.monotonic())
         self.messages_in += len(payloads)
         self._run(payloads)
 
     def _run(self, payloads: list[bytes]) -> None:
-        dispatch = self.server.dispatch
+        dispatch = self.host.dispatch
         for i, payload in enumerate(payloads):
             if self.closed:
                 return
@@ -191,7 +208,7 @@ class Connection(asyncio.Protocol):
         connection is busy, and its command runs when the compiled filter is cached."""
         self.begin_busy()
         self._stash_frames(payloads)
-        fut = self.server.loop.run_in_executor(self.server.filter_pool(), _precompile, text)
+        fut = self.host.loop.run_in_executor(self.host.filter_pool(), _precompile, text)
 
         def compiled(_fut: Any) -> None:
             if self.closed:
@@ -243,7 +260,7 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        replay.resume_connection(self.server, self)
+        self.host.writable(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -252,7 +269,7 @@ class Connection(asyncio.Protocol):
             self._logon_timer.cancel()
             self._logon_timer = None
         self._drop_buffers()
-        self.server.connection_closed(self)
+        self.host.closed(self)
 
     def _drop_buffers(self) -> None:
         if self.decoder.buffered:
@@ -287,12 +304,12 @@ class Connection(asyncio.Protocol):
             return
         if pending > self._out_mark:
             self._out_mark = pending + BUDGET_STEP
-            if not self.server.check_memory() and self.closed:
+            if not self.host.check_memory() and self.closed:
                 return
         elif self._out_mark > BUDGET_STEP and pending < BUDGET_STEP:
             self._out_mark = BUDGET_STEP
         if not held and len(self._out) == 1:
-            self.server.mark_dirty(self)
+            self._turn.dirty(self)
 
     def flush_output(self) -> None:
         """Write everything queued this turn (called by the server once per turn)."""
@@ -310,14 +327,14 @@ class Connection(asyncio.Protocol):
         self.bytes_out += len(data)
         self.transport.write(data)  # type: ignore[union-attr]
         if self.heartbeat.active:
-            self.heartbeat.sent(self.server.clock())
+            self.heartbeat.sent(self._timebase.monotonic())
 
     def note_persisted(self, seq: int) -> None:
         """Record that publishes up to ``seq`` are persisted; one conflated ack per turn."""
         if self.persisted_seq is None or seq > self.persisted_seq:
             self.persisted_seq = seq
         if not self._out:
-            self.server.mark_dirty(self)
+            self._turn.dirty(self)
 
     def emit_persisted(self) -> None:
         """Queue the conflated persisted ack covering every publish seq accepted so far."""
@@ -360,7 +377,7 @@ class Connection(asyncio.Protocol):
 
     # -- heartbeats --------------------------------------------------------------------
     def start_heartbeat(self, interval: float) -> None:
-        self.heartbeat.start(interval, self.server.clock())
+        self.heartbeat.start(interval, self._timebase.monotonic())
         self._arm_hb_timer()
 
     def stop_heartbeat(self) -> None:
@@ -372,8 +389,8 @@ class Connection(asyncio.Protocol):
         deadline = self.heartbeat.next_deadline()
         if deadline is None or self.closed:
             return
-        delay = max(0.0, deadline - self.server.clock())
-        self._hb_timer = self.server.call_later(delay + 0.001, self._hb_tick)
+        delay = max(0.0, deadline - self._timebase.monotonic())
+        self._hb_timer = self._timebase.call_later(delay + 0.001, self._hb_tick)
 
     def _cancel_hb_timer(self) -> None:
         if self._hb_timer is not None:
@@ -382,14 +399,14 @@ class Connection(asyncio.Protocol):
 
     def _hb_tick(self) -> None:
         self._hb_timer = None
-        action = self.heartbeat.poll(self.server.clock())
+        action = self.heartbeat.poll(self._timebase.monotonic())
         if action is Beat.TIMEOUT:
             self.close(f"{reasons.DISCONNECT_HEARTBEAT}: nothing received for "
                        f"{2 * (self.heartbeat.interval or 0):g}s")
             return
         if action is Beat.SEND:
             self.send_direct(_HEARTBEAT_FRAME)  # not held back by a query in progress
-            self.heartbeat.sent(self.server.clock())
+            self.heartbeat.sent(self._timebase.monotonic())
         self._arm_hb_timer()
 
     # -- lifecycle ---------------------------------------------------------------------

@@ -21,7 +21,7 @@ from amps_emulator.sow.delta import changed_fields
 from amps_emulator.sow.query import apply_select
 
 if TYPE_CHECKING:
-    from amps_emulator.server.app import Server
+    from amps_emulator.server.ports import FanoutHost
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
@@ -148,7 +148,7 @@ class Message:
                               correlation_id=self.correlation_id, client_name=self.client_name)
 
 
-def fan_out(server: Server, msg: Message) -> int:
+def fan_out(server: FanoutHost, msg: Message) -> int:
     """Deliver ``msg`` to every matching live subscription; returns frames queued."""
     server.stats["published"] += 1
     subs = server.router.match(msg.topic)
@@ -238,7 +238,7 @@ def _add(targets: dict, key: tuple, sub_id: str) -> None:
         ids.append(sub_id)
 
 
-def send_oof(server: Server, topic: str, records: list[Any], reason: str) -> None:
+def send_oof(server: FanoutHost, topic: str, records: list[Any], reason: str) -> None:
     """OOF ``reason`` (deleted/expired) to every ``oof`` subscription that had each record."""
     subs = []
     for s in server.router.match(topic):

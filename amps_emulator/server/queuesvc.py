@@ -25,7 +25,7 @@ import logging
 import os
 import time
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -53,8 +53,15 @@ from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 from amps_emulator.server.subscribe import compile_filter_for
 
 if TYPE_CHECKING:
-    from amps_emulator.server.app import Server
-    from amps_emulator.server.connection import Connection
+    from amps_emulator.server.ports import ActionsPort, Client, ServiceHost
+    from amps_emulator.server.txlog import TxLog
+
+    class QueueHost(ServiceHost, Protocol):
+        """What the queue service reads of the server (here, not in ``ports``: it names
+        :class:`server.txlog.TxLog`)."""
+
+        txlog: TxLog | None
+        actions: ActionsPort
     from amps_emulator.server.router import Subscription
 
 log = logging.getLogger("amps_emulator.queues")
@@ -121,7 +128,7 @@ class QueueState:
 
 
 class QueueService:
-    def __init__(self, server: Server, config: Any) -> None:
+    def __init__(self, server: QueueHost, config: Any) -> None:
         self.server = server
         if server.txlog is None:
             raise ValueError("queues need a TransactionLog recording their underlying topics")
@@ -239,7 +246,7 @@ class QueueService:
         queue's MaxPerSubscriptionBacklog. The processed ack tells the client."""
         return int(q.spec.subscription_limit(max_backlog))
 
-    def subscribe(self, q: QueueState, conn: Connection, sub: Subscription, cmd: Any,
+    def subscribe(self, q: QueueState, conn: Client, sub: Subscription, cmd: Any,
                   max_backlog: int | None) -> None:
         key = (conn.conn_id, sub.sub_id)
         eligible = self._eligible(sub.filter, q.name) if sub.filter is not None else None
@@ -264,7 +271,7 @@ class QueueService:
             return bool(flt(decode_or_none(rec.body), ctx))
         return eligible
 
-    def disconnect(self, conn: Connection) -> None:
+    def disconnect(self, conn: Client) -> None:
         now = self.now()
         for q in self.queues.values():
             stale = [k for k, s in q.subs.items() if s.conn is conn]
@@ -273,7 +280,7 @@ class QueueService:
             self.handle(q, q.engine.disconnect(conn, now))
 
     # -- acknowledgements ------------------------------------------------------------------
-    def ack(self, q: QueueState, conn: Connection, cmd: Any) -> int:
+    def ack(self, q: QueueState, conn: Client, cmd: Any) -> int:
         """``sow_delete`` on a queue: by bookmark(s), or by filter. Returns messages removed."""
         option = _ack_option(cmd)
         now = self.now()
@@ -384,7 +391,7 @@ class QueueService:
                 self.handle(q, q.engine.poll(now))
             except Exception:  # one queue's failure must not stop every queue's timer
                 log.exception("queue %s: lease/expiration processing failed", q.name)
-        self.server.request_turn_end()
+        self.server.turn.request()
         self.arm()
 
     # -- sow queries on a queue ------------------------------------------------------------

@@ -14,10 +14,11 @@ replay of a large log keeps memory bounded and other clients served.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
@@ -27,18 +28,44 @@ from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.delivery import decode_or_none, delivery_tail, selected
+from amps_emulator.server.turn import contain
 
 if TYPE_CHECKING:
+    from amps_emulator.journal import FileJournal, MemoryJournal
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.app import Server
-    from amps_emulator.server.connection import Connection
+    from amps_emulator.server.ports import Client
     from amps_emulator.server.router import Subscription
+    from amps_emulator.server.txlog import TxLog
 
 log = logging.getLogger("amps_emulator.replay")
 
 CHUNK = 2000
 STEP_SECONDS = 0.01  # how long one replay step may scan the log
 _DELIVERABLE = frozenset((int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH)))
+
+
+class ReplayHost(Protocol):
+    """What a journal cursor reads of the server: its transaction log, loop and clock. (Kept
+    here, not in ``ports``: it names :class:`server.txlog.TxLog`, which ``ports`` sits
+    below.)"""
+
+    txlog: TxLog | None
+    stopping: bool
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    def clock(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[[], Any]) -> Any: ...
+
+
+def _journal(server: ReplayHost) -> FileJournal | MemoryJournal:
+    """The journal a cursor reads (a cursor exists only on a server with a transaction log)."""
+    txlog = server.txlog
+    if txlog is None:
+        raise RuntimeError("a journal cursor on a server without a transaction log")
+    return txlog.journal
 
 
 class Rate:
@@ -105,11 +132,12 @@ class Cursor:
     __slots__ = (
         "sub", "conn", "cmd", "next_pos", "stop_pos", "live", "remaining", "want_completed",
         "want_persisted", "caught_up", "paused", "blocked", "done", "scheduled", "last_pos",
-        "last_bm", "acked_bm", "timestamp", "rate", "delay", "catch_up_pos",
+        "last_bm", "acked_bm", "timestamp", "rate", "delay", "catch_up_pos", "host",
     )
 
-    def __init__(self, sub: Subscription, cmd: Command, next_pos: int,
+    def __init__(self, host: ReplayHost, sub: Subscription, cmd: Command, next_pos: int,
                  stop_pos: int | None) -> None:
+        self.host = host  # where the cursor is pumped
         opts = cmd.opts
         self.sub = sub
         self.conn = sub.conn
@@ -136,8 +164,15 @@ class Cursor:
         # here was replayed, also when part of it was still waiting for its fsync.
         self.catch_up_pos = 0
 
+    # what the transaction log calls (ports.JournalCursor)
+    def pump(self, limit: int) -> None:
+        pump(self.host, self, limit)
 
-def start(server: Server, conn: Connection, cmd: Command, sub: Subscription) -> Cursor:
+    def persisted(self, durable: int) -> None:
+        send_persisted_ack(self, durable)
+
+
+def start(server: ReplayHost, conn: Client, cmd: Command, sub: Subscription) -> Cursor:
     """Resolve the subscription's bookmark to a journal position and create its cursor."""
     txlog = server.txlog
     if txlog is None or (sub.regex is None and not txlog.recorded(sub.topic)):
@@ -160,7 +195,7 @@ def start(server: Server, conn: Connection, cmd: Command, sub: Subscription) -> 
             raise CommandError(reasons.INVALID_BOOKMARK, f"bookmark {cmd.bookmark!r} not found")
         else:
             begin = journal.next_position
-    cursor = Cursor(sub, cmd, begin, stop)
+    cursor = Cursor(server, sub, cmd, begin, stop)
     cursor.catch_up_pos = journal.last_position
     rate = cmd.opts.get("rate")
     if rate is not None:
@@ -171,7 +206,7 @@ def start(server: Server, conn: Connection, cmd: Command, sub: Subscription) -> 
     return cursor
 
 
-def pump(server: Server, cursor: Cursor, limit: int) -> None:
+def pump(server: ReplayHost, cursor: Cursor, limit: int) -> None:
     """Deliver what the cursor may see up to log position ``limit`` (one chunk at most).
     An unforeseen error ends this subscription's client only (logged once), never the
     end-of-turn work for the other cursors."""
@@ -179,10 +214,10 @@ def pump(server: Server, cursor: Cursor, limit: int) -> None:
         _pump(server, cursor, limit)
     except Exception:
         stop(server, cursor)
-        server.contain(cursor.conn, f"subscription {cursor.sub.sub_id}")
+        contain(cursor.conn, f"subscription {cursor.sub.sub_id}")
 
 
-def _pump(server: Server, cursor: Cursor, limit: int) -> None:
+def _pump(server: ReplayHost, cursor: Cursor, limit: int) -> None:
     if cursor.done or cursor.paused or cursor.conn.closed:
         return
     if cursor.conn.writing_paused:
@@ -200,10 +235,10 @@ def _pump(server: Server, cursor: Cursor, limit: int) -> None:
         cursor.caught_up = True
         if cursor.want_completed:
             cursor.conn.ack(cursor.cmd, "completed")
-        send_persisted_ack(cursor, server.txlog.journal.durable_position)  # type: ignore[union-attr]
+        send_persisted_ack(cursor, _journal(server).durable_position)
 
 
-def _deliver_chunk(server: Server, cursor: Cursor, limit: int) -> bool:
+def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
     """Deliver up to CHUNK matching records; True when the cursor reached ``limit``.
 
     The chunk's frames are queued as one write; the ``p`` header prefix is built once per
@@ -217,7 +252,7 @@ def _deliver_chunk(server: Server, cursor: Cursor, limit: int) -> bool:
     out: list[bytes] = []
     done = True
     last_bm = None
-    journal = server.txlog.journal  # type: ignore[union-attr]
+    journal = _journal(server)
     rate = cursor.rate
     scanned = 0
     step_end = time.monotonic() + STEP_SECONDS
@@ -279,7 +314,7 @@ def _deliver_chunk(server: Server, cursor: Cursor, limit: int) -> bool:
     return done
 
 
-def schedule(server: Server, cursor: Cursor) -> None:
+def schedule(server: ReplayHost, cursor: Cursor) -> None:
     """Run another step of the cursor on a later loop iteration (after ``cursor.delay``
     seconds when its rate holds it back)."""
     if cursor.scheduled or cursor.done:
@@ -290,7 +325,7 @@ def schedule(server: Server, cursor: Cursor) -> None:
         cursor.scheduled = False
         if server.stopping:
             return
-        journal = server.txlog.journal  # type: ignore[union-attr]
+        journal = _journal(server)
         pump(server, cursor, journal.last_position if cursor.live else journal.durable_position)
 
     delay, cursor.delay = cursor.delay, 0.0
@@ -300,7 +335,7 @@ def schedule(server: Server, cursor: Cursor) -> None:
         server.loop.call_soon(step)
 
 
-def resume_connection(server: Server, conn: Connection) -> None:
+def resume_connection(server: ReplayHost, conn: Client) -> None:
     """The client's socket drained: continue every cursor that stopped for it."""
     for sub in conn.subs.values():
         cursor = sub.cursor
@@ -309,9 +344,9 @@ def resume_connection(server: Server, conn: Connection) -> None:
             schedule(server, cursor)
 
 
-def finish(server: Server, cursor: Cursor) -> None:
+def finish(server: ReplayHost, cursor: Cursor) -> None:
     """A bounded replay (range end or top_n) is complete: final acks, then remove it."""
-    journal = server.txlog.journal  # type: ignore[union-attr]
+    journal = _journal(server)
     if cursor.want_completed:
         cursor.conn.ack(cursor.cmd, "completed")
     send_persisted_ack(cursor, journal.durable_position)
@@ -321,7 +356,7 @@ def finish(server: Server, cursor: Cursor) -> None:
         del cursor.conn.subs[sub.sub_id]
 
 
-def stop(server: Server, cursor: Cursor) -> None:
+def stop(server: ReplayHost, cursor: Cursor) -> None:
     cursor.done = True
     if server.txlog is not None:
         server.txlog.cursors.discard(cursor)

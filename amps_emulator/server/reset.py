@@ -35,7 +35,7 @@ def _disconnect(server: Server, conns: list[Any]) -> int:
     for conn in conns:
         conn.flush_output()
         conn.close(REASON)
-        server.connection_closed(conn)  # state goes now, not when the socket reports it
+        server.closed(conn)  # state goes now, not when the socket reports it
     return len(conns)
 
 
@@ -95,7 +95,7 @@ async def reset_all(server: Server) -> dict:
         svc._cache.clear()
         svc._ckpt_pending = None
         svc._ckpt_written = {}
-    server.request_turn_end()
+    server.turn.request()
     return {"reset": "all", "clients_disconnected": n, "records_deleted": records}
 
 
@@ -117,7 +117,7 @@ def reset_queue(server: Server, name: str) -> dict:
     depth = q.engine.depth
     q.engine = QueueEngine(q.spec, low_water_position=server.txlog.journal.last_position)
     q.subs.clear()
-    server.request_turn_end()
+    server.turn.request()
     return {"reset": "queue", "queue": name, "messages_removed": depth, "clients_disconnected": n}
 
 

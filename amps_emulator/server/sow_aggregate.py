@@ -47,14 +47,14 @@ from amps_emulator.sow.record import Record
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.aggregated_subscription import AggregatedSubscription
-    from amps_emulator.server.app import Server
-    from amps_emulator.server.connection import Connection
+    from amps_emulator.server.broker import Broker
+    from amps_emulator.server.ports import Client
 
 #: underlying records folded into the groups between two loop steps
 AGGREGATE_STEP = 20_000
 
 
-def aggregated_query_steps(server: Server, conn: Connection, cmd: Command, filt: Any,
+def aggregated_query_steps(server: Broker, conn: Client, cmd: Command, filt: Any,
                            subscription: AggregatedSubscription | None = None,
                            on_snapshot: Callable[[], None] | None = None
                            ) -> Generator[None, None, dict[str, int]]:
@@ -109,7 +109,7 @@ def aggregated_query_steps(server: Server, conn: Connection, cmd: Command, filt:
         matches = sum(res.matches for res in results)
         topic_matches = sum(res.topic_matches for res in results)
     returned = 0
-    for name, records in zip(names, inputs):
+    for name, records in zip(names, inputs, strict=False):
         agg = spec.aggregator(name)
         for start in range(0, len(records), AGGREGATE_STEP):
             agg.add(records[start:start + AGGREGATE_STEP])

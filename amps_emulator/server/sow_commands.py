@@ -31,7 +31,7 @@ from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import final as acks_final
 from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.aggregated_subscription import AggregatedSubscription
-from amps_emulator.server.delivery import UNDECODED, Message, decode_or_none, oof_frame, selected, send_oof
+from amps_emulator.server.delivery import decode_or_none, oof_frame, selected, send_oof
 from amps_emulator.server.pagination import PageWindow
 from amps_emulator.server.router import Subscription, is_regex_topic
 from amps_emulator.server.sow_aggregate import aggregated_query_steps
@@ -51,8 +51,8 @@ log = logging.getLogger("amps_emulator.sow")
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.app import Server
-    from amps_emulator.server.connection import Connection
+    from amps_emulator.server.broker import Broker
+    from amps_emulator.server.ports import Client
 
 
 class Replacing:
@@ -83,7 +83,7 @@ class Replacing:
         return out
 
 
-def query_steps(server: Server, conn: Connection, cmd: Command, filt: Any,
+def query_steps(server: Broker, conn: Client, cmd: Command, filt: Any,
                 on_snapshot: Callable[[float | None], None] | None = None,
                 replacing: Replacing | None = None
                 ) -> Generator[None, None, dict[str, int]]:
@@ -136,13 +136,13 @@ def query_steps(server: Server, conn: Connection, cmd: Command, filt: Any,
     topic_matches = sum(res.topic_matches for res in results)
     if merged:
         if replacing is not None:
-            for topic, res in zip(topics, results):
+            for topic, res in zip(topics, results, strict=True):
                 res.records = replacing.split(topic, res.records, filt)
             matches = replacing.matches
         runs = _merged_runs(topics, results, cmd.orderby, top_n, skip_n, sel)
     else:
         runs, remaining = [], top_n
-        for topic, res in zip(topics, results):
+        for topic, res in zip(topics, results, strict=True):
             records = res.records if remaining is None else res.records[:remaining]
             if remaining is not None:
                 remaining -= len(records)
@@ -165,7 +165,7 @@ def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
     consecutive records of the same topic (one ``sow`` batch names one topic)."""
     owner: dict[int, str] = {}
     records = []
-    for topic, res in zip(topics, results):
+    for topic, res in zip(topics, results, strict=True):
         for rec in res.records:
             owner[id(rec)] = topic.spec.name
             records.append(rec)
@@ -185,7 +185,7 @@ def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
     return runs
 
 
-def _paginated_steps(conn: Connection, cmd: Command, filt: Any, topic: Any,
+def _paginated_steps(conn: Client, cmd: Command, filt: Any, topic: Any,
                      window: PageWindow, on_snapshot: Callable[[], None]
                      ) -> Generator[None, None, dict[str, int]]:
     """A paginated ``sow_and_subscribe`` (``top_n`` and ``skip_n``): the subscription's
@@ -208,7 +208,7 @@ def _paginated_steps(conn: Connection, cmd: Command, filt: Any, topic: Any,
             "topic_matches": result.topic_matches}
 
 
-def drive(server: Server, conn: Connection, cmd: Command,
+def drive(server: Broker, conn: Client, cmd: Command,
           steps: Generator[None, None, Any], finish: Callable[[Any], None],
           on_failure: Callable[[], None] | None = None, complete: bool = False) -> None:
     """Run ``steps``: the first step now; if it is not done, the rest in later loop steps
@@ -229,7 +229,7 @@ def drive(server: Server, conn: Connection, cmd: Command,
     server.loop.call_soon(_step, server, conn, cmd, steps, finish, on_failure, complete)
 
 
-def _step(server: Server, conn: Connection, cmd: Command,
+def _step(server: Broker, conn: Client, cmd: Command,
           steps: Generator[None, None, Any], finish: Callable[[Any], None],
           on_failure: Callable[[], None] | None, complete: bool = False) -> None:
     if conn.closed and not complete:
@@ -255,7 +255,7 @@ def _step(server: Server, conn: Connection, cmd: Command,
         conn.end_busy()
 
 
-def _failed(conn: Connection, cmd: Command, reason: str,
+def _failed(conn: Client, cmd: Command, reason: str,
             on_failure: Callable[[], None] | None) -> None:
     if on_failure is not None:
         on_failure()
@@ -265,7 +265,7 @@ def _failed(conn: Connection, cmd: Command, reason: str,
 STEP_SECONDS = 0.01  # how long one step of a query on a queue may send results
 
 
-def _query_queue(server: Server, conn: Connection, cmd: Command, queue: Any,
+def _query_queue(server: Broker, conn: Client, cmd: Command, queue: Any,
                  filt: Any) -> Generator[None, None, dict[str, int]]:
     """A ``sow`` query on a queue: the messages that could be delivered now, read-only
     (in steps: a generator)."""
@@ -283,7 +283,7 @@ def _query_queue(server: Server, conn: Connection, cmd: Command, queue: Any,
     return {"records_returned": len(records), "matches": len(records), "topic_matches": total}
 
 
-def sow(server: Server, conn: Connection, cmd: Command) -> None:
+def sow(server: Broker, conn: Client, cmd: Command) -> None:
     acks_early(conn, cmd)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, "sow without a topic")
@@ -291,7 +291,7 @@ def sow(server: Server, conn: Connection, cmd: Command) -> None:
           lambda counts: acks_final(conn, cmd, processed=False, **counts))
 
 
-def sow_and_subscribe(server: Server, conn: Connection, cmd: Command) -> None:
+def sow_and_subscribe(server: Broker, conn: Client, cmd: Command) -> None:
     acks_early(conn, cmd)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
@@ -351,7 +351,7 @@ def sow_and_subscribe(server: Server, conn: Connection, cmd: Command) -> None:
                                          replacing=replacing), finish, unsubscribe)
 
 
-def _aggregated_subscription(server: Server, conn: Connection, cmd: Command, sub_id: str,
+def _aggregated_subscription(server: Broker, conn: Client, cmd: Command, sub_id: str,
                              filt: Any, delta: bool, topic: Any, registered: list[Any],
                              finish: Callable[[dict[str, int]], None],
                              unsubscribe: Callable[[], None]) -> None:
@@ -374,7 +374,7 @@ def _aggregated_subscription(server: Server, conn: Connection, cmd: Command, sub
                      registered, finish, unsubscribe)
 
 
-def _with_live_state(server: Server, conn: Connection, cmd: Command, sub_id: str,
+def _with_live_state(server: Broker, conn: Client, cmd: Command, sub_id: str,
                      filt: Any, delta: bool, state: Any,
                      steps: Callable[[Callable[[], None]], Generator[None, None, Any]],
                      registered: list[Any], finish: Callable[[dict[str, int]], None],
@@ -396,7 +396,7 @@ def _with_live_state(server: Server, conn: Connection, cmd: Command, sub_id: str
     drive(server, conn, cmd, steps(subscribe), finish_live, unsubscribe)
 
 
-def _historical_subscription(server: Server, conn: Connection, cmd: Command, sub_id: str,
+def _historical_subscription(server: Broker, conn: Client, cmd: Command, sub_id: str,
                              filt: Any, delta: bool, cut: float) -> Any:
     """The subscription of a historical ``sow_and_subscribe``: a transaction-log cursor from
     the first message logged at or after ``cut``, the instant the SOW state was read as of
@@ -407,7 +407,7 @@ def _historical_subscription(server: Server, conn: Connection, cmd: Command, sub
         raise CommandError(reasons.TX_LOG_NOT_FOUND,
                            f"a historical {cmd.command} needs {cmd.topic!r} in the transaction log")
     sub = Subscription(conn, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
-    cursor = replay.Cursor(sub, cmd, txlog.journal.position_at_time(round(cut * 1_000_000)), None)
+    cursor = replay.Cursor(server, sub, cmd, txlog.journal.position_at_time(round(cut * 1_000_000)), None)
     cursor.want_completed = False  # the query's completed ack is the one
     cursor.remaining = None  # top_n is the query's
     existing = conn.subs.get(sub_id)
@@ -420,7 +420,7 @@ def _historical_subscription(server: Server, conn: Connection, cmd: Command, sub
     return sub
 
 
-def sow_delete(server: Server, conn: Connection, cmd: Command) -> None:
+def sow_delete(server: Broker, conn: Client, cmd: Command) -> None:
     acks_early(conn, cmd)
     topic_name = cmd.topic
     if not topic_name:
@@ -449,7 +449,7 @@ def sow_delete(server: Server, conn: Connection, cmd: Command) -> None:
     else:
         raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
     if server.sowsvc.refusing(topic_name):  # its disk is full
-        acks_refused(server, conn, cmd, cmd.seq, reasons.TX_STORE_FAILURE)
+        acks_refused(conn, cmd, cmd.seq, reasons.TX_STORE_FAILURE, server.txlog)
         return
     txlog = server.txlog
     position = 0
@@ -457,7 +457,7 @@ def sow_delete(server: Server, conn: Connection, cmd: Command) -> None:
     if txlog is not None and txlog.recorded(topic_name):
         logged = txlog.append_command(conn, cmd, RecordKind.SOW_DELETE, headers)
         position, at = logged.position, logged.timestamp / 1_000_000
-    server.request_turn_end()  # the SOW commits at the end of this turn
+    server.turn.request()  # the SOW commits at the end of this turn
     if "filter" in headers:  # in steps when it matches many records
         def steps() -> Generator[None, None, Any]:
             deleting = topic.delete_steps(filt, position=position, now=at)
@@ -473,7 +473,7 @@ def sow_delete(server: Server, conn: Connection, cmd: Command) -> None:
                 if removed:
                     reported += len(removed)
                     _removed(server, topic_name, removed)
-                    server.request_turn_end()
+                    server.turn.request()
                 yield
 
         drive(server, conn, cmd, steps(), lambda result: _delete_acks(
@@ -491,8 +491,8 @@ def sow_delete(server: Server, conn: Connection, cmd: Command) -> None:
                  server, position)
 
 
-def _delete_acks(conn: Connection, cmd: Command, counts: dict[str, int],
-                 server: Server | None = None, position: int = 0) -> None:
+def _delete_acks(conn: Client, cmd: Command, counts: dict[str, int],
+                 server: Broker | None = None, position: int = 0) -> None:
     if "processed" in cmd.acks:
         conn.ack(cmd, "processed")
     if "persisted" in cmd.acks and cmd.seq is not None:
@@ -504,14 +504,14 @@ def _delete_acks(conn: Connection, cmd: Command, counts: dict[str, int],
     acks_final(conn, cmd, processed=False, **counts)
 
 
-def _removed(server: Server, topic_name: str, records: list[Any]) -> None:
+def _removed(server: Broker, topic_name: str, records: list[Any]) -> None:
     send_oof(server, topic_name, records, reasons.OOF_DELETED)
     if server.derived is not None:
         server.derived.removed(topic_name, records, reasons.OOF_DELETED)
     server.actions.deleted(topic_name, records)
 
 
-def delete_records(server: Server, topic_name: str, filter_text: str) -> int:
+def delete_records(server: Broker, topic_name: str, filter_text: str) -> int:
     """``sow_delete`` by filter on behalf of the server itself (actions); returns the count."""
 
     topic = server.sowsvc.get(topic_name) if server.sowsvc is not None else None
@@ -524,31 +524,7 @@ def delete_records(server: Server, topic_name: str, filter_text: str) -> int:
         position = txlog.append(topic_name, b"", RecordKind.SOW_DELETE,
                                 client_name=server.instance_name,
                                 headers={"filter": filter_text}).position
-    server.request_turn_end()
+    server.turn.request()
     result = topic.delete_by_filter(filt, position=position)
     _removed(server, topic_name, result.records)
     return result.records_deleted
-
-
-def store_publish(server: Server, topic: Any, msg: Message, delta: bool,
-                  position: int, key: str | None = None, stamp: float | None = None) -> None:
-    """Upsert (or merge, for delta_publish) a published message into its SOW topic and
-    prepare ``msg`` for the fan-out: the stored body, its SowKey, the record it replaced (for
-    OOF ``match``) and, for delta subscribers, what changed. ``stamp``: the time the
-    transaction log recorded the message (the record's timestamp; default now)."""
-    doc = msg.doc if msg.doc is not UNDECODED else decode_or_none(msg.body)
-    server.request_turn_end()  # the SOW commits at the end of this turn
-    if delta or key is None:
-        fn = topic.delta_publish if delta else topic.publish
-        result = fn(msg.body, sow_key=msg.sow_key, expiration=msg.expiration,
-                    bookmark=msg.bookmark or "", position=position, doc=doc, key=key,
-                    timestamp=stamp)
-    else:  # the common upsert: publish() with the body decoded and the key known
-        result = topic.upsert(key, msg.body, doc, msg.expiration, msg.bookmark or "", position,
-                              None, stamp)
-    rec = result.record
-    msg.sow_key = rec.sow_key
-    msg.body = rec.data
-    msg.doc = rec.doc
-    msg.set_previous(result.previous)  # decoded only if a subscriber reads it
-    msg.key_fields = topic.delta_keys  # the delta is computed only if a delta subscriber asks

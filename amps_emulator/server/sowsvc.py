@@ -30,20 +30,29 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.delivery import send_oof
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
-from amps_emulator.server.views import derived_specs
-from amps_emulator.sow import Sow, SowDamagedError, Topic
+from amps_emulator.sow import Sow, SowDamagedError, Topic, TopicSpec
 from amps_emulator.sow.recovery import apply_record
 from amps_emulator.sow.spec import TRANSIENT, spec_from_config
 
 if TYPE_CHECKING:
-    from amps_emulator.server.app import Server
+    from amps_emulator.server.ports import ActionsPort, DerivedPort, ServiceHost
+    from amps_emulator.server.txlog import TxLog
+
+    class SowHost(ServiceHost, Protocol):
+        """What the SOW service reads of the server (here, not in ``ports``: it names
+        :class:`server.txlog.TxLog`)."""
+
+        txlog: TxLog | None
+        derived: DerivedPort | None
+        actions: ActionsPort
 
 log = logging.getLogger("amps_emulator.sow")
 
@@ -55,7 +64,11 @@ _APPLIED_KINDS = (int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH), int(Re
 
 
 class SowService:
-    def __init__(self, server: Server, config: Any) -> None:
+    def __init__(self, server: SowHost, config: Any,
+                 derived_specs: Callable[[Any], list[TopicSpec]]) -> None:
+        """``derived_specs``: the SOW topics the views and conflated topics of ``config``
+        need (``views.derived_specs``, passed in by the root so that this module does not
+        import the views, which read it)."""
         self.server = server
         self.config = config
         #: containers of logical topics (Topic with a Pattern), in configuration order
@@ -213,7 +226,7 @@ class SowService:
                 dropped += n
         if dropped:
             log.debug("SOW history: dropped %d versions older than the window", dropped)
-            self.server.request_turn_end()
+            self.server.turn.request()
         return dropped
 
     # -- disk full -------------------------------------------------------------------------
@@ -278,7 +291,7 @@ class SowService:
         except Exception:  # keep the expiry timer alive whatever one sweep hit
             log.exception("SOW expiration sweep failed")
             self.arm()
-        self.server.request_turn_end()
+        self.server.turn.request()
 
     def sweep(self) -> None:
         for topic, records in self.sow.sweep_expired():

@@ -62,7 +62,7 @@ def _cpu_percents(prev: dict[str, list[int]], cur: dict[str, list[int]]) -> list
     out = []
     for name, c in cur.items():
         p = prev.get(name, [0] * len(c))
-        d = [a - b for a, b in zip(c, p)]
+        d = [a - b for a, b in zip(c, p, strict=False)]
         total = sum(d) or 1
         user, nice, system, idle, iowait = (d + [0] * 5)[:5]
         out.append({"id": name, "idle_percent": _n(100.0 * idle / total),
@@ -158,10 +158,11 @@ class Sampler:
             ("p", "received"): s.stats["published"], ("p", "matches"): s.stats["delivered"]}
         for conn in s.connections:
             k = conn.conn_id
-            c[("c", k, "bytes_in")] = conn.bytes_in
-            c[("c", k, "bytes_out")] = conn.bytes_out
-            c[("c", k, "messages_in")] = conn.messages_in
-            c[("c", k, "messages_out")] = conn.messages_out
+            n = conn.counters()
+            c[("c", k, "bytes_in")] = n.bytes_in
+            c[("c", k, "bytes_out")] = n.bytes_out
+            c[("c", k, "messages_in")] = n.messages_in
+            c[("c", k, "messages_out")] = n.messages_out
         if s.sowsvc is not None:
             for name, t in s.sowsvc.sow.topics.items():
                 c[("s", name, "inserts")] = t.insert_count
@@ -240,21 +241,23 @@ def _clients(server: Server, sm: Sampler) -> list[dict]:
     out = []
     for conn in sorted(server.connections, key=lambda c: c.conn_id):
         k = conn.conn_id
+        n = conn.counters()
         rx, tx = _socket_queues(conn)
         out.append({
             "id": client_id(conn), "authenticated_id": conn.user_id or "",
-            "bytes_in": _n(conn.bytes_in), "bytes_in_per_sec": sm.rate("c", k, "bytes_in"),
-            "bytes_out": _n(conn.bytes_out), "bytes_out_per_sec": sm.rate("c", k, "bytes_out"),
+            "bytes_in": _n(n.bytes_in), "bytes_in_per_sec": sm.rate("c", k, "bytes_in"),
+            "bytes_out": _n(n.bytes_out), "bytes_out_per_sec": sm.rate("c", k, "bytes_out"),
             "client_name": conn.client_name or "", "client_version": conn.client_version or "",
             "connect_time": _iso(conn.connect_time),
             "connection_name": f"{conn.listener.name}-{k}",
             "correlation_id": conn.correlation_id or "",
             "denied_reads": "0", "denied_writes": "0",
-            "messages_in": _n(conn.messages_in),
+            "messages_in": _n(n.messages_in),
             "messages_in_per_sec": sm.rate("c", k, "messages_in"),
-            "messages_out": _n(conn.messages_out),
+            "messages_out": _n(n.messages_out),
             "messages_out_per_sec": sm.rate("c", k, "messages_out"),
-            "queue_depth_out": _n(len(conn._out)), "queued_bytes_out": _n(conn._out_bytes),
+            "queue_depth_out": _n(n.queue_depth_out),
+            "queued_bytes_out": _n(n.queued_bytes_out),
             "queue_max_latency": "0", "remote_address": conn.peer,
             "subscription_count": _n(len(conn.subs)), "transport_rx_queue": _n(rx),
             "transport_tx_queue": _n(tx),

@@ -6,7 +6,7 @@ those imports it without importing the others."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.filter import FilterError, compile_filter
@@ -16,8 +16,13 @@ from amps_emulator.server.router import Subscription
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.app import Server
-    from amps_emulator.server.connection import Connection
+    from amps_emulator.server.conflation import ConflationHost
+    from amps_emulator.server.ports import Client
+
+    class SubscribeHost(ConflationHost, Protocol):
+        """What registering a live subscription reads of the server."""
+
+        def remove_subscription(self, sub: Subscription) -> None: ...
 
 
 def compile_filter_for(filter_text: str | None) -> Callable[..., bool] | None:
@@ -33,7 +38,7 @@ def compile_filter_for(filter_text: str | None) -> Callable[..., bool] | None:
         raise CommandError(reasons.BAD_FILTER, str(exc)) from None
 
 
-def register_subscription(server: Server, conn: Connection, cmd: Command, sub_id: str,
+def register_subscription(server: SubscribeHost, conn: Client, cmd: Command, sub_id: str,
                           filt: Any, delta: bool) -> Subscription:
     """Add a live (non-bookmark) subscription, replacing one with the same id."""
     sub = Subscription(conn, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)

@@ -40,14 +40,11 @@ from typing import TYPE_CHECKING, Any
 from amps_emulator.journal import FileJournal, JournalError, JournalSyncError, MemoryJournal, RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server import replay
 from amps_emulator.server.acks import refused as acks_refused
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.app import Server
-    from amps_emulator.server.connection import Connection
-    from amps_emulator.server.replay import Cursor
+    from amps_emulator.server.ports import Client, JournalCursor, TxLogHost
 
 log = logging.getLogger("amps_emulator.txlog")
 
@@ -57,19 +54,19 @@ PROBE_INTERVAL = 1.0  # seconds between attempts to write again after a refused 
 
 
 class TxLog:
-    def __init__(self, server: Server, cfg: Any) -> None:
+    def __init__(self, server: TxLogHost, cfg: Any) -> None:
         self.server = server
         self.cfg = cfg
         self.journal: FileJournal | MemoryJournal = None  # type: ignore[assignment]
         self._recorded: dict[str, bool] = {}
         # (position, connection, publish seq or the waiting ``flush`` command, failure reason or
         # None), in arrival order
-        self._persist_fifo: collections.deque[tuple[int, Connection, Any, str | None]] = \
+        self._persist_fifo: collections.deque[tuple[int, Client, Any, str | None]] = \
             collections.deque()
         self._sync_running = False
         self._written_unsynced = False
         self._summaries_running = False
-        self.cursors: set[Cursor] = set()
+        self.cursors: set[JournalCursor] = set()
         self._ack_timer: Any = None
         self._ticks = 0
         self.failed: str | None = None  # AMPS reason while the journal cannot be written
@@ -158,7 +155,7 @@ class TxLog:
         self._mark_turn()
         return rec
 
-    def append_command(self, conn: Connection, cmd: Command, kind: int,
+    def append_command(self, conn: Client, cmd: Command, kind: int,
                        headers: dict[str, str] | None = None) -> Any:
         """Journal a client command as it arrived (its options ride along in ``o``)."""
         if cmd.options:
@@ -167,7 +164,7 @@ class TxLog:
                            client_seq=cmd.seq, correlation_id=cmd.correlation_id,
                            sow_key=cmd.sow_key, expiration=cmd.expiration, headers=headers)
 
-    def wait_persisted(self, conn: Connection, seq: Any, position: int | None = None,
+    def wait_persisted(self, conn: Client, seq: Any, position: int | None = None,
                        reason: str | None = None) -> None:
         """Ack ``seq`` (a publish's sequence number, or a ``flush`` command) as persisted once
         everything appended so far (or ``position``) is durable; with ``reason``, a failure ack
@@ -178,23 +175,23 @@ class TxLog:
             _answer(conn, seq, reason)
             return
         fifo.append((pos, conn, seq, reason))
-        self.server.request_turn_end()  # _mark_turn()
+        self.server.turn.request()  # _mark_turn()
 
-    def refuse(self, conn: Connection, cmd: Command, seq: int | None) -> None:
+    def refuse(self, conn: Client, cmd: Command, seq: int | None) -> None:
         """A publish to a recorded topic while the log cannot be written: its persisted ack
         (with ``s``: after the acks of everything before it) is a failure with ``self.failed``,
         else its first requested ack is. Counted, not logged one by one."""
         self._refused += 1
-        acks_refused(self.server, conn, cmd, seq, self.failed or reasons.TX_STORE_FAILURE)
+        acks_refused(conn, cmd, seq, self.failed or reasons.TX_STORE_FAILURE, self)
 
-    def flush_persisted(self, conn: Connection, cmd: Any) -> None:
+    def flush_persisted(self, conn: Client, cmd: Any) -> None:
         """``flush`` with ``a=persisted``: its ack goes once everything journalled so far
         (every earlier command of ``conn`` included) is durable, after the persisted acks of
         the publishes before it; a failure while the log refuses writes."""
         self.wait_persisted(conn, cmd, reason=self.failed)
 
     def _mark_turn(self) -> None:
-        self.server.request_turn_end()
+        self.server.turn.request()
 
     # -- end of turn ---------------------------------------------------------------------
     def end_turn(self) -> None:
@@ -242,7 +239,7 @@ class TxLog:
         if self._written_unsynced or self.journal.written_position > self.journal.durable_position:
             self._start_sync()
         self._write_summaries()
-        self.server.request_turn_end()
+        self.server.turn.request()
 
     def _write_summaries(self) -> None:
         """Write the journal's durable segment summaries in a worker (one at a time)."""
@@ -268,12 +265,12 @@ class TxLog:
             _answer(conn, item, reason)
         for cursor in list(self.cursors):
             if not cursor.live:
-                replay.pump(self.server, cursor, durable)
+                cursor.pump(durable)
 
     def _pump_live(self, last: int) -> None:
         for cursor in list(self.cursors):
             if cursor.live:
-                replay.pump(self.server, cursor, last)
+                cursor.pump(last)
 
     def _fail(self, exc: BaseException) -> None:
         """The journal is closed for good: every waiting persisted ack and every later publish
@@ -307,7 +304,7 @@ class TxLog:
                       "with '%s' until it takes writes again (retrying every %.0f s)",
                       self.cfg.journal_directory, failures[0].error, reason, PROBE_INTERVAL)
             self._probe_timer = self.server.loop.call_later(PROBE_INTERVAL, self._probe)
-        self.server.request_turn_end()
+        self.server.turn.request()
         return failures
 
     def _probe(self) -> None:
@@ -330,13 +327,13 @@ class TxLog:
                         "with '%s' meanwhile", self.cfg.journal_directory, self._refused, self.failed)
             self.failed = None
             self._refused = 0
-        self.server.request_turn_end()  # sync what the probe wrote, release what it covers
+        self.server.turn.request()  # sync what the probe wrote, release what it covers
 
     # -- periodic persisted acks for bookmark subscriptions --------------------------------
     def _ack_tick(self) -> None:
         durable = self.journal.durable_position
         for cursor in list(self.cursors):
-            replay.send_persisted_ack(cursor, durable)
+            cursor.persisted(durable)
         self._ticks += 1
         if self._ticks % RETENTION_EVERY == 0 and (self.cfg.retention_size or self.cfg.retention_age):
             self.enforce_retention()
@@ -352,7 +349,7 @@ class TxLog:
         return result
 
 
-def _answer(conn: Connection, item: Any, reason: str | None) -> None:
+def _answer(conn: Client, item: Any, reason: str | None) -> None:
     """The persisted ack of one FIFO entry: a publish's sequence number or a ``flush``."""
     if type(item) is int:
         if reason is None:

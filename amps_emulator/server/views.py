@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from amps_emulator.config.errors import ConfigError, ConfigIssue
 from amps_emulator.protocol import reasons
@@ -52,11 +52,19 @@ from amps_emulator.sow.record import Record
 
 from .aggregated_subscription import GroupTracker
 from .delivery import UNDECODED, Message, fan_out, send_oof
-from .sow_commands import store_publish
+from .publish import store_publish
 from .subscribe import compile_filter_for
 
 if TYPE_CHECKING:
-    from amps_emulator.server.app import Server
+    from amps_emulator.server.ports import ServiceHost
+    from amps_emulator.server.sowsvc import SowService
+
+    class ViewsHost(ServiceHost, Protocol):
+        """What the views read of the server: its SOW and themselves (here, not in
+        ``ports``: it names :class:`server.sowsvc.SowService`)."""
+
+        sowsvc: SowService | None
+        derived: DerivedTopics | None
     from amps_emulator.sow import Topic
 
 log = logging.getLogger("amps_emulator.views")
@@ -85,7 +93,7 @@ class _Derived:
     (``sources``), ``build()``, ``published``/``removed`` for changes to a source, ``close()``.
     A source that is not a SOW topic raises ``LookupError`` with its name."""
 
-    def __init__(self, server: Server, cfg: Any, sources: list[str]) -> None:
+    def __init__(self, server: ViewsHost, cfg: Any, sources: list[str]) -> None:
         sow = server.sowsvc
         self.server = server
         self.name = cfg.name
@@ -103,7 +111,7 @@ class _Derived:
 
 
 class _View(_Derived):
-    def __init__(self, server: Server, cfg: Any) -> None:
+    def __init__(self, server: ViewsHost, cfg: Any) -> None:
         super().__init__(server, cfg, [cfg.underlying_topic])
         underlying = self.underlying = self.inputs[0]
         topic = self.topic
@@ -134,7 +142,7 @@ class _View(_Derived):
                           reason)
 
 
-def _apply_groups(server: Server, topic: Topic, touched: list, reason: str) -> None:
+def _apply_groups(server: ViewsHost, topic: Topic, touched: list, reason: str) -> None:
     """Publish each touched group's new record on the view, delete the groups now gone."""
     derived = server.derived
     for out, previous in touched:
@@ -181,7 +189,7 @@ class _JoinView(_Derived):
     docstring): every join relates a field of a topic already in the view (the first join's
     left topic starts it) to a field of a new topic."""
 
-    def __init__(self, server: Server, cfg: Any) -> None:
+    def __init__(self, server: ViewsHost, cfg: Any) -> None:
         from amps_emulator.config.values import parse_join
 
         self.null_equal = cfg.join_null_equivalency
@@ -350,7 +358,7 @@ class _JoinView(_Derived):
 
 
 class _Conflated(_Derived):
-    def __init__(self, server: Server, cfg: Any) -> None:
+    def __init__(self, server: ViewsHost, cfg: Any) -> None:
         super().__init__(server, cfg, [cfg.underlying_topic])
         self.underlying = self.inputs[0]
         self.interval = cfg.interval
@@ -389,7 +397,7 @@ class _Conflated(_Derived):
                     derived.delete(self.topic, skey, change[0])
         except Exception:  # keep the timer whatever one interval hit
             log.exception("ConflatedTopic %s: an update failed", self.name)
-        self.server.request_turn_end()
+        self.server.turn.request()
 
     def close(self) -> None:
         if self._timer is not None:
@@ -399,7 +407,7 @@ class _Conflated(_Derived):
 class DerivedTopics:
     """Every view and conflated topic of the server, fed by the changes to SOW topics."""
 
-    def __init__(self, server: Server, config: Any) -> None:
+    def __init__(self, server: ViewsHost, config: Any) -> None:
         self.server = server
         self.by_underlying: dict[str, list[Any]] = {}
         self.names: set[str] = set()
@@ -455,13 +463,13 @@ class DerivedTopics:
         name = topic.spec.name
         msg = Message(name, data, None, None, skey, None, "", doc)
         msg.timestamp = int(self.server.wallclock() * 1_000_000)  # the record's and the ts
-        store_publish(self.server, topic, msg, False, 0, skey, msg.timestamp / 1_000_000)
+        store_publish(self.server.turn, topic, msg, False, 0, skey, msg.timestamp / 1_000_000)
         fan_out(self.server, msg)
         self.published(name, msg)  # views over this one
 
     def delete(self, topic: Topic, skey: str, reason: str) -> None:
         name = topic.spec.name
-        self.server.request_turn_end()
+        self.server.turn.request()
         recs = topic.delete_by_keys([skey]).records
         if recs:
             send_oof(self.server, name, recs, reason)

@@ -26,7 +26,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from websockets.exceptions import InvalidState
 from websockets.frames import CloseCode, Frame, Opcode
@@ -37,9 +38,7 @@ from websockets.server import ServerProtocol
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import header_end
 from amps_emulator.server.connection import Connection
-
-if TYPE_CHECKING:
-    from amps_emulator.server.app import Listener, Server
+from amps_emulator.server.ports import ListenerInfo
 
 log = logging.getLogger("amps_emulator.websocket")
 
@@ -114,8 +113,10 @@ def _sow_messages(outer: bytes, rest: bytes) -> list[tuple[bytes, bool]]:
 class WebSocketProtocol(asyncio.Protocol):
     """The socket side of one WebSocket client; the transport of its :class:`Connection`."""
 
-    def __init__(self, server: Server, listener: Listener) -> None:
-        self.server = server
+    def __init__(self, make_connection: Callable[[], Connection], listener: ListenerInfo) -> None:
+        #: builds the Connection behind this socket once the upgrade succeeds (the server's
+        #: ``Listener.protocol_factory`` binds it to its host and listener)
+        self.make_connection = make_connection
         self.listener = listener
         # max_size: one client message; a whole command is checked against it below too
         self.ws = ServerProtocol(max_size=listener.max_frame, logger=log)
@@ -209,7 +210,7 @@ class WebSocketProtocol(asyncio.Protocol):
         if response.status_code != 101:  # not a valid upgrade request
             return
         self._flush_ws()
-        self.conn = Connection(self.server, self.listener)
+        self.conn = self.make_connection()
         self.conn.connection_made(self)  # type: ignore[arg-type]
 
     # -- inbound commands -----------------------------------------------------------------------

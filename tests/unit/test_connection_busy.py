@@ -40,14 +40,39 @@ class FakeTransport:
         pass
 
 
+class FakeTurn:
+    def __init__(self) -> None:
+        self.dirty_clients: list = []
+
+    def dirty(self, conn):
+        self.dirty_clients.append(conn)
+
+    def request(self):
+        pass
+
+
 class FakeServer:
+    """The ConnectionHost a Connection talks to; its own timebase (timers through ``loop``)."""
+
     def __init__(self) -> None:
         self.dispatched: list[str] = []
-        self.dirty: list = []
+        self.turn = FakeTurn()
+        self.timebase = self
         self.on_dispatch = None
-        self.clock = lambda: 0.0
         self.loop = None
         self.logon_timeout = 0  # no timer: there is no loop
+
+    def monotonic(self):
+        return 0.0
+
+    def time(self):
+        return 0.0
+
+    def filter_pool(self):
+        raise AssertionError("no long filters here")
+
+    def writable(self, conn):
+        pass
 
     def check_memory(self):
         return True
@@ -55,14 +80,11 @@ class FakeServer:
     def call_later(self, delay, callback):  # Server's timers go through its clock
         return self.loop.call_later(delay, callback)
 
-    def connection_opened(self, conn):
+    def opened(self, conn):
         pass
 
-    def connection_closed(self, conn):
+    def closed(self, conn):
         pass
-
-    def mark_dirty(self, conn):
-        self.dirty.append(conn)
 
     def dispatch(self, conn, cmd):
         self.dispatched.append(cmd.cid)
@@ -70,9 +92,9 @@ class FakeServer:
             self.on_dispatch(conn, cmd)
 
     def flush(self):
-        for c in self.dirty:
+        for c in self.turn.dirty_clients:
             c.flush_output()
-        self.dirty.clear()
+        self.turn.dirty_clients.clear()
 
 
 def connection():

@@ -55,7 +55,7 @@ def make_server():
 
     sow = Sow([spec_from_config(t) for t in cfg.sow_topics] + derived_specs(cfg))
     srv = SimpleNamespace(router=Router(), stats=collections.Counter(), derived=None,
-                          request_turn_end=lambda: None, wallclock=lambda: 0.0,
+                          turn=SimpleNamespace(request=lambda: None), wallclock=lambda: 0.0,
                           actions=SimpleNamespace(on_publish=False))
     srv.sowsvc = SimpleNamespace(get=sow.get)
     srv.derived = DerivedTopics(srv, cfg)

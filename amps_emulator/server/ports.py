@@ -1,0 +1,247 @@
+"""What lower rooms of ``server/`` may ask of higher ones: Protocols only.
+
+The composition root (:mod:`server.app`) knows everyone; nothing below it names it. When a
+lower module needs something of a higher one (a connection of its host, a handler of the
+client it answers, the publish path of its listeners) the need is written here as a small
+``Protocol``, and the higher object satisfies it structurally (hypercorn's ``typing.py``).
+A new need becomes a Protocol method here, never a type-only import of ``app``.
+
+This module imports nothing of ``server/`` at run time, and under ``TYPE_CHECKING`` only
+the vocabulary rooms (``router``, ``heartbeat``), so every module may import it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from amps_emulator.protocol.command import Command
+    from amps_emulator.server.heartbeat import Heartbeat
+    from amps_emulator.server.router import Router, Subscription
+    from amps_emulator.sow.record import Record
+
+
+class Stoppable(Protocol):
+    """Something the server stops with itself (the Admin interface an operator room started)."""
+
+    async def stop(self) -> None: ...
+
+
+class Timer(Protocol):
+    """A scheduled callback (an ``asyncio.TimerHandle`` or a test clock's timer)."""
+
+    def cancel(self) -> None: ...
+
+
+class Timebase(Protocol):
+    """The server's clock (:mod:`server.clock`): real time, or a test clock."""
+
+    def monotonic(self) -> float: ...
+
+    def time(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[[], Any]) -> Any: ...
+
+
+class ListenerInfo(Protocol):
+    """The configured transport a connection arrived on (``app.Listener``)."""
+
+    name: str
+    message_type: str
+    max_frame: int
+    out_limit: int
+
+
+class Client(Protocol):
+    """One client connection as handlers, services and the turn see it
+    (:class:`server.connection.Connection`)."""
+
+    conn_id: int
+    client_name: str | None
+    user_id: str | None
+    logged_on: bool
+    closed: bool
+    busy: bool
+    writing_paused: bool
+    subs: dict[str, Subscription]
+    heartbeat: Heartbeat
+    client_version: str | None
+    correlation_id: str | None
+    connect_time: float
+    peer: str
+    listener: ListenerInfo
+
+    def send(self, data: bytes) -> None: ...
+
+    def send_direct(self, data: bytes) -> None: ...
+
+    def ack(self, cmd: Command, ack_type: str, status: str = "success",
+            reason: str | None = None, **extra: Any) -> None: ...
+
+    def fail(self, cmd: Command, reason: str) -> None: ...
+
+    def note_persisted(self, seq: int) -> None: ...
+
+    def emit_persisted(self) -> None: ...
+
+    def persisted_failure(self, seq: int, reason: str) -> None: ...
+
+    def begin_busy(self) -> None: ...
+
+    def end_busy(self) -> None: ...
+
+    def flush_output(self) -> None: ...
+
+    def start_heartbeat(self, interval: float) -> None: ...
+
+    def stop_heartbeat(self) -> None: ...
+
+    def describe(self) -> str: ...
+
+    def close(self, why: str, abort: bool = False) -> None: ...
+
+
+class Turn(Protocol):
+    """The end of the event-loop turn (:class:`server.turn.Turn`): where the SOW and the
+    journal commit, then output is written."""
+
+    def request(self) -> None:
+        """Make sure the end of this turn runs (journal or SOW work is pending)."""
+
+    def dirty(self, client: Client) -> None:
+        """``client`` has output to write at the end of this turn."""
+
+
+class ConnectionHost(Protocol):
+    """What a :class:`server.connection.Connection` needs of the server it belongs to."""
+
+    logon_timeout: float
+    timebase: Timebase
+    turn: Turn
+
+    def opened(self, client: Client) -> None: ...
+
+    def closed(self, client: Client) -> None: ...
+
+    def dispatch(self, client: Client, cmd: Command) -> None: ...
+
+    def check_memory(self) -> bool: ...
+
+    def filter_pool(self) -> Executor: ...
+
+    def writable(self, client: Client) -> None:
+        """``client``'s transport takes output again (journal replays paused for it resume)."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+
+class PublishListener(Protocol):
+    """A consumer of the message path (:mod:`server.publish`): views, queues, actions. The
+    owner registers it; the path calls it without knowing what it is (nats' storage update
+    handlers)."""
+
+    def check_writable(self, topic: str) -> None:
+        """Raise ``CommandError`` when a publish to ``topic`` must be refused."""
+
+    def published(self, msg: Any, rec: Record | None) -> None:
+        """``msg`` was published (and stored as ``rec`` in the SOW, if its topic has one)."""
+
+    def removed(self, topic: str, records: list[Record], reason: str) -> None:
+        """``records`` left the SOW topic ``topic`` (deleted, expired) for ``reason``."""
+
+
+class FanoutHost(Protocol):
+    """What delivering a message to the subscriptions that match it reads
+    (:func:`server.delivery.fan_out`): the routing table, the counters, the wall clock."""
+
+    router: Router
+    stats: dict[str, int]
+
+    def wallclock(self) -> float: ...
+
+
+class PersistWaiter(Protocol):
+    """The transaction log as a refused publish sees it (:func:`server.acks.refused`): the
+    failure ack waits behind the persisted acks of the publishes before it."""
+
+    def wait_persisted(self, conn: Client, seq: Any, position: int | None = None,
+                       reason: str | None = None) -> None: ...
+
+
+class JournalCursor(Protocol):
+    """A bookmark subscription's journal cursor as the transaction log pumps it
+    (:class:`server.replay.Cursor`)."""
+
+    live: bool
+    done: bool
+    next_pos: int
+
+    def pump(self, limit: int) -> None:
+        """Deliver what the cursor may see up to log position ``limit``."""
+
+    def persisted(self, durable: int) -> None:
+        """Send the subscription's persisted ack for what is durable up to ``durable``."""
+
+
+class TxLogHost(Protocol):
+    """What the transaction log (:class:`server.txlog.TxLog`) reads of the server that owns
+    it: its options, loop, clock and turn, and the journal positions retention must keep."""
+
+    memory: bool
+    keep_readable_journal: bool
+    strict_recovery: bool
+    config: Any
+    turn: Turn
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    def wallclock(self) -> float: ...
+
+    def journal_pins(self) -> list[int]: ...
+
+
+class DerivedPort(Protocol):
+    """The views and conflated topics (:class:`server.views.DerivedTopics`) as the message
+    path and the SOW see them: told of every change to a SOW topic they read."""
+
+    def check_writable(self, topic: str) -> None: ...
+
+    def published(self, topic: str, msg: Any) -> None: ...
+
+    def removed(self, topic: str, records: list[Record], reason: str) -> None: ...
+
+
+class ActionsPort(Protocol):
+    """The configured actions (:class:`server.actions.Actions`) as the message path, the SOW
+    and the queues see them."""
+
+    on_publish: list[Any]
+
+    def published(self, msg: Any) -> None: ...
+
+    def expired(self, topic: str, data: bytes, reason: str, sow_key: str = "",
+                bookmark: str = "") -> None: ...
+
+    def deleted(self, topic: str, records: Any, reason: str = "deleted") -> None: ...
+
+
+class ServiceHost(FanoutHost, Protocol):
+    """What every service built by the root reads of it: the routing table and counters, the
+    clock, the turn, the options."""
+
+    turn: Turn
+    memory: bool
+    strict_recovery: bool
+    instance_name: str
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    def clock(self) -> float: ...
+
+    def call_later(self, delay: float, callback: Callable[[], Any]) -> Any: ...
