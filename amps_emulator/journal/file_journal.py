@@ -21,20 +21,18 @@ Write path and threading (the double buffer)
   means a crash can only tear the newest segment; the checkpoint means retention can delete
   old segments without losing de-dup state.
 
-Segment summaries (fast start-up, see ``summary.py``)
-----------------------------------------------------
-Unless durability is ``memory``, ``flush`` snapshots the active segment's state (metadata,
-sparse index, publisher/de-dup maps) every ``checkpoint_bytes`` of journal data, ``_roll``
-snapshots the segment it finishes, and ``close`` the final state. A snapshot is queued with
-the position it describes; ``sync`` writes it (crc32 of the covered bytes read back from the
-file, temp file + fsync + rename) only after its own fsync made ``durable_position`` cover
-that position, so a summary never claims more than is durable. Writing one costs a crc32
-over the bytes since the previous one and one small fsync (~10 ms); a failure to write one
-is logged and otherwise ignored (summaries only save start-up time). With
-``defer_summaries=True`` (the server), ``sync`` leaves that work to ``write_summaries()``,
-which the caller runs in a worker once ``summaries_due`` -- so the persisted acks that wait
-for ``sync`` never wait for a summary. ``close`` always writes them. Retention deletes a
-segment's summary with it.
+Segment summaries (fast start-up; ``summary.py`` says when and how)
+-------------------------------------------------------------------
+Unless durability is ``memory``, ``flush`` snapshots the active segment every
+``checkpoint_bytes`` of journal data, ``_roll`` the segment it finishes, ``close`` the final
+state. A snapshot waits in a :class:`~journal.summary.SummaryQueue` until ``durable_position``
+covers it; ``sync`` then writes it, or with ``defer_summaries=True`` (the server)
+``write_summaries()`` in a worker once ``summaries_due``, so the persisted acks that wait for
+``sync`` never wait for a summary. A failure to write one is logged once and otherwise ignored.
+
+Segments (``segment.py``): each :class:`~journal.segment.Segment` owns its file: write fd,
+``write``, ``sync``, ``truncate``, creation and cutting frames off its end, as nats-server's
+``msgBlock`` does; this module orchestrates them (buffer, locks, rolls, failures, retention).
 
 Readers (``read``/``record_at``/lookups, owner thread) get records at positions
 ``<= _written_position`` from the files (own fds, bounded by each segment's flushed size) and
@@ -66,7 +64,6 @@ good: further appends raise ``JournalClosedError``; recovery sorts out the tail.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import threading
@@ -93,6 +90,7 @@ from .record import (
     RecordKind,
 )
 from .recovery import Recovery
+from .retention import RETAINED_FROM, check_oldest, remove_segments, write_retained_from
 from .segment import HEADER_SIZE, O_CLOEXEC, FileOps, FrameCursor, Segment, fdatasync
 
 if sys.platform != "win32":
@@ -100,11 +98,8 @@ if sys.platform != "win32":
 
 __all__ = ["DEFAULT_CHECKPOINT_BYTES", "DEFAULT_SEGMENT_SIZE", "RETAINED_FROM", "FileJournal", "FileOps"]
 
-log = logging.getLogger("amps_emulator.journal")
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
-#: file in the journal directory holding the first position retention kept (absent: 1)
-RETAINED_FROM = "retained-from"
 #: journal bytes between two summaries of the active segment (bounds the start-up tail scan:
 #: 8 MiB is ~30,000 records of ~280 bytes, ~30 ms)
 DEFAULT_CHECKPOINT_BYTES = 8 * 1024 * 1024
@@ -236,7 +231,10 @@ class FileJournal(JournalCore):
             fsync=self._summaries,
         )
         rec.run()
-        self._check_oldest(rec, strict)
+        missing = check_oldest(self._dir, rec.segments[0].first_position if rec.segments else None,
+                               strict=strict)
+        if missing is not None:
+            rec.warnings.append(missing)
         created = not rec.segments
         if created:
             self._install(Segment.create(self._dir, 1, self.file_ops, self._index_interval))
@@ -279,31 +277,6 @@ class FileJournal(JournalCore):
             summarised_segments=rec.summarised,
             scanned_bytes=rec.scanned_bytes,
         )
-
-    def _retained_from(self) -> int:
-        """The first position retention left (1 when it never removed anything)."""
-        try:
-            with open(os.path.join(self._dir, RETAINED_FROM)) as f:
-                return max(int(f.read().strip() or 1), 1)
-        except (OSError, ValueError):
-            return 1
-
-    def _check_oldest(self, rec: Recovery, strict: bool) -> None:
-        """Segments missing at the start of the log that retention did not remove: acked data
-        lost without a word unless said here (loudly), or refused under ``strict``."""
-        expected = self._retained_from()
-        first = rec.segments[0].first_position if rec.segments else None
-        if first is None and expected == 1 or first is not None and first <= expected:
-            return
-        what = (f"positions {expected}..{first - 1}" if first is not None
-                else f"every segment from position {expected} on")
-        msg = (f"journal {self._dir}: the oldest segment file(s) are missing ({what}); retention "
-               f"removed only the positions before {expected}, so the messages they held are lost")
-        if strict:
-            raise JournalError(msg + "; restore the missing files, or start without the strict "
-                               "option to accept the loss")
-        log.error("%s", msg)
-        rec.warnings.append(msg)
 
     # ------------------------------------------------------------------ summaries
     def _snapshot(self, seg: Segment, sealed: bool) -> None:
@@ -743,12 +716,9 @@ class FileJournal(JournalCore):
         n, blocked, reasons = self._plan_retention(self._segments, pinned_positions, can_remove)
         removed = self._segments[:n]
         if removed:  # first, so a crash in between never reads as segments gone missing
-            self._write_retained_from(self._segments[n].first_position)
-        for seg in removed:
-            os.unlink(seg.path)
-            summaries.remove(seg.path)
-            log.info("journal retention: removed %s (%d bytes, %d records)", seg.path, seg.size, seg.count)
-        if removed:
+            write_retained_from(self._dir, self._dir_fd, self._segments[n].first_position,
+                                fsync=self._durability is not Durability.MEMORY)
+            remove_segments(removed)
             del self._segments[:n]
             del self._firsts[:n]
             self._dir_dirty = True
@@ -759,18 +729,6 @@ class FileJournal(JournalCore):
             blocked_by_pin=blocked,
             reasons=tuple(reasons),
         )
-
-    def _write_retained_from(self, position: int) -> None:
-        path = os.path.join(self._dir, RETAINED_FROM)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(f"{position}\n")
-            f.flush()
-            if self._durability is not Durability.MEMORY:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-        if self._durability is not Durability.MEMORY:
-            os.fsync(self._dir_fd)
 
     def __repr__(self) -> str:
         return (
