@@ -41,7 +41,6 @@ every record after that point, in log order, to ``QueueEngine.replay``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Union
 
 import msgspec
 
@@ -111,7 +110,7 @@ class LeaseExpire(msgspec.Struct, frozen=True, array_like=True, gc=False):
     position: int
 
 
-QueueEvent = Union[Enqueue, Ack, Cancel, Expire, Lease, LeaseExpire]
+QueueEvent = Enqueue | Ack | Cancel | Expire | Lease | LeaseExpire
 
 _KIND_OF = {Ack: KIND_ACK, Cancel: KIND_CANCEL, Expire: KIND_EXPIRE, Lease: KIND_LEASE,
             LeaseExpire: KIND_LEASE_EXPIRE}
