@@ -105,8 +105,8 @@ class QueueDispatch(QueueState):
                     if k < j:
                         j = k
                         contenders = [s]
-                    elif k == j and k < end:
-                        contenders.append(s)  # type: ignore[union-attr]
+                    elif k == j and k < end and contenders is not None:
+                        contenders.append(s)
                 if contenders is None:
                     return
             s = contenders[0] if len(contenders) == 1 else self._choose(contenders)
@@ -114,11 +114,14 @@ class QueueDispatch(QueueState):
                 self._rr_last = s.sid
             self._lease(s, j, now, out)
 
-    def _pick_priority(self, subs):
+    def _pick_priority(self, subs: list[Sub]) -> tuple[int, list[Sub] | None]:
+        """The highest-priority key some subscription with room can take, and those that can."""
         best = KEY_END
-        contenders = None
+        contenders: list[Sub] | None = None
         st, pos, base = self._st, self._pos, self._base
         plist = self._plist
+        if plist is None:  # not a Priority queue
+            return best, None
         for s in subs:
             bl = s.bl
             if bl.leased >= bl.limit:
@@ -126,7 +129,7 @@ class QueueDispatch(QueueState):
             el = s.eligible
             found = KEY_END
             if s.cursor < best:
-                for key in plist.iter_from(s.cursor):  # type: ignore[union-attr]
+                for key in plist.iter_from(s.cursor):
                     if key > best:
                         break
                     j = (key & IDX_MASK) - base
@@ -147,8 +150,8 @@ class QueueDispatch(QueueState):
             if found < best:
                 best = found
                 contenders = [s]
-            elif found == best and found != KEY_END:
-                contenders.append(s)  # type: ignore[union-attr]
+            elif found == best and found != KEY_END and contenders is not None:
+                contenders.append(s)
         return best, contenders
 
     def _choose(self, contenders: list[Sub]) -> Sub:

@@ -129,9 +129,10 @@ class QueueEngine(QueueDispatch):
         if g < 0:
             return out
         j = g - self._base
-        if self._prio and self._st[j] == AVAIL:
+        plist = self._plist
+        if plist is not None and self._st[j] == AVAIL:  # a Priority queue (not in replay)
             key = self._key(j)
-            self._plist.add(key)  # type: ignore[union-attr]
+            plist.add(key)
             for s in self._sub_list:
                 if key < s.cursor:
                     s.cursor = key
@@ -220,7 +221,7 @@ class QueueEngine(QueueDispatch):
         if sub_key in self._subs:
             raise ValueError(f"queue {self.spec.name!r}: subscription {sub_key!r} exists")
         private = backlog is None
-        if private:
+        if backlog is None:
             backlog = SubscriptionBacklog(self.spec.subscription_limit(max_backlog))
         s = Sub(sub_key, sub_key if client is None else client, self._next_sid, backlog,
                  private, eligible, self._cursor_start())
@@ -522,8 +523,8 @@ class QueueEngine(QueueDispatch):
         ``now`` hides messages whose expiration has passed but that ``poll`` has not yet
         removed. Materialise (``list(...)``) before calling any other engine method."""
         st, base = self._st, self._base
-        if self._prio:
-            cols: Iterable[int] = [(k & IDX_MASK) - base for k in self._plist]  # type: ignore[union-attr]
+        if self._plist is not None:  # a Priority queue
+            cols: Iterable[int] = [(k & IDX_MASK) - base for k in self._plist]
         else:
             cols = range(self._head, self._active_end)
         dl = self._dl
