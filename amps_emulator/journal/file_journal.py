@@ -283,7 +283,8 @@ class FileJournal(JournalCore):
         """Queue a summary of ``seg`` as flushed (call right after ``flush``: the maps then
         describe exactly the written records). ``sync`` writes it once it is durable."""
         summ = summaries.snapshot(
-            seg, file_crc=0, sealed=sealed, publishers=self._pub_last.items(), clients=self._client_max.items()
+            seg, file_crc=0, sealed=sealed, publishers=self._pub_last.items(),
+            clients=self._client_max.items(),
         )
         self._summq.add(self._written_position, seg.path, summ)
         self._ckpt_size_at = seg.size
@@ -375,7 +376,8 @@ class FileJournal(JournalCore):
                 and not self._roll_blocked:
             self._roll()
         rec = self._make_record(
-            kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration, message_type, headers
+            kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration, message_type,
+            headers,
         )
         self._buffer(rec)
         if self._durability is Durability.STRICT:
@@ -732,6 +734,7 @@ class FileJournal(JournalCore):
 
     def __repr__(self) -> str:
         return (
-            f"FileJournal({self._dir!r}, durability={self._durability.value}, segments={len(self._segments)}, "
+            f"FileJournal({self._dir!r}, durability={self._durability.value}, "
+            f"segments={len(self._segments)}, "
             f"positions={self.first_position}..{self.last_position}, durable={self.durable_position})"
         )

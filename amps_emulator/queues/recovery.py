@@ -5,10 +5,10 @@ order, an :class:`~queues.events.Enqueue` for every publish record that enters t
 the decoded queue events (:func:`queues.events.decode_event`) to :func:`replay`, with a new
 engine: ``replay(QueueEngine(spec), events, now=..., start_after=...)``. Recovery drives
 the engine; the engine imports nothing of recovery. What comes out is the state a restarted
-AMPS has: every message acknowledged or expired before the crash is gone (never delivered again); every other one is
-available again, since leases do not survive the connections that held them; delivery and
-cancel counters restart from zero ("reset if the server restarts") unless ``keep_counters``.
-At-most-once messages journaled as sent (``Lease``) are gone.
+AMPS has: every message acknowledged or expired before the crash is gone (never delivered
+again); every other one is available again, since leases do not survive the connections that
+held them; delivery and cancel counters restart from zero ("reset if the server restarts")
+unless ``keep_counters``. At-most-once messages journaled as sent (``Lease``) are gone.
 """
 
 from __future__ import annotations
