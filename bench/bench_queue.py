@@ -11,7 +11,7 @@ Run: ``python bench/bench_queue.py [--messages N] [--memory-messages N] [--repla
   bytes per message (the AMPS User Guide quotes ~200 bytes per queued message). Measured
   for a plain FIFO queue of 1,000,000 messages, and (smaller by default, tracemalloc is
   slow) a queue with Expiration and a Priority queue with distinct priorities.
-* replay: ``QueueEngine.replay`` of N ``Enqueue`` events with nothing acked (the events are
+* replay: ``queues.recovery.replay`` of N ``Enqueue`` events with nothing acked (the events are
   built before timing), seconds and events/s.
 """
 
@@ -28,6 +28,7 @@ import tracemalloc
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from amps_emulator.queues import Deliver, Enqueue, QueueEngine, QueueSpec  # noqa: E402
+from amps_emulator.queues.recovery import replay  # noqa: E402
 
 
 def machine() -> str:
@@ -99,7 +100,7 @@ def bench_replay(n: int) -> tuple[float, float]:
     ]
     gc.collect()
     t0 = time.perf_counter()
-    eng = QueueEngine.replay(spec, events, now=5000.0)
+    eng = replay(QueueEngine(spec), events, now=5000.0)
     eng.poll(5000.0)
     dt = time.perf_counter() - t0
     assert eng.depth == n and eng.low_water_position == 0

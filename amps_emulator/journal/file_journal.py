@@ -21,20 +21,18 @@ Write path and threading (the double buffer)
   means a crash can only tear the newest segment; the checkpoint means retention can delete
   old segments without losing de-dup state.
 
-Segment summaries (fast start-up, see ``summary.py``)
-----------------------------------------------------
-Unless durability is ``memory``, ``flush`` snapshots the active segment's state (metadata,
-sparse index, publisher/de-dup maps) every ``checkpoint_bytes`` of journal data, ``_roll``
-snapshots the segment it finishes, and ``close`` the final state. A snapshot is queued with
-the position it describes; ``sync`` writes it (crc32 of the covered bytes read back from the
-file, temp file + fsync + rename) only after its own fsync made ``durable_position`` cover
-that position, so a summary never claims more than is durable. Writing one costs a crc32
-over the bytes since the previous one and one small fsync (~10 ms); a failure to write one
-is logged and otherwise ignored (summaries only save start-up time). With
-``defer_summaries=True`` (the server), ``sync`` leaves that work to ``write_summaries()``,
-which the caller runs in a worker once ``summaries_due`` -- so the persisted acks that wait
-for ``sync`` never wait for a summary. ``close`` always writes them. Retention deletes a
-segment's summary with it.
+Segment summaries (fast start-up; ``summary.py`` says when and how)
+-------------------------------------------------------------------
+Unless durability is ``memory``, ``flush`` snapshots the active segment every
+``checkpoint_bytes`` of journal data, ``_roll`` the segment it finishes, ``close`` the final
+state. A snapshot waits in a :class:`~journal.summary.SummaryQueue` until ``durable_position``
+covers it; ``sync`` then writes it, or with ``defer_summaries=True`` (the server)
+``write_summaries()`` in a worker once ``summaries_due``, so the persisted acks that wait for
+``sync`` never wait for a summary. A failure to write one is logged once and otherwise ignored.
+
+Segments (``segment.py``): each :class:`~journal.segment.Segment` owns its file: write fd,
+``write``, ``sync``, ``truncate``, creation and cutting frames off its end, as nats-server's
+``msgBlock`` does; this module orchestrates them (buffer, locks, rolls, failures, retention).
 
 Readers (``read``/``record_at``/lookups, owner thread) get records at positions
 ``<= _written_position`` from the files (own fds, bounded by each segment's flushed size) and
@@ -66,17 +64,12 @@ good: further appends raise ``JournalClosedError``; recovery sorts out the tail.
 
 from __future__ import annotations
 
-import logging
 import os
+import sys
 import threading
 import time
 from bisect import bisect_left, bisect_right
-
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - not POSIX
-    fcntl = None
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from . import summary as summaries
 from .api import (
@@ -87,7 +80,7 @@ from .api import (
     RetentionResult,
     WriteFailure,
 )
-from .base import JournalCore, merge_checkpoint
+from .base import Clock, JournalCore, merge_checkpoint
 from .index import DEFAULT_INDEX_INTERVAL
 from .record import (
     INTERNAL_KIND_MIN,
@@ -97,44 +90,90 @@ from .record import (
     RecordKind,
 )
 from .recovery import Recovery
-from .segment import HEADER_SIZE, FrameCursor, Segment, encode_header, segment_name
+from .retention import RETAINED_FROM, check_oldest, remove_segments, write_retained_from
+from .segment import HEADER_SIZE, O_CLOEXEC, FileOps, FrameCursor, Segment, fdatasync
 
-log = logging.getLogger("amps_emulator.journal")
+if sys.platform != "win32":
+    import fcntl
+
+__all__ = ["DEFAULT_CHECKPOINT_BYTES", "DEFAULT_SEGMENT_SIZE", "RETAINED_FROM", "FileJournal", "FileOps"]
+
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
-#: file in the journal directory holding the first position retention kept (absent: 1)
-RETAINED_FROM = "retained-from"
 #: journal bytes between two summaries of the active segment (bounds the start-up tail scan:
 #: 8 MiB is ~30,000 records of ~280 bytes, ~30 ms)
 DEFAULT_CHECKPOINT_BYTES = 8 * 1024 * 1024
-_fdatasync = getattr(os, "fdatasync", os.fsync)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-
-
-class FileOps:
-    """The file calls of the journal's write path; replace one to inject faults in tests."""
-
-    open = staticmethod(os.open)
-    write = staticmethod(os.write)
-    fdatasync = staticmethod(_fdatasync)
-    fsync = staticmethod(os.fsync)
 
 
 class FileJournal(JournalCore):
     """Segmented, checksummed, append-only transaction log. Build with :meth:`open`."""
 
     # ------------------------------------------------------------------ construction
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        *,
+        segment_size: int = DEFAULT_SEGMENT_SIZE,
+        durability: str | Durability = Durability.GROUP,
+        retention_bytes: int | None = None,
+        retention_age: float | None = None,
+        clock: Clock | None = None,
+        index_interval: int = DEFAULT_INDEX_INTERVAL,
+        checkpoint_bytes: int | None = DEFAULT_CHECKPOINT_BYTES,
+        defer_summaries: bool = False,
+    ) -> None:
+        """The journal's state, with no file touched: :meth:`open` constructs, then recovers."""
+        self._init_core(clock=clock, durability=Durability(durability))
+        if segment_size <= HEADER_SIZE:
+            raise ValueError("segment_size too small")
+        # -- settings (fixed)
+        self._dir: str = os.fspath(directory)  # the journal directory
+        self._segment_size = segment_size  # roll the active segment once it holds this many bytes
+        self._retention_bytes = retention_bytes  # enforce_retention: size limit (None: none)
+        self._retention_age = retention_age  # enforce_retention: age limit in seconds (None: none)
+        self._index_interval = index_interval  # records between two sparse index entries
+        self._summaries = self._durability is not Durability.MEMORY  # write segment summaries at all
+        # journal bytes between two summaries of the active segment
+        self._ckpt_every: float = checkpoint_bytes if checkpoint_bytes is not None else float("inf")
+        self._defer_summaries = defer_summaries  # sync leaves summaries to write_summaries()
+        #: the file calls of the write path (tests swap in one that fails on demand)
+        self.file_ops = FileOps()
+        # -- files (owner thread; fds handed between threads under _lock)
+        self._dir_fd = -1  # the directory (flock'd; fsynced after segments come and go)
+        self._segments: list[Segment] = []  # oldest first; the last is the active one
+        self._firsts: list[int] = []  # their first positions, for bisect
+        self._retired: list[Segment] = []  # rolled segments whose write fd the next sync closes
+        self._dir_dirty = False  # segments were created or removed since the directory's fsync
+        # -- write path (owner thread)
+        self._enc = FrameEncoder()
+        self._dec = FrameDecoder()
+        self._buf = bytearray()  # frames not yet flushed (all for the active segment)
+        self._pending: list[JournalRecord] = []  # their records, for readers
+        self._written_position = 0  # last position handed to the OS (or failed: a gap); _lock
+        self._durable_position = 0  # last position fsynced; under _lock
+        self._roll_blocked = False  # a roll failed: retry once a flush succeeds again
+        self._failure: BaseException | None = None  # why the journal failed for good (None: it did not)
+        #: records the file system refused, in order; the caller drains it (``take_write_failures``)
+        self.write_failures: list[WriteFailure] = []
+        # -- threads
+        self._lock = threading.Lock()  # guards positions, fds and pending summaries across threads
+        self._sync_lock = threading.Lock()  # one sync (or close) at a time; retired fds close under it
+        # -- summaries
+        self._ckpt_size_at = 0  # active segment size at its last snapshot (owner thread)
+        # snapshots waiting to be durable, and their writer (any thread)
+        self._summq = summaries.SummaryQueue(self._lock, self._durable_now)
+
     @classmethod
     def open(
         cls,
-        directory: str | os.PathLike,
+        directory: str | os.PathLike[str],
         *,
         segment_size: int = DEFAULT_SEGMENT_SIZE,
         durability: str | Durability = Durability.GROUP,
         retention_bytes: int | None = None,
         retention_age: float | None = None,
         keep_readable_on_corruption: bool = False,
-        clock=None,
+        clock: Clock | None = None,
         index_interval: int = DEFAULT_INDEX_INTERVAL,
         checkpoint_bytes: int | None = DEFAULT_CHECKPOINT_BYTES,
         defer_summaries: bool = False,
@@ -154,58 +193,34 @@ class FileJournal(JournalCore):
         the report.
         """
         t0 = time.perf_counter()
-        self = cls.__new__(cls)
-        self._init_core(clock=clock, durability=Durability(durability))
-        if segment_size <= HEADER_SIZE:
-            raise ValueError("segment_size too small")
-        self._dir = os.fspath(directory)
-        self._segment_size = segment_size
-        self._retention_bytes = retention_bytes
-        self._retention_age = retention_age
-        self._index_interval = index_interval
-        self._enc = FrameEncoder()
-        self._dec = FrameDecoder()
-        self._buf = bytearray()
-        self._pending: list[JournalRecord] = []
-        self._lock = threading.Lock()
-        self._sync_lock = threading.Lock()
-        self._retired: list[int] = []
-        self._dir_dirty = False
-        self._failure = None
-        self._segments: list[Segment] = []
-        self._firsts: list[int] = []
-        self._fd = -1
-        self._summaries = self._durability is not Durability.MEMORY
-        self._ckpt_every = checkpoint_bytes if checkpoint_bytes is not None else float("inf")
-        self._ckpt_size_at = 0  # active segment size at its last snapshot (owner thread)
-        # (position it describes, segment path, summary, made by recovery), under _lock
-        self._ckpt_pending: list[tuple[int, str, summaries.SegmentSummary, bool]] = []
-        self._ckpt_lock = threading.Lock()  # serialises summary writers; guards _crc_base
-        self._crc_base: dict[int, tuple[int, int]] = {}  # first_position -> (size, crc32 of [0, size))
-        self._ckpt_warned = False
-        self._defer_summaries = defer_summaries
-        self.file_ops = FileOps()
-        #: records the file system refused, in order; the caller drains it (``take_write_failures``)
-        self.write_failures: list[WriteFailure] = []
-        self._roll_blocked = False  # a roll failed: retry once a flush succeeds again
-        self._mark: tuple = ()  # active segment metadata as of the last successful flush
-        os.makedirs(self._dir, exist_ok=True)
-        self._dir_fd = os.open(self._dir, os.O_RDONLY | _O_CLOEXEC)
-        try:
-            if fcntl is not None:  # one writer per directory (also within one process)
-                try:
-                    fcntl.flock(self._dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    raise JournalError(f"journal directory {self._dir} is already open by another journal") from None
-            report = self._recover(t0, keep_readable_on_corruption, strict)
-        except BaseException:
-            if self._fd >= 0:
-                os.close(self._fd)
-            os.close(self._dir_fd)
-            raise
+        self = cls(
+            directory, segment_size=segment_size, durability=durability, retention_bytes=retention_bytes,
+            retention_age=retention_age, clock=clock, index_interval=index_interval,
+            checkpoint_bytes=checkpoint_bytes, defer_summaries=defer_summaries,
+        )
+        report = self._recover(t0, keep_readable_on_corruption, strict)
         return self, report
 
     def _recover(self, t0: float, keep_readable: bool, strict: bool = False) -> RecoveryReport:
+        """Lock the directory, rebuild the state from the files, open the active segment."""
+        os.makedirs(self._dir, exist_ok=True)
+        self._dir_fd = os.open(self._dir, os.O_RDONLY | O_CLOEXEC)
+        try:
+            if sys.platform != "win32":  # one writer per directory (also within one process)
+                try:
+                    fcntl.flock(self._dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise JournalError(f"journal directory {self._dir} is already open by another "
+                                       "journal") from None
+            return self._load(t0, keep_readable, strict)
+        except BaseException:
+            if self._segments:
+                self._segments[-1].close()
+            os.close(self._dir_fd)
+            self._dir_fd = -1
+            raise
+
+    def _load(self, t0: float, keep_readable: bool, strict: bool) -> RecoveryReport:
         rec = Recovery(
             self._dir,
             keep_readable=keep_readable,
@@ -216,35 +231,37 @@ class FileJournal(JournalCore):
             fsync=self._summaries,
         )
         rec.run()
-        self._check_oldest(rec, strict)
+        missing = check_oldest(self._dir, rec.segments[0].first_position if rec.segments else None,
+                               strict=strict)
+        if missing is not None:
+            rec.warnings.append(missing)
         created = not rec.segments
         if created:
-            self._create_segment(1)
+            self._install(Segment.create(self._dir, 1, self.file_ops, self._index_interval))
         else:
             self._segments = rec.segments
             self._firsts = [s.first_position for s in self._segments]
-            active = self._segments[-1]
-            self._fd = os.open(active.path, os.O_WRONLY | _O_CLOEXEC)
-            os.lseek(self._fd, active.size, os.SEEK_SET)
+            self._segments[-1].open_for_append()
         last = rec.last_position
         self._next_position = max(last + 1, self._segments[-1].first_position)
         self._last_ts = max((s.last_ts for s in self._segments if s.count), default=0)
         self._written_position = self._next_position - 1
         self._durable_position = self._written_position
         self._client_durable = dict(self._client_max)
+        active = self._segments[-1]
         if self._durability is not Durability.MEMORY:
-            _fdatasync(self._fd)
+            fdatasync(active.fd)
             os.fsync(self._dir_fd)
             self._dir_dirty = False
-        active = self._segments[-1]
         self._ckpt_size_at = active.size
-        self._set_mark()
+        active.set_mark()
         if rec.crc_base is not None and not created:
-            self._crc_base[active.first_position] = rec.crc_base
+            self._summq.crc_base[active.first_position] = rec.crc_base
         if rec.pending_summaries:  # due at once (the server writes them in a worker)
-            self._ckpt_pending = [(self._written_position, path, summ, True) for path, summ in rec.pending_summaries]
+            for path, summ in rec.pending_summaries:
+                self._summq.add(self._written_position, path, summ, recovered=True)
             if not self._defer_summaries:
-                self._write_due_summaries()
+                self._summq.write_due()
         return RecoveryReport(
             directory=self._dir,
             segments=len(self._segments),
@@ -261,124 +278,51 @@ class FileJournal(JournalCore):
             scanned_bytes=rec.scanned_bytes,
         )
 
-    def _retained_from(self) -> int:
-        """The first position retention left (1 when it never removed anything)."""
-        try:
-            with open(os.path.join(self._dir, RETAINED_FROM)) as f:
-                return max(int(f.read().strip() or 1), 1)
-        except (OSError, ValueError):
-            return 1
-
-    def _check_oldest(self, rec: Recovery, strict: bool) -> None:
-        """Segments missing at the start of the log that retention did not remove: acked data
-        lost without a word unless said here (loudly), or refused under ``strict``."""
-        expected = self._retained_from()
-        first = rec.segments[0].first_position if rec.segments else None
-        if first is None and expected == 1 or first is not None and first <= expected:
-            return
-        what = (f"positions {expected}..{first - 1}" if first is not None
-                else f"every segment from position {expected} on")
-        msg = (f"journal {self._dir}: the oldest segment file(s) are missing ({what}); retention "
-               f"removed only the positions before {expected}, so the messages they held are lost")
-        if strict:
-            raise JournalError(msg + "; restore the missing files, or start without the strict "
-                               "option to accept the loss")
-        log.error("%s", msg)
-        rec.warnings.append(msg)
-
     # ------------------------------------------------------------------ summaries
     def _snapshot(self, seg: Segment, sealed: bool) -> None:
         """Queue a summary of ``seg`` as flushed (call right after ``flush``: the maps then
         describe exactly the written records). ``sync`` writes it once it is durable."""
         summ = summaries.snapshot(
-            seg, file_crc=0, sealed=sealed, publishers=self._pub_last.items(), clients=self._client_max.items()
+            seg, file_crc=0, sealed=sealed, publishers=self._pub_last.items(),
+            clients=self._client_max.items(),
         )
-        with self._lock:
-            self._ckpt_pending.append((self._written_position, seg.path, summ, False))
+        self._summq.add(self._written_position, seg.path, summ)
         self._ckpt_size_at = seg.size
 
     @property
     def summaries_due(self) -> bool:
         """True when a queued summary is durable and waits for :meth:`write_summaries`."""
-        pending = self._ckpt_pending
-        return bool(pending) and pending[0][0] <= self.durable_position
+        return self._summq.due(self.durable_position)
 
     def write_summaries(self) -> None:
         """Write the queued summaries that are durable (thread-safe; a no-op when none is)."""
-        if self._ckpt_pending:
-            self._write_due_summaries()
+        if self._summq.pending:
+            self._summq.write_due()
 
-    def _write_due_summaries(self) -> None:
-        """Write the queued summaries that ``durable_position`` now covers (after an fsync)."""
-        with self._lock:
-            if not self._ckpt_pending:
-                return
-            durable = self._durable_position
-            due = [p for p in self._ckpt_pending if p[0] <= durable]
-            if not due:
-                return
-            self._ckpt_pending = [p for p in self._ckpt_pending if p[0] > durable]
-        newest = {p[2].first_position: p for p in due}  # per segment, only the latest due one
-        with self._ckpt_lock:
-            for _pos, path, summ, recovered in newest.values():
-                first = summ.first_position
-                start, crc = self._crc_base.get(first, (0, 0))
-                if start > summ.size:  # pragma: no cover - an older snapshot written late (racing writers)
-                    start, crc = 0, 0
-                try:
-                    if recovered:  # crc known; the bytes were read, maybe not yet durable
-                        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
-                        try:
-                            os.fsync(fd)
-                        finally:
-                            os.close(fd)
-                    else:
-                        summ.file_crc = summaries.file_crc(path, summ.size, start, crc)
-                    summaries.write(path, summ)
-                except FileNotFoundError:  # retention removed the segment meanwhile
-                    self._crc_base.pop(first, None)
-                    continue
-                except (OSError, ValueError) as exc:
-                    self._summary_failed(path, exc)
-                    continue
-                if summ.sealed:
-                    self._crc_base.pop(first, None)
-                else:
-                    self._crc_base[first] = (summ.size, summ.file_crc)
-
-    def _summary_failed(self, path: str, exc: BaseException) -> None:
-        if not self._ckpt_warned:
-            self._ckpt_warned = True
-            log.warning("journal: cannot write the summary of %s (%s); start-up will scan more", path, exc)
+    def _durable_now(self) -> int:
+        return self._durable_position
 
     def _merge_checkpoint_bytes(self, payload: bytes) -> None:
         merge_checkpoint(self._dec.decode_checkpoint(payload), self._pub_last, self._client_max)
 
-    def _create_segment(self, first_position: int) -> Segment:
-        path = os.path.join(self._dir, segment_name(first_position))
-        ops = self.file_ops
-        fd = ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_CLOEXEC, 0o644)
-        try:
-            header = encode_header(first_position)
-            if ops.write(fd, header) != len(header):
-                raise OSError(f"short write of the header of {path}")
-        except BaseException:
-            os.close(fd)
-            try:
-                os.unlink(path)  # an empty segment would claim the next position at start-up
-            except OSError:  # pragma: no cover - nothing more to do
-                pass
-            raise
-        seg = Segment(path, first_position, self._index_interval)
+    def _install(self, seg: Segment) -> None:
+        """Make the new ``seg`` (created with its write fd) the active segment: the old one's fd
+        is retired (the next ``sync`` fsyncs and closes it). Atomic for ``sync``."""
         with self._lock:
-            if self._fd >= 0:
-                self._retired.append(self._fd)
-            self._fd = fd
+            if self._segments and self._segments[-1].fd >= 0:
+                self._retired.append(self._segments[-1])
+            self._segments.append(seg)
+            self._firsts.append(seg.first_position)
             self._dir_dirty = True
-        self._segments.append(seg)
-        self._firsts.append(first_position)
-        self._set_mark()
-        return seg
+
+    @property
+    def _fd(self) -> int:
+        """The active segment's write fd (-1: none)."""
+        return self._segments[-1].fd if self._segments else -1
+
+    @_fd.setter
+    def _fd(self, fd: int) -> None:
+        self._segments[-1].fd = fd
 
     # ------------------------------------------------------------------ properties
     @property
@@ -432,7 +376,8 @@ class FileJournal(JournalCore):
                 and not self._roll_blocked:
             self._roll()
         rec = self._make_record(
-            kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration, message_type, headers
+            kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration, message_type,
+            headers,
         )
         self._buffer(rec)
         if self._durability is Durability.STRICT:
@@ -450,13 +395,13 @@ class FileJournal(JournalCore):
     def _roll(self) -> None:
         failures = len(self.write_failures)
         self.flush()
+        sealed = self._segments[-1]
         try:
             if len(self.write_failures) != failures:
                 raise OSError("the finished segment could not be written")
             if self._durability is not Durability.MEMORY:
-                self.file_ops.fdatasync(self._fd)
-            sealed = self._segments[-1]
-            self._create_segment(self._next_position)
+                sealed.sync(self.file_ops)
+            self._install(Segment.create(self._dir, self._next_position, self.file_ops, self._index_interval))
         except OSError:
             self._roll_blocked = True  # stay in this segment; retried after a good flush
             return
@@ -488,19 +433,12 @@ class FileJournal(JournalCore):
         failures, self.write_failures = self.write_failures, []
         return failures
 
-    def _set_mark(self) -> None:
-        seg = self._segments[-1]
-        idx = seg.index
-        self._mark = (seg, seg.count, seg.first_record_position, seg.first_ts, seg.last_position,
-                      seg.last_ts, len(idx.positions), idx.next_position)
-
     def _write_failed(self, records: list[JournalRecord], exc: OSError) -> None:
         """The write of ``records``' frames failed part-way: cut what reached the file, forget
         the records (their positions become a gap) and report them in ``write_failures``."""
         active = self._segments[-1]
         try:
-            os.ftruncate(self._fd, active.size)
-            os.lseek(self._fd, active.size, os.SEEK_SET)
+            active.truncate()
         except OSError as cut_exc:
             self._failure = cut_exc
             self._closed = True
@@ -508,12 +446,7 @@ class FileJournal(JournalCore):
                 f"journal write failed in {active.path} ({exc}) and the partial write could not "
                 f"be cut off ({cut_exc})"
             ) from cut_exc
-        seg, *fields, n_index, next_index = self._mark
-        assert seg is active
-        (seg.count, seg.first_record_position, seg.first_ts, seg.last_position, seg.last_ts) = fields
-        idx = seg.index
-        del idx.positions[n_index:], idx.offsets[n_index:], idx.timestamps[n_index:]
-        idx.next_position = next_index
+        active.restore_mark()
         first, last = records[0].position, records[-1].position
         q = self._unapplied_s
         while q and q[-1][0] >= first:
@@ -522,9 +455,9 @@ class FileJournal(JournalCore):
             self._written_position = last  # nothing is there: a gap the next sync covers
         self.write_failures.append(WriteFailure(first, last, exc))
 
-    def _guard(self, fn, *args):
+    def _guard(self, fn: Callable[[int], None], fd: int) -> None:
         try:
-            return fn(*args)
+            fn(fd)
         except OSError as exc:
             self._failure = exc
             self._closed = True
@@ -540,23 +473,15 @@ class FileJournal(JournalCore):
         self._buf = bytearray()
         records = self._pending
         self._pending = []
-        view = memoryview(data)
-        fd = self._fd
-        write = self.file_ops.write
+        active = self._segments[-1]
         try:
-            while view:
-                n = write(fd, view)
-                view = view[n:]
+            active.write(data, self.file_ops)
         except OSError as exc:
-            view.release()
             self._write_failed(records, exc)
             return
-        view.release()
-        active = self._segments[-1]
-        active.size += len(data)
         with self._lock:
             self._written_position = records[-1].position
-        self._set_mark()
+        active.set_mark()
         self._roll_blocked = False
         if self._summaries and active.size - self._ckpt_size_at >= self._ckpt_every:
             self._snapshot(active, sealed=False)
@@ -569,8 +494,8 @@ class FileJournal(JournalCore):
         with self._lock:
             if position > self._durable_position:
                 self._durable_position = position
-        if self._ckpt_pending and not self._defer_summaries:
-            self._write_due_summaries()
+        if self._summq.pending and not self._defer_summaries:
+            self._summq.write_due()
 
     def sync(self) -> int:
         """fdatasync what ``flush`` wrote; return the new ``durable_position``. Thread-safe.
@@ -585,8 +510,8 @@ class FileJournal(JournalCore):
                 if self._fd < 0:
                     return self._durable_position
                 target = self._written_position
-                fds = [*self._retired, self._fd]
                 retired = list(self._retired)
+                fds = [*(seg.fd for seg in retired), self._fd]
                 dir_dirty, self._dir_dirty = self._dir_dirty, False
             if target > self._durable_position or retired or dir_dirty:
                 ops = self.file_ops
@@ -600,14 +525,14 @@ class FileJournal(JournalCore):
                         self._dir_dirty = self._dir_dirty or dir_dirty
                     raise JournalSyncError(f"journal fsync failed in {self._dir}: {exc}", exc) from exc
             with self._lock:
-                for fd in retired:
-                    self._retired.remove(fd)
-                    os.close(fd)
+                for seg in retired:
+                    self._retired.remove(seg)
+                    seg.close()
                 if target > self._durable_position:
                     self._durable_position = target
                 durable = self._durable_position
-            if self._ckpt_pending and not self._defer_summaries:
-                self._write_due_summaries()
+            if self._summq.pending and not self._defer_summaries:
+                self._summq.write_due()
             return durable
 
     def discard_unsynced(self, error: BaseException) -> WriteFailure | None:
@@ -631,7 +556,7 @@ class FileJournal(JournalCore):
         while q and q[-1][0] > durable:
             q.pop()
         with self._lock:
-            self._ckpt_pending = [p for p in self._ckpt_pending if p[0] <= durable]
+            self._summq.drop_after(durable)
             self._written_position = self._durable_position = last  # the cut is durable: a gap
         self._roll_blocked = False
         failure = WriteFailure(durable + 1, last, error)
@@ -639,51 +564,33 @@ class FileJournal(JournalCore):
         return failure
 
     def _cut_after(self, position: int) -> None:
-        """Remove every frame after ``position`` from the files, rebuild the active segment's
-        metadata from what stays, point the write fd at its end, fsync."""
-        ops = self.file_ops
+        """Remove every frame after ``position`` from the files (deleting the segments that
+        start after it), rebuild the active segment's metadata from what stays, fsync."""
         with self._sync_lock, self._lock:
-            for fd in {*self._retired, self._fd}:
-                os.close(fd)
+            for seg in self._retired:
+                seg.close()
             self._retired = []
-            self._fd = -1
+            self._segments[-1].close()
         while len(self._segments) > 1 and not 0 < self._segments[-1].first_record_position <= position:
             seg = self._segments.pop()
             self._firsts.pop()
-            self._crc_base.pop(seg.first_position, None)
+            self._summq.crc_base.pop(seg.first_position, None)
             summaries.remove(seg.path)
             os.unlink(seg.path)
-        old = self._segments[-1]
-        seg = Segment(old.path, old.first_position, self._index_interval)
-        cursor = FrameCursor(old.path, HEADER_SIZE)
-        end = HEADER_SIZE
-        try:
-            while (frame := cursor.next(old.size, payload=False)) is not None and frame[0][6] <= position:
-                prefix, off, _ = frame
-                seg.note_record(prefix[6], off, prefix[9])
-                end = cursor.offset
-        finally:
-            cursor.close()
-        seg.size = end
-        self._segments[-1] = seg
-        self._crc_base.pop(seg.first_position, None)
-        self._ckpt_size_at = min(self._ckpt_size_at, end)
-        fd = ops.open(seg.path, os.O_WRONLY | _O_CLOEXEC)
-        self._fd = fd
-        os.ftruncate(fd, end)
-        os.lseek(fd, end, os.SEEK_SET)
-        ops.fdatasync(fd)
-        ops.fsync(self._dir_fd)
+        active = self._segments[-1]
+        self._summq.crc_base.pop(active.first_position, None)
+        active.cut_after(position, self.file_ops)
+        self._ckpt_size_at = min(self._ckpt_size_at, active.size)
+        self.file_ops.fsync(self._dir_fd)
         self._dir_dirty = False
-        self._set_mark()
 
     def _close_retired_if_idle(self) -> None:
         if self._sync_lock.acquire(blocking=False):
             try:
                 with self._lock:
                     retired, self._retired = self._retired, []
-                for fd in retired:
-                    os.close(fd)
+                for seg in retired:
+                    seg.close()
             finally:
                 self._sync_lock.release()
 
@@ -702,12 +609,11 @@ class FileJournal(JournalCore):
         finally:
             self._closed = True
             with self._sync_lock, self._lock:
-                for fd in self._retired:
-                    os.close(fd)
+                for seg in self._retired:
+                    seg.close()
                 self._retired = []
-                if self._fd >= 0:
-                    os.close(self._fd)
-                    self._fd = -1
+                if self._segments:
+                    self._segments[-1].close()
                 if self._dir_fd >= 0:
                     os.close(self._dir_fd)
                     self._dir_fd = -1
@@ -715,10 +621,6 @@ class FileJournal(JournalCore):
     # ------------------------------------------------------------------ read path
     def _segment_index(self, position: int) -> int:
         return max(bisect_right(self._firsts, position) - 1, 0)
-
-    def _cursor_at(self, seg: Segment, position: int) -> FrameCursor:
-        off = seg.index.offset_for_position(position)
-        return FrameCursor(seg.path, HEADER_SIZE if off is None else off)
 
     def read(self, from_position: int = 1, *, include_internal: bool = False) -> Iterator[JournalRecord]:
         """Records with position >= ``from_position`` in log order, including ones appended while
@@ -744,9 +646,9 @@ class FileJournal(JournalCore):
                     if cursor is not None:
                         cursor.close()
                         cursor = None
-                if cursor is None:
+                if cursor is None or cursor_seg is None:
                     cursor_seg = self._segments[self._segment_index(pos)]
-                    cursor = self._cursor_at(cursor_seg, pos)
+                    cursor = cursor_seg.cursor_at(pos)
                 frame = cursor.next(cursor_seg.size)
                 if frame is None:  # end of this segment's flushed bytes: go on in the next one
                     cursor.close()
@@ -767,26 +669,13 @@ class FileJournal(JournalCore):
             if cursor is not None:
                 cursor.close()
 
-    def _scan_segment(self, seg: Segment, start_offset: int, predicate):
-        cursor = FrameCursor(seg.path, start_offset)
-        try:
-            while True:
-                frame = cursor.next(seg.size, payload=False)
-                if frame is None:
-                    return None
-                if predicate(frame[0]):
-                    return frame[0]
-        finally:
-            cursor.close()
-
     def _publisher_at(self, position: int) -> int | None:
         if position > self._written_position:
             if not self._pending or position < self._pending[0].position:
                 return None
             return self._pending[position - self._pending[0].position].publisher_id
         seg = self._segments[self._segment_index(position)]
-        off = seg.index.offset_for_position(position)
-        prefix = self._scan_segment(seg, HEADER_SIZE if off is None else off, lambda p: p[6] >= position)
+        prefix = seg.scan(seg.index.offset_for_position(position), lambda p: p[6] >= position)
         return prefix[7] if prefix is not None and prefix[6] == position else None
 
     def record_at(self, position: int) -> JournalRecord | None:
@@ -802,8 +691,7 @@ class FileJournal(JournalCore):
         segs = [s for s in self._segments if s.count]
         i = bisect_left([s.last_ts for s in segs], timestamp_us)
         for seg in segs[i:]:
-            off = seg.index.offset_before_time(timestamp_us)
-            prefix = self._scan_segment(seg, HEADER_SIZE if off is None else off, lambda p: p[9] >= timestamp_us)
+            prefix = seg.scan(seg.index.offset_before_time(timestamp_us), lambda p: p[9] >= timestamp_us)
             if prefix is not None:
                 return prefix[6]
             break  # the match (if any) is still in the write buffer
@@ -830,12 +718,9 @@ class FileJournal(JournalCore):
         n, blocked, reasons = self._plan_retention(self._segments, pinned_positions, can_remove)
         removed = self._segments[:n]
         if removed:  # first, so a crash in between never reads as segments gone missing
-            self._write_retained_from(self._segments[n].first_position)
-        for seg in removed:
-            os.unlink(seg.path)
-            summaries.remove(seg.path)
-            log.info("journal retention: removed %s (%d bytes, %d records)", seg.path, seg.size, seg.count)
-        if removed:
+            write_retained_from(self._dir, self._dir_fd, self._segments[n].first_position,
+                                fsync=self._durability is not Durability.MEMORY)
+            remove_segments(removed)
             del self._segments[:n]
             del self._firsts[:n]
             self._dir_dirty = True
@@ -847,20 +732,9 @@ class FileJournal(JournalCore):
             reasons=tuple(reasons),
         )
 
-    def _write_retained_from(self, position: int) -> None:
-        path = os.path.join(self._dir, RETAINED_FROM)
-        tmp = path + ".tmp"
-        with open(tmp, "w") as f:
-            f.write(f"{position}\n")
-            f.flush()
-            if self._durability is not Durability.MEMORY:
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-        if self._durability is not Durability.MEMORY:
-            os.fsync(self._dir_fd)
-
     def __repr__(self) -> str:
         return (
-            f"FileJournal({self._dir!r}, durability={self._durability.value}, segments={len(self._segments)}, "
+            f"FileJournal({self._dir!r}, durability={self._durability.value}, "
+            f"segments={len(self._segments)}, "
             f"positions={self.first_position}..{self.last_position}, durable={self.durable_position})"
         )

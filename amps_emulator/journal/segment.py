@@ -13,6 +13,15 @@ File header (24 bytes, little-endian), then frames (layout in ``record.py``)::
        8     4  u32     file format version: 1
       12     4  u32     header size: 24 (frames start here)
       16     8  u64     first_position (equals the number in the file name)
+
+A :class:`Segment` is one file, as nats-server's ``msgBlock`` is: its metadata (size, record
+count, first/last position and timestamp, sparse index) and its writer half (the write fd,
+``write``/``sync``/``truncate``/``close``, creation with its header, cutting frames off the
+end, and the metadata as of the last successful write, to roll back to after a failed one).
+:class:`~journal.file_journal.FileJournal` orchestrates: the write buffer, the locks, the
+segment list, rolls, summaries and retention. Unlike ``msgBlock`` the write buffer stays in
+the journal: it is a double buffer swapped by ``flush`` while a worker's ``sync`` runs, and
+the records in it (``_pending``) serve readers of any position, so it is journal-wide state.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ import os
 import re
 import struct
 import zlib
+from collections.abc import Callable
 
 from .api import JournalCorruptError, JournalFormatError
 from .index import DEFAULT_INDEX_INTERVAL, SparseIndex
@@ -33,6 +43,31 @@ FILE_HEADER = struct.Struct("<8sIIQ")
 HEADER_SIZE = FILE_HEADER.size  # 24
 _NAME_RE = re.compile(r"([0-9]{20})\.journal")
 READ_CHUNK = 1 << 20
+fdatasync = getattr(os, "fdatasync", os.fsync)
+O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
+#: a segment's metadata as of its last successful write: count, first_record_position,
+#: first_ts, last_position, last_ts, index entries, index next_position
+Mark = tuple[int, int, int, int, int, int, int]
+#: a frame as :meth:`FrameCursor.next` returns it: prefix fields, offset, payload (or None)
+Frame = tuple[tuple[int, ...], int, bytes | None]
+#: what the write path hands to ``FileOps.write``
+Bytes = bytes | bytearray | memoryview
+
+
+class FileOps:
+    """The file calls of the journal's write path; replace one to inject faults in tests."""
+
+    def open(self, path: str, flags: int, mode: int = 0o777) -> int:
+        return os.open(path, flags, mode)
+
+    def write(self, fd: int, data: Bytes) -> int:
+        return os.write(fd, data)
+
+    def fdatasync(self, fd: int) -> None:
+        fdatasync(fd)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
 
 
 def segment_name(first_position: int) -> str:
@@ -66,10 +101,12 @@ def check_header(data: bytes, path: str, first_position: int) -> str | None:
 
 
 class Segment:
-    """Metadata of one segment file, kept in memory by FileJournal.
+    """One segment file: its metadata, kept in memory by FileJournal, and its writer half.
 
     ``size`` counts bytes handed to the OS (header + flushed frames); the other fields also
     cover records still in the journal's write buffer (readers bound disk reads by ``size``).
+    ``fd`` is the write fd while the segment is active, and after a roll until the journal's
+    next ``sync`` has fsynced and closed it (-1: none; readers use their own fds).
     """
 
     __slots__ = (
@@ -82,6 +119,8 @@ class Segment:
         "first_ts",
         "last_ts",
         "index",
+        "fd",
+        "_mark",
     )
 
     def __init__(self, path: str, first_position: int, index_interval: int = DEFAULT_INDEX_INTERVAL) -> None:
@@ -94,6 +133,30 @@ class Segment:
         self.first_ts = 0
         self.last_ts = 0
         self.index = SparseIndex(index_interval)
+        self.fd = -1
+        self._mark: Mark = (0, 0, 0, 0, 0, 0, 0)  # the metadata as of the last successful write
+
+    @classmethod
+    def create(cls, directory: str, first_position: int, ops: FileOps, index_interval: int) -> Segment:
+        """Create the file (exclusively) with its header; the segment owns the write fd. On
+        failure nothing is left behind: an empty segment would claim the next position at
+        start-up."""
+        path = os.path.join(directory, segment_name(first_position))
+        fd = ops.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | O_CLOEXEC, 0o644)
+        try:
+            header = encode_header(first_position)
+            if ops.write(fd, header) != len(header):
+                raise OSError(f"short write of the header of {path}")
+        except BaseException:
+            os.close(fd)
+            try:
+                os.unlink(path)
+            except OSError:  # pragma: no cover - nothing more to do
+                pass
+            raise
+        seg = cls(path, first_position, index_interval)
+        seg.fd = fd
+        return seg
 
     @property
     def name(self) -> str:
@@ -107,6 +170,100 @@ class Segment:
         self.last_position = position
         self.last_ts = timestamp
         self.index.maybe_add(position, offset, timestamp)
+
+    # ------------------------------------------------------------------ writer half
+    def open_for_append(self) -> None:
+        """Open the write fd at ``size`` (the end of the valid frames, after recovery)."""
+        self.fd = os.open(self.path, os.O_WRONLY | O_CLOEXEC)
+        os.lseek(self.fd, self.size, os.SEEK_SET)
+
+    def write(self, data: bytearray, ops: FileOps) -> None:
+        """Hand ``data`` to the OS at the end of the file, looping over short writes. ``size``
+        grows only once all of it is written; an OSError leaves it (and maybe part of the
+        bytes in the file: see :meth:`truncate`)."""
+        view = memoryview(data)
+        fd = self.fd
+        write = ops.write
+        try:
+            while view:
+                n = write(fd, view)
+                view = view[n:]
+        finally:
+            view.release()
+        self.size += len(data)
+
+    def sync(self, ops: FileOps) -> None:
+        ops.fdatasync(self.fd)
+
+    def truncate(self) -> None:
+        """Cut the file back to ``size`` and put the write offset there (after a failed write)."""
+        os.ftruncate(self.fd, self.size)
+        os.lseek(self.fd, self.size, os.SEEK_SET)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def set_mark(self) -> None:
+        """Remember the metadata as it is now (after a successful write)."""
+        idx = self.index
+        self._mark = (self.count, self.first_record_position, self.first_ts, self.last_position,
+                      self.last_ts, len(idx.positions), idx.next_position)
+
+    def restore_mark(self) -> None:
+        """Forget the records noted since :meth:`set_mark` (their write failed)."""
+        (self.count, self.first_record_position, self.first_ts, self.last_position, self.last_ts,
+         n_index, next_index) = self._mark
+        idx = self.index
+        del idx.positions[n_index:], idx.offsets[n_index:], idx.timestamps[n_index:]
+        idx.next_position = next_index
+
+    def cut_after(self, position: int, ops: FileOps) -> None:
+        """Remove every frame after ``position`` (write fd closed): rebuild the metadata from
+        the frames that stay, truncate the file after them, reopen the write fd at the end
+        and fdatasync it."""
+        old_size = self.size
+        self.count = self.first_record_position = self.last_position = self.first_ts = self.last_ts = 0
+        self.index = SparseIndex(self.index.interval)
+        cursor = FrameCursor(self.path, HEADER_SIZE)
+        end = HEADER_SIZE
+        try:
+            while (frame := cursor.next(old_size, payload=False)) is not None and frame[0][6] <= position:
+                prefix, off, _ = frame
+                self.note_record(prefix[6], off, prefix[9])
+                end = cursor.offset
+        finally:
+            cursor.close()
+        self.size = end
+        fd = ops.open(self.path, os.O_WRONLY | O_CLOEXEC)
+        self.fd = fd
+        os.ftruncate(fd, end)
+        os.lseek(fd, end, os.SEEK_SET)
+        ops.fdatasync(fd)
+        self.set_mark()
+
+    # ------------------------------------------------------------------ reader half
+    def cursor_at(self, position: int) -> FrameCursor:
+        """A cursor at the last indexed frame at or before ``position``."""
+        off = self.index.offset_for_position(position)
+        return FrameCursor(self.path, HEADER_SIZE if off is None else off)
+
+    def scan(
+        self, start_offset: int | None, predicate: Callable[[tuple[int, ...]], bool]
+    ) -> tuple[int, ...] | None:
+        """The prefix of the first flushed frame from ``start_offset`` (None: the first frame)
+        that ``predicate`` accepts, or None."""
+        cursor = FrameCursor(self.path, HEADER_SIZE if start_offset is None else start_offset)
+        try:
+            while True:
+                frame = cursor.next(self.size, payload=False)
+                if frame is None:
+                    return None
+                if predicate(frame[0]):
+                    return frame[0]
+        finally:
+            cursor.close()
 
     def __repr__(self) -> str:
         return f"Segment({self.name}, size={self.size}, records={self.count})"
@@ -124,7 +281,7 @@ class FrameCursor:
 
     def __init__(self, path: str, offset: int) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        self.fd = os.open(path, os.O_RDONLY | O_CLOEXEC)
         self._buf = b""
         self._base = offset
         self._pos = 0
@@ -143,7 +300,8 @@ class FrameCursor:
         data = os.pread(self.fd, n, off)
         if len(data) < need:
             raise JournalCorruptError(
-                f"{self.path}: file ends at offset {off + len(data)} inside a frame expected to end at {off + need}",
+                f"{self.path}: file ends at offset {off + len(data)} inside a frame expected to end "
+                f"at {off + need}",
                 path=self.path,
                 offset=off,
             )
@@ -151,7 +309,7 @@ class FrameCursor:
         self._base = off
         self._pos = 0
 
-    def next(self, limit: int, *, payload: bool = True):
+    def next(self, limit: int, *, payload: bool = True) -> Frame | None:
         off = self._base + self._pos
         if off + PREFIX_SIZE > limit:
             return None
@@ -160,14 +318,16 @@ class FrameCursor:
         prefix = PREFIX.unpack_from(self._buf, self._pos)
         total = PREFIX_SIZE + prefix[5]
         if prefix[1] != FRAME_MAGIC or off + total > limit:
-            raise JournalCorruptError(f"{self.path}: no valid frame at offset {off}", path=self.path, offset=off)
+            raise JournalCorruptError(f"{self.path}: no valid frame at offset {off}",
+                                      path=self.path, offset=off)
         if len(self._buf) - self._pos < total:
             self._fill(off, total, limit)
             prefix = PREFIX.unpack_from(self._buf, 0)
         p = self._pos
         view = memoryview(self._buf)
         if zlib.crc32(view[p + 4 : p + total]) != prefix[0]:
-            raise JournalCorruptError(f"{self.path}: checksum mismatch at offset {off}", path=self.path, offset=off)
+            raise JournalCorruptError(f"{self.path}: checksum mismatch at offset {off}",
+                                      path=self.path, offset=off)
         if prefix[2] != FRAME_VERSION:
             raise JournalFormatError(f"{self.path}: unsupported record version {prefix[2]} at offset {off}")
         body = self._buf[p + PREFIX_SIZE : p + total] if payload else None

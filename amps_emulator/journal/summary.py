@@ -53,12 +53,15 @@ File layout (little-endian)::
 
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import struct
 import sys
+import threading
 import zlib
 from array import array
+from collections.abc import Callable
 
 import msgspec
 
@@ -71,6 +74,7 @@ _HEAD = struct.Struct("<8sIII")
 _CHUNK = 8 << 20
 _LITTLE = sys.byteorder == "little"
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+log = logging.getLogger("amps_emulator.journal")
 
 
 class SegmentSummary(msgspec.Struct, array_like=True, gc=False):
@@ -249,3 +253,79 @@ def remove(segment_path: str) -> None:
             os.unlink(p)
         except FileNotFoundError:
             pass
+
+
+#: a summary waiting to be durable: (position it describes, segment path, summary, made by recovery)
+Pending = tuple[int, str, SegmentSummary, bool]
+
+
+class SummaryQueue:
+    """A FileJournal's summaries waiting until ``durable_position`` covers them, and their writer.
+
+    ``pending`` is guarded by ``lock``, the journal's own lock, under which its
+    ``durable_position`` changes too (so "which are due" is decided consistently); callers of
+    :meth:`drop_after` hold it. ``crc_base`` (per segment, the ``(size, crc32 of [0, size))``
+    of its last summary written, so the next one only reads what was added) is guarded by
+    the writers' lock: one writer at a time, from any thread.
+    """
+
+    def __init__(self, lock: threading.Lock, durable_position: Callable[[], int]) -> None:
+        self.lock = lock  # the journal's lock: guards ``pending``
+        self._durable_position = durable_position  # read under ``lock``
+        self.pending: list[Pending] = []  # oldest first
+        self._write_lock = threading.Lock()  # serialises writers; guards ``crc_base``
+        self.crc_base: dict[int, tuple[int, int]] = {}  # first_position -> (size, crc32 of [0, size))
+        self._warned = False  # a write failed (logged once)
+
+    def add(self, position: int, segment_path: str, summary: SegmentSummary, recovered: bool = False) -> None:
+        with self.lock:
+            self.pending.append((position, segment_path, summary, recovered))
+
+    def due(self, durable: int) -> bool:
+        pending = self.pending
+        return bool(pending) and pending[0][0] <= durable
+
+    def drop_after(self, position: int) -> None:
+        """Forget the summaries of positions after ``position`` (cut off; caller holds ``lock``)."""
+        self.pending = [p for p in self.pending if p[0] <= position]
+
+    def write_due(self) -> None:
+        """Write the queued summaries that ``durable_position`` now covers (after an fsync)."""
+        with self.lock:
+            if not self.pending:
+                return
+            durable = self._durable_position()
+            due = [p for p in self.pending if p[0] <= durable]
+            if not due:
+                return
+            self.pending = [p for p in self.pending if p[0] > durable]
+        newest = {p[2].first_position: p for p in due}  # per segment, only the latest due one
+        with self._write_lock:
+            for _pos, path, summ, recovered in newest.values():
+                first = summ.first_position
+                start, crc = self.crc_base.get(first, (0, 0))
+                if start > summ.size:  # pragma: no cover - an older snapshot written late (racing writers)
+                    start, crc = 0, 0
+                try:
+                    if recovered:  # crc known; the bytes were read, maybe not yet durable
+                        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
+                        try:
+                            os.fsync(fd)
+                        finally:
+                            os.close(fd)
+                    else:
+                        summ.file_crc = file_crc(path, summ.size, start, crc)
+                    write(path, summ)
+                except FileNotFoundError:  # retention removed the segment meanwhile
+                    self.crc_base.pop(first, None)
+                    continue
+                except (OSError, ValueError) as exc:
+                    if not self._warned:
+                        self._warned = True
+                        log.warning("journal: cannot write the summary of %s (%s); start-up will scan more",
+                                    path, exc)
+                    continue
+                if summ.sealed:
+                    self.crc_base.pop(first, None)
+                else:
+                    self.crc_base[first] = (summ.size, summ.file_crc)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .file_journal import FileOps
+from .segment import Bytes, FileOps
 
 
 class DiskFull(FileOps):
@@ -20,13 +20,13 @@ class DiskFull(FileOps):
         self.failing_fsyncs = failing_fsyncs
         self.refused = 0  # writes that failed
 
-    def fdatasync(self, fd: int) -> None:  # type: ignore[override]
+    def fdatasync(self, fd: int) -> None:
         if self.failing_fsyncs > 0:
             self.failing_fsyncs -= 1
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        FileOps.fdatasync(fd)
+        super().fdatasync(fd)
 
-    def write(self, fd: int, data) -> int:  # type: ignore[override]
+    def write(self, fd: int, data: Bytes) -> int:
         if self.free is None:
             return os.write(fd, data)
         if self.free <= 0:

@@ -29,7 +29,7 @@ action         server's job
 
 from __future__ import annotations
 
-from typing import Any, Union
+from typing import Any
 
 import msgspec
 
@@ -89,7 +89,7 @@ class Expired(msgspec.Struct, frozen=True, gc=False):
     reason: str  # AMPS_REASON: time_limit | forced_expire | max_cancels | max_deliveries
 
 
-Action = Union[Deliver, Acked, Returned, Expired]
+Action = Deliver | Acked | Returned | Expired
 
 
 class QueuedMessage(msgspec.Struct, frozen=True, gc=False):

@@ -41,9 +41,9 @@ ACK_OPTIONS = (None, "", "cancel", "expire")
 
 def parse_bookmark(bookmark: str | tuple[int, int]) -> tuple[int, int] | None:
     """``"P|S|"`` (or a ``(P, S)`` tuple) -> ``(P, S)``; None when it is not that form."""
-    if type(bookmark) is tuple:
-        return bookmark  # type: ignore[return-value]
-    parts = bookmark.split("|")  # type: ignore[union-attr]
+    if isinstance(bookmark, tuple):
+        return bookmark
+    parts = bookmark.split("|")
     if len(parts) != 3 or parts[2].strip():
         return None
     try:

@@ -21,18 +21,15 @@ from array import array
 from bisect import bisect_left
 from collections import deque
 from heapq import heapify
-from typing import TYPE_CHECKING
 
 from .codes import AVAIL, DONE_RUN, IDX_BITS, IDX_MASK, KEY_END, LEASED, SENT
+from .columns import QueueState
 from .sortedkeys import SortedKeys
-
-if TYPE_CHECKING:
-    from .engine import QueueEngine
 
 __all__ = ["compact_prefix", "compact_sparse"]
 
 
-def compact_prefix(eng: QueueEngine) -> None:
+def compact_prefix(eng: QueueState) -> None:
     """Cut columns ``[0, head)`` (all DONE); remember the last cut position as low water."""
     h = eng._head
     eng._low_water = eng._pos[h - 1]
@@ -47,7 +44,7 @@ def compact_prefix(eng: QueueEngine) -> None:
     eng._exp_j = max(0, eng._exp_j - h)
 
 
-def compact_sparse(eng: QueueEngine) -> None:
+def compact_sparse(eng: QueueState) -> None:
     """Squeeze runs of DONE columns out of the middle (a message leased for a long time
     pins the prefix). One DONE column is kept per run as a tombstone, so ``pos[head-1]``
     stays the exact low-water mark. Every global index held anywhere is renumbered."""

@@ -59,10 +59,7 @@ Choices where the AMPS documentation is silent (documented in the report too):
 
 from __future__ import annotations
 
-from array import array
-from bisect import bisect_left
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from heapq import heappop, heappush
 from typing import Any
 
@@ -76,7 +73,6 @@ from .actions import (
     RETURN_UNSUBSCRIBE,
     Acked,
     Action,
-    Deliver,
     Expired,
     QueuedMessage,
     Returned,
@@ -84,128 +80,29 @@ from .actions import (
 from .codes import (
     ACK_OPTIONS,
     AVAIL,
-    COMPACT_MIN,
     DONE,
     F_BARRIER,
     F_HEAP,
-    FAIRNESS,
-    FAST,
-    IDX_BITS,
     IDX_MASK,
     INACTIVE,
     INF,
-    KEY_END,
     LEASED,
-    NOT_DONE,
     NOT_REMOVED,
-    ROUND_ROBIN,
     SENT,
-    SPARSE_MIN,
     STATE_NAMES,
-    U64,
     parse_bookmark,
     prio_store,
 )
-from .compaction import compact_prefix, compact_sparse
+from .columns import Eligible, Sub, SubscriptionBacklog
+from .dispatch import QueueDispatch
 from .events import QueueCheckpoint
-from .sortedkeys import SortedKeys
-from .spec import QueueSpec
 
 __all__ = ["QueueEngine", "SubscriptionBacklog", "parse_bookmark"]
 
-Eligible = Callable[[int], bool]
 
 
-class SubscriptionBacklog:
-    """A subscription's backlog: ``leased`` outstanding messages out of ``limit``.
-
-    The engine makes a private one per subscription. A subscription whose topic regex
-    matches several queues shares one backlog across their engines: the server creates it
-    with ``limit = min(spec.subscription_limit(max_backlog) for each queue)``, passes it to
-    every engine's ``add_subscriber(backlog=...)``, and calls ``dispatch(now)`` on the other
-    engines when an ack on one of them frees capacity. (Never modified by the engine except
-    ``leased``, and ``limit`` for a private backlog on replace.)
-    """
-
-    __slots__ = ("limit", "leased")
-
-    def __init__(self, limit: int, leased: int = 0) -> None:
-        self.limit = limit
-        self.leased = leased
-
-    def __repr__(self) -> str:
-        return f"SubscriptionBacklog(limit={self.limit}, leased={self.leased})"
-
-
-class _Sub:
-    __slots__ = ("key", "client", "sid", "bl", "private", "eligible", "cursor", "leases")
-
-    def __init__(self, key, client, sid, bl, private, eligible, cursor) -> None:
-        self.key = key
-        self.client = client
-        self.sid = sid  # also the subscription order (fast / round-robin / ties)
-        self.bl = bl
-        self.private = private
-        self.eligible = eligible
-        self.cursor = cursor  # global index (FIFO) or priority key
-        self.leases: set[int] = set()  # global indexes leased (or sent, at-most-once)
-
-
-class QueueEngine:
+class QueueEngine(QueueDispatch):
     """One queue. See the module docstring; every public method returns ``list[Action]``."""
-
-    def __init__(self, spec: QueueSpec, *, low_water_position: int = 0) -> None:
-        self.spec = spec
-        self._amo = spec.at_most_once
-        self._lease_period = spec.lease_period
-        self._max_backlog = spec.max_backlog
-        self._strict = spec.strict_leasing
-        self._max_cancels = spec.max_cancels
-        self._max_deliveries = spec.max_deliveries
-        self._expiration = spec.expiration
-        self._tqd = spec.target_queue_depth if spec.target_queue_depth is not None else 1 << 62
-        self._prio = spec.has_priority
-        self._fair = FAIRNESS[spec.fairness_model]
-
-        self._pos = array("q")
-        self._pid = array("Q")
-        self._seq = array("Q")
-        self._st = bytearray()
-        self._fl = bytearray()
-        self._holder = array("i")
-        self._dc = array("I")
-        self._cc = array("H")
-        self._dl = array("d")
-        self._pr = array("Q")  # only filled for Priority queues
-        self._plist: SortedKeys | None = SortedKeys() if self._prio else None
-
-        self._base = 0  # global index of column 0
-        self._head = 0  # first column not DONE
-        self._active_end = 0  # columns >= this are INACTIVE (or DONE by an early ack)
-        self._exp_j = 0  # forward expiration scan cursor (column)
-        self._last_mono = -INF  # last deadline handled by the forward scan
-        self._exp_heap: list[tuple[float, int]] = []
-        self._lease_heap: list[tuple[float, int, int]] = []
-        self._low_water = low_water_position
-        self._last_pos = low_water_position
-        self._last_seq = -1
-        self._index: dict[tuple[int, int], int] | None = None  # bookmark -> g when needed
-        self._pub_last: dict[int, int] = {}  # publisher id -> highest sequence enqueued
-        self._deferred: dict[tuple[int, int], float] = {}  # acks for messages not seen yet
-        self._deferred_purge_at = INF
-        self._barriers: deque[int] = deque()  # global indexes of barrier messages queued
-
-        self._subs: dict[Any, _Sub] = {}
-        self._sub_list: list[_Sub] = []
-        self._by_sid: dict[int, _Sub] = {}
-        self._next_sid = 0
-        self._rr_last = -1
-        self._outstanding = 0  # leases (and unacked at-most-once sends), for MaxBacklog
-        self._n_active = 0  # AVAIL + LEASED messages (the active queue depth)
-        self._n_inactive = 0
-        self._compact_min = COMPACT_MIN
-        self._sparse_min = SPARSE_MIN
-        self._sparse_ratio = 2
 
     # ------------------------------------------------------------------------------------
     # messages in
@@ -232,9 +129,10 @@ class QueueEngine:
         if g < 0:
             return out
         j = g - self._base
-        if self._prio and self._st[j] == AVAIL:
+        plist = self._plist
+        if plist is not None and self._st[j] == AVAIL:  # a Priority queue (not in replay)
             key = self._key(j)
-            self._plist.add(key)  # type: ignore[union-attr]
+            plist.add(key)
             for s in self._sub_list:
                 if key < s.cursor:
                     s.cursor = key
@@ -303,12 +201,6 @@ class QueueEngine:
             heappush(self._exp_heap, (d, g))
         return g
 
-    def _build_index(self) -> None:
-        base, st, pid, seq = self._base, self._st, self._pid, self._seq
-        self._index = {
-            (pid[j], seq[j]): base + j for j in range(self._head, len(st)) if st[j] != DONE
-        }
-
     # ------------------------------------------------------------------------------------
     # subscriptions
     # ------------------------------------------------------------------------------------
@@ -329,9 +221,9 @@ class QueueEngine:
         if sub_key in self._subs:
             raise ValueError(f"queue {self.spec.name!r}: subscription {sub_key!r} exists")
         private = backlog is None
-        if private:
+        if backlog is None:
             backlog = SubscriptionBacklog(self.spec.subscription_limit(max_backlog))
-        s = _Sub(sub_key, sub_key if client is None else client, self._next_sid, backlog,
+        s = Sub(sub_key, sub_key if client is None else client, self._next_sid, backlog,
                  private, eligible, self._cursor_start())
         self._next_sid += 1
         self._subs[sub_key] = s
@@ -389,9 +281,6 @@ class QueueEngine:
         for s in [s for s in self._sub_list if s.client == client]:
             out.extend(self.remove_subscriber(s.key, now))
         return out
-
-    def _cursor_start(self) -> int:
-        return 0 if self._prio else self._base + self._head
 
     # ------------------------------------------------------------------------------------
     # acknowledgements
@@ -585,41 +474,6 @@ class QueueEngine:
     # ------------------------------------------------------------------------------------
     # state transitions
     # ------------------------------------------------------------------------------------
-    def _bm(self, j: int) -> str:
-        return f"{self._pid[j]}|{self._seq[j]}|"
-
-    def _key(self, j: int) -> int:
-        return ((U64 - self._pr[j]) << IDX_BITS) | (self._base + j)
-
-    def _release(self, j: int) -> _Sub:
-        """End the lease (or at-most-once send) on column ``j``; return the holder."""
-        s = self._by_sid[self._holder[j]]
-        s.bl.leased -= 1
-        s.leases.discard(self._base + j)
-        self._holder[j] = -1
-        self._outstanding -= 1
-        return s
-
-    def _finish(self, j: int) -> None:
-        """Column ``j`` leaves the queue for good."""
-        st = self._st
-        prev = st[j]
-        st[j] = DONE
-        if prev == AVAIL or prev == LEASED:
-            self._n_active -= 1
-            if self._plist is not None:
-                self._plist.discard(self._key(j))
-        elif prev == INACTIVE:
-            self._n_inactive -= 1
-        if self._index is not None:
-            self._index.pop((self._pid[j], self._seq[j]), None)
-        if self._fl[j] & F_BARRIER:
-            g = self._base + j
-            if self._barriers and self._barriers[0] == g:
-                self._barriers.popleft()
-            else:
-                self._barriers.remove(g)
-
     def _lease_failed(self, j: int, now: float, reason: str, sub_key: Any, out: list) -> None:
         """An at-least-once lease ended without an ack (already released): return the
         message to the queue, or expire it when a limit says so."""
@@ -654,224 +508,12 @@ class QueueEngine:
                 if g < s.cursor:
                     s.cursor = g
 
-    def _lease(self, s: _Sub, j: int, now: float, out: list) -> None:
-        st = self._st
-        g = self._base + j
-        self._holder[j] = s.sid
-        dc = self._dc[j] + 1
-        self._dc[j] = dc
-        s.bl.leased += 1
-        s.leases.add(g)
-        self._outstanding += 1
-        if self._amo:
-            st[j] = SENT  # at-most-once: removed from the queue as it is sent
-            self._n_active -= 1
-            if self._plist is not None:
-                self._plist.discard(self._key(j))
-        else:
-            st[j] = LEASED
-        lp = self._lease_period
-        if lp is not None:
-            exp = now + lp
-            heappush(self._lease_heap, (exp, g, dc))
-        else:
-            exp = None
-        out.append(Deliver(s.key, self._pos[j], f"{self._pid[j]}|{self._seq[j]}|", exp, dc))
-
-    def _activate(self, now: float, out: list) -> None:
-        """TargetQueueDepth: move inactive messages into the active queue while it is short."""
-        st, tqd = self._st, self._tqd
-        while self._n_inactive and self._n_active < tqd:
-            j = self._active_end
-            self._active_end = j + 1
-            if st[j] != INACTIVE:
-                continue  # acknowledged before it became active
-            self._n_inactive -= 1
-            st[j] = AVAIL
-            self._n_active += 1
-            d = self._dl[j]
-            if d <= now:
-                self._finish(j)
-                out.append(Expired(self._pos[j], self._bm(j), REASON_TIME_LIMIT))
-            elif self._fl[j] & F_HEAP and d != INF:
-                heappush(self._exp_heap, (d, self._base + j))
-        if not self._n_inactive:
-            self._active_end = len(st)
-
-    def _advance_head(self) -> None:
-        st, h = self._st, self._head
-        if h < len(st) and st[h] == DONE:
-            m = NOT_DONE.search(st, h)
-            self._head = m.start() if m else len(st)
-
-    def _settle(self, now: float, out: list) -> None:
-        if self._n_inactive:
-            self._activate(now, out)
-        if self._sub_list:
-            self._dispatch(now, out)
-        self._advance_head()
-        n, h = len(self._st), self._head
-        if h >= self._compact_min and h * 2 >= n:
-            compact_prefix(self)
-        else:
-            live = self._n_active + self._n_inactive + (self._outstanding if self._amo else 0)
-            holes = n - h - live
-            if holes >= self._sparse_min and holes > self._sparse_ratio * live:
-                compact_sparse(self)
-
     # ------------------------------------------------------------------------------------
     # dispatch
     # ------------------------------------------------------------------------------------
-    def _dispatch(self, now: float, out: list) -> None:
-        subs = self._sub_list
-        st, pos = self._st, self._pos
-        mb = self._max_backlog
-        while True:
-            if self._n_inactive:
-                self._activate(now, out)
-            end = self._active_end
-            if self._barriers:
-                self._advance_head()
-                bj = self._barriers[0] - self._base
-                if bj == self._head:
-                    self._release_barrier(bj, now, out)
-                    continue
-                if bj < end:
-                    end = bj
-            if mb is not None and self._outstanding >= mb:
-                return
-            if self._prio:
-                best, contenders = self._pick_priority(subs)
-                if contenders is None:
-                    return
-                j = (best & IDX_MASK) - self._base
-            else:
-                base = self._base
-                head = self._head
-                j = end
-                contenders = None
-                for s in subs:
-                    bl = s.bl
-                    if bl.leased >= bl.limit:
-                        continue
-                    c = s.cursor - base
-                    if c < head:
-                        c = head
-                    el = s.eligible
-                    while True:
-                        k = st.find(AVAIL, c, end)
-                        if k < 0:
-                            k = end
-                            break
-                        if el is None or el(pos[k]):
-                            break
-                        c = k + 1
-                    s.cursor = base + k
-                    if k < j:
-                        j = k
-                        contenders = [s]
-                    elif k == j and k < end:
-                        contenders.append(s)  # type: ignore[union-attr]
-                if contenders is None:
-                    return
-            s = contenders[0] if len(contenders) == 1 else self._choose(contenders)
-            if self._fair == ROUND_ROBIN:
-                self._rr_last = s.sid
-            self._lease(s, j, now, out)
-
-    def _pick_priority(self, subs):
-        best = KEY_END
-        contenders = None
-        st, pos, base = self._st, self._pos, self._base
-        plist = self._plist
-        for s in subs:
-            bl = s.bl
-            if bl.leased >= bl.limit:
-                continue
-            el = s.eligible
-            found = KEY_END
-            if s.cursor < best:
-                for key in plist.iter_from(s.cursor):  # type: ignore[union-attr]
-                    if key > best:
-                        break
-                    j = (key & IDX_MASK) - base
-                    if st[j] == AVAIL and (el is None or el(pos[j])):
-                        found = key
-                        break
-                    s.cursor = key + 1
-                else:
-                    s.cursor = KEY_END
-                if found != KEY_END:
-                    s.cursor = found
-            else:
-                found = s.cursor if s.cursor == best else KEY_END
-                if found == best and found != KEY_END:
-                    j = (found & IDX_MASK) - base
-                    if not (st[j] == AVAIL and (el is None or el(pos[j]))):
-                        found = KEY_END
-            if found < best:
-                best = found
-                contenders = [s]
-            elif found == best and found != KEY_END:
-                contenders.append(s)  # type: ignore[union-attr]
-        return best, contenders
-
-    def _choose(self, contenders: list[_Sub]) -> _Sub:
-        f = self._fair
-        if f == FAST:
-            return contenders[0]
-        if f == ROUND_ROBIN:
-            last = self._rr_last
-            for s in contenders:
-                if s.sid > last:
-                    return s
-            return contenders[0]
-        # proportional: lowest leased/limit; ties go to the first found
-        best = contenders[0]
-        bl_b = best.bl
-        for s in contenders[1:]:
-            bl = s.bl
-            if bl.leased * bl_b.limit < bl_b.leased * bl.limit:
-                best, bl_b = s, bl
-        return best
-
-    def _release_barrier(self, bj: int, now: float, out: list) -> None:
-        """All messages before the barrier are acknowledged: deliver it to every current
-        subscription whose filter matches (backlog ignored) and remove it."""
-        p, bm = self._pos[bj], self._bm(bj)
-        if self._dl[bj] <= now:
-            self._finish(bj)
-            out.append(Expired(p, bm, REASON_TIME_LIMIT))
-            return
-        self._dc[bj] = 1
-        for s in self._sub_list:
-            if s.eligible is None or s.eligible(p):
-                out.append(Deliver(s.key, p, bm, None, 1, True))
-        self._finish(bj)
-        out.append(Acked(p, bm, True))
-
     # ------------------------------------------------------------------------------------
     # lookups and views
     # ------------------------------------------------------------------------------------
-    def _find_position(self, position: int) -> int:
-        p = self._pos
-        j = bisect_left(p, position, self._head)
-        return j if j < len(p) and p[j] == position else -1
-
-    def _find_bookmark(self, pb: tuple[int, int]) -> int:
-        if self._index is not None:
-            g = self._index.get(pb)
-            if g is None:
-                return -1
-            j = g - self._base
-            return j if j >= 0 else -1
-        pid, seq = pb
-        sq = self._seq
-        j = bisect_left(sq, seq, self._head)
-        if j < len(sq) and sq[j] == seq and self._pid[j] == pid:
-            return j
-        return -1
-
     def messages(self, *, include_leased: bool = False,
                  now: float | None = None) -> Iterator[QueuedMessage]:
         """The queue's messages in delivery order, read-only: available ones (what a ``sow``
@@ -881,8 +523,8 @@ class QueueEngine:
         ``now`` hides messages whose expiration has passed but that ``poll`` has not yet
         removed. Materialise (``list(...)``) before calling any other engine method."""
         st, base = self._st, self._base
-        if self._prio:
-            cols: Iterable[int] = [(k & IDX_MASK) - base for k in self._plist]  # type: ignore[union-attr]
+        if self._plist is not None:  # a Priority queue
+            cols: Iterable[int] = [(k & IDX_MASK) - base for k in self._plist]
         else:
             cols = range(self._head, self._active_end)
         dl = self._dl
@@ -945,22 +587,3 @@ class QueueEngine:
 
     def __len__(self) -> int:
         return self.depth
-
-    # ------------------------------------------------------------------------------------
-    # recovery
-    # ------------------------------------------------------------------------------------
-    @classmethod
-    def replay(
-        cls,
-        spec: QueueSpec,
-        events: Iterable[Any],
-        *,
-        now: float,
-        start_after: int = 0,
-        keep_counters: bool = False,
-    ) -> QueueEngine:
-        """Rebuild a queue from its log; see :func:`queues.recovery.replay`."""
-        from .recovery import replay
-
-        return replay(cls(spec, low_water_position=start_after), events, now=now,
-                      start_after=start_after, keep_counters=keep_counters)

@@ -41,7 +41,6 @@ every record after that point, in log order, to ``QueueEngine.replay``.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Union
 
 import msgspec
 
@@ -111,7 +110,7 @@ class LeaseExpire(msgspec.Struct, frozen=True, array_like=True, gc=False):
     position: int
 
 
-QueueEvent = Union[Enqueue, Ack, Cancel, Expire, Lease, LeaseExpire]
+QueueEvent = Enqueue | Ack | Cancel | Expire | Lease | LeaseExpire
 
 _KIND_OF = {Ack: KIND_ACK, Cancel: KIND_CANCEL, Expire: KIND_EXPIRE, Lease: KIND_LEASE,
             LeaseExpire: KIND_LEASE_EXPIRE}
@@ -138,25 +137,24 @@ def decode_event(kind: int, payload: bytes) -> QueueEvent:
 
 def event_for(action: object, spec: QueueSpec, *, full: bool = False) -> QueueEvent | None:
     """The event to journal for one engine action, or None when nothing needs journaling."""
-    t = type(action)
-    if t is Acked:
-        if action.position is None:  # type: ignore[union-attr]
-            return Ack(None, action.bookmark)  # type: ignore[union-attr]
-        return Ack(action.position)  # type: ignore[union-attr]
-    if t is Expired:
-        return Expire(action.position, action.reason)  # type: ignore[union-attr]
-    if t is Deliver:
-        if action.barrier:  # type: ignore[union-attr]
+    if type(action) is Acked:
+        if action.position is None:
+            return Ack(None, action.bookmark)
+        return Ack(action.position)
+    if type(action) is Expired:
+        return Expire(action.position, action.reason)
+    if type(action) is Deliver:
+        if action.barrier:
             return None
         if full or spec.at_most_once:
-            return Lease(action.position)  # type: ignore[union-attr]
+            return Lease(action.position)
         return None
-    if t is Returned:
+    if type(action) is Returned:
         if not full:
             return None
-        if action.reason == RETURN_CANCEL:  # type: ignore[union-attr]
-            return Cancel(action.position)  # type: ignore[union-attr]
-        return LeaseExpire(action.position)  # type: ignore[union-attr]
+        if action.reason == RETURN_CANCEL:
+            return Cancel(action.position)
+        return LeaseExpire(action.position)
     raise TypeError(f"not a queue action: {action!r}")
 
 

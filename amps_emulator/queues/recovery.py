@@ -2,26 +2,25 @@
 
 The server finds where to start with :func:`queues.events.plan_recovery`, then feeds, in log
 order, an :class:`~queues.events.Enqueue` for every publish record that enters the queue and
-the decoded queue events (:func:`queues.events.decode_event`) to :func:`replay` (normally via
-``QueueEngine.replay``). What comes out is the state a restarted AMPS has: every message
-acknowledged or expired before the crash is gone (never delivered again); every other one is
-available again, since leases do not survive the connections that held them; delivery and
-cancel counters restart from zero ("reset if the server restarts") unless ``keep_counters``.
-At-most-once messages journaled as sent (``Lease``) are gone.
+the decoded queue events (:func:`queues.events.decode_event`) to :func:`replay`, with a new
+engine: ``replay(QueueEngine(spec), events, now=..., start_after=...)``. Recovery drives
+the engine; the engine imports nothing of recovery. What comes out is the state a restarted
+AMPS has: every message acknowledged or expired before the crash is gone (never delivered
+again); every other one is available again, since leases do not survive the connections that
+held them; delivery and cancel counters restart from zero ("reset if the server restarts")
+unless ``keep_counters``. At-most-once messages journaled as sent (``Lease``) are gone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .codes import AVAIL, DONE, parse_bookmark
 from .compaction import compact_prefix
+from .engine import QueueEngine
 from .events import Ack, Cancel, Enqueue, Expire, Lease, LeaseExpire
 from .sortedkeys import SortedKeys
-
-if TYPE_CHECKING:
-    from .engine import QueueEngine
 
 __all__ = ["replay"]
 
@@ -35,11 +34,13 @@ def replay(
     keep_counters: bool = False,
 ) -> QueueEngine:
     """Apply ``events`` to a new, empty engine ``eng`` and return it. Records of messages at
-    or before ``start_after`` are ignored. Afterwards call ``eng.poll(now)``: it expires what
-    expired while the server was down and fills the TargetQueueDepth, before subscriptions
-    are added."""
+    or before ``start_after`` are ignored (it becomes the engine's low-water position).
+    Afterwards call ``eng.poll(now)``: it expires what expired while the server was down and
+    fills the TargetQueueDepth, before subscriptions are added."""
     if len(eng._st) or eng._sub_list:
         raise ValueError("replay needs a new, empty engine")
+    if start_after > eng._last_pos:
+        eng._low_water = eng._last_pos = start_after
     append = eng._append
     st = eng._st
     amo = eng._amo

@@ -98,7 +98,7 @@ class QueueSpec:
     def strict_leasing(self) -> bool:
         return self.leasing == "strict"
 
-    def subscription_limit(self, max_backlog: int | None) -> float:
+    def subscription_limit(self, max_backlog: int | None) -> int:
         """The backlog a subscription gets on this queue: the smaller of the queue's
         MaxPerSubscriptionBacklog and the subscriber's ``max_backlog`` option (default 1)."""
         requested = 1 if max_backlog is None else max_backlog

@@ -48,6 +48,7 @@ from amps_emulator.queues import (
     events_for,
     plan_recovery,
 )
+from amps_emulator.queues import recovery as queue_recovery
 from amps_emulator.server.delivery import UNDECODED, decode_or_none, selected
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 from amps_emulator.server.subscribe import compile_filter_for
@@ -462,7 +463,8 @@ class QueueService:
                     events[rec.topic].append(decode_event(kind, rec.body))
         now = self.now()
         for name, q in self.queues.items():
-            q.engine = QueueEngine.replay(q.spec, events[name], now=now, start_after=starts[name])
+            q.engine = queue_recovery.replay(QueueEngine(q.spec), events[name], now=now,
+                                             start_after=starts[name])
             log.info("queue %s recovered: %d messages queued", name, q.engine.depth)
         for q in self.queues.values():
             self.handle(q, q.engine.poll(now))

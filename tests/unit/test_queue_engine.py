@@ -34,6 +34,7 @@ from amps_emulator.queues import (
     events_for,
     plan_recovery,
 )
+from amps_emulator.queues.recovery import replay
 
 ALO = "at-least-once"
 AMO = "at-most-once"
@@ -1004,7 +1005,7 @@ def test_recovery_acked_never_redelivered_unacked_redelivered():
     j.run(eng.ack("s", f"{bm(1)},{bm(2)},{bm(4)}", 1.0))  # acks; 6, 7, 8 leased next
     j.run(eng.ack("s", bm(6), 1.0, option="expire"))
     # crash: leases (3, 5, 7, 8, 9) are lost with the connection
-    rec = QueueEngine.replay(spec, j.records, now=2.0)
+    rec = replay(QueueEngine(spec), j.records, now=2.0)
     assert rec.poll(2.0) == []
     assert [m.position for m in rec.messages()] == [3, 5, 7, 8, 9, 10]
     out = rec.add_subscriber("s2", 2.0, max_backlog=10)
@@ -1023,7 +1024,7 @@ def test_recovery_starts_after_the_low_water_mark():
     assert cp.low_water == 3
     start = plan_recovery(spec, cp)
     assert start.after_position == 3
-    rec = QueueEngine.replay(spec, j.records, now=2.0, start_after=start.after_position)
+    rec = replay(QueueEngine(spec), j.records, now=2.0, start_after=start.after_position)
     assert [m.position for m in rec.messages()] == [4, 6]
     assert rec.low_water_position == 3
 
@@ -1034,7 +1035,7 @@ def test_recovery_keep_counters_and_at_most_once_sends():
     j.enqueue(eng, 1, 0.0)
     j.run(eng.add_subscriber("s", 0.0))
     j.run(eng.ack("s", bm(1), 1.0, option="cancel"))  # redelivered (2)
-    rec = QueueEngine.replay(spec, j.records, now=2.0, keep_counters=True)
+    rec = replay(QueueEngine(spec), j.records, now=2.0, keep_counters=True)
     view = list(rec.messages())
     assert (view[0].delivery_count, view[0].cancel_count) == (2, 1)
     out = rec.add_subscriber("t", 2.0)
@@ -1046,7 +1047,7 @@ def test_recovery_keep_counters_and_at_most_once_sends():
     for p in (1, 2):
         j2.enqueue(eng2, p, 0.0)
     j2.run(eng2.add_subscriber("s", 0.0))
-    rec2 = QueueEngine.replay(spec2, j2.records, now=1.0)
+    rec2 = replay(QueueEngine(spec2), j2.records, now=1.0)
     assert [m.position for m in rec2.messages()] == [2] and rec2.low_water_position == 1
 
 
@@ -1058,7 +1059,7 @@ def test_recovery_expires_what_expired_while_down_and_rebuilds_priority_and_defe
     j.enqueue(eng, 3, 8.0, priority=9)
     j.run(eng.ack("x", bm(4), 8.0))  # deferred
     j.enqueue(eng, 4, 8.5, priority=10)  # never enters
-    rec = QueueEngine.replay(spec, j.records, now=12.0)
+    rec = replay(QueueEngine(spec), j.records, now=12.0)
     assert rec.poll(12.0) == [Expired(1, bm(1), "time_limit")]
     assert [m.position for m in rec.messages()] == [3, 2]
 
