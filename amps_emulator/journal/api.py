@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-class Durability(str, enum.Enum):
+class Durability(enum.StrEnum):
     """See the module docstring for what each mode promises."""
 
     GROUP = "group"

@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from typing import Protocol
 
 from amps_emulator.protocol.bookmarks import (
     EPOCH,
@@ -45,7 +46,14 @@ from .record import INTERNAL_KIND_MIN, Checkpoint, JournalRecord
 Clock = Callable[[], float]
 
 
-def merge_checkpoint(cp: Checkpoint, pub_last: dict, client_max: dict) -> None:
+class SequenceMarks(Protocol):
+    """The two de-duplication maps a CHECKPOINT record and a segment summary both carry."""
+
+    publishers: list[tuple[int, int]]  # [publisher id, last sequence]
+    clients: list[tuple[int, int]]  # [publisher id, highest client sequence]
+
+
+def merge_checkpoint(cp: SequenceMarks, pub_last: dict, client_max: dict) -> None:
     for pid, seq in cp.publishers:
         if seq > pub_last.get(pid, 0):
             pub_last[pid] = seq
@@ -111,7 +119,8 @@ class JournalCore:
         headers: Mapping[str, str] | None,
     ) -> JournalRecord:
         if self._closed:
-            raise JournalClosedError("journal is closed" if self._failure is None else f"journal failed: {self._failure}")
+            raise JournalClosedError(
+                "journal is closed" if self._failure is None else f"journal failed: {self._failure}")
         if client_seq is not None and not 0 <= client_seq < 1 << 64:
             # checked before any state changes: a record that cannot be framed must not
             # consume a position or raise the client's de-duplication mark
@@ -121,9 +130,8 @@ class JournalCore:
         if internal:
             pid = 0
         else:
-            pid = self._pubids.get(client_name)  # publisher_id(), its cached case inlined
-            if pid is None:
-                pid = self.publisher_id(client_name)
+            known = self._pubids.get(client_name)  # publisher_id(), its cached case inlined
+            pid = known if known is not None else self.publisher_id(client_name)
         ts = int(self._clock() * 1_000_000)  # _now_us(), inlined
         if ts < self._last_ts:
             ts = self._last_ts
@@ -240,7 +248,8 @@ class JournalCore:
         if isinstance(spec, BookmarkTimestamp):
             return self.position_at_time(spec.micros if time_inclusive else spec.micros + 1)
         if isinstance(spec, BookmarkList):
-            items = (self._start_of(i, inclusive=inclusive, time_inclusive=time_inclusive) for i in spec.items)
+            items = (self._start_of(i, inclusive=inclusive, time_inclusive=time_inclusive)
+                     for i in spec.items)
             found = [p for p in items if p is not None]
             return min(found) if found else None
         raise TypeError(f"not a bookmark value: {spec!r}")
@@ -286,7 +295,8 @@ class JournalCore:
                 break
             if not can_remove(n):
                 break
-            reasons.append(f"{getattr(seg, 'name', seg.first_position)}: " + ("over size" if over else "too old"))
+            reasons.append(f"{getattr(seg, 'name', seg.first_position)}: "
+                           + ("over size" if over else "too old"))
             total -= seg.size
             n += 1
         return n, blocked, reasons

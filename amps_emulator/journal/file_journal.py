@@ -68,8 +68,7 @@ import os
 import sys
 import threading
 import time
-from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from . import summary as summaries
 from .api import (
@@ -82,6 +81,7 @@ from .api import (
 )
 from .base import Clock, JournalCore, merge_checkpoint
 from .index import DEFAULT_INDEX_INTERVAL
+from .reading import SegmentReads
 from .record import (
     INTERNAL_KIND_MIN,
     FrameDecoder,
@@ -91,7 +91,7 @@ from .record import (
 )
 from .recovery import Recovery
 from .retention import RETAINED_FROM, check_oldest, remove_segments, write_retained_from
-from .segment import HEADER_SIZE, O_CLOEXEC, FileOps, FrameCursor, Segment, fdatasync
+from .segment import HEADER_SIZE, O_CLOEXEC, FileOps, Segment, fdatasync
 
 if sys.platform != "win32":
     import fcntl
@@ -105,7 +105,7 @@ DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
 DEFAULT_CHECKPOINT_BYTES = 8 * 1024 * 1024
 
 
-class FileJournal(JournalCore):
+class FileJournal(SegmentReads, JournalCore):
     """Segmented, checksummed, append-only transaction log. Build with :meth:`open`."""
 
     # ------------------------------------------------------------------ construction
@@ -617,87 +617,6 @@ class FileJournal(JournalCore):
                 if self._dir_fd >= 0:
                     os.close(self._dir_fd)
                     self._dir_fd = -1
-
-    # ------------------------------------------------------------------ read path
-    def _segment_index(self, position: int) -> int:
-        return max(bisect_right(self._firsts, position) - 1, 0)
-
-    def read(self, from_position: int = 1, *, include_internal: bool = False) -> Iterator[JournalRecord]:
-        """Records with position >= ``from_position`` in log order, including ones appended while
-        iterating; ends when caught up. CHECKPOINT records are skipped unless ``include_internal``."""
-        pos = max(from_position, 1)
-        cursor: FrameCursor | None = None
-        cursor_seg: Segment | None = None
-        decode = self._dec.decode
-        try:
-            while pos < self._next_position:
-                if pos > self._written_position:
-                    if cursor is not None:
-                        cursor.close()
-                        cursor = None
-                    pending = self._pending
-                    rec = pending[pos - pending[0].position]
-                    pos = rec.position + 1
-                    if include_internal or rec.kind < INTERNAL_KIND_MIN:
-                        yield rec
-                    continue
-                if pos < self.first_position:  # retention removed what this reader wanted
-                    pos = self.first_position
-                    if cursor is not None:
-                        cursor.close()
-                        cursor = None
-                if cursor is None or cursor_seg is None:
-                    cursor_seg = self._segments[self._segment_index(pos)]
-                    cursor = cursor_seg.cursor_at(pos)
-                frame = cursor.next(cursor_seg.size)
-                if frame is None:  # end of this segment's flushed bytes: go on in the next one
-                    cursor.close()
-                    cursor = None
-                    j = bisect_right(self._firsts, cursor_seg.first_position)
-                    if j < len(self._segments):
-                        pos = max(pos, self._segments[j].first_position)
-                        continue
-                    pos = max(pos, self._written_position + 1)  # the rest is a gap (failed writes)
-                    continue
-                prefix, _off, payload = frame
-                if prefix[6] < pos:
-                    continue
-                pos = prefix[6] + 1
-                if include_internal or prefix[3] < INTERNAL_KIND_MIN:
-                    yield decode(prefix, payload)
-        finally:
-            if cursor is not None:
-                cursor.close()
-
-    def _publisher_at(self, position: int) -> int | None:
-        if position > self._written_position:
-            if not self._pending or position < self._pending[0].position:
-                return None
-            return self._pending[position - self._pending[0].position].publisher_id
-        seg = self._segments[self._segment_index(position)]
-        prefix = seg.scan(seg.index.offset_for_position(position), lambda p: p[6] >= position)
-        return prefix[7] if prefix is not None and prefix[6] == position else None
-
-    def record_at(self, position: int) -> JournalRecord | None:
-        """The record at exactly ``position`` (internal ones included), or None."""
-        if position < 1 or position >= self._next_position:
-            return None
-        for rec in self.read(position, include_internal=True):
-            return rec if rec.position == position else None
-        return None
-
-    def position_at_time(self, timestamp_us: int) -> int:
-        """Position of the first record with timestamp >= ``timestamp_us`` (``next_position`` if none)."""
-        segs = [s for s in self._segments if s.count]
-        i = bisect_left([s.last_ts for s in segs], timestamp_us)
-        for seg in segs[i:]:
-            prefix = seg.scan(seg.index.offset_before_time(timestamp_us), lambda p: p[9] >= timestamp_us)
-            if prefix is not None:
-                return prefix[6]
-            break  # the match (if any) is still in the write buffer
-        pending = self._pending
-        j = bisect_left(pending, timestamp_us, key=lambda r: r.timestamp)
-        return pending[j].position if j < len(pending) else self._next_position
 
     # ------------------------------------------------------------------ retention
     def enforce_retention(self, pinned_positions: Iterable[int] = ()) -> RetentionResult:

@@ -108,7 +108,8 @@ class MemoryJournal(JournalCore):
             seg = _MemSegment(self._next_position)
             self._segs.append(seg)
         rec = self._make_record(
-            kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration, message_type, headers
+            kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration,
+            message_type, headers
         )
         self._records.append(rec)
         seg.size += self._enc.frame_size(rec)

@@ -266,9 +266,10 @@ class Recovery:
                 have_summary.add(stem)
         paths = [os.path.join(self.directory, name) for _, name in names]
         sizes = [os.path.getsize(p) for p in paths]
-        for i, ((first, name), path) in enumerate(zip(names, paths)):
+        for i, ((first, name), path) in enumerate(zip(names, paths, strict=True)):
             later_has_data = any(sz > HEADER_SIZE for sz in sizes[i + 1 :])
-            self._recover_segment(path, first, later_has_data, sizes[i], name in have_summary, i == len(names) - 1)
+            self._recover_segment(path, first, later_has_data, sizes[i], name in have_summary,
+                                  i == len(names) - 1)
 
     # ------------------------------------------------------------------ per segment
     def _recover_segment(
@@ -289,7 +290,8 @@ class Recovery:
                 self._warn(f"{path}: positions {prev_last + 1}..{first - 1} are absent between segments")
         if has_summary:
             summ = self._trusted_summary(path, first, prev_last, size)
-            if summ is not None and self._recover_from_summary(path, first, summ, prev_last, later_has_data, newest):
+            if summ is not None and self._recover_from_summary(path, first, summ, prev_last,
+                                                               later_has_data, newest):
                 return
         with open(path, "rb") as f:
             data = f.read()
@@ -316,7 +318,8 @@ class Recovery:
         tail: tuple[int, str] | None = None
         off = start
         while off is not None:
-            end, problem = scan_frames(data, off, prev_last, seg, self.pub_last, self.client_max, self.on_checkpoint)
+            end, problem = scan_frames(data, off, prev_last, seg, self.pub_last, self.client_max,
+                                       self.on_checkpoint)
             if problem is None:
                 break
             nxt = find_next_valid_frame(data, end)
@@ -421,7 +424,7 @@ class Recovery:
                         tail, end, summ.size):
                     return False
                 self._truncate(path, tail, (end, problem), base=summ.size)
-                tail = memoryview(tail)[:end]
+                tail = tail[:end]  # a copy of what stays (recovery, once per torn segment)
             seg.size = summ.size + len(tail)
             if self.fsync:
                 crc = zlib.crc32(tail, crc)
@@ -437,7 +440,8 @@ class Recovery:
 
     # ------------------------------------------------------------------ repairs
     def _rewrite_empty(self, path: str, first: int, data: bytes, problem: str) -> None:
-        lost = LostData(path, 0, len(data), count_frames(data, HEADER_SIZE, len(data)) if len(data) > HEADER_SIZE else 0, problem)
+        frames = count_frames(data, HEADER_SIZE, len(data)) if len(data) > HEADER_SIZE else 0
+        lost = LostData(path, 0, len(data), frames, problem)
         self._warn(
             f"journal recovery: {path}: {problem}; newest segment holds no valid record, "
             f"rewrote its header ({len(data)} bytes dropped)"
@@ -514,8 +518,10 @@ class Recovery:
             _fsync_path(self.directory)
         # Re-index the rewritten file (map updates are idempotent: same records, same order).
         seg = Segment(path, first, self.index_interval)
-        end, problem = scan_frames(new_data, HEADER_SIZE, prev_last, seg, self.pub_last, self.client_max, self.on_checkpoint)
+        end, problem = scan_frames(new_data, HEADER_SIZE, prev_last, seg, self.pub_last, self.client_max,
+                                   self.on_checkpoint)
         if problem is not None:  # pragma: no cover - salvage kept only verified frames
-            raise JournalCorruptError(f"{path}: salvage failed at offset {end}: {problem}", path=path, offset=end)
+            raise JournalCorruptError(f"{path}: salvage failed at offset {end}: {problem}", path=path,
+                                      offset=end)
         seg.size = len(new_data)
         return seg

@@ -139,8 +139,15 @@ def snapshot(seg, *, file_crc: int, sealed: bool, publishers, clients) -> Segmen
         index_next=idx.next_position,
         publishers=list(publishers),
         clients=list(clients),
-        **{f: getattr(seg, f) for f in _SEGMENT_FIELDS},
-        **{"index_" + a: _array_bytes(getattr(idx, a)) for a in _INDEX_ARRAYS},
+        size=seg.size,
+        count=seg.count,
+        first_record_position=seg.first_record_position,
+        last_position=seg.last_position,
+        first_ts=seg.first_ts,
+        last_ts=seg.last_ts,
+        index_positions=_array_bytes(idx.positions),
+        index_offsets=_array_bytes(idx.offsets),
+        index_timestamps=_array_bytes(idx.timestamps),
     )
 
 
