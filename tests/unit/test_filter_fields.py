@@ -21,7 +21,7 @@ from amps_emulator.protocol.filter import (compile_ast, compile_expression, comp
                              interpret_filter, parse, to_text)
 from amps_emulator.protocol.filter import ast as A
 from amps_emulator.protocol.filter import compiler
-from amps_emulator.protocol.filter.compiler import fields_filter
+from amps_emulator.protocol.filter.fields import fields_filter
 from tests.unit.test_filter_property import EDGE_VALUES, _same, documents, expressions
 
 _ERRORS = (msgspec.DecodeError, UnicodeDecodeError, TypeError)
