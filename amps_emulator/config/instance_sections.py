@@ -13,6 +13,7 @@ a certificate or key that cannot be loaded is an error at its element's line.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from .model import (
     DEFAULT_CLIENT_OUTBOUND_LIMIT,
@@ -87,7 +88,7 @@ def _transport_spec(ctx: Ctx) -> Spec:
             "Type": Elem("type", enum(["tcp", "tcps", *_UNSUPPORTED_TYPES]), required=True),
             "InetAddr": Elem("inet_addr", text, required=True),
             "MessageType": Elem("message_type", ctx.message_type),
-            "Protocol": Elem("protocol", ctx.protocol),
+            "Protocol": Elem("protocol", partial(resolve_protocol, ctx)),
             "Certificate": Elem("certificate", text),
             "PrivateKey": Elem("private_key", text),
             "Ciphers": Elem("ciphers", text),
@@ -110,7 +111,7 @@ def _unsupported_transport(node: Node, ctx: Ctx) -> str | None:
     p = node.child("Protocol")
     if p is not None and p.text:
         try:
-            base, written = ctx.protocol(p.text)
+            base, written = resolve_protocol(ctx, p.text)
         except ValueError:
             return None  # reported when the transport is read
         if base not in ("amps", "websocket"):
