@@ -257,7 +257,7 @@ def read_protocols(node: Node, ctx: Ctx) -> tuple[ProtocolDef, ...]:
                 continue
             ignored_element(ctx, opt, label(child), _PROTOCOL_OPTION_NOTE)
             options.append((opt.tag, opt.text))
-        if not ok:
+        if not ok or name_node is None or module_node is None:  # reported above
             continue
         name, module = name_node.text, module_node.text
         if name in ctx.protocols:

@@ -26,7 +26,7 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from .model import ConflatedTopic, Queue, SowTopic, TransactionLog, View
+from .model import ConflatedTopic, Queue, QueueKind, SowTopic, TransactionLog, View
 from .schema import (
     MISSING,
     Ctx,
@@ -47,7 +47,7 @@ from .values import enum, is_regex, parse_join, parse_recovery_point, parse_rege
 from .xmlload import Node
 
 _TOPIC_TAGS = ("Topic", "TopicDefinition")
-_QUEUE_TAGS = {"Queue": "queue", "QueueDefinition": "queue", "LocalQueue": "local",
+_QUEUE_TAGS: dict[str, QueueKind] = {"Queue": "queue", "QueueDefinition": "queue", "LocalQueue": "local",
                "GroupLocalQueue": "group_local"}
 _VIEW_TAGS = ("View", "ViewDefinition")
 _CONFLATED_TAGS = ("ConflatedTopic", "ReplicaDefinition")
@@ -303,7 +303,7 @@ def _read_topic(node: Node, ctx: Ctx, regex_topic: bool = False) -> SowTopic | N
     )
 
 
-def _read_queue(node: Node, ctx: Ctx, kind: str) -> Queue | None:
+def _read_queue(node: Node, ctx: Ctx, kind: QueueKind) -> Queue | None:
     r = read(node, _queue_spec(ctx), ctx)
     where = label(node)
     ok = r.ok
@@ -343,7 +343,7 @@ def _read_queue(node: Node, ctx: Ctx, kind: str) -> Queue | None:
             if attr in r.nodes:
                 ctx.err(r.nodes[attr], f"<{tag}> is only valid in a <GroupLocalQueue>, not in {where}")
                 ok = False
-    if not ok:
+    if not ok or underlying is None:  # no Name: already reported
         return None
     return Queue(
         file=node.file, line=node.line, kind=kind, name=v["name"], message_type=v["message_type"],
@@ -454,7 +454,7 @@ def check_queue_logging(queues: list[Queue], txlog: TransactionLog | None, ctx: 
                 "queue durable)")
 
 
-_KIND_TAG = {SowTopic: "Topic", Queue: "Queue", View: "View", ConflatedTopic: "ConflatedTopic"}
+_KIND_TAG: dict[type, str] = {SowTopic: "Topic", Queue: "Queue", View: "View", ConflatedTopic: "ConflatedTopic"}
 
 
 def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
@@ -490,7 +490,8 @@ def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
     changed = True
     while changed:
         changed = False
-        for d in [*result.views, *result.conflated]:
+        derived: list[View | ConflatedTopic] = [*result.views, *result.conflated]
+        for d in derived:
             if (d.name, d.message_type) in dropped:
                 continue
             under = {(d.underlying_topic, d.message_type)} if d.underlying_topic else {
