@@ -44,7 +44,6 @@ import hashlib
 import re
 import types
 from dataclasses import dataclass
-from typing import Union
 
 __all__ = [
     "Bookmark",
@@ -113,8 +112,8 @@ class BookmarkTimestamp:
         return format_timestamp(self.micros)
 
 
-ListItem = Union[Bookmark, BookmarkTimestamp, BookmarkKeyword]
-RangeEnd = Union[Bookmark, BookmarkTimestamp, BookmarkKeyword]
+ListItem = Bookmark | BookmarkTimestamp | BookmarkKeyword
+RangeEnd = Bookmark | BookmarkTimestamp | BookmarkKeyword
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +145,7 @@ class BookmarkRange:
         )
 
 
-BookmarkSpec = Union[Bookmark, BookmarkKeyword, BookmarkTimestamp, BookmarkList, BookmarkRange]
+BookmarkSpec = Bookmark | BookmarkKeyword | BookmarkTimestamp | BookmarkList | BookmarkRange
 
 _BOOKMARK_RE = re.compile(r"([0-9]{1,20})\|([0-9]{1,20})\|")
 _TS_RE = re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})(?:\.([0-9]{1,6}))?(Z?)")
