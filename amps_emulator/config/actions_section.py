@@ -170,7 +170,8 @@ def _step(node: Node, kind: StepKind, ctx: Ctx) -> ActionStep | None:
     for child in node.children:
         if child.tag == "Module":
             if module_node is not None:
-                ctx.err(child, f"duplicate <Module> in {where}: already given at {module_node.file}:{module_node.line}")
+                ctx.err(child, f"duplicate <Module> in {where}: already given at "
+                               f"{module_node.file}:{module_node.line}")
                 ok = False
                 continue
             module_node = child
@@ -181,7 +182,8 @@ def _step(node: Node, kind: StepKind, ctx: Ctx) -> ActionStep | None:
                 module = child.text
         elif child.tag == "Options":
             if seen_options is not None:
-                ctx.err(child, f"duplicate <Options> in {where}: already given at {seen_options.file}:{seen_options.line}")
+                ctx.err(child, f"duplicate <Options> in {where}: already given at "
+                               f"{seen_options.file}:{seen_options.line}")
                 ok = False
                 continue
             seen_options = child

@@ -94,7 +94,8 @@ def _transport_spec(ctx: Ctx) -> Spec:
             "Ciphers": Elem("ciphers", text),
             "InitialState": Elem("enabled", parse_bool),
             "ReuseAddr": Elem("reuse_addr", parse_bool),
-            "ClientMessageAgeLimit": Elem("client_message_age_limit", positive(parse_duration, "ClientMessageAgeLimit")),
+            "ClientMessageAgeLimit": Elem("client_message_age_limit",
+                                          positive(parse_duration, "ClientMessageAgeLimit")),
             "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
             "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
         },
@@ -116,7 +117,8 @@ def _unsupported_transport(node: Node, ctx: Ctx) -> str | None:
             return None  # reported when the transport is read
         if base not in ("amps", "websocket"):
             via = "" if written.lower() == base else f"protocol {written!r} is built on {base}: "
-            return via + _UNSUPPORTED_PROTOCOLS.get(base, f"the custom protocol module {base!r} is not supported")
+            return via + _UNSUPPORTED_PROTOCOLS.get(
+                base, f"the custom protocol module {base!r} is not supported")
     return None
 
 
@@ -264,7 +266,8 @@ def read_protocols(node: Node, ctx: Ctx) -> tuple[ProtocolDef, ...]:
             ctx.err(name_node, f"duplicate protocol name {name!r} in {where}")
             continue
         low = module.lower()
-        base = _PROTOCOL_SYNONYMS.get(low, low) if low in (*BUILTIN_PROTOCOLS, *_PROTOCOL_SYNONYMS) else module
+        builtin = low in (*BUILTIN_PROTOCOLS, *_PROTOCOL_SYNONYMS)
+        base = _PROTOCOL_SYNONYMS.get(low, low) if builtin else module
         ctx.protocols[name] = base
         out.append(ProtocolDef(file=child.file, line=child.line, name=name, module=base,
                                options=tuple(options)))
