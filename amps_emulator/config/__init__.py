@@ -2,7 +2,8 @@
 
 Public API::
 
-    from amps_emulator.config import load_config, loads_config, default_config, sample_config, ConfigError, Config
+    from amps_emulator.config import (load_config, loads_config, default_config, sample_config,
+                                      ConfigError, Config)
     cfg = load_config("/path/amps.xml")          # raises ConfigError listing every error
     cfg = loads_config(text, filename="<string>")
     cfg = default_config(data_dir="./amps-data")
@@ -43,7 +44,8 @@ Real AMPS elements parsed into the structures:
   MessageType FileName Durability``/``Duration Key KeyDomain Expiration HashIndex/Key Index
   RecoveryPoint History/Window History/Granularity Pattern``; ``RegexTopic`` (a Topic whose
   Name is its Pattern); a topic name defined for several message types is served from its
-  ``json`` definition (the others are warned about and left out); ``Queue`` (``QueueDefinition``), ``LocalQueue``, ``GroupLocalQueue``: ``Name
+  ``json`` definition (the others are warned about and left out); ``Queue``
+  (``QueueDefinition``), ``LocalQueue``, ``GroupLocalQueue``: ``Name
   MessageType UnderlyingTopic DefaultPublishTarget Semantics LeasePeriod MaxBacklog
   MaxPerSubscriptionBacklog Expiration ExpirationModel FairnessModel Leasing MaxCancels
   MaxDeliveries TargetQueueDepth Priority BarrierExpression Filter RecoveryPoint

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from .model import Action, ActionOption, ActionStep
+from .model import Action, ActionOption, ActionStep, StepKind
 from .schema import Ctx, check_no_text, unknown_element
 from .units import parse_duration
 from .values import suggest
@@ -98,6 +98,7 @@ IF_MODULES: dict[str, tuple[str, ...]] = {
     "amps-action-if-file-system-usage": ("Path", "GreaterThan"),
 }
 
+_STEP_TAGS: dict[str, StepKind] = {"On": "on", "If": "if", "Do": "do"}
 _CATALOGUE = {"on": ON_MODULES, "if": IF_MODULES, "do": DO_MODULES}
 _KIND_TAG = {"on": "On", "if": "If", "do": "Do"}
 _ALL_MODULES = {m: kind for kind, table in _CATALOGUE.items() for m in table}
@@ -158,7 +159,7 @@ def _check_option_values(step_node: Node, module: str, options: list[ActionOptio
     return ok
 
 
-def _step(node: Node, kind: str, ctx: Ctx) -> ActionStep | None:
+def _step(node: Node, kind: StepKind, ctx: Ctx) -> ActionStep | None:
     """Read one On/If/Do. Returns None on error; raises _Custom for a custom module."""
     where = f"<{node.tag}>"
     ok = check_no_text(node, ctx, where)
@@ -169,7 +170,8 @@ def _step(node: Node, kind: str, ctx: Ctx) -> ActionStep | None:
     for child in node.children:
         if child.tag == "Module":
             if module_node is not None:
-                ctx.err(child, f"duplicate <Module> in {where}: already given at {module_node.file}:{module_node.line}")
+                ctx.err(child, f"duplicate <Module> in {where}: already given at "
+                               f"{module_node.file}:{module_node.line}")
                 ok = False
                 continue
             module_node = child
@@ -180,7 +182,8 @@ def _step(node: Node, kind: str, ctx: Ctx) -> ActionStep | None:
                 module = child.text
         elif child.tag == "Options":
             if seen_options is not None:
-                ctx.err(child, f"duplicate <Options> in {where}: already given at {seen_options.file}:{seen_options.line}")
+                ctx.err(child, f"duplicate <Options> in {where}: already given at "
+                               f"{seen_options.file}:{seen_options.line}")
                 ok = False
                 continue
             seen_options = child
@@ -228,7 +231,7 @@ def _action(node: Node, ctx: Ctx) -> Action | None:
     counts = {"on": 0, "if": 0, "do": 0}
     custom: str | None = None
     for child in node.children:
-        kind = {"On": "on", "If": "if", "Do": "do"}.get(child.tag)
+        kind = _STEP_TAGS.get(child.tag)
         if kind is None:
             unknown_element(ctx, child, where, ["On", "If", "Do"])
             ok = False
@@ -245,8 +248,8 @@ def _action(node: Node, ctx: Ctx) -> Action | None:
             on.append(step)
         else:
             steps.append(step)
-    for kind, tag in (("on", "On"), ("do", "Do")):
-        if counts[kind] == 0:
+    for needed, tag in (("on", "On"), ("do", "Do")):
+        if counts[needed] == 0:
             ctx.err(node, f"{where} needs at least one <{tag}>")
             ok = False
     if not ok:

@@ -3,21 +3,31 @@
 :func:`run_sample_config` prints the sample and returns exit status 0.
 :func:`run_verify_config` loads a file and returns 0 when it is valid (warnings are printed
 to ``err`` but do not fail) or 1 after printing every error, one ``file:line: reason`` per line.
-A file that loads is then started dry (:func:`amps_emulator.server.preflight.dry_start`: every
-engine built in a scratch directory, no port bound), so verify refuses exactly what start-up
-would refuse.
+A file that loads is then started dry by the ``dry_start`` it is given (the server's
+:func:`amps_emulator.server.preflight.dry_start`: every engine built in a scratch directory, no
+port bound), so verify refuses exactly what start-up would refuse.
 :func:`main` accepts exactly those two options, for ``python -m amps_emulator.config``.
+
+``dry_start`` is passed in rather than imported: configuration sits below the server and
+imports nothing from it. :mod:`amps_emulator.server.verify` binds the server's dry start-up
+and is what the command lines (``amps-emulator --verify-config``, ``python -m
+amps_emulator.config``) call.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from .errors import ConfigError
+from .errors import ConfigError, ConfigIssue
 from .loader import load_config
+from .model import Config
 from .sample import sample_config
+
+#: builds every engine of a configuration without serving it: (the issues that would stop
+#: start-up, the warnings start-up would log)
+DryStart = Callable[[Config], tuple[list[ConfigIssue], list[str]]]
 
 USAGE = "usage: python -m amps_emulator.config (--sample-config | --verify-config FILE)"
 
@@ -27,14 +37,13 @@ def run_sample_config(out: TextIO | None = None) -> int:
     return 0
 
 
-def run_verify_config(path: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def run_verify_config(path: str, out: TextIO | None = None, err: TextIO | None = None, *,
+                      dry_start: DryStart) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
     try:
         cfg = load_config(path)
         # the rules only the engines check: build them as start-up would, in a scratch directory
-        from amps_emulator.server.preflight import dry_start
-
         issues, startup_warnings = dry_start(cfg)
         if issues:
             raise ConfigError(issues)
@@ -56,13 +65,14 @@ def run_verify_config(path: str, out: TextIO | None = None, err: TextIO | None =
     return 0
 
 
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None,
+         *, dry_start: DryStart) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args == ["--sample-config"]:
         return run_sample_config(out)
     if len(args) == 2 and args[0] == "--verify-config":
-        return run_verify_config(args[1], out, err)
+        return run_verify_config(args[1], out, err, dry_start=dry_start)
     if len(args) == 1 and args[0].startswith("--verify-config="):
-        return run_verify_config(args[0].split("=", 1)[1], out, err)
+        return run_verify_config(args[0].split("=", 1)[1], out, err, dry_start=dry_start)
     (err or sys.stderr).write(USAGE + "\n")
     return 2

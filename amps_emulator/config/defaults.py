@@ -21,17 +21,18 @@ DEFAULT_HOST = "127.0.0.1"
 def default_config(data_dir: str | os.PathLike[str] = "./amps-data") -> Config:
     """The emulator's built-in configuration, with all data under ``data_dir``."""
     base = os.fspath(data_dir).rstrip("/") or "/"
-    where = {"file": DEFAULT_SOURCE, "line": 0}
     return Config(
         name="AMPS-Emulator",
         description="built-in default configuration",
         transports=(
-            Transport(**where, name="json-tcp", type="tcp", host=DEFAULT_HOST, port=DEFAULT_PORT,
-                      inet_addr=f"{DEFAULT_HOST}:{DEFAULT_PORT}", message_type="json", protocol="amps"),
+            Transport(file=DEFAULT_SOURCE, line=0, name="json-tcp", type="tcp", host=DEFAULT_HOST,
+                      port=DEFAULT_PORT, inet_addr=f"{DEFAULT_HOST}:{DEFAULT_PORT}",
+                      message_type="json", protocol="amps"),
         ),
-        logging=(LogTarget(**where, protocol="stderr", level="warning"),),
+        logging=(LogTarget(file=DEFAULT_SOURCE, line=0, protocol="stderr", level="warning"),),
         transaction_log=TransactionLog(
-            **where,
+            file=DEFAULT_SOURCE,
+            line=0,
             journal_directory=os.path.join(base, "journal"),
             topics=(TxLogTopic(".*", "json"),),
         ),

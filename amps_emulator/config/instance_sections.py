@@ -13,6 +13,7 @@ a certificate or key that cannot be loaded is an error at its element's line.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 from .model import (
     DEFAULT_CLIENT_OUTBOUND_LIMIT,
@@ -87,13 +88,14 @@ def _transport_spec(ctx: Ctx) -> Spec:
             "Type": Elem("type", enum(["tcp", "tcps", *_UNSUPPORTED_TYPES]), required=True),
             "InetAddr": Elem("inet_addr", text, required=True),
             "MessageType": Elem("message_type", ctx.message_type),
-            "Protocol": Elem("protocol", ctx.protocol),
+            "Protocol": Elem("protocol", partial(resolve_protocol, ctx)),
             "Certificate": Elem("certificate", text),
             "PrivateKey": Elem("private_key", text),
             "Ciphers": Elem("ciphers", text),
             "InitialState": Elem("enabled", parse_bool),
             "ReuseAddr": Elem("reuse_addr", parse_bool),
-            "ClientMessageAgeLimit": Elem("client_message_age_limit", positive(parse_duration, "ClientMessageAgeLimit")),
+            "ClientMessageAgeLimit": Elem("client_message_age_limit",
+                                          positive(parse_duration, "ClientMessageAgeLimit")),
             "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
             "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
         },
@@ -110,12 +112,13 @@ def _unsupported_transport(node: Node, ctx: Ctx) -> str | None:
     p = node.child("Protocol")
     if p is not None and p.text:
         try:
-            base, written = ctx.protocol(p.text)
+            base, written = resolve_protocol(ctx, p.text)
         except ValueError:
             return None  # reported when the transport is read
         if base not in ("amps", "websocket"):
             via = "" if written.lower() == base else f"protocol {written!r} is built on {base}: "
-            return via + _UNSUPPORTED_PROTOCOLS.get(base, f"the custom protocol module {base!r} is not supported")
+            return via + _UNSUPPORTED_PROTOCOLS.get(
+                base, f"the custom protocol module {base!r} is not supported")
     return None
 
 
@@ -256,14 +259,15 @@ def read_protocols(node: Node, ctx: Ctx) -> tuple[ProtocolDef, ...]:
                 continue
             ignored_element(ctx, opt, label(child), _PROTOCOL_OPTION_NOTE)
             options.append((opt.tag, opt.text))
-        if not ok:
+        if not ok or name_node is None or module_node is None:  # reported above
             continue
         name, module = name_node.text, module_node.text
         if name in ctx.protocols:
             ctx.err(name_node, f"duplicate protocol name {name!r} in {where}")
             continue
         low = module.lower()
-        base = _PROTOCOL_SYNONYMS.get(low, low) if low in (*BUILTIN_PROTOCOLS, *_PROTOCOL_SYNONYMS) else module
+        builtin = low in (*BUILTIN_PROTOCOLS, *_PROTOCOL_SYNONYMS)
+        base = _PROTOCOL_SYNONYMS.get(low, low) if builtin else module
         ctx.protocols[name] = base
         out.append(ProtocolDef(file=child.file, line=child.line, name=name, module=base,
                                options=tuple(options)))

@@ -113,7 +113,8 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)
         if not transports:
             where = top.nodes.get("transports")
-            ctx.warn_at(root.file if where is None else where.file, root.line if where is None else where.line,
+            ctx.warn_at(root.file if where is None else where.file,
+                        root.line if where is None else where.line,
                         "no supported <Transport> is configured; the emulator will not accept client "
                         "connections", Ctx.LAST if where is None else where.seq)
     if ctx.errors or "name" not in v:
@@ -155,5 +156,6 @@ def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None =
         with open(file, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise ConfigError([ConfigIssue(file, 0, f"cannot read configuration file: {e.strerror or e}")]) from None
+        raise ConfigError(
+            [ConfigIssue(file, 0, f"cannot read configuration file: {e.strerror or e}")]) from None
     return loads_config(data, file, env=env)

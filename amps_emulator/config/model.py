@@ -27,6 +27,7 @@ DEFAULT_MAX_FRAME_SIZE = 64 * MiB
 DEFAULT_CLIENT_OUTBOUND_LIMIT = 128 * MiB
 
 QueueKind = Literal["queue", "local", "group_local"]
+StepKind = Literal["on", "if", "do"]
 TxLogDurability = Literal["group", "strict", "memory"]
 
 
@@ -231,7 +232,7 @@ class ActionOption(NamedTuple):
 class ActionStep(_Located, frozen=True, kw_only=True):
     """One ``On``, ``If`` or ``Do`` of an action: a module and its options."""
 
-    kind: Literal["on", "if", "do"]
+    kind: StepKind
     module: str  # Module, e.g. amps-action-do-publish-message
     options: tuple[ActionOption, ...] = ()  # Options/* in file order (names may repeat)
 
@@ -298,8 +299,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     def pattern_topic(self, topic: str) -> SowTopic | None:
         """The SOW ``Topic`` with a ``Pattern`` that holds ``topic`` as a logical topic, unless a
         definition of that exact name takes precedence."""
-        if any(t.name == topic and t.pattern is None for t in self.sow_topics) or any(
-                x.name == topic for x in (*self.queues, *self.views, *self.conflated_topics)):
+        others = [*(q.name for q in self.queues), *(v.name for v in self.views),
+                  *(c.name for c in self.conflated_topics)]
+        if any(t.name == topic and t.pattern is None for t in self.sow_topics) or topic in others:
             return None
         return next((t for t in self.sow_topics if t.holds(topic)), None)
 

@@ -72,12 +72,6 @@ class Ctx:
         """Every warning so far, in document order."""
         return [issue for _, _, issue in sorted(self._warnings)]
 
-    def protocol(self, text: str) -> tuple[str, str]:
-        """A Transport's Protocol: ``(base protocol, as written)``; see instance_sections."""
-        from .instance_sections import resolve_protocol
-
-        return resolve_protocol(self, text)
-
     def message_type(self, text: str) -> str:
         """Validate a MessageType name against the built-in and declared message types."""
         name = text.strip()

@@ -26,7 +26,7 @@ import re
 from typing import Any
 from urllib.parse import quote
 
-from .model import ConflatedTopic, Queue, SowTopic, TransactionLog, View
+from .model import ConflatedTopic, Queue, QueueKind, SowTopic, TransactionLog, View
 from .schema import (
     MISSING,
     Ctx,
@@ -47,7 +47,7 @@ from .values import enum, is_regex, parse_join, parse_recovery_point, parse_rege
 from .xmlload import Node
 
 _TOPIC_TAGS = ("Topic", "TopicDefinition")
-_QUEUE_TAGS = {"Queue": "queue", "QueueDefinition": "queue", "LocalQueue": "local",
+_QUEUE_TAGS: dict[str, QueueKind] = {"Queue": "queue", "QueueDefinition": "queue", "LocalQueue": "local",
                "GroupLocalQueue": "group_local"}
 _VIEW_TAGS = ("View", "ViewDefinition")
 _CONFLATED_TAGS = ("ConflatedTopic", "ReplicaDefinition")
@@ -69,7 +69,8 @@ def _expiration(s: str) -> tuple[bool, float | None]:
     try:
         seconds = parse_duration(s)
     except ValueError:
-        raise ValueError(f"invalid value {s.strip()!r} (expected enabled, disabled or a duration such as 30s)") from None
+        raise ValueError(f"invalid value {s.strip()!r} "
+                         "(expected enabled, disabled or a duration such as 30s)") from None
     if seconds <= 0:
         raise ValueError("an expiration duration must be greater than zero (use disabled to turn it off)")
     return (True, seconds)
@@ -159,7 +160,8 @@ def _underlying_view(node: Node, ctx: Ctx) -> Any:
     """View UnderlyingTopic: either a topic name, or one or more Join elements."""
     if node.children:
         if node.text:
-            ctx.err(node, "<UnderlyingTopic> in <View> holds either a topic name or <Join> elements, not both")
+            ctx.err(node, "<UnderlyingTopic> in <View> holds either a topic name or <Join> elements, "
+                          "not both")
             return MISSING
         joins = children_texts(node, ctx, "Join", where="<View>/<UnderlyingTopic>")
         return MISSING if joins is MISSING else (None, joins)
@@ -174,9 +176,11 @@ def _view_spec(ctx: Ctx) -> Spec:
         **_name_elems(),
         "MessageType": Elem("message_type", ctx.message_type, required=True),
         "UnderlyingTopic": Elem("underlying", node=_underlying_view, required=True),
-        "Projection": Elem("projection", node=lambda n, c: children_texts(n, c, "Field", where="<View>/<Projection>"),
+        "Projection": Elem("projection",
+                           node=lambda n, c: children_texts(n, c, "Field", where="<View>/<Projection>"),
                            required=True),
-        "Grouping": Elem("grouping", node=lambda n, c: children_texts(n, c, "Field", where="<View>/<Grouping>"),
+        "Grouping": Elem("grouping",
+                         node=lambda n, c: children_texts(n, c, "Field", where="<View>/<Grouping>"),
                          required=True),
         "Filter": Elem("filter", text),
         "KeyDomain": Elem("key_domain", text),
@@ -251,7 +255,8 @@ def read_sow(node: Node, ctx: Ctx, result: SowResult) -> None:
         key = (item.name, item.message_type)
         if key in result.defined:
             what, f, line = result.defined[key]
-            ctx.err(child, f"topic {item.name!r} ({item.message_type}) is already defined as {what} at {f}:{line}")
+            ctx.err(child, f"topic {item.name!r} ({item.message_type}) is already defined as {what} "
+                           f"at {f}:{line}")
             continue
         result.defined[key] = (f"<{child.tag}>", child.file, child.line)
         if isinstance(item, SowTopic):
@@ -285,7 +290,8 @@ def _read_topic(node: Node, ctx: Ctx, regex_topic: bool = False) -> SowTopic | N
     file_name = r.get("file_name")
     if file_name is None and durability == "persistent":
         if ctx.sow_directory is None:
-            ctx.err(node, f"{label(node)} is persistent and needs a <FileName> (or set <Durability>transient</Durability>)")
+            ctx.err(node, f"{label(node)} is persistent and needs a <FileName> "
+                          "(or set <Durability>transient</Durability>)")
             return None
         file_name = f"{ctx.sow_directory.rstrip('/')}/%n.sow"
     keys = tuple(r.get("keys", ()))
@@ -303,7 +309,7 @@ def _read_topic(node: Node, ctx: Ctx, regex_topic: bool = False) -> SowTopic | N
     )
 
 
-def _read_queue(node: Node, ctx: Ctx, kind: str) -> Queue | None:
+def _read_queue(node: Node, ctx: Ctx, kind: QueueKind) -> Queue | None:
     r = read(node, _queue_spec(ctx), ctx)
     where = label(node)
     ok = r.ok
@@ -312,16 +318,19 @@ def _read_queue(node: Node, ctx: Ctx, kind: str) -> Queue | None:
     # without an UnderlyingTopic the queue's own name is its topic, taken literally
     literal = "underlying_topic" not in v
     if underlying is not None and not literal and is_regex(underlying) and "default_publish_target" not in v:
-        ctx.err(node, f"{where} has a regular-expression <UnderlyingTopic> {underlying!r} and needs a <DefaultPublishTarget>")
+        ctx.err(node, f"{where} has a regular-expression <UnderlyingTopic> {underlying!r} "
+                      "and needs a <DefaultPublishTarget>")
         ok = False
     target = v.get("default_publish_target")
     if target is not None and underlying is not None and "underlying_topic" in v:
         if not (target == underlying or (is_regex(underlying) and re.search(underlying, target))):
             ctx.err(r.nodes["default_publish_target"],
-                    f"<DefaultPublishTarget> {target!r} in {where} is not one of the topics of <UnderlyingTopic> {underlying!r}")
+                    f"<DefaultPublishTarget> {target!r} in {where} is not one of the topics of "
+                    f"<UnderlyingTopic> {underlying!r}")
             ok = False
     if "priority" in v and "barrier_expression" in v:
-        ctx.err(r.nodes["barrier_expression"], f"{where}: <Priority> and <BarrierExpression> cannot be used together")
+        ctx.err(r.nodes["barrier_expression"],
+                f"{where}: <Priority> and <BarrierExpression> cannot be used together")
         ok = False
     if "target_queue_depth" in v and ("priority" in v or "barrier_expression" in v):
         ctx.err(r.nodes["target_queue_depth"],
@@ -332,18 +341,20 @@ def _read_queue(node: Node, ctx: Ctx, kind: str) -> Queue | None:
     fairness = v.get("fairness_model", default_fairness)
     if semantics == "at-most-once" and fairness != "round-robin":
         ctx.err(r.nodes["fairness_model"],
-                f"{where}: at-most-once queues only support the round-robin <FairnessModel>, not {fairness!r}")
+                f"{where}: at-most-once queues only support the round-robin <FairnessModel>, "
+                f"not {fairness!r}")
         ok = False
     if kind == "group_local":
         if "initial_owner" not in r.nodes:
             ctx.err(node, f"{where} is missing required element <InitialOwner>")
             ok = False
     else:
-        for attr, tag in (("initial_owner", "InitialOwner"), ("group_local_queue_domain", "GroupLocalQueueDomain")):
+        for attr, tag in (("initial_owner", "InitialOwner"),
+                          ("group_local_queue_domain", "GroupLocalQueueDomain")):
             if attr in r.nodes:
                 ctx.err(r.nodes[attr], f"<{tag}> is only valid in a <GroupLocalQueue>, not in {where}")
                 ok = False
-    if not ok:
+    if not ok or underlying is None:  # no Name: already reported
         return None
     return Queue(
         file=node.file, line=node.line, kind=kind, name=v["name"], message_type=v["message_type"],
@@ -394,7 +405,8 @@ def _read_view(node: Node, ctx: Ctx, result: SowResult) -> View | None:
     where = label(node)
     underlying, joins = v["underlying"]
     if joins and "filter" in v:
-        ctx.err(r.nodes["filter"], f"{where}: <Filter> is only supported for views over a single topic, not joins")
+        ctx.err(r.nodes["filter"],
+                f"{where}: <Filter> is only supported for views over a single topic, not joins")
         return None
     if underlying is not None and not _check_underlying(r.nodes["underlying"], ctx, result, underlying,
                                                          v["message_type"], where):
@@ -409,7 +421,8 @@ def _read_view(node: Node, ctx: Ctx, result: SowResult) -> View | None:
         file=node.file, line=node.line, name=v["name"], message_type=v["message_type"],
         underlying_topic=underlying, joins=joins, projection=v["projection"], grouping=v["grouping"],
         filter=v.get("filter"), key_domain=v.get("key_domain"), conflation=v.get("conflation", "none"),
-        hash_indexes=tuple(v.get("hash_indexes", ())), join_null_equivalency=v.get("join_null_equivalency", False),
+        hash_indexes=tuple(v.get("hash_indexes", ())),
+        join_null_equivalency=v.get("join_null_equivalency", False),
     )
 
 
@@ -454,7 +467,8 @@ def check_queue_logging(queues: list[Queue], txlog: TransactionLog | None, ctx: 
                 "queue durable)")
 
 
-_KIND_TAG = {SowTopic: "Topic", Queue: "Queue", View: "View", ConflatedTopic: "ConflatedTopic"}
+_KIND_TAG: dict[type, str] = {SowTopic: "Topic", Queue: "Queue", View: "View",
+                              ConflatedTopic: "ConflatedTopic"}
 
 
 def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
@@ -490,7 +504,8 @@ def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
     changed = True
     while changed:
         changed = False
-        for d in [*result.views, *result.conflated]:
+        derived: list[View | ConflatedTopic] = [*result.views, *result.conflated]
+        for d in derived:
             if (d.name, d.message_type) in dropped:
                 continue
             under = {(d.underlying_topic, d.message_type)} if d.underlying_topic else {
@@ -504,7 +519,8 @@ def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
             else:
                 continue
             dropped.add((d.name, d.message_type))
-            ctx.warn_at(d.file, d.line, f"<{_KIND_TAG[type(d)]}> {d.name!r} ({d.message_type}) is ignored: {why}")
+            ctx.warn_at(d.file, d.line,
+                        f"<{_KIND_TAG[type(d)]}> {d.name!r} ({d.message_type}) is ignored: {why}")
             changed = True
     if dropped:
         result.topics[:] = [t for t in result.topics if (t.name, t.message_type) not in dropped]

@@ -11,7 +11,8 @@ import ipaddress
 import re
 from collections.abc import Callable, Iterable, Mapping
 
-_HOSTNAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?")
+_HOSTNAME = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?"
+                       r"(\.[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?)*\.?")
 _IPV4_LIKE = re.compile(r"[0-9.]+")
 
 #: characters that make a topic name a regular expression rather than a literal
@@ -51,7 +52,8 @@ def parse_inet_addr(text: str) -> tuple[str | None, int]:
         raise ValueError(f"invalid address {t!r} (expected port, host:port or [ipv6]:port)")
     host, port = t.split(":", 1)
     if not host:
-        raise ValueError(f"invalid address {t!r}: empty host (write just the port to listen on all interfaces)")
+        raise ValueError(f"invalid address {t!r}: empty host "
+                         "(write just the port to listen on all interfaces)")
     if _IPV4_LIKE.fullmatch(host):
         try:
             ipaddress.IPv4Address(host)

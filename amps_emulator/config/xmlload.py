@@ -107,13 +107,16 @@ def _parse(data: bytes, file: str, *, wrapped: bool) -> Node:
             stack[-1]._parts.append(data)
 
     def refuse_doctype(*_args: object) -> None:
-        raise _XMLProblem(parser.CurrentLineNumber, "DOCTYPE/DTD declarations are not allowed in a configuration file")
+        raise _XMLProblem(parser.CurrentLineNumber,
+                          "DOCTYPE/DTD declarations are not allowed in a configuration file")
 
     def refuse_entity(*_args: object) -> None:
-        raise _XMLProblem(parser.CurrentLineNumber, "entity declarations are not allowed in a configuration file")
+        raise _XMLProblem(parser.CurrentLineNumber,
+                          "entity declarations are not allowed in a configuration file")
 
     def refuse_external(*_args: object) -> int:
-        raise _XMLProblem(parser.CurrentLineNumber, "external entities are not allowed in a configuration file")
+        raise _XMLProblem(parser.CurrentLineNumber,
+                          "external entities are not allowed in a configuration file")
 
     parser.StartElementHandler = start
     parser.EndElementHandler = end
@@ -206,7 +209,8 @@ class _Expander:
         target = self.substitute(node.text, node).strip()
         if node.missing_env:
             for name in node.missing_env:
-                self._error(node, f"environment variable {name} is not set (referenced as ${{{name}}} in <Include>)")
+                self._error(node, f"environment variable {name} is not set "
+                                  f"(referenced as ${{{name}}} in <Include>)")
             return []
         if not target:
             self._error(node, "empty <Include>")
@@ -289,6 +293,7 @@ def report_missing_env(root: Node, issues: Issues) -> None:
             continue
         for name in node.missing_env:
             issues.error(node.file, node.line,
-                         f"environment variable {name} is not set (referenced as ${{{name}}} in <{node.tag}>)",
+                         f"environment variable {name} is not set "
+                         f"(referenced as ${{{name}}} in <{node.tag}>)",
                          node.seq)
         stack.extend(reversed(node.children))

@@ -44,7 +44,6 @@ import hashlib
 import re
 import types
 from dataclasses import dataclass
-from typing import Union
 
 __all__ = [
     "Bookmark",
@@ -113,8 +112,8 @@ class BookmarkTimestamp:
         return format_timestamp(self.micros)
 
 
-ListItem = Union[Bookmark, BookmarkTimestamp, BookmarkKeyword]
-RangeEnd = Union[Bookmark, BookmarkTimestamp, BookmarkKeyword]
+ListItem = Bookmark | BookmarkTimestamp | BookmarkKeyword
+RangeEnd = Bookmark | BookmarkTimestamp | BookmarkKeyword
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +145,7 @@ class BookmarkRange:
         )
 
 
-BookmarkSpec = Union[Bookmark, BookmarkKeyword, BookmarkTimestamp, BookmarkList, BookmarkRange]
+BookmarkSpec = Bookmark | BookmarkKeyword | BookmarkTimestamp | BookmarkList | BookmarkRange
 
 _BOOKMARK_RE = re.compile(r"([0-9]{1,20})\|([0-9]{1,20})\|")
 _TS_RE = re.compile(r"([0-9]{4})([0-9]{2})([0-9]{2})T([0-9]{2})([0-9]{2})([0-9]{2})(?:\.([0-9]{1,6}))?(Z?)")
@@ -181,7 +180,8 @@ def format_timestamp(micros: int) -> str:
     when = _UNIX_EPOCH + _dt.timedelta(seconds=seconds)
     text = when.strftime("%Y%m%dT%H%M%S")
     if len(text) != 15:  # strftime does not zero-pad years < 1000 on every libc
-        text = f"{when.year:04d}{when.month:02d}{when.day:02d}T{when.hour:02d}{when.minute:02d}{when.second:02d}"
+        text = (f"{when.year:04d}{when.month:02d}{when.day:02d}"
+                f"T{when.hour:02d}{when.minute:02d}{when.second:02d}")
     return f"{text}.{frac:06d}Z" if frac else f"{text}Z"
 
 
@@ -228,14 +228,16 @@ def parse_bookmark(text: str) -> BookmarkSpec:
             raise BookmarkError(f"invalid bookmark range {text!r}: must end with ']' or ')'")
         inner = stripped[1:-1]
         if inner.count(":") != 1:
-            raise BookmarkError(f"invalid bookmark range {text!r}: expected exactly one ':' between start and end")
+            raise BookmarkError(f"invalid bookmark range {text!r}: "
+                                "expected exactly one ':' between start and end")
         start_text, end_text = inner.split(":")
         if not start_text.strip() or not end_text.strip():
             raise BookmarkError(f"invalid bookmark range {text!r}: start and end are both required")
         start = _parse_list_or_single(start_text, text)
         end = _parse_single(end_text, text)
         if isinstance(end, BookmarkKeyword) and end is not NOW:
-            raise BookmarkError(f"invalid bookmark range {text!r}: the end must be a bookmark, a timestamp or now")
+            raise BookmarkError(f"invalid bookmark range {text!r}: "
+                                "the end must be a bookmark, a timestamp or now")
         return BookmarkRange(start, end, stripped[0] == "[", stripped[-1] == "]")
     if stripped[-1] in "])":
         raise BookmarkError(f"invalid bookmark range {text!r}: must start with '[' or '('")

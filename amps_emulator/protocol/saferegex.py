@@ -249,6 +249,7 @@ class SafePattern:
         self._py: re.Pattern | None = None
         self._bounded: Any = None
         self._gave_up = False
+        self.search: Callable[[str], Any]
         if _is_simple(text):
             self._py = re.compile(text, re.ASCII)
             self.engine = "re"

@@ -206,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stream=sys.stderr,
     )
     from amps_emulator.config import ConfigError
-    from amps_emulator.config.cli import run_sample_config, run_verify_config
+    from amps_emulator.server.verify import run_sample_config, run_verify_config
 
     if args.sample_config:
         return run_sample_config()

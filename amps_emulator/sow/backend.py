@@ -19,7 +19,7 @@ Scans avoid full decoding where they can: the memory backend keeps every record'
 body; the LMDB backend decodes only the top-level fields the query reads (a ``TypedDict``
 msgspec decoder built per set of field names) straight from the memory-mapped value, and
 builds a :class:`Record` only for matching rows.  For a filter with a fields mode
-(:func:`protocol.filter.compiler.fields_filter`) the scan is one generated loop with the
+(:func:`protocol.filter.fields.fields_filter`) the scan is one generated loop with the
 filter inlined, decoding each body into a ``Struct`` of those fields instead; it matches
 exactly the rows, and returns exactly the documents, of the general loop.
 """
@@ -34,7 +34,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
-from amps_emulator.protocol.filter.compiler import fields_filter
+from amps_emulator.protocol.filter.fields import fields_filter
 
 from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbKVTable, LmdbOrderedSet
 from .record import Record, decode_record, encode_record
@@ -406,7 +406,7 @@ class LmdbBackend:
 Backend: TypeAlias = MemoryBackend | LmdbBackend
 
 
-# The scan loop around a filter's fields mode (protocol.filter.compiler.FieldsFilter): one
+# The scan loop around a filter's fields mode (protocol.filter.fields.FieldsFilter): one
 # generated function per filter, the filter's test inlined, no call per record.  A record's
 # body is decoded into a struct of the fields the query reads; a body that is not a JSON
 # object goes through the compiled filter on its full decode, exactly as ``_partial`` does.

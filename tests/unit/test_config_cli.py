@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 
 from amps_emulator.config import loads_config
-from amps_emulator.config.cli import main, run_sample_config, run_verify_config
+from amps_emulator.server.verify import main, run_sample_config, run_verify_config
 
 GOOD = """<AMPSConfig>
   <Name>ok</Name>

@@ -12,9 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amps_emulator.protocol.filter import compile_filter, interpret_filter, to_text
-from amps_emulator.protocol.filter import compiler
-from amps_emulator.protocol.filter.compiler import fields_filter
+from amps_emulator.protocol.filter import compile_filter, compiler, interpret_filter, to_text
+from amps_emulator.protocol.filter.fields import fields_filter
 from amps_emulator.sow import SowStore, TopicSpec, TransientStore
 from amps_emulator.sow.paths import top_level_names
 from amps_emulator.sow.planner import identifier_paths

@@ -18,6 +18,7 @@ Modules: ``grammar.lark`` (syntax), ``parser`` (text -> AST), ``ast`` (node clas
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import msgspec
@@ -29,6 +30,7 @@ from .errors import FilterError
 from .interpreter import evaluate as interpret
 from .interpreter import matches as interpret_filter
 from .parser import parse
+from .runtime import CompiledFilter
 
 __all__ = [
     "compile_filter", "compile_expression", "evaluate_expression", "FilterError",
@@ -57,12 +59,13 @@ def decode_body(payload: bytes | bytearray | memoryview | str) -> Any:
         return None
 
 
-def matching(filters, payload, ctx: MessageContext | None = None) -> list:
+def matching(filters: Iterable[CompiledFilter | None], payload: bytes | bytearray | memoryview | str,
+             ctx: MessageContext | None = None) -> list[CompiledFilter | None]:
     """The filters (compiled callables, ``None`` = match all) that ``payload`` satisfies.
 
     The body is decoded at most once, and only if some filter needs it.
     """
-    out = []
+    out: list[CompiledFilter | None] = []
     doc: Any = matching  # sentinel: not decoded yet
     for f in filters:
         if f is None:

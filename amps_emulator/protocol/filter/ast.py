@@ -45,12 +45,11 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Union
 
 __all__ = [
     "Expr", "Literal", "Identifier", "And", "Or", "Not", "Compare", "Between", "In", "Like",
     "BeginsWith", "EndsWith", "IsNull", "IsNaN", "Arith", "Negate", "If", "Call",
-    "COMPARE_OPS", "ARITH_OPS", "PREDICATES", "to_text", "walk", "children", "depth",
+    "COMPARE_OPS", "ARITH_OPS", "NODES", "PREDICATES", "to_text", "walk", "children", "depth",
 ]
 
 COMPARE_OPS = ("=", "!=", "<", "<=", ">", ">=")
@@ -180,8 +179,12 @@ class Call:
     args: tuple[Expr, ...] = ()
 
 
-Expr = Union[Literal, Identifier, And, Or, Not, Compare, Between, In, Like, BeginsWith,
-             EndsWith, IsNull, IsNaN, Arith, Negate, If, Call]
+Expr = (Literal | Identifier | And | Or | Not | Compare | Between | In | Like | BeginsWith
+        | EndsWith | IsNull | IsNaN | Arith | Negate | If | Call)
+
+#: Every node class (``Expr`` as a tuple, for ``isinstance``).
+NODES = (Literal, Identifier, And, Or, Not, Compare, Between, In, Like, BeginsWith, EndsWith,
+         IsNull, IsNaN, Arith, Negate, If, Call)
 
 #: Nodes whose value is a truth value (TRUE / FALSE / NULL).
 PREDICATES = (And, Or, Not, Compare, Between, In, Like, BeginsWith, EndsWith, IsNull, IsNaN)
@@ -240,7 +243,7 @@ def _quote(s: str) -> str:
         if e is not None:
             out.append(e)
         elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append("\\x%02x" % ord(ch))
+            out.append(f"\\x{ord(ch):02x}")
         else:
             out.append(ch)
     return "'" + "".join(out) + "'"
@@ -263,9 +266,9 @@ def _number(v: int | float) -> str:
 
 
 def _path_text(path: tuple[str | int, ...]) -> str:
-    plain = all(type(s) is int or _STEP_RE.match(s) for s in path)
+    plain = all(isinstance(s, int) or _STEP_RE.match(s) for s in path)
     if plain and path and type(path[0]) is str:
-        return "".join(f"[{s}]" if type(s) is int else "/" + s for s in path)
+        return "".join(f"[{s}]" if isinstance(s, int) else "/" + s for s in path)
     if all(type(s) is str and "]" not in s and "/" not in s and s for s in path) and path:
         return "[" + "".join("/" + s for s in path) + "]"  # type: ignore[operator]
     raise ValueError(f"identifier {path!r} cannot be written as expression text")

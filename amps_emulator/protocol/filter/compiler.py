@@ -28,10 +28,10 @@ filter.  Two functions are built: a fast one for the usual ``dict`` body (fields
 identifier through :func:`~protocol.filter.values.resolve`) that the fast one delegates to
 when the body is not an object.
 
-Fields mode (:func:`fields_filter`): for scans over many stored bodies, the same filter
-generated once more reading its top-level fields from a msgspec ``Struct`` holding only
-those fields, as an expression that a caller's loop inlines (the SOW's LMDB scan), so that a
-record costs one decode and no Python call.
+Fields mode (:func:`~protocol.filter.fields.fields_filter`), the same filter generated for
+scans over many stored bodies, lives in :mod:`.fields`, which uses :class:`Gen` and
+:func:`recovery` from here (hence their public names).  What the generated code calls at run
+time, and :class:`~protocol.filter.runtime.CompiledFilter`, are in :mod:`.runtime`.
 
 The generated function never raises into the server: a zero-cost ``try`` hands any
 unexpected exception to the reference interpreter (counted in ``recoveries``, which the
@@ -48,36 +48,25 @@ from collections import Counter
 from functools import lru_cache
 from typing import Any
 
-import msgspec
-
 from . import ast as A
 from . import values as V
+from .context import MessageContext
 from .errors import FilterError
 from .functions import FUNCTIONS, regex
 from .interpreter import evaluate as _interpret
 from .interpreter import matches as _interpret_matches
 from .parser import MAX_DEPTH, parse
+from .runtime import HELPERS, NOT_COMPUTED, CompiledFilter, InSpec, Interpreted, LiteralValue, Runner
 
 __all__ = ["compile_filter", "compile_expression", "compile_ast", "CACHE_SIZE",
-           "FieldsFilter", "fields_filter"]
+           "CompiledFilter", "MAX_TEXT"]
 
 CACHE_SIZE = 4096
 
-_NUM = frozenset((int, float))
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _PYOP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _SIMPLE = re.compile(r"[A-Za-z_]\w*|-?\d+|'[^'\\]*'")
-
-
-def _all3(results):
-    seen_null = False
-    for r in results:
-        if r is False:
-            return False
-        if r is not True:
-            seen_null = True
-    return None if seen_null else True
 
 
 def _is_num(first: str, rest: str) -> str:
@@ -85,51 +74,6 @@ def _is_num(first: str, rest: str) -> str:
     the code evaluating it (maybe binding it to ``rest``), ``rest`` its later uses.  Cheaper
     than ``type(x) in {int, float}`` for the common int."""
     return f"(type({first}) is int or type({rest}) is float)"
-
-
-def _cmp_t(op, a, b):
-    return V.compare3(op, a, b) is True
-
-
-def _cmp_f(op, a, b):
-    return V.compare3(op, a, b) is False
-
-
-def _in_lit3(v, spec):
-    """``v IN (literals)`` three-valued, with the literal set pre-split by ``_in_spec``."""
-    strs, nums, numstrs, has_null, check_num, bools = spec
-    t = type(v)
-    if t is str:
-        if not v:
-            return None
-        if v in strs:
-            return True
-        if check_num:
-            n = V.parse_number(v)
-            if n is not None and n in nums:
-                return True
-        return None if has_null else False
-    if t is int or t is float:
-        if v != v:
-            return None
-        if v in nums or v in numstrs:
-            return True
-        return None if has_null else False
-    if t is list:
-        return V.any3(_in_lit3(x, spec) for x in V.flatten(v)) if v else None
-    if t is bool:
-        return bools[v]
-    return None  # NULL or an object: not ordered against any literal
-
-
-_HELPERS = {
-    "_resolve": V.resolve, "_truth": V.truth, "_cmp3": V.compare3, "_cmp_t": _cmp_t,
-    "_cmp_f": _cmp_f, "_all3": _all3, "_any3": V.any3, "_not3": V.not3, "_in3": V.in3,
-    "_in_lit3": _in_lit3, "_between3": V.between3,
-    "_like3": V.like3, "_begins3": V.begins3, "_ends3": V.ends3, "_is_null": V.is_null,
-    "_is_nan": V.is_nan, "_arith": V.arith, "_negate": V.negate, "_NUM": _NUM,
-    "_NAN": V.NAN, "_L": 1 << 64, "_NL": -(1 << 64), "_float": float,
-}
 
 
 _REGEX_META = frozenset(".^$*+?{}[]()|\\#")
@@ -150,7 +94,17 @@ def _plain_like(pattern: str):
     return kind, body
 
 
-def _const_node(node: A.Expr, memo: dict) -> bool:
+def _literal_values(items: tuple[A.Expr, ...]) -> list[LiteralValue] | None:
+    """The values of ``items`` if all are literals, else ``None``."""
+    values: list[LiteralValue] = []
+    for i in items:
+        if not isinstance(i, A.Literal):
+            return None
+        values.append(i.value)
+    return values
+
+
+def _const_node(node: A.Expr, memo: dict[int, bool]) -> bool:
     """True if the node's value depends on neither the message nor the context."""
     key = id(node)
     r = memo.get(key)
@@ -168,7 +122,7 @@ def _const_node(node: A.Expr, memo: dict) -> bool:
     return r
 
 
-class _Gen:
+class Gen:
     """Source generator for one function (fast/dict variant or generic variant)."""
 
     def __init__(self, ns: dict, root_is_dict: bool, prefix: str,
@@ -313,7 +267,7 @@ class _Gen:
             return self.val(n)
         return f"_truth({self.val(n)})"
 
-    def pred3(self, n) -> str:
+    def pred3(self, n: A.Between | A.In | A.Like | A.BeginsWith | A.EndsWith) -> str:
         """Three-valued value of BETWEEN / IN / LIKE / BEGINS / ENDS, ignoring ``negated``."""
         v = self.val(n.operand)
         if isinstance(n, A.Between):
@@ -425,19 +379,20 @@ class _Gen:
             return None
         upper = left.name == "UPPER"
         bad, twin = (str.islower, str.lower) if upper else (str.isupper, str.upper)
-        options = []
+        options: list[tuple[str, ...]] = []
+        mappable = True
         for c in lit:
             if c.isascii() and c.isalpha():
                 if bad(c):
-                    options = None  # no string maps to this literal
+                    mappable = False  # no string maps to this literal
                     break
                 options.append((c, twin(c)))
             else:
                 options.append((c,))
-        if options is not None and sum(len(o) > 1 for o in options) > 8:
+        if mappable and sum(len(o) > 1 for o in options) > 8:
             return None
-        pre = frozenset("".join(p) for p in itertools.product(*options)) if options else \
-            frozenset()
+        pre = frozenset("".join(p) for p in itertools.product(*options)) if mappable and options \
+            else frozenset()
         first, rest = self.bind(self.val(left.args[0]))
         P = self.const(pre, "set")
         fast = f"{rest} in {P}" if equal else f"({rest} not in {P} and {rest} != '')"
@@ -452,27 +407,28 @@ class _Gen:
         memo = self.const_memo
         right = n.right
         general = f"_arith({op!r}, {{a}}, {{b}})"
+        int_lit: int | None = None  # an int literal inside the 64-bit range
+        float_lit: float | None = None  # a finite float literal
         if isinstance(right, A.Literal):
-            lit = right.value
-            t = type(lit)
-            int_lit = t is int and -(1 << 64) < lit < (1 << 64)
-            float_lit = t is float and math.isfinite(lit)
-        else:
-            int_lit = float_lit = False
+            value = right.value
+            if type(value) is int and -(1 << 64) < value < (1 << 64):
+                int_lit = value
+            elif type(value) is float and math.isfinite(value):
+                float_lit = value
         if op not in ("+", "-", "*") or _const_node(n.left, memo) or (
-                _const_node(right, memo) and not (int_lit or float_lit)):
+                _const_node(right, memo) and int_lit is None and float_lit is None):
             return general.format(a=self.val(n.left), b=self.val(right))
         a1, a = self.bind(self.val(n.left))
         r = self.tmp()
         ints = f"({r} if _NL < ({r} := {a} {op} {{b}}) < _L else _float({r}))"
-        if int_lit:
-            L, FL = self.lit(lit), self.lit(float(lit))
-            if lit == 0 and op != "*" or op == "*" and lit in (1, -1):
+        if int_lit is not None:
+            L, FL = self.lit(int_lit), self.lit(float(int_lit))
+            if int_lit == 0 and op != "*" or op == "*" and int_lit in (1, -1):
                 ints = f"{a} {op} {{b}}"  # stays inside the (symmetric) range
             return (f"({ints.format(b=L)} if type({a1}) is int and _NL < {a} < _L else "
                     f"{a} {op} {FL} if type({a}) is float else {general.format(a=a, b=L)})")
-        if float_lit:
-            L = self.lit(lit)
+        if float_lit is not None:
+            L = self.lit(float_lit)
             return (f"({a} {op} {L} if type({a1}) is float else "
                     f"{general.format(a=a, b=L)})")
         b1, b = self.bind(self.val(right))
@@ -482,14 +438,14 @@ class _Gen:
                 f"{general.format(a=a, b=b)})")
 
     # ---- BETWEEN / IN / LIKE / BEGINS WITH / ENDS WITH
-    def in_spec(self, n: A.In):
-        if not all(isinstance(i, A.Literal) for i in n.items):
+    def in_spec(self, n: A.In) -> InSpec | None:
+        vals = _literal_values(n.items)
+        if vals is None:
             return None
-        vals = [i.value for i in n.items]
         if any(type(v) is bool for v in vals):
             return None
         strs = frozenset(v for v in vals if type(v) is str and v)
-        nums = frozenset(v for v in vals if type(v) in (int, float) and v == v)
+        nums = frozenset(v for v in vals if (type(v) is int or type(v) is float) and v == v)
         numstrs = frozenset(x for x in (V.parse_number(s) for s in strs) if x is not None)
         has_null = any(v is None or v == "" or (type(v) is float and v != v) for v in vals)
         # a boolean's answer is computed here once: testing it against every literal per
@@ -497,7 +453,7 @@ class _Gen:
         bools = {True: V.in3(True, vals), False: V.in3(False, vals)}
         return (strs, nums, numstrs, has_null, bool(nums), bools)
 
-    def special(self, n, want: bool) -> str:
+    def special(self, n: A.Between | A.In | A.Like | A.BeginsWith | A.EndsWith, want: bool) -> str:
         """T/F code for BETWEEN, IN, LIKE, BEGINS/ENDS WITH; ``want`` already accounts for
         ``negated`` (True: code for 'the un-negated predicate is TRUE')."""
         is_ = "True" if want else "False"
@@ -544,16 +500,17 @@ class _Gen:
                 fast = f"{search}({rest}) {'is not None' if want else 'is None'}"
             return (f"({fast} if type({first}) is str and {rest} "
                     f"else _like3({rest}, {self.const(rx, 'r')}) is {is_})")
-        if isinstance(n, (A.BeginsWith, A.EndsWith)) and not op_const and all(
-                isinstance(i, A.Literal) and V.to_str(i.value) for i in n.items):
-            affixes = tuple(V.to_str(i.value) for i in n.items)
+        lits = _literal_values(n.items) if isinstance(n, (A.BeginsWith, A.EndsWith)) else None
+        if isinstance(n, (A.BeginsWith, A.EndsWith)) and not op_const and lits is not None \
+                and all(V.to_str(v) for v in lits):
+            affixes = tuple(V.to_str(v) for v in lits)
             method = "startswith" if isinstance(n, A.BeginsWith) else "endswith"
             first, rest = self.bind(self.val(n.operand))
             fast = f"{rest}.{method}({self.const(affixes, 'a')})"
             if not want:
                 fast = "not " + fast
             helper = "_begins3" if isinstance(n, A.BeginsWith) else "_ends3"
-            items = self.const(tuple(i.value for i in n.items), "a")
+            items = self.const(tuple(lits), "a")
             return (f"({fast} if type({first}) is str and {rest} "
                     f"else {helper}({rest}, {items}) is {is_})")
         if isinstance(n, A.Between) and not op_const:
@@ -571,10 +528,10 @@ class _Gen:
         return f"({self.pred3(n)} is {is_})"
 
 
-def _build(root: A.Expr, value_mode: bool) -> tuple[callable, str]:
-    ns: dict = dict(_HELPERS)
-    fast = _Gen(ns, True, "f")
-    generic = _Gen(ns, False, "g")
+def _build(root: A.Expr, value_mode: bool) -> tuple[CompiledFilter, str]:
+    ns: dict[str, Any] = dict(HELPERS)
+    fast = Gen(ns, True, "f")
+    generic = Gen(ns, False, "g")
     for g in (fast, generic):
         g.prepare(root)
     body_fast = fast.val(root) if value_mode else fast.T(root)
@@ -592,20 +549,21 @@ def _build(root: A.Expr, value_mode: bool) -> tuple[callable, str]:
     src.append(f"        return {body_fast}")
     src.append("    except Exception:")  # zero cost until raised (CPython 3.11+)
     src.append("        return _recover(d, ctx)")
-    ns["_recover"] = _recovery(root, value_mode)
+    ns["_recover"] = recovery(root, value_mode)
     source = "\n".join(src) + "\n"
     code = compile(source, "<amps-filter>", "exec")
     exec(code, ns)  # noqa: S102 - source built only from generated names and repr()s
-    return ns["_compiled"], source
+    fn: CompiledFilter = ns["_compiled"]  # a plain function: compile_ast sets its attributes
+    return fn, source
 
 
 #: times a compiled filter raised and was answered by the interpreter (tests assert 0)
 recoveries = 0
 
 
-def _recovery(root: A.Expr, value_mode: bool):
+def recovery(root: A.Expr, value_mode: bool) -> Runner:
     """Safety net: answer with the reference interpreter, never raise into the server."""
-    def recover(d, ctx=None):
+    def recover(d: Any, ctx: MessageContext | None = None) -> Any:
         global recoveries
         recoveries += 1
         try:
@@ -615,26 +573,19 @@ def _recovery(root: A.Expr, value_mode: bool):
     return recover
 
 
-def _fallback(root: A.Expr, value_mode: bool):
-    """Interpreter-backed callable for expressions too deep for Python's compiler."""
-    def run(d, ctx=None):
-        try:
-            return _interpret(root, d, ctx) if value_mode else _interpret_matches(root, d, ctx)
-        except Exception:
-            return None if value_mode else False
-    return run
-
-
-def compile_ast(root: A.Expr, text: str | None = None, value_mode: bool = False):
+def compile_ast(root: A.Expr, text: str | None = None, value_mode: bool = False
+                ) -> CompiledFilter:
     """Compile an AST.  Filter mode returns ``f(doc, ctx=None) -> bool``; value mode returns
     ``f(doc, ctx=None) -> value``.  The callable carries ``text``, ``ast``, ``source``
     (generated Python, ``None`` when interpreted), ``deterministic`` and ``uses_context``."""
     if A.depth(root) > MAX_DEPTH:
         raise FilterError(f"expression nested too deeply (more than {MAX_DEPTH} levels)")
+    fn: CompiledFilter
+    source: str | None
     try:
         fn, source = _build(root, value_mode)
     except (RecursionError, SyntaxError, MemoryError, ValueError, OverflowError):
-        fn, source = _fallback(root, value_mode), None
+        fn, source = Interpreted(root, value_mode), None
     calls = [n for n in A.walk(root) if isinstance(n, A.Call)]
     if text is None:
         try:
@@ -647,144 +598,8 @@ def compile_ast(root: A.Expr, text: str | None = None, value_mode: bool = False)
     fn.value_mode = value_mode
     fn.deterministic = all(FUNCTIONS[c.name].deterministic for c in calls)
     fn.uses_context = any(FUNCTIONS[c.name].kind == "context" for c in calls)
+    fn.fields_cache = NOT_COMPUTED
     return fn
-
-
-# ---- fields mode: a filter specialised for scans over many stored bodies -------------------
-
-class FieldsFilter:
-    """A compiled filter taken apart for a loop that evaluates it on many JSON bodies.
-
-    For a filter (not an expression) whose identifiers all start with an object field, that
-    reads no message context and that Python could compile.  The loop decodes each body with
-    ``decoder`` (a msgspec ``Struct`` holding only the top-level fields the filter reads,
-    ``None`` when a field is missing or ``null``, exactly what ``dict.get`` gives on the full
-    decode; it raises ``msgspec.DecodeError`` (``ValidationError`` included) for a body that
-    is not a JSON object or not JSON, and ``UnicodeDecodeError`` / ``TypeError`` as
-    ``msgspec.json.decode`` does, and the loop must then evaluate ``fn`` on whatever it decodes
-    instead), binds the struct to the local name ``_s``, runs the statements ``pre`` and
-    then the Python expression ``test``, which is true iff the filter is TRUE.
-    (``decoder_for(extra)``: the same with more fields decoded, for a loop whose documents
-    must also carry other fields, e.g. for ordering.)
-
-    ``test`` may raise only on a bug (the tests require it never does); the loop should
-    answer such a record with ``_recover(doc)`` (a global of the built namespace: counts the
-    event in ``recoveries`` and asks the reference interpreter), as the compiled filter does.
-
-    ``build(template, names)`` compiles loop source around the filter: ``template`` is
-    Python source containing a line ``<PRE>`` (replaced by ``pre``, at that line's
-    indentation) and ``{test}``; ``names`` are extra globals.  Loop locals must not start
-    with ``_t``, ``_v``, ``_k``, ``_path`` or ``_s`` (the generated code's names).
-    """
-
-    __slots__ = ("fn", "names", "pre", "test", "defs", "ns", "_built", "_decoders")
-
-    def __init__(self, fn, names, pre, test, defs, ns):
-        self.fn = fn
-        self.names = names
-        self.pre = pre
-        self.test = test
-        self.defs = defs
-        self.ns = ns
-        self._built: dict = {}
-        self._decoders: dict = {}
-
-    @property
-    def decoder(self) -> msgspec.json.Decoder:
-        return self._decoders[()]
-
-    def decoder_for(self, extra=()) -> msgspec.json.Decoder | None:
-        """The struct decoder; ``extra``: more top-level names it must decode too (so that
-        it accepts and rejects exactly the bodies a decoder of ``names`` + ``extra`` does).
-        ``None`` if msgspec cannot name such fields (a quote, a backslash or a control
-        character in the name)."""
-        extra = tuple(sorted(set(extra).difference(self.names)))
-        try:
-            return self._decoders[extra]
-        except KeyError:
-            pass
-        fields = [(f"f{i}", Any, None) for i in range(len(self.names))]
-        fields += [(f"x{i}", Any, None) for i in range(len(extra))]
-        rename = {f"f{i}": n for i, n in enumerate(self.names)}
-        rename.update({f"x{i}": n for i, n in enumerate(extra)})
-        try:
-            struct = msgspec.defstruct("Fields", fields, rename=rename, gc=False)
-            dec = msgspec.json.Decoder(struct)
-        except (ValueError, TypeError):
-            dec = None
-        self._decoders[extra] = dec
-        return dec
-
-    def build(self, template: str, names: dict | None = None):
-        """The namespace (dict) the loop source was executed in (cached per template)."""
-        key = (template, tuple(sorted(names)) if names else ())
-        ns = self._built.get(key)
-        if ns is not None:
-            return ns
-        lines = []
-        for line in template.split("\n"):
-            if line.strip() == "<PRE>":
-                indent = line[:len(line) - len(line.lstrip())]
-                lines.extend(indent + p for p in self.pre)
-            else:
-                lines.append(line)
-        src = "\n".join(self.defs + [line.replace("{test}", self.test) for line in lines])
-        ns = dict(self.ns)
-        if names:
-            ns.update(names)
-        exec(compile(src, "<amps-filter-loop>", "exec"), ns)  # noqa: S102 - generated
-        self._built[key] = ns
-        return ns
-
-    @property
-    def source(self) -> str:
-        return "\n".join(self.defs + self.pre + [self.test])
-
-
-_NO_FIELDS: Any = object()
-
-
-def fields_filter(fn) -> FieldsFilter | None:
-    """The :class:`FieldsFilter` of a compiled filter, or ``None`` when it has none (computed
-    once per compiled filter)."""
-    ff = getattr(fn, "_fields_filter", _NO_FIELDS)
-    if ff is _NO_FIELDS:
-        try:
-            ff = _make_fields_filter(fn)
-        except (RecursionError, SyntaxError, MemoryError, ValueError, OverflowError):
-            ff = None
-        try:
-            fn._fields_filter = ff
-        except AttributeError:  # pragma: no cover - not one of ours
-            pass
-    return ff
-
-
-def _make_fields_filter(fn) -> FieldsFilter | None:
-    root = getattr(fn, "ast", None)
-    if root is None or getattr(fn, "source", None) is None or getattr(fn, "value_mode", True) \
-            or getattr(fn, "uses_context", True):
-        return None
-    names: dict[str, str] = {}
-    for node in A.walk(root):
-        if isinstance(node, A.Identifier):
-            p = node.path
-            if not p or type(p[0]) is not str:
-                return None
-            if p[0] not in names:
-                names[p[0]] = f"f{len(names)}"
-    if not names:
-        return None
-    ns: dict = dict(_HELPERS)
-    ns["_recover"] = _recovery(root, False)
-    gen = _Gen(ns, True, "s", fields=names)
-    gen.prepare(root)
-    test = gen.T(root)
-    # compile once here so that a failure surfaces now, not inside a scan
-    compile("\n".join(gen.defs + ["def _check(_s):"] + ["    " + p for p in gen.pre]
-                       + [f"    return {test}"]), "<amps-filter-loop>", "exec")
-    ff = FieldsFilter(fn, tuple(names), gen.pre, test, gen.defs, ns)
-    return ff if ff.decoder_for(()) is not None else None
 
 
 #: the longest filter or expression text accepted (parsing costs about 20 us a character:
@@ -793,7 +608,7 @@ MAX_TEXT = 256 * 1024
 
 
 @lru_cache(maxsize=CACHE_SIZE)
-def _compile_cached(text: str, value_mode: bool):
+def _compile_cached(text: str, value_mode: bool) -> CompiledFilter | FilterError:
     """The compiled callable, or the :class:`FilterError` (cached too: refusing the same long
     bad filter again must not cost a second parse)."""
     try:
@@ -808,7 +623,7 @@ def _compile_cached(text: str, value_mode: bool):
         return FilterError(f"{type(exc).__name__}: {exc}", None, text)
 
 
-def _compiled(text: Any, value_mode: bool):
+def _compiled(text: Any, value_mode: bool) -> CompiledFilter:
     what = "expression" if value_mode else "filter"
     if not isinstance(text, str):
         raise FilterError(f"{what} must be text, not {type(text).__name__}")
@@ -820,7 +635,7 @@ def _compiled(text: Any, value_mode: bool):
     return fn
 
 
-def compile_filter(text: str):
+def compile_filter(text: str) -> CompiledFilter:
     """Compile filter text (cached by text) into ``f(doc, ctx=None) -> bool``.
 
     ``f(doc)`` is True only if the expression is TRUE for the decoded JSON body ``doc``
@@ -830,6 +645,6 @@ def compile_filter(text: str):
     return _compiled(text, False)
 
 
-def compile_expression(text: str):
+def compile_expression(text: str) -> CompiledFilter:
     """Compile expression text (cached) into ``f(doc, ctx=None) -> value`` (None = NULL)."""
     return _compiled(text, True)

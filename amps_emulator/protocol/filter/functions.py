@@ -269,13 +269,13 @@ def _strftime(fmt, ts):
             i += 1
             continue
         if fmt.startswith("%03f", i):
-            out.append("%03d" % (dt.microsecond // 1000))
+            out.append(f"{dt.microsecond // 1000:03d}")
             i += 4
             continue
         spec = fmt[i:i + 2]
         i += 2
         if spec == "%f":
-            out.append("%06d" % dt.microsecond)
+            out.append(f"{dt.microsecond:06d}")
         elif spec == "%%":
             out.append("%")
         else:

@@ -185,7 +185,7 @@ class _ToAst(Transformer):
         op, x = c
         if str(op) == "+":
             return x
-        if isinstance(x, A.Literal) and type(x.value) in (int, float):
+        if isinstance(x, A.Literal) and (type(x.value) is int or type(x.value) is float):
             return A.Literal(-x.value)
         return A.Negate(x)
 
@@ -235,8 +235,8 @@ class _ToAst(Transformer):
         return A.Identifier(tuple(steps))
 
     def call(self, c):
-        name_tok, args = c
-        args = args or ()
+        name_tok, given = c
+        args: tuple[A.Expr, ...] = tuple(given or ())
         name = str(name_tok).upper()
         if name == "IF":
             if len(args) != 3:
@@ -273,7 +273,7 @@ def _describe(exc: UnexpectedInput, text: str) -> FilterError:
         if tok.type == "$END":
             return FilterError("unexpected end of filter", len(text), text)
         return FilterError(f"unexpected {str(tok)!r}", tok.start_pos, text)
-    if isinstance(exc, UnexpectedCharacters):
+    if isinstance(exc, UnexpectedCharacters) and exc.pos_in_stream is not None:
         pos = exc.pos_in_stream
         return FilterError(f"unexpected character {text[pos]!r}", pos, text)
     return FilterError(str(exc), getattr(exc, "pos_in_stream", None), text)
@@ -298,6 +298,8 @@ def parse(text: str) -> A.Expr:
         raise FilterError(str(exc), None, text) from None
     except RecursionError:
         raise FilterError("filter nested too deeply", None, text) from None
+    if not isinstance(root, A.NODES):  # pragma: no cover - the transformer builds nodes
+        raise FilterError(f"not an expression: {type(root).__name__}", None, text)
     if A.depth(root) > MAX_DEPTH:
         raise FilterError(f"filter nested too deeply (more than {MAX_DEPTH} levels)", None,
                           text)

@@ -287,7 +287,7 @@ def not3(a):
 
 def in3(v, items: list | tuple):
     """``v IN (items)``: OR of array-aware equalities."""
-    r = False
+    r: bool | None = False
     for item in items:
         c = compare3("=", v, item)
         if c is True:

@@ -1,0 +1,29 @@
+"""``--verify-config FILE``: :mod:`amps_emulator.config.cli`'s check, with the dry start-up.
+
+Configuration imports nothing from the server, so the check takes the engines' dry start-up
+(:func:`.preflight.dry_start`) as an argument; these bind it. ``amps-emulator
+--verify-config`` and ``python -m amps_emulator.config`` call them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TextIO
+
+from amps_emulator.config import cli
+
+from .preflight import dry_start
+
+__all__ = ["main", "run_sample_config", "run_verify_config"]
+
+run_sample_config = cli.run_sample_config
+
+
+def run_verify_config(path: str, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """:func:`amps_emulator.config.cli.run_verify_config` with the server's dry start-up."""
+    return cli.run_verify_config(path, out, err, dry_start=dry_start)
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """``python -m amps_emulator.config (--sample-config | --verify-config FILE)``."""
+    return cli.main(argv, out, err, dry_start=dry_start)
