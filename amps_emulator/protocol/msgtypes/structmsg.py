@@ -78,7 +78,10 @@ class StructCodec(MessageCodec):
             raise MessageTypeConfigError(f"struct message type {name!r} declares no Field")
         seen: set[tuple[str, ...]] = set()
         for f in self.fields:
-            if f.path and (f.path in seen or any(f.path[:i] in seen for i in range(len(f.path)))):
+            if not f.path:
+                continue
+            n = len(f.path)
+            if any(p[:n] == f.path or f.path[:len(p)] == p for p in seen):
                 raise MessageTypeConfigError(f"struct Field {f.text!r} repeats or nests in a field")
             seen.add(f.path)
         self.size = sum(f.fmt.size for f in self.fields)
