@@ -85,9 +85,18 @@ class _TagValueCodec(MessageCodec):
         conv = infer_scalar if typed else text_or_none
         out: dict[str, Tree] = {}
         repeated: set[str] = set()
-        for tag_b, value_b in self.fields(body):
-            tag = bytes_text(tag_b)
-            value = conv(bytes_text(value_b))
+        numeric = self.numeric_tags
+        sep = chr(self.field_separator)
+        # one text conversion for the whole body (separators and '=' are single bytes < 0x80
+        # or Latin-1 code points, so they split the text exactly where they split the bytes)
+        for field in bytes_text(body).split(sep):
+            if not field:
+                continue
+            tag, eq, raw = field.partition("=")
+            if not eq or not tag or (numeric and not (tag.isascii() and tag.isdigit())):
+                self.fields(body)  # raises the precise CodecError
+                raise CodecError(f"malformed {self.name} field")  # (mixed-encoding body)
+            value = conv(raw)
             if tag not in out:
                 out[tag] = value
             elif tag in repeated:
