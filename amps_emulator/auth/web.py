@@ -151,9 +151,9 @@ class DocumentSource:
 
     def fetch_sync(self, user: str, password: str | None) -> bytes:
         """The document's bytes; :class:`FetchError` when there is none. Blocking."""
+        if self.options.resource_uri.startswith("file:"):
+            return self._read_file(user)
         url = self.url_for(user)
-        if url.startswith("file:"):
-            return self._read_file(user, url)
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise FetchError(user, f"unsupported ResourceURI {url!r} (expected http://, https:// or file:)")
@@ -169,14 +169,18 @@ class DocumentSource:
         assert last is not None
         raise last
 
-    def _read_file(self, user: str, url: str) -> bytes:
+    def _read_file(self, user: str) -> bytes:
         self.requests += 1
-        rest = url[len("file:"):]
+        if user in ("", ".", "..") or any(c in user for c in "/\\\0"):
+            # the name is a file name here: it must not be able to name another file
+            raise FetchError(user, "user name not usable in a file: ResourceURI", 404)
+        template = self.options.resource_uri
+        rest = template[len("file:"):]
         if rest.startswith("//"):
-            parsed = urllib.parse.urlsplit(url)
-            path = urllib.parse.unquote(parsed.path)
-        else:
-            path = self._path(urllib.parse.unquote(rest))
+            rest = urllib.parse.urlsplit(template).path
+        path = substitute(urllib.parse.unquote(rest), user)
+        if not template.startswith("file://"):
+            path = self._path(path)
         try:
             with open(path, "rb") as f:
                 data = f.read(MAX_BODY + 1)
