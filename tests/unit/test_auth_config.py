@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from amps_emulator.auth import ModuleDecl, SecurityLayer, block_from_values, load_security, read_security, resolve
+from amps_emulator.auth import (
+    ModuleDecl,
+    SecurityLayer,
+    block_from_values,
+    load_security,
+    read_security,
+    resolve,
+)
 from amps_emulator.auth.config import AUTHENTICATION, ENTITLEMENT, web_options
 from amps_emulator.config.errors import ConfigError
 from amps_emulator.config.xmlload import load_tree
@@ -88,7 +95,8 @@ def test_layer_shares_one_document_source_per_web_configuration():
     ("<Entitlement><Module>amps-default-authentication-module</Module></Entitlement>",
      "is not an entitlement module"),
     ("<Authentication><Module>amps-default-authentication-module</Module>"
-     "<Options><AllowSpoffing>true</AllowSpoffing></Options></Authentication>", "did you mean 'AllowSpoofing'"),
+     "<Options><AllowSpoffing>true</AllowSpoffing></Options></Authentication>",
+     "did you mean 'AllowSpoofing'"),
     ("<Authentication><Module>amps-default-authentication-module</Module>"
      "<Options><RequireLogon>maybe</RequireLogon></Options></Authentication>", "<RequireLogon>"),
     ("<Authentication></Authentication>", "missing required element <Module>"),
@@ -103,10 +111,12 @@ def test_bad_blocks_are_located_errors(block, message):
 
 
 @pytest.mark.parametrize("library, options, message", [
-    ("libamps_simple_access_entitlement.so", "<GrantedPermissions>all</GrantedPermissions>", "GrantedPermissions"),
+    ("libamps_simple_access_entitlement.so", "<GrantedPermissions>all</GrantedPermissions>",
+     "GrantedPermissions"),
     ("libamps_simple_access_entitlement.so", "<DeniedTopics>(</DeniedTopics>", "invalid regular expression"),
     ("libamps_http_entitlement.so", "", "requires <ResourceURI>"),
-    ("libamps_http_entitlement.so", "<ResourceURI>file:x</ResourceURI><RetryCount>-1</RetryCount>", "RetryCount"),
+    ("libamps_http_entitlement.so", "<ResourceURI>file:x</ResourceURI><RetryCount>-1</RetryCount>",
+     "RetryCount"),
     ("libamps_http_entitlement.so", "<ResourceURI>file:x</ResourceURI><HTTPHeader>nocolon</HTTPHeader>",
      "HTTPHeader"),
     ("libamps_multi_authentication.so", "", "not implemented by the emulator"),
