@@ -19,7 +19,8 @@ MODULES = {"simple": ModuleDecl(name="simple", library="libamps_simple_access_en
 
 
 def layer(auth: str = "amps-default-authentication-module", auth_opts=(),
-          ent: str = "amps-default-entitlement-module", ent_opts=(), config_dir: str = ".", transports=None) -> SecurityLayer:
+          ent: str = "amps-default-entitlement-module", ent_opts=(), config_dir: str = ".",
+          transports=None) -> SecurityLayer:
     if ent == "web" and auth == "web" and not ent_opts:
         ent_opts = auth_opts  # one module doing both: one document source
     cfg = SecurityConfig(authentication=block_from_values(AUTHENTICATION, auth, auth_opts, MODULES),
