@@ -12,7 +12,9 @@ or ``$AMPS_URI``, and ``--name CLIENT_NAME``)::
 
 Messages received are printed as JSON lines (``{"c":"p","t":..,"k":..,"bm":..,"data":..}``);
 ``sow --format table`` prints an aligned table of the records' top-level fields. Exit status:
-0 on success, 1 on a failure ack or a connection problem (the reason on stderr).
+0 on success, 1 on a failure ack or a connection problem (the reason on stderr), 2 on a
+command-line error -- among them spark's single-dash long words (``-topic``), which argparse
+would otherwise read as a short option with a value (``-t opic``); ``amps-spark`` takes those.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Iterable, Sequence
@@ -234,8 +237,29 @@ COMMANDS = {"publish": cmd_publish, "subscribe": cmd_subscribe, "sow": cmd_sow,
             "ping": cmd_ping}
 
 
+# A single dash and two or more letters: spark's way of writing a long option. argparse would
+# read "-topic" as "-t opic" (and "-server" as "-s erver"); that is refused instead.
+_SPARK_WORD = re.compile(r"-[A-Za-z][A-Za-z_]+(=.*)?")
+
+
+def refuse_single_dash_words(parser: argparse.ArgumentParser, argv: Sequence[str]) -> None:
+    """Stop with a usage error at the first ``-word`` before a ``--`` separator, naming the
+    ``--word`` this tool means and ``amps-spark`` for spark command lines. Short options
+    with their value attached (``-tfoo``) are refused too: they cannot be told apart."""
+    for word in argv:
+        if word == "--":
+            return
+        if _SPARK_WORD.fullmatch(word):
+            name = word[1:].split("=", 1)[0]
+            parser.error(f"{word!r}: a single dash takes one letter here (-t orders); long "
+                         f"options take two (--{name}). For spark's syntax "
+                         f"({word} ...), use amps-spark.")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    refuse_single_dash_words(parser, sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
     try:
         with Client(args.server, args.name, args.timeout or 3600.0) as c:
             return COMMANDS[args.command](c, args)

@@ -76,7 +76,8 @@ def test_only_amps_emulator_is_installed_at_top_level(installed):
     outside = {p.split("/")[0] for p in paths} - tops
     assert outside == {".."}, outside  # the console scripts, ../../../bin/amps-*
     assert {p for p in paths if p.startswith("..")} == {
-        "../../../bin/amps-emulator", "../../../bin/amps-emulator-client", "../../../bin/amps-pipeline"}
+        "../../../bin/amps-emulator", "../../../bin/amps-emulator-client", "../../../bin/amps-pipeline",
+        "../../../bin/amps-spark"}
     for part in PARTS:
         assert (sp / "amps_emulator" / part / "__init__.py").is_file()
     assert (sp / "amps_emulator" / "protocol" / "filter" / "grammar.lark").is_file()
@@ -132,6 +133,12 @@ def test_installed_server_serves_a_filtered_subscription(installed, tmp_path):
         c.flush(5000)  # the server answers the flush after delivering what came before it
         c.close()
         assert got == ['{"qty": 50}']
+        # spark's command line works from the plain install (our own client, no AMPS package)
+        hostport = line.split()[1].split("//", 1)[1].split("/", 1)[0]
+        ping = _run(str(installed / "bin" / "amps-spark"), "ping", "-server", hostport,
+                    "-type", "json", cwd=app, env=env).stdout
+        assert ping.startswith("Successfully connected to tcp://") and ping.rstrip().endswith(
+            f"@{hostport}/amps/json")
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
