@@ -30,7 +30,7 @@ from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import commands, publish, replay, version
 from amps_emulator.server.actions import Actions
 from amps_emulator.server.broker import Broker
-from amps_emulator.server.clock import SystemClock
+from amps_emulator.server.clock import SystemClock, TestClock
 from amps_emulator.server.connection import Connection
 from amps_emulator.server.ports import Client, Stoppable
 from amps_emulator.server.queuesvc import QueueService
@@ -43,7 +43,6 @@ from amps_emulator.server.websocket import WebSocketProtocol
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.ports import Timebase
     from amps_emulator.server.router import Subscription
 
 log = logging.getLogger("amps_emulator.server")
@@ -118,7 +117,8 @@ def listeners_from_config(config: Any) -> list[Listener]:
 class Server:
     def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
-                 keep_readable_journal: bool = False, timebase: Any = None,
+                 keep_readable_journal: bool = False,
+                 timebase: SystemClock | TestClock | None = None,
                  admin: str | None = None, memory: bool = False,
                  strict_recovery: bool = False, logon_timeout: float = LOGON_TIMEOUT,
                  memory_budget: int = MEMORY_BUDGET) -> None:
@@ -137,7 +137,7 @@ class Server:
             system = SystemClock()
             system.monotonic, system.time = clock, wallclock
             timebase = system
-        self.timebase: Timebase = timebase
+        self.timebase: SystemClock | TestClock = timebase
         self.clock: Callable[[], float] = timebase.monotonic
         self.wallclock: Callable[[], float] = timebase.time
         self.started_at = self.wallclock()

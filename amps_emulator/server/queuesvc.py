@@ -68,7 +68,7 @@ class QueueHost(ServiceHost, Protocol):
     :class:`server.txlog.TxLog`)."""
 
     txlog: TxLog | None
-    from amps_emulator.server.router import Subscription
+
 
 log = logging.getLogger("amps_emulator.queues")
 STEP_SECONDS = 0.01  # how long a sow query on a queue holds the event loop at a time
