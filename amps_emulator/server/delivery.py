@@ -26,10 +26,12 @@ if TYPE_CHECKING:
 
 class FanoutHost(Protocol):
     """What delivering a message to the subscriptions that match it reads (:func:`fan_out`,
-    :func:`send_oof`): the routing table and the counters (the broker)."""
+    :func:`send_oof`): the routing table, the counters, the wall clock (the broker)."""
 
     router: Router
     stats: dict[str, int]
+
+    def wallclock(self) -> float: ...
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
