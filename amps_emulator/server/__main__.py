@@ -228,10 +228,11 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
               sockets: Any = None, keep_readable_journal: bool = False,
               admin: str | None = None, test_clock: bool = False,
               memory: bool = False, strict_recovery: bool = False,
-              seed: Sequence[SeedMessage] = (),
+              seed: Sequence[SeedMessage] = (), server_version: str = DEFAULT_SERVER_VERSION,
               initialized: Callable[[], None] | None = None, **limits: Any) -> None:
     """Start a server on ``config`` and serve until ``shutdown`` is set (``limits``:
-    ``logon_timeout``, ``memory_budget`` for :class:`server.app.Server`). ``seed`` is
+    ``logon_timeout``, ``memory_budget`` for :class:`server.app.Server`). ``server_version``
+    is the AMPS version logon acks and the Admin tree report. ``seed`` is
     published once the server has started, before ``ready`` is told the URIs;
     ``initialized`` is called last, once the admin interface (if any) serves too."""
     from amps_emulator.server.admin import start_admin
@@ -241,11 +242,11 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
 
     server = Server(config, keep_readable_journal=keep_readable_journal, admin=admin,
                     timebase=TestClock() if test_clock else None, memory=memory,
-                    strict_recovery=strict_recovery,
+                    strict_recovery=strict_recovery, server_version=server_version,
                     **{k: v for k, v in limits.items() if v is not None})
     uris = await server.start(sockets=sockets)
     try:
-        apply_seed(server, seed)
+        apply_seed(server.broker, seed)
         admin_server = await start_admin(server)
     except BaseException:
         await server.stop()
@@ -435,6 +436,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   keep_readable_journal=args.keep_readable_journal, admin=args.admin,
                   test_clock=args.test_clock, memory=args.memory,
                   strict_recovery=args.strict_recovery, seed=seed, initialized=initialized,
+                  server_version=args.server_version,
                   logon_timeout=args.logon_timeout, memory_budget=budget)
 
     from amps_emulator.journal import JournalCorruptError, JournalError

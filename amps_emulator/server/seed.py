@@ -190,18 +190,18 @@ def read_seeds(paths: Iterable[str], config: Config | None = None) -> list[SeedM
     return out
 
 
-def apply_seed(server: Broker, messages: Sequence[SeedMessage]) -> int:
+def apply_seed(broker: Broker, messages: Sequence[SeedMessage]) -> int:
     """Publish ``messages`` through the normal publish path, in order; returns how many.
     A message the path refuses (e.g. a SOW topic without its key) is a :class:`SeedError`
     at its line; the messages before it stay published."""
-    from amps_emulator.server.commands import publish_message
+    from amps_emulator.server.publish import publish_message
 
     for msg in messages:
         topic = msg.topic
-        if server.queuesvc is not None:
-            topic = server.queuesvc.publish_target(topic)  # a queue's own name: its feed
+        if broker.queues is not None:
+            topic = broker.queues.publish_target(topic)  # a queue's own name: its feed
         try:
-            publish_message(server, topic, msg.data, client_name=SEED_CLIENT,
+            publish_message(broker, topic, msg.data, client_name=SEED_CLIENT,
                             expiration=msg.expiration)
         except CommandError as exc:
             raise SeedError(msg.file, msg.line, f"publish to {msg.topic!r} refused: {exc}") from None

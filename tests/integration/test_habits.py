@@ -161,3 +161,46 @@ def test_bad_server_version_is_refused(value):
     res = subprocess.run(_cmd("--version", "--server-version", value), capture_output=True,
                          text=True, env=_env(), timeout=60)
     assert res.returncode == 2 and "want a version X.Y.Z.W" in res.stderr
+
+
+def _announced(uri: str) -> int:
+    """The server version the official client read from the logon ack (5.3.5.1: 5030501)."""
+    c = AMPS.Client("habits-version")
+    c.connect(uri)
+    c.logon(5000)
+    try:
+        return c.get_server_version_info().get_old_style_version()  # an int: 5030501
+    finally:
+        c.close()
+
+
+def test_two_servers_in_one_process_announce_their_own_versions(tmp_path):
+    import urllib.request
+
+    from amps_emulator.config import default_config
+    from amps_emulator.embedded import EmbeddedServer
+
+    old = EmbeddedServer(default_config(tmp_path / "a"), memory=True)
+    new = EmbeddedServer(default_config(tmp_path / "b"), memory=True, server_version="5.3.5.1",
+                         admin="127.0.0.1:0")
+    with old, new:
+        assert _announced(old.uri) == 5030400
+        assert _announced(new.uri) == 5030501
+        assert new.server is not None and new.server.admin is not None
+        admin_uri = new.server.admin.uri
+        with urllib.request.urlopen(f"{admin_uri}/amps/instance/version.json", timeout=10) as r:
+            assert "5.3.5.1" in r.read().decode()
+
+
+def test_server_version_option_reaches_logon_acks_and_amps_version(tmp_path):
+    cfg = _write(tmp_path, "amps.xml", CONFIG.replace("<Name>${NAME}</Name>",
+                                                      "<Name>v${AMPS_VERSION}</Name>"))
+    proc, uri = _start(tmp_path, "-DPORT=0", str(cfg),
+                       env=_env(AMPS_EMULATOR_SERVER_VERSION="5.3.5.1"))
+    try:
+        assert _announced(uri) == 5030501
+    finally:
+        _stop(proc)
+    res = subprocess.run(_cmd("-DPORT=0", "--server-version", "6.0.1.0", "--dump-config", str(cfg)),
+                         capture_output=True, text=True, env=_env(), timeout=60)
+    assert "<Name>v6.0.1.0</Name>" in res.stdout
