@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-tc = pytest.importorskip("amps_emulator.testcontainers",
+tc = pytest.importorskip("amps_emulator.testcontainers", exc_type=ImportError,
                          reason="the optional extra is not installed: "
                                 "pip install 'amps-emulator[testcontainers]'")
 
