@@ -14,7 +14,8 @@ Paths (``.json``/``.xml`` on any node, ``.csv`` on a leaf; no extension: a brows
   ``/amps/administrator/transports/<id>/disable`` and ``.../enable`` (GET, as AMPS; or POST)
 * ``/emulator/health``, ``/emulator/reset`` (POST; ``?topic=``, ``?queue=``, ``?client=``),
   ``/emulator/sow/<topic>``, ``/emulator/queues/<queue>``, ``/emulator/journal``,
-  ``/emulator/subscriptions``, ``/emulator/clock`` and ``/emulator/clock/advance?seconds=``
+  ``/emulator/subscriptions``, ``/emulator/clock`` and ``/emulator/clock/advance?seconds=``,
+  ``/emulator/snapshot`` (GET an archive of the state, POST one to restore it)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import h11
 from amps_emulator.config.values import parse_inet_addr
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import reset as ops
+from amps_emulator.server import snapshot
 from amps_emulator.server.console import SCRIPT, page
 from amps_emulator.server.stats import Sampler, client_id, tree
 
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("amps_emulator.admin")
 
 MAX_REQUEST = 64 * 1024  # bytes of request head and body accepted
+MAX_SNAPSHOT = 1 << 30  # bytes of a snapshot archive accepted by POST /emulator/snapshot
 IDLE_TIMEOUT = 30.0  # seconds a connection may wait between reads
 _SINGULAR = {"cpus": "cpu", "disks": "disk", "network": "interface", "clients": "client",
              "processors": "processor", "sow": "topic", "views": "view", "queues": "queue",
@@ -161,7 +164,8 @@ class AdminServer:
                 req = event
             elif isinstance(event, h11.Data):
                 body += event.data
-                if len(body) > MAX_REQUEST:
+                if len(body) > (MAX_SNAPSHOT if req is not None and req.target.startswith(
+                        b"/emulator/snapshot") else MAX_REQUEST):
                     raise h11.RemoteProtocolError("request body too large")
             elif isinstance(event, h11.EndOfMessage):
                 return req, body
@@ -179,11 +183,17 @@ class AdminServer:
                 return 200, "text/html; charset=utf-8", page(self.server).encode()
             if path == "/console.js":
                 return 200, "application/javascript", SCRIPT.encode()
+            if path == "/emulator/snapshot":
+                return await self._snapshot(method, query, body)
             if path.startswith("/emulator"):
                 return _json(await self._emulator(method, path, query))
             if path.startswith("/amps"):
                 return self._amps(method, path, query)
             raise HttpError(404, f"no resource {path}")
+        except snapshot.SnapshotRefused as exc:
+            return 409, "application/json", json.dumps({"error": str(exc)}).encode()
+        except snapshot.BadSnapshot as exc:
+            return 400, "application/json", json.dumps({"error": str(exc)}).encode()
         except HttpError as exc:
             return exc.status, "application/json", json.dumps({"error": str(exc)}).encode()
         except CommandError as exc:  # a bad filter, orderby, topic: what AMPS would say
@@ -268,6 +278,18 @@ class AdminServer:
         return {"transport": lst.name, "is_enabled": True}
 
     # -- /emulator ------------------------------------------------------------------------
+    async def _snapshot(self, method: str, q: dict, body: bytes) -> tuple[int, str, bytes]:
+        """GET: the state as a tar archive (``?gzip=1``: tar.gz); POST: restore one."""
+        if method == "GET":
+            gz = q.get("gzip", "") not in ("", "0", "false")
+            data = await snapshot.take(self.server, gzip=gz)
+            return 200, "application/gzip" if gz else "application/x-tar", data
+        if method == "POST":
+            if not body:
+                raise HttpError(400, "restore wants the snapshot archive as the request body")
+            return _json(await snapshot.restore(self.server, body))
+        raise HttpError(405, "snapshot wants GET (take) or POST (restore)")
+
     async def _emulator(self, method: str, path: str, q: dict) -> Any:
         s = self.server
         segs = [x for x in path.split("/") if x][1:]
