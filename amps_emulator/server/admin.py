@@ -15,7 +15,8 @@ Paths (``.json``/``.xml`` on any node, ``.csv`` on a leaf; no extension: a brows
 * ``/emulator/health``, ``/emulator/reset`` (POST; ``?topic=``, ``?queue=``, ``?client=``),
   ``/emulator/sow/<topic>``, ``/emulator/queues/<queue>``, ``/emulator/journal``,
   ``/emulator/subscriptions``, ``/emulator/clock`` and ``/emulator/clock/advance?seconds=``,
-  ``/emulator/snapshot`` (GET an archive of the state, POST one to restore it)
+  ``/emulator/snapshot`` (GET an archive of the state, POST one to restore it),
+  ``/emulator/faults`` (GET lists, POST adds, DELETE clears; see :mod:`server.faults`)
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import reset as ops
 from amps_emulator.server import snapshot
 from amps_emulator.server.console import SCRIPT, page
+from amps_emulator.server.faults import FaultConflict, FaultError, Faults
 from amps_emulator.server.stats import Sampler, client_id, tree
 
 if TYPE_CHECKING:
@@ -87,6 +89,8 @@ class AdminServer:
         self.host = host
         self.port = port
         self.sampler = Sampler(server, interval)
+        #: the faults injected through ``/emulator/faults`` (undone when the interface stops)
+        self.faults = Faults(server)
         self._srv: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
 
@@ -104,6 +108,7 @@ class AdminServer:
 
     async def stop(self) -> None:
         self.sampler.close()
+        self.faults.clear()
         if self._srv is not None:
             self._srv.close()
         for t in list(self._tasks):
@@ -185,12 +190,16 @@ class AdminServer:
                 return 200, "application/javascript", SCRIPT.encode()
             if path == "/emulator/snapshot":
                 return await self._snapshot(method, query, body)
+            if path == "/emulator/faults" or path.startswith("/emulator/faults/"):
+                return _json(self._faults(method, path, body))
             if path.startswith("/emulator"):
                 return _json(await self._emulator(method, path, query))
             if path.startswith("/amps"):
                 return self._amps(method, path, query)
             raise HttpError(404, f"no resource {path}")
-        except snapshot.SnapshotRefused as exc:
+        except FaultError as exc:
+            return 400, "application/json", json.dumps({"error": str(exc)}).encode()
+        except (snapshot.SnapshotRefused, FaultConflict) as exc:
             return 409, "application/json", json.dumps({"error": str(exc)}).encode()
         except snapshot.BadSnapshot as exc:
             return 400, "application/json", json.dumps({"error": str(exc)}).encode()
@@ -278,6 +287,28 @@ class AdminServer:
         return {"transport": lst.name, "is_enabled": True}
 
     # -- /emulator ------------------------------------------------------------------------
+    def _faults(self, method: str, path: str, body: bytes) -> Any:
+        """GET: the active faults; POST: add one (a JSON document, or a list of them);
+        DELETE: clear them all, or ``/emulator/faults/<id>`` one."""
+        rest = path[len("/emulator/faults"):].strip("/")
+        if method == "GET" and not rest:
+            return {"faults": self.faults.listed()}
+        if method == "DELETE":
+            if not rest:
+                return self.faults.clear()
+            if not rest.isdigit():
+                raise HttpError(404, f"no fault {rest!r}")
+            return self.faults.clear(int(rest))
+        if method == "POST" and not rest:
+            try:
+                doc = json.loads(body)
+            except ValueError as exc:
+                raise FaultError(f"the body is not JSON: {exc}") from None
+            if isinstance(doc, list):
+                return {"faults": [self.faults.add(d) for d in doc]}
+            return self.faults.add(doc)
+        raise HttpError(405, "faults: GET lists, POST adds, DELETE clears")
+
     async def _snapshot(self, method: str, q: dict, body: bytes) -> tuple[int, str, bytes]:
         """GET: the state as a tar archive (``?gzip=1``: tar.gz); POST: restore one."""
         if method == "GET":

@@ -73,6 +73,9 @@ class TxLog:
         self._fatal = False  # the journal is closed for good (not only refusing writes)
         self._probe_timer: Any = None
         self._refused = 0  # publishes failed since the log began refusing writes
+        #: persisted acks are withheld (a ``hold_acks`` fault of the admin interface) until
+        #: :meth:`release_held` is called
+        self.holding_acks = False
 
     # -- lifecycle ---------------------------------------------------------------------
     def open(self) -> None:
@@ -171,7 +174,8 @@ class TxLog:
         instead, in the same order."""
         pos = self.journal.last_position if position is None else position
         fifo = self._persist_fifo
-        if not fifo and (pos <= self.journal.durable_position or self._fatal):
+        if not fifo and (pos <= self.journal.durable_position or self._fatal) \
+                and not self.holding_acks:
             _answer(conn, seq, reason)
             return
         fifo.append((pos, conn, seq, reason))
@@ -258,9 +262,16 @@ class TxLog:
             return
         self._write_summaries()  # one may have become due meanwhile
 
+    def release_held(self) -> None:
+        """Stop withholding persisted acks: send those that are due now."""
+        self.holding_acks = False
+        if self.journal is not None:
+            self._release(self.journal.durable_position)
+        self.server.turn.request()
+
     def _release(self, durable: int) -> None:
         fifo = self._persist_fifo
-        while fifo and fifo[0][0] <= durable:
+        while fifo and fifo[0][0] <= durable and not self.holding_acks:
             _, conn, item, reason = fifo.popleft()
             _answer(conn, item, reason)
         for cursor in list(self.cursors):
