@@ -185,7 +185,7 @@ class AdminServer:
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         try:
             if path == "/" or path == "/index.html":
-                return 200, "text/html; charset=utf-8", page(self.server).encode()
+                return 200, "text/html; charset=utf-8", page(self.server, self.faults.listed()).encode()
             if path == "/console.js":
                 return 200, "application/javascript", SCRIPT.encode()
             if path == "/emulator/snapshot":

@@ -16,6 +16,7 @@ from tests.integration.conftest import Collector, clients_for, config_xml, ha_cl
 from tests.integration.test_admin import EXTRA, make_server, until
 from tests.integration.test_snapshot import request
 
+
 def fault(srv, doc, expect: int = 200):
     status, _, body = request(srv, "/emulator/faults", "POST", json.dumps(doc).encode())
     assert status == expect, body
@@ -248,3 +249,14 @@ def test_faults_that_need_files_are_409_in_memory_mode(tmp_path):
         assert "memory" in fault(s, {"kind": "disk_full"}, 409)["error"]
     finally:
         s.stop()
+
+
+def test_the_console_shows_active_faults(srv):
+    assert "no faults injected" in srv.http("/")
+    fault(srv, {"kind": "hold_acks", "seconds": 30})
+    fault(srv, {"kind": "refuse", "transport": "json-tcp"})
+    page = srv.http("/")
+    assert "Active faults" in page and "hold_acks" in page and "seconds=30" in page
+    assert "transport=json-tcp" in page and "no faults injected" not in page
+    clear(srv)
+    assert "no faults injected" in srv.http("/")
