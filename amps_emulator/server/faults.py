@@ -5,9 +5,9 @@ A fault is a JSON document; each is applied when it is added and undone when it 
 (``DELETE /emulator/faults``, or ``/emulator/faults/<id>`` for one):
 
 * ``{"kind": "delay", "client": NAME, "ms": N}``: output to the connections logged on as
-  ``NAME`` when the fault is added is written ``N`` ms later on the server clock (so the test
-  clock holds it until it is advanced), in order. Their transport is wrapped; other clients'
-  output path is not touched.
+  ``NAME`` (now, and those that log on under it while the fault is set) is written ``N`` ms
+  later on the server clock (so the test clock holds it until it is advanced), in order.
+  Their transport is wrapped; other clients' output path is not touched.
 * ``{"kind": "drop", "client": NAME}``: that client is disconnected now (as a network failure:
   the connection is reset, nothing queued is written); with ``"every": S`` it is disconnected
   again every ``S`` seconds on the server clock whenever a connection holds that name.
@@ -167,21 +167,35 @@ class Faults:
                        if c.client_name == name and not c.closed), key=lambda c: c.conn_id)
 
     def _delay(self, fault: Fault) -> None:
-        conns = self._named(fault.doc["client"])
+        name = fault.doc["client"]
+        conns = self._named(name)
         if not conns:
-            raise LookupError(f"no client {fault.doc['client']!r} is connected")
+            raise LookupError(f"no client {name!r} is connected")
         delay = fault.doc["ms"] / 1000.0
         wrapped: list[tuple[Connection, DelayedTransport]] = []
-        for conn in conns:
+        fault.effect["connections"] = 0
+
+        def wrap(conn: Connection) -> None:
             inner = conn.transport
-            if inner is None:
-                continue
+            if inner is None or isinstance(inner, DelayedTransport):
+                return
             dt = DelayedTransport(inner, delay, self.server.call_later)
             conn.transport = dt
             wrapped.append((conn, dt))
-        fault.effect["connections"] = len(wrapped)
+            fault.effect["connections"] += 1
+
+        def logged_on(client: Any) -> None:  # a reconnect under the name is delayed too
+            if client.client_name == name:
+                for conn in self._named(name):
+                    if conn is client:
+                        wrap(conn)
+
+        for conn in conns:
+            wrap(conn)
+        self.server.broker.logon_listeners.append(logged_on)
 
         def undo() -> None:
+            self.server.broker.logon_listeners.remove(logged_on)
             for conn, dt in wrapped:
                 dt.release()  # what waits goes out now, in order
                 if conn.transport is dt:

@@ -56,8 +56,8 @@ def advance(srv, seconds: float) -> None:
 def waiting_output(srv, name: str) -> int:
     """Bytes of output the server holds for the connection of client ``name``."""
     def read() -> int:
-        conn = srv.server.by_name[name]
-        return conn.transport.get_write_buffer_size()
+        conn = srv.server.by_name.get(name)
+        return 0 if conn is None or conn.closed else conn.transport.get_write_buffer_size()
     return srv.call(read)
 
 
@@ -160,6 +160,30 @@ def test_delay_holds_output_to_one_client_on_the_server_clock(clocked):
     assert slow_got.wait_for(4)[-1] == {"i": 3}
     pub.publish("ticks", json.dumps({"i": 4}))
     assert slow_got.wait_for(5)[-1] == {"i": 4}
+
+
+def test_delay_follows_the_client_name_across_a_reconnect(clocked):
+    connect = next(clients_for(clocked.uri))
+    first = connect("slow")
+    fault(clocked, {"kind": "delay", "client": "slow", "ms": 500})
+    first.disconnect()
+    again = AMPS.Client("slow")
+    again.connect(clocked.uri)
+    done = threading.Event()
+    logon = threading.Thread(target=lambda: (again.logon(10000), done.set()), daemon=True)
+    logon.start()
+    # the new connection's logon ack waits on the server clock
+    assert until(lambda: waiting_output(clocked, "slow") > 0)
+    assert not done.is_set()
+    advance(clocked, 0.5)
+    assert done.wait(10)
+    assert faults(clocked)[0]["connections"] == 2
+    clear(clocked)
+    got = Collector(lambda m: json.loads(m.get_data()))
+    again.subscribe(got, "ticks")
+    connect("pub").publish("ticks", json.dumps({"i": 1}))
+    assert got.wait_for(1) == [{"i": 1}]
+    again.disconnect()
 
 
 def test_refuse_new_connections_on_a_transport(srv):
