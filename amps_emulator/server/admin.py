@@ -318,7 +318,9 @@ class AdminServer:
         if method == "POST":
             if not body:
                 raise HttpError(400, "restore wants the snapshot archive as the request body")
-            return _json(await snapshot.restore(self.server, body))
+            out = await snapshot.restore(self.server, body)
+            self.faults.journal_replaced()
+            return _json(out)
         raise HttpError(405, "snapshot wants GET (take) or POST (restore)")
 
     async def _emulator(self, method: str, path: str, q: dict) -> Any:
@@ -342,6 +344,7 @@ class AdminServer:
                 out = ops.reset_client(s, q["client"])
             else:
                 out = await ops.reset_all(s)
+                self.faults.journal_replaced()
             out["ms"] = round((time.perf_counter() - t0) * 1000, 3)
             return out
         if what == "sow" and len(segs) == 2:

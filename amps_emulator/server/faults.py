@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amps_emulator.journal import FileJournal
+from amps_emulator.journal.segment import FileOps
 from amps_emulator.journal.testing import DiskFull
 
 if TYPE_CHECKING:
@@ -137,6 +138,7 @@ class Faults:
         self.active: dict[int, Fault] = {}
         self._next_id = 1
         self._tasks: set[asyncio.Task] = set()
+        self._refill: list[Callable[[], None]] = []  # see journal_replaced
 
     def listed(self) -> list[dict[str, Any]]:
         return [f.describe() for f in self.active.values()]
@@ -280,23 +282,39 @@ class Faults:
 
     def _disk_full(self, fault: Fault) -> None:
         tx = self._txlog("disk_full")
-        journal = tx.journal
-        if not isinstance(journal, FileJournal):
+        if not isinstance(tx.journal, FileJournal):
             raise FaultConflict("disk_full: the transaction log is in memory (--memory): "
                                 "it writes no files")
         if any(f.doc["kind"] == "disk_full" for f in self.active.values()):
             raise FaultConflict("disk_full: the disk is already full")
-        previous = journal.file_ops
-        journal.file_ops = DiskFull(free=0)
+        # (journal, its file layer before the fault): the journal a reset or a restore opens
+        # is filled up too (:meth:`journal_replaced`)
+        filled: list[tuple[FileJournal, FileOps]] = []
+
+        def fill() -> None:
+            journal = tx.journal
+            if isinstance(journal, FileJournal) and all(j is not journal for j, _ in filled):
+                filled.append((journal, journal.file_ops))
+                journal.file_ops = DiskFull(free=0)
 
         def undo() -> None:
-            if tx.journal is journal:
+            self._refill.remove(fill)
+            for journal, previous in filled:
                 journal.file_ops = previous
-                if tx.failed is not None:  # take writes again now, not at the next probe
-                    if tx._probe_timer is not None:
-                        tx._probe_timer.cancel()
-                    tx._probe()
+            if tx.journal is not None and tx.failed is not None:  # take writes again now,
+                if tx._probe_timer is not None:  # not at the next probe
+                    tx._probe_timer.cancel()
+                tx._probe()
+
+        fill()
+        self._refill.append(fill)
         fault.undo = undo
+
+    def journal_replaced(self) -> None:
+        """The transaction log opened a new journal (a reset, a snapshot restore): the faults
+        on the journal apply to it too."""
+        for fill in list(self._refill):
+            fill()
 
 
 class DelayedTransport(asyncio.Transport):

@@ -265,6 +265,19 @@ def test_disk_full_fails_publishes_to_the_failed_write_handler(srv):
     ids = [r["data"]["id"] for r in srv.http("/emulator/journal?topic=orders")["records"]]
     assert ids == [0, 4]
 
+    # a reset opens a new journal: the full disk is still full
+    fault(srv, {"kind": "disk_full"})
+    srv.http("/emulator/reset", "POST")
+    pub = store_client(srv.uri, "disk-pub-2", on_failed)
+    pub.publish("orders", json.dumps({"id": 5, "sym": "A", "qty": 5}))
+    pub.publish_flush(10000)
+    assert failed[-1][0] == 5 and len(failed) == 4
+    clear(srv)
+    pub.publish("orders", json.dumps({"id": 6, "sym": "A", "qty": 6}))
+    pub.publish_flush(5000)
+    assert len(failed) == 4
+    assert [r["data"]["id"] for r in srv.http("/emulator/journal?topic=orders")["records"]] == [6]
+
 
 def test_faults_that_need_files_are_409_in_memory_mode(tmp_path):
     xml = config_xml(tmp_path, extra=EXTRA.format(d=tmp_path))
