@@ -21,8 +21,7 @@ from amps_emulator.sow.delta import changed_fields
 from amps_emulator.sow.query import apply_select
 
 if TYPE_CHECKING:
-    from amps_emulator.server.ports import Client
-    from amps_emulator.server.router import Router
+    from amps_emulator.server.router import Router, Subscription
     from amps_emulator.sow.query import Select
 
 
@@ -34,6 +33,15 @@ class FanoutHost(Protocol):
     stats: dict[str, int]
 
     def wallclock(self) -> float: ...
+
+
+class Receiver(Protocol):
+    """A subscription's connection as the fan-out writes to it (``ports.Client``, which
+    this module cannot name: ``ports`` names its ``Message``)."""
+
+    subs: dict[str, Subscription]
+
+    def send(self, data: bytes) -> None: ...
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
@@ -171,7 +179,7 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
     ctx = None
     previous = msg.previous_doc
     # (connection, frame shape, select list) -> the subscription ids that get that frame
-    targets: dict[tuple[Client, int, Select | None], list[str]] = {}
+    targets: dict[tuple[Receiver, int, Select | None], list[str]] = {}
     for sub in subs:
         if sub.live is not None:  # a paginated window / aggregated groups decide
             if doc is UNDECODED:
@@ -266,7 +274,7 @@ def send_oof(server: FanoutHost, topic: str, records: list[Any], reason: str) ->
         return
     for rec in records:
         ctx = MessageContext(topic=topic, bookmark=rec.bookmark or None, sow_key=rec.sow_key)
-        targets: dict[tuple[Client, Select | None], list[str]] = {}
+        targets: dict[tuple[Receiver, Select | None], list[str]] = {}
         for sub in subs:
             if sub.filter is None or sub.filter(rec.doc, ctx):
                 if sub.conflator is not None:
