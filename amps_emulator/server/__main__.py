@@ -96,16 +96,17 @@ def apply_environment(args: argparse.Namespace, environ: Mapping[str, str]) -> a
         value = environ.get(var)
         if value is None or getattr(args, dest) is not None:
             continue
+        given: str | bool = value
         if dest == "memory":
             if value.strip().lower() not in _TRUE + _FALSE:
                 raise SystemExit(f"amps-emulator: {var}={value!r}: want 1 or 0")
-            value = value.strip().lower() in _TRUE
+            given = value.strip().lower() in _TRUE
         elif dest == "log_level":
-            value = value.upper()
+            given = value.upper()
         choices = {"log_level": LOG_LEVELS, "durability": DURABILITIES}.get(dest)
-        if choices is not None and value not in choices:
-            raise SystemExit(f"amps-emulator: {var}={value!r}: want one of {', '.join(choices)}")
-        setattr(args, dest, value or None)
+        if choices is not None and given not in choices:
+            raise SystemExit(f"amps-emulator: {var}={given!r}: want one of {', '.join(choices)}")
+        setattr(args, dest, given or None)
     args.data_dir = args.data_dir or DEFAULT_DATA_DIR
     args.log_level = args.log_level or "INFO"
     args.memory = bool(args.memory)
@@ -129,7 +130,7 @@ def _replace(obj: Any, **changes: Any) -> Any:
 
     import msgspec
 
-    if dataclasses.is_dataclass(obj):
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return dataclasses.replace(obj, **changes)
     return msgspec.structs.replace(obj, **changes)
 
