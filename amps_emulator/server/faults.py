@@ -255,7 +255,7 @@ class Faults:
 
     def _txlog(self, kind: str) -> TxLog:
         tx = self.server.txlog
-        if tx is None or tx.journal is None:
+        if tx is None or not tx.is_open:
             raise FaultConflict(f"{kind}: the server has no transaction log")
         return tx
 
@@ -292,7 +292,7 @@ class Faults:
         filled: list[tuple[FileJournal, FileOps]] = []
 
         def fill() -> None:
-            journal = tx.journal
+            journal = tx.journal if tx.is_open else None
             if isinstance(journal, FileJournal) and all(j is not journal for j, _ in filled):
                 filled.append((journal, journal.file_ops))
                 journal.file_ops = DiskFull(free=0)
@@ -301,7 +301,7 @@ class Faults:
             self._refill.remove(fill)
             for journal, previous in filled:
                 journal.file_ops = previous
-            if tx.journal is not None and tx.failed is not None:  # take writes again now,
+            if tx.is_open and tx.failed is not None:  # take writes again now,
                 if tx._probe_timer is not None:  # not at the next probe
                     tx._probe_timer.cancel()
                 tx._probe()

@@ -120,7 +120,7 @@ async def take(server: Server, gzip: bool = False) -> bytes:
     tx, svc = server.txlog, server.sowsvc
     if svc is not None:
         svc.commit()
-    if tx is not None and tx.journal is not None:
+    if tx is not None and tx.is_open:
         tx.end_turn()  # this turn's records written
         await _journal_idle(tx)
         tx.journal.sync()
@@ -203,40 +203,24 @@ async def restore(server: Server, archive: bytes) -> dict:
     plan = _plan_sow(server, manifest)
     n = _disconnect(server, list(server.connections))
     server.client_seqs.clear()
-    # close everything that holds files, in the order the server stops
+    # close what holds files, in the order the server stops (the log's timers keep running)
     if queues is not None:
         queues.close()
     if server.derived is not None:
         server.derived.close()
     if svc is not None:
         svc.close()
-    if tx is not None and tx.journal is not None:
+    if tx is not None and tx.is_open:
         await _journal_idle(tx)
-        tx.close()
-    # the archive's files in place of theirs
-    if tx is not None:
-        d = tx.cfg.journal_directory
-        for name in os.listdir(d):
-            path = os.path.join(d, name)
-            if os.path.isfile(path):
-                os.remove(path)
-        _write_files(files, "journal/", d)
+    # the archive's files in place of theirs, the log opened again from them
     if svc is not None:
         for d in {st_dir for st_dir in plan.values()} | set(svc.sow.stores):
             if os.path.isdir(d):
                 shutil.rmtree(d)
         for src, d in plan.items():
             _write_files(files, src + "/", d)
-    # open again, as at start-up
-    if tx is not None:  # what it knew of the old journal goes with it
-        tx._persist_fifo.clear()
-        tx.cursors.clear()
-        tx._recorded.clear()
-        tx.failed = None
-        tx._fatal = False
-        tx._refused = 0
-        tx._written_unsynced = False
-        tx.open()
+    if tx is not None:
+        tx.reopen_empty(fill=lambda d: _write_files(files, "journal/", d))
     if svc is not None:
         svc.reopen()
     if server.derived is not None:
@@ -252,11 +236,10 @@ async def restore(server: Server, archive: bytes) -> dict:
         queues._ckpt_pending = None
         queues._ckpt_written = {}
         queues.recover()
-    if tx is not None:
-        tx.start_timers()
     server.turn.request()
     return {"restored": True, "clients_disconnected": n,
-            "journal_last_position": tx.journal.last_position if tx is not None else None,
+            "journal_last_position": tx.journal.last_position if tx is not None and tx.is_open
+            else None,
             "sow": {name: t.count() for name, t in svc.sow.topics.items()} if svc else {},
             "queues": {name: q.engine.depth for name, q in queues.queues.items()}
             if queues is not None else {}}
