@@ -93,11 +93,17 @@ async def _journal_idle(tx: TxLog) -> None:
         await asyncio.sleep(0.001)
 
 
-def _check_files(server: Server) -> None:
+def _check_memory(server: Server) -> None:
     if server.memory:
         raise SnapshotRefused(
             "the server runs with --memory: its state lives in memory stores and no file "
-            "holds it, so it cannot be archived faithfully; run it with a data directory")
+            "holds it, so it cannot be archived or restored faithfully; run it with a data "
+            "directory")
+
+
+def _check_files(server: Server) -> None:
+    """Everything the state holds is in files (or rebuilt from them at start-up)."""
+    _check_memory(server)
     svc, tx = server.sowsvc, server.txlog
     if svc is None:
         return
@@ -195,7 +201,7 @@ def _plan_sow(server: Server, manifest: dict) -> dict[str, str]:
 
 async def restore(server: Server, archive: bytes) -> dict:
     """Replace the state with the archive's (see the module docstring)."""
-    _check_files(server)
+    _check_memory(server)
     manifest, files = _read(archive)
     tx, svc, queues = server.txlog, server.sowsvc, server.queuesvc
     if manifest.get("journal") and tx is None:
@@ -214,9 +220,12 @@ async def restore(server: Server, archive: bytes) -> dict:
         await _journal_idle(tx)
     # the archive's files in place of theirs, the log opened again from them
     if svc is not None:
-        for d in {st_dir for st_dir in plan.values()} | set(svc.sow.stores):
+        for d in set(plan.values()) | set(svc.sow.stores):
             if os.path.isdir(d):
                 shutil.rmtree(d)
+            listing = d.rstrip(os.sep) + ".topics"  # a store the snapshot does not hold
+            if d not in plan.values() and os.path.isfile(listing):  # starts empty, as on a
+                os.remove(listing)  # reset (not as a lost file)
         for src, d in plan.items():
             _write_files(files, src + "/", d)
     if tx is not None:

@@ -136,5 +136,29 @@ def test_memory_mode_snapshot_is_409(tmp_path):
     try:
         status, _, body = request(s, "/emulator/snapshot")
         assert status == 409 and "--memory" in json.loads(body)["error"]
+        status, _, body = request(s, "/emulator/snapshot", "POST", b"x")
+        assert status == 409 and "--memory" in json.loads(body)["error"]
     finally:
         s.stop()
+
+
+def test_a_snapshot_restores_into_another_server_of_the_same_config(srv, tmp_path_factory):
+    pub = next(clients_for(srv.uri))("pub")
+    for i in range(3):
+        pub.publish("orders", json.dumps({"id": i, "sym": "A", "qty": i}))
+    pub.publish("work", json.dumps({"job": 7}))
+    pub.publish("events", json.dumps({"e": 7}))
+    pub.flush(5000)
+    status, _, archive = request(srv, "/emulator/snapshot?gzip=1")
+    assert status == 200
+    other = make_server(tmp_path_factory.mktemp("other"))
+    try:
+        status, _, body = request(other, "/emulator/snapshot", "POST", archive)
+        assert status == 200, body
+        c = next(clients_for(other.uri))("reader")
+        assert sow(c, "orders") == sow(pub, "orders")
+        assert [m["data"] for m in other.http("/emulator/queues/work")["messages"]] \
+            == [{"job": 7}]
+        assert replay(c, "events") == [{"e": 7}]
+    finally:
+        other.stop()
