@@ -3,7 +3,7 @@ bookmark ``P|S|`` is in this instance's log.
 
 A message keeps one bookmark everywhere (replication.md 2.2): ``publisher id | sequence``,
 where the sequence is the publisher's own ``s`` when the publish carries one (what a publish
-store assigns), otherwise ``max(position, last + 1)`` -- the log position as before, but never
+store assigns, below 2^63), otherwise ``max(position, last + 1)`` -- the log position as before, but never
 at or below what this publisher already holds here, so a publisher's sequences keep growing
 after a failover to an instance whose log is shorter. Replicated records keep the sequence they
 were given at their origin. So the sequence is not the local log position, and resolution goes
@@ -36,9 +36,14 @@ UPSTREAM_GROUP = "x-emu-repl-upstream-group"
 BEFORE_RETAINED = 0
 
 
+#: an ``s`` at or above this is not taken as the sequence, so a publisher's sequences always
+#: have room to grow (a publish store's ``s`` is about 1.7e18, epoch ms x 10^6: far below)
+SEQUENCE_FROM_S_LIMIT = 1 << 63
+
+
 def assign_sequence(position: int, last: int, client_seq: int | None) -> int:
     """The bookmark sequence of a new local record (see the module docstring)."""
-    if client_seq:
+    if client_seq and client_seq < SEQUENCE_FROM_S_LIMIT:
         return client_seq if client_seq > last else last + 1
     return position if position > last else last + 1
 

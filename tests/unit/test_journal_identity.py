@@ -57,6 +57,9 @@ def test_sequence_is_the_publishers_s_or_the_position_and_always_grows(make):
     assert a.bookmark == Bookmark(publisher_id_for("pub"), 1_700_000_000_000_000_001)
     assert b.sequence == b.position == 2
     assert c.sequence == a.sequence + 1
+    top = j.append(topic="t", client_name="max", client_seq=(1 << 64) - 1)  # s leaves no room: not used
+    assert top.sequence == top.position
+    assert j.append(topic="t", client_name="max").sequence == top.position + 1
 
 
 def test_replicated_records_keep_bookmark_origin_time_and_expiration(make):
