@@ -222,22 +222,28 @@ def _read_numbers(cmd: Command) -> None:
     """The less common numeric fields, in order (the first bad one is refused)."""
     sent = cmd.wire_expiration
     if sent is not None:
-        cmd.expiration = _number(cmd, sent, "e", reasons.INVALID_EXPIRATION, _U32)
+        cmd.expiration = sent if isinstance(sent, int) and 0 <= sent <= _U32 \
+            else _number(cmd, sent, "e", reasons.INVALID_EXPIRATION, _U32)
     sent = cmd.wire_batch_size
     if sent is not None:
-        cmd.batch_size = _number(cmd, sent, "batch_size", reasons.INVALID_BATCH_SIZE, _U32)
+        cmd.batch_size = sent if isinstance(sent, int) and 0 <= sent <= _U32 \
+            else _number(cmd, sent, "batch_size", reasons.INVALID_BATCH_SIZE, _U32)
     sent = cmd.wire_top_n
     if sent is not None:
-        cmd.top_n = _number(cmd, sent, "top_n", reasons.INVALID_TOPN, _U64)
+        cmd.top_n = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
+            else _number(cmd, sent, "top_n", reasons.INVALID_TOPN, _U64)
     sent = cmd.wire_skip_n
     if sent is not None:
-        cmd.skip_n = _number(cmd, sent, "skip_n", reasons.INVALID_OPTIONS, _U64)
+        cmd.skip_n = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
+            else _number(cmd, sent, "skip_n", reasons.INVALID_OPTIONS, _U64)
     sent = cmd.wire_group_seq
     if sent is not None:
-        cmd.group_seq = _number(cmd, sent, "gseq", reasons.INVALID_SEQUENCE, _U64)
+        cmd.group_seq = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
+            else _number(cmd, sent, "gseq", reasons.INVALID_SEQUENCE, _U64)
     sent = cmd.wire_length
     if sent is not None:
-        cmd.length = _number(cmd, sent, "l", reasons.HEADER_MALFORMED, _U64)
+        cmd.length = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
+            else _number(cmd, sent, "l", reasons.HEADER_MALFORMED, _U64)
 
 
 def _number(cmd: Command, sent: int | float | str, key: str, reason: str, top: int) -> int:
