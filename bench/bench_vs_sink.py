@@ -22,7 +22,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._support import ROOT, ServerProcess, machine, timed_publish, warm_publisher  # noqa: E402
+from bench._support import (  # noqa: E402
+    ROOT,
+    RawPeer,
+    ServerProcess,
+    frame,
+    machine,
+    timed_publish,
+    warm_publisher,
+)
 
 NO_TXLOG = ("<AMPSConfig><Name>bench</Name><Transports><Transport><Name>json-tcp</Name>"
             "<Type>tcp</Type><InetAddr>127.0.0.1:9007</InetAddr><MessageType>json"
@@ -80,7 +88,21 @@ def _run(target: str, n: int, tmp: str, sow_updates: bool = False) -> float:
         if sow_updates:  # the same keys again: every publish replaces a record
             dt = timed_publish(c, n)
         c.close()
+        if cfg is not None and "sow" in cfg:
+            _check_sow(srv.port, n)
     return n / dt
+
+
+def _check_sow(port: int, n: int) -> None:
+    """The keyed topic holds one record per key: a figure that counts refused publishes
+    (e.g. a body that is not valid JSON gets no key) is an error, not a result."""
+    peer = RawPeer(port, "bench-check")
+    peer.s.sendall(frame({"c": "sow", "cid": "q", "query_id": "q", "t": "ingest", "top_n": 1,
+                          "a": "stats"}))
+    held = peer.wait_ack("q", "stats").get("topic_matches")
+    peer.close()
+    if held != n:
+        raise RuntimeError(f"keyed SOW topic holds {held} records after {n} distinct keys")
 
 
 def main() -> None:
