@@ -72,7 +72,7 @@ class ServerProcess:
         self.proc.wait(10)
         self.tmp.cleanup()
 
-    def __enter__(self) -> "ServerProcess":
+    def __enter__(self) -> ServerProcess:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -140,7 +140,7 @@ def count_frames(sock: socket.socket, expected: int, deadline: float) -> int:
     while got < expected and time.monotonic() < deadline:
         try:
             chunk = sock.recv(1 << 20)
-        except socket.timeout:
+        except TimeoutError:
             continue
         if not chunk:
             break
