@@ -152,8 +152,9 @@ class KeyGenerator:
         if single is not None and type(doc) is dict:
             # the hot path (one top-level Key field): the same bytes hashed as _digest's, for
             # an int or a str without key_text's call (b"%d" % v is str(v) encoded)
-            v = doc.get(single)
+            v: Any = doc.get(single)  # a decoded JSON value
             t = v.__class__
+            b: bytes | None
             if t is int:
                 b = b"%d" % v
             elif t is str:
