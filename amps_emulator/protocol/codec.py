@@ -148,32 +148,46 @@ class FrameDecoder:
         return len(self._buf)
 
     def feed(self, data: bytes) -> list[bytes]:
-        """Add received bytes; return every payload that is now complete, in order."""
+        """Add received bytes; return every payload that is now complete, in order.
+
+        Payloads are cut from the received bytes with one copy each (a slice of a
+        ``bytes``); only a frame split across reads goes through the internal buffer, and a
+        large one is copied out of it once, when it is complete.
+        """
         buf = self._buf
-        buf += data
-        out: list[bytes] = []
-        pos = 0
-        n = len(buf)
         need = self._need
+        if buf:
+            buf += data
+            if need >= 0 and len(buf) < need:
+                return []  # the rest of a frame still arriving
+            data = bytes(buf)
+            self._buf = bytearray()
+        elif data.__class__ is not bytes:
+            data = bytes(data)
+        out: list[bytes] = []
+        append = out.append
+        pos = 0
+        n = len(data)
+        limit = self._max
         while True:
             if need < 0:
                 if n - pos < 4:
                     break
-                need = int.from_bytes(buf[pos:pos + 4], "big")
-                if need > self._max:
+                need = int.from_bytes(data[pos:pos + 4], "big")
+                if need > limit:
                     self._buf = bytearray()
                     self._need = -1
                     raise ProtocolError(
-                        f"frame length {need} exceeds the maximum of {self._max} bytes"
+                        f"frame length {need} exceeds the maximum of {limit} bytes"
                     )
                 pos += 4
             if n - pos < need:
                 break
-            out.append(bytes(buf[pos:pos + need]))
+            append(data[pos:pos + need])
             pos += need
             need = -1
-        if pos:
-            del buf[:pos]
+        if pos < n:
+            self._buf += memoryview(data)[pos:]
         self._need = need
         return out
 
