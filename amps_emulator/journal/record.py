@@ -191,6 +191,21 @@ class FrameEncoder:
     def frame_size(self, rec: JournalRecord) -> int:
         return PREFIX_SIZE + len(self.encode_payload(rec))
 
+    def frame_size_of(
+        self,
+        topic: str,
+        message_type: str,
+        client_name: str,
+        correlation_id: str | None,
+        sow_key: str | None,
+        expiration: int | None,
+        headers: dict[str, str],
+        body: bytes,
+    ) -> int:
+        """:meth:`frame_size` from the payload's fields (the memory journal's append path)."""
+        return PREFIX_SIZE + len(self._enc.encode(
+            (topic, message_type, client_name, correlation_id, sow_key, expiration, headers, body)))
+
     def append_frame(self, buf: bytearray, rec: JournalRecord) -> int:
         """Append ``rec``'s frame to ``buf``; return the frame size."""
         return self.append_fields(
