@@ -28,10 +28,16 @@ import datetime as _dt
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
+
+if TYPE_CHECKING:
+    from amps_emulator.journal.record import JournalRecord
+    from amps_emulator.server.delivery import Message
+    from amps_emulator.sow import Record
 
 log = logging.getLogger("amps_emulator.actions")
 
@@ -80,6 +86,24 @@ class Actions:
                 continue
             for on in action.on:
                 lists[on.module].append(_Trigger(on.option("Topic") or ".*", action))
+
+    # -- the message path's listener (ports.PublishListener) ----------------------------
+    def covers(self, topic: str) -> bool:
+        return bool(self.on_publish)
+
+    def check_writable(self, topic: str) -> None:
+        pass  # actions refuse no publish
+
+    def message_published(self, msg: Message, rec: JournalRecord | None) -> None:
+        if self.on_publish:
+            self.published(msg)
+
+    def records_removed(self, topic: str, records: list[Record], reason: str) -> None:
+        if reason == reasons.OOF_EXPIRED:
+            for rec in records:
+                self.expired(topic, rec.data, "time_limit", rec.sow_key, rec.bookmark or "")
+        else:
+            self.deleted(topic, records)
 
     # -- triggers ----------------------------------------------------------------------
     def published(self, msg: Any) -> None:

@@ -22,15 +22,17 @@ import socket
 import ssl
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server import commands, replay, sow_commands, version
+from amps_emulator.server import commands, publish, replay, version
 from amps_emulator.server.actions import Actions
-from amps_emulator.server.clock import SystemClock
+from amps_emulator.server.broker import Broker
+from amps_emulator.server.clock import SystemClock, TestClock
 from amps_emulator.server.connection import Connection
-from amps_emulator.server.ports import Stoppable
+from amps_emulator.server.ports import Client, Stoppable
 from amps_emulator.server.queuesvc import QueueService
 from amps_emulator.server.router import Router
 from amps_emulator.server.sowsvc import SowService
@@ -38,6 +40,10 @@ from amps_emulator.server.turn import Turn, contain
 from amps_emulator.server.txlog import TxLog
 from amps_emulator.server.views import DerivedTopics, derived_specs
 from amps_emulator.server.websocket import WebSocketProtocol
+
+if TYPE_CHECKING:
+    from amps_emulator.protocol.command import Command
+    from amps_emulator.server.router import Subscription
 
 log = logging.getLogger("amps_emulator.server")
 
@@ -111,7 +117,8 @@ def listeners_from_config(config: Any) -> list[Listener]:
 class Server:
     def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
-                 keep_readable_journal: bool = False, timebase: Any = None,
+                 keep_readable_journal: bool = False,
+                 timebase: SystemClock | TestClock | None = None,
                  admin: str | None = None, memory: bool = False,
                  strict_recovery: bool = False, logon_timeout: float = LOGON_TIMEOUT,
                  memory_budget: int = MEMORY_BUDGET) -> None:
@@ -121,40 +128,32 @@ class Server:
         ``Admin/InetAddr``, if any), started above the root by ``admin.start_admin``."""
         self.config = config
         self.keep_readable_journal = keep_readable_journal
-        #: refuse to start when acked data is found missing (oldest journal segment, SOW file)
-        self.strict_recovery = strict_recovery
         self.logon_timeout = logon_timeout
         #: the most bytes all connections together may hold in buffered frames (partial
         #: inbound frames, stashed frames, unsent output); past it the largest holders are
         #: disconnected as slow consumers (``check_memory``)
         self.memory_budget = memory_budget
-        #: ``--memory``: write no files at all (journal in memory, every SOW topic transient,
-        #: queue checkpoints kept in memory); nothing survives the process
-        self.memory = memory
         if timebase is None:
-            timebase = SystemClock()
-            timebase.monotonic, timebase.time = clock, wallclock
-        self.timebase = timebase
+            system = SystemClock()
+            system.monotonic, system.time = clock, wallclock
+            timebase = system
+        self.timebase: SystemClock | TestClock = timebase
         self.clock: Callable[[], float] = timebase.monotonic
         self.wallclock: Callable[[], float] = timebase.time
         self.started_at = self.wallclock()
-        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
-        self.router = Router()
+        self._loop: asyncio.AbstractEventLoop | None = None  # bound by start()
         self.connections: set[Connection] = set()
-        self.by_name: dict[str, Connection] = {}
-        self.client_seqs: dict[str, int] = {}  # publish de-duplication high-water marks
         self.listeners: list[Listener] = []
         self._handlers = commands.HANDLERS
         #: the end of every turn: SOW commit, journal, then writes (:mod:`server.turn`)
         self.turn = Turn()
+        #: what the handlers read (:mod:`server.broker`): built here, filled in by start()
+        self.broker = Broker(instance_name=config.name, timebase=timebase, turn=self.turn,
+                             memory=memory, strict_recovery=strict_recovery)
+        self.broker.drop_client = self.closed
         self._conn_ids = itertools.count(1)
-        self.stats = {"published": 0, "delivered": 0}
-        self.stopping = False
-        self.txlog: Any = None  # server.txlog.TxLog when the config has a TransactionLog
-        self.sowsvc: Any = None  # server.sowsvc.SowService when the config has SOW topics
-        self.queuesvc: Any = None  # server.queuesvc.QueueService when the config has queues
         #: server.views.DerivedTopics when the config has views or conflated topics
-        self.derived: Any = None
+        self.derived: DerivedTopics | None = None
         self.instance_name = config.name
         self.admin_addr = admin
         #: the Admin HTTP interface once an operator room started it (``admin.start_admin``);
@@ -164,43 +163,116 @@ class Server:
         self.actions = Actions(self.instance_name, config.actions)
         # the actions write through the message path like a client (the root injects it)
         self.actions.publish = self._action_publish
-        self.actions.delete = lambda topic, flt: sow_commands.delete_records(self, topic, flt)
-        self._filter_pool: Any = None
+        self.actions.delete = self._action_delete
+        self._filter_pool: ThreadPoolExecutor | None = None
+
+    # -- the broker's state, as the operator rooms and tests read it ----------------------
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise RuntimeError("the server is not started")
+        return self._loop
+
+    @property
+    def router(self) -> Router:
+        return self.broker.router
+
+    @property
+    def by_name(self) -> dict[str, Client]:
+        return self.broker.by_name
+
+    @property
+    def client_seqs(self) -> dict[str, int]:
+        return self.broker.client_seqs
+
+    @property
+    def stats(self) -> dict[str, int]:
+        return self.broker.stats
+
+    @property
+    def txlog(self) -> TxLog | None:
+        return self.broker.txlog
+
+    @property
+    def sowsvc(self) -> SowService | None:
+        return self.broker.sow
+
+    @property
+    def queuesvc(self) -> QueueService | None:
+        return self.broker.queues
+
+    @property
+    def stopping(self) -> bool:
+        return self.broker.stopping
+
+    @property
+    def memory(self) -> bool:
+        """``--memory``: write no files at all (journal in memory, every SOW topic transient,
+        queue checkpoints kept in memory); nothing survives the process."""
+        return self.broker.memory
+
+    @property
+    def strict_recovery(self) -> bool:
+        """Refuse to start when acked data is found missing (oldest journal segment, SOW file)."""
+        return self.broker.strict_recovery
 
     def _action_publish(self, topic: str, data: bytes) -> None:
-        if self.queuesvc is not None:
-            topic = self.queuesvc.publish_target(topic)  # a queue's own name: its feed
-        commands.publish_message(self, topic, data, client_name=self.instance_name)
+        queues = self.broker.queues
+        if queues is not None:
+            topic = queues.publish_target(topic)  # a queue's own name: its feed
+        publish.publish_message(self.broker, topic, data, client_name=self.instance_name)
 
-    def filter_pool(self) -> Any:
+    def _action_delete(self, topic: str, filter_text: str) -> int:
+        return publish.delete_records(self.broker, topic, filter_text)
+
+    def replace_derived(self, derived: DerivedTopics) -> None:
+        """The views were rebuilt (an operator's reset): ``derived`` takes the old one's
+        place on the message path."""
+        old = self.derived
+        self.derived = derived
+        if old is None:
+            publish.register(self.broker, derived)
+        else:
+            publish.replace(self.broker, old, derived)
+
+    def filter_pool(self) -> ThreadPoolExecutor:
         """One worker thread that compiles long filters off the event loop (see
         ``Connection._compile_aside``); one, so that a flood of them queues there."""
         if self._filter_pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
             self._filter_pool = ThreadPoolExecutor(1, thread_name_prefix="amps-filter")
         return self._filter_pool
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self, sockets: Iterable[socket.socket] | None = None) -> list[str]:
         """Bind every transport (or adopt ``sockets``, in order) and return their URIs."""
-        self.loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()
         self.listeners = listeners_from_config(self.config)  # TLS files checked before any recovery
-        self.timebase.bind(self.loop)
-        self.turn.bind(self.loop)
+        self.timebase.bind(loop)
+        self.turn.bind(loop)
+        broker = self.broker
+        broker.bind(loop)
+        txlog = sowsvc = None
         if self.config.transaction_log is not None:
-            self.txlog = TxLog(self, self.config.transaction_log)
-            self.txlog.open()  # recovery happens before any client can connect
+            txlog = broker.txlog = TxLog(self, self.config.transaction_log)
+            txlog.open()  # recovery happens before any client can connect
         if self.config.sow_topics:
-            self.sowsvc = SowService(self, self.config, derived_specs)
-            self.sowsvc.recover()
-            self.sowsvc.start_history_maintenance()
+            sowsvc = broker.sow = SowService(
+                broker, self.config, derived_specs,
+                on_removed=lambda topic, records, reason: publish.removed(broker, topic, records,
+                                                                          reason))
+            sowsvc.recover()
+            sowsvc.start_history_maintenance()
             if self.config.views or self.config.conflated_topics:
-                self.derived = DerivedTopics(self, self.config)
-                self.derived.start()
+                derived = DerivedTopics(broker, self.config)
+                derived.start()
+                self.replace_derived(derived)  # the first listener: views over the topic
         if self.config.queues:
-            self.queuesvc = QueueService(self, self.config)
-            self.queuesvc.recover()
+            queues = broker.queues = QueueService(broker, self.config,
+                                                  on_expired=self.actions.expired)
+            queues.recover()
+            publish.register(broker, queues)  # then the queues over it
+        if self.actions.on_publish or self.actions.on_sow_expire or self.actions.on_sow_delete:
+            publish.register(broker, self.actions)  # then the actions
         given = list(sockets) if sockets is not None else []
         for i, lst in enumerate(self.listeners):
             factory = lst.protocol_factory(self)
@@ -213,12 +285,11 @@ class Server:
             sockname = srv.sockets[0].getsockname()
             lst.host, lst.port = sockname[0], sockname[1]
         # the end of a turn, in order: SOW commit, then the journal (persist, then reply)
-        if self.sowsvc is not None:
-            self.turn.stage("sow commit", self.sowsvc.commit)
-        if self.txlog is not None:
-            self.turn.stage("journal end of turn", self.txlog.end_turn)
-        if self.txlog is not None:
-            self.txlog.start_timers()
+        if sowsvc is not None:
+            self.turn.stage("sow commit", sowsvc.commit)
+        if txlog is not None:
+            self.turn.stage("journal end of turn", txlog.end_turn)
+            txlog.start_timers()
         self.ready = True
         return [lst.uri for lst in self.listeners]
 
@@ -230,7 +301,7 @@ class Server:
                 ssl=lst.tls)
 
     async def stop(self) -> None:
-        self.stopping = True
+        self.broker.stopping = True
         self.turn.stopping = True
         if self.admin is not None:
             await self.admin.stop()
@@ -246,14 +317,15 @@ class Server:
         for lst in self.listeners:
             if lst.server is not None:
                 await lst.server.wait_closed()
-        if self.queuesvc is not None:
-            self.queuesvc.close()
+        broker = self.broker
+        if broker.queues is not None:
+            broker.queues.close()
         if self.derived is not None:
             self.derived.close()
-        if self.sowsvc is not None:
-            self.sowsvc.close()
-        if self.txlog is not None:
-            self.txlog.close()
+        if broker.sow is not None:
+            broker.sow.close()
+        if broker.txlog is not None:
+            broker.txlog.close()
         if self._filter_pool is not None:
             self._filter_pool.shutdown(wait=False, cancel_futures=True)
 
@@ -262,26 +334,27 @@ class Server:
         return self.timebase.call_later(delay, callback)
 
     # -- connections ------------------------------------------------------------------
-    def opened(self, conn: Connection) -> None:
+    def _own(self, client: Client) -> Connection:
+        """``client`` as the connection of this server it is (its listeners make only those)."""
+        if not isinstance(client, Connection):
+            raise TypeError(f"{client!r} is not a connection of this server")
+        return client
+
+    def opened(self, client: Client) -> None:
+        conn = self._own(client)
         conn.conn_id = next(self._conn_ids)
         conn.connect_time = self.wallclock()
         self.connections.add(conn)
         log.debug("connection %d from %s", conn.conn_id, conn.peer)
 
-    def closed(self, conn: Connection) -> None:
-        self.connections.discard(conn)
-        for sub in conn.subs.values():
-            self.remove_subscription(sub)
-        conn.subs.clear()
-        if self.queuesvc is not None:
-            self.queuesvc.disconnect(conn)
-        if conn.client_name is not None and self.by_name.get(conn.client_name) is conn:
-            del self.by_name[conn.client_name]
-        log.debug("connection %d closed", conn.conn_id)
+    def closed(self, client: Client) -> None:
+        self.connections.discard(self._own(client))
+        self.broker.forget(client)
+        log.debug("connection %d closed", client.conn_id)
 
-    def writable(self, conn: Connection) -> None:
-        """``conn``'s transport takes output again: resume its paused journal replays."""
-        replay.resume_connection(self, conn)
+    def writable(self, client: Client) -> None:
+        """``client``'s transport takes output again: resume its paused journal replays."""
+        replay.resume_connection(self.broker, client)
 
     def check_memory(self) -> bool:
         """Keep the frames buffered by all connections within :attr:`memory_budget`: over
@@ -303,40 +376,34 @@ class Server:
             total -= n
         return False
 
-    def remove_subscription(self, sub: Any) -> None:
+    def remove_subscription(self, sub: Subscription) -> None:
         """Take a subscription out of routing (or stop its journal cursor)."""
-        if sub.cursor is not None:
-            replay.stop(self, sub.cursor)
-        elif sub.queue is not None:
-            sub.queue.remove_subscriber(sub)
-        else:
-            self.router.remove(sub)
-        if sub.conflator is not None:
-            sub.conflator.close()
+        self.broker.remove_subscription(sub)
 
     def journal_pins(self) -> list[int]:
         """Journal positions that retention must keep: replay cursors, queued messages."""
-        pins = [c.next_pos for c in self.txlog.cursors if not c.done]
-        if self.queuesvc is not None:
-            pins.extend(q.engine.low_water_position + 1 for q in self.queuesvc.queues.values())
+        txlog, queues = self.broker.txlog, self.broker.queues
+        pins = [c.next_pos for c in txlog.cursors if not c.done] if txlog is not None else []
+        if queues is not None:
+            pins.extend(q.engine.low_water_position + 1 for q in queues.queues.values())
         return pins
 
     # -- dispatch ----------------------------------------------------------------------
-    def dispatch(self, conn: Connection, cmd: Any) -> None:
+    def dispatch(self, client: Client, cmd: Command) -> None:
         handler = self._handlers.get(cmd.command)
         try:
-            if not conn.logged_on and cmd.command not in ("logon", "heartbeat"):
+            if not client.logged_on and cmd.command not in ("logon", "heartbeat"):
                 raise CommandError(reasons.LOGON_REQUIRED)
             if handler is None:
                 raise CommandError(reasons.UNKNOWN_COMMAND, cmd.command)
-            handler(self, conn, cmd)
+            handler(self.broker, client, cmd)
         except CommandError as exc:
-            log.info("%s: %s failed: %s", conn.describe(), cmd.command, exc)
-            conn.fail(cmd, exc.reason)
+            log.info("%s: %s failed: %s", client.describe(), cmd.command, exc)
+            client.fail(cmd, exc.reason)
         except Exception:  # a bug must not take the server down
-            log.exception("%s: internal error handling %r", conn.describe(), cmd)
-            conn.fail(cmd, reasons.UNKNOWN_ERROR)
+            log.exception("%s: internal error handling %r", client.describe(), cmd)
+            client.fail(cmd, reasons.UNKNOWN_ERROR)
 
-    def contain(self, conn: Connection, what: str) -> None:
+    def contain(self, client: Client, what: str) -> None:
         """See :func:`server.turn.contain`."""
-        contain(conn, what)
+        contain(client, what)

@@ -1,42 +1,101 @@
-"""What the command handlers may use of the server: the ``Broker`` they receive.
+"""The passive state the command handlers read: the ``Broker`` they receive.
 
-The handlers (``commands``, ``sow_commands``, ``sow_aggregate``, ``sow_results``) take
-``(server: Broker, conn: Client, cmd: Command)``. ``Broker`` lists, in one place, the state
-and services a handler reads (fakeredis' ``CommandsMixinBase``): the routing table, the
-session maps, the clock and the turn, the transaction log, SOW, queues, views and actions,
-the counters and the instance name. :class:`server.app.Server` satisfies it; a test may pass
-any object that does.
+The handlers (``commands``, ``sow_commands``, ``sow_aggregate``, ``sow_results``) and the
+message path (``publish``) take ``(broker: Broker, client: Client, cmd: Command)``. ``Broker``
+holds, in one place, the state and services a handler may use (fakeredis' ``FakeServer``,
+with ``CommandsMixinBase``'s rule that this is all a command touches): the routing table, the
+sessions (clients by name, publish de-duplication marks), the clock and the turn, the
+transaction log, SOW and queues, the publish listeners, the counters and the instance name.
 
-It is a ``Protocol`` rather than the passive state object itself (architecture-2's
-``broker.py``) for now: the Server still holds that state, and splitting it out is a change
-of ownership beyond this step. What matters for the import graph holds either way: this
-module names the services for type checking only, and none of them names it.
+It imports no handler and composes nothing: the root (:class:`server.app.Server`) builds it,
+fills in the services it built, registers the listeners, and keeps dispatch, lifecycle,
+transports and the memory budget for itself. A test may build one directly.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+import asyncio
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from amps_emulator.server import replay
+from amps_emulator.server.router import Router, Subscription
 
 if TYPE_CHECKING:
-    from amps_emulator.server.ports import ActionsPort, Client, ServiceHost
+    from amps_emulator.server.ports import Client, PublishListener, Timebase, Turn
     from amps_emulator.server.queuesvc import QueueService
-    from amps_emulator.server.router import Subscription
     from amps_emulator.server.sowsvc import SowService
     from amps_emulator.server.txlog import TxLog
-    from amps_emulator.server.views import DerivedTopics
 
-    class Broker(ServiceHost, Protocol):
-        """(Declared for type checkers only: handlers name it in annotations.)"""
 
-        by_name: dict[str, Client]
-        client_seqs: dict[str, int]  # publish de-duplication high-water marks
-        txlog: TxLog | None
-        sowsvc: SowService | None
-        queuesvc: QueueService | None
-        derived: DerivedTopics | None
-        actions: ActionsPort
-        stopping: bool
+class Broker:
+    def __init__(self, *, instance_name: str, timebase: Timebase, turn: Turn,
+                 memory: bool = False, strict_recovery: bool = False) -> None:
+        self.instance_name = instance_name
+        self.timebase = timebase
+        #: the end of every turn: SOW commit, journal, then writes (:mod:`server.turn`)
+        self.turn = turn
+        #: ``--memory``: no files (journal in memory, every SOW topic transient)
+        self.memory = memory
+        #: refuse to start when acked data is found missing
+        self.strict_recovery = strict_recovery
+        self.router = Router()
+        # -- sessions
+        self.by_name: dict[str, Client] = {}  # logged-on clients by client name
+        self.client_seqs: dict[str, int] = {}  # publish de-duplication high-water marks
+        # -- services, filled in by the root as the config asks for them
+        self.txlog: TxLog | None = None
+        self.sow: SowService | None = None
+        self.queues: QueueService | None = None
+        #: who the message path tells of publishes and removals (views, queues, actions), in
+        #: the order they are told; registered by the root (:func:`server.publish.register`)
+        self.listeners: tuple[PublishListener, ...] = ()
+        self.stats = {"published": 0, "delivered": 0}
+        #: set when the server stops: replays no longer schedule themselves
+        self.stopping = False
+        #: drop a client's state now, before its transport reports the close (a logon taking
+        #: its name over); the root also takes it out of its connections
+        self.drop_client: Callable[[Client], None] = self.forget
+        self._loop: asyncio.AbstractEventLoop | None = None
 
-        def remove_subscription(self, sub: Subscription) -> None: ...
+    # -- the clock and the loop ------------------------------------------------------------
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
 
-        def closed(self, client: Client) -> None: ...
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            raise RuntimeError("the broker's loop is bound when the server starts")
+        return self._loop
+
+    def clock(self) -> float:
+        return self.timebase.monotonic()
+
+    def wallclock(self) -> float:
+        return self.timebase.time()
+
+    def call_later(self, delay: float, callback: Callable[[], Any]) -> Any:
+        """A timer on the server's clock (see :mod:`server.clock`)."""
+        return self.timebase.call_later(delay, callback)
+
+    # -- sessions --------------------------------------------------------------------------
+    def remove_subscription(self, sub: Subscription) -> None:
+        """Take a subscription out of routing (or stop its journal cursor)."""
+        if sub.cursor is not None:
+            replay.stop(self, sub.cursor)
+        elif sub.queue is not None:
+            sub.queue.remove_subscriber(sub)
+        else:
+            self.router.remove(sub)
+        if sub.conflator is not None:
+            sub.conflator.close()
+
+    def forget(self, client: Client) -> None:
+        """``client`` is gone: its subscriptions, queue leases and name go with it."""
+        for sub in client.subs.values():
+            self.remove_subscription(sub)
+        client.subs.clear()
+        if self.queues is not None:
+            self.queues.disconnect(client)
+        if client.client_name is not None and self.by_name.get(client.client_name) is client:
+            del self.by_name[client.client_name]

@@ -33,17 +33,18 @@ from amps_emulator.sow.delta import merge
 from amps_emulator.sow.paths import PathError, parse_path
 
 from .delivery import UNDECODED, decode_or_none, delivery_tail, selected
+from .ports import ServiceHost
 
 if TYPE_CHECKING:
-    from amps_emulator.server.ports import ServiceHost
+    from amps_emulator.server.router import Subscription
     from amps_emulator.server.sowsvc import SowService
 
-    class ConflationHost(ServiceHost, Protocol):
-        """What a conflated subscription reads of the server (here, not in ``ports``: it
-        names :class:`server.sowsvc.SowService`)."""
 
-        sowsvc: SowService | None
-    from amps_emulator.server.router import Subscription
+class ConflationHost(ServiceHost, Protocol):
+    """What a conflated subscription reads of the broker (here, not in ``ports``: it names
+    :class:`server.sowsvc.SowService`)."""
+
+    sow: SowService | None
 
 __all__ = ["Conflator", "conflation_for", "AUTO_INTERVAL"]
 
@@ -96,7 +97,7 @@ def conflation_for(server: ConflationHost, sub: Subscription) -> Conflator | Non
         return None
     key_text = opts.get("conflation_key")
     keys = _keys(key_text) if isinstance(key_text, str) else None
-    sow = server.sowsvc
+    sow = server.sow
     topic = None if sub.regex is not None or sow is None else sow.get(sub.topic)
     if keys is not None and topic is not None and topic.spec.keys and \
             keys == tuple(parse_path(k) for k in topic.spec.keys):

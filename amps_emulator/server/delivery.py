@@ -9,7 +9,7 @@ or an ``oof`` (the update took a record out of an ``oof`` subscription's filter)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -21,7 +21,17 @@ from amps_emulator.sow.delta import changed_fields
 from amps_emulator.sow.query import apply_select
 
 if TYPE_CHECKING:
-    from amps_emulator.server.ports import FanoutHost
+    from amps_emulator.server.router import Router
+
+
+class FanoutHost(Protocol):
+    """What delivering a message to the subscriptions that match it reads (:func:`fan_out`,
+    :func:`send_oof`): the routing table, the counters, the wall clock (the broker)."""
+
+    router: Router
+    stats: dict[str, int]
+
+    def wallclock(self) -> float: ...
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode

@@ -18,7 +18,9 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from amps_emulator.journal.record import JournalRecord
     from amps_emulator.protocol.command import Command
+    from amps_emulator.server.delivery import Message
     from amps_emulator.server.heartbeat import Heartbeat
     from amps_emulator.server.router import Router, Subscription
     from amps_emulator.sow.record import Record
@@ -141,27 +143,22 @@ class ConnectionHost(Protocol):
 
 class PublishListener(Protocol):
     """A consumer of the message path (:mod:`server.publish`): views, queues, actions. The
-    owner registers it; the path calls it without knowing what it is (nats' storage update
-    handlers)."""
+    root registers it on the broker; the path calls it without knowing what it is (nats'
+    storage update handlers)."""
+
+    def covers(self, topic: str) -> bool:
+        """Whether a publish to ``topic`` must be built as a message for this listener even
+        when no subscription and no SOW topic wants it."""
 
     def check_writable(self, topic: str) -> None:
-        """Raise ``CommandError`` when a publish to ``topic`` must be refused."""
+        """Raise ``CommandError`` when a publish to (or delete from) ``topic`` must be refused."""
 
-    def published(self, msg: Any, rec: Record | None) -> None:
-        """``msg`` was published (and stored as ``rec`` in the SOW, if its topic has one)."""
+    def message_published(self, msg: Message, rec: JournalRecord | None) -> None:
+        """``msg`` was published (journalled as ``rec``, if its topic is recorded), stored in
+        its SOW topic (if it has one) and fanned out."""
 
-    def removed(self, topic: str, records: list[Record], reason: str) -> None:
-        """``records`` left the SOW topic ``topic`` (deleted, expired) for ``reason``."""
-
-
-class FanoutHost(Protocol):
-    """What delivering a message to the subscriptions that match it reads
-    (:func:`server.delivery.fan_out`): the routing table, the counters, the wall clock."""
-
-    router: Router
-    stats: dict[str, int]
-
-    def wallclock(self) -> float: ...
+    def records_removed(self, topic: str, records: list[Record], reason: str) -> None:
+        """``records`` left the SOW topic ``topic`` (``deleted``, ``expired``)."""
 
 
 class PersistWaiter(Protocol):
@@ -205,35 +202,12 @@ class TxLogHost(Protocol):
     def journal_pins(self) -> list[int]: ...
 
 
-class DerivedPort(Protocol):
-    """The views and conflated topics (:class:`server.views.DerivedTopics`) as the message
-    path and the SOW see them: told of every change to a SOW topic they read."""
+class ServiceHost(Protocol):
+    """What every service built by the root reads of it (:class:`server.broker.Broker`): the
+    routing table and counters, the clock, the turn, the options."""
 
-    def check_writable(self, topic: str) -> None: ...
-
-    def published(self, topic: str, msg: Any) -> None: ...
-
-    def removed(self, topic: str, records: list[Record], reason: str) -> None: ...
-
-
-class ActionsPort(Protocol):
-    """The configured actions (:class:`server.actions.Actions`) as the message path, the SOW
-    and the queues see them."""
-
-    on_publish: list[Any]
-
-    def published(self, msg: Any) -> None: ...
-
-    def expired(self, topic: str, data: bytes, reason: str, sow_key: str = "",
-                bookmark: str = "") -> None: ...
-
-    def deleted(self, topic: str, records: Any, reason: str = "deleted") -> None: ...
-
-
-class ServiceHost(FanoutHost, Protocol):
-    """What every service built by the root reads of it: the routing table and counters, the
-    clock, the turn, the options."""
-
+    router: Router
+    stats: dict[str, int]
     turn: Turn
     memory: bool
     strict_recovery: bool
@@ -243,5 +217,7 @@ class ServiceHost(FanoutHost, Protocol):
     def loop(self) -> asyncio.AbstractEventLoop: ...
 
     def clock(self) -> float: ...
+
+    def wallclock(self) -> float: ...
 
     def call_later(self, delay: float, callback: Callable[[], Any]) -> Any: ...

@@ -1,20 +1,103 @@
-"""The message path's shared steps, below the handlers and the listeners that write through it.
+"""The message path: the one way a message gets into the server, and records out of a SOW.
 
-``store_publish`` puts a published message into its SOW topic and prepares it for the
-fan-out; client publishes (``commands``), actions and views (``views.DerivedTopics.store``)
-all store through it. It needs only the turn (the SOW commits at its end), so a listener
-may call it without knowing the handlers or the server.
+:func:`publish_message` is everything a publish does, for clients (``commands.publish``) and
+for actions alike: journal it, store it in its SOW topic (:func:`store_publish`), fan it out,
+and tell the listeners. :func:`delete_records` and :func:`removed` are the other direction:
+records leave a SOW topic (a ``sow_delete``, an action, an expiry) and the subscriptions and
+the listeners hear of it.
+
+The listeners are the consumers of the path that are not subscriptions: the views and
+conflated topics, the queues, the actions. Each satisfies :class:`server.ports.PublishListener`
+and the root registers it on the broker (:func:`register`), as nats' ``stream.setupStore``
+registers the callbacks its store declared; this module never names them. The broker keeps
+them in a tuple: with none registered the path costs one truth test of an empty tuple.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from amps_emulator.server.delivery import UNDECODED, Message, decode_or_none
+from amps_emulator.journal import RecordKind
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.delivery import UNDECODED, Message, decode_or_none, fan_out, send_oof
+from amps_emulator.server.subscribe import compile_filter_for
 
 if TYPE_CHECKING:
-    from amps_emulator.server.ports import Turn
-    from amps_emulator.sow import Topic
+    from amps_emulator.server.broker import Broker
+    from amps_emulator.server.ports import PublishListener, Turn
+    from amps_emulator.sow import Record, Topic
+
+_PUBLISH = int(RecordKind.PUBLISH)
+_DELTA = int(RecordKind.DELTA_PUBLISH)
+
+
+# -- the listeners -------------------------------------------------------------------------
+
+def register(broker: Broker, listener: PublishListener) -> None:
+    """``listener`` hears of every publish and removal from now on, after those registered
+    before it."""
+    broker.listeners = (*broker.listeners, listener)
+
+
+def replace(broker: Broker, old: PublishListener, new: PublishListener) -> None:
+    """``new`` takes ``old``'s place (and turn) among the listeners (a reset rebuilds the views)."""
+    broker.listeners = tuple(new if lst is old else lst for lst in broker.listeners)
+
+
+def check_writable(broker: Broker, topic: str) -> None:
+    """Raise ``CommandError`` when a listener owns ``topic`` (a view's own SOW topic)."""
+    for listener in broker.listeners:
+        listener.check_writable(topic)
+
+
+# -- in ------------------------------------------------------------------------------------
+
+def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False,
+                    client_name: str = "", client_seq: int | None = None,
+                    correlation_id: str | None = None, sow_key: str | None = None,
+                    expiration: int | None = None,
+                    headers: dict[str, str] | None = None) -> int | None:
+    """Everything a publish does, for clients and for actions alike: journal it (when the
+    topic is recorded), store it in its SOW topic, fan it out, then tell the listeners (the
+    views over the topic, the queues over it, the on-publish actions). Returns the journal
+    position (None: not recorded). Raises ``bad sow key`` before anything happened."""
+    sow = broker.sow
+    sow_topic = sow.get(topic) if sow is not None else None
+    doc = UNDECODED
+    key = None
+    if sow_topic is not None:
+        doc = decode_or_none(body)
+        key = sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front
+    txlog = broker.txlog
+    rec = None
+    if txlog is not None and txlog.recorded(topic):
+        rec = txlog.append(topic, body, _DELTA if delta else _PUBLISH, client_name=client_name,
+                           client_seq=client_seq, correlation_id=correlation_id,
+                           sow_key=sow_key, expiration=expiration, headers=headers)
+    listeners = broker.listeners
+    if sow_topic is not None or broker.router.match(topic) or (
+            listeners and _covered(listeners, topic)):
+        # positional: (topic, body, bookmark, correlation_id, sow_key, expiration,
+        # client_name, doc)
+        msg = Message(topic, body, rec.bookmark_str if rec is not None else None,
+                      correlation_id, sow_key, expiration, client_name, doc)
+        # one message, one time: the live ``ts``, the SOW record's and the replay's agree
+        stamp = msg.timestamp = rec.timestamp if rec is not None \
+            else int(broker.wallclock() * 1_000_000)
+        if sow_topic is not None:
+            store_publish(broker.turn, sow_topic, msg, delta,
+                          rec.position if rec is not None else 0, key, stamp / 1_000_000)
+        fan_out(broker, msg)
+        for listener in listeners:
+            listener.message_published(msg, rec)
+    else:
+        broker.stats["published"] += 1
+    return rec.position if rec is not None else None
+
+
+def _covered(listeners: tuple[PublishListener, ...], topic: str) -> bool:
+    return any(listener.covers(topic) for listener in listeners)
 
 
 def store_publish(turn: Turn, topic: Topic, msg: Message, delta: bool,
@@ -22,7 +105,9 @@ def store_publish(turn: Turn, topic: Topic, msg: Message, delta: bool,
     """Upsert (or merge, for delta_publish) a published message into its SOW topic and
     prepare ``msg`` for the fan-out: the stored body, its SowKey, the record it replaced (for
     OOF ``match``) and, for delta subscribers, what changed. ``stamp``: the time the
-    transaction log recorded the message (the record's timestamp; default now)."""
+    transaction log recorded the message (the record's timestamp; default now). Client
+    publishes, actions and views (``views.DerivedTopics.store``) all store through it; it
+    needs only the turn (the SOW commits at its end)."""
     doc = msg.doc if msg.doc is not UNDECODED else decode_or_none(msg.body)
     turn.request()  # the SOW commits at the end of this turn
     if delta or key is None:
@@ -39,3 +124,33 @@ def store_publish(turn: Turn, topic: Topic, msg: Message, delta: bool,
     msg.doc = rec.doc
     msg.set_previous(result.previous)  # decoded only if a subscriber reads it
     msg.key_fields = topic.delta_keys  # the delta is computed only if a delta subscriber asks
+
+
+# -- out -----------------------------------------------------------------------------------
+
+def removed(broker: Broker, topic: str, records: list[Record], reason: str) -> None:
+    """``records`` left the SOW topic ``topic`` (``reason``: deleted, expired): out-of-focus
+    messages to the subscriptions that had them, then the listeners."""
+    send_oof(broker, topic, records, reason)
+    for listener in broker.listeners:
+        listener.records_removed(topic, records, reason)
+
+
+def delete_records(broker: Broker, topic_name: str, filter_text: str) -> int:
+    """``sow_delete`` by filter on behalf of the server itself (actions, an operator's reset);
+    returns the count."""
+    sow = broker.sow
+    topic = sow.get(topic_name) if sow is not None else None
+    if topic is None:
+        raise CommandError(reasons.INVALID_TOPIC, f"{topic_name!r} is not a SOW topic")
+    filt = compile_filter_for(filter_text)
+    position = 0
+    txlog = broker.txlog
+    if txlog is not None and txlog.recorded(topic_name):
+        position = txlog.append(topic_name, b"", RecordKind.SOW_DELETE,
+                                client_name=broker.instance_name,
+                                headers={"filter": filter_text}).position
+    broker.turn.request()
+    result = topic.delete_by_filter(filt, position=position)
+    removed(broker, topic_name, result.records, reasons.OOF_DELETED)
+    return result.records_deleted

@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
@@ -50,20 +50,25 @@ from amps_emulator.queues import (
 )
 from amps_emulator.queues import recovery as queue_recovery
 from amps_emulator.server.delivery import UNDECODED, decode_or_none, selected
+from amps_emulator.server.ports import ServiceHost
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 from amps_emulator.server.subscribe import compile_filter_for
 
 if TYPE_CHECKING:
-    from amps_emulator.server.ports import ActionsPort, Client, ServiceHost
-    from amps_emulator.server.txlog import TxLog
-
-    class QueueHost(ServiceHost, Protocol):
-        """What the queue service reads of the server (here, not in ``ports``: it names
-        :class:`server.txlog.TxLog`)."""
-
-        txlog: TxLog | None
-        actions: ActionsPort
+    from amps_emulator.journal.record import JournalRecord
+    from amps_emulator.server.delivery import Message
+    from amps_emulator.server.ports import Client
     from amps_emulator.server.router import Subscription
+    from amps_emulator.server.txlog import TxLog
+    from amps_emulator.sow import Record
+
+
+class QueueHost(ServiceHost, Protocol):
+    """What the queue service reads of the broker (here, not in ``ports``: it names
+    :class:`server.txlog.TxLog`)."""
+
+    txlog: TxLog | None
+
 
 log = logging.getLogger("amps_emulator.queues")
 STEP_SECONDS = 0.01  # how long a sow query on a queue holds the event loop at a time
@@ -129,10 +134,16 @@ class QueueState:
 
 
 class QueueService:
-    def __init__(self, server: QueueHost, config: Any) -> None:
+    def __init__(self, server: QueueHost, config: Any, *,
+                 on_expired: Callable[[str, bytes, str, str, str], object] | None = None
+                 ) -> None:
+        """``on_expired(queue, data, reason, sow_key, bookmark)``: a message left a queue
+        unconsumed (the on-sow-expire actions, passed in by the root)."""
         self.server = server
         if server.txlog is None:
             raise ValueError("queues need a TransactionLog recording their underlying topics")
+        self.txlog: TxLog = server.txlog
+        self.on_expired = on_expired
         self.queues: dict[str, QueueState] = {}
         for q in config.queues:
             self.queues[q.name] = QueueState(self, q)
@@ -179,9 +190,17 @@ class QueueService:
             return q.default_target
         return q.underlying if q.regex is None else topic
 
-    # -- publishing ------------------------------------------------------------------------
-    def on_publish(self, msg: Any, rec: Any) -> None:
-        """A journalled publish: enqueue it on every queue over its topic."""
+    # -- the message path's listener (ports.PublishListener) --------------------------------
+    def check_writable(self, topic: str) -> None:
+        pass  # a publish to a queue goes to its feed (publish_target): nothing to refuse
+
+    def records_removed(self, topic: str, records: list[Record], reason: str) -> None:
+        pass  # queues hold journalled messages, not SOW records
+
+    def message_published(self, msg: Message, rec: JournalRecord | None) -> None:
+        """A publish: if journalled, enqueue it on every queue over its topic."""
+        if rec is None:
+            return
         ctx = None
         now = self.now()
         for q in self.covering(msg.topic):
@@ -217,7 +236,7 @@ class QueueService:
         if rec is not None:
             return rec
         found = None
-        for n, r in enumerate(self.server.txlog.journal.read(position)):
+        for n, r in enumerate(self.txlog.journal.read(position)):
             if n == 0 and r.position != position:
                 break  # not in the log (removed by retention, or never written)
             if r.kind in _PUBLISH_KINDS:
@@ -317,9 +336,10 @@ class QueueService:
                 if lease is not None and (earliest is None or lease < earliest):
                     earliest = lease
             elif t is Expired:
-                rec = self._record(a.position)
-                self.server.actions.expired(q.name, rec.body if rec is not None else b"",
-                                            a.reason, "", a.bookmark)
+                if self.on_expired is not None:
+                    rec = self._record(a.position)
+                    self.on_expired(q.name, rec.body if rec is not None else b"", a.reason, "",
+                                    a.bookmark)
         # Acks only remove deadlines (a timer that fires early re-arms itself); a new lease
         # matters only if it ends before the armed timer.
         if self._timer is None or (earliest is not None and earliest < (self._timer_at or 0)):
@@ -328,7 +348,7 @@ class QueueService:
     def _journal_events(self, q: QueueState, events: list[Any]) -> None:
         """One journal record per engine call: the event itself, or a batch of them (an ack
         of ten bookmarks is one record, not ten)."""
-        txlog = self.server.txlog
+        txlog = self.txlog
         if len(events) == 1:
             kind, payload = encode_event(events[0])
         else:
@@ -422,7 +442,7 @@ class QueueService:
 
     # -- recovery and checkpoints ------------------------------------------------------------
     def recover(self) -> None:
-        journal = self.server.txlog.journal
+        journal = self.txlog.journal
         checkpoints = self._read_checkpoints()
         starts: dict[str, int] = {}
         for name, q in self.queues.items():
@@ -472,7 +492,7 @@ class QueueService:
         self._ckpt_timer = self.server.loop.call_later(CHECKPOINT_INTERVAL, self._checkpoint_tick)
 
     def _resolve_recovery_point(self, point: str) -> int:
-        journal = self.server.txlog.journal
+        journal = self.txlog.journal
         if point in ("epoch", "creation", "0"):
             return 0
         if point == "now":
@@ -503,7 +523,7 @@ class QueueService:
 
     def _checkpoint_tick(self) -> None:
         """Write low-water marks whose acknowledgements are now durable in the journal."""
-        journal = self.server.txlog.journal
+        journal = self.txlog.journal
         pending = self._ckpt_pending
         if pending is not None and journal.durable_position >= pending[0]:
             self._write_checkpoints(pending[1])

@@ -83,8 +83,9 @@ async def reset_all(server: Server) -> dict:
         if server.derived is not None:
             from amps_emulator.server.views import DerivedTopics
 
-            server.derived = DerivedTopics(server, server.config)
-            server.derived.start()
+            derived = DerivedTopics(server.broker, server.config)
+            derived.start()
+            server.replace_derived(derived)
     if server.queuesvc is not None:
         from amps_emulator.queues import QueueEngine
 
@@ -100,9 +101,10 @@ async def reset_all(server: Server) -> dict:
 
 
 def reset_topic(server: Server, name: str) -> dict:
-    from amps_emulator.server.sow_commands import delete_records
+    from amps_emulator.server.publish import delete_records
 
-    return {"reset": "topic", "topic": name, "records_deleted": delete_records(server, name, "1=1")}
+    return {"reset": "topic", "topic": name,
+            "records_deleted": delete_records(server.broker, name, "1=1")}
 
 
 def reset_queue(server: Server, name: str) -> dict:

@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 AGGREGATE_STEP = 20_000
 
 
-def aggregated_query_steps(server: Broker, conn: Client, cmd: Command, filt: Any,
+def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
                            subscription: AggregatedSubscription | None = None,
                            on_snapshot: Callable[[], None] | None = None
                            ) -> Generator[None, None, dict[str, int]]:
@@ -77,18 +77,18 @@ def aggregated_query_steps(server: Broker, conn: Client, cmd: Command, filt: Any
     top_n = _top_n(cmd)
     skip_n = _count_option(cmd, "skip_n", cmd.skip_n)
     order = parse_order_by(cmd.orderby)
-    queue = server.queuesvc.get(cmd.topic) if server.queuesvc is not None else None
+    queue = broker.queues.get(cmd.topic) if broker.queues is not None else None
     steps: list[Generator[None, None, Any]] = []
     if queue is not None:
         names = [queue.name]
         if subscription is not None:  # refused before the (stepped) read of the queue
             raise CommandError(reasons.INVALID_OPTIONS,
                                "an aggregated subscription needs one SOW topic")
-        records, total = yield from server.queuesvc.query_records(queue, filt, None)
+        records, total = yield from broker.queues.query_records(queue, filt, None)
         inputs = [[Record("", bytes(r.body), "", r.timestamp / 1_000_000) for r in records]]
         matches, topic_matches = len(records), total
     else:
-        sowsvc = server.sowsvc
+        sowsvc = broker.sow
         if sowsvc is not None and sowsvc.get(cmd.topic, create=False) is None and is_regex_topic(cmd.topic):
             raise CommandError(reasons.REGEX_TOPIC_NOT_SUPPORTED,
                                "an aggregated query names one topic, not a regex")
@@ -97,13 +97,13 @@ def aggregated_query_steps(server: Broker, conn: Client, cmd: Command, filt: Any
         if not topics:
             raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
         names = [t.spec.name for t in topics]
-        cuts = history_cuts(server, cmd, topics, common=False)
+        cuts = history_cuts(broker, cmd, topics, common=False)
         steps = [t.query_steps(filt, sow_keys=cmd.sow_keys,
                                history_cut=cuts.get(t.spec.name) if cuts else None)
                  for t in topics]
     if subscription is not None and (queue is not None or len(steps) != 1):
         raise CommandError(reasons.INVALID_OPTIONS, "an aggregated subscription needs one SOW topic")
-    qid, results = yield from run_topic_steps(conn, cmd, steps, on_snapshot)
+    qid, results = yield from run_topic_steps(client, cmd, steps, on_snapshot)
     if queue is None:
         inputs = [res.records for res in results]
         matches = sum(res.matches for res in results)
@@ -121,6 +121,6 @@ def aggregated_query_steps(server: Broker, conn: Client, cmd: Command, filt: Any
         if order is not None:
             out = sort_records(out, order)
         out = page(out, top_n, skip_n)
-        returned += yield from send_records(conn, qid, name, out, batch, opts)
-    conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
+        returned += yield from send_records(client, qid, name, out, batch, opts)
+    client.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}

@@ -31,8 +31,9 @@ from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import final as acks_final
 from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.aggregated_subscription import AggregatedSubscription
-from amps_emulator.server.delivery import decode_or_none, oof_frame, selected, send_oof
+from amps_emulator.server.delivery import decode_or_none, oof_frame, selected
 from amps_emulator.server.pagination import PageWindow
+from amps_emulator.server.publish import check_writable, removed
 from amps_emulator.server.router import Subscription, is_regex_topic
 from amps_emulator.server.sow_aggregate import aggregated_query_steps
 from amps_emulator.server.sow_results import (
@@ -83,7 +84,7 @@ class Replacing:
         return out
 
 
-def query_steps(server: Broker, conn: Client, cmd: Command, filt: Any,
+def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
                 on_snapshot: Callable[[float | None], None] | None = None,
                 replacing: Replacing | None = None
                 ) -> Generator[None, None, dict[str, int]]:
@@ -93,18 +94,18 @@ def query_steps(server: Broker, conn: Client, cmd: Command, filt: Any,
     registers its subscription there), with the instant a historical query read as of
     (``None``: the current state)."""
     if "grouping" in cmd.opts or "projection" in cmd.opts:  # aggregated query
-        return (yield from aggregated_query_steps(server, conn, cmd, filt))
-    queue = server.queuesvc.get(cmd.topic) if server.queuesvc is not None else None
+        return (yield from aggregated_query_steps(broker, client, cmd, filt))
+    queue = broker.queues.get(cmd.topic) if broker.queues is not None else None
     if queue is not None:
-        counts = yield from _query_queue(server, conn, cmd, queue, filt)
+        counts = yield from _query_queue(broker, client, cmd, queue, filt)
         if on_snapshot is not None:
             on_snapshot(None)
         return counts
-    topics = server.sowsvc.topics_for(cmd.topic, "non_regex_topic" in cmd.opts) \
-        if server.sowsvc is not None else []
+    topics = broker.sow.topics_for(cmd.topic, "non_regex_topic" in cmd.opts) \
+        if broker.sow is not None else []
     if not topics:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
-    cuts = history_cuts(server, cmd, topics, common=on_snapshot is not None)
+    cuts = history_cuts(broker, cmd, topics, common=on_snapshot is not None)
     batch = _batch_size(cmd)
     top_n = _top_n(cmd)
     skip_n = _count_option(cmd, "skip_n", cmd.skip_n)
@@ -130,7 +131,7 @@ def query_steps(server: Broker, conn: Client, cmd: Command, filt: Any,
                                history_cut=cuts.get(topic.spec.name) if cuts else None)
              for topic in topics]
     qid, results = yield from run_topic_steps(
-        conn, cmd, steps,
+        client, cmd, steps,
         None if on_snapshot is None else lambda: on_snapshot(min(cuts.values()) if cuts else None))
     matches = sum(res.matches for res in results)
     topic_matches = sum(res.topic_matches for res in results)
@@ -149,11 +150,11 @@ def query_steps(server: Broker, conn: Client, cmd: Command, filt: Any,
             runs.append((topic.spec.name, records))
     returned = 0
     for name, records in runs:
-        returned += yield from send_records(conn, qid, name, records, batch, opts)
-    conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
+        returned += yield from send_records(client, qid, name, records, batch, opts)
+    client.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     if replacing is not None:
         for name, rec in replacing.left:
-            conn.send(oof_frame(name, cmd.sub_id or "", rec.sow_key, reasons.OOF_MATCH,
+            client.send(oof_frame(name, cmd.sub_id or "", rec.sow_key, reasons.OOF_MATCH,
                                 selected(rec.data, sel, rec.doc), rec.bookmark or None))
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
 
@@ -185,7 +186,7 @@ def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
     return runs
 
 
-def _paginated_steps(conn: Client, cmd: Command, filt: Any, topic: Any,
+def _paginated_steps(client: Client, cmd: Command, filt: Any, topic: Any,
                      window: PageWindow, on_snapshot: Callable[[], None]
                      ) -> Generator[None, None, dict[str, int]]:
     """A paginated ``sow_and_subscribe`` (``top_n`` and ``skip_n``): the subscription's
@@ -195,20 +196,20 @@ def _paginated_steps(conn: Client, cmd: Command, filt: Any, topic: Any,
     batch = _batch_size(cmd)
     sel = selection(cmd.opts.get("select"))
     # every match, unsorted: the window sorts them (orderby, then SowKey)
-    qid, results = yield from run_topic_steps(conn, cmd, [topic.query_steps(filt)], on_snapshot)
+    qid, results = yield from run_topic_steps(client, cmd, [topic.query_steps(filt)], on_snapshot)
     result = results[0]
     window.load(result.records)
     by_key = {r.sow_key: r for r in result.records}
     records = [by_key[k] for k in window.window()]
     if sel is not None:
         records = [project(r, sel) for r in records]
-    yield from send_records(conn, qid, topic.spec.name, records, batch, cmd.opts)
-    conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
+    yield from send_records(client, qid, topic.spec.name, records, batch, cmd.opts)
+    client.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     return {"records_returned": len(records), "matches": result.matches,
             "topic_matches": result.topic_matches}
 
 
-def drive(server: Broker, conn: Client, cmd: Command,
+def drive(broker: Broker, client: Client, cmd: Command,
           steps: Generator[None, None, Any], finish: Callable[[Any], None],
           on_failure: Callable[[], None] | None = None, complete: bool = False) -> None:
     """Run ``steps``: the first step now; if it is not done, the rest in later loop steps
@@ -225,81 +226,81 @@ def drive(server: Broker, conn: Client, cmd: Command,
         if on_failure is not None:
             on_failure()
         raise
-    conn.begin_busy()
-    server.loop.call_soon(_step, server, conn, cmd, steps, finish, on_failure, complete)
+    client.begin_busy()
+    broker.loop.call_soon(_step, broker, client, cmd, steps, finish, on_failure, complete)
 
 
-def _step(server: Broker, conn: Client, cmd: Command,
+def _step(broker: Broker, client: Client, cmd: Command,
           steps: Generator[None, None, Any], finish: Callable[[Any], None],
           on_failure: Callable[[], None] | None, complete: bool = False) -> None:
-    if conn.closed and not complete:
+    if client.closed and not complete:
         steps.close()
         return
-    conn._direct = True
+    client._direct = True
     try:
         next(steps)
     except StopIteration as stop:
         finish(stop.value)
     except CommandError as exc:
-        log.info("%s: %s failed: %s", conn.describe(), cmd.command, exc)
-        _failed(conn, cmd, exc.reason, on_failure)
+        log.info("%s: %s failed: %s", client.describe(), cmd.command, exc)
+        _failed(client, cmd, exc.reason, on_failure)
     except Exception:
-        log.exception("%s: internal error in %r", conn.describe(), cmd)
-        _failed(conn, cmd, reasons.UNKNOWN_ERROR, on_failure)
+        log.exception("%s: internal error in %r", client.describe(), cmd)
+        _failed(client, cmd, reasons.UNKNOWN_ERROR, on_failure)
     else:
-        server.loop.call_soon(_step, server, conn, cmd, steps, finish, on_failure, complete)
+        broker.loop.call_soon(_step, broker, client, cmd, steps, finish, on_failure, complete)
         return
     finally:
-        conn._direct = False
-    if not conn.closed:
-        conn.end_busy()
+        client._direct = False
+    if not client.closed:
+        client.end_busy()
 
 
-def _failed(conn: Client, cmd: Command, reason: str,
+def _failed(client: Client, cmd: Command, reason: str,
             on_failure: Callable[[], None] | None) -> None:
     if on_failure is not None:
         on_failure()
-    conn.fail(cmd, reason)
+    client.fail(cmd, reason)
 
 
 STEP_SECONDS = 0.01  # how long one step of a query on a queue may send results
 
 
-def _query_queue(server: Broker, conn: Client, cmd: Command, queue: Any,
+def _query_queue(broker: Broker, client: Client, cmd: Command, queue: Any,
                  filt: Any) -> Generator[None, None, dict[str, int]]:
     """A ``sow`` query on a queue: the messages that could be delivered now, read-only
     (in steps: a generator)."""
     batch = _batch_size(cmd)
-    records, total = yield from server.queuesvc.query_records(queue, filt, _top_n(cmd))
-    qid = begin_results(conn, cmd, cmd.query_id or cmd.cid or "")
+    records, total = yield from broker.queues.query_records(queue, filt, _top_n(cmd))
+    qid = begin_results(client, cmd, cmd.query_id or cmd.cid or "")
     step_end = time.monotonic() + STEP_SECONDS
     for start in range(0, len(records), batch):
-        conn.send(sow_batch(queue.name, qid, [({"bm": r.bookmark_str}, r.body)
+        client.send(sow_batch(queue.name, qid, [({"bm": r.bookmark_str}, r.body)
                                               for r in records[start:start + batch]]))
         if time.monotonic() > step_end:
             yield
             step_end = time.monotonic() + STEP_SECONDS
-    conn.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
+    client.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
     return {"records_returned": len(records), "matches": len(records), "topic_matches": total}
 
 
-def sow(server: Broker, conn: Client, cmd: Command) -> None:
-    acks_early(conn, cmd)
+def sow(broker: Broker, client: Client, cmd: Command) -> None:
+    acks_early(client, cmd)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, "sow without a topic")
-    drive(server, conn, cmd, query_steps(server, conn, cmd, compile_filter_for(cmd.filter)),
-          lambda counts: acks_final(conn, cmd, processed=False, **counts))
+    drive(broker, client, cmd, query_steps(broker, client, cmd, compile_filter_for(cmd.filter)),
+          lambda counts: acks_final(client, cmd, processed=False, **counts))
 
 
-def sow_and_subscribe(server: Broker, conn: Client, cmd: Command) -> None:
-    acks_early(conn, cmd)
+def sow_and_subscribe(broker: Broker, client: Client, cmd: Command) -> None:
+    acks_early(client, cmd)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
     sub_id = cmd.sub_id or cmd.query_id or cmd.cid
     if not sub_id:
         raise CommandError(reasons.INVALID_SUBID, f"{cmd.command} needs a sub_id or cid")
     cmd.sub_id = sub_id
-    existing = conn.subs.get(sub_id)
+    existing = client.subs.get(sub_id)
     if existing is not None and "replace" not in cmd.opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
     filt = compile_filter_for(cmd.filter)
@@ -313,16 +314,16 @@ def sow_and_subscribe(server: Broker, conn: Client, cmd: Command) -> None:
 
     def unsubscribe() -> None:
         for sub in registered:
-            if conn.subs.get(sub.sub_id) is sub:
-                del conn.subs[sub.sub_id]
-                server.remove_subscription(sub)
+            if client.subs.get(sub.sub_id) is sub:
+                del client.subs[sub.sub_id]
+                broker.remove_subscription(sub)
 
     def finish(counts: dict[str, int]) -> None:
-        acks_final(conn, cmd, processed=False, **counts)
+        acks_final(client, cmd, processed=False, **counts)
 
-    topic = server.sowsvc.get(cmd.topic) if server.sowsvc is not None else None
+    topic = broker.sow.get(cmd.topic) if broker.sow is not None else None
     if "grouping" in cmd.opts or "projection" in cmd.opts:
-        _aggregated_subscription(server, conn, cmd, sub_id, filt, delta, topic, registered,
+        _aggregated_subscription(broker, client, cmd, sub_id, filt, delta, topic, registered,
                                  finish, unsubscribe)
         return
     top_n, skip_n = _top_n(cmd), _count_option(cmd, "skip_n", cmd.skip_n)
@@ -330,28 +331,28 @@ def sow_and_subscribe(server: Broker, conn: Client, cmd: Command) -> None:
             not cmd.bookmark or topic.history is None):
 
         window = PageWindow(None, topic, parse_order_by(cmd.orderby), top_n, skip_n)
-        _with_live_state(server, conn, cmd, sub_id, filt, delta, window,
-                         lambda subscribe: _paginated_steps(conn, cmd, filt, topic, window,
+        _with_live_state(broker, client, cmd, sub_id, filt, delta, window,
+                         lambda subscribe: _paginated_steps(client, cmd, filt, topic, window,
                                                             subscribe),
                          registered, finish, unsubscribe)
         return
 
     def subscribe(cut: float | None) -> None:
         if cut is not None:  # historical: replay the log from where the SOW state was read
-            registered.append(_historical_subscription(server, conn, cmd, sub_id, filt, delta,
+            registered.append(_historical_subscription(broker, client, cmd, sub_id, filt, delta,
                                                        cut))
             return
         # Same loop step as the snapshots: nothing can be published in between. What is
         # published while the query runs is held (busy connection) and goes out after it.
-        sub = register_subscription(server, conn, cmd, sub_id, filt, delta=delta)
+        sub = register_subscription(broker, client, cmd, sub_id, filt, delta=delta)
         sub.queried = True
         registered.append(sub)
 
-    drive(server, conn, cmd, query_steps(server, conn, cmd, filt, on_snapshot=subscribe,
+    drive(broker, client, cmd, query_steps(broker, client, cmd, filt, on_snapshot=subscribe,
                                          replacing=replacing), finish, unsubscribe)
 
 
-def _aggregated_subscription(server: Broker, conn: Client, cmd: Command, sub_id: str,
+def _aggregated_subscription(broker: Broker, client: Client, cmd: Command, sub_id: str,
                              filt: Any, delta: bool, topic: Any, registered: list[Any],
                              finish: Callable[[dict[str, int]], None],
                              unsubscribe: Callable[[], None]) -> None:
@@ -368,13 +369,13 @@ def _aggregated_subscription(server: Broker, conn: Client, cmd: Command, sub_id:
         raise CommandError(reasons.INVALID_OPTIONS,
                            "an aggregated subscription cannot start from a historical bookmark")
     state = AggregatedSubscription(topic, spec, delta)
-    _with_live_state(server, conn, cmd, sub_id, filt, delta, state,
-                     lambda subscribe: aggregated_query_steps(server, conn, cmd, filt, state,
+    _with_live_state(broker, client, cmd, sub_id, filt, delta, state,
+                     lambda subscribe: aggregated_query_steps(broker, client, cmd, filt, state,
                                                               subscribe),
                      registered, finish, unsubscribe)
 
 
-def _with_live_state(server: Broker, conn: Client, cmd: Command, sub_id: str,
+def _with_live_state(broker: Broker, client: Client, cmd: Command, sub_id: str,
                      filt: Any, delta: bool, state: Any,
                      steps: Callable[[Callable[[], None]], Generator[None, None, Any]],
                      registered: list[Any], finish: Callable[[dict[str, int]], None],
@@ -384,7 +385,7 @@ def _with_live_state(server: Broker, conn: Client, cmd: Command, sub_id: str,
     changes made meanwhile are applied after the query's acks."""
 
     def subscribe() -> None:
-        sub = register_subscription(server, conn, cmd, sub_id, filt, delta=delta)
+        sub = register_subscription(broker, client, cmd, sub_id, filt, delta=delta)
         state.sub = sub
         sub.live = state
         registered.append(sub)
@@ -393,47 +394,46 @@ def _with_live_state(server: Broker, conn: Client, cmd: Command, sub_id: str,
         finish(counts)
         state.catch_up()
 
-    drive(server, conn, cmd, steps(subscribe), finish_live, unsubscribe)
+    drive(broker, client, cmd, steps(subscribe), finish_live, unsubscribe)
 
 
-def _historical_subscription(server: Broker, conn: Client, cmd: Command, sub_id: str,
+def _historical_subscription(broker: Broker, client: Client, cmd: Command, sub_id: str,
                              filt: Any, delta: bool, cut: float) -> Any:
     """The subscription of a historical ``sow_and_subscribe``: a transaction-log cursor from
     the first message logged at or after ``cut``, the instant the SOW state was read as of
     (the SOW records carry their log timestamps, so nothing is missed or repeated)."""
 
-    txlog = server.txlog
+    txlog = broker.txlog
     if txlog is None or not (txlog.recorded(cmd.topic or "") or is_regex_topic(cmd.topic or "")):
         raise CommandError(reasons.TX_LOG_NOT_FOUND,
                            f"a historical {cmd.command} needs {cmd.topic!r} in the transaction log")
-    sub = Subscription(conn, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
-    cursor = replay.Cursor(server, sub, cmd, txlog.journal.position_at_time(round(cut * 1_000_000)), None)
+    sub = Subscription(client, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
+    cursor = replay.Cursor(broker, sub, cmd, txlog.journal.position_at_time(round(cut * 1_000_000)), None)
     cursor.want_completed = False  # the query's completed ack is the one
     cursor.remaining = None  # top_n is the query's
-    existing = conn.subs.get(sub_id)
+    existing = client.subs.get(sub_id)
     if existing is not None:
-        server.remove_subscription(existing)
-    conn.subs[sub_id] = sub
+        broker.remove_subscription(existing)
+    client.subs[sub_id] = sub
     sub.cursor = cursor
     txlog.cursors.add(cursor)
-    replay.schedule(server, cursor)  # runs after the query's frames (the connection is busy)
+    replay.schedule(broker, cursor)  # runs after the query's frames (the connection is busy)
     return sub
 
 
-def sow_delete(server: Broker, conn: Client, cmd: Command) -> None:
-    acks_early(conn, cmd)
+def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
+    acks_early(client, cmd)
     topic_name = cmd.topic
     if not topic_name:
         raise CommandError(reasons.INVALID_TOPIC, "sow_delete without a topic")
-    if server.derived is not None:
-        server.derived.check_writable(topic_name)
-    queue = server.queuesvc.get(topic_name) if server.queuesvc is not None else None
+    check_writable(broker, topic_name)  # not a view's own topic
+    queue = broker.queues.get(topic_name) if broker.queues is not None else None
     if queue is not None:
-        removed = server.queuesvc.ack(queue, conn, cmd)
-        _delete_acks(conn, cmd, {"records_deleted": removed, "matches": removed,
-                                 "topic_matches": queue.engine.depth + removed})
+        acked = broker.queues.ack(queue, client, cmd)
+        _delete_acks(client, cmd, {"records_deleted": acked, "matches": acked,
+                                   "topic_matches": queue.engine.depth + acked})
         return
-    topic = server.sowsvc.get(topic_name) if server.sowsvc is not None else None
+    topic = broker.sow.get(topic_name) if broker.sow is not None else None
     if topic is None:
         if cmd.filter:
             compile_filter_for(cmd.filter)  # a bad filter is reported as such
@@ -448,83 +448,57 @@ def sow_delete(server: Broker, conn: Client, cmd: Command) -> None:
         topic.key_for(decode_or_none(cmd.body), cmd.sow_key)  # bad sow key before journalling
     else:
         raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
-    if server.sowsvc.refusing(topic_name):  # its disk is full
-        acks_refused(conn, cmd, cmd.seq, reasons.TX_STORE_FAILURE, server.txlog)
+    if broker.sow.refusing(topic_name):  # its disk is full
+        acks_refused(client, cmd, cmd.seq, reasons.TX_STORE_FAILURE, broker.txlog)
         return
-    txlog = server.txlog
+    txlog = broker.txlog
     position = 0
     at = None  # when the deletion happened: the time it was logged, else now
     if txlog is not None and txlog.recorded(topic_name):
-        logged = txlog.append_command(conn, cmd, RecordKind.SOW_DELETE, headers)
+        logged = txlog.append_command(client, cmd, RecordKind.SOW_DELETE, headers)
         position, at = logged.position, logged.timestamp / 1_000_000
-    server.turn.request()  # the SOW commits at the end of this turn
+    broker.turn.request()  # the SOW commits at the end of this turn
     if "filter" in headers:  # in steps when it matches many records
         def steps() -> Generator[None, None, Any]:
             deleting = topic.delete_steps(filt, position=position, now=at)
             reported = 0
             while True:
                 try:
-                    removed = next(deleting)
+                    deleted = next(deleting)
                 except StopIteration as stop:
                     result = stop.value
                     if reported < result.records_deleted:  # deleted at once
-                        _removed(server, topic_name, result.records)
+                        removed(broker, topic_name, result.records, reasons.OOF_DELETED)
                     return result
-                if removed:
-                    reported += len(removed)
-                    _removed(server, topic_name, removed)
-                    server.turn.request()
+                if deleted:
+                    reported += len(deleted)
+                    removed(broker, topic_name, deleted, reasons.OOF_DELETED)
+                    broker.turn.request()
                 yield
 
-        drive(server, conn, cmd, steps(), lambda result: _delete_acks(
-            conn, cmd, {"records_deleted": result.records_deleted, "matches": result.matches,
-                        "topic_matches": result.topic_matches}, server, position),
+        drive(broker, client, cmd, steps(), lambda result: _delete_acks(
+            client, cmd, {"records_deleted": result.records_deleted, "matches": result.matches,
+                          "topic_matches": result.topic_matches}, broker, position),
               complete=True)
         return
     if "sow_keys" in headers:
         result = topic.delete_by_keys(cmd.sow_keys, position=position, now=at)
     else:
         result = topic.delete_by_data(cmd.body, sow_key=cmd.sow_key, position=position, now=at)
-    _removed(server, topic_name, result.records)
-    _delete_acks(conn, cmd, {"records_deleted": result.records_deleted,
-                             "matches": result.matches, "topic_matches": result.topic_matches},
-                 server, position)
+    removed(broker, topic_name, result.records, reasons.OOF_DELETED)
+    _delete_acks(client, cmd, {"records_deleted": result.records_deleted,
+                               "matches": result.matches, "topic_matches": result.topic_matches},
+                 broker, position)
 
 
-def _delete_acks(conn: Client, cmd: Command, counts: dict[str, int],
-                 server: Broker | None = None, position: int = 0) -> None:
+def _delete_acks(client: Client, cmd: Command, counts: dict[str, int],
+                 broker: Broker | None = None, position: int = 0) -> None:
     if "processed" in cmd.acks:
-        conn.ack(cmd, "processed")
+        client.ack(cmd, "processed")
     if "persisted" in cmd.acks and cmd.seq is not None:
-        txlog = server.txlog if server is not None else None
+        txlog = broker.txlog if broker is not None else None
         if txlog is not None:
-            txlog.wait_persisted(conn, cmd.seq, position or None)
+            txlog.wait_persisted(client, cmd.seq, position or None)
         else:
-            conn.note_persisted(cmd.seq)
-    acks_final(conn, cmd, processed=False, **counts)
-
-
-def _removed(server: Broker, topic_name: str, records: list[Any]) -> None:
-    send_oof(server, topic_name, records, reasons.OOF_DELETED)
-    if server.derived is not None:
-        server.derived.removed(topic_name, records, reasons.OOF_DELETED)
-    server.actions.deleted(topic_name, records)
-
-
-def delete_records(server: Broker, topic_name: str, filter_text: str) -> int:
-    """``sow_delete`` by filter on behalf of the server itself (actions); returns the count."""
-
-    topic = server.sowsvc.get(topic_name) if server.sowsvc is not None else None
-    if topic is None:
-        raise CommandError(reasons.INVALID_TOPIC, f"{topic_name!r} is not a SOW topic")
-    filt = compile_filter_for(filter_text)
-    position = 0
-    txlog = server.txlog
-    if txlog is not None and txlog.recorded(topic_name):
-        position = txlog.append(topic_name, b"", RecordKind.SOW_DELETE,
-                                client_name=server.instance_name,
-                                headers={"filter": filter_text}).position
-    server.turn.request()
-    result = topic.delete_by_filter(filt, position=position)
-    _removed(server, topic_name, result.records)
-    return result.records_deleted
+            client.note_persisted(cmd.seq)
+    acks_final(client, cmd, processed=False, **counts)

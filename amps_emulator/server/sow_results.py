@@ -38,7 +38,7 @@ class ResultsOut(Protocol):
 
 
 class HasTxLog(Protocol):
-    """All that a historical query needs of the server: its transaction log (or None)."""
+    """All that a historical query needs of the broker: its transaction log (or None)."""
 
     txlog: Any
 
@@ -79,7 +79,7 @@ def _top_n(cmd: Command) -> int | None:
 SEND_STEP = 5_000
 
 
-def _bookmark_instant(server: HasTxLog, text: str) -> float | None:
+def _bookmark_instant(broker: HasTxLog, text: str) -> float | None:
     """The instant (UNIX seconds) a historical query names in its ``bookmark`` header:
     a timestamp, ``0``/``epoch`` (the beginning), a ``P|S|`` bookmark of the transaction log
     (the time that message was logged) or a list (the earliest). ``None``: ``now``/``recent``,
@@ -96,7 +96,7 @@ def _bookmark_instant(server: HasTxLog, text: str) -> float | None:
         elif item is EPOCH:
             instants.append(0.0)
         elif isinstance(item, Bookmark):
-            journal = server.txlog.journal if server.txlog is not None else None
+            journal = broker.txlog.journal if broker.txlog is not None else None
             after = journal.position_after_bookmark(item) if journal is not None else None
             if after is None:
                 raise CommandError(reasons.INVALID_BOOKMARK, f"bookmark {text!r} not found")
@@ -107,7 +107,7 @@ def _bookmark_instant(server: HasTxLog, text: str) -> float | None:
     return min(instants) if instants else None
 
 
-def history_cuts(server: HasTxLog, cmd: Command, topics: list[Any], common: bool
+def history_cuts(broker: HasTxLog, cmd: Command, topics: list[Any], common: bool
                  ) -> dict[str, float] | None:
     """For a ``sow``/``sow_and_subscribe`` with a ``bookmark``: the instant each topic with
     ``History`` is read as of (None: a current query; topics without History ignore the
@@ -116,7 +116,7 @@ def history_cuts(server: HasTxLog, cmd: Command, topics: list[Any], common: bool
     topic keeps history."""
     if not cmd.bookmark or not any(t.history is not None for t in topics):
         return None
-    at = _bookmark_instant(server, cmd.bookmark)
+    at = _bookmark_instant(broker, cmd.bookmark)
     if at is None:
         return None
     if not common:
@@ -127,18 +127,18 @@ def history_cuts(server: HasTxLog, cmd: Command, topics: list[Any], common: bool
     return {t.spec.name: cut for t in topics}
 
 
-def begin_results(conn: ResultsOut, cmd: Command, qid: str) -> str:
+def begin_results(client: ResultsOut, cmd: Command, qid: str) -> str:
     """The query is accepted: the ``processed`` ack and ``group_begin`` go out (the records
     follow as they are ready). Returns the query id."""
     if cmd.query_id is None:
         cmd.query_id = qid
     if "processed" in cmd.acks:
-        conn.ack(cmd, "processed")
-    conn.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
+        client.ack(cmd, "processed")
+    client.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
     return qid
 
 
-def run_topic_steps(conn: ResultsOut, cmd: Command, steps: list[Generator[None, None, Any]],
+def run_topic_steps(client: ResultsOut, cmd: Command, steps: list[Generator[None, None, Any]],
                     on_snapshot: Callable[[], None] | None = None
                     ) -> Generator[None, None, tuple[str, list[Any]]]:
     """Drive topic query generators (:meth:`sow.topic.Topic.query_steps`): the first step of
@@ -157,7 +157,7 @@ def run_topic_steps(conn: ResultsOut, cmd: Command, steps: list[Generator[None, 
                 results[i] = stop.value
         if on_snapshot is not None:
             on_snapshot()
-        qid = begin_results(conn, cmd, cmd.query_id or cmd.sub_id or cmd.cid or "")
+        qid = begin_results(client, cmd, cmd.query_id or cmd.sub_id or cmd.cid or "")
         for i in running:
             while True:
                 try:
@@ -191,13 +191,13 @@ def batches(records: list[Any], batch: int, opts: dict[str, Any]
         yield chunk
 
 
-def send_records(conn: ResultsOut, qid: str, topic: str, records: list[Any], batch: int,
+def send_records(client: ResultsOut, qid: str, topic: str, records: list[Any], batch: int,
                  opts: dict[str, Any]) -> Generator[None, None, int]:
     """Send ``records`` of ``topic`` in ``sow`` batches, yielding after every
     :data:`SEND_STEP` records framed; returns how many were sent."""
     framed = 0
     for chunk in batches(records, batch, opts):
-        conn.send(sow_batch(topic, qid, chunk))
+        client.send(sow_batch(topic, qid, chunk))
         framed += len(chunk)
         if framed >= SEND_STEP:
             framed = 0

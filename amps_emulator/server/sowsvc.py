@@ -36,23 +36,22 @@ from typing import TYPE_CHECKING, Any, Protocol
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server.delivery import send_oof
+from amps_emulator.server.ports import ServiceHost
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 from amps_emulator.sow import Sow, SowDamagedError, Topic, TopicSpec
 from amps_emulator.sow.recovery import apply_record
 from amps_emulator.sow.spec import TRANSIENT, spec_from_config
 
 if TYPE_CHECKING:
-    from amps_emulator.server.ports import ActionsPort, DerivedPort, ServiceHost
     from amps_emulator.server.txlog import TxLog
+    from amps_emulator.sow import Record
 
-    class SowHost(ServiceHost, Protocol):
-        """What the SOW service reads of the server (here, not in ``ports``: it names
-        :class:`server.txlog.TxLog`)."""
 
-        txlog: TxLog | None
-        derived: DerivedPort | None
-        actions: ActionsPort
+class SowHost(ServiceHost, Protocol):
+    """What the SOW service reads of the broker (here, not in ``ports``: it names
+    :class:`server.txlog.TxLog`)."""
+
+    txlog: TxLog | None
 
 log = logging.getLogger("amps_emulator.sow")
 
@@ -65,11 +64,15 @@ _APPLIED_KINDS = (int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH), int(Re
 
 class SowService:
     def __init__(self, server: SowHost, config: Any,
-                 derived_specs: Callable[[Any], list[TopicSpec]]) -> None:
+                 derived_specs: Callable[[Any], list[TopicSpec]], *,
+                 on_removed: Callable[[str, list[Record], str], None]) -> None:
         """``derived_specs``: the SOW topics the views and conflated topics of ``config``
         need (``views.derived_specs``, passed in by the root so that this module does not
-        import the views, which read it)."""
+        import the views, which read it). ``on_removed(topic, records, reason)``: records
+        expired (``publish.removed``, passed in by the root: the message path tells the
+        subscriptions and the listeners)."""
         self.server = server
+        self.on_removed = on_removed
         self.config = config
         #: containers of logical topics (Topic with a Pattern), in configuration order
         self.patterns = [t for t in config.sow_topics if t.pattern is not None]
@@ -295,13 +298,7 @@ class SowService:
 
     def sweep(self) -> None:
         for topic, records in self.sow.sweep_expired():
-            name = topic.spec.name
-            send_oof(self.server, name, records, reasons.OOF_EXPIRED)
-            if self.server.derived is not None:
-                self.server.derived.removed(name, records, reasons.OOF_EXPIRED)
-            for rec in records:
-                self.server.actions.expired(name, rec.data, "time_limit", rec.sow_key,
-                                            rec.bookmark or "")
+            self.on_removed(topic.spec.name, records, reasons.OOF_EXPIRED)
         self.arm()
 
     def close(self) -> None:

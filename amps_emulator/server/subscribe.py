@@ -11,18 +11,18 @@ from typing import TYPE_CHECKING, Any, Protocol
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.filter import FilterError, compile_filter
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server.conflation import conflation_for
+from amps_emulator.server.conflation import ConflationHost, conflation_for
 from amps_emulator.server.router import Subscription
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.conflation import ConflationHost
     from amps_emulator.server.ports import Client
 
-    class SubscribeHost(ConflationHost, Protocol):
-        """What registering a live subscription reads of the server."""
 
-        def remove_subscription(self, sub: Subscription) -> None: ...
+class SubscribeHost(ConflationHost, Protocol):
+    """What registering a live subscription reads of the broker."""
+
+    def remove_subscription(self, sub: Subscription) -> None: ...
 
 
 def compile_filter_for(filter_text: str | None) -> Callable[..., bool] | None:
@@ -38,14 +38,14 @@ def compile_filter_for(filter_text: str | None) -> Callable[..., bool] | None:
         raise CommandError(reasons.BAD_FILTER, str(exc)) from None
 
 
-def register_subscription(server: SubscribeHost, conn: Client, cmd: Command, sub_id: str,
+def register_subscription(broker: SubscribeHost, client: Client, cmd: Command, sub_id: str,
                           filt: Any, delta: bool) -> Subscription:
     """Add a live (non-bookmark) subscription, replacing one with the same id."""
-    sub = Subscription(conn, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
-    sub.conflator = conflation_for(server, sub)  # a bad conflation option fails here
-    existing = conn.subs.get(sub_id)
+    sub = Subscription(client, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
+    sub.conflator = conflation_for(broker, sub)  # a bad conflation option fails here
+    existing = client.subs.get(sub_id)
     if existing is not None:
-        server.remove_subscription(existing)
-    conn.subs[sub_id] = sub
-    server.router.add(sub)
+        broker.remove_subscription(existing)
+    client.subs[sub_id] = sub
+    broker.router.add(sub)
     return sub

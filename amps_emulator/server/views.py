@@ -52,22 +52,23 @@ from amps_emulator.sow.record import Record
 
 from .aggregated_subscription import GroupTracker
 from .delivery import UNDECODED, Message, fan_out, send_oof
+from .ports import ServiceHost
 from .publish import store_publish
 from .subscribe import compile_filter_for
 
 if TYPE_CHECKING:
-    from amps_emulator.server.ports import ServiceHost
+    from amps_emulator.journal.record import JournalRecord
     from amps_emulator.server.sowsvc import SowService
-
-    class ViewsHost(ServiceHost, Protocol):
-        """What the views read of the server: its SOW and themselves (here, not in
-        ``ports``: it names :class:`server.sowsvc.SowService`)."""
-
-        sowsvc: SowService | None
-        derived: DerivedTopics | None
     from amps_emulator.sow import Topic
 
 log = logging.getLogger("amps_emulator.views")
+
+class ViewsHost(ServiceHost, Protocol):
+    """What the views read of the broker: its SOW (here, not in ``ports``: it names
+    :class:`server.sowsvc.SowService`)."""
+
+    sow: SowService | None
+
 
 __all__ = ["DerivedTopics", "derived_specs"]
 
@@ -93,13 +94,17 @@ class _Derived:
     (``sources``), ``build()``, ``published``/``removed`` for changes to a source, ``close()``.
     A source that is not a SOW topic raises ``LookupError`` with its name."""
 
-    def __init__(self, server: ViewsHost, cfg: Any, sources: list[str]) -> None:
-        sow = server.sowsvc
-        self.server = server
+    def __init__(self, owner: DerivedTopics, cfg: Any, sources: list[str]) -> None:
+        sow = owner.sow
+        self.owner = owner  # where derived records are written (``store``, ``delete``)
+        self.server = owner.server
         self.name = cfg.name
-        self.topic = sow.get(cfg.name)
+        topic = sow.get(cfg.name)
+        if topic is None:  # derived_specs gave every view its SOW topic
+            raise LookupError(cfg.name)
+        self.topic: Topic = topic
         self.sources = sources
-        self.inputs = []
+        self.inputs: list[Topic] = []
         for name in sources:
             t = sow.get(name)
             if t is None:
@@ -111,8 +116,8 @@ class _Derived:
 
 
 class _View(_Derived):
-    def __init__(self, server: ViewsHost, cfg: Any) -> None:
-        super().__init__(server, cfg, [cfg.underlying_topic])
+    def __init__(self, owner: DerivedTopics, cfg: Any) -> None:
+        super().__init__(owner, cfg, [cfg.underlying_topic])
         underlying = self.underlying = self.inputs[0]
         topic = self.topic
         src = underlying.spec.name
@@ -133,18 +138,17 @@ class _View(_Derived):
 
     def published(self, topic: str, msg: Message) -> None:
         joined = self.filter is None or bool(self.filter(msg.doc, msg.context()))
-        _apply_groups(self.server, self.topic, self.groups.change(msg.sow_key, joined, msg.doc),
+        _apply_groups(self.owner, self.topic, self.groups.change(msg.sow_key, joined, msg.doc),
                       reasons.OOF_MATCH)
 
     def removed(self, topic: str, rec: Record, reason: str) -> None:
         if rec.sow_key in self.groups:
-            _apply_groups(self.server, self.topic, self.groups.change(rec.sow_key, False, None),
+            _apply_groups(self.owner, self.topic, self.groups.change(rec.sow_key, False, None),
                           reason)
 
 
-def _apply_groups(server: ViewsHost, topic: Topic, touched: list, reason: str) -> None:
+def _apply_groups(derived: DerivedTopics, topic: Topic, touched: list, reason: str) -> None:
     """Publish each touched group's new record on the view, delete the groups now gone."""
-    derived = server.derived
     for out, previous in touched:
         if out is not None:
             derived.store(topic, out.sow_key, out.data, out.doc)
@@ -189,7 +193,7 @@ class _JoinView(_Derived):
     docstring): every join relates a field of a topic already in the view (the first join's
     left topic starts it) to a field of a new topic."""
 
-    def __init__(self, server: ViewsHost, cfg: Any) -> None:
+    def __init__(self, owner: DerivedTopics, cfg: Any) -> None:
         from amps_emulator.config.values import parse_join
 
         self.null_equal = cfg.join_null_equivalency
@@ -206,7 +210,7 @@ class _JoinView(_Derived):
                                     "already in the view to a new one")
             names.append(new[0])
             self.links.append((names.index(known[0]), known[1], len(names) - 1, new[1]))
-        super().__init__(server, cfg, names)
+        super().__init__(owner, cfg, names)
         self.topics = self.inputs
         self.names = names
         self.paths = {(i, f): parse_path(f) for link in self.links for i, f in
@@ -296,7 +300,7 @@ class _JoinView(_Derived):
                 changes.append((k, True, doc))
             if new:
                 self._rows_of[lkey] = [k for k, _ in new]
-        _apply_groups(self.server, self.topic, self.groups.change_many(changes), reason)
+        _apply_groups(self.owner, self.topic, self.groups.change_many(changes), reason)
 
     def _left_keys(self, i: int, docs: list[Any]) -> set[str]:
         """The left records whose rows can hold a record of topic ``i`` with one of these
@@ -358,8 +362,8 @@ class _JoinView(_Derived):
 
 
 class _Conflated(_Derived):
-    def __init__(self, server: ViewsHost, cfg: Any) -> None:
-        super().__init__(server, cfg, [cfg.underlying_topic])
+    def __init__(self, owner: DerivedTopics, cfg: Any) -> None:
+        super().__init__(owner, cfg, [cfg.underlying_topic])
         self.underlying = self.inputs[0]
         self.interval = cfg.interval
         try:
@@ -388,7 +392,7 @@ class _Conflated(_Derived):
     def _tick(self) -> None:
         self._timer = self.server.call_later(self.interval, self._tick)
         waiting, self._waiting = self._waiting, {}
-        derived = self.server.derived
+        derived = self.owner
         try:
             for skey, change in waiting.items():
                 if len(change) == 2:
@@ -408,7 +412,10 @@ class DerivedTopics:
     """Every view and conflated topic of the server, fed by the changes to SOW topics."""
 
     def __init__(self, server: ViewsHost, config: Any) -> None:
+        if server.sow is None:
+            raise ValueError("views and conflated topics need the SOW")
         self.server = server
+        self.sow: SowService = server.sow
         self.by_underlying: dict[str, list[Any]] = {}
         self.names: set[str] = set()
         self._order: list[Any] = []
@@ -417,7 +424,7 @@ class DerivedTopics:
             cls = _Conflated if kind == "ConflatedTopic" else (
                 _View if cfg.underlying_topic is not None else _JoinView)
             try:
-                d = cls(server, cfg)
+                d = cls(self, cfg)
             except LookupError as exc:
                 log.warning("%s %s (%s:%d): %s is not a SOW topic the emulator keeps (a "
                             "queue?): it is not created", kind, cfg.name, cfg.file, cfg.line,
@@ -440,6 +447,16 @@ class DerivedTopics:
         if topic in self.names:
             raise CommandError(reasons.INVALID_TOPIC,
                                f"{topic!r} is a view or conflated topic: AMPS maintains it")
+
+    # -- the message path's listener (ports.PublishListener) ------------------------------
+    def covers(self, topic: str) -> bool:
+        return False  # only SOW topics feed views, and a publish to one is always built
+
+    def message_published(self, msg: Message, rec: JournalRecord | None) -> None:
+        self.published(msg.topic, msg)
+
+    def records_removed(self, topic: str, records: list[Record], reason: str) -> None:
+        self.removed(topic, records, reason)
 
     # -- changes to SOW topics ------------------------------------------------------------
     def published(self, topic: str, msg: Message) -> None:
