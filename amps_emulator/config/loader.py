@@ -28,12 +28,13 @@ from .instance_sections import (
     read_transaction_log,
     read_transports,
 )
-from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config
+from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config, Replication
+from .replication_sections import read_replication, read_replication_listener, read_tuning
 from .schema import Ctx, Elem, Spec, positive, read, text
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
 from .units import parse_duration, parse_size
 from .values import parse_name
-from .xmlload import Node, load_tree, report_missing_env
+from .xmlload import AMPS_VERSION, Node, load_tree, report_missing_env
 
 _SECTION = lambda n, c: n  # noqa: E731 - structured sections are read after the top level
 
@@ -50,6 +51,8 @@ _TOP_SPEC = Spec(
         "SOW": Elem("sow", node=_SECTION, multiple=True),
         "TopicMetaData": Elem("sow", node=_SECTION, multiple=True),
         "Actions": Elem("actions", node=_SECTION),
+        "Replication": Elem("replication", node=_SECTION),
+        "Tuning": Elem("tuning", node=_SECTION),
         "ClientMessageAgeLimit": Elem("client_message_age_limit",
                                       positive(parse_duration, "ClientMessageAgeLimit")),
         # emulator extensions
@@ -58,7 +61,7 @@ _TOP_SPEC = Spec(
         "SOWDirectory": Elem("sow_directory", text),
     },
     ignored=frozenset({
-        "Modules", "Authentication", "Entitlement", "Replication", "Tuning", "Externals",
+        "Modules", "Authentication", "Entitlement", "Externals",
         "MessageTypes", "UserDefinedFunctions", "ProcessName", "Environment",
         "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
         "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
@@ -108,6 +111,24 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     for section in v.get("sow", []):
         read_sow(section, ctx, sow)
     actions = read_actions(v["actions"], ctx) if "actions" in v else ()
+    listener = read_replication_listener(v["transports"], ctx) if "transports" in v else None
+    if listener is not None and listener.port != 0:
+        clash = next((t for t in transports if t.port == listener.port
+                      and (t.host is None or listener.host is None or t.host == listener.host)), None)
+        if clash is not None:
+            ctx.error(listener.file, listener.line,
+                      f"<Transport> {listener.name!r}: InetAddr {listener.inet_addr} conflicts with "
+                      f"transport {clash.name!r} ({clash.file}:{clash.line}) on port {listener.port}")
+    destinations = read_replication(v["replication"], ctx, has_listener=listener is not None,
+                                    txlog=txlog, queues=tuple(sow.queues)) if "replication" in v else ()
+    min_sync = read_tuning(v["tuning"], ctx) if "tuning" in v else None
+    where_repl = top.nodes.get("replication")
+    if where_repl is not None:
+        ctx.warn(where_repl, "<Replication> is read, but this server does not connect replication links "
+                             "yet: the instance runs alone")
+    elif listener is not None:
+        ctx.warn_at(listener.file, listener.line, f"<Transport> {listener.name!r} is read, but this server "
+                    "does not accept replication links yet", Ctx.LAST)
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)
@@ -123,23 +144,29 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         name=v["name"], group=v.get("group"), description=v.get("description"),
         transports=transports, protocols=protocols, admin=admin, logging=logging, transaction_log=txlog,
         sow_topics=tuple(sow.topics), queues=tuple(sow.queues), views=tuple(sow.views),
-        conflated_topics=tuple(sow.conflated), actions=actions,
+        conflated_topics=tuple(sow.conflated), actions=actions, replication_listener=listener,
+        replication=Replication(
+            file=where_repl.file if where_repl is not None else "",
+            line=where_repl.line if where_repl is not None else 0,
+            destinations=destinations, min_sync_destinations=min_sync),
         message_types=tuple(ctx.message_types), sow_directory=ctx.sow_directory,
         source=source, warnings=tuple(ctx.warnings),
     )
 
 
 def loads_config(text: str | bytes, filename: str = "<string>", *,
-                 env: Mapping[str, str] | None = None, base_dir: str | None = None) -> Config:
+                 env: Mapping[str, str] | None = None, base_dir: str | None = None,
+                 amps_version: str = AMPS_VERSION) -> Config:
     """Load a configuration from a string.
 
     ``filename`` names the text in messages and anchors relative ``Include`` paths (for a
     name in angle brackets, includes resolve against ``base_dir`` or the current directory).
-    ``env`` replaces ``os.environ`` for ``${NAME}`` substitution. Raises :class:`ConfigError`
-    listing every error.
+    ``env`` replaces ``os.environ`` for ``${NAME}`` substitution (``amps-emulator -DNAME=VALUE``
+    passes the environment with its defines on top); ``amps_version`` is what
+    ``${AMPS_VERSION}`` stands for. Raises :class:`ConfigError` listing every error.
     """
     ctx = Ctx(os.environ if env is None else env)
-    root = load_tree(text, filename, ctx, ctx.env, base_dir)
+    root = load_tree(text, filename, ctx, ctx.env, base_dir, amps_version)
     cfg = None
     if root is not None:
         cfg = _build(root, ctx, filename)
@@ -149,13 +176,20 @@ def loads_config(text: str | bytes, filename: str = "<string>", *,
     return cfg
 
 
-def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Config:
-    """Load an AMPS configuration file. Raises :class:`ConfigError` listing every error."""
+def read_config_file(path: str | os.PathLike[str]) -> tuple[str, bytes]:
+    """``path`` as a name for messages and the bytes of the file; a file that cannot be read
+    is a :class:`ConfigError` naming it."""
     file = os.fspath(path)
     try:
         with open(file, "rb") as f:
-            data = f.read()
+            return file, f.read()
     except OSError as e:
         raise ConfigError(
             [ConfigIssue(file, 0, f"cannot read configuration file: {e.strerror or e}")]) from None
-    return loads_config(data, file, env=env)
+
+
+def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None,
+                amps_version: str = AMPS_VERSION) -> Config:
+    """Load an AMPS configuration file. Raises :class:`ConfigError` listing every error."""
+    file, data = read_config_file(path)
+    return loads_config(data, file, env=env, amps_version=amps_version)

@@ -408,9 +408,7 @@ class Connection(asyncio.Protocol):
             extra["sub_id"] = cmd.sub_id
         if cmd.query_id is not None and "query_id" not in extra:
             extra["query_id"] = cmd.query_id
-        cid = cmd.cid  # a str once decoded (Command.__post_init__); built ones may hold an int
-        self.send(encode_ack(cid if cid is None or isinstance(cid, str) else str(cid), ack_type,
-                             status, reason, **extra))
+        self.send(encode_ack(cmd.cid, ack_type, status, reason, **extra))
 
     def fail(self, cmd: Command, reason: str) -> None:
         """Failure ack on the ``processed`` ack (or the first one requested)."""
