@@ -74,10 +74,15 @@ BUILTIN_PROTOCOLS = ("amps", "websocket", *_UNSUPPORTED_PROTOCOLS)
 _PROTOCOL_SYNONYMS = {"json": "amps"}
 
 _TRANSPORT_IGNORED = frozenset({
-    "Authentication", "Entitlement", "TransportFilter", "MessageMemoryLimit", "MessageDiskLimit",
+    "TransportFilter", "MessageMemoryLimit", "MessageDiskLimit",
     "MessageDiskPath", "ClientMaxCapacity", "PerMessageDeflate", "HTTPHeader", "FileName",
     "FileMask", "SecureSocketProtocols", "VerifyClient", "CAFile", "CAPath",
 })
+def _as_node(node: Node, ctx: Ctx) -> Node:
+    """A structured child kept as it is (the auth layer reads security blocks from the tree)."""
+    return node
+
+
 _SLOW_CLIENT_NOTE = "the emulator disconnects a slow client at ClientOutboundLimit instead"
 
 
@@ -98,6 +103,9 @@ def _transport_spec(ctx: Ctx) -> Spec:
                                           positive(parse_duration, "ClientMessageAgeLimit")),
             "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
             "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
+            # read by config.security.read_security (the loader's _read_security)
+            "Authentication": Elem("authentication", node=_as_node),
+            "Entitlement": Elem("entitlement", node=_as_node),
         },
         ignored=_TRANSPORT_IGNORED,
         ignore_notes={tag: _SLOW_CLIENT_NOTE for tag in
@@ -298,9 +306,12 @@ _ADMIN_SPEC = Spec(
         "Interval": Elem("interval", at_least(parse_duration, 1.0, "1s")),
         "SQLTransport": Elem("sql_transport", text),
         "ExternalInetAddr": Elem("external_inet_addr", text),
+        # read by config.security.read_security (the loader's _read_security)
+        "Authentication": Elem("authentication", node=_as_node),
+        "Entitlement": Elem("entitlement", node=_as_node),
     },
     ignored=frozenset({
-        "WWWAuthenticate", "Authentication", "Entitlement", "AnonymousPaths", "Header",
+        "WWWAuthenticate", "AnonymousPaths", "Header",
         "AccessControlAllowOrigin", "SessionOptions", "Certificate", "PrivateKey", "Ciphers",
         "Galvanometer", "SQLTransportInetAddr",
     }),

@@ -30,6 +30,7 @@ from .instance_sections import (
 )
 from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config
 from .schema import Ctx, Elem, Spec, positive, read, text
+from .security import SecurityConfig, read_security
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
 from .units import parse_duration, parse_size
 from .values import parse_name
@@ -50,6 +51,9 @@ _TOP_SPEC = Spec(
         "SOW": Elem("sow", node=_SECTION, multiple=True),
         "TopicMetaData": Elem("sow", node=_SECTION, multiple=True),
         "Actions": Elem("actions", node=_SECTION),
+        # read by config.security.read_security (the auth layer's reader), per transport too
+        "Authentication": Elem("authentication", node=_SECTION),
+        "Entitlement": Elem("entitlement", node=_SECTION),
         "ClientMessageAgeLimit": Elem("client_message_age_limit",
                                       positive(parse_duration, "ClientMessageAgeLimit")),
         # emulator extensions
@@ -58,7 +62,7 @@ _TOP_SPEC = Spec(
         "SOWDirectory": Elem("sow_directory", text),
     },
     ignored=frozenset({
-        "Modules", "Authentication", "Entitlement", "Replication", "Tuning", "Externals",
+        "Modules", "Replication", "Tuning", "Externals",
         "MessageTypes", "UserDefinedFunctions", "ProcessName", "Environment",
         "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
         "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
@@ -81,6 +85,30 @@ def _harvest_message_types(root: Node, ctx: Ctx) -> None:
             name = mt.child("Name") if mt.tag == "MessageType" else None
             if name is not None and name.text and name.text not in ctx.message_types:
                 ctx.message_types.append(name.text)
+
+
+def _has_security(root: Node) -> bool:
+    """Whether any Authentication or Entitlement block is configured (instance, Transport, Admin)."""
+    tags = ("Authentication", "Entitlement")
+    if any(root.child(t) is not None for t in tags):
+        return True
+    places = [root.child("Admin")]
+    transports = root.child("Transports")
+    if transports is not None:
+        places.extend(t for t in transports.children if t.tag == "Transport")
+    return any(p is not None and p.child(t) is not None for p in places for t in tags)
+
+
+def _read_security(root: Node, ctx: Ctx, source: str) -> SecurityConfig | None:
+    """The Authentication/Entitlement blocks (:func:`config.security.read_security`); None when the
+    configuration has none (the server then checks nothing: every logon and command allowed)."""
+    if not _has_security(root):
+        return None
+    config_dir = os.path.dirname(os.path.abspath(source)) if not source.startswith("<") else os.getcwd()
+    security, issues = read_security(root, config_dir)
+    for issue in issues:
+        ctx.error(issue.file, issue.line, issue.reason)
+    return security
 
 
 def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
@@ -108,6 +136,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     for section in v.get("sow", []):
         read_sow(section, ctx, sow)
     actions = read_actions(v["actions"], ctx) if "actions" in v else ()
+    security = _read_security(root, ctx, source)
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)
@@ -123,7 +152,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         name=v["name"], group=v.get("group"), description=v.get("description"),
         transports=transports, protocols=protocols, admin=admin, logging=logging, transaction_log=txlog,
         sow_topics=tuple(sow.topics), queues=tuple(sow.queues), views=tuple(sow.views),
-        conflated_topics=tuple(sow.conflated), actions=actions,
+        conflated_topics=tuple(sow.conflated), actions=actions, security=security,
         message_types=tuple(ctx.message_types), sow_directory=ctx.sow_directory,
         source=source, warnings=tuple(ctx.warnings),
     )

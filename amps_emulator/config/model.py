@@ -19,6 +19,7 @@ from typing import Literal, NamedTuple
 import msgspec
 
 from .errors import ConfigIssue
+from .security import SecurityConfig
 from .values import is_regex
 
 MiB = 1024 * 1024
@@ -281,6 +282,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     actions: tuple[Action, ...] = ()  # Actions/Action (built-in modules only)
     message_types: tuple[str, ...] = ()  # every message type name usable in this config
     sow_directory: str | None = None  # [emulator] SOWDirectory: where the emulator keeps SOW data
+    #: the Authentication/Entitlement blocks, resolved per transport and for Admin by the auth
+    #: layer; None when the configuration has none (nothing is checked)
+    security: SecurityConfig | None = None
     source: str = ""  # the configuration file ("<default>" for default_config())
     #: one per ignored-but-real AMPS element; also a queue whose underlying topic is not in the
     #: TransactionLog, and a configuration without any usable transport

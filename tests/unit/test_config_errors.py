@@ -196,10 +196,11 @@ def test_unset_variable_inside_an_ignored_element_is_not_an_error() -> None:
                 <FileName>${NO_SUCH_SOCKET_DIR}/amps.sock</FileName>
             </Transport>
         </Transports>
-        <Authentication><Options><Secret>${NO_SUCH_SECRET}</Secret></Options></Authentication>
+        <Replication><Options><Secret>${NO_SUCH_SECRET}</Secret></Options></Replication>
     """), env={})
     # the "no supported transport" warning is anchored at <Transports>, so it comes first
-    assert [w.reason.split(" ")[0] for w in cfg.warnings] == ["no", "<Transport>", "<Authentication>"]
+    # (<Authentication> used to be the ignored element here; it is read since issue 22)
+    assert [w.reason.split(" ")[0] for w in cfg.warnings] == ["no", "<Transport>", "<Replication>"]
     assert cfg.transports == ()
 
 
@@ -442,9 +443,7 @@ def test_production_config_warns_once_per_unsupported_element(tmp_path) -> None:
     assert got == [
         (line_of(text, "<MessageMemoryLimit>"), "<MessageMemoryLimit>"),
         (line_of(text, "<Modules>"), "<Modules>"),
-        (line_of(text, "<Authentication>"), "<Authentication>"),
         (line_of(text, "<MessageTypes>"), "<MessageTypes>"),
-        (line_of(text, "<Entitlement>"), "<Entitlement>"),
         (line_of(text, "<Name>amps-replication</Name>") - 1, "<Transport>"),
         (line_of(text, "<WWWAuthenticate>"), "<WWWAuthenticate>"),
         (line_of(text, "<O_DIRECT>"), "<O_DIRECT>"),
@@ -461,7 +460,6 @@ def test_production_config_warns_once_per_unsupported_element(tmp_path) -> None:
     [
         "<Modules><Module><Name>m</Name><Library>libm.so</Library><Bogus/></Module></Modules>",
         "<Replication><Destination><Nonsense>1</Nonsense></Destination></Replication>",
-        "<Entitlement><Module>amps-default-entitlement-module</Module></Entitlement>",
         "<Tuning><NUMA><Enabled>disabled</Enabled></NUMA></Tuning>",
         "<MiniDumpDirectory>/tmp</MiniDumpDirectory>",
     ],
