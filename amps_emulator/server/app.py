@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import commands, publish, replay, version
@@ -151,6 +152,8 @@ class Server:
         self.broker = Broker(instance_name=config.name, timebase=timebase, turn=self.turn,
                              memory=memory, strict_recovery=strict_recovery)
         self.broker.drop_client = self.closed
+        if config.security is not None:
+            self.broker.security = SecurityLayer(config.security, [t.name for t in config.transports])
         self._conn_ids = itertools.count(1)
         #: server.views.DerivedTopics when the config has views or conflated topics
         self.derived: DerivedTopics | None = None
@@ -390,6 +393,13 @@ class Server:
 
     # -- dispatch ----------------------------------------------------------------------
     def dispatch(self, client: Client, cmd: Command) -> None:
+        security = self.broker.security
+        if security is not None and not client.logged_on and cmd.command != "heartbeat":
+            self._authenticate(security, self._own(client), cmd)
+            return
+        self._run_command(client, cmd)
+
+    def _run_command(self, client: Client, cmd: Command) -> None:
         handler = self._handlers.get(cmd.command)
         try:
             if not client.logged_on and cmd.command not in ("logon", "heartbeat"):
@@ -403,6 +413,49 @@ class Server:
         except Exception:  # a bug must not take the server down
             log.exception("%s: internal error handling %r", client.describe(), cmd)
             client.fail(cmd, reasons.UNKNOWN_ERROR)
+
+    def _authenticate(self, security: SecurityLayer, conn: Connection, cmd: Command) -> None:
+        """The first command of a connection when the config has security blocks: a logon
+        (or, for any other command, an implicit logon with empty credentials) decided by the
+        transport's modules off the event loop; the connection is busy meanwhile. Refused:
+        the failure ack, then the connection closes. Accepted: the command runs."""
+        explicit = cmd.command == "logon"
+        creds = Credentials(cmd.user_id or "", cmd.password, explicit) if explicit \
+            else Credentials(explicit=False)
+        conn.begin_busy()
+        task = self.loop.create_task(security.transport(conn.listener.name).logon(creds))
+
+        def decided(done: asyncio.Task[LogonOutcome]) -> None:
+            try:
+                outcome = done.result()
+            except Exception as exc:  # a module's bug refuses the logon, never the server
+                log.exception("%s: logon check failed", conn.describe())
+                outcome = LogonOutcome(None, reasons.AUTH_FAILURE, f"internal error: {exc!r}")
+            session = outcome.session
+            if conn.closed:
+                if session is not None:
+                    session.close()
+                return
+            if session is None:
+                log.warning("%s: logon refused (%s): %s", conn.describe(), outcome.reason,
+                            outcome.detail)
+                conn.refuse_logon(cmd, outcome.reason, outcome.detail)
+                return
+            conn.session = session
+            if not explicit:  # an implicit logon: the connection gets a name and goes on
+                conn.user_id = session.user_id
+                conn.logged_on = True
+                conn.client_name = name = f"anonymous-{conn.conn_id}"
+                self.broker.by_name[name] = conn
+            self._run_command(conn, cmd)
+            if conn.logged_on:
+                conn.end_busy()
+            elif not conn.closed:  # the logon itself failed (name in use, bad message type)
+                session.close()
+                conn.session = None
+                conn.end_busy()
+
+        task.add_done_callback(decided)
 
     def contain(self, client: Client, what: str) -> None:
         """See :func:`server.turn.contain`."""
