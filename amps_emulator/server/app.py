@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server import commands, publish, replay, version
+from amps_emulator.server import commands, entitle, publish, replay, version
 from amps_emulator.server.actions import Actions
 from amps_emulator.server.broker import Broker
 from amps_emulator.server.clock import SystemClock, TestClock
@@ -406,6 +406,9 @@ class Server:
                 raise CommandError(reasons.LOGON_REQUIRED)
             if handler is None:
                 raise CommandError(reasons.UNKNOWN_COMMAND, cmd.command)
+            session = client.session
+            if session is not None and not entitle.check(self.broker, client, session, cmd):
+                return
             handler(self.broker, client, cmd)
         except CommandError as exc:
             log.info("%s: %s failed: %s", client.describe(), cmd.command, exc)

@@ -87,3 +87,62 @@ def test_a_transport_overrides_the_instance_authentication(tmp_path):  # B.6 2
         c.disconnect()
     finally:
         srv.stop()
+
+
+def web_config(tmp_path: Path, docs: dict[str, dict], sow: bool = True) -> str:
+    perms = tmp_path / "perms"
+    perms.mkdir(exist_ok=True)
+    for user, doc in docs.items():
+        (perms / f"{user}.json").write_text(json.dumps(doc))
+    opts = "<Options><ResourceURI>file:perms/{{USER_NAME}}.json</ResourceURI></Options>"
+    sow_xml = ("<SOW><Topic><Name>test</Name><MessageType>json</MessageType><Key>/id</Key><Durability>transient</Durability>"
+               "</Topic></SOW>") if sow else ""
+    return config(
+        "<Modules><Module><Name>web</Name><Library>libamps_http_entitlement.so</Library></Module>"
+        f"</Modules><Authentication><Module>web</Module>{opts}</Authentication>"
+        f"<Entitlement><Module>web</Module>{opts}</Entitlement>{sow_xml}")
+
+
+FILTERED = {"logon": True, "password": "pw", "topic": [
+    {"topic": "test", "read": "/priority = 1", "write": False},
+    {"topic": "secret", "read": False, "write": False},
+    {"topic": ".*", "read": True, "write": True}]}
+
+
+def test_read_filter_and_refused_publish(tmp_path):  # B.6 5, 6
+    srv = serve(tmp_path, web_config(tmp_path, {"alice": FILTERED, "admin": {
+        "logon": True, "password": "root", "topic": [{"topic": ".*", "read": True, "write": True}]}}))
+    try:
+        with pytest.raises(AMPS.AuthenticationException):
+            logged_on(with_user(srv.uri, "alice", "wrong"), "bad")
+        pub = logged_on(with_user(srv.uri, "admin", "root"), "pub")
+        alice = logged_on(with_user(srv.uri, "alice", "pw"), "alice")
+        with pytest.raises(AMPS.NotEntitledException):
+            alice.subscribe(lambda m: None, "secret")
+        live = []
+        alice.subscribe(lambda m: live.append(json.loads(m.get_data())), "test")
+        for i, prio in enumerate((1, 2, 1)):
+            pub.publish("test", json.dumps({"id": i, "priority": prio}))
+        pub.publish_flush(5000)
+        alice.flush(5000)
+        got_sow = [json.loads(m.get_data()) for m in alice.sow("test") if m.get_command() == "sow"]
+        assert sorted(d["id"] for d in got_sow) == [0, 2]
+        assert [d["id"] for d in live] == [0, 2]
+        with pytest.raises(AMPS.NotEntitledException):
+            alice.execute(AMPS.Command("publish").set_topic("test").set_data('{"id":9}')
+                          .add_ack_type("processed"))
+        failed = []
+        store = AMPS.Client("alice-store")
+        store.set_publish_store(AMPS.MemoryPublishStore())
+        store.set_failed_write_handler(lambda m, reason: failed.append(reason))
+        store.connect(with_user(srv.uri, "alice", "pw"))
+        store.logon(5000)
+        store.publish("test", '{"id":10,"priority":1}')
+        store.publish_flush(5000)
+        assert failed == ["not entitled"]
+        assert [d["id"] for d in (json.loads(m.get_data()) for m in pub.sow("test")
+                                  if m.get_command() == "sow")] == [0, 1, 2]
+        for c in (pub, alice, store):
+            c.disconnect()
+    finally:
+        srv.stop()
