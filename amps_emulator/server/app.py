@@ -407,9 +407,12 @@ class Server:
             if handler is None:
                 raise CommandError(reasons.UNKNOWN_COMMAND, cmd.command)
             session = client.session
-            if session is not None and not entitle.check(self.broker, client, session, cmd):
-                return
-            handler(self.broker, client, cmd)
+            if session is None:
+                handler(self.broker, client, cmd)
+            elif entitle.check(self.broker, client, session, cmd):
+                handler(self.broker, client, cmd)
+                if cmd.command in entitle.READS:
+                    entitle.attach(client, session, cmd)
         except CommandError as exc:
             log.info("%s: %s failed: %s", client.describe(), cmd.command, exc)
             client.fail(cmd, exc.reason)

@@ -22,19 +22,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from amps_emulator.auth import Session
+from amps_emulator.auth import Session, TopicGrant
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.delivery import decode_or_none
+from amps_emulator.server.router import ReadEntitlement
+from amps_emulator.sow.query import Select, parse_select
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.ports import Client
 
-__all__ = ["check", "READS", "WRITES"]
+__all__ = ["check", "attach", "compose_select", "READS", "WRITES"]
 
 READS = frozenset({"subscribe", "delta_subscribe", "sow", "sow_and_subscribe",
                    "sow_and_delta_subscribe"})
@@ -57,8 +59,11 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
         except CommandError:
             broker.denied["reads"] += 1
             raise
-        if grant is not None and grant.filter_text is not None:
-            cmd.filter = grant.combined_filter(cmd.filter)
+        if grant is not None:
+            if grant.filter_text is not None:
+                cmd.filter = grant.combined_filter(cmd.filter)
+            if grant.select is not None:
+                _entitlement_select(cmd, grant)
         return True
     if name in WRITES:
         grant = perms.write_grant(mt, topic)
@@ -88,3 +93,52 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
                                    f"a write filter applies to {topic!r}: delete by filter")
             cmd.filter = grant.combined_filter(cmd.filter)
     return True
+
+
+def attach(client: Client, session: Session, cmd: Command) -> None:
+    """After a read command's handler: its subscription (if it made one) learns what the
+    subscriber may read, when that is more than everything: a regex topic's concrete topics
+    are checked on delivery, and an update leaving the read filter is an OOF ``entitlement``."""
+    sub_id = cmd.sub_id  # the handler set it (the command's sub_id, query_id or cid)
+    sub = client.subs.get(str(sub_id)) if sub_id is not None else None
+    if sub is None or sub.entitlement is not None:
+        return
+    mt = client.listener.message_type
+    perms = session.permissions
+    if sub.regex is not None:
+        sub.entitlement = ReadEntitlement(perms, mt, True)
+        return
+    grant = perms.read_grant(mt, sub.topic)
+    if grant is not None and grant.filter_text is not None:
+        sub.entitlement = ReadEntitlement(perms, mt, False)
+
+
+def _effective(rules: dict[tuple[str, ...], bool], path: tuple[str, ...]) -> bool:
+    """Whether a select list includes ``path``: its most specific directive on the way."""
+    for i in range(len(path), -1, -1):
+        rule = rules.get(path[:i])
+        if rule is not None:
+            return rule
+    return True
+
+
+def compose_select(first: Select, then: Select | None) -> Select:
+    """One select list doing ``first``, then ``then``: a field is kept when both keep it.
+    Exact: every field's most specific directive in the result sits at a path of one of the
+    two lists, where each list's own decision is the one it makes for that field."""
+    if then is None:
+        return first
+    paths = sorted({(), *first.rules, *then.rules}, key=len)
+    ops = tuple((_effective(first.rules, p) and _effective(then.rules, p), p) for p in paths)
+    return Select(ops, ",".join(("+" if inc else "-") + "/" + "/".join(p) for inc, p in ops))
+
+
+def _entitlement_select(cmd: Command, grant: TopicGrant) -> None:
+    """The entitlement's select list goes before the subscriber's (``select`` option)."""
+    mine = parse_select(grant.select)
+    if mine is None:
+        return
+    opts = cmd.opts
+    theirs = opts.get("select")
+    own = parse_select(theirs) if isinstance(theirs, str) else None
+    opts["select"] = compose_select(mine, own).text

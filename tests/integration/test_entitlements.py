@@ -93,7 +93,7 @@ def web_config(tmp_path: Path, docs: dict[str, dict], sow: bool = True) -> str:
     perms = tmp_path / "perms"
     perms.mkdir(exist_ok=True)
     for user, doc in docs.items():
-        (perms / f"{user}.json").write_text(json.dumps(doc))
+        (perms / f"{user}.json").write_text(json.dumps({"logon": True, **doc}))
     opts = "<Options><ResourceURI>file:perms/{{USER_NAME}}.json</ResourceURI></Options>"
     sow_xml = ("<SOW><Topic><Name>test</Name><MessageType>json</MessageType><Key>/id</Key><Durability>transient</Durability>"
                "</Topic></SOW>") if sow else ""
@@ -144,5 +144,120 @@ def test_read_filter_and_refused_publish(tmp_path):  # B.6 5, 6
                                   if m.get_command() == "sow")] == [0, 1, 2]
         for c in (pub, alice, store):
             c.disconnect()
+    finally:
+        srv.stop()
+
+
+ALL = {"topic": ".*", "read": True, "write": True}
+
+
+def test_oof_entitlement_when_an_update_leaves_the_read_filter(tmp_path):  # B.6 7
+    srv = serve(tmp_path, web_config(tmp_path, {"alice": FILTERED, "admin": {"topic": [ALL]}}))
+    try:
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+        alice = logged_on(with_user(srv.uri, "alice", "pw"), "alice")
+        pub.publish("test", '{"id":1,"priority":1}')
+        pub.publish_flush(5000)
+        got = []
+        alice.execute_async(AMPS.Command("sow_and_subscribe").set_topic("test").set_options("oof"),
+                            lambda m: got.append((m.get_command(), m.get_reason(), m.get_data())))
+        alice.flush(5000)
+        pub.publish("test", '{"id":1,"priority":2}')
+        pub.publish_flush(5000)
+        alice.flush(5000)
+        oofs = [(r, json.loads(d)) for c, r, d in got if c == "oof"]
+        assert oofs == [("entitlement", {"id": 1, "priority": 1})]
+    finally:
+        srv.stop()
+
+
+def test_write_filter_on_publish_delta_and_sow_delete(tmp_path):  # B.6 8, 9
+    owner = {"topic": [{"topic": "test", "read": True, "write": "/owner = 'alice'"}]}
+    srv = serve(tmp_path, web_config(tmp_path, {"alice": owner, "admin": {"topic": [ALL]}}))
+    try:
+        alice = logged_on(with_user(srv.uri, "alice"), "alice")
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+
+        def publish(command: str, data: str) -> None:
+            alice.execute(AMPS.Command(command).set_topic("test").set_data(data)
+                          .add_ack_type("processed"))
+
+        with pytest.raises(AMPS.NotEntitledException):
+            publish("publish", '{"id":1,"owner":"bob"}')
+        publish("publish", '{"id":1,"owner":"alice"}')
+        with pytest.raises(AMPS.NotEntitledException):
+            publish("delta_publish", '{"id":1,"x":5}')  # the merged record would match
+        for i, who in ((2, "bob"), (3, "bob"), (4, "alice")):
+            pub.publish("test", json.dumps({"id": i, "owner": who}))
+        pub.publish_flush(5000)
+        alice.sow_delete("test", "1=1")  # deletes only the records alice may write
+        left = sorted(json.loads(m.get_data())["id"] for m in pub.sow("test") if m.get_command() == "sow")
+        assert left == [2, 3]  # 1 and 4 were alice's
+    finally:
+        srv.stop()
+
+
+def test_regex_subscription_skips_unentitled_topics_and_select(tmp_path):  # B.6 10, 11
+    doc = {"topic": [{"topic": "orders/a", "read": True, "write": False, "select": "-/,+/id"},
+                     {"topic": "orders/b", "read": False, "write": False}]}
+    srv = serve(tmp_path, web_config(tmp_path, {"alice": doc, "admin": {"topic": [ALL]}}, sow=False))
+    try:
+        alice = logged_on(with_user(srv.uri, "alice"), "alice")
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+        got = []
+        alice.subscribe(lambda m: got.append((m.get_topic(), json.loads(m.get_data()))), "orders/.*")
+        lit = []
+        alice.subscribe(lambda m: lit.append(json.loads(m.get_data())), "orders/a")
+        pub.publish("orders/b", '{"id":1,"secret":"x"}')
+        pub.publish("orders/a", '{"id":2,"secret":"x"}')
+        pub.publish_flush(5000)
+        alice.flush(5000)
+        assert lit == [{"id": 2}]
+        assert [t for t, _ in got] == ["orders/a"]
+        with pytest.raises(AMPS.NotEntitledException):
+            alice.subscribe(lambda m: None, "orders/b")
+    finally:
+        srv.stop()
+
+
+def test_name_takeover_only_by_the_same_user(tmp_path):  # B.6 12
+    srv = serve(tmp_path, web_config(tmp_path, {"alice": {"topic": [ALL]}, "bob": {"topic": [ALL]}},
+                                     sow=False))
+    try:
+        first = logged_on(with_user(srv.uri, "alice"), "same")
+        with pytest.raises(AMPS.NameInUseException):
+            logged_on(with_user(srv.uri, "bob"), "same")
+        again = logged_on(with_user(srv.uri, "alice"), "same")
+        again.publish("x", "{}")
+        again.publish_flush(5000)
+        with pytest.raises(AMPS.AMPSException):
+            first.publish_flush(2000)  # the first connection was dropped
+    finally:
+        srv.stop()
+
+
+def simple_access(options: str) -> str:
+    return config(
+        "<Modules><Module><Name>simple</Name><Library>libamps_simple_access_entitlement.so</Library>"
+        f"</Module></Modules><Entitlement><Module>simple</Module><Options>{options}</Options>"
+        "</Entitlement>")
+
+
+def test_simple_access_denied_topics_and_read_only(tmp_path):  # B.6 13
+    srv = serve(tmp_path, simple_access("<DeniedTopics>^secret</DeniedTopics>"))
+    try:
+        c = logged_on(with_user(srv.uri, "anyone"), "c")
+        with pytest.raises(AMPS.NotEntitledException):
+            c.subscribe(lambda m: None, "secret/x")
+        c.subscribe(lambda m: None, "public/x")
+    finally:
+        srv.stop()
+    srv = serve(tmp_path, simple_access("<GrantedPermissions>read</GrantedPermissions>"))
+    try:
+        c = logged_on(with_user(srv.uri, "anyone"), "c")
+        c.subscribe(lambda m: None, "public/x")
+        with pytest.raises(AMPS.NotEntitledException):
+            c.execute(AMPS.Command("publish").set_topic("public/x").set_data("{}")
+                      .add_ack_type("processed"))
     finally:
         srv.stop()
