@@ -420,6 +420,20 @@ class Server:
             log.exception("%s: internal error handling %r", client.describe(), cmd)
             client.fail(cmd, reasons.UNKNOWN_ERROR)
 
+    def switch_security(self, enabled: bool) -> None:
+        """Enable or disable authentication and entitlement (SIGUSR2 / SIGUSR1): while disabled
+        every logon and check allows; subscriptions made meanwhile stay as they were made."""
+        security = self.broker.security
+        if security is None:
+            return
+        if enabled:
+            security.enable_authentication()
+            security.enable_entitlement()
+        else:
+            security.disable_authentication()
+            security.disable_entitlement()
+        log.warning("authentication and entitlement %s", "enabled" if enabled else "disabled")
+
     def _authenticate(self, security: SecurityLayer, conn: Connection, cmd: Command) -> None:
         """The first command of a connection when the config has security blocks: a logon
         (or, for any other command, an implicit logon with empty credentials) decided by the

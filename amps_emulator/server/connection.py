@@ -118,6 +118,8 @@ class Connection(asyncio.Protocol):
         self.bytes_out = 0
         self.messages_in = 0
         self.messages_out = 0
+        self.denied_reads = 0  # commands refused by entitlement (server.entitle)
+        self.denied_writes = 0
         self.connect_time = 0.0  # set by the server when the connection opens
         self.client_version: str | None = None
         self.correlation_id: str | None = None

@@ -57,7 +57,7 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
         try:
             grant = perms.check_subscribe(mt, topic)
         except CommandError:
-            broker.denied["reads"] += 1
+            _denied(broker, client, "reads")
             raise
         if grant is not None:
             if grant.filter_text is not None:
@@ -70,7 +70,7 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
         if grant is not None and (grant.filter_text is None
                                   or grant.admits(decode_or_none(cmd.body))):
             return True
-        broker.denied["writes"] += 1
+        _denied(broker, client, "writes")
         reason = reasons.NOT_ENTITLED
         seq = cmd.seq  # an int once parsed (Command.__post_init__)
         if isinstance(seq, int) and "persisted" in cmd.acks:
@@ -84,15 +84,23 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
         try:
             grant = perms.check_write(mt, topic)
         except CommandError:
-            broker.denied["writes"] += 1
+            _denied(broker, client, "writes")
             raise
         if grant.filter_text is not None:
             if not cmd.filter:
-                broker.denied["writes"] += 1
+                _denied(broker, client, "writes")
                 raise CommandError(reasons.NOT_ENTITLED,
                                    f"a write filter applies to {topic!r}: delete by filter")
             cmd.filter = grant.combined_filter(cmd.filter)
     return True
+
+
+def _denied(broker: Broker, client: Client, kind: str) -> None:
+    broker.denied[kind] += 1
+    if kind == "reads":
+        client.denied_reads += 1
+    else:
+        client.denied_writes += 1
 
 
 def attach(client: Client, session: Session, cmd: Command) -> None:

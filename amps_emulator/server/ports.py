@@ -68,6 +68,8 @@ class Client(Protocol):
     logged_on: bool
     #: the accepted logon (identity and permissions) when the server checks security
     session: Session | None
+    denied_reads: int  # commands refused by entitlement, for the Admin tree
+    denied_writes: int
     closed: bool
     busy: bool
     writing_paused: bool

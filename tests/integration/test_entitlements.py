@@ -261,3 +261,94 @@ def test_simple_access_denied_topics_and_read_only(tmp_path):  # B.6 13
                       .add_ack_type("processed"))
     finally:
         srv.stop()
+
+
+def raw_exchange(uri: str, *commands: dict) -> bytes:
+    """Send ``commands`` on a raw socket (no logon) and read until the server closes or 2 s
+    pass without data."""
+    host, port = uri.split("://")[1].split("/")[0].rsplit(":", 1)
+    raw = socket.create_connection((host, int(port)))
+    for c in commands:
+        data = json.dumps(c).encode()
+        raw.sendall(struct.pack(">I", len(data)) + data)
+    raw.settimeout(2)
+    got = b""
+    try:
+        while True:
+            chunk = raw.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+    except TimeoutError:
+        got += b"<open>"
+    raw.close()
+    return got
+
+
+def test_subscribe_before_logon(tmp_path):  # B.6 3
+    default = "<Authentication><Module>amps-default-authentication-module</Module></Authentication>"
+    implicit = "<Authentication><Module>amps-implicit-authentication-module</Module></Authentication>"
+    sub = {"c": "subscribe", "cid": "1", "t": "x", "a": "processed"}
+    srv = serve(tmp_path, config("", transport("default", default) + transport("implicit", implicit)))
+    try:
+        refused = raw_exchange(srv.uris[0], sub)
+        assert b"logon required" in refused and not refused.endswith(b"<open>")
+        served = raw_exchange(srv.uris[1], sub)
+        assert b'"status":"success"' in served and served.endswith(b"<open>")
+    finally:
+        srv.stop()
+
+
+def test_switches_and_require_username(tmp_path):  # B.6 14
+    auth = ("<Authentication><Module>amps-default-authentication-module</Module><Options>"
+            "<RequireUsername>true</RequireUsername><AllowSpoofing>true</AllowSpoofing></Options>"
+            "</Authentication>")
+    srv = serve(tmp_path, config(
+        auth + "<Modules><Module><Name>simple</Name><Library>libamps_simple_access_entitlement.so"
+        "</Library></Module></Modules><Entitlement><Module>simple</Module><Options>"
+        "<DeniedTopics>^secret</DeniedTopics></Options></Entitlement>"))
+    try:
+        with pytest.raises(AMPS.AuthenticationException):
+            logged_on(srv.uri, "nobody")  # no user name
+        c = logged_on(with_user(srv.uri, "alice"), "alice")
+        with pytest.raises(AMPS.NotEntitledException):
+            c.subscribe(lambda m: None, "secret/a")
+        srv.call(lambda: srv.server.switch_security(False))  # what SIGUSR1 does
+        got = []
+        c.subscribe(lambda m: got.append(m.get_data()), "secret/a")
+        srv.call(lambda: srv.server.switch_security(True))  # SIGUSR2
+        with pytest.raises(AMPS.NotEntitledException):
+            c.subscribe(lambda m: None, "secret/b")
+        c.publish("secret/a", '{"n":1}')  # publishing is refused again, fire and forget
+        other = logged_on(with_user(srv.uri, "root"), "root")
+        srv.call(lambda: srv.server.switch_security(False))
+        other.publish("secret/a", '{"n":2}')
+        other.publish_flush(5000)
+        c.flush(5000)
+        assert got == ['{"n":2}']  # the subscription made while disabled continues
+        clients = srv.call(lambda: {conn.client_name: (conn.denied_reads, conn.denied_writes)
+                                    for conn in srv.server.connections})
+        assert clients["alice"] == (2, 1)
+        assert srv.server.broker.denied == {"reads": 2, "writes": 1}
+    finally:
+        srv.stop()
+
+
+def test_file_documents_are_read_again_after_reset(tmp_path):
+    xml = web_config(tmp_path, {"alice": {"topic": [ALL]}}, sow=False).replace(
+        "</AMPSConfig>", "<Admin><InetAddr>127.0.0.1:0</InetAddr></Admin></AMPSConfig>")
+    srv = serve(tmp_path, xml)
+    try:
+        c = logged_on(with_user(srv.uri, "alice"), "alice")
+        c.subscribe(lambda m: None, "orders")
+        c.disconnect()
+        (tmp_path / "perms" / "alice.json").write_text(json.dumps(
+            {"logon": True, "topic": [{"topic": "orders", "read": False, "write": False}]}))
+        srv.http("/emulator/reset", "POST")
+        c = logged_on(with_user(srv.uri, "alice"), "alice2")
+        with pytest.raises(AMPS.NotEntitledException):
+            c.subscribe(lambda m: None, "orders")
+        procs = srv.http("/amps/instance/processors.json")["amps"]["instance"]["processors"]
+        assert {p["id"]: p["denied_reads"] for p in procs}["all"] == "1"
+    finally:
+        srv.stop()
