@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from amps_emulator.config import load_config
+from amps_emulator.config import load_config, loads_config
 from tests.harness import ServerThread
 
 AMPS = pytest.importorskip("AMPS")
@@ -47,12 +47,11 @@ def logged_on(uri: str, name: str = "c"):
     return c
 
 
-def no_auth(where: str) -> str:
-    return f"<Authentication><Module>amps-default-no-authentication-module</Module></Authentication>"
+NO_AUTH = "<Authentication><Module>amps-default-no-authentication-module</Module></Authentication>"
 
 
 def test_no_authentication_module_refuses_the_logon_and_closes(tmp_path):  # B.6 1
-    srv = serve(tmp_path, config(no_auth("instance")))
+    srv = serve(tmp_path, config(NO_AUTH))
     try:
         c = AMPS.Client("c")
         c.connect(with_user(srv.uri, "alice", "pw"))
@@ -78,7 +77,7 @@ def test_no_authentication_module_refuses_the_logon_and_closes(tmp_path):  # B.6
 
 def test_a_transport_overrides_the_instance_authentication(tmp_path):  # B.6 2
     ok = "<Authentication><Module>amps-default-authentication-module</Module></Authentication>"
-    srv = serve(tmp_path, config(no_auth("instance"), transport("closed") + transport("open", ok)))
+    srv = serve(tmp_path, config(NO_AUTH, transport("closed") + transport("open", ok)))
     try:
         closed, opened = srv.uris
         with pytest.raises(AMPS.AuthenticationException):
@@ -95,8 +94,8 @@ def web_config(tmp_path: Path, docs: dict[str, dict], sow: bool = True) -> str:
     for user, doc in docs.items():
         (perms / f"{user}.json").write_text(json.dumps({"logon": True, **doc}))
     opts = "<Options><ResourceURI>file:perms/{{USER_NAME}}.json</ResourceURI></Options>"
-    sow_xml = ("<SOW><Topic><Name>test</Name><MessageType>json</MessageType><Key>/id</Key><Durability>transient</Durability>"
-               "</Topic></SOW>") if sow else ""
+    sow_xml = ("<SOW><Topic><Name>test</Name><MessageType>json</MessageType><Key>/id</Key>"
+               "<Durability>transient</Durability></Topic></SOW>") if sow else ""
     return config(
         "<Modules><Module><Name>web</Name><Library>libamps_http_entitlement.so</Library></Module>"
         f"</Modules><Authentication><Module>web</Module>{opts}</Authentication>"
@@ -352,3 +351,81 @@ def test_file_documents_are_read_again_after_reset(tmp_path):
         assert {p["id"]: p["denied_reads"] for p in procs}["all"] == "1"
     finally:
         srv.stop()
+
+
+class PermissionServer:
+    """An HTTP server thread answering ``/<user>.json`` with a permission document for
+    falken:joshua (Basic authentication), 401 otherwise; it records the headers it saw."""
+
+    DOC = {"logon": True, "replication-logon": True,
+           "topic": [{"topic": "orders", "read": "/qty > 10", "write": True},
+                     {"topic": "private/.*", "read": False, "write": False},
+                     {"topic": ".*", "read": True, "write": True}],
+           "admin": [{"topic": ".*", "read": True, "write": False}]}
+
+    def __init__(self) -> None:
+        import base64
+        import http.server
+        import threading
+
+        seen = self.seen = []
+        good = "Basic " + base64.b64encode(b"falken:joshua").decode()
+        doc = json.dumps(self.DOC).encode()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                seen.append((self.path, dict(self.headers)))
+                if self.headers.get("Authorization") != good or self.path != "/falken.json":
+                    self.send_response(401)
+                    self.send_header("WWW-Authenticate", 'Basic realm="AMPS Authentication"')
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(doc)))
+                self.end_headers()
+                self.wfile.write(doc)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_the_corpus_web_entitlements_config_against_an_http_server():  # B.6 4
+    fixture = Path(__file__).parent.parent / "fixtures" / "configs" / "ok-web-entitlements.xml"
+    perms = PermissionServer()
+    text = (fixture.read_text().replace("localhost:8080", f"127.0.0.1:{perms.port}")
+            .replace("<InetAddr>9007<", "<InetAddr>127.0.0.1:0<")
+            .replace("localhost:8085", "127.0.0.1:0"))
+    srv = ServerThread(loads_config(text, str(fixture))).start()
+    try:
+        with pytest.raises(AMPS.AuthenticationException):
+            logged_on(with_user(srv.uri, "falken", "tictactoe"), "wrong")
+        with pytest.raises(AMPS.AuthenticationException):
+            logged_on(with_user(srv.uri, "mallory", "joshua"), "other")
+        c = logged_on(with_user(srv.uri, "falken", "joshua"), "falken")
+        assert perms.seen[-1][1].get("x-origin") == "AMPS"
+        got = []
+        c.subscribe(lambda m: got.append(json.loads(m.get_data())["qty"]), "orders")
+        with pytest.raises(AMPS.NotEntitledException):
+            c.subscribe(lambda m: None, "private/x")
+        for qty in (5, 50):
+            c.publish("orders", json.dumps({"qty": qty}))
+        c.publish_flush(5000)
+        c.flush(5000)
+        assert got == [50]
+        c.disconnect()
+        perms.close()  # the HTTP server is down: the logon fails (connection refused)
+        with pytest.raises(AMPS.AuthenticationException):
+            logged_on(with_user(srv.uri, "falken", "joshua"), "down")
+    finally:
+        srv.stop()
+        perms.close()
