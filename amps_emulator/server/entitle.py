@@ -13,7 +13,10 @@ Authentication/Entitlement blocks never gets here, so the message path pays noth
   filter; a publish-store publish gets the failure on its persisted ack, so the client's
   failed-write handler sees it;
 * ``sow_delete``: refused when the topic is not writable; a filter delete deletes only the
-  records the write filter admits (the filters are ANDed).
+  records the write filter admits (the filters are ANDed); a delete by keys or data where a
+  write filter applies is refused (the filter cannot be asked record by record there);
+* queues: subscribing to a queue (consuming) and acking it (``sow_delete`` on the queue) need
+  read; publishing to it needs write on the queue's name.
 
 Refusals are counted in ``broker.denied`` (``reads`` / ``writes``) for the Admin tree.
 """
@@ -81,6 +84,14 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
             return False
         raise CommandError(reason, f'User "{perms.user}" not entitled to topic "{topic}".')
     if name == "sow_delete":
+        queues = broker.queues
+        if queues is not None and queues.get(topic) is not None:
+            try:  # on a queue, sow_delete is an ack (or a cancel/expire): reading lets one ack
+                perms.check_queue_ack(mt, topic)
+            except CommandError:
+                _denied(broker, client, "reads")
+                raise
+            return True
         try:
             grant = perms.check_write(mt, topic)
         except CommandError:

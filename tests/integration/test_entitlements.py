@@ -429,3 +429,30 @@ def test_the_corpus_web_entitlements_config_against_an_http_server():  # B.6 4
     finally:
         srv.stop()
         perms.close()
+
+
+def test_queues_read_is_consume_and_ack_write_is_publish(tmp_path):
+    doc = {"topic": [{"topic": "work", "read": True, "write": False}]}
+    xml = web_config(tmp_path, {"worker": doc, "admin": {"topic": [ALL]}}, sow=False).replace(
+        "</AMPSConfig>",
+        f"<TransactionLog><JournalDirectory>{tmp_path}/journal</JournalDirectory><Topic><Name>work</Name>"
+        "<MessageType>json</MessageType></Topic></TransactionLog>"
+        "<SOW><Queue><Name>work</Name><MessageType>json</MessageType></Queue></SOW></AMPSConfig>")
+    srv = serve(tmp_path, xml)
+    try:
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+        worker = logged_on(with_user(srv.uri, "worker"), "worker")
+        with pytest.raises(AMPS.NotEntitledException):
+            worker.execute(AMPS.Command("publish").set_topic("work").set_data('{"n":0}')
+                           .add_ack_type("processed"))
+        pub.publish("work", '{"n":1}')
+        pub.publish_flush(5000)
+        got = []
+        for m in worker.execute(AMPS.Command("subscribe").set_topic("work")):
+            got.append(json.loads(m.get_data()))
+            m.ack()
+            break
+        assert got == [{"n": 1}]
+        worker.flush(5000)
+    finally:
+        srv.stop()
