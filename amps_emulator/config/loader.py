@@ -30,7 +30,7 @@ from .instance_sections import (
 )
 from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config
 from .schema import Ctx, Elem, Spec, positive, read, text
-from .security import SecurityConfig, read_security
+from .security import LIBRARIES, SecurityConfig, read_security
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
 from .units import parse_duration, parse_size
 from .values import parse_name
@@ -53,6 +53,7 @@ _TOP_SPEC = Spec(
         "Actions": Elem("actions", node=_SECTION),
         # read by config.security.read_security (the auth layer's reader), per transport too
         "Authentication": Elem("authentication", node=_SECTION),
+        "Modules": Elem("modules", node=_SECTION),
         "Entitlement": Elem("entitlement", node=_SECTION),
         "ClientMessageAgeLimit": Elem("client_message_age_limit",
                                       positive(parse_duration, "ClientMessageAgeLimit")),
@@ -62,7 +63,7 @@ _TOP_SPEC = Spec(
         "SOWDirectory": Elem("sow_directory", text),
     },
     ignored=frozenset({
-        "Modules", "Replication", "Tuning", "Externals",
+        "Replication", "Tuning", "Externals",
         "MessageTypes", "UserDefinedFunctions", "ProcessName", "Environment",
         "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
         "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
@@ -85,6 +86,15 @@ def _harvest_message_types(root: Node, ctx: Ctx) -> None:
             name = mt.child("Name") if mt.tag == "MessageType" else None
             if name is not None and name.text and name.text not in ctx.message_types:
                 ctx.message_types.append(name.text)
+
+
+def _only_security_modules(modules: Node) -> bool:
+    """Whether every ``Modules/Module`` loads a library the auth layer implements."""
+    for m in modules.children:
+        lib = m.child("Library") if m.tag == "Module" else None
+        if lib is None or os.path.basename(lib.text.strip()) not in LIBRARIES:
+            return False
+    return True
 
 
 def _has_security(root: Node) -> bool:
@@ -137,6 +147,9 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         read_sow(section, ctx, sow)
     actions = read_actions(v["actions"], ctx) if "actions" in v else ()
     security = _read_security(root, ctx, source)
+    if "modules" in v and not _only_security_modules(v["modules"]):
+        # (a Modules list of authentication/entitlement libraries only is read, not warned)
+        ctx.warn(v["modules"], "<Modules> in <AMPSConfig> is not supported by the emulator and is ignored")
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)
