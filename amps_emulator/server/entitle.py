@@ -23,15 +23,18 @@ Refusals are counted in ``broker.denied`` (``reads`` / ``writes``) for the Admin
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from amps_emulator.auth import Session, TopicGrant
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import is_regex_topic
 from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.delivery import decode_or_none
 from amps_emulator.server.router import ReadEntitlement
+from amps_emulator.server.subscribe import compile_filter_for
 from amps_emulator.sow.query import Select, parse_select
 
 if TYPE_CHECKING:
@@ -39,7 +42,9 @@ if TYPE_CHECKING:
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.ports import Client
 
-__all__ = ["check", "attach", "compose_select", "READS", "WRITES"]
+__all__ = ["check", "attach", "compose_select", "sow_topics", "READS", "WRITES"]
+
+T = TypeVar("T")
 
 READS = frozenset({"subscribe", "delta_subscribe", "sow", "sow_and_subscribe",
                    "sow_and_delta_subscribe"})
@@ -58,7 +63,7 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
     mt = client.listener.message_type
     if name in READS:
         try:
-            grant = perms.check_subscribe(mt, topic)
+            grant = perms.check_subscribe(mt, topic, regex=_regex(cmd, topic))
         except CommandError:
             _denied(broker, client, "reads")
             raise
@@ -104,6 +109,34 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
                                    f"a write filter applies to {topic!r}: delete by filter")
             cmd.filter = grant.combined_filter(cmd.filter)
     return True
+
+
+def _regex(cmd: Command, topic: str) -> bool:
+    """Whether a read command names a regex topic (``non_regex_topic``: a name, whatever it holds)."""
+    return is_regex_topic(topic) and "non_regex_topic" not in cmd.opts
+
+
+def sow_topics(client: Client, cmd: Command, topics: list[T], names: list[str],
+               read: Callable[..., bool] | None
+               ) -> tuple[list[T], list[Callable[..., bool] | None]]:
+    """A SOW query over a regex topic: the topics the user may read, each with the query's
+    filter ANDed with that topic's read filter (a literal topic's is already in ``cmd.filter``)."""
+    session = client.session
+    if session is None or not cmd.topic or not _regex(cmd, cmd.topic):
+        return topics, [read] * len(topics)
+    mt = client.listener.message_type
+    kept: list[T] = []
+    reads: list[Callable[..., bool] | None] = []
+    for topic, name in zip(topics, names, strict=True):
+        grant = session.permissions.read_grant(mt, name)
+        if grant is None:
+            continue  # skipped silently, as deliveries are
+        kept.append(topic)
+        if grant.filter_text is None:
+            reads.append(read)
+        else:
+            reads.append(compile_filter_for(grant.combined_filter(cmd.filter)))
+    return kept, reads
 
 
 def _denied(broker: Broker, client: Client, kind: str) -> None:

@@ -456,3 +456,27 @@ def test_queues_read_is_consume_and_ack_write_is_publish(tmp_path):
         worker.flush(5000)
     finally:
         srv.stop()
+
+
+def test_a_regex_sow_query_reads_only_entitled_topics_through_their_filters(tmp_path):
+    doc = {"topic": [{"topic": "orders/a", "read": "/qty > 10", "write": False},
+                     {"topic": "orders/b", "read": False, "write": False}]}
+    topics = "".join(f"<Topic><Name>orders/{t}</Name><MessageType>json</MessageType><Key>/id</Key>"
+                     "<Durability>transient</Durability></Topic>" for t in "abc")
+    xml = web_config(tmp_path, {"alice": doc, "admin": {"topic": [ALL]}}, sow=False).replace(
+        "</AMPSConfig>", f"<SOW>{topics}</SOW></AMPSConfig>")
+    srv = serve(tmp_path, xml)
+    try:
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+        for t in "abc":
+            for i, qty in enumerate((5, 50)):
+                pub.publish(f"orders/{t}", json.dumps({"id": i, "qty": qty}))
+        pub.publish_flush(5000)
+        alice = logged_on(with_user(srv.uri, "alice"), "alice")
+        got = [(m.get_topic(), json.loads(m.get_data())["qty"])
+               for m in alice.sow("orders/.*") if m.get_command() == "sow"]
+        assert got == [("orders/a", 50)]  # b refused, c not in the document: skipped
+        with pytest.raises(AMPS.NotEntitledException):
+            alice.sow("orders/b")
+    finally:
+        srv.stop()
