@@ -168,6 +168,7 @@ class Server:
         self.actions.publish = self._action_publish
         self.actions.delete = self._action_delete
         self._filter_pool: ThreadPoolExecutor | None = None
+        self._recheck_timer: asyncio.TimerHandle | None = None  # the next EntitlementTimeout re-check
 
     # -- the broker's state, as the operator rooms and tests read it ----------------------
     @property
@@ -293,8 +294,38 @@ class Server:
         if txlog is not None:
             self.turn.stage("journal end of turn", txlog.end_turn)
             txlog.start_timers()
+        security = broker.security
+        if security is not None and security.recheck_interval is not None:
+            self._recheck_timer = loop.call_later(security.recheck_interval, self._recheck)
         self.ready = True
         return [lst.uri for lst in self.listeners]
+
+    def _recheck(self) -> None:
+        """``EntitlementTimeout``: fetch the cached permission documents again (off the loop);
+        the users whose document changed or vanished are disconnected, as AMPS does."""
+        self._recheck_timer = None
+        security = self.broker.security
+        if security is None or self.stopping:
+            return
+        task = self.loop.create_task(security.recheck())
+
+        def rechecked(done: asyncio.Task[set[str]]) -> None:
+            if self.stopping:
+                return
+            try:
+                changed = done.result()
+            except Exception:
+                log.exception("entitlement re-check failed")
+                changed = set()
+            for conn in list(self.connections):
+                session = conn.session
+                if session is not None and session.document_key in changed:
+                    conn.close(f"the permissions of user {session.user_id!r} changed")
+            interval = security.recheck_interval
+            if interval is not None:
+                self._recheck_timer = self.loop.call_later(interval, self._recheck)
+
+        task.add_done_callback(rechecked)
 
     async def enable_listener(self, lst: Listener) -> None:
         """Listen again on a transport the administrator disabled (same address)."""
@@ -305,6 +336,9 @@ class Server:
 
     async def stop(self) -> None:
         self.broker.stopping = True
+        if self._recheck_timer is not None:
+            self._recheck_timer.cancel()
+            self._recheck_timer = None
         self.turn.stopping = True
         if self.admin is not None:
             await self.admin.stop()

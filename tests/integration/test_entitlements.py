@@ -480,3 +480,25 @@ def test_a_regex_sow_query_reads_only_entitled_topics_through_their_filters(tmp_
             alice.sow("orders/b")
     finally:
         srv.stop()
+
+
+def test_entitlement_timeout_disconnects_a_user_whose_document_changed(tmp_path):
+    import threading
+
+    xml = web_config(tmp_path, {"alice": {"topic": [ALL]}, "bob": {"topic": [ALL]}}, sow=False)
+    xml = xml.replace("</ResourceURI></Options>",
+                      "</ResourceURI><EntitlementTimeout>200ms</EntitlementTimeout></Options>")
+    srv = serve(tmp_path, xml)
+    try:
+        gone = threading.Event()
+        alice = AMPS.Client("alice")
+        alice.set_disconnect_handler(lambda client: gone.set())
+        alice.connect(with_user(srv.uri, "alice"))
+        alice.logon(5000)
+        bob = logged_on(with_user(srv.uri, "bob"), "bob")
+        (tmp_path / "perms" / "alice.json").write_text(json.dumps({"logon": True, "topic": []}))
+        assert gone.wait(10)
+        bob.publish("x", "{}")
+        bob.publish_flush(5000)  # bob's document did not change: still connected
+    finally:
+        srv.stop()
