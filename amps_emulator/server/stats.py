@@ -19,8 +19,6 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.server.version import SERVER_VERSION
-
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
 
@@ -412,7 +410,7 @@ def tree(server: Server, sm: Sampler) -> dict:
         "host": {"name": socket.gethostname(), "timestamp": _iso(time.time()),
                  "cpus": sm.cpus, "memory": _memory(), "disks": _disks(), "network": net},
         "instance": {
-            "name": server.instance_name, "version": SERVER_VERSION, "pid": _n(os.getpid()),
+            "name": server.instance_name, "version": server.broker.server_version, "pid": _n(os.getpid()),
             "cwd": os.getcwd(), "config_path": getattr(cfg, "source", "") or "",
             "timestamp": _iso(now), "uptime": _uptime(now - server.started_at),
             "clients": _clients(server, sm), "processors": _processors(server, sm),
