@@ -358,10 +358,10 @@ class PermissionServer:
     falken:joshua (Basic authentication), 401 otherwise; it records the headers it saw."""
 
     DOC = {"logon": True, "replication-logon": True,
+           "admin": [{"topic": "/amps/.*", "read": True, "write": False}],
            "topic": [{"topic": "orders", "read": "/qty > 10", "write": True},
                      {"topic": "private/.*", "read": False, "write": False},
-                     {"topic": ".*", "read": True, "write": True}],
-           "admin": [{"topic": ".*", "read": True, "write": False}]}
+                     {"topic": ".*", "read": True, "write": True}]}
 
     def __init__(self) -> None:
         import base64
@@ -399,6 +399,24 @@ class PermissionServer:
         self.httpd.server_close()
 
 
+def admin_status(srv: ServerThread, path: str, cred: str | None = None, method: str = "GET") -> int:
+    import base64
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(srv.admin_uri + path, method=method,
+                                 data=b"" if method == "POST" else None)
+    if cred is not None:
+        req.add_header("Authorization", "Basic " + base64.b64encode(cred.encode()).decode())
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as exc:
+        if exc.code == 401:
+            assert exc.headers.get("WWW-Authenticate", "").startswith("Basic")
+        return exc.code
+
+
 def test_the_corpus_web_entitlements_config_against_an_http_server():  # B.6 4
     fixture = Path(__file__).parent.parent / "fixtures" / "configs" / "ok-web-entitlements.xml"
     perms = PermissionServer()
@@ -423,6 +441,11 @@ def test_the_corpus_web_entitlements_config_against_an_http_server():  # B.6 4
         c.flush(5000)
         assert got == [50]
         c.disconnect()
+        # the Admin interface logs on through its own blocks (the same module here)
+        assert admin_status(srv, "/amps/instance/processors.json") == 401
+        assert admin_status(srv, "/amps/instance/processors.json", "falken:tictactoe") == 401
+        assert admin_status(srv, "/amps/instance/processors.json", "falken:joshua") == 200
+        assert admin_status(srv, "/emulator/reset", "falken:joshua", "POST") == 403  # read only
         perms.close()  # the HTTP server is down: the logon fails (connection refused)
         with pytest.raises(AMPS.AuthenticationException):
             logged_on(with_user(srv.uri, "falken", "joshua"), "down")
