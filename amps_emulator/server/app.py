@@ -170,6 +170,7 @@ class Server:
         # the actions write through the message path like a client (the root injects it)
         self.actions.publish = self._action_publish
         self.actions.delete = self._action_delete
+        self.actions.switch_security = self._action_security
         self._filter_pool: ThreadPoolExecutor | None = None
         self._recheck_timer: asyncio.TimerHandle | None = None  # the next EntitlementTimeout re-check
 
@@ -456,6 +457,17 @@ class Server:
         except Exception:  # a bug must not take the server down
             log.exception("%s: internal error handling %r", client.describe(), cmd)
             client.fail(cmd, reasons.UNKNOWN_ERROR)
+
+    def _action_security(self, what: str, enabled: bool) -> None:
+        """``amps-action-do-{disable,enable}-{authentication,entitlement}``."""
+        security = self.broker.security
+        if security is None:
+            return
+        if what == "authentication":
+            (security.enable_authentication if enabled else security.disable_authentication)()
+        else:
+            (security.enable_entitlement if enabled else security.disable_entitlement)()
+        log.warning("%s %s by an action", what, "enabled" if enabled else "disabled")
 
     def switch_security(self, enabled: bool) -> None:
         """Enable or disable authentication and entitlement (SIGUSR2 / SIGUSR1): while disabled

@@ -525,3 +525,25 @@ def test_entitlement_timeout_disconnects_a_user_whose_document_changed(tmp_path)
         bob.publish_flush(5000)  # bob's document did not change: still connected
     finally:
         srv.stop()
+
+
+def test_actions_switch_entitlement():
+    def action(topic: str, step: str) -> str:
+        return ("<Action><On><Module>amps-action-on-publish-message</Module><Options>"
+                f"<Topic>{topic}</Topic><MessageType>json</MessageType></Options></On><Do><Module>{step}</Module></Do></Action>")
+
+    xml = simple_access("<DeniedTopics>^secret</DeniedTopics>").replace(
+        "</AMPSConfig>", "<Actions>" + action("control/off", "amps-action-do-disable-entitlement")
+        + action("control/on", "amps-action-do-enable-entitlement") + "</Actions></AMPSConfig>")
+    srv = ServerThread(loads_config(xml, "actions.xml")).start()
+    try:
+        c = logged_on(with_user(srv.uri, "alice"), "alice")
+        with pytest.raises(AMPS.NotEntitledException):
+            c.subscribe(lambda m: None, "secret/a")
+        c.publish("control/off", "{}")
+        c.subscribe(lambda m: None, "secret/a")
+        c.publish("control/on", "{}")
+        with pytest.raises(AMPS.NotEntitledException):
+            c.subscribe(lambda m: None, "secret/b")
+    finally:
+        srv.stop()
