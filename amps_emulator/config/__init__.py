@@ -92,7 +92,8 @@ strict_recovery=...)`` takes the same two.
 Real AMPS elements that the emulator does not implement are *warned and ignored*, one
 warning per element (children are not inspected): at top level ``Modules`` (unless it
 declares only the authentication/entitlement libraries the auth layer implements),
-``Replication Tuning Externals MessageTypes UserDefinedFunctions ProcessName Environment MiniDumpDirectory MiniDumpFileMask SuggestedMinimumVersion
+``Replication Tuning Externals MessageTypes UserDefinedFunctions ProcessName Environment
+MiniDumpDirectory MiniDumpFileMask SuggestedMinimumVersion
 RequiredMinimumVersion ConfigIncludeCommentDefault ConfigCycleDetectionThreshold
 ConfigValidation SOWStatisticsInterval RegexTopicSupport`` and the slow-client offlining
 elements above; in ``Protocol`` its module options; in ``Transport`` ``TransportFilter
