@@ -57,6 +57,9 @@ class Transport(_Located, frozen=True, kw_only=True):
     certificate: str | None = None  # Certificate: PEM file; with PrivateKey the transport is TLS
     private_key: str | None = None  # PrivateKey: PEM file
     ciphers: str | None = None  # Ciphers: OpenSSL cipher list
+    verify_client: bool = False  # VerifyClient: a TLS client must present a certificate we trust
+    ca_file: str | None = None  # CAFile: PEM file of the CAs client certificates are checked against
+    ca_path: str | None = None  # CAPath: directory of hashed CA certificates (c_rehash)
 
     @property
     def tls(self) -> bool:

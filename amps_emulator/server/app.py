@@ -95,7 +95,9 @@ def _tls_context(t: Any) -> ssl.SSLContext | None:
     from amps_emulator.config.tls import TLSSetupError, server_context
 
     try:
-        return server_context(t.certificate, t.private_key, t.ciphers)
+        return server_context(t.certificate, t.private_key, t.ciphers,
+                              verify_client=getattr(t, "verify_client", False),
+                              ca_file=getattr(t, "ca_file", None), ca_path=getattr(t, "ca_path", None))
     except TLSSetupError as exc:  # the files changed since the config was loaded
         raise ConfigError([ConfigIssue(t.file, t.line, f"<Transport> {t.name!r}: {exc}")]) from None
 

@@ -547,3 +547,39 @@ def test_actions_switch_entitlement():
             c.subscribe(lambda m: None, "secret/b")
     finally:
         srv.stop()
+
+
+def test_client_certificates_accepted_and_refused(tmp_path):
+    import ssl
+
+    from tests.tls import self_signed
+
+    cert, key = self_signed(tmp_path / "server")
+    client_cert, client_key = self_signed(tmp_path / "client", name="alice")
+    other_cert, other_key = self_signed(tmp_path / "other", name="mallory")
+    tls = (f"<Certificate>{cert}</Certificate><PrivateKey>{key}</PrivateKey>"
+           f"<VerifyClient>true</VerifyClient><CAFile>{client_cert}</CAFile>")
+    tcps = transport("tls", tls).replace("<Type>tcp</Type>", "<Type>tcps</Type>")
+    srv = serve(tmp_path, config("", tcps))
+    host, port = srv.uri.split("://")[1].split("/")[0].rsplit(":", 1)
+
+    def logon(cert_key: tuple | None) -> bytes:
+        ctx = ssl.create_default_context(cafile=str(cert))
+        if cert_key is not None:
+            ctx.load_cert_chain(str(cert_key[0]), str(cert_key[1]))
+        try:  # with TLS 1.3 the server's refusal arrives after the client's handshake
+            with socket.create_connection((host, int(port)), timeout=5) as raw:
+                with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+                    data = json.dumps({"c": "logon", "cid": "1", "a": "processed"}).encode()
+                    s.sendall(struct.pack(">I", len(data)) + data)
+                    return s.recv(4096)
+        except (ssl.SSLError, ConnectionError) as exc:
+            return repr(exc).encode()
+
+    try:
+        assert b'"status":"success"' in logon((client_cert, client_key))
+        # no certificate, or one the CAFile does not vouch for: the handshake fails, no ack
+        assert b'"status"' not in logon(None)
+        assert b'"status"' not in logon((other_cert, other_key))
+    finally:
+        srv.stop()
