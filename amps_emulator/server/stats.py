@@ -365,7 +365,7 @@ def _sub_text(sub: Any, what: str) -> str:
 
 def _txlog(server: Server) -> dict:
     tx = server.txlog
-    if tx is None or tx.journal is None:
+    if tx is None or not tx.is_open:
         return {}
     j = tx.journal
     out: dict[str, Any] = {"first_position": _n(j.first_position),
