@@ -28,7 +28,8 @@ from .instance_sections import (
     read_transaction_log,
     read_transports,
 )
-from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config
+from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config, Replication
+from .replication_sections import read_replication, read_replication_listener, read_tuning
 from .schema import Ctx, Elem, Spec, positive, read, text
 from .security import LIBRARIES, SecurityConfig, read_security
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
@@ -51,6 +52,8 @@ _TOP_SPEC = Spec(
         "SOW": Elem("sow", node=_SECTION, multiple=True),
         "TopicMetaData": Elem("sow", node=_SECTION, multiple=True),
         "Actions": Elem("actions", node=_SECTION),
+        "Replication": Elem("replication", node=_SECTION),
+        "Tuning": Elem("tuning", node=_SECTION),
         # read by config.security.read_security (the auth layer's reader), per transport too
         "Authentication": Elem("authentication", node=_SECTION),
         "Modules": Elem("modules", node=_SECTION),
@@ -63,7 +66,7 @@ _TOP_SPEC = Spec(
         "SOWDirectory": Elem("sow_directory", text),
     },
     ignored=frozenset({
-        "Replication", "Tuning", "Externals",
+        "Externals",
         "MessageTypes", "UserDefinedFunctions", "ProcessName", "Environment",
         "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
         "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
@@ -150,6 +153,24 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     if "modules" in v and not _only_security_modules(v["modules"]):
         # (a Modules list of authentication/entitlement libraries only is read, not warned)
         ctx.warn(v["modules"], "<Modules> in <AMPSConfig> is not supported by the emulator and is ignored")
+    listener = read_replication_listener(v["transports"], ctx) if "transports" in v else None
+    if listener is not None and listener.port != 0:
+        clash = next((t for t in transports if t.port == listener.port
+                      and (t.host is None or listener.host is None or t.host == listener.host)), None)
+        if clash is not None:
+            ctx.error(listener.file, listener.line,
+                      f"<Transport> {listener.name!r}: InetAddr {listener.inet_addr} conflicts with "
+                      f"transport {clash.name!r} ({clash.file}:{clash.line}) on port {listener.port}")
+    destinations = read_replication(v["replication"], ctx, has_listener=listener is not None,
+                                    txlog=txlog, queues=tuple(sow.queues)) if "replication" in v else ()
+    min_sync = read_tuning(v["tuning"], ctx) if "tuning" in v else None
+    where_repl = top.nodes.get("replication")
+    if where_repl is not None:
+        ctx.warn(where_repl, "<Replication> is read, but this server does not connect replication links "
+                             "yet: the instance runs alone")
+    elif listener is not None:
+        ctx.warn_at(listener.file, listener.line, f"<Transport> {listener.name!r} is read, but this server "
+                    "does not accept replication links yet", Ctx.LAST)
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)
@@ -166,6 +187,11 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         transports=transports, protocols=protocols, admin=admin, logging=logging, transaction_log=txlog,
         sow_topics=tuple(sow.topics), queues=tuple(sow.queues), views=tuple(sow.views),
         conflated_topics=tuple(sow.conflated), actions=actions, security=security,
+        replication_listener=listener,
+        replication=Replication(
+            file=where_repl.file if where_repl is not None else "",
+            line=where_repl.line if where_repl is not None else 0,
+            destinations=destinations, min_sync_destinations=min_sync),
         message_types=tuple(ctx.message_types), sow_directory=ctx.sow_directory,
         source=source, warnings=tuple(ctx.warnings),
     )
