@@ -10,12 +10,30 @@ message body at most once however many subscriptions test it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol.topics import compile_topic_regex, is_regex_topic
 from amps_emulator.sow.query import Select, selection
 
+if TYPE_CHECKING:
+    from amps_emulator.auth import Permissions, TopicGrant
+
 _CACHE_LIMIT = 50_000
+
+
+class ReadEntitlement:
+    """A subscriber's read permissions (:class:`auth.Permissions`) for its message type."""
+
+    __slots__ = ("permissions", "message_type", "regex")
+
+    def __init__(self, permissions: Permissions, message_type: str, regex: bool) -> None:
+        self.permissions = permissions
+        self.message_type = message_type
+        self.regex = regex  # a regex subscription: concrete topics unentitled are skipped
+
+    def grant(self, topic: str) -> TopicGrant | None:
+        """The read grant for a concrete topic (cached by the permissions), None: skip it."""
+        return self.permissions.read_grant(self.message_type, topic)
 
 
 class Subscription:
@@ -23,7 +41,7 @@ class Subscription:
 
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
-        "prefix", "live", "select", "conflator", "queried",
+        "prefix", "live", "select", "conflator", "queried", "entitlement",
     )
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
@@ -45,6 +63,10 @@ class Subscription:
         self.live: Any = None
         self.conflator: Any = None  # server.conflation.Conflator (conflation=...)
         self.queried = False  # entered by sow_and_subscribe: the client holds its query's records
+        #: what the subscriber may read, when security is configured (server.entitle): a
+        #: regex topic's concrete topics are checked on delivery, an update leaving the
+        #: read filter is an OOF with reason ``entitlement``
+        self.entitlement: ReadEntitlement | None = None
         #: the ``select=[...]`` list applied to every delivery (None: whole messages)
         self.select: Select | None = selection(options.get("select"))  # bad: invalid options
 
