@@ -18,6 +18,8 @@ from typing import Literal, NamedTuple
 
 import msgspec
 
+from amps_emulator.protocol.msgtypes import MessageTypeDecl
+
 from .errors import ConfigIssue
 from .values import is_regex
 
@@ -280,6 +282,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     conflated_topics: tuple[ConflatedTopic, ...] = ()  # SOW/ConflatedTopic
     actions: tuple[Action, ...] = ()  # Actions/Action (built-in modules only)
     message_types: tuple[str, ...] = ()  # every message type name usable in this config
+    #: MessageTypes/MessageType, in file order (what the server builds its codecs from)
+    message_type_decls: tuple[MessageTypeDecl, ...] = ()
     sow_directory: str | None = None  # [emulator] SOWDirectory: where the emulator keeps SOW data
     source: str = ""  # the configuration file ("<default>" for default_config())
     #: one per ignored-but-real AMPS element; also a queue whose underlying topic is not in the

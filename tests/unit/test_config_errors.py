@@ -443,7 +443,7 @@ def test_production_config_warns_once_per_unsupported_element(tmp_path) -> None:
         (line_of(text, "<MessageMemoryLimit>"), "<MessageMemoryLimit>"),
         (line_of(text, "<Modules>"), "<Modules>"),
         (line_of(text, "<Authentication>"), "<Authentication>"),
-        (line_of(text, "<MessageTypes>"), "<MessageTypes>"),
+        (line_of(text, "<EarlyTerminationOptimization>"), "<EarlyTerminationOptimization>"),
         (line_of(text, "<Entitlement>"), "<Entitlement>"),
         (line_of(text, "<Name>amps-replication</Name>") - 1, "<Transport>"),
         (line_of(text, "<WWWAuthenticate>"), "<WWWAuthenticate>"),
