@@ -9,6 +9,7 @@ offline pipeline (journal readers), which must read a topic regex exactly as the
 from __future__ import annotations
 
 import re
+from typing import overload
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
@@ -36,9 +37,15 @@ def split_topic(key: str) -> tuple[str, str]:
     return (name, mt) if sep else (key, "json")
 
 
-def display_name(key: str) -> str:
-    """The topic name a client sees for a topic key."""
-    return key.partition(TYPE_SEP)[0] if TYPE_SEP in key else key
+@overload
+def display_name(key: str) -> str: ...
+@overload
+def display_name(key: None) -> None: ...
+def display_name(key: str | None) -> str | None:
+    """The topic name a client sees for a topic key (``None`` stays ``None``)."""
+    if key is None or TYPE_SEP not in key:
+        return key
+    return key.partition(TYPE_SEP)[0]
 
 
 def type_of(key: str) -> str:

@@ -25,8 +25,10 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.protocol import reasons
+from amps_emulator.protocol import bodies, reasons
+from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import qualify
 from amps_emulator.server import commands, publish, replay, version
 from amps_emulator.server.actions import Actions
 from amps_emulator.server.broker import Broker
@@ -55,12 +57,13 @@ MEMORY_BUDGET = 256 << 20  # bytes of buffered frames, all connections together
 class Listener:
     """One configured transport, bound."""
 
-    def __init__(self, name: str, host: str, port: int, message_type: str, protocol: str,
+    def __init__(self, name: str, host: str, port: int, message_type: str | None, protocol: str,
                  max_frame: int, out_limit: int, reuse_addr: bool = True,
                  tls: ssl.SSLContext | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
+        #: the transport's MessageType; None: any type the instance knows
         self.message_type = message_type
         self.protocol = protocol  # "amps" or "websocket"
         self.max_frame = max_frame
@@ -76,7 +79,7 @@ class Listener:
         scheme = "ws" if self.protocol == "websocket" else "tcp"
         if self.tls is not None:
             scheme += "s"
-        return f"{scheme}://{host}:{self.port}/amps/{self.message_type}"
+        return f"{scheme}://{host}:{self.port}/amps/{self.message_type or 'json'}"
 
     def protocol_factory(self, server: Server) -> Callable[[], asyncio.Protocol]:
         def make_connection() -> Connection:
@@ -106,7 +109,7 @@ def listeners_from_config(config: Any) -> list[Listener]:
             continue
         out.append(Listener(
             name=t.name, host=t.host or "0.0.0.0", port=t.port,
-            message_type=t.message_type or "json", protocol=t.protocol or "amps",
+            message_type=t.message_type, protocol=t.protocol or "amps",
             max_frame=t.max_frame_size, out_limit=t.client_outbound_limit,
             reuse_addr=getattr(t, "reuse_addr", True),
             tls=_tls_context(t),
@@ -151,6 +154,10 @@ class Server:
         self.broker = Broker(instance_name=config.name, timebase=timebase, turn=self.turn,
                              memory=memory, strict_recovery=strict_recovery)
         self.broker.drop_client = self.closed
+        # the codecs of every message type the config declares, built before any SOW topic
+        # (a topic of another type than json reads its bodies with its codec)
+        self.broker.message_types = build_registry(config.message_type_decls)
+        bodies.install(self.broker.message_types)
         self._conn_ids = itertools.count(1)
         #: server.views.DerivedTopics when the config has views or conflated topics
         self.derived: DerivedTopics | None = None
@@ -396,6 +403,9 @@ class Server:
                 raise CommandError(reasons.LOGON_REQUIRED)
             if handler is None:
                 raise CommandError(reasons.UNKNOWN_COMMAND, cmd.command)
+            if client.message_type != "json" and cmd.topic:
+                # the topic of this connection's type: (type, name) is the topic's identity
+                cmd.topic = qualify(cmd.topic, client.message_type)
             handler(self.broker, client, cmd)
         except CommandError as exc:
             log.info("%s: %s failed: %s", client.describe(), cmd.command, exc)

@@ -9,13 +9,17 @@ or an ``oof`` (the update took a record out of an ``oof`` subscription's filter)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
+from amps_emulator.protocol import bodies
 from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
+from amps_emulator.protocol.msgtypes import CodecError
+from amps_emulator.protocol.topics import TYPE_SEP, display_name, type_of
 from amps_emulator.sow import delta_message
 from amps_emulator.sow.delta import changed_fields
 from amps_emulator.sow.query import apply_select
@@ -48,6 +52,21 @@ def decode_or_none(body: bytes) -> Any:
         return None
 
 
+def decode_body(body: bytes, topic: str) -> Any:
+    """The tree of ``body`` published to the topic key ``topic``: JSON, or the codec of the
+    topic's type (``None``: malformed for its type)."""
+    if TYPE_SEP not in topic:
+        return decode_or_none(body)
+    return bodies.decode_or_none(body, type_of(topic))
+
+
+def encoder_for(topic: str) -> Callable[[Any], bytes]:
+    """What writes a body the server builds (a select list) for the topic key ``topic``."""
+    if TYPE_SEP not in topic:
+        return _encode
+    return bodies.codec_for(type_of(topic)).encode
+
+
 def delivery_tail(bm: str | None, correlation_id: str | None, sow_key: str | None,
                   expiration: int | None, ts: str | None) -> bytes:
     """The rest of a ``p`` header after ``sids``: optional bm, x, k, e, ts, then ``}``."""
@@ -66,9 +85,11 @@ def delivery_tail(bm: str | None, correlation_id: str | None, sow_key: str | Non
     return b"".join(parts)
 
 
-def selected(body: bytes, sel: Any, doc: Any = UNDECODED) -> bytes:
+def selected(body: bytes, sel: Any, doc: Any = UNDECODED,
+             encode: Callable[[Any], bytes] = _encode) -> bytes:
     """``body`` as a subscription with select list ``sel`` receives it (``None``: as is);
-    ``doc``: the decoded body, if at hand. A body that is not a JSON object goes as is."""
+    ``doc``: the decoded body, if at hand (required for another type than JSON, with its
+    ``encode``). A body that is not an object goes as is."""
     if sel is None:
         return body
     if doc is UNDECODED:
@@ -76,13 +97,18 @@ def selected(body: bytes, sel: Any, doc: Any = UNDECODED) -> bytes:
     if type(doc) is not dict:
         return body
     new = apply_select(doc, sel)
-    return body if new is doc else _encode(new)
+    if new is doc:
+        return body
+    try:
+        return encode(new)
+    except CodecError:  # the type cannot write the selection: the whole message
+        return body
 
 
 def oof_frame(topic: str, sids: str, sow_key: str, reason: str, body: bytes,
               bm: str | None = None) -> bytes:
     """An out-of-focus notification: the record left the subscription (``reason``)."""
-    head = (b'{"c":"oof","t":' + json_str(topic) + b',"sids":' + json_str(sids)
+    head = (b'{"c":"oof","t":' + json_str(display_name(topic)) + b',"sids":' + json_str(sids)
             + b',"k":' + json_str(sow_key) + b',"reason":' + json_str(reason))
     if bm:
         head += b',"bm":' + json_str(bm)
@@ -171,13 +197,13 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
     for sub in subs:
         if sub.live is not None:  # a paginated window / aggregated groups decide
             if doc is UNDECODED:
-                doc = msg.doc = decode_or_none(msg.body)
+                doc = msg.doc = decode_body(msg.body, msg.topic)
             sub.live.published(msg)
             continue
         f = sub.filter
         if f is not None:
             if doc is UNDECODED:
-                doc = msg.doc = decode_or_none(msg.body)
+                doc = msg.doc = decode_body(msg.body, msg.topic)
             if ctx is None:
                 ctx = msg.context()
             if not f(doc, ctx):
@@ -202,7 +228,12 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
         _add(targets, (sub.conn, shape, sub.select), sub.sub_id)
     if not targets:
         return 0
-    head = b'{"c":"p","t":' + json_str(msg.topic) + b',"sids":'
+    topic = msg.topic
+    encode: Callable[[Any], bytes] = _encode
+    if TYPE_SEP in topic:  # another type than json: its name on the wire, its own writer
+        encode = encoder_for(topic)
+        topic = display_name(topic)
+    head = b'{"c":"p","t":' + json_str(topic) + b',"sids":'
     tail = delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, None)
     stamped_tail = None
     for (conn, shape, sel), ids in targets.items():
@@ -218,7 +249,7 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
         else:
             frame_tail = tail
         if shape == PLAIN or shape == STAMPED:
-            body = msg.body if sel is None else selected(msg.body, sel, msg.doc)
+            body = msg.body if sel is None else selected(msg.body, sel, msg.doc, encode)
             conn.send(frame_raw(head + json_str(sids) + frame_tail, body))
         elif shape == DELTA or shape == DELTA_STAMPED:
             empty = msg.delta_empty
@@ -235,7 +266,7 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
             conn.send(frame_raw(head + json_str(sids) + frame_tail, body))
         else:
             conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "match",
-                                selected(msg.body, sel, msg.doc), msg.bookmark))
+                                selected(msg.body, sel, msg.doc, encode), msg.bookmark))
     server.stats["delivered"] += len(targets)
     return len(targets)
 

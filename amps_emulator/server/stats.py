@@ -348,7 +348,7 @@ def _subscriptions(server: Server) -> list[dict]:
         for sid, sub in conn.subs.items():
             out.append({
                 "id": f"{client_id(conn)}:{sid}", "client_id": client_id(conn),
-                "sub_id": sid, "topic": sub.topic, "message_type": conn.listener.message_type,
+                "sub_id": sid, "topic": sub.topic, "message_type": conn.message_type,
                 "filter": _sub_text(sub, "filter"), "options": _sub_text(sub, "options"),
                 "bookmark": str(getattr(sub.cursor.cmd, "bookmark", "") or "")
                 if sub.cursor is not None else "",
