@@ -18,6 +18,7 @@ import pytest
 
 from amps_emulator.protocol.msgtypes import MessageTypeDecl, build_registry
 from tests.integration.conftest import start_server
+from tests.integration.test_60east_samples import SAMPLES, Program
 
 AMPS = pytest.importorskip("AMPS")
 
@@ -185,3 +186,131 @@ def test_unknown_type_is_refused(srv) -> None:
     with pytest.raises(AMPS.AMPSException, match="message type"):
         c.logon(5000)
     c.close()
+
+
+# -- 60East's FIX, NVFIX and composite sample programs against their own sample.xml ---------
+
+
+@dataclass
+class _AnyType:
+    """What :class:`Program` reads of a server: the port its ``127.0.0.1:9027`` becomes (the
+    sample.xml transport that accepts every message type)."""
+
+    port: int
+
+
+@pytest.fixture(scope="module")
+def sample_srv(tmp_path_factory):
+    if SAMPLES is None or not (SAMPLES / "sample.xml").exists():
+        pytest.skip("the amps-python-client source package (samples/) is not unpacked here")
+    import os
+
+    import msgspec
+
+    from amps_emulator.config import load_config
+    from tests.harness import ServerThread
+
+    d = tmp_path_factory.mktemp("sample-xml")
+    cwd = os.getcwd()
+    os.chdir(d)  # sample.xml's ./sow and ./logs land here
+    try:
+        cfg = load_config(SAMPLES / "sample.xml")
+        cfg = msgspec.structs.replace(cfg, transports=tuple(
+            msgspec.structs.replace(t, host="127.0.0.1", port=0) for t in cfg.transports))
+        s = ServerThread(cfg).start()
+    finally:
+        os.chdir(cwd)
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def sample(sample_srv, tmp_path):
+    port = next(lst.port for lst in sample_srv.server.listeners if lst.name == "amps-any-type-tcp")
+    started: list[Program] = []
+
+    def start(name: str, patch: Callable[[str], str] | None = None) -> Program:
+        if patch is not None:  # run a patched copy (Program reads the file from SAMPLES)
+            (tmp_path / "patched").mkdir(exist_ok=True)
+            (tmp_path / "patched" / name).write_text(patch((SAMPLES / name).read_text()))
+        p = _program(_AnyType(port), name, tmp_path, tmp_path / "patched" if patch else None)
+        started.append(p)
+        return p
+
+    yield start
+    for p in started:
+        p.stop()
+
+
+def _program(srv, name: str, cwd, source_dir) -> Program:
+    import tests.integration.test_60east_samples as samples
+
+    if source_dir is None:
+        return Program(srv, name, cwd)
+    saved = samples.SAMPLES
+    samples.SAMPLES = source_dir
+    try:
+        return Program(srv, name, cwd)
+    finally:
+        samples.SAMPLES = saved
+
+
+def _subscribed(srv, topic: str, mt: str) -> None:
+    import time
+
+    from amps_emulator.protocol.topics import qualify
+
+    key = qualify(topic, mt)
+    deadline = time.monotonic() + 10
+    while not any(s.topic == key for c in list(srv.server.by_name.values())
+                  for s in list(c.subs.values())):
+        assert time.monotonic() < deadline, f"nobody subscribed to {topic} ({mt})"
+        time.sleep(0.01)
+
+
+def test_fix_builder_and_shredder_samples(sample_srv, sample) -> None:
+    sub = sample("AMPSFIXShredderSubscriber.py")
+    _subscribed(sample_srv, "messages-sow", "fix")
+    js = _client(sample_srv, "json-watch", "json")
+    seen = Box()
+    js.subscribe(seen, "messages-sow")
+    try:
+        sample("AMPSFIXBuilderPublisher.py").finish()
+        assert sub.lines(3) == ["0 data", "1 more data", "2 123"]
+        assert seen.empty()  # a json subscriber of the same name sees no fix message
+    finally:
+        js.close()
+
+
+@pytest.mark.xfail(strict=True, reason="sample.xml keys the nvfix messages-sow on "
+                   "/messageNumber, which the sample's body lacks; the emulator refuses a SOW "
+                   "publish without its key (bad sow key) as it does for json; what AMPS does "
+                   "is undocumented (beyond-json.md 0.2)")
+def test_nvfix_builder_and_shredder_samples(sample_srv, sample) -> None:
+    sub = sample("AMPSNVFIXShredderSubscriber.py")
+    _subscribed(sample_srv, "messages-sow", "nvfix")
+    sample("AMPSNVFIXBuilderPublisher.py").finish()
+    assert sorted(sub.lines(3)) == ["1 123", "even more data", "sample data"]
+
+
+def _py39(source: str) -> str:
+    """The two calls Python 3.9 removed from ``array`` (``tostring``/``fromstring``), renamed
+    to their replacements, and ``CompositeMessageParser.get_field_at``, which the installed
+    official client (5.3.5) names ``get_part_raw``; nothing else of the sample changes."""
+    return (source.replace(".tostring()", ".tobytes()").replace(".fromstring(", ".frombytes(")
+            .replace(".get_field_at(", ".get_part_raw("))
+
+
+def test_composite_publisher_and_subscriber_samples(sample_srv, sample) -> None:
+    sub = sample("CompositeMessageSubscriber.py", _py39)
+    _subscribed(sample_srv, "messages", "composite-json-binary")
+    sample("CompositeMessagePublisher.py", _py39).finish()
+    out = sub.lines(9)
+    assert out[0::3] == ["Received message with 2 parts."] * 3
+    assert [f'"number":{n}' in line for n, line in zip((3, 6, 9), out[1::3], strict=True)] \
+        == [True] * 3
+    # the binary part arrives intact: the publisher's 50 doubles (1, 1, 3, 4, 7, 9, ...)
+    want = [1.0, 1.0]
+    for d in range(2, 50):
+        want.append(float(d + want[d - 2]))
+    assert all(line.split() == [f"{v:f}" for v in want] for line in out[2::3])
