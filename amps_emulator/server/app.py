@@ -25,6 +25,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from amps_emulator.protocol import bodies, reasons
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
@@ -117,6 +119,24 @@ def listeners_from_config(config: Any) -> list[Listener]:
     return out
 
 
+def _json_derived_only(config: Any) -> Any:
+    """``config`` without the queues, views and conflated topics of another message type than
+    json, which the emulator does not build yet (each logged once); the config as is when it
+    has none."""
+    kinds = (("queues", "Queue"), ("views", "View"), ("conflated_topics", "ConflatedTopic"))
+    other = [(attr, tag, d) for attr, tag in kinds for d in getattr(config, attr, ())
+             if getattr(d, "message_type", "json") != "json"]
+    if not other:
+        return config
+    for _attr, tag, d in other:
+        log.warning("%s:%s: <%s> %r (%s) is not served: the emulator builds queues, views and "
+                    "conflated topics for json messages only", d.file, d.line, tag, d.name,
+                    d.message_type)
+    return msgspec.structs.replace(config, **{
+        attr: tuple(d for d in getattr(config, attr) if d.message_type == "json")
+        for attr, _tag in kinds})
+
+
 class Server:
     def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
@@ -129,7 +149,7 @@ class Server:
         without one, real time read through ``clock`` (monotonic) and ``wallclock``.
         ``admin``: ``HOST:PORT`` of the Admin HTTP interface (default: the config's
         ``Admin/InetAddr``, if any), started above the root by ``admin.start_admin``."""
-        self.config = config
+        self.config = config = _json_derived_only(config)
         self.keep_readable_journal = keep_readable_journal
         self.logon_timeout = logon_timeout
         #: the most bytes all connections together may hold in buffered frames (partial
