@@ -2,6 +2,7 @@
 #   docker build -t amps-emulator .
 #   docker run --rm -p 9007:9007 amps-emulator                      # built-in default config
 #   docker run --rm -p 9007:9007 -v "$PWD/amps.xml:/etc/amps.xml:ro" amps-emulator /etc/amps.xml
+#   docker run --rm -p 9007:9007 -v "$PWD/init:/docker-entrypoint-init.d:ro" amps-emulator
 # Whatever address a mounted config gives its first transport, AMPS_EMULATOR_LISTEN (below)
 # makes the server listen on 0.0.0.0:9007, where the host's -p reaches it. README: "Containers".
 
@@ -26,7 +27,7 @@ RUN pip wheel --no-deps --no-build-isolation -w /wheels .
 
 FROM base
 RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home amps \
- && mkdir /data && chown amps:amps /data
+ && mkdir /data /docker-entrypoint-init.d && chown amps:amps /data
 # Dependencies in a layer of their own, from pyproject.toml alone: a source change reuses it.
 COPY pyproject.toml /tmp/pyproject.toml
 RUN python -c 'import tomllib; print("\n".join(tomllib.load(open("/tmp/pyproject.toml", "rb"))["project"]["dependencies"]))' \
@@ -39,8 +40,11 @@ RUN pip install --no-deps /tmp/wheels/*.whl && rm -rf /tmp/wheels
 USER amps
 WORKDIR /data
 VOLUME /data
+# The init directory: mount *.jsonl seed files (published in name order before the server
+# reports ready) and at most one *.xml, the configuration when none is given as an argument.
 ENV AMPS_EMULATOR_LISTEN=0.0.0.0:9007 \
-    AMPS_EMULATOR_DATA_DIR=/data
+    AMPS_EMULATOR_DATA_DIR=/data \
+    AMPS_EMULATOR_INIT_DIR=/docker-entrypoint-init.d
 EXPOSE 9007
 # Healthy once a logon on AMPS_EMULATOR_LISTEN is acknowledged (our own codec, no client).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=60s --retries=3 \

@@ -140,8 +140,9 @@ class EmbeddedServer:
             self._stopped.set()
 
     async def _serve(self) -> None:
-        kwargs = {"clock": self.clock} if self.clock is not None else {}
-        kwargs.update(self.server_kwargs)
+        kwargs = dict(self.server_kwargs)
+        if self.clock is not None:
+            kwargs.setdefault("clock", self.clock)  # (a clock in server_kwargs wins)
         self.server = Server(self.config, memory=self.memory, **kwargs)
         if self.hold_ports:
             socks = [s.dup() for s in self._sockets]

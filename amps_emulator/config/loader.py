@@ -35,7 +35,7 @@ from .schema import Ctx, Elem, Spec, positive, read, text
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
 from .units import parse_duration, parse_size
 from .values import parse_name
-from .xmlload import Node, load_tree, report_missing_env
+from .xmlload import AMPS_VERSION, Node, load_tree, report_missing_env
 
 _SECTION = lambda n, c: n  # noqa: E731 - structured sections are read after the top level
 
@@ -134,16 +134,18 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
 
 
 def loads_config(text: str | bytes, filename: str = "<string>", *,
-                 env: Mapping[str, str] | None = None, base_dir: str | None = None) -> Config:
+                 env: Mapping[str, str] | None = None, base_dir: str | None = None,
+                 amps_version: str = AMPS_VERSION) -> Config:
     """Load a configuration from a string.
 
     ``filename`` names the text in messages and anchors relative ``Include`` paths (for a
     name in angle brackets, includes resolve against ``base_dir`` or the current directory).
-    ``env`` replaces ``os.environ`` for ``${NAME}`` substitution. Raises :class:`ConfigError`
-    listing every error.
+    ``env`` replaces ``os.environ`` for ``${NAME}`` substitution (``amps-emulator -DNAME=VALUE``
+    passes the environment with its defines on top); ``amps_version`` is what
+    ``${AMPS_VERSION}`` stands for. Raises :class:`ConfigError` listing every error.
     """
     ctx = Ctx(os.environ if env is None else env)
-    root = load_tree(text, filename, ctx, ctx.env, base_dir)
+    root = load_tree(text, filename, ctx, ctx.env, base_dir, amps_version)
     cfg = None
     if root is not None:
         cfg = _build(root, ctx, filename)
@@ -153,13 +155,20 @@ def loads_config(text: str | bytes, filename: str = "<string>", *,
     return cfg
 
 
-def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None) -> Config:
-    """Load an AMPS configuration file. Raises :class:`ConfigError` listing every error."""
+def read_config_file(path: str | os.PathLike[str]) -> tuple[str, bytes]:
+    """``path`` as a name for messages and the bytes of the file; a file that cannot be read
+    is a :class:`ConfigError` naming it."""
     file = os.fspath(path)
     try:
         with open(file, "rb") as f:
-            data = f.read()
+            return file, f.read()
     except OSError as e:
         raise ConfigError(
             [ConfigIssue(file, 0, f"cannot read configuration file: {e.strerror or e}")]) from None
-    return loads_config(data, file, env=env)
+
+
+def load_config(path: str | os.PathLike[str], *, env: Mapping[str, str] | None = None,
+                amps_version: str = AMPS_VERSION) -> Config:
+    """Load an AMPS configuration file. Raises :class:`ConfigError` listing every error."""
+    file, data = read_config_file(path)
+    return loads_config(data, file, env=env, amps_version=amps_version)

@@ -5,7 +5,8 @@ knows the line of its start tag. It then
 
 * substitutes ``${NAME}`` in text and attribute values from the environment
   (``AMPS_CONFIG_DIRECTORY``, ``AMPS_CONFIG_PATH`` and ``AMPS_VERSION`` are predefined as in
-  AMPS unless the environment sets them). An unset variable is left as written and noted on
+  AMPS unless the environment sets them; ``AMPS_VERSION`` is the version the server
+  announces). An unset variable is left as written and noted on
   the node (``missing_env``); :func:`report_missing_env` turns those into errors, skipping
   elements the reader ignored, so an unset variable inside e.g. an ignored TLS transport does
   not stop a production config from loading. In an ``Include`` path it is an error at once;
@@ -144,18 +145,19 @@ def _read_bytes(path: str) -> bytes:
 
 
 class _Expander:
-    def __init__(self, issues: Issues, env: Mapping[str, str], top_file: str, base_dir: str) -> None:
+    def __init__(self, issues: Issues, env: Mapping[str, str], top_file: str, base_dir: str,
+                 amps_version: str = AMPS_VERSION) -> None:
         self.issues = issues
         self.env = env
         self.base_dir = base_dir
         self.counter = 0
         if top_file.startswith("<"):
             self.builtins = {"AMPS_CONFIG_DIRECTORY": os.path.abspath(base_dir),
-                             "AMPS_CONFIG_PATH": top_file, "AMPS_VERSION": AMPS_VERSION}
+                             "AMPS_CONFIG_PATH": top_file, "AMPS_VERSION": amps_version}
         else:
             path = os.path.abspath(top_file)
             self.builtins = {"AMPS_CONFIG_DIRECTORY": os.path.dirname(path),
-                             "AMPS_CONFIG_PATH": path, "AMPS_VERSION": AMPS_VERSION}
+                             "AMPS_CONFIG_PATH": path, "AMPS_VERSION": amps_version}
 
     def _error(self, node: Node, reason: str) -> None:
         self.issues.error(node.file, node.line, reason, node.seq)
@@ -261,12 +263,13 @@ class _Expander:
 
 
 def load_tree(data: bytes | str, file: str, issues: Issues, env: Mapping[str, str],
-              base_dir: str | None = None) -> Node | None:
+              base_dir: str | None = None, amps_version: str = AMPS_VERSION) -> Node | None:
     """Parse a configuration document and expand variables and includes.
 
     ``file`` names the document in messages and anchors relative includes (for text not read
     from a file, pass a name in angle brackets such as ``"<string>"``; includes are then
-    resolved against ``base_dir``, default the current directory). Returns None when the
+    resolved against ``base_dir``, default the current directory). ``amps_version`` is what
+    ``${AMPS_VERSION}`` stands for (the version the server announces). Returns None when the
     document itself cannot be parsed (the error has been reported).
     """
     if isinstance(data, str):
@@ -278,7 +281,7 @@ def load_tree(data: bytes | str, file: str, issues: Issues, env: Mapping[str, st
     except _XMLProblem as p:
         issues.error(file, p.line, p.reason)
         return None
-    expander = _Expander(issues, env, file, base)
+    expander = _Expander(issues, env, file, base, amps_version)
     chain = () if file.startswith("<") else (os.path.realpath(file),)
     expander.expand(root, chain)
     return root

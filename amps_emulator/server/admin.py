@@ -32,6 +32,7 @@ import h11
 from amps_emulator.config.values import parse_inet_addr
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import reset as ops
+from amps_emulator.server.clock import TestClock
 from amps_emulator.server.console import SCRIPT, page
 from amps_emulator.server.stats import Sampler, client_id, tree
 
@@ -110,8 +111,9 @@ class AdminServer:
 
     # -- HTTP -----------------------------------------------------------------------------
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        self._tasks.add(task)  # type: ignore[arg-type]
+        task = asyncio.current_task()  # (the server's callback runs as a task)
+        if task is not None:
+            self._tasks.add(task)
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST)
         try:
             while True:
@@ -139,7 +141,8 @@ class AdminServer:
         except Exception:  # one bad request must not take the admin interface down
             log.exception("admin request failed")
         finally:
-            self._tasks.discard(task)  # type: ignore[arg-type]
+            if task is not None:
+                self._tasks.discard(task)
             writer.close()
 
     async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader
@@ -320,7 +323,7 @@ class AdminServer:
             if len(segs) == 2 and segs[1] == "advance":
                 if method != "POST":
                     raise HttpError(405, "advance wants POST")
-                if not tb.is_test:
+                if not isinstance(tb, TestClock):
                     raise HttpError(409, "the server runs on real time: start it with "
                                          "--test-clock to advance its clock")
                 try:

@@ -129,7 +129,7 @@ class AggregatedSubscription(LiveState):
             return
         if self._defer(msg):
             return
-        f = self.sub.filter  # type: ignore[union-attr]
+        f = self.sub.filter
         joined = f is None or bool(f(msg.doc, msg.context()))
         self._send(self.groups.change(msg.sow_key, joined, msg.doc), reasons.OOF_MATCH)
 
@@ -143,16 +143,16 @@ class AggregatedSubscription(LiveState):
               reason: str) -> None:
         sub = self.sub
         name = self.topic.spec.name
-        head = b'{"c":"p","t":' + json_str(display_name(name)) + b',"sids":' + json_str(sub.sub_id)  # type: ignore
+        head = b'{"c":"p","t":' + json_str(display_name(name)) + b',"sids":' + json_str(sub.sub_id)
         for out, previous in touched:
             if out is None:
-                if previous is not None and "oof" in sub.options:  # type: ignore[union-attr]
-                    sub.conn.send(oof_frame(name, sub.sub_id, previous.sow_key,  # type: ignore
+                if previous is not None and "oof" in sub.options:
+                    sub.conn.send(oof_frame(name, sub.sub_id, previous.sow_key,
                                             reason, previous.data))
                 continue
             body = out.data
             if self.delta and previous is not None:
                 change, _ = delta_message(previous.doc, out.doc, self.groups.spec.grouping)
                 body = encode_doc(change)
-            sub.conn.send(frame_raw(head + delivery_tail(None, None, out.sow_key, None, None),  # type: ignore
+            sub.conn.send(frame_raw(head + delivery_tail(None, None, out.sow_key, None, None),
                                     body))

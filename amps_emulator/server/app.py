@@ -144,11 +144,13 @@ class Server:
                  timebase: SystemClock | TestClock | None = None,
                  admin: str | None = None, memory: bool = False,
                  strict_recovery: bool = False, logon_timeout: float = LOGON_TIMEOUT,
-                 memory_budget: int = MEMORY_BUDGET) -> None:
+                 memory_budget: int = MEMORY_BUDGET,
+                 server_version: str = version.SERVER_VERSION) -> None:
         """``timebase``: a :mod:`server.clock` clock (a ``TestClock`` for ``--test-clock``);
         without one, real time read through ``clock`` (monotonic) and ``wallclock``.
         ``admin``: ``HOST:PORT`` of the Admin HTTP interface (default: the config's
-        ``Admin/InetAddr``, if any), started above the root by ``admin.start_admin``."""
+        ``Admin/InetAddr``, if any), started above the root by ``admin.start_admin``.
+        ``server_version``: the AMPS version logon acks and the Admin tree report."""
         self.config = config = _json_derived_only(config)
         self.keep_readable_journal = keep_readable_journal
         self.logon_timeout = logon_timeout
@@ -172,7 +174,8 @@ class Server:
         self.turn = Turn()
         #: what the handlers read (:mod:`server.broker`): built here, filled in by start()
         self.broker = Broker(instance_name=config.name, timebase=timebase, turn=self.turn,
-                             memory=memory, strict_recovery=strict_recovery)
+                             memory=memory, strict_recovery=strict_recovery,
+                             server_version=server_version)
         self.broker.drop_client = self.closed
         # the codecs of every message type the config declares, built before any SOW topic
         # (a topic of another type than json reads its bodies with its codec)

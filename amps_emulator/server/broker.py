@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from amps_emulator.protocol.msgtypes import MessageTypeRegistry, build_registry
 from amps_emulator.server import replay
 from amps_emulator.server.router import Router, Subscription
+from amps_emulator.server.version import SERVER_VERSION
 
 if TYPE_CHECKING:
     from amps_emulator.server.ports import Client, PublishListener, Timebase, Turn
@@ -31,8 +32,12 @@ if TYPE_CHECKING:
 
 class Broker:
     def __init__(self, *, instance_name: str, timebase: Timebase, turn: Turn,
-                 memory: bool = False, strict_recovery: bool = False) -> None:
+                 memory: bool = False, strict_recovery: bool = False,
+                 server_version: str = SERVER_VERSION) -> None:
         self.instance_name = instance_name
+        #: the AMPS version this server announces (logon acks, the Admin tree); per server,
+        #: so two servers in one process may differ (``--server-version``)
+        self.server_version = server_version
         self.timebase = timebase
         #: the end of every turn: SOW commit, journal, then writes (:mod:`server.turn`)
         self.turn = turn

@@ -21,7 +21,6 @@ from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.publish import check_writable, publish_message
 from amps_emulator.server.router import Subscription
 from amps_emulator.server.subscribe import compile_filter_for, register_subscription
-from amps_emulator.server.version import SERVER_VERSION
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -59,7 +58,7 @@ def logon(broker: Broker, client: Client, cmd: Command) -> None:
     client.logged_on = True
     broker.by_name[name] = client
     acks = cmd.acks
-    extra: dict[str, Any] = {"version": SERVER_VERSION, "client_name": name}
+    extra: dict[str, Any] = {"version": broker.server_version, "client_name": name}
     txlog = broker.txlog
     if txlog is not None:
         journal = txlog.journal

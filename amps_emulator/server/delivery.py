@@ -10,7 +10,7 @@ or an ``oof`` (the update took a record out of an ``oof`` subscription's filter)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 
@@ -25,7 +25,8 @@ from amps_emulator.sow.delta import changed_fields
 from amps_emulator.sow.query import apply_select
 
 if TYPE_CHECKING:
-    from amps_emulator.server.router import Router
+    from amps_emulator.server.router import Router, Subscription
+    from amps_emulator.sow.query import Select
 
 
 class FanoutHost(Protocol):
@@ -37,9 +38,19 @@ class FanoutHost(Protocol):
 
     def wallclock(self) -> float: ...
 
+
+class Receiver(Protocol):
+    """A subscription's connection as the fan-out writes to it (``ports.Client``, which
+    this module cannot name: ``ports`` names its ``Message``)."""
+
+    subs: dict[str, Subscription]
+
+    def send(self, data: bytes) -> None: ...
+
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
 UNDECODED: Any = object()
+_Key = TypeVar("_Key")
 _LAZY: Any = object()  # Message.previous_doc: read from _previous_rec on first use
 
 PLAIN, STAMPED, DELTA, OOF, DELTA_STAMPED = 0, 1, 2, 3, 4
@@ -193,7 +204,8 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
     doc = msg.doc
     ctx = None
     previous = msg.previous_doc
-    targets: dict[tuple[Any, int], list[str]] = {}
+    # (connection, frame shape, select list) -> the subscription ids that get that frame
+    targets: dict[tuple[Receiver, int, Select | None], list[str]] = {}
     for sub in subs:
         if sub.live is not None:  # a paginated window / aggregated groups decide
             if doc is UNDECODED:
@@ -253,7 +265,8 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
             conn.send(frame_raw(head + json_str(sids) + frame_tail, body))
         elif shape == DELTA or shape == DELTA_STAMPED:
             empty = msg.delta_empty
-            body = msg.delta_body
+            delta = msg.delta_body
+            body = msg.body if delta is None else delta  # (None: the whole message, see delta())
             if sel is not None:
                 body = selected(body, sel)
                 # no_empties: only a change to a field the select list keeps counts
@@ -271,7 +284,7 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
     return len(targets)
 
 
-def _add(targets: dict, key: tuple, sub_id: str) -> None:
+def _add(targets: dict[_Key, list[str]], key: _Key, sub_id: str) -> None:
     ids = targets.get(key)
     if ids is None:
         targets[key] = [sub_id]
@@ -292,7 +305,7 @@ def send_oof(server: FanoutHost, topic: str, records: list[Any], reason: str) ->
         return
     for rec in records:
         ctx = MessageContext(topic=topic, bookmark=rec.bookmark or None, sow_key=rec.sow_key)
-        targets: dict[Any, list[str]] = {}
+        targets: dict[tuple[Receiver, Select | None], list[str]] = {}
         for sub in subs:
             if sub.filter is None or sub.filter(rec.doc, ctx):
                 if sub.conflator is not None:

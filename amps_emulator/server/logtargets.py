@@ -21,6 +21,9 @@ A record passes a target when its level is at or above ``Level``, or is one of `
 match a record's AMPS message id (the ``amps_id`` attribute, e.g. ``00-0015``): an included id
 passes whatever its level, an excluded one never does. The emulator's own messages carry no
 AMPS ids, so these two only act on records that do.
+
+:func:`amps_line` writes a line in AMPS's own event log format (the ``00-0015`` start-up line
+the command line prints).
 """
 
 from __future__ import annotations
@@ -93,6 +96,25 @@ class TargetFilter(logging.Filter):
         if self.include:
             return 1
         return PY_LEVEL[AMPS_LEVELS[min(ranks)]] if ranks else logging.CRITICAL + 100
+
+
+def amps_timestamp(now: float) -> str:
+    """``now`` (epoch seconds) as AMPS stamps its log lines: local time, ISO 8601, seven
+    fractional digits and the UTC offset (``2024-05-02T10:11:12.3456780+02:00``)."""
+    local = time.localtime(now)
+    ticks = int(round((now - int(now)) * 10_000_000))
+    if ticks >= 10_000_000:  # rounded up to the next second
+        return amps_timestamp(float(int(now) + 1))
+    offset = local.tm_gmtoff // 60
+    sign = "-" if offset < 0 else "+"
+    hours, minutes = divmod(abs(offset), 60)
+    return f"{time.strftime('%Y-%m-%dT%H:%M:%S', local)}.{ticks:07d}{sign}{hours:02d}:{minutes:02d}"
+
+
+def amps_line(now: float, thread: int, level: str, amps_id: str, text: str) -> str:
+    """One event log line in AMPS's format: timestamp, ``[thread]``, level, message id and
+    text (``... [1] info: 00-0015 AMPS initialization completed (0 seconds).``)."""
+    return f"{amps_timestamp(now)} [{thread}] {level}: {amps_id} {text}"
 
 
 def expand_file_name(template: str, number: int, now: float | None = None) -> str:

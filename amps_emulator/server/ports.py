@@ -69,6 +69,9 @@ class Client(Protocol):
     closed: bool
     busy: bool
     writing_paused: bool
+    #: set while a stepped command's own step runs (``sow_commands._step``): its output goes
+    #: out at once instead of being held behind the command (``begin_busy``)
+    _direct: bool
     subs: dict[str, Subscription]
     heartbeat: Heartbeat
     client_version: str | None
@@ -124,8 +127,12 @@ class ConnectionHost(Protocol):
     """What a :class:`server.connection.Connection` needs of the server it belongs to."""
 
     logon_timeout: float
-    timebase: Timebase
-    turn: Turn
+
+    @property
+    def timebase(self) -> Timebase: ...
+
+    @property
+    def turn(self) -> Turn: ...
 
     def opened(self, client: Client) -> None: ...
 
@@ -191,11 +198,17 @@ class TxLogHost(Protocol):
     """What the transaction log (:class:`server.txlog.TxLog`) reads of the server that owns
     it: its options, loop, clock and turn, and the journal positions retention must keep."""
 
-    memory: bool
     keep_readable_journal: bool
-    strict_recovery: bool
     config: Any
-    turn: Turn
+
+    @property
+    def memory(self) -> bool: ...
+
+    @property
+    def strict_recovery(self) -> bool: ...
+
+    @property
+    def turn(self) -> Turn: ...
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.server.stats import client_id
@@ -59,20 +58,9 @@ async def reset_all(server: Server) -> dict:
     server.client_seqs.clear()
     records = 0
     tx = server.txlog
-    if tx is not None and tx.journal is not None:
+    if tx is not None and tx.is_open:
         await _journal_idle(tx)
-        tx.journal.close()
-        tx.journal = None
-        d = tx.cfg.journal_directory
-        for name in os.listdir(d):
-            path = os.path.join(d, name)
-            if os.path.isfile(path):
-                os.remove(path)
-        tx._persist_fifo.clear()
-        tx.cursors.clear()
-        tx.failed = None
-        tx._written_unsynced = False
-        tx.open()
+        tx.reopen_empty()
     if server.sowsvc is not None:
         if server.derived is not None:
             server.derived.close()
@@ -112,12 +100,12 @@ def reset_queue(server: Server, name: str) -> dict:
 
     svc = server.queuesvc
     q = svc.get(name) if svc is not None else None
-    if q is None:
+    if svc is None or q is None:
         raise LookupError(f"no queue {name!r}")
     holders = sorted({sub.conn for sub in q.subs.values()}, key=lambda c: c.conn_id)
     n = _disconnect(server, holders)
     depth = q.engine.depth
-    q.engine = QueueEngine(q.spec, low_water_position=server.txlog.journal.last_position)
+    q.engine = QueueEngine(q.spec, low_water_position=svc.txlog.journal.last_position)
     q.subs.clear()
     server.turn.request()
     return {"reset": "queue", "queue": name, "messages_removed": depth, "clients_disconnected": n}
@@ -169,7 +157,7 @@ async def sow_records(server: Server, name: str, filter_text: str | None = None,
 def queue_contents(server: Server, name: str) -> dict:
     svc = server.queuesvc
     q = svc.get(name) if svc is not None else None
-    if q is None:
+    if svc is None or q is None:
         raise LookupError(f"no queue {name!r}")
     conns = {c.conn_id: c for c in server.connections}
     out = []
@@ -195,7 +183,7 @@ def journal_range(server: Server, start: str | None = None, end: str | None = No
     """Records from bookmark ``start`` (exclusive, as a bookmark subscription) or time
     ``since`` (epoch seconds), to bookmark ``end`` (inclusive) or time ``until``."""
     tx = server.txlog
-    if tx is None or tx.journal is None:
+    if tx is None or not tx.is_open:
         raise LookupError("no transaction log is configured")
     j = tx.journal
     first = j.first_position

@@ -173,9 +173,9 @@ class SowService:
             return
         journal = txlog.journal
         behind: dict[str, Topic] = {}
-        for name, topic in self.sow.topics.items():
+        for name, held in self.sow.topics.items():
             if txlog.recorded(name):
-                behind[name] = topic
+                behind[name] = held
         # logical topics the journal records but the SOW storage does not hold yet
         discover = any(txlog.cfg.records(c.name, c.message_type) for c in self.patterns)
         if not behind and not discover:

@@ -19,8 +19,6 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.server.version import SERVER_VERSION
-
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
 
@@ -366,7 +364,7 @@ def _sub_text(sub: Any, what: str) -> str:
 
 def _txlog(server: Server) -> dict:
     tx = server.txlog
-    if tx is None or tx.journal is None:
+    if tx is None or not tx.is_open:
         return {}
     j = tx.journal
     out: dict[str, Any] = {"first_position": _n(j.first_position),
@@ -411,7 +409,7 @@ def tree(server: Server, sm: Sampler) -> dict:
         "host": {"name": socket.gethostname(), "timestamp": _iso(time.time()),
                  "cpus": sm.cpus, "memory": _memory(), "disks": _disks(), "network": net},
         "instance": {
-            "name": server.instance_name, "version": SERVER_VERSION, "pid": _n(os.getpid()),
+            "name": server.instance_name, "version": server.broker.server_version, "pid": _n(os.getpid()),
             "cwd": os.getcwd(), "config_path": getattr(cfg, "source", "") or "",
             "timestamp": _iso(now), "uptime": _uptime(now - server.started_at),
             "clients": _clients(server, sm), "processors": _processors(server, sm),

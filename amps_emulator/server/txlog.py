@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.journal import FileJournal, JournalError, JournalSyncError, MemoryJournal, RecordKind
@@ -58,7 +59,8 @@ class TxLog:
     def __init__(self, server: TxLogHost, cfg: Any) -> None:
         self.server = server
         self.cfg = cfg
-        self.journal: FileJournal | MemoryJournal = None  # type: ignore[assignment]
+        #: the open journal (:attr:`journal`); None before :meth:`open` and after :meth:`close`
+        self._journal: FileJournal | MemoryJournal | None = None
         self._recorded: dict[str, bool] = {}
         # (position, connection, publish seq or the waiting ``flush`` command, failure reason or
         # None), in arrival order
@@ -75,17 +77,29 @@ class TxLog:
         self._probe_timer: Any = None
         self._refused = 0  # publishes failed since the log began refusing writes
 
+    @property
+    def journal(self) -> FileJournal | MemoryJournal:
+        """The open journal; ``RuntimeError`` before :meth:`open` and after :meth:`close`."""
+        journal = self._journal
+        if journal is None:
+            raise RuntimeError("the transaction log is not open")
+        return journal
+
+    @property
+    def is_open(self) -> bool:
+        return self._journal is not None
+
     # -- lifecycle ---------------------------------------------------------------------
     def open(self) -> None:
         cfg = self.cfg
         if self.server.memory:  # --memory: no files; Durability is memory whatever the config says
-            self.journal = MemoryJournal(segment_size=cfg.journal_size,
+            self._journal = MemoryJournal(segment_size=cfg.journal_size,
                                          retention_bytes=cfg.retention_size,
                                          retention_age=cfg.retention_age)
             log.info("transaction log in memory (--memory): nothing is written to %s",
                      cfg.journal_directory)
             return
-        self.journal, report = FileJournal.open(
+        self._journal, report = FileJournal.open(
             cfg.journal_directory,
             segment_size=cfg.journal_size,
             durability=cfg.durability,
@@ -112,7 +126,7 @@ class TxLog:
             self._ack_timer.cancel()
         if self._probe_timer is not None:
             self._probe_timer.cancel()
-        journal, self.journal = self.journal, None  # late callbacks see a closed log
+        journal, self._journal = self._journal, None  # late callbacks see a closed log
         if journal is not None:
             try:
                 journal.flush()
@@ -120,6 +134,24 @@ class TxLog:
             except JournalError as exc:
                 log.error("transaction log: final flush failed: %s", exc)
             journal.close()
+
+    def reopen_empty(self) -> None:
+        """An operator's reset (``reset.reset_all``): close the journal, delete its files and
+        open an empty one. The waiting persisted acks and the replay cursors are forgotten
+        (their clients were disconnected); the timers keep running. The caller first lets the
+        worker's sync and summaries finish."""
+        self.journal.close()
+        self._journal = None
+        d = self.cfg.journal_directory
+        for name in os.listdir(d):
+            path = os.path.join(d, name)
+            if os.path.isfile(path):
+                os.remove(path)
+        self._persist_fifo.clear()
+        self.cursors.clear()
+        self.failed = None
+        self._written_unsynced = False
+        self.open()
 
     # -- recording ---------------------------------------------------------------------
     def recorded(self, topic: str) -> bool:
@@ -172,9 +204,10 @@ class TxLog:
         """Ack ``seq`` (a publish's sequence number, or a ``flush`` command) as persisted once
         everything appended so far (or ``position``) is durable; with ``reason``, a failure ack
         instead, in the same order."""
-        pos = self.journal.last_position if position is None else position
+        journal = self.journal
+        pos = journal.last_position if position is None else position
         fifo = self._persist_fifo
-        if not fifo and (pos <= self.journal.durable_position or self._fatal):
+        if not fifo and (pos <= journal.durable_position or self._fatal):
             _answer(conn, seq, reason)
             return
         fifo.append((pos, conn, seq, reason))
@@ -225,12 +258,13 @@ class TxLog:
 
     def _synced(self, fut: Any) -> None:
         self._sync_running = False
-        if fut.cancelled() or self.journal is None:
+        journal = self._journal
+        if fut.cancelled() or journal is None:
             return
         exc = fut.exception()
         if isinstance(exc, JournalSyncError):  # cut what the failed fsync left unknown
             try:
-                self.journal.discard_unsynced(exc.error)
+                journal.discard_unsynced(exc.error)
             except JournalError as fatal:
                 self._fail(fatal)
                 return
@@ -238,23 +272,24 @@ class TxLog:
         elif exc is not None:
             self._fail(exc)
             return
-        self._release(self.journal.durable_position)
-        if self._written_unsynced or self.journal.written_position > self.journal.durable_position:
+        self._release(journal.durable_position)
+        if self._written_unsynced or journal.written_position > journal.durable_position:
             self._start_sync()
         self._write_summaries()
         self.server.turn.request()
 
     def _write_summaries(self) -> None:
         """Write the journal's durable segment summaries in a worker (one at a time)."""
-        if self._summaries_running or self.journal is None or not self.journal.summaries_due:
+        journal = self._journal
+        if self._summaries_running or journal is None or not journal.summaries_due:
             return
         self._summaries_running = True
-        fut = self.server.loop.run_in_executor(None, self.journal.write_summaries)
+        fut = self.server.loop.run_in_executor(None, journal.write_summaries)
         fut.add_done_callback(self._summaries_written)
 
     def _summaries_written(self, fut: Any) -> None:
         self._summaries_running = False
-        if fut.cancelled() or self.journal is None:
+        if fut.cancelled() or self._journal is None:
             return
         if fut.exception() is not None:  # write_summaries logs I/O errors itself
             log.warning("transaction log: writing segment summaries failed: %s", fut.exception())
@@ -313,7 +348,7 @@ class TxLog:
     def _probe(self) -> None:
         """While refusing: write a CHECKPOINT record; once one is written, take publishes again."""
         self._probe_timer = None
-        journal = self.journal
+        journal = self._journal
         if journal is None or self._fatal or self.failed is None:
             return
         try:

@@ -111,6 +111,16 @@ class _Derived:
                 raise LookupError(name)
             self.inputs.append(t)
 
+    def build(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def published(self, topic: str, skey: str, msg: Message) -> None:  # pragma: no cover
+        """``msg`` was stored in the source ``topic`` as its record ``skey``."""
+        raise NotImplementedError
+
+    def removed(self, topic: str, rec: Record, reason: str) -> None:  # pragma: no cover
+        raise NotImplementedError
+
     def close(self) -> None:
         pass
 
@@ -127,6 +137,8 @@ class _View(_Derived):
             self.filter = compile_filter_for(cfg.filter)
         except CommandError as exc:
             raise _config_error(cfg, "View", exc) from None
+        if spec is None:  # (_unqualified always gives both lists, empty or not)
+            raise _config_error(cfg, "View", "no Grouping and Projection")
         self.groups = GroupTracker(underlying, spec, cfg.key_domain or cfg.name)
         topic.delta_keys = tuple(path_text(p) for p in spec.grouping)  # a view's key fields
 
@@ -136,9 +148,9 @@ class _View(_Derived):
         for out in self.groups.load(recs):
             self.topic.upsert(out.sow_key, out.data, out.doc, None, "", 0, None, out.timestamp)
 
-    def published(self, topic: str, msg: Message) -> None:
+    def published(self, topic: str, skey: str, msg: Message) -> None:
         joined = self.filter is None or bool(self.filter(msg.doc, msg.context()))
-        _apply_groups(self.owner, self.topic, self.groups.change(msg.sow_key, joined, msg.doc),
+        _apply_groups(self.owner, self.topic, self.groups.change(skey, joined, msg.doc),
                       reasons.OOF_MATCH)
 
     def removed(self, topic: str, rec: Record, reason: str) -> None:
@@ -264,7 +276,8 @@ class _JoinView(_Derived):
                 src = row[known]
                 tok = None if src is None else self._token(known, kf, src.doc)
                 keys = sorted(self._index.get((new, nf), {}).get(tok, ())) if tok else []
-                matches = [r for r in map(self.topics[new].get, keys) if r is not None]
+                matches: list[Record | None] = [
+                    r for r in map(self.topics[new].get, keys) if r is not None]
                 for m in matches or [None]:
                     nrow = list(row)
                     nrow[new] = m
@@ -352,9 +365,9 @@ class _JoinView(_Derived):
             lkeys |= self._left_keys(i, [d for d in (old_doc, new_doc) if d is not None])
             self._refresh(lkeys, reason)
 
-    def published(self, topic: str, msg: Message) -> None:
+    def published(self, topic: str, skey: str, msg: Message) -> None:
         prev = msg.previous_doc
-        self.changed(topic, msg.sow_key, None if prev is UNDECODED else prev, msg.doc,
+        self.changed(topic, skey, None if prev is UNDECODED else prev, msg.doc,
                      reasons.OOF_MATCH)
 
     def removed(self, topic: str, rec: Record, reason: str) -> None:
@@ -380,11 +393,11 @@ class _Conflated(_Derived):
                                   r.timestamp)
         self._timer = self.server.call_later(self.interval, self._tick)
 
-    def published(self, topic: str, msg: Message) -> None:
+    def published(self, topic: str, skey: str, msg: Message) -> None:
         if self.filter is None or self.filter(msg.doc, msg.context()):
-            self._waiting[msg.sow_key] = (msg.body, msg.doc)
+            self._waiting[skey] = (msg.body, msg.doc)
         else:
-            self._waiting[msg.sow_key] = (reasons.OOF_MATCH,)
+            self._waiting[skey] = (reasons.OOF_MATCH,)
 
     def removed(self, topic: str, rec: Record, reason: str) -> None:
         self._waiting[rec.sow_key] = (reason,)
@@ -416,9 +429,9 @@ class DerivedTopics:
             raise ValueError("views and conflated topics need the SOW")
         self.server = server
         self.sow: SowService = server.sow
-        self.by_underlying: dict[str, list[Any]] = {}
+        self.by_underlying: dict[str, list[_Derived]] = {}
         self.names: set[str] = set()
-        self._order: list[Any] = []
+        self._order: list[_Derived] = []
         for kind, cfg in [("View", v) for v in config.views] + [
                 ("ConflatedTopic", c) for c in config.conflated_topics]:
             cls = _Conflated if kind == "ConflatedTopic" else (
@@ -460,9 +473,12 @@ class DerivedTopics:
 
     # -- changes to SOW topics ------------------------------------------------------------
     def published(self, topic: str, msg: Message) -> None:
+        skey = msg.sow_key
+        if skey is None:  # not stored in a SOW topic (storing sets it): no view reads it
+            return
         for d in self.by_underlying.get(topic, ()):
             try:
-                d.published(topic, msg)
+                d.published(topic, skey, msg)
             except Exception:  # the publish itself is done: a view must not fail it
                 log.exception("%s: update for %s failed", d.name, msg.sow_key)
 

@@ -34,6 +34,7 @@ from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request
 from websockets.protocol import State
 from websockets.server import ServerProtocol
+from websockets.typing import BytesLike
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import header_end
@@ -125,7 +126,7 @@ class WebSocketProtocol(asyncio.Protocol):
         self.text_bodies = True  # the client's mode: "text" (JSON) or "binary"
         self._mode_known = False
         # the message being assembled from fragments
-        self._msg: list[bytes] = []
+        self._msg: list[BytesLike] = []
         self._msg_binary = False
         # the command being assembled: parts still expected, and those received
         self._expect = 0
@@ -144,7 +145,7 @@ class WebSocketProtocol(asyncio.Protocol):
             for ev in ws.events_received():
                 if isinstance(ev, Request):
                     self._upgrade(ev)
-                elif ev.opcode in _DATA_OPCODES:
+                elif isinstance(ev, Frame) and ev.opcode in _DATA_OPCODES:
                     payload = self._frame(ev)
                     if payload is not None:
                         payloads.append(payload)
@@ -223,6 +224,7 @@ class WebSocketProtocol(asyncio.Protocol):
             if self._size + sum(map(len, self._msg)) > self.listener.max_frame:
                 raise _Framing(f"command larger than {self.listener.max_frame} bytes")
             return None
+        msg: BytesLike
         if self._msg:
             self._msg.append(frame.data)
             msg = b"".join(self._msg)

@@ -90,9 +90,11 @@ def _set(d: dict, path: tuple, value: Any) -> None:
     d[path[-1]] = value
 
 
-def delta_message(old: Any, new: Any, key_fields: Iterable[str] = ()) -> tuple[dict, bool]:
-    """``(message, changed)``: the changed fields of ``new`` plus its key fields, and whether
-    any non-key data changed (``False`` -> a ``no_empties`` subscription skips it)."""
+def delta_message(old: Any, new: Any, key_fields: Iterable[str | tuple[str | int, ...]] = ()
+                  ) -> tuple[dict, bool]:
+    """``(message, changed)``: the changed fields of ``new`` plus its key fields (XPath
+    texts, or paths already parsed), and whether any non-key data changed (``False`` -> a
+    ``no_empties`` subscription skips it)."""
     ch = changed_fields(old, new)
     changed = bool(ch)
     if type(new) is dict:
