@@ -131,7 +131,7 @@ class Message:
 
     __slots__ = ("topic", "body", "bookmark", "correlation_id", "sow_key", "expiration",
                  "client_name", "doc", "_previous_doc", "_previous_rec", "delta_body",
-                 "delta_empty", "key_fields", "timestamp")
+                 "delta_empty", "key_fields", "timestamp", "encode")
 
     # Positional arguments allowed (in this order): the publish hot path passes them so.
     def __init__(self, topic: str, body: bytes, bookmark: str | None = None,
@@ -151,6 +151,8 @@ class Message:
         self.delta_body: bytes | None = None  # what delta subscribers get (None: full body)
         self.delta_empty = False  # the delta changes nothing but the key
         self.key_fields: tuple[str, ...] | None = None  # set for SOW topics: deltas possible
+        #: what writes the delta (the codec of the topic's type; JSON by default)
+        self.encode: Callable[[Any], bytes] = _encode
         #: when the publish was processed (µs since the epoch; the journal record's time when
         #: recorded): the ``ts`` of every delivery, SOW record and replay of this message
         self.timestamp: int | None = None
@@ -186,7 +188,10 @@ class Message:
         if self.delta_body is None and self.key_fields is not None \
                 and self.previous_doc is not UNDECODED and self.previous_doc is not None:
             change, changed = delta_message(self.previous_doc, self.doc, self.key_fields)
-            self.delta_body = _encode(change)
+            try:
+                self.delta_body = self.encode(change)
+            except CodecError:  # the type cannot write this delta: the whole message goes
+                return None
             self.delta_empty = not changed
         return self.delta_body
 

@@ -122,10 +122,14 @@ def store_publish(turn: Turn, topic: Topic, msg: Message, delta: bool,
     msg.sow_key = rec.sow_key
     msg.body = rec.data
     msg.doc = rec.doc
-    msg.set_previous(result.previous)  # decoded only if a subscriber reads it
-    # the delta is computed only if a delta subscriber asks (JSON topics: another type's
-    # delta subscribers receive the whole merged message)
-    msg.key_fields = topic.delta_keys if topic.spec.message_type == "json" else None
+    codec = topic.codec
+    if codec is None:
+        msg.set_previous(result.previous)  # decoded only if a subscriber reads it
+    else:  # another type: its records are read by its codec, and deltas written by it
+        prev = result.previous
+        msg.previous_doc = None if prev is None else topic.decode_body(prev.data)
+        msg.encode = codec.encode
+    msg.key_fields = topic.delta_keys  # the delta is computed only if a delta subscriber asks
 
 
 # -- out -----------------------------------------------------------------------------------

@@ -144,6 +144,11 @@ class TopicReads(ABC):
         """Create (building it now) or return the memo index on ``field`` (a write: the
         topic's business, see ``Topic.add_memo_index``)."""
 
+    @property
+    def codec(self) -> MessageCodec | None:
+        """The codec of the topic's type (``None``: json)."""
+        return self._codec
+
     def _decoder_for(self, paths: Iterable[tuple]):
         """msgspec decoder reading only the top-level fields ``paths`` need (``None``: no
         field needed); for a topic of another type, its codec's whole tree."""

@@ -158,13 +158,20 @@ def test_type(srv, kind: Kind) -> None:
         replay = Box()
         c.bookmark_subscribe(replay, topic, "0")
         assert replay.take(3) == [a1, b1, a2]
-        # delta merge: the stored record keeps its fields and takes the delta's
+        # delta merge: the stored record keeps its fields and takes the delta's; a delta
+        # subscriber receives what changed plus the key (not the unchanged n)
         if kind.delta:
-            c.delta_publish(topic, kind.body("A", 300, x="y"))
+            deltas = Box()
+            c.delta_subscribe(deltas, topic)
+            delta = kind.body("A", 200, x="y")
+            c.delta_publish(topic, delta)
             c.publish_flush()
-            (merged,) = _sow(c, topic, f"{kind.num} = 300")
-            tree = _REG.codec(kind.name).decode(bytes(merged))
-            assert "y" in repr(tree)
+            codec = _REG.codec(kind.name)
+            (merged,) = _sow(c, topic, f"{kind.num} = 200")
+            assert "'y'" in repr(codec.decode(bytes(merged)))
+            (got,) = deltas.take(1)
+            tree = repr(codec.decode(got))
+            assert "'y'" in tree and "'A'" in tree and "200" not in tree
     finally:
         c.close()
         js.close()
