@@ -196,7 +196,7 @@ class Message:
         return self.delta_body
 
     def context(self) -> MessageContext:
-        return MessageContext(topic=self.topic, bookmark=self.bookmark, sow_key=self.sow_key,
+        return MessageContext(topic=display_name(self.topic), bookmark=self.bookmark, sow_key=self.sow_key,
                               correlation_id=self.correlation_id, client_name=self.client_name)
 
 

@@ -183,12 +183,12 @@ class SowService:
         start = 1 if discover else min(t.applied_position for t in behind.values()) + 1
         applied = 0
         for rec in journal.read(start):
-            topic = behind.get(rec.topic)
+            topic = behind.get(rec.key)
             if topic is None and discover and rec.kind in _APPLIED_KINDS \
-                    and self.sow.get(rec.topic) is None:
-                topic = self.get(rec.topic)
+                    and self.sow.get(rec.key) is None:
+                topic = self.get(rec.key)
                 if topic is not None:
-                    behind[rec.topic] = topic
+                    behind[rec.key] = topic
             if topic is None or rec.kind not in _APPLIED_KINDS or rec.position <= topic.applied_position:
                 continue
             try:

@@ -321,3 +321,38 @@ def test_composite_publisher_and_subscriber_samples(sample_srv, sample) -> None:
     for d in range(2, 50):
         want.append(float(d + want[d - 2]))
     assert all(line.split() == [f"{v:f}" for v in want] for line in out[2::3])
+
+
+def test_a_typed_sow_topic_is_rebuilt_from_the_journal_after_a_restart(tmp_path) -> None:
+    xml = f"""<AMPSConfig><Name>restart</Name>
+<Transports><Transport><Name>any</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
+  <Protocol>amps</Protocol></Transport></Transports>
+<TransactionLog><JournalDirectory>{tmp_path}/journal</JournalDirectory>
+  <Topic><Name>orders</Name><MessageType>nvfix</MessageType></Topic></TransactionLog>
+<SOW><Topic><Name>orders</Name><MessageType>nvfix</MessageType><Key>/k</Key>
+  <Durability>transient</Durability></Topic>
+  <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/k</Key>
+  <Durability>transient</Durability></Topic></SOW>
+</AMPSConfig>"""
+    body = b"k=A\x01n=1\x01"
+    s = start_server(xml)
+    try:
+        c = _client(s, "before", "nvfix")
+        c.publish("orders", body)
+        c.publish_flush()
+        c.close()
+        # the journal names the topic as clients do, with its type beside it
+        records = s.call(lambda: list(s.server.txlog.journal.read(1)))  # on the server's loop
+        (rec,) = [r for r in records if r.body == body]
+        assert (rec.topic, rec.message_type) == ("orders", "nvfix")
+    finally:
+        s.stop()
+    s = start_server(xml)
+    try:
+        nv, js = _client(s, "after", "nvfix"), _client(s, "after-json", "json")
+        assert [bytes(b) for b in _sow(nv, "orders")] == [body]
+        assert _sow(js, "orders") == []
+        nv.close()
+        js.close()
+    finally:
+        s.stop()
