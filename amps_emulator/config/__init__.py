@@ -33,6 +33,13 @@ Real AMPS elements parsed into the structures:
   amps or websocket, or a ``<Protocols>`` entry, which resolves to its ``Module``
   (``Transport.protocol``; the name as written is ``protocol_name``); TLS on tcps, or on tcp
   with a certificate and key, as AMPS does);
+* the replication transport (``Type`` amps-replication / amps-replication-secure, at most one,
+  not usable by clients: ``Config.replication_listener``), ``Replication/Destination`` (``Name
+  Group SyncType Transport/(Type InetAddr* ReconnectTimeout) Topic/(Name MessageType Filter
+  IncludeValidation ExcludeValidation) PassThrough ResyncPassThrough Compression CompressionType
+  AckConflationInterval``) and ``Tuning/Replication/MinSyncDestinations`` (``Config.replication``);
+  see ``replication_sections``. The server does not connect replication links yet and says so
+  in one warning;
 * ``Admin``: ``InetAddr FileName Interval SQLTransport ExternalInetAddr`` (without ``InetAddr``
   there is no admin server);
 * ``Logging/Target``: ``Protocol Level Levels IncludeErrors ExcludeErrors FileName
@@ -91,14 +98,14 @@ strict_recovery=...)`` takes the same two.
 
 Real AMPS elements that the emulator does not implement are *warned and ignored*, one
 warning per element (children are not inspected): at top level ``Modules Authentication
-Entitlement Replication Tuning Externals MessageTypes UserDefinedFunctions
+Entitlement Externals MessageTypes UserDefinedFunctions
 ProcessName Environment MiniDumpDirectory MiniDumpFileMask SuggestedMinimumVersion
 RequiredMinimumVersion ConfigIncludeCommentDefault ConfigCycleDetectionThreshold
 ConfigValidation SOWStatisticsInterval RegexTopicSupport`` and the slow-client offlining
 elements above; in ``Protocol`` its module options; in ``Transport`` ``Authentication
 Entitlement TransportFilter PerMessageDeflate HTTPHeader FileName FileMask SecureSocketProtocols
-VerifyClient CAFile CAPath``; whole transports of type ``amps-unix`` or ``amps-replication`` or
-that use the legacy protocols;
+VerifyClient CAFile CAPath``; whole transports of type ``amps-unix`` or that use the legacy
+protocols; in ``Tuning`` every child but ``Replication``;
 in ``Admin`` its security, header and Galvanometer options; in ``TransactionLog`` ``O_DIRECT
 CompressedJournalCacheMemoryLimit``; in SOW ``Topic`` ``KeyGenerator SlabSize InitialSlabCount
 ExpectedKeyCountHint Preprocessing Enrichment``;

@@ -3,9 +3,11 @@
 Each ``read_*`` function takes the section element and the :class:`~config.schema.Ctx`,
 reports every problem through it, and returns the frozen structures that could be built.
 
-Transports that the emulator cannot serve (``amps-unix``; ``amps-replication``; the legacy
-FIX/XML/SOAP protocols) produce one warning naming the transport and are left out of
-``Config.transports``; their contents are not validated further. TLS transports (``tcps``, or
+Transports that the emulator cannot serve (``amps-unix``; the legacy FIX/XML/SOAP protocols)
+produce one warning naming the transport and are left out of ``Config.transports``; their
+contents are not validated further. The ``amps-replication`` transport is not a client
+transport: :func:`read_transports` skips it and ``replication_sections`` reads it.
+TLS transports (``tcps``, or
 ``tcp`` with ``Certificate`` and ``PrivateKey``) and the ``websocket`` protocol are served;
 a certificate or key that cannot be loaded is an error at its element's line.
 """
@@ -25,6 +27,7 @@ from .model import (
     Transport,
     TxLogTopic,
 )
+from .replication_sections import is_replication_transport
 from .schema import (
     MISSING,
     Ctx,
@@ -59,8 +62,6 @@ class InstanceDefaults:
 
 _UNSUPPORTED_TYPES = {
     "amps-unix": "unix domain socket transports (Type amps-unix) are not supported",
-    "amps-replication": "replication transports are not supported",
-    "amps-replication-secure": "replication transports are not supported",
 }
 _UNSUPPORTED_PROTOCOLS = {
     "fix": "the legacy fix protocol is not supported",
@@ -134,6 +135,8 @@ def read_transports(node: Node, ctx: Ctx, defaults: InstanceDefaults) -> tuple[T
         if child.tag != "Transport":
             unknown_element(ctx, child, where, ["Transport"])
             continue
+        if is_replication_transport(child):
+            continue  # not a client transport: read by read_replication_listener
         reason = _unsupported_transport(child, ctx)
         if reason is not None:
             child.ignored = True

@@ -30,7 +30,8 @@ from .instance_sections import (
     read_transports,
 )
 from .message_types import read_message_types
-from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config
+from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config, Replication
+from .replication_sections import read_replication, read_replication_listener, read_tuning
 from .schema import Ctx, Elem, Spec, positive, read, text
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
 from .units import parse_duration, parse_size
@@ -53,6 +54,8 @@ _TOP_SPEC = Spec(
         "TopicMetaData": Elem("sow", node=_SECTION, multiple=True),
         "Actions": Elem("actions", node=_SECTION),
         "MessageTypes": Elem("message_types", node=_SECTION, multiple=True),
+        "Replication": Elem("replication", node=_SECTION),
+        "Tuning": Elem("tuning", node=_SECTION),
         "ClientMessageAgeLimit": Elem("client_message_age_limit",
                                       positive(parse_duration, "ClientMessageAgeLimit")),
         # emulator extensions
@@ -61,7 +64,7 @@ _TOP_SPEC = Spec(
         "SOWDirectory": Elem("sow_directory", text),
     },
     ignored=frozenset({
-        "Modules", "Authentication", "Entitlement", "Replication", "Tuning", "Externals",
+        "Modules", "Authentication", "Entitlement", "Externals",
         "UserDefinedFunctions", "ProcessName", "Environment",
         "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
         "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
@@ -111,6 +114,24 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     for section in v.get("sow", []):
         read_sow(section, ctx, sow)
     actions = read_actions(v["actions"], ctx) if "actions" in v else ()
+    listener = read_replication_listener(v["transports"], ctx) if "transports" in v else None
+    if listener is not None and listener.port != 0:
+        clash = next((t for t in transports if t.port == listener.port
+                      and (t.host is None or listener.host is None or t.host == listener.host)), None)
+        if clash is not None:
+            ctx.error(listener.file, listener.line,
+                      f"<Transport> {listener.name!r}: InetAddr {listener.inet_addr} conflicts with "
+                      f"transport {clash.name!r} ({clash.file}:{clash.line}) on port {listener.port}")
+    destinations = read_replication(v["replication"], ctx, has_listener=listener is not None,
+                                    txlog=txlog, queues=tuple(sow.queues)) if "replication" in v else ()
+    min_sync = read_tuning(v["tuning"], ctx) if "tuning" in v else None
+    where_repl = top.nodes.get("replication")
+    if where_repl is not None:
+        ctx.warn(where_repl, "<Replication> is read, but this server does not connect replication links "
+                             "yet: the instance runs alone")
+    elif listener is not None:
+        ctx.warn_at(listener.file, listener.line, f"<Transport> {listener.name!r} is read, but this server "
+                    "does not accept replication links yet", Ctx.LAST)
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)
@@ -126,7 +147,11 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         name=v["name"], group=v.get("group"), description=v.get("description"),
         transports=transports, protocols=protocols, admin=admin, logging=logging, transaction_log=txlog,
         sow_topics=tuple(sow.topics), queues=tuple(sow.queues), views=tuple(sow.views),
-        conflated_topics=tuple(sow.conflated), actions=actions,
+        conflated_topics=tuple(sow.conflated), actions=actions, replication_listener=listener,
+        replication=Replication(
+            file=where_repl.file if where_repl is not None else "",
+            line=where_repl.line if where_repl is not None else 0,
+            destinations=destinations, min_sync_destinations=min_sync),
         message_types=tuple(ctx.message_types), message_type_decls=message_type_decls,
         sow_directory=ctx.sow_directory,
         source=source, warnings=tuple(ctx.warnings),

@@ -265,6 +265,130 @@ class Action(_Located, frozen=True, kw_only=True):
         return tuple(s for s in self.steps if s.kind == "if")
 
 
+SyncType = Literal["sync", "async"]
+CompressionType = Literal["zlib", "zstd"]
+ReplicationTransportType = Literal["amps-replication", "amps-replication-secure"]
+
+#: the validation checks of ``Replication/Destination/Topic`` (Include/ExcludeValidation)
+REPLICATION_VALIDATIONS = ("txlog", "replicate", "sow", "keys", "cascade", "replicate_filter",
+                           "queue", "queue_underlying", "queue_passthrough")
+#: checks that ``ExcludeValidation`` cannot switch off
+REPLICATION_VALIDATIONS_REQUIRED = ("queue", "queue_underlying")
+
+
+class ReplicationListener(_Located, frozen=True, kw_only=True):
+    """The instance's one ``Transports/Transport`` of ``Type`` ``amps-replication`` (or
+    ``-secure``): where other instances connect to replicate into this one. Clients cannot use it."""
+
+    name: str  # Name
+    type: ReplicationTransportType  # Type
+    host: str | None  # InetAddr host; None = every interface
+    port: int  # InetAddr port (0 = pick a free port)
+    inet_addr: str  # InetAddr as written
+    certificate: str | None = None  # Certificate (required for -secure)
+    private_key: str | None = None  # PrivateKey (required for -secure)
+    ciphers: str | None = None  # Ciphers
+
+    @property
+    def tls(self) -> bool:
+        return self.type == "amps-replication-secure"
+
+
+class ReplicationAddress(NamedTuple):
+    """One ``Destination/Transport/InetAddr``: where to connect (a bare port means localhost)."""
+
+    host: str
+    port: int
+    inet_addr: str  # as written
+
+
+class DestinationTransport(_Located, frozen=True, kw_only=True):
+    """``Replication/Destination/Transport``: addresses tried in order; none = passive (wait for
+    the remote instance to connect and replicate over its connection)."""
+
+    type: ReplicationTransportType  # Type: must equal the remote's replication transport type
+    addresses: tuple[ReplicationAddress, ...] = ()  # InetAddr, in priority order
+    reconnect_timeouts: tuple[float, ...] = ()  # ReconnectTimeout: one for all, or one per InetAddr
+
+    @property
+    def passive(self) -> bool:
+        return not self.addresses
+
+    def reconnect_timeout(self, index: int, default: float = 1.0) -> float:
+        """The wait before retrying address ``index`` (the single value applies to all)."""
+        t = self.reconnect_timeouts
+        if not t:
+            return default
+        return t[index] if len(t) > 1 else t[0]
+
+
+class ReplicationTopic(_Located, frozen=True, kw_only=True):
+    """``Replication/Destination/Topic``: what travels to the destination."""
+
+    name: str = ".*"  # Name: a literal topic or a regex
+    message_type: str  # MessageType
+    filter: str | None = None  # Filter: only matching messages replicate
+    include_validation: tuple[str, ...] = ()  # IncludeValidation
+    exclude_validation: tuple[str, ...] = ()  # ExcludeValidation (wins over Include)
+
+    def matches(self, topic: str, message_type: str) -> bool:
+        return message_type == self.message_type and topic_matches(self.name, topic)
+
+    @property
+    def validations(self) -> frozenset[str]:
+        """The checks in force for this topic when a link connects (all by default)."""
+        off = set(self.exclude_validation) - set(REPLICATION_VALIDATIONS_REQUIRED)
+        return frozenset(v for v in REPLICATION_VALIDATIONS if v not in off)
+
+
+class Destination(_Located, frozen=True, kw_only=True):
+    """``Replication/Destination``: one outgoing replication link."""
+
+    name: str  # Name (default: Group): the remote instance's Name, or a label for its group
+    group: str  # Group (default: Name): must equal the remote instance's Group
+    sync_type: SyncType  # SyncType
+    transports: tuple[DestinationTransport, ...]  # Transport
+    topics: tuple[ReplicationTopic, ...]  # Topic: a message matching any of them replicates
+    pass_through: str | None = None  # PassThrough: regex over the immediate upstream's Group
+    resync_pass_through: str | None = None  # ResyncPassThrough (default: PassThrough)
+    compression: bool = False  # Compression: enabled/disabled
+    compression_type: CompressionType = "zlib"  # CompressionType
+    #: AckConflationInterval, seconds; None = [emulator] ack once per event-loop turn
+    ack_conflation_interval: float | None = None
+
+    @property
+    def sync(self) -> bool:
+        return self.sync_type == "sync"
+
+    @property
+    def passive(self) -> bool:
+        return all(t.passive for t in self.transports)
+
+    def selects(self, topic: str, message_type: str) -> ReplicationTopic | None:
+        """The ``Topic`` that selects this topic: a literal name before any regex."""
+        literal = next((t for t in self.topics if not is_regex(t.name)
+                        and t.matches(topic, message_type)), None)
+        if literal is not None:
+            return literal
+        return next((t for t in self.topics if is_regex(t.name) and t.matches(topic, message_type)), None)
+
+    def passes(self, upstream_group: str | None, *, resync: bool = False) -> bool:
+        """May a message that came from an instance of ``upstream_group`` go on to this
+        destination? (None: published here directly, which always may.)"""
+        if upstream_group is None:
+            return True
+        pattern = self.resync_pass_through if resync and self.resync_pass_through is not None \
+            else self.pass_through
+        return pattern is not None and re.search(pattern, upstream_group) is not None
+
+
+class Replication(_Located, frozen=True, kw_only=True):
+    """``Replication`` plus ``Tuning/Replication``."""
+
+    destinations: tuple[Destination, ...] = ()  # Destination
+    min_sync_destinations: int | None = None  # Tuning/Replication/MinSyncDestinations
+
+
 class Config(msgspec.Struct, frozen=True, kw_only=True):
     """A whole AMPS configuration (``AMPSConfig``) as the emulator understands it."""
 
@@ -281,6 +405,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     views: tuple[View, ...] = ()  # SOW/View
     conflated_topics: tuple[ConflatedTopic, ...] = ()  # SOW/ConflatedTopic
     actions: tuple[Action, ...] = ()  # Actions/Action (built-in modules only)
+    #: Transports/Transport of Type amps-replication(-secure): at most one, not a client transport
+    replication_listener: ReplicationListener | None = None
+    replication: Replication = msgspec.field(default_factory=Replication)  # Replication, Tuning/Replication
     message_types: tuple[str, ...] = ()  # every message type name usable in this config
     #: MessageTypes/MessageType, in file order (what the server builds its codecs from)
     message_type_decls: tuple[MessageTypeDecl, ...] = ()
@@ -289,6 +416,11 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: one per ignored-but-real AMPS element; also a queue whose underlying topic is not in the
     #: TransactionLog, and a configuration without any usable transport
     warnings: tuple[ConfigIssue, ...] = ()
+
+    @property
+    def group_name(self) -> str:
+        """The instance's replication Group (AMPS: ``Name`` when no ``Group`` is given)."""
+        return self.group or self.name
 
     def transport(self, name: str) -> Transport | None:
         return next((t for t in self.transports if t.name == name), None)

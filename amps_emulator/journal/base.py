@@ -3,13 +3,13 @@ assignment, per-publisher sequences, publish de-duplication, bookmark resolution
 retention plan. Storage-specific parts are the abstract hooks at the bottom.
 
 Bookmarks: every record gets ``publisher_id|sequence|`` with ``publisher_id =
-publisher_id_for(client_name)`` and ``sequence = position`` (the global log position). So
-sequences are strictly increasing per publisher (with gaps), monotonic over the whole log,
-never reused (positions survive restarts and retention: the newest segment is never
-removed and its file name carries the next position), and a bookmark resolves to its
-record in O(1) + one sparse-index scan, verified by comparing the publisher id stored there.
-(Replication, if it ever comes, would carry foreign bookmarks; that would need a
-(publisher, sequence) -> position map instead of this identity.)
+publisher_id_for(client_name)``. The sequence is the publisher's own (its ``s``) when the
+publish carries one, otherwise the log position, and never at or below the publisher's last
+sequence here (``identity.assign_sequence``); a replicated record keeps the sequence its origin
+gave it (``append_replicated``). So a message has the same bookmark on every instance, and a
+bookmark is resolved by (publisher, sequence) through ``identity.SequenceIndex``, never by
+reading it as a position. Journals written when the sequence was always the position read
+the same way: their sequences are simply positions.
 
 Timestamps: microseconds since the epoch from the injected ``clock`` (seconds, like
 ``time.time``), clamped to be non-decreasing so time lookups can bisect.
@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol
 
 from amps_emulator.protocol.bookmarks import (
@@ -41,6 +41,7 @@ from amps_emulator.protocol.bookmarks import (
 )
 
 from .api import Durability, JournalClosedError, RetentionResult
+from .identity import BEFORE_RETAINED, ORIGIN_TS, SequenceIndex, assign_sequence
 from .record import INTERNAL_KIND_MIN, Checkpoint, JournalRecord
 
 Clock = Callable[[], float]
@@ -76,6 +77,9 @@ class JournalCore:
         self._next_position = 1
         self._last_ts = 0
         self._closed = False
+        #: per-publisher sequence -> position; None until built (a reopened FileJournal builds
+        #: it from its records on first use, see ``_sequence_index``)
+        self._seqidx: SequenceIndex | None = SequenceIndex()
 
     # ------------------------------------------------------------------ properties
     @property
@@ -136,12 +140,13 @@ class JournalCore:
         if ts < self._last_ts:
             ts = self._last_ts
         self._last_ts = ts
+        sequence = position if internal else assign_sequence(position, self._pub_last.get(pid, 0), client_seq)
         rec = JournalRecord(
             position=position,
             kind=int(kind),
             topic=topic,
             publisher_id=pid,
-            sequence=position,
+            sequence=sequence,
             timestamp=ts,
             client_name=client_name,
             client_seq=client_seq,
@@ -154,7 +159,9 @@ class JournalCore:
         )
         self._next_position = position + 1
         if not internal:
-            self._pub_last[pid] = position
+            self._pub_last[pid] = sequence
+            if self._seqidx is not None:
+                self._seqidx.add(pid, sequence, position)
             if client_seq is not None:
                 if client_seq > self._client_max.get(pid, 0):
                     self._client_max[pid] = client_seq
@@ -163,6 +170,76 @@ class JournalCore:
                         self._client_durable[pid] = client_seq
                 else:  # applied to _client_durable once durable (trimmed at every flush)
                     self._unapplied_s.append((position, pid, client_seq))
+        return rec
+
+    def is_replicated_duplicate(self, publisher_id: int, sequence: int, client_seq: int | None) -> bool:
+        """True when this instance already holds that message: its publisher's sequence is at
+        or below the last one here, or its ``s`` is at or below the highest ``s`` appended for
+        that publisher (the same publish reached us by another route, e.g. resent by the
+        publisher's store after a failover)."""
+        if sequence <= self._pub_last.get(publisher_id, 0):
+            return True
+        return bool(client_seq) and client_seq is not None \
+            and client_seq <= self._client_max.get(publisher_id, 0)
+
+    def _make_replicated_record(
+        self,
+        *,
+        kind: int,
+        topic: str,
+        client_name: str,
+        publisher_id: int,
+        sequence: int,
+        origin_timestamp: int,
+        body: bytes,
+        client_seq: int | None,
+        correlation_id: str | None,
+        sow_key: str | None,
+        expiration: int | None,
+        message_type: str,
+        headers: Mapping[str, str] | None,
+    ) -> JournalRecord | None:
+        """A record for a message logged first on another instance, with its original bookmark,
+        origin time (in the ``identity.ORIGIN_TS`` header) and expiration; None when it is a
+        duplicate (:meth:`is_replicated_duplicate`), which the caller still acknowledges."""
+        if self._closed:
+            raise JournalClosedError(
+                "journal is closed" if self._failure is None else f"journal failed: {self._failure}")
+        if kind >= INTERNAL_KIND_MIN:
+            raise ValueError(f"record kind {kind} is journal-internal")
+        if publisher_id == 0 or not 0 < sequence < 1 << 64:
+            raise ValueError(f"replicated bookmark {publisher_id}|{sequence}| is not a message's bookmark")
+        if client_seq is not None and not 0 <= client_seq < 1 << 64:
+            raise ValueError(f"client sequence {client_seq} is not in 0..2^64-1")
+        if self.is_replicated_duplicate(publisher_id, sequence, client_seq):
+            return None
+        position = self._next_position
+        ts = int(self._clock() * 1_000_000)
+        if ts < self._last_ts:
+            ts = self._last_ts
+        self._last_ts = ts
+        if client_name:
+            self._pubids.setdefault(client_name, publisher_id)
+        all_headers = dict(headers) if headers else {}
+        all_headers.setdefault(ORIGIN_TS, str(origin_timestamp))
+        rec = JournalRecord(
+            position=position, kind=int(kind), topic=topic, publisher_id=publisher_id,
+            sequence=sequence, timestamp=ts, client_name=client_name, client_seq=client_seq,
+            correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
+            message_type=message_type, headers=all_headers, body=bytes(body),
+        )
+        self._next_position = position + 1
+        self._pub_last[publisher_id] = sequence
+        if self._seqidx is not None:
+            self._seqidx.add(publisher_id, sequence, position)
+        if client_seq is not None:
+            if client_seq > self._client_max.get(publisher_id, 0):
+                self._client_max[publisher_id] = client_seq
+            if self._durability is Durability.MEMORY:
+                if client_seq > self._client_durable.get(publisher_id, 0):
+                    self._client_durable[publisher_id] = client_seq
+            else:
+                self._unapplied_s.append((position, publisher_id, client_seq))
         return rec
 
     def _checkpoint(self) -> Checkpoint:
@@ -208,17 +285,47 @@ class JournalCore:
         return None if seq is None else Bookmark(pid, seq)
 
     # ------------------------------------------------------------------ bookmark resolution
-    def _locate(self, bm: Bookmark) -> int | None:
-        """Position of the record named by ``bm``; ``first_position - 1`` when it is older than
-        the retained log (known publisher, sequence already removed); None when not found."""
+    def _sequence_index(self) -> SequenceIndex:
+        """The per-publisher index, built from the retained records on first use after a
+        reopen (one pass over the log; kept up to date by every append afterwards)."""
+        idx = self._seqidx
+        if idx is None:
+            idx = SequenceIndex(head_removed=self.first_position > 1)
+            idx.add_records(self.read(self.first_position))
+            self._seqidx = idx
+        return idx
+
+    def high_water_marks(self) -> dict[int, int]:
+        """Publisher id -> last sequence held here (what a replication peer compares against)."""
+        return dict(self._pub_last)
+
+    def first_position_missing_from(self, theirs: Mapping[int, int]) -> int | None:
+        """The first retained position a peer holding ``theirs`` (publisher id -> last sequence)
+        lacks; None when it lacks nothing that is retained here."""
+        return self._sequence_index().first_missing(theirs)
+
+    def position_of(self, bm: Bookmark) -> int | None:
+        """Position of the record whose bookmark is exactly ``bm`` (None: not retained here)."""
+        found = self._locate(bm)
+        return found[0] if found is not None and found[1] else None
+
+    def _locate(self, bm: Bookmark) -> tuple[int, bool] | None:
+        """``(position, exact)`` of ``bm`` by (publisher, sequence), see ``SequenceIndex.locate``:
+        exact, or the first later record of that publisher, or ``first_position - 1`` when it is
+        older than the retained log (known publisher, sequence already removed); None when not
+        found (unknown publisher, or a sequence this instance has not received)."""
         pid, seq = bm.publisher_id, bm.sequence
-        if pid == 0 or seq == 0 or seq > self.last_position:
+        if pid == 0 or seq == 0 or seq > self._pub_last.get(pid, 0):
             return None
-        if seq > self._pub_last.get(pid, 0):
-            return None
-        if seq < self.first_position:
-            return self.first_position - 1
-        return seq if self._publisher_at(seq) == pid else None
+        found = self._sequence_index().locate(pid, seq)
+        if found is None:
+            # seq <= the publisher's last sequence, yet nothing of it retained reaches seq: the
+            # records up to there were removed by retention
+            return self.first_position - 1, False
+        pos, exact = found
+        if pos == BEFORE_RETAINED or pos < self.first_position:
+            return self.first_position - 1, False
+        return pos, exact
 
     def position_after_bookmark(self, bookmark: str | BookmarkSpec) -> int | None:
         """First position to replay for a subscription starting at ``bookmark``; None = not found.
@@ -241,17 +348,20 @@ class JournalCore:
         if spec is NOW:
             return self.next_position
         if isinstance(spec, Bookmark):
-            pos = self._locate(spec)
-            if pos is None:
+            found = self._locate(spec)
+            if found is None:
                 return None
+            pos, exact = found
+            if not exact:  # absent (or removed): start at the next record of that publisher
+                return pos if pos >= self.first_position else pos + 1
             return pos if inclusive and pos >= self.first_position else pos + 1
         if isinstance(spec, BookmarkTimestamp):
             return self.position_at_time(spec.micros if time_inclusive else spec.micros + 1)
         if isinstance(spec, BookmarkList):
             items = (self._start_of(i, inclusive=inclusive, time_inclusive=time_inclusive)
                      for i in spec.items)
-            found = [p for p in items if p is not None]
-            return min(found) if found else None
+            starts = [p for p in items if p is not None]
+            return min(starts) if starts else None
         raise TypeError(f"not a bookmark value: {spec!r}")
 
     def range_positions(self, rng: BookmarkRange) -> tuple[int | None, int]:
@@ -266,8 +376,13 @@ class JournalCore:
         elif isinstance(end, BookmarkTimestamp):
             stop = self.position_at_time(end.micros + 1 if rng.end_inclusive else end.micros)
         elif isinstance(end, Bookmark):
-            pos = self._locate(end)
-            stop = self.next_position if pos is None else (pos + 1 if rng.end_inclusive else pos)
+            found = self._locate(end)
+            if found is None:
+                stop = self.next_position
+            else:
+                pos, exact = found
+                # an absent end: stop before the publisher's next record
+                stop = pos + 1 if rng.end_inclusive and exact else pos
         else:
             raise TypeError(f"not a range end: {end!r}")
         return start, stop
@@ -315,6 +430,10 @@ class JournalCore:
         raise NotImplementedError
 
     def _publisher_at(self, position: int) -> int | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def read(self, from_position: int = 1, *,
+             include_internal: bool = False) -> Iterator[JournalRecord]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def position_at_time(self, timestamp_us: int) -> int:  # pragma: no cover - abstract

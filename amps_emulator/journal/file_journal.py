@@ -199,6 +199,8 @@ class FileJournal(SegmentReads, JournalCore):
             checkpoint_bytes=checkpoint_bytes, defer_summaries=defer_summaries,
         )
         report = self._recover(t0, keep_readable_on_corruption, strict)
+        if self.first_position < self.next_position:
+            self._seqidx = None  # built from the records on first use (identity.SequenceIndex)
         return self, report
 
     def _recover(self, t0: float, keep_readable: bool, strict: bool = False) -> RecoveryReport:
@@ -379,6 +381,43 @@ class FileJournal(SegmentReads, JournalCore):
             kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration, message_type,
             headers,
         )
+        self._buffer(rec)
+        if self._durability is Durability.STRICT:
+            self.flush()
+            self._sync_now(rec.position)
+        return rec
+
+    def append_replicated(
+        self,
+        *,
+        topic: str,
+        client_name: str,
+        publisher_id: int,
+        sequence: int,
+        origin_timestamp: int,
+        body: bytes = b"",
+        kind: int = RecordKind.PUBLISH,
+        client_seq: int | None = None,
+        correlation_id: str | None = None,
+        sow_key: str | None = None,
+        expiration: int | None = None,
+        message_type: str = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> JournalRecord | None:
+        """Append a record replicated from another instance with its original bookmark, origin
+        time and expiration; None (nothing appended) when this instance already holds it."""
+        active = self._segments[-1]
+        if active.count and active.size + len(self._buf) >= self._segment_size and not self._closed \
+                and not self._roll_blocked:
+            self._roll()
+        rec = self._make_replicated_record(
+            kind=kind, topic=topic, client_name=client_name, publisher_id=publisher_id, sequence=sequence,
+            origin_timestamp=origin_timestamp, body=body, client_seq=client_seq,
+            correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
+            message_type=message_type, headers=headers,
+        )
+        if rec is None:
+            return None
         self._buffer(rec)
         if self._durability is Durability.STRICT:
             self.flush()
@@ -643,6 +682,8 @@ class FileJournal(SegmentReads, JournalCore):
             del self._segments[:n]
             del self._firsts[:n]
             self._dir_dirty = True
+            if self._seqidx is not None:
+                self._seqidx.trim(self.first_position)
         return RetentionResult(
             removed=tuple(s.name for s in removed),
             bytes_removed=sum(s.size for s in removed),

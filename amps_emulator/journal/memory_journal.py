@@ -117,6 +117,42 @@ class MemoryJournal(JournalCore):
         seg.last_ts = rec.timestamp
         return rec
 
+    def append_replicated(
+        self,
+        *,
+        topic: str,
+        client_name: str,
+        publisher_id: int,
+        sequence: int,
+        origin_timestamp: int,
+        body: bytes = b"",
+        kind: int = RecordKind.PUBLISH,
+        client_seq: int | None = None,
+        correlation_id: str | None = None,
+        sow_key: str | None = None,
+        expiration: int | None = None,
+        message_type: str = "",
+        headers: Mapping[str, str] | None = None,
+    ) -> JournalRecord | None:
+        """See ``FileJournal.append_replicated``."""
+        seg = self._segs[-1]
+        if seg.count and seg.size >= self._segment_size:
+            seg = _MemSegment(self._next_position)
+            self._segs.append(seg)
+        rec = self._make_replicated_record(
+            kind=kind, topic=topic, client_name=client_name, publisher_id=publisher_id, sequence=sequence,
+            origin_timestamp=origin_timestamp, body=body, client_seq=client_seq,
+            correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
+            message_type=message_type, headers=headers,
+        )
+        if rec is None:
+            return None
+        self._records.append(rec)
+        seg.size += self._enc.frame_size(rec)
+        seg.count += 1
+        seg.last_ts = rec.timestamp
+        return rec
+
     def flush(self) -> None:
         if self._closed:
             raise JournalClosedError("journal is closed")
@@ -158,6 +194,8 @@ class MemoryJournal(JournalCore):
             del self._records[: new_base - self._base]
             self._base = new_base
             del self._segs[:n]
+            if self._seqidx is not None:
+                self._seqidx.trim(new_base)
         return RetentionResult(
             removed=tuple(s.name for s in removed),
             bytes_removed=sum(s.size for s in removed),

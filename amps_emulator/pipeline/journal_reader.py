@@ -120,20 +120,57 @@ def parse_time(text) -> int | None:
     return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
 
 
-def _bookmark_position(text: str | None, *, start: bool) -> tuple[int | None, int | None]:
-    """(position bound, time bound) of a bookmark option. A journal record's bookmark sequence
-    is its position (``record.py``), so ``pub|seq|`` bounds positions; a timestamp bookmark
-    bounds time; EPOCH / ``0`` (start) and NOW / RECENT (end: everything) are no bound."""
+def _bookmark_position(text: str | None, *, start: bool,
+                       directory: str | None = None) -> tuple[int | None, int | None]:
+    """(position bound, time bound) of a bookmark option. ``pub|seq|`` is found by publisher
+    and sequence in ``directory`` (a sequence is the publisher's, not a position; see
+    ``journal/identity.py``): the position of that record, or just before the publisher's next
+    one when that sequence is absent. A timestamp bookmark bounds time; EPOCH / ``0`` (start)
+    and NOW / RECENT (end: everything) are no bound."""
     if not text:
         return None, None
     spec = parse_bookmark(text)
     if isinstance(spec, BookmarkTimestamp):
         return None, spec.micros
     if isinstance(spec, Bookmark):
-        return spec.sequence, None
+        if directory is None:
+            raise ValueError("a bookmark bound needs the journal directory to be resolved")
+        pos = _locate_bookmark(directory, spec)
+        if pos is None:
+            if start:
+                raise ValueError(f"startingBookmark {text!r} is not in the journal at {directory}")
+            return None, None  # not (yet) there: no end bound, as a replay range
+        return pos, None
     if isinstance(spec, BookmarkKeyword):
         return None, None
     raise ValueError(f"{'startingBookmark' if start else 'endingBookmark'}: unsupported bookmark {text!r}")
+
+
+def _locate_bookmark(directory: str, bm: Bookmark) -> int | None:
+    """Position of the record ``bm`` names, or the position before that publisher's first
+    record with a larger sequence; None when the publisher has nothing at or after it. One pass
+    over the frame prefixes (no payload is decoded)."""
+    for _, path in segment_paths(directory):
+        try:
+            cursor = FrameCursor(path, HEADER_SIZE)
+        except FileNotFoundError:
+            continue
+        try:
+            while True:
+                try:
+                    fr = cursor.next(os.path.getsize(path))
+                except JournalCorruptError:
+                    break
+                if fr is None:
+                    break
+                prefix = fr[0]
+                kind, position, pid, seq = prefix[3], prefix[6], prefix[7], prefix[8]
+                if kind >= INTERNAL_KIND_MIN or pid != bm.publisher_id or seq < bm.sequence:
+                    continue
+                return position if seq == bm.sequence else position - 1
+        finally:
+            cursor.close()
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,10 +189,11 @@ class ReadOptions:
     batch_rows: int = 8192
 
     @classmethod
-    def from_spark(cls, options: dict) -> ReadOptions:
+    def from_spark(cls, options: dict, directory: str | None = None) -> ReadOptions:
+        """``directory``: the journal, needed to resolve ``pub|seq|`` bookmark bounds."""
         o = {k.lower(): v for k, v in options.items()}
-        after, t0 = _bookmark_position(o.get("startingbookmark"), start=True)
-        until, t1 = _bookmark_position(o.get("endingbookmark"), start=False)
+        after, t0 = _bookmark_position(o.get("startingbookmark"), start=True, directory=directory)
+        until, t1 = _bookmark_position(o.get("endingbookmark"), start=False, directory=directory)
         start_us = parse_time(o.get("startingtimestamp"))
         end_us = parse_time(o.get("endingtimestamp"))
         if t0 is not None:

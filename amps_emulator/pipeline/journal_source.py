@@ -61,7 +61,8 @@ class AmpsJournalDataSource(DataSource):
         return jr.spark_schema_ddl()
 
     def reader(self, schema) -> JournalBatchReader:
-        return JournalBatchReader(_directory(self.options), jr.ReadOptions.from_spark(dict(self.options)))
+        directory = _directory(self.options)
+        return JournalBatchReader(directory, jr.ReadOptions.from_spark(dict(self.options), directory))
 
     def streamReader(self, schema) -> JournalStreamReader:
         return JournalStreamReader(_directory(self.options), dict(self.options))
@@ -87,7 +88,7 @@ class JournalBatchReader(DataSourceReader):
 class JournalStreamReader(DataSourceStreamReader):
     def __init__(self, directory: str, options: dict) -> None:
         self.directory = directory
-        self.opts = jr.ReadOptions.from_spark(options)
+        self.opts = jr.ReadOptions.from_spark(options, directory)
         self._hint: tuple[str, int, int] | None = None
 
     def initialOffset(self) -> dict:

@@ -7,7 +7,7 @@ server decodes a message body at most once, when something needs its content.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated
 
 import msgspec
 
@@ -16,10 +16,18 @@ from amps_emulator.protocol.headers import ACK_TYPES, COMMAND_ALIASES
 from amps_emulator.protocol.reasons import CommandError
 
 _F = msgspec.field
-_Id = str | int | None  # identifiers some clients send as bare numbers
-# Numeric header fields: kept as sent when not a whole number (``finish_command`` refuses them
-# with an ``invalid ...`` reason for that command alone, never a dropped connection).
-_Num = int | float | str | None
+# As sent: identifiers some clients send as bare numbers, and numeric fields some send quoted
+# ("30") or as floats (30.0). Only the ``wire_*`` fields hold these; the decoder derives the
+# typed attributes handlers read from them.
+_WireId = str | int | None
+_WireNum = int | float | str | None
+_U64 = (1 << 64) - 1
+_U32 = (1 << 32) - 1
+# The typed numbers hold integers in their wire range only: finish_command checks what the
+# wire_* fields give them, and these bounds what a header could give under their "~" names
+# (msgspec bounds an int at 2^63-1 at most, inside the 64-bit range).
+_U64Num = Annotated[int, msgspec.Meta(ge=0, le=(1 << 63) - 1)]
+_U32Num = Annotated[int, msgspec.Meta(ge=0, le=_U32)]
 
 
 class Command(msgspec.Struct, kw_only=True, gc=False):
@@ -29,26 +37,23 @@ class Command(msgspec.Struct, kw_only=True, gc=False):
     attribute reads the spelling the official Python client uses on the wire; the
     ``*_alt`` fields catch the other documented spelling and are folded into the canonical
     attribute by ``__post_init__``, so handlers only ever look at the canonical names.
+
+    Identifiers (``cid``, ``sub_id``, ...) and numbers (``seq``, ``expiration``, ...) arrive
+    in ``wire_*`` fields, which keep what the client sent, and handlers read the typed
+    attribute of the same name: ``__post_init__`` sets each id as ``str`` (a bare number as
+    it prints), and :func:`finish_command` each number as an ``int`` in its wire range, or
+    refuses the command (``invalid sequence``, ... for that command alone, never a dropped
+    connection). A struct built directly (not decoded) sets the typed attributes itself.
     """
 
     command: str = _F(default="", name="c")
     body: bytes = _F(default=b"", name="~body")
-    cid: _Id = None
     topic: str | None = _F(default=None, name="t")
     ack_type: str | None = _F(default=None, name="a")
-    seq: _Num = _F(default=None, name="s")
-    expiration: _Num = _F(default=None, name="e")
     options: str | None = _F(default=None, name="o")
-    sow_key: _Id = _F(default=None, name="k")
-    correlation_id: _Id = _F(default=None, name="x")
     filter: str | None = None
     bookmark: str | None = None
-    sub_id: _Id = None
     sub_ids: str | None = _F(default=None, name="sids")
-    query_id: _Id = None
-    batch_size: _Num = None
-    top_n: _Num = None
-    skip_n: _Num = None
     orderby: str | None = None
     sow_keys: str | None = None
     client_name: str | None = None
@@ -58,30 +63,55 @@ class Command(msgspec.Struct, kw_only=True, gc=False):
     message_type: str | None = _F(default=None, name="mt")
     timestamp: str | None = _F(default=None, name="ts")
     lease_period: str | None = _F(default=None, name="lp")
-    group_seq: _Num = _F(default=None, name="gseq")
-    length: _Num = _F(default=None, name="l")
     heartbeat: str | None = None
     auth_key: str | None = None
     status: str | None = None
     reason: str | None = None
     data_only: str | None = None
+    # Typed identifiers and numbers, set from the wire_* fields below (wire names no client
+    # uses).
+    cid: str | None = _F(default=None, name="~cid")
+    sow_key: str | None = _F(default=None, name="~k")
+    correlation_id: str | None = _F(default=None, name="~x")
+    sub_id: str | None = _F(default=None, name="~sub_id")
+    query_id: str | None = _F(default=None, name="~query_id")
+    seq: _U64Num | None = _F(default=None, name="~s")
+    expiration: _U32Num | None = _F(default=None, name="~e")
+    batch_size: _U32Num | None = _F(default=None, name="~batch_size")
+    top_n: _U64Num | None = _F(default=None, name="~top_n")
+    skip_n: _U64Num | None = _F(default=None, name="~skip_n")
+    group_seq: _U64Num | None = _F(default=None, name="~gseq")
+    length: _U64Num | None = _F(default=None, name="~l")
+    # The same fields as sent.
+    wire_cid: _WireId = _F(default=None, name="cid")
+    wire_sow_key: _WireId = _F(default=None, name="k")
+    wire_correlation_id: _WireId = _F(default=None, name="x")
+    wire_sub_id: _WireId = _F(default=None, name="sub_id")
+    wire_query_id: _WireId = _F(default=None, name="query_id")
+    wire_seq: _WireNum = _F(default=None, name="s")
+    wire_expiration: _WireNum = _F(default=None, name="e")
+    wire_batch_size: _WireNum = _F(default=None, name="batch_size")
+    wire_top_n: _WireNum = _F(default=None, name="top_n")
+    wire_skip_n: _WireNum = _F(default=None, name="skip_n")
+    wire_group_seq: _WireNum = _F(default=None, name="gseq")
+    wire_length: _WireNum = _F(default=None, name="l")
     # Alternate spellings (long for short and short for long), folded in by __post_init__.
     command_alt: str | None = _F(default=None, name="cmd")
-    cid_alt: _Id = _F(default=None, name="cmd_id")
+    cid_alt: _WireId = _F(default=None, name="cmd_id")
     topic_alt: str | None = _F(default=None, name="topic")
     ack_type_alt: str | None = _F(default=None, name="ack_type")
-    seq_alt: _Num = _F(default=None, name="seq")
-    expiration_alt: _Num = _F(default=None, name="expiration")
+    seq_alt: _WireNum = _F(default=None, name="seq")
+    expiration_alt: _WireNum = _F(default=None, name="expiration")
     options_alt: str | None = _F(default=None, name="opts")
-    sow_key_alt: _Id = _F(default=None, name="sow_key")
-    correlation_id_alt: _Id = _F(default=None, name="correlation_id")
+    sow_key_alt: _WireId = _F(default=None, name="sow_key")
+    correlation_id_alt: _WireId = _F(default=None, name="correlation_id")
     bookmark_alt: str | None = _F(default=None, name="bm")
     sub_ids_alt: str | None = _F(default=None, name="sub_ids")
-    batch_size_alt: _Num = _F(default=None, name="bs")
+    batch_size_alt: _WireNum = _F(default=None, name="bs")
     password_alt: str | None = _F(default=None, name="password")
     timestamp_alt: str | None = _F(default=None, name="timestamp")
     lease_period_alt: str | None = _F(default=None, name="lease_period")
-    group_seq_alt: _Num = _F(default=None, name="group_seq_num")
+    group_seq_alt: _WireNum = _F(default=None, name="group_seq_num")
     message_type_alt: str | None = _F(default=None, name="message_type")
     # Derived views, computed on first use (wire names no client uses).
     cached_acks: frozenset[str] | None = _F(default=None, name="~acks")
@@ -96,36 +126,27 @@ class Command(msgspec.Struct, kw_only=True, gc=False):
                 or self.batch_size_alt is not None or self.password_alt is not None \
                 or self.timestamp_alt is not None or self.lease_period_alt is not None \
                 or self.group_seq_alt is not None or self.message_type_alt is not None:
-            for name in _ALT_FIELDS:
-                alt = getattr(self, name + "_alt")
+            for name, alt_name in _ALT_FIELDS:
+                alt = getattr(self, alt_name)
                 if alt is not None and not getattr(self, name):
                     setattr(self, name, alt)
-        # Numbers may arrive quoted ("e":"30") and ids as bare numbers; the common case
-        # (already the right type or absent) costs one check per field.
-        if self.seq is not None and self.seq.__class__ is not int:
-            self.seq = _as_int(self.seq, "s")
-        if self.expiration is not None and self.expiration.__class__ is not int:
-            self.expiration = _as_int(self.expiration, "e")
-        if self.batch_size is not None and self.batch_size.__class__ is not int:
-            self.batch_size = _as_int(self.batch_size, "batch_size")
-        if self.top_n is not None and self.top_n.__class__ is not int:
-            self.top_n = _as_int(self.top_n, "top_n")
-        if self.skip_n is not None and self.skip_n.__class__ is not int:
-            self.skip_n = _as_int(self.skip_n, "skip_n")
-        if self.group_seq is not None and self.group_seq.__class__ is not int:
-            self.group_seq = _as_int(self.group_seq, "gseq")
-        if self.length is not None and self.length.__class__ is not int:
-            self.length = _as_int(self.length, "l")
-        if self.cid is not None and self.cid.__class__ is not str:
-            self.cid = str(self.cid)
-        if self.sow_key is not None and self.sow_key.__class__ is not str:
-            self.sow_key = str(self.sow_key)
-        if self.correlation_id is not None and self.correlation_id.__class__ is not str:
-            self.correlation_id = str(self.correlation_id)
-        if self.sub_id is not None and self.sub_id.__class__ is not str:
-            self.sub_id = str(self.sub_id)
-        if self.query_id is not None and self.query_id.__class__ is not str:
-            self.query_id = str(self.query_id)
+        # Typed ids: the common case (a string, or absent) costs one check per field. The
+        # numbers are read (and refused) by finish_command.
+        ident = self.wire_cid
+        if ident is not None:
+            self.cid = ident if isinstance(ident, str) else str(ident)
+        ident = self.wire_sow_key
+        if ident is not None:
+            self.sow_key = ident if isinstance(ident, str) else str(ident)
+        ident = self.wire_correlation_id
+        if ident is not None:
+            self.correlation_id = ident if isinstance(ident, str) else str(ident)
+        ident = self.wire_sub_id
+        if ident is not None:
+            self.sub_id = ident if isinstance(ident, str) else str(ident)
+        ident = self.wire_query_id
+        if ident is not None:
+            self.query_id = ident if isinstance(ident, str) else str(ident)
 
     # -- derived views ------------------------------------------------------------
     @property
@@ -155,11 +176,13 @@ class Command(msgspec.Struct, kw_only=True, gc=False):
 
 _NO_ACKS: frozenset[str] = frozenset()
 _ACK_SETS: dict[str, frozenset[str]] = {}
-_ALT_FIELDS = (
-    "command", "cid", "topic", "ack_type", "seq", "expiration", "options", "sow_key",
-    "correlation_id", "bookmark", "sub_ids", "batch_size", "password", "timestamp",
-    "lease_period", "group_seq", "message_type",
-)
+#: (field, the field of its other spelling): the alternate spelling counts when the field
+#: is unset or empty
+_ALT_FIELDS = tuple((name, name.removeprefix("wire_") + "_alt") for name in (
+    "command", "wire_cid", "topic", "ack_type", "wire_seq", "wire_expiration", "options",
+    "wire_sow_key", "wire_correlation_id", "bookmark", "sub_ids", "wire_batch_size", "password",
+    "timestamp", "lease_period", "wire_group_seq", "message_type",
+))
 decode_header = msgspec.json.Decoder(Command).decode
 
 
@@ -184,55 +207,69 @@ def finish_command(cmd: Command, body: bytes) -> Command:
             err = CommandError(reasons.HEADER_MALFORMED, f"unknown ack type {unknown[0]!r}")
             err.cid = cmd.cid  # type: ignore[attr-defined]
             raise err
-    seq = cmd.seq
-    if seq is not None and (seq.__class__ is not int or not 0 <= seq <= _U64) \
-            or cmd.expiration is not None or cmd.batch_size is not None \
-            or cmd.top_n is not None or cmd.skip_n is not None or cmd.group_seq is not None \
-            or cmd.length is not None:
-        check_numbers(cmd)
+    sent = cmd.wire_seq
+    if sent is not None:
+        cmd.seq = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
+            else _number(cmd, sent, "s", reasons.INVALID_SEQUENCE, _U64)
+    if cmd.wire_expiration is not None or cmd.wire_batch_size is not None \
+            or cmd.wire_top_n is not None or cmd.wire_skip_n is not None \
+            or cmd.wire_group_seq is not None or cmd.wire_length is not None:
+        _read_numbers(cmd)
     return cmd
 
 
-def _as_int(value: Any, key: str) -> Any:
-    """``value`` as an int when it is a whole number (``"30"``, ``30.0``); else unchanged,
-    for :func:`check_numbers` to refuse."""
-    if value.__class__ is float and value.is_integer():
-        return int(value)
-    if value.__class__ is str:
-        text = value.strip()
-        if len(text) < 64 and text.isascii() and (
-                text.isdigit() or text[:1] in "+-" and text[1:].isdigit()):
-            return int(text)
-    return value
+def _read_numbers(cmd: Command) -> None:
+    """The less common numeric fields, in order (the first bad one is refused)."""
+    sent = cmd.wire_expiration
+    if sent is not None:
+        cmd.expiration = sent if isinstance(sent, int) and 0 <= sent <= _U32 \
+            else _number(cmd, sent, "e", reasons.INVALID_EXPIRATION, _U32)
+    sent = cmd.wire_batch_size
+    if sent is not None:
+        cmd.batch_size = sent if isinstance(sent, int) and 0 <= sent <= _U32 \
+            else _number(cmd, sent, "batch_size", reasons.INVALID_BATCH_SIZE, _U32)
+    sent = cmd.wire_top_n
+    if sent is not None:
+        cmd.top_n = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
+            else _number(cmd, sent, "top_n", reasons.INVALID_TOPN, _U64)
+    sent = cmd.wire_skip_n
+    if sent is not None:
+        cmd.skip_n = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
+            else _number(cmd, sent, "skip_n", reasons.INVALID_OPTIONS, _U64)
+    sent = cmd.wire_group_seq
+    if sent is not None:
+        cmd.group_seq = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
+            else _number(cmd, sent, "gseq", reasons.INVALID_SEQUENCE, _U64)
+    sent = cmd.wire_length
+    if sent is not None:
+        cmd.length = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
+            else _number(cmd, sent, "l", reasons.HEADER_MALFORMED, _U64)
 
 
-_U64 = (1 << 64) - 1
-_U32 = (1 << 32) - 1
-#: (attribute, wire key, reason, largest value) of every numeric header field
-_NUMBERS = (
-    ("seq", "s", reasons.INVALID_SEQUENCE, _U64),
-    ("expiration", "e", reasons.INVALID_EXPIRATION, _U32),
-    ("batch_size", "batch_size", reasons.INVALID_BATCH_SIZE, _U32),
-    ("top_n", "top_n", reasons.INVALID_TOPN, _U64),
-    ("skip_n", "skip_n", reasons.INVALID_OPTIONS, _U64),
-    ("group_seq", "gseq", reasons.INVALID_SEQUENCE, _U64),
-    ("length", "l", reasons.HEADER_MALFORMED, _U64),
-)
+def _number(cmd: Command, sent: int | float | str, key: str, reason: str, top: int) -> int:
+    """``sent`` as an integer in 0..``top``; anything else (an ``s`` above 2^64-1 cannot be
+    journaled, sequenced or acked) fails this command alone with ``reason``."""
+    value = sent if isinstance(sent, int) else _as_int(sent)
+    if value is not None and 0 <= value <= top:
+        return value
+    shown = repr(sent if value is None else value)
+    if len(shown) > 40:
+        shown = shown[:40] + "..."
+    err = CommandError(reason, f"{key}={shown} is not an integer in 0..{top}")
+    err.command = cmd  # type: ignore[attr-defined]
+    err.cid = cmd.cid  # type: ignore[attr-defined]
+    raise err
 
 
-def check_numbers(cmd: Command) -> None:
-    """Refuse a command whose numeric fields are not integers in their wire range (an ``s``
-    above 2^64-1 cannot be journaled, sequenced or acked)."""
-    for attr, key, reason, top in _NUMBERS:
-        value = getattr(cmd, attr)
-        if value is not None and (value.__class__ is not int or not 0 <= value <= top):
-            shown = repr(value)
-            if len(shown) > 40:
-                shown = shown[:40] + "..."
-            err = CommandError(reason, f"{key}={shown} is not an integer in 0..{top}")
-            err.command = cmd  # type: ignore[attr-defined]
-            err.cid = cmd.cid  # type: ignore[attr-defined]
-            raise err
+def _as_int(value: float | str) -> int | None:
+    """``value`` as an int when it is a whole number (``"30"``, ``30.0``), else ``None``."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    text = value.strip()
+    if len(text) < 64 and text.isascii() and (
+            text.isdigit() or text[:1] in "+-" and text[1:].isdigit()):
+        return int(text)
+    return None
 
 
 def parse_options(text: str) -> dict[str, str | bool]:

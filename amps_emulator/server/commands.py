@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.ports import Client
+    from amps_emulator.server.queuesvc import QueueService
 
 log = logging.getLogger("amps_emulator.commands")
 
@@ -218,9 +219,10 @@ def subscribe(broker: Broker, client: Client, cmd: Command) -> None:
     existing = client.subs.get(sub_id)
     if existing is not None and "replace" not in opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
-    queue = broker.queues.get(topic) if broker.queues is not None else None
-    if queue is not None and cmd.bookmark is None:
-        _queue_subscription(broker, client, cmd, queue, sub_id, filt, existing)
+    queues = broker.queues
+    queue = queues.get(topic) if queues is not None else None
+    if queues is not None and queue is not None and cmd.bookmark is None:
+        _queue_subscription(broker, queues, client, cmd, queue, sub_id, filt, existing)
         return
     if cmd.bookmark is None:
         register_subscription(broker, client, cmd, sub_id, filt,
@@ -230,12 +232,15 @@ def subscribe(broker: Broker, client: Client, cmd: Command) -> None:
     if queue is not None:
         topic = queue.underlying  # a bookmark subscription to a queue replays its topic(s)
     sub = Subscription(client, sub_id, topic, filt, opts, delta=cmd.command == "delta_subscribe")
+    txlog = broker.txlog
+    if txlog is None:  # (as replay.start refuses it)
+        raise CommandError(reasons.TX_LOG_NOT_FOUND, f"topic {sub.topic!r} is not recorded")
     cursor = replay.start(broker, client, cmd, sub)  # may refuse: nothing changed yet
     if existing is not None:
         broker.remove_subscription(existing)
     client.subs[sub_id] = sub
     sub.cursor = cursor
-    broker.txlog.cursors.add(cursor)
+    txlog.cursors.add(cursor)
     if "processed" in cmd.acks:
         client.ack(cmd, "processed")
     if "stats" in cmd.acks:
@@ -243,15 +248,14 @@ def subscribe(broker: Broker, client: Client, cmd: Command) -> None:
     replay.schedule(broker, cursor)  # replay starts after the processed ack is queued
 
 
-def _queue_subscription(broker: Broker, client: Client, cmd: Command, queue: Any,
-                        sub_id: str, filt: Any, existing: Any) -> None:
+def _queue_subscription(broker: Broker, svc: QueueService, client: Client, cmd: Command,
+                        queue: Any, sub_id: str, filt: Any, existing: Any) -> None:
     """Subscribe to a queue: deliveries come from the queue engine (leases, backlog)."""
     if existing is not None and existing.queue is not queue:
         broker.remove_subscription(existing)
         existing = None
     sub = existing if existing is not None else Subscription(client, sub_id, cmd.topic or "",
                                                                filt, cmd.opts)
-    svc = broker.queues
     max_backlog = svc.requested_backlog(cmd)  # may refuse: nothing changed yet
     sub.filter = filt
     sub.options = cmd.opts

@@ -39,7 +39,7 @@ __all__ = ["PageWindow"]
 
 
 class PageWindow(LiveState):
-    def __init__(self, sub: Subscription, topic: Topic, order: OrderBy | None,
+    def __init__(self, sub: Subscription | None, topic: Topic, order: OrderBy | None,
                  top_n: int, skip_n: int) -> None:
         super().__init__()
         self.sub = sub

@@ -32,11 +32,9 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name
+from amps_emulator.server import sow_results
 from amps_emulator.server.router import is_regex_topic
 from amps_emulator.server.sow_results import (
-    _batch_size,
-    _count_option,
-    _top_n,
     history_cuts,
     run_topic_steps,
     send_records,
@@ -64,6 +62,9 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
     ``sow_and_subscribe``: ``on_snapshot`` registers the subscription at the snapshot and
     ``subscription`` (:mod:`server.aggregated_subscription`) receives the groups' state."""
 
+    topic_name = cmd.topic
+    if not topic_name:  # (the command refused it already)
+        raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
     if cmd.command != "sow" and subscription is None:
         raise CommandError(reasons.INVALID_OPTIONS,
                            f"aggregation (grouping/projection) is not supported on {cmd.command}")
@@ -74,26 +75,28 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
     if "select" in opts:
         raise CommandError(reasons.INVALID_OPTIONS,
                            "select cannot be used with grouping/projection")
-    batch = _batch_size(cmd)
-    top_n = _top_n(cmd)
-    skip_n = _count_option(cmd, "skip_n", cmd.skip_n)
+    batch = sow_results.batch_size(cmd)
+    top_n = sow_results.top_n(cmd)
+    skip_n = sow_results.count_option(cmd, "skip_n", cmd.skip_n)
     order = parse_order_by(cmd.orderby)
-    queue = broker.queues.get(cmd.topic) if broker.queues is not None else None
+    queues = broker.queues
+    queue = queues.get(topic_name) if queues is not None else None
     steps: list[Generator[None, None, Any]] = []
-    if queue is not None:
+    if queues is not None and queue is not None:
         names = [queue.name]
         if subscription is not None:  # refused before the (stepped) read of the queue
             raise CommandError(reasons.INVALID_OPTIONS,
                                "an aggregated subscription needs one SOW topic")
-        records, total = yield from broker.queues.query_records(queue, filt, None)
+        records, total = yield from queues.query_records(queue, filt, None)
         inputs = [[Record("", bytes(r.body), "", r.timestamp / 1_000_000) for r in records]]
         matches, topic_matches = len(records), total
     else:
         sowsvc = broker.sow
-        if sowsvc is not None and sowsvc.get(cmd.topic, create=False) is None and is_regex_topic(cmd.topic):
+        if sowsvc is not None and sowsvc.get(topic_name, create=False) is None \
+                and is_regex_topic(topic_name):
             raise CommandError(reasons.REGEX_TOPIC_NOT_SUPPORTED,
                                "an aggregated query names one topic, not a regex")
-        topics = sowsvc.topics_for(cmd.topic, "non_regex_topic" in opts) \
+        topics = sowsvc.topics_for(topic_name, "non_regex_topic" in opts) \
             if sowsvc is not None else []
         if not topics:
             raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")

@@ -27,7 +27,7 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame, sow_batch
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name
-from amps_emulator.server import replay
+from amps_emulator.server import replay, sow_results
 from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import final as acks_final
 from amps_emulator.server.acks import refused as acks_refused
@@ -38,9 +38,6 @@ from amps_emulator.server.publish import check_writable, removed
 from amps_emulator.server.router import Subscription, is_regex_topic
 from amps_emulator.server.sow_aggregate import aggregated_query_steps
 from amps_emulator.server.sow_results import (
-    _batch_size,
-    _count_option,
-    _top_n,
     begin_results,
     history_cuts,
     run_topic_steps,
@@ -55,6 +52,7 @@ if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.ports import Client
+    from amps_emulator.server.queuesvc import QueueService
 
 
 class Replacing:
@@ -96,25 +94,30 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
     (``None``: the current state)."""
     if "grouping" in cmd.opts or "projection" in cmd.opts:  # aggregated query
         return (yield from aggregated_query_steps(broker, client, cmd, filt))
-    queue = broker.queues.get(cmd.topic) if broker.queues is not None else None
-    if queue is not None:
-        counts = yield from _query_queue(broker, client, cmd, queue, filt)
+    topic_name = cmd.topic
+    if not topic_name:  # (the command refused it already)
+        raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
+    queues = broker.queues
+    queue = queues.get(topic_name) if queues is not None else None
+    if queues is not None and queue is not None:
+        counts = yield from _query_queue(queues, client, cmd, queue, filt)
         if on_snapshot is not None:
             on_snapshot(None)
         return counts
-    topics = broker.sow.topics_for(cmd.topic, "non_regex_topic" in cmd.opts) \
+    topics = broker.sow.topics_for(topic_name, "non_regex_topic" in cmd.opts) \
         if broker.sow is not None else []
     if not topics:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
     cuts = history_cuts(broker, cmd, topics, common=on_snapshot is not None)
-    batch = _batch_size(cmd)
-    top_n = _top_n(cmd)
-    skip_n = _count_option(cmd, "skip_n", cmd.skip_n)
+    batch = sow_results.batch_size(cmd)
+    top_n = sow_results.top_n(cmd)
+    skip_n = sow_results.count_option(cmd, "skip_n", cmd.skip_n)
     opts = cmd.opts
     # Several topics (a regex) with an orderby or skip_n: ordered and paged as one result,
     # so each topic returns every match and the selection applies after the merge.
     merged = replacing is not None or (len(topics) > 1 and bool(cmd.orderby or skip_n))
-    sel_text = opts.get("select") if isinstance(opts.get("select"), str) else None
+    select = opts.get("select")
+    sel_text = select if isinstance(select, str) else None
     sel = selection(sel_text)  # a bad list is refused before anything is sent
     if merged:  # so is a bad orderby
         parse_order_by(cmd.orderby)
@@ -194,7 +197,7 @@ def _paginated_steps(client: Client, cmd: Command, filt: Any, topic: Any,
     ``window`` (:mod:`server.pagination`) starts from every record matching at the snapshot
     (read in steps) and its records are the query's result; the caller applies what changed
     meanwhile (``window.catch_up()``) once the query is acknowledged."""
-    batch = _batch_size(cmd)
+    batch = sow_results.batch_size(cmd)
     sel = selection(cmd.opts.get("select"))
     # every match, unsorted: the window sorts them (orderby, then SowKey)
     qid, results = yield from run_topic_steps(client, cmd, [topic.query_steps(filt)], on_snapshot)
@@ -267,12 +270,12 @@ def _failed(client: Client, cmd: Command, reason: str,
 STEP_SECONDS = 0.01  # how long one step of a query on a queue may send results
 
 
-def _query_queue(broker: Broker, client: Client, cmd: Command, queue: Any,
+def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
                  filt: Any) -> Generator[None, None, dict[str, int]]:
     """A ``sow`` query on a queue: the messages that could be delivered now, read-only
     (in steps: a generator)."""
-    batch = _batch_size(cmd)
-    records, total = yield from broker.queues.query_records(queue, filt, _top_n(cmd))
+    batch = sow_results.batch_size(cmd)
+    records, total = yield from queues.query_records(queue, filt, sow_results.top_n(cmd))
     qid = begin_results(client, cmd, cmd.query_id or cmd.cid or "")
     step_end = time.monotonic() + STEP_SECONDS
     for start in range(0, len(records), batch):
@@ -305,7 +308,7 @@ def sow_and_subscribe(broker: Broker, client: Client, cmd: Command) -> None:
     if existing is not None and "replace" not in cmd.opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
     filt = compile_filter_for(cmd.filter)
-    registered: list[Any] = []
+    registered: list[Subscription] = []
     delta = cmd.command == "sow_and_delta_subscribe"
     replacing = None
     if existing is not None and existing.queried and existing.topic == cmd.topic \
@@ -327,7 +330,7 @@ def sow_and_subscribe(broker: Broker, client: Client, cmd: Command) -> None:
         _aggregated_subscription(broker, client, cmd, sub_id, filt, delta, topic, registered,
                                  finish, unsubscribe)
         return
-    top_n, skip_n = _top_n(cmd), _count_option(cmd, "skip_n", cmd.skip_n)
+    top_n, skip_n = sow_results.top_n(cmd), sow_results.count_option(cmd, "skip_n", cmd.skip_n)
     if top_n is not None and skip_n is not None and topic is not None and (
             not cmd.bookmark or topic.history is None):
 
@@ -354,7 +357,7 @@ def sow_and_subscribe(broker: Broker, client: Client, cmd: Command) -> None:
 
 
 def _aggregated_subscription(broker: Broker, client: Client, cmd: Command, sub_id: str,
-                             filt: Any, delta: bool, topic: Any, registered: list[Any],
+                             filt: Any, delta: bool, topic: Any, registered: list[Subscription],
                              finish: Callable[[dict[str, int]], None],
                              unsubscribe: Callable[[], None]) -> None:
     """``sow_and_subscribe`` with grouping/projection: the aggregated query, then the groups
@@ -379,7 +382,7 @@ def _aggregated_subscription(broker: Broker, client: Client, cmd: Command, sub_i
 def _with_live_state(broker: Broker, client: Client, cmd: Command, sub_id: str,
                      filt: Any, delta: bool, state: Any,
                      steps: Callable[[Callable[[], None]], Generator[None, None, Any]],
-                     registered: list[Any], finish: Callable[[dict[str, int]], None],
+                     registered: list[Subscription], finish: Callable[[dict[str, int]], None],
                      unsubscribe: Callable[[], None]) -> None:
     """Run a query whose subscription keeps :mod:`server.live` state: the subscription is
     registered at the snapshot (``steps(subscribe)``) with ``state`` as its ``live``; the
@@ -399,7 +402,7 @@ def _with_live_state(broker: Broker, client: Client, cmd: Command, sub_id: str,
 
 
 def _historical_subscription(broker: Broker, client: Client, cmd: Command, sub_id: str,
-                             filt: Any, delta: bool, cut: float) -> Any:
+                             filt: Any, delta: bool, cut: float) -> Subscription:
     """The subscription of a historical ``sow_and_subscribe``: a transaction-log cursor from
     the first message logged at or after ``cut``, the instant the SOW state was read as of
     (the SOW records carry their log timestamps, so nothing is missed or repeated)."""
@@ -428,14 +431,16 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
     if not topic_name:
         raise CommandError(reasons.INVALID_TOPIC, "sow_delete without a topic")
     check_writable(broker, topic_name)  # not a view's own topic
-    queue = broker.queues.get(topic_name) if broker.queues is not None else None
-    if queue is not None:
-        acked = broker.queues.ack(queue, client, cmd)
+    queues = broker.queues
+    queue = queues.get(topic_name) if queues is not None else None
+    if queues is not None and queue is not None:
+        acked = queues.ack(queue, client, cmd)
         _delete_acks(client, cmd, {"records_deleted": acked, "matches": acked,
                                    "topic_matches": queue.engine.depth + acked})
         return
-    topic = broker.sow.get(topic_name) if broker.sow is not None else None
-    if topic is None:
+    sowsvc = broker.sow
+    topic = sowsvc.get(topic_name) if sowsvc is not None else None
+    if sowsvc is None or topic is None:
         if cmd.filter:
             compile_filter_for(cmd.filter)  # a bad filter is reported as such
         raise CommandError(reasons.INVALID_TOPIC, f"{topic_name!r} is not a SOW topic")
@@ -449,7 +454,7 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
         topic.key_for(decode_or_none(cmd.body), cmd.sow_key)  # bad sow key before journalling
     else:
         raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
-    if broker.sow.refusing(topic_name):  # its disk is full
+    if sowsvc.refusing(topic_name):  # its disk is full
         acks_refused(client, cmd, cmd.seq, reasons.TX_STORE_FAILURE, broker.txlog)
         return
     txlog = broker.txlog
@@ -483,7 +488,7 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
               complete=True)
         return
     if "sow_keys" in headers:
-        result = topic.delete_by_keys(cmd.sow_keys, position=position, now=at)
+        result = topic.delete_by_keys(headers["sow_keys"], position=position, now=at)
     else:
         result = topic.delete_by_data(cmd.body, sow_key=cmd.sow_key, position=position, now=at)
     removed(broker, topic_name, result.records, reasons.OOF_DELETED)

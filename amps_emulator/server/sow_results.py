@@ -50,20 +50,21 @@ MAX_BATCH_SIZE = 10_000
 DEFAULT_BATCH_SIZE = 10
 
 
-def _batch_size(cmd: Command) -> int:
+def batch_size(cmd: Command) -> int:
+    """The ``batch_size`` a query sends its records in (refused outside 1..MAX_BATCH_SIZE)."""
     size = cmd.batch_size if cmd.batch_size is not None else DEFAULT_BATCH_SIZE
     if size < 1 or size > MAX_BATCH_SIZE:
         raise CommandError(reasons.INVALID_BATCH_SIZE, f"batch_size {size} is not 1..{MAX_BATCH_SIZE}")
     return size
 
 
-def _count_option(cmd: Command, name: str, header_value: int | None) -> int | None:
+def count_option(cmd: Command, name: str, header_value: int | None) -> int | None:
     """``top_n``/``skip_n`` from the header, or from the options (``top_n=5``)."""
     value = header_value
     opt = cmd.opts.get(name)
-    if value is None and opt not in (None, True):
+    if value is None and opt is not None and opt is not True:
         try:
-            value = int(opt)  # type: ignore[arg-type]
+            value = int(opt)
         except ValueError:
             raise CommandError(reasons.INVALID_OPTIONS, f"{name}={opt}") from None
     if value is not None and value < 0:
@@ -72,8 +73,9 @@ def _count_option(cmd: Command, name: str, header_value: int | None) -> int | No
     return value
 
 
-def _top_n(cmd: Command) -> int | None:
-    return _count_option(cmd, "top_n", cmd.top_n)
+def top_n(cmd: Command) -> int | None:
+    """The ``top_n`` of a query, from the header or the options."""
+    return count_option(cmd, "top_n", cmd.top_n)
 
 
 #: records framed between two loop steps while a long result goes out
@@ -99,7 +101,7 @@ def _bookmark_instant(broker: HasTxLog, text: str) -> float | None:
         elif isinstance(item, Bookmark):
             journal = broker.txlog.journal if broker.txlog is not None else None
             after = journal.position_after_bookmark(item) if journal is not None else None
-            if after is None:
+            if journal is None or after is None:
                 raise CommandError(reasons.INVALID_BOOKMARK, f"bookmark {text!r} not found")
             logged = next(iter(journal.read(after - 1)), None) if after > 1 else None
             instants.append(0.0 if logged is None else logged.timestamp / 1_000_000)

@@ -56,8 +56,16 @@ def test_topic_regex_and_position_and_time_bounds(tmp_path):
     mid = _rows(d, after_position=1000, until_position=1999, include_internal=True)
     assert [p for p, _, _ in mid] == list(range(1001, 2000))  # CHECKPOINTs of rolls included
     assert len(_rows(d, after_position=1000, until_position=1999)) < 999
-    opts = jr.ReadOptions.from_spark({"startingBookmark": "1|1500|", "endingBookmark": "1|1600|"})
+    # bookmark bounds resolve by (publisher, sequence): here the sequence is the publisher's s
+    j, _ = FileJournal.open(d)
+    at1500, at1600 = j.record_at(1500), j.record_at(1600)
+    j.close()
+    assert at1500 is not None and at1600 is not None and at1500.sequence != 1500
+    opts = jr.ReadOptions.from_spark({"startingBookmark": at1500.bookmark_str,
+                                      "endingBookmark": at1600.bookmark_str}, d)
     assert (opts.after_position, opts.until_position) == (1500, 1600)
+    with pytest.raises(ValueError, match="not in the journal"):
+        jr.ReadOptions.from_spark({"startingBookmark": "1|1500|"}, d)
     assert jr.parse_time("20240102T030405Z") == jr.parse_time("2024-01-02T03:04:05")
 
 

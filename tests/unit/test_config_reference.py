@@ -60,6 +60,11 @@ REFERENCE: dict[str, tuple[str, ...]] = {
                        "JournalSize", "Topic", "FlushInterval", "O_DIRECT", "InactiveClientAckExpiration",
                        "CompressedJournalCacheMemoryLimit"),
     "Actions/Action": ("On", "If", "Do"),
+    "Tuning/Replication": ("MinSyncDestinations",),
+    "Replication/Destination": ("Name", "Group", "SyncType", "Transport", "Topic", "PassThrough",
+                                "ResyncPassThrough", "Compression", "CompressionType", "AckConflationInterval"),
+    "Replication/Destination/Transport": ("InetAddr", "Type"),
+    "Replication/Destination/Topic": ("Name", "MessageType", "Filter", "IncludeValidation", "ExcludeValidation"),
 }
 
 

@@ -155,8 +155,12 @@ def test_position_after_bookmark(make):
     assert j.position_after_bookmark("0|1|") == j.next_position
     a, b = recs[10], recs[11]
     assert a.publisher_id != b.publisher_id
-    # right sequence, wrong publisher; unknown publisher; sequence in the future
-    assert j.position_after_bookmark(Bookmark(a.publisher_id, b.sequence)) is None
+    # a sequence this publisher does not have, but later ones exist: start at its next record
+    # (replication.md 3.3: resolve by publisher and sequence, never by position)
+    later = next(r for r in recs if r.publisher_id == a.publisher_id and r.sequence > b.sequence)
+    if b.sequence not in {r.sequence for r in recs if r.publisher_id == a.publisher_id}:
+        assert j.position_after_bookmark(Bookmark(a.publisher_id, b.sequence)) == later.position
+    # unknown publisher; sequence in the future
     assert j.position_after_bookmark(Bookmark(12345, a.sequence)) is None
     assert j.position_after_bookmark(Bookmark(a.publisher_id, j.next_position + 5)) is None
     assert j.position_after_bookmark(Bookmark(0, 5)) is None

@@ -109,8 +109,8 @@ def test_dedup_state_survives_retention_and_reopen(tmp_path):
     j, report = FileJournal.open(tmp_path, segment_size=600)
     assert report.clean
     assert j.is_duplicate("early", 77) and j.last_seq_for_client("early") == 77  # from a CHECKPOINT
-    assert j.last_sequence_for_publisher(publisher_id_for("early")) == 1
-    assert j.position_after_bookmark(f"{publisher_id_for('early')}|1|") == j.first_position  # aged out: replay all
+    assert j.last_sequence_for_publisher(publisher_id_for("early")) == 77  # its bookmark sequence is its s
+    assert j.position_after_bookmark(f"{publisher_id_for('early')}|77|") == j.first_position  # aged out: replay all
     j.close()
 
 
@@ -245,7 +245,9 @@ def test_keep_readable_flag_keeps_what_is_readable(tmp_path, caplog):
     assert open(path + ".corrupt", "rb").read()[: off] == original[:off]  # evidence kept
     new = publish(j, 20)
     assert new.position == recs[-1].position + 1
-    assert j.position_after_bookmark(recs[8].bookmark) is None  # its record is gone
+    # its record is gone: a replay starts at that publisher's next record (replication.md 3.3)
+    nxt = next(r for r in recs[9:] + [new] if r.publisher_id == recs[8].publisher_id)
+    assert j.position_after_bookmark(recs[8].bookmark) == nxt.position
     assert j.position_after_bookmark(recs[7].bookmark) == recs[8].position  # gap: replay goes on after it
     j.close()
     j, report = FileJournal.open(tmp_path)  # the salvaged journal opens cleanly without the flag

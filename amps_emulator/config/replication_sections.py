@@ -1,0 +1,299 @@
+"""Readers for replication: the ``amps-replication`` transport, ``Replication/Destination`` and
+``Tuning/Replication``.
+
+* The incoming replication transport is a ``Transports/Transport`` of ``Type``
+  ``amps-replication`` or ``amps-replication-secure``. AMPS allows at most one per instance and
+  no client may use it, so it is kept out of ``Config.transports`` and returned on its own
+  (:func:`read_replication_listener`). Its ``Protocol`` and ``MessageType`` are accepted and
+  ignored (replication carries every message type); 60East's positions demo writes a stray
+  ``<Protocol>amps</Protocol>`` there.
+* Each ``Destination`` is one outgoing link (:func:`read_replication`). ``Name`` and ``Group``
+  default to each other; ``SyncType``, ``Transport`` and at least one ``Topic`` are required.
+  A ``Transport`` without ``InetAddr`` is passive: the remote connects to this instance's
+  replication transport, which must then exist. A bare-port ``InetAddr`` means localhost.
+* ``Tuning/Replication/MinSyncDestinations`` is read by :func:`read_tuning`; the other
+  ``Tuning`` children are warned about and ignored, as the whole section was before.
+
+Every problem is reported through :class:`~config.schema.Ctx` at its element's line.
+"""
+
+from __future__ import annotations
+
+from .model import (
+    REPLICATION_VALIDATIONS,
+    REPLICATION_VALIDATIONS_REQUIRED,
+    Destination,
+    DestinationTransport,
+    Queue,
+    ReplicationAddress,
+    ReplicationListener,
+    ReplicationTopic,
+    TransactionLog,
+    topic_matches,
+)
+from .schema import (
+    MISSING,
+    Ctx,
+    Elem,
+    Spec,
+    check_no_text,
+    each,
+    ignored_element,
+    label,
+    positive,
+    read,
+    text,
+    unknown_element,
+)
+from .units import parse_bool, parse_count, parse_duration
+from .values import enum, is_regex, parse_comma_list, parse_inet_addr, parse_regex
+
+REPLICATION_TYPES = ("amps-replication", "amps-replication-secure")
+#: AMPS's limit on sync destinations per instance
+MAX_SYNC_DESTINATIONS = 64
+
+_TLS_IGNORED = frozenset({"VerifyClient", "CAFile", "CAPath", "SecureSocketProtocols"})
+_SECURITY_NOTE = "replication links are not authenticated by the emulator"
+
+
+def is_replication_transport(node) -> bool:
+    """True for a ``Transports/Transport`` whose ``Type`` is a replication type."""
+    t = node.child("Type")
+    return t is not None and t.text.strip().lower() in REPLICATION_TYPES
+
+
+def _listener_spec() -> Spec:
+    return Spec(
+        elems={
+            "Name": Elem("name", text, required=True),
+            "Type": Elem("type", enum(REPLICATION_TYPES), required=True),
+            "InetAddr": Elem("inet_addr", text, required=True),
+            "Protocol": Elem("protocol", text),
+            "MessageType": Elem("message_type", text),
+            "Certificate": Elem("certificate", text),
+            "PrivateKey": Elem("private_key", text),
+            "Ciphers": Elem("ciphers", text),
+            "ReuseAddr": Elem("reuse_addr", parse_bool),
+        },
+        ignored=frozenset({"Authentication", "Entitlement", *_TLS_IGNORED}),
+        ignore_notes={"Authentication": _SECURITY_NOTE, "Entitlement": _SECURITY_NOTE},
+    )
+
+
+def read_replication_listener(node, ctx: Ctx) -> ReplicationListener | None:
+    """The ``amps-replication`` transport among ``Transports`` (None when there is none).
+    A second one is an error: AMPS allows one per instance."""
+    found: ReplicationListener | None = None
+    spec = _listener_spec()
+    for child in node.children:
+        if child.tag != "Transport" or not is_replication_transport(child):
+            continue
+        r = read(child, spec, ctx)
+        if not r.ok:
+            continue
+        try:
+            host, port = parse_inet_addr(r.values["inet_addr"])
+        except ValueError as e:
+            ctx.err(r.nodes["inet_addr"], f"invalid <InetAddr> in {label(child)}: {e}")
+            continue
+        cert, key = r.get("certificate"), r.get("private_key")
+        if r.values["type"] == "amps-replication-secure":
+            if cert is None or key is None:
+                ctx.err(child, f"{label(child)}: Type amps-replication-secure requires <Certificate> "
+                               "and <PrivateKey>")
+                continue
+            from .tls import TLSSetupError, server_context
+
+            try:
+                server_context(cert, key, r.get("ciphers"))
+            except TLSSetupError as exc:
+                attr = {"Certificate": "certificate", "PrivateKey": "private_key", "Ciphers": "ciphers"}
+                ctx.err(r.nodes.get(attr[exc.element], child), f"{label(child)}: {exc}")
+                continue
+        elif cert is not None or key is not None:
+            ctx.err(child, f"{label(child)}: <Certificate>/<PrivateKey> need Type amps-replication-secure")
+            continue
+        if found is not None:
+            ctx.err(child, f"{label(child)}: only one replication transport is allowed per instance "
+                           f"(already {found.name!r} at {found.file}:{found.line})")
+            continue
+        found = ReplicationListener(
+            file=child.file, line=child.line, name=r.values["name"], type=r.values["type"],
+            host=host, port=port, inet_addr=r.values["inet_addr"],
+            certificate=cert, private_key=key, ciphers=r.get("ciphers"),
+        )
+    return found
+
+
+# --- Replication/Destination --------------------------------------------------------------
+
+def _validation_list(value: str) -> tuple[str, ...]:
+    items = parse_comma_list(value)
+    for item in items:
+        if item not in REPLICATION_VALIDATIONS:
+            known = ", ".join(REPLICATION_VALIDATIONS)
+            raise ValueError(f"unknown validation check {item!r} (known: {known})")
+    return items
+
+
+def _read_topic(node, ctx: Ctx) -> ReplicationTopic | object:
+    spec = Spec(elems={
+        "Name": Elem("name", parse_regex),
+        "MessageType": Elem("message_type", ctx.message_type, required=True),
+        "Filter": Elem("filter", text),
+        "IncludeValidation": Elem("include", _validation_list, multiple=True),
+        "ExcludeValidation": Elem("exclude", _validation_list, multiple=True),
+    })
+    r = read(node, spec, ctx, where="<Replication> <Topic>")
+    if not r.ok:
+        return MISSING
+    exclude = tuple(v for group in r.get("exclude", []) for v in group)
+    fixed = [v for v in exclude if v in REPLICATION_VALIDATIONS_REQUIRED]
+    if fixed:
+        ctx.err(r.nodes["exclude"], f"<ExcludeValidation> cannot exclude {', '.join(fixed)}: "
+                                    "queue validation is always checked")
+        return MISSING
+    return ReplicationTopic(
+        file=node.file, line=node.line, name=r.get("name", ".*"), message_type=r.values["message_type"],
+        filter=r.get("filter"), include_validation=tuple(v for g in r.get("include", []) for v in g),
+        exclude_validation=exclude,
+    )
+
+
+def _address(value: str) -> ReplicationAddress:
+    host, port = parse_inet_addr(value)
+    if port == 0:
+        raise ValueError(f"{value.strip()!r}: a destination needs a real port, not 0")
+    return ReplicationAddress(host or "localhost", port, value.strip())
+
+
+def _read_dest_transport(node, ctx: Ctx) -> DestinationTransport | object:
+    spec = Spec(
+        elems={
+            "Type": Elem("type", enum(REPLICATION_TYPES), required=True),
+            "InetAddr": Elem("addresses", _address, multiple=True),
+            "ReconnectTimeout": Elem("reconnect", each(positive(parse_duration, "ReconnectTimeout"),
+                                                       parse_comma_list), multiple=True),
+            "Name": Elem("name", text),
+        },
+        ignored=frozenset({"IpProtocolPrefer", "Authenticator", "Authentication", "Entitlement",
+                           "Certificate", "PrivateKey", "Ciphers", *_TLS_IGNORED}),
+        ignore_notes={tag: _SECURITY_NOTE for tag in ("Authenticator", "Authentication", "Entitlement")},
+    )
+    r = read(node, spec, ctx, where="<Destination> <Transport>")
+    if not r.ok:
+        return MISSING
+    addresses = tuple(r.get("addresses", []))
+    timeouts = tuple(t for group in r.get("reconnect", []) for t in group)
+    if len(timeouts) > 1 and len(timeouts) != len(addresses):
+        ctx.err(r.nodes["reconnect"], f"<ReconnectTimeout> gives {len(timeouts)} intervals for "
+                                      f"{len(addresses)} <InetAddr>: give one, or one per address")
+        return MISSING
+    return DestinationTransport(file=node.file, line=node.line, type=r.values["type"],
+                                addresses=addresses, reconnect_timeouts=timeouts)
+
+
+def _destination_spec() -> Spec:
+    return Spec(
+        elems={
+            "Name": Elem("name", text),
+            "Group": Elem("group", text),
+            "SyncType": Elem("sync_type", enum(["sync", "async"]), required=True),
+            "Transport": Elem("transports", node=_read_dest_transport, required=True, multiple=True),
+            "Topic": Elem("topics", node=_read_topic, required=True, multiple=True),
+            "PassThrough": Elem("pass_through", parse_regex),
+            "ResyncPassThrough": Elem("resync_pass_through", parse_regex),
+            "Compression": Elem("compression", parse_bool),
+            "CompressionType": Elem("compression_type", enum(["zlib", "zstd"])),
+            "AckConflationInterval": Elem("ack_conflation_interval", parse_duration),
+        },
+    )
+
+
+def read_replication(node, ctx: Ctx, *, has_listener: bool, txlog: TransactionLog | None,
+                     queues: tuple[Queue, ...]) -> tuple[Destination, ...]:
+    """Every ``Replication/Destination``; also checks the facts that span sections (a passive
+    destination needs the replication transport; replication needs a transaction log; a
+    ``LocalQueue`` cannot be replicated; at most 64 sync destinations; unique names)."""
+    where = "<Replication>"
+    check_no_text(node, ctx, where)
+    spec = _destination_spec()
+    out: list[Destination] = []
+    for child in node.children:
+        if child.tag != "Destination":
+            unknown_element(ctx, child, where, ["Destination"])
+            continue
+        r = read(child, spec, ctx, where="<Destination>")
+        if not r.ok:
+            continue
+        name, group = r.get("name"), r.get("group")
+        if name is None and group is None:
+            ctx.err(child, "<Destination> needs a <Group> (or a <Name>)")
+            continue
+        dest = Destination(
+            file=child.file, line=child.line, name=name or group, group=group or name,
+            sync_type=r.values["sync_type"], transports=tuple(r.values["transports"]),
+            topics=tuple(r.values["topics"]), pass_through=r.get("pass_through"),
+            resync_pass_through=r.get("resync_pass_through"),
+            compression=r.get("compression", False), compression_type=r.get("compression_type", "zlib"),
+            ack_conflation_interval=r.get("ack_conflation_interval"),
+        )
+        clash = next((d for d in out if d.name == dest.name), None)
+        if clash is not None:
+            ctx.err(child, f"duplicate <Destination> {dest.name!r} (also at {clash.file}:{clash.line})")
+            continue
+        if dest.passive and not has_listener:
+            ctx.err(child, f"<Destination> {dest.name!r} has no <InetAddr> (passive: the remote connects "
+                           "here), but this instance has no amps-replication transport")
+            continue
+        if not _topics_ok(dest, ctx, txlog, queues):
+            continue
+        out.append(dest)
+    if out and txlog is None:
+        ctx.err(node, "<Replication> needs a <TransactionLog>: replication sends the transaction log")
+    syncs = [d for d in out if d.sync]
+    if len(syncs) > MAX_SYNC_DESTINATIONS:
+        extra = syncs[MAX_SYNC_DESTINATIONS]
+        ctx.error(extra.file, extra.line, f"more than {MAX_SYNC_DESTINATIONS} sync destinations")
+    return tuple(out)
+
+
+def _topics_ok(dest: Destination, ctx: Ctx, txlog: TransactionLog | None, queues: tuple[Queue, ...]) -> bool:
+    ok = True
+    for t in dest.topics:
+        if is_regex(t.name):
+            continue
+        local = next((q for q in queues if q.kind == "local" and q.name == t.name), None)
+        if local is not None:
+            ctx.error(t.file, t.line, f"<Destination> {dest.name!r}: topic {t.name!r} is a LocalQueue "
+                                      f"({local.file}:{local.line}), which cannot be replicated")
+            ok = False
+        elif txlog is not None and not any(x.message_type == t.message_type and topic_matches(x.name, t.name)
+                                           for x in txlog.topics):
+            ctx.warn_at(t.file, t.line, f"<Destination> {dest.name!r}: topic {t.name!r} is not recorded "
+                                        "in the <TransactionLog>, so nothing of it will replicate")
+    return ok
+
+
+# --- Tuning -------------------------------------------------------------------------------
+
+def read_tuning(node, ctx: Ctx) -> int | None:
+    """``Tuning/Replication/MinSyncDestinations``; every other ``Tuning`` child is warned about
+    and ignored."""
+    result: int | None = None
+    check_no_text(node, ctx, "<Tuning>")
+    for child in node.children:
+        if child.tag != "Replication":
+            ignored_element(ctx, child, "<Tuning>")
+            continue
+        r = read(child, Spec(elems={"MinSyncDestinations": Elem("min_sync", parse_count)}), ctx,
+                 where="<Tuning> <Replication>")
+        if "min_sync" in r.values:
+            if r.values["min_sync"] < 0:
+                ctx.err(r.nodes["min_sync"], "<MinSyncDestinations> cannot be negative")
+            else:
+                result = r.values["min_sync"]
+    return result
+
+
+__all__ = ["is_replication_transport", "read_replication", "read_replication_listener", "read_tuning"]

@@ -1,0 +1,221 @@
+"""The two halves of a replication link, sans-IO: what a destination gets (:class:`Selection`),
+the upstream side (:class:`Sender`) and the downstream side (:class:`Receiver`).
+
+Sender: after the handshake it starts at the first retained record the peer lacks according
+to the peer's per-publisher high-water marks (``Journal.first_position_missing_from``) and
+skips records the peer already holds, so a resync sends only what is missing; then it keeps
+reading the log as it grows, up to ``durable_position``. Each selected record is one
+``repl_rec`` frame carrying its bookmark, origin time, expiration and path.
+
+Receiver: a record the journal already holds (publisher + sequence, or ``s``) is dropped but
+acknowledged; a new one is appended with its original bookmark (``Journal.append_replicated``)
+and handed to the :class:`ApplyPort`, which applies it like a local publish (SOW, subscribers,
+views) without acking any client and without sending it back upstream. Acks are cumulative per
+upstream position, sent once the record is durable here, at most once per
+``AckConflationInterval`` (or once per call when it is None: once per event-loop turn).
+
+Journal records travel as publishes, delta publishes (as logged) and sow_deletes; queue events
+are not replicated by this module yet.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from amps_emulator.config.model import Destination
+from amps_emulator.journal import Journal
+from amps_emulator.journal.identity import PATH, UPSTREAM_GROUP, origin_timestamp, path_of, upstream_group
+from amps_emulator.journal.record import JournalRecord, RecordKind
+from amps_emulator.protocol.codec import ProtocolError, frame, split_frame
+from amps_emulator.protocol.filter import compile_filter, decode_body
+from amps_emulator.protocol.filter.context import MessageContext
+from amps_emulator.protocol.filter.runtime import CompiledFilter
+
+#: record kinds that replicate
+REPLICATED_KINDS = frozenset({RecordKind.PUBLISH, RecordKind.DELTA_PUBLISH, RecordKind.SOW_DELETE})
+
+
+class ApplyPort(Protocol):
+    """What the receiving server does with a replicated record: apply it like a local publish,
+    delta publish or sow_delete, keeping the record's bookmark, origin time and expiration."""
+
+    def apply_replicated(self, rec: JournalRecord) -> None: ...
+
+
+class Selection:
+    """Whether a record goes to one destination, whose remote instance is ``peer_name``."""
+
+    def __init__(self, dest: Destination, peer_name: str) -> None:
+        self.dest = dest
+        self.peer_name = peer_name
+        self._filters: dict[str, CompiledFilter] = {}
+        for t in dest.topics:
+            if t.filter is not None:
+                self._filters[t.filter] = compile_filter(t.filter)  # FilterError: a bad filter
+
+    def wants(self, rec: JournalRecord, *, resync: bool = False) -> bool:
+        if rec.kind not in REPLICATED_KINDS:
+            return False
+        topic = self.dest.selects(rec.topic, rec.message_type)
+        if topic is None:
+            return False
+        if not self.dest.passes(upstream_group(rec), resync=resync):
+            return False
+        if self.peer_name in path_of(rec):  # loop prevention: it already passed through the peer
+            return False
+        if topic.filter is not None and rec.kind != RecordKind.SOW_DELETE:
+            ctx = MessageContext(topic=rec.topic, bookmark=rec.bookmark_str, sow_key=rec.sow_key)
+            return bool(self._filters[topic.filter](decode_body(rec.body), ctx))  # not JSON: no match
+        return True
+
+
+def record_frame(rec: JournalRecord, *, local_name: str, local_group: str) -> bytes:
+    h: dict[str, Any] = {
+        "c": "repl_rec", "pos": rec.position, "k": rec.kind, "t": rec.topic, "mt": rec.message_type,
+        "pid": str(rec.publisher_id), "seq": str(rec.sequence), "cn": rec.client_name,
+        "ts": origin_timestamp(rec), "path": ",".join((*path_of(rec), local_name)), "ug": local_group,
+    }
+    if rec.client_seq is not None:
+        h["s"] = str(rec.client_seq)
+    if rec.expiration is not None:
+        h["e"] = rec.expiration
+    if rec.sow_key is not None:
+        h["x"] = rec.sow_key
+    if rec.correlation_id is not None:
+        h["cid"] = rec.correlation_id
+    return frame(h, rec.body)
+
+
+class Sender:
+    """The upstream half of one link: which records to send next, and what the peer acked."""
+
+    def __init__(self, journal: Journal, selection: Selection, *, local_name: str, local_group: str) -> None:
+        self.journal = journal
+        self.selection = selection
+        self.local_name = local_name
+        self.local_group = local_group
+        self.next_position = journal.next_position  # next record to look at
+        self.resync_until = 0  # records up to here are sent under the resync rules
+        self.peer_hw: dict[int, int] = {}
+        self.acked_through = 0  # upstream position the peer acknowledged
+        self._sent: deque[int] = deque()  # positions sent and not acknowledged yet
+        self.messages_out = 0
+        self.bytes_out = 0
+
+    def start(self, peer_hw: Mapping[int, int]) -> int:
+        """Begin (or resume after a reconnect) from what the peer holds; returns the position."""
+        self.peer_hw = dict(peer_hw)
+        first = self.journal.first_position_missing_from(self.peer_hw)
+        self.next_position = self.journal.next_position if first is None else first
+        self.resync_until = self.journal.last_position
+        self._sent.clear()
+        self.acked_through = self.next_position - 1
+        return self.next_position
+
+    def poll(self, limit: int = 1000) -> list[bytes]:
+        """Frames for up to ``limit`` more selected records, durable ones only."""
+        out: list[bytes] = []
+        durable = self.journal.durable_position
+        pos = self.next_position
+        if pos > durable:
+            return out
+        for rec in self.journal.read(pos):
+            if rec.position > durable or len(out) >= limit:
+                break
+            pos = rec.position + 1
+            if rec.sequence <= self.peer_hw.get(rec.publisher_id, 0):
+                continue  # the peer has it (resync)
+            if not self.selection.wants(rec, resync=rec.position <= self.resync_until):
+                continue
+            f = record_frame(rec, local_name=self.local_name, local_group=self.local_group)
+            out.append(f)
+            self._sent.append(rec.position)
+            self.messages_out += 1
+            self.bytes_out += len(f)
+        self.next_position = max(pos, self.next_position)
+        if not self._sent:  # nothing in flight: everything looked at counts as acknowledged
+            self.acked_through = max(self.acked_through, self.next_position - 1)
+        return out
+
+    def on_ack(self, position: int) -> None:
+        sent = self._sent
+        while sent and sent[0] <= position:
+            sent.popleft()
+        # records not selected after the acked one count as acknowledged up to the next in flight
+        self.acked_through = max(self.acked_through, (sent[0] - 1) if sent else self.next_position - 1)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._sent)
+
+
+def _opt_int(h: dict[str, Any], key: str) -> int | None:
+    v = h.get(key)
+    return None if v is None else int(v)
+
+
+class Receiver:
+    """The downstream half of one link."""
+
+    def __init__(self, journal: Journal, port: ApplyPort, *, ack_interval: float | None = None) -> None:
+        self.journal = journal
+        self.port = port
+        self.ack_interval = ack_interval
+        self._pending: deque[tuple[int, int]] = deque()  # (local position to be durable, upstream pos)
+        self._acked = 0
+        self._last_ack_at: float | None = None
+        self.applied = 0
+        self.duplicates = 0
+
+    def handle(self, payload: bytes) -> None:
+        """One ``repl_rec`` frame from upstream."""
+        h, body = split_frame(payload)
+        if h.get("c") != "repl_rec":
+            raise ProtocolError(f"unexpected replication command {h.get('c')!r}")
+        try:
+            upstream_pos = int(h["pos"])
+            path = str(h.get("path") or "")
+            headers = {PATH: path} if path else {}
+            if h.get("ug") is not None:
+                headers[UPSTREAM_GROUP] = str(h["ug"])
+            rec = self.journal.append_replicated(
+                topic=str(h["t"]), client_name=str(h.get("cn") or ""), publisher_id=int(h["pid"]),
+                sequence=int(h["seq"]), origin_timestamp=int(h["ts"]), body=body, kind=int(h["k"]),
+                client_seq=_opt_int(h, "s"), correlation_id=h.get("cid"), sow_key=h.get("x"),
+                expiration=_opt_int(h, "e"), message_type=str(h.get("mt") or ""), headers=headers)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProtocolError(f"malformed replicated record: {exc}") from None
+        if rec is None:
+            self.duplicates += 1  # held already: acknowledged once what we hold is durable
+            self._pending.append((self.journal.last_position, upstream_pos))
+            return
+        self.applied += 1
+        self._pending.append((rec.position, upstream_pos))
+        self.port.apply_replicated(rec)
+
+    def take_ack(self, now: float) -> bytes | None:
+        """A ``repl_ack`` for everything durable here, if one is due (AckConflationInterval)."""
+        if self.ack_interval is not None and self._last_ack_at is not None \
+                and now - self._last_ack_at < self.ack_interval:
+            return None
+        durable = self.journal.durable_position
+        upto = self._acked
+        while self._pending and self._pending[0][0] <= durable:
+            upto = max(upto, self._pending.popleft()[1])
+        if upto == self._acked:
+            return None
+        self._acked = upto
+        self._last_ack_at = now
+        return frame({"c": "repl_ack", "pos": upto})
+
+
+def ack_position(payload: bytes) -> int:
+    h, _ = split_frame(payload)
+    if h.get("c") != "repl_ack":
+        raise ProtocolError(f"expected repl_ack, got {h.get('c')!r}")
+    return int(h["pos"])
+
+
+__all__ = ["REPLICATED_KINDS", "ApplyPort", "Receiver", "Selection", "Sender", "ack_position", "record_frame"]

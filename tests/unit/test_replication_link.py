@@ -1,0 +1,207 @@
+"""The replication link between two journals in one process: handshake and refusal, a peer
+that is not an emulator, selection (Topic/MessageType/Filter, PassThrough, loops), resync
+that sends only what is missing, duplicates dropped but acknowledged, conflated acks."""
+
+from __future__ import annotations
+
+import pytest
+
+from amps_emulator.config.model import Destination, DestinationTransport, ReplicationAddress, ReplicationTopic
+from amps_emulator.journal import MemoryJournal
+from amps_emulator.journal.identity import origin_timestamp, path_of, upstream_group
+from amps_emulator.journal.record import JournalRecord, RecordKind
+from amps_emulator.protocol.codec import FrameDecoder, frame
+from amps_emulator.replication import Hello, LinkRefused, NotAnEmulator, Receiver, Selection, Sender
+from amps_emulator.replication.link import ack_position
+from amps_emulator.replication.wire import TopicFacts, check_peer, classify_first_frame, fact_key
+
+
+class Applied:
+    """The ApplyPort: what the server would apply."""
+
+    def __init__(self) -> None:
+        self.records: list[JournalRecord] = []
+
+    def apply_replicated(self, rec: JournalRecord) -> None:
+        self.records.append(rec)
+
+
+def dest(*topics: ReplicationTopic, name: str = "B", group: str = "G", pass_through: str | None = None,
+         ack: float | None = None) -> Destination:
+    return Destination(
+        name=name, group=group, sync_type="sync",
+        transports=(DestinationTransport(type="amps-replication",
+                                         addresses=(ReplicationAddress("localhost", 1, "1"),)),),
+        topics=topics or (ReplicationTopic(message_type="json"),), pass_through=pass_through,
+        ack_conflation_interval=ack)
+
+
+def pipe(sender: Sender, receiver: Receiver, now: float = 0.0) -> int:
+    """Move every pending frame from sender to receiver and the ack back; returns frames moved."""
+    frames = sender.poll()
+    dec = FrameDecoder()
+    for payload in dec.feed(b"".join(frames)):
+        receiver.handle(payload)
+    ack = receiver.take_ack(now)
+    if ack is not None:
+        (payload,) = FrameDecoder().feed(ack)
+        sender.on_ack(ack_position(payload))
+    return len(frames)
+
+
+def pub(j: MemoryJournal, topic: str = "orders", body: bytes = b'{"a":1}', client: str = "pub",
+        s: int | None = None, **kw) -> JournalRecord:
+    return j.append(topic=topic, client_name=client, body=body, client_seq=s, message_type="json", **kw)
+
+
+def test_publish_on_a_arrives_on_b_with_its_bookmark_and_the_ack_comes_back():
+    a, b = MemoryJournal(), MemoryJournal()
+    port = Applied()
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    rcv = Receiver(b, port)
+    snd.start(b.high_water_marks())
+    sent = [pub(a, s=i, expiration=60) for i in (1, 2, 3)]
+    sent.append(a.append(topic="orders", client_name="pub", kind=RecordKind.SOW_DELETE, message_type="json",
+                         body=b"/a = 1"))
+    assert pipe(snd, rcv) == 4
+    assert [r.bookmark for r in port.records] == [r.bookmark for r in sent]
+    assert [r.kind for r in port.records] == [1, 1, 1, RecordKind.SOW_DELETE]
+    assert all(origin_timestamp(r) == origin_timestamp(s) for r, s in zip(port.records, sent, strict=True))
+    assert port.records[0].expiration == 60 and path_of(port.records[0]) == ("A",)
+    assert upstream_group(port.records[0]) == "G"
+    assert snd.acked_through == a.last_position and snd.in_flight == 0
+    assert b.last_seq_for_client("pub") == 3  # B's logon ack would promise s=3 to this publisher
+
+
+def test_resync_sends_only_what_the_peer_lacks_and_duplicates_are_acked():
+    a, b = MemoryJournal(), MemoryJournal()
+    for i in range(1, 6):
+        pub(a, s=i)
+    pub(a, client="other")
+    port = Applied()
+    rcv = Receiver(b, port)
+    first = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    first.start(b.high_water_marks())
+    frames = first.poll(limit=3)  # the link breaks after three records
+    for payload in FrameDecoder().feed(b"".join(frames)):
+        rcv.handle(payload)
+    assert [r.client_seq for r in port.records] == [1, 2, 3]
+    again = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    assert again.start(b.high_water_marks()) == 4  # the first record B lacks
+    assert pipe(again, rcv) == 3
+    assert [r.client_seq for r in port.records] == [1, 2, 3, 4, 5, None]
+    # a resync overlap or a second path: dropped, still acknowledged
+    replay = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    replay.start({})
+    rcv = Receiver(b, port)  # a new connection
+    assert pipe(replay, rcv) == 6 and rcv.duplicates == 6 and len(port.records) == 6
+    assert replay.acked_through == a.last_position
+
+
+def test_selection_by_topic_message_type_and_filter():
+    sel = Selection(dest(ReplicationTopic(name="orders", message_type="json", filter="/qty > 10"),
+                         ReplicationTopic(name="^fx/", message_type="json")), "B")
+    a = MemoryJournal()
+    assert sel.wants(pub(a, body=b'{"qty":11}'))
+    assert not sel.wants(pub(a, body=b'{"qty":1}'))
+    assert not sel.wants(pub(a, body=b"not json"))
+    assert sel.wants(pub(a, topic="fx/eur", body=b"x"))
+    assert not sel.wants(pub(a, topic="other"))
+    assert not sel.wants(a.append(topic="orders", client_name="p", message_type="xml", body=b"<a/>"))
+    assert not sel.wants(a.append(topic="orders", client_name="p", kind=RecordKind.QUEUE_ACK,
+                                  message_type="json"))
+
+
+def test_pass_through_by_upstream_group_and_loop_prevention_in_a_three_instance_chain():
+    a, b, c = MemoryJournal(), MemoryJournal(), MemoryJournal()
+    pb, pc, pa = Applied(), Applied(), Applied()
+    pub(a, s=1)
+    ab = Sender(a, Selection(dest(name="B", group="GB"), "B"), local_name="A", local_group="GA")
+    ab.start({})
+    pipe(ab, Receiver(b, pb))
+    # B forwards what came from A only where PassThrough matches A's group
+    closed = Sender(b, Selection(dest(name="C", group="GC"), "C"), local_name="B", local_group="GB")
+    closed.start({})
+    assert pipe(closed, Receiver(c, pc)) == 0
+    open_ = Sender(b, Selection(dest(name="C", group="GC", pass_through="^GA$"), "C"), local_name="B",
+                   local_group="GB")
+    open_.start({})
+    assert pipe(open_, Receiver(c, pc)) == 1
+    assert path_of(pc.records[0]) == ("A", "B") and pc.records[0].bookmark == pb.records[0].bookmark
+    # C never sends it back to A, which is on its path, even with PassThrough .*
+    back = Sender(c, Selection(dest(name="A", group="GA", pass_through=".*"), "A"), local_name="C",
+                  local_group="GC")
+    back.start({})
+    assert pipe(back, Receiver(a, pa)) == 0 and pa.records == []
+
+
+def test_acks_wait_for_the_conflation_interval():
+    a, b = MemoryJournal(), MemoryJournal()
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    rcv = Receiver(b, Applied(), ack_interval=1.0)
+    snd.start({})
+    pub(a, s=1)
+    pipe(snd, rcv, now=10.0)
+    assert snd.acked_through == 1
+    pub(a, s=2)
+    pipe(snd, rcv, now=10.5)
+    assert snd.acked_through == 1 and snd.in_flight == 1  # within the interval: no ack yet
+    ack = rcv.take_ack(11.0)
+    assert ack is not None
+    (payload,) = FrameDecoder().feed(ack)
+    snd.on_ack(ack_position(payload))
+    assert snd.acked_through == 2
+
+
+def facts(keys: tuple[str, ...] | None = ("/id",), queue: str | None = None) -> dict[str, TopicFacts]:
+    return {fact_key("orders", "json"): TopicFacts(txlog=True, sow_keys=keys, queue=queue, underlying=None)}
+
+
+ALL = {fact_key("orders", "json"): frozenset({"txlog", "sow", "keys", "queue", "queue_underlying"})}
+
+
+@pytest.mark.parametrize(("remote", "expected_group", "reason"), [
+    (Hello(name="A", group="G", hw={}), "G", "own Name"),
+    (Hello(name="B", group="H", hw={}), "G", "Group 'H'"),
+    (Hello(name="B", group="G", hw={}, facts={}), "G", "validation txlog"),
+    (Hello(name="B", group="G", hw={}, facts=facts(keys=None)), "G", "validation sow"),
+    (Hello(name="B", group="G", hw={}, facts=facts(keys=("/other",))), "G", "validation keys"),
+])
+def test_handshake_refusals(remote, expected_group, reason):
+    local = Hello(name="A", group="G", hw={}, facts=facts())
+    with pytest.raises(LinkRefused, match=reason):
+        check_peer(local, remote, expected_group=expected_group, expected_name=None, checks=ALL)
+
+
+def test_a_queue_here_must_be_the_same_queue_there():
+    local = Hello(name="A", group="G", hw={}, facts=facts(queue="queue"))
+    for remote_queue in (None, "local"):
+        with pytest.raises(LinkRefused, match="validation queue"):
+            check_peer(local, Hello(name="B", group="G", hw={}, facts=facts(queue=remote_queue)),
+                       expected_group="G", expected_name=None, checks=ALL)
+    check_peer(local, Hello(name="B", group="G", hw={}, facts=facts(queue="queue")), expected_group="G",
+               expected_name=None, checks=ALL)
+
+
+def test_handshake_round_trip_and_accepted_peer():
+    hello = Hello(name="B", group="G", hw={2**63 + 5: 17}, facts=facts())
+    (payload,) = FrameDecoder().feed(hello.encode())
+    got = classify_first_frame(payload)
+    assert got == hello
+    check_peer(Hello(name="A", group="G", hw={}, facts=facts()), got, expected_group="G", expected_name="B",
+               checks=ALL)
+    relaxed = {fact_key("orders", "json"): frozenset({"txlog", "queue", "queue_underlying"})}
+    check_peer(Hello(name="A", group="G", hw={}, facts=facts()),
+               Hello(name="B", group="G", hw={}, facts=facts(keys=("/x",))), expected_group="G",
+               expected_name=None, checks=relaxed)
+
+
+@pytest.mark.parametrize("first", [
+    b"\x00\x00\x00\x10garbage-bytes!!!",  # not a JSON header at all
+    frame({"c": "logon", "client_name": "amps-replication-peer"}),  # an AMPS-style command
+    frame({"c": "repl_hello", "v": "amps/5", "name": "x", "group": "g"}),  # another protocol version
+])
+def test_anything_but_an_emulator_hello_is_named(first):
+    (payload,) = FrameDecoder().feed(first)
+    with pytest.raises(NotAnEmulator):
+        classify_first_frame(payload)
