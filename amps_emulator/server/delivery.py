@@ -299,6 +299,12 @@ def _add(targets: dict[_Key, list[str]], key: _Key, sub_id: str) -> None:
 
 def send_oof(server: FanoutHost, topic: str, records: list[Any], reason: str) -> None:
     """OOF ``reason`` (deleted/expired) to every ``oof`` subscription that had each record."""
+    encode: Callable[[Any], bytes] = _encode
+    if TYPE_SEP in topic and records:  # another type: the records are read by its codec
+        mt = type_of(topic)
+        encode = encoder_for(topic)
+        for rec in records:
+            rec.doc_by(lambda body: bodies.decode_or_none(body, mt))
     subs = []
     for s in server.router.match(topic):
         if s.live is not None:
@@ -309,7 +315,8 @@ def send_oof(server: FanoutHost, topic: str, records: list[Any], reason: str) ->
     if not subs:
         return
     for rec in records:
-        ctx = MessageContext(topic=topic, bookmark=rec.bookmark or None, sow_key=rec.sow_key)
+        ctx = MessageContext(topic=display_name(topic), bookmark=rec.bookmark or None,
+                             sow_key=rec.sow_key)
         targets: dict[tuple[Receiver, Select | None], list[str]] = {}
         for sub in subs:
             if sub.filter is None or sub.filter(rec.doc, ctx):
@@ -318,4 +325,4 @@ def send_oof(server: FanoutHost, topic: str, records: list[Any], reason: str) ->
                 _add(targets, (sub.conn, sub.select), sub.sub_id)
         for (conn, sel), ids in targets.items():
             conn.send(oof_frame(topic, ",".join(ids), rec.sow_key, reason,
-                                selected(rec.data, sel, rec.doc), rec.bookmark or None))
+                                selected(rec.data, sel, rec.doc, encode), rec.bookmark or None))

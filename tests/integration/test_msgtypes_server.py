@@ -356,3 +356,30 @@ def test_a_typed_sow_topic_is_rebuilt_from_the_journal_after_a_restart(tmp_path)
         js.close()
     finally:
         s.stop()
+
+
+def test_oof_of_a_deleted_record_of_a_stored_typed_topic(tmp_path) -> None:
+    s = start_server(f"""<AMPSConfig><Name>oof</Name>
+<Transports><Transport><Name>any</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
+  <Protocol>amps</Protocol></Transport></Transports>
+<SOW><Topic><Name>O</Name><MessageType>fix</MessageType><Key>/11</Key>
+  <FileName>{tmp_path}/%n.sow</FileName></Topic></SOW>
+</AMPSConfig>""")
+    got: queue.Queue[tuple[str, bytes]] = queue.Queue()
+    try:
+        c = _client(s, "oof", "fix")
+        c.publish("O", "11=A\x0138=150\x01")
+        c.publish("O", "11=B\x0138=150\x01")
+        c.publish_flush()
+        cmd = AMPS.Command("sow_and_subscribe").set_topic("O").set_filter("/38 > 100") \
+            .set_options("oof")
+        c.execute_async(cmd, lambda m: got.put((m.get_command(), _raw(m))))
+        c.publish("O", "11=A\x0138=50\x01")  # out of the filter: oof match
+        c.publish_flush()
+        c.sow_delete("O", "/11 = 'B'")  # the record, read back from the file: oof deleted
+        seen = [got.get(timeout=5) for _ in range(6)]
+        assert [x for x in seen if x[0] == "oof"] == [
+            ("oof", b"11=A\x0138=50\x01"), ("oof", b"11=B\x0138=150\x01")]
+        c.close()
+    finally:
+        s.stop()
