@@ -50,7 +50,7 @@ class Publisher(PersistedPublisher):
         return sorted(out)
 
 
-BODY = b'{"id":%08d,"sym":"IBM","qty":100,"px":123.45,"note":"' + b"x" * 141 + b'"}'
+BODY = b'{"id":%8d,"sym":"IBM","qty":100,"px":123.45,"note":"' + b"x" * 141 + b'"}'
 
 
 def main() -> None:

@@ -69,6 +69,7 @@ class JournalCore:
     def _init_core(self, *, clock: Clock | None, durability: Durability) -> None:
         self._clock: Clock = clock or time.time
         self._durability = durability
+        self._memory_durable = durability is Durability.MEMORY  # (read per record)
         self._pubids: dict[str, int] = {}
         self._pub_last: dict[int, int] = {}  # publisher id -> last sequence
         self._client_max: dict[int, int] = {}  # publisher id -> highest s appended
@@ -129,33 +130,37 @@ class JournalCore:
             # checked before any state changes: a record that cannot be framed must not
             # consume a position or raise the client's de-duplication mark
             raise ValueError(f"client sequence {client_seq} is not in 0..2^64-1")
+        # The hot path of every publish: locals, no per-record helper calls (publisher_id()
+        # and _now_us() are inlined), the record built positionally (fields in declaration
+        # order, see record.JournalRecord).
         position = self._next_position
         internal = kind >= INTERNAL_KIND_MIN
         if internal:
             pid = 0
         else:
-            known = self._pubids.get(client_name)  # publisher_id(), its cached case inlined
+            known = self._pubids.get(client_name)
             pid = known if known is not None else self.publisher_id(client_name)
-        ts = int(self._clock() * 1_000_000)  # _now_us(), inlined
+        ts = int(self._clock() * 1_000_000)
         if ts < self._last_ts:
             ts = self._last_ts
-        self._last_ts = ts
+        else:
+            self._last_ts = ts
         sequence = position if internal else assign_sequence(position, self._pub_last.get(pid, 0), client_seq)
         rec = JournalRecord(
-            position=position,
-            kind=int(kind),
-            topic=topic,
-            publisher_id=pid,
-            sequence=sequence,
-            timestamp=ts,
-            client_name=client_name,
-            client_seq=client_seq,
-            correlation_id=correlation_id,
-            sow_key=sow_key,
-            expiration=expiration,
-            message_type=message_type,
-            headers=dict(headers) if headers else {},
-            body=bytes(body),
+            position,
+            kind if kind.__class__ is int else int(kind),
+            topic,
+            pid,
+            sequence,
+            ts,
+            client_name,
+            client_seq,
+            correlation_id,
+            sow_key,
+            expiration,
+            message_type,
+            dict(headers) if headers else {},
+            body if body.__class__ is bytes else bytes(body),
         )
         self._next_position = position + 1
         if not internal:
@@ -163,9 +168,10 @@ class JournalCore:
             if self._seqidx is not None:
                 self._seqidx.add(pid, sequence, position)
             if client_seq is not None:
-                if client_seq > self._client_max.get(pid, 0):
-                    self._client_max[pid] = client_seq
-                if self._durability is Durability.MEMORY:  # durable on append: no queue
+                client_max = self._client_max
+                if client_seq > client_max.get(pid, 0):
+                    client_max[pid] = client_seq
+                if self._memory_durable:  # durable on append: no queue
                     if client_seq > self._client_durable.get(pid, 0):
                         self._client_durable[pid] = client_seq
                 else:  # applied to _client_durable once durable (trimmed at every flush)

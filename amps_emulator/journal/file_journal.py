@@ -136,6 +136,7 @@ class FileJournal(SegmentReads, JournalCore):
         # journal bytes between two summaries of the active segment
         self._ckpt_every: float = checkpoint_bytes if checkpoint_bytes is not None else float("inf")
         self._defer_summaries = defer_summaries  # sync leaves summaries to write_summaries()
+        self._strict = self._durability is Durability.STRICT  # write and fsync in every append
         #: the file calls of the write path (tests swap in one that fails on demand)
         self.file_ops = FileOps()
         # -- files (owner thread; fds handed between threads under _lock)
@@ -382,7 +383,7 @@ class FileJournal(SegmentReads, JournalCore):
             headers,
         )
         self._buffer(rec)
-        if self._durability is Durability.STRICT:
+        if self._strict:
             self.flush()
             self._sync_now(rec.position)
         return rec
@@ -425,11 +426,29 @@ class FileJournal(SegmentReads, JournalCore):
         return rec
 
     def _buffer(self, rec: JournalRecord) -> None:
+        """Encode ``rec`` into the active buffer and note it in the active segment (the per-record
+        half of ``append``: one encoder call, the segment's and index's bookkeeping inlined)."""
         active = self._segments[-1]
-        offset = active.size + len(self._buf)
-        self._enc.append_frame(self._buf, rec)
+        buf = self._buf
+        offset = active.size + len(buf)
+        position = rec.position
+        ts = rec.timestamp
+        self._enc.append_fields(
+            buf, rec.kind, position, rec.publisher_id, rec.sequence, ts, rec.client_seq, rec.topic,
+            rec.message_type, rec.client_name, rec.correlation_id, rec.sow_key, rec.expiration,
+            rec.headers, rec.body,
+        )
         self._pending.append(rec)
-        active.note_record(rec.position, offset, rec.timestamp)
+        # Segment.note_record, inlined
+        if not active.count:
+            active.first_record_position = position
+            active.first_ts = ts
+        active.count += 1
+        active.last_position = position
+        active.last_ts = ts
+        index = active.index
+        if position >= index.next_position:
+            index.maybe_add(position, offset, ts)
 
     def _roll(self) -> None:
         failures = len(self.write_failures)

@@ -112,7 +112,8 @@ class MemoryJournal(JournalCore):
             message_type, headers
         )
         self._records.append(rec)
-        seg.size += self._enc.frame_size(rec)
+        seg.size += self._enc.frame_size_of(topic, message_type, client_name, correlation_id, sow_key,
+                                            expiration, rec.headers, rec.body)
         seg.count += 1
         seg.last_ts = rec.timestamp
         return rec

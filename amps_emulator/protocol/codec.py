@@ -82,23 +82,43 @@ def parse_command(payload: bytes) -> Command:
     A header that is broken or mistyped but whose ``cid`` is readable raises
     :class:`CommandError` (``header malformed``) carrying ``cid`` so the server can
     answer; one with no recoverable header raises :class:`ProtocolError`.
+
+    Fast path (every well-formed frame): the header is decoded up to the first ``}``
+    straight away. When that brace is inside a string (or the header is otherwise not
+    flat), those bytes cannot be a complete JSON document (the string or an inner
+    object is still open) and the decoder fails; then (and on any other failure) the
+    frame takes the original path, where :func:`header_end` finds the real end. A
+    prefix that does decode ends at the same brace ``header_end`` would pick, so the
+    result is always the same, without scanning for quotes and backslashes first.
     """
+    end = payload.find(b"}") + 1
+    if end > 0 and payload[:1] == b"{":
+        try:
+            cmd = decode_header(payload[:end])
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            pass  # (ValidationError included) not a header up to the first brace: the slow path
+        else:
+            return finish_command(cmd, payload[end:])
     end = header_end(payload)
     if end > 0:
         try:
             cmd = decode_header(payload[:end])
         except msgspec.ValidationError as exc:
-            # Valid JSON, wrong field types: the stream is intact, so answer if possible.
-            err = _malformed(payload, f"bad header field: {exc}")
-            if isinstance(err, ProtocolError):
-                err = CommandError(reasons.HEADER_MALFORMED, str(err))
-                err.cid = None  # type: ignore[attr-defined]
-            raise err from None
+            raise _mistyped(payload, exc) from None
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             pass  # (RecursionError: a value nested too deep to decode)
         else:
             return finish_command(cmd, payload[end:])
     raise _malformed(payload, "header is not a flat JSON object")
+
+
+def _mistyped(payload: bytes, exc: msgspec.ValidationError) -> Exception:
+    """Valid JSON, wrong field types: the stream is intact, so answer if possible."""
+    err = _malformed(payload, f"bad header field: {exc}")
+    if isinstance(err, ProtocolError):
+        err = CommandError(reasons.HEADER_MALFORMED, str(err))
+        err.cid = None  # type: ignore[attr-defined]
+    return err
 
 
 def _malformed(payload: bytes, detail: str) -> Exception:
@@ -129,32 +149,46 @@ class FrameDecoder:
         return len(self._buf)
 
     def feed(self, data: bytes) -> list[bytes]:
-        """Add received bytes; return every payload that is now complete, in order."""
+        """Add received bytes; return every payload that is now complete, in order.
+
+        Payloads are cut from the received bytes with one copy each (a slice of a
+        ``bytes``); only a frame split across reads goes through the internal buffer, and a
+        large one is copied out of it once, when it is complete.
+        """
         buf = self._buf
-        buf += data
-        out: list[bytes] = []
-        pos = 0
-        n = len(buf)
         need = self._need
+        if buf:
+            buf += data
+            if need >= 0 and len(buf) < need:
+                return []  # the rest of a frame still arriving
+            data = bytes(buf)
+            self._buf = bytearray()
+        elif data.__class__ is not bytes:
+            data = bytes(data)
+        out: list[bytes] = []
+        append = out.append
+        pos = 0
+        n = len(data)
+        limit = self._max
         while True:
             if need < 0:
                 if n - pos < 4:
                     break
-                need = int.from_bytes(buf[pos:pos + 4], "big")
-                if need > self._max:
+                need = int.from_bytes(data[pos:pos + 4], "big")
+                if need > limit:
                     self._buf = bytearray()
                     self._need = -1
                     raise ProtocolError(
-                        f"frame length {need} exceeds the maximum of {self._max} bytes"
+                        f"frame length {need} exceeds the maximum of {limit} bytes"
                     )
                 pos += 4
             if n - pos < need:
                 break
-            out.append(bytes(buf[pos:pos + need]))
+            append(data[pos:pos + need])
             pos += need
             need = -1
-        if pos:
-            del buf[:pos]
+        if pos < n:
+            self._buf += memoryview(data)[pos:]
         self._need = need
         return out
 

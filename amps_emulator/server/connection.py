@@ -20,6 +20,14 @@ and dispatched when it ends; reading pauses if the stash grows past :data:`STASH
 its other output (deliveries to its subscriptions, above all) is *held* and written after the
 query's own frames, exactly where a query done in one step would have put it. Heartbeats and
 the conflated persisted ack, which have no place in that order, are not held.
+
+Fairness: a connection handles at most :data:`FRAMES_PER_PASS` frames per event-loop pass.
+A read that carries more (a publisher streaming faster than the server can go: the loop
+reads up to megabytes from its socket at once) keeps the rest in a backlog, pauses reading
+and goes on in the next pass, after the end of the turn (the journal write, the group sync's
+start, the persisted acks it released) and the other connections' input. Without this, one
+saturating publisher made every other client wait for hundreds of milliseconds, and the
+persisted acks of everyone waited with them.
 """
 
 from __future__ import annotations
@@ -70,6 +78,11 @@ def _reset_on_close(transport: asyncio.BaseTransport) -> None:
             pass
 
 
+#: frames one connection handles per event-loop pass before yielding (see the module docstring):
+#: about a millisecond or two of publishes
+FRAMES_PER_PASS = 256
+
+
 class Counters(NamedTuple):
     """A connection's monitoring counters at one moment (:meth:`Connection.counters`)."""
 
@@ -110,6 +123,10 @@ class Connection(asyncio.Protocol):
         self._stash: list[bytes] = []
         self._stash_bytes = 0
         self._reading_paused = False
+        # frames past this pass's FRAMES_PER_PASS, handled in the next pass (reading paused)
+        self._backlog: list[bytes] = []
+        self._backlog_bytes = 0
+        self._backlog_paused = False
         self._held: list[bytes] | None = None
         self._held_bytes = 0
         self._direct = False
@@ -151,8 +168,8 @@ class Connection(asyncio.Protocol):
         """Memory this connection holds in frames: a partial inbound frame, stashed frames,
         and output not yet taken by the kernel."""
         wbuf = self.transport.get_write_buffer_size() if self.transport is not None else 0
-        return (self.decoder.buffered + self._stash_bytes + self._out_bytes + self._held_bytes
-                + wbuf)
+        return (self.decoder.buffered + self._stash_bytes + self._backlog_bytes + self._out_bytes
+                + self._held_bytes + wbuf)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -179,9 +196,16 @@ class Connection(asyncio.Protocol):
         if self.heartbeat.active:
             self.heartbeat.received(self._timebase.monotonic())
         self.messages_in += len(payloads)
+        if self._backlog:  # behind frames that arrived earlier
+            self._backlog.extend(payloads)
+            self._backlog_bytes += sum(map(len, payloads))
+            return
         self._run(payloads)
 
     def _run(self, payloads: list[bytes]) -> None:
+        if len(payloads) > FRAMES_PER_PASS:
+            self._defer(payloads[FRAMES_PER_PASS:])
+            payloads = payloads[:FRAMES_PER_PASS]
         dispatch = self.host.dispatch
         for i, payload in enumerate(payloads):
             if self.closed:
@@ -203,6 +227,32 @@ class Connection(asyncio.Protocol):
                 self._compile_aside(text, payloads[i:])
                 return
             dispatch(self, cmd)
+
+    def _defer(self, payloads: list[bytes]) -> None:
+        """Keep ``payloads`` (the frames past this pass's budget) for the next pass; read
+        nothing more until they are handled."""
+        first = not self._backlog
+        self._backlog = payloads + self._backlog  # (ahead of any that arrived meanwhile)
+        self._backlog_bytes += sum(map(len, payloads))
+        if first:
+            self.host.loop.call_soon(self._next_pass)
+        if not self._backlog_paused and self.transport is not None:
+            self._backlog_paused = True
+            self.transport.pause_reading()
+
+    def _next_pass(self) -> None:
+        """Handle the backlog's next :data:`FRAMES_PER_PASS` frames (scheduling another pass
+        for the rest); read again once it is empty."""
+        backlog = self._backlog
+        self._backlog = []
+        self._backlog_bytes = 0
+        if self.closed:
+            return
+        self._run(backlog)
+        if not self._backlog and self._backlog_paused and not self.closed:
+            self._backlog_paused = False
+            if not self._reading_paused and self.transport is not None:
+                self.transport.resume_reading()
 
     def _compile_aside(self, text: str, payloads: list[bytes]) -> None:
         """A long filter compiles in the server's worker thread (seconds for thousands of
@@ -247,7 +297,8 @@ class Connection(asyncio.Protocol):
             self._run(stash)
         if not self.busy and self._reading_paused and not self.closed and self.transport:
             self._reading_paused = False
-            self.transport.resume_reading()
+            if not self._backlog_paused:  # (else the backlog's last pass resumes reading)
+                self.transport.resume_reading()
 
     def send_direct(self, data: bytes) -> None:
         """Output of the command in progress itself: not held back."""
@@ -282,6 +333,8 @@ class Connection(asyncio.Protocol):
         self._held_bytes = 0
         self._stash = []
         self._stash_bytes = 0
+        self._backlog = []
+        self._backlog_bytes = 0
 
     # -- output -----------------------------------------------------------------------
     def send(self, data: bytes) -> None:

@@ -291,9 +291,16 @@ class LmdbBackend:
             loop = ff.build(_FIELDS_LOOP, _FIELDS_LOOP_NAMES)["_scan_loop"]
             return loop(islice(cur.iternext(keys=False), limit), fdec.decode, decoder.decode, f,
                         cur.key, dead)
+        if f is None and decoder is None:  # every record, no field read (a plain query)
+            for k, v in islice(cur.iternext(), limit):
+                key = str(k, "utf-8")
+                if dead and key in dead:
+                    continue
+                append((decode_record(key, v), {}))  # (_partial's result without a decoder)
+            return out
         if ctx_of is not None or f is None:
             for k, v in islice(cur.iternext(), limit):
-                key = bytes(k).decode()
+                key = str(k, "utf-8")
                 if key in dead:
                     continue
                 rec = decode_record(key, v)

@@ -172,7 +172,11 @@ class HashIndex:
         if single is None or type(doc) is not dict:
             return None
         v = doc.get(single)
-        if type(v) in (list, dict):
+        t = v.__class__
+        if t is int:  # (the common key field: one token, no tuple, no list comprehension)
+            p = _num_token(v)
+            return [bytes((len(p),)) + p if len(p) < _MAX_RAW_TOKEN else _composite((p,))]
+        if t is list or t is dict:
             return None
         return [bytes((len(p),)) + p if len(p) < _MAX_RAW_TOKEN else _composite((p,))
                 for p in _scalar_tokens(v)]

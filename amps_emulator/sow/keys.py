@@ -150,10 +150,19 @@ class KeyGenerator:
     def __call__(self, doc: Any) -> str:
         single = self._single
         if single is not None and type(doc) is dict:
-            # the hot path (one top-level Key field): the same bytes hashed as _digest's
-            s = key_text(doc.get(single))
-            if s is not None:
-                b = s.encode("utf-8", "surrogatepass")
+            # the hot path (one top-level Key field): the same bytes hashed as _digest's, for
+            # an int or a str without key_text's call (b"%d" % v is str(v) encoded)
+            v: Any = doc.get(single)  # a decoded JSON value
+            t = v.__class__
+            b: bytes | None
+            if t is int:
+                b = b"%d" % v
+            elif t is str:
+                b = v.encode("utf-8", "surrogatepass")
+            else:
+                s = key_text(v)
+                b = None if s is None else s.encode("utf-8", "surrogatepass")
+            if b is not None:
                 h = self._seed.copy()
                 h.update(b"%d:%b" % (len(b), b))
                 return str(int.from_bytes(h.digest(), "big"))
