@@ -97,16 +97,17 @@ logging it at ERROR and starting without it. ``Server(config, keep_readable_jour
 strict_recovery=...)`` takes the same two.
 
 Real AMPS elements that the emulator does not implement are *warned and ignored*, one
-warning per element (children are not inspected): at top level ``Modules Authentication
-Entitlement Externals MessageTypes UserDefinedFunctions
-ProcessName Environment MiniDumpDirectory MiniDumpFileMask SuggestedMinimumVersion
-RequiredMinimumVersion ConfigIncludeCommentDefault ConfigCycleDetectionThreshold
-ConfigValidation SOWStatisticsInterval RegexTopicSupport`` and the slow-client offlining
-elements above; in ``Protocol`` its module options; in ``Transport`` ``Authentication
-Entitlement TransportFilter PerMessageDeflate HTTPHeader FileName FileMask SecureSocketProtocols
-VerifyClient CAFile CAPath``; whole transports of type ``amps-unix`` or that use the legacy
-protocols; in ``Tuning`` every child but ``Replication``;
-in ``Admin`` its security, header and Galvanometer options; in ``TransactionLog`` ``O_DIRECT
+warning per element (children are not inspected): at top level ``Modules`` (unless it
+declares only the authentication/entitlement libraries the auth layer implements),
+``Externals MessageTypes UserDefinedFunctions ProcessName Environment MiniDumpDirectory
+MiniDumpFileMask SuggestedMinimumVersion RequiredMinimumVersion ConfigIncludeCommentDefault
+ConfigCycleDetectionThreshold ConfigValidation SOWStatisticsInterval RegexTopicSupport`` and
+the slow-client offlining elements above; in ``Protocol`` its module options; in ``Transport``
+``TransportFilter PerMessageDeflate HTTPHeader FileName FileMask SecureSocketProtocols``; whole
+transports of type ``amps-unix`` or that use the legacy protocols; in ``Tuning`` every child but
+``Replication``; in ``Admin`` ``WWWAuthenticate`` and its header and Galvanometer options (its
+``Authentication``/``Entitlement`` blocks are read, as the instance's and each transport's are:
+``config.security``); in ``TransactionLog`` ``O_DIRECT
 CompressedJournalCacheMemoryLimit``; in SOW ``Topic`` ``KeyGenerator SlabSize InitialSlabCount
 ExpectedKeyCountHint Preprocessing Enrichment``;
 ``ConflatedTopic/Enrichment``; and actions that use a custom (non built-in) module.

@@ -75,10 +75,15 @@ BUILTIN_PROTOCOLS = ("amps", "websocket", *_UNSUPPORTED_PROTOCOLS)
 _PROTOCOL_SYNONYMS = {"json": "amps"}
 
 _TRANSPORT_IGNORED = frozenset({
-    "Authentication", "Entitlement", "TransportFilter", "MessageMemoryLimit", "MessageDiskLimit",
+    "TransportFilter", "MessageMemoryLimit", "MessageDiskLimit",
     "MessageDiskPath", "ClientMaxCapacity", "PerMessageDeflate", "HTTPHeader", "FileName",
-    "FileMask", "SecureSocketProtocols", "VerifyClient", "CAFile", "CAPath",
+    "FileMask", "SecureSocketProtocols",
 })
+def _as_node(node: Node, ctx: Ctx) -> Node:
+    """A structured child kept as it is (the auth layer reads security blocks from the tree)."""
+    return node
+
+
 _SLOW_CLIENT_NOTE = "the emulator disconnects a slow client at ClientOutboundLimit instead"
 
 
@@ -93,12 +98,18 @@ def _transport_spec(ctx: Ctx) -> Spec:
             "Certificate": Elem("certificate", text),
             "PrivateKey": Elem("private_key", text),
             "Ciphers": Elem("ciphers", text),
+            "VerifyClient": Elem("verify_client", parse_bool),
+            "CAFile": Elem("ca_file", text),
+            "CAPath": Elem("ca_path", text),
             "InitialState": Elem("enabled", parse_bool),
             "ReuseAddr": Elem("reuse_addr", parse_bool),
             "ClientMessageAgeLimit": Elem("client_message_age_limit",
                                           positive(parse_duration, "ClientMessageAgeLimit")),
             "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
             "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
+            # read by config.security.read_security (the loader's _read_security)
+            "Authentication": Elem("authentication", node=_as_node),
+            "Entitlement": Elem("entitlement", node=_as_node),
         },
         ignored=_TRANSPORT_IGNORED,
         ignore_notes={tag: _SLOW_CLIENT_NOTE for tag in
@@ -201,6 +212,9 @@ def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults
         certificate=r.get("certificate"),
         private_key=r.get("private_key"),
         ciphers=r.get("ciphers"),
+        verify_client=r.get("verify_client", False),
+        ca_file=r.get("ca_file"),
+        ca_path=r.get("ca_path"),
     )
 
 
@@ -208,6 +222,10 @@ def _tls_usable(node: Node, r, ctx: Ctx) -> bool:
     """Check a TLS transport's certificate, key and ciphers now, at their element's line."""
     cert, key = r.get("certificate"), r.get("private_key")
     if cert is None and key is None:
+        if r.get("verify_client", False):
+            ctx.err(r.nodes["verify_client"], f"{label(node)}: <VerifyClient> needs a TLS transport "
+                                              "(<Certificate> and <PrivateKey>)")
+            return False
         if r.values["type"] == "tcps":
             ctx.err(node, f"{label(node)}: Type tcps requires <Certificate> and <PrivateKey>")
             return False
@@ -219,9 +237,11 @@ def _tls_usable(node: Node, r, ctx: Ctx) -> bool:
     from .tls import TLSSetupError, server_context
 
     try:
-        server_context(cert, key, r.get("ciphers"))
+        server_context(cert, key, r.get("ciphers"), verify_client=r.get("verify_client", False),
+                       ca_file=r.get("ca_file"), ca_path=r.get("ca_path"))
     except TLSSetupError as exc:
-        attr = {"Certificate": "certificate", "PrivateKey": "private_key", "Ciphers": "ciphers"}
+        attr = {"Certificate": "certificate", "PrivateKey": "private_key", "Ciphers": "ciphers",
+                "VerifyClient": "verify_client", "CAFile": "ca_file", "CAPath": "ca_path"}
         ctx.err(r.nodes.get(attr[exc.element], node), f"{label(node)}: {exc}")
         return False
     return True
@@ -301,9 +321,12 @@ _ADMIN_SPEC = Spec(
         "Interval": Elem("interval", at_least(parse_duration, 1.0, "1s")),
         "SQLTransport": Elem("sql_transport", text),
         "ExternalInetAddr": Elem("external_inet_addr", text),
+        # read by config.security.read_security (the loader's _read_security)
+        "Authentication": Elem("authentication", node=_as_node),
+        "Entitlement": Elem("entitlement", node=_as_node),
     },
     ignored=frozenset({
-        "WWWAuthenticate", "Authentication", "Entitlement", "AnonymousPaths", "Header",
+        "WWWAuthenticate", "AnonymousPaths", "Header",
         "AccessControlAllowOrigin", "SessionOptions", "Certificate", "PrivateKey", "Ciphers",
         "Galvanometer", "SQLTransportInetAddr",
     }),

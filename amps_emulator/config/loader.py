@@ -33,6 +33,7 @@ from .message_types import read_message_types
 from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config, Replication
 from .replication_sections import read_replication, read_replication_listener, read_tuning
 from .schema import Ctx, Elem, Spec, positive, read, text
+from .security import LIBRARIES, SecurityConfig, read_security
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
 from .units import parse_duration, parse_size
 from .values import parse_name
@@ -56,6 +57,10 @@ _TOP_SPEC = Spec(
         "MessageTypes": Elem("message_types", node=_SECTION, multiple=True),
         "Replication": Elem("replication", node=_SECTION),
         "Tuning": Elem("tuning", node=_SECTION),
+        # read by config.security.read_security (the auth layer's reader), per transport too
+        "Authentication": Elem("authentication", node=_SECTION),
+        "Modules": Elem("modules", node=_SECTION),
+        "Entitlement": Elem("entitlement", node=_SECTION),
         "ClientMessageAgeLimit": Elem("client_message_age_limit",
                                       positive(parse_duration, "ClientMessageAgeLimit")),
         # emulator extensions
@@ -64,7 +69,7 @@ _TOP_SPEC = Spec(
         "SOWDirectory": Elem("sow_directory", text),
     },
     ignored=frozenset({
-        "Modules", "Authentication", "Entitlement", "Externals",
+        "Externals",
         "UserDefinedFunctions", "ProcessName", "Environment",
         "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
         "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
@@ -86,6 +91,39 @@ def _harvest_message_types(root: Node, ctx: Ctx) -> None:
             name = mt.child("Name") if mt.tag == "MessageType" else None
             if name is not None and name.text and name.text not in ctx.message_types:
                 ctx.message_types.append(name.text)
+
+
+def _only_security_modules(modules: Node) -> bool:
+    """Whether every ``Modules/Module`` loads a library the auth layer implements."""
+    for m in modules.children:
+        lib = m.child("Library") if m.tag == "Module" else None
+        if lib is None or os.path.basename(lib.text.strip()) not in LIBRARIES:
+            return False
+    return True
+
+
+def _has_security(root: Node) -> bool:
+    """Whether any Authentication or Entitlement block is configured (instance, Transport, Admin)."""
+    tags = ("Authentication", "Entitlement")
+    if any(root.child(t) is not None for t in tags):
+        return True
+    places = [root.child("Admin")]
+    transports = root.child("Transports")
+    if transports is not None:
+        places.extend(t for t in transports.children if t.tag == "Transport")
+    return any(p is not None and p.child(t) is not None for p in places for t in tags)
+
+
+def _read_security(root: Node, ctx: Ctx, source: str) -> SecurityConfig | None:
+    """The Authentication/Entitlement blocks (:func:`config.security.read_security`); None when the
+    configuration has none (the server then checks nothing: every logon and command allowed)."""
+    if not _has_security(root):
+        return None
+    config_dir = os.path.dirname(os.path.abspath(source)) if not source.startswith("<") else os.getcwd()
+    security, issues = read_security(root, config_dir)
+    for issue in issues:
+        ctx.error(issue.file, issue.line, issue.reason)
+    return security
 
 
 def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
@@ -114,6 +152,10 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     for section in v.get("sow", []):
         read_sow(section, ctx, sow)
     actions = read_actions(v["actions"], ctx) if "actions" in v else ()
+    security = _read_security(root, ctx, source)
+    if "modules" in v and not _only_security_modules(v["modules"]):
+        # (a Modules list of authentication/entitlement libraries only is read, not warned)
+        ctx.warn(v["modules"], "<Modules> in <AMPSConfig> is not supported by the emulator and is ignored")
     listener = read_replication_listener(v["transports"], ctx) if "transports" in v else None
     if listener is not None and listener.port != 0:
         clash = next((t for t in transports if t.port == listener.port
@@ -147,7 +189,8 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         name=v["name"], group=v.get("group"), description=v.get("description"),
         transports=transports, protocols=protocols, admin=admin, logging=logging, transaction_log=txlog,
         sow_topics=tuple(sow.topics), queues=tuple(sow.queues), views=tuple(sow.views),
-        conflated_topics=tuple(sow.conflated), actions=actions, replication_listener=listener,
+        conflated_topics=tuple(sow.conflated), actions=actions, security=security,
+        replication_listener=listener,
         replication=Replication(
             file=where_repl.file if where_repl is not None else "",
             line=where_repl.line if where_repl is not None else 0,

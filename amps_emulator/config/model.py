@@ -21,6 +21,7 @@ import msgspec
 from amps_emulator.protocol.msgtypes import MessageTypeDecl
 
 from .errors import ConfigIssue
+from .security import SecurityConfig
 from .values import is_regex
 
 MiB = 1024 * 1024
@@ -58,6 +59,9 @@ class Transport(_Located, frozen=True, kw_only=True):
     certificate: str | None = None  # Certificate: PEM file; with PrivateKey the transport is TLS
     private_key: str | None = None  # PrivateKey: PEM file
     ciphers: str | None = None  # Ciphers: OpenSSL cipher list
+    verify_client: bool = False  # VerifyClient: a TLS client must present a certificate we trust
+    ca_file: str | None = None  # CAFile: PEM file of the CAs client certificates are checked against
+    ca_path: str | None = None  # CAPath: directory of hashed CA certificates (c_rehash)
 
     @property
     def tls(self) -> bool:
@@ -412,6 +416,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: MessageTypes/MessageType, in file order (what the server builds its codecs from)
     message_type_decls: tuple[MessageTypeDecl, ...] = ()
     sow_directory: str | None = None  # [emulator] SOWDirectory: where the emulator keeps SOW data
+    #: the Authentication/Entitlement blocks, resolved per transport and for Admin by the auth
+    #: layer; None when the configuration has none (nothing is checked)
+    security: SecurityConfig | None = None
     source: str = ""  # the configuration file ("<default>" for default_config())
     #: one per ignored-but-real AMPS element; also a queue whose underlying topic is not in the
     #: TransactionLog, and a configuration without any usable transport

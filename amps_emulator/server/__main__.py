@@ -252,6 +252,7 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
         await server.stop()
         raise
     shutdown = shutdown or asyncio.Event()
+    switches = _security_signals(server) if server.broker.security is not None else []
     if ready is not None:
         ready(uris)
         if admin_server is not None:
@@ -261,7 +262,26 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
     try:
         await shutdown.wait()
     finally:
+        for sig in switches:
+            asyncio.get_running_loop().remove_signal_handler(sig)
         await server.stop()
+
+
+def _security_signals(server: Any) -> list[int]:
+    """AMPS's default signal actions: SIGUSR1 disables authentication and entitlement, SIGUSR2
+    enables them (when the config has security blocks; only in the main thread)."""
+    loop = asyncio.get_running_loop()
+    installed: list[int] = []
+    for name, enabled in (("SIGUSR1", False), ("SIGUSR2", True)):
+        sig = getattr(signal, name, None)
+        if sig is None:
+            continue
+        try:
+            loop.add_signal_handler(sig, server.switch_security, enabled)
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue
+        installed.append(sig)
+    return installed
 
 
 def _install_event_loop_policy() -> None:

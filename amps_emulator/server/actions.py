@@ -10,7 +10,9 @@ Implemented triggers (``On``):
 
 Implemented steps (``Do``): ``amps-action-do-publish-message`` (``Topic``, ``Data``; the
 message is published exactly as a client's would be: journalled, stored, delivered,
-enqueued) and ``amps-action-do-delete-sow`` (``Topic``, ``Filter``).
+enqueued), ``amps-action-do-delete-sow`` (``Topic``, ``Filter``) and
+``amps-action-do-{disable,enable}-{authentication,entitlement}`` (while security blocks are
+configured; without them there is nothing to switch).
 
 ``Topic`` in ``On`` options is matched like a subscription topic (a regular expression when
 it contains regex characters). Variables in option values: ``{{AMPS_DATA}}`` (the message),
@@ -46,8 +48,15 @@ ON_SOW_EXPIRE = "amps-action-on-sow-expire-message"
 ON_SOW_DELETE = "amps-action-on-sow-delete-message"
 DO_PUBLISH = "amps-action-do-publish-message"
 DO_DELETE_SOW = "amps-action-do-delete-sow"
+#: the security switches: step -> (what, enabled)
+DO_SECURITY = {
+    "amps-action-do-disable-authentication": ("authentication", False),
+    "amps-action-do-enable-authentication": ("authentication", True),
+    "amps-action-do-disable-entitlement": ("entitlement", False),
+    "amps-action-do-enable-entitlement": ("entitlement", True),
+}
 _TRIGGERS = (ON_PUBLISH, ON_SOW_EXPIRE, ON_SOW_DELETE)
-_STEPS = (DO_PUBLISH, DO_DELETE_SOW)
+_STEPS = (DO_PUBLISH, DO_DELETE_SOW, *DO_SECURITY)
 MAX_DEPTH = 8
 _VAR = re.compile(r"\{\{(AMPS_[A-Z_]+)\}\}")
 
@@ -71,6 +80,8 @@ class Actions:
         #: ``(topic, data)`` as the instance, delete ``(topic, filter)`` from a SOW topic
         self.publish: Callable[[str, bytes], object] | None = None
         self.delete: Callable[[str, str], object] | None = None
+        #: ``(what, enabled)``: switch authentication or entitlement (the security steps)
+        self.switch_security: Callable[[str, bool], object] | None = None
         self.on_publish: list[_Trigger] = []
         self.on_sow_expire: list[_Trigger] = []
         self.on_sow_delete: list[_Trigger] = []
@@ -148,6 +159,10 @@ class Actions:
                     self._do_publish(step, variables)
                 elif step.module == DO_DELETE_SOW:
                     self._do_delete_sow(step, variables)
+                elif step.module in DO_SECURITY:
+                    if self.switch_security is None:
+                        raise RuntimeError("actions: no security switch injected")
+                    self.switch_security(*DO_SECURITY[step.module])
             except CommandError as exc:
                 log.warning("%s:%d: %s failed: %s", step.file, step.line, step.module, exc)
 

@@ -20,6 +20,7 @@ Paths (``.json``/``.xml`` on any node, ``.csv`` on a leaf; no extension: a brows
 from __future__ import annotations
 
 import asyncio
+import base64
 import html
 import json
 import logging
@@ -29,6 +30,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import h11
 
+from amps_emulator.auth import Credentials
 from amps_emulator.config.values import parse_inet_addr
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import reset as ops
@@ -38,6 +40,9 @@ from amps_emulator.server.stats import Sampler, client_id, tree
 
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
+
+#: the challenge a 401 carries when Admin has its own Authentication/Entitlement
+WWW_AUTHENTICATE = 'Basic realm="AMPS Admin"'
 
 log = logging.getLogger("amps_emulator.admin")
 
@@ -124,6 +129,8 @@ class AdminServer:
                 headers = [("content-type", ctype), ("content-length", str(len(payload))),
                            ("cache-control", "no-store"),
                            ("access-control-allow-origin", "*")]
+                if status == 401:
+                    headers.append(("www-authenticate", WWW_AUTHENTICATE))
                 writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
                 writer.write(conn.send(h11.Data(data=payload)))
                 writer.write(conn.send(h11.EndOfMessage()))
@@ -178,6 +185,7 @@ class AdminServer:
         path = unquote(parts.path).rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         try:
+            await self._authorize(req, method, path)
             if path == "/" or path == "/index.html":
                 return 200, "text/html; charset=utf-8", page(self.server).encode()
             if path == "/console.js":
@@ -196,6 +204,36 @@ class AdminServer:
         except Exception as exc:  # contained: reported to the caller, logged once
             log.exception("admin %s %s failed", method, target)
             return 500, "application/json", json.dumps({"error": str(exc)}).encode()
+
+    async def _authorize(self, req: Any, method: str, path: str) -> None:
+        """When the config gives Admin its own Authentication or Entitlement block: the HTTP
+        Basic credentials log on through Admin's modules (401 otherwise), and the path must be
+        readable (GET) or writable (other methods) by the user's ``admin`` permissions (403)."""
+        security = self.server.broker.security
+        if security is None or (security.config.admin_authentication is None
+                                and security.config.admin_entitlement is None):
+            return
+        user, password = "", None
+        for name, value in req.headers:
+            if name.lower() == b"authorization":
+                scheme, _, encoded = value.decode("latin-1").partition(" ")
+                if scheme.lower() == "basic":
+                    try:
+                        text = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
+                    except (ValueError, UnicodeDecodeError):
+                        raise HttpError(401, "bad Basic credentials") from None
+                    user, _, password = text.partition(":")
+        outcome = await security.admin().logon(Credentials(user, password))
+        session = outcome.session
+        if session is None:
+            log.warning("admin %s %s refused (%s): %s", method, path, outcome.reason, outcome.detail)
+            raise HttpError(401, outcome.reason)
+        try:
+            if not session.permissions.check_admin(path, write=method != "GET"):
+                self.server.broker.denied["reads" if method == "GET" else "writes"] += 1
+                raise HttpError(403, f"user {session.user_id!r} is not entitled to {path}")
+        finally:
+            session.close()
 
     # -- /amps ----------------------------------------------------------------------------
     def _amps(self, method: str, path: str, query: dict) -> tuple[int, str, bytes]:

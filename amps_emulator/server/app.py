@@ -27,11 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import bodies, reasons
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
-from amps_emulator.server import commands, publish, replay, version
+from amps_emulator.server import commands, entitle, publish, replay, version
 from amps_emulator.server.actions import Actions
 from amps_emulator.server.broker import Broker
 from amps_emulator.server.clock import SystemClock, TestClock
@@ -99,7 +100,9 @@ def _tls_context(t: Any) -> ssl.SSLContext | None:
     from amps_emulator.config.tls import TLSSetupError, server_context
 
     try:
-        return server_context(t.certificate, t.private_key, t.ciphers)
+        return server_context(t.certificate, t.private_key, t.ciphers,
+                              verify_client=getattr(t, "verify_client", False),
+                              ca_file=getattr(t, "ca_file", None), ca_path=getattr(t, "ca_path", None))
     except TLSSetupError as exc:  # the files changed since the config was loaded
         raise ConfigError([ConfigIssue(t.file, t.line, f"<Transport> {t.name!r}: {exc}")]) from None
 
@@ -181,6 +184,8 @@ class Server:
         # (a topic of another type than json reads its bodies with its codec)
         self.broker.message_types = build_registry(config.message_type_decls)
         bodies.install(self.broker.message_types)
+        if config.security is not None:
+            self.broker.security = SecurityLayer(config.security, [t.name for t in config.transports])
         self._conn_ids = itertools.count(1)
         #: server.views.DerivedTopics when the config has views or conflated topics
         self.derived: DerivedTopics | None = None
@@ -194,7 +199,9 @@ class Server:
         # the actions write through the message path like a client (the root injects it)
         self.actions.publish = self._action_publish
         self.actions.delete = self._action_delete
+        self.actions.switch_security = self._action_security
         self._filter_pool: ThreadPoolExecutor | None = None
+        self._recheck_timer: asyncio.TimerHandle | None = None  # the next EntitlementTimeout re-check
 
     # -- the broker's state, as the operator rooms and tests read it ----------------------
     @property
@@ -320,8 +327,38 @@ class Server:
         if txlog is not None:
             self.turn.stage("journal end of turn", txlog.end_turn)
             txlog.start_timers()
+        security = broker.security
+        if security is not None and security.recheck_interval is not None:
+            self._recheck_timer = loop.call_later(security.recheck_interval, self._recheck)
         self.ready = True
         return [lst.uri for lst in self.listeners]
+
+    def _recheck(self) -> None:
+        """``EntitlementTimeout``: fetch the cached permission documents again (off the loop);
+        the users whose document changed or vanished are disconnected, as AMPS does."""
+        self._recheck_timer = None
+        security = self.broker.security
+        if security is None or self.stopping:
+            return
+        task = self.loop.create_task(security.recheck())
+
+        def rechecked(done: asyncio.Task[set[str]]) -> None:
+            if self.stopping:
+                return
+            try:
+                changed = done.result()
+            except Exception:
+                log.exception("entitlement re-check failed")
+                changed = set()
+            for conn in list(self.connections):
+                session = conn.session
+                if session is not None and session.document_key in changed:
+                    conn.close(f"the permissions of user {session.user_id!r} changed")
+            interval = security.recheck_interval
+            if interval is not None:
+                self._recheck_timer = self.loop.call_later(interval, self._recheck)
+
+        task.add_done_callback(rechecked)
 
     async def enable_listener(self, lst: Listener) -> None:
         """Listen again on a transport the administrator disabled (same address)."""
@@ -332,6 +369,9 @@ class Server:
 
     async def stop(self) -> None:
         self.broker.stopping = True
+        if self._recheck_timer is not None:
+            self._recheck_timer.cancel()
+            self._recheck_timer = None
         self.turn.stopping = True
         if self.admin is not None:
             await self.admin.stop()
@@ -420,22 +460,109 @@ class Server:
 
     # -- dispatch ----------------------------------------------------------------------
     def dispatch(self, client: Client, cmd: Command) -> None:
+        security = self.broker.security
+        if security is not None and not client.logged_on and cmd.command != "heartbeat":
+            self._authenticate(security, self._own(client), cmd)
+            return
+        self._run_command(client, cmd)
+
+    def _run_command(self, client: Client, cmd: Command) -> None:
         handler = self._handlers.get(cmd.command)
         try:
             if not client.logged_on and cmd.command not in ("logon", "heartbeat"):
                 raise CommandError(reasons.LOGON_REQUIRED)
             if handler is None:
                 raise CommandError(reasons.UNKNOWN_COMMAND, cmd.command)
-            if client.message_type != "json" and cmd.topic:
-                # the topic of this connection's type: (type, name) is the topic's identity
-                cmd.topic = qualify(cmd.topic, client.message_type)
-            handler(self.broker, client, cmd)
+            session = client.session
+            # entitlements name topics as clients do; the handlers read (type, name) keys
+            if session is None:
+                self._qualify(client, cmd)
+                handler(self.broker, client, cmd)
+            elif entitle.check(self.broker, client, session, cmd):
+                self._qualify(client, cmd)
+                handler(self.broker, client, cmd)
+                if cmd.command in entitle.READS:
+                    entitle.attach(client, session, cmd)
         except CommandError as exc:
             log.info("%s: %s failed: %s", client.describe(), cmd.command, exc)
             client.fail(cmd, exc.reason)
         except Exception:  # a bug must not take the server down
             log.exception("%s: internal error handling %r", client.describe(), cmd)
             client.fail(cmd, reasons.UNKNOWN_ERROR)
+
+    def _action_security(self, what: str, enabled: bool) -> None:
+        """``amps-action-do-{disable,enable}-{authentication,entitlement}``."""
+        security = self.broker.security
+        if security is None:
+            return
+        if what == "authentication":
+            (security.enable_authentication if enabled else security.disable_authentication)()
+        else:
+            (security.enable_entitlement if enabled else security.disable_entitlement)()
+        log.warning("%s %s by an action", what, "enabled" if enabled else "disabled")
+
+    def switch_security(self, enabled: bool) -> None:
+        """Enable or disable authentication and entitlement (SIGUSR2 / SIGUSR1): while disabled
+        every logon and check allows; subscriptions made meanwhile stay as they were made."""
+        security = self.broker.security
+        if security is None:
+            return
+        if enabled:
+            security.enable_authentication()
+            security.enable_entitlement()
+        else:
+            security.disable_authentication()
+            security.disable_entitlement()
+        log.warning("authentication and entitlement %s", "enabled" if enabled else "disabled")
+
+    def _authenticate(self, security: SecurityLayer, conn: Connection, cmd: Command) -> None:
+        """The first command of a connection when the config has security blocks: a logon
+        (or, for any other command, an implicit logon with empty credentials) decided by the
+        transport's modules off the event loop; the connection is busy meanwhile. Refused:
+        the failure ack, then the connection closes. Accepted: the command runs."""
+        explicit = cmd.command == "logon"
+        creds = Credentials(cmd.user_id or "", cmd.password, explicit) if explicit \
+            else Credentials(explicit=False)
+        conn.begin_busy()
+        task = self.loop.create_task(security.transport(conn.listener.name).logon(creds))
+
+        def decided(done: asyncio.Task[LogonOutcome]) -> None:
+            try:
+                outcome = done.result()
+            except Exception as exc:  # a module's bug refuses the logon, never the server
+                log.exception("%s: logon check failed", conn.describe())
+                outcome = LogonOutcome(None, reasons.AUTH_FAILURE, f"internal error: {exc!r}")
+            session = outcome.session
+            if conn.closed:
+                if session is not None:
+                    session.close()
+                return
+            if session is None:
+                log.warning("%s: logon refused (%s): %s", conn.describe(), outcome.reason,
+                            outcome.detail)
+                conn.refuse_logon(cmd, outcome.reason, outcome.detail)
+                return
+            conn.session = session
+            if not explicit:  # an implicit logon: the connection gets a name and goes on
+                conn.user_id = session.user_id
+                conn.logged_on = True
+                conn.client_name = name = f"anonymous-{conn.conn_id}"
+                self.broker.by_name[name] = conn
+            self._run_command(conn, cmd)
+            if conn.logged_on:
+                conn.end_busy()
+            elif not conn.closed:  # the logon itself failed (name in use, bad message type)
+                session.close()
+                conn.session = None
+                conn.end_busy()
+
+        task.add_done_callback(decided)
+
+    @staticmethod
+    def _qualify(client: Client, cmd: Command) -> None:
+        """The topic of this connection's type: (type, name) is a topic's identity."""
+        if client.message_type != "json" and cmd.topic:
+            cmd.topic = qualify(cmd.topic, client.message_type)
 
     def contain(self, client: Client, what: str) -> None:
         """See :func:`server.turn.contain`."""

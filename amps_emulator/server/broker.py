@@ -24,6 +24,7 @@ from amps_emulator.server.router import Router, Subscription
 from amps_emulator.server.version import SERVER_VERSION
 
 if TYPE_CHECKING:
+    from amps_emulator.auth import SecurityLayer
     from amps_emulator.server.ports import Client, PublishListener, Timebase, Turn
     from amps_emulator.server.queuesvc import QueueService
     from amps_emulator.server.sowsvc import SowService
@@ -60,6 +61,11 @@ class Broker:
         #: the order they are told; registered by the root (:func:`server.publish.register`)
         self.listeners: tuple[PublishListener, ...] = ()
         self.stats = {"published": 0, "delivered": 0}
+        #: authentication and entitlements (:mod:`amps_emulator.auth`) when the config has an
+        #: Authentication or Entitlement block; None: every logon and command is allowed
+        self.security: SecurityLayer | None = None
+        #: commands refused by entitlement (the Admin tree's denied_reads / denied_writes)
+        self.denied = {"reads": 0, "writes": 0}
         #: set when the server stops: replays no longer schedule themselves
         self.stopping = False
         #: drop a client's state now, before its transport reports the close (a logon taking
@@ -108,3 +114,6 @@ class Broker:
             self.queues.disconnect(client)
         if client.client_name is not None and self.by_name.get(client.client_name) is client:
             del self.by_name[client.client_name]
+        session = client.session
+        if session is not None:
+            session.close()  # releases the user's cached permission document

@@ -43,6 +43,10 @@ def logon(broker: Broker, client: Client, cmd: Command) -> None:
     client.message_type = mt
     name = cmd.client_name or f"anonymous-{client.conn_id}"
     previous = broker.by_name.get(name)
+    session = client.session
+    if previous is not None and previous is not client and session is not None \
+            and previous.session is not None and not previous.session.may_take_over(session.user_id):
+        raise CommandError(reasons.NAME_IN_USE, f"client name {name!r} is logged on as another user")
     if previous is not None and previous is not client:
         # AMPS treats a second logon with the same name as a reconnect: the older
         # connection is disconnected and the new one takes the name over.
@@ -53,7 +57,7 @@ def logon(broker: Broker, client: Client, cmd: Command) -> None:
         if broker.by_name.get(client.client_name) is client:
             del broker.by_name[client.client_name]
     client.client_name = name
-    client.user_id = cmd.user_id
+    client.user_id = session.user_id if session is not None else cmd.user_id
     client.client_version = cmd.version
     client.correlation_id = cmd.correlation_id
     client.logged_on = True

@@ -48,6 +48,7 @@ from amps_emulator.server.heartbeat import Beat, Heartbeat
 from amps_emulator.server.ports import ConnectionHost, ListenerInfo
 
 if TYPE_CHECKING:
+    from amps_emulator.auth import Session
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.router import Subscription
 
@@ -110,6 +111,7 @@ class Connection(asyncio.Protocol):
         self.logged_on = False
         #: the logon's type (``mt``), else the transport's, else json (set by the logon)
         self.message_type = "json"
+        self.session: Session | None = None  # the accepted logon, when security is configured
         self.closed = False
         self.subs: dict[str, Subscription] = {}
         self.heartbeat = Heartbeat()
@@ -135,6 +137,8 @@ class Connection(asyncio.Protocol):
         self.bytes_out = 0
         self.messages_in = 0
         self.messages_out = 0
+        self.denied_reads = 0  # commands refused by entitlement (server.entitle)
+        self.denied_writes = 0
         self.connect_time = 0.0  # set by the server when the connection opens
         self.client_version: str | None = None
         self.correlation_id: str | None = None
@@ -420,6 +424,18 @@ class Connection(asyncio.Protocol):
             return
         ack_type = "processed" if "processed" in acks else sorted(acks)[0]
         self.ack(cmd, ack_type, "failure", reason)
+
+    def refuse_logon(self, cmd: Command, reason: str, why: str) -> None:
+        """A refused logon: the failure ack (if one was asked for) goes out now, then the
+        connection closes (what AMPS does on an authentication failure)."""
+        self._stash = []
+        self._stash_bytes = 0
+        self._held = None
+        self._held_bytes = 0
+        self.busy = False
+        self.fail(cmd, reason)
+        self.flush_output()
+        self.close(f"{reason}: {why}")
 
     def _reject_unparsed(self, exc: CommandError) -> None:
         cid = getattr(exc, "cid", None)

@@ -25,7 +25,7 @@ from amps_emulator.sow.delta import changed_fields
 from amps_emulator.sow.query import apply_select
 
 if TYPE_CHECKING:
-    from amps_emulator.server.router import Router, Subscription
+    from amps_emulator.server.router import ReadEntitlement, Router, Subscription
     from amps_emulator.sow.query import Select
 
 
@@ -53,7 +53,7 @@ UNDECODED: Any = object()
 _Key = TypeVar("_Key")
 _LAZY: Any = object()  # Message.previous_doc: read from _previous_rec on first use
 
-PLAIN, STAMPED, DELTA, OOF, DELTA_STAMPED = 0, 1, 2, 3, 4
+PLAIN, STAMPED, DELTA, OOF, DELTA_STAMPED, OOF_ENTITLEMENT = 0, 1, 2, 3, 4, 5
 
 
 def decode_or_none(body: bytes) -> Any:
@@ -212,6 +212,14 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
     # (connection, frame shape, select list) -> the subscription ids that get that frame
     targets: dict[tuple[Receiver, int, Select | None], list[str]] = {}
     for sub in subs:
+        ent = sub.entitlement
+        if ent is not None:  # security is configured (server.entitle)
+            shape = _entitled(msg, sub, ent)
+            if shape is not None:
+                if shape >= 0:
+                    _add(targets, (sub.conn, shape, sub.select), sub.sub_id)
+                continue
+            doc = msg.doc
         if sub.live is not None:  # a paginated window / aggregated groups decide
             if doc is UNDECODED:
                 doc = msg.doc = decode_body(msg.body, msg.topic)
@@ -282,11 +290,39 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
                     continue
                 sids = ",".join(ids)
             conn.send(frame_raw(head + json_str(sids) + frame_tail, body))
-        else:
+        elif shape == OOF:
             conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "match",
                                 selected(msg.body, sel, msg.doc, encode), msg.bookmark))
+        else:  # OOF_ENTITLEMENT: the message the reader was entitled to, the previous one
+            previous = msg.previous_doc
+            conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "entitlement",
+                                selected(encode(previous), sel, previous, encode), msg.bookmark))
     server.stats["delivered"] += len(targets)
     return len(targets)
+
+
+def _entitled(msg: Message, sub: Subscription, ent: ReadEntitlement) -> int | None:
+    """What the read entitlement makes of ``msg`` for ``sub``: None: deliver as usual; -1:
+    nothing (an unentitled topic of a regex subscription, or a message its read filter
+    hides); OOF_ENTITLEMENT: the update left the read filter (the previous message passed)."""
+    grant = ent.grant(msg.topic)
+    if grant is None:
+        return -1  # a regex subscription skips the topics it may not read, silently
+    if grant.filter_text is None:
+        return None
+    doc = msg.doc
+    if doc is UNDECODED:
+        doc = msg.doc = decode_or_none(msg.body)
+    ctx = msg.context()
+    if grant.admits(doc, ctx):
+        return None
+    previous = msg.previous_doc
+    if previous is not UNDECODED and previous is not None and "oof" in sub.options \
+            and grant.admits(previous, ctx) and (sub.filter is None or sub.filter(previous, ctx)):
+        if sub.conflator is not None:
+            sub.conflator.drop(msg.topic, msg.sow_key)
+        return OOF_ENTITLEMENT
+    return -1
 
 
 def _add(targets: dict[_Key, list[str]], key: _Key, sub_id: str) -> None:

@@ -18,6 +18,7 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from amps_emulator.auth import Session
     from amps_emulator.journal.record import JournalRecord
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.delivery import Message
@@ -66,6 +67,10 @@ class Client(Protocol):
     client_name: str | None
     user_id: str | None
     logged_on: bool
+    #: the accepted logon (identity and permissions) when the server checks security
+    session: Session | None
+    denied_reads: int  # commands refused by entitlement, for the Admin tree
+    denied_writes: int
     closed: bool
     busy: bool
     writing_paused: bool

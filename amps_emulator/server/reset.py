@@ -55,6 +55,8 @@ async def _journal_idle(tx: Any) -> None:
 
 async def reset_all(server: Server) -> dict:
     n = _disconnect(server, sorted(server.connections, key=lambda c: c.conn_id))
+    if server.broker.security is not None:
+        server.broker.security.reload()  # permission documents are read again at the next logon
     server.client_seqs.clear()
     records = 0
     tx = server.txlog

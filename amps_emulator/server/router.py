@@ -10,7 +10,7 @@ message body at most once however many subscriptions test it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol.topics import (
     TYPE_SEP,
@@ -20,7 +20,25 @@ from amps_emulator.protocol.topics import (
 )
 from amps_emulator.sow.query import Select, selection
 
+if TYPE_CHECKING:
+    from amps_emulator.auth import Permissions, TopicGrant
+
 _CACHE_LIMIT = 50_000
+
+
+class ReadEntitlement:
+    """A subscriber's read permissions (:class:`auth.Permissions`) for its message type."""
+
+    __slots__ = ("permissions", "message_type", "regex")
+
+    def __init__(self, permissions: Permissions, message_type: str, regex: bool) -> None:
+        self.permissions = permissions
+        self.message_type = message_type
+        self.regex = regex  # a regex subscription: concrete topics unentitled are skipped
+
+    def grant(self, topic: str) -> TopicGrant | None:
+        """The read grant for a concrete topic (cached by the permissions), None: skip it."""
+        return self.permissions.read_grant(self.message_type, topic)
 
 
 class Subscription:
@@ -28,7 +46,7 @@ class Subscription:
 
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
-        "prefix", "live", "select", "conflator", "queried", "message_type",
+        "prefix", "live", "select", "conflator", "queried", "message_type", "entitlement",
     )
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
@@ -51,6 +69,10 @@ class Subscription:
         self.live: Any = None
         self.conflator: Any = None  # server.conflation.Conflator (conflation=...)
         self.queried = False  # entered by sow_and_subscribe: the client holds its query's records
+        #: what the subscriber may read, when security is configured (server.entitle): a
+        #: regex topic's concrete topics are checked on delivery, an update leaving the
+        #: read filter is an OOF with reason ``entitlement``
+        self.entitlement: ReadEntitlement | None = None
         #: the ``select=[...]`` list applied to every delivery (None: whole messages)
         self.select: Select | None = selection(options.get("select"))  # bad: invalid options
 

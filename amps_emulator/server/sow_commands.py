@@ -27,7 +27,7 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame, sow_batch
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name
-from amps_emulator.server import replay, sow_results
+from amps_emulator.server import entitle, replay, sow_results
 from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import final as acks_final
 from amps_emulator.server.acks import refused as acks_refused
@@ -108,6 +108,8 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
         if broker.sow is not None else []
     if not topics:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
+    # a regex query reads only the topics the user is entitled to, each with its read filter
+    topics, entitled = entitle.sow_topics(client, cmd, topics, [t.spec.name for t in topics], filt)
     cuts = history_cuts(broker, cmd, topics, common=on_snapshot is not None)
     batch = sow_results.batch_size(cmd)
     top_n = sow_results.top_n(cmd)
@@ -127,13 +129,13 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
 
         read = None if filt is None or old is None else compile_filter_for(
             f"({filt.text}) OR ({old.text})")
-    steps = [topic.query_steps(read, sow_keys=cmd.sow_keys,
+    steps = [topic.query_steps(read if entitled[i] is filt else entitled[i], sow_keys=cmd.sow_keys,
                                order_by=None if merged else cmd.orderby,
                                top_n=None if merged else top_n,
                                skip_n=None if merged else skip_n,
                                select=None if merged else sel_text,
                                history_cut=cuts.get(topic.spec.name) if cuts else None)
-             for topic in topics]
+             for i, topic in enumerate(topics)]
     qid, results = yield from run_topic_steps(
         client, cmd, steps,
         None if on_snapshot is None else lambda: on_snapshot(min(cuts.values()) if cuts else None))

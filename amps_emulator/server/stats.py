@@ -251,7 +251,7 @@ def _clients(server: Server, sm: Sampler) -> list[dict]:
             "connect_time": _iso(conn.connect_time),
             "connection_name": f"{conn.listener.name}-{k}",
             "correlation_id": conn.correlation_id or "",
-            "denied_reads": "0", "denied_writes": "0",
+            "denied_reads": _n(conn.denied_reads), "denied_writes": _n(conn.denied_writes),
             "messages_in": _n(n.messages_in),
             "messages_in_per_sec": sm.rate("c", k, "messages_in"),
             "messages_out": _n(n.messages_out),
@@ -271,7 +271,8 @@ def _processors(server: Server, sm: Sampler) -> list[dict]:
     for pid, desc in (("all", "AMPS Aggregate Processor Stats"),
                       ("external", "publish and subscribe")):
         out.append({
-            "id": pid, "description": desc, "denied_reads": "0", "denied_writes": "0",
+            "id": pid, "description": desc, "denied_reads": _n(server.broker.denied["reads"]),
+            "denied_writes": _n(server.broker.denied["writes"]),
             "last_active": _n(sm.last_active_ms()),
             "matches_found": _n(found), "matches_found_per_sec": sm.rate("p", "matches"),
             "messages_received": _n(received),

@@ -196,10 +196,11 @@ def test_unset_variable_inside_an_ignored_element_is_not_an_error() -> None:
                 <FileName>${NO_SUCH_SOCKET_DIR}/amps.sock</FileName>
             </Transport>
         </Transports>
-        <Authentication><Options><Secret>${NO_SUCH_SECRET}</Secret></Options></Authentication>
+        <Externals><Options><Secret>${NO_SUCH_SECRET}</Secret></Options></Externals>
     """), env={})
     # the "no supported transport" warning is anchored at <Transports>, so it comes first
-    assert [w.reason.split(" ")[0] for w in cfg.warnings] == ["no", "<Transport>", "<Authentication>"]
+    # (<Authentication> used to be the ignored element here; it is read since issue 22)
+    assert [w.reason.split(" ")[0] for w in cfg.warnings] == ["no", "<Transport>", "<Externals>"]
     assert cfg.transports == ()
 
 
@@ -441,10 +442,7 @@ def test_production_config_warns_once_per_unsupported_element(tmp_path) -> None:
     got = [(w.line, w.reason.split(" ")[0]) for w in cfg.warnings]
     assert got == [
         (line_of(text, "<MessageMemoryLimit>"), "<MessageMemoryLimit>"),
-        (line_of(text, "<Modules>"), "<Modules>"),
-        (line_of(text, "<Authentication>"), "<Authentication>"),
         (line_of(text, "<EarlyTerminationOptimization>"), "<EarlyTerminationOptimization>"),
-        (line_of(text, "<Entitlement>"), "<Entitlement>"),
         (line_of(text, "<WWWAuthenticate>"), "<WWWAuthenticate>"),
         (line_of(text, "<O_DIRECT>"), "<O_DIRECT>"),
         (line_of(text, "<SlabSize>"), "<SlabSize>"),
@@ -461,7 +459,6 @@ def test_production_config_warns_once_per_unsupported_element(tmp_path) -> None:
     "element",
     [
         "<Modules><Module><Name>m</Name><Library>libm.so</Library><Bogus/></Module></Modules>",
-        "<Entitlement><Module>amps-default-entitlement-module</Module></Entitlement>",
         "<MiniDumpDirectory>/tmp</MiniDumpDirectory>",
     ],
 )
