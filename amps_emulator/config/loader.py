@@ -4,8 +4,9 @@ Order of work for one load:
 
 1. :func:`config.xmlload.load_tree` parses the file safely, expands ``${ENV}`` and splices
    ``Include`` files (errors keep the included file's name and line);
-2. message type names declared under ``MessageTypes`` are harvested (the section itself is
-   warned about, since custom message types are not implemented, but the names stay valid);
+2. message type names declared under ``MessageTypes`` are harvested, and each declaration is
+   read and checked by building the codec registry (:mod:`config.message_types`: a custom
+   ``.so`` module is an error at its element);
 3. the ``AMPSConfig`` children are read; the sections are then built in dependency order
    (instance defaults before transports, ``SOWDirectory`` before SOW topics, SOW before the
    queue/transaction-log cross check);
@@ -28,6 +29,7 @@ from .instance_sections import (
     read_transaction_log,
     read_transports,
 )
+from .message_types import read_message_types
 from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config, Replication
 from .replication_sections import read_replication, read_replication_listener, read_tuning
 from .schema import Ctx, Elem, Spec, positive, read, text
@@ -52,6 +54,7 @@ _TOP_SPEC = Spec(
         "SOW": Elem("sow", node=_SECTION, multiple=True),
         "TopicMetaData": Elem("sow", node=_SECTION, multiple=True),
         "Actions": Elem("actions", node=_SECTION),
+        "MessageTypes": Elem("message_types", node=_SECTION, multiple=True),
         "Replication": Elem("replication", node=_SECTION),
         "Tuning": Elem("tuning", node=_SECTION),
         # read by config.security.read_security (the auth layer's reader), per transport too
@@ -67,14 +70,13 @@ _TOP_SPEC = Spec(
     },
     ignored=frozenset({
         "Externals",
-        "MessageTypes", "UserDefinedFunctions", "ProcessName", "Environment",
+        "UserDefinedFunctions", "ProcessName", "Environment",
         "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
         "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
         "SOWStatisticsInterval", "SOWStatsInterval", "RegexTopicSupport", "MessageMemoryLimit",
         "MessageDiskLimit", "MessageDiskPath", "ClientMaxCapacity",
     }),
     ignore_notes={
-        "MessageTypes": "declared names are accepted as message types",
         **{tag: "the emulator disconnects a slow client at ClientOutboundLimit instead"
            for tag in ("MessageMemoryLimit", "MessageDiskLimit", "MessageDiskPath", "ClientMaxCapacity")},
     },
@@ -129,6 +131,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         ctx.err(root, f"the root element must be <AMPSConfig>, not <{root.tag}>")
         return None
     _harvest_message_types(root, ctx)
+    message_type_decls = read_message_types(root, ctx)
     top = read(root, _TOP_SPEC, ctx, where="<AMPSConfig>")
     v = top.values
     ctx.sow_directory = v.get("sow_directory")
@@ -192,7 +195,8 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
             file=where_repl.file if where_repl is not None else "",
             line=where_repl.line if where_repl is not None else 0,
             destinations=destinations, min_sync_destinations=min_sync),
-        message_types=tuple(ctx.message_types), sow_directory=ctx.sow_directory,
+        message_types=tuple(ctx.message_types), message_type_decls=message_type_decls,
+        sow_directory=ctx.sow_directory,
         source=source, warnings=tuple(ctx.warnings),
     )
 

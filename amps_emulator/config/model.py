@@ -18,6 +18,8 @@ from typing import Literal, NamedTuple
 
 import msgspec
 
+from amps_emulator.protocol.msgtypes import MessageTypeDecl
+
 from .errors import ConfigIssue
 from .security import SecurityConfig
 from .values import is_regex
@@ -411,6 +413,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     replication_listener: ReplicationListener | None = None
     replication: Replication = msgspec.field(default_factory=Replication)  # Replication, Tuning/Replication
     message_types: tuple[str, ...] = ()  # every message type name usable in this config
+    #: MessageTypes/MessageType, in file order (what the server builds its codecs from)
+    message_type_decls: tuple[MessageTypeDecl, ...] = ()
     sow_directory: str | None = None  # [emulator] SOWDirectory: where the emulator keeps SOW data
     #: the Authentication/Entitlement blocks, resolved per transport and for Admin by the auth
     #: layer; None when the configuration has none (nothing is checked)

@@ -472,32 +472,13 @@ _KIND_TAG: dict[type, str] = {SowTopic: "Topic", Queue: "Queue", View: "View",
 
 
 def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
-    """Keep one definition per topic name, and only derived topics the emulator can build;
-    warn about the others.
+    """Keep the derived topics the emulator can build; warn about the others.
 
     AMPS identifies a topic by (message type, name), so one name may be defined once per
-    message type (60East's ``sample.xml`` defines ``messages-sow`` for json, xml and nvfix).
-    The emulator speaks JSON only and routes by name, so it serves the ``json`` definition (or,
-    without one, the first) and ignores the others with a warning. Views and conflated topics
-    over an ignored definition are ignored with it.
+    message type (60East's ``sample.xml`` defines ``messages-sow`` for json, xml and nvfix):
+    every definition is kept, for its own type (the server decides what it builds of each).
     """
-    items: list[Any] = [*result.topics, *result.queues, *result.views, *result.conflated]
-    by_name: dict[str, list[Any]] = {}
-    for it in items:
-        by_name.setdefault(it.name, []).append(it)
     dropped: set[tuple[str, str]] = set()
-    for name, defs in by_name.items():
-        if len(defs) < 2:
-            continue
-        keep = next((d for d in defs if d.message_type == "json"), min(defs, key=lambda d: (d.file, d.line)))
-        for d in defs:
-            if d is keep:
-                continue
-            dropped.add((d.name, d.message_type))
-            ctx.warn_at(d.file, d.line,
-                        f"<{_KIND_TAG[type(d)]}> {name!r} ({d.message_type}) is ignored: the emulator "
-                        f"serves one definition per topic name and uses the {keep.message_type} one "
-                        f"at {keep.file}:{keep.line}")
     # derived topics the emulator cannot build: over an ignored definition (views over views
     # follow), over a queue, or a conflated topic over a Pattern container
     queues = {(q.name, q.message_type) for q in result.queues}

@@ -68,7 +68,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 
 from . import summary as summaries
 from .api import (
@@ -76,10 +76,9 @@ from .api import (
     JournalError,
     JournalSyncError,
     RecoveryReport,
-    RetentionResult,
     WriteFailure,
 )
-from .base import Clock, JournalCore, merge_checkpoint
+from .base import Clock, merge_checkpoint
 from .index import DEFAULT_INDEX_INTERVAL
 from .reading import SegmentReads
 from .record import (
@@ -90,7 +89,7 @@ from .record import (
     RecordKind,
 )
 from .recovery import Recovery
-from .retention import RETAINED_FROM, check_oldest, remove_segments, write_retained_from
+from .retention import RETAINED_FROM, SegmentRetention, check_oldest
 from .segment import HEADER_SIZE, O_CLOEXEC, FileOps, Segment, fdatasync
 
 if sys.platform != "win32":
@@ -105,7 +104,7 @@ DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
 DEFAULT_CHECKPOINT_BYTES = 8 * 1024 * 1024
 
 
-class FileJournal(SegmentReads, JournalCore):
+class FileJournal(SegmentReads, SegmentRetention):
     """Segmented, checksummed, append-only transaction log. Build with :meth:`open`."""
 
     # ------------------------------------------------------------------ construction
@@ -675,41 +674,6 @@ class FileJournal(SegmentReads, JournalCore):
                 if self._dir_fd >= 0:
                     os.close(self._dir_fd)
                     self._dir_fd = -1
-
-    # ------------------------------------------------------------------ retention
-    def enforce_retention(self, pinned_positions: Iterable[int] = ()) -> RetentionResult:
-        """Delete whole oldest segments beyond ``retention_bytes`` / ``retention_age``.
-
-        Never the newest segment, never one holding (or after) the lowest pinned position (a
-        live replay's next position), and only once the next segment's leading CHECKPOINT is
-        durable (so de-dup state survives). Owner thread only.
-        """
-        if self._retention_bytes is None and self._retention_age is None:
-            return RetentionResult()
-        durable = self.durable_position
-
-        def can_remove(i: int) -> bool:
-            nxt = self._segments[i + 1]
-            return nxt.count == 0 or nxt.first_record_position <= durable
-
-        n, blocked, reasons = self._plan_retention(self._segments, pinned_positions, can_remove)
-        removed = self._segments[:n]
-        if removed:  # first, so a crash in between never reads as segments gone missing
-            write_retained_from(self._dir, self._dir_fd, self._segments[n].first_position,
-                                fsync=self._durability is not Durability.MEMORY)
-            remove_segments(removed)
-            del self._segments[:n]
-            del self._firsts[:n]
-            self._dir_dirty = True
-            if self._seqidx is not None:
-                self._seqidx.trim(self.first_position)
-        return RetentionResult(
-            removed=tuple(s.name for s in removed),
-            bytes_removed=sum(s.size for s in removed),
-            records_removed=sum(s.count for s in removed),
-            blocked_by_pin=blocked,
-            reasons=tuple(reasons),
-        )
 
     def __repr__(self) -> str:
         return (

@@ -60,6 +60,7 @@ import zlib
 import msgspec
 
 from amps_emulator.protocol.bookmarks import Bookmark
+from amps_emulator.protocol.topics import qualify
 
 __all__ = [
     "FRAME_MAGIC",
@@ -138,6 +139,13 @@ class JournalRecord(msgspec.Struct, frozen=True, gc=False):
     @property
     def bookmark(self) -> Bookmark:
         return Bookmark(self.publisher_id, self.sequence)
+
+    @property
+    def key(self) -> str:
+        """The server's key of the record's topic (:func:`protocol.topics.qualify`): the name
+        for json (and for records that name no type), name and type for another type."""
+        mt = self.message_type
+        return self.topic if not mt or mt == "json" else qualify(self.topic, mt)
 
     @property
     def bookmark_str(self) -> str:

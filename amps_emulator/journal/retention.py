@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterable
 
 from . import summary as summaries
-from .api import JournalError
+from .api import Durability, JournalError, RetentionResult
+from .base import JournalCore
 from .segment import Segment
 
 __all__ = ["RETAINED_FROM", "check_oldest", "read_retained_from", "remove_segments", "write_retained_from"]
@@ -71,3 +73,48 @@ def remove_segments(segments: list[Segment]) -> None:
         os.unlink(seg.path)
         summaries.remove(seg.path)
         log.info("journal retention: removed %s (%d bytes, %d records)", seg.path, seg.size, seg.count)
+
+
+class SegmentRetention(JournalCore):
+    """``enforce_retention`` for a journal of segment files (the base of
+    :class:`~journal.file_journal.FileJournal`, which sets the attributes declared here)."""
+
+    _segments: list[Segment]  # oldest first; the last is the active one
+    _firsts: list[int]  # their first positions, for bisect
+    _dir: str  # the journal directory
+    _dir_fd: int  # the directory, open (fsynced after segments come and go)
+    _dir_dirty: bool  # segments were created or removed since the directory's fsync
+
+    def enforce_retention(self, pinned_positions: Iterable[int] = ()) -> RetentionResult:
+        """Delete whole oldest segments beyond ``retention_bytes`` / ``retention_age``.
+
+        Never the newest segment, never one holding (or after) the lowest pinned position (a
+        live replay's next position), and only once the next segment's leading CHECKPOINT is
+        durable (so de-dup state survives). Owner thread only.
+        """
+        if self._retention_bytes is None and self._retention_age is None:
+            return RetentionResult()
+        durable = self.durable_position
+
+        def can_remove(i: int) -> bool:
+            nxt = self._segments[i + 1]
+            return nxt.count == 0 or nxt.first_record_position <= durable
+
+        n, blocked, reasons = self._plan_retention(self._segments, pinned_positions, can_remove)
+        removed = self._segments[:n]
+        if removed:  # first, so a crash in between never reads as segments gone missing
+            write_retained_from(self._dir, self._dir_fd, self._segments[n].first_position,
+                                fsync=self._durability is not Durability.MEMORY)
+            remove_segments(removed)
+            del self._segments[:n]
+            del self._firsts[:n]
+            self._dir_dirty = True
+            if self._seqidx is not None:
+                self._seqidx.trim(self.first_position)
+        return RetentionResult(
+            removed=tuple(s.name for s in removed),
+            bytes_removed=sum(s.size for s in removed),
+            records_removed=sum(s.count for s in removed),
+            blocked_by_pin=blocked,
+            reasons=tuple(reasons),
+        )

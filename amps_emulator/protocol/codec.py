@@ -27,6 +27,7 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.command import Command, decode_header, finish_command
 from amps_emulator.protocol.headers import CLIENT_KNOWN_KEYS
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import display_name
 
 DEFAULT_MAX_FRAME = 64 * 1024 * 1024
 
@@ -238,7 +239,7 @@ def sow_batch(topic: str, query_id: str, records: Iterable[tuple[dict[str, Any],
     Each record header gets ``l`` (exact data length) added; per-record fields are sticky
     on the client, so callers must set the same set of fields on every record.
     """
-    parts = [_json_encode({"c": "sow", "t": topic, "query_id": query_id})]
+    parts = [_json_encode({"c": "sow", "t": display_name(topic), "query_id": query_id})]
     for rec_header, data in records:
         rec_header["l"] = len(data)
         parts.append(_json_encode(rec_header))

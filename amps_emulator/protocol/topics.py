@@ -9,12 +9,48 @@ offline pipeline (journal readers), which must read a topic regex exactly as the
 from __future__ import annotations
 
 import re
+from typing import overload
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.saferegex import SafePattern, compile_pattern
 
-__all__ = ["compile_topic_regex", "is_regex_topic"]
+__all__ = ["compile_topic_regex", "is_regex_topic", "TYPE_SEP", "qualify", "split_topic",
+           "display_name", "type_of"]
+
+#: AMPS identifies a topic by (message type, name): ``orders`` over json and ``orders`` over
+#: fix are two topics. Inside the server a topic is one string, its *key*: the name itself for
+#: json (so the JSON path is untouched), ``name + TYPE_SEP + type`` for any other type. The
+#: separator is a control character no AMPS client puts in a topic name; the key never goes
+#: on the wire (:func:`display_name` is what a header carries).
+TYPE_SEP = "\x1f"
+
+
+def qualify(name: str, message_type: str) -> str:
+    """The key of topic ``name`` of ``message_type``."""
+    return name if message_type == "json" else f"{name}{TYPE_SEP}{message_type}"
+
+
+def split_topic(key: str) -> tuple[str, str]:
+    """``(name, message type)`` of a topic key."""
+    name, sep, mt = key.partition(TYPE_SEP)
+    return (name, mt) if sep else (key, "json")
+
+
+@overload
+def display_name(key: str) -> str: ...
+@overload
+def display_name(key: None) -> None: ...
+def display_name(key: str | None) -> str | None:
+    """The topic name a client sees for a topic key (``None`` stays ``None``)."""
+    if key is None or TYPE_SEP not in key:
+        return key
+    return key.partition(TYPE_SEP)[0]
+
+
+def type_of(key: str) -> str:
+    """The message type of a topic key."""
+    return key.partition(TYPE_SEP)[2] if TYPE_SEP in key else "json"
 
 # Characters whose presence makes a subscription topic a regular expression.
 _REGEX_CHARS = frozenset(".*+?^$[](){}|\\")

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame_raw, json_str
+from amps_emulator.protocol.topics import display_name
 from amps_emulator.sow import delta_message
 from amps_emulator.sow.delta import encode as encode_doc
 
@@ -142,7 +143,7 @@ class AggregatedSubscription(LiveState):
               reason: str) -> None:
         sub = self.sub
         name = self.topic.spec.name
-        head = b'{"c":"p","t":' + json_str(name) + b',"sids":' + json_str(sub.sub_id)
+        head = b'{"c":"p","t":' + json_str(display_name(name)) + b',"sids":' + json_str(sub.sub_id)
         for out, previous in touched:
             if out is None:
                 if previous is not None and "oof" in sub.options:

@@ -25,9 +25,13 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import msgspec
+
 from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
-from amps_emulator.protocol import reasons
+from amps_emulator.protocol import bodies, reasons
+from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import qualify
 from amps_emulator.server import commands, entitle, publish, replay, version
 from amps_emulator.server.actions import Actions
 from amps_emulator.server.broker import Broker
@@ -56,12 +60,13 @@ MEMORY_BUDGET = 256 << 20  # bytes of buffered frames, all connections together
 class Listener:
     """One configured transport, bound."""
 
-    def __init__(self, name: str, host: str, port: int, message_type: str, protocol: str,
+    def __init__(self, name: str, host: str, port: int, message_type: str | None, protocol: str,
                  max_frame: int, out_limit: int, reuse_addr: bool = True,
                  tls: ssl.SSLContext | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
+        #: the transport's MessageType; None: any type the instance knows
         self.message_type = message_type
         self.protocol = protocol  # "amps" or "websocket"
         self.max_frame = max_frame
@@ -77,7 +82,7 @@ class Listener:
         scheme = "ws" if self.protocol == "websocket" else "tcp"
         if self.tls is not None:
             scheme += "s"
-        return f"{scheme}://{host}:{self.port}/amps/{self.message_type}"
+        return f"{scheme}://{host}:{self.port}/amps/{self.message_type or 'json'}"
 
     def protocol_factory(self, server: Server) -> Callable[[], asyncio.Protocol]:
         def make_connection() -> Connection:
@@ -109,12 +114,30 @@ def listeners_from_config(config: Any) -> list[Listener]:
             continue
         out.append(Listener(
             name=t.name, host=t.host or "0.0.0.0", port=t.port,
-            message_type=t.message_type or "json", protocol=t.protocol or "amps",
+            message_type=t.message_type, protocol=t.protocol or "amps",
             max_frame=t.max_frame_size, out_limit=t.client_outbound_limit,
             reuse_addr=getattr(t, "reuse_addr", True),
             tls=_tls_context(t),
         ))
     return out
+
+
+def _json_derived_only(config: Any) -> Any:
+    """``config`` without the queues, views and conflated topics of another message type than
+    json, which the emulator does not build yet (each logged once); the config as is when it
+    has none."""
+    kinds = (("queues", "Queue"), ("views", "View"), ("conflated_topics", "ConflatedTopic"))
+    other = [(attr, tag, d) for attr, tag in kinds for d in getattr(config, attr, ())
+             if getattr(d, "message_type", "json") != "json"]
+    if not other:
+        return config
+    for _attr, tag, d in other:
+        log.warning("%s:%s: <%s> %r (%s) is not served: the emulator builds queues, views and "
+                    "conflated topics for json messages only", d.file, d.line, tag, d.name,
+                    d.message_type)
+    return msgspec.structs.replace(config, **{
+        attr: tuple(d for d in getattr(config, attr) if d.message_type == "json")
+        for attr, _tag in kinds})
 
 
 class Server:
@@ -131,7 +154,7 @@ class Server:
         ``admin``: ``HOST:PORT`` of the Admin HTTP interface (default: the config's
         ``Admin/InetAddr``, if any), started above the root by ``admin.start_admin``.
         ``server_version``: the AMPS version logon acks and the Admin tree report."""
-        self.config = config
+        self.config = config = _json_derived_only(config)
         self.keep_readable_journal = keep_readable_journal
         self.logon_timeout = logon_timeout
         #: the most bytes all connections together may hold in buffered frames (partial
@@ -157,6 +180,10 @@ class Server:
                              memory=memory, strict_recovery=strict_recovery,
                              server_version=server_version)
         self.broker.drop_client = self.closed
+        # the codecs of every message type the config declares, built before any SOW topic
+        # (a topic of another type than json reads its bodies with its codec)
+        self.broker.message_types = build_registry(config.message_type_decls)
+        bodies.install(self.broker.message_types)
         if config.security is not None:
             self.broker.security = SecurityLayer(config.security, [t.name for t in config.transports])
         self._conn_ids = itertools.count(1)
@@ -447,9 +474,12 @@ class Server:
             if handler is None:
                 raise CommandError(reasons.UNKNOWN_COMMAND, cmd.command)
             session = client.session
+            # entitlements name topics as clients do; the handlers read (type, name) keys
             if session is None:
+                self._qualify(client, cmd)
                 handler(self.broker, client, cmd)
             elif entitle.check(self.broker, client, session, cmd):
+                self._qualify(client, cmd)
                 handler(self.broker, client, cmd)
                 if cmd.command in entitle.READS:
                     entitle.attach(client, session, cmd)
@@ -527,6 +557,12 @@ class Server:
                 conn.end_busy()
 
         task.add_done_callback(decided)
+
+    @staticmethod
+    def _qualify(client: Client, cmd: Command) -> None:
+        """The topic of this connection's type: (type, name) is a topic's identity."""
+        if client.message_type != "json" and cmd.topic:
+            cmd.topic = qualify(cmd.topic, client.message_type)
 
     def contain(self, client: Client, what: str) -> None:
         """See :func:`server.turn.contain`."""

@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from amps_emulator.protocol.msgtypes import MessageTypeRegistry, build_registry
 from amps_emulator.server import replay
 from amps_emulator.server.router import Router, Subscription
 from amps_emulator.server.version import SERVER_VERSION
@@ -46,6 +47,9 @@ class Broker:
         #: refuse to start when acked data is found missing
         self.strict_recovery = strict_recovery
         self.router = Router()
+        #: the message types this instance serves (the config's MessageTypes; the root
+        #: builds it and installs it for the body readers, :mod:`protocol.bodies`)
+        self.message_types: MessageTypeRegistry = build_registry()
         # -- sessions
         self.by_name: dict[str, Client] = {}  # logged-on clients by client name
         self.client_seqs: dict[str, int] = {}  # publish de-duplication high-water marks

@@ -34,8 +34,13 @@ log = logging.getLogger("amps_emulator.commands")
 
 def logon(broker: Broker, client: Client, cmd: Command) -> None:
     acks_early(client, cmd)
-    if cmd.message_type and cmd.message_type != client.listener.message_type:
-        raise CommandError(reasons.INVALID_MESSAGE_TYPE, cmd.message_type)
+    fixed = client.listener.message_type
+    mt = cmd.message_type or fixed or "json"
+    if fixed is not None and mt != fixed:  # a transport of one type serves only that type
+        raise CommandError(reasons.INVALID_MESSAGE_TYPE, mt)
+    if mt not in broker.message_types:
+        raise CommandError(reasons.INVALID_MESSAGE_TYPE, mt)
+    client.message_type = mt
     name = cmd.client_name or f"anonymous-{client.conn_id}"
     previous = broker.by_name.get(name)
     session = client.session

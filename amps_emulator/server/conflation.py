@@ -29,10 +29,11 @@ from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter.values import resolve
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import display_name
 from amps_emulator.sow.delta import merge
 from amps_emulator.sow.paths import PathError, parse_path
 
-from .delivery import UNDECODED, decode_or_none, delivery_tail, selected
+from .delivery import UNDECODED, decode_body, decode_or_none, delivery_tail, selected
 from .ports import ServiceHost
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ class Conflator:
     def _key(self, msg: Any) -> Any:
         if self.keys is None:
             return (msg.topic, msg.sow_key)
-        doc = msg.doc if msg.doc is not UNDECODED else decode_or_none(msg.body)
+        doc = msg.doc if msg.doc is not UNDECODED else decode_body(msg.body, msg.topic)
         return (msg.topic, _encode([resolve(doc, p) for p in self.keys]))
 
     def hold(self, msg: Any, delta_body: bytes | None) -> None:
@@ -188,7 +189,7 @@ class Conflator:
         body = msg.body if held.delta is None else _encode(held.delta)
         if sub.select is not None:
             body = selected(body, sub.select)
-        head = b'{"c":"p","t":' + json_str(msg.topic) + b',"sids":' + json_str(sub.sub_id)
+        head = b'{"c":"p","t":' + json_str(display_name(msg.topic)) + b',"sids":' + json_str(sub.sub_id)
         sub.conn.send(frame_raw(head + delivery_tail(msg.bookmark, msg.correlation_id,
                                                      msg.sow_key, msg.expiration, ts), body))
 

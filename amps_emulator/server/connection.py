@@ -109,6 +109,8 @@ class Connection(asyncio.Protocol):
         self.client_name: str | None = None
         self.user_id: str | None = None
         self.logged_on = False
+        #: the logon's type (``mt``), else the transport's, else json (set by the logon)
+        self.message_type = "json"
         self.session: Session | None = None  # the accepted logon, when security is configured
         self.closed = False
         self.subs: dict[str, Subscription] = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
+from amps_emulator.protocol.topics import display_name
 from amps_emulator.server.stats import client_id
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def page(server: Server, faults: list[dict] | None = None) -> str:
         or "<tr><td colspan=4>no queues</td></tr>"
     client_rows = "".join(
         f"<tr><td>{_e(client_id(c))}</td><td>{_e(c.peer)}</td><td>"
-        + ", ".join(f"{_e(sid)} → {_e(sub.topic)}" for sid, sub in c.subs.items())
+        + ", ".join(f"{_e(sid)} → {_e(display_name(sub.topic))}" for sid, sub in c.subs.items())
         + f"</td><td>{c.messages_in}</td><td>{c.messages_out}</td></tr>"
         for c in sorted(s.connections, key=lambda c: c.conn_id)) \
         or "<tr><td colspan=5>no clients</td></tr>"

@@ -9,13 +9,17 @@ or an ``oof`` (the update took a record out of an ``oof`` subscription's filter)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 
+from amps_emulator.protocol import bodies
 from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
+from amps_emulator.protocol.msgtypes import CodecError
+from amps_emulator.protocol.topics import TYPE_SEP, display_name, type_of
 from amps_emulator.sow import delta_message
 from amps_emulator.sow.delta import changed_fields
 from amps_emulator.sow.query import apply_select
@@ -59,6 +63,21 @@ def decode_or_none(body: bytes) -> Any:
         return None
 
 
+def decode_body(body: bytes, topic: str) -> Any:
+    """The tree of ``body`` published to the topic key ``topic``: JSON, or the codec of the
+    topic's type (``None``: malformed for its type)."""
+    if TYPE_SEP not in topic:
+        return decode_or_none(body)
+    return bodies.decode_or_none(body, type_of(topic))
+
+
+def encoder_for(topic: str) -> Callable[[Any], bytes]:
+    """What writes a body the server builds (a select list) for the topic key ``topic``."""
+    if TYPE_SEP not in topic:
+        return _encode
+    return bodies.codec_for(type_of(topic)).encode
+
+
 def delivery_tail(bm: str | None, correlation_id: str | None, sow_key: str | None,
                   expiration: int | None, ts: str | None) -> bytes:
     """The rest of a ``p`` header after ``sids``: optional bm, x, k, e, ts, then ``}``."""
@@ -77,9 +96,11 @@ def delivery_tail(bm: str | None, correlation_id: str | None, sow_key: str | Non
     return b"".join(parts)
 
 
-def selected(body: bytes, sel: Any, doc: Any = UNDECODED) -> bytes:
+def selected(body: bytes, sel: Any, doc: Any = UNDECODED,
+             encode: Callable[[Any], bytes] = _encode) -> bytes:
     """``body`` as a subscription with select list ``sel`` receives it (``None``: as is);
-    ``doc``: the decoded body, if at hand. A body that is not a JSON object goes as is."""
+    ``doc``: the decoded body, if at hand (required for another type than JSON, with its
+    ``encode``). A body that is not an object goes as is."""
     if sel is None:
         return body
     if doc is UNDECODED:
@@ -87,13 +108,18 @@ def selected(body: bytes, sel: Any, doc: Any = UNDECODED) -> bytes:
     if type(doc) is not dict:
         return body
     new = apply_select(doc, sel)
-    return body if new is doc else _encode(new)
+    if new is doc:
+        return body
+    try:
+        return encode(new)
+    except CodecError:  # the type cannot write the selection: the whole message
+        return body
 
 
 def oof_frame(topic: str, sids: str, sow_key: str, reason: str, body: bytes,
               bm: str | None = None) -> bytes:
     """An out-of-focus notification: the record left the subscription (``reason``)."""
-    head = (b'{"c":"oof","t":' + json_str(topic) + b',"sids":' + json_str(sids)
+    head = (b'{"c":"oof","t":' + json_str(display_name(topic)) + b',"sids":' + json_str(sids)
             + b',"k":' + json_str(sow_key) + b',"reason":' + json_str(reason))
     if bm:
         head += b',"bm":' + json_str(bm)
@@ -105,7 +131,7 @@ class Message:
 
     __slots__ = ("topic", "body", "bookmark", "correlation_id", "sow_key", "expiration",
                  "client_name", "doc", "_previous_doc", "_previous_rec", "delta_body",
-                 "delta_empty", "key_fields", "timestamp")
+                 "delta_empty", "key_fields", "timestamp", "encode")
 
     # Positional arguments allowed (in this order): the publish hot path passes them so.
     def __init__(self, topic: str, body: bytes, bookmark: str | None = None,
@@ -125,6 +151,8 @@ class Message:
         self.delta_body: bytes | None = None  # what delta subscribers get (None: full body)
         self.delta_empty = False  # the delta changes nothing but the key
         self.key_fields: tuple[str, ...] | None = None  # set for SOW topics: deltas possible
+        #: what writes the delta (the codec of the topic's type; JSON by default)
+        self.encode: Callable[[Any], bytes] = _encode
         #: when the publish was processed (µs since the epoch; the journal record's time when
         #: recorded): the ``ts`` of every delivery, SOW record and replay of this message
         self.timestamp: int | None = None
@@ -160,12 +188,15 @@ class Message:
         if self.delta_body is None and self.key_fields is not None \
                 and self.previous_doc is not UNDECODED and self.previous_doc is not None:
             change, changed = delta_message(self.previous_doc, self.doc, self.key_fields)
-            self.delta_body = _encode(change)
+            try:
+                self.delta_body = self.encode(change)
+            except CodecError:  # the type cannot write this delta: the whole message goes
+                return None
             self.delta_empty = not changed
         return self.delta_body
 
     def context(self) -> MessageContext:
-        return MessageContext(topic=self.topic, bookmark=self.bookmark, sow_key=self.sow_key,
+        return MessageContext(topic=display_name(self.topic), bookmark=self.bookmark, sow_key=self.sow_key,
                               correlation_id=self.correlation_id, client_name=self.client_name)
 
 
@@ -191,13 +222,13 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
             doc = msg.doc
         if sub.live is not None:  # a paginated window / aggregated groups decide
             if doc is UNDECODED:
-                doc = msg.doc = decode_or_none(msg.body)
+                doc = msg.doc = decode_body(msg.body, msg.topic)
             sub.live.published(msg)
             continue
         f = sub.filter
         if f is not None:
             if doc is UNDECODED:
-                doc = msg.doc = decode_or_none(msg.body)
+                doc = msg.doc = decode_body(msg.body, msg.topic)
             if ctx is None:
                 ctx = msg.context()
             if not f(doc, ctx):
@@ -222,7 +253,12 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
         _add(targets, (sub.conn, shape, sub.select), sub.sub_id)
     if not targets:
         return 0
-    head = b'{"c":"p","t":' + json_str(msg.topic) + b',"sids":'
+    topic = msg.topic
+    encode: Callable[[Any], bytes] = _encode
+    if TYPE_SEP in topic:  # another type than json: its name on the wire, its own writer
+        encode = encoder_for(topic)
+        topic = display_name(topic)
+    head = b'{"c":"p","t":' + json_str(topic) + b',"sids":'
     tail = delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, None)
     stamped_tail = None
     for (conn, shape, sel), ids in targets.items():
@@ -238,7 +274,7 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
         else:
             frame_tail = tail
         if shape == PLAIN or shape == STAMPED:
-            body = msg.body if sel is None else selected(msg.body, sel, msg.doc)
+            body = msg.body if sel is None else selected(msg.body, sel, msg.doc, encode)
             conn.send(frame_raw(head + json_str(sids) + frame_tail, body))
         elif shape == DELTA or shape == DELTA_STAMPED:
             empty = msg.delta_empty
@@ -256,11 +292,11 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
             conn.send(frame_raw(head + json_str(sids) + frame_tail, body))
         elif shape == OOF:
             conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "match",
-                                selected(msg.body, sel, msg.doc), msg.bookmark))
+                                selected(msg.body, sel, msg.doc, encode), msg.bookmark))
         else:  # OOF_ENTITLEMENT: the message the reader was entitled to, the previous one
             previous = msg.previous_doc
             conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "entitlement",
-                                selected(_encode(previous), sel, previous), msg.bookmark))
+                                selected(encode(previous), sel, previous, encode), msg.bookmark))
     server.stats["delivered"] += len(targets)
     return len(targets)
 
@@ -299,6 +335,12 @@ def _add(targets: dict[_Key, list[str]], key: _Key, sub_id: str) -> None:
 
 def send_oof(server: FanoutHost, topic: str, records: list[Any], reason: str) -> None:
     """OOF ``reason`` (deleted/expired) to every ``oof`` subscription that had each record."""
+    encode: Callable[[Any], bytes] = _encode
+    if TYPE_SEP in topic and records:  # another type: the records are read by its codec
+        mt = type_of(topic)
+        encode = encoder_for(topic)
+        for rec in records:
+            rec.doc_by(lambda body: bodies.decode_or_none(body, mt))
     subs = []
     for s in server.router.match(topic):
         if s.live is not None:
@@ -309,7 +351,8 @@ def send_oof(server: FanoutHost, topic: str, records: list[Any], reason: str) ->
     if not subs:
         return
     for rec in records:
-        ctx = MessageContext(topic=topic, bookmark=rec.bookmark or None, sow_key=rec.sow_key)
+        ctx = MessageContext(topic=display_name(topic), bookmark=rec.bookmark or None,
+                             sow_key=rec.sow_key)
         targets: dict[tuple[Receiver, Select | None], list[str]] = {}
         for sub in subs:
             if sub.filter is None or sub.filter(rec.doc, ctx):
@@ -318,4 +361,4 @@ def send_oof(server: FanoutHost, topic: str, records: list[Any], reason: str) ->
                 _add(targets, (sub.conn, sub.select), sub.sub_id)
         for (conn, sel), ids in targets.items():
             conn.send(oof_frame(topic, ",".join(ids), rec.sow_key, reason,
-                                selected(rec.data, sel, rec.doc), rec.bookmark or None))
+                                selected(rec.data, sel, rec.doc, encode), rec.bookmark or None))

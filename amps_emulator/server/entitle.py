@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 from amps_emulator.auth import Session, TopicGrant
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import is_regex_topic
+from amps_emulator.protocol.topics import display_name, is_regex_topic
 from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.delivery import decode_or_none
@@ -60,7 +60,7 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
     if not topic:
         return True  # the handler reports the missing topic
     perms = session.permissions
-    mt = client.listener.message_type
+    mt = client.message_type
     if name in READS:
         try:
             grant = perms.check_subscribe(mt, topic, regex=_regex(cmd, topic))
@@ -124,11 +124,11 @@ def sow_topics(client: Client, cmd: Command, topics: list[T], names: list[str],
     session = client.session
     if session is None or not cmd.topic or not _regex(cmd, cmd.topic):
         return topics, [read] * len(topics)
-    mt = client.listener.message_type
+    mt = client.message_type
     kept: list[T] = []
     reads: list[Callable[..., bool] | None] = []
     for topic, name in zip(topics, names, strict=True):
-        grant = session.permissions.read_grant(mt, name)
+        grant = session.permissions.read_grant(mt, display_name(name))
         if grant is None:
             continue  # skipped silently, as deliveries are
         kept.append(topic)
@@ -155,12 +155,12 @@ def attach(client: Client, session: Session, cmd: Command) -> None:
     sub = client.subs.get(str(sub_id)) if sub_id is not None else None
     if sub is None or sub.entitlement is not None:
         return
-    mt = client.listener.message_type
+    mt = client.message_type
     perms = session.permissions
     if sub.regex is not None:
         sub.entitlement = ReadEntitlement(perms, mt, True)
         return
-    grant = perms.read_grant(mt, sub.topic)
+    grant = perms.read_grant(mt, display_name(sub.topic))
     if grant is not None and grant.filter_text is not None:
         sub.entitlement = ReadEntitlement(perms, mt, False)
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
+from amps_emulator.protocol.topics import display_name
 from amps_emulator.sow.query import OrderBy, order_key
 
 from .delivery import delivery_tail, oof_frame, selected
@@ -126,7 +127,7 @@ class PageWindow(LiveState):
                 if rec is not None:
                     conn.send(oof_frame(name, self.sub.sub_id, skey, "match",
                                         selected(rec.data, sel), rec.bookmark or None))
-        head = b'{"c":"p","t":' + json_str(name) + b',"sids":' + sid
+        head = b'{"c":"p","t":' + json_str(display_name(name)) + b',"sids":' + sid
         for skey in after:
             if skey == changed and msg is not None:
                 conn.send(frame_raw(head + delivery_tail(msg.bookmark, msg.correlation_id,

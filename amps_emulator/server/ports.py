@@ -53,7 +53,8 @@ class ListenerInfo(Protocol):
     """The configured transport a connection arrived on (``app.Listener``)."""
 
     name: str
-    message_type: str
+    #: the transport's ``MessageType`` (None: any type the instance knows)
+    message_type: str | None
     max_frame: int
     out_limit: int
 
@@ -83,6 +84,8 @@ class Client(Protocol):
     connect_time: float
     peer: str
     listener: ListenerInfo
+    #: the message type the connection logged on with (its topics are of this type)
+    message_type: str
 
     def send(self, data: bytes) -> None: ...
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server.delivery import UNDECODED, Message, decode_or_none, fan_out, send_oof
+from amps_emulator.server.delivery import UNDECODED, Message, decode_body, fan_out, send_oof
 from amps_emulator.server.subscribe import compile_filter_for
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
     doc = UNDECODED
     key = None
     if sow_topic is not None:
-        doc = decode_or_none(body)
+        doc = decode_body(body, topic)
         key = sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front
     txlog = broker.txlog
     rec = None
@@ -108,7 +108,7 @@ def store_publish(turn: Turn, topic: Topic, msg: Message, delta: bool,
     transaction log recorded the message (the record's timestamp; default now). Client
     publishes, actions and views (``views.DerivedTopics.store``) all store through it; it
     needs only the turn (the SOW commits at its end)."""
-    doc = msg.doc if msg.doc is not UNDECODED else decode_or_none(msg.body)
+    doc = msg.doc if msg.doc is not UNDECODED else decode_body(msg.body, msg.topic)
     turn.request()  # the SOW commits at the end of this turn
     if delta or key is None:
         fn = topic.delta_publish if delta else topic.publish
@@ -122,7 +122,13 @@ def store_publish(turn: Turn, topic: Topic, msg: Message, delta: bool,
     msg.sow_key = rec.sow_key
     msg.body = rec.data
     msg.doc = rec.doc
-    msg.set_previous(result.previous)  # decoded only if a subscriber reads it
+    codec = topic.codec
+    if codec is None:
+        msg.set_previous(result.previous)  # decoded only if a subscriber reads it
+    else:  # another type: its records are read by its codec, and deltas written by it
+        prev = result.previous
+        msg.previous_doc = None if prev is None else topic.decode_body(prev.data)
+        msg.encode = codec.encode
     msg.key_fields = topic.delta_keys  # the delta is computed only if a delta subscriber asks
 
 

@@ -460,7 +460,7 @@ class QueueService:
                 doc: Any = None
                 ctx = None
                 for name, q in self.queues.items():
-                    if rec.position <= starts[name] or not q.covers(rec.topic):
+                    if rec.position <= starts[name] or not q.covers(rec.key):
                         continue
                     prio, barrier = None, False
                     if q.needs_content:
@@ -476,11 +476,11 @@ class QueueService:
                     events[name].append(Enqueue(rec.position, rec.bookmark_str,
                                                 rec.timestamp / 1_000_000, rec.expiration,
                                                 prio, barrier))
-            elif kind in _EVENT_KINDS and rec.topic in self.queues:
+            elif kind in _EVENT_KINDS and rec.key in self.queues:
                 if kind == _QUEUE_BATCH:
-                    events[rec.topic].extend(decode_event(k, p) for k, p in _unpack(rec.body))
+                    events[rec.key].extend(decode_event(k, p) for k, p in _unpack(rec.body))
                 else:
-                    events[rec.topic].append(decode_event(kind, rec.body))
+                    events[rec.key].append(decode_event(kind, rec.body))
         now = self.now()
         for name, q in self.queues.items():
             q.engine = queue_recovery.replay(QueueEngine(q.spec), events[name], now=now,

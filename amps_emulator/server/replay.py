@@ -27,7 +27,7 @@ from amps_emulator.protocol.codec import ack as encode_ack
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server.delivery import decode_or_none, delivery_tail, selected
+from amps_emulator.server.delivery import decode_body, delivery_tail, selected
 from amps_emulator.server.turn import contain
 
 if TYPE_CHECKING:
@@ -267,13 +267,13 @@ def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
             done = False
             break
         bm = rec.bookmark_str
-        if rec.kind not in _DELIVERABLE or not sub.matches_topic(rec.topic):
+        if rec.kind not in _DELIVERABLE or not sub.matches_topic(rec.key):
             cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
             continue
         if flt is not None:
             ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
                                  correlation_id=rec.correlation_id, client_name=rec.client_name)
-            if not flt(decode_or_none(rec.body), ctx):
+            if not flt(decode_body(rec.body, rec.key), ctx):
                 cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
                 continue
         if rate is not None:
@@ -283,9 +283,9 @@ def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
                 done = False
                 break
         cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
-        head = heads.get(rec.topic)
+        head = heads.get(rec.key)
         if head is None:
-            head = heads[rec.topic] = b'{"c":"p","t":' + json_str(rec.topic) + sids
+            head = heads[rec.key] = b'{"c":"p","t":' + json_str(rec.topic) + sids
         if rec.correlation_id is None and rec.sow_key is None and rec.expiration is None \
                 and not cursor.timestamp:
             tail = b',"bm":"' + bm.encode() + b'"}'

@@ -12,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.protocol.topics import compile_topic_regex, is_regex_topic
+from amps_emulator.protocol.topics import (
+    TYPE_SEP,
+    compile_topic_regex,
+    is_regex_topic,
+    split_topic,
+)
 from amps_emulator.sow.query import Select, selection
 
 if TYPE_CHECKING:
@@ -41,7 +46,7 @@ class Subscription:
 
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
-        "prefix", "live", "select", "conflator", "queried", "entitlement",
+        "prefix", "live", "select", "conflator", "queried", "message_type", "entitlement",
     )
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
@@ -49,8 +54,9 @@ class Subscription:
         self.conn = conn
         self.sub_id = sub_id
         self.topic = topic
+        name, self.message_type = split_topic(topic)  # a regex covers topics of its type
         # non_regex_topic: the topic is a name, whatever characters it holds
-        self.regex = compile_topic_regex(topic) if is_regex_topic(topic) \
+        self.regex = compile_topic_regex(name) if is_regex_topic(name) \
             and "non_regex_topic" not in options else None
         self.filter = filter
         self.options = options
@@ -73,7 +79,10 @@ class Subscription:
     def matches_topic(self, topic: str) -> bool:
         if self.regex is None:
             return topic == self.topic
-        return self.regex.search(topic) is not None
+        if TYPE_SEP in topic:
+            name, mt = split_topic(topic)
+            return mt == self.message_type and self.regex.search(name) is not None
+        return self.message_type == "json" and self.regex.search(topic) is not None
 
     def __repr__(self) -> str:
         return f"Subscription({self.sub_id!r}, topic={self.topic!r})"
@@ -117,9 +126,12 @@ class Router:
         if hit is not None:
             return hit
         found = list(self._literal.get(topic, ()))
-        for sub in self._regex:
-            if sub.regex.search(topic) is not None:  # type: ignore[union-attr]
-                found.append(sub)
+        if self._regex:
+            name, mt = split_topic(topic)
+            for sub in self._regex:
+                rx = sub.regex
+                if rx is not None and sub.message_type == mt and rx.search(name) is not None:
+                    found.append(sub)
         result = tuple(found)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()

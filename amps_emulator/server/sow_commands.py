@@ -26,6 +26,7 @@ from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame, sow_batch
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import display_name
 from amps_emulator.server import entitle, replay, sow_results
 from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import final as acks_final
@@ -156,7 +157,7 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
     returned = 0
     for name, records in runs:
         returned += yield from send_records(client, qid, name, records, batch, opts)
-    client.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
+    client.send(frame({"c": "group_end", "t": display_name(cmd.topic), "query_id": qid}))
     if replacing is not None:
         for name, rec in replacing.left:
             client.send(oof_frame(name, cmd.sub_id or "", rec.sow_key, reasons.OOF_MATCH,
@@ -209,7 +210,7 @@ def _paginated_steps(client: Client, cmd: Command, filt: Any, topic: Any,
     if sel is not None:
         records = [project(r, sel) for r in records]
     yield from send_records(client, qid, topic.spec.name, records, batch, cmd.opts)
-    client.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
+    client.send(frame({"c": "group_end", "t": display_name(cmd.topic), "query_id": qid}))
     return {"records_returned": len(records), "matches": result.matches,
             "topic_matches": result.topic_matches}
 
@@ -285,7 +286,7 @@ def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
         if time.monotonic() > step_end:
             yield
             step_end = time.monotonic() + STEP_SECONDS
-    client.send(frame({"c": "group_end", "t": cmd.topic, "query_id": qid}))
+    client.send(frame({"c": "group_end", "t": display_name(cmd.topic), "query_id": qid}))
     return {"records_returned": len(records), "matches": len(records), "topic_matches": total}
 
 

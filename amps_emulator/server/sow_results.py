@@ -23,6 +23,7 @@ from amps_emulator.protocol.bookmarks import (
 )
 from amps_emulator.protocol.codec import frame, sow_batch
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import display_name
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -136,7 +137,7 @@ def begin_results(client: ResultsOut, cmd: Command, qid: str) -> str:
         cmd.query_id = qid
     if "processed" in cmd.acks:
         client.ack(cmd, "processed")
-    client.send(frame({"c": "group_begin", "t": cmd.topic, "query_id": qid}))
+    client.send(frame({"c": "group_begin", "t": display_name(cmd.topic), "query_id": qid}))
     return qid
 
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import display_name, split_topic, type_of
 from amps_emulator.server.ports import ServiceHost
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 from amps_emulator.sow import Sow, SowDamagedError, Topic, TopicSpec
@@ -155,7 +156,10 @@ class SowService:
         return topic
 
     def _logical(self, name: str) -> Topic | None:
-        container = self.config.pattern_topic(name)
+        plain, mt = split_topic(name)
+        container = self.config.pattern_topic(plain)
+        if container is not None and container.message_type != mt:
+            container = None
         if container is None:
             if len(self._not_logical) > 100_000:
                 self._not_logical.clear()
@@ -174,8 +178,10 @@ class SowService:
         if literal or not is_regex_topic(topic):  # a name: maybe a logical topic not used yet
             logical = self.get(topic)
             return [] if logical is None else [logical]
-        rx = compile_topic_regex(topic)
-        return [t for name, t in sorted(self.sow.topics.items()) if rx.search(name)]
+        plain, mt = split_topic(topic)
+        rx = compile_topic_regex(plain)
+        return [t for name, t in sorted(self.sow.topics.items())
+                if type_of(name) == mt and rx.search(display_name(name))]
 
     # -- recovery --------------------------------------------------------------------------
     def recover(self) -> None:
@@ -195,12 +201,12 @@ class SowService:
         start = 1 if discover else min(t.applied_position for t in behind.values()) + 1
         applied = 0
         for rec in journal.read(start):
-            topic = behind.get(rec.topic)
+            topic = behind.get(rec.key)
             if topic is None and discover and rec.kind in _APPLIED_KINDS \
-                    and self.sow.get(rec.topic) is None:
-                topic = self.get(rec.topic)
+                    and self.sow.get(rec.key) is None:
+                topic = self.get(rec.key)
                 if topic is not None:
-                    behind[rec.topic] = topic
+                    behind[rec.key] = topic
             if topic is None or rec.kind not in _APPLIED_KINDS or rec.position <= topic.applied_position:
                 continue
             try:

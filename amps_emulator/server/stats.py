@@ -19,6 +19,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
+from amps_emulator.protocol.topics import display_name
+
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
 
@@ -289,7 +291,7 @@ def _sow(server: Server, sm: Sampler) -> list[dict]:
         spec = t.spec
         h = spec.history
         out.append({
-            "id": f"{name}!{spec.message_type}", "topic": name,
+            "id": f"{display_name(name)}!{spec.message_type}", "topic": display_name(name),
             "message_type": spec.message_type,
             "path": "" if not spec.persistent else (spec.file_name or ""),
             "insert_count": _n(t.insert_count), "inserts_per_sec": sm.rate("s", name, "inserts"),
@@ -347,7 +349,7 @@ def _subscriptions(server: Server) -> list[dict]:
         for sid, sub in conn.subs.items():
             out.append({
                 "id": f"{client_id(conn)}:{sid}", "client_id": client_id(conn),
-                "sub_id": sid, "topic": sub.topic, "message_type": conn.listener.message_type,
+                "sub_id": sid, "topic": display_name(sub.topic), "message_type": conn.message_type,
                 "filter": _sub_text(sub, "filter"), "options": _sub_text(sub, "options"),
                 "bookmark": str(getattr(sub.cursor.cmd, "bookmark", "") or "")
                 if sub.cursor is not None else "",

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from amps_emulator.journal import FileJournal, JournalError, JournalSyncError, MemoryJournal, RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import display_name, split_topic, type_of
 from amps_emulator.server.acks import refused as acks_refused
 
 if TYPE_CHECKING:
@@ -165,11 +166,13 @@ class TxLog:
         if hit is None:
             if len(self._recorded) > 100_000:
                 self._recorded.clear()
-            hit = self.cfg.records(topic, "json")
+            name, mt = split_topic(topic)
+            hit = self.cfg.records(name, mt)
             if not hit:  # a logical topic is recorded when its container's Name is
                 find = getattr(self.server.config, "pattern_topic", None)
-                container = find(topic) if find is not None else None
-                hit = container is not None and self.cfg.records(container.name, "json")
+                container = find(name) if find is not None else None
+                hit = container is not None and container.message_type == mt \
+                    and self.cfg.records(container.name, mt)
             self._recorded[topic] = hit
         return hit
 
@@ -180,9 +183,9 @@ class TxLog:
         journal = self.journal
         try:
             rec = journal.append(
-                topic=topic, client_name=client_name, body=body, kind=kind, client_seq=client_seq,
-                correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
-                message_type="json", headers=headers or None,
+                topic=display_name(topic), client_name=client_name, body=body, kind=kind,
+                client_seq=client_seq, correlation_id=correlation_id, sow_key=sow_key,
+                expiration=expiration, message_type=type_of(topic), headers=headers or None,
             )
         except JournalError as exc:  # closed for good (e.g. a strict-mode fsync failed)
             self._fail(exc)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -75,6 +76,14 @@ class Record:
         d = self._doc
         if d is _UNSET:
             d = self._doc = _decode_doc(self.data)
+        return d
+
+    def doc_by(self, decode: Callable[[bytes], Any]) -> Any:
+        """The body as ``decode`` reads it (a message type's codec), kept as :attr:`doc`
+        unless the body was decoded already."""
+        d = self._doc
+        if d is _UNSET:
+            d = self._doc = decode(self.data)
         return d
 
     @property

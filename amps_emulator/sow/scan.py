@@ -26,7 +26,9 @@ from typing import Any, TypedDict
 
 import msgspec
 
+from amps_emulator.protocol.bodies import TreeDecoder, codec_for
 from amps_emulator.protocol.filter import MessageContext, compile_filter
+from amps_emulator.protocol.msgtypes import MessageCodec
 
 from .backend import Backend
 from .expiry import expiry_bound, skey_of_key
@@ -110,6 +112,12 @@ class TopicReads(ABC):
         self.spec = spec
         self.name = spec.name
         self._b = backend
+        #: the codec of a topic of another type than json (None: json, read with msgspec)
+        self._codec: MessageCodec | None = None
+        self._tree_decoder: TreeDecoder | None = None
+        if spec.message_type != "json":
+            self._codec = codec_for(spec.message_type)
+            self._tree_decoder = TreeDecoder(self._codec)
         self._clock = clock
         #: monitoring counter (the Admin interface's query count)
         self.query_count = 0
@@ -136,9 +144,16 @@ class TopicReads(ABC):
         """Create (building it now) or return the memo index on ``field`` (a write: the
         topic's business, see ``Topic.add_memo_index``)."""
 
+    @property
+    def codec(self) -> MessageCodec | None:
+        """The codec of the topic's type (``None``: json)."""
+        return self._codec
+
     def _decoder_for(self, paths: Iterable[tuple]):
         """msgspec decoder reading only the top-level fields ``paths`` need (``None``: no
-        field needed)."""
+        field needed); for a topic of another type, its codec's whole tree."""
+        if self._tree_decoder is not None:
+            return self._tree_decoder
         names = top_level_names(paths)
         if names is None:
             return self._full_decoder
@@ -271,7 +286,8 @@ class TopicReads(ABC):
             if node is not None:
                 paths.extend(identifier_paths(node))
             decoder = self._decoder_for(paths)
-            names = top_level_names(paths)
+            # the fields mode reads JSON bodies only: another type decodes whole trees
+            names = top_level_names(paths) if self._codec is None else None
             if cands is None and plan.kind != "scan":
                 desc += " -> scan (too many candidates)"
             elif cands is not None:

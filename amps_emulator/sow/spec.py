@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
+from amps_emulator.protocol.topics import qualify
+
 from .history import HistorySpec
 
 __all__ = ["TopicSpec", "TopicConfig", "spec_from_config", "expand_file_name", "PERSISTENT",
@@ -152,7 +154,8 @@ def spec_from_config(t: TopicConfig) -> TopicSpec:
     elif t.expiration_enabled:
         expiration = "enabled"
     return TopicSpec(
-        name=t.name, message_type=t.message_type, keys=tuple(t.keys), key_domain=t.key_domain,
+        name=qualify(t.name, t.message_type), message_type=t.message_type, keys=tuple(t.keys),
+        key_domain=t.key_domain,
         durability=t.durability, file_name=t.resolved_file_name, expiration=expiration,
         hash_indexes=tuple(tuple(h) for h in t.hash_indexes), indexes=tuple(t.indexes),
         history=None if t.history is None else HistorySpec(*t.history),

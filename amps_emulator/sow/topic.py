@@ -22,6 +22,7 @@ from typing import Any
 
 import msgspec
 
+from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.reasons import BAD_FILTER, CommandError
 
 from .backend import Backend
@@ -83,6 +84,16 @@ class Topic(TopicReads):
         self._setup_indexes()
 
     # ---- setup ------------------------------------------------------------------------------
+
+    def decode_body(self, data: bytes) -> Any:
+        """The tree of a body of this topic's type (``None``: malformed for it)."""
+        codec = self._codec
+        if codec is None:
+            return _decode(data)
+        try:
+            return codec.decode(bytes(data))
+        except CodecError:
+            return None
 
     def _check_key_definition(self) -> None:
         keydef = [self.spec.domain, list(self.spec.keys)]
@@ -241,7 +252,7 @@ class Topic(TopicReads):
         if now is None:
             now = self._clock()
         if doc is _UNSET:
-            doc = _decode(data)
+            doc = self.decode_body(data)
         if key is None:
             key = self.key_for(doc, sow_key)
         return self.upsert(key, data, doc, expiration, bookmark, position, now, timestamp,
@@ -279,15 +290,22 @@ class Topic(TopicReads):
         if now is None:
             now = self._clock()
         if doc is _UNSET:
-            doc = _decode(data)
+            doc = self.decode_body(data)
         if key is None:
             key = self.key_for(doc, sow_key)
         old = self._b.get(key)
         base = old
         if base is not None and self._is_expired(base, now):
             base = None
+        codec = self._codec
         if base is None:
             merged, merged_data = doc, bytes(data)
+        elif codec is not None:
+            try:  # the type's own merge, on the bytes (AMPS keeps the fields' text)
+                merged_data = codec.merge_delta(base.data, bytes(data))
+                merged = self.decode_body(merged_data)
+            except CodecError:  # no delta for the type (or a body it cannot read): the
+                merged, merged_data = doc, bytes(data)  # literal message, as AMPS stores it
         else:
             merged = merge(base.doc, doc)
             merged_data = bytes(data) if merged is doc else _json_encode(merged)
@@ -426,7 +444,7 @@ class Topic(TopicReads):
                        now: float | None = None, position: int = 0) -> DeleteResult:
         """``sow_delete`` with message data: deletes the record a publish of ``data`` would
         update (the key comes from the data, or from ``sow_key`` on a topic without Key)."""
-        key = self.key_for(_decode(data), sow_key)
+        key = self.key_for(self.decode_body(data), sow_key)
         return self.delete_by_keys([key], now=now, position=position)
 
     def delete_steps(self, filter: Any, *, now: float | None = None, position: int = 0,

@@ -128,7 +128,9 @@ def test_reuse_addr_and_custom_protocol_and_sample_style_definitions(tmp_path):
     assert (ws.protocol, ws.protocol_name) == ("websocket", "websocket-portal")
     assert (t.protocol, t.protocol_name, t.reuse_addr) == ("amps", "amps-custom", False)
     assert cfg.admin is None
-    assert [(s.name, s.message_type) for s in cfg.sow_topics] == [("messages-sow", "json")]
+    # AMPS keys topics by (message type, name): each definition is its own topic
+    assert [(s.name, s.message_type) for s in cfg.sow_topics] == [
+        ("messages-sow", "xml"), ("messages-sow", "json"), ("messages-sow", "nvfix")]
     srv = ServerThread(cfg)
     srv.start()
     try:

@@ -442,7 +442,7 @@ def test_production_config_warns_once_per_unsupported_element(tmp_path) -> None:
     got = [(w.line, w.reason.split(" ")[0]) for w in cfg.warnings]
     assert got == [
         (line_of(text, "<MessageMemoryLimit>"), "<MessageMemoryLimit>"),
-        (line_of(text, "<MessageTypes>"), "<MessageTypes>"),
+        (line_of(text, "<EarlyTerminationOptimization>"), "<EarlyTerminationOptimization>"),
         (line_of(text, "<WWWAuthenticate>"), "<WWWAuthenticate>"),
         (line_of(text, "<O_DIRECT>"), "<O_DIRECT>"),
         (line_of(text, "<SlabSize>"), "<SlabSize>"),

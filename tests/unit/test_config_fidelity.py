@@ -61,11 +61,12 @@ SOW_SAME_NAME = """<SOW>
 </SOW>"""
 
 
-def test_one_name_for_several_message_types_serves_the_json_one():
+def test_one_name_for_several_message_types_keeps_each_type():
     c = cfg(SOW_SAME_NAME)
-    assert [(t.name, t.message_type, t.keys) for t in c.sow_topics] == [("m", "json", ("/k",))]
-    assert c.views == ()  # over the ignored xml definition
-    assert [w.reason.split(" (")[0] for w in c.warnings] == ["<Topic> 'm'", "<View> 'v'"]
+    assert [(t.name, t.message_type, t.keys) for t in c.sow_topics] == [
+        ("m", "xml", ("/a/k",)), ("m", "json", ("/k",))]
+    assert [(v.name, v.message_type) for v in c.views] == [("v", "xml")]
+    assert c.warnings == ()
 
 
 def test_queue_named_like_a_regex_without_underlying_topic_is_literal():

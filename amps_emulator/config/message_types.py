@@ -1,0 +1,113 @@
+"""``MessageTypes/MessageType``: the declarations the codec registry is built from.
+
+Each element becomes a :class:`protocol.msgtypes.MessageTypeDecl` carrying its file:line, and
+the registry is built here once (:func:`protocol.msgtypes.build_registry`), so that every
+declaration the emulator cannot serve -- a custom ``.so`` ``Module``
+(:func:`protocol.msgtypes.refuse_custom_module`), a composite over an unknown part, a
+separator out of range, bson or protobuf without their libraries -- is a config error with
+its position, at ``--verify-config`` as at start-up. The server builds its own registry from
+the same declarations (:attr:`Config.message_type_decls`).
+"""
+
+from __future__ import annotations
+
+from amps_emulator.protocol.msgtypes import (
+    MessageTypeConfigError,
+    MessageTypeDecl,
+    MessageTypeRegistry,
+)
+
+from .schema import Ctx
+from .xmlload import Node
+
+__all__ = ["read_message_types"]
+
+_SEPARATORS = {"FieldSeparator": "field_separator", "HeaderSeparator": "header_separator",
+               "MessageSeparator": "message_separator"}
+_NOTED = {
+    "AMPSVersionCompliance": "the FIX tags of /AMPS/ topics are not built by the emulator",
+    "EarlyTerminationOptimization": "the emulator's JSON reader keeps the last value of a "
+                                    "duplicated field",
+}
+
+
+def _decl(node: Node, ctx: Ctx) -> MessageTypeDecl | None:
+    name: str | None = None
+    module: str | None = None
+    seps: dict[str, int] = {}
+    parts: list[str] = []
+    proto_paths: list[str] = []
+    proto_file: str | None = None
+    proto_type: str | None = None
+    fields: list[str] = []
+    options: str | None = None
+    ok = True
+    for c in node.children:
+        tag, text = c.tag, c.text
+        if tag == "Name":
+            name = text
+        elif tag == "Module":
+            module = text
+        elif tag in _SEPARATORS:
+            try:
+                seps[_SEPARATORS[tag]] = int(text, 10)
+            except ValueError:
+                ctx.err(c, f"<{tag}> must be a decimal ASCII code, not {text!r}")
+                ok = False
+        elif tag == "MessageType":
+            if not text:
+                ctx.err(c, "a nested <MessageType> names a part type")
+                ok = False
+            parts.append(text)
+        elif tag == "ProtoPath":
+            proto_paths.append(text)
+        elif tag == "ProtoFile":
+            proto_file = text
+        elif tag == "Type":
+            proto_type = text
+        elif tag == "Field":
+            fields.append(text)
+        elif tag == "Options":
+            options = text
+        elif tag in _NOTED:
+            ctx.warn(c, f"<{tag}> is ignored: {_NOTED[tag]}")
+        else:
+            ctx.err(c, f"unknown element <{tag}> in <MessageType>")
+            ok = False
+    if not name:
+        ctx.err(node, "<MessageType> needs a <Name>")
+        return None
+    if not ok:
+        return None
+    return MessageTypeDecl(
+        name=name, module=module, parts=tuple(parts), proto_paths=tuple(proto_paths),
+        proto_file=proto_file, proto_type=proto_type, fields=tuple(fields), options=options,
+        source=f"{node.file}:{node.line}", **seps)
+
+
+def read_message_types(root: Node, ctx: Ctx) -> tuple[MessageTypeDecl, ...]:
+    """Every ``MessageTypes/MessageType`` of the config, checked by building the registry;
+    each declaration that cannot be served is an error at its element."""
+    decls: list[MessageTypeDecl] = []
+    nodes: list[Node] = []
+    for section in root.children:
+        if section.tag != "MessageTypes":
+            continue
+        for mt in section.children:
+            if mt.tag != "MessageType":
+                ctx.err(mt, f"unknown element <{mt.tag}> in <MessageTypes>")
+                continue
+            d = _decl(mt, ctx)
+            if d is not None:
+                decls.append(d)
+                nodes.append(mt)
+    reg = MessageTypeRegistry()
+    kept: list[MessageTypeDecl] = []
+    for d, n in zip(decls, nodes, strict=True):
+        try:
+            reg.declare(d)
+        except MessageTypeConfigError as e:
+            ctx.err(n, e.reason)
+            continue
+        kept.append(d)
+    return tuple(kept)

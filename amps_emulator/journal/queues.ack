@@ -1,0 +1,1 @@
+{"sample-queue": {"recovery_point": "epoch", "low_water": 0}}
