@@ -14,7 +14,9 @@ Paths (``.json``/``.xml`` on any node, ``.csv`` on a leaf; no extension: a brows
   ``/amps/administrator/transports/<id>/disable`` and ``.../enable`` (GET, as AMPS; or POST)
 * ``/emulator/health``, ``/emulator/reset`` (POST; ``?topic=``, ``?queue=``, ``?client=``),
   ``/emulator/sow/<topic>``, ``/emulator/queues/<queue>``, ``/emulator/journal``,
-  ``/emulator/subscriptions``, ``/emulator/clock`` and ``/emulator/clock/advance?seconds=``
+  ``/emulator/subscriptions``, ``/emulator/clock`` and ``/emulator/clock/advance?seconds=``,
+  ``/emulator/snapshot`` (GET an archive of the state, POST one to restore it),
+  ``/emulator/faults`` (GET lists, POST adds, DELETE clears; see :mod:`server.faults`)
 """
 
 from __future__ import annotations
@@ -34,8 +36,10 @@ from amps_emulator.auth import Credentials
 from amps_emulator.config.values import parse_inet_addr
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server import reset as ops
+from amps_emulator.server import snapshot
 from amps_emulator.server.clock import TestClock
 from amps_emulator.server.console import SCRIPT, page
+from amps_emulator.server.faults import FaultConflict, FaultError, Faults
 from amps_emulator.server.stats import Sampler, client_id, tree
 
 if TYPE_CHECKING:
@@ -47,6 +51,7 @@ WWW_AUTHENTICATE = 'Basic realm="AMPS Admin"'
 log = logging.getLogger("amps_emulator.admin")
 
 MAX_REQUEST = 64 * 1024  # bytes of request head and body accepted
+MAX_SNAPSHOT = 1 << 30  # bytes of a snapshot archive accepted by POST /emulator/snapshot
 IDLE_TIMEOUT = 30.0  # seconds a connection may wait between reads
 _SINGULAR = {"cpus": "cpu", "disks": "disk", "network": "interface", "clients": "client",
              "processors": "processor", "sow": "topic", "views": "view", "queues": "queue",
@@ -90,6 +95,8 @@ class AdminServer:
         self.host = host
         self.port = port
         self.sampler = Sampler(server, interval)
+        #: the faults injected through ``/emulator/faults`` (undone when the interface stops)
+        self.faults = Faults(server)
         self._srv: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
 
@@ -107,6 +114,7 @@ class AdminServer:
 
     async def stop(self) -> None:
         self.sampler.close()
+        self.faults.clear()
         if self._srv is not None:
             self._srv.close()
         for t in list(self._tasks):
@@ -171,7 +179,8 @@ class AdminServer:
                 req = event
             elif isinstance(event, h11.Data):
                 body += event.data
-                if len(body) > MAX_REQUEST:
+                if len(body) > (MAX_SNAPSHOT if req is not None and req.target.startswith(
+                        b"/emulator/snapshot") else MAX_REQUEST):
                     raise h11.RemoteProtocolError("request body too large")
             elif isinstance(event, h11.EndOfMessage):
                 return req, body
@@ -187,14 +196,24 @@ class AdminServer:
         try:
             await self._authorize(req, method, path)
             if path == "/" or path == "/index.html":
-                return 200, "text/html; charset=utf-8", page(self.server).encode()
+                return 200, "text/html; charset=utf-8", page(self.server, self.faults.listed()).encode()
             if path == "/console.js":
                 return 200, "application/javascript", SCRIPT.encode()
+            if path == "/emulator/snapshot":
+                return await self._snapshot(method, query, body)
+            if path == "/emulator/faults" or path.startswith("/emulator/faults/"):
+                return _json(self._faults(method, path, body))
             if path.startswith("/emulator"):
                 return _json(await self._emulator(method, path, query))
             if path.startswith("/amps"):
                 return self._amps(method, path, query)
             raise HttpError(404, f"no resource {path}")
+        except FaultError as exc:
+            return 400, "application/json", json.dumps({"error": str(exc)}).encode()
+        except (snapshot.SnapshotRefused, FaultConflict) as exc:
+            return 409, "application/json", json.dumps({"error": str(exc)}).encode()
+        except snapshot.BadSnapshot as exc:
+            return 400, "application/json", json.dumps({"error": str(exc)}).encode()
         except HttpError as exc:
             return exc.status, "application/json", json.dumps({"error": str(exc)}).encode()
         except CommandError as exc:  # a bad filter, orderby, topic: what AMPS would say
@@ -309,6 +328,42 @@ class AdminServer:
         return {"transport": lst.name, "is_enabled": True}
 
     # -- /emulator ------------------------------------------------------------------------
+    def _faults(self, method: str, path: str, body: bytes) -> Any:
+        """GET: the active faults; POST: add one (a JSON document, or a list of them);
+        DELETE: clear them all, or ``/emulator/faults/<id>`` one."""
+        rest = path[len("/emulator/faults"):].strip("/")
+        if method == "GET" and not rest:
+            return {"faults": self.faults.listed()}
+        if method == "DELETE":
+            if not rest:
+                return self.faults.clear()
+            if not rest.isdigit():
+                raise HttpError(404, f"no fault {rest!r}")
+            return self.faults.clear(int(rest))
+        if method == "POST" and not rest:
+            try:
+                doc = json.loads(body)
+            except ValueError as exc:
+                raise FaultError(f"the body is not JSON: {exc}") from None
+            if isinstance(doc, list):
+                return {"faults": [self.faults.add(d) for d in doc]}
+            return self.faults.add(doc)
+        raise HttpError(405, "faults: GET lists, POST adds, DELETE clears")
+
+    async def _snapshot(self, method: str, q: dict, body: bytes) -> tuple[int, str, bytes]:
+        """GET: the state as a tar archive (``?gzip=1``: tar.gz); POST: restore one."""
+        if method == "GET":
+            gz = q.get("gzip", "") not in ("", "0", "false")
+            data = await snapshot.take(self.server, gzip=gz)
+            return 200, "application/gzip" if gz else "application/x-tar", data
+        if method == "POST":
+            if not body:
+                raise HttpError(400, "restore wants the snapshot archive as the request body")
+            out = await snapshot.restore(self.server, body)
+            self.faults.journal_replaced()
+            return _json(out)
+        raise HttpError(405, "snapshot wants GET (take) or POST (restore)")
+
     async def _emulator(self, method: str, path: str, q: dict) -> Any:
         s = self.server
         segs = [x for x in path.split("/") if x][1:]
@@ -330,6 +385,7 @@ class AdminServer:
                 out = ops.reset_client(s, q["client"])
             else:
                 out = await ops.reset_all(s)
+                self.faults.journal_replaced()
             out["ms"] = round((time.perf_counter() - t0) * 1000, 3)
             return out
         if what == "sow" and len(segs) == 2:

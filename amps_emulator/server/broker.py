@@ -71,6 +71,9 @@ class Broker:
         #: drop a client's state now, before its transport reports the close (a logon taking
         #: its name over); the root also takes it out of its connections
         self.drop_client: Callable[[Client], None] = self.forget
+        #: called with each client once it has logged on (the admin interface's faults
+        #: follow a client name across reconnects); empty unless a fault needs it
+        self.logon_listeners: list[Callable[[Client], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- the clock and the loop ------------------------------------------------------------

@@ -79,6 +79,8 @@ def logon(broker: Broker, client: Client, cmd: Command) -> None:
     for ack_type in ("processed", "completed"):
         if ack_type in acks:
             client.ack(cmd, ack_type, **extra)
+    for listener in broker.logon_listeners:
+        listener(client)
 
 
 def heartbeat(broker: Broker, client: Client, cmd: Command) -> None:

@@ -1,7 +1,8 @@
 """The web console at ``/`` of the admin port, in the spirit of AMPS's Galvanometer.
 
 One server-rendered page (topics with their SOW record counts, queues with depth and leases,
-clients with their subscriptions, transports) plus a small script with no dependencies: a
+clients with their subscriptions, transports, the faults injected through
+``/emulator/faults``) plus a small script with no dependencies: a
 SOW query box that shows the result in a grid (through ``/emulator/sow/<topic>``), a
 message-rate chart drawn on a canvas from the sampler's history, and a refresh every few
 seconds.
@@ -35,7 +36,8 @@ def _e(x: object) -> str:
     return html.escape(str(x))
 
 
-def page(server: Server) -> str:
+def page(server: Server, faults: list[dict] | None = None) -> str:
+    """The console; ``faults``: the active injected faults (``server.faults``), if any."""
     s = server
     topics = sorted(s.sowsvc.sow.topics.items()) if s.sowsvc is not None else []
     topic_rows = "".join(
@@ -58,6 +60,11 @@ def page(server: Server) -> str:
         f"<tr><td>{_e(x.name)}</td><td>{_e(x.uri)}</td>"
         f"<td>{'enabled' if x.server is not None else 'disabled'}</td></tr>"
         for x in s.listeners)
+    fault_rows = "".join(
+        f"<tr><td>{_e(f['id'])}</td><td>{_e(f['kind'])}</td><td>"
+        + ", ".join(f"{_e(k)}={_e(v)}" for k, v in f.items() if k not in ("id", "kind"))
+        + "</td></tr>" for f in faults or []) \
+        or "<tr><td colspan=3>no faults injected</td></tr>"
     return f"""<!doctype html>
 <html><head><meta charset="utf-8"><title>{_e(s.instance_name)} · amps-emulator</title>
 <style>{_STYLE}</style></head><body>
@@ -79,6 +86,8 @@ def page(server: Server) -> str:
 <th>leased</th><th>subscribers</th></tr>{queue_rows}</table></section>
 <section><h2>Transports</h2><table><tr><th>name</th><th>URI</th><th>state</th></tr>
 {transport_rows}</table></section>
+<section class="wide"><h2>Active faults</h2><table id="faults"><tr><th>id</th>
+<th>kind</th><th>settings</th></tr>{fault_rows}</table></section>
 <section class="wide"><h2>Clients</h2><table id="clients"><tr><th>client</th>
 <th>address</th><th>subscriptions</th><th>messages in</th><th>messages out</th></tr>
 {client_rows}</table></section>

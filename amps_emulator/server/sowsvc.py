@@ -86,13 +86,8 @@ class SowService:
             txlog_cfg.records(s.name, s.message_type)
             for s in [*self.specs, *map(spec_from_config, self.patterns)] if s.persistent)
         self.sync = not journal_covers
-        self.sow = Sow(self.specs, default_dir=config.sow_directory or "./sow", sync=self.sync,
-                       clock=server.wallclock, on_damage=self._damaged, on_missing=self._missing)
         self._not_logical: set[str] = set()  # names known to match no container
-        for container in self.patterns:
-            if container.durability == "persistent":
-                for name in self.sow.stored_topic_names(spec_from_config(container)):
-                    self.get(name)
+        self.sow = self._open_sow()
         self._timer: Any = None
         self._timer_at: float | None = None
         self._prune_timer: Any = None
@@ -100,6 +95,29 @@ class SowService:
         self._full: dict[str, int] = {}  # environment path -> commands refused since full
         self._probe_timer: Any = None
         self._watch()  # full already at open
+
+    def _open_sow(self) -> Sow:
+        """Open the configured topics' storage, and the logical topics found in it."""
+        self._not_logical.clear()
+        self.sow = Sow(self.specs, default_dir=self.config.sow_directory or "./sow",
+                       sync=self.sync, clock=self.server.wallclock, on_damage=self._damaged,
+                       on_missing=self._missing)
+        for container in self.patterns:
+            if container.durability == "persistent":
+                for name in self.sow.stored_topic_names(spec_from_config(container)):
+                    self.get(name)
+        return self.sow
+
+    def reopen(self) -> None:
+        """Open the storage again after :meth:`close` (its files were replaced: a snapshot
+        restore), then catch up with the transaction log as at start-up."""
+        self._timer = self._timer_at = self._prune_timer = self._probe_timer = None
+        self._prune_at.clear()
+        self._full.clear()
+        self._open_sow()
+        self.recover()
+        self.start_history_maintenance()
+        self._watch()
 
     # -- damaged or missing files at start-up ------------------------------------------------
     def _rebuildable(self, name: str) -> bool:

@@ -36,6 +36,7 @@ from __future__ import annotations
 import collections
 import logging
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.journal import FileJournal, JournalError, JournalSyncError, MemoryJournal, RecordKind
@@ -76,6 +77,9 @@ class TxLog:
         self._fatal = False  # the journal is closed for good (not only refusing writes)
         self._probe_timer: Any = None
         self._refused = 0  # publishes failed since the log began refusing writes
+        #: persisted acks are withheld (a ``hold_acks`` fault of the admin interface) until
+        #: :meth:`release_held` is called
+        self.holding_acks = False
 
     @property
     def journal(self) -> FileJournal | MemoryJournal:
@@ -135,11 +139,12 @@ class TxLog:
                 log.error("transaction log: final flush failed: %s", exc)
             journal.close()
 
-    def reopen_empty(self) -> None:
+    def reopen_empty(self, fill: Callable[[str], None] | None = None) -> None:
         """An operator's reset (``reset.reset_all``): close the journal, delete its files and
         open an empty one. The waiting persisted acks and the replay cursors are forgotten
         (their clients were disconnected); the timers keep running. The caller first lets the
-        worker's sync and summaries finish."""
+        worker's sync and summaries finish. ``fill(directory)``: puts files in the emptied
+        directory before the journal is opened from it (a snapshot restore)."""
         self.journal.close()
         self._journal = None
         d = self.cfg.journal_directory
@@ -147,6 +152,8 @@ class TxLog:
             path = os.path.join(d, name)
             if os.path.isfile(path):
                 os.remove(path)
+        if fill is not None:
+            fill(d)
         self._persist_fifo.clear()
         self.cursors.clear()
         self.failed = None
@@ -207,7 +214,8 @@ class TxLog:
         journal = self.journal
         pos = journal.last_position if position is None else position
         fifo = self._persist_fifo
-        if not fifo and (pos <= journal.durable_position or self._fatal):
+        if not fifo and (pos <= journal.durable_position or self._fatal) \
+                and not self.holding_acks:
             _answer(conn, seq, reason)
             return
         fifo.append((pos, conn, seq, reason))
@@ -296,9 +304,16 @@ class TxLog:
             return
         self._write_summaries()  # one may have become due meanwhile
 
+    def release_held(self) -> None:
+        """Stop withholding persisted acks: send those that are due now."""
+        self.holding_acks = False
+        if self.is_open:
+            self._release(self.journal.durable_position)
+        self.server.turn.request()
+
     def _release(self, durable: int) -> None:
         fifo = self._persist_fifo
-        while fifo and fifo[0][0] <= durable:
+        while fifo and fifo[0][0] <= durable and not self.holding_acks:
             _, conn, item, reason = fifo.popleft()
             _answer(conn, item, reason)
         for cursor in list(self.cursors):
