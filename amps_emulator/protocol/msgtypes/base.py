@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import TypeAlias
 
 import msgspec
@@ -131,6 +131,24 @@ class MessageCodec(ABC):
 _CANON_INT = re.compile(r"-?(?:0|[1-9][0-9]*)")
 # the numeric-literal forms of the filter language, with a '.' or an exponent: a float
 _FLOAT_FORM = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
+def group_repeated(fields: Iterable[tuple[str, Tree]]) -> dict[str, Tree]:
+    """Name -> value for ``fields`` in order; a name given more than once maps to the list of
+    its values (how tag=value types and merged composite parts address a repeated field)."""
+    out: dict[str, Tree] = {}
+    repeated: set[str] = set()
+    for name, value in fields:
+        if name not in out:
+            out[name] = value
+        elif name in repeated:
+            prev = out[name]
+            if isinstance(prev, list):
+                prev.append(value)
+        else:
+            repeated.add(name)
+            out[name] = [out[name], value]
+    return out
 
 
 def infer_scalar(text: str) -> Scalar:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 
-from .base import Capabilities, CodecError, MessageCodec, Tree, bytes_text, utf8
+from .base import Capabilities, CodecError, MessageCodec, Tree, bytes_text, group_repeated, utf8
 
 __all__ = ["BflatCodec"]
 
@@ -232,19 +232,7 @@ class BflatCodec(MessageCodec):
     capabilities = Capabilities()
 
     def decode(self, body: bytes) -> Tree:
-        out: dict[str, Tree] = {}
-        repeated: set[str] = set()
-        for tag, value in _fields(body):
-            if tag not in out:
-                out[tag] = value
-            elif tag in repeated:
-                prev = out[tag]
-                if isinstance(prev, list):
-                    prev.append(value)
-            else:
-                repeated.add(tag)
-                out[tag] = [out[tag], value]
-        return out
+        return group_repeated(_fields(body))
 
     def encode(self, tree: Tree) -> bytes:
         if not isinstance(tree, dict):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 
-from .base import Capabilities, CodecError, MessageCodec, Tree, UnsupportedByType
+from .base import Capabilities, CodecError, MessageCodec, Tree, UnsupportedByType, group_repeated
 
 __all__ = ["CompositeLocalCodec", "CompositeGlobalCodec", "split_parts", "join_parts"]
 
@@ -123,22 +123,8 @@ class CompositeGlobalCodec(_Composite):
     capabilities = Capabilities(delta=False, views=False, amps_topics=False)
 
     def _tree(self, body: bytes, text: bool) -> Tree:
-        out: dict[str, Tree] = {}
-        merged: set[str] = set()
-        for t in self._part_trees(body, text):
-            if not isinstance(t, dict):
-                continue
-            for k, v in t.items():
-                if k not in out:
-                    out[k] = v
-                elif k in merged:
-                    prev = out[k]
-                    if isinstance(prev, list):
-                        prev.append(v)
-                else:
-                    merged.add(k)
-                    out[k] = [out[k], v]
-        return out
+        return group_repeated(item for t in self._part_trees(body, text) if isinstance(t, dict)
+                              for item in t.items())
 
     def decode(self, body: bytes) -> Tree:
         return self._tree(body, False)

@@ -22,12 +22,15 @@ one was), new tags are appended in delta order.  Values keep their exact text.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from .base import (
     Capabilities,
     CodecError,
     MessageCodec,
     Tree,
     bytes_text,
+    group_repeated,
     infer_scalar,
     text_or_none,
     utf8,
@@ -82,9 +85,10 @@ class _TagValueCodec(MessageCodec):
         return out
 
     def _tree(self, body: bytes, typed: bool) -> Tree:
+        return group_repeated(self._pairs(body, typed))
+
+    def _pairs(self, body: bytes, typed: bool) -> Iterator[tuple[str, Tree]]:
         conv = infer_scalar if typed else text_or_none
-        out: dict[str, Tree] = {}
-        repeated: set[str] = set()
         numeric = self.numeric_tags
         sep = chr(self.field_separator)
         # one text conversion for the whole body (separators and '=' are single bytes < 0x80
@@ -96,17 +100,7 @@ class _TagValueCodec(MessageCodec):
             if not eq or not tag or (numeric and not (tag.isascii() and tag.isdigit())):
                 self.fields(body)  # raises the precise CodecError
                 raise CodecError(f"malformed {self.name} field")  # (mixed-encoding body)
-            value = conv(raw)
-            if tag not in out:
-                out[tag] = value
-            elif tag in repeated:
-                prev = out[tag]
-                if isinstance(prev, list):
-                    prev.append(value)
-            else:
-                repeated.add(tag)
-                out[tag] = [out[tag], value]
-        return out
+            yield tag, conv(raw)
 
     def decode(self, body: bytes) -> Tree:
         return self._tree(body, True)
