@@ -255,6 +255,9 @@ class ReplicationService:
             log.error("replication transport: connection from %s closed: %s", peer, exc)
         except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
             log.warning("replication link from %s lost: %s", peer, exc)
+        except asyncio.CancelledError:
+            # stop(): ends normally, since asyncio's stream server logs a cancelled handler
+            log.debug("replication link from %s closed: the server stops", peer)
         finally:
             writer.close()
             if me is not None:

@@ -6,6 +6,7 @@ arrives once B is back (resync)."""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import AMPS
@@ -133,3 +134,47 @@ def test_publish_while_b_is_down_arrives_after_restart(pair):
     assert [m for _, m in on_b] == [{"id": 1, "qty": 1}, {"id": 2, "qty": 2}, {"id": 1, "qty": 3}]
     assert on_b == bookmarks(pub, "orders", 3)
     assert sow(sub, "orders") == {1: {"id": 1, "qty": 3}, 2: {"id": 2, "qty": 2}}
+
+
+def logon_ack(port: int, name: str) -> dict:
+    """The header of the logon ack a client named ``name`` gets (a plain socket)."""
+    from amps_emulator.protocol.codec import split_frame
+
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        h = json.dumps({"c": "logon", "cid": "l", "client_name": name, "a": "processed"}).encode()
+        sock.sendall(len(h).to_bytes(4, "big") + h)
+        buf = b""
+        while True:
+            while len(buf) >= 4 and len(buf) >= 4 + int.from_bytes(buf[:4], "big"):
+                n = int.from_bytes(buf[:4], "big")
+                header, _ = split_frame(buf[4:4 + n])
+                buf = buf[4 + n:]
+                if header.get("cid") == "l":
+                    return header
+            chunk = sock.recv(65536)
+            assert chunk, "closed before the logon ack"
+            buf += chunk
+
+
+def test_logon_ack_on_b_counts_what_came_by_replication(pair):
+    """A publish store failing over to B resends only what B does not hold: B's logon ack
+    ``s`` for the publisher's name is the last sequence that arrived by replication."""
+    assert pair.b is not None
+    pub = AMPS.Client("store-pub")
+    pub.set_publish_store(AMPS.MemoryPublishStore())
+    pub.connect(pair.a.uri)
+    pub.logon(5000)
+    pair.clients.append(pub)
+    for i in range(1, 4):
+        pub.publish("orders", json.dumps({"id": i}))
+    pub.publish_flush(5000)
+    sub = pair.client(pair.b, "sub-b")
+    on_b = bookmarks(sub, "orders", 3)
+    assert [m for _, m in on_b] == [{"id": 1}, {"id": 2}, {"id": 3}]
+    pub.close()
+    pair.clients.remove(pub)
+    on_a = logon_ack(pair.a.port, "store-pub")
+    on_b_ack = logon_ack(pair.b.port, "store-pub")
+    assert on_a.get("status") == on_b_ack.get("status") == "success", (on_a, on_b_ack)
+    assert int(on_a["s"]) > 0 and on_b_ack["s"] == on_a["s"]
+    assert on_b_ack["bookmark"] == on_a["bookmark"] == on_b[-1][0]
