@@ -338,6 +338,9 @@ class Server:
                 # records appended or made durable this turn (a group sync requests a turn)
                 self.turn.stage("replication", repl.notify)
                 await repl.start()
+        elif self.config.replication_listener is not None:
+            log.warning("replication transport %r: no <TransactionLog> to append replicated records "
+                        "to, so it does not listen", self.config.replication_listener.name)
         security = broker.security
         if security is not None and security.recheck_interval is not None:
             self._recheck_timer = loop.call_later(security.recheck_interval, self._recheck)

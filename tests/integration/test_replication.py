@@ -178,3 +178,19 @@ def test_logon_ack_on_b_counts_what_came_by_replication(pair):
     assert on_a.get("status") == on_b_ack.get("status") == "success", (on_a, on_b_ack)
     assert int(on_a["s"]) > 0 and on_b_ack["s"] == on_a["s"]
     assert on_b_ack["bookmark"] == on_a["bookmark"] == on_b[-1][0]
+
+
+def test_a_client_on_the_replication_port_is_logged_and_closed(pair, caplog):
+    """Only emulators replicate with emulators: an AMPS logon on the replication port gets one
+    log line and a close, and the link from A keeps working."""
+    assert pair.b is not None
+    with socket.create_connection(("127.0.0.1", pair.b_port), timeout=10) as sock:
+        h = json.dumps({"c": "logon", "cid": "l", "client_name": "intruder"}).encode()
+        sock.sendall(len(h).to_bytes(4, "big") + h)
+        assert sock.recv(65536) == b""  # closed without an answer
+    assert any("not an emulator replication peer" in r.getMessage() for r in caplog.records)
+    sub = pair.client(pair.b, "sub-b")
+    got = Collector(lambda m: json.loads(m.get_data()))
+    sub.subscribe(got, "orders")
+    pair.client(pair.a, "pub-a").publish("orders", json.dumps({"id": 7}))
+    assert got.wait_for(1) == [{"id": 7}]
