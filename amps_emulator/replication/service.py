@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from amps_emulator.config.model import Config, Destination, ReplicationAddress
 from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
+from amps_emulator.protocol.reasons import CommandError
 
 from .link import Receiver, Selection, Sender, ack_position
 from .wire import (
@@ -106,8 +107,14 @@ class ReplicationService:
             await self._server.wait_closed()
 
     def apply_replicated(self, rec: JournalRecord) -> None:
-        """The :class:`~.link.ApplyPort`: through the message path like a local publish."""
-        self.apply(rec)
+        """The :class:`~.link.ApplyPort`: through the message path like a local publish. The
+        record is in the journal already; one this instance cannot apply (its SOW topic has
+        other Keys) is logged, and the link goes on."""
+        try:
+            self.apply(rec)
+        except CommandError as exc:
+            log.error("replicated record %s on %r is in the transaction log but could not be "
+                      "applied here: %s", rec.bookmark_str, rec.topic, exc)
 
     def notify(self) -> None:
         """Records were appended or became durable: the links look again."""

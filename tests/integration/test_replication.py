@@ -194,3 +194,18 @@ def test_a_client_on_the_replication_port_is_logged_and_closed(pair, caplog):
     sub.subscribe(got, "orders")
     pair.client(pair.a, "pub-a").publish("orders", json.dumps({"id": 7}))
     assert got.wait_for(1) == [{"id": 7}]
+
+
+def test_sow_delete_on_a_removes_the_record_on_b(pair):
+    assert pair.b is not None
+    sub = pair.client(pair.b, "sub-b")
+    live = Collector(lambda m: json.loads(m.get_data()))
+    sub.subscribe(live, "orders")
+    pub = pair.client(pair.a, "pub-a")
+    pub.publish("orders", json.dumps({"id": 1}))
+    pub.publish("orders", json.dumps({"id": 2}))
+    assert live.wait_for(2) == [{"id": 1}, {"id": 2}]
+    pub.sow_delete("orders", "/id = 2", 5000)
+    pub.publish("orders", json.dumps({"id": 3}))  # records arrive in log order: after the delete
+    assert live.wait_for(3)[2] == {"id": 3}
+    assert sow(sub, "orders") == {1: {"id": 1}, 3: {"id": 3}}
