@@ -38,8 +38,8 @@ Real AMPS elements parsed into the structures:
   Group SyncType Transport/(Type InetAddr* ReconnectTimeout) Topic/(Name MessageType Filter
   IncludeValidation ExcludeValidation) PassThrough ResyncPassThrough Compression CompressionType
   AckConflationInterval``) and ``Tuning/Replication/MinSyncDestinations`` (``Config.replication``);
-  see ``replication_sections``. The server does not connect replication links yet and says so
-  in one warning;
+  see ``replication_sections``. The server connects the links (``replication.service``); what
+  they do not do yet is said in one warning;
 * ``Admin``: ``InetAddr FileName Interval SQLTransport ExternalInetAddr`` (without ``InetAddr``
   there is no admin server);
 * ``Logging/Target``: ``Protocol Level Levels IncludeErrors ExcludeErrors FileName

@@ -169,11 +169,10 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     min_sync = read_tuning(v["tuning"], ctx) if "tuning" in v else None
     where_repl = top.nodes.get("replication")
     if where_repl is not None:
-        ctx.warn(where_repl, "<Replication> is read, but this server does not connect replication links "
-                             "yet: the instance runs alone")
-    elif listener is not None:
-        ctx.warn_at(listener.file, listener.line, f"<Transport> {listener.name!r} is read, but this server "
-                    "does not accept replication links yet", Ctx.LAST)
+        ctx.warn(where_repl, "<Replication> links connect and replicate publishes, delta publishes and "
+                             "sow_deletes asynchronously, but not yet completely: a sync Destination does "
+                             "not hold persisted acks (it runs as async), queue acks and ownership do not "
+                             "replicate, and a passive Destination (no InetAddr) sends nothing")
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)

@@ -24,14 +24,26 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+import msgspec
+
 from amps_emulator.config.model import Destination
 from amps_emulator.journal import Journal
-from amps_emulator.journal.identity import PATH, UPSTREAM_GROUP, origin_timestamp, path_of, upstream_group
+from amps_emulator.journal.identity import (
+    ORIGIN_TS,
+    PATH,
+    UPSTREAM_GROUP,
+    origin_timestamp,
+    path_of,
+    upstream_group,
+)
 from amps_emulator.journal.record import JournalRecord, RecordKind
 from amps_emulator.protocol.codec import ProtocolError, frame, split_frame
 from amps_emulator.protocol.filter import compile_filter, decode_body
 from amps_emulator.protocol.filter.context import MessageContext
 from amps_emulator.protocol.filter.runtime import CompiledFilter
+
+#: headers the link itself carries in fields of their own (the origin time, the path, the Group)
+_LINK_HEADERS = frozenset({ORIGIN_TS, PATH, UPSTREAM_GROUP})
 
 #: record kinds that replicate
 REPLICATED_KINDS = frozenset({RecordKind.PUBLISH, RecordKind.DELTA_PUBLISH, RecordKind.SOW_DELETE})
@@ -85,6 +97,9 @@ def record_frame(rec: JournalRecord, *, local_name: str, local_group: str) -> by
         h["x"] = rec.sow_key
     if rec.correlation_id is not None:
         h["cid"] = rec.correlation_id
+    own = {k: v for k, v in rec.headers.items() if k not in _LINK_HEADERS}
+    if own:  # a sow_delete's filter or keys, a command's options
+        h["h"] = msgspec.json.encode(own).decode()
     return frame(h, rec.body)
 
 
@@ -177,7 +192,11 @@ class Receiver:
         try:
             upstream_pos = int(h["pos"])
             path = str(h.get("path") or "")
-            headers = {PATH: path} if path else {}
+            headers: dict[str, str] = {}
+            if h.get("h"):
+                headers.update(msgspec.json.decode(h["h"], type=dict[str, str]))
+            if path:
+                headers[PATH] = path
             if h.get("ug") is not None:
                 headers[UPSTREAM_GROUP] = str(h["ug"])
             rec = self.journal.append_replicated(
@@ -185,7 +204,7 @@ class Receiver:
                 sequence=int(h["seq"]), origin_timestamp=int(h["ts"]), body=body, kind=int(h["k"]),
                 client_seq=_opt_int(h, "s"), correlation_id=h.get("cid"), sow_key=h.get("x"),
                 expiration=_opt_int(h, "e"), message_type=str(h.get("mt") or ""), headers=headers)
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, msgspec.DecodeError) as exc:
             raise ProtocolError(f"malformed replicated record: {exc}") from None
         if rec is None:
             self.duplicates += 1  # held already: acknowledged once what we hold is durable

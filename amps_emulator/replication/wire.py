@@ -12,7 +12,8 @@ the body). Header ``c`` says what it is:
 ``repl_rec``    ``pos`` upstream position, ``k`` kind, ``t`` topic, ``mt`` message type,
                 ``pid``/``seq`` the bookmark, ``s`` client sequence, ``cn`` client name,
                 ``ts`` origin time (us), ``e`` expiration, ``x`` sow key, ``cid``
-                correlation id, ``path`` instance names so far, ``ug`` the sender's Group
+                correlation id, ``path`` instance names so far, ``ug`` the sender's Group,
+                ``h`` the record's other headers as JSON (a sow_delete's filter or keys)
                 (body: the message)
 ``repl_ack``    ``pos``: every record up to this upstream position is applied downstream
 ==============  ===========================================================================

@@ -32,6 +32,7 @@ from amps_emulator.protocol import bodies, reasons
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
+from amps_emulator.replication.service import ReplicationService
 from amps_emulator.server import commands, entitle, publish, replay, version
 from amps_emulator.server.actions import Actions
 from amps_emulator.server.broker import Broker
@@ -202,6 +203,8 @@ class Server:
         self.actions.switch_security = self._action_security
         self._filter_pool: ThreadPoolExecutor | None = None
         self._recheck_timer: asyncio.TimerHandle | None = None  # the next EntitlementTimeout re-check
+        #: the replication links (listener and destinations) once started, if configured
+        self.replication: ReplicationService | None = None
 
     # -- the broker's state, as the operator rooms and tests read it ----------------------
     @property
@@ -327,6 +330,17 @@ class Server:
         if txlog is not None:
             self.turn.stage("journal end of turn", txlog.end_turn)
             txlog.start_timers()
+            config = self.config
+            if config.replication_listener is not None or config.replication.destinations:
+                repl = self.replication = ReplicationService(
+                    config, broker, lambda: txlog.journal, self.timebase,
+                    apply=lambda rec: publish.apply_replicated(broker, rec))
+                # records appended or made durable this turn (a group sync requests a turn)
+                self.turn.stage("replication", repl.notify)
+                await repl.start()
+        elif self.config.replication_listener is not None:
+            log.warning("replication transport %r: no <TransactionLog> to append replicated records "
+                        "to, so it does not listen", self.config.replication_listener.name)
         security = broker.security
         if security is not None and security.recheck_interval is not None:
             self._recheck_timer = loop.call_later(security.recheck_interval, self._recheck)
@@ -378,6 +392,8 @@ class Server:
         for lst in self.listeners:
             if lst.server is not None:
                 lst.server.close()
+        if self.replication is not None:
+            await self.replication.stop()
         for conn in list(self.connections):
             conn.flush_output()
             conn.close("server shutting down")

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from amps_emulator.journal import RecordKind
+from amps_emulator.journal import JournalRecord, RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.delivery import UNDECODED, Message, decode_body, fan_out, send_oof
 from amps_emulator.server.subscribe import compile_filter_for
+from amps_emulator.sow.query import DeleteResult
+from amps_emulator.sow.recovery import apply_record
 
 if TYPE_CHECKING:
     from amps_emulator.server.broker import Broker
@@ -75,6 +77,37 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
         rec = txlog.append(topic, body, _DELTA if delta else _PUBLISH, client_name=client_name,
                            client_seq=client_seq, correlation_id=correlation_id,
                            sow_key=sow_key, expiration=expiration, headers=headers)
+    _deliver(broker, topic, body, delta, rec, client_name, correlation_id, sow_key, expiration,
+             sow_topic, doc, key)
+    return rec.position if rec is not None else None
+
+
+def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
+    """A record an upstream instance replicated, already in the journal with its original
+    bookmark and time (``Journal.append_replicated``): applied like a local publish, delta
+    publish or sow_delete (SOW, subscribers, listeners), acking no client."""
+    sow = broker.sow
+    sow_topic = sow.get(rec.topic) if sow is not None else None
+    if rec.kind == RecordKind.SOW_DELETE:
+        if sow_topic is not None:
+            broker.turn.request()
+            result = apply_record(sow_topic, rec)
+            if isinstance(result, DeleteResult):
+                removed(broker, rec.topic, result.records, reasons.OOF_DELETED)
+        return
+    doc = UNDECODED
+    key = None
+    if sow_topic is not None:
+        doc = decode_body(rec.body, rec.topic)
+        key = sow_topic.key_for(doc, rec.sow_key)
+    _deliver(broker, rec.topic, rec.body, rec.kind == _DELTA, rec, rec.client_name,
+             rec.correlation_id, rec.sow_key, rec.expiration, sow_topic, doc, key)
+
+
+def _deliver(broker: Broker, topic: str, body: bytes, delta: bool, rec: JournalRecord | None,
+             client_name: str, correlation_id: str | None, sow_key: str | None,
+             expiration: int | None, sow_topic: Topic | None, doc: object, key: str | None) -> None:
+    """Store a (journalled) message in its SOW topic, fan it out, tell the listeners."""
     listeners = broker.listeners
     if sow_topic is not None or broker.router.match(topic) or (
             listeners and _covered(listeners, topic)):
@@ -93,7 +126,6 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
             listener.message_published(msg, rec)
     else:
         broker.stats["published"] += 1
-    return rec.position if rec is not None else None
 
 
 def _covered(listeners: tuple[PublishListener, ...], topic: str) -> bool:

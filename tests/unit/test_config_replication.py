@@ -97,7 +97,7 @@ def test_mesh_node_group_only_destinations_bare_ports_and_stray_protocol() -> No
     assert [(a.host, a.port) for a in dests[0].transports[0].addresses] == [("localhost", 9109)]
     # no PassThrough: only messages published here directly go on
     assert dests[0].passes(None) and not dests[0].passes("SG")
-    assert [w.line for w in cfg.warnings if "does not connect replication links yet" in w.reason] == [10]
+    assert [w.line for w in cfg.warnings if "links connect" in w.reason] == [10]
 
 
 def test_topic_defaults_validation_and_literal_before_regex() -> None:

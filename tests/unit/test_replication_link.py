@@ -73,6 +73,23 @@ def test_publish_on_a_arrives_on_b_with_its_bookmark_and_the_ack_comes_back():
     assert b.last_seq_for_client("pub") == 3  # B's logon ack would promise s=3 to this publisher
 
 
+def test_a_records_own_headers_travel_and_the_links_are_not_doubled():
+    """A sow_delete's filter (or keys) is in its headers: it must arrive, or B cannot apply it."""
+    a, b = MemoryJournal(), MemoryJournal()
+    port = Applied()
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    snd.start(b.high_water_marks())
+    a.append(topic="orders", client_name="pub", kind=RecordKind.SOW_DELETE, message_type="json",
+             headers={"filter": "/id = 2"})
+    a.append(topic="orders", client_name="pub", kind=RecordKind.SOW_DELETE, message_type="json",
+             headers={"sow_keys": "k1,k2"})
+    assert pipe(snd, Receiver(b, port)) == 2
+    first, second = port.records
+    assert first.headers["filter"] == "/id = 2" and "sow_keys" not in first.headers
+    assert second.headers["sow_keys"] == "k1,k2"
+    assert path_of(first) == ("A",) and upstream_group(first) == "G"
+
+
 def test_resync_sends_only_what_the_peer_lacks_and_duplicates_are_acked():
     a, b = MemoryJournal(), MemoryJournal()
     for i in range(1, 6):

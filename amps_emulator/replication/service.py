@@ -1,0 +1,302 @@
+"""The replication links over asyncio: the listener on the ``amps-replication`` transport
+(downstream: records arrive, are applied through the message path and acknowledged) and one
+connector per active ``Replication/Destination`` (upstream: durable journal records go out).
+
+Both drive the sans-IO halves of :mod:`.link` and :mod:`.wire`:
+
+* connector: connect to the Destination's InetAddr list in order, send this instance's
+  :class:`~.wire.Hello`, read the peer's (or its ``repl_refuse``), check it, then start a
+  :class:`~.link.Sender` at what the peer lacks (resync) and keep sending records as they
+  become durable here; each ``repl_ack`` advances the sender. A failed or lost link is retried
+  after the Destination's ReconnectTimeout, measured on the server clock.
+* listener: read the first frame; anything but an emulator's hello gets one log line and a
+  close. Otherwise answer with this instance's hello and run a :class:`~.link.Receiver`
+  whose :class:`~.link.ApplyPort` is ``publish.apply_replicated``; acks go back once what
+  was applied is durable here.
+
+The journal tells the links of new and newly durable records through :meth:`notify`, which
+the server calls at the end of every turn and after every group sync.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING
+
+from amps_emulator.config.model import Config, Destination, ReplicationAddress
+from amps_emulator.journal import Journal, JournalRecord
+from amps_emulator.protocol.codec import ProtocolError, split_frame
+from amps_emulator.protocol.reasons import CommandError
+
+from .link import Receiver, Selection, Sender, ack_position
+from .wire import (
+    Hello,
+    LinkRefused,
+    NotAnEmulator,
+    TopicFacts,
+    check_peer,
+    classify_first_frame,
+    fact_key,
+    refuse_frame,
+)
+
+if TYPE_CHECKING:
+    from amps_emulator.server.broker import Broker
+    from amps_emulator.server.clock import SystemClock, TestClock
+
+log = logging.getLogger("amps_emulator.replication")
+
+#: the largest replication frame accepted (a record is one message)
+MAX_FRAME = 64 * 1024 * 1024
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    """One frame's payload (without its 4-byte length)."""
+    size = int.from_bytes(await reader.readexactly(4), "big")
+    if size > MAX_FRAME:
+        raise ProtocolError(f"replication frame of {size} bytes")
+    return await reader.readexactly(size)
+
+
+class ReplicationService:
+    """Every replication link of one instance."""
+
+    def __init__(self, config: Config, broker: Broker, journal: Callable[[], Journal],
+                 timebase: SystemClock | TestClock, *, apply: Callable[[JournalRecord], None]) -> None:
+        self.config = config
+        self.broker = broker
+        self._journal = journal
+        self.timebase = timebase
+        #: the message path for a replicated record (``publish.apply_replicated``)
+        self.apply = apply
+        self.name = config.name
+        self.group = config.group_name
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._wakeups: set[asyncio.Event] = set()
+        self.stopping = False
+        #: destination name -> the connected peer's instance name (for the Admin and tests)
+        self.connected: dict[str, str] = {}
+        self.listen_port: int | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> None:
+        listener = self.config.replication_listener
+        if listener is not None:
+            self._server = await asyncio.start_server(self._accepted, listener.host, listener.port,
+                                                      reuse_address=True)
+            self.listen_port = self._server.sockets[0].getsockname()[1]
+            log.info("replication transport %r listening on port %d", listener.name, self.listen_port)
+        for dest in self.config.replication.destinations:
+            if not dest.passive:
+                self._spawn(self._connector(dest))
+
+    async def stop(self) -> None:
+        self.stopping = True
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def apply_replicated(self, rec: JournalRecord) -> None:
+        """The :class:`~.link.ApplyPort`: through the message path like a local publish. The
+        record is in the journal already; one this instance cannot apply (its SOW topic has
+        other Keys) is logged, and the link goes on."""
+        try:
+            self.apply(rec)
+        except CommandError as exc:
+            log.error("replicated record %s on %r is in the transaction log but could not be "
+                      "applied here: %s", rec.bookmark_str, rec.topic, exc)
+
+    def notify(self) -> None:
+        """Records were appended or became durable: the links look again."""
+        for ev in self._wakeups:
+            ev.set()
+
+    def _spawn(self, coro: Coroutine[object, object, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- what this instance says about itself ------------------------------------------------
+    def hello(self) -> Hello:
+        journal = self._journal()
+        facts: dict[str, TopicFacts] = {}
+        txlog = self.broker.txlog
+        for t in self.config.sow_topics:
+            recorded = txlog is not None and txlog.recorded(t.name)
+            facts[fact_key(t.name, t.message_type)] = TopicFacts(
+                txlog=recorded, sow_keys=tuple(t.keys), queue=None, underlying=None)
+        return Hello(name=self.name, group=self.group, hw=journal.high_water_marks(), facts=facts)
+
+    @staticmethod
+    def checks(dest: Destination, local: Hello) -> dict[str, frozenset[str]]:
+        out: dict[str, frozenset[str]] = {}
+        for key in local.facts:
+            topic, mtype = key.split("\x00", 1)
+            selected = dest.selects(topic, mtype)
+            if selected is not None:
+                out[key] = selected.validations
+        return out
+
+    # -- upstream ------------------------------------------------------------------------------
+    async def _connector(self, dest: Destination) -> None:
+        addresses: list[tuple[ReplicationAddress, float]] = []
+        for tr in dest.transports:
+            addresses += [(a, tr.reconnect_timeout(i)) for i, a in enumerate(tr.addresses)]
+        while not self.stopping:
+            for addr, retry in addresses:
+                try:
+                    reader, writer = await asyncio.open_connection(addr.host, addr.port)
+                except OSError as exc:
+                    log.debug("replication destination %r: %s unreachable (%s)", dest.name,
+                              addr.inet_addr, exc)
+                    await self._wait(retry)
+                    continue
+                try:
+                    await self._run_upstream(dest, reader, writer)
+                except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator) as exc:
+                    log.warning("replication destination %r (%s): link lost: %s", dest.name,
+                                addr.inet_addr, exc)
+                except LinkRefused as exc:
+                    log.error("replication destination %r (%s) refused: %s", dest.name,
+                              addr.inet_addr, exc.reason)
+                finally:
+                    self.connected.pop(dest.name, None)
+                    writer.close()
+                await self._wait(retry)
+
+    async def _wait(self, seconds: float) -> None:
+        """Wait ``seconds`` on the server clock (a test clock advances it by hand)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def elapsed() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        handle = self.timebase.call_later(seconds, elapsed)
+        try:
+            await done
+        finally:
+            handle.cancel()
+
+    async def _run_upstream(self, dest: Destination, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> None:
+        local = self.hello()
+        writer.write(local.encode())
+        await writer.drain()
+        first = await read_frame(reader)
+        h, _ = split_frame(first)
+        if h.get("c") == "repl_refuse":
+            raise LinkRefused(str(h.get("reason")))
+        remote = classify_first_frame(first)
+        try:
+            check_peer(local, remote, expected_group=dest.group, expected_name=dest.name,
+                       checks=self.checks(dest, local))
+        except LinkRefused as exc:
+            writer.write(refuse_frame(exc.reason))
+            await writer.drain()
+            raise
+        sender = Sender(self._journal(), Selection(dest, remote.name), local_name=self.name,
+                        local_group=self.group)
+        sender.start(remote.hw)
+        self.connected[dest.name] = remote.name
+        log.info("replication destination %r connected to %r (%s)", dest.name, remote.name, dest.sync_type)
+        wake = asyncio.Event()
+        self._wakeups.add(wake)
+        acks = asyncio.get_running_loop().create_task(self._read_acks(reader, sender))
+        try:
+            while True:
+                wake.clear()
+                frames = sender.poll()
+                if frames:
+                    writer.write(b"".join(frames))
+                    await writer.drain()
+                    continue
+                waiter = asyncio.ensure_future(wake.wait())
+                done, _ = await asyncio.wait({waiter, acks}, return_when=asyncio.FIRST_COMPLETED)
+                if acks in done:
+                    waiter.cancel()
+                    acks.result()  # the link is gone: raises what ended it
+                    raise ConnectionResetError("replication peer closed the link")
+        finally:
+            self._wakeups.discard(wake)
+            acks.cancel()
+
+    @staticmethod
+    async def _read_acks(reader: asyncio.StreamReader, sender: Sender) -> None:
+        while True:
+            sender.on_ack(ack_position(await read_frame(reader)))
+
+    # -- downstream ----------------------------------------------------------------------------
+    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        me = asyncio.current_task()
+        if me is not None:  # stop() cancels the links it accepted too
+            self._tasks.add(me)
+        try:
+            first = await read_frame(reader)
+            remote = classify_first_frame(first)
+            local = self.hello()
+            try:
+                check_peer(local, remote, expected_group=None, expected_name=None, checks={})
+            except LinkRefused as exc:
+                log.error("replication link from %s refused: %s", peer, exc.reason)
+                writer.write(refuse_frame(exc.reason))
+                await writer.drain()
+                return
+            writer.write(local.encode())
+            await writer.drain()
+            log.info("replication link from %r (%s) accepted", remote.name, peer)
+            await self._run_downstream(remote, reader, writer)
+        except NotAnEmulator as exc:
+            log.error("replication transport: connection from %s closed: %s", peer, exc)
+        except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
+            log.warning("replication link from %s lost: %s", peer, exc)
+        except asyncio.CancelledError:
+            # stop(): ends normally, since asyncio's stream server logs a cancelled handler
+            log.debug("replication link from %s closed: the server stops", peer)
+        finally:
+            writer.close()
+            if me is not None:
+                self._tasks.discard(me)
+
+    async def _run_downstream(self, remote: Hello, reader: asyncio.StreamReader,
+                              writer: asyncio.StreamWriter) -> None:
+        broker = self.broker
+        receiver = Receiver(self._journal(), self)
+        wake = asyncio.Event()
+        self._wakeups.add(wake)
+
+        async def send_acks() -> None:
+            while True:
+                await wake.wait()
+                wake.clear()
+                ack = receiver.take_ack(self.timebase.monotonic())
+                if ack is not None:
+                    writer.write(ack)
+                    await writer.drain()
+
+        acker = asyncio.get_running_loop().create_task(send_acks())
+        try:
+            while True:
+                payload = await read_frame(reader)
+                if acker.done():
+                    acker.result()
+                receiver.handle(payload)
+                broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
+        finally:
+            self._wakeups.discard(wake)
+            acker.cancel()
+
+
+__all__ = ["ReplicationService", "read_frame"]
