@@ -373,18 +373,12 @@ class FileJournal(SegmentReads, SegmentRetention):
         """Assign position, bookmark and timestamp; buffer the record; return it (not yet durable)."""
         if kind >= INTERNAL_KIND_MIN:
             raise ValueError(f"record kind {kind} is journal-internal")
-        active = self._segments[-1]
-        if active.count and active.size + len(self._buf) >= self._segment_size and not self._closed \
-                and not self._roll_blocked:
-            self._roll()
+        self._roll_if_full()
         rec = self._make_record(
             kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration, message_type,
             headers,
         )
-        self._buffer(rec)
-        if self._strict:
-            self.flush()
-            self._sync_now(rec.position)
+        self._take(rec)
         return rec
 
     def append_replicated(
@@ -406,10 +400,7 @@ class FileJournal(SegmentReads, SegmentRetention):
     ) -> JournalRecord | None:
         """Append a record replicated from another instance with its original bookmark, origin
         time and expiration; None (nothing appended) when this instance already holds it."""
-        active = self._segments[-1]
-        if active.count and active.size + len(self._buf) >= self._segment_size and not self._closed \
-                and not self._roll_blocked:
-            self._roll()
+        self._roll_if_full()
         rec = self._make_replicated_record(
             kind=kind, topic=topic, client_name=client_name, publisher_id=publisher_id, sequence=sequence,
             origin_timestamp=origin_timestamp, body=body, client_seq=client_seq,
@@ -418,11 +409,22 @@ class FileJournal(SegmentReads, SegmentRetention):
         )
         if rec is None:
             return None
+        self._take(rec)
+        return rec
+
+    def _roll_if_full(self) -> None:
+        """Roll to a new segment once the active one (with the buffer) has reached its size."""
+        active = self._segments[-1]
+        if active.count and active.size + len(self._buf) >= self._segment_size and not self._closed \
+                and not self._roll_blocked:
+            self._roll()
+
+    def _take(self, rec: JournalRecord) -> None:
+        """Buffer ``rec``; under ``strict`` durability write and sync it before returning."""
         self._buffer(rec)
-        if self._durability is Durability.STRICT:
+        if self._strict:
             self.flush()
             self._sync_now(rec.position)
-        return rec
 
     def _buffer(self, rec: JournalRecord) -> None:
         """Encode ``rec`` into the active buffer and note it in the active segment (the per-record

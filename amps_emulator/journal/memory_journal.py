@@ -103,19 +103,12 @@ class MemoryJournal(JournalCore):
     ) -> JournalRecord:
         if kind >= INTERNAL_KIND_MIN:
             raise ValueError(f"record kind {kind} is journal-internal")
-        seg = self._segs[-1]
-        if seg.count and seg.size >= self._segment_size:
-            seg = _MemSegment(self._next_position)
-            self._segs.append(seg)
+        seg = self._active()
         rec = self._make_record(
             kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration,
             message_type, headers
         )
-        self._records.append(rec)
-        seg.size += self._enc.frame_size_of(topic, message_type, client_name, correlation_id, sow_key,
-                                            expiration, rec.headers, rec.body)
-        seg.count += 1
-        seg.last_ts = rec.timestamp
+        self._keep(seg, rec)
         return rec
 
     def append_replicated(
@@ -136,10 +129,7 @@ class MemoryJournal(JournalCore):
         headers: Mapping[str, str] | None = None,
     ) -> JournalRecord | None:
         """See ``FileJournal.append_replicated``."""
-        seg = self._segs[-1]
-        if seg.count and seg.size >= self._segment_size:
-            seg = _MemSegment(self._next_position)
-            self._segs.append(seg)
+        seg = self._active()
         rec = self._make_replicated_record(
             kind=kind, topic=topic, client_name=client_name, publisher_id=publisher_id, sequence=sequence,
             origin_timestamp=origin_timestamp, body=body, client_seq=client_seq,
@@ -148,11 +138,24 @@ class MemoryJournal(JournalCore):
         )
         if rec is None:
             return None
+        self._keep(seg, rec)
+        return rec
+
+    def _active(self) -> _MemSegment:
+        """The segment the next record goes to (a new one once the last is full)."""
+        seg = self._segs[-1]
+        if seg.count and seg.size >= self._segment_size:
+            seg = _MemSegment(self._next_position)
+            self._segs.append(seg)
+        return seg
+
+    def _keep(self, seg: _MemSegment, rec: JournalRecord) -> None:
         self._records.append(rec)
-        seg.size += self._enc.frame_size(rec)
+        seg.size += self._enc.frame_size_of(rec.topic, rec.message_type, rec.client_name,
+                                            rec.correlation_id, rec.sow_key, rec.expiration,
+                                            rec.headers, rec.body)
         seg.count += 1
         seg.last_ts = rec.timestamp
-        return rec
 
     def flush(self) -> None:
         if self._closed:

@@ -196,9 +196,6 @@ class FrameEncoder:
             )
         )
 
-    def frame_size(self, rec: JournalRecord) -> int:
-        return PREFIX_SIZE + len(self.encode_payload(rec))
-
     def frame_size_of(
         self,
         topic: str,
@@ -210,7 +207,8 @@ class FrameEncoder:
         headers: dict[str, str],
         body: bytes,
     ) -> int:
-        """:meth:`frame_size` from the payload's fields (the memory journal's append path)."""
+        """The size a record with these payload fields takes as a frame (the memory journal
+        counts its segments' sizes so)."""
         return PREFIX_SIZE + len(self._enc.encode(
             (topic, message_type, client_name, correlation_id, sow_key, expiration, headers, body)))
 
