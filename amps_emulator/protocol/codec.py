@@ -117,7 +117,7 @@ def _mistyped(payload: bytes, exc: msgspec.ValidationError) -> Exception:
     err = _malformed(payload, f"bad header field: {exc}")
     if isinstance(err, ProtocolError):
         err = CommandError(reasons.HEADER_MALFORMED, str(err))
-        err.cid = None  # type: ignore[attr-defined]
+        err.cid = None
     return err
 
 
@@ -126,7 +126,7 @@ def _malformed(payload: bytes, detail: str) -> Exception:
     if m is None:
         return ProtocolError(detail)
     err = CommandError(reasons.HEADER_MALFORMED, detail)
-    err.cid = m.group(1).decode("utf-8", "replace")  # type: ignore[attr-defined]
+    err.cid = m.group(1).decode("utf-8", "replace")
     return err
 
 

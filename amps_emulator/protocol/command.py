@@ -196,8 +196,8 @@ def finish_command(cmd: Command, body: bytes) -> Command:
             err = CommandError(reasons.HEADER_MALFORMED, "missing command")
         else:
             err = CommandError(reasons.UNKNOWN_COMMAND, raw)
-            err.command = cmd  # type: ignore[attr-defined]
-        err.cid = cmd.cid  # type: ignore[attr-defined]
+            err.command = cmd
+        err.cid = cmd.cid
         raise err
     cmd.command = canonical
     ack_type = cmd.ack_type
@@ -205,7 +205,7 @@ def finish_command(cmd: Command, body: bytes) -> Command:
         unknown = [a for a in ack_type.split(",") if a and a not in ACK_TYPES]
         if unknown:
             err = CommandError(reasons.HEADER_MALFORMED, f"unknown ack type {unknown[0]!r}")
-            err.cid = cmd.cid  # type: ignore[attr-defined]
+            err.cid = cmd.cid
             raise err
     sent = cmd.wire_seq
     if sent is not None:
@@ -256,8 +256,8 @@ def _number(cmd: Command, sent: int | float | str, key: str, reason: str, top: i
     if len(shown) > 40:
         shown = shown[:40] + "..."
     err = CommandError(reason, f"{key}={shown} is not an integer in 0..{top}")
-    err.command = cmd  # type: ignore[attr-defined]
-    err.cid = cmd.cid  # type: ignore[attr-defined]
+    err.command = cmd
+    err.cid = cmd.cid
     raise err
 
 

@@ -58,6 +58,11 @@ DISCONNECT_PROTOCOL = "protocol error"
 class CommandError(Exception):
     """A command that cannot be carried out; becomes a failure ack with ``reason``."""
 
+    #: the ``cid`` the failure ack answers, when the frame got far enough to show one
+    cid: str | None = None
+    #: the decoded command (a ``protocol.command.Command``) when decoding got that far
+    command: object = None
+
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, frame, parse_command
 from amps_emulator.protocol.codec import ack as encode_ack
+from amps_emulator.protocol.command import Command
 from amps_emulator.protocol.filter import compile_filter
 from amps_emulator.protocol.filter.compiler import MAX_TEXT as MAX_FILTER_TEXT
 from amps_emulator.protocol.reasons import CommandError
@@ -49,7 +50,6 @@ from amps_emulator.server.ports import ConnectionHost, ListenerInfo
 
 if TYPE_CHECKING:
     from amps_emulator.auth import Session
-    from amps_emulator.protocol.command import Command
     from amps_emulator.server.router import Subscription
 
 log = logging.getLogger("amps_emulator.connection")
@@ -438,13 +438,12 @@ class Connection(asyncio.Protocol):
         self.close(f"{reason}: {why}")
 
     def _reject_unparsed(self, exc: CommandError) -> None:
-        cid = getattr(exc, "cid", None)
         log.warning("%s: bad command: %s", self.describe(), exc)
-        bad = getattr(exc, "command", None)
-        if bad is not None and bad.ack_type:
+        bad = exc.command
+        if isinstance(bad, Command) and bad.ack_type:
             self.fail(bad, exc.reason)
-        elif cid is not None:
-            self.send(encode_ack(cid, "processed", "failure", exc.reason))
+        elif exc.cid is not None:
+            self.send(encode_ack(exc.cid, "processed", "failure", exc.reason))
 
     # -- heartbeats --------------------------------------------------------------------
     def start_heartbeat(self, interval: float) -> None:
