@@ -218,32 +218,25 @@ def finish_command(cmd: Command, body: bytes) -> Command:
     return cmd
 
 
+#: the less common numeric header fields, in the order they are checked: (wire field, typed
+#: field, the key named in the reason, the reason, the largest value)
+_NUMBERS = (
+    ("wire_expiration", "expiration", "e", reasons.INVALID_EXPIRATION, _U32),
+    ("wire_batch_size", "batch_size", "batch_size", reasons.INVALID_BATCH_SIZE, _U32),
+    ("wire_top_n", "top_n", "top_n", reasons.INVALID_TOPN, _U64),
+    ("wire_skip_n", "skip_n", "skip_n", reasons.INVALID_OPTIONS, _U64),
+    ("wire_group_seq", "group_seq", "gseq", reasons.INVALID_SEQUENCE, _U64),
+    ("wire_length", "length", "l", reasons.HEADER_MALFORMED, _U64),
+)
+
+
 def _read_numbers(cmd: Command) -> None:
     """The less common numeric fields, in order (the first bad one is refused)."""
-    sent = cmd.wire_expiration
-    if sent is not None:
-        cmd.expiration = sent if isinstance(sent, int) and 0 <= sent <= _U32 \
-            else _number(cmd, sent, "e", reasons.INVALID_EXPIRATION, _U32)
-    sent = cmd.wire_batch_size
-    if sent is not None:
-        cmd.batch_size = sent if isinstance(sent, int) and 0 <= sent <= _U32 \
-            else _number(cmd, sent, "batch_size", reasons.INVALID_BATCH_SIZE, _U32)
-    sent = cmd.wire_top_n
-    if sent is not None:
-        cmd.top_n = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
-            else _number(cmd, sent, "top_n", reasons.INVALID_TOPN, _U64)
-    sent = cmd.wire_skip_n
-    if sent is not None:
-        cmd.skip_n = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
-            else _number(cmd, sent, "skip_n", reasons.INVALID_OPTIONS, _U64)
-    sent = cmd.wire_group_seq
-    if sent is not None:
-        cmd.group_seq = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
-            else _number(cmd, sent, "gseq", reasons.INVALID_SEQUENCE, _U64)
-    sent = cmd.wire_length
-    if sent is not None:
-        cmd.length = sent if isinstance(sent, int) and 0 <= sent <= _U64 \
-            else _number(cmd, sent, "l", reasons.HEADER_MALFORMED, _U64)
+    for wire, field, key, reason, top in _NUMBERS:
+        sent = getattr(cmd, wire)
+        if sent is not None:
+            setattr(cmd, field, sent if isinstance(sent, int) and 0 <= sent <= top
+                    else _number(cmd, sent, key, reason, top))
 
 
 def _number(cmd: Command, sent: int | float | str, key: str, reason: str, top: int) -> int:
