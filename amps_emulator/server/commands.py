@@ -147,7 +147,7 @@ def publish(broker: Broker, client: Client, cmd: Command) -> None:
 
 def _journaled(broker: Broker, client_name: str, seq: int) -> bool:
     txlog = broker.txlog
-    return txlog is not None and txlog.journal is not None \
+    return txlog is not None and txlog.is_open \
         and txlog.journal.last_seq_for_client(client_name, persisted=False) >= seq
 
 
