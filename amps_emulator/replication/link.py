@@ -21,7 +21,7 @@ are not replicated by this module yet.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import msgspec
@@ -174,10 +174,14 @@ def _opt_int(h: dict[str, Any], key: str) -> int | None:
 class Receiver:
     """The downstream half of one link."""
 
-    def __init__(self, journal: Journal, port: ApplyPort, *, ack_interval: float | None = None) -> None:
+    def __init__(self, journal: Journal, port: ApplyPort, *, ack_interval: float | None = None,
+                 safe: Callable[[], int] | None = None) -> None:
         self.journal = journal
         self.port = port
         self.ack_interval = ack_interval
+        #: how far acks may go here: durable, and acknowledged by this instance's own sync
+        #: destinations (``ReplicationService.safe_position``); None: durable
+        self._safe = safe
         self._pending: deque[tuple[int, int]] = deque()  # (local position to be durable, upstream pos)
         self._acked = 0
         self._last_ack_at: float | None = None
@@ -214,12 +218,23 @@ class Receiver:
         self._pending.append((rec.position, upstream_pos))
         self.port.apply_replicated(rec)
 
+    @property
+    def pending(self) -> bool:
+        """Records applied (or dropped) here and not acknowledged upstream yet."""
+        return bool(self._pending)
+
+    def ack_wait(self, now: float) -> float:
+        """Seconds before the AckConflationInterval lets the next ack go (0: now)."""
+        if self.ack_interval is None or self._last_ack_at is None:
+            return 0.0
+        return max(0.0, self._last_ack_at + self.ack_interval - now)
+
     def take_ack(self, now: float) -> bytes | None:
-        """A ``repl_ack`` for everything durable here, if one is due (AckConflationInterval)."""
-        if self.ack_interval is not None and self._last_ack_at is not None \
-                and now - self._last_ack_at < self.ack_interval:
+        """A ``repl_ack`` for everything durable here (and acknowledged by this instance's sync
+        destinations), if one is due (AckConflationInterval)."""
+        if self.ack_wait(now) > 0:
             return None
-        durable = self.journal.durable_position
+        durable = self.journal.durable_position if self._safe is None else self._safe()
         upto = self._acked
         while self._pending and self._pending[0][0] <= durable:
             upto = max(upto, self._pending.popleft()[1])
