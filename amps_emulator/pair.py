@@ -18,10 +18,13 @@ import socket
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from amps_emulator.config import loads_config
 from amps_emulator.embedded import EmbeddedServer
+
+if TYPE_CHECKING:
+    from amps_emulator.replication.service import ReplicationService
 
 T = TypeVar("T")
 
@@ -76,6 +79,17 @@ def pair_config(name: str, peer: str, *, repl_port: int, peer_repl_port: int, da
 """
 
 
+class _Bound:
+    """``fn(service, dest)`` as a one-argument callable run on an instance's loop."""
+
+    def __init__(self, fn: Callable[[ReplicationService, str], object], dest: str) -> None:
+        self.fn = fn
+        self.dest = dest
+
+    def __call__(self, service: ReplicationService) -> object:
+        return self.fn(service, self.dest)
+
+
 class EmbeddedPair:
     """Instances ``A`` and ``B`` replicating to each other (``sync`` both ways by default).
 
@@ -128,7 +142,7 @@ class EmbeddedPair:
         self.stop()
 
     # -- the links ----------------------------------------------------------------------
-    def _on(self, name: str, fn: Callable[[Any], T]) -> T:
+    def _on(self, name: str, fn: Callable[[ReplicationService], T]) -> T:
         """Run ``fn(replication service)`` on instance ``name``'s loop."""
         srv = self.servers[self.names.index(name)]
 
@@ -141,10 +155,11 @@ class EmbeddedPair:
         result: T = srv.call(call)
         return result
 
-    def _both(self, source: str | None, fn: Callable[[Any, str], object]) -> None:
-        for i in (0, 1):
-            if source is None or source == self.names[i]:
-                self._on(self.names[i], lambda r, i=i: fn(r, self.names[1 - i]))
+    def _both(self, source: str | None, fn: Callable[[ReplicationService, str], object]) -> None:
+        """``fn(service, its destination)`` on ``source`` (on both instances when None)."""
+        for name, peer in (self.names, self.names[::-1]):
+            if source is None or source == name:
+                self._on(name, _Bound(fn, peer))
 
     def cut(self, source: str | None = None) -> None:
         """Take the link from ``source`` to its peer down (both links when None) until

@@ -230,3 +230,35 @@ def test_admin_replication_node_has_the_monitoring_fields(sync_pair):
     assert admin(sync_pair.a, "/amps/administrator/replication") == {"replication": ["B"]}
     emu = admin(sync_pair.b, "/emulator/replication")
     assert emu["incoming"] == ["A"] and emu["destinations"][0]["name"] == "A"
+
+
+def test_replication_triggers_fire_through_on_event(sync_pair):
+    """Connect, disconnect, resync-complete, downgrade and upgrade reach ``on_event`` with
+    the destination's name (what the actions engine's ``fire`` gets)."""
+    seen: list[tuple[str, dict[str, str]]] = []
+    for srv in sync_pair.servers:
+        srv.call(lambda srv=srv: setattr(srv.server.replication, "on_event",
+                                         lambda module, variables: seen.append((module, variables))))
+    sync_pair.cut("A")
+    wait_state(sync_pair, "A", lambda s: not s["is_connected"])
+    sync_pair.downgrade("A")
+    sync_pair.restore("A")
+    wait_state(sync_pair, "A", lambda s: s["is_connected"])
+    sync_pair.upgrade("A")
+    wait_state(sync_pair, "A", lambda s: s["replication_type"] == "sync")
+
+    def fired(module: str) -> list[dict[str, str]]:
+        return [v for m, v in seen if m == module]
+
+    deadline = time.monotonic() + 10
+    while not fired("amps-action-on-replication-resync-complete") \
+            or not fired("amps-action-on-connect-incoming-replication"):
+        assert time.monotonic() < deadline, seen
+        sync_pair.b.call(lambda: None)
+    assert fired("amps-action-on-disconnect-replication")[0]["AMPS_DESTINATION_NAME"] == "B"
+    assert fired("amps-action-on-downgrade-replication")[0] == {
+        "AMPS_DESTINATION_NAME": "B", "AMPS_REASON": "administrator"}
+    assert fired("amps-action-on-connect-replication")[0]["AMPS_DESTINATION_NAME"] == "B"
+    assert fired("amps-action-on-upgrade-replication") == [{"AMPS_DESTINATION_NAME": "B"}]
+    assert fired("amps-action-on-disconnect-incoming-replication")[0]["AMPS_DESTINATION_NAME"] == "A"
+    assert fired("amps-action-on-connect-incoming-replication")[0]["AMPS_DESTINATION_NAME"] == "A"
