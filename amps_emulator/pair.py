@@ -36,7 +36,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
-def pair_config(name: str, peer: str, *, repl_port: int, peer_repl_port: int, data_dir: str | Path,
+def pair_config(name: str, peer: str | None, *, repl_port: int, peer_repl_port: int, data_dir: str | Path,
                 group: str = "pair", sync_type: str = "sync", client_addr: str = "127.0.0.1:0",
                 admin_addr: str | None = "127.0.0.1:0", peer_host: str = "127.0.0.1",
                 listen_host: str = "127.0.0.1", reconnect_timeout: float = 0.2,
@@ -45,7 +45,8 @@ def pair_config(name: str, peer: str, *, repl_port: int, peer_repl_port: int, da
 
     ``repl_port``: this instance's ``amps-replication`` port; ``peer_repl_port`` (on
     ``peer_host``): the peer's. ``sync_type``: this instance's Destination (``sync``/``async``).
-    ``sow_topics``: (topic, key path) of JSON SOW topics to define on both."""
+    ``sow_topics``: (topic, key path) of JSON SOW topics to define on both. ``peer`` None: the
+    same instance without replication (what a benchmark compares the pair with)."""
     if sync_type not in ("sync", "async"):
         raise ValueError(f"sync_type is sync or async, not {sync_type!r}")
     data = Path(data_dir)
@@ -53,20 +54,11 @@ def pair_config(name: str, peer: str, *, repl_port: int, peer_repl_port: int, da
     sow = "".join(
         f"<Topic><Name>{t}</Name><MessageType>json</MessageType><Key>{k}</Key>"
         f"<FileName>{data}/sow/%n.sow</FileName></Topic>" for t, k in sow_topics)
-    return f"""<AMPSConfig>
-  <Name>{name}</Name>
-  <Group>{group}</Group>
-  {admin}
-  <Transports>
-    <Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>{client_addr}</InetAddr>
-      <MessageType>json</MessageType><Protocol>amps</Protocol></Transport>
-    <Transport><Name>amps-replication</Name><Type>amps-replication</Type>
-      <InetAddr>{listen_host}:{repl_port}</InetAddr></Transport>
-  </Transports>
-  <TransactionLog><JournalDirectory>{data}/journal</JournalDirectory>
-    <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
-  {f"<SOW>{sow}</SOW>" if sow else ""}
-  <Replication>
+    listener = replication = ""
+    if peer is not None:
+        listener = f"""<Transport><Name>amps-replication</Name><Type>amps-replication</Type>
+      <InetAddr>{listen_host}:{repl_port}</InetAddr></Transport>"""
+        replication = f"""<Replication>
     <Destination>
       <Name>{peer}</Name><Group>{group}</Group><SyncType>{sync_type}</SyncType>
       <PassThrough>.*</PassThrough>
@@ -74,7 +66,20 @@ def pair_config(name: str, peer: str, *, repl_port: int, peer_repl_port: int, da
       <Transport><Type>amps-replication</Type><InetAddr>{peer_host}:{peer_repl_port}</InetAddr>
         <ReconnectTimeout>{reconnect_timeout:g}</ReconnectTimeout></Transport>
     </Destination>
-  </Replication>
+  </Replication>"""
+    return f"""<AMPSConfig>
+  <Name>{name}</Name>
+  <Group>{group}</Group>
+  {admin}
+  <Transports>
+    <Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>{client_addr}</InetAddr>
+      <MessageType>json</MessageType><Protocol>amps</Protocol></Transport>
+    {listener}
+  </Transports>
+  <TransactionLog><JournalDirectory>{data}/journal</JournalDirectory>
+    <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
+  {f"<SOW>{sow}</SOW>" if sow else ""}
+  {replication}
 </AMPSConfig>
 """
 

@@ -262,3 +262,30 @@ def test_replication_triggers_fire_through_on_event(sync_pair):
     assert fired("amps-action-on-upgrade-replication") == [{"AMPS_DESTINATION_NAME": "B"}]
     assert fired("amps-action-on-disconnect-incoming-replication")[0]["AMPS_DESTINATION_NAME"] == "A"
     assert fired("amps-action-on-connect-incoming-replication")[0]["AMPS_DESTINATION_NAME"] == "A"
+
+
+def test_amps_pair_fixture_serves_an_haclient(amps_pair):
+    """The pytest plugin's pair: an HAClient over both URIs; A's acks wait for B."""
+    pub = AMPS.HAClient("fixture-pub")
+    chooser = AMPS.DefaultServerChooser()
+    for uri in amps_pair.uris:
+        chooser.add(uri)
+    pub.set_server_chooser(chooser)
+    pub.set_publish_store(AMPS.MemoryPublishStore())
+    pub.connect_and_logon()
+    sub = AMPS.Client("fixture-sub")
+    sub.connect(amps_pair.b.uri)
+    sub.logon(5000)
+    try:
+        got = Collector(lambda m: json.loads(m.get_data()))
+        sub.subscribe(got, "orders")
+        wait_connected(amps_pair)
+        amps_pair.hold_acks("A")
+        pub.publish("orders", json.dumps({"id": 1}))
+        assert got.wait_for(1) == [{"id": 1}]
+        assert held(pub)
+        amps_pair.release_acks("A")
+        pub.publish_flush(10000)
+    finally:
+        pub.close()
+        sub.close()
