@@ -289,3 +289,16 @@ def test_amps_pair_fixture_serves_an_haclient(amps_pair):
     finally:
         pub.close()
         sub.close()
+
+
+def test_console_draws_the_replication_graph(sync_pair):
+    with urllib.request.urlopen(sync_pair.a.server.admin.uri + "/", timeout=10) as r:
+        page = r.read().decode()
+    assert '<svg id="replication"' in page
+    assert 'data-state="sync"' in page and ">B</text>" in page and "sync · connected" in page
+    sync_pair.cut("A")
+    wait_state(sync_pair, "A", lambda s: not s["is_connected"])
+    sync_pair.hold_acks("A")
+    with urllib.request.urlopen(sync_pair.a.server.admin.uri + "/", timeout=10) as r:
+        page = r.read().decode()
+    assert 'data-state="down"' in page and "sync · cut · acks held" in page
