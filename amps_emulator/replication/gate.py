@@ -114,6 +114,20 @@ class AckGate:
                 pos = st.gate_position
         return pos
 
+    def safe_for(self, durable: int, path: tuple[str, ...], upstream_group: str | None) -> int:
+        """What a record that came along ``path`` from an instance of ``upstream_group`` may be
+        acknowledged up to (to its upstream): only the sync destinations that forward it count.
+        A record never goes back along its path (loop prevention), so in a pair each side acks
+        the other's records on its own durability, and two sync gates never wait on each other."""
+        pos = durable
+        for st in self.states.values():
+            if not st.sync or st.gate_position >= pos:
+                continue
+            if (st.peer_name or st.dest.name) in path or not st.dest.passes(upstream_group):
+                continue
+            pos = st.gate_position
+        return pos
+
     @property
     def sync_count(self) -> int:
         return sum(1 for st in self.states.values() if st.sync)

@@ -175,14 +175,16 @@ class Receiver:
     """The downstream half of one link."""
 
     def __init__(self, journal: Journal, port: ApplyPort, *, ack_interval: float | None = None,
-                 safe: Callable[[], int] | None = None) -> None:
+                 safe: Callable[[tuple[str, ...], str | None], int] | None = None) -> None:
         self.journal = journal
         self.port = port
         self.ack_interval = ack_interval
-        #: how far acks may go here: durable, and acknowledged by this instance's own sync
-        #: destinations (``ReplicationService.safe_position``); None: durable
+        #: ``safe(path, upstream group)``: how far a record that came along ``path`` may be
+        #: acknowledged: durable here and acknowledged by this instance's sync destinations that
+        #: forward it (``ReplicationService.safe_for``); None: durable
         self._safe = safe
-        self._pending: deque[tuple[int, int]] = deque()  # (local position to be durable, upstream pos)
+        # (local position to be durable, upstream position, the record's path, its upstream Group)
+        self._pending: deque[tuple[int, int, tuple[str, ...], str | None]] = deque()
         self._acked = 0
         self._last_ack_at: float | None = None
         self.applied = 0
@@ -196,13 +198,14 @@ class Receiver:
         try:
             upstream_pos = int(h["pos"])
             path = str(h.get("path") or "")
+            ug = None if h.get("ug") is None else str(h["ug"])
             headers: dict[str, str] = {}
             if h.get("h"):
                 headers.update(msgspec.json.decode(h["h"], type=dict[str, str]))
             if path:
                 headers[PATH] = path
-            if h.get("ug") is not None:
-                headers[UPSTREAM_GROUP] = str(h["ug"])
+            if ug is not None:
+                headers[UPSTREAM_GROUP] = ug
             rec = self.journal.append_replicated(
                 topic=str(h["t"]), client_name=str(h.get("cn") or ""), publisher_id=int(h["pid"]),
                 sequence=int(h["seq"]), origin_timestamp=int(h["ts"]), body=body, kind=int(h["k"]),
@@ -210,12 +213,13 @@ class Receiver:
                 expiration=_opt_int(h, "e"), message_type=str(h.get("mt") or ""), headers=headers)
         except (KeyError, TypeError, ValueError, msgspec.DecodeError) as exc:
             raise ProtocolError(f"malformed replicated record: {exc}") from None
+        hops = tuple(path.split(",")) if path else ()
         if rec is None:
             self.duplicates += 1  # held already: acknowledged once what we hold is durable
-            self._pending.append((self.journal.last_position, upstream_pos))
+            self._pending.append((self.journal.last_position, upstream_pos, hops, ug))
             return
         self.applied += 1
-        self._pending.append((rec.position, upstream_pos))
+        self._pending.append((rec.position, upstream_pos, hops, ug))
         self.port.apply_replicated(rec)
 
     @property
@@ -234,10 +238,23 @@ class Receiver:
         destinations), if one is due (AckConflationInterval)."""
         if self.ack_wait(now) > 0:
             return None
-        durable = self.journal.durable_position if self._safe is None else self._safe()
+        durable = self.journal.durable_position
+        safe = self._safe
+        limits: dict[tuple[tuple[str, ...], str | None], int] = {}
         upto = self._acked
-        while self._pending and self._pending[0][0] <= durable:
-            upto = max(upto, self._pending.popleft()[1])
+        pending = self._pending
+        while pending:
+            local, up, hops, ug = pending[0]
+            limit = durable
+            if safe is not None:
+                key = (hops, ug)
+                limit = limits.get(key, -1)
+                if limit < 0:
+                    limit = limits[key] = min(durable, safe(hops, ug))
+            if local > limit:
+                break
+            pending.popleft()
+            upto = max(upto, up)
         if upto == self._acked:
             return None
         self._acked = upto

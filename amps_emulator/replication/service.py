@@ -151,10 +151,10 @@ class ReplicationService:
             ev.set()
 
     # -- the sync gate ---------------------------------------------------------------------
-    def safe_position(self) -> int:
-        """What acks (to publishers, bookmark subscribers, upstreams) may cover: durable here and
-        acknowledged by every sync destination."""
-        return self.gate.safe(self._journal().durable_position)
+    def safe_for(self, path: tuple[str, ...], upstream_group: str | None) -> int:
+        """How far a replicated record that came along ``path`` may be acknowledged upstream:
+        durable here and acknowledged by this instance's sync destinations that forward it."""
+        return self.gate.safe_for(self._journal().durable_position, path, upstream_group)
 
     def _gate_moved(self) -> None:
         """What the sync destinations allow grew: release the waiting acks here and upstream."""
@@ -489,7 +489,7 @@ class ReplicationService:
         broker = self.broker
         # acks upstream cover what is durable here and acknowledged by this instance's own sync
         # destinations (a chain), at most once per the upstream's AckConflationInterval
-        receiver = Receiver(self._journal(), self, ack_interval=remote.ack_interval, safe=self.safe_position)
+        receiver = Receiver(self._journal(), self, ack_interval=remote.ack_interval, safe=self.safe_for)
         wake = asyncio.Event()
         self._wakeups.add(wake)
         timer_set = False

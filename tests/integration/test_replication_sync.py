@@ -302,3 +302,18 @@ def test_console_draws_the_replication_graph(sync_pair):
     with urllib.request.urlopen(sync_pair.a.server.admin.uri + "/", timeout=10) as r:
         page = r.read().decode()
     assert 'data-state="down"' in page and "sync · cut · acks held" in page
+
+
+def test_publishers_on_both_instances_of_a_sync_pair_get_their_acks(sync_pair):
+    """Records cross in both directions: B acks A's records without waiting for A (a record
+    never goes back to where it came from), so the two sync gates cannot wait on each other."""
+    pa, pb = publisher(sync_pair.a.uri, "pub-a"), publisher(sync_pair.b.uri, "pub-b")
+    try:
+        for i in range(300):
+            pa.publish("orders", json.dumps({"id": i, "on": "a"}))
+            pb.publish("orders", json.dumps({"id": i, "on": "b"}))
+        pa.publish_flush(10000)
+        pb.publish_flush(10000)
+    finally:
+        pa.close()
+        pb.close()

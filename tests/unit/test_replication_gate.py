@@ -4,6 +4,8 @@ unacknowledged record, never under MinSyncDestinations; held acks."""
 
 from __future__ import annotations
 
+import msgspec
+
 from amps_emulator.config import loads_config
 from amps_emulator.journal import MemoryJournal
 from amps_emulator.replication.gate import AckGate
@@ -103,3 +105,17 @@ def test_a_disconnected_downgraded_destination_is_not_upgraded():
     assert gate.upgrade(age=1) == []  # not connected: it would hold acks again at once
     st.connected = True
     assert gate.upgrade(age=1) == ["B"]
+
+
+def test_upstream_acks_wait_only_for_sync_destinations_that_forward_the_record():
+    gate, journal, _ = setup(("A", "sync"), ("C", "sync"))
+    last = publish(journal, 4)
+    gate.states["A"].acked_through = 1
+    gate.states["C"].acked_through = 3
+    # a record from A: never goes back to A; C has no PassThrough for A's group: not forwarded
+    assert gate.safe_for(last, ("A",), "A") == last
+    # C's destination passes every group through: a record from A waits for C (a chain)
+    c = gate.states["C"]
+    c.dest = msgspec.structs.replace(c.dest, pass_through=".*")
+    assert gate.safe_for(last, ("A",), "A") == 3
+    assert gate.safe_for(last, ("X", "C"), "C") == last  # came through C: not sent back there
