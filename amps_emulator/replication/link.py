@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from amps_emulator.config.model import Destination
+from amps_emulator.config.model import Destination, ReplicationTopic
 from amps_emulator.journal import Journal
 from amps_emulator.journal.identity import (
     ORIGIN_TS,
@@ -63,6 +63,9 @@ class Selection:
         self.dest = dest
         self.peer_name = peer_name
         self._filters: dict[str, CompiledFilter] = {}
+        #: (topic, message type) -> the Topic that selects it (Destination.selects, per record
+        #: otherwise: a regex test per Topic)
+        self._selected: dict[tuple[str, str], ReplicationTopic | None] = {}
         for t in dest.topics:
             if t.filter is not None:
                 self._filters[t.filter] = compile_filter(t.filter)  # FilterError: a bad filter
@@ -70,7 +73,13 @@ class Selection:
     def wants(self, rec: JournalRecord, *, resync: bool = False) -> bool:
         if rec.kind not in REPLICATED_KINDS:
             return False
-        topic = self.dest.selects(rec.topic, rec.message_type)
+        key = (rec.topic, rec.message_type)
+        try:
+            topic = self._selected[key]
+        except KeyError:
+            if len(self._selected) > 100_000:
+                self._selected.clear()
+            topic = self._selected[key] = self.dest.selects(rec.topic, rec.message_type)
         if topic is None:
             return False
         if not self.dest.passes(upstream_group(rec), resync=resync):
