@@ -346,6 +346,9 @@ class ReplicationService:
                               addr.inet_addr, exc)
                     await self._wait(retry)
                     continue
+                if st.cut:  # cut while connecting
+                    writer.close()
+                    continue
                 reason: str | None = None
                 self._links[dest.name] = writer
                 try:
