@@ -50,6 +50,7 @@ from .wire import (
 if TYPE_CHECKING:
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.clock import SystemClock, TestClock
+    from amps_emulator.server.ports import ReplicationControl
 
 log = logging.getLogger("amps_emulator.replication")
 
@@ -536,6 +537,12 @@ def _stamp(t: float | None) -> str:
     if t is None:
         return ""
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
+
+
+if TYPE_CHECKING:
+    def _is_replication_control(service: ReplicationService) -> ReplicationControl:
+        """The type checker proves the service is what the downgrade/upgrade actions need."""
+        return service
 
 
 __all__ = ["ReplicationService", "read_frame"]
