@@ -317,3 +317,23 @@ def test_publishers_on_both_instances_of_a_sync_pair_get_their_acks(sync_pair):
     finally:
         pa.close()
         pb.close()
+
+
+def test_replication_control_downgrades_by_age_and_upgrades_once_caught_up(sync_pair):
+    """What the downgrade/upgrade actions call (server.ports.ReplicationControl)."""
+    pub = publisher(sync_pair.a.uri)
+    control = sync_pair.a.server.replication
+    try:
+        sync_pair.hold_acks("A")
+        pub.publish("orders", json.dumps({"id": 1}))
+        assert held(pub)
+        assert sync_pair.a.call(lambda: control.downgrade(3600.0, 0.0)) == []  # not that old
+        assert sync_pair.a.call(lambda: control.downgrade(0.1, 0.1)) == ["B"]
+        pub.publish_flush(10000)  # downgraded: the held acks went out
+        assert sync_pair.a.call(lambda: control.upgrade(0.05)) == []  # still lagging (held)
+        sync_pair.release_acks("A")
+        wait_state(sync_pair, "A", lambda s: s["seconds_behind"] == 0 and s["acked_position"] >= 1)
+        assert sync_pair.a.call(lambda: control.upgrade(0.05)) == ["B"]
+        assert sync_pair.state("A")["replication_type"] == "sync"
+    finally:
+        pub.close()
