@@ -111,9 +111,11 @@ def journal(uri: str, topic: str, count: int, name: str) -> list[tuple[str, int]
         c.close()
 
 
-def test_haclient_publisher_across_kill_of_primary_loses_and_duplicates_nothing(procs):
+@pytest.mark.parametrize("store", ["memory", "file"])
+def test_haclient_publisher_across_kill_of_primary_loses_and_duplicates_nothing(procs, store, tmp_path):
     pub = ha_client("ha-pub", [procs.a.uri, procs.b.uri])
-    pub.set_publish_store(AMPS.MemoryPublishStore())
+    pub.set_publish_store(AMPS.MemoryPublishStore() if store == "memory"
+                          else AMPS.PublishStore(str(tmp_path / "ha-pub.store")))
     pub.connect_and_logon()
     n = 400
     try:
