@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.error
 import urllib.request
 
 import AMPS
@@ -337,3 +338,19 @@ def test_replication_control_downgrades_by_age_and_upgrades_once_caught_up(sync_
         assert sync_pair.state("A")["replication_type"] == "sync"
     finally:
         pub.close()
+
+
+def test_admin_reconnect_drops_the_link_and_it_comes_back(sync_pair):
+    out = admin(sync_pair.a, "/amps/administrator/replication/B/reconnect")
+    assert out["done"] is True
+    st = wait_state(sync_pair, "A", lambda s: s["disconnect_count"] == 1 and s["is_connected"])
+    assert st["replication_type"] == "sync"
+    pub = publisher(sync_pair.a.uri)
+    try:
+        pub.publish("orders", json.dumps({"id": 1}))
+        pub.publish_flush(10000)
+    finally:
+        pub.close()
+    with pytest.raises(urllib.error.HTTPError) as err:
+        admin(sync_pair.a, "/amps/administrator/replication/nowhere/downgrade")
+    assert err.value.code == 404
