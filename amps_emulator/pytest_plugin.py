@@ -29,6 +29,13 @@ Fixtures
     happens before the first client is made, whatever the argument order.
 ``amps_servers``
     The session's servers: ``amps_servers.get(config_path_or_None)``.
+``amps_pair``
+    Two emulators replicating to each other as an AMPS HA pair (``sync`` both ways, in
+    memory), fresh for each test: an :class:`amps_emulator.pair.EmbeddedPair`. ``.uris``
+    lists both for an ``AMPS.HAClient``'s server chooser; ``.a``/``.b`` are the instances;
+    ``.cut()``/``.restore()`` take the links down and back, ``.hold_acks("A")`` makes A's peer
+    look lagging (A's persisted acks wait), ``.downgrade("A")``/``.upgrade("A")``. The
+    ``amps_pair_async`` fixture is the same pair with ``async`` links.
 
 Configuration
 -------------
@@ -159,6 +166,24 @@ def clients_for(uri: str) -> Iterator[Callable[..., Any]]:
             c.close()
         except Exception:
             pass
+
+
+@pytest.fixture
+def amps_pair() -> Iterator[Any]:
+    """Two in-memory emulators replicating ``sync`` both ways (``.uris`` for an HAClient)."""
+    from amps_emulator.pair import EmbeddedPair
+
+    with EmbeddedPair(sync_type="sync") as pair:
+        yield pair
+
+
+@pytest.fixture
+def amps_pair_async() -> Iterator[Any]:
+    """Two in-memory emulators replicating ``async`` both ways."""
+    from amps_emulator.pair import EmbeddedPair
+
+    with EmbeddedPair(sync_type="async") as pair:
+        yield pair
 
 
 @pytest.fixture

@@ -21,12 +21,12 @@ are not replicated by this module yet.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 import msgspec
 
-from amps_emulator.config.model import Destination
+from amps_emulator.config.model import Destination, ReplicationTopic
 from amps_emulator.journal import Journal
 from amps_emulator.journal.identity import (
     ORIGIN_TS,
@@ -63,6 +63,9 @@ class Selection:
         self.dest = dest
         self.peer_name = peer_name
         self._filters: dict[str, CompiledFilter] = {}
+        #: (topic, message type) -> the Topic that selects it (Destination.selects, per record
+        #: otherwise: a regex test per Topic)
+        self._selected: dict[tuple[str, str], ReplicationTopic | None] = {}
         for t in dest.topics:
             if t.filter is not None:
                 self._filters[t.filter] = compile_filter(t.filter)  # FilterError: a bad filter
@@ -70,7 +73,13 @@ class Selection:
     def wants(self, rec: JournalRecord, *, resync: bool = False) -> bool:
         if rec.kind not in REPLICATED_KINDS:
             return False
-        topic = self.dest.selects(rec.topic, rec.message_type)
+        key = (rec.topic, rec.message_type)
+        try:
+            topic = self._selected[key]
+        except KeyError:
+            if len(self._selected) > 100_000:
+                self._selected.clear()
+            topic = self._selected[key] = self.dest.selects(rec.topic, rec.message_type)
         if topic is None:
             return False
         if not self.dest.passes(upstream_group(rec), resync=resync):
@@ -174,11 +183,17 @@ def _opt_int(h: dict[str, Any], key: str) -> int | None:
 class Receiver:
     """The downstream half of one link."""
 
-    def __init__(self, journal: Journal, port: ApplyPort, *, ack_interval: float | None = None) -> None:
+    def __init__(self, journal: Journal, port: ApplyPort, *, ack_interval: float | None = None,
+                 safe: Callable[[tuple[str, ...], str | None], int] | None = None) -> None:
         self.journal = journal
         self.port = port
         self.ack_interval = ack_interval
-        self._pending: deque[tuple[int, int]] = deque()  # (local position to be durable, upstream pos)
+        #: ``safe(path, upstream group)``: how far a record that came along ``path`` may be
+        #: acknowledged: durable here and acknowledged by this instance's sync destinations that
+        #: forward it (``ReplicationService.safe_for``); None: durable
+        self._safe = safe
+        # (local position to be durable, upstream position, the record's path, its upstream Group)
+        self._pending: deque[tuple[int, int, tuple[str, ...], str | None]] = deque()
         self._acked = 0
         self._last_ack_at: float | None = None
         self.applied = 0
@@ -192,13 +207,14 @@ class Receiver:
         try:
             upstream_pos = int(h["pos"])
             path = str(h.get("path") or "")
+            ug = None if h.get("ug") is None else str(h["ug"])
             headers: dict[str, str] = {}
             if h.get("h"):
                 headers.update(msgspec.json.decode(h["h"], type=dict[str, str]))
             if path:
                 headers[PATH] = path
-            if h.get("ug") is not None:
-                headers[UPSTREAM_GROUP] = str(h["ug"])
+            if ug is not None:
+                headers[UPSTREAM_GROUP] = ug
             rec = self.journal.append_replicated(
                 topic=str(h["t"]), client_name=str(h.get("cn") or ""), publisher_id=int(h["pid"]),
                 sequence=int(h["seq"]), origin_timestamp=int(h["ts"]), body=body, kind=int(h["k"]),
@@ -206,23 +222,48 @@ class Receiver:
                 expiration=_opt_int(h, "e"), message_type=str(h.get("mt") or ""), headers=headers)
         except (KeyError, TypeError, ValueError, msgspec.DecodeError) as exc:
             raise ProtocolError(f"malformed replicated record: {exc}") from None
+        hops = tuple(path.split(",")) if path else ()
         if rec is None:
             self.duplicates += 1  # held already: acknowledged once what we hold is durable
-            self._pending.append((self.journal.last_position, upstream_pos))
+            self._pending.append((self.journal.last_position, upstream_pos, hops, ug))
             return
         self.applied += 1
-        self._pending.append((rec.position, upstream_pos))
+        self._pending.append((rec.position, upstream_pos, hops, ug))
         self.port.apply_replicated(rec)
 
+    @property
+    def pending(self) -> bool:
+        """Records applied (or dropped) here and not acknowledged upstream yet."""
+        return bool(self._pending)
+
+    def ack_wait(self, now: float) -> float:
+        """Seconds before the AckConflationInterval lets the next ack go (0: now)."""
+        if self.ack_interval is None or self._last_ack_at is None:
+            return 0.0
+        return max(0.0, self._last_ack_at + self.ack_interval - now)
+
     def take_ack(self, now: float) -> bytes | None:
-        """A ``repl_ack`` for everything durable here, if one is due (AckConflationInterval)."""
-        if self.ack_interval is not None and self._last_ack_at is not None \
-                and now - self._last_ack_at < self.ack_interval:
+        """A ``repl_ack`` for everything durable here (and acknowledged by this instance's sync
+        destinations), if one is due (AckConflationInterval)."""
+        if self.ack_wait(now) > 0:
             return None
         durable = self.journal.durable_position
+        safe = self._safe
+        limits: dict[tuple[tuple[str, ...], str | None], int] = {}
         upto = self._acked
-        while self._pending and self._pending[0][0] <= durable:
-            upto = max(upto, self._pending.popleft()[1])
+        pending = self._pending
+        while pending:
+            local, up, hops, ug = pending[0]
+            limit = durable
+            if safe is not None:
+                key = (hops, ug)
+                limit = limits.get(key, -1)
+                if limit < 0:
+                    limit = limits[key] = min(durable, safe(hops, ug))
+            if local > limit:
+                break
+            pending.popleft()
+            upto = max(upto, up)
         if upto == self._acked:
             return None
         self._acked = upto

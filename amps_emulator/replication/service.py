@@ -23,14 +23,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from amps_emulator.config.model import Config, Destination, ReplicationAddress
 from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.protocol.reasons import CommandError
 
+from .gate import AckGate, DestinationState
 from .link import Receiver, Selection, Sender, ack_position
 from .wire import (
     Hello,
@@ -46,11 +50,25 @@ from .wire import (
 if TYPE_CHECKING:
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.clock import SystemClock, TestClock
+    from amps_emulator.server.ports import ReplicationControl
 
 log = logging.getLogger("amps_emulator.replication")
 
 #: the largest replication frame accepted (a record is one message)
 MAX_FRAME = 64 * 1024 * 1024
+
+#: the replication action triggers (``amps-action-on-...``), fired through ``on_event``
+ON_CONNECT = "amps-action-on-connect-replication"
+ON_DISCONNECT = "amps-action-on-disconnect-replication"
+ON_CONNECT_INCOMING = "amps-action-on-connect-incoming-replication"
+ON_DISCONNECT_INCOMING = "amps-action-on-disconnect-incoming-replication"
+ON_RESYNC_COMPLETE = "amps-action-on-replication-resync-complete"
+ON_DOWNGRADE = "amps-action-on-downgrade-replication"
+ON_UPGRADE = "amps-action-on-upgrade-replication"
+
+
+def _no_event(module: str, variables: dict[str, str]) -> None:
+    """The default ``on_event``: no actions engine listens."""
 
 
 async def read_frame(reader: asyncio.StreamReader) -> bytes:
@@ -65,7 +83,8 @@ class ReplicationService:
     """Every replication link of one instance."""
 
     def __init__(self, config: Config, broker: Broker, journal: Callable[[], Journal],
-                 timebase: SystemClock | TestClock, *, apply: Callable[[JournalRecord], None]) -> None:
+                 timebase: SystemClock | TestClock, *, apply: Callable[[JournalRecord], None],
+                 on_event: Callable[[str, dict[str, str]], None] = _no_event) -> None:
         self.config = config
         self.broker = broker
         self._journal = journal
@@ -81,6 +100,17 @@ class ReplicationService:
         #: destination name -> the connected peer's instance name (for the Admin and tests)
         self.connected: dict[str, str] = {}
         self.listen_port: int | None = None
+        #: the replication action triggers: ``on_event(module, variables)``
+        self.on_event = on_event
+        #: every destination's state and the sync gate on persisted acks
+        self.gate = AckGate(config.replication.destinations, journal, timebase.time,
+                            min_sync=config.replication.min_sync_destinations)
+        #: destination name -> the open link's writer (closed by ``cut`` and ``reconnect``)
+        self._links: dict[str, asyncio.StreamWriter] = {}
+        #: destination name -> set when a cut link may connect again
+        self._restored: dict[str, asyncio.Event] = {}
+        #: upstream instance name -> its incoming link (for the Admin)
+        self.incoming: dict[str, str] = {}
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -121,6 +151,158 @@ class ReplicationService:
         for ev in self._wakeups:
             ev.set()
 
+    # -- the sync gate ---------------------------------------------------------------------
+    def safe_for(self, path: tuple[str, ...], upstream_group: str | None) -> int:
+        """How far a replicated record that came along ``path`` may be acknowledged upstream:
+        durable here and acknowledged by this instance's sync destinations that forward it."""
+        return self.gate.safe_for(self._journal().durable_position, path, upstream_group)
+
+    def _gate_moved(self) -> None:
+        """What the sync destinations allow grew: release the waiting acks here and upstream."""
+        txlog = self.broker.txlog
+        if txlog is not None:
+            txlog.release_gated()
+        self.notify()  # the incoming links' ackers look again (chains)
+        self.broker.turn.request()
+
+    def _progress(self, st: DestinationState, acked_through: int) -> None:
+        before = self.gate.safe(self._journal().durable_position)
+        st.acked_through = acked_through
+        if st.upgrade_pending and self.gate.caught_up(st):
+            self.upgrade_destination(st.name)
+        if self.gate.safe(self._journal().durable_position) != before:
+            self._gate_moved()
+
+    def _fire(self, module: str, st_name: str, reason: str | None = None, **more: str) -> None:
+        variables = {"AMPS_DESTINATION_NAME": st_name, **more}
+        if reason is not None:
+            variables["AMPS_REASON"] = reason
+        try:
+            self.on_event(module, variables)
+        except Exception:  # an action's failure never ends a link
+            log.exception("replication: running the %s actions failed", module)
+
+    def state(self, name: str) -> DestinationState:
+        st = self.gate.states.get(name)
+        if st is None:
+            raise LookupError(f"no replication destination {name!r}")
+        return st
+
+    # -- downgrade / upgrade (server.ports.ReplicationControl) and the Admin's actions -------
+    def downgrade(self, age: float, grace_period: float) -> list[str]:
+        names = self.gate.downgrade(age, grace_period)
+        for name in names:
+            self._downgraded(name, f"oldest unacknowledged message older than {age:g}s")
+        return names
+
+    def upgrade(self, age: float) -> list[str]:
+        names = self.gate.upgrade(age)
+        for name in names:
+            self._upgraded(name)
+        return names
+
+    def downgrade_destination(self, name: str) -> bool:
+        """The Admin's downgrade: ``name`` becomes async now (False: it is not sync, or
+        MinSyncDestinations forbids it)."""
+        if not self.gate.set_async(self.state(name)):
+            return False
+        self._downgraded(name, "administrator")
+        return True
+
+    def upgrade_destination(self, name: str) -> bool:
+        """The Admin's upgrade: a downgraded ``name`` becomes sync once it has caught up (now,
+        when it has). False: it was not downgraded."""
+        st = self.state(name)
+        if not st.downgraded:
+            return False
+        if not self.gate.caught_up(st):
+            st.upgrade_pending = True
+            log.info("replication destination %r: upgrade to sync once it has caught up", name)
+            return True
+        self.gate.set_sync(st)
+        self._upgraded(name)
+        return True
+
+    def _downgraded(self, name: str, reason: str) -> None:
+        log.warning("replication destination %r downgraded to async (%s): acks no longer wait "
+                    "for it", name, reason)
+        self._fire(ON_DOWNGRADE, name, reason)
+        self._gate_moved()
+
+    def _upgraded(self, name: str) -> None:
+        log.warning("replication destination %r upgraded to sync", name)
+        self._fire(ON_UPGRADE, name)
+
+    def reconnect(self, name: str) -> bool:
+        """The Admin's reconnect: drop the link now; it connects again (True: one was open)."""
+        self.state(name)
+        writer = self._links.get(name)
+        if writer is None:
+            return False
+        writer.close()
+        return True
+
+    # -- emulator link controls (``/emulator/replication/<destination>``) -------------------
+    def cut(self, name: str) -> None:
+        """Take the link to ``name`` down and keep it down until :meth:`restore`."""
+        st = self.state(name)
+        st.cut = True
+        self._restored.setdefault(name, asyncio.Event()).clear()
+        writer = self._links.get(name)
+        if writer is not None:
+            writer.close()
+        log.warning("replication destination %r: link cut (emulator control)", name)
+
+    def restore(self, name: str) -> None:
+        st = self.state(name)
+        st.cut = False
+        self._restored.setdefault(name, asyncio.Event()).set()
+        log.warning("replication destination %r: link restored (emulator control)", name)
+
+    def hold(self, name: str) -> None:
+        """Count none of ``name``'s further acks until :meth:`release` (it looks lagging)."""
+        st = self.state(name)
+        if st.held_at is None:
+            st.held_at = st.acked_through
+
+    def release(self, name: str) -> None:
+        st = self.state(name)
+        if st.held_at is not None:
+            st.held_at = None
+            self._gate_moved()
+
+    def describe(self, name: str) -> dict[str, object]:
+        """The Monitoring Reference's fields of ``/amps/instance/replication/<destination>``,
+        plus the emulator's ``held``/``cut``/``acked_position``."""
+        st = self.state(name)
+        dest = st.dest
+        st.sample_rates(self.timebase.monotonic())
+        lag = self.gate.lag(st)
+        return {
+            "name": dest.name,
+            "destination_name": st.peer_name or dest.name,
+            "destination_group_name": st.peer_group or dest.group,
+            "client_name": f"{self.name}!{dest.name}!{st.replication_type}!amps-replication",
+            "client_type": "replication source",
+            "authenticated_id": "",
+            "destination_admin_addr": "",
+            "pass_through": dest.pass_through is not None,
+            "replication_type": st.replication_type,
+            "is_connected": st.connected,
+            "connect_time": _stamp(st.connect_time),
+            "disconnect_time": _stamp(st.disconnect_time),
+            "disconnect_count": st.disconnect_count,
+            "messages_out": st.messages_out,
+            "bytes_out": st.bytes_out,
+            "messages_out_per_sec": round(st.messages_out_per_sec, 3),
+            "bytes_out_per_sec": round(st.bytes_out_per_sec, 3),
+            "seconds_behind": int(lag) if lag >= 1 else 0,
+            "configured_sync_type": dest.sync_type,
+            "acked_position": st.acked_through,
+            "held": st.held_at is not None,
+            "cut": st.cut,
+        }
+
     def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
@@ -152,8 +334,12 @@ class ReplicationService:
         addresses: list[tuple[ReplicationAddress, float]] = []
         for tr in dest.transports:
             addresses += [(a, tr.reconnect_timeout(i)) for i, a in enumerate(tr.addresses)]
+        st = self.state(dest.name)
+        restored = self._restored.setdefault(dest.name, asyncio.Event())
         while not self.stopping:
             for addr, retry in addresses:
+                while st.cut:  # an emulator ``cut``: no connection until restored
+                    await restored.wait()
                 try:
                     reader, writer = await asyncio.open_connection(addr.host, addr.port)
                 except OSError as exc:
@@ -161,17 +347,28 @@ class ReplicationService:
                               addr.inet_addr, exc)
                     await self._wait(retry)
                     continue
+                if st.cut:  # cut while connecting
+                    writer.close()
+                    continue
+                reason: str | None = None
+                self._links[dest.name] = writer
                 try:
-                    await self._run_upstream(dest, reader, writer)
+                    await self._run_upstream(dest, st, reader, writer)
                 except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator) as exc:
+                    reason = str(exc) or type(exc).__name__
                     log.warning("replication destination %r (%s): link lost: %s", dest.name,
-                                addr.inet_addr, exc)
+                                addr.inet_addr, reason)
                 except LinkRefused as exc:
+                    reason = exc.reason
                     log.error("replication destination %r (%s) refused: %s", dest.name,
                               addr.inet_addr, exc.reason)
                 finally:
+                    self._links.pop(dest.name, None)
                     self.connected.pop(dest.name, None)
                     writer.close()
+                    if st.connected:
+                        st.disconnected(self.timebase.time())
+                        self._fire(ON_DISCONNECT, dest.name, reason)
                 await self._wait(retry)
 
     async def _wait(self, seconds: float) -> None:
@@ -189,10 +386,11 @@ class ReplicationService:
         finally:
             handle.cancel()
 
-    async def _run_upstream(self, dest: Destination, reader: asyncio.StreamReader,
+    async def _run_upstream(self, dest: Destination, st: DestinationState, reader: asyncio.StreamReader,
                             writer: asyncio.StreamWriter) -> None:
         local = self.hello()
-        writer.write(local.encode())
+        # the downstream acks at most once per the Destination's AckConflationInterval
+        writer.write(msgspec.structs.replace(local, ack_interval=dest.ack_conflation_interval).encode())
         await writer.drain()
         first = await read_frame(reader)
         h, _ = split_frame(first)
@@ -210,14 +408,27 @@ class ReplicationService:
                         local_group=self.group)
         sender.start(remote.hw)
         self.connected[dest.name] = remote.name
-        log.info("replication destination %r connected to %r (%s)", dest.name, remote.name, dest.sync_type)
+        st.connected_to(remote.name, remote.group, self.timebase.time())
+        log.info("replication destination %r connected to %r (%s)", dest.name, remote.name,
+                 st.replication_type)
+        self._fire(ON_CONNECT, dest.name, AMPS_REPLICATION_PEER_NAME=remote.name,
+                   AMPS_REPLICATION_GROUP_NAME=remote.group)
+        self._progress(st, sender.acked_through)
+        resynced = False
         wake = asyncio.Event()
         self._wakeups.add(wake)
-        acks = asyncio.get_running_loop().create_task(self._read_acks(reader, sender))
+        acks = asyncio.get_running_loop().create_task(self._read_acks(reader, sender, st))
         try:
             while True:
                 wake.clear()
+                out_before = sender.messages_out, sender.bytes_out
                 frames = sender.poll()
+                st.messages_out += sender.messages_out - out_before[0]
+                st.bytes_out += sender.bytes_out - out_before[1]
+                self._progress(st, sender.acked_through)
+                if not resynced and sender.next_position > sender.resync_until:
+                    resynced = True
+                    self._fire(ON_RESYNC_COMPLETE, dest.name, AMPS_REPLICATION_PEER_NAME=remote.name)
                 if frames:
                     writer.write(b"".join(frames))
                     await writer.drain()
@@ -232,10 +443,10 @@ class ReplicationService:
             self._wakeups.discard(wake)
             acks.cancel()
 
-    @staticmethod
-    async def _read_acks(reader: asyncio.StreamReader, sender: Sender) -> None:
+    async def _read_acks(self, reader: asyncio.StreamReader, sender: Sender, st: DestinationState) -> None:
         while True:
             sender.on_ack(ack_position(await read_frame(reader)))
+            self._progress(st, sender.acked_through)
 
     # -- downstream ----------------------------------------------------------------------------
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -257,7 +468,14 @@ class ReplicationService:
             writer.write(local.encode())
             await writer.drain()
             log.info("replication link from %r (%s) accepted", remote.name, peer)
-            await self._run_downstream(remote, reader, writer)
+            self.incoming[remote.name] = str(peer)
+            self._fire(ON_CONNECT_INCOMING, remote.name, AMPS_REPLICATION_PEER_NAME=remote.name,
+                       AMPS_REPLICATION_GROUP_NAME=remote.group)
+            try:
+                await self._run_downstream(remote, reader, writer)
+            finally:
+                self.incoming.pop(remote.name, None)
+                self._fire(ON_DISCONNECT_INCOMING, remote.name, AMPS_REPLICATION_PEER_NAME=remote.name)
         except NotAnEmulator as exc:
             log.error("replication transport: connection from %s closed: %s", peer, exc)
         except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
@@ -273,18 +491,33 @@ class ReplicationService:
     async def _run_downstream(self, remote: Hello, reader: asyncio.StreamReader,
                               writer: asyncio.StreamWriter) -> None:
         broker = self.broker
-        receiver = Receiver(self._journal(), self)
+        # acks upstream cover what is durable here and acknowledged by this instance's own sync
+        # destinations (a chain), at most once per the upstream's AckConflationInterval
+        receiver = Receiver(self._journal(), self, ack_interval=remote.ack_interval, safe=self.safe_for)
         wake = asyncio.Event()
         self._wakeups.add(wake)
+        timer_set = False
+
+        def due() -> None:
+            nonlocal timer_set
+            timer_set = False
+            wake.set()
 
         async def send_acks() -> None:
+            nonlocal timer_set
             while True:
                 await wake.wait()
                 wake.clear()
-                ack = receiver.take_ack(self.timebase.monotonic())
+                now = self.timebase.monotonic()
+                ack = receiver.take_ack(now)
                 if ack is not None:
                     writer.write(ack)
                     await writer.drain()
+                elif receiver.pending and not timer_set:
+                    delay = receiver.ack_wait(now)
+                    if delay > 0:  # conflated: look again when the interval is over
+                        timer_set = True
+                        self.timebase.call_later(delay, due)
 
         acker = asyncio.get_running_loop().create_task(send_acks())
         try:
@@ -297,6 +530,19 @@ class ReplicationService:
         finally:
             self._wakeups.discard(wake)
             acker.cancel()
+
+
+def _stamp(t: float | None) -> str:
+    """An Admin timestamp (AMPS's ISO-8601 form), empty when never."""
+    if t is None:
+        return ""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
+
+
+if TYPE_CHECKING:
+    def _is_replication_control(service: ReplicationService) -> ReplicationControl:
+        """The type checker proves the service is what the downgrade/upgrade actions need."""
+        return service
 
 
 __all__ = ["ReplicationService", "read_frame"]

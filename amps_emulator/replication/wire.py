@@ -7,7 +7,8 @@ the body). Header ``c`` says what it is:
 ``c``           header fields (body)
 ==============  ===========================================================================
 ``repl_hello``  ``v`` protocol version, ``name``, ``group``, ``hw`` {publisher id: last
-                sequence} (as strings), ``facts`` the validation facts (see :class:`Hello`)
+                sequence} (as strings), ``facts`` the validation facts (see :class:`Hello`),
+                ``aci`` (connecting side only) the Destination's AckConflationInterval
 ``repl_refuse`` ``reason``: the link is refused; the side that decided logs it too
 ``repl_rec``    ``pos`` upstream position, ``k`` kind, ``t`` topic, ``mt`` message type,
                 ``pid``/``seq`` the bookmark, ``s`` client sequence, ``cn`` client name,
@@ -62,18 +63,25 @@ class Hello(msgspec.Struct, frozen=True):
     hw: dict[int, int]  # publisher id -> last sequence held
     facts: dict[str, TopicFacts] = {}  # "topic\x00message type" -> facts
     version: str = PROTOCOL_VERSION
+    #: the connecting side's AckConflationInterval for this link (seconds; None: once a turn)
+    ack_interval: float | None = None
 
     def encode(self) -> bytes:
-        return frame({"c": "repl_hello", "v": self.version, "name": self.name, "group": self.group,
-                      "hw": msgspec.json.encode({str(k): v for k, v in self.hw.items()}).decode(),
-                      "facts": msgspec.json.encode(self.facts).decode()})
+        h: dict[str, Any] = {"c": "repl_hello", "v": self.version, "name": self.name, "group": self.group,
+                             "hw": msgspec.json.encode({str(k): v for k, v in self.hw.items()}).decode(),
+                             "facts": msgspec.json.encode(self.facts).decode()}
+        if self.ack_interval is not None:
+            h["aci"] = self.ack_interval
+        return frame(h)
 
     @classmethod
     def from_header(cls, h: dict[str, Any]) -> Hello:
         try:
             hw = {int(k): int(v) for k, v in msgspec.json.decode(h.get("hw") or "{}").items()}
             facts = msgspec.json.decode(h.get("facts") or "{}", type=dict[str, TopicFacts])
-            return cls(name=str(h["name"]), group=str(h["group"]), hw=hw, facts=facts, version=str(h["v"]))
+            aci = h.get("aci")
+            return cls(name=str(h["name"]), group=str(h["group"]), hw=hw, facts=facts, version=str(h["v"]),
+                       ack_interval=None if aci is None else float(aci))
         except (KeyError, ValueError, TypeError, AttributeError, msgspec.DecodeError) as exc:
             raise NotAnEmulator(f"malformed replication hello: {exc}") from None
 

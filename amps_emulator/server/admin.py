@@ -9,14 +9,19 @@ parser), the sockets are asyncio streams.
 Paths (``.json``/``.xml`` on any node, ``.csv`` on a leaf; no extension: a browsable page):
 
 * ``/amps``: ``host`` (cpus, memory, disks, network), ``instance`` (clients, processors, sow,
-  queues, views, subscriptions, transaction_log, transports, replication: always empty here)
+  queues, views, subscriptions, transaction_log, transports, replication: one node per
+  outgoing Destination with the Monitoring Reference's fields)
 * ``/amps/administrator/clients/<id>/disconnect``,
+  ``/amps/administrator/replication/<destination>/downgrade``, ``.../upgrade``, ``.../reconnect``,
   ``/amps/administrator/transports/<id>/disable`` and ``.../enable`` (GET, as AMPS; or POST)
 * ``/emulator/health``, ``/emulator/reset`` (POST; ``?topic=``, ``?queue=``, ``?client=``),
   ``/emulator/sow/<topic>``, ``/emulator/queues/<queue>``, ``/emulator/journal``,
   ``/emulator/subscriptions``, ``/emulator/clock`` and ``/emulator/clock/advance?seconds=``,
   ``/emulator/snapshot`` (GET an archive of the state, POST one to restore it),
-  ``/emulator/faults`` (GET lists, POST adds, DELETE clears; see :mod:`server.faults`)
+  ``/emulator/faults`` (GET lists, POST adds, DELETE clears; see :mod:`server.faults`),
+  ``/emulator/replication`` and ``/emulator/replication/<destination>`` (GET the link's state;
+  POST ``.../cut``, ``.../restore``: take the link down and keep it down, bring it back;
+  POST ``.../hold``, ``.../release``: stop counting the destination's acks, as if it lagged)
 """
 
 from __future__ import annotations
@@ -313,7 +318,33 @@ class AdminServer:
             if len(segs) == 3 and segs[2] in ("disable", "enable"):
                 return self._transport_action(lst, segs[2])
             return {"transport": lst.name, "actions": ["disable", "enable"]}
+        if kind == "replication":
+            return self._replication_action(segs[1:])
         raise HttpError(404, f"no administrator resource {kind!r}")
+
+    def _replication_action(self, segs: list[str]) -> dict:
+        """``/amps/administrator/replication/<destination>/downgrade|upgrade|reconnect``."""
+        repl = self.server.replication
+        names = list(repl.gate.states) if repl is not None else []
+        if not segs:
+            return {"replication": names}
+        if repl is None or segs[0] not in names:
+            raise LookupError(f"no replication destination {segs[0]!r}")
+        name = segs[0]
+        if len(segs) == 1:
+            return {"destination": name, "actions": ["downgrade", "upgrade", "reconnect"]}
+        action = segs[1]
+        if action == "downgrade":
+            done = repl.downgrade_destination(name)
+        elif action == "upgrade":
+            done = repl.upgrade_destination(name)
+        elif action == "reconnect":
+            done = repl.reconnect(name)
+        else:
+            raise HttpError(404, f"no replication action {action!r}")
+        st = repl.state(name)
+        return {"destination": name, "action": action, "done": done,
+                "replication_type": st.replication_type, "upgrade_pending": st.upgrade_pending}
 
     def _transport_action(self, lst: Any, action: str) -> dict:
         if action == "disable":
@@ -364,6 +395,29 @@ class AdminServer:
             return _json(out)
         raise HttpError(405, "snapshot wants GET (take) or POST (restore)")
 
+    def _emulator_replication(self, method: str, segs: list[str]) -> Any:
+        """``/emulator/replication[/<destination>[/cut|restore|hold|release]]``: the state of
+        the links (GET) and, for HA tests, taking one down and holding its acks (POST)."""
+        repl = self.server.replication
+        if repl is None:
+            if segs:
+                raise LookupError(f"no replication destination {segs[0]!r}")
+            return {"destinations": [], "incoming": []}
+        if not segs:
+            return {"instance": repl.name, "group": repl.group,
+                    "destinations": [repl.describe(n) for n in repl.gate.states],
+                    "incoming": sorted(repl.incoming)}
+        name = segs[0]
+        repl.state(name)  # LookupError: 404
+        if len(segs) == 1:
+            return repl.describe(name)
+        if len(segs) != 2 or segs[1] not in ("cut", "restore", "hold", "release"):
+            raise HttpError(404, f"no emulator replication resource {'/'.join(segs)}")
+        if method != "POST":
+            raise HttpError(405, f"{segs[1]} wants POST")
+        {"cut": repl.cut, "restore": repl.restore, "hold": repl.hold, "release": repl.release}[segs[1]](name)
+        return repl.describe(name)
+
     async def _emulator(self, method: str, path: str, q: dict) -> Any:
         s = self.server
         segs = [x for x in path.split("/") if x][1:]
@@ -410,6 +464,8 @@ class AdminServer:
                 q.get("topic"), int(q.get("limit", 1000)))
         if what == "subscriptions":
             return ops.subscriptions(s)
+        if what == "replication":
+            return self._emulator_replication(method, segs[1:])
         if what == "stats":
             return {"history": self.sampler.history, "interval": self.sampler.interval}
         if what == "clock":

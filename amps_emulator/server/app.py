@@ -335,6 +335,8 @@ class Server:
                 repl = self.replication = ReplicationService(
                     config, broker, lambda: txlog.journal, self.timebase,
                     apply=lambda rec: publish.apply_replicated(broker, rec))
+                # persisted acks wait for the sync destinations too
+                txlog.ack_gate = repl.gate.safe
                 # records appended or made durable this turn (a group sync requests a turn)
                 self.turn.stage("replication", repl.notify)
                 await repl.start()

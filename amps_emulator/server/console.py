@@ -2,7 +2,8 @@
 
 One server-rendered page (topics with their SOW record counts, queues with depth and leases,
 clients with their subscriptions, transports, the faults injected through
-``/emulator/faults``) plus a small script with no dependencies: a
+``/emulator/faults``, the replication graph: this instance, its destinations and upstreams,
+each link with its state, sync/async and lag) plus a small script with no dependencies: a
 SOW query box that shows the result in a grid (through ``/emulator/sow/<topic>``), a
 message-rate chart drawn on a canvas from the sampler's history, and a refresh every few
 seconds.
@@ -86,12 +87,60 @@ def page(server: Server, faults: list[dict] | None = None) -> str:
 <th>leased</th><th>subscribers</th></tr>{queue_rows}</table></section>
 <section><h2>Transports</h2><table><tr><th>name</th><th>URI</th><th>state</th></tr>
 {transport_rows}</table></section>
+<section class="wide"><h2>Replication</h2>{replication_graph(s)}</section>
 <section class="wide"><h2>Active faults</h2><table id="faults"><tr><th>id</th>
 <th>kind</th><th>settings</th></tr>{fault_rows}</table></section>
 <section class="wide"><h2>Clients</h2><table id="clients"><tr><th>client</th>
 <th>address</th><th>subscriptions</th><th>messages in</th><th>messages out</th></tr>
 {client_rows}</table></section>
 </main><script src="/console.js"></script></body></html>"""
+
+
+_LINK_COLOURS = {"down": "#b00020", "held": "#c77700", "sync": "#1f7a3a", "async": "#2a6fdb"}
+
+
+def replication_graph(server: Server) -> str:
+    """An SVG of the replication fabric as this instance sees it: itself in the middle, its
+    upstreams (incoming links) on the left, its destinations on the right; each outgoing link
+    says sync/async (downgrades show), connected or down (or cut, or its acks held) and its
+    lag (``seconds_behind``)."""
+    repl = server.replication
+    if repl is None:
+        return "<p>no replication configured</p>"
+    dests = [repl.describe(name) for name in repl.gate.states]
+    ups = sorted(repl.incoming)
+    rows = max(len(dests), len(ups), 1)
+    h = 30 + rows * 60
+    cy = h // 2
+    parts = [f'<svg id="replication" width="760" height="{h}" viewBox="0 0 760 {h}" '
+             'xmlns="http://www.w3.org/2000/svg" font-size="12">',
+             '<defs><marker id="arr" markerWidth="8" markerHeight="8" refX="8" refY="4" '
+             'orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#555"/></marker></defs>',
+             f'<rect x="300" y="{cy - 18}" width="160" height="36" rx="6" fill="#1d2330"/>'
+             f'<text x="380" y="{cy + 4}" fill="#fff" text-anchor="middle">{_e(repl.name)} '
+             f'({_e(repl.group)})</text>']
+    for i, name in enumerate(ups):
+        y = 30 + i * 60 + 15
+        parts.append(f'<rect x="10" y="{y - 15}" width="150" height="30" rx="6" fill="#eef1f5" '
+                     f'stroke="#99a"/><text x="85" y="{y + 4}" text-anchor="middle">{_e(name)}</text>'
+                     f'<line x1="160" y1="{y}" x2="298" y2="{cy}" stroke="#555" marker-end="url(#arr)"/>'
+                     f'<text x="170" y="{y - 4}" fill="#555">incoming</text>')
+    for i, d in enumerate(dests):
+        y = 30 + i * 60 + 15
+        state = "down" if not d["is_connected"] else "held" if d["held"] else str(d["replication_type"])
+        colour = _LINK_COLOURS[state]
+        link = "cut" if d["cut"] else "connected" if d["is_connected"] else "down"
+        label = (f"{d['replication_type']} · {link}{' · acks held' if d['held'] else ''}"
+                 f" · lag {d['seconds_behind']}s")
+        dash = ' stroke-dasharray="6,4"' if d["replication_type"] == "async" else ""
+        parts.append(f'<line class="link" data-state="{state}" x1="462" y1="{cy}" x2="598" y2="{y}" '
+                     f'stroke="{colour}" stroke-width="2"{dash} marker-end="url(#arr)"/>'
+                     f'<rect x="600" y="{y - 15}" width="150" height="30" rx="6" fill="#eef1f5" '
+                     f'stroke="{colour}"/><text x="675" y="{y + 4}" text-anchor="middle">'
+                     f'{_e(d["name"])}</text><text x="470" y="{y - 20 if y < cy else y + 16}" '
+                     f'fill="{colour}">{_e(label)}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
 
 
 SCRIPT = r"""

@@ -189,6 +189,9 @@ class JournalCursor(Protocol):
     (:class:`server.replay.Cursor`)."""
 
     live: bool
+    #: the ``fully_durable`` option: sees records only once every sync replication
+    #: destination acknowledged them
+    fully_durable: bool
     done: bool
     next_pos: int
 
@@ -242,3 +245,20 @@ class ServiceHost(Protocol):
     def wallclock(self) -> float: ...
 
     def call_later(self, delay: float, callback: Callable[[], Any]) -> Any: ...
+
+
+class ReplicationControl(Protocol):
+    """What the downgrade/upgrade actions (``amps-action-do-downgrade-replication`` and
+    ``-upgrade-replication``) and the Admin ask of the replication links
+    (:class:`replication.service.ReplicationService`)."""
+
+    def downgrade(self, age: float, grace_period: float) -> list[str]:
+        """Sync destinations whose oldest unacknowledged record is older than ``age`` seconds
+        and that have been down or lagging at least ``grace_period`` seconds become async (their
+        held acks go out); returns their names. ``MinSyncDestinations`` is never undercut."""
+        ...
+
+    def upgrade(self, age: float) -> list[str]:
+        """Downgraded destinations whose lag is under ``age`` seconds become sync again;
+        returns their names."""
+        ...

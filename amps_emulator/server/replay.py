@@ -68,6 +68,23 @@ def _journal(server: ReplayHost) -> FileJournal | MemoryJournal:
     return txlog.journal
 
 
+def _safe(server: ReplayHost) -> int:
+    """How far ``bm`` acks may go: durable here and acknowledged by every sync destination."""
+    txlog = server.txlog
+    if txlog is None:
+        raise RuntimeError("a journal cursor on a server without a transaction log")
+    return txlog.safe_position
+
+
+def _limit(server: ReplayHost, cursor: Cursor) -> int:
+    """The last position ``cursor`` may deliver: appended (``live``), acknowledged by every
+    sync replication destination (``fully_durable``), else durable here."""
+    journal = _journal(server)
+    if cursor.live:
+        return journal.last_position
+    return _safe(server) if cursor.fully_durable else journal.durable_position
+
+
 class Rate:
     """The ``rate=`` option of a bookmark replay: at most ``n`` messages a second (``1000``),
     ``n`` bytes a second (``100KB``), or ``n`` times the pace the messages were originally
@@ -132,7 +149,7 @@ class Cursor:
     __slots__ = (
         "sub", "conn", "cmd", "next_pos", "stop_pos", "live", "remaining", "want_completed",
         "want_persisted", "caught_up", "paused", "blocked", "done", "scheduled", "last_pos",
-        "last_bm", "acked_bm", "timestamp", "rate", "delay", "catch_up_pos", "host",
+        "last_bm", "acked_bm", "timestamp", "rate", "delay", "catch_up_pos", "host", "fully_durable",
     )
 
     def __init__(self, host: ReplayHost, sub: Subscription, cmd: Command, next_pos: int,
@@ -145,6 +162,7 @@ class Cursor:
         self.next_pos = next_pos
         self.stop_pos = stop_pos  # exclusive end of a range, None = follow forever
         self.live = "live" in opts
+        self.fully_durable = "fully_durable" in opts
         top_n = opts.get("top_n") or cmd.top_n
         self.remaining = int(top_n) if top_n not in (None, True) else None
         self.want_completed = "completed" in cmd.acks
@@ -235,7 +253,7 @@ def _pump(server: ReplayHost, cursor: Cursor, limit: int) -> None:
         cursor.caught_up = True
         if cursor.want_completed:
             cursor.conn.ack(cursor.cmd, "completed")
-        send_persisted_ack(cursor, _journal(server).durable_position)
+        send_persisted_ack(cursor, _safe(server))
 
 
 def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
@@ -325,8 +343,7 @@ def schedule(server: ReplayHost, cursor: Cursor) -> None:
         cursor.scheduled = False
         if server.stopping:
             return
-        journal = _journal(server)
-        pump(server, cursor, journal.last_position if cursor.live else journal.durable_position)
+        pump(server, cursor, _limit(server, cursor))
 
     delay, cursor.delay = cursor.delay, 0.0
     if delay > 0:
@@ -346,10 +363,9 @@ def resume_connection(server: ReplayHost, conn: Client) -> None:
 
 def finish(server: ReplayHost, cursor: Cursor) -> None:
     """A bounded replay (range end or top_n) is complete: final acks, then remove it."""
-    journal = _journal(server)
     if cursor.want_completed:
         cursor.conn.ack(cursor.cmd, "completed")
-    send_persisted_ack(cursor, journal.durable_position)
+    send_persisted_ack(cursor, _safe(server))
     stop(server, cursor)
     sub = cursor.sub
     if cursor.conn.subs.get(sub.sub_id) is sub:

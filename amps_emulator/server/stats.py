@@ -393,6 +393,19 @@ def _transports(server: Server) -> list[dict]:
             for lst in server.listeners]
 
 
+def _replication(server: Server) -> list[dict]:
+    """``/amps/instance/replication/<destination>``: one node per outgoing destination."""
+    repl = server.replication
+    if repl is None:
+        return []
+    out = []
+    for name in repl.gate.states:
+        fields = repl.describe(name)
+        out.append({"id": name, **{k: _n(v) if isinstance(v, (int, float)) else v
+                                   for k, v in fields.items()}})
+    return out
+
+
 def _uptime(seconds: float) -> str:
     h, rem = divmod(seconds, 3600)
     m, s = divmod(rem, 60)
@@ -418,7 +431,7 @@ def tree(server: Server, sm: Sampler) -> dict:
             "clients": _clients(server, sm), "processors": _processors(server, sm),
             "sow": _sow(server, sm), "views": _views(server), "queues": _queues(server),
             "subscriptions": _subscriptions(server), "transaction_log": _txlog(server),
-            "replication": [], "transports": _transports(server),
+            "replication": _replication(server), "transports": _transports(server),
             "statistics": {"file_name": getattr(cfg.admin, "file_name", ":memory:")
                            if cfg.admin is not None else ":memory:",
                            "interval": _n(int(sm.interval * 1000)),

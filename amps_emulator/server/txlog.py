@@ -80,6 +80,9 @@ class TxLog:
         #: persisted acks are withheld (a ``hold_acks`` fault of the admin interface) until
         #: :meth:`release_held` is called
         self.holding_acks = False
+        #: the sync replication destinations' gate (``ReplicationService.gate``): how far, of
+        #: what is durable here, every sync destination has acknowledged; None = no gate
+        self.ack_gate: Callable[[int], int] | None = None
 
     @property
     def journal(self) -> FileJournal | MemoryJournal:
@@ -92,6 +95,16 @@ class TxLog:
     @property
     def is_open(self) -> bool:
         return self._journal is not None
+
+    @property
+    def safe_position(self) -> int:
+        """The last position persisted acks may cover: durable here and, when the instance
+        has sync replication destinations, acknowledged by every one of them."""
+        return self._safe(self.journal.durable_position)
+
+    def _safe(self, durable: int) -> int:
+        gate = self.ack_gate
+        return durable if gate is None else min(durable, gate(durable))
 
     # -- lifecycle ---------------------------------------------------------------------
     def open(self) -> None:
@@ -214,7 +227,7 @@ class TxLog:
         journal = self.journal
         pos = journal.last_position if position is None else position
         fifo = self._persist_fifo
-        if not fifo and (pos <= journal.durable_position or self._fatal) \
+        if not fifo and (pos <= self._safe(journal.durable_position) or self._fatal) \
                 and not self.holding_acks:
             _answer(conn, seq, reason)
             return
@@ -304,6 +317,12 @@ class TxLog:
             return
         self._write_summaries()  # one may have become due meanwhile
 
+    def release_gated(self) -> None:
+        """A sync replication destination acknowledged more (or was downgraded): send the
+        persisted acks and ``fully_durable`` deliveries that are due now."""
+        if self.is_open:
+            self._release(self.journal.durable_position)
+
     def release_held(self) -> None:
         """Stop withholding persisted acks: send those that are due now."""
         self.holding_acks = False
@@ -313,12 +332,13 @@ class TxLog:
 
     def _release(self, durable: int) -> None:
         fifo = self._persist_fifo
-        while fifo and fifo[0][0] <= durable and not self.holding_acks:
+        safe = self._safe(durable)
+        while fifo and fifo[0][0] <= safe and not self.holding_acks:
             _, conn, item, reason = fifo.popleft()
             _answer(conn, item, reason)
         for cursor in list(self.cursors):
             if not cursor.live:
-                cursor.pump(durable)
+                cursor.pump(safe if cursor.fully_durable else durable)
 
     def _pump_live(self, last: int) -> None:
         for cursor in list(self.cursors):
@@ -384,9 +404,9 @@ class TxLog:
 
     # -- periodic persisted acks for bookmark subscriptions --------------------------------
     def _ack_tick(self) -> None:
-        durable = self.journal.durable_position
+        safe = self.safe_position  # a bookmark's ``bm`` ack: persisted here and on every sync destination
         for cursor in list(self.cursors):
-            cursor.persisted(durable)
+            cursor.persisted(safe)
         self._ticks += 1
         if self._ticks % RETENTION_EVERY == 0 and (self.cfg.retention_size or self.cfg.retention_age):
             self.enforce_retention()

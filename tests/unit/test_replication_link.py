@@ -222,3 +222,47 @@ def test_anything_but_an_emulator_hello_is_named(first):
     (payload,) = FrameDecoder().feed(first)
     with pytest.raises(NotAnEmulator):
         classify_first_frame(payload)
+
+
+def test_ack_conflation_interval_spaces_the_downstream_acks():
+    a, b = MemoryJournal(), MemoryJournal()
+    snd = Sender(a, Selection(dest(ack=0.5), "B"), local_name="A", local_group="G")
+    rcv = Receiver(b, Applied(), ack_interval=0.5)
+    snd.start(b.high_water_marks())
+    pub(a, s=1)
+    assert pipe(snd, rcv, now=10.0) == 1 and snd.acked_through == 1
+    pub(a, s=2)
+    assert pipe(snd, rcv, now=10.2) == 1
+    assert snd.acked_through == 1 and rcv.pending and rcv.ack_wait(10.2) == pytest.approx(0.3)
+    ack = rcv.take_ack(10.5)
+    assert ack is not None and ack_position(next(iter(FrameDecoder().feed(ack)))) == 2
+    assert not rcv.pending
+
+
+def test_the_hello_carries_the_destinations_ack_conflation_interval():
+    hello = Hello(name="A", group="G", hw={}, ack_interval=0.25)
+    (payload,) = FrameDecoder().feed(hello.encode())
+    assert classify_first_frame(payload).ack_interval == 0.25
+    (payload,) = FrameDecoder().feed(Hello(name="A", group="G", hw={}).encode())
+    assert classify_first_frame(payload).ack_interval is None
+
+
+def test_upstream_acks_wait_for_the_safe_position_of_the_records_path():
+    """``safe(path, group)`` bounds the ack: a chain's own sync destination holds it."""
+    a, b = MemoryJournal(), MemoryJournal()
+    limit = {"pos": 0}
+    seen: list[tuple[tuple[str, ...], str | None]] = []
+
+    def safe(path: tuple[str, ...], group: str | None) -> int:
+        seen.append((path, group))
+        return limit["pos"]
+
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    rcv = Receiver(b, Applied(), safe=safe)
+    snd.start(b.high_water_marks())
+    pub(a, s=1)
+    assert pipe(snd, rcv) == 1 and snd.acked_through == 0
+    assert seen == [(("A",), "G")]
+    limit["pos"] = b.last_position
+    ack = rcv.take_ack(0.0)
+    assert ack is not None and ack_position(next(iter(FrameDecoder().feed(ack)))) == 1
