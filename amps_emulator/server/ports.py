@@ -242,3 +242,17 @@ class ServiceHost(Protocol):
     def wallclock(self) -> float: ...
 
     def call_later(self, delay: float, callback: Callable[[], Any]) -> Any: ...
+
+
+class ReplicationControl(Protocol):
+    """The replication links' sync/async switch (``amps-action-do-downgrade-replication`` and
+    ``-upgrade-replication``)."""
+
+    def downgrade(self, age: float, grace_period: float) -> list[str]:
+        """Sync destinations whose oldest unacknowledged record is older than ``age`` seconds
+        and that have been down or lagging at least ``grace_period`` seconds become async;
+        their names."""
+
+    def upgrade(self, age: float) -> list[str]:
+        """Downgraded destinations whose lag is under ``age`` seconds become sync again;
+        their names."""
