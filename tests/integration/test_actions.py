@@ -488,3 +488,104 @@ def test_on_shutdown_runs_first_and_echo_logs(started, caplog):
         s.srv.stop()
     assert [r.getMessage() for r in caplog.records if getattr(r, "amps_id", "") == "29-0103"] \
         == ["bye from actions-test"]
+
+
+# -- the Flink connector's pair of configs ------------------------------------------------------
+# The shape of 60East/amps-integration-apache-flink amps-configs/amps{1,2}config.xml (two
+# instances replicating to each other, a queue over "work", file logging), rewritten with
+# ports chosen here and paths under the test's directory; its two actions as they are there:
+# remove day-old journals at start-up, and every 10 s shut down when the disk is over 95% full.
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+FLINK_TOPICS = ("initial-publish", "with-ts", "work", "work-to-do", "checkpoint-failover")
+
+
+def flink_config(d, me: int, peer_port: int) -> str:
+    topics = "".join(f"<Topic><MessageType>json</MessageType><Name>{t}</Name></Topic>"
+                     for t in FLINK_TOPICS)
+    return f"""<?xml version="1.0" encoding="UTF-8"?>
+<AMPSConfig>
+  <Name>AMPS-{me}</Name>
+  <Group>ReplicationExample</Group>
+  <Transports>
+    <Transport><Name>any-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr><Protocol>amps</Protocol></Transport>
+    <Transport><Name>any-ws</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr><Protocol>websocket</Protocol></Transport>
+    <Transport><Name>amps-replication</Name><Type>amps-replication</Type><InetAddr>localhost:0</InetAddr></Transport>
+  </Transports>
+  <Replication>
+    <Destination>
+      {topics}
+      <Name>AMPS-{3 - me}</Name><PassThrough>.*</PassThrough><Group>ReplicationExample</Group>
+      <SyncType>sync</SyncType>
+      <Transport><InetAddr>localhost:{peer_port}</InetAddr><Type>amps-replication</Type></Transport>
+    </Destination>
+  </Replication>
+  <Admin>
+    <InetAddr>127.0.0.1:0</InetAddr><SQLTransport>any-ws</SQLTransport>
+    <FileName>{d}/amps-{me}/stats.db</FileName>
+    <WWWAuthenticate>Basic realm="AMPS Admin"</WWWAuthenticate>
+    <ExternalInetAddr>10.0.2.108:8086</ExternalInetAddr>
+  </Admin>
+  <Logging>
+    <Target><Protocol>stdout</Protocol><Level>warning</Level><IncludeErrors>00-0015</IncludeErrors></Target>
+    <Target><Protocol>file</Protocol><Level>info</Level><FileName>{d}/amps-{me}/logs/amps.log</FileName>
+      <RotationThreshold>10MB</RotationThreshold></Target>
+  </Logging>
+  <TransactionLog>
+    <JournalDirectory>{d}/amps-{me}/journals</JournalDirectory><JournalSize>1GB</JournalSize>
+    {topics}
+  </TransactionLog>
+  <SOW>
+    <Queue><Name>work-to-do</Name><MessageType>json</MessageType><Semantics>at-most-once</Semantics>
+      <UnderlyingTopic>work</UnderlyingTopic><MaxBacklog>50000</MaxBacklog>
+      <MaxPerSubscriptionBacklog>10000</MaxPerSubscriptionBacklog></Queue>
+  </SOW>
+  <Actions>
+    <Action>
+      <On><Module>amps-action-on-startup</Module></On>
+      <Do><Module>amps-action-do-remove-journal</Module><Options><Age>1d</Age></Options></Do>
+    </Action>
+    <Action>
+      <On><Module>amps-action-on-schedule</Module>
+        <Options><Name>Periodic file system disk usage check</Name><Every>10s</Every></Options></On>
+      <If><Module>amps-action-if-file-system-usage</Module>
+        <Options><Path>./</Path><GreaterThan>95%</GreaterThan></Options></If>
+      <Do><Module>amps-action-do-echo-message</Module>
+        <Options><Message>CRITICAL: Shutting down AMPS due to lack of disk space</Message></Options></Do>
+      <Do><Module>amps-action-do-shutdown</Module></Do>
+    </Action>
+  </Actions>
+</AMPSConfig>"""
+
+
+@pytest.mark.parametrize("me", [1, 2])
+def test_the_flink_configs_run_their_actions_without_errors(tmp_path, caplog, me):
+    usage = shutil.disk_usage(".")
+    if 100.0 * (usage.total - usage.free) / usage.total > 95.0:
+        pytest.skip("this disk is over 95% full: the config would shut the server down")
+    with caplog.at_level("INFO", logger="amps_emulator.actions"):
+        srv = ServerThread(loads_config(flink_config(tmp_path, me, _free_port()), f"amps{me}config.xml"),
+                           timebase=TestClock()).start()
+        try:
+            assert any("amps-action-do-remove-journal: removed 0 journal file(s)" in r.getMessage()
+                       for r in caplog.records)
+            srv.http("/emulator/clock/advance?seconds=30", "POST")
+            assert srv.call(lambda: [s.runs for s in srv.server.actions.schedules]) == [3]
+            assert srv.call(lambda: srv.server.ready and not srv.server.stopping)
+            c = AMPS.Client("flink-check")
+            c.connect(srv.uri)
+            c.logon(5000)
+            c.publish("work", '{"n":1}')
+            c.flush(5000)
+            c.close()
+        finally:
+            srv.stop()
+    bad = [r for r in caplog.records if r.name == "amps_emulator.actions" and r.levelno >= 30]
+    assert bad == []
