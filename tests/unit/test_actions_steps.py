@@ -251,3 +251,24 @@ def test_a_chain_stops_at_the_depth_limit(engine):
     loop = action(step("test-again"))
     assert engine.run(loop, {})
     assert depth == list(range(1, MAX_DEPTH + 1))
+
+
+@pytest.mark.parametrize("on, words", [
+    ("<Module>amps-action-on-publish-message</Module><Options><Topic>a</Topic>"
+     "<MessageType>json</MessageType><Filter>/a = = 1</Filter></Options>", "invalid <Filter>"),
+    ("<Module>amps-action-on-schedule</Module><Options><Every>{{X}}</Every></Options>",
+     "expected a duration"),
+    ("<Module>amps-action-on-oof-message</Module><Options><Topic>a</Topic>"
+     "<MessageType>json</MessageType><Type>sometimes</Type></Options>", "invalid <Type>"),
+])
+def test_what_only_the_engine_can_check_fails_the_start_with_file_and_line(on, words):
+    from amps_emulator.config import ConfigError, loads_config
+    from amps_emulator.server.app import Server
+
+    xml = ("<AMPSConfig><Name>x</Name><Transports><Transport><Name>t</Name><Type>tcp</Type>"
+           "<InetAddr>127.0.0.1:0</InetAddr><Protocol>amps</Protocol></Transport></Transports>\n"
+           f"<Actions><Action>\n<On>{on}</On><Do><Module>amps-action-do-nothing</Module></Do>"
+           "</Action></Actions></AMPSConfig>")
+    with pytest.raises(ConfigError) as err:
+        Server(loads_config(xml, "bad.xml"))
+    assert "bad.xml:3:" in str(err.value) and words in str(err.value)

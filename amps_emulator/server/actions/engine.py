@@ -137,32 +137,37 @@ class Actions(Steps):
         self.stopped = False
         for action in configured:
             for on in action.on:
-                trig = _Trigger(on, action)
-                self.triggers.setdefault(on.module, []).append(trig)
-                if on.module == ON_SCHEDULE:
-                    self.schedules.append(Schedule(on, action, broker.timebase, self.run))
-                elif on.module in (ON_CONDITION_TIMEOUT, ON_ALERT):
-                    self.watches.append(ConditionWatch(
-                        on, action, qualify(trig.topic or "", trig.message_type or "json"),
-                        trig.matches_doc, broker.timebase, self.run))
-                elif on.module == ON_OOF:
-                    kind = (on.option("Type") or "all").strip().lower()
-                    if kind not in _OOF_TYPES:
-                        raise ConfigError([ConfigIssue(on.file, on.line, f"{on.module}: invalid "
-                                          f"<Type> {kind!r} (match, delete, expire or all)")])
-                elif on.module in NEVER_FIRE or (
-                        on.module == ON_SIGNAL and _signal_name(on.option("Signal")) not in SIGNALS):
-                    log.info("%s:%d: %s never fires in the emulator: it has no such event",
-                             on.file, on.line, on.module)
-                source = on.option("MessageSource")
-                if on.module == ON_PUBLISH and source and source.strip().lower() != "all":
-                    log.info("%s:%d: %s: <MessageSource> %s is read as all (the emulator does "
-                             "not tell replicated publishes apart here)", on.file, on.line,
-                             on.module, source)
+                try:
+                    self._add_trigger(on, action)
+                except ValueError as exc:  # an Every or Duration that is a variable
+                    raise ConfigError([ConfigIssue(on.file, on.line, f"{on.module}: {exc}")]) from None
             for step in action.steps:
                 if step.module not in self._steps:
                     log.info("%s:%d: %s is not run by the emulator: that step does nothing",
                              step.file, step.line, step.module)
+
+    def _add_trigger(self, on: ActionStep, action: Action) -> None:
+        trig = _Trigger(on, action)
+        self.triggers.setdefault(on.module, []).append(trig)
+        timebase = self.broker.timebase
+        if on.module == ON_SCHEDULE:
+            self.schedules.append(Schedule(on, action, timebase, self.run))
+        elif on.module in (ON_CONDITION_TIMEOUT, ON_ALERT):
+            self.watches.append(ConditionWatch(
+                on, action, qualify(trig.topic or "", trig.message_type or "json"),
+                trig.matches_doc, timebase, self.run))
+        elif on.module == ON_OOF:
+            kind = _oof_type(trig)
+            if kind not in _OOF_TYPES:
+                raise ValueError(f"invalid <Type> {kind!r} (match, delete, expire or all)")
+        elif on.module in NEVER_FIRE or (
+                on.module == ON_SIGNAL and _signal_name(on.option("Signal")) not in SIGNALS):
+            log.info("%s:%d: %s never fires in the emulator: it has no such event",
+                     on.file, on.line, on.module)
+        source = on.option("MessageSource")
+        if on.module == ON_PUBLISH and source and source.strip().lower() != "all":
+            log.info("%s:%d: %s: <MessageSource> %s is read as all (the emulator does not tell "
+                     "replicated publishes apart here)", on.file, on.line, on.module, source)
 
     def _of(self, module: str) -> list[_Trigger]:
         return self.triggers.get(module, [])
