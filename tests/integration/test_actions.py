@@ -589,3 +589,35 @@ def test_the_flink_configs_run_their_actions_without_errors(tmp_path, caplog, me
             srv.stop()
     bad = [r for r in caplog.records if r.name == "amps_emulator.actions" and r.levelno >= 30]
     assert bad == []
+
+
+# -- on-signal, through the command line (signal handlers live in the main thread) --------------
+
+def test_on_signal_usr2_runs_its_action(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "signal.xml"
+    acts = action(module("On", "on-signal", Signal="SIGUSR2"),
+                  publish_to("signals", '{"got":"{{AMPS_SIGNAL}}"}'))
+    cfg.write_text(f"<AMPSConfig><Name>sig</Name>{TRANSPORTS}<Actions>{acts}</Actions></AMPSConfig>")
+    proc = subprocess.Popen([sys.executable, "-m", "amps_emulator.server", str(cfg), "--memory"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("ready: "), line
+        c = AMPS.Client("sig-watch")
+        c.connect(line.split()[1])
+        c.logon(5000)
+        box = watch(c, "signals")
+        c.flush(5000)
+        proc.send_signal(signal.SIGUSR2)
+        assert box.wait_for(1) and box.bodies() == [{"got": "SIGUSR2"}]
+        c.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
