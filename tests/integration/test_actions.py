@@ -621,3 +621,19 @@ def test_on_signal_usr2_runs_its_action(tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+
+
+def test_delta_and_update_only_publishes(started, tmp_path):
+    s = started(action(module("On", "on-admin", Path="patch", RequiredParameter="ID"),
+                       publish_to("pos", '{"id":{{ID}},"b":9}', Delta="true", UpdateOnly="true"))
+                + action(module("On", "on-admin", Path="put"),
+                         publish_to("pos", '{"id":{{ID}},"b":7}', UpdateOnly="false")),
+                sow=keyed("pos", tmp_path))
+    c = s.client("p")
+    c.publish("pos", '{"id":1,"a":1,"b":2}')
+    c.flush(5000)
+    assert _get(s, "/amps/administrator/actions/patch?ID=1")[0] == 200
+    assert _get(s, "/amps/administrator/actions/patch?ID=5")[0] == 200  # no record 5: nothing
+    assert _get(s, "/amps/administrator/actions/put?ID=6")[0] == 200
+    assert sorted(_sow(c, "pos"), key=lambda b: b["id"]) == [{"id": 1, "a": 1, "b": 9},
+                                                             {"id": 6, "b": 7}]
