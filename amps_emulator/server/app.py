@@ -203,6 +203,8 @@ class Server:
         #: set it to their own shutdown (default: the server stops itself)
         self.on_shutdown_request: Callable[[], None] | None = None
         self._stop_task: asyncio.Task[None] | None = None
+        #: transports an action enables again, while they bind
+        self._enabling: set[asyncio.Task[None]] = set()
         # the actions act through the message path like a client, and on the server through
         # the ActionHost methods below
         self.actions = Actions(self.instance_name, config.actions, self.broker, host=self)
@@ -527,8 +529,15 @@ class Server:
                 lst.server.close()
                 lst.server = None
             elif enabled and lst.server is None:
-                self.loop.create_task(self.enable_listener(lst))
+                task = self.loop.create_task(self.enable_listener(lst))
+                self._enabling.add(task)
+                task.add_done_callback(self._enabled)
         return [lst.name for lst in chosen]
+
+    def _enabled(self, task: asyncio.Task[None]) -> None:
+        self._enabling.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("an action could not enable a transport: %s", task.exception())
 
     def action_reset_security(self, what: str, transport: str | None, user: str | None) -> int:
         """``amps-action-do-reset-{authentication,entitlement}``: the cached documents are read
