@@ -272,3 +272,24 @@ def test_what_only_the_engine_can_check_fails_the_start_with_file_and_line(on, w
     with pytest.raises(ConfigError) as err:
         Server(loads_config(xml, "bad.xml"))
     assert "bad.xml:3:" in str(err.value) and words in str(err.value)
+
+
+def test_rotate_logs_starts_the_next_file_of_each_file_target(engine, tmp_path):
+    from amps_emulator.server.logtargets import RotatingFileTarget
+
+    target = RotatingFileTarget(str(tmp_path / "amps-%n.log"))
+    logger = logging.getLogger("amps_emulator")
+    logger.addHandler(target)
+    old_level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        logger.info("before")
+        assert run(engine, step("amps-action-do-rotate-logs"))[0]
+        logger.info("after")
+    finally:
+        logger.removeHandler(target)
+        logger.setLevel(old_level)
+        target.close()
+    first, second = (tmp_path / "amps-00000.log").read_text(), (tmp_path / "amps-00001.log").read_text()
+    assert "before" in first and "after" not in first
+    assert "after" in second and "rotated 1 log file(s)" in second

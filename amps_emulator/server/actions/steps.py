@@ -9,8 +9,8 @@ Steps that act on the message path publish and delete exactly as a client would 
 SOW, subscribers, the other listeners), as the instance itself and without entitlement
 checks. Housekeeping modules about files the emulator does not keep (logs, statistics,
 minidumps, SOW files) log one INFO line; ``do-remove-journal`` really removes the journal
-segments older than ``Age`` that nothing needs any more; ``do-execute-system`` never runs
-anything.
+segments older than ``Age`` that nothing needs any more, ``do-rotate-logs`` starts the next
+file of every file log target; ``do-execute-system`` never runs anything.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from amps_emulator.protocol import bodies
 from amps_emulator.protocol.filter import FilterError, compile_filter, evaluate_expression
 from amps_emulator.protocol.topics import qualify
 from amps_emulator.server import publish
+from amps_emulator.server.logtargets import RotatingFileTarget
 from amps_emulator.server.subscribe import compile_filter_for
 
 from .host import ActionHost
@@ -113,7 +114,8 @@ class Steps:
             table[f"amps-action-do-enable-{what}"] = self._switch(what, True)
             table[f"amps-action-do-disable-{what}"] = self._switch(what, False)
             table[f"amps-action-do-reset-{what}"] = self._reset(what)
-        for module in ("rotate-logs", "compress-files", "remove-files", "truncate-statistics",
+        table["amps-action-do-rotate-logs"] = self.do_rotate_logs
+        for module in ("compress-files", "remove-files", "truncate-statistics",
                        "vacuum-statistics", "archive-journal", "compress-journal", "compact-sow",
                        "minidump"):
             table[f"amps-action-do-{module}"] = self.do_housekeeping
@@ -329,6 +331,15 @@ class Steps:
                  result.bytes_removed,
                  f"; kept from position {result.blocked_by_pin} on: still needed"
                  if result.blocked_by_pin is not None else "")
+        return True
+
+    def do_rotate_logs(self, step: ActionStep, v: Vars) -> bool:
+        """Every ``file``/``gzip`` log target starts its next file."""
+        targets = [h for h in logging.getLogger("amps_emulator").handlers
+                   if isinstance(h, RotatingFileTarget)]
+        closed = [t.rotate() for t in targets]
+        log.info("%s: rotated %d log file(s)%s", step.module, len(closed),
+                 f" ({', '.join(closed)})" if closed else "")
         return True
 
     def do_housekeeping(self, step: ActionStep, v: Vars) -> bool:
