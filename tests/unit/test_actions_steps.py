@@ -293,3 +293,22 @@ def test_rotate_logs_starts_the_next_file_of_each_file_target(engine, tmp_path):
     first, second = (tmp_path / "amps-00000.log").read_text(), (tmp_path / "amps-00001.log").read_text()
     assert "before" in first and "after" not in first
     assert "after" in second and "rotated 1 log file(s)" in second
+
+
+def test_a_dry_start_reads_the_actions_but_runs_none():
+    from amps_emulator.config import loads_config
+    from amps_emulator.server.preflight import dry_start
+
+    def xml(flt: str) -> str:
+        return ("<AMPSConfig><Name>x</Name><Transports><Transport><Name>t</Name><Type>tcp</Type>"
+                "<InetAddr>127.0.0.1:0</InetAddr><Protocol>amps</Protocol></Transport></Transports>\n"
+                "<Actions><Action><On><Module>amps-action-on-startup</Module></On>"
+                "<Do><Module>amps-action-do-execute-system</Module><Options><Command>x</Command>"
+                "</Options></Do><Do><Module>amps-action-do-shutdown</Module></Do></Action>\n"
+                "<Action><On><Module>amps-action-on-publish-message</Module><Options><Topic>a</Topic>"
+                f"<MessageType>json</MessageType><Filter>{flt}</Filter></Options></On>"
+                "<Do><Module>amps-action-do-nothing</Module></Do></Action></Actions></AMPSConfig>")
+
+    assert dry_start(loads_config(xml("/x = 2"), "ok.xml")) == ([], [])  # no step ran: no warning
+    issues, _ = dry_start(loads_config(xml("/x = = 2"), "bad.xml"))
+    assert [(i.line, "invalid <Filter>" in i.reason) for i in issues] == [(3, True)]

@@ -133,6 +133,8 @@ class Actions(Steps):
         self.schedules: list[Schedule] = []
         self.watches: list[ConditionWatch] = []
         self._depth = 0
+        #: False: the actions are checked but never run (a dry start-up, ``--verify-config``)
+        self.enabled = True
         self.started = False
         self.stopped = False
         for action in configured:
@@ -190,7 +192,7 @@ class Actions(Steps):
     def start(self) -> None:
         """The last step of start-up: arm the schedules, track the records already in the
         watched SOW topics, then run the ``on-startup`` actions."""
-        if self.started:
+        if self.started or not self.enabled:
             return
         self.started = True
         now = self.broker.wallclock()
@@ -229,6 +231,8 @@ class Actions(Steps):
     def run(self, action: Action, variables: Vars) -> bool:
         """Run ``action``'s steps in order with ``variables`` (plus the ones always defined);
         False when a step ended it early."""
+        if not self.enabled:
+            return False
         if self._depth >= MAX_DEPTH:
             log.warning("%s:%d: actions: not following a chain deeper than %d", action.file,
                         action.line, MAX_DEPTH)
