@@ -203,7 +203,8 @@ class Actions(Steps):
             topic = sow.get(watch.topic) if sow is not None else None
             if topic is None:
                 log.warning("%s:%d: %s: %r is not a SOW topic: nothing to watch",
-                            watch.action.file, watch.action.line, ON_CONDITION_TIMEOUT,
+                            watch.action.file, watch.action.line,
+                            ON_ALERT if watch.alert else ON_CONDITION_TIMEOUT,
                             display_name(watch.topic))
                 continue
             watch.recover(topic.query(None).records, topic.decode_body)
