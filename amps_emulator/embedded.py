@@ -144,6 +144,7 @@ class EmbeddedServer:
         if self.clock is not None:
             kwargs.setdefault("clock", self.clock)  # (a clock in server_kwargs wins)
         self.server = Server(self.config, memory=self.memory, **kwargs)
+        self.server.on_shutdown_request = self._shutdown_requested  # an action's do-shutdown
         if self.hold_ports:
             socks = [s.dup() for s in self._sockets]
         else:  # handed over: the server closes them
@@ -160,9 +161,13 @@ class EmbeddedServer:
         await self.server.stop()
         await self._serve()
 
+    def _shutdown_requested(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
     async def _main(self) -> None:
-        await self._serve()
         self._stop = asyncio.Event()
+        await self._serve()
         self._ready.set()
         await self._stop.wait()
         assert self.server is not None

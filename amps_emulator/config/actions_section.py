@@ -15,9 +15,8 @@ verbatim. ``Age``/``Duration`` options without variables are checked to be durat
 
 from __future__ import annotations
 
-import re
-
 from .model import Action, ActionOption, ActionStep, StepKind
+from .schedule import parse_every
 from .schema import Ctx, check_no_text, unknown_element
 from .units import parse_duration
 from .values import suggest
@@ -104,8 +103,6 @@ _KIND_TAG = {"on": "On", "if": "If", "do": "Do"}
 _ALL_MODULES = {m: kind for kind, table in _CATALOGUE.items() for m in table}
 
 _EXPIRE_REASONS = ("time_limit", "forced_expire", "max_cancels", "max_deliveries")
-_DAY = r"(monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
-_EVERY = re.compile(rf"(({_DAY}\s+at\s+)?\d{{1,2}}:\d{{2}}Z?)", re.IGNORECASE)
 
 
 class _Custom(Exception):
@@ -143,13 +140,11 @@ def _check_option_values(step_node: Node, module: str, options: list[ActionOptio
                 ctx.err(step_node, f"{module}: invalid option <{opt.name}>: {e}")
                 ok = False
         elif opt.name == "Every" and module == "amps-action-on-schedule":
-            if not _EVERY.fullmatch(opt.value.strip()):
-                try:
-                    parse_duration(opt.value)
-                except ValueError:
-                    ctx.err(step_node, f"{module}: invalid option <Every> {opt.value!r} (expected a "
-                                       "duration such as 4h, a time such as 17:30, or 'Saturday at 11:00')")
-                    ok = False
+            try:
+                parse_every(opt.value)
+            except ValueError as e:
+                ctx.err(step_node, f"{module}: invalid option <Every> {e}")
+                ok = False
         elif opt.name == "Reason" and module == "amps-action-on-sow-expire-message":
             bad = [r.strip() for r in opt.value.split(",") if r.strip() not in _EXPIRE_REASONS]
             if bad:

@@ -394,20 +394,26 @@ class JournalCore:
         return start, stop
 
     # ------------------------------------------------------------------ retention
-    def _plan_retention(self, segs: list, pinned_positions: Iterable[int], can_remove: Callable[[int], bool]):
+    def _plan_retention(self, segs: list, pinned_positions: Iterable[int], can_remove: Callable[[int], bool],
+                        age: float | None = None):
         """Decide how many of the oldest ``segs`` (objects with first_position, size, count,
-        last_ts) to remove. Never the newest; never one at/after the lowest pin."""
+        last_ts) to remove. Never the newest; never one at/after the lowest pin. ``age``:
+        remove by this age only (an action's ``do-remove-journal``), not by the configured
+        size and age."""
         pins = [p for p in pinned_positions if p is not None]
         min_pin = min(pins) if pins else None
         now_us = int(self._clock() * 1_000_000)
         total = sum(s.size for s in segs)
-        age_us = None if self._retention_age is None else int(self._retention_age * 1_000_000)
+        limit = self._retention_bytes if age is None else None
+        if age is None:
+            age = self._retention_age
+        age_us = None if age is None else int(age * 1_000_000)
         n = 0
         reasons: list[str] = []
         blocked = None
         while n < len(segs) - 1:
             seg = segs[n]
-            over = self._retention_bytes is not None and total > self._retention_bytes
+            over = limit is not None and total > limit
             old = age_us is not None and (seg.count == 0 or now_us - seg.last_ts > age_us)
             if not (over or old):
                 break
@@ -445,7 +451,8 @@ class JournalCore:
     def position_at_time(self, timestamp_us: int) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def enforce_retention(self, pinned_positions: Iterable[int] = ()) -> RetentionResult:  # pragma: no cover
+    def enforce_retention(self, pinned_positions: Iterable[int] = (), *,
+                          age: float | None = None) -> RetentionResult:  # pragma: no cover
         raise NotImplementedError
 
     def __enter__(self):

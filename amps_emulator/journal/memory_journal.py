@@ -188,10 +188,11 @@ class MemoryJournal(JournalCore):
         i = bisect_left(self._records, timestamp_us, key=lambda r: r.timestamp)
         return self._records[i].position if i < len(self._records) else self._next_position
 
-    def enforce_retention(self, pinned_positions: Iterable[int] = ()) -> RetentionResult:
-        if self._retention_bytes is None and self._retention_age is None:
+    def enforce_retention(self, pinned_positions: Iterable[int] = (), *,
+                          age: float | None = None) -> RetentionResult:
+        if age is None and self._retention_bytes is None and self._retention_age is None:
             return RetentionResult()
-        n, blocked, reasons = self._plan_retention(self._segs, pinned_positions, lambda i: True)
+        n, blocked, reasons = self._plan_retention(self._segs, pinned_positions, lambda i: True, age)
         removed = self._segs[:n]
         if removed:
             new_base = self._segs[n].first_position

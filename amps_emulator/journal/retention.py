@@ -85,14 +85,15 @@ class SegmentRetention(JournalCore):
     _dir_fd: int  # the directory, open (fsynced after segments come and go)
     _dir_dirty: bool  # segments were created or removed since the directory's fsync
 
-    def enforce_retention(self, pinned_positions: Iterable[int] = ()) -> RetentionResult:
+    def enforce_retention(self, pinned_positions: Iterable[int] = (), *,
+                          age: float | None = None) -> RetentionResult:
         """Delete whole oldest segments beyond ``retention_bytes`` / ``retention_age``.
 
         Never the newest segment, never one holding (or after) the lowest pinned position (a
         live replay's next position), and only once the next segment's leading CHECKPOINT is
         durable (so de-dup state survives). Owner thread only.
         """
-        if self._retention_bytes is None and self._retention_age is None:
+        if age is None and self._retention_bytes is None and self._retention_age is None:
             return RetentionResult()
         durable = self.durable_position
 
@@ -100,7 +101,7 @@ class SegmentRetention(JournalCore):
             nxt = self._segments[i + 1]
             return nxt.count == 0 or nxt.first_record_position <= durable
 
-        n, blocked, reasons = self._plan_retention(self._segments, pinned_positions, can_remove)
+        n, blocked, reasons = self._plan_retention(self._segments, pinned_positions, can_remove, age)
         removed = self._segments[:n]
         if removed:  # first, so a crash in between never reads as segments gone missing
             write_retained_from(self._dir, self._dir_fd, self._segments[n].first_position,

@@ -244,6 +244,8 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
                     timebase=TestClock() if test_clock else None, memory=memory,
                     strict_recovery=strict_recovery, server_version=server_version,
                     **{k: v for k, v in limits.items() if v is not None})
+    shutdown = shutdown or asyncio.Event()
+    server.on_shutdown_request = shutdown.set  # an amps-action-do-shutdown
     uris = await server.start(sockets=sockets)
     try:
         apply_seed(server.broker, seed)
@@ -251,8 +253,7 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
     except BaseException:
         await server.stop()
         raise
-    shutdown = shutdown or asyncio.Event()
-    switches = _security_signals(server) if server.broker.security is not None else []
+    switches = _signal_handlers(server)
     if ready is not None:
         ready(uris)
         if admin_server is not None:
@@ -267,17 +268,25 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
         await server.stop()
 
 
-def _security_signals(server: Any) -> list[int]:
+def _signal_handlers(server: Any) -> list[int]:
     """AMPS's default signal actions: SIGUSR1 disables authentication and entitlement, SIGUSR2
-    enables them (when the config has security blocks; only in the main thread)."""
+    enables them (when the config has security blocks), and the ``amps-action-on-signal``
+    actions naming either run (only in the main thread)."""
     loop = asyncio.get_running_loop()
     installed: list[int] = []
+    secured = server.broker.security is not None
     for name, enabled in (("SIGUSR1", False), ("SIGUSR2", True)):
         sig = getattr(signal, name, None)
-        if sig is None:
+        if sig is None or not (secured or server.actions.wants_signal(name)):
             continue
+
+        def on_signal(name: str = name, enabled: bool = enabled) -> None:
+            if secured:
+                server.switch_security(enabled)
+            server.actions.signal(name)
+
         try:
-            loop.add_signal_handler(sig, server.switch_security, enabled)
+            loop.add_signal_handler(sig, on_signal)
         except (NotImplementedError, RuntimeError, ValueError):
             continue
         installed.append(sig)

@@ -13,7 +13,9 @@ Paths (``.json``/``.xml`` on any node, ``.csv`` on a leaf; no extension: a brows
   outgoing Destination with the Monitoring Reference's fields)
 * ``/amps/administrator/clients/<id>/disconnect``,
   ``/amps/administrator/replication/<destination>/downgrade``, ``.../upgrade``, ``.../reconnect``,
-  ``/amps/administrator/transports/<id>/disable`` and ``.../enable`` (GET, as AMPS; or POST)
+  ``/amps/administrator/transports/<id>/disable`` and ``.../enable`` (GET, as AMPS; or POST),
+  ``/amps/administrator/actions/<Path>?NAME=VALUE`` (runs the ``on-admin`` actions of
+  ``Path``; a missing ``RequiredParameter`` is a 400 and nothing runs)
 * ``/emulator/health``, ``/emulator/reset`` (POST; ``?topic=``, ``?queue=``, ``?client=``),
   ``/emulator/sow/<topic>``, ``/emulator/queues/<queue>``, ``/emulator/journal``,
   ``/emulator/subscriptions``, ``/emulator/clock`` and ``/emulator/clock/advance?seconds=``,
@@ -268,7 +270,7 @@ class AdminServer:
                 break
         segs = [s for s in path.split("/") if s]
         if len(segs) >= 2 and segs[1] == "administrator":
-            return _json(self._administrator(segs[2:]))
+            return _json(self._administrator(segs[2:], query))
         node: Any = tree(self.server, self.sampler)
         steps: list[tuple[str, bool]] = []
         for seg in segs:
@@ -293,12 +295,22 @@ class AdminServer:
             return 200, "text/csv", f"{stamp}.000000Z,{node}\n".encode()
         return 200, "text/html; charset=utf-8", _browse(path, node).encode()
 
-    def _administrator(self, segs: list[str]) -> Any:
+    def _administrator(self, segs: list[str], query: dict[str, str]) -> Any:
         s = self.server
         if not segs:
             return {"administrator": {"clients": [client_id(c) for c in s.connections],
-                                      "transports": [lst.name for lst in s.listeners]}}
+                                      "transports": [lst.name for lst in s.listeners],
+                                      "actions": s.actions.admin_paths()}}
         kind = segs[0]
+        if kind == "actions":  # the on-admin actions; a path runs one (query: its variables)
+            if len(segs) == 1:
+                return {"actions": s.actions.admin_paths()}
+            path = "/".join(segs[1:])
+            try:
+                ran = s.actions.admin(path, query)
+            except ValueError as exc:
+                raise HttpError(400, str(exc)) from None
+            return {"action": path, "ran": ran}
         if kind == "clients":
             if len(segs) == 1:
                 return {"clients": sorted(client_id(c) for c in s.connections)}

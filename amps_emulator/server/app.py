@@ -35,6 +35,7 @@ from amps_emulator.protocol.topics import qualify
 from amps_emulator.replication.service import ReplicationService
 from amps_emulator.server import commands, entitle, publish, replay, version
 from amps_emulator.server.actions import Actions
+from amps_emulator.server.actions.engine import ON_CONNECT, ON_DISCONNECT
 from amps_emulator.server.broker import Broker
 from amps_emulator.server.clock import SystemClock, TestClock
 from amps_emulator.server.connection import Connection
@@ -56,6 +57,8 @@ log = logging.getLogger("amps_emulator.server")
 SERVER_VERSION = version.SERVER_VERSION  # the name this module always had
 LOGON_TIMEOUT = 30.0  # seconds a connection may stay open without logging on (0: forever)
 MEMORY_BUDGET = 256 << 20  # bytes of buffered frames, all connections together
+_SUBSCRIPTION_COMMANDS = frozenset({"subscribe", "delta_subscribe", "sow_and_subscribe",
+                                    "sow_and_delta_subscribe", "unsubscribe"})
 
 
 class Listener:
@@ -196,11 +199,15 @@ class Server:
         #: the server stops it with itself
         self.admin: Stoppable | None = None
         self.ready = False
-        self.actions = Actions(self.instance_name, config.actions)
-        # the actions write through the message path like a client (the root injects it)
-        self.actions.publish = self._action_publish
-        self.actions.delete = self._action_delete
-        self.actions.switch_security = self._action_security
+        #: what a ``do-shutdown`` action asks for: the command line and the embedded server
+        #: set it to their own shutdown (default: the server stops itself)
+        self.on_shutdown_request: Callable[[], None] | None = None
+        self._stop_task: asyncio.Task[None] | None = None
+        #: transports an action enables again, while they bind
+        self._enabling: set[asyncio.Task[None]] = set()
+        # the actions act through the message path like a client, and on the server through
+        # the ActionHost methods below
+        self.actions = Actions(self.instance_name, config.actions, self.broker, host=self)
         self._filter_pool: ThreadPoolExecutor | None = None
         self._recheck_timer: asyncio.TimerHandle | None = None  # the next EntitlementTimeout re-check
         #: the replication links (listener and destinations) once started, if configured
@@ -256,15 +263,6 @@ class Server:
         """Refuse to start when acked data is found missing (oldest journal segment, SOW file)."""
         return self.broker.strict_recovery
 
-    def _action_publish(self, topic: str, data: bytes) -> None:
-        queues = self.broker.queues
-        if queues is not None:
-            topic = queues.publish_target(topic)  # a queue's own name: its feed
-        publish.publish_message(self.broker, topic, data, client_name=self.instance_name)
-
-    def _action_delete(self, topic: str, filter_text: str) -> int:
-        return publish.delete_records(self.broker, topic, filter_text)
-
     def replace_derived(self, derived: DerivedTopics) -> None:
         """The views were rebuilt (an operator's reset): ``derived`` takes the old one's
         place on the message path."""
@@ -311,8 +309,10 @@ class Server:
                                                   on_expired=self.actions.expired)
             queues.recover()
             publish.register(broker, queues)  # then the queues over it
-        if self.actions.on_publish or self.actions.on_sow_expire or self.actions.on_sow_delete:
+        if self.actions.listens:
             publish.register(broker, self.actions)  # then the actions
+        if self.actions.watches_clients:
+            broker.logon_listeners.append(self.actions.client_logged_on)
         given = list(sockets) if sockets is not None else []
         for i, lst in enumerate(self.listeners):
             factory = lst.protocol_factory(self)
@@ -334,7 +334,10 @@ class Server:
             if config.replication_listener is not None or config.replication.destinations:
                 repl = self.replication = ReplicationService(
                     config, broker, lambda: txlog.journal, self.timebase,
-                    apply=lambda rec: publish.apply_replicated(broker, rec))
+                    apply=lambda rec: publish.apply_replicated(broker, rec),
+                    on_event=self.actions.fire)
+                # the downgrade/upgrade actions switch the links' sync/async
+                self.actions.replication_control = repl
                 # persisted acks wait for the sync destinations too
                 txlog.ack_gate = repl.gate.safe
                 # records appended or made durable this turn (a group sync requests a turn)
@@ -346,6 +349,7 @@ class Server:
         security = broker.security
         if security is not None and security.recheck_interval is not None:
             self._recheck_timer = loop.call_later(security.recheck_interval, self._recheck)
+        self.actions.start()  # the last step of start-up: schedules armed, on-startup run
         self.ready = True
         return [lst.uri for lst in self.listeners]
 
@@ -384,6 +388,7 @@ class Server:
                 ssl=lst.tls)
 
     async def stop(self) -> None:
+        self.actions.stop()  # the first step of shutdown: on-shutdown runs, timers stop
         self.broker.stopping = True
         if self._recheck_timer is not None:
             self._recheck_timer.cancel()
@@ -434,11 +439,16 @@ class Server:
         conn.connect_time = self.wallclock()
         self.connections.add(conn)
         log.debug("connection %d from %s", conn.conn_id, conn.peer)
+        self.actions.client_event(ON_CONNECT, conn)
 
     def closed(self, client: Client) -> None:
-        self.connections.discard(self._own(client))
+        conn = self._own(client)
+        known = conn in self.connections
+        self.connections.discard(conn)
         self.broker.forget(client)
         log.debug("connection %d closed", client.conn_id)
+        if known and not self.stopping:
+            self.actions.client_event(ON_DISCONNECT, conn)
 
     def writable(self, client: Client) -> None:
         """``client``'s transport takes output again: resume its paused journal replays."""
@@ -501,6 +511,10 @@ class Server:
                 handler(self.broker, client, cmd)
                 if cmd.command in entitle.READS:
                     entitle.attach(client, session, cmd)
+            else:
+                return
+            if cmd.command in _SUBSCRIPTION_COMMANDS and self.actions.watches_subscriptions:
+                self.actions.subscription_event(client, cmd)
         except CommandError as exc:
             log.info("%s: %s failed: %s", client.describe(), cmd.command, exc)
             client.fail(cmd, exc.reason)
@@ -508,7 +522,50 @@ class Server:
             log.exception("%s: internal error handling %r", client.describe(), cmd)
             client.fail(cmd, reasons.UNKNOWN_ERROR)
 
-    def _action_security(self, what: str, enabled: bool) -> None:
+    # -- what the actions ask of the server (server.actions.ActionHost) -----------------
+    def action_set_transport(self, name: str | None, enabled: bool) -> list[str]:
+        """``amps-action-do-{enable,disable}-transport``: stop or start listening on the
+        transport ``name`` (None: all); its connections stay."""
+        chosen = [lst for lst in self.listeners if name is None or lst.name == name]
+        if not chosen:
+            raise LookupError(f"no transport {name!r}")
+        for lst in chosen:
+            if not enabled and lst.server is not None:
+                lst.server.close()
+                lst.server = None
+            elif enabled and lst.server is None:
+                task = self.loop.create_task(self.enable_listener(lst))
+                self._enabling.add(task)
+                task.add_done_callback(self._enabled)
+        return [lst.name for lst in chosen]
+
+    def _enabled(self, task: asyncio.Task[None]) -> None:
+        self._enabling.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("an action could not enable a transport: %s", task.exception())
+
+    def action_reset_security(self, what: str, transport: str | None, user: str | None) -> int:
+        """``amps-action-do-reset-{authentication,entitlement}``: the cached documents are read
+        again, and the sessions concerned log on again (they are disconnected)."""
+        security = self.broker.security
+        if security is None:
+            return 0
+        security.reload()
+        gone = [c for c in self.connections if c.session is not None
+                and (transport is None or c.listener.name == transport)
+                and (user is None or c.user_id == user)]
+        for conn in gone:
+            conn.close(f"{what} reset by an action")
+        return len(gone)
+
+    def request_shutdown(self) -> None:
+        """``amps-action-do-shutdown``: a clean shutdown, as SIGTERM (after this turn)."""
+        if self.on_shutdown_request is not None:
+            self.loop.call_soon(self.on_shutdown_request)
+        elif self._stop_task is None:
+            self._stop_task = self.loop.create_task(self.stop())
+
+    def action_switch_security(self, what: str, enabled: bool) -> None:
         """``amps-action-do-{disable,enable}-{authentication,entitlement}``."""
         security = self.broker.security
         if security is None:

@@ -165,6 +165,17 @@ class RotatingFileTarget(logging.Handler):
             os.replace(old, f"{old}.{self.number}")  # same second and no %n: keep it aside
         self._open()
 
+    def rotate(self) -> str:
+        """Start the next file now (``amps-action-do-rotate-logs``); the one just closed."""
+        self.acquire()  # (emit runs under the same lock)
+        try:
+            old = self.path
+            if self.stream is not None and self.size > 0:
+                self._rotate()
+            return old
+        finally:
+            self.release()
+
     def emit(self, record: logging.LogRecord) -> None:
         try:
             line = self.format(record) + "\n"
