@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
-from amps_emulator.protocol import bodies, reasons
+from amps_emulator.protocol import reasons
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
@@ -177,14 +177,13 @@ class Server:
         #: the end of every turn: SOW commit, journal, then writes (:mod:`server.turn`)
         self.turn = Turn()
         #: what the handlers read (:mod:`server.broker`): built here, filled in by start()
+        # the codecs of every message type the config declares, this server's own, built
+        # before any SOW topic (a topic of another type than json reads its bodies with them)
         self.broker = Broker(instance_name=config.name, timebase=timebase, turn=self.turn,
                              memory=memory, strict_recovery=strict_recovery,
-                             server_version=server_version)
+                             server_version=server_version,
+                             message_types=build_registry(config.message_type_decls))
         self.broker.drop_client = self.closed
-        # the codecs of every message type the config declares, built before any SOW topic
-        # (a topic of another type than json reads its bodies with its codec)
-        self.broker.message_types = build_registry(config.message_type_decls)
-        bodies.install(self.broker.message_types)
         if config.security is not None:
             self.broker.security = SecurityLayer(config.security, [t.name for t in config.transports])
         self._conn_ids = itertools.count(1)

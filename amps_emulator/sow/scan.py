@@ -26,7 +26,7 @@ from typing import Any, TypedDict
 
 import msgspec
 
-from amps_emulator.protocol.bodies import TreeDecoder, codec_for
+from amps_emulator.protocol.bodies import TreeDecoder
 from amps_emulator.protocol.filter import MessageContext, compile_filter
 from amps_emulator.protocol.msgtypes import MessageCodec
 
@@ -108,16 +108,21 @@ class TopicReads(ABC):
     module docstring)."""
 
     def __init__(self, spec: TopicSpec, backend: Backend, *, clock: Callable[[], float],
-                 auto_memo: bool, scan_fallback: float, auto_memo_limit: int | None) -> None:
+                 auto_memo: bool, scan_fallback: float, auto_memo_limit: int | None,
+                 codec: MessageCodec | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self._b = backend
-        #: the codec of a topic of another type than json (None: json, read with msgspec)
+        #: the codec of a topic of another type than json (None: json, read with msgspec),
+        #: from the registry of the server that opened it
         self._codec: MessageCodec | None = None
         self._tree_decoder: TreeDecoder | None = None
         if spec.message_type != "json":
-            self._codec = codec_for(spec.message_type)
-            self._tree_decoder = TreeDecoder(self._codec)
+            if codec is None:
+                raise ValueError(f"SOW topic {spec.name!r} of type {spec.message_type!r} needs "
+                                 f"that type's codec")
+            self._codec = codec
+            self._tree_decoder = TreeDecoder(codec)
         self._clock = clock
         #: monitoring counter (the Admin interface's query count)
         self.query_count = 0

