@@ -127,7 +127,7 @@ def _json_derived_only(config: Any) -> Any:
     """``config`` without the queues, views and conflated topics of another message type than
     json, which the emulator does not build yet (each logged once); the config as is when it
     has none."""
-    kinds = (("queues", "Queue"), ("views", "View"), ("conflated_topics", "ConflatedTopic"))
+    kinds = (("views", "View"), ("conflated_topics", "ConflatedTopic"))
     other = [(attr, tag, d) for attr, tag in kinds for d in getattr(config, attr, ())
              if getattr(d, "message_type", "json") != "json"]
     if not other:
