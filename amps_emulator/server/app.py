@@ -25,8 +25,6 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.msgtypes import build_registry
@@ -123,24 +121,6 @@ def listeners_from_config(config: Any) -> list[Listener]:
     return out
 
 
-def _json_derived_only(config: Any) -> Any:
-    """``config`` without the queues, views and conflated topics of another message type than
-    json, which the emulator does not build yet (each logged once); the config as is when it
-    has none."""
-    kinds = (("views", "View"), ("conflated_topics", "ConflatedTopic"))
-    other = [(attr, tag, d) for attr, tag in kinds for d in getattr(config, attr, ())
-             if getattr(d, "message_type", "json") != "json"]
-    if not other:
-        return config
-    for _attr, tag, d in other:
-        log.warning("%s:%s: <%s> %r (%s) is not served: the emulator builds queues, views and "
-                    "conflated topics for json messages only", d.file, d.line, tag, d.name,
-                    d.message_type)
-    return msgspec.structs.replace(config, **{
-        attr: tuple(d for d in getattr(config, attr) if d.message_type == "json")
-        for attr, _tag in kinds})
-
-
 class Server:
     def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
@@ -155,7 +135,7 @@ class Server:
         ``admin``: ``HOST:PORT`` of the Admin HTTP interface (default: the config's
         ``Admin/InetAddr``, if any), started above the root by ``admin.start_admin``.
         ``server_version``: the AMPS version logon acks and the Admin tree report."""
-        self.config = config = _json_derived_only(config)
+        self.config = config
         self.keep_readable_journal = keep_readable_journal
         self.logon_timeout = logon_timeout
         #: the most bytes all connections together may hold in buffered frames (partial

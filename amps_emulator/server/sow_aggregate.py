@@ -114,7 +114,7 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
         topic_matches = sum(res.topic_matches for res in results)
     returned = 0
     for name, records in zip(names, inputs, strict=False):
-        agg = spec.aggregator(name)
+        agg = spec.aggregator(name, broker.bodies.encoder(name))
         for start in range(0, len(records), AGGREGATE_STEP):
             agg.add(records[start:start + AGGREGATE_STEP])
             if start + AGGREGATE_STEP < len(records):

@@ -56,6 +56,8 @@ from .spec import TopicSpec
 __all__ = ["TopicReads", "QUERY_CHUNK", "AUTO_MEMO_LIMIT"]
 
 _FORCES = ("auto", "scan", "hash", "memo")
+_json_encode = msgspec.json.encode
+
 QUERY_CHUNK = 20_000  # about 20 ms of scanning: how long a query holds the loop at a time
 
 # A memo index created on first use is built inside that query, which holds the event loop
@@ -154,6 +156,13 @@ class TopicReads(ABC):
         """The codec of the topic's type (``None``: json)."""
         return self._codec
 
+    @property
+    def encode(self) -> Callable[[Any], bytes]:
+        """What writes a body of the topic's type the server builds (an aggregated record,
+        a delta): the codec's writer, msgspec's for json (may raise ``CodecError``)."""
+        codec = self._codec
+        return _json_encode if codec is None else codec.encode
+
     def _decoder_for(self, paths: Iterable[tuple]):
         """msgspec decoder reading only the top-level fields ``paths`` need (``None``: no
         field needed); for a topic of another type, its codec's whole tree."""
@@ -193,8 +202,13 @@ class TopicReads(ABC):
     def get(self, sow_key: str, now: float | None = None) -> Record | None:
         """The record stored under ``sow_key`` (``None`` if absent or expired)."""
         r = self._b.get(sow_key)
-        if r is not None and self._is_expired(r, self._clock() if now is None else now):
+        if r is None:
             return None
+        if self._is_expired(r, self._clock() if now is None else now):
+            return None
+        decoder = self._tree_decoder
+        if decoder is not None:  # another type than json: its doc is read by the codec
+            r.doc_by(decoder.decode)
         return r
 
     def count(self, now: float | None = None) -> int:
@@ -374,6 +388,13 @@ class TopicReads(ABC):
             else:
                 recs = [r for r, _ in rows]
             out = page(recs, top_n, skip_n)
+        tree = self._tree_decoder
+        if tree is not None:  # another type: what reads a record's doc gets the codec's tree
+            for r, d in rows:
+                if d is not None:
+                    r.keep_doc(d)
+            for r in out:
+                r.doc_by(tree.decode)
         if sel is not None and not sel.identity:
             out = [project(r, sel) for r in out]
         return QueryResult(out, len(rows), topic_matches, desc)

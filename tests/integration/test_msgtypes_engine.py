@@ -10,6 +10,7 @@ which have their own unit and property tests.
 
 from __future__ import annotations
 
+import json
 import queue
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +40,8 @@ class Kind:
         return self.encode(fields)
 
 
-_FIX_TAGS = {"k": "11", "n": "38", "g": "1", "p": "44", "s": "55", "x": "58"}
+_FIX_TAGS = {"k": "11", "n": "38", "g": "1", "p": "44", "s": "55", "x": "58", "t": "14",
+             "c": "53"}
 _FIX_NAMES = {v: k for k, v in _FIX_TAGS.items()}
 
 
@@ -262,3 +264,150 @@ def test_a_typed_queue_barrier_and_a_subscriber_filter_on_a_tag(queue_srv, kind:
     finally:
         pub.close()
         work.close()
+
+
+# -- 3, 4. views (also projected into another type), conflated topics, aggregation,
+# pagination and History of every type ---------------------------------------------------------
+
+def _derived_config(d) -> str:
+    parts = []
+    for k in KINDS:
+        g, n, t = k.path("g"), k.path("n"), k.path("t")
+        parts.append(f"""
+  <Topic><Name>orders</Name><MessageType>{k.name}</MessageType><Key>{k.path('k')}</Key>
+    <FileName>{d}/%n.sow</FileName>
+    <History><Window>1d</Window><Granularity>0s</Granularity></History></Topic>
+  <View><Name>totals</Name><MessageType>{k.name}</MessageType><UnderlyingTopic>orders</UnderlyingTopic>
+    <Grouping><Field>{g}</Field></Grouping>
+    <Projection><Field>{g}</Field><Field>SUM({n}) AS {t}</Field></Projection></View>
+  <View><Name>totals-{k.name}</Name><MessageType>json</MessageType>
+    <UnderlyingTopic>[{k.name}].[orders]</UnderlyingTopic>
+    <Grouping><Field>[{k.name}].[orders].{g}</Field></Grouping>
+    <Projection><Field>[{k.name}].[orders].{g} AS /g</Field>
+      <Field>SUM([{k.name}].[orders].{n} * [{k.name}].[orders].{k.path('p')}) AS /cost</Field></Projection>
+  </View>
+  <View><Name>jtotals</Name><MessageType>{k.name}</MessageType>
+    <UnderlyingTopic>[json].[jorders]</UnderlyingTopic>
+    <Grouping><Field>[json].[jorders]./g</Field></Grouping>
+    <Projection><Field>[json].[jorders]./g AS {g}</Field>
+      <Field>COUNT([json].[jorders]./n) AS {k.path('c')}</Field>
+      <Field>SUM([json].[jorders]./n) AS {t}</Field></Projection></View>
+  <ConflatedTopic><Name>orders-c</Name><MessageType>{k.name}</MessageType>
+    <UnderlyingTopic>orders</UnderlyingTopic><Interval>100ms</Interval></ConflatedTopic>""")
+    logged = "".join(f"<Topic><Name>.*</Name><MessageType>{k.name}</MessageType></Topic>"
+                     for k in KINDS)
+    return f"""<AMPSConfig><Name>derived</Name>{TRANSPORT}
+<TransactionLog><JournalDirectory>{d}/journal</JournalDirectory>{logged}
+  <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
+<SOW><Topic><Name>jorders</Name><MessageType>json</MessageType><Key>/k</Key>
+    <FileName>{d}/%n.sow</FileName></Topic>{"".join(parts)}
+</SOW></AMPSConfig>"""
+
+
+@pytest.fixture(scope="module")
+def derived_srv(tmp_path_factory):
+    s = start_server(_derived_config(tmp_path_factory.mktemp("typed-derived")))
+    yield s
+    s.stop()
+
+
+def _num(v: Any) -> float:
+    return float(v)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_views_of_a_type_and_projected_across_types(derived_srv, kind: Kind) -> None:
+    c = _client(derived_srv, f"view-{kind.name}", kind.name)
+    js = _client(derived_srv, f"view-json-{kind.name}", "json")
+    try:
+        for b in (kind.body(k="A", g=7, n=10, p=2), kind.body(k="B", g=7, n=5, p=4),
+                  kind.body(k="C", g=8, n=1, p=1)):
+            c.publish("orders", b)
+        c.publish_flush()
+        # a view of the type, its records written in the type
+        view = {kind.decode(b)["g"]: kind.decode(b) for b in _sow(c, "totals")}
+        assert {g: _num(v["t"]) for g, v in view.items()} == {7: 15.0, 8: 1.0}
+        # the same topic projected into json (A.5, scenario 11): [type].[topic]./path
+        totals = sorted((json.loads(b)["g"], json.loads(b)["cost"]) for b in _sow(js, f"totals-{kind.name}"))
+        assert totals == [(7, 40), (8, 1)]
+        # a json topic projected into the type
+        base = 10 * (IDS.index(kind.name) + 1)  # (the json topic is shared by the kinds)
+        for i, (g, n) in enumerate([(base + 1, 3), (base + 1, 4), (base + 2, 9)]):
+            js.publish("jorders", json.dumps({"k": f"{kind.name}{i}", "g": g, "n": n}))
+        js.publish_flush()
+        jt = {kind.decode(b)["g"]: kind.decode(b) for b in _sow(c, "jtotals")}
+        assert {g: (_num(v["c"]), _num(v["t"])) for g, v in jt.items()
+                if g in (base + 1, base + 2)} == {base + 1: (2.0, 7.0), base + 2: (1.0, 9.0)}
+        # a subscriber of the view gets each change in the type; the json view of the
+        # same topic name is another topic
+        got = Box()
+        c.subscribe(got, "totals")
+        c.publish("orders", kind.body(k="C", g=8, n=6, p=1))
+        c.publish_flush()
+        (update,) = got.take(1)
+        assert _num(kind.decode(update)["t"]) == 6.0
+        with pytest.raises(AMPS.AMPSException):
+            _sow(js, "totals")  # no json view named totals
+    finally:
+        c.close()
+        js.close()
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_a_conflated_topic_of_a_type_keeps_the_latest_bytes(derived_srv, kind: Kind) -> None:
+    c = _client(derived_srv, f"confl-{kind.name}", kind.name)
+    try:
+        got = Box()
+        c.subscribe(got, "orders-c", f"{kind.path('k')} = 'Z'")
+        bodies = [kind.body(k="Z", g=1, n=i) for i in range(5)]
+        for b in bodies:
+            c.publish("orders", b)
+        c.publish_flush()
+        seen = []
+        while not seen or seen[-1] != bodies[-1]:
+            seen += got.take(1)
+        assert set(seen) <= set(bodies) and len(seen) < len(bodies)  # conflated, byte-identical
+        assert _sow(c, "orders-c", f"{kind.path('k')} = 'Z'") == [bodies[-1]]
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_aggregation_pagination_and_history_on_a_type(derived_srv, kind: Kind) -> None:
+    c = _client(derived_srv, f"agg-{kind.name}", kind.name)
+    try:
+        rows = [kind.body(k=f"r{i}", g=i % 2, n=n, s=f"x{i}") for i, n in enumerate([9, 100, 20, 3])]
+        for b in rows:
+            c.publish("orders", b)
+        c.publish_flush()
+        where = f"{kind.path('s')} BEGINS WITH 'x'"
+        # pagination: orderby a typed field sorts numerically (100 after 20 descending, not
+        # as text), top_n and skip_n
+        assert _sow(c, "orders", where, orderby=f"{kind.path('n')} DESC", top_n=2) == [rows[1], rows[2]]
+        page2 = AMPS.Command("sow").set_topic("orders").set_filter(where) \
+            .set_order_by(f"{kind.path('n')} ASC").set_options("skip_n=1,top_n=2")
+        assert [_raw(m) for m in c.execute(page2) if m.get_command() == "sow"] == [rows[0], rows[2]]
+        # an aggregated query and subscription: the groups written in the topic's type
+        g, n, t = kind.path("g"), kind.path("n"), kind.path("t")
+        agg = AMPS.Command("sow_and_subscribe").set_topic("orders").set_filter(where) \
+            .set_options(f"grouping=[{g}],projection=[{g},SUM({n}) AS {t}]")
+        box = Box()
+        c.execute_async(agg, box)
+        first = {kind.decode(b)["g"]: _num(kind.decode(b)["t"]) for b in box.take(2, "sow")}
+        assert first == {0: 29.0, 1: 103.0}
+        c.publish("orders", kind.body(k="r3", g=1, n=4, s="x3"))
+        c.publish_flush()
+        (changed,) = box.take(1)
+        assert (kind.decode(changed)["g"], _num(kind.decode(changed)["t"])) == (1, 104.0)
+        # History: the state as of a time before the change, read with the type's filter
+        ts = max(m.get_timestamp() for m in c.execute(
+            AMPS.Command("sow").set_topic("orders").set_filter(where).set_options("timestamp"))
+            if m.get_command() == "sow" and m.get_data_raw() != kind.body(k="r3", g=1, n=4, s="x3"))
+        c.publish("orders", kind.body(k="r0", g=0, n=1000, s="x0"))
+        c.publish_flush()
+        then = _sow(c, "orders", f"{where} AND {n} > 50", bookmark=ts)
+        now = _sow(c, "orders", f"{where} AND {n} > 50")
+        assert then == [rows[1]]
+        assert sorted(now) == sorted([rows[1], kind.body(k="r0", g=0, n=1000, s="x0")])
+    finally:
+        c.close()
