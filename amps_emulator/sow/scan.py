@@ -396,7 +396,7 @@ class TopicReads(ABC):
             for r in out:
                 r.doc_by(tree.decode)
         if sel is not None and not sel.identity:
-            out = [project(r, sel) for r in out]
+            out = [project(r, sel, self.encode) for r in out]
         return QueryResult(out, len(rows), topic_matches, desc)
 
     def history_cut(self, at: float) -> float:

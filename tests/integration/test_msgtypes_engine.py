@@ -103,22 +103,28 @@ class Box:
 
     def __init__(self) -> None:
         self.q: queue.Queue[tuple[str, bytes]] = queue.Queue()
+        self.other: list[tuple[str, bytes]] = []  # arrived while another kind was awaited
 
     def __call__(self, m) -> None:
         self.q.put((m.get_command(), _raw(m)))
 
     def take(self, n: int, kind: str = "publish") -> list[bytes]:
-        out: list[bytes] = []
+        out = [body for command, body in self.other if command == kind][:n]
+        for body in out:
+            self.other.remove((kind, body))
         while len(out) < n:
             command, body = self.q.get(timeout=5)
             if command == kind:
                 out.append(body)
+            else:
+                self.other.append((command, body))
         return out
 
     def rest(self, client, kind: str = "publish") -> list[bytes]:
         """After a flush round trip: what else arrived (nothing was left in flight)."""
         client.flush(5000)
-        out = []
+        out = [body for command, body in self.other if command == kind]
+        self.other = [x for x in self.other if x[0] != kind]
         while not self.q.empty():
             command, body = self.q.get_nowait()
             if command == kind:
@@ -409,5 +415,57 @@ def test_aggregation_pagination_and_history_on_a_type(derived_srv, kind: Kind) -
         now = _sow(c, "orders", f"{where} AND {n} > 50")
         assert then == [rows[1]]
         assert sorted(now) == sorted([rows[1], kind.body(k="r0", g=0, n=1000, s="x0")])
+    finally:
+        c.close()
+
+
+# -- 6. OOF (match, delete, expire) and select lists on typed bodies --------------------------
+
+def _oof_config(d) -> str:
+    topics = "".join(
+        f"""<Topic><Name>oofs</Name><MessageType>{k.name}</MessageType><Key>{k.path('k')}</Key>
+          <Expiration>enabled</Expiration><FileName>{d}/%n.sow</FileName></Topic>""" for k in KINDS)
+    return f"""<AMPSConfig><Name>oof</Name>{TRANSPORT}<SOW>{topics}</SOW></AMPSConfig>"""
+
+
+@pytest.fixture(scope="module")
+def oof_srv(tmp_path_factory):
+    s = start_server(_oof_config(tmp_path_factory.mktemp("typed-oof")))
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_oof_and_select_lists_on_a_type(oof_srv, kind: Kind) -> None:
+    c = _client(oof_srv, f"oof-{kind.name}", kind.name)
+    try:
+        k, n = kind.path("k"), kind.path("n")
+        for key, num in (("A", 20), ("B", 30)):
+            c.publish("oofs", kind.body(k=key, n=num, x="drop"))
+        c.execute(AMPS.Command("publish").set_topic("oofs").set_expiration(1)
+                  .set_data(kind.body(k="E", n=40, x="drop")))
+        c.publish_flush()
+        box = Box()
+        sub = AMPS.Command("sow_and_subscribe").set_topic("oofs").set_filter(f"{n} > 10") \
+            .set_options(f"oof,select=[-/,+{k},+{n}]")
+        c.execute_async(sub, box)
+        # the select list, written in the type: the key and the number, not x
+        assert sorted(kind.decode(b)["k"] for b in box.take(3, "sow")) == ["A", "B", "E"]
+        c.publish("oofs", kind.body(k="A", n=5, x="drop"))  # out of the filter: oof match
+        c.publish("oofs", kind.body(k="C", n=50, x="drop"))  # in: a selected publish
+        c.publish_flush()
+        (pub,) = box.take(1)
+        assert kind.decode(pub) == {"k": "C", "n": 50}
+        c.sow_delete("oofs", f"{k} = 'B'")  # oof deleted
+        oofs = box.take(3, "oof")  # ... and E expires: oof expired
+        assert sorted((kind.decode(b)["k"], kind.decode(b)["n"]) for b in oofs) == [
+            ("A", 5), ("B", 30), ("E", 40)]
+        assert all(set(kind.decode(b)) == {"k", "n"} for b in oofs)
+        # a select list on a query and on a sow_delete by data of the type
+        assert [kind.decode(b) for b in _sow(c, "oofs", f"{k} = 'C'", options=f"select=[-/,+{n}]")] \
+            == [{"n": 50}]
+        c.execute(AMPS.Command("sow_delete").set_topic("oofs")
+                  .set_data(kind.body(k="C", n=50, x="drop")).add_ack_type("completed"))
+        assert _sow(c, "oofs", f"{k} = 'C'") == []
     finally:
         c.close()
