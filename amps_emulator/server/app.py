@@ -36,6 +36,7 @@ from amps_emulator.server.actions import Actions
 from amps_emulator.server.broker import Broker
 from amps_emulator.server.clock import SystemClock, TestClock
 from amps_emulator.server.connection import Connection
+from amps_emulator.server.event_topics import EventTopics
 from amps_emulator.server.ports import Client, Stoppable
 from amps_emulator.server.queuesvc import QueueService
 from amps_emulator.server.router import Router
@@ -180,6 +181,11 @@ class Server:
         self.actions.publish = self._action_publish
         self.actions.delete = self._action_delete
         self.actions.switch_security = self._action_security
+        #: /AMPS/ClientStatus and /AMPS/SOWStats, published through the message path
+        self.events = EventTopics(
+            self.broker, lambda key, body: publish.publish_message(
+                self.broker, key, body, client_name=self.instance_name),
+            config.sow_stats_interval)
         self._filter_pool: ThreadPoolExecutor | None = None
         self._recheck_timer: asyncio.TimerHandle | None = None  # the next EntitlementTimeout re-check
         #: the replication links (listener and destinations) once started, if configured
@@ -290,6 +296,7 @@ class Server:
                                                   on_expired=self.actions.expired)
             queues.recover()
             publish.register(broker, queues)  # then the queues over it
+        self.events.start()  # /AMPS/SOWStats every SOWStatsInterval
         if self.actions.on_publish or self.actions.on_sow_expire or self.actions.on_sow_delete:
             publish.register(broker, self.actions)  # then the actions
         given = list(sockets) if sockets is not None else []
@@ -387,6 +394,7 @@ class Server:
             broker.queues.close()
         if self.derived is not None:
             self.derived.close()
+        self.events.close()
         if broker.sow is not None:
             broker.sow.close()
         if broker.txlog is not None:
@@ -413,7 +421,10 @@ class Server:
         log.debug("connection %d from %s", conn.conn_id, conn.peer)
 
     def closed(self, client: Client) -> None:
-        self.connections.discard(self._own(client))
+        conn = self._own(client)
+        if conn in self.connections and not self.broker.stopping:
+            self.events.disconnected(client, list(client.subs.values()))
+        self.connections.discard(conn)
         self.broker.forget(client)
         log.debug("connection %d closed", client.conn_id)
 
@@ -472,12 +483,16 @@ class Server:
             # entitlements name topics as clients do; the handlers read (type, name) keys
             if session is None:
                 self._qualify(client, cmd)
+                removed = self.events.unsubscribing(client, cmd)
                 handler(self.broker, client, cmd)
+                self.events.command(client, cmd, removed)  # /AMPS/ClientStatus
             elif entitle.check(self.broker, client, session, cmd):
                 self._qualify(client, cmd)
+                removed = self.events.unsubscribing(client, cmd)
                 handler(self.broker, client, cmd)
                 if cmd.command in entitle.READS:
                     entitle.attach(client, session, cmd)
+                self.events.command(client, cmd, removed)
         except CommandError as exc:
             log.info("%s: %s failed: %s", client.describe(), cmd.command, exc)
             client.fail(cmd, exc.reason)

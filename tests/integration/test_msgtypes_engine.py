@@ -469,3 +469,117 @@ def test_oof_and_select_lists_on_a_type(oof_srv, kind: Kind) -> None:
         assert _sow(c, "oofs", f"{k} = 'C'") == []
     finally:
         c.close()
+
+
+# -- 5. /AMPS/ topics in the subscribing connection's type -------------------------------------
+
+#: how each type names the ClientStatus and SOWStats fields (User Guide, "Event Topics")
+_EVENT_PATHS = {
+    "fix": {"client_name": "/20067", "event": "/20066", "topic": "/20068", "sub_id": "/20070",
+            "stats_topic": "/20066", "records": "/20067", "stats_type": "/20007"},
+    "nvfix": {"client_name": "/client_name", "event": "/event", "topic": "/topic",
+              "sub_id": "/sub_id", "stats_topic": "/topic", "records": "/record_count",
+              "stats_type": "/message_type"},
+    "xml": {"client_name": "/ClientStatus/ClientName", "event": "/ClientStatus/Event",
+            "topic": "/ClientStatus/Tpc", "sub_id": "/ClientStatus/SubId",
+            "stats_topic": "/SOWStats/Topic", "records": "/SOWStats/Records",
+            "stats_type": "/SOWStats/MessageType"},
+    "msgpack": {"client_name": "/ClientStatus/client_name", "event": "/ClientStatus/event",
+                "topic": "/ClientStatus/topic", "sub_id": "/ClientStatus/sub_id",
+                "stats_topic": "/SOWStats/topic", "records": "/SOWStats/record_count",
+                "stats_type": "/SOWStats/message_type"},
+}
+_EVENT_PATHS["json"] = _EVENT_PATHS["msgpack"]
+_EVENT_PATHS["bflat"] = _EVENT_PATHS["nvfix"]
+EVENT_TYPES = ["fix", "nvfix", "xml", "msgpack", "json", "bflat"]
+
+
+def _field(tree: Any, path: str) -> Any:
+    for step in path.strip("/").split("/"):
+        tree = tree[step]
+    return tree
+
+
+def _events_config(d) -> str:
+    return f"""<AMPSConfig><Name>events</Name><SOWStatsInterval>200ms</SOWStatsInterval>
+{TRANSPORT}<SOW>
+  <Topic><Name>orders</Name><MessageType>nvfix</MessageType><Key>/k</Key>
+    <Durability>transient</Durability></Topic>
+  <Topic><Name>/AMPS/SOWStats</Name><MessageType>fix</MessageType><Key>/20066</Key>
+    <Durability>transient</Durability></Topic>
+</SOW></AMPSConfig>"""
+
+
+@pytest.fixture(scope="module")
+def events_srv(tmp_path_factory):
+    s = start_server(_events_config(tmp_path_factory.mktemp("events")))
+    yield s
+    s.stop()
+
+
+@pytest.mark.parametrize("mt", EVENT_TYPES)
+def test_client_status_arrives_in_the_connections_type(events_srv, mt: str) -> None:
+    paths = _EVENT_PATHS[mt]
+    codec = _REG.codec(mt)
+    watcher = _client(events_srv, f"watcher-{mt}", mt)
+    try:
+        got = Box()
+        # a content filter on the event's own field names, as the type spells them
+        watcher.subscribe(got, "/AMPS/ClientStatus", f"{paths['client_name']} = 'watched-{mt}'")
+        watched = _client(events_srv, f"watched-{mt}", "nvfix")
+        watched.subscribe(lambda m: None, "orders", sub_id="s1")
+        watched.execute(AMPS.Command("sow").set_topic("orders"))
+        watched.close()
+        events = [codec.decode(b) for b in got.take(5)]
+        assert [_field(e, paths["event"]) for e in events] == [
+            "logon", "subscribe", "sow", "unsubscribe", "disconnect"]
+        assert all(_field(e, paths["client_name"]) == f"watched-{mt}" for e in events)
+        assert [_field(events[i], paths["topic"]) for i in (1, 2, 3)] == ["orders"] * 3
+        assert _field(events[1], paths["sub_id"]) == "s1"
+    finally:
+        watcher.close()
+
+
+def test_a_binary_connection_gets_no_event_topic_messages(events_srv) -> None:
+    binary = _client(events_srv, "binary-watcher", "binary")
+    json_watch = _client(events_srv, "json-watcher", "json")
+    try:
+        nothing, some, catch_all, internal = Box(), Box(), Box(), Box()
+        binary.subscribe(nothing, "/AMPS/ClientStatus")
+        json_watch.subscribe(some, "/AMPS/ClientStatus", "/ClientStatus/client_name = 'seen'")
+        # a regex reaches the event topics only when it names them [unverified]
+        json_watch.subscribe(catch_all, ".*", "/ClientStatus/client_name = 'seen'")
+        json_watch.subscribe(internal, "^/AMPS/.*", "/ClientStatus/client_name = 'seen'")
+        _client(events_srv, "seen", "json").close()
+        assert len(some.take(2)) == 2  # logon, disconnect
+        assert len(internal.take(2)) == 2
+        assert nothing.rest(binary) == []
+        assert catch_all.rest(json_watch) == []
+    finally:
+        binary.close()
+        json_watch.close()
+
+
+@pytest.mark.parametrize("mt", EVENT_TYPES)
+def test_sow_stats_arrive_in_the_connections_type_and_a_sow_topic_keeps_them(events_srv,
+                                                                          mt: str) -> None:
+    paths = _EVENT_PATHS[mt]
+    codec = _REG.codec(mt)
+    c = _client(events_srv, f"stats-{mt}", mt)
+    pub = _client(events_srv, f"stats-pub-{mt}", "nvfix")
+    try:
+        pub.publish("orders", f"k={mt}\x01n=1\x01")
+        pub.publish_flush()
+        got = Box()
+        c.subscribe(got, "/AMPS/SOWStats", f"{paths['stats_topic']} = 'orders'")
+        (stats,) = [codec.decode(b) for b in got.take(1)]
+        assert _field(stats, paths["stats_type"]) == "nvfix"
+        assert int(_field(stats, paths["records"])) >= 1
+        # the fix SOW topic /AMPS/SOWStats keeps the latest per topic (Key /20066)
+        fix = _client(events_srv, f"stats-fix-{mt}", "fix")
+        stored = {r["20066"]: r for r in map(_REG.codec("fix").decode, _sow(fix, "/AMPS/SOWStats"))}
+        fix.close()
+        assert stored["orders"]["20007"] == "nvfix"
+    finally:
+        c.close()
+        pub.close()
