@@ -85,22 +85,24 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
 def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
     """A record an upstream instance replicated, already in the journal with its original
     bookmark and time (``Journal.append_replicated``): applied like a local publish, delta
-    publish or sow_delete (SOW, subscribers, listeners), acking no client."""
+    publish or sow_delete (SOW, subscribers, listeners), acking no client. The record's
+    topic is (type, name): its key."""
     sow = broker.sow
-    sow_topic = sow.get(rec.topic) if sow is not None else None
+    topic = rec.key
+    sow_topic = sow.get(topic) if sow is not None else None
     if rec.kind == RecordKind.SOW_DELETE:
         if sow_topic is not None:
             broker.turn.request()
             result = apply_record(sow_topic, rec)
             if isinstance(result, DeleteResult):
-                removed(broker, rec.topic, result.records, reasons.OOF_DELETED)
+                removed(broker, topic, result.records, reasons.OOF_DELETED)
         return
     doc = UNDECODED
     key = None
     if sow_topic is not None:
-        doc = broker.bodies.decode(rec.body, rec.topic)
+        doc = broker.bodies.decode(rec.body, topic)
         key = sow_topic.key_for(doc, rec.sow_key)
-    _deliver(broker, rec.topic, rec.body, rec.kind == _DELTA, rec, rec.client_name,
+    _deliver(broker, topic, rec.body, rec.kind == _DELTA, rec, rec.client_name,
              rec.correlation_id, rec.sow_key, rec.expiration, sow_topic, doc, key)
 
 

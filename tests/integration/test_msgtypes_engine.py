@@ -583,3 +583,45 @@ def test_sow_stats_arrive_in_the_connections_type_and_a_sow_topic_keeps_them(eve
     finally:
         c.close()
         pub.close()
+
+
+# -- replication: a Destination's Filter reads a typed record with the instance's codecs --------
+
+def _repl_node(name: str, d, *, listen: int | None = None, dest: int | None = None) -> str:
+    repl = "" if listen is None else (
+        f"<Transport><Name>repl</Name><Type>amps-replication</Type>"
+        f"<InetAddr>127.0.0.1:{listen}</InetAddr></Transport>")
+    destination = "" if dest is None else f"""<Replication><Destination>
+        <Name>B</Name><Group>B</Group><SyncType>async</SyncType>
+        <Topic><Name>orders</Name><MessageType>nvfix</MessageType><Filter>/x = 'yes'</Filter></Topic>
+        <Transport><Type>amps-replication</Type><InetAddr>127.0.0.1:{dest}</InetAddr>
+          <ReconnectTimeout>0.05</ReconnectTimeout></Transport></Destination></Replication>"""
+    return f"""<AMPSConfig><Name>{name}</Name>
+<Transports><Transport><Name>any</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
+  <Protocol>amps</Protocol></Transport>{repl}</Transports>
+<TransactionLog><JournalDirectory>{d}/journal</JournalDirectory>
+  <Topic><Name>.*</Name><MessageType>nvfix</MessageType></Topic></TransactionLog>
+{destination}</AMPSConfig>"""
+
+
+def test_a_replication_filter_reads_a_typed_record(tmp_path) -> None:
+    from tests.procserver import free_port
+
+    port = free_port()
+    b = start_server(_repl_node("B", tmp_path / "b", listen=port))
+    a = start_server(_repl_node("A", tmp_path / "a", dest=port))
+    try:
+        sub = _client(b, "on-b", "nvfix")
+        got = Box()
+        sub.subscribe(got, "orders")
+        pub = _client(a, "on-a", "nvfix")
+        bodies = [b"k=1\x01x=yes\x01", b"k=2\x01x=no\x01", b"k=3\x01x=yes\x01"]
+        for body in bodies:
+            pub.publish("orders", body)
+        pub.publish_flush()
+        assert got.take(2) == [bodies[0], bodies[2]]  # in order: k=2 was not sent
+        pub.close()
+        sub.close()
+    finally:
+        a.stop()
+        b.stop()
