@@ -625,3 +625,40 @@ def test_a_replication_filter_reads_a_typed_record(tmp_path) -> None:
     finally:
         a.stop()
         b.stop()
+
+
+# -- a paginated subscription and a conflated delta subscription on a type ---------------------
+
+@pytest.mark.parametrize("kind", KINDS, ids=IDS)
+def test_a_paginated_window_and_a_conflated_delta_subscription_on_a_type(oof_srv, kind: Kind) -> None:
+    c = _client(oof_srv, f"page-{kind.name}", kind.name)
+    try:
+        k, n = kind.path("k"), kind.path("n")
+        rows = {key: kind.body(k=key, n=num, x="p") for key, num in (("P1", 100), ("P2", 300), ("P3", 200))}
+        for b in rows.values():
+            c.publish("oofs", b)
+        c.publish_flush()
+        window = Box()
+        page = AMPS.Command("sow_and_subscribe").set_topic("oofs") \
+            .set_filter(f"{k} BEGINS WITH 'P'").set_order_by(f"{n} DESC").set_top_n(2) \
+            .set_options(f"select=[-/,+{k},+{n}]")
+        c.execute_async(page, window)
+        assert [kind.decode(b) for b in window.take(2, "sow")] == [
+            {"k": "P2", "n": 300}, {"k": "P3", "n": 200}]
+        c.publish("oofs", kind.body(k="P4", n=250, x="p"))  # enters the window, written selected
+        c.publish_flush()
+        assert [kind.decode(b) for b in window.take(1)] == [{"k": "P4", "n": 250}]
+        # a delta subscription conflated over 100ms: one merged delta, in the type
+        deltas = Box()
+        c.execute_async(AMPS.Command("delta_subscribe").set_topic("oofs")
+                        .set_filter(f"{k} = 'P1'").set_options("conflation=100ms"), deltas)
+        c.publish("oofs", kind.body(k="P1", n=101, x="p"))
+        c.publish("oofs", kind.body(k="P1", n=102, x="q"))
+        c.publish_flush()
+        (merged,) = deltas.take(1)
+        assert kind.decode(merged) == {"k": "P1", "n": 102, "x": "q"}
+        c.publish("oofs", kind.body(k="P1", n=103, x="q"))
+        c.publish_flush()
+        assert [kind.decode(b) for b in deltas.take(1)] == [{"k": "P1", "n": 103}]
+    finally:
+        c.close()
