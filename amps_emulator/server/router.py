@@ -38,8 +38,9 @@ class ReadEntitlement:
         self.regex = regex  # a regex subscription: concrete topics unentitled are skipped
 
     def grant(self, topic: str) -> TopicGrant | None:
-        """The read grant for a concrete topic (cached by the permissions), None: skip it."""
-        return self.permissions.read_grant(self.message_type, topic)
+        """The read grant for a concrete topic key (cached by the permissions), None: skip
+        it. Permissions name topics as clients do: the key's name, of this type."""
+        return self.permissions.read_grant(self.message_type, split_topic(topic)[0])
 
 
 class Subscription:

@@ -662,3 +662,38 @@ def test_a_paginated_window_and_a_conflated_delta_subscription_on_a_type(oof_srv
         assert [kind.decode(b) for b in deltas.take(1)] == [{"k": "P1", "n": 103}]
     finally:
         c.close()
+
+
+# -- entitlement filters read a typed body with the type's codec ------------------------------
+
+def test_entitlement_read_and_write_filters_on_a_typed_topic(tmp_path) -> None:
+    from tests.integration.test_entitlements import serve, web_config, with_user
+
+    xml = web_config(tmp_path, {
+        "alice": {"topic": [{"topic": "test", "read": "/x = 'ok'", "write": "/x = 'ok'"}]},
+        "admin": {"topic": [{"topic": ".*", "read": True, "write": True}]}}, sow=False)
+    xml = xml.replace("<MessageType>json</MessageType>", "")  # one transport of every type
+    srv = serve(tmp_path, xml)
+    try:
+        def nvfix(user: str):
+            c = AMPS.Client(user)
+            c.connect(with_user(srv.uri, user).rsplit("/amps", 1)[0] + "/amps/nvfix")
+            c.logon(5000)
+            return c
+
+        alice, admin = nvfix("alice"), nvfix("admin")
+        got = Box()
+        alice.subscribe(got, "test")
+        alice.execute(AMPS.Command("publish").set_topic("test").set_data("k=1\x01x=ok\x01")
+                      .add_ack_type("processed"))
+        with pytest.raises(AMPS.NotEntitledException):
+            alice.execute(AMPS.Command("publish").set_topic("test").set_data("k=2\x01x=no\x01")
+                          .add_ack_type("processed"))
+        admin.publish("test", "k=3\x01x=no\x01")  # hidden from alice by her read filter
+        admin.publish("test", "k=4\x01x=ok\x01")
+        admin.publish_flush()
+        assert got.take(2) == [b"k=1\x01x=ok\x01", b"k=4\x01x=ok\x01"]
+        alice.close()
+        admin.close()
+    finally:
+        srv.stop()
