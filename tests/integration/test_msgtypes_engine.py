@@ -267,6 +267,11 @@ def test_a_typed_queue_barrier_and_a_subscriber_filter_on_a_tag(queue_srv, kind:
         assert got.rest(work) == []
         # a sow query on the queue, filtered on a typed field: what nobody leased
         assert sorted(_sow(pub, "picks", f"{kind.path('n')} >= 0")) == sorted([picks[0], picks[2]])
+        # an aggregated query over the queue, written in the queue's type
+        agg = AMPS.Command("sow").set_topic("picks").set_options(
+            f"grouping=[{kind.path('g')}],projection=[COUNT({kind.path('n')}) AS {kind.path('t')}]")
+        (row,) = [kind.decode(_raw(m)) for m in pub.execute(agg) if m.get_command() == "sow"]
+        assert _num(row["t"]) == 2.0
     finally:
         pub.close()
         work.close()
