@@ -39,7 +39,7 @@ from amps_emulator.protocol.msgtypes import (
     XmlCodec,
 )
 from amps_emulator.protocol.topics import display_name, qualify
-from amps_emulator.server.ports import ServiceHost
+from amps_emulator.server.ports import ServiceHost, Timer
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -115,7 +115,7 @@ class EventTopics:
         self.server = server
         self._publish = publish
         self.interval = interval
-        self._timer: Any = None
+        self._timer: Timer | None = None
         self._types: list[tuple[str, MessageCodec]] | None = None
 
     # -- which types read the events ----------------------------------------------------------
