@@ -105,4 +105,6 @@ def dump_config_object(cfg: Config, notes: Iterable[str] = ()) -> str:
               for t in txlog.topics)))
     if cfg.sow_directory:
         root.children.append(_elem("SOWDirectory", cfg.sow_directory))
+    if cfg.sow_stats_interval is not None:
+        root.children.append(_elem("SOWStatsInterval", f"{cfg.sow_stats_interval:g}s"))
     return node_to_xml(root, notes)

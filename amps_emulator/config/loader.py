@@ -63,6 +63,7 @@ _TOP_SPEC = Spec(
         "Entitlement": Elem("entitlement", node=_SECTION),
         "ClientMessageAgeLimit": Elem("client_message_age_limit",
                                       positive(parse_duration, "ClientMessageAgeLimit")),
+        "SOWStatsInterval": Elem("sow_stats_interval", positive(parse_duration, "SOWStatsInterval")),
         # emulator extensions
         "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
         "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
@@ -73,7 +74,7 @@ _TOP_SPEC = Spec(
         "UserDefinedFunctions", "ProcessName", "Environment",
         "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
         "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
-        "SOWStatisticsInterval", "SOWStatsInterval", "RegexTopicSupport", "MessageMemoryLimit",
+        "SOWStatisticsInterval", "RegexTopicSupport", "MessageMemoryLimit",
         "MessageDiskLimit", "MessageDiskPath", "ClientMaxCapacity",
     }),
     ignore_notes={
@@ -195,7 +196,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
             line=where_repl.line if where_repl is not None else 0,
             destinations=destinations, min_sync_destinations=min_sync),
         message_types=tuple(ctx.message_types), message_type_decls=message_type_decls,
-        sow_directory=ctx.sow_directory,
+        sow_directory=ctx.sow_directory, sow_stats_interval=v.get("sow_stats_interval"),
         source=source, warnings=tuple(ctx.warnings),
     )
 

@@ -25,7 +25,7 @@ __all__ = ["read_message_types"]
 _SEPARATORS = {"FieldSeparator": "field_separator", "HeaderSeparator": "header_separator",
                "MessageSeparator": "message_separator"}
 _NOTED = {
-    "AMPSVersionCompliance": "the FIX tags of /AMPS/ topics are not built by the emulator",
+    "AMPSVersionCompliance": "the emulator writes /AMPS/SOWStats with the default FIX tags",
     "EarlyTerminationOptimization": "the emulator's JSON reader keeps the last value of a "
                                     "duplicated field",
 }

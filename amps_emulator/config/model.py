@@ -416,6 +416,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: MessageTypes/MessageType, in file order (what the server builds its codecs from)
     message_type_decls: tuple[MessageTypeDecl, ...] = ()
     sow_directory: str | None = None  # [emulator] SOWDirectory: where the emulator keeps SOW data
+    #: SOWStatsInterval (seconds): how often /AMPS/SOWStats is published (None: never)
+    sow_stats_interval: float | None = None
     #: the Authentication/Entitlement blocks, resolved per transport and for Admin by the auth
     #: layer; None when the configuration has none (nothing is checked)
     security: SecurityConfig | None = None

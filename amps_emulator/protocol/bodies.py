@@ -1,44 +1,74 @@
-"""The codecs a running server reads bodies with, by message type name.
+"""The codecs one running server reads and writes bodies with, by topic key or type name.
 
-The server installs its instance's registry (:func:`install`) when it starts; the layers
-that read bodies without a server at hand (the SOW topic, the fan-out, replay) ask here for
-the tree of a body of a type (:func:`decode_or_none`). JSON never comes here: its path reads
-bodies with msgspec directly, as it always did.
+A :class:`Bodies` belongs to one server: the composition root builds it from the config's
+``MessageTypes`` (:func:`msgtypes.build_registry`) and hands it to what reads bodies (the
+broker carries it for the fan-out, the message path, replay and conflation; the SOW gets the
+registry and gives each typed topic its codec). Two servers in one process that declare the
+same type name with different settings (a ``fix`` with ``FieldSeparator 124`` in one, the
+default in the other) each read with their own. Nothing here is module state.
 
-The table is per process: two servers in one process that declare the same type name with
-different settings (a ``fix`` with ``FieldSeparator 124`` in one, the default in the other)
-share the last one installed.
+JSON keeps its own path: a topic key without a type (:func:`topics.qualify`) is read with
+msgspec directly, as it always was.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import msgspec
+
 from amps_emulator.protocol.msgtypes import CodecError, MessageCodec, MessageTypeRegistry
-from amps_emulator.protocol.msgtypes import build_registry as _build_registry
+from amps_emulator.protocol.topics import TYPE_SEP, type_of
 
-__all__ = ["install", "codec_for", "decode_or_none", "TreeDecoder"]
+__all__ = ["Bodies", "TreeDecoder", "decode_json"]
 
-_registry: MessageTypeRegistry = _build_registry()
-
-
-def install(registry: MessageTypeRegistry) -> None:
-    """Bodies are read with ``registry``'s codecs from now on."""
-    global _registry
-    _registry = registry
+_json_decode = msgspec.json.decode
+_json_encode = msgspec.json.encode
 
 
-def codec_for(message_type: str) -> MessageCodec:
-    """The codec of ``message_type`` (``MessageTypeConfigError`` if unknown)."""
-    return _registry.codec(message_type)
-
-
-def decode_or_none(body: bytes, message_type: str) -> Any:
-    """The field tree of ``body`` (``None``: the body is malformed for its type)."""
+def decode_json(body: bytes) -> Any:
+    """The tree of a JSON body (``None``: not JSON, or nested too deep to read)."""
     try:
-        return _registry.codec(message_type).decode(bytes(body))
-    except CodecError:
+        return _json_decode(body)
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
+
+
+class Bodies:
+    """One server's body readers and writers (see the module docstring)."""
+
+    __slots__ = ("registry",)
+
+    def __init__(self, registry: MessageTypeRegistry) -> None:
+        self.registry = registry
+
+    def codec(self, message_type: str) -> MessageCodec:
+        """The codec of ``message_type`` (``MessageTypeConfigError`` if unknown)."""
+        return self.registry.codec(message_type)
+
+    def decode_typed(self, body: bytes, message_type: str) -> Any:
+        """The field tree of ``body`` of ``message_type`` (``None``: malformed for it)."""
+        if message_type == "json":
+            return decode_json(body)
+        try:
+            return self.registry.codec(message_type).decode(bytes(body))
+        except CodecError:
+            return None
+
+    def decode(self, body: bytes, topic: str) -> Any:
+        """The tree of ``body`` published to the topic key ``topic``: JSON, or the codec of
+        the topic's type (``None``: malformed for its type)."""
+        if TYPE_SEP not in topic:
+            return decode_json(body)
+        return self.decode_typed(body, type_of(topic))
+
+    def encoder(self, topic: str) -> Callable[[Any], bytes]:
+        """What writes a body the server builds (a select list, a delta, a view record) for
+        the topic key ``topic`` (the writer may raise :class:`CodecError`)."""
+        if TYPE_SEP not in topic:
+            return _json_encode
+        return self.registry.codec(type_of(topic)).encode
 
 
 class TreeDecoder:

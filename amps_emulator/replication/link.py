@@ -59,9 +59,13 @@ class ApplyPort(Protocol):
 class Selection:
     """Whether a record goes to one destination, whose remote instance is ``peer_name``."""
 
-    def __init__(self, dest: Destination, peer_name: str) -> None:
+    def __init__(self, dest: Destination, peer_name: str,
+                 decode: Callable[[bytes, str], Any] | None = None) -> None:
+        """``decode(body, message_type)``: the instance's body reader (its codecs), for a
+        ``Filter`` on a topic of another type than json (default: json only)."""
         self.dest = dest
         self.peer_name = peer_name
+        self._decode = decode
         self._filters: dict[str, CompiledFilter] = {}
         #: (topic, message type) -> the Topic that selects it (Destination.selects, per record
         #: otherwise: a regex test per Topic)
@@ -88,7 +92,9 @@ class Selection:
             return False
         if topic.filter is not None and rec.kind != RecordKind.SOW_DELETE:
             ctx = MessageContext(topic=rec.topic, bookmark=rec.bookmark_str, sow_key=rec.sow_key)
-            return bool(self._filters[topic.filter](decode_body(rec.body), ctx))  # not JSON: no match
+            decode = self._decode
+            doc = decode_body(rec.body) if decode is None else decode(rec.body, rec.message_type)
+            return bool(self._filters[topic.filter](doc, ctx))
         return True
 
 

@@ -404,7 +404,9 @@ class ReplicationService:
             writer.write(refuse_frame(exc.reason))
             await writer.drain()
             raise
-        sender = Sender(self._journal(), Selection(dest, remote.name), local_name=self.name,
+        # a Filter reads a typed record with this instance's codecs
+        selection = Selection(dest, remote.name, self.broker.bodies.decode_typed)
+        sender = Sender(self._journal(), selection, local_name=self.name,
                         local_group=self.group)
         sender.start(remote.hw)
         self.connected[dest.name] = remote.name

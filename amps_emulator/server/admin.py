@@ -465,9 +465,10 @@ class AdminServer:
             return ops.queue_contents(s, segs[1])
         if what == "queues":
             svc = s.queuesvc
-            return {"queues": [{"queue": n, "depth": x.engine.depth,
+            return {"queues": [{"queue": x.name, "depth": x.engine.depth,
                                 "leased": x.engine.leased_count}
-                               for n, x in sorted(svc.queues.items())] if svc else []}
+                               for x in sorted(svc.queues.values(), key=lambda x: x.key)]
+                    if svc else []}
         if what == "journal":
             return ops.journal_range(
                 s, q.get("from"), q.get("to"),

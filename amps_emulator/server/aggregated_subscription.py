@@ -21,10 +21,12 @@ subscriptions. :class:`GroupTracker` is the bookkeeping, shared with views
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame_raw, json_str
+from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.topics import display_name
 from amps_emulator.sow import delta_message
 from amps_emulator.sow.delta import encode as encode_doc
@@ -45,10 +47,13 @@ class GroupTracker:
     """Which records of ``topic`` are in which group of an aggregation, and each group's
     last aggregated record. ``domain`` seeds the groups' SowKeys."""
 
-    def __init__(self, topic: Topic, spec: Aggregation, domain: str) -> None:
+    def __init__(self, topic: Topic, spec: Aggregation, domain: str,
+                 encode: Callable[[Any], bytes] = encode_doc) -> None:
+        """``encode``: writes the aggregated records (the output message type's codec)."""
         self.topic = topic
         self.spec = spec
         self.domain = domain
+        self.encode = encode
         self._group_of = spec.aggregator(domain)._key
         self._members: dict[Any, set[str]] = {}
         self._group: dict[str, Any] = {}  # SowKey -> its group
@@ -59,7 +64,7 @@ class GroupTracker:
 
     def load(self, records: list[Record]) -> list[Record]:
         """Start from ``records`` (the members); returns the groups' aggregated records."""
-        agg = self.spec.aggregator(self.domain)
+        agg = self.spec.aggregator(self.domain, self.encode)
         agg.add(records)
         results = agg.results()
         self.adopt(records, agg, results)
@@ -109,7 +114,7 @@ class GroupTracker:
             self.last.pop(group, None)
             return None, previous
         recs.sort(key=lambda r: (r.seq, r.sow_key))  # the topic's natural order
-        out = self.last[group] = self.spec.aggregate(recs, self.domain)[0]
+        out = self.last[group] = self.spec.aggregate(recs, self.domain, self.encode)[0]
         return out, previous
 
 
@@ -118,7 +123,7 @@ class AggregatedSubscription(LiveState):
         super().__init__()
         self.topic = topic
         self.delta = delta
-        self.groups = GroupTracker(topic, spec, topic.spec.name)
+        self.groups = GroupTracker(topic, spec, topic.spec.name, topic.encode)
 
     def load(self, records: list[Record], agg: Aggregator, results: list[Record]) -> None:
         """The records matching at the query's snapshot, and the query's aggregation."""
@@ -153,6 +158,9 @@ class AggregatedSubscription(LiveState):
             body = out.data
             if self.delta and previous is not None:
                 change, _ = delta_message(previous.doc, out.doc, self.groups.spec.grouping)
-                body = encode_doc(change)
+                try:
+                    body = self.topic.encode(change)
+                except CodecError:  # the type cannot write this delta: the whole record
+                    body = out.data
             sub.conn.send(frame_raw(head + delivery_tail(None, None, out.sow_key, None, None),
                                     body))

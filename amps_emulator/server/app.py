@@ -25,10 +25,8 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-import msgspec
-
 from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
-from amps_emulator.protocol import bodies, reasons
+from amps_emulator.protocol import reasons
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
@@ -39,6 +37,7 @@ from amps_emulator.server.actions.engine import ON_CONNECT, ON_DISCONNECT
 from amps_emulator.server.broker import Broker
 from amps_emulator.server.clock import SystemClock, TestClock
 from amps_emulator.server.connection import Connection
+from amps_emulator.server.event_topics import EventTopics
 from amps_emulator.server.ports import Client, Stoppable
 from amps_emulator.server.queuesvc import QueueService
 from amps_emulator.server.router import Router
@@ -126,24 +125,6 @@ def listeners_from_config(config: Any) -> list[Listener]:
     return out
 
 
-def _json_derived_only(config: Any) -> Any:
-    """``config`` without the queues, views and conflated topics of another message type than
-    json, which the emulator does not build yet (each logged once); the config as is when it
-    has none."""
-    kinds = (("queues", "Queue"), ("views", "View"), ("conflated_topics", "ConflatedTopic"))
-    other = [(attr, tag, d) for attr, tag in kinds for d in getattr(config, attr, ())
-             if getattr(d, "message_type", "json") != "json"]
-    if not other:
-        return config
-    for _attr, tag, d in other:
-        log.warning("%s:%s: <%s> %r (%s) is not served: the emulator builds queues, views and "
-                    "conflated topics for json messages only", d.file, d.line, tag, d.name,
-                    d.message_type)
-    return msgspec.structs.replace(config, **{
-        attr: tuple(d for d in getattr(config, attr) if d.message_type == "json")
-        for attr, _tag in kinds})
-
-
 class Server:
     def __init__(self, config: Any, *, clock: Callable[[], float] = time.monotonic,
                  wallclock: Callable[[], float] = time.time,
@@ -158,7 +139,7 @@ class Server:
         ``admin``: ``HOST:PORT`` of the Admin HTTP interface (default: the config's
         ``Admin/InetAddr``, if any), started above the root by ``admin.start_admin``.
         ``server_version``: the AMPS version logon acks and the Admin tree report."""
-        self.config = config = _json_derived_only(config)
+        self.config = config
         self.keep_readable_journal = keep_readable_journal
         self.logon_timeout = logon_timeout
         #: the most bytes all connections together may hold in buffered frames (partial
@@ -180,14 +161,13 @@ class Server:
         #: the end of every turn: SOW commit, journal, then writes (:mod:`server.turn`)
         self.turn = Turn()
         #: what the handlers read (:mod:`server.broker`): built here, filled in by start()
+        # the codecs of every message type the config declares, this server's own, built
+        # before any SOW topic (a topic of another type than json reads its bodies with them)
         self.broker = Broker(instance_name=config.name, timebase=timebase, turn=self.turn,
                              memory=memory, strict_recovery=strict_recovery,
-                             server_version=server_version)
+                             server_version=server_version,
+                             message_types=build_registry(config.message_type_decls))
         self.broker.drop_client = self.closed
-        # the codecs of every message type the config declares, built before any SOW topic
-        # (a topic of another type than json reads its bodies with its codec)
-        self.broker.message_types = build_registry(config.message_type_decls)
-        bodies.install(self.broker.message_types)
         if config.security is not None:
             self.broker.security = SecurityLayer(config.security, [t.name for t in config.transports])
         self._conn_ids = itertools.count(1)
@@ -208,6 +188,11 @@ class Server:
         # the actions act through the message path like a client, and on the server through
         # the ActionHost methods below
         self.actions = Actions(self.instance_name, config.actions, self.broker, host=self)
+        #: /AMPS/ClientStatus and /AMPS/SOWStats, published through the message path
+        self.events = EventTopics(
+            self.broker, lambda key, body: publish.publish_message(
+                self.broker, key, body, client_name=self.instance_name),
+            config.sow_stats_interval)
         self._filter_pool: ThreadPoolExecutor | None = None
         self._recheck_timer: asyncio.TimerHandle | None = None  # the next EntitlementTimeout re-check
         #: the replication links (listener and destinations) once started, if configured
@@ -309,6 +294,7 @@ class Server:
                                                   on_expired=self.actions.expired)
             queues.recover()
             publish.register(broker, queues)  # then the queues over it
+        self.events.start()  # /AMPS/SOWStats every SOWStatsInterval
         if self.actions.listens:
             publish.register(broker, self.actions)  # then the actions
         if self.actions.watches_clients:
@@ -415,6 +401,7 @@ class Server:
             broker.queues.close()
         if self.derived is not None:
             self.derived.close()
+        self.events.close()
         if broker.sow is not None:
             broker.sow.close()
         if broker.txlog is not None:
@@ -444,6 +431,8 @@ class Server:
     def closed(self, client: Client) -> None:
         conn = self._own(client)
         known = conn in self.connections
+        if known and not self.broker.stopping:
+            self.events.disconnected(client, list(client.subs.values()))
         self.connections.discard(conn)
         self.broker.forget(client)
         log.debug("connection %d closed", client.conn_id)
@@ -505,12 +494,16 @@ class Server:
             # entitlements name topics as clients do; the handlers read (type, name) keys
             if session is None:
                 self._qualify(client, cmd)
+                removed = self.events.unsubscribing(client, cmd)
                 handler(self.broker, client, cmd)
+                self.events.command(client, cmd, removed)  # /AMPS/ClientStatus
             elif entitle.check(self.broker, client, session, cmd):
                 self._qualify(client, cmd)
+                removed = self.events.unsubscribing(client, cmd)
                 handler(self.broker, client, cmd)
                 if cmd.command in entitle.READS:
                     entitle.attach(client, session, cmd)
+                self.events.command(client, cmd, removed)
             else:
                 return
             if cmd.command in _SUBSCRIPTION_COMMANDS and self.actions.watches_subscriptions:

@@ -18,6 +18,7 @@ import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from amps_emulator.protocol.bodies import Bodies
 from amps_emulator.protocol.msgtypes import MessageTypeRegistry, build_registry
 from amps_emulator.server import replay
 from amps_emulator.server.router import Router, Subscription
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
 class Broker:
     def __init__(self, *, instance_name: str, timebase: Timebase, turn: Turn,
                  memory: bool = False, strict_recovery: bool = False,
-                 server_version: str = SERVER_VERSION) -> None:
+                 server_version: str = SERVER_VERSION,
+                 message_types: MessageTypeRegistry | None = None) -> None:
         self.instance_name = instance_name
         #: the AMPS version this server announces (logon acks, the Admin tree); per server,
         #: so two servers in one process may differ (``--server-version``)
@@ -47,9 +49,12 @@ class Broker:
         #: refuse to start when acked data is found missing
         self.strict_recovery = strict_recovery
         self.router = Router()
-        #: the message types this instance serves (the config's MessageTypes; the root
-        #: builds it and installs it for the body readers, :mod:`protocol.bodies`)
-        self.message_types: MessageTypeRegistry = build_registry()
+        #: the message types this instance serves (the config's MessageTypes, built by the
+        #: root; the predeclared types when none is given)
+        self.message_types: MessageTypeRegistry = (
+            message_types if message_types is not None else build_registry())
+        #: the codecs every reader of bodies of this server uses (:mod:`protocol.bodies`)
+        self.bodies = Bodies(self.message_types)
         # -- sessions
         self.by_name: dict[str, Client] = {}  # logged-on clients by client name
         self.client_seqs: dict[str, int] = {}  # publish de-duplication high-water marks

@@ -28,12 +28,13 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter.values import resolve
+from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name
 from amps_emulator.sow.delta import merge
 from amps_emulator.sow.paths import PathError, parse_path
 
-from .delivery import UNDECODED, decode_body, decode_or_none, delivery_tail, selected
+from .delivery import UNDECODED, delivery_tail, selected
 from .ports import ServiceHost
 
 if TYPE_CHECKING:
@@ -136,7 +137,7 @@ class Conflator:
     def _key(self, msg: Any) -> Any:
         if self.keys is None:
             return (msg.topic, msg.sow_key)
-        doc = msg.doc if msg.doc is not UNDECODED else decode_body(msg.body, msg.topic)
+        doc = msg.doc if msg.doc is not UNDECODED else self.server.bodies.decode(msg.body, msg.topic)
         return (msg.topic, _encode([resolve(doc, p) for p in self.keys]))
 
     def hold(self, msg: Any, delta_body: bytes | None) -> None:
@@ -151,7 +152,7 @@ class Conflator:
             self._arm(held.deadline)
         held.msg = msg
         if delta_body is not None:
-            d = decode_or_none(delta_body)
+            d = self.server.bodies.decode(delta_body, msg.topic)
             held.delta = d if held.delta is None else merge(held.delta, d)
         else:
             held.delta = None
@@ -186,9 +187,16 @@ class Conflator:
         msg, sub = held.msg, self.sub
         ts = format_timestamp(round(held.first_ts * 1_000_000)) \
             if "timestamp" in sub.options else None
-        body = msg.body if held.delta is None else _encode(held.delta)
+        bodies = self.server.bodies
+        encode = bodies.encoder(msg.topic)
+        body = msg.body
+        if held.delta is not None:
+            try:
+                body = encode(held.delta)
+            except CodecError:  # the type cannot write the merged delta: the whole message
+                body = msg.body
         if sub.select is not None:
-            body = selected(body, sub.select)
+            body = selected(body, sub.select, bodies.decode(body, msg.topic), encode)
         head = b'{"c":"p","t":' + json_str(display_name(msg.topic)) + b',"sids":' + json_str(sub.sub_id)
         sub.conn.send(frame_raw(head + delivery_tail(msg.bookmark, msg.correlation_id,
                                                      msg.sow_key, msg.expiration, ts), body))

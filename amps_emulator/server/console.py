@@ -48,8 +48,8 @@ def page(server: Server, faults: list[dict] | None = None) -> str:
     options = "".join(f"<option>{_e(n)}</option>" for n, _ in topics)
     queues = sorted(s.queuesvc.queues.items()) if s.queuesvc is not None else []
     queue_rows = "".join(
-        f"<tr><td>{_e(n)}</td><td>{q.engine.depth}</td><td>{q.engine.leased_count}</td>"
-        f"<td>{len(q.subs)}</td></tr>" for n, q in queues) \
+        f"<tr><td>{_e(q.name)}</td><td>{q.engine.depth}</td><td>{q.engine.leased_count}</td>"
+        f"<td>{len(q.subs)}</td></tr>" for _key, q in queues) \
         or "<tr><td colspan=4>no queues</td></tr>"
     client_rows = "".join(
         f"<tr><td>{_e(client_id(c))}</td><td>{_e(c.peer)}</td><td>"

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 
-from amps_emulator.protocol import bodies
 from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
@@ -25,6 +24,7 @@ from amps_emulator.sow.delta import changed_fields
 from amps_emulator.sow.query import apply_select
 
 if TYPE_CHECKING:
+    from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.server.router import ReadEntitlement, Router, Subscription
     from amps_emulator.sow.query import Select
 
@@ -35,6 +35,8 @@ class FanoutHost(Protocol):
 
     router: Router
     stats: dict[str, int]
+    #: the server's codecs (typed topics are read and written with them)
+    bodies: Bodies
 
     def wallclock(self) -> float: ...
 
@@ -61,21 +63,6 @@ def decode_or_none(body: bytes) -> Any:
         return _decode(body)
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # too deep: no document
         return None
-
-
-def decode_body(body: bytes, topic: str) -> Any:
-    """The tree of ``body`` published to the topic key ``topic``: JSON, or the codec of the
-    topic's type (``None``: malformed for its type)."""
-    if TYPE_SEP not in topic:
-        return decode_or_none(body)
-    return bodies.decode_or_none(body, type_of(topic))
-
-
-def encoder_for(topic: str) -> Callable[[Any], bytes]:
-    """What writes a body the server builds (a select list) for the topic key ``topic``."""
-    if TYPE_SEP not in topic:
-        return _encode
-    return bodies.codec_for(type_of(topic)).encode
 
 
 def delivery_tail(bm: str | None, correlation_id: str | None, sow_key: str | None,
@@ -214,7 +201,7 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
     for sub in subs:
         ent = sub.entitlement
         if ent is not None:  # security is configured (server.entitle)
-            shape = _entitled(msg, sub, ent)
+            shape = _entitled(server.bodies, msg, sub, ent)
             if shape is not None:
                 if shape >= 0:
                     _add(targets, (sub.conn, shape, sub.select), sub.sub_id)
@@ -222,13 +209,13 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
             doc = msg.doc
         if sub.live is not None:  # a paginated window / aggregated groups decide
             if doc is UNDECODED:
-                doc = msg.doc = decode_body(msg.body, msg.topic)
+                doc = msg.doc = server.bodies.decode(msg.body, msg.topic)
             sub.live.published(msg)
             continue
         f = sub.filter
         if f is not None:
             if doc is UNDECODED:
-                doc = msg.doc = decode_body(msg.body, msg.topic)
+                doc = msg.doc = server.bodies.decode(msg.body, msg.topic)
             if ctx is None:
                 ctx = msg.context()
             if not f(doc, ctx):
@@ -256,7 +243,7 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
     topic = msg.topic
     encode: Callable[[Any], bytes] = _encode
     if TYPE_SEP in topic:  # another type than json: its name on the wire, its own writer
-        encode = encoder_for(topic)
+        encode = server.bodies.encoder(topic)
         topic = display_name(topic)
     head = b'{"c":"p","t":' + json_str(topic) + b',"sids":'
     tail = delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, None)
@@ -281,7 +268,7 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
             delta = msg.delta_body
             body = msg.body if delta is None else delta  # (None: the whole message, see delta())
             if sel is not None:
-                body = selected(body, sel)
+                body = selected(body, sel, server.bodies.decode(body, msg.topic), encode)
                 # no_empties: only a change to a field the select list keeps counts
                 empty = not apply_select(changed_fields(msg.previous_doc, msg.doc), sel)
             if empty:  # nothing but the key changed: no_empties subscriptions skip it
@@ -301,7 +288,8 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
     return len(targets)
 
 
-def _entitled(msg: Message, sub: Subscription, ent: ReadEntitlement) -> int | None:
+def _entitled(bodies: Bodies, msg: Message, sub: Subscription, ent: ReadEntitlement
+              ) -> int | None:
     """What the read entitlement makes of ``msg`` for ``sub``: None: deliver as usual; -1:
     nothing (an unentitled topic of a regex subscription, or a message its read filter
     hides); OOF_ENTITLEMENT: the update left the read filter (the previous message passed)."""
@@ -312,7 +300,7 @@ def _entitled(msg: Message, sub: Subscription, ent: ReadEntitlement) -> int | No
         return None
     doc = msg.doc
     if doc is UNDECODED:
-        doc = msg.doc = decode_or_none(msg.body)
+        doc = msg.doc = bodies.decode(msg.body, msg.topic)
     ctx = msg.context()
     if grant.admits(doc, ctx):
         return None
@@ -338,9 +326,10 @@ def send_oof(server: FanoutHost, topic: str, records: list[Any], reason: str) ->
     encode: Callable[[Any], bytes] = _encode
     if TYPE_SEP in topic and records:  # another type: the records are read by its codec
         mt = type_of(topic)
-        encode = encoder_for(topic)
+        bodies = server.bodies
+        encode = bodies.encoder(topic)
         for rec in records:
-            rec.doc_by(lambda body: bodies.decode_or_none(body, mt))
+            rec.doc_by(lambda body: bodies.decode_typed(body, mt))
     subs = []
     for s in server.router.match(topic):
         if s.live is not None:

@@ -32,7 +32,6 @@ from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name, is_regex_topic
 from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import refused as acks_refused
-from amps_emulator.server.delivery import decode_or_none
 from amps_emulator.server.router import ReadEntitlement
 from amps_emulator.server.subscribe import compile_filter_for
 from amps_emulator.sow.query import Select, parse_select
@@ -76,7 +75,7 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
     if name in WRITES:
         grant = perms.write_grant(mt, topic)
         if grant is not None and (grant.filter_text is None
-                                  or grant.admits(decode_or_none(cmd.body))):
+                                  or grant.admits(broker.bodies.decode_typed(cmd.body, mt))):
             return True
         _denied(broker, client, "writes")
         reason = reasons.NOT_ENTITLED

@@ -103,6 +103,19 @@ class PageWindow(LiveState):
         self._drop(rec.sow_key)
         self._emit(before, rec.sow_key, None, reason, rec)
 
+    def _selected(self, rec: Record) -> bytes:
+        """A record as the subscription's select list keeps it, read and written in the
+        topic's type."""
+        sel = self.sub.select
+        if sel is None:
+            return rec.data
+        topic = self.topic
+        return selected(rec.data, sel, rec.doc_by(topic.decode_body), topic.encode)
+
+    def _selected_msg(self, msg: Any) -> bytes:
+        sel = self.sub.select
+        return msg.body if sel is None else selected(msg.body, sel, msg.doc, self.topic.encode)
+
     def _emit(self, before: list[str], changed: str, msg: Any, reason: str,
               removed: Record | None = None) -> None:
         after = self.window()
@@ -112,30 +125,29 @@ class PageWindow(LiveState):
         was = set(before)
         now = set(after)
         oof = "oof" in self.sub.options
-        sel = self.sub.select
         for skey in before if oof else ():
             if skey in now:
                 continue
             if skey == changed and removed is not None:
                 conn.send(oof_frame(name, self.sub.sub_id, skey, reason,
-                                    selected(removed.data, sel), removed.bookmark or None))
+                                    self._selected(removed), removed.bookmark or None))
             elif skey == changed:  # it no longer matches (or sorts elsewhere): the message
                 conn.send(oof_frame(name, self.sub.sub_id, skey, "match",
-                                    selected(msg.body, sel, msg.doc), msg.bookmark))
+                                    self._selected_msg(msg), msg.bookmark))
             else:
                 rec = self.topic.get(skey)
                 if rec is not None:
                     conn.send(oof_frame(name, self.sub.sub_id, skey, "match",
-                                        selected(rec.data, sel), rec.bookmark or None))
+                                        self._selected(rec), rec.bookmark or None))
         head = b'{"c":"p","t":' + json_str(display_name(name)) + b',"sids":' + sid
         for skey in after:
             if skey == changed and msg is not None:
                 conn.send(frame_raw(head + delivery_tail(msg.bookmark, msg.correlation_id,
                                                          skey, msg.expiration, None),
-                                    selected(msg.body, sel, msg.doc)))
+                                    self._selected_msg(msg)))
             elif skey not in was:
                 rec = self.topic.get(skey)
                 if rec is not None:
                     conn.send(frame_raw(head + delivery_tail(rec.bookmark or None, None, skey,
                                                              None, None),
-                                        selected(rec.data, sel)))
+                                        self._selected(rec)))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from amps_emulator.auth import Session
     from amps_emulator.journal.record import JournalRecord
+    from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.delivery import Message
     from amps_emulator.server.heartbeat import Heartbeat
@@ -236,6 +237,8 @@ class ServiceHost(Protocol):
     memory: bool
     strict_recovery: bool
     instance_name: str
+    #: the server's codecs, one table per server (typed topics read and write with them)
+    bodies: Bodies
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from amps_emulator.journal import JournalRecord, RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server.delivery import UNDECODED, Message, decode_body, fan_out, send_oof
+from amps_emulator.server.delivery import UNDECODED, Message, fan_out, send_oof
 from amps_emulator.server.subscribe import compile_filter_for
 from amps_emulator.sow.query import DeleteResult
 from amps_emulator.sow.recovery import apply_record
@@ -69,7 +69,7 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
     doc = UNDECODED
     key = None
     if sow_topic is not None:
-        doc = decode_body(body, topic)
+        doc = broker.bodies.decode(body, topic)
         key = sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front
     txlog = broker.txlog
     rec = None
@@ -85,22 +85,24 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
 def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
     """A record an upstream instance replicated, already in the journal with its original
     bookmark and time (``Journal.append_replicated``): applied like a local publish, delta
-    publish or sow_delete (SOW, subscribers, listeners), acking no client."""
+    publish or sow_delete (SOW, subscribers, listeners), acking no client. The record's
+    topic is (type, name): its key."""
     sow = broker.sow
-    sow_topic = sow.get(rec.topic) if sow is not None else None
+    topic = rec.key
+    sow_topic = sow.get(topic) if sow is not None else None
     if rec.kind == RecordKind.SOW_DELETE:
         if sow_topic is not None:
             broker.turn.request()
             result = apply_record(sow_topic, rec)
             if isinstance(result, DeleteResult):
-                removed(broker, rec.topic, result.records, reasons.OOF_DELETED)
+                removed(broker, topic, result.records, reasons.OOF_DELETED)
         return
     doc = UNDECODED
     key = None
     if sow_topic is not None:
-        doc = decode_body(rec.body, rec.topic)
+        doc = broker.bodies.decode(rec.body, topic)
         key = sow_topic.key_for(doc, rec.sow_key)
-    _deliver(broker, rec.topic, rec.body, rec.kind == _DELTA, rec, rec.client_name,
+    _deliver(broker, topic, rec.body, rec.kind == _DELTA, rec, rec.client_name,
              rec.correlation_id, rec.sow_key, rec.expiration, sow_topic, doc, key)
 
 
@@ -140,7 +142,7 @@ def store_publish(turn: Turn, topic: Topic, msg: Message, delta: bool,
     transaction log recorded the message (the record's timestamp; default now). Client
     publishes, actions and views (``views.DerivedTopics.store``) all store through it; it
     needs only the turn (the SOW commits at its end)."""
-    doc = msg.doc if msg.doc is not UNDECODED else decode_body(msg.body, msg.topic)
+    doc = msg.doc if msg.doc is not UNDECODED else topic.decode_body(msg.body)
     turn.request()  # the SOW commits at the end of this turn
     if delta or key is None:
         fn = topic.delta_publish if delta else topic.publish

@@ -35,6 +35,7 @@ from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext, compile_expression, compile_filter
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import qualify, split_topic
 from amps_emulator.queues import (
     Deliver,
     Enqueue,
@@ -49,7 +50,7 @@ from amps_emulator.queues import (
     plan_recovery,
 )
 from amps_emulator.queues import recovery as queue_recovery
-from amps_emulator.server.delivery import UNDECODED, decode_or_none, selected
+from amps_emulator.server.delivery import UNDECODED, selected
 from amps_emulator.server.ports import ServiceHost
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 from amps_emulator.server.subscribe import compile_filter_for
@@ -100,11 +101,18 @@ class QueueState:
 
             raise ConfigError([ConfigIssue(cfg.file, cfg.line, f"queue {cfg.name}: {exc}")]) from None
         self.engine = QueueEngine(self.spec)
-        self.underlying = cfg.underlying_topic or cfg.name
+        #: the queue's message type: it is fed by, and answers as, topics of that type
+        self.message_type: str = cfg.message_type or "json"
+        #: the queue as a topic key (what a command of a connection of its type names)
+        self.key = qualify(cfg.name, self.message_type)
+        underlying = cfg.underlying_topic or cfg.name
+        #: the underlying topic's key (a regex: the pattern, over names of the queue's type)
+        self.underlying = qualify(underlying, self.message_type)
         literal = getattr(cfg, "underlying_literal", False)  # a queue name like orders.queue
-        self.regex = (compile_topic_regex(self.underlying)
-                      if is_regex_topic(self.underlying) and not literal else None)
-        self.default_target = cfg.default_publish_target
+        self.regex = (compile_topic_regex(underlying)
+                      if is_regex_topic(underlying) and not literal else None)
+        self.default_target = (qualify(cfg.default_publish_target, self.message_type)
+                               if cfg.default_publish_target else None)
         try:
             self.filter = compile_filter(cfg.filter) if cfg.filter else None
             self.priority = compile_expression(cfg.priority) if cfg.priority else None
@@ -119,7 +127,10 @@ class QueueState:
         self.subs: dict[Any, Subscription] = {}
 
     def covers(self, topic: str) -> bool:
-        return topic == self.underlying if self.regex is None else self.regex.search(topic) is not None
+        if self.regex is None:
+            return topic == self.underlying
+        name, message_type = split_topic(topic)
+        return message_type == self.message_type and self.regex.search(name) is not None
 
     def enqueue_args(self, doc: Any, ctx: MessageContext) -> tuple[Any, bool]:
         prio = self.priority(doc, ctx) if self.priority is not None else None
@@ -144,9 +155,13 @@ class QueueService:
             raise ValueError("queues need a TransactionLog recording their underlying topics")
         self.txlog: TxLog = server.txlog
         self.on_expired = on_expired
+        #: the queues by topic key (the name; for another type than json, name and type:
+        #: ``jobs`` of fix and ``jobs`` of json are two queues), as their journal events
+        #: name them
         self.queues: dict[str, QueueState] = {}
-        for q in config.queues:
-            self.queues[q.name] = QueueState(self, q)
+        for cfg in config.queues:
+            q = QueueState(self, cfg)
+            self.queues[q.key] = q
         self._cache: collections.OrderedDict[int, Any] = collections.OrderedDict()
         self._covering: dict[str, tuple[QueueState, ...]] = {}
         self._timer: Any = None
@@ -164,8 +179,10 @@ class QueueService:
         return self.server.wallclock()
 
     # -- lookup ---------------------------------------------------------------------------
-    def get(self, name: str) -> QueueState | None:
-        return self.queues.get(name)
+    def get(self, topic: str) -> QueueState | None:
+        """The queue a command names (``topic``: a topic key, qualified by the connection's
+        type)."""
+        return self.queues.get(topic)
 
     def covering(self, topic: str) -> tuple[QueueState, ...]:
         """The queues whose underlying topic(s) include ``topic`` (cached per topic)."""
@@ -208,7 +225,7 @@ class QueueService:
                 if ctx is None:
                     ctx = msg.context()
                     if msg.doc is UNDECODED:
-                        msg.doc = decode_or_none(msg.body)
+                        msg.doc = self.server.bodies.decode(msg.body, msg.topic)
                 if q.filter is not None and not q.filter(msg.doc, ctx):
                     continue
                 prio, barrier = q.enqueue_args(msg.doc, ctx)
@@ -288,7 +305,7 @@ class QueueService:
                 return False
             ctx = MessageContext(topic=rec.topic, bookmark=rec.bookmark_str, sow_key=rec.sow_key,
                                  correlation_id=rec.correlation_id, client_name=rec.client_name)
-            return bool(flt(decode_or_none(rec.body), ctx))
+            return bool(flt(self.server.bodies.decode(rec.body, rec.key), ctx))
         return eligible
 
     def disconnect(self, conn: Client) -> None:
@@ -312,8 +329,8 @@ class QueueService:
             positions = []
             for m in list(q.engine.messages(include_leased=True, now=now)):
                 rec = self._record(m.position)
-                if rec is not None and (flt is None or flt(decode_or_none(rec.body),
-                                                            MessageContext(topic=rec.topic))):
+                if rec is not None and (flt is None or flt(
+                        self.server.bodies.decode(rec.body, rec.key), MessageContext(topic=rec.topic))):
                     positions.append(m.position)
             self.handle(q, q.engine.ack_positions(conn, positions, now, option))
         else:
@@ -353,7 +370,7 @@ class QueueService:
             kind, payload = encode_event(events[0])
         else:
             kind, payload = _QUEUE_BATCH, _pack([encode_event(ev) for ev in events])
-        txlog.append(q.name, payload, kind, client_name=self.server.instance_name)
+        txlog.append(q.key, payload, kind, client_name=self.server.instance_name)
 
     def _deliver(self, q: QueueState, d: Deliver) -> None:
         sub = q.subs.get(d.sub_key)
@@ -375,8 +392,10 @@ class QueueService:
             header += b',"x":' + json_str(rec.correlation_id)
         if "timestamp" in sub.options:  # the time the publish was processed, as everywhere
             header += b',"ts":"' + format_timestamp(rec.timestamp).encode() + b'"'
+        bodies = self.server.bodies
         sub.conn.send(frame_raw(header + b"}", rec.body if sub.select is None
-                                else selected(rec.body, sub.select)))
+                                else selected(rec.body, sub.select, bodies.decode(rec.body, rec.key),
+                                              bodies.encoder(rec.key))))
 
     def _lease_text(self, when: float) -> bytes:
         """``when`` as an AMPS timestamp; the date-time part is formatted once per second."""
@@ -432,7 +451,8 @@ class QueueService:
             rec = self._record(m.position)
             if rec is None:
                 continue
-            if flt is not None and not flt(decode_or_none(rec.body), MessageContext(topic=rec.topic)):
+            if flt is not None and not flt(self.server.bodies.decode(rec.body, rec.key),
+                                           MessageContext(topic=rec.topic)):
                 continue
             out.append(rec)
         total = len(msgs)
@@ -465,7 +485,7 @@ class QueueService:
                     prio, barrier = None, False
                     if q.needs_content:
                         if ctx is None:
-                            doc = decode_or_none(rec.body)
+                            doc = self.server.bodies.decode(rec.body, rec.key)
                             ctx = MessageContext(topic=rec.topic, bookmark=rec.bookmark_str,
                                                  sow_key=rec.sow_key,
                                                  correlation_id=rec.correlation_id,

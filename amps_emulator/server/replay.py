@@ -27,11 +27,12 @@ from amps_emulator.protocol.codec import ack as encode_ack
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server.delivery import decode_body, delivery_tail, selected
+from amps_emulator.server.delivery import delivery_tail, selected
 from amps_emulator.server.turn import contain
 
 if TYPE_CHECKING:
     from amps_emulator.journal import FileJournal, MemoryJournal
+    from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.ports import Client
     from amps_emulator.server.router import Subscription
@@ -51,6 +52,8 @@ class ReplayHost(Protocol):
 
     txlog: TxLog | None
     stopping: bool
+    #: the server's codecs (a filter or select list reads a typed body with its type's)
+    bodies: Bodies
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
@@ -271,6 +274,7 @@ def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
     done = True
     last_bm = None
     journal = _journal(server)
+    bodies = server.bodies
     rate = cursor.rate
     scanned = 0
     step_end = time.monotonic() + STEP_SECONDS
@@ -291,7 +295,7 @@ def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
         if flt is not None:
             ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
                                  correlation_id=rec.correlation_id, client_name=rec.client_name)
-            if not flt(decode_body(rec.body, rec.key), ctx):
+            if not flt(bodies.decode(rec.body, rec.key), ctx):
                 cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
                 continue
         if rate is not None:
@@ -311,7 +315,8 @@ def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
             tail = delivery_tail(bm, rec.correlation_id, rec.sow_key, rec.expiration,
                                  format_timestamp(rec.timestamp) if cursor.timestamp else None)
         out.append(frame_raw(head + tail, rec.body if sub.select is None
-                             else selected(rec.body, sub.select)))
+                             else selected(rec.body, sub.select, bodies.decode(rec.body, rec.key),
+                                           bodies.encoder(rec.key))))
         if cursor.remaining is not None:
             cursor.remaining -= 1
             if cursor.remaining <= 0:

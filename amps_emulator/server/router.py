@@ -13,7 +13,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol.topics import (
-    TYPE_SEP,
     compile_topic_regex,
     is_regex_topic,
     split_topic,
@@ -24,6 +23,8 @@ if TYPE_CHECKING:
     from amps_emulator.auth import Permissions, TopicGrant
 
 _CACHE_LIMIT = 50_000
+#: the server's own event topics (``/AMPS/ClientStatus``, ...: :mod:`server.event_topics`)
+INTERNAL_PREFIX = "/AMPS/"
 
 
 class ReadEntitlement:
@@ -37,8 +38,9 @@ class ReadEntitlement:
         self.regex = regex  # a regex subscription: concrete topics unentitled are skipped
 
     def grant(self, topic: str) -> TopicGrant | None:
-        """The read grant for a concrete topic (cached by the permissions), None: skip it."""
-        return self.permissions.read_grant(self.message_type, topic)
+        """The read grant for a concrete topic key (cached by the permissions), None: skip
+        it. Permissions name topics as clients do: the key's name, of this type."""
+        return self.permissions.read_grant(self.message_type, split_topic(topic)[0])
 
 
 class Subscription:
@@ -47,6 +49,7 @@ class Subscription:
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
         "prefix", "live", "select", "conflator", "queried", "message_type", "entitlement",
+        "internal",
     )
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
@@ -58,6 +61,9 @@ class Subscription:
         # non_regex_topic: the topic is a name, whatever characters it holds
         self.regex = compile_topic_regex(name) if is_regex_topic(name) \
             and "non_regex_topic" not in options else None
+        #: a regex reaches the /AMPS/ event topics only when it names them (``.*`` does not:
+        #: an application's catch-all subscription does not get the server's events)
+        self.internal = name.lstrip("^").startswith(INTERNAL_PREFIX)
         self.filter = filter
         self.options = options
         self.delta = delta
@@ -79,10 +85,10 @@ class Subscription:
     def matches_topic(self, topic: str) -> bool:
         if self.regex is None:
             return topic == self.topic
-        if TYPE_SEP in topic:
-            name, mt = split_topic(topic)
-            return mt == self.message_type and self.regex.search(name) is not None
-        return self.message_type == "json" and self.regex.search(topic) is not None
+        name, mt = split_topic(topic)
+        if name.startswith(INTERNAL_PREFIX) and not self.internal:
+            return False
+        return mt == self.message_type and self.regex.search(name) is not None
 
     def __repr__(self) -> str:
         return f"Subscription({self.sub_id!r}, topic={self.topic!r})"
@@ -128,9 +134,11 @@ class Router:
         found = list(self._literal.get(topic, ()))
         if self._regex:
             name, mt = split_topic(topic)
+            internal = name.startswith(INTERNAL_PREFIX)
             for sub in self._regex:
                 rx = sub.regex
-                if rx is not None and sub.message_type == mt and rx.search(name) is not None:
+                if rx is not None and sub.message_type == mt and (sub.internal or not internal) \
+                        and rx.search(name) is not None:
                     found.append(sub)
         result = tuple(found)
         if len(self._cache) >= _CACHE_LIMIT:

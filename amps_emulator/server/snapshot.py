@@ -28,6 +28,8 @@ import tarfile
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
+from amps_emulator.protocol.topics import qualify
+
 if TYPE_CHECKING:
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.connection import Connection
@@ -117,7 +119,8 @@ def _check_files(server: Server) -> None:
 
 def _derived(server: Server, name: str) -> bool:
     """A view's or a conflated topic's own SOW: rebuilt from its underlying topics."""
-    return any(v.name == name for v in (*server.config.views, *server.config.conflated_topics))
+    return any(qualify(v.name, v.message_type) == name
+               for v in (*server.config.views, *server.config.conflated_topics))
 
 
 async def take(server: Server, gzip: bool = False) -> bytes:

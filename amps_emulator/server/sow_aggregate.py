@@ -83,12 +83,13 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
     queue = queues.get(topic_name) if queues is not None else None
     steps: list[Generator[None, None, Any]] = []
     if queues is not None and queue is not None:
-        names = [queue.name]
+        names = [queue.key]  # (its messages are of the queue's type: read and written so)
         if subscription is not None:  # refused before the (stepped) read of the queue
             raise CommandError(reasons.INVALID_OPTIONS,
                                "an aggregated subscription needs one SOW topic")
         records, total = yield from queues.query_records(queue, filt, None)
-        inputs = [[Record("", bytes(r.body), "", r.timestamp / 1_000_000) for r in records]]
+        inputs = [[Record("", bytes(r.body), "", r.timestamp / 1_000_000,
+                          doc=broker.bodies.decode(r.body, r.key)) for r in records]]
         matches, topic_matches = len(records), total
     else:
         sowsvc = broker.sow
@@ -114,7 +115,7 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
         topic_matches = sum(res.topic_matches for res in results)
     returned = 0
     for name, records in zip(names, inputs, strict=False):
-        agg = spec.aggregator(name)
+        agg = spec.aggregator(name, broker.bodies.encoder(name))
         for start in range(0, len(records), AGGREGATE_STEP):
             agg.add(records[start:start + AGGREGATE_STEP])
             if start + AGGREGATE_STEP < len(records):

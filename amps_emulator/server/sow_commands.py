@@ -32,7 +32,7 @@ from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import final as acks_final
 from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.aggregated_subscription import AggregatedSubscription
-from amps_emulator.server.delivery import decode_or_none, oof_frame, selected
+from amps_emulator.server.delivery import oof_frame, selected
 from amps_emulator.server.pagination import PageWindow
 from amps_emulator.server.publish import check_writable, removed
 from amps_emulator.server.router import Subscription, is_regex_topic
@@ -161,7 +161,8 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
     if replacing is not None:
         for name, rec in replacing.left:
             client.send(oof_frame(name, cmd.sub_id or "", rec.sow_key, reasons.OOF_MATCH,
-                                selected(rec.data, sel, rec.doc), rec.bookmark or None))
+                                selected(rec.data, sel, rec.doc, broker.bodies.encoder(name)),
+                                rec.bookmark or None))
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
 
 
@@ -171,6 +172,7 @@ def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
     """The matches of several topics ordered and paged as one result, as runs of
     consecutive records of the same topic (one ``sow`` batch names one topic)."""
     owner: dict[int, str] = {}
+    encoders = {t.spec.name: t.encode for t in topics}  # select lists write in each type
     records = []
     for topic, res in zip(topics, results, strict=True):
         for rec in res.records:
@@ -184,7 +186,7 @@ def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
     for rec in records:
         name = owner[id(rec)]
         if sel is not None:
-            rec = project(rec, sel)
+            rec = project(rec, sel, encoders[name])
         if runs and runs[-1][0] == name:
             runs[-1][1].append(rec)
         else:
@@ -208,7 +210,7 @@ def _paginated_steps(client: Client, cmd: Command, filt: Any, topic: Any,
     by_key = {r.sow_key: r for r in result.records}
     records = [by_key[k] for k in window.window()]
     if sel is not None:
-        records = [project(r, sel) for r in records]
+        records = [project(r, sel, topic.encode) for r in records]
     yield from send_records(client, qid, topic.spec.name, records, batch, cmd.opts)
     client.send(frame({"c": "group_end", "t": display_name(cmd.topic), "query_id": qid}))
     return {"records_returned": len(records), "matches": result.matches,
@@ -453,7 +455,7 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
     elif cmd.sow_keys:
         headers["sow_keys"] = cmd.sow_keys
     elif cmd.body:
-        topic.key_for(decode_or_none(cmd.body), cmd.sow_key)  # bad sow key before journalling
+        topic.key_for(topic.decode_body(cmd.body), cmd.sow_key)  # bad sow key before journalling
     else:
         raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
     if sowsvc.refusing(topic_name):  # its disk is full

@@ -101,7 +101,7 @@ class SowService:
         self._not_logical.clear()
         self.sow = Sow(self.specs, default_dir=self.config.sow_directory or "./sow",
                        sync=self.sync, clock=self.server.wallclock, on_damage=self._damaged,
-                       on_missing=self._missing)
+                       on_missing=self._missing, message_types=self.server.bodies.registry)
         for container in self.patterns:
             if container.durability == "persistent":
                 for name in self.sow.stored_topic_names(spec_from_config(container)):

@@ -321,7 +321,8 @@ def _queues(server: Server) -> list[dict]:
         return []
     out = []
     now = server.wallclock()
-    for name, q in sorted(svc.queues.items()):
+    for _key, q in sorted(svc.queues.items()):
+        name = q.name
         e = q.engine
         msgs = list(e.messages(include_leased=True))
         oldest = 0.0
@@ -331,7 +332,7 @@ def _queues(server: Server) -> list[dict]:
                 oldest = max(0.0, now - rec.timestamp / 1_000_000)
         spec = q.spec
         out.append({
-            "id": f"{name}!json", "topic": name, "message_type": "json",
+            "id": f"{name}!{q.message_type}", "topic": name, "message_type": q.message_type,
             "queue_depth": _n(e.depth), "backlog": _n(e.leased_count),
             "owned": _n(e.depth), "inactive_message_count": _n(e.inactive_count),
             "seconds_behind": _n(int(oldest)),

@@ -44,6 +44,7 @@ from amps_emulator.config.errors import ConfigError, ConfigIssue
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.filter.values import resolve
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import display_name, qualify
 from amps_emulator.sow import TopicSpec
 from amps_emulator.sow.aggregate import parse_aggregation
 from amps_emulator.sow.delta import encode as encode_doc
@@ -74,18 +75,33 @@ __all__ = ["DerivedTopics", "derived_specs"]
 
 
 def derived_specs(config: Any) -> list[TopicSpec]:
-    """The SOW topics views and conflated topics are stored in (Join views excluded)."""
+    """The SOW topics views and conflated topics are stored in, each of its own message type
+    (a topic is (type, name): its key, :func:`topics.qualify`)."""
     out = []
-    for v in config.views:
-        out.append(TopicSpec(v.name, durability="transient", hash_indexes=v.hash_indexes))
-    for c in config.conflated_topics:
-        out.append(TopicSpec(c.name, durability="transient", hash_indexes=c.hash_indexes))
+    for d in (*config.views, *config.conflated_topics):
+        out.append(TopicSpec(qualify(d.name, d.message_type), message_type=d.message_type,
+                             durability="transient", hash_indexes=d.hash_indexes))
     return out
 
 
+_TYPED_TOPIC = re.compile(r"\s*\[\s*([^\]]+?)\s*\]\s*\.\s*\[\s*([^\]]+?)\s*\]\s*")
+
+
+def source_key(text: str, message_type: str) -> str:
+    """The topic key a view's ``UnderlyingTopic`` names: ``[nvfix].[ORDERS]`` the nvfix
+    topic ``ORDERS`` (a view projected into another type, beyond-json.md A.5), a bare name
+    the topic of the view's own ``message_type``."""
+    m = _TYPED_TOPIC.fullmatch(text)
+    if m is not None:
+        return qualify(m.group(2), m.group(1))
+    return qualify(text.strip(), message_type)
+
+
 def _unqualified(fields: tuple[str, ...], topic: str) -> str:
-    """``[orders].[/qty]`` (or ``[orders]./qty``) -> ``/qty`` for the view's own topic."""
-    pat = re.compile(r"\[\s*" + re.escape(topic) + r"\s*\]\s*\.\s*(?:\[\s*(/[^\]]*?)\s*\]|(?=/))")
+    """``[orders].[/qty]`` (or ``[orders]./qty``, or with the type first:
+    ``[nvfix].[orders]./qty``) -> ``/qty`` for the view's own topic."""
+    pat = re.compile(r"(?:\[[^\]]*\]\s*\.\s*)?\[\s*" + re.escape(topic)
+                     + r"\s*\]\s*\.\s*(?:\[\s*(/[^\]]*?)\s*\]|(?=/))")
     return "[" + ",".join(pat.sub(lambda m: m.group(1) or "", f) for f in fields) + "]"
 
 
@@ -99,7 +115,9 @@ class _Derived:
         self.owner = owner  # where derived records are written (``store``, ``delete``)
         self.server = owner.server
         self.name = cfg.name
-        topic = sow.get(cfg.name)
+        #: the derived topic's key (its name, and its type unless json)
+        self.key = qualify(cfg.name, cfg.message_type)
+        topic = sow.get(self.key)
         if topic is None:  # derived_specs gave every view its SOW topic
             raise LookupError(cfg.name)
         self.topic: Topic = topic
@@ -108,7 +126,7 @@ class _Derived:
         for name in sources:
             t = sow.get(name)
             if t is None:
-                raise LookupError(name)
+                raise LookupError(display_name(name))
             self.inputs.append(t)
 
     def build(self) -> None:  # pragma: no cover - overridden
@@ -127,10 +145,10 @@ class _Derived:
 
 class _View(_Derived):
     def __init__(self, owner: DerivedTopics, cfg: Any) -> None:
-        super().__init__(owner, cfg, [cfg.underlying_topic])
+        super().__init__(owner, cfg, [source_key(cfg.underlying_topic, cfg.message_type)])
         underlying = self.underlying = self.inputs[0]
         topic = self.topic
-        src = underlying.spec.name
+        src = display_name(underlying.spec.name)
         try:
             spec = parse_aggregation({"grouping": _unqualified(cfg.grouping, src),
                                       "projection": _unqualified(cfg.projection, src)})
@@ -139,7 +157,8 @@ class _View(_Derived):
             raise _config_error(cfg, "View", exc) from None
         if spec is None:  # (_unqualified always gives both lists, empty or not)
             raise _config_error(cfg, "View", "no Grouping and Projection")
-        self.groups = GroupTracker(underlying, spec, cfg.key_domain or cfg.name)
+        # the records are written in the view's own type (the projection, serialised by it)
+        self.groups = GroupTracker(underlying, spec, cfg.key_domain or cfg.name, topic.encode)
         topic.delta_keys = tuple(path_text(p) for p in spec.grouping)  # a view's key fields
 
     def build(self) -> None:
@@ -222,7 +241,8 @@ class _JoinView(_Derived):
                                     "already in the view to a new one")
             names.append(new[0])
             self.links.append((names.index(known[0]), known[1], len(names) - 1, new[1]))
-        super().__init__(owner, cfg, names)
+        types = _join_types(cfg.joins)
+        super().__init__(owner, cfg, [qualify(n, types.get(n, cfg.message_type)) for n in names])
         self.topics = self.inputs
         self.names = names
         self.paths = {(i, f): parse_path(f) for link in self.links for i, f in
@@ -236,7 +256,8 @@ class _JoinView(_Derived):
                                       "projection": self._rewrite(cfg.projection)})
         except CommandError as exc:
             raise _config_error(cfg, "View", exc) from None
-        self.groups = GroupTracker(self.rows, spec, cfg.key_domain or cfg.name)  # type: ignore
+        self.groups = GroupTracker(self.rows, spec, cfg.key_domain or cfg.name,  # type: ignore
+                                   self.topic.encode)
 
     def _rewrite(self, fields: tuple[str, ...]) -> str:
         """``[orders].[/qty]`` (also ``[json].[orders].[/qty]``) -> ``/__t0/qty``."""
@@ -355,7 +376,7 @@ class _JoinView(_Derived):
     # ---- changes -----------------------------------------------------------------------
     def changed(self, topic: str, skey: str, old_doc: Any, new_doc: Any, reason: str) -> None:
         for i, t in enumerate(self.topics):
-            if t.spec.name != topic:
+            if t.spec.name != topic:  # (keys: name and type)
                 continue
             if old_doc is not None:
                 self._index_record(i, skey, old_doc, False)
@@ -374,9 +395,20 @@ class _JoinView(_Derived):
         self.changed(topic, rec.sow_key, rec.doc, None, reason)
 
 
+def _join_types(joins: tuple[str, ...]) -> dict[str, str]:
+    """The topics whose message type a join names (``[nvfix].[orders].[/cust]``)."""
+    out = {}
+    for j in joins:
+        for side in j.split("="):
+            m = re.match(r"\s*\[\s*([^\]]+?)\s*\]\s*\.\s*\[\s*([^\]]+?)\s*\]\s*\.", side)
+            if m is not None:
+                out[m.group(2)] = m.group(1)
+    return out
+
+
 class _Conflated(_Derived):
     def __init__(self, owner: DerivedTopics, cfg: Any) -> None:
-        super().__init__(owner, cfg, [cfg.underlying_topic])
+        super().__init__(owner, cfg, [source_key(cfg.underlying_topic, cfg.message_type)])
         self.underlying = self.inputs[0]
         self.interval = cfg.interval
         try:
@@ -445,7 +477,7 @@ class DerivedTopics:
                 continue
             for name in dict.fromkeys(d.sources):
                 self.by_underlying.setdefault(name, []).append(d)
-            self.names.add(cfg.name)
+            self.names.add(d.key)
             self._order.append(d)
 
     def start(self) -> None:
@@ -458,8 +490,8 @@ class DerivedTopics:
 
     def check_writable(self, topic: str) -> None:
         if topic in self.names:
-            raise CommandError(reasons.INVALID_TOPIC,
-                               f"{topic!r} is a view or conflated topic: AMPS maintains it")
+            raise CommandError(reasons.INVALID_TOPIC, f"{display_name(topic)!r} is a view or "
+                               f"conflated topic: AMPS maintains it")
 
     # -- the message path's listener (ports.PublishListener) ------------------------------
     def covers(self, topic: str) -> bool:

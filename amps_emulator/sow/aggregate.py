@@ -84,6 +84,7 @@ import msgspec
 
 from amps_emulator.protocol.filter import FilterError, MessageContext, compile_expression
 from amps_emulator.protocol.filter.values import first, order, parse_number, resolve, to_num
+from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.reasons import INVALID_OPTIONS, CommandError
 
 from .keys import generate_sow_key
@@ -560,13 +561,15 @@ class Aggregation:
     aggs: tuple[tuple[str, int], ...]
     args: tuple[Any, ...]
 
-    def aggregator(self, domain: str) -> Aggregator:
-        """A fresh accumulator; ``domain`` (the topic name) seeds the groups' SowKeys."""
-        return Aggregator(self, domain)
+    def aggregator(self, domain: str, encode: Callable[[Any], bytes] = _encode) -> Aggregator:
+        """A fresh accumulator; ``domain`` (the topic name) seeds the groups' SowKeys;
+        ``encode`` writes the aggregated records (the output message type's codec; JSON)."""
+        return Aggregator(self, domain, encode)
 
-    def aggregate(self, records: Iterable[Any], domain: str) -> list[Record]:
+    def aggregate(self, records: Iterable[Any], domain: str,
+                  encode: Callable[[Any], bytes] = _encode) -> list[Record]:
         """All in one go: the aggregated records for ``records``."""
-        agg = self.aggregator(domain)
+        agg = self.aggregator(domain, encode)
         agg.add(records)
         return agg.results()
 
@@ -575,11 +578,13 @@ class Aggregator:
     """Accumulates records into groups (:meth:`add`, any number of times), then builds one
     :class:`~sow.record.Record` per group (:meth:`results`)."""
 
-    __slots__ = ("spec", "domain", "groups", "_key", "_ctx")
+    __slots__ = ("spec", "domain", "groups", "_key", "_ctx", "_write")
 
-    def __init__(self, spec: Aggregation, domain: str) -> None:
+    def __init__(self, spec: Aggregation, domain: str,
+                 encode: Callable[[Any], bytes] = _encode) -> None:
         self.spec = spec
         self.domain = domain
+        self._write = encode
         # group key -> [last record, latest timestamp, values of argument 0, 1, ...]
         self.groups: dict[Any, list] = {}
         self._key = _keyer(spec.grouping)
@@ -645,5 +650,10 @@ class Aggregator:
                 d[f.target[-1]] = _output(v)
             keys = key if multi else (key,)
             sow_key = generate_sow_key(self.domain, [_key_text(k) for k in keys])
-            out.append(Record(sow_key, _encode(body), "", g[1], doc=body))
+            try:
+                data = self._write(body)
+            except CodecError as exc:  # e.g. a FIX body cannot have a tag named TotalCost
+                raise _bad(f"the projection cannot be written in the output message type: "
+                           f"{exc}") from None
+            out.append(Record(sow_key, data, "", g[1], doc=body))
         return out

@@ -33,6 +33,7 @@ from typing import Any
 import msgspec
 
 from amps_emulator.protocol.filter.values import first, resolve
+from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.reasons import INVALID_OPTIONS, INVALID_ORDER_BY, CommandError
 
 from .paths import PathError, parse_path
@@ -264,14 +265,22 @@ def _project(d: dict, path: tuple, inherited: bool, rules: dict, parents: frozen
     return out
 
 
-def project(rec: Record, sel: Select) -> Record:
+def project(rec: Record, sel: Select,
+            encode: Callable[[Any], bytes] = msgspec.json.encode) -> Record:
+    """``rec`` with only the fields ``sel`` keeps, written by ``encode`` (the codec of the
+    topic's type; JSON). A body that is not an object, or that the type cannot write with
+    fewer fields (``CodecError``), is returned whole."""
     doc = rec.doc
     if type(doc) is not dict:
         return rec
     new = apply_select(doc, sel)
     if new is doc:
         return rec
-    return rec.with_data(msgspec.json.encode(new), new)
+    try:
+        data = encode(new)
+    except CodecError:
+        return rec
+    return rec.with_data(data, new)
 
 
 # ---- results ------------------------------------------------------------------------------

@@ -86,6 +86,12 @@ class Record:
             d = self._doc = decode(self.data)
         return d
 
+    def keep_doc(self, doc: Any) -> None:
+        """``doc`` is the body as its type reads it (a query decoded the whole body): kept
+        as :attr:`doc` unless the body was decoded already."""
+        if self._doc is _UNSET:
+            self._doc = doc
+
     @property
     def has_doc(self) -> bool:
         return self._doc is not _UNSET

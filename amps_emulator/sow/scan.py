@@ -26,7 +26,7 @@ from typing import Any, TypedDict
 
 import msgspec
 
-from amps_emulator.protocol.bodies import TreeDecoder, codec_for
+from amps_emulator.protocol.bodies import TreeDecoder
 from amps_emulator.protocol.filter import MessageContext, compile_filter
 from amps_emulator.protocol.msgtypes import MessageCodec
 
@@ -56,6 +56,8 @@ from .spec import TopicSpec
 __all__ = ["TopicReads", "QUERY_CHUNK", "AUTO_MEMO_LIMIT"]
 
 _FORCES = ("auto", "scan", "hash", "memo")
+_json_encode = msgspec.json.encode
+
 QUERY_CHUNK = 20_000  # about 20 ms of scanning: how long a query holds the loop at a time
 
 # A memo index created on first use is built inside that query, which holds the event loop
@@ -108,16 +110,21 @@ class TopicReads(ABC):
     module docstring)."""
 
     def __init__(self, spec: TopicSpec, backend: Backend, *, clock: Callable[[], float],
-                 auto_memo: bool, scan_fallback: float, auto_memo_limit: int | None) -> None:
+                 auto_memo: bool, scan_fallback: float, auto_memo_limit: int | None,
+                 codec: MessageCodec | None = None) -> None:
         self.spec = spec
         self.name = spec.name
         self._b = backend
-        #: the codec of a topic of another type than json (None: json, read with msgspec)
+        #: the codec of a topic of another type than json (None: json, read with msgspec),
+        #: from the registry of the server that opened it
         self._codec: MessageCodec | None = None
         self._tree_decoder: TreeDecoder | None = None
         if spec.message_type != "json":
-            self._codec = codec_for(spec.message_type)
-            self._tree_decoder = TreeDecoder(self._codec)
+            if codec is None:
+                raise ValueError(f"SOW topic {spec.name!r} of type {spec.message_type!r} needs "
+                                 f"that type's codec")
+            self._codec = codec
+            self._tree_decoder = TreeDecoder(codec)
         self._clock = clock
         #: monitoring counter (the Admin interface's query count)
         self.query_count = 0
@@ -148,6 +155,13 @@ class TopicReads(ABC):
     def codec(self) -> MessageCodec | None:
         """The codec of the topic's type (``None``: json)."""
         return self._codec
+
+    @property
+    def encode(self) -> Callable[[Any], bytes]:
+        """What writes a body of the topic's type the server builds (an aggregated record,
+        a delta): the codec's writer, msgspec's for json (may raise ``CodecError``)."""
+        codec = self._codec
+        return _json_encode if codec is None else codec.encode
 
     def _decoder_for(self, paths: Iterable[tuple]):
         """msgspec decoder reading only the top-level fields ``paths`` need (``None``: no
@@ -188,8 +202,13 @@ class TopicReads(ABC):
     def get(self, sow_key: str, now: float | None = None) -> Record | None:
         """The record stored under ``sow_key`` (``None`` if absent or expired)."""
         r = self._b.get(sow_key)
-        if r is not None and self._is_expired(r, self._clock() if now is None else now):
+        if r is None:
             return None
+        if self._is_expired(r, self._clock() if now is None else now):
+            return None
+        decoder = self._tree_decoder
+        if decoder is not None:  # another type than json: its doc is read by the codec
+            r.doc_by(decoder.decode)
         return r
 
     def count(self, now: float | None = None) -> int:
@@ -369,8 +388,15 @@ class TopicReads(ABC):
             else:
                 recs = [r for r, _ in rows]
             out = page(recs, top_n, skip_n)
+        tree = self._tree_decoder
+        if tree is not None:  # another type: what reads a record's doc gets the codec's tree
+            for r, d in rows:
+                if d is not None:
+                    r.keep_doc(d)
+            for r in out:
+                r.doc_by(tree.decode)
         if sel is not None and not sel.identity:
-            out = [project(r, sel) for r in out]
+            out = [project(r, sel, self.encode) for r in out]
         return QueryResult(out, len(rows), topic_matches, desc)
 
     def history_cut(self, at: float) -> float:

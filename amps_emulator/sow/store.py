@@ -35,6 +35,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import lmdb
 
+from amps_emulator.protocol.msgtypes import MessageCodec, MessageTypeRegistry, build_registry
+
 from .backend import LmdbBackend, MemoryBackend
 from .lmdbenv import LmdbEnv, SowDamagedError, move_aside
 from .query import DeleteResult, PublishResult, QueryResult
@@ -131,10 +133,17 @@ class _Topics:
 
 
 class _StoreBase(_Topics):
-    def __init__(self, clock: Callable[[], float], auto_memo: bool) -> None:
+    def __init__(self, clock: Callable[[], float], auto_memo: bool,
+                 message_types: MessageTypeRegistry | None) -> None:
         self.clock = clock
         self.auto_memo = auto_memo
         self._topics: dict[str, Topic] = {}
+        #: the codecs topics of other types than json read their bodies with (the server's;
+        #: the predeclared types with their default settings when none is given)
+        self.message_types = message_types if message_types is not None else build_registry()
+
+    def _codec(self, spec: TopicSpec) -> MessageCodec | None:
+        return None if spec.message_type == "json" else self.message_types.codec(spec.message_type)
 
 
 class SowStore(_StoreBase):
@@ -144,8 +153,9 @@ class SowStore(_StoreBase):
 
     def __init__(self, path: str, *, sync: bool = True, map_size: int = 4 << 20,
                  max_map_size: int | None = None, clock: Callable[[], float] = time.time,
-                 auto_memo: bool = True, max_dbs: int = 65536, on_damage=None) -> None:
-        super().__init__(clock, auto_memo)
+                 auto_memo: bool = True, max_dbs: int = 65536, on_damage=None,
+                 message_types: MessageTypeRegistry | None = None) -> None:
+        super().__init__(clock, auto_memo, message_types)
         self.path = path
         self.env = LmdbEnv(path, map_size=map_size, sync=sync, max_dbs=max_dbs,
                            max_map_size=max_map_size, on_damage=on_damage)
@@ -157,7 +167,7 @@ class SowStore(_StoreBase):
         if spec.name in self._topics:
             raise ValueError(f"SOW topic {spec.name!r} is already open")
         t = Topic(spec, LmdbBackend(self.env, spec.name), clock=self.clock,
-                  auto_memo=self.auto_memo)
+                  auto_memo=self.auto_memo, codec=self._codec(spec))
         t.on_meta_dirty = self._meta_dirty.add
         self._topics[spec.name] = t
         self.env.commit()
@@ -203,14 +213,16 @@ class TransientStore(_StoreBase):
 
     persistent = False
 
-    def __init__(self, *, clock: Callable[[], float] = time.time, auto_memo: bool = True) -> None:
-        super().__init__(clock, auto_memo)
+    def __init__(self, *, clock: Callable[[], float] = time.time, auto_memo: bool = True,
+                 message_types: MessageTypeRegistry | None = None) -> None:
+        super().__init__(clock, auto_memo, message_types)
         self._meta_dirty: set[Topic] = set()
 
     def open_topic(self, spec: TopicSpec) -> Topic:
         if spec.name in self._topics:
             raise ValueError(f"SOW topic {spec.name!r} is already open")
-        t = Topic(spec, MemoryBackend(), clock=self.clock, auto_memo=self.auto_memo)
+        t = Topic(spec, MemoryBackend(), clock=self.clock, auto_memo=self.auto_memo,
+                  codec=self._codec(spec))
         t.on_meta_dirty = self._meta_dirty.add
         self._topics[spec.name] = t
         return t
@@ -270,8 +282,10 @@ class Sow(_Topics):
     def __init__(self, specs: Iterable[TopicSpec] = (), *, default_dir: str = "./sow",
                  sync: bool = True, clock: Callable[[], float] = time.time,
                  map_size: int = 4 << 20, auto_memo: bool = True, on_damage=None,
-                 on_missing=None) -> None:
+                 on_missing=None, message_types: MessageTypeRegistry | None = None) -> None:
+        """``message_types``: the server's codecs (default: the predeclared types)."""
         self.default_dir = default_dir
+        self.message_types = message_types if message_types is not None else build_registry()
         self.on_missing = on_missing
         self.sync = sync
         self.clock = clock
@@ -279,7 +293,8 @@ class Sow(_Topics):
         self.auto_memo = auto_memo
         self.on_damage = on_damage
         self.stores: dict[str, SowStore] = {}
-        self.transient = TransientStore(clock=clock, auto_memo=auto_memo)
+        self.transient = TransientStore(clock=clock, auto_memo=auto_memo,
+                                        message_types=self.message_types)
         self._topics: dict[str, Topic] = {}
         #: the topics with expiration enabled (the only ones with deadlines to sweep)
         self._expiring: dict[str, Topic] = {}
@@ -317,7 +332,8 @@ class Sow(_Topics):
         if self.on_damage is not None:
             handler = lambda path, why: self.on_damage(path, names, why)  # noqa: E731
         st = SowStore(d, sync=self.sync, clock=self.clock, map_size=self.map_size,
-                      auto_memo=self.auto_memo, on_damage=handler)
+                      auto_memo=self.auto_memo, on_damage=handler,
+                      message_types=self.message_types)
         try:
             opened = [st.open_topic(s) for s in specs]
         except lmdb.Error as exc:  # the header was fine, the pages are not
@@ -327,7 +343,8 @@ class Sow(_Topics):
                 handler(d, why)
             move_aside(d, why)
             st = SowStore(d, sync=self.sync, clock=self.clock, map_size=self.map_size,
-                          auto_memo=self.auto_memo, on_damage=handler)
+                          auto_memo=self.auto_memo, on_damage=handler,
+                          message_types=self.message_types)
             opened = [st.open_topic(s) for s in specs]
         self.stores[d] = st
         for s, t in zip(specs, opened, strict=False):
@@ -341,7 +358,8 @@ class Sow(_Topics):
         st = self.stores.get(d)
         if st is None:
             st = self.stores[d] = SowStore(d, sync=self.sync, clock=self.clock,
-                                          map_size=self.map_size, auto_memo=self.auto_memo)
+                                          map_size=self.map_size, auto_memo=self.auto_memo,
+                                          message_types=self.message_types)
         return st
 
     def stored_topic_names(self, spec: TopicSpec) -> list[str]:

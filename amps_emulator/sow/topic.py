@@ -22,7 +22,7 @@ from typing import Any
 
 import msgspec
 
-from amps_emulator.protocol.msgtypes import CodecError
+from amps_emulator.protocol.msgtypes import CodecError, MessageCodec
 from amps_emulator.protocol.reasons import BAD_FILTER, CommandError
 
 from .backend import Backend
@@ -62,9 +62,12 @@ class Topic(TopicReads):
 
     def __init__(self, spec: TopicSpec, backend: Backend, *, clock: Callable[[], float],
                  auto_memo: bool = True, scan_fallback: float = 0.5,
-                 auto_memo_limit: int | None = AUTO_MEMO_LIMIT) -> None:
+                 auto_memo_limit: int | None = AUTO_MEMO_LIMIT,
+                 codec: MessageCodec | None = None) -> None:
+        """``codec``: the codec of the topic's message type (required unless json)."""
         super().__init__(spec, backend, clock=clock, auto_memo=auto_memo,
-                         scan_fallback=scan_fallback, auto_memo_limit=auto_memo_limit)
+                         scan_fallback=scan_fallback, auto_memo_limit=auto_memo_limit,
+                         codec=codec)
         #: monitoring counters (the Admin interface's insert/update/delete counts)
         self.insert_count = self.update_count = self.delete_count = 0
         self._keygen = KeyGenerator(spec.domain, spec.keys) if spec.keys else None

@@ -43,7 +43,7 @@ from amps_emulator.protocol.topics import (
     qualify,
     split_topic,
 )
-from amps_emulator.server.delivery import UNDECODED, decode_body
+from amps_emulator.server.delivery import UNDECODED
 from amps_emulator.server.subscribe import compile_filter_for
 
 from .host import ActionHost
@@ -280,7 +280,7 @@ class Actions(Steps):
 
     def message_published(self, msg: Message, rec: JournalRecord | None) -> None:
         topic = msg.topic
-        doc = msg.doc if msg.doc is not UNDECODED else decode_body(msg.body, topic)
+        doc = msg.doc if msg.doc is not UNDECODED else self.broker.bodies.decode(msg.body, topic)
         base: Vars = {"AMPS_DATA": msg.body, "AMPS_TOPIC": display_name(topic),
                       "AMPS_SOW_KEY": msg.sow_key or "", "AMPS_BOOKMARK": msg.bookmark or "",
                       "AMPS_CLIENT_NAME": msg.client_name or "", "AMPS_REASON": ""}
@@ -312,7 +312,7 @@ class Actions(Steps):
         watches = [w for w in self.watches if w.topic == topic]
         for rec in records:
             if oof:
-                doc = decode_body(rec.data, topic)
+                doc = self.broker.bodies.decode(rec.data, topic)
                 for trig in oof:
                     if trig.matches_doc(doc):
                         self.run(trig.action, _record_vars(topic, rec, reason))

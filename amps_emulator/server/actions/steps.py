@@ -22,7 +22,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.config.units import parse_duration
-from amps_emulator.protocol import bodies
+from amps_emulator.protocol.bodies import decode_json
+from amps_emulator.protocol.msgtypes import MessageTypeConfigError
 from amps_emulator.protocol.filter import FilterError, compile_filter, evaluate_expression
 from amps_emulator.protocol.topics import qualify
 from amps_emulator.server import publish
@@ -131,7 +132,7 @@ class Steps:
                       text, exc)
             return False
         data = v.get("AMPS_DATA")
-        doc = bodies.decode_or_none(data, "json") if isinstance(data, bytes) else None
+        doc = decode_json(data) if isinstance(data, bytes) else None
         return bool(flt(doc))
 
     def if_file_system_usage(self, step: ActionStep, v: Vars) -> bool:
@@ -208,8 +209,8 @@ class Steps:
         mt = expand_text(step.option("MessageType"), v, "json") or "json"
         data = expand(step.option("Data") or "{{AMPS_DATA}}", v)
         try:
-            doc = bodies.decode_or_none(data, mt)
-        except LookupError:
+            doc = self.broker.bodies.decode_typed(data, mt)
+        except MessageTypeConfigError:
             raise StepFailed(f"unknown message type {mt!r}") from None
         for opt in step.options:
             if opt.name != "Value":
