@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.config.units import parse_duration
 from amps_emulator.protocol.bodies import decode_json
-from amps_emulator.protocol.msgtypes import MessageTypeConfigError
 from amps_emulator.protocol.filter import FilterError, compile_filter, evaluate_expression
+from amps_emulator.protocol.msgtypes import MessageTypeConfigError
 from amps_emulator.protocol.topics import qualify
 from amps_emulator.server import publish
 from amps_emulator.server.logtargets import RotatingFileTarget
