@@ -25,7 +25,7 @@ def test_is_pymongos_bson():
 
 def test_types_carried_and_bson_types_mapped():
     oid = ObjectId("0123456789abcdef01234567")
-    when = datetime.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.timezone.utc)
+    when = datetime.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=datetime.UTC)
     body = bson.encode({"a": {"b": [1, 2.5, None, True]}, "big": Int64(1 << 40), "oid": oid,
                         "t": when, "d": Decimal128("12.50"), "bin": Binary(b"xy", 0),
                         "raw": Binary(b"\xff", 5)})
