@@ -7,7 +7,9 @@ The official clients speak these formats when the URI's path names the protocol
 (``tcp://host:port/fix``); the connection's message type is the transport's ``MessageType``.
 
 ``fix`` and ``nvfix`` (one format): header fields ``TAG=value`` each ended by ``0x01``, tags
-numbered from 20000 (:data:`TAGS`); ``0x02`` ends the header and the body follows.  In a
+numbered from 20000 (:data:`TAGS`); ``0x02`` ends the header and the body follows.  A
+delivery's command is written ``publish`` (the ``amps`` protocol's ``p`` is expanded by the
+client's JSON header reader, which a legacy client does not have).  In a
 message with a body (``p``, ``oof``, each ``sow`` record) the header carries the body length
 (tag 20058), which the client needs to find the body; a batched ``sow`` is the query's header,
 ``0x02``, then per record its own fields, ``0x02``, the body and one separator byte.
@@ -199,6 +201,8 @@ def _records(rest: bytes) -> list[tuple[dict[str, Any], bytes]]:
 
 def _legacy_payload(protocol: str, header: dict[str, Any], body: bytes) -> bytes:
     c = header.get("c", header.get("cmd"))
+    if c == "p":  # the amps protocol's short form; a legacy client reads the command as sent
+        header = {**header, "c": "publish"}
     xml = protocol == "xml"
     if c == "sow":
         records = _records(body)
