@@ -15,7 +15,9 @@ message with a body (``p``, ``oof``, each ``sow`` record) the header carries the
 ``0x02``, then per record its own fields, ``0x02``, the body and one separator byte.
 
 ``xml``: a SOAP envelope.  ``<SOAP-ENV:Envelope><SOAP-ENV:Header>`` holds one element per
-field (:data:`XML_NAMES`), ``<SOAP-ENV:Body>`` the body as is; a batched ``sow`` puts each
+field (:data:`XML_NAMES`; where the Command Reference and the official client spell a name
+differently, both are read and the client's is written, since an element the client does not
+know ends its scan of the header), ``<SOAP-ENV:Body>`` the body as is; a batched ``sow`` puts each
 record in the body as ``<Msg key="K" len="N">body</Msg>``.  Clients write some values as
 CDATA and read names, topics, users, passwords and subscription ids with the five XML
 entities, which the server writes that way; other values travel as they are.
@@ -41,19 +43,22 @@ __all__ = ["LEGACY_PROTOCOLS", "LegacyFormatError", "TAGS", "XML_NAMES", "to_amp
 
 LEGACY_PROTOCOLS = ("fix", "nvfix", "xml")
 
-#: FIX header tag -> the ``amps`` protocol's JSON header key
+#: FIX header tag -> the ``amps`` protocol's JSON header key (the tags of the Command
+#: Reference's protocol chapter; 20026, which the official client writes for ``orderby``, too)
 TAGS: dict[int, str] = {
     20000: "c", 20001: "cid", 20002: "client_name", 20003: "user_id", 20004: "ts", 20005: "t",
     20006: "filter", 20007: "mt", 20008: "a", 20009: "sub_id", 20011: "version", 20012: "e",
-    20015: "heartbeat", 20017: "lp", 20018: "status", 20019: "query_id", 20023: "bs",
-    20025: "top_n", 20026: "orderby", 20032: "sow_keys", 20035: "x", 20036: "s", 20037: "bm",
-    20038: "pw", 20039: "o", 20052: "records_inserted", 20053: "records_updated",
+    20014: "data_only", 20015: "heartbeat", 20017: "lp", 20018: "status", 20019: "query_id",
+    20023: "bs", 20025: "top_n", 20026: "orderby", 20032: "sow_keys", 20035: "x", 20036: "s",
+    20037: "bm", 20038: "pw", 20039: "o", 20052: "records_inserted", 20053: "records_updated",
     20054: "records_deleted", 20055: "records_returned", 20056: "topic_matches",
     20057: "matches", 20058: "l", 20059: "k", 20060: "gseq", 20061: "sids", 20062: "reason",
 }
+_TAG_ALIASES = {20074: "x"}  # CorrelationID, as the reference also lists it
 
-#: SOAP header element -> JSON header key
-XML_NAMES: dict[str, str] = {
+#: SOAP header element -> JSON header key, as the server writes them: the names the official
+#: client reads (an element it does not know ends its header scan)
+_XML_OUT: dict[str, str] = {
     "Cmd": "c", "CmdId": "cid", "ClntName": "client_name", "UsrId": "user_id", "TxmTm": "ts",
     "Tpc": "t", "Fltr": "filter", "MsgTyp": "mt", "AckTyp": "a", "SubId": "sub_id",
     "Version": "version", "Expn": "e", "Hrtbt": "heartbeat", "LeasePrd": "lp",
@@ -62,8 +67,13 @@ XML_NAMES: dict[str, str] = {
     "PW": "pw", "Opts": "o", "RecordsInserted": "records_inserted",
     "RecordsUpdated": "records_updated", "RecordsDeleted": "records_deleted",
     "RecordsReturned": "records_returned", "TopicMatches": "topic_matches",
-    "Matches": "matches", "MsgLn": "l", "SowKey": "k", "GrpSqNum": "gseq", "SubIds": "sids",
+    "Matches": "matches", "SowKey": "k", "GrpSqNum": "gseq", "SubIds": "sids",
     "Reason": "reason",
+}
+#: every SOAP header element read inbound: the client's names and the reference's spellings
+XML_NAMES: dict[str, str] = {
+    **_XML_OUT, "MsgLn": "l", "MsgLen": "l", "LeasePeriod": "lp", "CorrelationId": "x",
+    "DatOnly": "data_only",
 }
 
 # the other spellings of a key the server may write (protocol.headers.CLIENT_KNOWN_KEYS)
@@ -73,7 +83,7 @@ _ALIASES = {
     "group_seq_num": "gseq", "password": "pw", "timestamp": "ts", "lease_period": "lp",
 }
 _KEY_TAG = {key: tag for tag, key in TAGS.items()}
-_KEY_XML = {key: name for name, key in XML_NAMES.items()}
+_KEY_XML = {key: name for name, key in _XML_OUT.items()}
 # values the client reads with entities (and every client writes as CDATA)
 _XML_ESCAPED = frozenset({"client_name", "t", "user_id", "pw", "sub_id"})
 _WITH_BODY = frozenset({"p", "publish", "oof"})
@@ -111,9 +121,10 @@ def _from_tags(payload: bytes) -> tuple[dict[str, str], bytes]:
         tag, eq, value = field.partition(b"=")
         if not eq or not tag.isdigit():
             raise LegacyFormatError(f"header field {field[:40]!r} is not TAG=value")
-        key = TAGS.get(int(tag))
+        n = int(tag)
+        key = TAGS.get(n) or _TAG_ALIASES.get(n)
         if key is not None:
-            header[key] = _text(value, f"header tag {int(tag)}")
+            header[key] = _text(value, f"header tag {n}")
     return header, body
 
 
@@ -176,7 +187,9 @@ def xml_header(header: dict[str, Any]) -> bytes:
     """The SOAP header elements of ``header``."""
     parts = []
     for k, v in _fields(header):
-        name = _KEY_XML[k]
+        name = _KEY_XML.get(k)
+        if name is None:  # the body length: the client reads the body to the envelope's end
+            continue
         text = _xml_escape(v, {'"': "&quot;", "'": "&apos;"}) if k in _XML_ESCAPED else v
         parts.append(f"<{name}>{text}</{name}>")
     return "".join(parts).encode("utf-8")

@@ -60,7 +60,7 @@ def test_outbound_xml_escapes_names_and_wraps_sow_records():
     data = frame({"c": "p", "t": "a&b"}, b"<x/>") + sow_batch("o", "q", [({"k": "5"}, b"<y/>")])
     p, s = _frames(from_amps_frames("xml", data))
     assert p == (b"<SOAP-ENV:Envelope><SOAP-ENV:Header><Cmd>publish</Cmd><Tpc>a&amp;b</Tpc>"
-                 b"<MsgLn>4</MsgLn></SOAP-ENV:Header><SOAP-ENV:Body><x/></SOAP-ENV:Body>"
+                 b"</SOAP-ENV:Header><SOAP-ENV:Body><x/></SOAP-ENV:Body>"
                  b"</SOAP-ENV:Envelope>")
     assert b'<SOAP-ENV:Body><Msg key="5" len="4"><y/></Msg></SOAP-ENV:Body>' in s
 
@@ -95,3 +95,12 @@ def test_round_trip_through_the_legacy_format(header, body, protocol):
     back, back_body = _split(to_amps_payload(protocol, legacy))
     back.pop("l", None)
     assert back == header and back_body == body
+
+
+def test_the_reference_spellings_are_read_too():
+    header, _ = _split(to_amps_payload(
+        "xml", b"<SOAP-ENV:Envelope><SOAP-ENV:Header><Cmd>p</Cmd><CorrelationId>c1</CorrelationId>"
+               b"<LeasePeriod>5</LeasePeriod></SOAP-ENV:Header></SOAP-ENV:Envelope>"))
+    assert header == {"c": "p", "x": "c1", "lp": "5"}
+    header, _ = _split(to_amps_payload("fix", b"20000=p\x0120074=c2\x0120014=true\x01\x02"))
+    assert header == {"c": "p", "x": "c2", "data_only": "true"}
