@@ -3,10 +3,10 @@
 The admin console, the command-line clients and the Spark sources show what a topic holds.
 JSON bodies show as themselves.  For the other types:
 
-* :func:`readable_text`: the text types (fix, nvfix, xml) as their text with the FIX field
-  separator ``0x01`` shown as ``|`` (the habit of FIX logs); every other type (bson, msgpack,
-  bflat, protobuf, struct, composite, binary) as ``base64:`` and the bytes in Base64, so no
-  byte is lost or hides a control character;
+* :func:`readable_text`: the text types (fix, nvfix, xml) as their text, a fix or nvfix
+  type's field separator (``0x01`` by default) shown as ``|`` (the habit of FIX logs);
+  every other type (bson, msgpack, bflat, protobuf, struct, composite, binary) as
+  ``base64:`` and the bytes in Base64, so no byte is lost or hides a control character;
 * :func:`fields` / :func:`fields_json`: the field tree the type's codec reads (what filters
   address), or ``None`` for a type with no fields (binary), a type this process does not know,
   or a body the type cannot read.
@@ -32,6 +32,7 @@ from amps_emulator.protocol.msgtypes import (
     MessageCodec,
     MessageTypeConfigError,
     MessageTypeRegistry,
+    NvfixCodec,
     Tree,
     XmlCodec,
     build_registry,
@@ -59,16 +60,18 @@ def _codec(message_type: str, registry: MessageTypeRegistry | None) -> MessageCo
 def is_text_type(message_type: str, registry: MessageTypeRegistry | None = None) -> bool:
     """Whether bodies of the type are text (json, fix, nvfix, xml and types declared on them)."""
     c = _codec(message_type, registry)
-    return isinstance(c, (JsonCodec, FixCodec, XmlCodec))  # NvfixCodec is a FixCodec
+    return isinstance(c, (JsonCodec, FixCodec, NvfixCodec, XmlCodec))
 
 
 def readable_text(body: bytes, message_type: str,
                   registry: MessageTypeRegistry | None = None) -> str:
     """``body`` as text a person can read (see the module's rules)."""
     raw = bytes(body)
-    if is_text_type(message_type, registry):
-        text = raw.decode("utf-8", "replace")
-        return text.replace("\x01", "|") if message_type != "json" else text
+    c = _codec(message_type, registry)
+    if isinstance(c, (FixCodec, NvfixCodec)):  # the type's field separator shown as '|'
+        return raw.decode("utf-8", "replace").replace(chr(c.field_separator), "|")
+    if isinstance(c, (JsonCodec, XmlCodec)):
+        return raw.decode("utf-8", "replace")
     return "base64:" + base64.b64encode(raw).decode("ascii")
 
 
