@@ -11,7 +11,8 @@ layer passes in ``MessageTypeDecl.source``.
 
 Declared types are built when the registry is built (so their errors surface at start-up);
 predeclared types are built when first asked for, so a predeclared type this installation
-cannot serve (``bson``) is only an error for a config that uses it.
+cannot serve (``bson`` with pymongo's package shadowed) is only an error for a config that
+uses it.  A ``protobuf`` type compiles its ``.proto`` when declared (:mod:`.protobufmsg`).
 """
 
 from __future__ import annotations
