@@ -73,8 +73,13 @@ def proto_include_args(proto_paths: Sequence[str]) -> list[str]:
 
 
 def _well_known_include() -> list[str]:
-    """The directory of the ``google/protobuf/*.proto`` files grpcio-tools ships."""
-    import grpc_tools
+    """The directory of the ``google/protobuf/*.proto`` files grpcio-tools ships
+    (``ValueError`` when grpcio-tools, the compiler, is not installed)."""
+    try:
+        import grpc_tools
+    except ImportError:
+        raise ValueError("the .proto compiler (grpcio-tools, the protobuf extra) is not "
+                         "installed") from None
 
     d = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
     return [f"-I{d}"] if os.path.isdir(d) else []
