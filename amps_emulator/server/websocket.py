@@ -280,13 +280,15 @@ class WebSocketProtocol(asyncio.Protocol):
         """A logon header that names no message type gets the upgrade path's (as AMPS takes
         a WebSocket connection's type from its URI); any other header is returned as is."""
         path_type = self.path_type
-        if path_type is None or not header.startswith(b'{"c":"logon"') or b'"mt"' in header \
+        if path_type is None or b'"logon"' not in header or b'"mt"' in header \
                 or b'"message_type"' in header:
             return header
         try:
             fields = _decode_header(header)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             return header  # the command parser reports it
+        if fields.get("c", fields.get("cmd")) != "logon":
+            return header
         fields["mt"] = path_type
         return msgspec.json.encode(fields)
 
