@@ -219,10 +219,11 @@ def journal_range(server: Server, start: str | None = None, end: str | None = No
         if until is not None and rec.timestamp > round(until * 1_000_000):
             break
         if topic is None or rec.topic == topic:
+            mt = rec.message_type or "json"
             out.append({"bookmark": rec.bookmark_str, "position": rec.position,
-                        "kind": int(rec.kind), "topic": rec.topic,
+                        "kind": int(rec.kind), "topic": rec.topic, "message_type": mt,
                         "timestamp": rec.timestamp / 1_000_000, "client_name": rec.client_name,
-                        "sow_key": rec.sow_key, "data": _body(rec.body)})
+                        "sow_key": rec.sow_key, **_record_body(rec.body, mt)})
         if end and rec.bookmark_str == end or len(out) >= limit:
             break
     return {"first_position": j.first_position, "last_position": j.last_position,

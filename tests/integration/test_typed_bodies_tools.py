@@ -19,6 +19,8 @@ CONFIG = """<AMPSConfig><Name>typed-tools</Name>
 <Admin><InetAddr>127.0.0.1:0</InetAddr><Interval>1s</Interval></Admin>
 <Transports><Transport><Name>any</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
   <Protocol>amps</Protocol></Transport></Transports>
+<TransactionLog><JournalDirectory>{d}/journal</JournalDirectory>
+  <Topic><Name>orders</Name><MessageType>fix</MessageType></Topic></TransactionLog>
 <SOW>
   <Topic><Name>orders</Name><MessageType>fix</MessageType><Key>/11</Key><FileName>{d}/%n.sow</FileName></Topic>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key><FileName>{d}/%n.sow</FileName></Topic>
@@ -63,6 +65,12 @@ def test_inspection_api_shows_typed_records_readably(srv) -> None:
     assert base64.b64decode(job["body"].removeprefix("base64:")) == BSON
     listing = {(t["topic"].split("\x1f")[0], t["message_type"]) for t in srv.http("/emulator/sow")["topics"]}
     assert {("orders", "fix"), ("orders", "json"), ("jobs", "bson")} <= listing
+
+
+def test_inspection_api_shows_typed_journal_records_readably(srv) -> None:
+    (rec,) = srv.http("/emulator/journal?topic=orders")["records"]
+    assert rec["message_type"] == "fix" and rec["body"] == "35=D|11=A|38=150|"
+    assert rec["data"] == {"35": "D", "11": "A", "38": 150}
 
 
 def test_console_lists_typed_topics_by_name_and_type(srv) -> None:
