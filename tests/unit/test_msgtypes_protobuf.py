@@ -167,3 +167,42 @@ def test_round_trip(reg, id_, qty, px, tags, side):
     if tags:
         tree["tags"] = tags
     assert c.decode(c.encode(tree)) == tree
+
+
+def _varint(n: int) -> bytes:
+    out = b""
+    while True:
+        low, n = n & 0x7F, n >> 7
+        if not n:
+            return out + bytes([low])
+        out += bytes([low | 0x80])
+
+
+_wire_fields = st.lists(st.tuples(st.integers(1, 12), st.sampled_from([0, 1, 2, 5]),
+                                  st.integers(0, 2 ** 64 - 1), st.binary(max_size=12)),
+                        max_size=8)
+
+
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(fields=_wire_fields)
+def test_well_framed_wire_fields_raise_only_codec_error(reg, fields):
+    # valid tags and lengths reach the field readers (strings that are not UTF-8, values of
+    # the wrong wire type, unknown enum numbers); decode and delta merge stay CodecError-only
+    body = b""
+    for num, wire, n, blob in fields:
+        body += _varint(num << 3 | wire)
+        body += {0: _varint(n), 1: n.to_bytes(8, "little"), 5: (n & 0xFFFFFFFF).to_bytes(4, "little"),
+                 2: _varint(len(blob)) + blob}[wire]
+    for name in ("orders", "orders3"):
+        c = reg.codec(name)
+        try:
+            c.decode(body)
+            if c.capabilities.delta:
+                c.merge_delta(body, body)
+        except CodecError:
+            pass
+
+
+def test_encode_refuses_values_out_of_range(reg):
+    with pytest.raises(CodecError):
+        reg.codec("orders").encode({"id": "x", "person": {"customer_id": "1", "personID": 1 << 40}})

@@ -305,13 +305,17 @@ class ProtobufCodec(MessageCodec):
             return _tree(msg, 0)
         except RecursionError:
             raise CodecError("protobuf message nested too deeply") from None
+        except (ValueError, TypeError) as e:  # a string field that is not UTF-8, ...
+            raise CodecError(f"malformed {self.name} message: {e}") from None
 
     def encode(self, tree: Tree) -> bytes:
         msg = self._cls()
-        _fill(msg, tree, 0)
         try:
+            _fill(msg, tree, 0)
             return bytes(msg.SerializePartialToString())
-        except (EncodeError, ValueError) as e:
+        except RecursionError:
+            raise CodecError("protobuf message nested too deeply") from None
+        except (EncodeError, ValueError, TypeError) as e:  # a value out of its field's range
             raise CodecError(f"cannot write {self.name}: {e}") from None
 
     def merge_delta(self, old: bytes, delta: bytes) -> bytes:
@@ -319,5 +323,10 @@ class ProtobufCodec(MessageCodec):
             raise UnsupportedByType(f"delta is not supported for protobuf version 3 type "
                                    f"{self.name}")
         stored = self._parse(bytes(old))
-        _merge(stored, self._parse(bytes(delta)), 0)
-        return bytes(stored.SerializePartialToString())
+        try:
+            _merge(stored, self._parse(bytes(delta)), 0)
+            return bytes(stored.SerializePartialToString())
+        except RecursionError:
+            raise CodecError("protobuf message nested too deeply") from None
+        except (ValueError, TypeError, EncodeError) as e:  # a string field that is not UTF-8
+            raise CodecError(f"cannot merge {self.name} delta: {e}") from None
