@@ -456,9 +456,11 @@ class AdminServer:
             return out
         if what == "sow" and len(segs) == 2:
             top = int(q["top_n"]) if q.get("top_n") else None
-            return await ops.sow_records(s, segs[1], q.get("filter"), q.get("orderby"), top)
+            return await ops.sow_records(s, segs[1], q.get("filter"), q.get("orderby"), top,
+                                         q.get("type"))
         if what == "sow":
-            return {"topics": [{"topic": n, "count": t.count()}
+            return {"topics": [{"topic": n, "message_type": t.spec.message_type,
+                                "count": t.count()}
                                for n, t in sorted(s.sowsvc.sow.topics.items())]
                     if s.sowsvc is not None else []}
         if what == "queues" and len(segs) == 2:

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
+from amps_emulator.protocol.legacy import LEGACY_PROTOCOLS
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
@@ -38,6 +39,7 @@ from amps_emulator.server.broker import Broker
 from amps_emulator.server.clock import SystemClock, TestClock
 from amps_emulator.server.connection import Connection
 from amps_emulator.server.event_topics import EventTopics
+from amps_emulator.server.legacy import LegacyProtocol
 from amps_emulator.server.ports import Client, Stoppable
 from amps_emulator.server.queuesvc import QueueService
 from amps_emulator.server.router import Router
@@ -71,7 +73,7 @@ class Listener:
         self.port = port
         #: the transport's MessageType; None: any type the instance knows
         self.message_type = message_type
-        self.protocol = protocol  # "amps" or "websocket"
+        self.protocol = protocol  # "amps", "websocket", or a legacy "fix", "nvfix", "xml"
         self.max_frame = max_frame
         self.out_limit = out_limit
         self.reuse_addr = reuse_addr  # SO_REUSEADDR (Transport/ReuseAddr)
@@ -85,6 +87,8 @@ class Listener:
         scheme = "ws" if self.protocol == "websocket" else "tcp"
         if self.tls is not None:
             scheme += "s"
+        if self.protocol in LEGACY_PROTOCOLS:  # the client names the protocol, not the type
+            return f"{scheme}://{host}:{self.port}/{self.protocol}"
         return f"{scheme}://{host}:{self.port}/amps/{self.message_type or 'json'}"
 
     def protocol_factory(self, server: Server) -> Callable[[], asyncio.Protocol]:
@@ -93,6 +97,9 @@ class Listener:
 
         if self.protocol == "websocket":
             return lambda: WebSocketProtocol(make_connection, self)
+        if self.protocol in LEGACY_PROTOCOLS:
+            protocol = self.protocol
+            return lambda: LegacyProtocol(make_connection, self, protocol)
         return make_connection
 
 
