@@ -12,9 +12,9 @@ Authentication/Entitlement blocks never gets here, so the message path pays noth
   writable or the message (for a delta, the delta itself, before any merge) fails the write
   filter; a publish-store publish gets the failure on its persisted ack, so the client's
   failed-write handler sees it;
-* ``sow_delete``: refused when the topic is not writable; a filter delete deletes only the
-  records the write filter admits (the filters are ANDed); a delete by keys or data where a
-  write filter applies is refused (the filter cannot be asked record by record there);
+* ``sow_delete``: refused when the topic is not writable; otherwise only the records the
+  write filter admits are deleted, the others stay: a filter delete ANDs the two filters, a
+  delete by keys or data asks :func:`delete_filter` and checks each record it names;
 * queues: subscribing to a queue (consuming) and acking it (``sow_delete`` on the queue) need
   read; publishing to it needs write on the queue's name.
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.ports import Client
 
-__all__ = ["check", "attach", "compose_select", "sow_topics", "READS", "WRITES"]
+__all__ = ["check", "attach", "delete_filter", "compose_select", "sow_topics", "READS", "WRITES"]
 
 T = TypeVar("T")
 
@@ -102,13 +102,22 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
         except CommandError:
             _denied(broker, client, "writes")
             raise
-        if grant.filter_text is not None:
-            if not cmd.filter:
-                _denied(broker, client, "writes")
-                raise CommandError(reasons.NOT_ENTITLED,
-                                   f"a write filter applies to {topic!r}: delete by filter")
+        if grant.filter_text is not None and cmd.filter:
             cmd.filter = grant.combined_filter(cmd.filter)
+        # by keys or data: the handler asks delete_filter() and keeps the records it refuses
     return True
+
+
+def delete_filter(client: Client, topic: str) -> TopicGrant | None:
+    """The write grant whose filter each record a ``sow_delete`` by keys or data must pass
+    (AMPS deletes the records it admits and keeps the others); None: no filter applies."""
+    session = client.session
+    if session is None:
+        return None
+    grant = session.permissions.write_grant(client.message_type, display_name(topic))
+    if grant is None or grant.filter_text is None:
+        return None
+    return grant
 
 
 def _regex(cmd: Command, topic: str) -> bool:

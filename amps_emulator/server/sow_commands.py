@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame, sow_batch
+from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name
 from amps_emulator.server import entitle, replay, sow_results
@@ -44,15 +45,18 @@ from amps_emulator.server.sow_results import (
     send_records,
 )
 from amps_emulator.server.subscribe import compile_filter_for, register_subscription
+from amps_emulator.sow.keys import parse_sow_keys
 from amps_emulator.sow.query import page, parse_order_by, project, selection, sort_records
 
 log = logging.getLogger("amps_emulator.sow")
 
 if TYPE_CHECKING:
+    from amps_emulator.auth import TopicGrant
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.ports import Client
     from amps_emulator.server.queuesvc import QueueService
+    from amps_emulator.sow import Topic
 
 
 class Replacing:
@@ -453,9 +457,15 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
     elif cmd.sow_keys:
         headers["sow_keys"] = cmd.sow_keys
     elif cmd.body:
-        topic.key_for(decode_or_none(cmd.body), cmd.sow_key)  # bad sow key before journalling
+        key = topic.key_for(decode_or_none(cmd.body), cmd.sow_key)  # bad sow key before journalling
+        if entitle.delete_filter(client, topic_name) is not None:
+            headers["sow_keys"] = key  # narrowed to the admitted record below
     else:
         raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
+    if "sow_keys" in headers:
+        grant = entitle.delete_filter(client, topic_name)
+        if grant is not None:  # the records the write filter refuses stay: not in the delete
+            headers["sow_keys"] = _admitted(topic, topic_name, headers["sow_keys"], grant)
     if sowsvc.refusing(topic_name):  # its disk is full
         acks_refused(client, cmd, cmd.seq, reasons.TX_STORE_FAILURE, broker.txlog)
         return
@@ -497,6 +507,21 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
     _delete_acks(client, cmd, {"records_deleted": result.records_deleted,
                                "matches": result.matches, "topic_matches": result.topic_matches},
                  broker, position)
+
+
+def _admitted(topic: Topic, topic_name: str, sow_keys: str, grant: TopicGrant) -> str:
+    """The keys of ``sow_keys`` naming a record the write grant's filter admits (AMPS checks
+    each record a delete would remove), as the ``sow_keys`` the delete then journals."""
+    name = display_name(topic_name)
+    kept: list[str] = []
+    for skey in parse_sow_keys(sow_keys):
+        rec = topic.get(skey)
+        if rec is None:
+            continue  # nothing to delete
+        ctx = MessageContext(topic=name, bookmark=rec.bookmark or None, sow_key=skey)
+        if grant.admits(rec.doc_by(topic.decode_body), ctx):
+            kept.append(skey)
+    return ",".join(kept)
 
 
 def _delete_acks(client: Client, cmd: Command, counts: dict[str, int],

@@ -583,3 +583,40 @@ def test_client_certificates_accepted_and_refused(tmp_path):
         assert b'"status"' not in logon((other_cert, other_key))
     finally:
         srv.stop()
+
+
+def test_sow_delete_by_keys_and_by_data_deletes_only_the_records_the_write_filter_admits(tmp_path):
+    owner = {"topic": [{"topic": "test", "read": True, "write": "/owner = 'alice'"}]}
+    srv = serve(tmp_path, web_config(tmp_path, {"alice": owner, "admin": {"topic": [ALL]}}))
+    try:
+        alice = logged_on(with_user(srv.uri, "alice"), "alice")
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+        for i, who in ((1, "alice"), (2, "bob"), (3, "alice"), (4, "bob")):
+            pub.publish("test", json.dumps({"id": i, "owner": who}))
+        pub.publish_flush(5000)
+        keys = {json.loads(m.get_data())["id"]: m.get_sow_key()
+                for m in pub.sow("test") if m.get_command() == "sow"}
+
+        def left() -> list[int]:
+            return sorted(json.loads(m.get_data())["id"] for m in pub.sow("test")
+                          if m.get_command() == "sow")
+
+        def deleted(ack) -> tuple[str, int]:
+            return ack.get_status(), int(ack.get_sow_deleted())
+
+        # by keys: alice's record 1 goes, bob's record 2 stays; the ack succeeds, counting 1
+        ack = alice.sow_delete_by_keys("test", f"{keys[1]},{keys[2]}")
+        assert deleted(ack) == ("success", 1)
+        assert left() == [2, 3, 4]
+        # by data: the stored record decides (bob's record 4, whatever the data says)
+        ack = alice.sow_delete_by_data("test", '{"id":4,"owner":"alice"}')
+        assert deleted(ack) == ("success", 0)
+        assert left() == [2, 3, 4]
+        ack = alice.sow_delete_by_data("test", '{"id":3}')
+        assert deleted(ack) == ("success", 1)
+        assert left() == [2, 4]
+        # a user without a write filter deletes whatever the keys name
+        assert deleted(pub.sow_delete_by_keys("test", keys[2])) == ("success", 1)
+        assert left() == [4]
+    finally:
+        srv.stop()
