@@ -35,7 +35,7 @@ from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.delivery import decode_or_none
 from amps_emulator.server.router import ReadEntitlement
 from amps_emulator.server.subscribe import compile_filter_for
-from amps_emulator.sow.query import Select, parse_select
+from amps_emulator.sow.query import compose_select, parse_select
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -172,26 +172,6 @@ def attach(client: Client, session: Session, cmd: Command) -> None:
     grant = perms.read_grant(mt, display_name(sub.topic))
     if grant is not None and grant.filter_text is not None:
         sub.entitlement = ReadEntitlement(perms, mt, False)
-
-
-def _effective(rules: dict[tuple[str, ...], bool], path: tuple[str, ...]) -> bool:
-    """Whether a select list includes ``path``: its most specific directive on the way."""
-    for i in range(len(path), -1, -1):
-        rule = rules.get(path[:i])
-        if rule is not None:
-            return rule
-    return True
-
-
-def compose_select(first: Select, then: Select | None) -> Select:
-    """One select list doing ``first``, then ``then``: a field is kept when both keep it.
-    Exact: every field's most specific directive in the result sits at a path of one of the
-    two lists, where each list's own decision is the one it makes for that field."""
-    if then is None:
-        return first
-    paths = sorted({(), *first.rules, *then.rules}, key=len)
-    ops = tuple((_effective(first.rules, p) and _effective(then.rules, p), p) for p in paths)
-    return Select(ops, ",".join(("+" if inc else "-") + "/" + "/".join(p) for inc, p in ops))
 
 
 def _entitlement_select(cmd: Command, grant: TopicGrant) -> None:

@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any
 from amps_emulator.protocol.topics import (
     TYPE_SEP,
     compile_topic_regex,
+    display_name,
     is_regex_topic,
     split_topic,
 )
-from amps_emulator.sow.query import Select, selection
+from amps_emulator.sow.query import Select, compose_select, parse_select, selection
 
 if TYPE_CHECKING:
     from amps_emulator.auth import Permissions, TopicGrant
@@ -29,16 +30,32 @@ _CACHE_LIMIT = 50_000
 class ReadEntitlement:
     """A subscriber's read permissions (:class:`auth.Permissions`) for its message type."""
 
-    __slots__ = ("permissions", "message_type", "regex")
+    __slots__ = ("permissions", "message_type", "regex", "_selects")
 
     def __init__(self, permissions: Permissions, message_type: str, regex: bool) -> None:
         self.permissions = permissions
         self.message_type = message_type
         self.regex = regex  # a regex subscription: concrete topics unentitled are skipped
+        self._selects: dict[str, Select | None] = {}
 
     def grant(self, topic: str) -> TopicGrant | None:
-        """The read grant for a concrete topic (cached by the permissions), None: skip it."""
-        return self.permissions.read_grant(self.message_type, topic)
+        """The read grant for a concrete topic (a topic key, or a name as clients give it;
+        cached by the permissions), None: skip it."""
+        return self.permissions.read_grant(self.message_type, display_name(topic))
+
+    def select(self, grant: TopicGrant, own: Select | None) -> Select | None:
+        """The select list of a delivery under ``grant`` to a subscriber whose own list is
+        ``own``: the entitlement's first, then the subscriber's (a literal topic has them
+        composed already, in the subscription's own list)."""
+        text = grant.select
+        if text is None:
+            return own
+        try:
+            return self._selects[text]
+        except KeyError:
+            mine = parse_select(text)
+            sel = self._selects[text] = compose_select(mine, own) if mine is not None else own
+            return sel
 
 
 class Subscription:

@@ -620,3 +620,71 @@ def test_sow_delete_by_keys_and_by_data_deletes_only_the_records_the_write_filte
         assert left() == [4]
     finally:
         srv.stop()
+
+
+def test_regex_bookmark_replay_skips_unentitled_topics_and_applies_each_topics_grant(tmp_path):
+    import threading
+
+    doc = {"topic": [{"topic": "orders/a", "read": "/qty > 10", "write": False,
+                      "select": "-/,+/n,+/qty"},
+                     {"topic": "orders/b", "read": False, "write": False},
+                     {"topic": "orders/c", "read": True, "write": False}]}
+    xml = web_config(tmp_path, {"alice": doc, "admin": {"topic": [ALL]}}, sow=False).replace(
+        "</AMPSConfig>",
+        f"<TransactionLog><JournalDirectory>{tmp_path}/journal</JournalDirectory><Topic>"
+        "<Name>orders/.*</Name><MessageType>json</MessageType></Topic></TransactionLog></AMPSConfig>")
+    srv = serve(tmp_path, xml)
+    try:
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+
+        def publish_round(n: int) -> None:
+            for t in "abd":  # d: in no entry of the document, so not readable
+                for qty in (5, 50):
+                    pub.publish(f"orders/{t}", json.dumps({"n": n, "qty": qty, "secret": t}))
+            pub.publish("orders/c", json.dumps({"n": n, "qty": 1, "secret": "c"}))
+            pub.publish_flush(5000)
+
+        publish_round(1)  # before the subscription: replayed
+        alice = logged_on(with_user(srv.uri, "alice"), "alice")
+        got = []
+        four = threading.Event()
+
+        def on_message(m) -> None:
+            if m.get_command() == "publish":
+                got.append((m.get_topic(), json.loads(m.get_data())))
+                if len(got) >= 4:
+                    four.set()
+
+        alice.execute_async(AMPS.Command("subscribe").set_topic("orders/.*").set_bookmark("0"),
+                            on_message)
+        publish_round(2)  # after it: delivered once the replay caught up
+        pub.publish("orders/c", '{"n":3,"qty":1}')  # the last one: nothing else comes after it
+        pub.publish_flush(5000)
+        assert four.wait(10), got
+        alice.flush(5000)
+        assert got[:4] == [("orders/a", {"n": 1, "qty": 50}),
+                           ("orders/c", {"n": 1, "qty": 1, "secret": "c"}),
+                           ("orders/a", {"n": 2, "qty": 50}),
+                           ("orders/c", {"n": 2, "qty": 1, "secret": "c"})]
+    finally:
+        srv.stop()
+
+
+def test_a_live_regex_subscription_applies_each_topics_select_list(tmp_path):
+    doc = {"topic": [{"topic": "orders/a", "read": True, "write": False, "select": "-/secret"},
+                     {"topic": "orders/c", "read": True, "write": False}]}
+    srv = serve(tmp_path, web_config(tmp_path, {"alice": doc, "admin": {"topic": [ALL]}}, sow=False))
+    try:
+        alice = logged_on(with_user(srv.uri, "alice"), "alice")
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+        got = []
+        alice.execute_async(AMPS.Command("subscribe").set_topic("orders/.*").set_options("select=[-/n]"),
+                            lambda m: got.append((m.get_topic(), json.loads(m.get_data()))))
+        for t in "abc":
+            pub.publish(f"orders/{t}", json.dumps({"id": 1, "n": 2, "secret": t}))
+        pub.publish_flush(5000)
+        alice.flush(5000)
+        # the entitlement's list first, then the subscriber's; orders/c has none of its own
+        assert got == [("orders/a", {"id": 1}), ("orders/c", {"id": 1, "secret": "c"})]
+    finally:
+        srv.stop()
