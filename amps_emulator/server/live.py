@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from amps_emulator.protocol import reasons
+
 __all__ = ["LiveState"]
 
 
@@ -36,6 +38,17 @@ class LiveState:
                 self.published(change[0])
             else:
                 self.removed(*change)
+
+    def leave_reason(self, msg: Any) -> str:
+        """Why a record the subscription held left it with the update ``msg``: ``entitlement``
+        when the subscriber's read filter hides the update (the subscription's filter holds
+        it, ANDed with the subscriber's), else ``match``."""
+        ent = self.sub.entitlement
+        if ent is not None:
+            grant = ent.grant(msg.topic)
+            if grant is not None and not grant.admits(msg.doc, msg.context()):
+                return reasons.OOF_ENTITLEMENT
+        return reasons.OOF_MATCH
 
     def published(self, msg: Any) -> None:  # pragma: no cover - overridden
         raise NotImplementedError

@@ -28,7 +28,7 @@ from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.topics import display_name
 from amps_emulator.sow.query import OrderBy, order_key
 
-from .delivery import delivery_tail, oof_frame, selected
+from .delivery import UNDECODED, delivery_tail, encoder_for, oof_frame, selected
 from .live import LiveState
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class PageWindow(LiveState):
         if matched:
             k = self._keys[skey] = self._key(skey, msg.doc)
             insort(self._sorted, k)
-        self._emit(before, skey, msg, "match")
+        self._emit(before, skey, msg, "match" if matched else self.leave_reason(msg))
 
     def removed(self, rec: Record, reason: str) -> None:
         """``rec`` left the topic (``reason``: deleted or expired)."""
@@ -119,9 +119,16 @@ class PageWindow(LiveState):
             if skey == changed and removed is not None:
                 conn.send(oof_frame(name, self.sub.sub_id, skey, reason,
                                     selected(removed.data, sel), removed.bookmark or None))
-            elif skey == changed:  # it no longer matches (or sorts elsewhere): the message
-                conn.send(oof_frame(name, self.sub.sub_id, skey, "match",
-                                    selected(msg.body, sel, msg.doc), msg.bookmark))
+            elif skey == changed:  # it no longer matches (or sorts elsewhere): the message;
+                # reason entitlement when the read filter hides it (the previous one, then)
+                previous = msg.previous_doc
+                if reason == "entitlement" and previous is not UNDECODED and previous is not None:
+                    conn.send(oof_frame(name, self.sub.sub_id, skey, reason,
+                                        selected(encoder_for(msg.topic)(previous), sel, previous),
+                                        msg.bookmark))
+                else:
+                    conn.send(oof_frame(name, self.sub.sub_id, skey, "match",
+                                        selected(msg.body, sel, msg.doc), msg.bookmark))
             else:
                 rec = self.topic.get(skey)
                 if rec is not None:

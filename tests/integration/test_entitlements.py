@@ -688,3 +688,69 @@ def test_a_live_regex_subscription_applies_each_topics_select_list(tmp_path):
         assert got == [("orders/a", {"id": 1}), ("orders/c", {"id": 1, "secret": "c"})]
     finally:
         srv.stop()
+
+
+def sow_rows(client, cmd) -> list[dict]:
+    return [json.loads(m.get_data()) for m in client.execute(cmd) if m.get_command() == "sow"]
+
+
+def test_paginated_queries_and_subscriptions_page_after_the_read_filter(tmp_path):
+    srv = serve(tmp_path, web_config(tmp_path, {"alice": FILTERED, "admin": {"topic": [ALL]}}))
+    try:
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+        for i in range(10):
+            pub.publish("test", json.dumps({"id": i, "priority": 1 if i % 2 else 2}))
+        pub.publish_flush(5000)
+        alice = logged_on(with_user(srv.uri, "alice", "pw"), "alice")
+        query = AMPS.Command("sow").set_topic("test").set_order_by("/id").set_top_n(2) \
+            .set_options("skip_n=1")
+        # the readable records are 1, 3, 5, 7, 9: the window skips 1 and keeps two
+        assert [d["id"] for d in sow_rows(alice, query)] == [3, 5]
+        got = []
+        alice.execute_async(
+            AMPS.Command("sow_and_subscribe").set_topic("test").set_order_by("/id").set_top_n(2)
+            .set_options("skip_n=1,oof"),
+            lambda m: got.append((m.get_command(), m.get_reason(), json.loads(m.get_data())))
+            if m.get_command() in ("sow", "publish", "oof") else None)
+        alice.flush(5000)
+        assert [(c, d["id"]) for c, _, d in got] == [("sow", 3), ("sow", 5)]
+        del got[:]
+        pub.publish("test", '{"id":3,"priority":2}')  # leaves alice's filter: 7 moves in
+        pub.publish("test", '{"id":4,"priority":2}')  # never readable: nothing
+        pub.publish_flush(5000)
+        alice.flush(5000)
+        assert sorted(((c, r, d["id"], d["priority"]) for c, r, d in got), key=str) == sorted(
+            [("oof", "entitlement", 3, 1), ("publish", "", 7, 1)], key=str)
+    finally:
+        srv.stop()
+
+
+def test_aggregated_queries_and_subscriptions_group_only_readable_rows(tmp_path):
+    srv = serve(tmp_path, web_config(tmp_path, {"alice": FILTERED, "admin": {"topic": [ALL]}}))
+    try:
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+        rows = [(1, "x", 1), (2, "x", 1), (3, "x", 2), (4, "y", 1), (5, "z", 2)]
+        for i, g, prio in rows:
+            pub.publish("test", json.dumps({"id": i, "g": g, "priority": prio}))
+        pub.publish_flush(5000)
+        alice = logged_on(with_user(srv.uri, "alice", "pw"), "alice")
+        opts = "grouping=[/g],projection=[/g,COUNT(/id) AS /n]"
+        counts = {d["g"]: d["n"] for d in sow_rows(
+            alice, AMPS.Command("sow").set_topic("test").set_options(opts))}
+        assert counts == {"x": 2, "y": 1}  # z only has a record alice may not read
+        got = []
+        alice.execute_async(
+            AMPS.Command("sow_and_subscribe").set_topic("test").set_options(opts + ",oof"),
+            lambda m: got.append((m.get_command(), m.get_reason(), json.loads(m.get_data())))
+            if m.get_command() in ("sow", "publish", "oof") else None)
+        alice.flush(5000)
+        del got[:]
+        pub.publish("test", '{"id":1,"g":"x","priority":2}')  # x keeps one readable record
+        pub.publish("test", '{"id":4,"g":"y","priority":2}')  # y has none left
+        pub.publish("test", '{"id":5,"g":"z","priority":2}')  # still unreadable: nothing
+        pub.publish_flush(5000)
+        alice.flush(5000)
+        assert [(c, r, d) for c, r, d in got] == [
+            ("publish", "", {"g": "x", "n": 1}), ("oof", "entitlement", {"g": "y", "n": 1})]
+    finally:
+        srv.stop()
