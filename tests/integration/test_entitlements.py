@@ -754,3 +754,64 @@ def test_aggregated_queries_and_subscriptions_group_only_readable_rows(tmp_path)
             ("publish", "", {"g": "x", "n": 1}), ("oof", "entitlement", {"g": "y", "n": 1})]
     finally:
         srv.stop()
+
+
+def test_client_certificates_with_the_official_client_and_a_capath(tmp_path):
+    """The official Python client presents no client certificate (it has no API for one): a
+    transport with VerifyClient refuses its handshake, one without accepts it. A CAPath
+    directory (OpenSSL hashed names) vouches for certificates as a CAFile does."""
+    import shutil
+    import ssl
+    import subprocess
+
+    from tests.tls import self_signed
+
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("the openssl command names the CAPath files")
+    cert, key = self_signed(tmp_path / "server")
+    client_cert, client_key = self_signed(tmp_path / "client", name="alice")
+    other_cert, other_key = self_signed(tmp_path / "other", name="mallory")
+    ca_dir = tmp_path / "ca"
+    ca_dir.mkdir()
+    subject_hash = subprocess.run([openssl, "x509", "-hash", "-noout", "-in", str(client_cert)],
+                                  check=True, capture_output=True, text=True).stdout.strip()
+    shutil.copy(client_cert, ca_dir / f"{subject_hash}.0")
+    server_tls = f"<Certificate>{cert}</Certificate><PrivateKey>{key}</PrivateKey>"
+    checked = transport("checked", server_tls + f"<VerifyClient>true</VerifyClient><CAPath>{ca_dir}"
+                        "</CAPath>").replace("<Type>tcp</Type>", "<Type>tcps</Type>")
+    opened = transport("open", server_tls).replace("<Type>tcp</Type>", "<Type>tcps</Type>")
+    srv = serve(tmp_path, config("", checked + opened))
+    checked_uri, open_uri = srv.uris
+    assert checked_uri.startswith("tcps://") and open_uri.startswith("tcps://")
+    try:
+        AMPS.ssl_init()
+        AMPS.ssl_set_verify(1)
+        AMPS.ssl_load_verify_locations(str(cert), None)
+        c = logged_on(with_user(open_uri, "alice"), "open")
+        c.publish("x", "{}")
+        c.publish_flush(5000)
+        c.disconnect()
+        refused = AMPS.Client("checked")
+        with pytest.raises(AMPS.AMPSException):
+            refused.connect(with_user(checked_uri, "alice"))
+            refused.logon(5000)  # with TLS 1.3 the refusal comes after the client's handshake
+
+        host, port = checked_uri.split("://")[1].split("/")[0].rsplit(":", 1)
+
+        def logon(cert_key: tuple) -> bytes:
+            ctx = ssl.create_default_context(cafile=str(cert))
+            ctx.load_cert_chain(str(cert_key[0]), str(cert_key[1]))
+            try:
+                with socket.create_connection((host, int(port)), timeout=5) as raw:
+                    with ctx.wrap_socket(raw, server_hostname="localhost") as s:
+                        data = json.dumps({"c": "logon", "cid": "1", "a": "processed"}).encode()
+                        s.sendall(struct.pack(">I", len(data)) + data)
+                        return s.recv(4096)
+            except (ssl.SSLError, ConnectionError) as exc:
+                return repr(exc).encode()
+
+        assert b'"status":"success"' in logon((client_cert, client_key))
+        assert b'"status"' not in logon((other_cert, other_key))
+    finally:
+        srv.stop()
