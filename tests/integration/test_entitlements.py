@@ -815,3 +815,20 @@ def test_client_certificates_with_the_official_client_and_a_capath(tmp_path):
         assert b'"status"' not in logon((other_cert, other_key))
     finally:
         srv.stop()
+
+
+def test_the_javascript_client_logs_on_over_websocket_or_is_refused(tmp_path):
+    from tests.integration.test_websocket import _require_js_client, run_js
+
+    _require_js_client()
+    ws = transport("ws").replace("<MessageType>json</MessageType>",
+                                 "<MessageType>json</MessageType><Protocol>websocket</Protocol>")
+    xml = web_config(tmp_path, {"alice": FILTERED}, sow=False).replace(
+        transport("json-tcp"), ws)
+    srv = serve(tmp_path, xml)
+    try:
+        assert srv.uri.startswith("ws://")
+        r = run_js("logon_credentials", srv)
+        assert r == {"refused": "failure: auth failure", "connected": True, "denied": "not entitled"}
+    finally:
+        srv.stop()
