@@ -553,9 +553,7 @@ class Server:
                 if session is not None:
                     session.close()
                 return
-            if session is None:
-                log.warning("%s: logon refused (%s): %s", conn.describe(), outcome.reason,
-                            outcome.detail)
+            if session is None:  # one log line: the connection's close names user and why
                 conn.refuse_logon(cmd, outcome.reason, outcome.detail)
                 return
             conn.session = session

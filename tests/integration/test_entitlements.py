@@ -832,3 +832,93 @@ def test_the_javascript_client_logs_on_over_websocket_or_is_refused(tmp_path):
         assert r == {"refused": "failure: auth failure", "connected": True, "denied": "not entitled"}
     finally:
         srv.stop()
+
+
+def admin_get(srv: ServerThread, path: str, cred: str | None = None,
+              method: str = "GET") -> tuple[int, str, bytes]:
+    """Status, WWW-Authenticate header and body of one Admin request."""
+    import base64
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(srv.admin_uri + path, method=method,
+                                 data=b"" if method == "POST" else None)
+    if cred is not None:
+        req.add_header("Authorization", "Basic " + base64.b64encode(cred.encode()).decode())
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.headers.get("WWW-Authenticate", ""), r.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("WWW-Authenticate", ""), exc.read()
+
+
+def test_admin_has_its_own_authentication_and_entitlement_and_challenge(tmp_path):
+    perms = tmp_path / "ops"
+    perms.mkdir()
+    (perms / "ops.json").write_text(json.dumps(
+        {"logon": True, "password": "root",
+         "admin": [{"topic": "/amps/instance/clients.*", "read": False, "write": False},
+                   {"topic": "/amps/.*", "read": True, "write": False}]}))
+    web = ("<Modules><Module><Name>ops</Name><Library>libamps_http_entitlement.so</Library>"
+           "<Options><ResourceURI>file:ops/{{USER_NAME}}.json</ResourceURI></Options></Module>"
+           "</Modules>")
+    simple = ("<Module><Name>simple</Name><Library>libamps_simple_access_entitlement.so</Library>"
+              "<Options><DeniedTopics>^secret</DeniedTopics></Options></Module></Modules>")
+    admin = ('<Admin><InetAddr>127.0.0.1:0</InetAddr><WWWAuthenticate>Basic realm="ops"'
+             "</WWWAuthenticate><Authentication><Module>ops</Module></Authentication>"
+             "<Entitlement><Module>ops</Module></Entitlement></Admin>")
+    transport_blocks = ("<Authentication><Module>amps-default-authentication-module</Module>"
+                        "<Options><AllowSpoofing>true</AllowSpoofing></Options></Authentication>"
+                        "<Entitlement><Module>simple</Module></Entitlement>")
+    srv = serve(tmp_path, config(web.replace("</Modules>", simple) + admin,
+                                 transport("json-tcp", transport_blocks)))
+    try:
+        # the transport's modules: anyone logs on (no document needed), secret/ refused
+        c = logged_on(with_user(srv.uri, "anyone", "x"), "anyone")
+        with pytest.raises(AMPS.NotEntitledException):
+            c.subscribe(lambda m: None, "secret/x")
+        c.publish("secret/x", "{}")  # fire and forget: dropped, counted
+        c.publish_flush(5000)
+        # the Admin's own modules, with the configured challenge
+        status, challenge, _ = admin_get(srv, "/amps/instance/processors.json")
+        assert (status, challenge) == (401, 'Basic realm="ops"')
+        assert admin_get(srv, "/amps/instance/processors.json", "anyone:x")[0] == 401
+        assert admin_get(srv, "/amps/instance/processors.json", "ops:wrong")[0] == 401
+        status, _, body = admin_get(srv, "/amps/instance/processors.json", "ops:root")
+        assert status == 200
+        procs = json.loads(body)["amps"]["instance"]["processors"]
+        assert {p["id"]: (p["denied_reads"], p["denied_writes"]) for p in procs}["all"] == ("1", "1")
+        assert admin_get(srv, "/amps/instance/clients.json", "ops:root")[0] == 403
+        assert admin_get(srv, "/emulator/reset", "ops:root", "POST")[0] == 403
+        # the Admin's refusals count too: one read (clients), one write (reset)
+        status, _, body = admin_get(srv, "/amps/instance/processors.json", "ops:root")
+        procs = json.loads(body)["amps"]["instance"]["processors"]
+        assert {p["id"]: (p["denied_reads"], p["denied_writes"]) for p in procs}["all"] == ("2", "2")
+        clients = srv.call(lambda: {conn.client_name: (conn.denied_reads, conn.denied_writes)
+                                    for conn in srv.server.connections})
+        assert clients["anyone"] == (1, 1)
+    finally:
+        srv.stop()
+
+
+def test_a_bad_permission_document_refuses_the_logon_with_one_log_line(tmp_path, caplog):
+    import logging
+
+    srv = serve(tmp_path, web_config(tmp_path, {"alice": {"topic": [ALL]}}, sow=False))
+    perms = tmp_path / "perms"
+    (perms / "broken.json").write_text('{"logon": true, "topic": [')  # unparsable
+    (perms / "typed.json").write_text(json.dumps({"logon": "yes", "topic": {"topic": 1}}))
+    try:
+        with caplog.at_level(logging.INFO):
+            for user in ("broken", "typed"):
+                caplog.clear()
+                with pytest.raises(AMPS.AuthenticationException):
+                    logged_on(with_user(srv.uri, user), user)
+                lines = [r.getMessage() for r in caplog.records if user in r.getMessage()
+                         and r.levelno >= logging.WARNING]
+                assert len(lines) == 1, lines
+        ok = logged_on(with_user(srv.uri, "alice"), "alice")  # the server serves on
+        ok.publish("x", "{}")
+        ok.publish_flush(5000)
+    finally:
+        srv.stop()
