@@ -922,3 +922,34 @@ def test_a_bad_permission_document_refuses_the_logon_with_one_log_line(tmp_path,
         ok.publish_flush(5000)
     finally:
         srv.stop()
+
+
+def test_sigusr1_and_sigusr2_switch_a_server_process(tmp_path):
+    """The real signals, sent to the emulator as a process (B.6 14 with kill -USR1/-USR2)."""
+    import signal
+
+    from tests.procserver import ProcServer
+
+    xml = simple_access("<DeniedTopics>^secret</DeniedTopics>")
+    srv = ProcServer.with_config(tmp_path, lambda data: xml)
+    try:
+        assert srv.proc is not None
+        c = logged_on(with_user(srv.uri, "alice"), "alice")
+        with pytest.raises(AMPS.NotEntitledException):
+            c.subscribe(lambda m: None, "secret/a")
+        for sig, refused in ((signal.SIGUSR1, False), (signal.SIGUSR2, True),
+                             (signal.SIGUSR1, False)):
+            srv.proc.send_signal(sig)
+            # the signal is handled on the server's loop, at some point after this: ask again
+            # (each subscribe is a round trip), a bounded number of times
+            for _ in range(200):
+                try:
+                    c.subscribe(lambda m: None, "secret/a")
+                    got_refused = False
+                except AMPS.NotEntitledException:
+                    got_refused = True
+                if got_refused == refused:
+                    break
+            assert got_refused == refused, sig
+    finally:
+        srv.stop()
