@@ -953,3 +953,32 @@ def test_sigusr1_and_sigusr2_switch_a_server_process(tmp_path):
             assert got_refused == refused, sig
     finally:
         srv.stop()
+
+
+def test_actions_switch_authentication():
+    def action(topic: str, step: str) -> str:
+        return ("<Action><On><Module>amps-action-on-publish-message</Module><Options>"
+                f"<Topic>{topic}</Topic><MessageType>json</MessageType></Options></On><Do>"
+                f"<Module>{step}</Module></Do></Action>")
+
+    ok = "<Authentication><Module>amps-default-authentication-module</Module></Authentication>"
+    xml = config(NO_AUTH + "<Actions>" + action("control/off", "amps-action-do-disable-authentication")
+                 + action("control/on", "amps-action-do-enable-authentication") + "</Actions>",
+                 transport("closed") + transport("open", ok))
+    srv = ServerThread(loads_config(xml, "actions.xml")).start()
+    try:
+        closed, opened = srv.uris
+        with pytest.raises(AMPS.AuthenticationException):
+            logged_on(with_user(closed, "alice", "x"), "a1")
+        control = logged_on(with_user(opened, "ops", "x"), "ops")
+        control.publish("control/off", "{}")
+        control.publish_flush(5000)
+        control.flush(5000)
+        logged_on(with_user(closed, "alice", "x"), "a2").disconnect()  # accepted while off
+        control.publish("control/on", "{}")
+        control.publish_flush(5000)
+        control.flush(5000)
+        with pytest.raises(AMPS.AuthenticationException):
+            logged_on(with_user(closed, "alice", "x"), "a3")
+    finally:
+        srv.stop()
