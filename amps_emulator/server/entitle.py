@@ -126,16 +126,19 @@ def _regex(cmd: Command, topic: str) -> bool:
 
 
 def sow_topics(client: Client, cmd: Command, topics: list[T], names: list[str],
-               read: Callable[..., bool] | None
-               ) -> tuple[list[T], list[Callable[..., bool] | None]]:
+               read: Callable[..., bool] | None, select: str | None = None
+               ) -> tuple[list[T], list[Callable[..., bool] | None], list[str | None]]:
     """A SOW query over a regex topic: the topics the user may read, each with the query's
-    filter ANDed with that topic's read filter (a literal topic's is already in ``cmd.filter``)."""
+    filter ANDed with that topic's read filter, and the select list its records go out with
+    (the topic's entitlement list, then the query's ``select``). A literal topic's are in
+    ``cmd.filter`` and the ``select`` option already."""
     session = client.session
     if session is None or not cmd.topic or not _regex(cmd, cmd.topic):
-        return topics, [read] * len(topics)
+        return topics, [read] * len(topics), [select] * len(topics)
     mt = client.message_type
     kept: list[T] = []
     reads: list[Callable[..., bool] | None] = []
+    selects: list[str | None] = []
     for topic, name in zip(topics, names, strict=True):
         grant = session.permissions.read_grant(mt, display_name(name))
         if grant is None:
@@ -145,7 +148,9 @@ def sow_topics(client: Client, cmd: Command, topics: list[T], names: list[str],
             reads.append(read)
         else:
             reads.append(compile_filter_for(grant.combined_filter(cmd.filter)))
-    return kept, reads
+        mine = parse_select(grant.select) if grant.select is not None else None
+        selects.append(select if mine is None else compose_select(mine, parse_select(select)).text)
+    return kept, reads, selects
 
 
 def _denied(broker: Broker, client: Client, kind: str) -> None:

@@ -112,19 +112,21 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
         if broker.sow is not None else []
     if not topics:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
+    opts = cmd.opts
+    select = opts.get("select")
+    sel_text = select if isinstance(select, str) else None
+    sel = selection(sel_text)  # a bad list is refused before anything is sent
     # a regex query reads only the topics the user is entitled to, each with its read filter
-    topics, entitled = entitle.sow_topics(client, cmd, topics, [t.spec.name for t in topics], filt)
+    # and its select list
+    topics, entitled, sel_texts = entitle.sow_topics(
+        client, cmd, topics, [t.spec.name for t in topics], filt, sel_text)
     cuts = history_cuts(broker, cmd, topics, common=on_snapshot is not None)
     batch = sow_results.batch_size(cmd)
     top_n = sow_results.top_n(cmd)
     skip_n = sow_results.count_option(cmd, "skip_n", cmd.skip_n)
-    opts = cmd.opts
     # Several topics (a regex) with an orderby or skip_n: ordered and paged as one result,
     # so each topic returns every match and the selection applies after the merge.
     merged = replacing is not None or (len(topics) > 1 and bool(cmd.orderby or skip_n))
-    select = opts.get("select")
-    sel_text = select if isinstance(select, str) else None
-    sel = selection(sel_text)  # a bad list is refused before anything is sent
     if merged:  # so is a bad orderby
         parse_order_by(cmd.orderby)
     read = filt
@@ -137,7 +139,7 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
                                order_by=None if merged else cmd.orderby,
                                top_n=None if merged else top_n,
                                skip_n=None if merged else skip_n,
-                               select=None if merged else sel_text,
+                               select=None if merged else sel_texts[i],
                                history_cut=cuts.get(topic.spec.name) if cuts else None)
              for i, topic in enumerate(topics)]
     qid, results = yield from run_topic_steps(
@@ -150,7 +152,9 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
             for topic, res in zip(topics, results, strict=True):
                 res.records = replacing.split(topic, res.records, filt)
             matches = replacing.matches
-        runs = _merged_runs(topics, results, cmd.orderby, top_n, skip_n, sel)
+        sels = {topic.spec.name: sel if text is sel_text else selection(text)
+                for topic, text in zip(topics, sel_texts, strict=True)}
+        runs = _merged_runs(topics, results, cmd.orderby, top_n, skip_n, sels)
     else:
         runs, remaining = [], top_n
         for topic, res in zip(topics, results, strict=True):
@@ -170,7 +174,7 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
 
 
 def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
-                 top_n: int | None, skip_n: int | None, sel: Any
+                 top_n: int | None, skip_n: int | None, sels: dict[str, Any]
                  ) -> list[tuple[str, list[Any]]]:
     """The matches of several topics ordered and paged as one result, as runs of
     consecutive records of the same topic (one ``sow`` batch names one topic)."""
@@ -187,6 +191,7 @@ def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
     runs: list[tuple[str, list[Any]]] = []
     for rec in records:
         name = owner[id(rec)]
+        sel = sels.get(name)  # each topic's select list (its entitlement's, then the query's)
         if sel is not None:
             rec = project(rec, sel)
         if runs and runs[-1][0] == name:

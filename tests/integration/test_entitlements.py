@@ -982,3 +982,32 @@ def test_actions_switch_authentication():
             logged_on(with_user(closed, "alice", "x"), "a3")
     finally:
         srv.stop()
+
+
+def test_a_regex_sow_query_applies_each_topics_select_list(tmp_path):
+    doc = {"topic": [{"topic": "orders/a", "read": True, "write": False, "select": "-/secret"},
+                     {"topic": "orders/c", "read": True, "write": False}]}
+    topics = "".join(f"<Topic><Name>orders/{t}</Name><MessageType>json</MessageType><Key>/id</Key>"
+                     "<Durability>transient</Durability></Topic>" for t in "ac")
+    xml = web_config(tmp_path, {"alice": doc, "admin": {"topic": [ALL]}}, sow=False).replace(
+        "</AMPSConfig>", f"<SOW>{topics}</SOW></AMPSConfig>")
+    srv = serve(tmp_path, xml)
+    try:
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+        for t, i in (("a", 1), ("c", 2), ("a", 3)):
+            pub.publish(f"orders/{t}", json.dumps({"id": i, "n": i, "secret": t}))
+        pub.publish_flush(5000)
+        alice = logged_on(with_user(srv.uri, "alice"), "alice")
+
+        def query(**how) -> list:
+            cmd = AMPS.Command("sow").set_topic("orders/.*").set_options("select=[-/n]")
+            if "orderby" in how:
+                cmd.set_order_by(how["orderby"])
+            return [(m.get_topic(), json.loads(m.get_data())) for m in alice.execute(cmd)
+                    if m.get_command() == "sow"]
+
+        # each topic in turn, then one ordered result over both: the same select lists
+        assert sorted(query(), key=lambda r: r[1]["id"]) == query(orderby="/id") == [
+            ("orders/a", {"id": 1}), ("orders/c", {"id": 2, "secret": "c"}), ("orders/a", {"id": 3})]
+    finally:
+        srv.stop()
