@@ -14,7 +14,9 @@ Authentication/Entitlement blocks never gets here, so the message path pays noth
   failed-write handler sees it;
 * ``sow_delete``: refused when the topic is not writable; otherwise only the records the
   write filter admits are deleted, the others stay: a filter delete ANDs the two filters, a
-  delete by keys or data asks :func:`delete_filter` and checks each record it names;
+  delete by keys or data asks :func:`delete_filter` and checks each record it names; a
+  delete whose topic is a regex checks each SOW topic it matches (:func:`topic_delete_grant`),
+  leaving those the user may not write;
 * queues: subscribing to a queue (consuming) and acking it (``sow_delete`` on the queue) need
   read; publishing to it needs write on the queue's name.
 
@@ -26,10 +28,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from amps_emulator.auth import Session, TopicGrant
+from amps_emulator.auth import ALLOW, Session, TopicGrant
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import display_name, is_regex_topic
+from amps_emulator.protocol.topics import display_name, is_regex_topic, qualify
 from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.delivery import decode_or_none
@@ -42,7 +44,8 @@ if TYPE_CHECKING:
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.ports import Client
 
-__all__ = ["check", "attach", "delete_filter", "compose_select", "sow_topics", "READS", "WRITES"]
+__all__ = ["check", "attach", "delete_filter", "topic_delete_grant", "compose_select", "sow_topics",
+           "READS", "WRITES"]
 
 T = TypeVar("T")
 
@@ -97,6 +100,9 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
                 _denied(broker, client, "reads")
                 raise
             return True
+        if _regex(cmd, topic) and (broker.sow is None
+                                   or broker.sow.get(qualify(topic, mt)) is None):
+            return True  # a regex delete: the handler asks topic_delete_grant() per topic
         try:
             grant = perms.check_write(mt, topic)
         except CommandError:
@@ -106,6 +112,16 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
             cmd.filter = grant.combined_filter(cmd.filter)
         # by keys or data: the handler asks delete_filter() and keeps the records it refuses
     return True
+
+
+def topic_delete_grant(client: Client, topic: str) -> TopicGrant | None:
+    """For a ``sow_delete`` whose topic is a regex, each SOW topic ``topic`` (a key) it
+    matches, as AMPS checks them: the write grant (its filter, if any, applies to each
+    record), or None: the user may not write that topic, which the delete then leaves."""
+    session = client.session
+    if session is None:
+        return ALLOW
+    return session.permissions.write_grant(client.message_type, display_name(topic))
 
 
 def delete_filter(client: Client, topic: str) -> TopicGrant | None:

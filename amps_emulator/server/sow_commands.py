@@ -27,13 +27,13 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame, sow_batch
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import display_name
+from amps_emulator.protocol.topics import display_name, split_topic
 from amps_emulator.server import entitle, replay, sow_results
 from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import final as acks_final
 from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.aggregated_subscription import AggregatedSubscription
-from amps_emulator.server.delivery import decode_or_none, oof_frame, selected
+from amps_emulator.server.delivery import decode_body, decode_or_none, oof_frame, selected
 from amps_emulator.server.pagination import PageWindow
 from amps_emulator.server.publish import check_writable, removed
 from amps_emulator.server.router import Subscription, is_regex_topic
@@ -451,6 +451,12 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
         return
     sowsvc = broker.sow
     topic = sowsvc.get(topic_name) if sowsvc is not None else None
+    if sowsvc is not None and topic is None and is_regex_topic(split_topic(topic_name)[0]) \
+            and "non_regex_topic" not in cmd.opts:
+        matched = sowsvc.topics_for(topic_name)
+        if matched:
+            _delete_across(broker, client, cmd, matched)
+            return
     if sowsvc is None or topic is None:
         if cmd.filter:
             compile_filter_for(cmd.filter)  # a bad filter is reported as such
@@ -512,6 +518,94 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
     _delete_acks(client, cmd, {"records_deleted": result.records_deleted,
                                "matches": result.matches, "topic_matches": result.topic_matches},
                  broker, position)
+
+
+def _delete_across(broker: Broker, client: Client, cmd: Command, topics: list[Topic]) -> None:
+    """A ``sow_delete`` whose topic is a regex: the delete applies to each SOW topic it
+    matches that the user may write, under that topic's write filter (AMPS checks them topic
+    by topic, and the transaction log keeps one delete per topic with the filter or keys it
+    applied). One set of acks counts them all. Deletes by filter run in steps, as on one
+    topic; each topic's delete is journalled, and its snapshot taken, when the command is
+    read."""
+    sowsvc = broker.sow
+    assert sowsvc is not None  # (the caller found the topics there)
+    if cmd.filter:
+        compile_filter_for(cmd.filter)  # a bad filter is refused before anything is deleted
+    elif not cmd.sow_keys and not cmd.body:
+        raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
+    plans: list[tuple[Topic, dict[str, str]]] = []
+    for topic in topics:
+        name = topic.spec.name
+        grant = entitle.topic_delete_grant(client, name)
+        if grant is None:
+            continue  # not writable by this user: left as it is
+        headers: dict[str, str] = {}
+        if cmd.filter:
+            headers["filter"] = grant.combined_filter(cmd.filter) or cmd.filter
+        else:
+            keys = cmd.sow_keys or topic.key_for(decode_body(cmd.body, name), cmd.sow_key)
+            headers["sow_keys"] = keys if grant.filter_text is None \
+                else _admitted(topic, name, keys, grant)
+        plans.append((topic, headers))
+    if any(sowsvc.refusing(topic.spec.name) for topic, _ in plans):  # a disk is full
+        acks_refused(client, cmd, cmd.seq, reasons.TX_STORE_FAILURE, broker.txlog)
+        return
+    txlog = broker.txlog
+    position = 0
+    deleting: list[tuple[str, Generator[list[Any], None, Any] | None, Any]] = []
+    for topic, headers in plans:
+        name = topic.spec.name
+        pos, at = 0, None
+        if txlog is not None and txlog.recorded(name):
+            logged = txlog.append(name, b"", RecordKind.SOW_DELETE,
+                                  client_name=client.client_name or "", client_seq=cmd.seq,
+                                  correlation_id=cmd.correlation_id,
+                                  headers={**headers, "o": cmd.options} if cmd.options else headers)
+            pos, at = logged.position, logged.timestamp / 1_000_000
+            position = pos
+        if "sow_keys" in headers:
+            result = topic.delete_by_keys(headers["sow_keys"], position=pos, now=at)
+            removed(broker, name, result.records, reasons.OOF_DELETED)
+            deleting.append((name, None, result))
+            continue
+        steps = topic.delete_steps(compile_filter_for(headers["filter"]), position=pos, now=at)
+        try:
+            first = next(steps)  # the snapshot: now, in the journal's order
+        except StopIteration as stop:  # deleted at once: reported below, with the others
+            removed(broker, name, stop.value.records, reasons.OOF_DELETED)
+            deleting.append((name, None, stop.value))
+            continue
+        if first:
+            removed(broker, name, first, reasons.OOF_DELETED)
+        deleting.append((name, steps, len(first)))
+    broker.turn.request()  # the SOW commits at the end of this turn
+
+    def rest() -> Generator[None, None, dict[str, int]]:
+        counts = {"records_deleted": 0, "matches": 0, "topic_matches": 0}
+        for name, running, state in deleting:
+            result = state
+            if running is not None:
+                reported = state
+                while True:
+                    try:
+                        part = next(running)
+                    except StopIteration as stop:
+                        result = stop.value
+                        break
+                    if part:
+                        reported += len(part)
+                        removed(broker, name, part, reasons.OOF_DELETED)
+                        broker.turn.request()
+                    yield
+                if reported < result.records_deleted:  # the rest went at once
+                    removed(broker, name, result.records, reasons.OOF_DELETED)
+            counts["records_deleted"] += result.records_deleted
+            counts["matches"] += result.matches
+            counts["topic_matches"] += result.topic_matches
+        return counts
+
+    drive(broker, client, cmd, rest(),
+          lambda counts: _delete_acks(client, cmd, counts, broker, position), complete=True)
 
 
 def _admitted(topic: Topic, topic_name: str, sow_keys: str, grant: TopicGrant) -> str:

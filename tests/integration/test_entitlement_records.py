@@ -219,3 +219,92 @@ def test_aggregated_queries_and_subscriptions_group_only_readable_rows(tmp_path)
             ("publish", "", {"g": "x", "n": 1}), ("oof", "entitlement", {"g": "y", "n": 1})]
     finally:
         srv.stop()
+
+
+def test_a_regex_sow_delete_checks_each_topic_and_its_write_filter(tmp_path):
+    doc = {"topic": [{"topic": "orders/a", "read": True, "write": "/owner = 'alice'"},
+                     {"topic": "orders/b", "read": True, "write": True},
+                     {"topic": "orders/c", "read": True, "write": False}]}
+    topics = "".join(f"<Topic><Name>orders/{t}</Name><MessageType>json</MessageType><Key>/id</Key>"
+                     "<Durability>transient</Durability></Topic>" for t in "abc")
+    xml = web_config(tmp_path, {"alice": doc, "admin": {"topic": [ALL]}}, sow=False).replace(
+        "</AMPSConfig>",
+        f"<TransactionLog><JournalDirectory>{tmp_path}/journal</JournalDirectory><Topic>"
+        "<Name>orders/.*</Name><MessageType>json</MessageType></Topic></TransactionLog>"
+        f"<SOW>{topics}</SOW></AMPSConfig>")
+    srv = serve(tmp_path, xml)
+    try:
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+
+        def fill() -> None:
+            for t in "abc":
+                for i, who in ((1, "alice"), (2, "bob"), (3, "alice")):
+                    pub.publish(f"orders/{t}", json.dumps({"id": i, "owner": who}))
+            pub.publish_flush(5000)
+
+        def left() -> dict[str, list[int]]:
+            out: dict[str, list[int]] = {}
+            for m in pub.sow("orders/.*"):
+                if m.get_command() == "sow":
+                    out.setdefault(m.get_topic(), []).append(json.loads(m.get_data())["id"])
+            return {t: sorted(ids) for t, ids in sorted(out.items())}
+
+        fill()
+        alice = logged_on(with_user(srv.uri, "alice"), "alice")
+        # a: alice's records only; b: everything; c: not writable, left alone
+        ack = alice.sow_delete("orders/.*", "1=1")
+        assert (ack.get_status(), int(ack.get_sow_deleted())) == ("success", 5)
+        assert left() == {"orders/a": [2], "orders/c": [1, 2, 3]}
+        fill()
+        # by data: the key of {"id":1} in each topic; a's record 1 is alice's, c is not writable
+        ack = alice.sow_delete_by_data("orders/.*", '{"id":1}')
+        assert int(ack.get_sow_deleted()) == 2
+        assert left() == {"orders/a": [2, 3], "orders/b": [2, 3], "orders/c": [1, 2, 3]}
+        # a user who may write everything deletes in every topic
+        assert int(pub.sow_delete("orders/.*", "/id = 2").get_sow_deleted()) == 3
+        assert left() == {"orders/a": [3], "orders/b": [3], "orders/c": [1, 3]}
+    finally:
+        srv.stop()
+
+
+def test_a_big_regex_sow_delete_runs_in_steps_with_every_oof(tmp_path):
+    import threading
+
+    doc = {"topic": [{"topic": "orders/a", "read": True, "write": "/n < 20"},
+                     {"topic": ".*", "read": True, "write": True}]}
+    topics = "".join(f"<Topic><Name>orders/{t}</Name><MessageType>json</MessageType><Key>/id</Key>"
+                     "<Durability>transient</Durability></Topic>" for t in "ab")
+    xml = web_config(tmp_path, {"alice": doc, "admin": {"topic": [ALL]}}, sow=False).replace(
+        "</AMPSConfig>", f"<SOW>{topics}</SOW></AMPSConfig>")
+    srv = serve(tmp_path, xml)
+    try:
+        def small_steps() -> None:
+            for t in "ab":
+                srv.server.sowsvc.get(f"orders/{t}").query_chunk = 4  # real steps
+        srv.call(small_steps)
+        pub = logged_on(with_user(srv.uri, "admin"), "pub")
+        for t in "ab":
+            for i in range(30):
+                pub.publish(f"orders/{t}", json.dumps({"id": i, "n": i}))
+        pub.publish_flush(5000)
+        oofs: list = []
+        cv = threading.Condition()
+
+        def on(m) -> None:
+            if m.get_command() == "oof":
+                with cv:
+                    oofs.append((m.get_topic(), json.loads(m.get_data())["id"]))
+                    cv.notify_all()
+
+        pub.execute_async(AMPS.Command("subscribe").set_topic("orders/.*").set_options("oof"), on)
+        alice = logged_on(with_user(srv.uri, "alice"), "alice")
+        ack = alice.sow_delete("orders/.*", "/n >= 0", 5000)
+        assert (int(ack.get_sow_deleted()), int(ack.get_matches())) == (50, 50)
+        with cv:
+            assert cv.wait_for(lambda: len(oofs) == 50, 10)
+        assert sorted(oofs) == sorted([("orders/a", i) for i in range(20)]
+                                      + [("orders/b", i) for i in range(30)])
+        left = [json.loads(m.get_data())["id"] for m in pub.sow("orders/.*") if m.get_command() == "sow"]
+        assert sorted(left) == list(range(20, 30))
+    finally:
+        srv.stop()
