@@ -342,9 +342,14 @@ def read_admin(node: Node, ctx: Ctx) -> Admin | None:
         return None
     host, port = addr
     challenge = r.get("www_authenticate")
-    if challenge is not None and challenge.split(" ", 1)[0].lower() != "basic":
-        ctx.warn(r.nodes["www_authenticate"], f"<WWWAuthenticate> {challenge!r}: the emulator "
-                 "sends this challenge but reads only Basic credentials")
+    if challenge is not None:
+        if "authentication" not in r.values and "entitlement" not in r.values:
+            ctx.warn(r.nodes["www_authenticate"], "<WWWAuthenticate> has no effect here: the "
+                     "emulator's Admin interface asks for credentials only when <Admin> has its "
+                     "own <Authentication> or <Entitlement>")
+        elif challenge.split(" ", 1)[0].lower() != "basic":
+            ctx.warn(r.nodes["www_authenticate"], f"<WWWAuthenticate> {challenge!r}: the "
+                     "emulator sends this challenge but reads only Basic credentials")
     return Admin(
         file=node.file, line=node.line, host=host, port=port, inet_addr=r.values["inet_addr"],
         file_name=r.get("file_name", ":memory:"), interval=r.get("interval", 10.0),
