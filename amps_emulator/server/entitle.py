@@ -193,6 +193,8 @@ def attach(client: Client, session: Session, cmd: Command) -> None:
     grant = perms.read_grant(mt, display_name(sub.topic))
     if grant is not None and grant.filter_text is not None:
         sub.entitlement = ReadEntitlement(perms, mt, False)
+        if sub.live is not None:  # a paginated window or aggregated groups: OOF reasons
+            sub.live.entitlement = sub.entitlement
 
 
 def _entitlement_select(cmd: Command, grant: TopicGrant) -> None:
