@@ -38,7 +38,9 @@ def machine() -> str:
 class ServerProcess:
     """``amps-emulator`` in a subprocess on a free port; waits for its ready line."""
 
-    def __init__(self, config_path: str | None = None, extra: list[str] | None = None) -> None:
+    def __init__(self, config_path: str | None = None, extra: list[str] | None = None,
+                 root: Path = ROOT) -> None:
+        self.root = root  # the source tree whose amps_emulator runs (another checkout for an A/B)
         self.tmp = tempfile.TemporaryDirectory(prefix="amps-bench-")
         args = [sys.executable, "-m", "amps_emulator.server", "--log-level", "WARNING"]
         if config_path:
@@ -49,7 +51,7 @@ class ServerProcess:
         self._launch()
 
     def _launch(self) -> None:
-        self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(self.args, cwd=self.root, stdout=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()  # type: ignore[union-attr]
         if not line.startswith("ready: "):
             self.proc.kill()

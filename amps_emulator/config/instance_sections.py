@@ -328,12 +328,13 @@ _ADMIN_SPEC = Spec(
         "Interval": Elem("interval", at_least(parse_duration, 1.0, "1s")),
         "SQLTransport": Elem("sql_transport", text),
         "ExternalInetAddr": Elem("external_inet_addr", text),
+        "WWWAuthenticate": Elem("www_authenticate", text),
         # read by config.security.read_security (the loader's _read_security)
         "Authentication": Elem("authentication", node=_as_node),
         "Entitlement": Elem("entitlement", node=_as_node),
     },
     ignored=frozenset({
-        "WWWAuthenticate", "AnonymousPaths", "Header",
+        "AnonymousPaths", "Header",
         "AccessControlAllowOrigin", "SessionOptions", "Certificate", "PrivateKey", "Ciphers",
         "Galvanometer", "SQLTransportInetAddr",
     }),
@@ -347,10 +348,20 @@ def read_admin(node: Node, ctx: Ctx) -> Admin | None:
     if addr is None or not r.ok or "inet_addr" not in r.values:
         return None
     host, port = addr
+    challenge = r.get("www_authenticate")
+    if challenge is not None:
+        if "authentication" not in r.values and "entitlement" not in r.values:
+            ctx.warn(r.nodes["www_authenticate"], "<WWWAuthenticate> has no effect here: the "
+                     "emulator's Admin interface asks for credentials only when <Admin> has its "
+                     "own <Authentication> or <Entitlement>")
+        elif challenge.split(" ", 1)[0].lower() != "basic":
+            ctx.warn(r.nodes["www_authenticate"], f"<WWWAuthenticate> {challenge!r}: the "
+                     "emulator sends this challenge but reads only Basic credentials")
     return Admin(
         file=node.file, line=node.line, host=host, port=port, inet_addr=r.values["inet_addr"],
         file_name=r.get("file_name", ":memory:"), interval=r.get("interval", 10.0),
         sql_transport=r.get("sql_transport"), external_inet_addr=r.get("external_inet_addr"),
+        www_authenticate=challenge,
     )
 
 

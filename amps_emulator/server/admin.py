@@ -106,6 +106,9 @@ class AdminServer:
         self.faults = Faults(server)
         self._srv: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
+        cfg = getattr(server.config, "admin", None)
+        #: the ``WWW-Authenticate`` of a 401 (the config's ``WWWAuthenticate``)
+        self.challenge: str = getattr(cfg, "www_authenticate", None) or WWW_AUTHENTICATE
 
     @property
     def uri(self) -> str:
@@ -145,7 +148,7 @@ class AdminServer:
                            ("cache-control", "no-store"),
                            ("access-control-allow-origin", "*")]
                 if status == 401:
-                    headers.append(("www-authenticate", WWW_AUTHENTICATE))
+                    headers.append(("www-authenticate", self.challenge))
                 writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
                 writer.write(conn.send(h11.Data(data=payload)))
                 writer.write(conn.send(h11.EndOfMessage()))

@@ -177,6 +177,11 @@ class Server:
         self.broker.drop_client = self.closed
         if config.security is not None:
             self.broker.security = SecurityLayer(config.security, [t.name for t in config.transports])
+        #: what the connections hand each command to: its handler, when the config has no
+        #: Authentication/Entitlement blocks (the message path pays nothing for them), else
+        #: through the logon and entitlement checks first
+        self.dispatch: Callable[[Client, Command], None] = \
+            self._run_command if self.broker.security is None else self._dispatch_secured
         self._conn_ids = itertools.count(1)
         #: server.views.DerivedTopics when the config has views or conflated topics
         self.derived: DerivedTopics | None = None
@@ -483,7 +488,7 @@ class Server:
         return pins
 
     # -- dispatch ----------------------------------------------------------------------
-    def dispatch(self, client: Client, cmd: Command) -> None:
+    def _dispatch_secured(self, client: Client, cmd: Command) -> None:
         security = self.broker.security
         if security is not None and not client.logged_on and cmd.command != "heartbeat":
             self._authenticate(security, self._own(client), cmd)
@@ -612,9 +617,7 @@ class Server:
                 if session is not None:
                     session.close()
                 return
-            if session is None:
-                log.warning("%s: logon refused (%s): %s", conn.describe(), outcome.reason,
-                            outcome.detail)
+            if session is None:  # one log line: the connection's close names user and why
                 conn.refuse_logon(cmd, outcome.reason, outcome.detail)
                 return
             conn.session = session

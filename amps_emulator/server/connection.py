@@ -435,7 +435,7 @@ class Connection(asyncio.Protocol):
         self.busy = False
         self.fail(cmd, reason)
         self.flush_output()
-        self.close(f"{reason}: {why}")
+        self.close(f"logon refused ({reason}): {why}")
 
     def _reject_unparsed(self, exc: CommandError) -> None:
         log.warning("%s: bad command: %s", self.describe(), exc)

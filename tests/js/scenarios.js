@@ -282,6 +282,34 @@ const scenarios = {
   },
 };
 
+// Logon with credentials in the URI (the transport checks them, issue 22): a wrong password is
+// refused (connect rejects with the server's reason), the right one logs on; an exact topic the
+// user may not read is refused with "not entitled".
+scenarios.logon_credentials = async function logonCredentials() {
+  const as = (user, pw) => uri.replace('://', `://${user}:${pw}@`);
+  let refused = null;
+  const bad = new amps.Client(`js-${scenario}-refused`);
+  try {
+    await bad.connect(as('alice', 'wrong'));
+  } catch (e) {
+    // the client rejects with the server's failed ack as the error's message
+    const m = e && e.message;
+    refused = m && typeof m === 'object' ? `${m.status}: ${m.reason}` : String(m || e);
+  }
+  const good = new amps.Client(`js-${scenario}-accepted`);
+  good.errorHandler((err) => { errors.push(String(err && err.message || err)); });
+  clients.push(good);
+  await good.connect(as('alice', 'pw'));
+  let denied = null;
+  try {
+    await good.subscribe(() => {}, 'secret');
+  } catch (e) {
+    denied = String(e && e.reason || e && e.message || e);
+  }
+  await good.flush();
+  return { refused, connected: good.isConnected(), denied };
+};
+
 async function queueScenario(batch) {
   const pub = await connect();
   for (let i = 0; i < 30; i++) pub.publish('ws-work', { i });
