@@ -477,7 +477,7 @@ class Connection(asyncio.Protocol):
             return
         if action is Beat.SEND:
             self.send_direct(_HEARTBEAT_FRAME)  # not held back by a query in progress
-            self.heartbeat.beat_sent(self._timebase.monotonic())
+            self.heartbeat.sent(self._timebase.monotonic())
         self._arm_hb_timer()
 
     # -- lifecycle ---------------------------------------------------------------------
