@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from amps_emulator.config.model import Config, Destination, ReplicationAddress
 from amps_emulator.journal import Journal, JournalRecord
@@ -41,6 +41,8 @@ from .wire import (
     classify_first_frame,
     fact_key,
     refuse_frame,
+    transfer_request,
+    transfer_request_frame,
 )
 
 if TYPE_CHECKING:
@@ -59,6 +61,13 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes:
     if size > MAX_FRAME:
         raise ProtocolError(f"replication frame of {size} bytes")
     return await reader.readexactly(size)
+
+
+class QueueTransferPort(Protocol):
+    """The replicated queues of this instance, as the links see them: a peer asks for messages
+    this instance owns (``repl_qreq``)."""
+
+    def transfer_requested(self, queue: str, bookmarks: list[str], requester: str) -> None: ...
 
 
 class ReplicationService:
@@ -81,6 +90,12 @@ class ReplicationService:
         #: destination name -> the connected peer's instance name (for the Admin and tests)
         self.connected: dict[str, str] = {}
         self.listen_port: int | None = None
+        #: upstream instance name -> the link it replicates to us over (transfer requests go back on it)
+        self._upstreams: dict[str, asyncio.StreamWriter] = {}
+        #: the replicated queues (set by the root when this instance has queues)
+        self.queue_port: QueueTransferPort | None = None
+        #: names of this instance's queues whose records replicate (distributed, group local)
+        self.replicated_queues: frozenset[str] = frozenset()
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -115,6 +130,19 @@ class ReplicationService:
         except CommandError as exc:
             log.error("replicated record %s on %r is in the transaction log but could not be "
                       "applied here: %s", rec.bookmark_str, rec.topic, exc)
+
+    def reachable(self, name: str) -> bool:
+        """Whether instance ``name`` is connected to this one by a link, either way."""
+        return name in self._upstreams or name in self.connected.values()
+
+    def request_transfer(self, owner: str, queue: str, bookmarks: list[str]) -> bool:
+        """Ask ``owner``, over the link it replicates to us on, for messages of ``queue`` it
+        owns; False when no such link is up."""
+        writer = self._upstreams.get(owner)
+        if writer is None or writer.is_closing():
+            return False
+        writer.write(transfer_request_frame(queue, bookmarks))
+        return True
 
     def notify(self) -> None:
         """Records were appended or became durable: the links look again."""
@@ -206,14 +234,14 @@ class ReplicationService:
             writer.write(refuse_frame(exc.reason))
             await writer.drain()
             raise
-        sender = Sender(self._journal(), Selection(dest, remote.name), local_name=self.name,
-                        local_group=self.group)
+        sender = Sender(self._journal(), Selection(dest, remote.name, queues=self.replicated_queues),
+                        local_name=self.name, local_group=self.group)
         sender.start(remote.hw)
         self.connected[dest.name] = remote.name
         log.info("replication destination %r connected to %r (%s)", dest.name, remote.name, dest.sync_type)
         wake = asyncio.Event()
         self._wakeups.add(wake)
-        acks = asyncio.get_running_loop().create_task(self._read_acks(reader, sender))
+        acks = asyncio.get_running_loop().create_task(self._read_acks(reader, sender, remote.name))
         try:
             while True:
                 wake.clear()
@@ -232,10 +260,16 @@ class ReplicationService:
             self._wakeups.discard(wake)
             acks.cancel()
 
-    @staticmethod
-    async def _read_acks(reader: asyncio.StreamReader, sender: Sender) -> None:
+    async def _read_acks(self, reader: asyncio.StreamReader, sender: Sender, peer: str) -> None:
         while True:
-            sender.on_ack(ack_position(await read_frame(reader)))
+            payload = await read_frame(reader)
+            h, _ = split_frame(payload)
+            if h.get("c") == "repl_qreq":  # the peer asks for queue messages this instance owns
+                queue, bookmarks = transfer_request(h)
+                if self.queue_port is not None:
+                    self.queue_port.transfer_requested(queue, bookmarks, peer)
+                continue
+            sender.on_ack(ack_position(payload))
 
     # -- downstream ----------------------------------------------------------------------------
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -287,6 +321,7 @@ class ReplicationService:
                     await writer.drain()
 
         acker = asyncio.get_running_loop().create_task(send_acks())
+        self._upstreams[remote.name] = writer
         try:
             while True:
                 payload = await read_frame(reader)
@@ -295,8 +330,10 @@ class ReplicationService:
                 receiver.handle(payload)
                 broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
         finally:
+            if self._upstreams.get(remote.name) is writer:
+                del self._upstreams[remote.name]
             self._wakeups.discard(wake)
             acker.cancel()
 
 
-__all__ = ["ReplicationService", "read_frame"]
+__all__ = ["QueueTransferPort", "ReplicationService", "read_frame"]
