@@ -11,6 +11,7 @@ Paths (``.json``/``.xml`` on any node, ``.csv`` on a leaf; no extension: a brows
 * ``/amps``: ``host`` (cpus, memory, disks, network), ``instance`` (clients, processors, sow,
   queues, views, subscriptions, transaction_log, transports, replication: always empty here)
 * ``/amps/administrator/clients/<id>/disconnect``,
+  ``/amps/administrator/queues/<id>/enable_proxied_transfer`` and ``disable_proxied_transfer``,
   ``/amps/administrator/transports/<id>/disable`` and ``.../enable`` (GET, as AMPS; or POST)
 * ``/emulator/health``, ``/emulator/reset`` (POST; ``?topic=``, ``?queue=``, ``?client=``),
   ``/emulator/sow/<topic>``, ``/emulator/queues/<queue>``, ``/emulator/journal``,
@@ -313,7 +314,27 @@ class AdminServer:
             if len(segs) == 3 and segs[2] in ("disable", "enable"):
                 return self._transport_action(lst, segs[2])
             return {"transport": lst.name, "actions": ["disable", "enable"]}
+        if kind == "queues":
+            return self._queue_action(segs[1:])
         raise HttpError(404, f"no administrator resource {kind!r}")
+
+    def _queue_action(self, segs: list[str]) -> dict:
+        """``/amps/administrator/queues/<id>/enable_proxied_transfer`` | ``disable_...``
+        (``<id>``: the queue's name, or ``name!type`` as the monitoring tree lists it)."""
+        svc = self.server.queuesvc
+        shared = svc.replication if svc is not None else None
+        if not segs:
+            names = [] if svc is None else sorted(n for n, q in svc.queues.items()
+                                                  if q.ownership is not None)
+            return {"queues": names}
+        name, _, mtype = segs[0].partition("!")
+        if len(segs) == 2 and segs[1] in ("enable_proxied_transfer", "disable_proxied_transfer"):
+            if shared is None:
+                raise LookupError(f"no replicated queue {name!r}")
+            enable = segs[1] == "enable_proxied_transfer"
+            shared.set_proxied_transfer(name, mtype, enable)  # CommandError: not a replicated queue
+            return {"queue": segs[0], "proxied_transfer": "enabled" if enable else "disabled"}
+        return {"queue": segs[0], "actions": ["enable_proxied_transfer", "disable_proxied_transfer"]}
 
     def _transport_action(self, lst: Any, action: str) -> dict:
         if action == "disable":

@@ -83,6 +83,8 @@ async def reset_all(server: Server) -> dict:
         for q in svc.queues.values():
             q.engine = QueueEngine(q.spec)
             q.subs.clear()
+            if q.ownership is not None:
+                q.ownership.restore({})  # no messages, so none owned elsewhere
         svc._cache.clear()
         svc._ckpt_pending = None
         svc._ckpt_written = {}
@@ -109,6 +111,8 @@ def reset_queue(server: Server, name: str) -> dict:
     depth = q.engine.depth
     q.engine = QueueEngine(q.spec, low_water_position=svc.txlog.journal.last_position)
     q.subs.clear()
+    if q.ownership is not None:
+        q.ownership.restore({})
     server.turn.request()
     return {"reset": "queue", "queue": name, "messages_removed": depth, "clients_disconnected": n}
 
