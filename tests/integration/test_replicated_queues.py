@@ -32,9 +32,6 @@ QUEUES = """
   <GroupLocalQueue><Name>group-jobs</Name><MessageType>json</MessageType>
     <UnderlyingTopic>group-work</UnderlyingTopic><InitialOwner>B</InitialOwner>
     <MaxPerSubscriptionBacklog>5</MaxPerSubscriptionBacklog></GroupLocalQueue>
-  <Queue><Name>work-to-do</Name><MessageType>json</MessageType><Semantics>at-most-once</Semantics>
-    <UnderlyingTopic>flink-work</UnderlyingTopic><MaxBacklog>50000</MaxBacklog>
-    <MaxPerSubscriptionBacklog>10000</MaxPerSubscriptionBacklog></Queue>
 """
 
 
@@ -53,7 +50,7 @@ def node_xml(name: str, peer: str, data: Path, listen: int, peer_port: int, sync
   <SOW>{QUEUES}</SOW>
   <Replication><Destination>
     <Name>{peer}</Name><Group>pair</Group><SyncType>{sync}</SyncType><PassThrough>.*</PassThrough>
-    <Topic><Name>^(work|jobs|group-work|group-jobs|local-work|flink-work|work-to-do)$</Name>
+    <Topic><Name>^(work|jobs|group-work|group-jobs|local-work)$</Name>
       <MessageType>json</MessageType></Topic>
     <Transport><Type>amps-replication</Type><InetAddr>127.0.0.1:{peer_port}</InetAddr>
       <ReconnectTimeout>0.05</ReconnectTimeout></Transport>
@@ -270,18 +267,69 @@ def test_ownership_survives_a_restart(pair):
     assert until(lambda: pair.queue("A", "jobs")["queue_depth"] == "0")
 
 
-def test_flink_pair_at_most_once_work_to_do_each_message_once(pair):
-    """60East's Flink pair (amps-integration-apache-flink, amps-configs): an at-most-once
-    distributed queue ``work-to-do`` over ``work`` replicated both ways, a consumer on each
-    instance (here over ``flink-work``, in our own config of the same shape)."""
-    wa = Worker(pair.client("A"), "work-to-do", auto=None, options="max_backlog=10000")
-    wb = Worker(pair.client("B"), "work-to-do", auto=None, options="max_backlog=10000")
-    publish(pair.client("A"), "flink-work", range(0, 300))
-    publish(pair.client("B"), "flink-work", range(300, 600))
-    assert until(lambda: len(wa.messages) + len(wb.messages) >= 600)
-    seen = [d["i"] for d in wa.data] + [d["i"] for d in wb.data]
+def flink_like_xml(name: str, peer: str, data: Path, listen: int, peer_port: int) -> str:
+    """A config of the shape of 60East's Flink pair (amps-integration-apache-flink,
+    ``amps-configs/amps1config.xml``), in our own words: one Group for both instances, a sync
+    Destination naming the peer with PassThrough ``.*`` and the five recorded json topics, and a
+    replicated at-most-once queue ``work-to-do`` over ``work``; only the ports differ."""
+    topics = ("initial-publish", "with-ts", "work", "work-to-do", "checkpoint-failover")
+    repl_topics = "".join(f"<Topic><MessageType>json</MessageType><Name>{t}</Name></Topic>" for t in topics)
+    log_topics = "".join(f"<Topic><Name>{t}</Name><MessageType>json</MessageType></Topic>" for t in topics)
+    return f"""<AMPSConfig>
+  <Name>{name}</Name><Group>ReplicationExample</Group>
+  <Admin><InetAddr>127.0.0.1:0</InetAddr></Admin>
+  <Transports>
+    <Transport><Name>any-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr><Protocol>amps</Protocol>
+    </Transport>
+    <Transport><Name>amps-replication</Name><Type>amps-replication</Type>
+      <InetAddr>127.0.0.1:{listen}</InetAddr></Transport>
+  </Transports>
+  <Replication><Destination>{repl_topics}
+    <Name>{peer}</Name><PassThrough>.*</PassThrough><Group>ReplicationExample</Group><SyncType>sync</SyncType>
+    <Transport><InetAddr>127.0.0.1:{peer_port}</InetAddr><Type>amps-replication</Type>
+      <ReconnectTimeout>0.05</ReconnectTimeout></Transport>
+  </Destination></Replication>
+  <TransactionLog><JournalDirectory>{data}/journals</JournalDirectory>{log_topics}</TransactionLog>
+  <SOW><Queue><Name>work-to-do</Name><MessageType>json</MessageType><Semantics>at-most-once</Semantics>
+    <UnderlyingTopic>work</UnderlyingTopic><MaxBacklog>50000</MaxBacklog>
+    <MaxPerSubscriptionBacklog>10000</MaxPerSubscriptionBacklog></Queue></SOW>
+</AMPSConfig>"""
+
+
+@pytest.fixture
+def flink_pair(tmp_path):
+    p = Pair(tmp_path)
+    ports = {"AMPS-1": free_port(), "AMPS-2": free_port()}
+    p.xml = {"AMPS-1": flink_like_xml("AMPS-1", "AMPS-2", tmp_path / "1", ports["AMPS-1"], ports["AMPS-2"]),
+             "AMPS-2": flink_like_xml("AMPS-2", "AMPS-1", tmp_path / "2", ports["AMPS-2"], ports["AMPS-1"])}
+    p.start("AMPS-1")
+    p.start("AMPS-2")
+    p.linked()
+    yield p
+    p.close()
+
+
+def test_flink_pair_at_most_once_work_to_do_each_message_once(flink_pair):
+    """A consumer of ``work-to-do`` on each instance, publishers on both: every message of
+    ``work`` is delivered once across the pair, and leaves both copies of the queue."""
+    p = flink_pair
+    w1 = Worker(p.client("AMPS-1"), "work-to-do", auto=None, options="max_backlog=10000")
+    w2 = Worker(p.client("AMPS-2"), "work-to-do", auto=None, options="max_backlog=10000")
+    publish(p.client("AMPS-1"), "work", range(0, 300))
+    publish(p.client("AMPS-2"), "work", range(300, 600))
+    assert until(lambda: len(w1.messages) + len(w2.messages) >= 600)
+    seen = [d["i"] for d in w1.data] + [d["i"] for d in w2.data]
     assert sorted(seen) == list(range(600))
-    assert not until(lambda: len(wa.messages) + len(wb.messages) > 600, timeout=0.3)
-    # sent at most once: gone from both copies of the queue
-    assert until(lambda: pair.queue("A", "work-to-do")["queue_depth"] == "0")
-    assert until(lambda: pair.queue("B", "work-to-do")["queue_depth"] == "0")
+    assert not until(lambda: len(w1.messages) + len(w2.messages) > 600, timeout=0.3)
+    assert until(lambda: p.queue("AMPS-1", "work-to-do")["queue_depth"] == "0")
+    assert until(lambda: p.queue("AMPS-2", "work-to-do")["queue_depth"] == "0")
+
+
+def test_flink_pair_a_consumer_on_one_instance_gets_what_the_other_owns(flink_pair):
+    p = flink_pair
+    publish(p.client("AMPS-1"), "work", range(50))
+    w2 = Worker(p.client("AMPS-2"), "work-to-do", auto=None, options="max_backlog=10000")
+    assert w2.wait(50)
+    assert sorted(d["i"] for d in w2.data) == list(range(50))
+    assert until(lambda: p.queue("AMPS-1", "work-to-do")["queue_depth"] == "0")
+    assert p.queue("AMPS-1", "work-to-do")["transferred_out"] == "50"
