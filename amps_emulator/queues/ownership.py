@@ -119,29 +119,35 @@ class Ownership:
         owner = self.foreign.get(position)
         return owner is None or (self.proxied and not reachable(owner))
 
-    def to_request(self, available: Iterable[int], room: int, now: float,
-                   reachable: Callable[[str], bool]) -> tuple[dict[str, list[int]], list[int]]:
-        """Of the ``available`` messages (in delivery order), those to ask their owner for,
-        by owner, and those to claim at once (proxied transfer, owner unreachable); at most
-        ``room`` in all (what this instance's subscriptions can take)."""
+    def to_request(self, candidates: Iterable[int], room: int, now: float,
+                   reachable: Callable[[str], bool],
+                   wanted: Callable[[int], bool] | None = None) -> tuple[dict[str, list[int]], list[int]]:
+        """Of the ``candidates`` (positions, oldest first; default: every message owned
+        elsewhere), those to ask their owner for, by owner, and those to claim at once
+        (proxied transfer, owner unreachable); at most ``room`` in all (what this instance's
+        subscriptions can take). ``wanted(position)``: whether the message is available here
+        and some subscription with room would take it (asked last: it is the dear test)."""
         ask: dict[str, list[int]] = {}
         claim: list[int] = []
         if room <= 0:
             return ask, claim
         n = 0
-        for pos in available:
+        for pos in candidates:
             owner = self.foreign.get(pos)
             if owner is None:
                 continue
             if now - self._arrived.get(pos, 0.0) < self.wait:
                 continue  # its owner may still deliver it
-            if not reachable(owner):
-                if not self.proxied:
-                    continue
+            up = reachable(owner)
+            if not up and not self.proxied:
+                continue
+            if up and now - self._asked.get(pos, -RETRY) < RETRY:
+                continue
+            if wanted is not None and not wanted(pos):
+                continue
+            if not up:
                 claim.append(pos)
             else:
-                if now - self._asked.get(pos, -RETRY) < RETRY:
-                    continue
                 self._asked[pos] = now
                 ask.setdefault(owner, []).append(pos)
             n += 1

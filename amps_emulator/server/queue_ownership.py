@@ -292,9 +292,13 @@ class QueueReplication(Generic[Q]):
         room = self.svc.room(q)
         if room <= 0:
             return
-        available = [m.position for m in q.engine.messages(now=now) if not own.owns(m.position)]
-        wanted = [p for p in available if self.svc.some_subscription_takes(q, p)]
-        ask, claim = own.to_request(wanted, room, now, self.reachable)
+        engine = q.engine
+
+        def wanted(position: int) -> bool:
+            return engine.is_available(position) and self.svc.some_subscription_takes(q, position)
+
+        # the messages owned elsewhere, oldest first (a transfer request is a message each)
+        ask, claim = own.to_request(list(own.foreign), room, now, self.reachable, wanted)
         if claim:
             self.claim(q, claim)
         peers = self.peers
