@@ -166,6 +166,7 @@ def queue_contents(server: Server, name: str) -> dict:
     if svc is None or q is None:
         raise LookupError(f"no queue {name!r}")
     conns = {c.conn_id: c for c in server.connections}
+    own = q.ownership  # a replicated queue: the owner of each message
     out = []
     for m in q.engine.messages(include_leased=True):
         rec = svc._record(m.position)
@@ -177,6 +178,8 @@ def queue_contents(server: Server, name: str) -> dict:
             "delivery_count": m.delivery_count, "cancel_count": m.cancel_count,
             "expiration": m.expiration, "priority": m.priority,
             "data": _body(rec.body) if rec is not None else None,
+            "owner": own.owner(m.position) if own is not None else server.broker.instance_name,
+            "locally_owned": own is None or own.owns(m.position),
         })
     e = q.engine
     return {"queue": name, "depth": e.depth, "leased": e.leased_count,

@@ -160,6 +160,10 @@ def test_the_owner_delivers_to_its_own_consumer_and_never_a_transferred_message(
     assert sorted(got_b + [d["i"] for d in wa.data]) == list(range(8))
     assert not wa.wait(4, timeout=0.3)  # B's five stay B's
     assert pair.queue("B", "jobs")["owned"] == "5" and pair.queue("A", "jobs")["owned"] == "0"
+    on_b = pair.servers["B"].http("/emulator/queues/jobs")["messages"]
+    assert sorted(m["owner"] for m in on_b) == ["B"] * 5 and all(m["locally_owned"] for m in on_b)
+    on_a = pair.servers["A"].http("/emulator/queues/jobs")["messages"]
+    assert [m["owner"] for m in on_a] == ["B"] * 5 and not any(m["locally_owned"] for m in on_a)
 
 
 def test_one_consumer_per_instance_the_union_is_every_message_exactly_once(pair):
