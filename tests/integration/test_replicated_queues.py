@@ -337,3 +337,65 @@ def test_flink_pair_a_consumer_on_one_instance_gets_what_the_other_owns(flink_pa
     assert sorted(d["i"] for d in w2.data) == list(range(50))
     assert until(lambda: p.queue("AMPS-1", "work-to-do")["queue_depth"] == "0")
     assert p.queue("AMPS-1", "work-to-do")["transferred_out"] == "50"
+
+
+def http_json(port: int, path: str) -> dict:
+    import urllib.request
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as r:
+        return json.loads(r.read())
+
+
+def test_kill_9_of_the_owner_then_proxied_transfer_in_subprocesses(tmp_path):
+    """Two emulator processes; A, which owns the messages, is killed with SIGKILL. B's consumer
+    gets nothing until B's operator enables proxied transfer; A, restarted, learns of B's claims
+    and acks from its peer and delivers nothing twice."""
+    from tests.procserver import ProcServer
+
+    repl = {"A": free_port(), "B": free_port()}
+    admin = {"A": free_port(), "B": free_port()}
+    procs: dict[str, ProcServer] = {}
+    for name, peer in (("A", "B"), ("B", "A")):
+        d = tmp_path / name
+        d.mkdir()
+        xml = node_xml(name, peer, d / "data", repl[name], repl[peer]).replace(
+            "<Admin><InetAddr>127.0.0.1:0</InetAddr></Admin>",
+            f"<Admin><InetAddr>127.0.0.1:{admin[name]}</InetAddr></Admin>")
+        (d / "amps.xml").write_text(xml)
+        procs[name] = ProcServer(d / "data", d / "amps.xml")
+    clients: list[AMPS.Client] = []
+
+    def client(name: str) -> AMPS.Client:
+        c = AMPS.Client(f"proc-{name}-{len(clients)}")
+        c.connect(procs[name].uri)
+        c.logon(5000)
+        clients.append(c)
+        return c
+
+    def queue(name: str) -> dict:
+        nodes = http_json(admin[name], "/amps/instance/queues.json")["amps"]["instance"]["queues"]
+        return next(n for n in nodes if n["topic"] == "jobs")
+
+    try:
+        procs["A"].start()
+        procs["B"].start()
+        publish(client("A"), "work", range(6))
+        assert until(lambda: queue("B")["queue_depth"] == "6")
+        assert queue("B")["owned"] == "0"
+        procs["A"].kill()
+        w = Worker(client("B"), "jobs", options="max_backlog=5")
+        assert not w.wait(1, timeout=0.4)
+        assert http_json(admin["B"], "/amps/administrator/queues/jobs/enable_proxied_transfer") == {
+            "queue": "jobs", "proxied_transfer": "enabled"}
+        assert w.wait(6)
+        assert sorted(d["i"] for d in w.data) == list(range(6))
+        http_json(admin["B"], "/amps/administrator/queues/jobs/disable_proxied_transfer")
+        procs["A"].start()
+        assert until(lambda: queue("A")["queue_depth"] == "0", timeout=20)
+        wa = Worker(client("A"), "jobs")
+        assert not wa.wait(1, timeout=0.3)
+    finally:
+        for c in clients:
+            c.close()
+        for p in procs.values():
+            p.stop()
