@@ -16,8 +16,9 @@ messages between owners and keeps the instances' copies of the queue in step:
   eagerly) and that it has not given away already, by journaling a ``Transfer`` record; that
   record replicates, and the instance named in it may deliver the message. Nobody else does.
 * **Proxied transfer** (Admin ``enable_proxied_transfer``, the ``amps-action-do-enable-proxied-
-  transfer`` action): this instance claims, for its own subscriptions, messages whose owner is
-  not connected, and grants others' requests for them, journaling the transfer the same way.
+  transfer`` action through :class:`server.ports.ProxiedTransferControl`): this instance
+  claims, for its own subscriptions, messages whose owner is not connected, and grants
+  others' requests for them, journaling the transfer the same way.
   Duplicates are possible if the owner is alive after all: AMPS documents the same risk.
 * **Group local queues** carry their identity (``GroupLocalQueueDomain``, else the instance's
   ``Group``) on their records: an instance ignores the records of a same-named queue of another
@@ -112,15 +113,6 @@ class TransferPeers(Protocol):
     def reachable(self, name: str) -> bool: ...
 
     def request_transfer(self, owner: str, queue: str, bookmarks: list[str]) -> bool: ...
-
-
-class ProxiedTransferControl(Protocol):
-    """The port the actions engine calls for ``amps-action-do-enable-proxied-transfer`` and
-    ``-disable-`` (options ``Topic``, ``MessageType``): ``enabled`` is
-    ``PROXIED_TRANSFER_MODULES[module]``. Raises ``CommandError`` when ``topic`` is not a
-    replicated queue here."""
-
-    def set_proxied_transfer(self, topic: str, message_type: str, enabled: bool) -> None: ...
 
 
 def record_events(rec: JournalRecord) -> list[QueueEvent]:
@@ -237,7 +229,7 @@ class QueueReplication(Generic[Q]):
             self.svc.handle(q, q.engine.dispatch(self.svc.now()))
 
     def set_proxied_transfer(self, topic: str, message_type: str, enabled: bool) -> None:
-        """The :class:`ProxiedTransferControl` port (Admin and the action modules)."""
+        """The :class:`server.ports.ProxiedTransferControl` port (Admin and the action modules)."""
         q = self.svc.get(topic)
         if q is None or q.ownership is None:
             raise CommandError(reasons.INVALID_TOPIC,
@@ -338,6 +330,5 @@ def replicated_events(rec: JournalRecord, events: list[QueueEvent], by_bookmark:
     return out
 
 
-__all__ = ["DOMAIN_HEADER", "PROXIED_TRANSFER_MODULES", "ProxiedTransferControl",
-           "QueueReplication", "SharedQueue", "SharedQueues", "TransferPeers", "record_events",
-           "removed_bookmark", "replicated_events"]
+__all__ = ["DOMAIN_HEADER", "PROXIED_TRANSFER_MODULES", "QueueReplication", "SharedQueue", "SharedQueues",
+           "TransferPeers", "record_events", "removed_bookmark", "replicated_events"]
