@@ -191,6 +191,12 @@ class QueueService:
                     q.record_headers = {DOMAIN_HEADER: q.domain}
             if any(q.ownership is not None for q in self.queues.values()):
                 self.replication = QueueReplication(self)
+            for q in self.queues.values():
+                if q.ownership is not None and not any(
+                        d.selects(q.name, q.cfg.message_type) for d in config.replication.destinations):
+                    log.warning("queue %s is shared with the instances this one replicates with, but "
+                                "no <Destination> replicates its topic: its acks and ownership "
+                                "transfers stay on this instance", q.name)
 
     def now(self) -> float:
         return self.server.wallclock()
@@ -403,18 +409,22 @@ class QueueService:
         earliest = None
         for a in actions:
             t = type(a)
-            if own is not None and (t is Acked or t is Expired) and a.position is not None:
-                own.left(a.position, self.now())
             if t is Deliver:
                 self._deliver(q, a)
                 lease = a.lease_expiry
                 if lease is not None and (earliest is None or lease < earliest):
                     earliest = lease
             elif t is Expired:
-                if self.on_expired is not None:
+                # every instance expires its copy; the owner alone runs the on-sow-expire
+                # actions, so a dead letter is written once across the instances
+                if self.on_expired is not None and (own is None or own.owns(a.position)):
                     rec = self._record(a.position)
                     self.on_expired(q.name, rec.body if rec is not None else b"", a.reason, "",
                                     a.bookmark)
+                if own is not None:
+                    own.left(a.position, self.now())
+            elif t is Acked and own is not None and a.position is not None:
+                own.left(a.position, self.now())
         # Acks only remove deadlines (a timer that fires early re-arms itself); a new lease
         # matters only if it ends before the armed timer.
         if self._timer is None or (earliest is not None and earliest < (self._timer_at or 0)):

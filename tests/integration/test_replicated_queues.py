@@ -21,6 +21,7 @@ import pytest
 
 from amps_emulator.config import loads_config
 from tests.harness import ServerThread
+from tests.integration.conftest import Collector
 from tests.integration.test_queues import Worker
 from tests.procserver import free_port
 
@@ -29,6 +30,8 @@ QUEUES = """
     <MaxPerSubscriptionBacklog>5</MaxPerSubscriptionBacklog></Queue>
   <LocalQueue><Name>local-jobs</Name><MessageType>json</MessageType>
     <UnderlyingTopic>local-work</UnderlyingTopic><MaxPerSubscriptionBacklog>5</MaxPerSubscriptionBacklog></LocalQueue>
+  <Queue><Name>short-jobs</Name><MessageType>json</MessageType><UnderlyingTopic>short-work</UnderlyingTopic>
+    <Expiration>300ms</Expiration></Queue>
   <GroupLocalQueue><Name>group-jobs</Name><MessageType>json</MessageType>
     <UnderlyingTopic>group-work</UnderlyingTopic><InitialOwner>B</InitialOwner>
     <MaxPerSubscriptionBacklog>5</MaxPerSubscriptionBacklog></GroupLocalQueue>
@@ -48,9 +51,16 @@ def node_xml(name: str, peer: str, data: Path, listen: int, peer_port: int, sync
   <TransactionLog><JournalDirectory>{data}/journal</JournalDirectory>
     <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
   <SOW>{QUEUES}</SOW>
+  <Actions><Action>
+    <On><Module>amps-action-on-sow-expire-message</Module>
+      <Options><Topic>short-jobs</Topic><MessageType>json</MessageType></Options></On>
+    <Do><Module>amps-action-do-publish-message</Module>
+      <Options><Topic>dead</Topic><MessageType>json</MessageType>
+        <Data>{{ "message": {{{{AMPS_DATA}}}}, "reason": "{{{{AMPS_REASON}}}}" }}</Data></Options></Do>
+  </Action></Actions>
   <Replication><Destination>
     <Name>{peer}</Name><Group>pair</Group><SyncType>{sync}</SyncType><PassThrough>.*</PassThrough>
-    <Topic><Name>^(work|jobs|group-work|group-jobs|local-work)$</Name>
+    <Topic><Name>^(work|jobs|group-work|group-jobs|local-work|short-work|short-jobs|dead)$</Name>
       <MessageType>json</MessageType></Topic>
     <Transport><Type>amps-replication</Type><InetAddr>127.0.0.1:{peer_port}</InetAddr>
       <ReconnectTimeout>0.05</ReconnectTimeout></Transport>
@@ -222,6 +232,21 @@ def test_the_proxied_transfer_action_port(pair):
     for topic, mtype in (("local-jobs", "json"), ("work", "json"), ("jobs", "xml")):
         with pytest.raises(CommandError):
             b.call(lambda t=topic, m=mtype: port.set_proxied_transfer(t, m, enable))
+
+
+def test_an_expired_message_is_dead_lettered_once_by_its_owner(pair):
+    """Both instances expire their copy; only the owner runs the on-sow-expire action, so the
+    dead-letter topic (replicated too) holds each message once on both."""
+    publish(pair.client("A"), "short-work", range(3))
+    assert until(lambda: pair.queue("A", "short-jobs")["queue_depth"] == "0")
+    assert until(lambda: pair.queue("B", "short-jobs")["queue_depth"] == "0")
+    for name in ("A", "B"):
+        got = Collector(lambda m: json.loads(m.get_data()))
+        pair.client(name).bookmark_subscribe(got, "dead", AMPS.Client.Bookmarks.EPOCH)
+        assert len(got.wait_for(3)) == 3
+        assert not got.wait_until(lambda items: len(items) > 3, timeout=0.3)
+        assert sorted(d["message"]["i"] for d in got.items) == [0, 1, 2]
+        assert {d["reason"] for d in got.items} == {"time_limit"}
 
 
 def test_a_local_queue_delivers_its_own_copy_on_each_instance(pair):
