@@ -129,6 +129,8 @@ class Ownership:
         and some subscription with room would take it (asked last: it is the dear test)."""
         ask: dict[str, list[int]] = {}
         claim: list[int] = []
+        # requests still in flight will fill the room if granted: ask for no more than the rest
+        room -= sum(1 for p, t in self._asked.items() if now - t < RETRY and p in self.foreign)
         if room <= 0:
             return ask, claim
         n = 0

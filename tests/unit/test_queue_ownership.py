@@ -47,6 +47,8 @@ def test_requests_wait_for_the_usual_ack_time_then_repeat_no_faster_than_retry()
     assert own.to_request([1, 2, 3], room=5, now=10.2, reachable=up) == ({}, [])
     ask, claim = own.to_request([1, 2, 3], room=2, now=10.6, reachable=up)
     assert ask == {"A": [1, 2]} and claim == []  # no more than there is room for
+    # the two requests in flight fill a room of two: nothing more is asked for
+    assert own.to_request([1, 2, 3], room=2, now=10.6 + RETRY / 2, reachable=up) == ({}, [])
     ask, _ = own.to_request([1, 2, 3], room=5, now=10.6 + RETRY / 2, reachable=up)
     assert ask == {"A": [3]}  # 1 and 2 were just asked for
     ask, _ = own.to_request([1, 2, 3], room=5, now=10.6 + RETRY, reachable=up)
