@@ -31,6 +31,7 @@ from amps_emulator.protocol.legacy import LEGACY_PROTOCOLS
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
+from amps_emulator.replication.link import QUEUE_KINDS
 from amps_emulator.replication.service import ReplicationService
 from amps_emulator.server import commands, entitle, publish, replay, version
 from amps_emulator.server.actions import Actions
@@ -50,6 +51,7 @@ from amps_emulator.server.views import DerivedTopics, derived_specs
 from amps_emulator.server.websocket import WebSocketProtocol
 
 if TYPE_CHECKING:
+    from amps_emulator.journal import JournalRecord
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.router import Subscription
 
@@ -330,17 +332,30 @@ class Server:
             txlog.start_timers()
             config = self.config
             if config.replication_listener is not None or config.replication.destinations:
+                shared = broker.queues.replication if broker.queues is not None else None
+
+                def apply(rec: JournalRecord) -> None:
+                    if rec.kind not in QUEUE_KINDS:
+                        publish.apply_replicated(broker, rec)
+                    elif shared is not None:  # a queue's acks and transfers (none here: not ours)
+                        shared.apply_replicated(rec)
+
                 repl = self.replication = ReplicationService(
                     config, broker, lambda: txlog.journal, self.timebase,
-                    apply=lambda rec: publish.apply_replicated(broker, rec),
+                    apply=apply,
                     on_event=self.actions.fire)
                 # the downgrade/upgrade actions switch the links' sync/async
                 self.actions.replication_control = repl
                 # persisted acks wait for the sync destinations too
                 txlog.ack_gate = repl.gate.safe
+                if shared is not None:
+                    repl.queue_port = shared
+                    repl.replicated_queues = shared.queue_names
                 # records appended or made durable this turn (a group sync requests a turn)
                 self.turn.stage("replication", repl.notify)
                 await repl.start()
+                if shared is not None:
+                    shared.attach(repl)
         elif self.config.replication_listener is not None:
             log.warning("replication transport %r: no <TransactionLog> to append replicated records "
                         "to, so it does not listen", self.config.replication_listener.name)

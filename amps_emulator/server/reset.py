@@ -86,6 +86,8 @@ async def reset_all(server: Server) -> dict:
         for q in svc.queues.values():
             q.engine = QueueEngine(q.spec)
             q.subs.clear()
+            if q.ownership is not None:
+                q.ownership.restore({})  # no messages, so none owned elsewhere
         svc._cache.clear()
         svc._ckpt_pending = None
         svc._ckpt_written = {}
@@ -112,6 +114,8 @@ def reset_queue(server: Server, name: str) -> dict:
     depth = q.engine.depth
     q.engine = QueueEngine(q.spec, low_water_position=svc.txlog.journal.last_position)
     q.subs.clear()
+    if q.ownership is not None:
+        q.ownership.restore({})
     server.turn.request()
     return {"reset": "queue", "queue": name, "messages_removed": depth, "clients_disconnected": n}
 
@@ -182,6 +186,7 @@ def queue_contents(server: Server, name: str) -> dict:
     if svc is None or q is None:
         raise LookupError(f"no queue {name!r}")
     conns = {c.conn_id: c for c in server.connections}
+    own = q.ownership  # a replicated queue: the owner of each message
     out = []
     for m in q.engine.messages(include_leased=True):
         rec = svc._record(m.position)
@@ -193,6 +198,8 @@ def queue_contents(server: Server, name: str) -> dict:
             "delivery_count": m.delivery_count, "cancel_count": m.cancel_count,
             "expiration": m.expiration, "priority": m.priority,
             "data": _body(rec.body) if rec is not None else None,
+            "owner": own.owner(m.position) if own is not None else server.broker.instance_name,
+            "locally_owned": own is None or own.owns(m.position),
         })
     e = q.engine
     return {"queue": name, "depth": e.depth, "leased": e.leased_count,
