@@ -351,6 +351,8 @@ class Server:
                 if shared is not None:
                     repl.queue_port = shared
                     repl.replicated_queues = shared.queue_names
+                    # the proxied-transfer actions switch the replicated queues
+                    self.actions.proxied_transfer = shared
                 # records appended or made durable this turn (a group sync requests a turn)
                 self.turn.stage("replication", repl.notify)
                 await repl.start()

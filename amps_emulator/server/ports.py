@@ -188,9 +188,8 @@ class PersistWaiter(Protocol):
 class ProxiedTransferControl(Protocol):
     """The replicated queues as the actions engine switches them
     (:class:`server.queue_ownership.QueueReplication`): ``amps-action-do-enable-proxied-transfer``
-    and ``-disable-`` (options ``Topic``, ``MessageType``) call this with ``enabled`` =
-    ``queue_ownership.PROXIED_TRANSFER_MODULES[module]``. Raises ``CommandError`` when ``topic``
-    is not a replicated queue of this instance."""
+    and ``-disable-`` (options ``Topic``, ``MessageType``) call this with ``enabled`` True and
+    False. Raises ``CommandError`` when ``topic`` is not a replicated queue of this instance."""
 
     def set_proxied_transfer(self, topic: str, message_type: str, enabled: bool) -> None: ...
 

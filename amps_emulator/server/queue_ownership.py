@@ -50,9 +50,6 @@ log = logging.getLogger("amps_emulator.queues")
 
 #: the record header naming a group local queue's identity (its domain, or its Group)
 DOMAIN_HEADER = "x-emu-queue-domain"
-#: the action modules that switch proxied transfer, and what they switch it to
-PROXIED_TRANSFER_MODULES = {"amps-action-do-enable-proxied-transfer": True,
-                            "amps-action-do-disable-proxied-transfer": False}
 
 _TRANSFER = int(RecordKind.QUEUE_TRANSFER)
 _BATCH = int(RecordKind.QUEUE_BATCH)
@@ -330,5 +327,5 @@ def replicated_events(rec: JournalRecord, events: list[QueueEvent], by_bookmark:
     return out
 
 
-__all__ = ["DOMAIN_HEADER", "PROXIED_TRANSFER_MODULES", "QueueReplication", "SharedQueue", "SharedQueues",
+__all__ = ["DOMAIN_HEADER", "QueueReplication", "SharedQueue", "SharedQueues",
            "TransferPeers", "record_events", "removed_bookmark", "replicated_events"]

@@ -57,6 +57,18 @@ def node_xml(name: str, peer: str, data: Path, listen: int, peer_port: int, sync
     <Do><Module>amps-action-do-publish-message</Module>
       <Options><Topic>dead</Topic><MessageType>json</MessageType>
         <Data>{{ "message": {{{{AMPS_DATA}}}}, "reason": "{{{{AMPS_REASON}}}}" }}</Data></Options></Do>
+  </Action>
+  <Action><On><Module>amps-action-on-admin</Module><Options><Path>proxy-on</Path></Options></On>
+    <Do><Module>amps-action-do-enable-proxied-transfer</Module>
+      <Options><Topic>jobs</Topic><MessageType>json</MessageType></Options></Do></Action>
+  <Action><On><Module>amps-action-on-admin</Module><Options><Path>proxy-off</Path></Options></On>
+    <Do><Module>amps-action-do-disable-proxied-transfer</Module>
+      <Options><Topic>jobs</Topic><MessageType>json</MessageType></Options></Do></Action>
+  <Action><On><Module>amps-action-on-admin</Module><Options><Path>proxy-local</Path></Options></On>
+    <Do><Module>amps-action-do-enable-proxied-transfer</Module>
+      <Options><Topic>local-jobs</Topic><MessageType>json</MessageType></Options></Do>
+    <Do><Module>amps-action-do-publish-message</Module>
+      <Options><Topic>after-proxy-local</Topic><MessageType>json</MessageType><Data>{{}}</Data></Options></Do>
   </Action></Actions>
   <Replication><Destination>
     <Name>{peer}</Name><Group>pair</Group><SyncType>{sync}</SyncType><PassThrough>.*</PassThrough>
@@ -215,23 +227,31 @@ def test_messages_of_a_stopped_owner_wait_until_proxied_transfer_is_enabled(pair
     assert not wa.wait(1, timeout=0.3)
 
 
-def test_the_proxied_transfer_action_port(pair):
-    """What ``amps-action-do-enable-proxied-transfer`` / ``-disable-`` call (Topic,
-    MessageType): a replicated queue switches; anything else is refused."""
+def test_the_proxied_transfer_actions(pair):
+    """``amps-action-do-enable-proxied-transfer`` / ``-disable-`` (run here from on-admin
+    actions) switch a replicated queue; one naming a LocalQueue fails its step, so the action
+    stops there; the port refuses anything but a replicated queue of its type."""
     from amps_emulator.protocol.reasons import CommandError
-    from amps_emulator.server.queue_ownership import PROXIED_TRANSFER_MODULES
 
     b = pair.servers["B"]
-    port = b.call(lambda: b.server.queuesvc.replication)
-    enable = PROXIED_TRANSFER_MODULES["amps-action-do-enable-proxied-transfer"]
-    b.call(lambda: port.set_proxied_transfer("jobs", "json", enable))
+    b.http("/amps/administrator/actions/proxy-on")
     assert pair.queue("B", "jobs")["proxied_transfer"] == "enabled"
-    disable = PROXIED_TRANSFER_MODULES["amps-action-do-disable-proxied-transfer"]
-    b.call(lambda: port.set_proxied_transfer("jobs", "json", disable))
+    assert pair.queue("A", "jobs")["proxied_transfer"] == "disabled"  # per instance
+    b.http("/amps/administrator/actions/proxy-off")
     assert pair.queue("B", "jobs")["proxied_transfer"] == "disabled"
+    watcher = pair.client("B")
+    after = Collector()
+    watcher.subscribe(after, "after-proxy-local")
+    marker = Collector()
+    watcher.subscribe(marker, "marker")
+    b.http("/amps/administrator/actions/proxy-local")
+    watcher.publish("marker", "{}")  # the action ran before this reaches the watcher
+    assert len(marker.wait_for(1)) == 1
+    assert after.items == []  # the failed step ended the action
+    port = b.call(lambda: b.server.queuesvc.replication)
     for topic, mtype in (("local-jobs", "json"), ("work", "json"), ("jobs", "xml")):
         with pytest.raises(CommandError):
-            b.call(lambda t=topic, m=mtype: port.set_proxied_transfer(t, m, enable))
+            b.call(lambda t=topic, m=mtype: port.set_proxied_transfer(t, m, True))
 
 
 def test_an_expired_message_is_dead_lettered_once_by_its_owner(pair):
