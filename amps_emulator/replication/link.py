@@ -174,15 +174,19 @@ def _opt_int(h: dict[str, Any], key: str) -> int | None:
 class Receiver:
     """The downstream half of one link."""
 
-    def __init__(self, journal: Journal, port: ApplyPort, *, ack_interval: float | None = None) -> None:
+    def __init__(self, journal: Journal, port: ApplyPort, *, ack_interval: float | None = None,
+                 local_name: str | None = None) -> None:
         self.journal = journal
         self.port = port
         self.ack_interval = ack_interval
+        #: this instance's Name: a record whose path names it already went through here
+        self.local_name = local_name
         self._pending: deque[tuple[int, int]] = deque()  # (local position to be durable, upstream pos)
         self._acked = 0
         self._last_ack_at: float | None = None
         self.applied = 0
         self.duplicates = 0
+        self.looped = 0  # records that came back to an instance on their path (dropped, acked)
 
     def handle(self, payload: bytes) -> None:
         """One ``repl_rec`` frame from upstream."""
@@ -192,6 +196,10 @@ class Receiver:
         try:
             upstream_pos = int(h["pos"])
             path = str(h.get("path") or "")
+            if self.local_name is not None and self.local_name in path.split(","):
+                self.looped += 1  # an upstream without loop prevention: held here already
+                self._pending.append((self.journal.last_position, upstream_pos))
+                return
             headers: dict[str, str] = {}
             if h.get("h"):
                 headers.update(msgspec.json.decode(h["h"], type=dict[str, str]))

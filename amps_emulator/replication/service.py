@@ -80,6 +80,10 @@ class ReplicationService:
         self.stopping = False
         #: destination name -> the connected peer's instance name (for the Admin and tests)
         self.connected: dict[str, str] = {}
+        #: destination name -> its sender while connected (what it sent: ``messages_out``)
+        self.senders: dict[str, Sender] = {}
+        #: upstream instance name -> the receiver of its link while connected
+        self.receivers: dict[str, Receiver] = {}
         self.listen_port: int | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -171,6 +175,7 @@ class ReplicationService:
                               addr.inet_addr, exc.reason)
                 finally:
                     self.connected.pop(dest.name, None)
+                    self.senders.pop(dest.name, None)
                     writer.close()
                 await self._wait(retry)
 
@@ -210,6 +215,7 @@ class ReplicationService:
                         local_group=self.group)
         sender.start(remote.hw)
         self.connected[dest.name] = remote.name
+        self.senders[dest.name] = sender
         log.info("replication destination %r connected to %r (%s)", dest.name, remote.name, dest.sync_type)
         wake = asyncio.Event()
         self._wakeups.add(wake)
@@ -273,7 +279,8 @@ class ReplicationService:
     async def _run_downstream(self, remote: Hello, reader: asyncio.StreamReader,
                               writer: asyncio.StreamWriter) -> None:
         broker = self.broker
-        receiver = Receiver(self._journal(), self)
+        receiver = Receiver(self._journal(), self, local_name=self.name)
+        self.receivers[remote.name] = receiver
         wake = asyncio.Event()
         self._wakeups.add(wake)
 
@@ -295,6 +302,8 @@ class ReplicationService:
                 receiver.handle(payload)
                 broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
         finally:
+            if self.receivers.get(remote.name) is receiver:
+                del self.receivers[remote.name]
             self._wakeups.discard(wake)
             acker.cancel()
 
