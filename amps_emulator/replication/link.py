@@ -42,6 +42,8 @@ from amps_emulator.protocol.filter import compile_filter, decode_body
 from amps_emulator.protocol.filter.context import MessageContext
 from amps_emulator.protocol.filter.runtime import CompiledFilter
 
+from .wire import LinkRefused
+
 #: headers the link itself carries in fields of their own (the origin time, the path, the Group)
 _LINK_HEADERS = frozenset({ORIGIN_TS, PATH, UPSTREAM_GROUP})
 
@@ -191,6 +193,8 @@ class Receiver:
     def handle(self, payload: bytes) -> None:
         """One ``repl_rec`` frame from upstream."""
         h, body = split_frame(payload)
+        if h.get("c") == "repl_refuse":  # the upstream's validation failed
+            raise LinkRefused(str(h.get("reason")))
         if h.get("c") != "repl_rec":
             raise ProtocolError(f"unexpected replication command {h.get('c')!r}")
         try:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING
 
 from amps_emulator.config.model import Config, Destination, ReplicationAddress
+from amps_emulator.config.values import is_regex
 from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.protocol.reasons import CommandError
@@ -36,6 +37,8 @@ from .wire import (
     Hello,
     LinkRefused,
     NotAnEmulator,
+    Route,
+    RouteTopic,
     TopicFacts,
     check_peer,
     classify_first_frame,
@@ -132,30 +135,56 @@ class ReplicationService:
 
     # -- what this instance says about itself ------------------------------------------------
     def hello(self) -> Hello:
+        """What this instance tells a peer: its Name, Group, per-publisher high-water marks, and
+        the facts the validation checks read (SOW topics, queues, recorded topics, Destinations)."""
         journal = self._journal()
+        config = self.config
+        txcfg = config.transaction_log
         facts: dict[str, TopicFacts] = {}
-        txlog = self.broker.txlog
-        for t in self.config.sow_topics:
-            recorded = txlog is not None and txlog.recorded(t.name)
-            facts[fact_key(t.name, t.message_type)] = TopicFacts(
-                txlog=recorded, sow_keys=tuple(t.keys), queue=None, underlying=None)
-        return Hello(name=self.name, group=self.group, hw=journal.high_water_marks(), facts=facts)
+
+        def recorded(name: str, mtype: str) -> bool:
+            return txcfg is not None and txcfg.records(name, mtype)
+
+        for dest in config.replication.destinations:  # literal topics replicated without a SOW
+            for t in dest.topics:
+                if not is_regex(t.name):
+                    facts[fact_key(t.name, t.message_type)] = TopicFacts(
+                        txlog=recorded(t.name, t.message_type), sow_keys=None, queue=None, underlying=None)
+        for s in config.sow_topics:
+            facts[fact_key(s.name, s.message_type)] = TopicFacts(
+                txlog=recorded(s.name, s.message_type), sow_keys=tuple(s.keys), queue=None, underlying=None)
+        for q in config.queues:
+            facts[fact_key(q.name, q.message_type)] = TopicFacts(
+                txlog=recorded(q.name, q.message_type), sow_keys=None, queue=q.kind,
+                underlying=q.underlying_topic)
+        routes = tuple(
+            Route(name=d.name, group=d.group, pass_through=d.pass_through,
+                  topics=tuple(RouteTopic(name=t.name, message_type=t.message_type, filter=t.filter,
+                                          validations=tuple(sorted(t.validations))) for t in d.topics))
+            for d in config.replication.destinations)
+        txlog = tuple((t.name, t.message_type) for t in txcfg.topics) if txcfg is not None else ()
+        return Hello(name=self.name, group=self.group, hw=journal.high_water_marks(), facts=facts,
+                     txlog=txlog, routes=routes)
 
     @staticmethod
-    def checks(dest: Destination, local: Hello) -> dict[str, frozenset[str]]:
-        out: dict[str, frozenset[str]] = {}
+    def checks(dest: Destination, local: Hello) -> tuple[dict[str, frozenset[str]], dict[str, str | None]]:
+        """Per topic this Destination selects, the validation checks and the Filter it keeps."""
+        keep: dict[str, frozenset[str]] = {}
+        filters: dict[str, str | None] = {}
         for key in local.facts:
             topic, mtype = key.split("\x00", 1)
             selected = dest.selects(topic, mtype)
             if selected is not None:
-                out[key] = selected.validations
-        return out
+                keep[key] = selected.validations
+                filters[key] = selected.filter
+        return keep, filters
 
     # -- upstream ------------------------------------------------------------------------------
     async def _connector(self, dest: Destination) -> None:
         addresses: list[tuple[ReplicationAddress, float]] = []
         for tr in dest.transports:
             addresses += [(a, tr.reconnect_timeout(i)) for i, a in enumerate(tr.addresses)]
+        refused: dict[str, str] = {}  # address -> the last refusal's reason
         while not self.stopping:
             for addr, retry in addresses:
                 try:
@@ -171,8 +200,11 @@ class ReplicationService:
                     log.warning("replication destination %r (%s): link lost: %s", dest.name,
                                 addr.inet_addr, exc)
                 except LinkRefused as exc:
-                    log.error("replication destination %r (%s) refused: %s", dest.name,
-                              addr.inet_addr, exc.reason)
+                    # once per reason: the link is retried every ReconnectTimeout
+                    level = logging.DEBUG if refused.get(addr.inet_addr) == exc.reason else logging.ERROR
+                    refused[addr.inet_addr] = exc.reason
+                    log.log(level, "replication destination %r (%s) refused: %s", dest.name,
+                            addr.inet_addr, exc.reason)
                 finally:
                     self.connected.pop(dest.name, None)
                     self.senders.pop(dest.name, None)
@@ -204,9 +236,10 @@ class ReplicationService:
         if h.get("c") == "repl_refuse":
             raise LinkRefused(str(h.get("reason")))
         remote = classify_first_frame(first)
+        keep, filters = self.checks(dest, local)
         try:
             check_peer(local, remote, expected_group=dest.group, expected_name=dest.name,
-                       checks=self.checks(dest, local))
+                       checks=keep, filters=filters)
         except LinkRefused as exc:
             writer.write(refuse_frame(exc.reason))
             await writer.drain()
@@ -266,6 +299,8 @@ class ReplicationService:
             await self._run_downstream(remote, reader, writer)
         except NotAnEmulator as exc:
             log.error("replication transport: connection from %s closed: %s", peer, exc)
+        except LinkRefused as exc:
+            log.error("replication link from %s refused by the upstream: %s", peer, exc.reason)
         except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
             log.warning("replication link from %s lost: %s", peer, exc)
         except asyncio.CancelledError:

@@ -23,13 +23,15 @@ class Dest:
     sync: bool = False
     pass_through: str | None = None
     topics: list[tuple[str, str, str | None]] = field(default_factory=lambda: [(".*", "json", None)])
-    extra: str = ""  # more elements inside the Destination (ResyncPassThrough, validation)
+    extra: str = ""  # more elements inside the Destination (ResyncPassThrough)
+    exclude: str | None = None  # ExcludeValidation of every Topic (one-way links: "replicate")
 
     def xml(self) -> str:
         name = f"<Name>{self.name}</Name>" if self.name is not None else ""
         topics = "".join(
             f"<Topic><Name>{n}</Name><MessageType>{mt}</MessageType>"
-            + (f"<Filter>{flt}</Filter>" if flt is not None else "") + "</Topic>"
+            + (f"<Filter>{flt}</Filter>" if flt is not None else "")
+            + (f"<ExcludeValidation>{self.exclude}</ExcludeValidation>" if self.exclude else "") + "</Topic>"
             for n, mt, flt in self.topics)
         addr = "" if self.port is None else (
             f"<InetAddr>127.0.0.1:{self.port}</InetAddr><ReconnectTimeout>0.05</ReconnectTimeout>")

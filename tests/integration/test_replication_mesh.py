@@ -7,6 +7,8 @@ when B's Destination passes A's Group through."""
 from __future__ import annotations
 
 import json
+import logging
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -118,9 +120,10 @@ def chain(tmp_path: Path, fabric: Fabric, pass_through: str | None) -> dict[str,
     b_port, c_port = free_port(), free_port()
     fabric.start("C", node_xml("C", tmp_path / "c", listen=c_port, group="GC"))
     fabric.start("B", node_xml("B", tmp_path / "b", listen=b_port, group="GB",
-                               dests=[Dest(group="GC", port=c_port, pass_through=pass_through)]))
+                               dests=[Dest(group="GC", port=c_port, pass_through=pass_through,
+                                           exclude="replicate")]))
     fabric.start("A", node_xml("A", tmp_path / "a", listen=None, group="GA",
-                               dests=[Dest(group="GB", port=b_port)]))
+                               dests=[Dest(group="GB", port=b_port, exclude="replicate")]))
     return {n: fabric.client(n, f"client-{n}") for n in "ABC"}
 
 
@@ -151,3 +154,87 @@ def test_chain_without_pass_through_stops_at_b(tmp_path, fabric, pass_through):
     assert [m for _, m in on_c] == [{"id": "b", "from": "B"}]
     sow = [json.loads(m.get_data()) for m in clients["C"].sow("orders") if m.get_command() == "sow"]
     assert sow == [{"id": "b", "from": "B"}]
+
+
+def test_destination_topics_select_by_name_regex_and_filter(tmp_path, fabric):
+    """Only what a Destination's Topics select travels: ``^orders$`` where ``/qty > 10``, and
+    every ``news`` topic unfiltered; the rest stays on A."""
+    b_port = free_port()
+    fabric.start("B", node_xml("B", tmp_path / "b", listen=b_port))
+    dest = Dest(group="B", port=b_port, exclude="replicate",
+                topics=[("^orders$", "json", "/qty &gt; 10"), ("^news", "json", None)])
+    fabric.start("A", node_xml("A", tmp_path / "a", listen=None, dests=[dest]))
+    a, b = fabric.client("A", "pub-a"), fabric.client("B", "sub-b")
+    for topic, msg in [("orders", {"id": 1, "qty": 5}), ("orders", {"id": 2, "qty": 20}),
+                       ("news-eu", {"id": 3}), ("trades", {"id": 4, "qty": 50}),
+                       ("orders", {"id": 5, "qty": 11}), ("news-us", {"id": 6})]:
+        a.publish(topic, json.dumps(msg))
+    on_b = wait_marker(b, "^(orders|news.*|trades)$", {"id": 6})
+    assert [m for _, m in on_b] == [{"id": 2, "qty": 20}, {"id": 3}, {"id": 5, "qty": 11}, {"id": 6}]
+    assert on_b == [x for x in wait_marker(a, "^(orders|news.*|trades)$", {"id": 6})
+                    if x[1]["id"] in (2, 3, 5, 6)]
+
+
+class Waiter(logging.Handler):
+    """Log records of the replication logger, waited for without sleeping."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+        self._cv = threading.Condition()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        with self._cv:
+            self.lines.append(record.getMessage())
+            self._cv.notify_all()
+
+    def wait_for(self, *parts: str, timeout: float = 10.0) -> str:
+        def hit() -> str | None:
+            return next((ln for ln in self.lines if all(p in ln for p in parts)), None)
+
+        with self._cv:
+            assert self._cv.wait_for(hit, timeout), (parts, self.lines)
+            found = hit()
+            assert found is not None
+            return found
+
+
+@pytest.fixture
+def repl_log() -> Iterator[Waiter]:
+    w = Waiter()
+    logger = logging.getLogger("amps_emulator.replication")
+    logger.addHandler(w)
+    old = logger.level
+    logger.setLevel(logging.DEBUG)
+    yield w
+    logger.setLevel(old)
+    logger.removeHandler(w)
+
+
+SOW_ID = "<Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key><Durability>transient</Durability></Topic>"
+SOW_OTHER = "<Topic><Name>orders</Name><MessageType>json</MessageType><Key>/other</Key><Durability>transient</Durability></Topic>"
+
+
+@pytest.mark.parametrize(("b_sow", "b_txlog", "exclude", "reason"), [
+    (SOW_OTHER, ".*", "replicate", "validation keys"),
+    (SOW_ID, "^news$", "replicate", "validation txlog"),
+    (SOW_ID.replace("orders", "trades"), ".*", "replicate", "validation sow"),
+    (SOW_ID, ".*", None, "validation replicate"),
+    (SOW_OTHER, ".*", "replicate,keys", None),  # excluded: the link is made
+], ids=["keys", "txlog", "sow", "replicate", "excluded"])
+def test_validation_refusal_is_logged_on_both_sides(tmp_path, fabric, repl_log, b_sow, b_txlog, exclude, reason):
+    b_port = free_port()
+    fabric.start("B", node_xml("B", tmp_path / "b", listen=b_port, sow=b_sow, txlog_topics=b_txlog))
+    fabric.start("A", node_xml("A", tmp_path / "a", listen=None, sow=SOW_ID,
+                               dests=[Dest(group="B", port=b_port, exclude=exclude)]))
+    if reason is None:
+        repl_log.wait_for("replication destination 'B' connected to 'B'")
+        a, b = fabric.client("A", "pub-a"), fabric.client("B", "sub-b")
+        a.publish("orders", json.dumps({"id": 1, "other": 2}))
+        assert [m for _, m in wait_marker(b, "orders", {"id": 1, "other": 2})] == [{"id": 1, "other": 2}]
+        assert not [ln for ln in repl_log.lines if "refused" in ln]
+        return
+    upstream = repl_log.wait_for("replication destination 'B'", "refused:", reason)
+    downstream = repl_log.wait_for("refused by the upstream", reason)
+    assert "orders" in upstream and "orders" in downstream
+    assert fabric.repl("A", lambda r: dict(r.connected)) == {}
