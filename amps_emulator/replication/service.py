@@ -87,6 +87,8 @@ class ReplicationService:
         self.senders: dict[str, Sender] = {}
         #: upstream instance name -> the receiver of its link while connected
         self.receivers: dict[str, Receiver] = {}
+        #: destination name -> the last upstream position it acknowledged (kept while it is away)
+        self.acked: dict[str, int] = {}
         self.listen_port: int | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -122,6 +124,23 @@ class ReplicationService:
         except CommandError as exc:
             log.error("replicated record %s on %r is in the transaction log but could not be "
                       "applied here: %s", rec.bookmark_str, rec.topic, exc)
+
+    def pins(self) -> list[int]:
+        """Journal positions retention must keep (replication.md 2.5): per Destination, the
+        first record it has not acknowledged. A destination not connected since start-up pins
+        the whole log: what its instance holds is known only once it connects."""
+        journal = self._journal()
+        out: list[int] = []
+        for dest in self.config.replication.destinations:
+            sender = self.senders.get(dest.name)
+            acked = sender.acked_through if sender is not None else self.acked.get(dest.name)
+            out.append(journal.first_position if acked is None else acked + 1)
+        return out
+
+    def _forget_sender(self, dest_name: str) -> None:
+        sender = self.senders.pop(dest_name, None)
+        if sender is not None:
+            self.acked[dest_name] = sender.acked_through
 
     def notify(self) -> None:
         """Records were appended or became durable: the links look again."""
@@ -207,7 +226,7 @@ class ReplicationService:
                             addr.inet_addr, exc.reason)
                 finally:
                     self.connected.pop(dest.name, None)
-                    self.senders.pop(dest.name, None)
+                    self._forget_sender(dest.name)
                     writer.close()
                 await self._wait(retry)
 

@@ -90,3 +90,85 @@ def test_a_replicated_record_expires_when_it_would_have_at_its_origin(tmp_path, 
     assert sow_ids(sub) == [2]
     a.call(lambda: clock_a.advance(1.5))
     assert sow_ids(pub) == [2]
+
+
+def until(srv: ServerThread, fn, timeout: float = 10.0):
+    """Poll ``fn`` on the server's loop until it returns something true (or time is up)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = srv.call(fn)
+        if got or time.monotonic() > deadline:
+            return got
+        srv.call(lambda: None)  # one more loop pass between polls
+
+
+def bookmarked(client: AMPS.Client, topic: str, count: int) -> list[tuple[str, dict]]:
+    got = Collector(lambda m: (m.get_bookmark(), json.loads(m.get_data())))
+    cid = client.bookmark_subscribe(got, topic, AMPS.Client.Bookmarks.EPOCH)
+    got.wait_for(count)
+    client.unsubscribe(cid)
+    return list(got.items)
+
+
+def pair(tmp_path: Path, nodes: Nodes, *, journal: str = "", start_b: bool = True) -> tuple[int, str]:
+    b_port = free_port()
+    b_xml = node_xml("B", tmp_path / "b", listen=b_port)
+    if start_b:
+        nodes.start("B", b_xml)
+    nodes.start("A", node_xml("A", tmp_path / "a", listen=None, journal=journal,
+                              dests=[Dest(group="B", port=b_port, exclude="replicate")]))
+    return b_port, b_xml
+
+
+def test_resync_after_an_outage_sends_only_what_b_lacks(tmp_path, nodes):
+    _, b_xml = pair(tmp_path, nodes)
+    pub = nodes.client("A", "pub")
+    for i in range(5):
+        pub.publish("orders", json.dumps({"id": i}))
+    assert len(bookmarked(nodes.client("B", "sub"), "orders", 5)) == 5
+    a = nodes.servers["A"]
+    assert a.call(lambda: a.server.replication.senders["B"].messages_out) == 5
+    nodes.stop("B")
+    for i in range(5, 8):
+        pub.publish("orders", json.dumps({"id": i}))
+    nodes.start("B", b_xml)
+    on_b = bookmarked(nodes.client("B", "sub2"), "orders", 8)
+    assert [m["id"] for _, m in on_b] == list(range(8))
+    assert on_b == bookmarked(pub, "orders", 8)
+    # the new link sent the 3 records B lacked, nothing B already held
+    assert until(a, lambda: a.server.replication.senders["B"].messages_out) == 3
+    b = nodes.servers["B"]
+    assert b.call(lambda: (b.server.replication.receivers["A"].applied,
+                           b.server.replication.receivers["A"].duplicates)) == (3, 0)
+
+
+def segments(srv: ServerThread) -> list[str]:
+    return sorted(p.name for p in Path(srv.server.config.transaction_log.journal_directory).iterdir()
+                  if p.name.endswith(".journal"))
+
+
+def test_journals_stay_until_the_destination_acknowledged_them(tmp_path, nodes):
+    """Small journal files and a RetentionSize far below what A writes while B is down: A
+    keeps every file B has not acknowledged, B gets everything when it comes, then the
+    acknowledged files go."""
+    _, b_xml = pair(tmp_path, nodes, start_b=False,
+                    journal="<JournalSize>64KB</JournalSize><RetentionSize>128KB</RetentionSize>")
+    a = nodes.servers["A"]
+    pub = nodes.client("A", "pub")
+    pad = "x" * 4000
+    for i in range(100):
+        pub.publish("orders", json.dumps({"id": i, "pad": pad}))
+    pub.publish_flush(10000)
+    files = a.call(lambda: segments(a))
+    assert len(files) >= 5, files
+    result = a.call(lambda: a.server.broker.txlog.enforce_retention())
+    assert result.removed == () and result.blocked_by_pin is not None
+    assert a.call(lambda: segments(a)) == files
+    nodes.start("B", b_xml)
+    on_b = bookmarked(nodes.client("B", "sub"), "orders", 100)
+    assert [m["id"] for _, m in on_b] == list(range(100))
+    last = a.call(lambda: a.server.broker.txlog.journal.last_position)
+    assert until(a, lambda: a.server.replication.senders["B"].acked_through >= last)
+    result = a.call(lambda: a.server.broker.txlog.enforce_retention())
+    assert result.removed, result
+    assert len(a.call(lambda: segments(a))) < len(files)
