@@ -171,8 +171,8 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     if where_repl is not None:
         ctx.warn(where_repl, "<Replication> links connect and replicate publishes, delta publishes and "
                              "sow_deletes asynchronously, but not yet completely: a sync Destination does "
-                             "not hold persisted acks (it runs as async), queue acks and ownership do not "
-                             "replicate, and a passive Destination (no InetAddr) sends nothing")
+                             "not hold persisted acks (it runs as async), and queue acks and ownership do "
+                             "not replicate")
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)

@@ -193,6 +193,10 @@ class Receiver:
     def handle(self, payload: bytes) -> None:
         """One ``repl_rec`` frame from upstream."""
         h, body = split_frame(payload)
+        self.handle_frame(h, body)
+
+    def handle_frame(self, h: dict[str, Any], body: bytes) -> None:
+        """:meth:`handle` of a frame already split into header and body."""
         if h.get("c") == "repl_refuse":  # the upstream's validation failed
             raise LinkRefused(str(h.get("reason")))
         if h.get("c") != "repl_rec":

@@ -225,8 +225,6 @@ class ReplicationService:
                     log.log(level, "replication destination %r (%s) refused: %s", dest.name,
                             addr.inet_addr, exc.reason)
                 finally:
-                    self.connected.pop(dest.name, None)
-                    self._forget_sender(dest.name)
                     writer.close()
                 await self._wait(retry)
 
@@ -255,52 +253,98 @@ class ReplicationService:
         if h.get("c") == "repl_refuse":
             raise LinkRefused(str(h.get("reason")))
         remote = classify_first_frame(first)
-        keep, filters = self.checks(dest, local)
         try:
-            check_peer(local, remote, expected_group=dest.group, expected_name=dest.name,
-                       checks=keep, filters=filters)
+            sender = self._sender(dest, local, remote)
         except LinkRefused as exc:
             writer.write(refuse_frame(exc.reason))
             await writer.drain()
             raise
+        log.info("replication destination %r connected to %r (%s)", dest.name, remote.name, dest.sync_type)
+        try:
+            await self._run_link(remote, reader, writer, sender)
+        finally:
+            self.connected.pop(dest.name, None)
+            self._forget_sender(dest.name)
+
+    def _sender(self, dest: Destination, local: Hello, remote: Hello) -> Sender:
+        """Check the peer for this Destination (:class:`LinkRefused`), then a sender started at
+        what the peer lacks (resync), registered as the destination's."""
+        keep, filters = self.checks(dest, local)
+        check_peer(local, remote, expected_group=dest.group, expected_name=dest.name,
+                   checks=keep, filters=filters)
         sender = Sender(self._journal(), Selection(dest, remote.name), local_name=self.name,
                         local_group=self.group)
         sender.start(remote.hw)
         self.connected[dest.name] = remote.name
         self.senders[dest.name] = sender
-        log.info("replication destination %r connected to %r (%s)", dest.name, remote.name, dest.sync_type)
+        return sender
+
+    async def _run_link(self, remote: Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        sender: Sender | None) -> None:
+        """One connection after the handshake, in both directions: ``sender`` (if this side
+        sends on it) writes records and reads the peer's acks; records the peer sends are
+        applied by a receiver (created when the first arrives) and acknowledged once durable."""
+        broker = self.broker
+        receiver: Receiver | None = None
         wake = asyncio.Event()
         self._wakeups.add(wake)
-        acks = asyncio.get_running_loop().create_task(self._read_acks(reader, sender))
+
+        async def read() -> None:
+            nonlocal receiver
+            while True:
+                payload = await read_frame(reader)
+                h, body = split_frame(payload)
+                c = h.get("c")
+                if c == "repl_ack":
+                    if sender is None:
+                        raise ProtocolError("replication ack on a link this instance does not send on")
+                    sender.on_ack(ack_position(payload))
+                    continue
+                if receiver is None:
+                    receiver = Receiver(self._journal(), self, local_name=self.name)
+                    self.receivers[remote.name] = receiver
+                receiver.handle_frame(h, body)  # raises LinkRefused on repl_refuse
+                broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
+
+        reading = asyncio.get_running_loop().create_task(read())
         try:
             while True:
                 wake.clear()
-                frames = sender.poll()
-                if frames:
-                    writer.write(b"".join(frames))
+                out: list[bytes] = sender.poll() if sender is not None else []
+                if receiver is not None:
+                    ack = receiver.take_ack(self.timebase.monotonic())
+                    if ack is not None:
+                        out.append(ack)
+                if out:
+                    writer.write(b"".join(out))
                     await writer.drain()
-                    continue
+                    continue  # look again before waiting: a poll sends at most 1000 records
                 waiter = asyncio.ensure_future(wake.wait())
-                done, _ = await asyncio.wait({waiter, acks}, return_when=asyncio.FIRST_COMPLETED)
-                if acks in done:
+                done, _ = await asyncio.wait({waiter, reading}, return_when=asyncio.FIRST_COMPLETED)
+                if reading in done:
                     waiter.cancel()
-                    acks.result()  # the link is gone: raises what ended it
+                    reading.result()  # the link is gone: raises what ended it
                     raise ConnectionResetError("replication peer closed the link")
         finally:
+            if receiver is not None and self.receivers.get(remote.name) is receiver:
+                del self.receivers[remote.name]
             self._wakeups.discard(wake)
-            acks.cancel()
-
-    @staticmethod
-    async def _read_acks(reader: asyncio.StreamReader, sender: Sender) -> None:
-        while True:
-            sender.on_ack(ack_position(await read_frame(reader)))
+            reading.cancel()
 
     # -- downstream ----------------------------------------------------------------------------
+    def _passive_for(self, remote: Hello) -> Destination | None:
+        """The passive Destination (no InetAddr) that names the instance which connected."""
+        for dest in self.config.replication.destinations:
+            if dest.passive and dest.group == remote.group and dest.name in (dest.group, remote.name):
+                return dest
+        return None
+
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         me = asyncio.current_task()
         if me is not None:  # stop() cancels the links it accepted too
             self._tasks.add(me)
+        passive: Destination | None = None
         try:
             first = await read_frame(reader)
             remote = classify_first_frame(first)
@@ -315,7 +359,18 @@ class ReplicationService:
             writer.write(local.encode())
             await writer.drain()
             log.info("replication link from %r (%s) accepted", remote.name, peer)
-            await self._run_downstream(remote, reader, writer)
+            sender = None
+            passive = self._passive_for(remote)
+            if passive is not None and passive.name not in self.connected:
+                try:  # replicate to it over the connection it made (replication.md 1.3)
+                    sender = self._sender(passive, local, remote)
+                    log.info("replication destination %r (passive) connected to %r (%s)", passive.name,
+                             remote.name, passive.sync_type)
+                except LinkRefused as exc:
+                    log.error("replication destination %r (passive) refused: %s", passive.name, exc.reason)
+            if sender is None:
+                passive = None
+            await self._run_link(remote, reader, writer, sender)
         except NotAnEmulator as exc:
             log.error("replication transport: connection from %s closed: %s", peer, exc)
         except LinkRefused as exc:
@@ -326,40 +381,12 @@ class ReplicationService:
             # stop(): ends normally, since asyncio's stream server logs a cancelled handler
             log.debug("replication link from %s closed: the server stops", peer)
         finally:
+            if passive is not None:
+                self.connected.pop(passive.name, None)
+                self._forget_sender(passive.name)
             writer.close()
             if me is not None:
                 self._tasks.discard(me)
-
-    async def _run_downstream(self, remote: Hello, reader: asyncio.StreamReader,
-                              writer: asyncio.StreamWriter) -> None:
-        broker = self.broker
-        receiver = Receiver(self._journal(), self, local_name=self.name)
-        self.receivers[remote.name] = receiver
-        wake = asyncio.Event()
-        self._wakeups.add(wake)
-
-        async def send_acks() -> None:
-            while True:
-                await wake.wait()
-                wake.clear()
-                ack = receiver.take_ack(self.timebase.monotonic())
-                if ack is not None:
-                    writer.write(ack)
-                    await writer.drain()
-
-        acker = asyncio.get_running_loop().create_task(send_acks())
-        try:
-            while True:
-                payload = await read_frame(reader)
-                if acker.done():
-                    acker.result()
-                receiver.handle(payload)
-                broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
-        finally:
-            if self.receivers.get(remote.name) is receiver:
-                del self.receivers[remote.name]
-            self._wakeups.discard(wake)
-            acker.cancel()
 
 
 __all__ = ["ReplicationService", "read_frame"]

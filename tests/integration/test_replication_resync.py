@@ -172,3 +172,25 @@ def test_journals_stay_until_the_destination_acknowledged_them(tmp_path, nodes):
     result = a.call(lambda: a.server.broker.txlog.enforce_retention())
     assert result.removed, result
     assert len(a.call(lambda: segments(a))) < len(files)
+
+
+def test_a_passive_destination_replicates_over_the_connection_its_peer_makes(tmp_path, nodes):
+    """A's Destination B has no InetAddr: A waits for B to connect (B's Destination A names
+    A's replication port) and sends its records back over that connection, including what
+    was published on A before B came."""
+    a_port = free_port()
+    nodes.start("A", node_xml("A", tmp_path / "a", listen=a_port, dests=[Dest(group="B", port=None)]))
+    pub_a = nodes.client("A", "pub-a")
+    pub_a.publish("orders", json.dumps({"id": 1, "on": "A"}))
+    nodes.start("B", node_xml("B", tmp_path / "b", listen=None, dests=[Dest(group="A", port=a_port)]))
+    pub_b = nodes.client("B", "pub-b")
+    pub_b.publish("orders", json.dumps({"id": 2, "on": "B"}))
+    pub_a.publish("orders", json.dumps({"id": 3, "on": "A"}))
+    on_b = bookmarked(pub_b, "orders", 3)
+    on_a = bookmarked(pub_a, "orders", 3)
+    assert sorted(m["id"] for _, m in on_b) == sorted(m["id"] for _, m in on_a) == [1, 2, 3]
+    assert dict(on_a) == dict(on_b)  # the same bookmark for each message on both
+    a, b = nodes.servers["A"], nodes.servers["B"]
+    assert a.call(lambda: dict(a.server.replication.connected)) == {"B": "B"}
+    assert b.call(lambda: dict(b.server.replication.connected)) == {"A": "A"}
+    assert a.call(lambda: a.server.replication.senders["B"].messages_out) == 2
