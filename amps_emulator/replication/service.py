@@ -26,14 +26,16 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING
 
-from amps_emulator.config.model import Config, Destination, ReplicationAddress
+from amps_emulator.config.model import Bootstrap, Config, Destination, ReplicationAddress
 from amps_emulator.config.values import is_regex
 from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.protocol.reasons import CommandError
 
+from .bootstrap import BootstrapSource, mark, needs_bootstrap
 from .link import Receiver, Selection, Sender, ack_position
 from .wire import (
+    BootstrapAsk,
     Hello,
     LinkRefused,
     NotAnEmulator,
@@ -93,6 +95,16 @@ class ReplicationService:
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
+        boot = self.config.replication.bootstrap
+        txcfg = self.config.transaction_log
+        directory = txcfg.journal_directory if txcfg is not None else None
+        if boot is not None and needs_bootstrap(self._journal(), directory):
+            # filled from the source first: the links (and peers' links in) start afterwards
+            self._spawn(self._bootstrap_then_start(boot, directory))
+            return
+        await self._start_links()
+
+    async def _start_links(self) -> None:
         listener = self.config.replication_listener
         if listener is not None:
             self._server = await asyncio.start_server(self._accepted, listener.host, listener.port,
@@ -331,6 +343,89 @@ class ReplicationService:
             self._wakeups.discard(wake)
             reading.cancel()
 
+    # -- bootstrap -----------------------------------------------------------------------------
+    async def _bootstrap_then_start(self, boot: Bootstrap, directory: str | None) -> None:
+        mark(directory, True)
+        addresses = [(a, tr.reconnect_timeout(i))
+                     for tr in boot.transports for i, a in enumerate(tr.addresses)]
+        done = False
+        while not done and not self.stopping:
+            for addr, retry in addresses:
+                try:
+                    reader, writer = await asyncio.open_connection(addr.host, addr.port)
+                except OSError as exc:
+                    log.warning("bootstrap: %s unreachable (%s)", addr.inet_addr, exc)
+                    await self._wait(retry)
+                    continue
+                try:
+                    n = await self._bootstrap(boot, reader, writer)
+                except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator,
+                        LinkRefused) as exc:
+                    log.warning("bootstrap from %s failed: %s", addr.inet_addr, exc)
+                    await self._wait(retry)
+                    continue
+                finally:
+                    writer.close()
+                log.info("bootstrap from %s: %d records copied", addr.inet_addr, n)
+                done = True
+                break
+        mark(directory, False)
+        await self._start_links()
+
+    async def _bootstrap(self, boot: Bootstrap, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter) -> int:
+        """Fill this instance from the source at the other end; returns the records applied once
+        they are durable here."""
+        journal = self._journal()
+        ask = BootstrapAsk(topics=tuple((t.name, t.message_type) for t in boot.topics),
+                           data_types=tuple(boot.data_types))
+        local = self.hello()
+        writer.write(Hello(name=local.name, group=local.group, hw=local.hw, bootstrap=ask).encode())
+        await writer.drain()
+        first = await read_frame(reader)
+        h, _ = split_frame(first)
+        if h.get("c") == "repl_refuse":
+            raise LinkRefused(str(h.get("reason")))
+        classify_first_frame(first)
+        # no loop check: the messages this instance once published come back to it on purpose
+        receiver = Receiver(journal, self)
+        while True:
+            h, body = split_frame(await read_frame(reader))
+            if h.get("c") == "repl_boot":
+                break
+            receiver.handle_frame(h, body)
+            self.broker.turn.request()
+        wake = asyncio.Event()
+        self._wakeups.add(wake)
+        try:
+            target = journal.last_position
+            while journal.durable_position < target:
+                wake.clear()
+                self.broker.turn.request()
+                await wake.wait()
+        finally:
+            self._wakeups.discard(wake)
+        return receiver.applied
+
+    async def _serve_bootstrap(self, remote: Hello, ask: BootstrapAsk, writer: asyncio.StreamWriter,
+                               reader: asyncio.StreamReader) -> None:
+        sow = self.broker.sow
+        source = BootstrapSource(ask, self._journal(), sow.sow.topics if sow is not None else {},
+                                 local_name=self.name, local_group=self.group)
+        upto = self._journal().durable_position
+        for frames in (source.sow_frames(), source.log_frames(upto)):
+            for i, f in enumerate(frames):
+                writer.write(f)
+                if i % 500 == 499:
+                    await writer.drain()
+        writer.write(source.done_frame())
+        await writer.drain()
+        if source.without_bookmark:
+            log.warning("bootstrap of %r: %d SOW records without a bookmark (topics not in the "
+                        "transaction log) were not copied", remote.name, source.without_bookmark)
+        log.info("bootstrap of %r: %d records sent", remote.name, source.sent)
+        await reader.read()  # until it closes: it has applied them
+
     # -- downstream ----------------------------------------------------------------------------
     def _passive_for(self, remote: Hello) -> Destination | None:
         """The passive Destination (no InetAddr) that names the instance which connected."""
@@ -358,6 +453,9 @@ class ReplicationService:
                 return
             writer.write(local.encode())
             await writer.drain()
+            if remote.bootstrap is not None:
+                await self._serve_bootstrap(remote, remote.bootstrap, writer, reader)
+                return
             log.info("replication link from %r (%s) accepted", remote.name, peer)
             sender = None
             passive = self._passive_for(remote)

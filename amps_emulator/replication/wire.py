@@ -17,6 +17,8 @@ the body). Header ``c`` says what it is:
                 ``h`` the record's other headers as JSON (a sow_delete's filter or keys)
                 (body: the message)
 ``repl_ack``    ``pos``: every record up to this upstream position is applied downstream
+``repl_boot``   ``n``: a bootstrap source sent all ``n`` records it had (the hello asked for a
+                ``bootstrap``: SOW records no longer in its log, then its log, as ``repl_rec``)
 ==============  ===========================================================================
 
 A real AMPS (or anything else) that connects sends something that is not a ``repl_hello`` of
@@ -85,6 +87,17 @@ class Route(msgspec.Struct, frozen=True):
         return self.pass_through is not None and re.search(self.pass_through, group) is not None
 
 
+class BootstrapAsk(msgspec.Struct, frozen=True):
+    """What an instance that bootstraps asks its source for (``Bootstrap``): the topics, and
+    whether the SOW contents, the transaction log, or both."""
+
+    topics: tuple[tuple[str, str], ...]  # (name or regex, message type)
+    data_types: tuple[str, ...] = ("sow", "txlog")
+
+    def selects(self, topic: str, message_type: str) -> bool:
+        return any(mt == message_type and topic_matches(name, topic) for name, mt in self.topics)
+
+
 class Hello(msgspec.Struct, frozen=True):
     """One side's handshake: who it is, what it holds, what its topics are, where it
     replicates them."""
@@ -95,14 +108,19 @@ class Hello(msgspec.Struct, frozen=True):
     facts: dict[str, TopicFacts] = {}  # "topic\x00message type" -> facts
     txlog: tuple[tuple[str, str], ...] = ()  # TransactionLog Topics: (name or regex, message type)
     routes: tuple[Route, ...] = ()  # its Replication Destinations
+    #: set when this side connects to bootstrap from the other (not to replicate)
+    bootstrap: BootstrapAsk | None = None
     version: str = PROTOCOL_VERSION
 
     def encode(self) -> bytes:
-        return frame({"c": "repl_hello", "v": self.version, "name": self.name, "group": self.group,
-                      "hw": msgspec.json.encode({str(k): v for k, v in self.hw.items()}).decode(),
-                      "facts": msgspec.json.encode(self.facts).decode(),
-                      "txlog": msgspec.json.encode(self.txlog).decode(),
-                      "routes": msgspec.json.encode(self.routes).decode()})
+        h = {"c": "repl_hello", "v": self.version, "name": self.name, "group": self.group,
+             "hw": msgspec.json.encode({str(k): v for k, v in self.hw.items()}).decode(),
+             "facts": msgspec.json.encode(self.facts).decode(),
+             "txlog": msgspec.json.encode(self.txlog).decode(),
+             "routes": msgspec.json.encode(self.routes).decode()}
+        if self.bootstrap is not None:
+            h["bootstrap"] = msgspec.json.encode(self.bootstrap).decode()
+        return frame(h)
 
     @classmethod
     def from_header(cls, h: dict[str, Any]) -> Hello:
@@ -111,8 +129,9 @@ class Hello(msgspec.Struct, frozen=True):
             facts = msgspec.json.decode(h.get("facts") or "{}", type=dict[str, TopicFacts])
             txlog = msgspec.json.decode(h.get("txlog") or "[]", type=tuple[tuple[str, str], ...])
             routes = msgspec.json.decode(h.get("routes") or "[]", type=tuple[Route, ...])
+            boot = msgspec.json.decode(h["bootstrap"], type=BootstrapAsk) if h.get("bootstrap") else None
             return cls(name=str(h["name"]), group=str(h["group"]), hw=hw, facts=facts, txlog=txlog,
-                       routes=routes, version=str(h["v"]))
+                       routes=routes, bootstrap=boot, version=str(h["v"]))
         except (KeyError, ValueError, TypeError, AttributeError, msgspec.DecodeError) as exc:
             raise NotAnEmulator(f"malformed replication hello: {exc}") from None
 
@@ -217,6 +236,5 @@ def _check_topic(local: Hello, remote: Hello, topic: str, mtype: str, mine: Topi
                                   f"{topic!r} from Group {local.group!r} through to {r.name!r}")
 
 
-__all__ = ["PROTOCOL_VERSION", "Hello", "LinkRefused", "NotAnEmulator", "Route", "RouteTopic", "TopicFacts",
-           "check_peer",
-           "classify_first_frame", "fact_key", "refuse_frame"]
+__all__ = ["PROTOCOL_VERSION", "BootstrapAsk", "Hello", "LinkRefused", "NotAnEmulator", "Route", "RouteTopic",
+           "TopicFacts", "check_peer", "classify_first_frame", "fact_key", "refuse_frame"]

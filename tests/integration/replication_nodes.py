@@ -42,7 +42,8 @@ class Dest:
 
 
 def node_xml(name: str, data: Path, *, listen: int | None, dests: list[Dest] | None = None,
-             group: str | None = None, sow: str = "", journal: str = "", txlog_topics: str = ".*") -> str:
+             group: str | None = None, sow: str = "", journal: str = "", txlog_topics: str = ".*",
+             extra: str = "") -> str:
     repl = "" if listen is None else (
         f"<Transport><Name>amps-replication</Name><Type>amps-replication</Type>"
         f"<InetAddr>127.0.0.1:{listen}</InetAddr></Transport>")
@@ -60,7 +61,7 @@ def node_xml(name: str, data: Path, *, listen: int | None, dests: list[Dest] | N
   <TransactionLog><JournalDirectory>{data}/journal</JournalDirectory>{journal}
     <Topic><Name>{txlog_topics}</Name><MessageType>json</MessageType></Topic></TransactionLog>
   <SOW>{sow}</SOW>
-  {replication}
+  {replication}{extra}
 </AMPSConfig>"""
 
 

@@ -194,3 +194,70 @@ def test_a_passive_destination_replicates_over_the_connection_its_peer_makes(tmp
     assert a.call(lambda: dict(a.server.replication.connected)) == {"B": "B"}
     assert b.call(lambda: dict(b.server.replication.connected)) == {"A": "A"}
     assert a.call(lambda: a.server.replication.senders["B"].messages_out) == 2
+
+
+def bootstrap_xml(port: int, data_types: str = "sow,txlog") -> str:
+    return (f"<Bootstrap><Topic><Name>.*</Name><MessageType>json</MessageType></Topic>"
+            f"<DataType>{data_types}</DataType><Transport><Type>amps-replication</Type>"
+            f"<InetAddr>127.0.0.1:{port}</InetAddr><ReconnectTimeout>0.05</ReconnectTimeout>"
+            f"</Transport></Bootstrap>")
+
+
+@pytest.mark.parametrize("bootstrap", [True, False], ids=["bootstrap", "replication-only"])
+def test_bootstrap_refills_a_wiped_instance_with_its_own_messages_and_old_sow_records(tmp_path, nodes,
+                                                                                      bootstrap):
+    """A and B replicate both ways. B loses its disk. Restarted empty, replication alone gives
+    it back only what A's log holds and did not get from B (loop prevention); ``Bootstrap``
+    from A also brings back B's own messages and the SOW records A keeps whose messages its
+    log no longer holds."""
+    a_port, b_port = free_port(), free_port()
+    journal = "<JournalSize>64KB</JournalSize><RetentionSize>128KB</RetentionSize>"
+    a = nodes.start("A", node_xml("A", tmp_path / "a", listen=a_port, journal=journal,
+                                  dests=[Dest(group="B", port=b_port)]))
+
+    def b_xml(extra: str = "") -> str:
+        return node_xml("B", tmp_path / "b", listen=b_port, dests=[Dest(group="A", port=a_port)], extra=extra)
+
+    nodes.start("B", b_xml())
+    pub_a, pub_b = nodes.client("A", "pub-a"), nodes.client("B", "pub-b")
+    for i in range(3):
+        pub_a.publish("orders", json.dumps({"id": i, "from": "A"}))
+        pub_b.publish("orders", json.dumps({"id": 10 + i, "from": "B"}))
+    assert len(bookmarked(pub_a, "orders", 6)) == 6  # B's are in A's log before the bulk
+    pad = "x" * 4000
+    for i in range(100):  # pushes the orders out of A's retained log once B acknowledged them
+        pub_a.publish("bulk", json.dumps({"id": i, "pad": pad}))
+    assert len(bookmarked(pub_a, "bulk", 100)) == 100
+    pub_a.publish("orders", json.dumps({"id": 99, "from": "A"}))
+    pub_b.publish("orders", json.dumps({"id": 13, "from": "B"}))  # stays in A's log
+    assert len(bookmarked(pub_b, "bulk", 100)) == 100
+    before = {m["id"]: bm for bm, m in bookmarked(pub_a, "orders", 8)}
+    assert sorted(before) == [0, 1, 2, 10, 11, 12, 13, 99]
+    last = a.call(lambda: a.server.broker.txlog.journal.last_position)
+    assert until(a, lambda: a.server.replication.senders["B"].acked_through >= last)
+    assert a.call(lambda: a.server.broker.txlog.enforce_retention()).removed
+    in_log = [m["id"] for _, m in bookmarked(pub_a, "orders", 2)]
+    assert 0 not in in_log and 10 not in in_log and 99 in in_log and 13 in in_log
+    assert sow_ids(pub_a) == [0, 1, 2, 10, 11, 12, 13, 99]  # A's SOW has what its log lost
+
+    nodes.clients.remove(pub_b)
+    pub_b.close()
+    nodes.stop("B")
+    import shutil
+
+    shutil.rmtree(tmp_path / "b")
+    nodes.start("B", b_xml(bootstrap_xml(a_port) if bootstrap else ""))
+    sub = nodes.client("B", "sub-b")
+    # a marker published on A after B is back arrives after whatever A sends B first
+    pub_a.publish("orders", json.dumps({"id": 100, "from": "A"}))
+    got = Collector(lambda m: (m.get_bookmark(), json.loads(m.get_data())["id"]))
+    sub.bookmark_subscribe(got, "orders", AMPS.Client.Bookmarks.EPOCH)
+    assert got.wait_until(lambda items: any(i == 100 for _, i in items))
+    ids = sorted(i for _, i in got.items)
+    if bootstrap:  # 0-2 and 10-12 from A's SOW, 13 (B's own) and 99 from A's log
+        assert ids == [0, 1, 2, 10, 11, 12, 13, 99, 100]
+        assert all(before[i] == bm for bm, i in got.items if i in before)  # the same bookmarks
+        assert sow_ids(sub) == [0, 1, 2, 10, 11, 12, 13, 99, 100]
+    else:  # only what A's log holds and did not come from B
+        assert ids == [99, 100]
+        assert sow_ids(sub) == [99, 100]
