@@ -238,3 +238,24 @@ def test_validation_refusal_is_logged_on_both_sides(tmp_path, fabric, repl_log, 
     downstream = repl_log.wait_for("refused by the upstream", reason)
     assert "orders" in upstream and "orders" in downstream
     assert fabric.repl("A", lambda r: dict(r.connected)) == {}
+
+
+def test_resync_pass_through_applies_to_what_a_reconnect_replays_only(tmp_path, fabric):
+    """B -> C has no PassThrough but ``ResyncPassThrough .*``: A's messages that B logged while
+    C was away reach C with the resync; those arriving at B once C is connected do not."""
+    b_port, c_port = free_port(), free_port()
+    fabric.start("B", node_xml("B", tmp_path / "b", listen=b_port, group="GB", dests=[
+        Dest(group="GC", port=c_port, exclude="replicate",
+             extra="<ResyncPassThrough>.*</ResyncPassThrough>")]))
+    fabric.start("A", node_xml("A", tmp_path / "a", listen=None, group="GA",
+                               dests=[Dest(group="GB", port=b_port, exclude="replicate")]))
+    a, b = fabric.client("A", "pub-a"), fabric.client("B", "pub-b")
+    a.publish("orders", json.dumps({"id": "early"}))
+    wait_marker(b, "orders", {"id": "early"})
+    fabric.start("C", node_xml("C", tmp_path / "c", listen=c_port, group="GC"))
+    c = fabric.client("C", "sub-c")
+    assert [m for _, m in wait_marker(c, "orders", {"id": "early"})] == [{"id": "early"}]
+    a.publish("orders", json.dumps({"id": "late"}))
+    wait_marker(b, "orders", {"id": "late"})
+    b.publish("orders", json.dumps({"id": "from-b"}))
+    assert [m for _, m in wait_marker(c, "orders", {"id": "from-b"})] == [{"id": "early"}, {"id": "from-b"}]
