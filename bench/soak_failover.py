@@ -275,9 +275,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sync", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--rate", type=float, default=300.0, help="messages per second")
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--work", type=Path, default=None,
+                    help="keep the instances' files and logs here (default: a temporary directory)")
     args = ap.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="soak-failover-") as work:
-        report = run_soak(Path(work), args.minutes * 60, kill=args.kill, sync=args.sync, rate=args.rate,
+    with tempfile.TemporaryDirectory(prefix="soak-failover-") as tmp:
+        work = args.work if args.work is not None else Path(tmp)
+        report = run_soak(work, args.minutes * 60, kill=args.kill, sync=args.sync, rate=args.rate,
                           seed=args.seed)
     print(json.dumps({**asdict(report), "ok": report.ok, "kill": args.kill, "sync": args.sync}))
     return 0 if report.ok else 1

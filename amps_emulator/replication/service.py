@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from amps_emulator.config.model import Bootstrap, Config, Destination, ReplicationAddress
 from amps_emulator.config.values import is_regex
@@ -56,6 +56,21 @@ log = logging.getLogger("amps_emulator.replication")
 
 #: the largest replication frame accepted (a record is one message)
 MAX_FRAME = 64 * 1024 * 1024
+
+
+class LinkWriter(Protocol):
+    """What :func:`send` needs of a stream writer."""
+
+    def is_closing(self) -> bool: ...
+    def write(self, data: bytes) -> None: ...
+
+
+def send(writer: LinkWriter, data: bytes) -> None:
+    """Write to a link; a link whose peer went away raises ``ConnectionResetError`` (uvloop
+    raises RuntimeError for a write on a closed transport, which would end the connector)."""
+    if writer.is_closing():
+        raise ConnectionResetError("replication peer closed the link")
+    writer.write(data)
 
 
 async def read_frame(reader: asyncio.StreamReader) -> bytes:
@@ -236,6 +251,9 @@ class ReplicationService:
                     refused[addr.inet_addr] = exc.reason
                     log.log(level, "replication destination %r (%s) refused: %s", dest.name,
                             addr.inet_addr, exc.reason)
+                except Exception:  # a bug must not end the link for good: say it, retry
+                    log.exception("replication destination %r (%s): link failed", dest.name,
+                                  addr.inet_addr)
                 finally:
                     writer.close()
                 await self._wait(retry)
@@ -258,7 +276,7 @@ class ReplicationService:
     async def _run_upstream(self, dest: Destination, reader: asyncio.StreamReader,
                             writer: asyncio.StreamWriter) -> None:
         local = self.hello()
-        writer.write(local.encode())
+        send(writer, local.encode())
         await writer.drain()
         first = await read_frame(reader)
         h, _ = split_frame(first)
@@ -268,7 +286,7 @@ class ReplicationService:
         try:
             sender = self._sender(dest, local, remote)
         except LinkRefused as exc:
-            writer.write(refuse_frame(exc.reason))
+            send(writer, refuse_frame(exc.reason))
             await writer.drain()
             raise
         log.info("replication destination %r connected to %r (%s)", dest.name, remote.name, dest.sync_type)
@@ -328,7 +346,7 @@ class ReplicationService:
                     if ack is not None:
                         out.append(ack)
                 if out:
-                    writer.write(b"".join(out))
+                    send(writer, b"".join(out))
                     await writer.drain()
                     continue  # look again before waiting: a poll sends at most 1000 records
                 waiter = asyncio.ensure_future(wake.wait())
@@ -364,6 +382,10 @@ class ReplicationService:
                     log.warning("bootstrap from %s failed: %s", addr.inet_addr, exc)
                     await self._wait(retry)
                     continue
+                except Exception:  # a bug must not stop the bootstrap for good: say it, retry
+                    log.exception("bootstrap from %s failed", addr.inet_addr)
+                    await self._wait(retry)
+                    continue
                 finally:
                     writer.close()
                 log.info("bootstrap from %s: %d records copied", addr.inet_addr, n)
@@ -380,7 +402,7 @@ class ReplicationService:
         ask = BootstrapAsk(topics=tuple((t.name, t.message_type) for t in boot.topics),
                            data_types=tuple(boot.data_types))
         local = self.hello()
-        writer.write(Hello(name=local.name, group=local.group, hw=local.hw, bootstrap=ask).encode())
+        send(writer, Hello(name=local.name, group=local.group, hw=local.hw, bootstrap=ask).encode())
         await writer.drain()
         first = await read_frame(reader)
         h, _ = split_frame(first)
@@ -415,10 +437,10 @@ class ReplicationService:
         upto = self._journal().durable_position
         for frames in (source.sow_frames(), source.log_frames(upto)):
             for i, f in enumerate(frames):
-                writer.write(f)
+                send(writer, f)
                 if i % 500 == 499:
                     await writer.drain()
-        writer.write(source.done_frame())
+        send(writer, source.done_frame())
         await writer.drain()
         if source.without_bookmark:
             log.warning("bootstrap of %r: %d SOW records without a bookmark (topics not in the "
@@ -448,10 +470,10 @@ class ReplicationService:
                 check_peer(local, remote, expected_group=None, expected_name=None, checks={})
             except LinkRefused as exc:
                 log.error("replication link from %s refused: %s", peer, exc.reason)
-                writer.write(refuse_frame(exc.reason))
+                send(writer, refuse_frame(exc.reason))
                 await writer.drain()
                 return
-            writer.write(local.encode())
+            send(writer, local.encode())
             await writer.drain()
             if remote.bootstrap is not None:
                 await self._serve_bootstrap(remote, remote.bootstrap, writer, reader)

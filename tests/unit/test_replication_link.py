@@ -266,3 +266,19 @@ def test_hello_carries_recorded_topics_and_routes():
     assert got == hello
     assert got.records("news-eu", "json") and not got.records("orders", "json")
     assert not got.records("news-eu", "xml")
+
+
+def test_a_write_to_a_link_whose_peer_went_away_is_a_connection_error():
+    """uvloop raises RuntimeError for a write on a closed transport; the link treats it as the
+    peer gone (and reconnects) instead of ending its connector."""
+    from amps_emulator.replication.service import send
+
+    class Closed:
+        def is_closing(self) -> bool:
+            return True
+
+        def write(self, data: bytes) -> None:
+            raise RuntimeError("unable to perform operation on <TCPTransport closed=True>")
+
+    with pytest.raises(ConnectionResetError):
+        send(Closed(), b"x")
