@@ -31,7 +31,7 @@ from .instance_sections import (
 )
 from .message_types import read_message_types
 from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config, Replication
-from .replication_sections import read_replication, read_replication_listener, read_tuning
+from .replication_sections import read_bootstrap, read_replication, read_replication_listener, read_tuning
 from .schema import Ctx, Elem, Spec, positive, read, text
 from .security import LIBRARIES, SecurityConfig, read_security
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
@@ -57,6 +57,7 @@ _TOP_SPEC = Spec(
         "MessageTypes": Elem("message_types", node=_SECTION, multiple=True),
         "Replication": Elem("replication", node=_SECTION),
         "Tuning": Elem("tuning", node=_SECTION),
+        "Bootstrap": Elem("bootstrap", node=_SECTION),
         # read by config.security.read_security (the auth layer's reader), per transport too
         "Authentication": Elem("authentication", node=_SECTION),
         "Modules": Elem("modules", node=_SECTION),
@@ -168,12 +169,9 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     destinations = read_replication(v["replication"], ctx, has_listener=listener is not None,
                                     txlog=txlog, queues=tuple(sow.queues)) if "replication" in v else ()
     min_sync = read_tuning(v["tuning"], ctx) if "tuning" in v else None
+    bootstrap = read_bootstrap(v["bootstrap"], ctx, has_listener=listener is not None,
+                               txlog=txlog) if "bootstrap" in v else None
     where_repl = top.nodes.get("replication")
-    if where_repl is not None:
-        ctx.warn(where_repl, "<Replication> links connect and replicate publishes, delta publishes, "
-                             "sow_deletes and queue acks and ownership (a sync Destination holds "
-                             "persisted acks until it acknowledged), but not yet completely: a passive "
-                             "Destination (no InetAddr) sends nothing")
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)
@@ -194,7 +192,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         replication=Replication(
             file=where_repl.file if where_repl is not None else "",
             line=where_repl.line if where_repl is not None else 0,
-            destinations=destinations, min_sync_destinations=min_sync),
+            destinations=destinations, min_sync_destinations=min_sync, bootstrap=bootstrap),
         message_types=tuple(ctx.message_types), message_type_decls=message_type_decls,
         sow_directory=ctx.sow_directory, sow_stats_interval=v.get("sow_stats_interval"),
         source=source, warnings=tuple(ctx.warnings),

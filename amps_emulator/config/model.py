@@ -389,11 +389,27 @@ class Destination(_Located, frozen=True, kw_only=True):
         return pattern is not None and re.search(pattern, upstream_group) is not None
 
 
+BootstrapDataType = Literal["sow", "txlog"]
+
+
+class Bootstrap(_Located, frozen=True, kw_only=True):
+    """``Bootstrap``: fill an instance that starts with an empty transaction log from another
+    instance's replication transport, once, before its replication links start."""
+
+    topics: tuple[TxLogTopic, ...]  # Topic: Name (literal or regex) + MessageType
+    data_types: tuple[BootstrapDataType, ...] = ("sow", "txlog")  # DataType
+    transports: tuple[DestinationTransport, ...]  # Transport: InetAddr list tried in order
+
+    def selects(self, topic: str, message_type: str) -> bool:
+        return any(t.message_type == message_type and topic_matches(t.name, topic) for t in self.topics)
+
+
 class Replication(_Located, frozen=True, kw_only=True):
-    """``Replication`` plus ``Tuning/Replication``."""
+    """``Replication`` plus ``Tuning/Replication`` and ``Bootstrap``."""
 
     destinations: tuple[Destination, ...] = ()  # Destination
     min_sync_destinations: int | None = None  # Tuning/Replication/MinSyncDestinations
+    bootstrap: Bootstrap | None = None  # Bootstrap
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):

@@ -22,6 +22,7 @@ from __future__ import annotations
 from .model import (
     REPLICATION_VALIDATIONS,
     REPLICATION_VALIDATIONS_REQUIRED,
+    Bootstrap,
     Destination,
     DestinationTransport,
     Queue,
@@ -29,6 +30,7 @@ from .model import (
     ReplicationListener,
     ReplicationTopic,
     TransactionLog,
+    TxLogTopic,
     topic_matches,
 )
 from .schema import (
@@ -275,6 +277,47 @@ def _topics_ok(dest: Destination, ctx: Ctx, txlog: TransactionLog | None, queues
     return ok
 
 
+# --- Bootstrap ----------------------------------------------------------------------------
+
+def _read_bootstrap_topic(node, ctx: Ctx) -> TxLogTopic | object:
+    r = read(node, Spec(elems={"Name": Elem("name", parse_regex, required=True),
+                               "MessageType": Elem("message_type", ctx.message_type, required=True)}),
+             ctx, where="<Bootstrap> <Topic>")
+    return TxLogTopic(r.values["name"], r.values["message_type"]) if r.ok else MISSING
+
+
+def _data_types(value: str) -> tuple[str, ...]:
+    items = parse_comma_list(value)
+    for item in items:
+        if item not in ("sow", "txlog"):
+            raise ValueError(f"unknown DataType {item!r} (known: sow, txlog)")
+    return items
+
+
+def read_bootstrap(node, ctx: Ctx, *, has_listener: bool, txlog: TransactionLog | None) -> Bootstrap | None:
+    """``Bootstrap``: Topics, DataType (``sow``, ``txlog``; default both) and a Transport with at
+    least one InetAddr. The instance needs a replication transport and a transaction log."""
+    r = read(node, Spec(elems={
+        "Topic": Elem("topics", node=_read_bootstrap_topic, required=True, multiple=True),
+        "DataType": Elem("data_types", _data_types),
+        "Transport": Elem("transports", node=_read_dest_transport, required=True, multiple=True),
+    }), ctx, where="<Bootstrap>")
+    if not r.ok:
+        return None
+    transports = tuple(r.values["transports"])
+    if all(t.passive for t in transports):
+        ctx.err(node, "<Bootstrap> <Transport> needs an <InetAddr>: the instance to fill this one from")
+        return None
+    if not has_listener:
+        ctx.err(node, "<Bootstrap> needs an amps-replication transport on this instance")
+        return None
+    if txlog is None:
+        ctx.err(node, "<Bootstrap> needs a <TransactionLog> on this instance")
+        return None
+    return Bootstrap(file=node.file, line=node.line, topics=tuple(r.values["topics"]),
+                     data_types=tuple(r.get("data_types", ("sow", "txlog"))), transports=transports)
+
+
 # --- Tuning -------------------------------------------------------------------------------
 
 def read_tuning(node, ctx: Ctx) -> int | None:
@@ -296,4 +339,5 @@ def read_tuning(node, ctx: Ctx) -> int | None:
     return result
 
 
-__all__ = ["is_replication_transport", "read_replication", "read_replication_listener", "read_tuning"]
+__all__ = ["is_replication_transport", "read_bootstrap", "read_replication", "read_replication_listener",
+           "read_tuning"]

@@ -43,6 +43,8 @@ from amps_emulator.protocol.filter import compile_filter, decode_body
 from amps_emulator.protocol.filter.context import MessageContext
 from amps_emulator.protocol.filter.runtime import CompiledFilter
 
+from .wire import LinkRefused
+
 #: headers the link itself carries in fields of their own (the origin time, the path, the Group)
 _LINK_HEADERS = frozenset({ORIGIN_TS, PATH, UPSTREAM_GROUP})
 
@@ -209,7 +211,8 @@ class Receiver:
     """The downstream half of one link."""
 
     def __init__(self, journal: Journal, port: ApplyPort, *, ack_interval: float | None = None,
-                 safe: Callable[[tuple[str, ...], str | None], int] | None = None) -> None:
+                 safe: Callable[[tuple[str, ...], str | None], int] | None = None,
+                 local_name: str | None = None) -> None:
         self.journal = journal
         self.port = port
         self.ack_interval = ack_interval
@@ -217,22 +220,35 @@ class Receiver:
         #: acknowledged: durable here and acknowledged by this instance's sync destinations that
         #: forward it (``ReplicationService.safe_for``); None: durable
         self._safe = safe
+        #: this instance's Name: a record whose path names it already went through here
+        self.local_name = local_name
         # (local position to be durable, upstream position, the record's path, its upstream Group)
         self._pending: deque[tuple[int, int, tuple[str, ...], str | None]] = deque()
         self._acked = 0
         self._last_ack_at: float | None = None
         self.applied = 0
         self.duplicates = 0
+        self.looped = 0  # records that came back to an instance on their path (dropped, acked)
 
     def handle(self, payload: bytes) -> None:
         """One ``repl_rec`` frame from upstream."""
         h, body = split_frame(payload)
+        self.handle_frame(h, body)
+
+    def handle_frame(self, h: dict[str, Any], body: bytes) -> None:
+        """:meth:`handle` of a frame already split into header and body."""
+        if h.get("c") == "repl_refuse":  # the upstream's validation failed
+            raise LinkRefused(str(h.get("reason")))
         if h.get("c") != "repl_rec":
             raise ProtocolError(f"unexpected replication command {h.get('c')!r}")
         try:
             upstream_pos = int(h["pos"])
             path = str(h.get("path") or "")
             ug = None if h.get("ug") is None else str(h["ug"])
+            if self.local_name is not None and self.local_name in path.split(","):
+                self.looped += 1  # an upstream without loop prevention: held here already
+                self._pending.append((self.journal.last_position, upstream_pos, tuple(path.split(",")), ug))
+                return
             headers: dict[str, str] = {}
             if h.get("h"):
                 headers.update(msgspec.json.decode(h["h"], type=dict[str, str]))

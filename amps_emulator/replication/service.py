@@ -29,17 +29,22 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from amps_emulator.config.model import Config, Destination, ReplicationAddress
+from amps_emulator.config.model import Bootstrap, Config, Destination, ReplicationAddress
+from amps_emulator.config.values import is_regex
 from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.protocol.reasons import CommandError
 
+from .bootstrap import BootstrapSource, mark, needs_bootstrap
 from .gate import AckGate, DestinationState
 from .link import Receiver, Selection, Sender, ack_position
 from .wire import (
+    BootstrapAsk,
     Hello,
     LinkRefused,
     NotAnEmulator,
+    Route,
+    RouteTopic,
     TopicFacts,
     check_peer,
     classify_first_frame,
@@ -71,6 +76,21 @@ ON_UPGRADE = "amps-action-on-upgrade-replication"
 
 def _no_event(module: str, variables: dict[str, str]) -> None:
     """The default ``on_event``: no actions engine listens."""
+
+
+class LinkWriter(Protocol):
+    """What :func:`send` needs of a stream writer."""
+
+    def is_closing(self) -> bool: ...
+    def write(self, data: bytes) -> None: ...
+
+
+def send(writer: LinkWriter, data: bytes) -> None:
+    """Write to a link; a link whose peer went away raises ``ConnectionResetError`` (uvloop
+    raises RuntimeError for a write on a closed transport, which would end the connector)."""
+    if writer.is_closing():
+        raise ConnectionResetError("replication peer closed the link")
+    writer.write(data)
 
 
 async def read_frame(reader: asyncio.StreamReader) -> bytes:
@@ -108,6 +128,12 @@ class ReplicationService:
         self.stopping = False
         #: destination name -> the connected peer's instance name (for the Admin and tests)
         self.connected: dict[str, str] = {}
+        #: destination name -> its sender while connected (what it sent: ``messages_out``)
+        self.senders: dict[str, Sender] = {}
+        #: upstream instance name -> the receiver of its link while connected
+        self.receivers: dict[str, Receiver] = {}
+        #: destination name -> the last upstream position it acknowledged (kept while it is away)
+        self.acked: dict[str, int] = {}
         self.listen_port: int | None = None
         #: the replication action triggers: ``on_event(module, variables)``
         self.on_event = on_event
@@ -120,8 +146,9 @@ class ReplicationService:
         self._restored: dict[str, asyncio.Event] = {}
         #: upstream instance name -> its incoming link (for the Admin)
         self.incoming: dict[str, str] = {}
-        #: upstream instance name -> the link it replicates to us over (transfer requests go back on it)
-        self._upstreams: dict[str, asyncio.StreamWriter] = {}
+        #: peer instance name -> the open links with it, newest last (a transfer request goes to
+        #: the peer that sends us records over one of them; it answers on whichever it sends on)
+        self._upstreams: dict[str, list[asyncio.StreamWriter]] = {}
         #: the replicated queues (set by the root when this instance has queues)
         self.queue_port: QueueTransferPort | None = None
         #: names of this instance's queues whose records replicate (distributed, group local)
@@ -129,6 +156,16 @@ class ReplicationService:
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
+        boot = self.config.replication.bootstrap
+        txcfg = self.config.transaction_log
+        directory = txcfg.journal_directory if txcfg is not None else None
+        if boot is not None and needs_bootstrap(self._journal(), directory):
+            # filled from the source first: the links (and peers' links in) start afterwards
+            self._spawn(self._bootstrap_then_start(boot, directory))
+            return
+        await self._start_links()
+
+    async def _start_links(self) -> None:
         listener = self.config.replication_listener
         if listener is not None:
             self._server = await asyncio.start_server(self._accepted, listener.host, listener.port,
@@ -161,18 +198,35 @@ class ReplicationService:
             log.error("replicated record %s on %r is in the transaction log but could not be "
                       "applied here: %s", rec.bookmark_str, rec.topic, exc)
 
+    def pins(self) -> list[int]:
+        """Journal positions retention must keep (replication.md 2.5): per Destination, the
+        first record it has not acknowledged. A destination not connected since start-up pins
+        the whole log: what its instance holds is known only once it connects."""
+        journal = self._journal()
+        out: list[int] = []
+        for dest in self.config.replication.destinations:
+            sender = self.senders.get(dest.name)
+            acked = sender.acked_through if sender is not None else self.acked.get(dest.name)
+            out.append(journal.first_position if acked is None else acked + 1)
+        return out
+
+    def _forget_sender(self, dest_name: str) -> None:
+        sender = self.senders.pop(dest_name, None)
+        if sender is not None:
+            self.acked[dest_name] = sender.acked_through
+
     def reachable(self, name: str) -> bool:
         """Whether instance ``name`` is connected to this one by a link, either way."""
-        return name in self._upstreams or name in self.connected.values()
+        return any(not w.is_closing() for w in self._upstreams.get(name, ()))
 
     def request_transfer(self, owner: str, queue: str, bookmarks: list[str]) -> bool:
-        """Ask ``owner``, over the link it replicates to us on, for messages of ``queue`` it
-        owns; False when no such link is up."""
-        writer = self._upstreams.get(owner)
-        if writer is None or writer.is_closing():
-            return False
-        writer.write(transfer_request_frame(queue, bookmarks))
-        return True
+        """Ask ``owner``, over a link with it (the one it replicates to us on, when both ways
+        are up), for messages of ``queue`` it owns; False when no link with it is up."""
+        for writer in reversed(self._upstreams.get(owner, ())):
+            if not writer.is_closing():
+                writer.write(transfer_request_frame(queue, bookmarks))
+                return True
+        return False
 
     def notify(self) -> None:
         """Records were appended or became durable: the links look again."""
@@ -338,24 +392,49 @@ class ReplicationService:
 
     # -- what this instance says about itself ------------------------------------------------
     def hello(self) -> Hello:
+        """What this instance tells a peer: its Name, Group, per-publisher high-water marks, and
+        the facts the validation checks read (SOW topics, queues, recorded topics, Destinations)."""
         journal = self._journal()
+        config = self.config
+        txcfg = config.transaction_log
         facts: dict[str, TopicFacts] = {}
-        txlog = self.broker.txlog
-        for t in self.config.sow_topics:
-            recorded = txlog is not None and txlog.recorded(t.name)
-            facts[fact_key(t.name, t.message_type)] = TopicFacts(
-                txlog=recorded, sow_keys=tuple(t.keys), queue=None, underlying=None)
-        return Hello(name=self.name, group=self.group, hw=journal.high_water_marks(), facts=facts)
+
+        def recorded(name: str, mtype: str) -> bool:
+            return txcfg is not None and txcfg.records(name, mtype)
+
+        for dest in config.replication.destinations:  # literal topics replicated without a SOW
+            for t in dest.topics:
+                if not is_regex(t.name):
+                    facts[fact_key(t.name, t.message_type)] = TopicFacts(
+                        txlog=recorded(t.name, t.message_type), sow_keys=None, queue=None, underlying=None)
+        for s in config.sow_topics:
+            facts[fact_key(s.name, s.message_type)] = TopicFacts(
+                txlog=recorded(s.name, s.message_type), sow_keys=tuple(s.keys), queue=None, underlying=None)
+        for q in config.queues:
+            facts[fact_key(q.name, q.message_type)] = TopicFacts(
+                txlog=recorded(q.name, q.message_type), sow_keys=None, queue=q.kind,
+                underlying=q.underlying_topic)
+        routes = tuple(
+            Route(name=d.name, group=d.group, pass_through=d.pass_through,
+                  topics=tuple(RouteTopic(name=t.name, message_type=t.message_type, filter=t.filter,
+                                          validations=tuple(sorted(t.validations))) for t in d.topics))
+            for d in config.replication.destinations)
+        txlog = tuple((t.name, t.message_type) for t in txcfg.topics) if txcfg is not None else ()
+        return Hello(name=self.name, group=self.group, hw=journal.high_water_marks(), facts=facts,
+                     txlog=txlog, routes=routes)
 
     @staticmethod
-    def checks(dest: Destination, local: Hello) -> dict[str, frozenset[str]]:
-        out: dict[str, frozenset[str]] = {}
+    def checks(dest: Destination, local: Hello) -> tuple[dict[str, frozenset[str]], dict[str, str | None]]:
+        """Per topic this Destination selects, the validation checks and the Filter it keeps."""
+        keep: dict[str, frozenset[str]] = {}
+        filters: dict[str, str | None] = {}
         for key in local.facts:
             topic, mtype = key.split("\x00", 1)
             selected = dest.selects(topic, mtype)
             if selected is not None:
-                out[key] = selected.validations
-        return out
+                keep[key] = selected.validations
+                filters[key] = selected.filter
+        return keep, filters
 
     # -- upstream ------------------------------------------------------------------------------
     async def _connector(self, dest: Destination) -> None:
@@ -364,6 +443,7 @@ class ReplicationService:
             addresses += [(a, tr.reconnect_timeout(i)) for i, a in enumerate(tr.addresses)]
         st = self.state(dest.name)
         restored = self._restored.setdefault(dest.name, asyncio.Event())
+        refused: dict[str, str] = {}  # address -> the last refusal's reason
         while not self.stopping:
             for addr, retry in addresses:
                 while st.cut:  # an emulator ``cut``: no connection until restored
@@ -388,16 +468,29 @@ class ReplicationService:
                                 addr.inet_addr, reason)
                 except LinkRefused as exc:
                     reason = exc.reason
-                    log.error("replication destination %r (%s) refused: %s", dest.name,
-                              addr.inet_addr, exc.reason)
+                    # once per reason: the link is retried every ReconnectTimeout
+                    level = logging.DEBUG if refused.get(addr.inet_addr) == exc.reason else logging.ERROR
+                    refused[addr.inet_addr] = exc.reason
+                    log.log(level, "replication destination %r (%s) refused: %s", dest.name,
+                            addr.inet_addr, exc.reason)
+                except Exception as exc:  # a bug must not end the link for good: say it, retry
+                    reason = f"internal error: {exc!r}"
+                    log.exception("replication destination %r (%s): link failed", dest.name,
+                                  addr.inet_addr)
                 finally:
-                    self._links.pop(dest.name, None)
-                    self.connected.pop(dest.name, None)
+                    if self._links.get(dest.name) is writer:
+                        del self._links[dest.name]
                     writer.close()
-                    if st.connected:
-                        st.disconnected(self.timebase.time())
-                        self._fire(ON_DISCONNECT, dest.name, reason)
+                    self._link_down(st, reason)
                 await self._wait(retry)
+
+    def _link_down(self, st: DestinationState, reason: str | None) -> None:
+        """The link of destination ``st`` ended (or never got past its handshake)."""
+        self.connected.pop(st.name, None)
+        self._forget_sender(st.name)
+        if st.connected:
+            st.disconnected(self.timebase.time())
+            self._fire(ON_DISCONNECT, st.name, reason)
 
     async def _wait(self, seconds: float) -> None:
         """Wait ``seconds`` on the server clock (a test clock advances it by hand)."""
@@ -417,8 +510,8 @@ class ReplicationService:
     async def _run_upstream(self, dest: Destination, st: DestinationState, reader: asyncio.StreamReader,
                             writer: asyncio.StreamWriter) -> None:
         local = self.hello()
-        # the downstream acks at most once per the Destination's AckConflationInterval
-        writer.write(msgspec.structs.replace(local, ack_interval=dest.ack_conflation_interval).encode())
+        # the peer acks what this Destination sends at most once per its AckConflationInterval
+        send(writer, msgspec.structs.replace(local, ack_interval=dest.ack_conflation_interval).encode())
         await writer.drain()
         first = await read_frame(reader)
         h, _ = split_frame(first)
@@ -426,73 +519,227 @@ class ReplicationService:
             raise LinkRefused(str(h.get("reason")))
         remote = classify_first_frame(first)
         try:
-            check_peer(local, remote, expected_group=dest.group, expected_name=dest.name,
-                       checks=self.checks(dest, local))
+            sender = self._sender(dest, st, local, remote)
         except LinkRefused as exc:
-            writer.write(refuse_frame(exc.reason))
+            send(writer, refuse_frame(exc.reason))
             await writer.drain()
             raise
+        await self._run_link(remote, reader, writer, (sender, st))
+
+    def _sender(self, dest: Destination, st: DestinationState, local: Hello, remote: Hello) -> Sender:
+        """Check the peer for this Destination (:class:`LinkRefused`), then a sender started at
+        what the peer lacks (resync), registered as the destination's, its state connected."""
+        keep, filters = self.checks(dest, local)
+        check_peer(local, remote, expected_group=dest.group, expected_name=dest.name,
+                   checks=keep, filters=filters)
         # a Filter reads a typed record with this instance's codecs
         selection = Selection(dest, remote.name, self.broker.bodies.decode_typed,
                               queues=self.replicated_queues)
-        sender = Sender(self._journal(), selection, local_name=self.name,
-                        local_group=self.group)
+        sender = Sender(self._journal(), selection, local_name=self.name, local_group=self.group)
         sender.start(remote.hw)
         self.connected[dest.name] = remote.name
+        self.senders[dest.name] = sender
         st.connected_to(remote.name, remote.group, self.timebase.time())
-        log.info("replication destination %r connected to %r (%s)", dest.name, remote.name,
-                 st.replication_type)
+        log.info("replication destination %r%s connected to %r (%s)", dest.name,
+                 " (passive)" if dest.passive else "", remote.name, st.replication_type)
         self._fire(ON_CONNECT, dest.name, AMPS_REPLICATION_PEER_NAME=remote.name,
                    AMPS_REPLICATION_GROUP_NAME=remote.group)
         self._progress(st, sender.acked_through)
-        resynced = False
+        return sender
+
+    async def _run_link(self, remote: Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        sending: tuple[Sender, DestinationState] | None) -> None:
+        """One connection after the handshake, in both directions. ``sending`` (if this side
+        sends on it: the sender and its destination's state) writes records and reads the
+        peer's acks, which move the sync gate; records the peer sends are applied by a receiver
+        (created when the first arrives) and acknowledged once durable here and acknowledged by
+        this instance's sync destinations that forward them, at most once per the peer's
+        AckConflationInterval. Transfer requests of replicated queues go both ways: the peer's
+        are answered by this instance's queues (:meth:`request_transfer` sends ours)."""
+        broker = self.broker
+        receiver: Receiver | None = None
         wake = asyncio.Event()
         self._wakeups.add(wake)
-        acks = asyncio.get_running_loop().create_task(self._read_acks(reader, sender, st, remote.name))
+        links = self._upstreams.setdefault(remote.name, [])
+        links.append(writer)
+        timer_set = False
+        resynced = False
+
+        def due() -> None:
+            nonlocal timer_set
+            timer_set = False
+            wake.set()
+
+        async def read() -> None:
+            nonlocal receiver
+            while True:
+                payload = await read_frame(reader)
+                h, body = split_frame(payload)
+                c = h.get("c")
+                if c == "repl_ack":
+                    if sending is None:
+                        raise ProtocolError("replication ack on a link this instance does not send on")
+                    sending[0].on_ack(ack_position(payload))
+                    self._progress(sending[1], sending[0].acked_through)
+                    continue
+                if c == "repl_qreq":  # the peer asks for queue messages this instance owns
+                    queue, bookmarks = transfer_request(h)
+                    if self.queue_port is not None:
+                        self.queue_port.transfer_requested(queue, bookmarks, remote.name)
+                    continue
+                if receiver is None:
+                    receiver = Receiver(self._journal(), self, ack_interval=remote.ack_interval,
+                                        safe=self.safe_for, local_name=self.name)
+                    self.receivers[remote.name] = receiver
+                receiver.handle_frame(h, body)  # raises LinkRefused on repl_refuse
+                broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
+
+        reading = asyncio.get_running_loop().create_task(read())
         try:
             while True:
                 wake.clear()
-                out_before = sender.messages_out, sender.bytes_out
-                frames = sender.poll()
-                st.messages_out += sender.messages_out - out_before[0]
-                st.bytes_out += sender.bytes_out - out_before[1]
-                self._progress(st, sender.acked_through)
-                if not resynced and sender.next_position > sender.resync_until:
-                    resynced = True
-                    self._fire(ON_RESYNC_COMPLETE, dest.name, AMPS_REPLICATION_PEER_NAME=remote.name)
-                if frames:
-                    writer.write(b"".join(frames))
+                out: list[bytes] = []
+                if sending is not None:
+                    sender, st = sending
+                    before = sender.messages_out, sender.bytes_out
+                    out = sender.poll()
+                    st.messages_out += sender.messages_out - before[0]
+                    st.bytes_out += sender.bytes_out - before[1]
+                    self._progress(st, sender.acked_through)
+                    if not resynced and sender.next_position > sender.resync_until:
+                        resynced = True
+                        self._fire(ON_RESYNC_COMPLETE, st.name, AMPS_REPLICATION_PEER_NAME=remote.name)
+                if receiver is not None:
+                    now = self.timebase.monotonic()
+                    ack = receiver.take_ack(now)
+                    if ack is not None:
+                        out.append(ack)
+                    elif receiver.pending and not timer_set:
+                        delay = receiver.ack_wait(now)
+                        if delay > 0:  # conflated: look again when the interval is over
+                            timer_set = True
+                            self.timebase.call_later(delay, due)
+                if out:
+                    send(writer, b"".join(out))
                     await writer.drain()
-                    continue
+                    continue  # look again before waiting: a poll sends at most 1000 records
                 waiter = asyncio.ensure_future(wake.wait())
-                done, _ = await asyncio.wait({waiter, acks}, return_when=asyncio.FIRST_COMPLETED)
-                if acks in done:
+                done, _ = await asyncio.wait({waiter, reading}, return_when=asyncio.FIRST_COMPLETED)
+                if reading in done:
                     waiter.cancel()
-                    acks.result()  # the link is gone: raises what ended it
+                    reading.result()  # the link is gone: raises what ended it
                     raise ConnectionResetError("replication peer closed the link")
         finally:
+            if receiver is not None and self.receivers.get(remote.name) is receiver:
+                del self.receivers[remote.name]
+            links.remove(writer)
+            if not links and self._upstreams.get(remote.name) is links:
+                del self._upstreams[remote.name]
             self._wakeups.discard(wake)
-            acks.cancel()
+            reading.cancel()
 
-    async def _read_acks(self, reader: asyncio.StreamReader, sender: Sender, st: DestinationState,
-                         peer: str) -> None:
+    async def _bootstrap_then_start(self, boot: Bootstrap, directory: str | None) -> None:
+        mark(directory, True)
+        addresses = [(a, tr.reconnect_timeout(i))
+                     for tr in boot.transports for i, a in enumerate(tr.addresses)]
+        done = False
+        while not done and not self.stopping:
+            for addr, retry in addresses:
+                try:
+                    reader, writer = await asyncio.open_connection(addr.host, addr.port)
+                except OSError as exc:
+                    log.warning("bootstrap: %s unreachable (%s)", addr.inet_addr, exc)
+                    await self._wait(retry)
+                    continue
+                try:
+                    n = await self._bootstrap(boot, reader, writer)
+                except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator,
+                        LinkRefused) as exc:
+                    log.warning("bootstrap from %s failed: %s", addr.inet_addr, exc)
+                    await self._wait(retry)
+                    continue
+                except Exception:  # a bug must not stop the bootstrap for good: say it, retry
+                    log.exception("bootstrap from %s failed", addr.inet_addr)
+                    await self._wait(retry)
+                    continue
+                finally:
+                    writer.close()
+                log.info("bootstrap from %s: %d records copied", addr.inet_addr, n)
+                done = True
+                break
+        mark(directory, False)
+        await self._start_links()
+
+    async def _bootstrap(self, boot: Bootstrap, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter) -> int:
+        """Fill this instance from the source at the other end; returns the records applied once
+        they are durable here."""
+        journal = self._journal()
+        ask = BootstrapAsk(topics=tuple((t.name, t.message_type) for t in boot.topics),
+                           data_types=tuple(boot.data_types))
+        local = self.hello()
+        send(writer, Hello(name=local.name, group=local.group, hw=local.hw, bootstrap=ask).encode())
+        await writer.drain()
+        first = await read_frame(reader)
+        h, _ = split_frame(first)
+        if h.get("c") == "repl_refuse":
+            raise LinkRefused(str(h.get("reason")))
+        classify_first_frame(first)
+        # no loop check: the messages this instance once published come back to it on purpose
+        receiver = Receiver(journal, self)
         while True:
-            payload = await read_frame(reader)
-            h, _ = split_frame(payload)
-            if h.get("c") == "repl_qreq":  # the peer asks for queue messages this instance owns
-                queue, bookmarks = transfer_request(h)
-                if self.queue_port is not None:
-                    self.queue_port.transfer_requested(queue, bookmarks, peer)
-                continue
-            sender.on_ack(ack_position(payload))
-            self._progress(st, sender.acked_through)
+            h, body = split_frame(await read_frame(reader))
+            if h.get("c") == "repl_boot":
+                break
+            receiver.handle_frame(h, body)
+            self.broker.turn.request()
+        wake = asyncio.Event()
+        self._wakeups.add(wake)
+        try:
+            target = journal.last_position
+            while journal.durable_position < target:
+                wake.clear()
+                self.broker.turn.request()
+                await wake.wait()
+        finally:
+            self._wakeups.discard(wake)
+        return receiver.applied
+
+    async def _serve_bootstrap(self, remote: Hello, ask: BootstrapAsk, writer: asyncio.StreamWriter,
+                               reader: asyncio.StreamReader) -> None:
+        sow = self.broker.sow
+        source = BootstrapSource(ask, self._journal(), sow.sow.topics if sow is not None else {},
+                                 local_name=self.name, local_group=self.group)
+        upto = self._journal().durable_position
+        for frames in (source.sow_frames(), source.log_frames(upto)):
+            for i, f in enumerate(frames):
+                send(writer, f)
+                if i % 500 == 499:
+                    await writer.drain()
+        send(writer, source.done_frame())
+        await writer.drain()
+        if source.without_bookmark:
+            log.warning("bootstrap of %r: %d SOW records without a bookmark (topics not in the "
+                        "transaction log) were not copied", remote.name, source.without_bookmark)
+        log.info("bootstrap of %r: %d records sent", remote.name, source.sent)
+        await reader.read()  # until it closes: it has applied them
 
     # -- downstream ----------------------------------------------------------------------------
+    def _passive_for(self, remote: Hello) -> Destination | None:
+        """The passive Destination (no InetAddr) that names the instance which connected."""
+        for dest in self.config.replication.destinations:
+            if dest.passive and dest.group == remote.group and dest.name in (dest.group, remote.name):
+                return dest
+        return None
+
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
         me = asyncio.current_task()
         if me is not None:  # stop() cancels the links it accepted too
             self._tasks.add(me)
+        passive: DestinationState | None = None  # the passive destination replicating over this link
+        upstream: str | None = None  # the peer's name once its link is accepted
+        reason: str | None = None
         try:
             first = await read_frame(reader)
             remote = classify_first_frame(first)
@@ -501,77 +748,61 @@ class ReplicationService:
                 check_peer(local, remote, expected_group=None, expected_name=None, checks={})
             except LinkRefused as exc:
                 log.error("replication link from %s refused: %s", peer, exc.reason)
-                writer.write(refuse_frame(exc.reason))
+                send(writer, refuse_frame(exc.reason))
                 await writer.drain()
                 return
-            writer.write(local.encode())
+            if remote.bootstrap is not None:
+                send(writer, local.encode())
+                await writer.drain()
+                await self._serve_bootstrap(remote, remote.bootstrap, writer, reader)
+                return
+            dest = self._passive_for(remote)
+            # what a passive destination sends is acked at most once per its AckConflationInterval
+            reply = local if dest is None else msgspec.structs.replace(
+                local, ack_interval=dest.ack_conflation_interval)
+            send(writer, reply.encode())
             await writer.drain()
             log.info("replication link from %r (%s) accepted", remote.name, peer)
+            upstream = remote.name
             self.incoming[remote.name] = str(peer)
             self._fire(ON_CONNECT_INCOMING, remote.name, AMPS_REPLICATION_PEER_NAME=remote.name,
                        AMPS_REPLICATION_GROUP_NAME=remote.group)
-            try:
-                await self._run_downstream(remote, reader, writer)
-            finally:
-                self.incoming.pop(remote.name, None)
-                self._fire(ON_DISCONNECT_INCOMING, remote.name, AMPS_REPLICATION_PEER_NAME=remote.name)
+            sending: tuple[Sender, DestinationState] | None = None
+            if dest is not None and dest.name not in self.connected:
+                st = self.state(dest.name)
+                if st.cut:
+                    log.info("replication destination %r (passive): link cut (emulator control), "
+                             "nothing sent to %r", dest.name, remote.name)
+                else:
+                    try:  # replicate to it over the connection it made (replication.md 1.3)
+                        sending = (self._sender(dest, st, local, remote), st)
+                        passive = st
+                        self._links[dest.name] = writer
+                    except LinkRefused as exc:
+                        log.error("replication destination %r (passive) refused: %s", dest.name, exc.reason)
+            await self._run_link(remote, reader, writer, sending)
         except NotAnEmulator as exc:
             log.error("replication transport: connection from %s closed: %s", peer, exc)
+        except LinkRefused as exc:
+            reason = exc.reason
+            log.error("replication link from %s refused by the upstream: %s", peer, exc.reason)
         except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
-            log.warning("replication link from %s lost: %s", peer, exc)
+            reason = str(exc) or type(exc).__name__
+            log.warning("replication link from %s lost: %s", peer, reason)
         except asyncio.CancelledError:
             # stop(): ends normally, since asyncio's stream server logs a cancelled handler
             log.debug("replication link from %s closed: the server stops", peer)
         finally:
+            if passive is not None:
+                if self._links.get(passive.name) is writer:
+                    del self._links[passive.name]
+                self._link_down(passive, reason)
+            if upstream is not None:
+                self.incoming.pop(upstream, None)
+                self._fire(ON_DISCONNECT_INCOMING, upstream, AMPS_REPLICATION_PEER_NAME=upstream)
             writer.close()
             if me is not None:
                 self._tasks.discard(me)
-
-    async def _run_downstream(self, remote: Hello, reader: asyncio.StreamReader,
-                              writer: asyncio.StreamWriter) -> None:
-        broker = self.broker
-        # acks upstream cover what is durable here and acknowledged by this instance's own sync
-        # destinations (a chain), at most once per the upstream's AckConflationInterval
-        receiver = Receiver(self._journal(), self, ack_interval=remote.ack_interval, safe=self.safe_for)
-        wake = asyncio.Event()
-        self._wakeups.add(wake)
-        timer_set = False
-
-        def due() -> None:
-            nonlocal timer_set
-            timer_set = False
-            wake.set()
-
-        async def send_acks() -> None:
-            nonlocal timer_set
-            while True:
-                await wake.wait()
-                wake.clear()
-                now = self.timebase.monotonic()
-                ack = receiver.take_ack(now)
-                if ack is not None:
-                    writer.write(ack)
-                    await writer.drain()
-                elif receiver.pending and not timer_set:
-                    delay = receiver.ack_wait(now)
-                    if delay > 0:  # conflated: look again when the interval is over
-                        timer_set = True
-                        self.timebase.call_later(delay, due)
-
-        acker = asyncio.get_running_loop().create_task(send_acks())
-        self._upstreams[remote.name] = writer
-        try:
-            while True:
-                payload = await read_frame(reader)
-                if acker.done():
-                    acker.result()
-                receiver.handle(payload)
-                broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
-        finally:
-            if self._upstreams.get(remote.name) is writer:
-                del self._upstreams[remote.name]
-            self._wakeups.discard(wake)
-            acker.cancel()
 
 
 def _stamp(t: float | None) -> str:
@@ -587,4 +818,4 @@ if TYPE_CHECKING:
         return service
 
 
-__all__ = ["QueueTransferPort", "ReplicationService", "read_frame"]
+__all__ = ["QueueTransferPort", "ReplicationService", "read_frame", "send"]

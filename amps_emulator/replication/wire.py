@@ -7,8 +7,9 @@ the body). Header ``c`` says what it is:
 ``c``           header fields (body)
 ==============  ===========================================================================
 ``repl_hello``  ``v`` protocol version, ``name``, ``group``, ``hw`` {publisher id: last
-                sequence} (as strings), ``facts`` the validation facts (see :class:`Hello`),
-                ``aci`` (connecting side only) the Destination's AckConflationInterval
+                sequence} (as strings), ``facts`` the validation facts, ``txlog`` the
+                recorded topics, ``routes`` the Destinations (see :class:`Hello`), ``aci``
+                (connecting side only) the Destination's AckConflationInterval
 ``repl_refuse`` ``reason``: the link is refused; the side that decided logs it too
 ``repl_rec``    ``pos`` upstream position, ``k`` kind, ``t`` topic, ``mt`` message type,
                 ``pid``/``seq`` the bookmark, ``s`` client sequence, ``cn`` client name,
@@ -21,6 +22,8 @@ the body). Header ``c`` says what it is:
                 transfer request, asking the upstream, which owns those messages of a
                 replicated queue, to give them to the downstream (answered, if granted, by
                 a journaled transfer record that replicates like any record)
+``repl_boot``   ``n``: a bootstrap source sent all ``n`` records it had (the hello asked for a
+                ``bootstrap``: SOW records no longer in its log, then its log, as ``repl_rec``)
 ==============  ===========================================================================
 
 A real AMPS (or anything else) that connects sends something that is not a ``repl_hello`` of
@@ -29,10 +32,13 @@ this version: :func:`classify_first_frame` names it, the listener logs one line 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
 
+from amps_emulator.config.model import topic_matches
+from amps_emulator.config.values import is_regex
 from amps_emulator.protocol.codec import ProtocolError, frame, split_frame
 
 PROTOCOL_VERSION = "emu-repl/1"
@@ -59,13 +65,56 @@ class TopicFacts(msgspec.Struct, frozen=True):
     underlying: str | None  # the queue's underlying topic
 
 
+class RouteTopic(msgspec.Struct, frozen=True):
+    """One ``Topic`` of a side's Destination: what it selects and the checks it keeps."""
+
+    name: str  # literal or regex
+    message_type: str
+    filter: str | None = None
+    validations: tuple[str, ...] = ()
+
+
+class Route(msgspec.Struct, frozen=True):
+    """One of a side's Destinations, for the ``replicate``, ``replicate_filter``, ``cascade``
+    and ``queue_passthrough`` checks of the other side."""
+
+    name: str
+    group: str
+    topics: tuple[RouteTopic, ...]
+    pass_through: str | None = None
+
+    def selects(self, topic: str, message_type: str) -> RouteTopic | None:
+        """The Topic selecting this topic: a literal name before any regex (as Destination)."""
+        hits = [t for t in self.topics if t.message_type == message_type and topic_matches(t.name, topic)]
+        return next((t for t in hits if not is_regex(t.name)), hits[0] if hits else None)
+
+    def passes(self, group: str) -> bool:
+        return self.pass_through is not None and re.search(self.pass_through, group) is not None
+
+
+class BootstrapAsk(msgspec.Struct, frozen=True):
+    """What an instance that bootstraps asks its source for (``Bootstrap``): the topics, and
+    whether the SOW contents, the transaction log, or both."""
+
+    topics: tuple[tuple[str, str], ...]  # (name or regex, message type)
+    data_types: tuple[str, ...] = ("sow", "txlog")
+
+    def selects(self, topic: str, message_type: str) -> bool:
+        return any(mt == message_type and topic_matches(name, topic) for name, mt in self.topics)
+
+
 class Hello(msgspec.Struct, frozen=True):
-    """One side's handshake: who it is, what it holds, what its topics are."""
+    """One side's handshake: who it is, what it holds, what its topics are, where it
+    replicates them."""
 
     name: str
     group: str
     hw: dict[int, int]  # publisher id -> last sequence held
     facts: dict[str, TopicFacts] = {}  # "topic\x00message type" -> facts
+    txlog: tuple[tuple[str, str], ...] = ()  # TransactionLog Topics: (name or regex, message type)
+    routes: tuple[Route, ...] = ()  # its Replication Destinations
+    #: set when this side connects to bootstrap from the other (not to replicate)
+    bootstrap: BootstrapAsk | None = None
     version: str = PROTOCOL_VERSION
     #: the connecting side's AckConflationInterval for this link (seconds; None: once a turn)
     ack_interval: float | None = None
@@ -73,7 +122,11 @@ class Hello(msgspec.Struct, frozen=True):
     def encode(self) -> bytes:
         h: dict[str, Any] = {"c": "repl_hello", "v": self.version, "name": self.name, "group": self.group,
                              "hw": msgspec.json.encode({str(k): v for k, v in self.hw.items()}).decode(),
-                             "facts": msgspec.json.encode(self.facts).decode()}
+                             "facts": msgspec.json.encode(self.facts).decode(),
+                             "txlog": msgspec.json.encode(self.txlog).decode(),
+                             "routes": msgspec.json.encode(self.routes).decode()}
+        if self.bootstrap is not None:
+            h["bootstrap"] = msgspec.json.encode(self.bootstrap).decode()
         if self.ack_interval is not None:
             h["aci"] = self.ack_interval
         return frame(h)
@@ -83,11 +136,22 @@ class Hello(msgspec.Struct, frozen=True):
         try:
             hw = {int(k): int(v) for k, v in msgspec.json.decode(h.get("hw") or "{}").items()}
             facts = msgspec.json.decode(h.get("facts") or "{}", type=dict[str, TopicFacts])
+            txlog = msgspec.json.decode(h.get("txlog") or "[]", type=tuple[tuple[str, str], ...])
+            routes = msgspec.json.decode(h.get("routes") or "[]", type=tuple[Route, ...])
+            boot = msgspec.json.decode(h["bootstrap"], type=BootstrapAsk) if h.get("bootstrap") else None
             aci = h.get("aci")
-            return cls(name=str(h["name"]), group=str(h["group"]), hw=hw, facts=facts, version=str(h["v"]),
+            return cls(name=str(h["name"]), group=str(h["group"]), hw=hw, facts=facts, txlog=txlog,
+                       routes=routes, bootstrap=boot, version=str(h["v"]),
                        ack_interval=None if aci is None else float(aci))
         except (KeyError, ValueError, TypeError, AttributeError, msgspec.DecodeError) as exc:
             raise NotAnEmulator(f"malformed replication hello: {exc}") from None
+
+    def records(self, topic: str, message_type: str) -> bool:
+        """Whether this side's transaction log records the topic."""
+        fact = self.facts.get(fact_key(topic, message_type))
+        if fact is not None and fact.txlog:
+            return True
+        return any(mt == message_type and topic_matches(name, topic) for name, mt in self.txlog)
 
 
 def fact_key(topic: str, message_type: str) -> str:
@@ -128,12 +192,14 @@ def transfer_request(h: dict[str, Any]) -> tuple[str, list[str]]:
 
 
 def check_peer(local: Hello, remote: Hello, *, expected_group: str | None, expected_name: str | None,
-               checks: dict[str, frozenset[str]]) -> None:
+               checks: dict[str, frozenset[str]], filters: dict[str, str | None] | None = None) -> None:
     """Raise :class:`LinkRefused` when the link must not be made.
 
     ``expected_group``/``expected_name``: what this side's Destination names (None on the
     accepting side). ``checks``: per fact key, the validation checks this side's Destination
-    Topic keeps (``txlog``, ``sow``, ``keys``, ``queue``, ``queue_underlying``)."""
+    Topic keeps for it (replication.md 1.4: ``txlog``, ``replicate``, ``sow``, ``keys``,
+    ``cascade``, ``replicate_filter``, ``queue``, ``queue_underlying``, ``queue_passthrough``);
+    ``filters``: per fact key, the Filter that Topic applies (None: none)."""
     if remote.name == local.name:
         raise LinkRefused(f"peer instance has this instance's own Name {local.name!r}")
     if expected_group is not None and remote.group != expected_group:
@@ -143,27 +209,56 @@ def check_peer(local: Hello, remote: Hello, *, expected_group: str | None, expec
         raise LinkRefused(f"peer is {remote.name!r}, the Destination names {expected_name!r}")
     for key, keep in sorted(checks.items()):
         mine = local.facts.get(key)
-        theirs = remote.facts.get(key)
-        topic = key.split("\x00", 1)[0]
         if mine is None:
             continue
-        if "txlog" in keep and (theirs is None or not theirs.txlog):
-            raise LinkRefused(f"validation txlog: topic {topic!r} is not recorded on {remote.name!r}")
-        if theirs is None:
-            continue
-        if "sow" in keep and mine.sow_keys is not None and theirs.sow_keys is None:
-            raise LinkRefused(f"validation sow: topic {topic!r} has a SOW here but not on {remote.name!r}")
-        if "keys" in keep and mine.sow_keys is not None and theirs.sow_keys is not None \
-                and mine.sow_keys != theirs.sow_keys:
-            raise LinkRefused(f"validation keys: topic {topic!r} has Keys {list(mine.sow_keys)} here, "
-                              f"{list(theirs.sow_keys)} on {remote.name!r}")
-        if mine.queue is not None and theirs.queue != mine.queue:
-            raise LinkRefused(f"validation queue: {topic!r} is a {mine.queue} queue here, "
-                              f"{theirs.queue or 'not a queue'} on {remote.name!r}")
-        if mine.queue is not None and theirs.underlying != mine.underlying:
-            raise LinkRefused(f"validation queue_underlying: queue {topic!r} reads {mine.underlying!r} "
-                              f"here, {theirs.underlying!r} on {remote.name!r}")
+        topic, mtype = key.split("\x00", 1)
+        _check_topic(local, remote, topic, mtype, mine, remote.facts.get(key), keep,
+                     (filters or {}).get(key))
 
 
-__all__ = ["PROTOCOL_VERSION", "Hello", "LinkRefused", "NotAnEmulator", "TopicFacts", "check_peer",
-           "classify_first_frame", "fact_key", "refuse_frame", "transfer_request", "transfer_request_frame"]
+def _check_topic(local: Hello, remote: Hello, topic: str, mtype: str, mine: TopicFacts,
+                 theirs: TopicFacts | None, keep: frozenset[str], my_filter: str | None) -> None:
+    peer = repr(remote.name)
+    if "txlog" in keep and not remote.records(topic, mtype):
+        raise LinkRefused(f"validation txlog: topic {topic!r} is not recorded on {peer}")
+    their_keys = theirs.sow_keys if theirs is not None else None
+    if "sow" in keep and mine.sow_keys is not None and their_keys is None:
+        raise LinkRefused(f"validation sow: topic {topic!r} has a SOW here but not on {peer}")
+    if "keys" in keep and mine.sow_keys is not None and their_keys is not None \
+            and mine.sow_keys != their_keys:
+        raise LinkRefused(f"validation keys: topic {topic!r} has Keys {list(mine.sow_keys)} here, "
+                          f"{list(their_keys)} on {peer}")
+    their_queue = theirs.queue if theirs is not None else None
+    if mine.queue is not None and their_queue != mine.queue:
+        raise LinkRefused(f"validation queue: {topic!r} is a {mine.queue} queue here, "
+                          f"{their_queue or 'not a queue'} on {peer}")
+    if mine.queue is not None and theirs is not None and theirs.underlying != mine.underlying:
+        raise LinkRefused(f"validation queue_underlying: queue {topic!r} reads {mine.underlying!r} "
+                          f"here, {theirs.underlying!r} on {peer}")
+    onward = [(r, t) for r in remote.routes if (t := r.selects(topic, mtype)) is not None]
+    back = [(r, t) for r, t in onward if r.group == local.group]
+    if "replicate" in keep and not back:
+        raise LinkRefused(f"validation replicate: {peer} does not replicate topic {topic!r} back to "
+                          f"Group {local.group!r} (exclude the check for a one-way link)")
+    if "replicate_filter" in keep and my_filter is not None and back and \
+            all(t.filter != my_filter for _, t in back):
+        raise LinkRefused(f"validation replicate_filter: topic {topic!r} replicates with Filter "
+                          f"{my_filter!r} here, {peer} replicates it back with "
+                          f"{back[0][1].filter!r}")
+    if "cascade" in keep:
+        wanted = keep - {"cascade"}
+        for r, t in onward:
+            missing = sorted(wanted - set(t.validations))
+            if missing:
+                raise LinkRefused(f"validation cascade: {peer} does not check {', '.join(missing)} "
+                                  f"for topic {topic!r} on its Destination {r.name!r}")
+    if "queue_passthrough" in keep and mine.queue is not None:
+        for r, _ in onward:
+            if not r.passes(local.group):
+                raise LinkRefused(f"validation queue_passthrough: {peer} does not pass queue "
+                                  f"{topic!r} from Group {local.group!r} through to {r.name!r}")
+
+
+__all__ = ["PROTOCOL_VERSION", "BootstrapAsk", "Hello", "LinkRefused", "NotAnEmulator", "Route", "RouteTopic",
+           "TopicFacts", "check_peer", "classify_first_frame", "fact_key", "refuse_frame", "transfer_request",
+           "transfer_request_frame"]

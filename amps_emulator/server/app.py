@@ -497,11 +497,14 @@ class Server:
         self.broker.remove_subscription(sub)
 
     def journal_pins(self) -> list[int]:
-        """Journal positions that retention must keep: replay cursors, queued messages."""
+        """Journal positions that retention must keep: replay cursors, queued messages, records
+        a replication destination has not acknowledged."""
         txlog, queues = self.broker.txlog, self.broker.queues
         pins = [c.next_pos for c in txlog.cursors if not c.done] if txlog is not None else []
         if queues is not None:
             pins.extend(q.engine.low_water_position + 1 for q in queues.queues.values())
+        if self.replication is not None:
+            pins.extend(self.replication.pins())
         return pins
 
     # -- dispatch ----------------------------------------------------------------------

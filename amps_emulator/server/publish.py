@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from amps_emulator.journal import JournalRecord, RecordKind
+from amps_emulator.journal.identity import origin_timestamp
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.delivery import UNDECODED, Message, fan_out, send_oof
@@ -102,14 +103,18 @@ def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
     if sow_topic is not None:
         doc = broker.bodies.decode(rec.body, topic)
         key = sow_topic.key_for(doc, rec.sow_key)
+    # its expiration counts from when it was first logged, at its origin (not reset on arrival)
     _deliver(broker, topic, rec.body, rec.kind == _DELTA, rec, rec.client_name,
-             rec.correlation_id, rec.sow_key, rec.expiration, sow_topic, doc, key)
+             rec.correlation_id, rec.sow_key, rec.expiration, sow_topic, doc, key,
+             origin_timestamp(rec) / 1_000_000)
 
 
 def _deliver(broker: Broker, topic: str, body: bytes, delta: bool, rec: JournalRecord | None,
              client_name: str, correlation_id: str | None, sow_key: str | None,
-             expiration: int | None, sow_topic: Topic | None, doc: object, key: str | None) -> None:
-    """Store a (journalled) message in its SOW topic, fan it out, tell the listeners."""
+             expiration: int | None, sow_topic: Topic | None, doc: object, key: str | None,
+             since: float | None = None) -> None:
+    """Store a (journalled) message in its SOW topic, fan it out, tell the listeners.
+    ``since``: the instant its SOW lifetime counts from (None: now)."""
     listeners = broker.listeners
     if sow_topic is not None or broker.router.match(topic) or (
             listeners and _covered(listeners, topic)):
@@ -122,7 +127,7 @@ def _deliver(broker: Broker, topic: str, body: bytes, delta: bool, rec: JournalR
             else int(broker.wallclock() * 1_000_000)
         if sow_topic is not None:
             store_publish(broker.turn, sow_topic, msg, delta,
-                          rec.position if rec is not None else 0, key, stamp / 1_000_000)
+                          rec.position if rec is not None else 0, key, stamp / 1_000_000, since)
         fan_out(broker, msg)
         for listener in listeners:
             listener.message_published(msg, rec)
@@ -135,23 +140,25 @@ def _covered(listeners: tuple[PublishListener, ...], topic: str) -> bool:
 
 
 def store_publish(turn: Turn, topic: Topic, msg: Message, delta: bool,
-                  position: int, key: str | None = None, stamp: float | None = None) -> None:
+                  position: int, key: str | None = None, stamp: float | None = None,
+                  since: float | None = None) -> None:
     """Upsert (or merge, for delta_publish) a published message into its SOW topic and
     prepare ``msg`` for the fan-out: the stored body, its SowKey, the record it replaced (for
     OOF ``match``) and, for delta subscribers, what changed. ``stamp``: the time the
     transaction log recorded the message (the record's timestamp; default now). Client
     publishes, actions and views (``views.DerivedTopics.store``) all store through it; it
-    needs only the turn (the SOW commits at its end)."""
+    needs only the turn (the SOW commits at its end). ``since``: the instant the record's
+    lifetime (its expiration) counts from; None: now (a replicated record: its origin's time)."""
     doc = msg.doc if msg.doc is not UNDECODED else topic.decode_body(msg.body)
     turn.request()  # the SOW commits at the end of this turn
     if delta or key is None:
         fn = topic.delta_publish if delta else topic.publish
         result = fn(msg.body, sow_key=msg.sow_key, expiration=msg.expiration,
                     bookmark=msg.bookmark or "", position=position, doc=doc, key=key,
-                    timestamp=stamp)
+                    timestamp=stamp, now=since)
     else:  # the common upsert: publish() with the body decoded and the key known
         result = topic.upsert(key, msg.body, doc, msg.expiration, msg.bookmark or "", position,
-                              None, stamp)
+                              since, stamp)
     rec = result.record
     msg.sow_key = rec.sow_key
     msg.body = rec.data

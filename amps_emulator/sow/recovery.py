@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Protocol
 
+from amps_emulator.journal.identity import ORIGIN_TS
 from amps_emulator.journal.record import RecordKind
 
 from .query import DeleteResult, PublishResult
@@ -52,6 +53,9 @@ def apply_record(topic: Topic, rec: JournalEntry) -> PublishResult | DeleteResul
         return topic.delete_by_data(rec.body, sow_key=rec.sow_key, position=rec.position,
                                     now=at)
     fn = topic.delta_publish if rec.kind == RecordKind.DELTA_PUBLISH else topic.publish
+    # a replicated record's lifetime counts from its origin's log time (replication.md 2.1)
+    origin = headers.get(ORIGIN_TS)
     return fn(rec.body, sow_key=rec.sow_key, expiration=rec.expiration,
               bookmark=rec.bookmark_str, position=rec.position,
-              timestamp=rec.timestamp / 1_000_000, now=rec.timestamp / 1_000_000)
+              timestamp=rec.timestamp / 1_000_000,
+              now=(int(origin) if origin else rec.timestamp) / 1_000_000)

@@ -511,6 +511,10 @@ class Topic(TopicReads):
         self._note_position(position)
         return DeleteResult(recs, len(recs), topic_matches, desc)
 
+    def records(self) -> list[Record]:
+        """Every record stored now (expired ones not swept yet included)."""
+        return self._b.all_records()
+
     def clear(self) -> None:
         """Remove every record (no results; used before a rebuild from the journal)."""
         self._b.clear()

@@ -24,7 +24,8 @@ def node_xml(name: str, data: Path, *, listen: int | None = None, dest: tuple[st
         f"<InetAddr>127.0.0.1:{listen}</InetAddr></Transport>")
     replication = "" if dest is None else f"""<Replication><Destination>
         <Name>{dest[0]}</Name><Group>{dest[0]}</Group><SyncType>async</SyncType>
-        <Topic><Name>.*</Name><MessageType>json</MessageType></Topic>
+        <Topic><Name>.*</Name><MessageType>json</MessageType>
+          <ExcludeValidation>replicate</ExcludeValidation></Topic>
         <Transport><Type>amps-replication</Type><InetAddr>127.0.0.1:{dest[1]}</InetAddr>
           <ReconnectTimeout>0.05</ReconnectTimeout></Transport>
       </Destination></Replication>"""

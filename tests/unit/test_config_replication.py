@@ -190,3 +190,36 @@ def test_other_tuning_children_warn_once_each() -> None:
     assert [w.reason for w in cfg.warnings if "NUMA" in w.reason] == \
         ["<NUMA> in <Tuning> is not supported by the emulator and is ignored"]
     assert cfg.replication.min_sync_destinations == 1
+
+
+BOOTSTRAP = """<Bootstrap>
+    <Topic><Name>important-topic</Name><MessageType>json</MessageType></Topic>
+    <Topic><Name>^audit-topic</Name><MessageType>json</MessageType></Topic>
+    <DataType>sow,txlog</DataType>
+    <Transport><InetAddr>source.example.com:4100</InetAddr><InetAddr>backup.example.com:4100</InetAddr>
+      <Type>amps-replication</Type></Transport>
+  </Bootstrap>
+</AMPSConfig>"""
+
+
+def test_bootstrap_reads_topics_data_types_and_the_source_addresses() -> None:
+    cfg = loads_config(MESH_NODE.replace("</AMPSConfig>", BOOTSTRAP), "boot.xml")
+    boot = cfg.replication.bootstrap
+    assert boot is not None
+    assert boot.data_types == ("sow", "txlog")
+    assert [a.inet_addr for a in boot.transports[0].addresses] == ["source.example.com:4100",
+                                                                   "backup.example.com:4100"]
+    assert boot.selects("important-topic", "json") and boot.selects("audit-topic-7", "json")
+    assert not boot.selects("other", "json") and not boot.selects("important-topic", "xml")
+
+
+@pytest.mark.parametrize(("change", "reason"), [
+    (("<DataType>sow,txlog</DataType>", "<DataType>sow,views</DataType>"), "unknown DataType 'views'"),
+    (("<InetAddr>source.example.com:4100</InetAddr><InetAddr>backup.example.com:4100</InetAddr>", ""),
+     "needs an <InetAddr>"),
+    (("<Type>amps-replication</Type><InetAddr>9009</InetAddr>", "<Type>tcp</Type><InetAddr>9009</InetAddr>"),
+     "needs an amps-replication transport"),
+])
+def test_bootstrap_errors(change: tuple[str, str], reason: str) -> None:
+    text = MESH_NODE.replace("</AMPSConfig>", BOOTSTRAP).replace(*change)
+    assert any(reason in e.reason for e in errors(text)), errors(text)

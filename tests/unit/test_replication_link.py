@@ -13,7 +13,7 @@ from amps_emulator.journal.record import JournalRecord, RecordKind
 from amps_emulator.protocol.codec import FrameDecoder, frame
 from amps_emulator.replication import Hello, LinkRefused, NotAnEmulator, Receiver, Selection, Sender
 from amps_emulator.replication.link import ack_position
-from amps_emulator.replication.wire import TopicFacts, check_peer, classify_first_frame, fact_key
+from amps_emulator.replication.wire import Route, RouteTopic, TopicFacts, check_peer, classify_first_frame, fact_key
 
 
 class Applied:
@@ -266,3 +266,63 @@ def test_upstream_acks_wait_for_the_safe_position_of_the_records_path():
     limit["pos"] = b.last_position
     ack = rcv.take_ack(0.0)
     assert ack is not None and ack_position(next(iter(FrameDecoder().feed(ack)))) == 1
+
+
+ALL_CHECKS = frozenset({"txlog", "replicate", "sow", "keys", "cascade", "replicate_filter", "queue",
+                        "queue_underlying", "queue_passthrough"})
+
+
+def route(group: str, *, filt: str | None = None, checks: tuple[str, ...] = tuple(sorted(ALL_CHECKS)),
+          pass_through: str | None = None) -> Route:
+    return Route(name=group, group=group, pass_through=pass_through,
+                 topics=(RouteTopic(name=".*", message_type="json", filter=filt, validations=checks),))
+
+
+@pytest.mark.parametrize(("routes", "my_filter", "queue", "reason"), [
+    ((), None, None, "validation replicate"),  # B does not replicate back to G
+    ((route("H"),), None, None, "validation replicate"),  # only onward, not back
+    ((route("G", filt="/x > 1"),), "/x > 2", None, "validation replicate_filter"),
+    ((route("G"), route("H", checks=("txlog",))), None, None, "validation cascade"),
+    ((route("G"),), None, "queue", "validation queue_passthrough"),  # no PassThrough of G
+    ((route("G", filt="/x > 2"),), "/x > 2", None, None),
+    ((route("G", pass_through="^G$"),), None, "queue", None),
+])
+def test_replicate_filter_cascade_and_queue_pass_through_checks(routes, my_filter, queue, reason):
+    local = Hello(name="A", group="G", hw={}, facts=facts(queue=queue))
+    remote = Hello(name="B", group="G2", hw={}, facts=facts(queue=queue), routes=routes)
+    keep = {fact_key("orders", "json"): ALL_CHECKS}
+
+    def call() -> None:
+        check_peer(local, remote, expected_group="G2", expected_name=None, checks=keep,
+                   filters={fact_key("orders", "json"): my_filter})
+
+    if reason is None:
+        call()
+    else:
+        with pytest.raises(LinkRefused, match=reason):
+            call()
+
+
+def test_hello_carries_recorded_topics_and_routes():
+    hello = Hello(name="B", group="G", hw={}, txlog=((r"^news", "json"),), routes=(route("G"),))
+    (payload,) = FrameDecoder().feed(hello.encode())
+    got = classify_first_frame(payload)
+    assert got == hello
+    assert got.records("news-eu", "json") and not got.records("orders", "json")
+    assert not got.records("news-eu", "xml")
+
+
+def test_a_write_to_a_link_whose_peer_went_away_is_a_connection_error():
+    """uvloop raises RuntimeError for a write on a closed transport; the link treats it as the
+    peer gone (and reconnects) instead of ending its connector."""
+    from amps_emulator.replication.service import send
+
+    class Closed:
+        def is_closing(self) -> bool:
+            return True
+
+        def write(self, data: bytes) -> None:
+            raise RuntimeError("unable to perform operation on <TCPTransport closed=True>")
+
+    with pytest.raises(ConnectionResetError):
+        send(Closed(), b"x")
