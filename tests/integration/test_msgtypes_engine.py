@@ -598,7 +598,8 @@ def _repl_node(name: str, d, *, listen: int | None = None, dest: int | None = No
         f"<InetAddr>127.0.0.1:{listen}</InetAddr></Transport>")
     destination = "" if dest is None else f"""<Replication><Destination>
         <Name>B</Name><Group>B</Group><SyncType>async</SyncType>
-        <Topic><Name>orders</Name><MessageType>nvfix</MessageType><Filter>/x = 'yes'</Filter></Topic>
+        <Topic><Name>orders</Name><MessageType>nvfix</MessageType><Filter>/x = 'yes'</Filter>
+          <ExcludeValidation>replicate</ExcludeValidation></Topic>
         <Transport><Type>amps-replication</Type><InetAddr>127.0.0.1:{dest}</InetAddr>
           <ReconnectTimeout>0.05</ReconnectTimeout></Transport></Destination></Replication>"""
     return f"""<AMPSConfig><Name>{name}</Name>
