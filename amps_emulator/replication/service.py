@@ -1,23 +1,29 @@
-"""The replication links over asyncio: the listener on the ``amps-replication`` transport
-(downstream: records arrive, are applied through the message path and acknowledged) and one
-connector per active ``Replication/Destination`` (upstream: durable journal records go out).
+"""The replication links over asyncio: the listener on the ``amps-replication`` transport and
+one connector per active ``Replication/Destination`` (one with an InetAddr).
 
 Both drive the sans-IO halves of :mod:`.link` and :mod:`.wire`:
 
 * connector: connect to the Destination's InetAddr list in order, send this instance's
-  :class:`~.wire.Hello`, read the peer's (or its ``repl_refuse``), check it, then start a
-  :class:`~.link.Sender` at what the peer lacks (resync) and keep sending records as they
-  become durable here; each ``repl_ack`` advances the sender. A failed or lost link is retried
-  after the Destination's ReconnectTimeout, measured on the server clock.
+  :class:`~.wire.Hello` (with the Destination's AckConflationInterval), read the peer's (or
+  its ``repl_refuse``), check it, then start a :class:`~.link.Sender` at what the peer lacks
+  (resync). A failed, lost, refused or ``cut`` link is retried after the Destination's
+  ReconnectTimeout, measured on the server clock.
 * listener: read the first frame; anything but an emulator's hello gets one log line and a
-  close. Otherwise answer with this instance's hello and run a :class:`~.link.Receiver`
-  whose :class:`~.link.ApplyPort` is ``publish.apply_replicated``; acks go back once what
-  was applied is durable here.
+  close. A hello that asks for a bootstrap is served and closed. Otherwise answer with this
+  instance's hello; a passive Destination (no InetAddr) that names the peer replicates over
+  this connection.
+
+Either way the connection then runs in both directions (:meth:`ReplicationService._run_link`):
+a sender writes records as they become durable here, and the peer's ``repl_ack`` moves it
+and the sync gate (:class:`~.gate.AckGate`); records the peer sends go to a
+:class:`~.link.Receiver` whose :class:`~.link.ApplyPort` is ``publish.apply_replicated``,
+acknowledged once durable here and acknowledged by this instance's sync destinations that
+forward them, at most once per the peer's AckConflationInterval; a ``repl_qreq`` (a
+replicated queue's transfer request) goes either way and is answered by the queues here.
 
 The journal tells the links of new and newly durable records through :meth:`notify`, which
 the server calls at the end of every turn and after every group sync.
 """
-
 from __future__ import annotations
 
 import asyncio
