@@ -119,6 +119,9 @@ def read_replication_listener(node, ctx: Ctx) -> ReplicationListener | None:
             ctx.err(child, f"{label(child)}: only one replication transport is allowed per instance "
                            f"(already {found.name!r} at {found.file}:{found.line})")
             continue
+        if r.values["type"] == "amps-replication-secure":
+            ctx.warn(child, f"{label(child)}: the emulator serves Type amps-replication-secure without "
+                            "TLS (its replication links are plain TCP)")
         found = ReplicationListener(
             file=child.file, line=child.line, name=r.values["name"], type=r.values["type"],
             host=host, port=port, inet_addr=r.values["inet_addr"],
@@ -191,6 +194,9 @@ def _read_dest_transport(node, ctx: Ctx) -> DestinationTransport | object:
         ctx.err(r.nodes["reconnect"], f"<ReconnectTimeout> gives {len(timeouts)} intervals for "
                                       f"{len(addresses)} <InetAddr>: give one, or one per address")
         return MISSING
+    if r.values["type"] == "amps-replication-secure":
+        ctx.warn(node, "<Destination> <Transport>: the emulator connects to Type amps-replication-secure "
+                       "without TLS (plain TCP)")
     return DestinationTransport(file=node.file, line=node.line, type=r.values["type"],
                                 addresses=addresses, reconnect_timeouts=timeouts)
 
@@ -240,6 +246,9 @@ def read_replication(node, ctx: Ctx, *, has_listener: bool, txlog: TransactionLo
             compression=r.get("compression", False), compression_type=r.get("compression_type", "zlib"),
             ack_conflation_interval=r.get("ack_conflation_interval"),
         )
+        if dest.compression:
+            ctx.warn(r.nodes["compression"], f"<Destination> {dest.name!r}: <Compression> is not "
+                                             "supported by the emulator; the link sends uncompressed")
         clash = next((d for d in out if d.name == dest.name), None)
         if clash is not None:
             ctx.err(child, f"duplicate <Destination> {dest.name!r} (also at {clash.file}:{clash.line})")

@@ -446,9 +446,7 @@ def test_production_config_warns_once_per_unsupported_element(tmp_path) -> None:
         (line_of(text, "<WWWAuthenticate>"), "<WWWAuthenticate>"),
         (line_of(text, "<O_DIRECT>"), "<O_DIRECT>"),
         (line_of(text, "<SlabSize>"), "<SlabSize>"),
-        # the replication transport and <Replication> are read and connected; one warning says
-        # what the links do not do yet
-        (line_of(text, "<Replication>"), "<Replication>"),
+        # the replication transport and <Replication> are read and connected: no warning
     ]
     assert all(w.file.endswith("production.xml") for w in cfg.warnings)
     quotes = next(t for t in cfg.sow_topics if t.name == "quotes")

@@ -97,7 +97,7 @@ def test_mesh_node_group_only_destinations_bare_ports_and_stray_protocol() -> No
     assert [(a.host, a.port) for a in dests[0].transports[0].addresses] == [("localhost", 9109)]
     # no PassThrough: only messages published here directly go on
     assert dests[0].passes(None) and not dests[0].passes("SG")
-    assert [w.line for w in cfg.warnings if "links connect" in w.reason] == [10]
+    assert [w for w in cfg.warnings if "Replication" in w.reason or "replication" in w.reason] == []
 
 
 def test_topic_defaults_validation_and_literal_before_regex() -> None:
@@ -223,3 +223,18 @@ def test_bootstrap_reads_topics_data_types_and_the_source_addresses() -> None:
 def test_bootstrap_errors(change: tuple[str, str], reason: str) -> None:
     text = MESH_NODE.replace("</AMPSConfig>", BOOTSTRAP).replace(*change)
     assert any(reason in e.reason for e in errors(text)), errors(text)
+
+
+def test_what_replication_does_not_do_warns_where_it_is_configured() -> None:
+    """Replication runs in full but for Compression and TLS: each is warned at its element."""
+    text = MESH_NODE.replace(
+        "<SyncType>async</SyncType><Transport><Type>amps-replication</Type><InetAddr>9109",
+        "<SyncType>async</SyncType><Compression>enabled</Compression>"
+        "<Transport><Type>amps-replication-secure</Type><InetAddr>9109")
+    assert text != MESH_NODE
+    cfg = loads_config(text, "us.xml")
+    got = [(w.line, w.reason) for w in cfg.warnings if "TLS" in w.reason or "Compression" in w.reason]
+    assert [line for line, _ in got] == [12, 12]
+    assert any("<Compression> is not supported" in r and "'UK'" in r for _, r in got)
+    assert any("amps-replication-secure without TLS" in r for _, r in got)
+    assert not any("Compression" in w.reason or "TLS" in w.reason for w in loads_config(MESH_NODE, "us.xml").warnings)
