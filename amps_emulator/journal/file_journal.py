@@ -87,6 +87,7 @@ from .record import (
     FrameEncoder,
     JournalRecord,
     RecordKind,
+    append_record,
 )
 from .recovery import Recovery
 from .retention import RETAINED_FROM, SegmentRetention, check_oldest
@@ -434,7 +435,7 @@ class FileJournal(SegmentReads, SegmentRetention):
         offset = active.size + len(buf)
         position = rec.position
         ts = rec.timestamp
-        self._enc.append_fields(
+        append_record(
             buf, rec.kind, position, rec.publisher_id, rec.sequence, ts, rec.client_seq, rec.topic,
             rec.message_type, rec.client_name, rec.correlation_id, rec.sow_key, rec.expiration,
             rec.headers, rec.body,

@@ -23,6 +23,7 @@ from typing import Any
 
 import msgspec
 
+from amps_emulator import accel
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.command import Command, decode_header, finish_command
 from amps_emulator.protocol.headers import CLIENT_KNOWN_KEYS
@@ -130,6 +131,38 @@ def _malformed(payload: bytes, detail: str) -> Exception:
     return err
 
 
+def scan_frames_py(data: bytes, need: int, limit: int) -> tuple[list[bytes], int, int]:
+    """Cut every complete payload out of ``data`` (one copy each); ``need``: the payload length
+    of a frame whose length prefix was already read (-1: none). Returns the payloads, the offset
+    of the first byte not consumed and the pending payload length (-1: at a length prefix). A
+    length prefix above ``limit`` stops the scan with that length as the pending one (the caller
+    refuses the stream). The pure-Python twin of ``_speedups.scan_frames``."""
+    out: list[bytes] = []
+    append = out.append
+    pos = 0
+    n = len(data)
+    while True:
+        if need < 0:
+            if n - pos < 4:
+                break
+            need = int.from_bytes(data[pos:pos + 4], "big")
+            if need > limit:
+                break
+            pos += 4
+        if n - pos < need:
+            break
+        append(data[pos:pos + need])
+        pos += need
+        need = -1
+    return out, pos, need
+
+
+if accel.COMPILED:
+    from amps_emulator._speedups import scan_frames
+else:
+    scan_frames = scan_frames_py
+
+
 class FrameDecoder:
     """Incremental frame reader: ``feed(bytes)`` then iterate ``frames()``.
 
@@ -165,28 +198,12 @@ class FrameDecoder:
             self._buf = bytearray()
         elif data.__class__ is not bytes:
             data = bytes(data)
-        out: list[bytes] = []
-        append = out.append
-        pos = 0
+        out, pos, need = scan_frames(data, need, self._max)
+        if need > self._max:
+            self._buf = bytearray()
+            self._need = -1
+            raise ProtocolError(f"frame length {need} exceeds the maximum of {self._max} bytes")
         n = len(data)
-        limit = self._max
-        while True:
-            if need < 0:
-                if n - pos < 4:
-                    break
-                need = int.from_bytes(data[pos:pos + 4], "big")
-                if need > limit:
-                    self._buf = bytearray()
-                    self._need = -1
-                    raise ProtocolError(
-                        f"frame length {need} exceeds the maximum of {limit} bytes"
-                    )
-                pos += 4
-            if n - pos < need:
-                break
-            append(data[pos:pos + need])
-            pos += need
-            need = -1
         if pos < n:
             self._buf += memoryview(data)[pos:]
         self._need = need

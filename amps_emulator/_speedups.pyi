@@ -1,0 +1,24 @@
+# Types of the compiled extension (_speedups.c); its pure-Python twins are
+# journal.record.append_record_py and protocol.codec.scan_frames_py.
+from collections.abc import Callable
+
+def append_record(
+    buf: bytearray,
+    kind: int,
+    position: int,
+    publisher_id: int,
+    sequence: int,
+    timestamp: int,
+    client_seq: int | None,
+    topic: str,
+    message_type: str,
+    client_name: str,
+    correlation_id: str | None,
+    sow_key: str | None,
+    expiration: int | None,
+    headers: dict[str, str],
+    body: bytes,
+) -> int: ...
+def scan_frames(data: bytes, need: int, limit: int) -> tuple[list[bytes], int, int]: ...
+def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int: ...
+def set_fallback(fn: Callable[..., int]) -> None: ...
