@@ -10,6 +10,9 @@
  *   shapes the journal passes (exact str / int / None, a dict of str to str, bytes) goes to the
  *   pure-Python encoder instead, so unusual input behaves exactly as it always did.
  *
+ * frame_size: the size append_record would write, without writing it (the memory journal
+ *   counts its segments' sizes so).
+ *
  * scan_frames: the AMPS framing loop (4-byte big-endian length, payload): the complete
  *   payloads of one read as bytes objects, one copy each.
  */
@@ -221,73 +224,116 @@ static int as_i64(PyObject *o, int64_t *out)
 #define PREFIX_SIZE 52
 
 static PyObject *fallback_append = NULL;  /* the pure-Python append_record */
+static PyObject *fallback_size = NULL;  /* the pure-Python frame_size */
+
+/* The payload fields of a record: (topic, message_type, client_name, correlation_id, sow_key,
+ * expiration, headers, body), in the plain shapes only. */
+typedef struct {
+    span topic, message_type, client_name, correlation_id, sow_key, body;
+    int has_corr, has_key, has_exp;
+    uint64_t expiration;
+    span hk[MAX_HEADERS], hv[MAX_HEADERS];
+    Py_ssize_t nh;
+} payload_fields;
+
+/* Read the 8 payload arguments; 0 when they are all plain, -1 (no exception) otherwise. */
+static int read_payload(PyObject *const *a, payload_fields *f)
+{
+    if (as_str(a[0], &f->topic) || as_str(a[1], &f->message_type)
+            || as_str(a[2], &f->client_name)
+            || as_opt_str(a[3], &f->correlation_id, &f->has_corr)
+            || as_opt_str(a[4], &f->sow_key, &f->has_key))
+        return -1;
+    f->has_exp = a[5] != Py_None;
+    if (f->has_exp && as_u64(a[5], &f->expiration))
+        return -1;
+    PyObject *headers = a[6];
+    if (!PyDict_CheckExact(headers) || PyDict_GET_SIZE(headers) > MAX_HEADERS)
+        return -1;
+    Py_ssize_t it = 0;
+    PyObject *k, *v;
+    f->nh = 0;
+    while (PyDict_Next(headers, &it, &k, &v)) {
+        if (as_str(k, &f->hk[f->nh]) || as_str(v, &f->hv[f->nh]))
+            return -1;
+        f->nh++;
+    }
+    if (!PyBytes_CheckExact(a[7]))
+        return -1;
+    f->body.data = PyBytes_AS_STRING(a[7]);
+    f->body.len = PyBytes_GET_SIZE(a[7]);
+    return f->body.len <= 0xFFFFFFFFu ? 0 : -1;
+}
+
+/* The MessagePack payload's size. */
+static Py_ssize_t payload_size(const payload_fields *f)
+{
+    Py_ssize_t n = 1;  /* fixarray of 8 */
+    n += str_head_size(f->topic.len) + f->topic.len;
+    n += str_head_size(f->message_type.len) + f->message_type.len;
+    n += str_head_size(f->client_name.len) + f->client_name.len;
+    n += f->has_corr ? str_head_size(f->correlation_id.len) + f->correlation_id.len : 1;
+    n += f->has_key ? str_head_size(f->sow_key.len) + f->sow_key.len : 1;
+    n += f->has_exp ? uint_size(f->expiration) : 1;
+    n += f->nh < 16 ? 1 : 3;
+    for (Py_ssize_t i = 0; i < f->nh; i++)
+        n += str_head_size(f->hk[i].len) + f->hk[i].len + str_head_size(f->hv[i].len)
+             + f->hv[i].len;
+    n += bin_head_size(f->body.len) + f->body.len;
+    return n;
+}
+
+static unsigned char *put_payload(unsigned char *p, const payload_fields *f)
+{
+    *p++ = 0x98;
+    p = put_str(p, f->topic);
+    p = put_str(p, f->message_type);
+    p = put_str(p, f->client_name);
+    if (f->has_corr) p = put_str(p, f->correlation_id); else *p++ = 0xC0;
+    if (f->has_key) p = put_str(p, f->sow_key); else *p++ = 0xC0;
+    if (f->has_exp) p = put_uint(p, f->expiration); else *p++ = 0xC0;
+    if (f->nh < 16) {
+        *p++ = (unsigned char)(0x80 | f->nh);
+    } else {
+        *p++ = 0xDE; p = put_be16(p, (uint16_t)f->nh);
+    }
+    for (Py_ssize_t i = 0; i < f->nh; i++) {
+        p = put_str(p, f->hk[i]);
+        p = put_str(p, f->hv[i]);
+    }
+    return put_bin(p, f->body);
+}
+
+static PyObject *call_fallback(PyObject *fn, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (fn == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups: no pure-Python twin registered");
+        return NULL;
+    }
+    return PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);
+}
 
 static PyObject *
-append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+append_record(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 15) {
         PyErr_Format(PyExc_TypeError, "append_record() takes 15 arguments (%zd given)", nargs);
         return NULL;
     }
     PyObject *buf = args[0];
-    uint64_t kind, position, publisher_id, sequence, client_seq = 0, expiration = 0;
+    uint64_t kind, position, publisher_id, sequence, client_seq = 0;
     int64_t timestamp;
-    span topic, message_type, client_name, correlation_id, sow_key, body;
-    int has_cs = 1, has_corr, has_key, has_exp = 1;
-    span hk[MAX_HEADERS], hv[MAX_HEADERS];
-    Py_ssize_t nh = 0;
+    int has_cs = args[6] != Py_None;
+    payload_fields f;
 
-    if (!PyByteArray_CheckExact(buf))
-        goto slow;
-    if (as_u64(args[1], &kind) || kind > 0xFF || as_u64(args[2], &position)
-            || as_u64(args[3], &publisher_id) || as_u64(args[4], &sequence)
-            || as_i64(args[5], &timestamp))
-        goto slow;
-    if (args[6] == Py_None)
-        has_cs = 0;
-    else if (as_u64(args[6], &client_seq))
-        goto slow;
-    if (as_str(args[7], &topic) || as_str(args[8], &message_type) || as_str(args[9], &client_name)
-            || as_opt_str(args[10], &correlation_id, &has_corr)
-            || as_opt_str(args[11], &sow_key, &has_key))
-        goto slow;
-    if (args[12] == Py_None)
-        has_exp = 0;
-    else if (as_u64(args[12], &expiration))
-        goto slow;
-    PyObject *headers = args[13];
-    if (!PyDict_CheckExact(headers) || PyDict_GET_SIZE(headers) > MAX_HEADERS)
-        goto slow;
-    {
-        Py_ssize_t it = 0;
-        PyObject *k, *v;
-        while (PyDict_Next(headers, &it, &k, &v)) {
-            if (as_str(k, &hk[nh]) || as_str(v, &hv[nh]))
-                goto slow;
-            nh++;
-        }
-    }
-    if (!PyBytes_CheckExact(args[14]))
-        goto slow;
-    body.data = PyBytes_AS_STRING(args[14]);
-    body.len = PyBytes_GET_SIZE(args[14]);
-    if (body.len > 0xFFFFFFFFu)
-        goto slow;
-
-    /* sizes */
-    Py_ssize_t n = 1;  /* fixarray of 8 */
-    n += str_head_size(topic.len) + topic.len;
-    n += str_head_size(message_type.len) + message_type.len;
-    n += str_head_size(client_name.len) + client_name.len;
-    n += has_corr ? str_head_size(correlation_id.len) + correlation_id.len : 1;
-    n += has_key ? str_head_size(sow_key.len) + sow_key.len : 1;
-    n += has_exp ? uint_size(expiration) : 1;
-    n += nh < 16 ? 1 : 3;
-    for (Py_ssize_t i = 0; i < nh; i++)
-        n += str_head_size(hk[i].len) + hk[i].len + str_head_size(hv[i].len) + hv[i].len;
-    n += bin_head_size(body.len) + body.len;
+    if (!PyByteArray_CheckExact(buf) || as_u64(args[1], &kind) || kind > 0xFF
+            || as_u64(args[2], &position) || as_u64(args[3], &publisher_id)
+            || as_u64(args[4], &sequence) || as_i64(args[5], &timestamp)
+            || (has_cs && as_u64(args[6], &client_seq)) || read_payload(args + 7, &f))
+        return call_fallback(fallback_append, args, nargs);
+    Py_ssize_t n = payload_size(&f);
     if (n > 0xFFFFFFFFu)
-        goto slow;
+        return call_fallback(fallback_append, args, nargs);
 
     Py_ssize_t start = PyByteArray_GET_SIZE(buf);
     if (PyByteArray_Resize(buf, start + PREFIX_SIZE + n) < 0)
@@ -304,48 +350,34 @@ append_record(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     put_le64(frame + 20, publisher_id);
     put_le64(frame + 28, sequence);
     put_le64(frame + 36, (uint64_t)timestamp);
-    put_le64(frame + 44, has_cs ? client_seq : 0);
-
-    /* the payload */
-    unsigned char *p = frame + PREFIX_SIZE;
-    *p++ = 0x98;
-    p = put_str(p, topic);
-    p = put_str(p, message_type);
-    p = put_str(p, client_name);
-    if (has_corr) p = put_str(p, correlation_id); else *p++ = 0xC0;
-    if (has_key) p = put_str(p, sow_key); else *p++ = 0xC0;
-    if (has_exp) p = put_uint(p, expiration); else *p++ = 0xC0;
-    if (nh < 16) {
-        *p++ = (unsigned char)(0x80 | nh);
-    } else {
-        *p++ = 0xDE; p = put_be16(p, (uint16_t)nh);
-    }
-    for (Py_ssize_t i = 0; i < nh; i++) {
-        p = put_str(p, hk[i]);
-        p = put_str(p, hv[i]);
-    }
-    p = put_bin(p, body);
-
+    put_le64(frame + 44, client_seq);
+    put_payload(frame + PREFIX_SIZE, &f);
     put_le32(frame, crc32_update(0, frame + 4, (size_t)(PREFIX_SIZE - 4 + n)));
     return PyLong_FromSsize_t(PREFIX_SIZE + n);
+}
 
-slow:
-    if (fallback_append == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "_speedups: no pure-Python encoder registered");
-        return NULL;
-    }
-    return PyObject_Vectorcall(fallback_append, args, (size_t)nargs, NULL);
+/* frame_size(topic, message_type, client_name, correlation_id, sow_key, expiration, headers,
+ * body): the size of the frame of a record with these payload fields, without encoding it. */
+static PyObject *
+frame_size(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    payload_fields f;
+    if (nargs != 8 || read_payload(args, &f))
+        return call_fallback(fallback_size, args, nargs);
+    return PyLong_FromSsize_t(PREFIX_SIZE + payload_size(&f));
 }
 
 static PyObject *
-set_fallback(PyObject *module, PyObject *fn)
+set_fallbacks(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (!PyCallable_Check(fn)) {
-        PyErr_SetString(PyExc_TypeError, "set_fallback() needs a callable");
+    if (nargs != 2 || !PyCallable_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_fallbacks(append_record, frame_size)");
         return NULL;
     }
-    Py_INCREF(fn);
-    Py_XSETREF(fallback_append, fn);
+    Py_INCREF(args[0]);
+    Py_XSETREF(fallback_append, args[0]);
+    Py_INCREF(args[1]);
+    Py_XSETREF(fallback_size, args[1]);
     Py_RETURN_NONE;
 }
 
@@ -357,7 +389,7 @@ set_fallback(PyObject *module, PyObject *fn)
  * ``limit`` stops the scan there with that length as ``need`` (the caller refuses the stream).
  */
 static PyObject *
-scan_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+scan_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 3) {
         PyErr_Format(PyExc_TypeError, "scan_frames() takes 3 arguments (%zd given)", nargs);
@@ -405,7 +437,7 @@ scan_frames(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
-crc32_py(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+crc32_py(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs < 1 || nargs > 2) {
         PyErr_SetString(PyExc_TypeError, "crc32(data, value=0)");
@@ -434,13 +466,16 @@ static PyMethodDef methods[] = {
      "Cut the complete AMPS frame payloads out of a read."},
     {"crc32", (PyCFunction)(void (*)(void))crc32_py, METH_FASTCALL,
      "CRC-32 as zlib.crc32 computes it (the extension's own table; for the tests)."},
-    {"set_fallback", (PyCFunction)set_fallback, METH_O,
-     "Register the pure-Python append_record that unusual arguments go to."},
+    {"frame_size", (PyCFunction)(void (*)(void))frame_size, METH_FASTCALL,
+     "The size of a record's frame, from its payload fields, without encoding it."},
+    {"set_fallbacks", (PyCFunction)(void (*)(void))set_fallbacks, METH_FASTCALL,
+     "Register the pure-Python append_record and frame_size that unusual arguments go to."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "_speedups", "The compiled publish hot path (optional).", -1, methods,
+    NULL, NULL, NULL, NULL,
 };
 
 PyMODINIT_FUNC

@@ -1,5 +1,5 @@
 # Types of the compiled extension (_speedups.c); its pure-Python twins are
-# journal.record.append_record_py and protocol.codec.scan_frames_py.
+# journal.record.append_record_py, journal.record.frame_size_py and protocol.codec.scan_frames_py.
 from collections.abc import Callable
 
 def append_record(
@@ -19,6 +19,16 @@ def append_record(
     headers: dict[str, str],
     body: bytes,
 ) -> int: ...
+def frame_size(
+    topic: str,
+    message_type: str,
+    client_name: str,
+    correlation_id: str | None,
+    sow_key: str | None,
+    expiration: int | None,
+    headers: dict[str, str],
+    body: bytes,
+) -> int: ...
 def scan_frames(data: bytes, need: int, limit: int) -> tuple[list[bytes], int, int]: ...
 def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int: ...
-def set_fallback(fn: Callable[..., int]) -> None: ...
+def set_fallbacks(append_record: Callable[..., int], frame_size: Callable[..., int]) -> None: ...

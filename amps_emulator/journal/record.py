@@ -73,6 +73,7 @@ __all__ = [
     "RecordKind",
     "FrameEncoder",
     "append_record",
+    "frame_size",
     "FrameDecoder",
     "Checkpoint",
     "INTERNAL_KIND_MIN",
@@ -209,10 +210,9 @@ class FrameEncoder:
         headers: dict[str, str],
         body: bytes,
     ) -> int:
-        """The size a record with these payload fields takes as a frame (the memory journal
-        counts its segments' sizes so)."""
-        return PREFIX_SIZE + len(self._enc.encode(
-            (topic, message_type, client_name, correlation_id, sow_key, expiration, headers, body)))
+        """The size a record with these payload fields takes as a frame (:func:`frame_size`)."""
+        return frame_size(topic, message_type, client_name, correlation_id, sow_key, expiration,
+                          headers, body)
 
     def append_frame(self, buf: bytearray, rec: JournalRecord) -> int:
         """Append ``rec``'s frame to ``buf``; return the frame size."""
@@ -300,14 +300,33 @@ def append_record_py(
     return PREFIX_SIZE + n
 
 
+def frame_size_py(
+    topic: str,
+    message_type: str,
+    client_name: str,
+    correlation_id: str | None,
+    sow_key: str | None,
+    expiration: int | None,
+    headers: dict[str, str],
+    body: bytes,
+) -> int:
+    """The size of the frame of a record with these payload fields (the memory journal counts
+    its segments' sizes so). The pure-Python twin of ``_speedups.frame_size``, which counts
+    without encoding."""
+    return PREFIX_SIZE + len(_payload_encode(
+        (topic, message_type, client_name, correlation_id, sow_key, expiration, headers, body)))
+
+
 if accel.COMPILED:
     from amps_emulator import _speedups
 
-    _speedups.set_fallback(append_record_py)
+    _speedups.set_fallbacks(append_record_py, frame_size_py)
     #: append one record's frame to a bytearray (the compiled encoder when it is built)
     append_record = _speedups.append_record
+    frame_size = _speedups.frame_size
 else:
     append_record = append_record_py
+    frame_size = frame_size_py
 
 
 class FrameDecoder:

@@ -23,7 +23,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amps_emulator import accel
-from amps_emulator.journal.record import PREFIX, PREFIX_SIZE, FrameDecoder, append_record_py
+from amps_emulator.journal.record import (
+    PREFIX,
+    PREFIX_SIZE,
+    FrameDecoder,
+    append_record_py,
+    frame_size_py,
+)
 from amps_emulator.protocol.codec import FrameDecoder as WireDecoder
 from amps_emulator.protocol.codec import ProtocolError, scan_frames_py
 
@@ -61,7 +67,7 @@ RECORD_ARGS = st.tuples(
 @pytest.fixture(autouse=True)
 def _fallback_registered() -> None:
     if _speedups is not None:  # (journal.record registers it when the extension runs)
-        _speedups.set_fallback(append_record_py)
+        _speedups.set_fallbacks(append_record_py, frame_size_py)
 
 
 def _frame(appender: Appender, args: tuple) -> tuple[bytes, int]:
@@ -98,10 +104,11 @@ def test_a_publish_record_reads_back(appender: Appender) -> None:
 def test_both_encoders_write_the_same_frame(args: tuple) -> None:
     """The journal's format, whichever encoder wrote it: same bytes, and it reads back."""
     frame, size = _frame(append_record_py, args)
-    assert size == len(frame)
+    assert size == len(frame) == frame_size_py(*args[6:])
     assert _read_back(frame) == args
     if _speedups is not None:
         assert _frame(_speedups.append_record, args) == (frame, size)
+        assert _speedups.frame_size(*args[6:]) == size
 
 
 class _Str(str):
@@ -149,6 +156,13 @@ def test_unusual_arguments_behave_as_the_pure_encoder(args: tuple) -> None:
         else:
             outcomes.append((size, bytes(buf)))
     assert outcomes[0] == outcomes[1]
+    sizes = []
+    for sizer in (frame_size_py, _speedups.frame_size if _speedups else frame_size_py):
+        try:
+            sizes.append(sizer(*args[6:]))
+        except Exception as exc:  # the outcome being compared
+            sizes.append(type(exc))
+    assert sizes[0] == sizes[1]
 
 
 @pytest.mark.parametrize("appender", APPENDERS)
