@@ -13,6 +13,9 @@
  * frame_size: the size append_record would write, without writing it (the memory journal
  *   counts its segments' sizes so).
  *
+ * parse_publish_header: the header of a plain publish ({"c":"p","t":...} with a, cid, s), read
+ *   without building a dict or decoding the 60-field header struct; anything else is declined.
+ *
  * scan_frames: the AMPS framing loop (4-byte big-endian length, payload): the complete
  *   payloads of one read as bytes objects, one copy each.
  */
@@ -436,6 +439,136 @@ scan_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     return Py_BuildValue("(NnL)", out, pos, need);
 }
 
+/* parse_publish_header(payload: bytes) -> (end, topic, ack_type, cid, seq) | None
+ *
+ * The header of a plain publish as the official clients write it, {"c":"p","t":"orders"} and
+ * with "a", "cid" and "s": a flat JSON object with no whitespace whose keys are among c, t, a,
+ * cid and s (each at most once), "c" being "p" or "publish", the strings without escapes or
+ * control characters, "s" a plain integer in 0..2^64-1. Returns where the header ends (the
+ * body starts) and the values (None when absent); None for anything else, which the caller
+ * parses the general way. So for every header it accepts, the result is what msgspec's
+ * decoding of the header gives.
+ */
+static PyObject *
+parse_publish_header(PyObject *Py_UNUSED(module), PyObject *payload)
+{
+    if (!PyBytes_Check(payload)) {
+        PyErr_SetString(PyExc_TypeError, "parse_publish_header() needs bytes");
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(payload);
+    Py_ssize_t n = PyBytes_GET_SIZE(payload), i = 1;
+    /* value spans: c, t, a, cid as strings; s as an integer */
+    span vc = {NULL, -1}, vt = {NULL, -1}, va = {NULL, -1}, vcid = {NULL, -1};
+    int has_s = 0;
+    uint64_t seq = 0;
+    if (n < 2 || d[0] != '{')
+        Py_RETURN_NONE;
+    for (;;) {
+        /* a key */
+        if (i >= n || d[i] != '"')
+            Py_RETURN_NONE;
+        Py_ssize_t k0 = ++i;
+        while (i < n && d[i] != '"') {
+            if (d[i] == '\\' || d[i] < 0x20)
+                Py_RETURN_NONE;
+            i++;
+        }
+        if (i >= n)
+            Py_RETURN_NONE;
+        Py_ssize_t klen = i - k0;
+        const unsigned char *key = d + k0;
+        i++;
+        if (i >= n || d[i] != ':')
+            Py_RETURN_NONE;
+        i++;
+        if (i >= n)
+            Py_RETURN_NONE;
+        if (klen == 1 && key[0] == 's') {
+            if (has_s || d[i] < '0' || d[i] > '9')
+                Py_RETURN_NONE;
+            has_s = 1;
+            if (d[i] == '0') {
+                i++;
+                if (i < n && d[i] >= '0' && d[i] <= '9')
+                    Py_RETURN_NONE;  /* a leading zero: not JSON */
+            } else {
+                int digits = 0;
+                while (i < n && d[i] >= '0' && d[i] <= '9') {
+                    uint64_t digit = (uint64_t)(d[i] - '0');
+                    if (++digits > 20 || seq > (UINT64_MAX - digit) / 10)
+                        Py_RETURN_NONE;  /* above 2^64-1 */
+                    seq = seq * 10 + digit;
+                    i++;
+                }
+            }
+            if (i < n && (d[i] == '.' || d[i] == 'e' || d[i] == 'E'))
+                Py_RETURN_NONE;  /* a float */
+        } else {
+            span *slot;
+            if (klen == 1 && key[0] == 'c')
+                slot = &vc;
+            else if (klen == 1 && key[0] == 't')
+                slot = &vt;
+            else if (klen == 1 && key[0] == 'a')
+                slot = &va;
+            else if (klen == 3 && memcmp(key, "cid", 3) == 0)
+                slot = &vcid;
+            else
+                Py_RETURN_NONE;
+            if (slot->len >= 0 || d[i] != '"')
+                Py_RETURN_NONE;  /* twice, or not a string */
+            Py_ssize_t v0 = ++i;
+            while (i < n && d[i] != '"') {
+                if (d[i] == '\\' || d[i] < 0x20)
+                    Py_RETURN_NONE;
+                i++;
+            }
+            if (i >= n)
+                Py_RETURN_NONE;
+            slot->data = (const char *)d + v0;
+            slot->len = i - v0;
+            i++;
+        }
+        if (i >= n)
+            Py_RETURN_NONE;
+        if (d[i] == '}') {
+            i++;
+            break;
+        }
+        if (d[i] != ',')
+            Py_RETURN_NONE;
+        i++;
+    }
+    if (!(vc.len == 1 && vc.data[0] == 'p') && !(vc.len == 7 && memcmp(vc.data, "publish", 7) == 0))
+        Py_RETURN_NONE;
+    PyObject *topic = NULL, *ack = NULL, *cid = NULL, *s = NULL;
+    if (vt.len >= 0 && (topic = PyUnicode_DecodeUTF8(vt.data, vt.len, NULL)) == NULL)
+        goto bad_text;
+    if (va.len >= 0 && (ack = PyUnicode_DecodeUTF8(va.data, va.len, NULL)) == NULL)
+        goto bad_text;
+    if (vcid.len >= 0 && (cid = PyUnicode_DecodeUTF8(vcid.data, vcid.len, NULL)) == NULL)
+        goto bad_text;
+    if (has_s && (s = PyLong_FromUnsignedLongLong(seq)) == NULL)
+        goto fail;
+#define OR_NONE(o) ((o) != NULL ? (o) : (Py_INCREF(Py_None), Py_None))
+    return Py_BuildValue("(nNNNN)", i, OR_NONE(topic), OR_NONE(ack), OR_NONE(cid), OR_NONE(s));
+#undef OR_NONE
+bad_text:
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        goto fail;
+    PyErr_Clear();  /* not UTF-8: the general parser says what is wrong */
+    Py_XDECREF(topic);
+    Py_XDECREF(ack);
+    Py_XDECREF(cid);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(topic);
+    Py_XDECREF(ack);
+    Py_XDECREF(cid);
+    return NULL;
+}
+
 static PyObject *
 crc32_py(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -464,6 +597,8 @@ static PyMethodDef methods[] = {
      "Append one journal frame to a bytearray; return its size."},
     {"scan_frames", (PyCFunction)(void (*)(void))scan_frames, METH_FASTCALL,
      "Cut the complete AMPS frame payloads out of a read."},
+    {"parse_publish_header", (PyCFunction)parse_publish_header, METH_O,
+     "The parts of a plain publish header, or None (then parse it the general way)."},
     {"crc32", (PyCFunction)(void (*)(void))crc32_py, METH_FASTCALL,
      "CRC-32 as zlib.crc32 computes it (the extension's own table; for the tests)."},
     {"frame_size", (PyCFunction)(void (*)(void))frame_size, METH_FASTCALL,

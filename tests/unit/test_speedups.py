@@ -9,6 +9,7 @@ MessagePack encoding of the payload tuple.
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 import subprocess
@@ -30,8 +31,10 @@ from amps_emulator.journal.record import (
     append_record_py,
     frame_size_py,
 )
+from amps_emulator.protocol import codec
 from amps_emulator.protocol.codec import FrameDecoder as WireDecoder
 from amps_emulator.protocol.codec import ProtocolError, scan_frames_py
+from amps_emulator.protocol.reasons import CommandError
 
 try:
     from amps_emulator import _speedups
@@ -256,3 +259,78 @@ def test_the_environment_forces_the_pure_path() -> None:
 @compiled
 def test_the_built_extension_runs_by_default() -> None:
     assert _describe({accel.PURE_ENV: "0"}) == "True compiled (amps_emulator._speedups)"
+
+
+# -- the plain publish header -------------------------------------------------------------
+
+KEYS = st.sampled_from(["c", "t", "a", "cid", "s", "k", "x", "o", "sub_id", "cmd", "topic", "é"])
+VALUES = (st.sampled_from(["p", "publish", "sow", "processed", "persisted", "processed,persisted",
+                           "", "stats", "orders", "a}b", 'q"uote'])
+          | st.text(max_size=12)
+          | st.integers(-5, (1 << 64) + 5) | st.sampled_from([0, 7, 1 << 63, (1 << 64) - 1])
+          | st.floats(allow_nan=False, allow_infinity=False) | st.booleans() | st.none())
+
+
+PLAIN_TEXT = st.sampled_from(["orders", "processed", "persisted", "processed,persisted", "",
+                              "a}b", "\u00e9t\u00e9", "\x7f", "x" * 40]) | st.text(max_size=8)
+PLAIN_NUMBER = st.integers(0, (1 << 64) - 1) | st.sampled_from([0, 1, (1 << 64) - 1, -1, 1 << 64])
+
+
+@st.composite
+def headers(draw: st.DrawFn) -> bytes:
+    if draw(st.booleans()):  # what the fast path takes (values of the right types): mostly accepted
+        keys = draw(st.lists(st.sampled_from(["t", "a", "cid", "s"]), unique=True))
+        pairs = [("c", draw(st.sampled_from(["p", "publish"])))]
+        pairs += [(k, draw(PLAIN_NUMBER if k == "s" else PLAIN_TEXT)) for k in keys]
+        pairs = draw(st.permutations(pairs))
+        sep = ","
+    else:
+        pairs = draw(st.lists(st.tuples(KEYS, VALUES), max_size=6))
+        if draw(st.booleans()):
+            pairs.insert(0, ("c", draw(st.sampled_from(["p", "publish"]))))
+        sep = draw(st.sampled_from([",", ",", ", "]))
+    text = "{" + sep.join(f"{json.dumps(k)}:{json.dumps(v, ensure_ascii=draw(st.booleans()))}"
+                          for k, v in pairs) + "}"
+    raw = text.encode()
+    if draw(st.integers(0, 9)) == 0:  # damage: a byte changed, or cut short
+        i = draw(st.integers(0, len(raw) - 1))
+        raw = raw[:i] + draw(st.binary(min_size=0, max_size=2)) + raw[i + 1:]
+    return raw + draw(st.sampled_from([b"", b'{"id":1}', b"}x", b"\xff\xfe"]))
+
+
+def _parsed(payload: bytes) -> tuple:
+    try:
+        cmd = codec.parse_command(payload)
+    except CommandError as exc:
+        return ("CommandError", exc.reason, exc.cid)
+    except ProtocolError:
+        return ("ProtocolError",)
+    return ("ok", msgspec.structs.asdict(cmd))
+
+
+@compiled
+@settings(max_examples=1500, deadline=None)
+@given(headers())
+def test_the_publish_header_fast_path_parses_as_the_general_path(payload: bytes) -> None:
+    fast = _parsed(payload)
+    general = codec._parse_publish_header
+    codec._parse_publish_header = None
+    try:
+        assert _parsed(payload) == fast
+    finally:
+        codec._parse_publish_header = general
+
+
+@compiled
+def test_the_fast_path_takes_the_official_clients_publishes() -> None:
+    assert _speedups is not None
+    parse = _speedups.parse_publish_header
+    assert parse(b'{"c":"p","t":"orders"}{"id":1}') == (22, "orders", None, None, None)
+    assert parse(b'{"c":"p","t":"t","s":18446744073709551615,"a":"persisted","cid":"9"}') == (
+        68, "t", "persisted", "9", (1 << 64) - 1)
+    for declined in (b'{"c":"p","t":"a\\"b"}', b'{"c":"sow","t":"x"}', b'{"t":"x"}',
+                     b'{"c":"p", "t":"x"}', b'{"c":"p","t":"x","s":18446744073709551616}',
+                     b'{"c":"p","t":"x","s":01}', b'{"c":"p","t":"x","s":1.0}',
+                     b'{"c":"p","t":"x","t":"y"}', b'{"c":"p","t":"\xff"}', b'{"c":"p","k":"1"}',
+                     b'{"c":"p","t":"x"', b"{", b""):
+        assert parse(declined) is None, declined
