@@ -11,7 +11,8 @@ As a script, for a source checkout or the editable install (whose package is the
 (``.ci/run`` does this after ``pip install -e``); ``--clean`` removes it.
 
 Only the standard library and the compiler the interpreter was built with (``sysconfig``'s
-``CC``, ``CFLAGS``, ``LDSHARED``) are used: no setuptools, no Cython.
+``CC``, ``CFLAGS``, ``LDSHARED``; ``CC`` and ``LDSHARED`` in the environment override them) are
+used: no setuptools, no Cython.
 """
 
 from __future__ import annotations
@@ -43,8 +44,11 @@ def compile_extension(out: Path) -> str | None:
     include = sysconfig.get_paths().get("include")
     if not include or not Path(include, "Python.h").is_file():
         return "the Python headers (Python.h) are not installed"
-    cc = shlex.split(sysconfig.get_config_var("CC") or "cc")
-    ldshared = shlex.split(sysconfig.get_config_var("LDSHARED") or f"{cc[0]} -shared")
+    # CC / LDSHARED from the environment win, as with setuptools (CC=false: build no extension)
+    cc = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+    ldshared = shlex.split(os.environ.get("LDSHARED")
+                           or (f"{os.environ['CC']} -shared" if os.environ.get("CC") else "")
+                           or sysconfig.get_config_var("LDSHARED") or f"{cc[0]} -shared")
     cflags = shlex.split(sysconfig.get_config_var("CFLAGS") or "")
     ccshared = shlex.split(sysconfig.get_config_var("CCSHARED") or "-fPIC")
     with tempfile.TemporaryDirectory(prefix="amps-speedups-") as tmp:
