@@ -114,6 +114,20 @@ def test_both_encoders_write_the_same_frame(args: tuple) -> None:
         assert _speedups.frame_size(*args[6:]) == size
 
 
+@pytest.mark.parametrize("appender", APPENDERS)
+@pytest.mark.parametrize("size", [0, 31, 32, 255, 256, 65535, 65536])
+def test_every_msgpack_length_form_is_msgspecs(appender: Appender, size: int) -> None:
+    """The boundaries of fixstr/str8/str16/str32, bin8/16/32, the map forms and the integers."""
+    headers = {f"h{i}": "v" * (size % 40) for i in range(size % 18)}  # 0..17 entries
+    expiration = [0, 127, 128, 255, 256, 65535, 65536][[0, 31, 32, 255, 256, 65535, 65536].index(size)]
+    args = (1, size, 1, size + 1, 0, size, "t" * size, "json", "c" * size, "x" * size, None,
+            expiration, headers, b"b" * size)
+    frame, size_written = _frame(appender, args)
+    assert size_written == len(frame)
+    assert frame[PREFIX_SIZE:] == msgspec.msgpack.encode((*args[6:13], args[13]))
+    assert _read_back(frame) == args
+
+
 class _Str(str):
     pass
 
