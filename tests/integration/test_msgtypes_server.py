@@ -76,6 +76,7 @@ CONFIG = """<AMPSConfig><Name>msgtypes</Name>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/k</Key><FileName>{d}/%n.sow</FileName></Topic>
   {sow}
 </SOW>
+<Admin><InetAddr>127.0.0.1:0</InetAddr></Admin>
 </AMPSConfig>"""
 
 
@@ -85,7 +86,10 @@ def srv(tmp_path_factory):
     txlog = "\n".join(f"<Topic><Name>.*</Name><MessageType>{k.name}</MessageType></Topic>"
                       for k in KINDS) + "<Topic><Name>.*</Name><MessageType>json</MessageType></Topic>"
     sow = "\n".join(f"<Topic><Name>orders</Name><MessageType>{k.name}</MessageType>"
-                    f"<Key>{k.key}</Key><FileName>{d}/%n.sow</FileName></Topic>" for k in KINDS)
+                    f"<Key>{k.key}</Key><FileName>{d}/%n.sow</FileName></Topic>"
+                    f"<Topic><Name>keyless</Name><MessageType>{k.name}</MessageType>"
+                    f"<Key>{k.key}</Key><Key>{k.num}</Key><FileName>{d}/%n.sow</FileName></Topic>"
+                    for k in KINDS)
     s = start_server(CONFIG.format(d=d, txlog=txlog, sow=sow))
     yield s
     s.stop()
@@ -175,6 +179,49 @@ def test_type(srv, kind: Kind) -> None:
     finally:
         c.close()
         js.close()
+
+
+def _partial(kind: Kind, **fields: object) -> bytes:
+    """A body of ``kind`` with only the given logical fields (``k``, ``n``, ``x``)."""
+    if kind.name == "fix":
+        tags = {"k": "11", "n": "38", "x": "58"}
+        return _REG.codec("fix").encode({tags[f]: v for f, v in fields.items()})
+    if kind.name == "xml":
+        return _REG.codec("xml").encode({"o": fields})
+    if kind.name.startswith("composite"):
+        return _composite(fields)
+    return _REG.codec(kind.name).encode(fields)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+def test_a_message_missing_key_fields_is_keyed_on_empty_values(srv, kind: Kind) -> None:
+    """sow/keys.py: a Key field without a value counts as empty (60East's FAQ on SowKeys and
+    its NVFIX sample pair), for a key partly missing and one entirely missing."""
+    from amps_emulator.protocol.topics import qualify
+    from amps_emulator.sow import generate_sow_key
+
+    c = _client(srv, f"keyless-{kind.name}", kind.name)
+    try:
+        live = Box()
+        c.subscribe(live, "keyless")
+        partly = _partial(kind, n=150)  # Key field k missing, n present
+        none1, none2 = _partial(kind, x="a"), _partial(kind, x="b")  # both Key fields missing
+        for body in (partly, none1, none2):
+            c.publish("keyless", body)
+        c.publish_flush()
+        assert live.take(3) == [partly, none1, none2]  # every one delivered, bytes as sent
+        stored = {m.get_sow_key(): bytes(m.get_data_raw())
+                  for m in c.execute(AMPS.Command("sow").set_topic("keyless"))
+                  if m.get_command() == "sow"}
+        # the two keyless messages are one record (the latest), under the empty values' key
+        domain = srv.call(lambda: srv.server.sowsvc.get(qualify("keyless", kind.name)).spec.domain)
+        assert stored == {generate_sow_key(domain, ["", "150"]): partly,
+                          generate_sow_key(domain, ["", ""]): none2}
+        admin = srv.http(f"/emulator/sow/keyless?type={kind.name}")
+        assert admin["count"] == 2
+        assert sorted(r["sow_key"] for r in admin["records"]) == sorted(stored)
+    finally:
+        c.close()
 
 
 def test_fixed_type_transport_refuses_another_type(srv) -> None:
@@ -293,10 +340,6 @@ def test_fix_builder_and_shredder_samples(sample_srv, sample) -> None:
         js.close()
 
 
-@pytest.mark.xfail(strict=True, reason="sample.xml keys the nvfix messages-sow on "
-                   "/messageNumber, which the sample's body lacks; the emulator refuses a SOW "
-                   "publish without its key (bad sow key) as it does for json; what AMPS does "
-                   "is undocumented (beyond-json.md 0.2)")
 def test_nvfix_builder_and_shredder_samples(sample_srv, sample) -> None:
     sub = sample("AMPSNVFIXShredderSubscriber.py")
     _subscribed(sample_srv, "messages-sow", "nvfix")

@@ -565,7 +565,7 @@ def test_store_publish_with_a_bad_sow_key_reaches_the_failed_write_handler(sow_s
         done.set()
 
     c = store_client(sow_server.uri, "bad-key-store", on_failed)
-    c.publish("orders", '{"no_id":1}')  # the topic's Key /id is missing
+    c.publish("orders", '{"id":')  # does not parse: no Key /id to read (sow/keys.py)
     c.publish("orders", '{"id":1}')
     assert done.wait(10)
     assert "sow key" in failed[0].lower()
