@@ -24,9 +24,9 @@ decoded field tree is what is read, whatever the type).
 Evidence, since AMPS's own text never states the case outright:
 
 * 60East's FAQ "How does AMPS construct the SowKey for a message?" defines the key as a
-  checksum over the key domain and, per Key field, "the value the message contains at that
-  path", with a delimiter between them: a function of values, with no error case; a path the
-  message has no value at contributes nothing between its delimiters.
+  checksum over the key domain and, per Key field, whatever value the message holds at the
+  field's path, delimited: a function of values, with no error case; a path the message
+  holds nothing at contributes nothing between its delimiters.
 * 60East's shipped Python samples (amps-python-client sdist, ``samples/``) run against their
   own ``sample.xml``: ``AMPSNVFIXBuilderPublisher.py`` publishes ``sample=data|even=more
   data|1=123|`` to ``messages-sow``, which ``sample.xml`` declares as an nvfix SOW topic with
@@ -37,7 +37,7 @@ Evidence, since AMPS's own text never states the case outright:
 
 A body that does not parse as the topic's message type at all has no field tree to read: that
 publish is still refused with reason ``bad sow key`` (the official client raises
-``BadSowKeyException``), the detail naming the topic's type.  This part is the emulator's
+``BadSowKeyException``), the detail saying why.  This part is the emulator's
 decision (no 60East text covers a malformed body on a keyed topic), kept so that a
 mis-typed publisher is told rather than silently collapsed into the empty-key record.
 
