@@ -164,7 +164,7 @@ def test_explicit_sow_keys_and_bad_keys(client):
     assert query(c, "explicit") == [("Zm9v", {"a": 2})]
     for bad in (AMPS.Command("publish").set_topic("explicit").set_data('{"a":3}'),
                 AMPS.Command("publish").set_topic("explicit").set_sow_key("not base64!").set_data("{}"),
-                AMPS.Command("publish").set_topic("orders").set_data('{"no_id":1}')):
+                AMPS.Command("publish").set_topic("orders").set_data('{"id":')):  # unparsable
         with pytest.raises(AMPS.AMPSException) as ei:
             c.execute(bad.add_ack_type("processed").set_timeout(5000))
         assert "sow key" in str(ei.value).lower()
