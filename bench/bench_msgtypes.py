@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import struct
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +28,12 @@ from bench._support import machine  # noqa: E402
 DOC = {"symbol": "IBM", "qty": 500, "side": "B", "price": 123.45, "trader": "john.smith",
        "account": "ACC-0001", "venue": "XNYS", "currency": "USD", "status": "new",
        "order_type": "limit", "tif": "day", "id": 1234567}
+PROTO = """syntax = "proto3";
+package bench;
+message Order { string symbol = 1; int64 qty = 2; string side = 3; double price = 4;
+  string trader = 5; string account = 6; string venue = 7; string currency = 8;
+  string status = 9; string order_type = 10; string tif = 11; int64 id = 12; }
+"""
 FILTER = "{p}/symbol = 'IBM' AND {p}/qty > 100 AND {p}/side IN ('B', 'S') AND {p}/price BETWEEN 10 AND 200"
 
 
@@ -42,8 +49,12 @@ def bodies(reg) -> dict[str, tuple[bytes, str]]:
         "xml": (xml, "/order"),
         "msgpack": (msgspec.msgpack.encode(DOC), ""),
         "bflat": (reg.codec("bflat").encode(DOC), ""),
+        "bson": (reg.codec("bson").encode(DOC), ""),
+        "protobuf (proto3)": (reg.codec("protobuf (proto3)").encode(DOC), ""),
         "composite-local (json+binary)": (join_parts([msgspec.json.encode(DOC), b"\0" * 400]),
                                           "/0"),
+        "composite-global (json+binary)": (join_parts([msgspec.json.encode(DOC), b"\0" * 400]),
+                                           ""),
         "struct": (st, ""),
     }
 
@@ -66,9 +77,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seconds", type=float, default=1.0, help="per type (default 1)")
     args = ap.parse_args()
+    proto_dir = tempfile.mkdtemp(prefix="bench-msgtypes-")
+    Path(proto_dir, "order.proto").write_text(PROTO)
     reg = build_registry([
         MessageTypeDecl("composite-local (json+binary)", module="composite-local",
                         parts=("json", "binary")),
+        MessageTypeDecl("composite-global (json+binary)", module="composite-global",
+                        parts=("json", "binary")),
+        MessageTypeDecl("protobuf (proto3)", module="protobuf", proto_paths=(proto_dir,),
+                        proto_file="order.proto", proto_type="bench.Order"),
         MessageTypeDecl("struct", module="struct",
                         fields=("/symbol = 8s", "/qty = i", "/price = d", "/side = c")),
     ])

@@ -19,6 +19,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from amps_emulator.protocol.msgtypes import VIEWLESS_MODULES, MessageTypeDecl
+
 from .actions_section import read_actions
 from .errors import ConfigError, ConfigIssue
 from .instance_sections import (
@@ -83,6 +85,21 @@ _TOP_SPEC = Spec(
            for tag in ("MessageMemoryLimit", "MessageDiskLimit", "MessageDiskPath", "ClientMaxCapacity")},
     },
 )
+
+
+def _refuse_viewless_view_types(sow: SowResult, decls: tuple[MessageTypeDecl, ...],
+                                ctx: Ctx) -> None:
+    """A View whose MessageType AMPS cannot build messages of (binary, composite-global,
+    protobuf, struct: :data:`protocol.msgtypes.VIEWLESS_MODULES`) stops the start-up at the
+    View; such a type may still be the underlying topic or a joined one."""
+    modules = {d.name: d.effective_module for d in decls}
+    for view in sow.views:
+        module = modules.get(view.message_type, view.message_type)
+        if module in VIEWLESS_MODULES:
+            ctx.error(view.file, view.line,
+                      f"<View> {view.name!r}: its <MessageType> {view.message_type!r} "
+                      f"({module}) cannot be a view's type: AMPS does not build {module} "
+                      "messages from projected values (a view of another type may read it)")
 
 
 def _harvest_message_types(root: Node, ctx: Ctx) -> None:
@@ -172,6 +189,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     bootstrap = read_bootstrap(v["bootstrap"], ctx, has_listener=listener is not None,
                                txlog=txlog) if "bootstrap" in v else None
     where_repl = top.nodes.get("replication")
+    _refuse_viewless_view_types(sow, message_type_decls, ctx)
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)

@@ -21,6 +21,7 @@ from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.publish import check_writable, publish_message
 from amps_emulator.server.router import Subscription
 from amps_emulator.server.subscribe import compile_filter_for, register_subscription
+from amps_emulator.server.type_features import refuse_unsupported_options
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -234,6 +235,7 @@ def subscribe(broker: Broker, client: Client, cmd: Command) -> None:
     if cmd.sub_id is None:
         cmd.sub_id = sub_id
     filt = compile_filter_for(cmd.filter)
+    refuse_unsupported_options(broker.bodies, cmd)
     existing = client.subs.get(sub_id)
     if existing is not None and "replace" not in opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)

@@ -45,6 +45,7 @@ from amps_emulator.server.sow_results import (
     send_records,
 )
 from amps_emulator.server.subscribe import compile_filter_for, register_subscription
+from amps_emulator.server.type_features import refuse_unsupported_options
 from amps_emulator.sow.keys import parse_sow_keys
 from amps_emulator.sow.query import page, parse_order_by, project, selection, sort_records
 
@@ -305,6 +306,7 @@ def sow(broker: Broker, client: Client, cmd: Command) -> None:
     acks_early(client, cmd)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, "sow without a topic")
+    refuse_unsupported_options(broker.bodies, cmd)
     drive(broker, client, cmd, query_steps(broker, client, cmd, compile_filter_for(cmd.filter)),
           lambda counts: acks_final(client, cmd, processed=False, **counts))
 
@@ -321,6 +323,7 @@ def sow_and_subscribe(broker: Broker, client: Client, cmd: Command) -> None:
     if existing is not None and "replace" not in cmd.opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
     filt = compile_filter_for(cmd.filter)
+    refuse_unsupported_options(broker.bodies, cmd)
     registered: list[Subscription] = []
     delta = cmd.command == "sow_and_delta_subscribe"
     replacing = None

@@ -13,10 +13,33 @@ A value's text: strings as they are, ``true``/``false``, integers in decimal, fl
 ``repr`` (``5.0``), arrays and objects as compact JSON.  So ``{"id": 5}`` and ``{"id": "5"}``
 name the same record (AMPS reads key values as text), ``5.0`` a different one.
 
-A message without a value for some ``Key`` field (missing, or JSON ``null``) cannot be keyed:
-the publish is refused with reason ``bad sow key`` (the official client raises
-``BadSowKeyException``).  Decision documented here because AMPS's exact text is not public;
-the reason is in the catalogue and the detail names the field.
+A Key field the message has no value for (absent, or JSON ``null``) counts as an empty value:
+its text is ``""`` and the key is generated as usual.  A message missing some Key fields is
+keyed on the values it has plus empty ones; a message missing all of them is keyed on empty
+values only, so every such message of a topic (or KeyDomain) is one and the same record, which
+the SOW and the Admin's SOW views list under that generated key like any other.  ``{"id": ""}``
+and ``{}`` therefore name the same record.  The same holds for every message type (the
+decoded field tree is what is read, whatever the type).
+
+Evidence, since AMPS's own text never states the case outright:
+
+* 60East's FAQ "How does AMPS construct the SowKey for a message?" defines the key as a
+  checksum over the key domain and, per Key field, whatever value the message holds at the
+  field's path, delimited: a function of values, with no error case; a path the message
+  holds nothing at contributes nothing between its delimiters.
+* 60East's shipped Python samples (amps-python-client sdist, ``samples/``) run against their
+  own ``sample.xml``: ``AMPSNVFIXBuilderPublisher.py`` publishes ``sample=data|even=more
+  data|1=123|`` to ``messages-sow``, which ``sample.xml`` declares as an nvfix SOW topic with
+  ``Key /messageNumber``, and ``AMPSNVFIXShredderSubscriber.py`` subscribed to that topic prints
+  the message's fields.  Refusing the publish would leave the shipped subscriber silent, so
+  AMPS stores (and delivers) a message that lacks its Key field.  The rule "the docs and
+  60East's shipped files win" decides it; nothing 60East publishes says JSON differs.
+
+A body that does not parse as the topic's message type at all has no field tree to read: that
+publish is still refused with reason ``bad sow key`` (the official client raises
+``BadSowKeyException``), the detail saying why.  This part is the emulator's
+decision (no 60East text covers a malformed body on a keyed topic), kept so that a
+mis-typed publisher is told rather than silently collapsed into the empty-key record.
 
 Publisher-provided keys (topics without ``Key``)
 -----------------------------------------------
@@ -135,16 +158,20 @@ class KeyGenerator:
         _digest_update(self._seed, domain)
 
     def values(self, doc: Any) -> list[str]:
+        """The texts of the Key fields' values in ``doc`` (``""`` for a field without one).
+
+        ``doc`` is the decoded body; ``None`` means it did not parse (``bad sow key``)."""
+        if doc is None:
+            raise CommandError(BAD_SOW_KEY, "message body does not parse as a message of the "
+                               "topic's type: no Key field can be read")
         out = []
-        for text, path in zip(self.texts, self.paths, strict=False):
+        for path in self.paths:
             if self._single is not None and type(doc) is dict:
                 v = doc.get(self._single)
             else:
                 v = resolve(doc, path) if isinstance(doc, (dict, list)) else None
             s = key_text(v)
-            if s is None:
-                raise CommandError(BAD_SOW_KEY, f"message has no value for Key field {text}")
-            out.append(s)
+            out.append("" if s is None else s)
         return out
 
     def __call__(self, doc: Any) -> str:
@@ -154,16 +181,15 @@ class KeyGenerator:
             # an int or a str without key_text's call (b"%d" % v is str(v) encoded)
             v: Any = doc.get(single)  # a decoded JSON value
             t = v.__class__
-            b: bytes | None
+            b: bytes
             if t is int:
                 b = b"%d" % v
             elif t is str:
                 b = v.encode("utf-8", "surrogatepass")
             else:
                 s = key_text(v)
-                b = None if s is None else s.encode("utf-8", "surrogatepass")
-            if b is not None:
-                h = self._seed.copy()
-                h.update(b"%d:%b" % (len(b), b))
-                return str(int.from_bytes(h.digest(), "big"))
+                b = b"" if s is None else s.encode("utf-8", "surrogatepass")
+            h = self._seed.copy()
+            h.update(b"%d:%b" % (len(b), b))
+            return str(int.from_bytes(h.digest(), "big"))
         return _digest(self.values(doc), self._seed.copy())

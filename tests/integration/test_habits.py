@@ -116,7 +116,7 @@ def test_defines_seed_and_initialization_line(tmp_path):
 def test_bad_seed_line_fails_start_up_with_file_and_line(tmp_path):
     cfg = _write(tmp_path, "amps.xml", CONFIG)
     seed = _write(tmp_path, "seed.jsonl", '{"topic": "orders", "data": {"id": 1}}\n'
-                                          '{"topic": "orders", "data": {"qty": 1}}\n')
+                                          '{"topic": "orders", "data": null}\n')
     res = subprocess.run(_cmd("-DNAME=x", "-DPORT=0", "--seed", str(seed), str(cfg)), cwd=tmp_path,
                          capture_output=True, text=True, env=_env(), timeout=60)
     assert res.returncode == 1

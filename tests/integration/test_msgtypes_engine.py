@@ -3,9 +3,12 @@
 Issue 21's engine side (beyond-json.md A.3-A.5, A.8): each server reads bodies with its own
 codec table; queues, views (also projected into another type), conflated topics, aggregated
 subscriptions, pagination, SOW History, ``/AMPS/`` topics, OOF and select lists work on typed
-topics as they do on JSON ones. Parametrised over fix, nvfix, xml and msgpack (and the other
-types AMPS supports a feature for). Bodies are built and read with the emulator's own codecs,
-which have their own unit and property tests.
+topics as they do on JSON ones. Parametrised over every type AMPS offers them all for: fix,
+nvfix, xml, msgpack, bflat, bson and a composite-local type (its ``/AMPS/`` topics aside, which
+AMPS does not write for composites). The types AMPS serves with limits (protobuf proto2 and
+proto3, struct, composite-global) have their own tests at the end: what they support works,
+what the User Guide says they do not is refused. Bodies are built and read with the emulator's
+own codecs, which have their own unit and property tests.
 """
 
 from __future__ import annotations
@@ -19,11 +22,18 @@ from typing import Any
 import pytest
 
 from amps_emulator.protocol.msgtypes import MessageTypeDecl, build_registry
+from amps_emulator.protocol.msgtypes.composite import join_parts
 from tests.integration.conftest import start_server
 
 AMPS = pytest.importorskip("AMPS")
 
-_REG = build_registry()
+#: composite-local over a json part and a binary part (the binary part is never read)
+COMPOSITE = "composite-json-binary"
+_REG = build_registry([MessageTypeDecl(COMPOSITE, module="composite-local",
+                                       parts=("json", "binary"))])
+MESSAGE_TYPES = f"""<MessageTypes><MessageType><Name>{COMPOSITE}</Name>
+  <Module>composite-local</Module><MessageType>json</MessageType><MessageType>binary</MessageType>
+</MessageType></MessageTypes>"""
 
 
 @dataclass(frozen=True)
@@ -59,12 +69,23 @@ def _xml_decode(b: bytes) -> dict[str, Any]:
     return dict(inner)
 
 
+def _composite_encode(f: dict[str, Any]) -> bytes:
+    return join_parts([_REG.codec("json").encode(f), b"\x00\x01opaque"])
+
+
+def _composite_decode(b: bytes) -> dict[str, Any]:
+    return dict(_REG.codec(COMPOSITE).decode(bytes(b))["0"])
+
+
 KINDS = [
     Kind("fix", lambda f: _REG.codec("fix").encode({_FIX_TAGS[k]: v for k, v in f.items()}),
          _fix_decode, lambda f: f"/{_FIX_TAGS[f]}"),
     _flat("nvfix"),
     Kind("xml", lambda f: _REG.codec("xml").encode({"o": f}), _xml_decode, lambda f: f"/o/{f}"),
     _flat("msgpack"),
+    _flat("bflat"),
+    _flat("bson"),
+    Kind(COMPOSITE, _composite_encode, _composite_decode, lambda f: f"/0/{f}"),
 ]
 IDS = [k.name for k in KINDS]
 
@@ -194,7 +215,7 @@ def _queue_config(d) -> str:
           <MaxPerSubscriptionBacklog>10</MaxPerSubscriptionBacklog></Queue>""" for k in KINDS)
     logged = "".join(f"<Topic><Name>.*</Name><MessageType>{k.name}</MessageType></Topic>"
                      for k in KINDS)
-    return f"""<AMPSConfig><Name>queues</Name>{TRANSPORT}
+    return f"""<AMPSConfig><Name>queues</Name>{MESSAGE_TYPES}{TRANSPORT}
 <TransactionLog><JournalDirectory>{d}/journal</JournalDirectory>{logged}
   <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
 <SOW>{queues}</SOW></AMPSConfig>"""
@@ -307,7 +328,7 @@ def _derived_config(d) -> str:
     <UnderlyingTopic>orders</UnderlyingTopic><Interval>100ms</Interval></ConflatedTopic>""")
     logged = "".join(f"<Topic><Name>.*</Name><MessageType>{k.name}</MessageType></Topic>"
                      for k in KINDS)
-    return f"""<AMPSConfig><Name>derived</Name>{TRANSPORT}
+    return f"""<AMPSConfig><Name>derived</Name>{MESSAGE_TYPES}{TRANSPORT}
 <TransactionLog><JournalDirectory>{d}/journal</JournalDirectory>{logged}
   <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
 <SOW><Topic><Name>jorders</Name><MessageType>json</MessageType><Key>/k</Key>
@@ -430,7 +451,7 @@ def _oof_config(d) -> str:
     topics = "".join(
         f"""<Topic><Name>oofs</Name><MessageType>{k.name}</MessageType><Key>{k.path('k')}</Key>
           <Expiration>enabled</Expiration><FileName>{d}/%n.sow</FileName></Topic>""" for k in KINDS)
-    return f"""<AMPSConfig><Name>oof</Name>{TRANSPORT}<SOW>{topics}</SOW></AMPSConfig>"""
+    return f"""<AMPSConfig><Name>oof</Name>{MESSAGE_TYPES}{TRANSPORT}<SOW>{topics}</SOW></AMPSConfig>"""
 
 
 @pytest.fixture(scope="module")
@@ -495,8 +516,9 @@ _EVENT_PATHS = {
                 "stats_type": "/SOWStats/message_type"},
 }
 _EVENT_PATHS["json"] = _EVENT_PATHS["msgpack"]
+_EVENT_PATHS["bson"] = _EVENT_PATHS["msgpack"]
 _EVENT_PATHS["bflat"] = _EVENT_PATHS["nvfix"]
-EVENT_TYPES = ["fix", "nvfix", "xml", "msgpack", "json", "bflat"]
+EVENT_TYPES = ["fix", "nvfix", "xml", "msgpack", "json", "bflat", "bson"]
 
 
 def _field(tree: Any, path: str) -> Any:
@@ -703,3 +725,185 @@ def test_entitlement_read_and_write_filters_on_a_typed_topic(tmp_path) -> None:
         admin.close()
     finally:
         srv.stop()
+
+
+# -- the types AMPS serves with limits: protobuf (proto2 and proto3), struct, composite-global --
+# What the User Guide's message-types chapter says they support works (filters, SOW keys,
+# queues, pagination, History, OOF, bookmark replay; delta on proto2; select lists on proto3);
+# what it says they do not is refused as the emulator documents it (a View of the type stops
+# the start-up; aggregation and select lists get "invalid options"; /AMPS/ topics carry
+# nothing to them; delta on a type without it stores and delivers whole messages).
+
+LIMITED_PROTO = """syntax = "{syntax}";
+package lim;
+message Row {{ {opt}string k = 1; {opt}int64 n = 2; {opt}int64 g = 3; {opt}string x = 4; }}
+"""
+
+
+@dataclass(frozen=True)
+class Limited:
+    name: str
+    delta: bool  # AMPS merges deltas of the type
+    select: bool  # AMPS offers select lists on the type
+
+
+LIMITED = [Limited("rows-pb2", delta=True, select=False), Limited("rows-pb3", delta=False, select=True),
+           Limited("rows-st", delta=False, select=False), Limited("rows-cg", delta=False, select=False)]
+LIMITED_IDS = [k.name for k in LIMITED]
+
+
+def _limited_types(d) -> str:
+    for syntax in ("proto2", "proto3"):
+        (d / f"{syntax}.proto").write_text(LIMITED_PROTO.format(
+            syntax=syntax, opt="optional " if syntax == "proto2" else ""))
+    return f"""<MessageTypes>
+  <MessageType><Name>rows-pb2</Name><Module>protobuf</Module><ProtoPath>{d}</ProtoPath>
+    <ProtoFile>proto2.proto</ProtoFile><Type>lim.Row</Type></MessageType>
+  <MessageType><Name>rows-pb3</Name><Module>protobuf</Module><ProtoPath>{d}</ProtoPath>
+    <ProtoFile>proto3.proto</ProtoFile><Type>lim.Row</Type></MessageType>
+  <MessageType><Name>rows-st</Name><Module>struct</Module>
+    <Field>/k = 4s</Field><Field>/n = i</Field><Field>/g = i</Field><Field>/x = 4s</Field></MessageType>
+  <MessageType><Name>rows-cg</Name><Module>composite-global</Module>
+    <MessageType>json</MessageType><MessageType>json</MessageType></MessageType>
+</MessageTypes>"""
+
+
+@pytest.fixture(scope="module")
+def limited_srv(tmp_path_factory):
+    d = tmp_path_factory.mktemp("limited")
+    topics = "".join(f"""
+  <Topic><Name>rows</Name><MessageType>{k.name}</MessageType><Key>/k</Key>
+    <FileName>{d}/%n.sow</FileName><History><Window>1d</Window><Granularity>0s</Granularity></History></Topic>
+  <Queue><Name>work</Name><MessageType>{k.name}</MessageType><Filter>/n &gt; 6</Filter>
+    <MaxPerSubscriptionBacklog>10</MaxPerSubscriptionBacklog></Queue>""" for k in LIMITED)
+    logged = "".join(f"<Topic><Name>.*</Name><MessageType>{k.name}</MessageType></Topic>"
+                     for k in LIMITED)
+    s = start_server(f"""<AMPSConfig><Name>limited</Name>{_limited_types(d)}{TRANSPORT}
+<TransactionLog><JournalDirectory>{d}/journal</JournalDirectory>{logged}</TransactionLog>
+<SOW>{topics}</SOW></AMPSConfig>""")
+    yield s
+    s.stop()
+
+
+def _limited_body(srv, mt: str, **f: Any) -> bytes:
+    if mt == "rows-cg":  # the key and number in one json part, the rest in the other
+        first = {n: f[n] for n in ("k", "n") if n in f}
+        rest = {n: v for n, v in f.items() if n not in first}
+        return join_parts([json.dumps(first).encode(), json.dumps(rest).encode()])
+    if mt == "rows-st":
+        f = {"g": 0, "x": "", **f}
+    return srv.server.broker.bodies.codec(mt).encode(f)
+
+
+def _limited_decode(srv, mt: str, body: bytes) -> dict[str, Any]:
+    return dict(srv.server.broker.bodies.codec(mt).decode(bytes(body)))
+
+
+@pytest.mark.parametrize("kind", LIMITED, ids=LIMITED_IDS)
+def test_a_limited_type_serves_filters_keys_queues_pages_history_and_replay(limited_srv,
+                                                                            kind: Limited) -> None:
+    mt = kind.name
+    c = _client(limited_srv, f"lim-{mt}", mt)
+    try:
+        live = Box()
+        c.subscribe(live, "rows", "/n > 6")
+        a5, b7 = _limited_body(limited_srv, mt, k="A", n=5), _limited_body(limited_srv, mt, k="B", n=7)
+        for b in (a5, b7):
+            c.publish("rows", b)
+        c.publish_flush()
+        ts = max(m.get_timestamp() for m in c.execute(
+            AMPS.Command("sow").set_topic("rows").set_options("timestamp"))
+            if m.get_command() == "sow")
+        a9 = _limited_body(limited_srv, mt, k="A", n=9)
+        c.publish("rows", a9)
+        c.publish_flush()
+        assert live.take(2) == [b7, a9]  # a content filter on a typed field, bytes as sent
+        assert sorted(_sow(c, "rows")) == sorted([a9, b7])  # keyed: the latest per key
+        assert _sow(c, "rows", "/n > 0", orderby="/n DESC", top_n=1) == [a9]  # pagination
+        assert sorted(_sow(c, "rows", "/n > 0", bookmark=ts)) == sorted([a5, b7])  # History
+        replay = Box()
+        c.bookmark_subscribe(replay, "rows", "0")
+        assert replay.take(3) == [a5, b7, a9]  # byte-identical replay
+        # a queue of the type: its Filter reads the typed field
+        for b in (a5, b7, a9):
+            c.publish("work", b)
+        c.publish_flush()
+        assert sorted(_sow(c, "work")) == sorted([b7, a9])
+        got = Box()
+        c.subscribe(got, "work", "/k = 'A'", options="max_backlog=10")
+        assert got.take(1) == [a9]
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("kind", LIMITED, ids=LIMITED_IDS)
+def test_a_limited_type_refuses_aggregation_and_select_lists_as_documented(limited_srv,
+                                                                            kind: Limited) -> None:
+    mt = kind.name
+    c = _client(limited_srv, f"lim-refuse-{mt}", mt)
+    try:
+        c.publish("rows", _limited_body(limited_srv, mt, k="S", n=3, x="drop"))
+        c.publish_flush()
+        for command in ("sow", "sow_and_subscribe"):
+            with pytest.raises(AMPS.InvalidOptionsException):
+                c.execute(AMPS.Command(command).set_topic("rows")
+                          .set_options("grouping=[/k],projection=[/k,SUM(/n) AS /n]"))
+        if kind.select:
+            (selected,) = _sow(c, "rows", "/k = 'S'", options="select=[-/,+/k,+/n]")
+            # (proto3 reads unset fields as their defaults: compare the bytes written)
+            assert selected == _limited_body(limited_srv, mt, k="S", n=3)
+        else:
+            with pytest.raises(AMPS.InvalidOptionsException):
+                _sow(c, "rows", "/k = 'S'", options="select=[-/,+/k,+/n]")
+        # /AMPS/ topics: the server builds no message of the type (nothing, not an error)
+        events = Box()
+        c.subscribe(events, "/AMPS/ClientStatus")
+        _client(limited_srv, f"lim-seen-{mt}", "json").close()
+        assert events.rest(c) == []
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("kind", LIMITED, ids=LIMITED_IDS)
+def test_delta_on_a_limited_type_merges_only_where_amps_does(limited_srv, kind: Limited) -> None:
+    mt = kind.name
+    c = _client(limited_srv, f"lim-delta-{mt}", mt)
+    try:
+        c.publish("rows", _limited_body(limited_srv, mt, k="D", n=1, x="old"))
+        c.publish_flush()
+        deltas = Box()
+        c.delta_subscribe(deltas, "rows", "/k = 'D'")
+        delta = _limited_body(limited_srv, mt, k="D", n=2)
+        c.delta_publish("rows", delta)
+        c.publish_flush()
+        (stored,) = _sow(c, "rows", "/k = 'D'")
+        (got,) = deltas.take(1)
+        if kind.delta:  # merged: the stored x kept; the subscriber gets what changed
+            assert _limited_decode(limited_srv, mt, stored) == {"k": "D", "n": 2, "x": "old"}
+            assert _limited_decode(limited_srv, mt, got) == {"k": "D", "n": 2}
+        else:  # the delta is the message: stored and delivered whole, as published
+            assert stored == got == delta
+    finally:
+        c.close()
+
+
+@pytest.mark.parametrize("mt", [*LIMITED_IDS, "binary"])
+def test_a_view_of_a_type_amps_cannot_build_stops_the_start_up(tmp_path, mt: str) -> None:
+    from amps_emulator.config import ConfigError, loads_config
+
+    xml = f"""<AMPSConfig><Name>v</Name>{_limited_types(tmp_path)}{TRANSPORT}<SOW>
+<Topic><Name>o</Name><MessageType>json</MessageType><Key>/k</Key><Durability>transient</Durability></Topic>
+<View><Name>v</Name><MessageType>{mt}</MessageType><UnderlyingTopic>[json].[o]</UnderlyingTopic>
+  <Grouping><Field>/g</Field></Grouping><Projection><Field>/g</Field></Projection></View>
+</SOW></AMPSConfig>"""
+    with pytest.raises(ConfigError) as e:
+        loads_config(xml, "views.xml")
+    line = 1 + xml.split("\n").index(next(x for x in xml.split("\n") if x.startswith("<View>")))
+    assert f"views.xml:{line}:" in str(e.value) and "cannot be a view's type" in str(e.value)
+    # the same type may underlie a view of another type
+    if mt != "binary":
+        ok = xml.replace(f"<MessageType>{mt}</MessageType><UnderlyingTopic>[json].[o]",
+                         f"<MessageType>json</MessageType><UnderlyingTopic>[{mt}].[o]").replace(
+            "<Topic><Name>o</Name><MessageType>json</MessageType>",
+            f"<Topic><Name>o</Name><MessageType>{mt}</MessageType>")
+        loads_config(ok, "views.xml")

@@ -76,6 +76,7 @@ CONFIG = """<AMPSConfig><Name>msgtypes</Name>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/k</Key><FileName>{d}/%n.sow</FileName></Topic>
   {sow}
 </SOW>
+<Admin><InetAddr>127.0.0.1:0</InetAddr></Admin>
 </AMPSConfig>"""
 
 
@@ -85,7 +86,10 @@ def srv(tmp_path_factory):
     txlog = "\n".join(f"<Topic><Name>.*</Name><MessageType>{k.name}</MessageType></Topic>"
                       for k in KINDS) + "<Topic><Name>.*</Name><MessageType>json</MessageType></Topic>"
     sow = "\n".join(f"<Topic><Name>orders</Name><MessageType>{k.name}</MessageType>"
-                    f"<Key>{k.key}</Key><FileName>{d}/%n.sow</FileName></Topic>" for k in KINDS)
+                    f"<Key>{k.key}</Key><FileName>{d}/%n.sow</FileName></Topic>"
+                    f"<Topic><Name>keyless</Name><MessageType>{k.name}</MessageType>"
+                    f"<Key>{k.key}</Key><Key>{k.num}</Key><FileName>{d}/%n.sow</FileName></Topic>"
+                    for k in KINDS)
     s = start_server(CONFIG.format(d=d, txlog=txlog, sow=sow))
     yield s
     s.stop()
@@ -175,6 +179,49 @@ def test_type(srv, kind: Kind) -> None:
     finally:
         c.close()
         js.close()
+
+
+def _partial(kind: Kind, **fields: object) -> bytes:
+    """A body of ``kind`` with only the given logical fields (``k``, ``n``, ``x``)."""
+    if kind.name == "fix":
+        tags = {"k": "11", "n": "38", "x": "58"}
+        return _REG.codec("fix").encode({tags[f]: v for f, v in fields.items()})
+    if kind.name == "xml":
+        return _REG.codec("xml").encode({"o": fields})
+    if kind.name.startswith("composite"):
+        return _composite(fields)
+    return _REG.codec(kind.name).encode(fields)
+
+
+@pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
+def test_a_message_missing_key_fields_is_keyed_on_empty_values(srv, kind: Kind) -> None:
+    """sow/keys.py: a Key field without a value counts as empty (60East's FAQ on SowKeys and
+    its NVFIX sample pair), for a key partly missing and one entirely missing."""
+    from amps_emulator.protocol.topics import qualify
+    from amps_emulator.sow import generate_sow_key
+
+    c = _client(srv, f"keyless-{kind.name}", kind.name)
+    try:
+        live = Box()
+        c.subscribe(live, "keyless")
+        partly = _partial(kind, n=150)  # Key field k missing, n present
+        none1, none2 = _partial(kind, x="a"), _partial(kind, x="b")  # both Key fields missing
+        for body in (partly, none1, none2):
+            c.publish("keyless", body)
+        c.publish_flush()
+        assert live.take(3) == [partly, none1, none2]  # every one delivered, bytes as sent
+        stored = {m.get_sow_key(): bytes(m.get_data_raw())
+                  for m in c.execute(AMPS.Command("sow").set_topic("keyless"))
+                  if m.get_command() == "sow"}
+        # the two keyless messages are one record (the latest), under the empty values' key
+        domain = srv.call(lambda: srv.server.sowsvc.get(qualify("keyless", kind.name)).spec.domain)
+        assert stored == {generate_sow_key(domain, ["", "150"]): partly,
+                          generate_sow_key(domain, ["", ""]): none2}
+        admin = srv.http(f"/emulator/sow/keyless?type={kind.name}")
+        assert admin["count"] == 2
+        assert sorted(r["sow_key"] for r in admin["records"]) == sorted(stored)
+    finally:
+        c.close()
 
 
 def test_fixed_type_transport_refuses_another_type(srv) -> None:
@@ -293,10 +340,6 @@ def test_fix_builder_and_shredder_samples(sample_srv, sample) -> None:
         js.close()
 
 
-@pytest.mark.xfail(strict=True, reason="sample.xml keys the nvfix messages-sow on "
-                   "/messageNumber, which the sample's body lacks; the emulator refuses a SOW "
-                   "publish without its key (bad sow key) as it does for json; what AMPS does "
-                   "is undocumented (beyond-json.md 0.2)")
 def test_nvfix_builder_and_shredder_samples(sample_srv, sample) -> None:
     sub = sample("AMPSNVFIXShredderSubscriber.py")
     _subscribed(sample_srv, "messages-sow", "nvfix")
@@ -387,3 +430,66 @@ def test_oof_of_a_deleted_record_of_a_stored_typed_topic(tmp_path) -> None:
         c.close()
     finally:
         s.stop()
+
+
+# -- composite parts: each part's fields addressed, keyed and replayed ------------------------
+
+_PARTS_CONFIG = """<AMPSConfig><Name>parts</Name>
+<MessageTypes>
+  <MessageType><Name>cl</Name><Module>composite-local</Module>
+    <MessageType>json</MessageType><MessageType>nvfix</MessageType><MessageType>binary</MessageType></MessageType>
+  <MessageType><Name>cg</Name><Module>composite-global</Module>
+    <MessageType>json</MessageType><MessageType>nvfix</MessageType><MessageType>binary</MessageType></MessageType>
+</MessageTypes>
+<Transports><Transport><Name>any</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
+  <Protocol>amps</Protocol></Transport></Transports>
+<TransactionLog><JournalDirectory>{d}/journal</JournalDirectory>
+  <Topic><Name>.*</Name><MessageType>cl</MessageType></Topic>
+  <Topic><Name>.*</Name><MessageType>cg</MessageType></Topic></TransactionLog>
+<SOW>
+  <Topic><Name>parts</Name><MessageType>cl</MessageType><Key>/1/id</Key><FileName>{d}/%n.sow</FileName></Topic>
+  <Topic><Name>parts</Name><MessageType>cg</MessageType><Key>/id</Key><FileName>{d}/%n.sow</FileName></Topic>
+</SOW>
+</AMPSConfig>"""
+
+
+def _parts(desk: str, qty: int, oid: str, blob: bytes = b"\x00\xffraw") -> bytes:
+    """A json part (desk, qty), an nvfix part (id, side) and an opaque binary part."""
+    json_part = b'{"desk":"%s","qty":%d}' % (desk.encode(), qty)
+    nvfix_part = b"id=%s\x01side=B\x01" % oid.encode()
+    return b"".join(struct.pack(">I", len(p)) + p for p in (json_part, nvfix_part, blob))
+
+
+@pytest.fixture(scope="module")
+def parts_srv(tmp_path_factory):
+    s = start_server(_PARTS_CONFIG.format(d=tmp_path_factory.mktemp("parts")))
+    yield s
+    s.stop()
+
+
+# (type, filter on the first part's field AND the second part's) per composite module
+PART_FILTERS = {"cl": "/0/qty > 10 AND /1/id LIKE '^O'", "cg": "/qty > 10 AND /id LIKE '^O'"}
+
+
+@pytest.mark.parametrize("mt", ["cl", "cg"])
+def test_composite_parts_filter_key_and_replay(parts_srv, mt: str) -> None:
+    c = _client(parts_srv, f"parts-{mt}", mt)
+    try:
+        live = Box()
+        c.subscribe(live, "parts", PART_FILTERS[mt])
+        bodies = [_parts("eq", 50, "O1"), _parts("eq", 5, "O2"),  # qty out
+                  _parts("fx", 70, "X3"),  # id out
+                  _parts("fx", 80, "O1", b"\x01other")]  # the same key as the first
+        for b in bodies:
+            c.publish("parts", b)
+        c.publish_flush()
+        # the filter read a field of the json part and one of the nvfix part
+        assert live.take(2) == [bodies[0], bodies[3]]
+        # keyed on the nvfix part's id: O1's latest (its binary part too), O2, X3
+        assert sorted(map(bytes, _sow(c, "parts"))) == sorted([bodies[3], bodies[1], bodies[2]])
+        assert [bytes(b) for b in _sow(c, "parts", PART_FILTERS[mt])] == [bodies[3]]
+        replay = Box()
+        c.bookmark_subscribe(replay, "parts", "0")
+        assert replay.take(4) == bodies  # byte-identical, the opaque parts included
+    finally:
+        c.close()

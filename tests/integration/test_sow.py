@@ -164,7 +164,7 @@ def test_explicit_sow_keys_and_bad_keys(client):
     assert query(c, "explicit") == [("Zm9v", {"a": 2})]
     for bad in (AMPS.Command("publish").set_topic("explicit").set_data('{"a":3}'),
                 AMPS.Command("publish").set_topic("explicit").set_sow_key("not base64!").set_data("{}"),
-                AMPS.Command("publish").set_topic("orders").set_data('{"no_id":1}')):
+                AMPS.Command("publish").set_topic("orders").set_data('{"id":')):  # unparsable
         with pytest.raises(AMPS.AMPSException) as ei:
             c.execute(bad.add_ack_type("processed").set_timeout(5000))
         assert "sow key" in str(ei.value).lower()
@@ -565,7 +565,7 @@ def test_store_publish_with_a_bad_sow_key_reaches_the_failed_write_handler(sow_s
         done.set()
 
     c = store_client(sow_server.uri, "bad-key-store", on_failed)
-    c.publish("orders", '{"no_id":1}')  # the topic's Key /id is missing
+    c.publish("orders", '{"id":')  # does not parse: no Key /id to read (sow/keys.py)
     c.publish("orders", '{"id":1}')
     assert done.wait(10)
     assert "sow key" in failed[0].lower()

@@ -70,3 +70,20 @@ def test_composite_parts_must_be_declared_first():
     assert reg.codec("c").decode(b"\x00\x00\x00\x04a=1|") == {"0": {"a": 1}}
     with pytest.raises(MessageTypeConfigError, match="twice"):
         build_registry([MessageTypeDecl("x", module="json"), MessageTypeDecl("x", module="json")])
+
+
+def test_the_modules_refused_as_view_types_are_the_codecs_without_views(tmp_path):
+    from amps_emulator.protocol.msgtypes import BUILTIN_MODULES, VIEWLESS_MODULES
+
+    (tmp_path / "r.proto").write_text('syntax = "proto2";\nmessage R { optional string k = 1; }\n')
+    reg = build_registry([
+        MessageTypeDecl("c-local", module="composite-local", parts=("json",)),
+        MessageTypeDecl("c-global", module="composite-global", parts=("json",)),
+        MessageTypeDecl("pb", module="protobuf", proto_paths=(str(tmp_path),),
+                        proto_file="r.proto", proto_type="R"),
+        MessageTypeDecl("st", module="struct", fields=("/k = 4s",))])
+    by_module = {"composite-local": "c-local", "composite-global": "c-global", "protobuf": "pb",
+                 "struct": "st"}
+    without_views = {m for m in BUILTIN_MODULES
+                     if not reg.codec(by_module.get(m, m)).capabilities.views}
+    assert without_views == set(VIEWLESS_MODULES)

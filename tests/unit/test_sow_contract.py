@@ -62,14 +62,18 @@ def test_composite_key(sf):
     assert t.count() == 2
 
 
-def test_missing_key_field_is_bad_sow_key(sf):
+def test_missing_key_field_is_an_empty_value(sf):
+    # sow/keys.py: a Key field without a value counts as empty (60East's SowKey FAQ and its
+    # NVFIX sample pair); a body that does not parse is still refused
     t = keyed(sf)
+    a = t.publish(js({"other": 1}))
+    b = t.publish(js({"id": None, "other": 2}))
+    assert a.sow_key == b.sow_key == t.publish(js({"id": ""})).sow_key
+    assert t.count() == 1 and t.get(a.sow_key).doc == {"id": ""}
     with pytest.raises(CommandError) as e:
-        t.publish(js({"other": 1}))
-    assert e.value.reason == BAD_SOW_KEY
-    with pytest.raises(CommandError):
         t.publish(b"not json")
-    assert t.count() == 0
+    assert e.value.reason == BAD_SOW_KEY
+    assert t.count() == 1
 
 
 def test_explicit_keys_required_and_validated(sf):
@@ -293,8 +297,11 @@ def test_delete_by_data(sf):
     raw = sf.topic("raw")
     raw.publish(b"x", sow_key="AA")
     assert raw.delete_by_data(b"x", sow_key="AA").records_deleted == 1
+    # data without the Key field names the record a publish of it would update (the
+    # empty-value key, sow/keys.py): none here; a body that does not parse names none
+    assert t.delete_by_data(js({"nokey": 1})).records_deleted == 0
     with pytest.raises(CommandError):
-        t.delete_by_data(js({"nokey": 1}))
+        t.delete_by_data(b"not json")
 
 
 def test_delete_removes_index_entries(sf):

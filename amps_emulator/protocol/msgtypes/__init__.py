@@ -38,6 +38,7 @@ from .msgpackmsg import MsgpackCodec
 from .registry import (
     BUILTIN_MODULES,
     PREDECLARED,
+    VIEWLESS_MODULES,
     MessageTypeDecl,
     MessageTypeRegistry,
     build_registry,
@@ -50,6 +51,7 @@ __all__ = [
     "Capabilities", "CodecError", "MessageCodec", "MessageTypeConfigError", "Path", "Tree",
     "UnsupportedByType", "BflatCodec", "BinaryCodec", "BsonCodec", "CompositeGlobalCodec",
     "CompositeLocalCodec", "FixCodec", "NvfixCodec", "JsonCodec", "MsgpackCodec", "StructCodec",
-    "XmlCodec", "BUILTIN_MODULES", "PREDECLARED", "MessageTypeDecl", "MessageTypeRegistry",
+    "XmlCodec", "BUILTIN_MODULES", "PREDECLARED", "VIEWLESS_MODULES", "MessageTypeDecl",
+    "MessageTypeRegistry",
     "build_registry", "refuse_custom_module",
 ]

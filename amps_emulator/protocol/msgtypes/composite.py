@@ -11,7 +11,10 @@ parts than declared simply lacks the missing ones.
   the stored part, a part whose type merges deltas is merged, any other part is replaced.
 * ``composite-global``: every parsable part's fields at the root; a name present in several
   parts becomes an array of their values (``/m`` -> ``["a", "b"]``).  AMPS offers neither
-  delta nor views on it.
+  delta nor views on it, and aggregation cannot project it (User Guide, composite types), so
+  an aggregated query or subscription on it is refused.  A select list would have to write a
+  composite-global body too, which nothing of 60East's describes: refused as well
+  (``invalid options``) rather than answered with the unselected message.
 """
 
 from __future__ import annotations
@@ -120,7 +123,8 @@ class CompositeLocalCodec(_Composite):
 
 
 class CompositeGlobalCodec(_Composite):
-    capabilities = Capabilities(delta=False, views=False, amps_topics=False)
+    capabilities = Capabilities(delta=False, views=False, select=False, aggregates=False,
+                                amps_topics=False)
 
     def _tree(self, body: bytes, text: bool) -> Tree:
         return group_repeated(item for t in self._part_trees(body, text) if isinstance(t, dict)

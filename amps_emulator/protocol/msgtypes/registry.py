@@ -37,10 +37,14 @@ from .structmsg import StructCodec
 from .xmlmsg import XmlCodec
 
 __all__ = ["MessageTypeDecl", "MessageTypeRegistry", "build_registry", "refuse_custom_module",
-           "PREDECLARED", "BUILTIN_MODULES"]
+           "PREDECLARED", "BUILTIN_MODULES", "VIEWLESS_MODULES"]
 
 PREDECLARED = ("fix", "nvfix", "xml", "json", "bflat", "msgpack", "bson", "binary")
 BUILTIN_MODULES = (*PREDECLARED, "composite-local", "composite-global", "protobuf", "struct")
+#: modules whose types cannot be a View's MessageType (User Guide, message types chapter: a
+#: view builds messages from arbitrary values, which these fixed or unparsed layouts cannot
+#: hold; they may still underlie a view or be joined); their codecs' ``capabilities.views``
+VIEWLESS_MODULES = ("binary", "composite-global", "protobuf", "struct")
 _SEPARATED = ("fix", "nvfix")
 
 
