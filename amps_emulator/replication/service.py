@@ -195,8 +195,8 @@ class ReplicationService:
             self._downgraded(name, f"oldest unacknowledged message older than {age:g}s")
         return names
 
-    def upgrade(self, age: float) -> list[str]:
-        names = self.gate.upgrade(age)
+    def upgrade(self, age: float, grace_period: float = 0.0) -> list[str]:
+        names = self.gate.upgrade(age, grace_period)
         for name in names:
             self._upgraded(name)
         return names
@@ -345,7 +345,7 @@ class ReplicationService:
                 except OSError as exc:
                     log.debug("replication destination %r: %s unreachable (%s)", dest.name,
                               addr.inet_addr, exc)
-                    await self._wait(retry)
+                    await self._retry(st, retry)
                     continue
                 if st.cut:  # cut while connecting
                     writer.close()
@@ -369,7 +369,16 @@ class ReplicationService:
                     if st.connected:
                         st.disconnected(self.timebase.time())
                         self._fire(ON_DISCONNECT, dest.name, reason)
-                await self._wait(retry)
+                await self._retry(st, retry)
+
+    async def _retry(self, st: DestinationState, seconds: float) -> None:
+        """Wait ``seconds`` before the next connection attempt; ``st.retry_at`` says when
+        (server monotonic time) meanwhile, so a test on the test clock knows what to advance."""
+        st.retry_at = self.timebase.monotonic() + seconds
+        try:
+            await self._wait(seconds)
+        finally:
+            st.retry_at = None
 
     async def _wait(self, seconds: float) -> None:
         """Wait ``seconds`` on the server clock (a test clock advances it by hand)."""
