@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import msgspec
 
@@ -429,6 +429,7 @@ class ReplicationService:
         wake = asyncio.Event()
         self._wakeups.add(wake)
         acks = asyncio.get_running_loop().create_task(self._read_acks(reader, sender, st))
+        pending: asyncio.Task[Literal[True]] | None = None  # the wait for a wake-up
         try:
             while True:
                 wake.clear()
@@ -444,8 +445,9 @@ class ReplicationService:
                     writer.write(b"".join(frames))
                     await writer.drain()
                     continue
-                waiter = asyncio.ensure_future(wake.wait())
+                waiter = pending = asyncio.ensure_future(wake.wait())
                 done, _ = await asyncio.wait({waiter, acks}, return_when=asyncio.FIRST_COMPLETED)
+                pending = None
                 if acks in done:
                     waiter.cancel()
                     acks.result()  # the link is gone: raises what ended it
@@ -453,6 +455,8 @@ class ReplicationService:
         finally:
             self._wakeups.discard(wake)
             acks.cancel()
+            if pending is not None:  # cancelled (the server stops) while waiting: not left pending
+                pending.cancel()
 
     async def _read_acks(self, reader: asyncio.StreamReader, sender: Sender, st: DestinationState) -> None:
         while True:
