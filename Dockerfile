@@ -19,9 +19,14 @@ ENV PATH=/opt/amps-emulator/bin:$PATH \
 
 # The wheel, built in a stage of its own: no build tools or sources in the final image.
 FROM base AS wheel
-RUN pip install 'hatchling>=1.24'
+# a C compiler and the Python headers in this stage only: the wheel carries the compiled hot
+# path (amps_emulator/_speedups.c, built by hatch_build.py); the runtime image needs neither
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev python3-dev \
+ && rm -rf /var/lib/apt/lists/* \
+ && pip install 'hatchling>=1.24'
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md hatch_build.py ./
 COPY amps_emulator ./amps_emulator
 RUN pip wheel --no-deps --no-build-isolation -w /wheels .
 

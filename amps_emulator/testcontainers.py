@@ -43,6 +43,11 @@ PORT = 9007
 READY_LOG = re.compile(r"00-0015 .*AMPS initialization completed")
 
 
+def _ready(logs: str) -> bool:
+    """Whether the container's output so far holds the ``00-0015`` line."""
+    return READY_LOG.search(logs) is not None
+
+
 class AmpsContainer(DockerContainer):
     """The AMPS emulator in a container, started once it logs ``00-0015``.
 
@@ -50,12 +55,14 @@ class AmpsContainer(DockerContainer):
     must match the first transport of a mounted configuration; the built-in configuration's
     is ``json`` over ``amps``). ``server_version`` sets what the server announces
     (``AMPS_EMULATOR_SERVER_VERSION``). ``startup_timeout`` bounds the wait for the line.
+    Everything else testcontainers offers goes through its ``with_*`` methods
+    (``with_name``, ``with_env``, ``with_kwargs`` for the engine's create options, ...).
     """
 
     def __init__(self, image: str = DEFAULT_IMAGE, *, message_type: str = "json",
                  protocol: str = "amps", server_version: str | None = None,
-                 startup_timeout: float = 60.0, **kwargs: object) -> None:
-        super().__init__(image, **kwargs)
+                 startup_timeout: float = 60.0) -> None:
+        super().__init__(image)
         self.message_type = message_type
         self.protocol = protocol
         self.startup_timeout = startup_timeout
@@ -82,7 +89,7 @@ class AmpsContainer(DockerContainer):
 
     def start(self) -> AmpsContainer:
         super().start()
-        wait_for_logs(self, READY_LOG.search, timeout=self.startup_timeout)
+        wait_for_logs(self, _ready, timeout=self.startup_timeout)
         return self
 
     def get_connection_uri(self) -> str:

@@ -38,7 +38,12 @@ def machine() -> str:
 class ServerProcess:
     """``amps-emulator`` in a subprocess on a free port; waits for its ready line."""
 
-    def __init__(self, config_path: str | None = None, extra: list[str] | None = None) -> None:
+    def __init__(self, config_path: str | None = None, extra: list[str] | None = None, *,
+                 root: Path | None = None, env: dict[str, str] | None = None) -> None:
+        # root: the checkout whose amps_emulator runs (its directory is the server's sys.path[0]);
+        # env: added to the environment (e.g. AMPS_EMULATOR_PURE=1)
+        self.root = root or ROOT
+        self.env = {**os.environ, **env} if env else None
         self.tmp = tempfile.TemporaryDirectory(prefix="amps-bench-")
         args = [sys.executable, "-m", "amps_emulator.server", "--log-level", "WARNING"]
         if config_path:
@@ -49,7 +54,8 @@ class ServerProcess:
         self._launch()
 
     def _launch(self) -> None:
-        self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(self.args, cwd=self.root, env=self.env, stdout=subprocess.PIPE,
+                                     text=True)
         line = self.proc.stdout.readline()  # type: ignore[union-attr]
         if not line.startswith("ready: "):
             self.proc.kill()

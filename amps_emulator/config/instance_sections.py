@@ -3,13 +3,15 @@
 Each ``read_*`` function takes the section element and the :class:`~config.schema.Ctx`,
 reports every problem through it, and returns the frozen structures that could be built.
 
-Transports that the emulator cannot serve (``amps-unix``; the legacy FIX/XML/SOAP protocols)
-produce one warning naming the transport and are left out of ``Config.transports``; their
+Transports that the emulator cannot serve (``amps-unix``; the legacy SOAP and FIX-session
+protocols) produce one warning naming the transport and are left out of ``Config.transports``; their
 contents are not validated further. The ``amps-replication`` transport is not a client
 transport: :func:`read_transports` skips it and ``replication_sections`` reads it.
 TLS transports (``tcps``, or
-``tcp`` with ``Certificate`` and ``PrivateKey``) and the ``websocket`` protocol are served;
-a certificate or key that cannot be loaded is an error at its element's line.
+``tcp`` with ``Certificate`` and ``PrivateKey``), the ``websocket`` protocol and the legacy
+``fix``, ``nvfix`` and ``xml`` protocols are served; a certificate or key that cannot be loaded
+is an error at its element's line, and so is a legacy-protocol transport without the
+``MessageType`` it needs.
 """
 
 from __future__ import annotations
@@ -63,15 +65,15 @@ class InstanceDefaults:
 _UNSUPPORTED_TYPES = {
     "amps-unix": "unix domain socket transports (Type amps-unix) are not supported",
 }
+#: the legacy protocols served (server/legacy.py); each needs the transport's MessageType
+LEGACY_PROTOCOLS = ("fix", "nvfix", "xml")
+_SERVED_PROTOCOLS = ("amps", "websocket", *LEGACY_PROTOCOLS)
 _UNSUPPORTED_PROTOCOLS = {
-    "fix": "the legacy fix protocol is not supported",
-    "nvfix": "the legacy nvfix protocol is not supported",
-    "xml": "the legacy xml protocol is not supported",
     "soap": "the legacy soap protocol is not supported",
     "fix-session": "the legacy fix-session protocol is not supported",
 }
 #: protocol modules AMPS loads by default, and the synonym it accepts
-BUILTIN_PROTOCOLS = ("amps", "websocket", *_UNSUPPORTED_PROTOCOLS)
+BUILTIN_PROTOCOLS = (*_SERVED_PROTOCOLS, *_UNSUPPORTED_PROTOCOLS)
 _PROTOCOL_SYNONYMS = {"json": "amps"}
 
 _TRANSPORT_IGNORED = frozenset({
@@ -127,7 +129,7 @@ def _unsupported_transport(node: Node, ctx: Ctx) -> str | None:
             base, written = resolve_protocol(ctx, p.text)
         except ValueError:
             return None  # reported when the transport is read
-        if base not in ("amps", "websocket"):
+        if base not in _SERVED_PROTOCOLS:
             via = "" if written.lower() == base else f"protocol {written!r} is built on {base}: "
             return via + _UNSUPPORTED_PROTOCOLS.get(
                 base, f"the custom protocol module {base!r} is not supported")
@@ -192,6 +194,11 @@ def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults
         return None
     host, port = addr
     if not _tls_usable(node, r, ctx):
+        return None
+    base = r.get("protocol", ("amps", "amps"))[0]
+    if base in LEGACY_PROTOCOLS and r.get("message_type") is None:
+        ctx.err(node, f"{label(node)}: the legacy {base} protocol needs a <MessageType> (its "
+                      f"clients name no message type)")
         return None
     return Transport(
         file=node.file,
@@ -321,12 +328,13 @@ _ADMIN_SPEC = Spec(
         "Interval": Elem("interval", at_least(parse_duration, 1.0, "1s")),
         "SQLTransport": Elem("sql_transport", text),
         "ExternalInetAddr": Elem("external_inet_addr", text),
+        "WWWAuthenticate": Elem("www_authenticate", text),
         # read by config.security.read_security (the loader's _read_security)
         "Authentication": Elem("authentication", node=_as_node),
         "Entitlement": Elem("entitlement", node=_as_node),
     },
     ignored=frozenset({
-        "WWWAuthenticate", "AnonymousPaths", "Header",
+        "AnonymousPaths", "Header",
         "AccessControlAllowOrigin", "SessionOptions", "Certificate", "PrivateKey", "Ciphers",
         "Galvanometer", "SQLTransportInetAddr",
     }),
@@ -340,10 +348,20 @@ def read_admin(node: Node, ctx: Ctx) -> Admin | None:
     if addr is None or not r.ok or "inet_addr" not in r.values:
         return None
     host, port = addr
+    challenge = r.get("www_authenticate")
+    if challenge is not None:
+        if "authentication" not in r.values and "entitlement" not in r.values:
+            ctx.warn(r.nodes["www_authenticate"], "<WWWAuthenticate> has no effect here: the "
+                     "emulator's Admin interface asks for credentials only when <Admin> has its "
+                     "own <Authentication> or <Entitlement>")
+        elif challenge.split(" ", 1)[0].lower() != "basic":
+            ctx.warn(r.nodes["www_authenticate"], f"<WWWAuthenticate> {challenge!r}: the "
+                     "emulator sends this challenge but reads only Basic credentials")
     return Admin(
         file=node.file, line=node.line, host=host, port=port, inet_addr=r.values["inet_addr"],
         file_name=r.get("file_name", ":memory:"), interval=r.get("interval", 10.0),
         sql_transport=r.get("sql_transport"), external_inet_addr=r.get("external_inet_addr"),
+        www_authenticate=challenge,
     )
 
 

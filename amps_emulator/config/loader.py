@@ -170,10 +170,10 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     min_sync = read_tuning(v["tuning"], ctx) if "tuning" in v else None
     where_repl = top.nodes.get("replication")
     if where_repl is not None:
-        ctx.warn(where_repl, "<Replication> links connect and replicate publishes, delta publishes and "
-                             "sow_deletes (a sync Destination holds persisted acks until it acknowledged), "
-                             "but not yet completely: queue acks and ownership do not replicate, and a "
-                             "passive Destination (no InetAddr) sends nothing")
+        ctx.warn(where_repl, "<Replication> links connect and replicate publishes, delta publishes, "
+                             "sow_deletes and queue acks and ownership (a sync Destination holds "
+                             "persisted acks until it acknowledged), but not yet completely: a passive "
+                             "Destination (no InetAddr) sends nothing")
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)

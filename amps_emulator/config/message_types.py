@@ -4,9 +4,9 @@ Each element becomes a :class:`protocol.msgtypes.MessageTypeDecl` carrying its f
 the registry is built here once (:func:`protocol.msgtypes.build_registry`), so that every
 declaration the emulator cannot serve -- a custom ``.so`` ``Module``
 (:func:`protocol.msgtypes.refuse_custom_module`), a composite over an unknown part, a
-separator out of range, bson or protobuf without their libraries -- is a config error with
-its position, at ``--verify-config`` as at start-up. The server builds its own registry from
-the same declarations (:attr:`Config.message_type_decls`).
+separator out of range, a ``.proto`` that does not compile, protobuf without its libraries --
+is a config error with its position, at ``--verify-config`` as at start-up. The server
+builds its own registry from the same declarations (:attr:`Config.message_type_decls`).
 """
 
 from __future__ import annotations

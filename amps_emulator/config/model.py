@@ -87,6 +87,9 @@ class Admin(_Located, frozen=True, kw_only=True):
     interval: float = 10.0  # Interval: statistics refresh, seconds
     sql_transport: str | None = None  # SQLTransport
     external_inet_addr: str | None = None  # ExternalInetAddr
+    #: WWWAuthenticate: the challenge of a 401 when Admin has its own Authentication or
+    #: Entitlement block (None: ``Basic realm="AMPS Admin"``)
+    www_authenticate: str | None = None
 
 
 class LogTarget(_Located, frozen=True, kw_only=True):

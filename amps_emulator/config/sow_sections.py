@@ -346,7 +346,11 @@ def _read_queue(node: Node, ctx: Ctx, kind: QueueKind) -> Queue | None:
         ok = False
     if kind == "group_local":
         if "initial_owner" not in r.nodes:
-            ctx.err(node, f"{where} is missing required element <InitialOwner>")
+            # required by the Configuration Reference, and the User Guide has the group choose
+            # the instance that owns each message as it enters the queue; 60East's snippet of a
+            # GroupLocalQueueDomain leaves it out only because it shows the domain alone
+            ctx.err(node, f"{where} is missing required element <InitialOwner> (the instance that owns "
+                          "each message as it enters the queue, the same on every instance holding it)")
             ok = False
     else:
         for attr, tag in (("initial_owner", "InitialOwner"),

@@ -145,7 +145,13 @@ class JournalCore:
             ts = self._last_ts
         else:
             self._last_ts = ts
-        sequence = position if internal else assign_sequence(position, self._pub_last.get(pid, 0), client_seq)
+        if internal:
+            sequence = position
+        elif client_seq is None:  # identity.assign_sequence without an ``s``, inlined
+            last = self._pub_last.get(pid, 0)
+            sequence = position if position > last else last + 1
+        else:
+            sequence = assign_sequence(position, self._pub_last.get(pid, 0), client_seq)
         rec = JournalRecord(
             position,
             kind if kind.__class__ is int else int(kind),

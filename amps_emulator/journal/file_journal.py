@@ -87,6 +87,7 @@ from .record import (
     FrameEncoder,
     JournalRecord,
     RecordKind,
+    append_record,
 )
 from .recovery import Recovery
 from .retention import RETAINED_FROM, SegmentRetention, check_oldest
@@ -373,12 +374,19 @@ class FileJournal(SegmentReads, SegmentRetention):
         """Assign position, bookmark and timestamp; buffer the record; return it (not yet durable)."""
         if kind >= INTERNAL_KIND_MIN:
             raise ValueError(f"record kind {kind} is journal-internal")
-        self._roll_if_full()
+        # _roll_if_full and _take, inlined: this is every publish's path
+        active = self._segments[-1]
+        if active.count and active.size + len(self._buf) >= self._segment_size and not self._closed \
+                and not self._roll_blocked:
+            self._roll()
         rec = self._make_record(
             kind, topic, client_name, body, client_seq, correlation_id, sow_key, expiration, message_type,
             headers,
         )
-        self._take(rec)
+        self._buffer(rec)
+        if self._strict:
+            self.flush()
+            self._sync_now(rec.position)
         return rec
 
     def append_replicated(
@@ -434,7 +442,7 @@ class FileJournal(SegmentReads, SegmentRetention):
         offset = active.size + len(buf)
         position = rec.position
         ts = rec.timestamp
-        self._enc.append_fields(
+        append_record(
             buf, rec.kind, position, rec.publisher_id, rec.sequence, ts, rec.client_seq, rec.topic,
             rec.message_type, rec.client_name, rec.correlation_id, rec.sow_key, rec.expiration,
             rec.headers, rec.body,

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from .api import Durability, JournalClosedError, RetentionResult
 from .base import Clock, JournalCore
-from .record import INTERNAL_KIND_MIN, FrameEncoder, JournalRecord, RecordKind
+from .record import INTERNAL_KIND_MIN, JournalRecord, RecordKind, frame_size
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
 
@@ -50,7 +50,6 @@ class MemoryJournal(JournalCore):
         self._segment_size = segment_size
         self._retention_bytes = retention_bytes
         self._retention_age = retention_age
-        self._enc = FrameEncoder()
         self._records: list[JournalRecord] = []
         self._base = 1  # position of _records[0]
         self._segs = [_MemSegment(1)]
@@ -151,9 +150,8 @@ class MemoryJournal(JournalCore):
 
     def _keep(self, seg: _MemSegment, rec: JournalRecord) -> None:
         self._records.append(rec)
-        seg.size += self._enc.frame_size_of(rec.topic, rec.message_type, rec.client_name,
-                                            rec.correlation_id, rec.sow_key, rec.expiration,
-                                            rec.headers, rec.body)
+        seg.size += frame_size(rec.topic, rec.message_type, rec.client_name, rec.correlation_id,
+                               rec.sow_key, rec.expiration, rec.headers, rec.body)
         seg.count += 1
         seg.last_ts = rec.timestamp
 

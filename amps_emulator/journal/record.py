@@ -59,6 +59,7 @@ import zlib
 
 import msgspec
 
+from amps_emulator import accel
 from amps_emulator.protocol.bookmarks import Bookmark
 from amps_emulator.protocol.topics import qualify
 
@@ -71,6 +72,8 @@ __all__ = [
     "JournalRecord",
     "RecordKind",
     "FrameEncoder",
+    "append_record",
+    "frame_size",
     "FrameDecoder",
     "Checkpoint",
     "INTERNAL_KIND_MIN",
@@ -207,10 +210,9 @@ class FrameEncoder:
         headers: dict[str, str],
         body: bytes,
     ) -> int:
-        """The size a record with these payload fields takes as a frame (the memory journal
-        counts its segments' sizes so)."""
-        return PREFIX_SIZE + len(self._enc.encode(
-            (topic, message_type, client_name, correlation_id, sow_key, expiration, headers, body)))
+        """The size a record with these payload fields takes as a frame (:func:`frame_size`)."""
+        return frame_size(topic, message_type, client_name, correlation_id, sow_key, expiration,
+                          headers, body)
 
     def append_frame(self, buf: bytearray, rec: JournalRecord) -> int:
         """Append ``rec``'s frame to ``buf``; return the frame size."""
@@ -238,35 +240,93 @@ class FrameEncoder:
         headers: dict[str, str],
         body: bytes,
     ) -> int:
-        """Append the frame of a record given field by field (the journal's append path, which
-        holds them as locals: no record attribute lookups); return the frame size.
-
-        One msgspec encode for the payload, one ``pack`` for the prefix after the CRC, the CRC
-        chained over both (no concatenation), three appends to ``buf``. (Measured: packing
-        into ``buf`` in place with ``pack_into`` and a CRC over a memoryview is slower.)
-        """
-        payload = self._enc.encode(
-            (topic, message_type, client_name, correlation_id, sow_key, expiration, headers, body))
-        n = len(payload)
-        rest = _PREFIX_REST.pack(
-            FRAME_MAGIC,
-            FRAME_VERSION,
-            kind,
-            0 if client_seq is None else FLAG_CLIENT_SEQ,
-            n,
-            position,
-            publisher_id,
-            sequence,
-            timestamp,
-            0 if client_seq is None else client_seq,
-        )
-        buf += _CRC.pack(zlib.crc32(payload, zlib.crc32(rest)))
-        buf += rest
-        buf += payload
-        return PREFIX_SIZE + n
+        """Append the frame of a record given field by field; return the frame size
+        (:func:`append_record`, compiled or not)."""
+        return append_record(
+            buf, kind, position, publisher_id, sequence, timestamp, client_seq, topic,
+            message_type, client_name, correlation_id, sow_key, expiration, headers, body)
 
     def encode_checkpoint(self, cp: Checkpoint) -> bytes:
         return self._enc.encode(cp)
+
+
+_payload_encode = msgspec.msgpack.Encoder().encode
+
+
+def append_record_py(
+    buf: bytearray,
+    kind: int,
+    position: int,
+    publisher_id: int,
+    sequence: int,
+    timestamp: int,
+    client_seq: int | None,
+    topic: str,
+    message_type: str,
+    client_name: str,
+    correlation_id: str | None,
+    sow_key: str | None,
+    expiration: int | None,
+    headers: dict[str, str],
+    body: bytes,
+) -> int:
+    """Append the frame of a record given field by field to ``buf`` (the journal's append
+    path, which holds them as locals: no record attribute lookups); return the frame size.
+
+    The pure-Python encoder: one msgspec encode for the payload, one ``pack`` for the prefix
+    after the CRC, the CRC chained over both (no concatenation), three appends to ``buf``.
+    (Measured: packing into ``buf`` in place with ``pack_into`` and a CRC over a memoryview is
+    slower.) ``_speedups.append_record`` writes the same bytes in C, and hands it any argument
+    outside the plain shapes the journal passes.
+    """
+    payload = _payload_encode(
+        (topic, message_type, client_name, correlation_id, sow_key, expiration, headers, body))
+    n = len(payload)
+    rest = _PREFIX_REST.pack(
+        FRAME_MAGIC,
+        FRAME_VERSION,
+        kind,
+        0 if client_seq is None else FLAG_CLIENT_SEQ,
+        n,
+        position,
+        publisher_id,
+        sequence,
+        timestamp,
+        0 if client_seq is None else client_seq,
+    )
+    buf += _CRC.pack(zlib.crc32(payload, zlib.crc32(rest)))
+    buf += rest
+    buf += payload
+    return PREFIX_SIZE + n
+
+
+def frame_size_py(
+    topic: str,
+    message_type: str,
+    client_name: str,
+    correlation_id: str | None,
+    sow_key: str | None,
+    expiration: int | None,
+    headers: dict[str, str],
+    body: bytes,
+) -> int:
+    """The size of the frame of a record with these payload fields (the memory journal counts
+    its segments' sizes so). The pure-Python twin of ``_speedups.frame_size``, which counts
+    without encoding."""
+    return PREFIX_SIZE + len(_payload_encode(
+        (topic, message_type, client_name, correlation_id, sow_key, expiration, headers, body)))
+
+
+if accel.COMPILED:
+    from amps_emulator import _speedups
+
+    _speedups.set_fallbacks(append_record_py, frame_size_py)
+    #: append one record's frame to a bytearray (the compiled encoder when it is built)
+    append_record = _speedups.append_record
+    frame_size = _speedups.frame_size
+else:
+    append_record = append_record_py
+    frame_size = frame_size_py
 
 
 class FrameDecoder:

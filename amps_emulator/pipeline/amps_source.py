@@ -12,7 +12,10 @@ Without a bound the read is a ``sow`` query (one partition: a snapshot of a SOW 
 ``filter``). With ``startingBookmark`` / ``startingTimestamp`` it is a bookmark replay of
 the transaction log up to ``endingBookmark`` / ``endingTimestamp`` (default: now), each
 partition replaying one time range ``[t_i, t_{i+1})`` (``numPartitions``; time splits need a
-starting timestamp). Rows: bookmark, timestamp, topic, sow_key, correlation_id, data.
+starting timestamp). Rows: bookmark, timestamp, topic, sow_key, correlation_id, data (the body
+as text), data_binary (the body's exact bytes) and fields: for a URI whose message type is not
+json, the fields the type's codec reads, as JSON text (``protocol.bodyview``; a declared type
+needs the ``config`` option, the AMPS config file whose ``MessageTypes`` declare it).
 
 Write::
 
@@ -45,7 +48,7 @@ from pyspark.sql.datasource import (
 from .journal_reader import parse_time
 
 READ_DDL = ("bookmark STRING, timestamp TIMESTAMP, topic STRING, sow_key STRING, "
-            "correlation_id STRING, data STRING")
+            "correlation_id STRING, data STRING, data_binary BINARY, fields STRING")
 
 
 def _opts(options) -> dict:
@@ -115,8 +118,13 @@ class AmpsReader(DataSourceReader):
         return [_Range(f"{opening}{start}:{end}]")]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
-        from .amps_client import Connection
+        from amps_emulator.protocol import bodyview
 
+        from .amps_client import Connection, parse_uri
+
+        mt = parse_uri(self.uri)[2]
+        config = self.o.get("config")
+        registry = bodyview.registry_for_config_file(config) if config else None
         if not isinstance(partition, _Range):
             raise TypeError(f"amps: not an amps partition: {partition!r}")
 
@@ -132,8 +140,9 @@ class AmpsReader(DataSourceReader):
                 cmd["filter"] = self.filter
             for header, body in conn.query(cmd):
                 ts = header.get("ts")
+                fields = bodyview.fields_json(body, mt, registry) if mt != "json" else None
                 yield (header.get("bm"), _ts(ts), header.get("t"), header.get("k"),
-                       header.get("x"), body.decode("utf-8", "replace"))
+                       header.get("x"), body.decode("utf-8", "replace"), bytes(body), fields)
 
 
 def _ts(text):

@@ -74,6 +74,7 @@ COLUMNS = (
     ("headers", "MAP<STRING, STRING>"),
     ("data", "STRING"),
     ("data_binary", "BINARY"),
+    ("fields", "STRING"),
     ("segment", "STRING"),
     ("offset", "BIGINT"),
 )
@@ -187,6 +188,8 @@ class ReadOptions:
     include_internal: bool = False
     target_bytes: int = 64 << 20
     batch_rows: int = 8192
+    #: an AMPS config file whose ``MessageTypes`` read the ``fields`` of declared types
+    config: str | None = None
 
     @classmethod
     def from_spark(cls, options: dict, directory: str | None = None) -> ReadOptions:
@@ -210,6 +213,7 @@ class ReadOptions:
             include_internal=str(o.get("includeinternal", "false")).lower() == "true",
             target_bytes=int(o.get("splitbytes", 64 << 20)),
             batch_rows=int(o.get("batchrows", 8192)),
+            config=o.get("config") or None,
         )
 
     def topic_matcher(self):
@@ -398,9 +402,12 @@ def read_split(split: JournalSplit, opts: ReadOptions) -> Iterator:
     seg_name = os.path.basename(split.path)
     n_rows = opts.batch_rows
     # the per-row columns (bookmark and segment are built per batch)
-    cols: list[list] = [[] for _ in range(17)]
+    cols: list[list] = [[] for _ in range(18)]
     (c_pub, c_seq, c_pos, c_ts, c_topic, c_cmd, c_kind, c_key, c_cid, c_client, c_cs,
-     c_exp, c_mt, c_hdr, c_data, c_bin, c_off) = cols
+     c_exp, c_mt, c_hdr, c_data, c_bin, c_fields, c_off) = cols
+    from amps_emulator.protocol import bodyview
+
+    registry = bodyview.registry_for_config_file(opts.config) if opts.config else None
     commands = COMMANDS
     pub_names: dict[int, str] = {}
     empty = pa.scalar("")
@@ -444,8 +451,12 @@ def read_split(split: JournalSplit, opts: ReadOptions) -> Iterator:
                 text = body.decode("utf-8")
             except UnicodeDecodeError:
                 pass
+        mt = rec.message_type
+        typed = bool(mt) and mt != "json" and (kind < 16 or kind >= 32)
         c_data.append(text)
-        c_bin.append(None if text is not None else body)
+        # another type than json: its exact bytes always, and the fields its codec reads
+        c_bin.append(body if typed or text is None else None)
+        c_fields.append(bodyview.fields_json(body, mt, registry) if typed else None)
         c_off.append(off)
         if len(c_pos) >= n_rows:
             yield flush()

@@ -11,7 +11,12 @@ with AMPS semantics: found anywhere in the topic), ``startingBookmark`` (exclusi
 replay: EPOCH / ``0`` / ``pub|seq|`` / a timestamp), ``endingBookmark`` (inclusive),
 ``startingTimestamp`` / ``endingTimestamp`` (inclusive; AMPS ``YYYYmmddTHHMMSS``, ISO 8601 or
 microseconds), ``failOnDataLoss`` (default true), ``includeInternal`` (journal CHECKPOINT
-records, default false), ``splitBytes`` (target split size, default 64 MiB), ``batchRows``.
+records, default false), ``splitBytes`` (target split size, default 64 MiB), ``batchRows``,
+``config`` (an AMPS config file: its ``MessageTypes`` read declared types' fields).
+
+A record of another message type than json has its exact bytes in ``data_binary`` (and its
+text in ``data`` when it is UTF-8) and the fields its type's codec reads, as JSON text, in
+``fields`` (``protocol.bodyview``; null for binary, an unknown type or an unreadable body).
 
 Streaming offsets are journal positions (``{"position": N}``: everything up to and including
 N has been read), so a query resumes exactly from its checkpoint.

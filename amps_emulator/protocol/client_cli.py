@@ -11,7 +11,11 @@ or ``$AMPS_URI``, and ``--name CLIENT_NAME``)::
     ping
 
 Messages received are printed as JSON lines (``{"c":"p","t":..,"k":..,"bm":..,"data":..}``);
-``sow --format table`` prints an aligned table of the records' top-level fields. Exit status:
+``sow --format table`` prints an aligned table of the records' top-level fields.
+``--type MT`` logs on with message type MT whatever the URI's path says; a message of another
+type than json is printed with ``data`` as readable text (FIX/NVFIX with ``|`` for the field
+separator, binary types as ``base64:...``) and ``fields``, the fields the type's codec reads
+(what filters address). Exit status:
 0 on success, 1 on a failure ack or a connection problem (the reason on stderr), 2 on a
 command-line error -- among them spark's single-dash long words (``-topic``), which argparse
 would otherwise read as a short option with a value (``-t opic``); ``amps-spark`` takes those.
@@ -27,7 +31,9 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+from amps_emulator.protocol import bodyview
 from amps_emulator.protocol.client import Client, ClientError
 
 DEFAULT_URI = "tcp://127.0.0.1:9007/amps/json"
@@ -41,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-s", "--server", default=os.environ.get("AMPS_URI", DEFAULT_URI),
                         help="server URI (default $AMPS_URI or %(default)s)")
+    common.add_argument("--type", dest="message_type", metavar="MT",
+                        help="message type to log on with (default: the URI's /amps/<type>)")
     common.add_argument("--name", default=f"amps-emulator-client-{os.getpid()}",
                         help="client name to log on with")
     common.add_argument("--timeout", type=float, default=10.0,
@@ -93,11 +101,31 @@ def _decoded(body: bytes) -> Any:
         return body.decode("utf-8", "replace")
 
 
-def _line(h: dict, body: bytes) -> str:
+def _doc(body: bytes, message_type: str) -> Any:
+    """What a body's fields are for the table: the JSON value, or another type's fields."""
+    if message_type == "json":
+        return _decoded(body)
+    return bodyview.fields(body, message_type)
+
+
+def _line(h: dict, body: bytes, message_type: str = "json") -> str:
     out = {k: h[k] for k in _SHOWN if k in h}
     if body:
-        out["data"] = _decoded(body)
+        if message_type == "json":
+            out["data"] = _decoded(body)
+        else:
+            out["data"] = bodyview.readable_text(body, message_type)
+            tree = bodyview.fields(body, message_type)
+            if tree is not None:
+                out["fields"] = tree
     return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
+
+
+def with_message_type(uri: str, message_type: str) -> str:
+    """``uri`` with its path naming ``message_type`` (``/amps/<type>``)."""
+    parts = urlsplit(uri)
+    return urlunsplit((parts.scheme, parts.netloc, f"/amps/{message_type}", parts.query,
+                       parts.fragment))
 
 
 def _messages(args: argparse.Namespace) -> list[bytes]:
@@ -140,7 +168,7 @@ def _stream(c: Client, header: dict, args: argparse.Namespace) -> int:
     for h, body in c.execute(header, until="", idle=idle if idle else 1e9):
         kind = h.get("c")
         if kind in ("p", "publish", "sow", "oof", "delta_publish"):
-            print(_line(h, body), flush=True)
+            print(_line(h, body, c.message_type), flush=True)
             n += 1
             if limit is not None and n >= limit:
                 break
@@ -183,9 +211,9 @@ def cmd_sow(c: Client, args: argparse.Namespace) -> int:
     records = [(hd, body) for hd, body in c.execute(h) if hd.get("c") == "sow"]
     if args.format == "json":
         for hd, body in records:
-            print(_line(hd, body))
+            print(_line(hd, body, c.message_type))
     else:
-        print(_table([(hd.get("k", ""), _decoded(body)) for hd, body in records]))
+        print(_table([(hd.get("k", ""), _doc(body, c.message_type)) for hd, body in records]))
     print(f"{len(records)} records", file=sys.stderr)
     return 0
 
@@ -261,7 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     refuse_single_dash_words(parser, sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     try:
-        with Client(args.server, args.name, args.timeout or 3600.0) as c:
+        uri = args.server if not args.message_type else with_message_type(args.server,
+                                                                           args.message_type)
+        with Client(uri, args.name, args.timeout or 3600.0) as c:
             return COMMANDS[args.command](c, args)
     except ClientError as exc:
         print(f"amps-emulator-client: {exc}", file=sys.stderr)

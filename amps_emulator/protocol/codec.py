@@ -18,14 +18,15 @@ escapes) and with client-known keys only; see :mod:`protocol.headers`.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import msgspec
 
+from amps_emulator import accel
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.command import Command, decode_header, finish_command
-from amps_emulator.protocol.headers import CLIENT_KNOWN_KEYS
+from amps_emulator.protocol.headers import ACK_TYPES, CLIENT_KNOWN_KEYS
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name
 
@@ -76,6 +77,15 @@ def split_frame(payload: bytes) -> tuple[dict[str, Any], bytes]:
     return header, payload[end:]
 
 
+#: (end of header, topic, ack type, cid, seq) of a plain publish header, else None
+_PublishParts = tuple[int, str | None, str | None, str | None, int | None]
+_parse_publish_header: Callable[[bytes], _PublishParts | None] | None = None
+if accel.COMPILED:
+    from amps_emulator._speedups import parse_publish_header
+
+    _parse_publish_header = parse_publish_header
+
+
 def parse_command(payload: bytes) -> Command:
     """Decode one frame payload into a :class:`Command`.
 
@@ -90,7 +100,19 @@ def parse_command(payload: bytes) -> Command:
     frame takes the original path, where :func:`header_end` finds the real end. A
     prefix that does decode ends at the same brace ``header_end`` would pick, so the
     result is always the same, without scanning for quotes and backslashes first.
+
+    Before that, with the compiled hot path, the header of a plain publish (``c``, ``t`` and
+    maybe ``a``, ``cid``, ``s``: what the official clients send) is read in C, and the command
+    built from its values; the extension declines every other header, and an ack type outside
+    the single known ones goes the general way too (:func:`finish_command` checks lists).
     """
+    if _parse_publish_header is not None:
+        parts = _parse_publish_header(payload)
+        if parts is not None:
+            end, topic, ack_type, cid, seq = parts
+            if ack_type is None or ack_type in ACK_TYPES:
+                return Command(command="publish", body=payload[end:], topic=topic,
+                               ack_type=ack_type, wire_cid=cid, wire_seq=seq, seq=seq)
     end = payload.find(b"}") + 1
     if end > 0 and payload[:1] == b"{":
         try:
@@ -130,6 +152,38 @@ def _malformed(payload: bytes, detail: str) -> Exception:
     return err
 
 
+def scan_frames_py(data: bytes, need: int, limit: int) -> tuple[list[bytes], int, int]:
+    """Cut every complete payload out of ``data`` (one copy each); ``need``: the payload length
+    of a frame whose length prefix was already read (-1: none). Returns the payloads, the offset
+    of the first byte not consumed and the pending payload length (-1: at a length prefix). A
+    length prefix above ``limit`` stops the scan with that length as the pending one (the caller
+    refuses the stream). The pure-Python twin of ``_speedups.scan_frames``."""
+    out: list[bytes] = []
+    append = out.append
+    pos = 0
+    n = len(data)
+    while True:
+        if need < 0:
+            if n - pos < 4:
+                break
+            need = int.from_bytes(data[pos:pos + 4], "big")
+            if need > limit:
+                break
+            pos += 4
+        if n - pos < need:
+            break
+        append(data[pos:pos + need])
+        pos += need
+        need = -1
+    return out, pos, need
+
+
+if accel.COMPILED:
+    from amps_emulator._speedups import scan_frames
+else:
+    scan_frames = scan_frames_py
+
+
 class FrameDecoder:
     """Incremental frame reader: ``feed(bytes)`` then iterate ``frames()``.
 
@@ -165,28 +219,12 @@ class FrameDecoder:
             self._buf = bytearray()
         elif data.__class__ is not bytes:
             data = bytes(data)
-        out: list[bytes] = []
-        append = out.append
-        pos = 0
+        out, pos, need = scan_frames(data, need, self._max)
+        if need > self._max:
+            self._buf = bytearray()
+            self._need = -1
+            raise ProtocolError(f"frame length {need} exceeds the maximum of {self._max} bytes")
         n = len(data)
-        limit = self._max
-        while True:
-            if need < 0:
-                if n - pos < 4:
-                    break
-                need = int.from_bytes(data[pos:pos + 4], "big")
-                if need > limit:
-                    self._buf = bytearray()
-                    self._need = -1
-                    raise ProtocolError(
-                        f"frame length {need} exceeds the maximum of {limit} bytes"
-                    )
-                pos += 4
-            if n - pos < need:
-                break
-            append(data[pos:pos + need])
-            pos += need
-            need = -1
         if pos < n:
             self._buf += memoryview(data)[pos:]
         self._need = need

@@ -364,6 +364,36 @@ class QueueEngine(QueueDispatch):
             self._deferred_purge_at = t
         out.append(Acked(None, f"{pb[0]}|{pb[1]}|"))
 
+    def remove(self, bookmarks: Iterable[str], now: float) -> tuple[list[int], list[Action]]:
+        """Messages that left the queue on another instance of a replicated queue (an ack,
+        an expiry or an at-most-once send journaled there and replicated here): they leave
+        this queue too, whatever their state here (a lease here ends). A bookmark newer than
+        anything this queue has seen is kept for DeferredAckExpiration, as for a client's
+        ack. Returns the positions removed, and what followed (deliveries to subscriptions
+        that had a removed message leased); the removals themselves are not actions: the
+        instance that made them journaled them."""
+        removed: list[int] = []
+        out: list[Action] = []
+        st = self._st
+        for text in bookmarks:
+            pb = parse_bookmark(text.strip())
+            if pb is None:
+                continue
+            j = self._find_bookmark(pb)
+            if j < 0:
+                if pb[1] > self._pub_last.get(pb[0], -1):
+                    self._defer(pb, now, [])
+                continue
+            prev = st[j]
+            if prev == DONE:
+                continue
+            if prev == LEASED or prev == SENT:
+                self._release(j)
+            self._finish(j)
+            removed.append(self._pos[j])
+        self._settle(now, out)
+        return removed, out
+
     # ------------------------------------------------------------------------------------
     # time
     # ------------------------------------------------------------------------------------
@@ -581,6 +611,27 @@ class QueueEngine(QueueDispatch):
         """``(leased, limit)`` of a subscription."""
         bl = self._subs[sub_key].bl
         return bl.leased, bl.limit
+
+    def position_of(self, bookmark: str) -> int | None:
+        """The journal position of the queued message with ``bookmark`` (None: not queued)."""
+        pb = parse_bookmark(bookmark)
+        j = -1 if pb is None else self._find_bookmark(pb)
+        return None if j < 0 or self._st[j] == DONE else self._pos[j]
+
+    def bookmark_at(self, position: int) -> str | None:
+        """The bookmark of the queued message at ``position`` (None: not queued)."""
+        j = self._find_position(position)
+        return None if j < 0 or self._st[j] == DONE else self._bm(j)
+
+    def holds(self, position: int) -> bool:
+        """Whether the message at ``position`` is still in the queue (not acked or expired)."""
+        j = self._find_position(position)
+        return j >= 0 and self._st[j] != DONE
+
+    def is_available(self, position: int) -> bool:
+        """Whether the message at ``position`` is available: queued and active, not leased."""
+        j = self._find_position(position)
+        return j >= 0 and self._st[j] == AVAIL
 
     def subscribers(self) -> list[Any]:
         return [s.key for s in self._sub_list]

@@ -17,10 +17,19 @@ event              kind  payload                               from action      
 ``Expire``         18    ``[position, reason]``                ``Expired``         always
 ``Lease``          19    ``[position]``                        ``Deliver``         AMO: always; ALO: full
 ``LeaseExpire``    20    ``[position]``                        ``Returned(other)`` full
+``Transfer``       21    ``[position, bookmark, owner]``       (ownership)         replicated
 =================  ====  ====================================  ==================  ========
 
 ``position`` is the journal position of the *queued message*; ``Ack.bookmark`` is only set
 (and ``position`` is nil) for a deferred ack: an ack for a message the queue has not seen yet.
+A queue whose messages are shared by replicated instances (a distributed ``Queue`` or a
+``GroupLocalQueue``) journals ``Ack``, ``Expire`` and ``Lease`` with the message's bookmark
+as well (``events_for(..., bookmarks=True)``): the records replicate, and the position is
+this instance's own, meaningless on another instance. ``Transfer`` records that the message
+at ``position`` (``bookmark``) is owned by instance ``owner`` from now on: a grant of an
+ownership transfer, or a proxied claim (replication.md section 4); it is not engine state,
+:func:`~queues.recovery.replay` skips it and the server keeps ownership.
+
 ``needed = always``: recovery is wrong without it. ``full``: only restores the delivery and
 cancel counters, which AMPS itself resets on restart (``MaxCancels``/``MaxDeliveries``
 counters "are reset if the server restarts"); :func:`event_for` emits them only with
@@ -55,11 +64,13 @@ __all__ = [
     "Lease",
     "LeaseExpire",
     "QueueEvent",
+    "Transfer",
     "KIND_ACK",
     "KIND_CANCEL",
     "KIND_EXPIRE",
     "KIND_LEASE",
     "KIND_LEASE_EXPIRE",
+    "KIND_TRANSFER",
     "QueueCheckpoint",
     "RecoveryStart",
     "decode_event",
@@ -75,6 +86,7 @@ KIND_CANCEL = 17
 KIND_EXPIRE = 18
 KIND_LEASE = 19
 KIND_LEASE_EXPIRE = 20
+KIND_TRANSFER = 21
 
 
 class Enqueue(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -100,20 +112,30 @@ class Cancel(msgspec.Struct, frozen=True, array_like=True, gc=False):
 class Expire(msgspec.Struct, frozen=True, array_like=True, gc=False):
     position: int
     reason: str
+    bookmark: str = ""  # set for a queue shared by replicated instances
 
 
 class Lease(msgspec.Struct, frozen=True, array_like=True, gc=False):
     position: int
+    bookmark: str = ""  # set for a queue shared by replicated instances
 
 
 class LeaseExpire(msgspec.Struct, frozen=True, array_like=True, gc=False):
     position: int
 
 
-QueueEvent = Enqueue | Ack | Cancel | Expire | Lease | LeaseExpire
+class Transfer(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """The message at ``position`` (this instance's) with ``bookmark`` is owned by ``owner``."""
+
+    position: int
+    bookmark: str
+    owner: str
+
+
+QueueEvent = Enqueue | Ack | Cancel | Expire | Lease | LeaseExpire | Transfer
 
 _KIND_OF = {Ack: KIND_ACK, Cancel: KIND_CANCEL, Expire: KIND_EXPIRE, Lease: KIND_LEASE,
-            LeaseExpire: KIND_LEASE_EXPIRE}
+            LeaseExpire: KIND_LEASE_EXPIRE, Transfer: KIND_TRANSFER}
 _DECODERS = {kind: msgspec.msgpack.Decoder(cls) for cls, kind in _KIND_OF.items()}
 _encoder = msgspec.msgpack.Encoder()
 
@@ -135,19 +157,24 @@ def decode_event(kind: int, payload: bytes) -> QueueEvent:
     return dec.decode(payload)
 
 
-def event_for(action: object, spec: QueueSpec, *, full: bool = False) -> QueueEvent | None:
-    """The event to journal for one engine action, or None when nothing needs journaling."""
+def event_for(action: object, spec: QueueSpec, *, full: bool = False,
+              bookmarks: bool = False) -> QueueEvent | None:
+    """The event to journal for one engine action, or None when nothing needs journaling.
+    ``bookmarks``: the queue is shared by replicated instances, its removals carry the
+    message's bookmark."""
     if type(action) is Acked:
         if action.position is None:
             return Ack(None, action.bookmark)
-        return Ack(action.position)
+        return Ack(action.position, action.bookmark) if bookmarks else Ack(action.position)
     if type(action) is Expired:
+        if bookmarks:
+            return Expire(action.position, action.reason, action.bookmark)
         return Expire(action.position, action.reason)
     if type(action) is Deliver:
         if action.barrier:
             return None
         if full or spec.at_most_once:
-            return Lease(action.position)
+            return Lease(action.position, action.bookmark) if bookmarks else Lease(action.position)
         return None
     if type(action) is Returned:
         if not full:
@@ -158,10 +185,11 @@ def event_for(action: object, spec: QueueSpec, *, full: bool = False) -> QueueEv
     raise TypeError(f"not a queue action: {action!r}")
 
 
-def events_for(actions: Iterable[object], spec: QueueSpec, *, full: bool = False) -> list[QueueEvent]:
+def events_for(actions: Iterable[object], spec: QueueSpec, *, full: bool = False,
+               bookmarks: bool = False) -> list[QueueEvent]:
     out = []
     for a in actions:
-        ev = event_for(a, spec, full=full)
+        ev = event_for(a, spec, full=full, bookmarks=bookmarks)
         if ev is not None:
             out.append(ev)
     return out

@@ -9,6 +9,8 @@ AMPS has: every message acknowledged or expired before the crash is gone (never 
 again); every other one is available again, since leases do not survive the connections that
 held them; delivery and cancel counters restart from zero ("reset if the server restarts")
 unless ``keep_counters``. At-most-once messages journaled as sent (``Lease``) are gone.
+``Transfer`` events (who owns a message of a replicated queue) are skipped: ownership is kept
+by the server (:mod:`server.queue_ownership`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 from .codes import AVAIL, DONE, parse_bookmark
 from .compaction import compact_prefix
 from .engine import QueueEngine
-from .events import Ack, Cancel, Enqueue, Expire, Lease, LeaseExpire
+from .events import Ack, Cancel, Enqueue, Expire, Lease, LeaseExpire, Transfer
 from .sortedkeys import SortedKeys
 
 __all__ = ["replay"]
@@ -63,6 +65,8 @@ def replay(
                 elif pb[1] > eng._pub_last.get(pb[0], -1):
                     eng._defer(pb, now, [])
             continue
+        if t is Transfer:
+            continue  # ownership (replicated queues): the server's, not the engine's
         j = eng._find_position(ev.position)
         if j < 0 or st[j] == DONE:
             continue

@@ -14,8 +14,9 @@ views) without acking any client and without sending it back upstream. Acks are 
 upstream position, sent once the record is durable here, at most once per
 ``AckConflationInterval`` (or once per call when it is None: once per event-loop turn).
 
-Journal records travel as publishes, delta publishes (as logged) and sow_deletes; queue events
-are not replicated by this module yet.
+Journal records travel as publishes, delta publishes (as logged) and sow_deletes, and, for the
+replicated queues a :class:`Selection` names, the queue records that must reach every instance
+holding the queue (:data:`QUEUE_KINDS`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ _LINK_HEADERS = frozenset({ORIGIN_TS, PATH, UPSTREAM_GROUP})
 #: record kinds that replicate
 REPLICATED_KINDS = frozenset({RecordKind.PUBLISH, RecordKind.DELTA_PUBLISH, RecordKind.SOW_DELETE})
 
+#: queue records that replicate, for the queues shared by the instances (replication.md 4):
+#: acknowledgements, expiries, at-most-once sends, ownership transfers (and batches of them);
+#: a lease's cancel or expiry only changes local counters and stays here
+QUEUE_KINDS = frozenset({RecordKind.QUEUE_ACK, RecordKind.QUEUE_EXPIRE, RecordKind.QUEUE_LEASE,
+                         RecordKind.QUEUE_TRANSFER, RecordKind.QUEUE_BATCH})
+
 
 class ApplyPort(Protocol):
     """What the receiving server does with a replicated record: apply it like a local publish,
@@ -57,15 +64,19 @@ class ApplyPort(Protocol):
 
 
 class Selection:
-    """Whether a record goes to one destination, whose remote instance is ``peer_name``."""
+    """Whether a record goes to one destination, whose remote instance is ``peer_name``.
+    ``queues``: the names of this instance's replicated queues (distributed and group local
+    queues; a LocalQueue's records never leave), whose queue records travel too."""
 
     def __init__(self, dest: Destination, peer_name: str,
-                 decode: Callable[[bytes, str], Any] | None = None) -> None:
+                 decode: Callable[[bytes, str], Any] | None = None, *,
+                 queues: frozenset[str] = frozenset()) -> None:
         """``decode(body, message_type)``: the instance's body reader (its codecs), for a
         ``Filter`` on a topic of another type than json (default: json only)."""
         self.dest = dest
         self.peer_name = peer_name
         self._decode = decode
+        self.queues = queues
         self._filters: dict[str, CompiledFilter] = {}
         #: (topic, message type) -> the Topic that selects it (Destination.selects, per record
         #: otherwise: a regex test per Topic)
@@ -76,7 +87,8 @@ class Selection:
 
     def wants(self, rec: JournalRecord, *, resync: bool = False) -> bool:
         if rec.kind not in REPLICATED_KINDS:
-            return False
+            return (rec.kind in QUEUE_KINDS and rec.topic in self.queues
+                    and self._wants_queue_record(rec, resync))
         key = (rec.topic, rec.message_type)
         try:
             topic = self._selected[key]
@@ -96,6 +108,13 @@ class Selection:
             doc = decode_body(rec.body) if decode is None else decode(rec.body, rec.message_type)
             return bool(self._filters[topic.filter](doc, ctx))
         return True
+
+
+    def _wants_queue_record(self, rec: JournalRecord, resync: bool) -> bool:
+        """A queue record goes where its queue topic goes (no Filter: it is not a message)."""
+        return (self.dest.selects(rec.topic, rec.message_type) is not None
+                and self.dest.passes(upstream_group(rec), resync=resync)
+                and self.peer_name not in path_of(rec))
 
 
 def record_frame(rec: JournalRecord, *, local_name: str, local_group: str) -> bytes:
@@ -284,4 +303,5 @@ def ack_position(payload: bytes) -> int:
     return int(h["pos"])
 
 
-__all__ = ["REPLICATED_KINDS", "ApplyPort", "Receiver", "Selection", "Sender", "ack_position", "record_frame"]
+__all__ = ["QUEUE_KINDS", "REPLICATED_KINDS", "ApplyPort", "Receiver", "Selection", "Sender", "ack_position",
+           "record_frame"]

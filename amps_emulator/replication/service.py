@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import msgspec
 
@@ -45,6 +45,8 @@ from .wire import (
     classify_first_frame,
     fact_key,
     refuse_frame,
+    transfer_request,
+    transfer_request_frame,
 )
 
 if TYPE_CHECKING:
@@ -79,6 +81,13 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes:
     return await reader.readexactly(size)
 
 
+class QueueTransferPort(Protocol):
+    """The replicated queues of this instance, as the links see them: a peer asks for messages
+    this instance owns (``repl_qreq``)."""
+
+    def transfer_requested(self, queue: str, bookmarks: list[str], requester: str) -> None: ...
+
+
 class ReplicationService:
     """Every replication link of one instance."""
 
@@ -111,6 +120,12 @@ class ReplicationService:
         self._restored: dict[str, asyncio.Event] = {}
         #: upstream instance name -> its incoming link (for the Admin)
         self.incoming: dict[str, str] = {}
+        #: upstream instance name -> the link it replicates to us over (transfer requests go back on it)
+        self._upstreams: dict[str, asyncio.StreamWriter] = {}
+        #: the replicated queues (set by the root when this instance has queues)
+        self.queue_port: QueueTransferPort | None = None
+        #: names of this instance's queues whose records replicate (distributed, group local)
+        self.replicated_queues: frozenset[str] = frozenset()
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -145,6 +160,19 @@ class ReplicationService:
         except CommandError as exc:
             log.error("replicated record %s on %r is in the transaction log but could not be "
                       "applied here: %s", rec.bookmark_str, rec.topic, exc)
+
+    def reachable(self, name: str) -> bool:
+        """Whether instance ``name`` is connected to this one by a link, either way."""
+        return name in self._upstreams or name in self.connected.values()
+
+    def request_transfer(self, owner: str, queue: str, bookmarks: list[str]) -> bool:
+        """Ask ``owner``, over the link it replicates to us on, for messages of ``queue`` it
+        owns; False when no such link is up."""
+        writer = self._upstreams.get(owner)
+        if writer is None or writer.is_closing():
+            return False
+        writer.write(transfer_request_frame(queue, bookmarks))
+        return True
 
     def notify(self) -> None:
         """Records were appended or became durable: the links look again."""
@@ -414,7 +442,8 @@ class ReplicationService:
             await writer.drain()
             raise
         # a Filter reads a typed record with this instance's codecs
-        selection = Selection(dest, remote.name, self.broker.bodies.decode_typed)
+        selection = Selection(dest, remote.name, self.broker.bodies.decode_typed,
+                              queues=self.replicated_queues)
         sender = Sender(self._journal(), selection, local_name=self.name,
                         local_group=self.group)
         sender.start(remote.hw)
@@ -428,7 +457,7 @@ class ReplicationService:
         resynced = False
         wake = asyncio.Event()
         self._wakeups.add(wake)
-        acks = asyncio.get_running_loop().create_task(self._read_acks(reader, sender, st))
+        acks = asyncio.get_running_loop().create_task(self._read_acks(reader, sender, st, remote.name))
         pending: asyncio.Task[Literal[True]] | None = None  # the wait for a wake-up
         try:
             while True:
@@ -458,9 +487,17 @@ class ReplicationService:
             if pending is not None:  # cancelled (the server stops) while waiting: not left pending
                 pending.cancel()
 
-    async def _read_acks(self, reader: asyncio.StreamReader, sender: Sender, st: DestinationState) -> None:
+    async def _read_acks(self, reader: asyncio.StreamReader, sender: Sender, st: DestinationState,
+                         peer: str) -> None:
         while True:
-            sender.on_ack(ack_position(await read_frame(reader)))
+            payload = await read_frame(reader)
+            h, _ = split_frame(payload)
+            if h.get("c") == "repl_qreq":  # the peer asks for queue messages this instance owns
+                queue, bookmarks = transfer_request(h)
+                if self.queue_port is not None:
+                    self.queue_port.transfer_requested(queue, bookmarks, peer)
+                continue
+            sender.on_ack(ack_position(payload))
             self._progress(st, sender.acked_through)
 
     # -- downstream ----------------------------------------------------------------------------
@@ -535,6 +572,7 @@ class ReplicationService:
                         self.timebase.call_later(delay, due)
 
         acker = asyncio.get_running_loop().create_task(send_acks())
+        self._upstreams[remote.name] = writer
         try:
             while True:
                 payload = await read_frame(reader)
@@ -543,6 +581,8 @@ class ReplicationService:
                 receiver.handle(payload)
                 broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
         finally:
+            if self._upstreams.get(remote.name) is writer:
+                del self._upstreams[remote.name]
             self._wakeups.discard(wake)
             acker.cancel()
 
@@ -560,4 +600,4 @@ if TYPE_CHECKING:
         return service
 
 
-__all__ = ["ReplicationService", "read_frame"]
+__all__ = ["QueueTransferPort", "ReplicationService", "read_frame"]

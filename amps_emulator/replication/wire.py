@@ -17,6 +17,10 @@ the body). Header ``c`` says what it is:
                 ``h`` the record's other headers as JSON (a sow_delete's filter or keys)
                 (body: the message)
 ``repl_ack``    ``pos``: every record up to this upstream position is applied downstream
+``repl_qreq``   (downstream to upstream) ``q`` queue, ``bm`` comma list of bookmarks: a
+                transfer request, asking the upstream, which owns those messages of a
+                replicated queue, to give them to the downstream (answered, if granted, by
+                a journaled transfer record that replicates like any record)
 ==============  ===========================================================================
 
 A real AMPS (or anything else) that connects sends something that is not a ``repl_hello`` of
@@ -111,6 +115,18 @@ def refuse_frame(reason: str) -> bytes:
     return frame({"c": "repl_refuse", "reason": reason})
 
 
+def transfer_request_frame(queue: str, bookmarks: list[str]) -> bytes:
+    return frame({"c": "repl_qreq", "q": queue, "bm": ",".join(bookmarks)})
+
+
+def transfer_request(h: dict[str, Any]) -> tuple[str, list[str]]:
+    """The queue and bookmarks of a ``repl_qreq`` header."""
+    try:
+        return str(h["q"]), [b for b in str(h["bm"]).split(",") if b]
+    except KeyError as exc:
+        raise ProtocolError(f"malformed transfer request: no {exc}") from None
+
+
 def check_peer(local: Hello, remote: Hello, *, expected_group: str | None, expected_name: str | None,
                checks: dict[str, frozenset[str]]) -> None:
     """Raise :class:`LinkRefused` when the link must not be made.
@@ -150,4 +166,4 @@ def check_peer(local: Hello, remote: Hello, *, expected_group: str | None, expec
 
 
 __all__ = ["PROTOCOL_VERSION", "Hello", "LinkRefused", "NotAnEmulator", "TopicFacts", "check_peer",
-           "classify_first_frame", "fact_key", "refuse_frame"]
+           "classify_first_frame", "fact_key", "refuse_frame", "transfer_request", "transfer_request_frame"]

@@ -235,6 +235,7 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
     is the AMPS version logon acks and the Admin tree report. ``seed`` is
     published once the server has started, before ``ready`` is told the URIs;
     ``initialized`` is called last, once the admin interface (if any) serves too."""
+    from amps_emulator import accel
     from amps_emulator.server.admin import start_admin
     from amps_emulator.server.app import Server
     from amps_emulator.server.clock import TestClock
@@ -247,6 +248,7 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
     shutdown = shutdown or asyncio.Event()
     server.on_shutdown_request = shutdown.set  # an amps-action-do-shutdown
     uris = await server.start(sockets=sockets)
+    log.info("publish hot path: %s", accel.DESCRIPTION)
     try:
         apply_seed(server.broker, seed)
         admin_server = await start_admin(server)

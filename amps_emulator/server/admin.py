@@ -14,6 +14,7 @@ Paths (``.json``/``.xml`` on any node, ``.csv`` on a leaf; no extension: a brows
 * ``/amps/administrator/clients/<id>/disconnect``,
   ``/amps/administrator/replication/<destination>/downgrade``, ``.../upgrade``, ``.../reconnect``,
   ``/amps/administrator/transports/<id>/disable`` and ``.../enable`` (GET, as AMPS; or POST),
+  ``/amps/administrator/queues/<id>/enable_proxied_transfer`` and ``disable_proxied_transfer``,
   ``/amps/administrator/actions/<Path>?NAME=VALUE`` (runs the ``on-admin`` actions of
   ``Path``; a missing ``RequiredParameter`` is a 400 and nothing runs)
 * ``/emulator/health``, ``/emulator/reset`` (POST; ``?topic=``, ``?queue=``, ``?client=``),
@@ -106,6 +107,9 @@ class AdminServer:
         self.faults = Faults(server)
         self._srv: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
+        cfg = getattr(server.config, "admin", None)
+        #: the ``WWW-Authenticate`` of a 401 (the config's ``WWWAuthenticate``)
+        self.challenge: str = getattr(cfg, "www_authenticate", None) or WWW_AUTHENTICATE
 
     @property
     def uri(self) -> str:
@@ -145,7 +149,7 @@ class AdminServer:
                            ("cache-control", "no-store"),
                            ("access-control-allow-origin", "*")]
                 if status == 401:
-                    headers.append(("www-authenticate", WWW_AUTHENTICATE))
+                    headers.append(("www-authenticate", self.challenge))
                 writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
                 writer.write(conn.send(h11.Data(data=payload)))
                 writer.write(conn.send(h11.EndOfMessage()))
@@ -332,6 +336,8 @@ class AdminServer:
             return {"transport": lst.name, "actions": ["disable", "enable"]}
         if kind == "replication":
             return self._replication_action(segs[1:])
+        if kind == "queues":
+            return self._queue_action(segs[1:])
         raise HttpError(404, f"no administrator resource {kind!r}")
 
     def _replication_action(self, segs: list[str]) -> dict:
@@ -357,6 +363,24 @@ class AdminServer:
         st = repl.state(name)
         return {"destination": name, "action": action, "done": done,
                 "replication_type": st.replication_type, "upgrade_pending": st.upgrade_pending}
+
+    def _queue_action(self, segs: list[str]) -> dict:
+        """``/amps/administrator/queues/<id>/enable_proxied_transfer`` | ``disable_...``
+        (``<id>``: the queue's name, or ``name!type`` as the monitoring tree lists it)."""
+        svc = self.server.queuesvc
+        shared = svc.replication if svc is not None else None
+        if not segs:
+            names = [] if svc is None else sorted(n for n, q in svc.queues.items()
+                                                  if q.ownership is not None)
+            return {"queues": names}
+        name, _, mtype = segs[0].partition("!")
+        if len(segs) == 2 and segs[1] in ("enable_proxied_transfer", "disable_proxied_transfer"):
+            if shared is None:
+                raise LookupError(f"no replicated queue {name!r}")
+            enable = segs[1] == "enable_proxied_transfer"
+            shared.set_proxied_transfer(name, mtype, enable)  # CommandError: not a replicated queue
+            return {"queue": segs[0], "proxied_transfer": "enabled" if enable else "disabled"}
+        return {"queue": segs[0], "actions": ["enable_proxied_transfer", "disable_proxied_transfer"]}
 
     def _transport_action(self, lst: Any, action: str) -> dict:
         if action == "disable":
@@ -456,9 +480,11 @@ class AdminServer:
             return out
         if what == "sow" and len(segs) == 2:
             top = int(q["top_n"]) if q.get("top_n") else None
-            return await ops.sow_records(s, segs[1], q.get("filter"), q.get("orderby"), top)
+            return await ops.sow_records(s, segs[1], q.get("filter"), q.get("orderby"), top,
+                                         q.get("type"))
         if what == "sow":
-            return {"topics": [{"topic": n, "count": t.count()}
+            return {"topics": [{"topic": n, "message_type": t.spec.message_type,
+                                "count": t.count()}
                                for n, t in sorted(s.sowsvc.sow.topics.items())]
                     if s.sowsvc is not None else []}
         if what == "queues" and len(segs) == 2:

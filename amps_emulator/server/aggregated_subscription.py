@@ -136,7 +136,8 @@ class AggregatedSubscription(LiveState):
             return
         f = self.sub.filter
         joined = f is None or bool(f(msg.doc, msg.context()))
-        self._send(self.groups.change(msg.sow_key, joined, msg.doc), reasons.OOF_MATCH)
+        self._send(self.groups.change(msg.sow_key, joined, msg.doc),
+                   reasons.OOF_MATCH if joined else self.leave_reason(msg))
 
     def removed(self, rec: Record, reason: str) -> None:
         if self._defer(rec, reason):

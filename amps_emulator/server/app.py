@@ -27,9 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
+from amps_emulator.protocol.legacy import LEGACY_PROTOCOLS
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
+from amps_emulator.replication.link import QUEUE_KINDS
 from amps_emulator.replication.service import ReplicationService
 from amps_emulator.server import commands, entitle, publish, replay, version
 from amps_emulator.server.actions import Actions
@@ -38,6 +40,7 @@ from amps_emulator.server.broker import Broker
 from amps_emulator.server.clock import SystemClock, TestClock
 from amps_emulator.server.connection import Connection
 from amps_emulator.server.event_topics import EventTopics
+from amps_emulator.server.legacy import LegacyProtocol
 from amps_emulator.server.ports import Client, Stoppable
 from amps_emulator.server.queuesvc import QueueService
 from amps_emulator.server.router import Router
@@ -48,6 +51,7 @@ from amps_emulator.server.views import DerivedTopics, derived_specs
 from amps_emulator.server.websocket import WebSocketProtocol
 
 if TYPE_CHECKING:
+    from amps_emulator.journal import JournalRecord
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.router import Subscription
 
@@ -71,7 +75,7 @@ class Listener:
         self.port = port
         #: the transport's MessageType; None: any type the instance knows
         self.message_type = message_type
-        self.protocol = protocol  # "amps" or "websocket"
+        self.protocol = protocol  # "amps", "websocket", or a legacy "fix", "nvfix", "xml"
         self.max_frame = max_frame
         self.out_limit = out_limit
         self.reuse_addr = reuse_addr  # SO_REUSEADDR (Transport/ReuseAddr)
@@ -85,6 +89,8 @@ class Listener:
         scheme = "ws" if self.protocol == "websocket" else "tcp"
         if self.tls is not None:
             scheme += "s"
+        if self.protocol in LEGACY_PROTOCOLS:  # the client names the protocol, not the type
+            return f"{scheme}://{host}:{self.port}/{self.protocol}"
         return f"{scheme}://{host}:{self.port}/amps/{self.message_type or 'json'}"
 
     def protocol_factory(self, server: Server) -> Callable[[], asyncio.Protocol]:
@@ -93,6 +99,9 @@ class Listener:
 
         if self.protocol == "websocket":
             return lambda: WebSocketProtocol(make_connection, self)
+        if self.protocol in LEGACY_PROTOCOLS:
+            protocol = self.protocol
+            return lambda: LegacyProtocol(make_connection, self, protocol)
         return make_connection
 
 
@@ -170,6 +179,11 @@ class Server:
         self.broker.drop_client = self.closed
         if config.security is not None:
             self.broker.security = SecurityLayer(config.security, [t.name for t in config.transports])
+        #: what the connections hand each command to: its handler, when the config has no
+        #: Authentication/Entitlement blocks (the message path pays nothing for them), else
+        #: through the logon and entitlement checks first
+        self.dispatch: Callable[[Client, Command], None] = \
+            self._run_command if self.broker.security is None else self._dispatch_secured
         self._conn_ids = itertools.count(1)
         #: server.views.DerivedTopics when the config has views or conflated topics
         self.derived: DerivedTopics | None = None
@@ -318,17 +332,32 @@ class Server:
             txlog.start_timers()
             config = self.config
             if config.replication_listener is not None or config.replication.destinations:
+                shared = broker.queues.replication if broker.queues is not None else None
+
+                def apply(rec: JournalRecord) -> None:
+                    if rec.kind not in QUEUE_KINDS:
+                        publish.apply_replicated(broker, rec)
+                    elif shared is not None:  # a queue's acks and transfers (none here: not ours)
+                        shared.apply_replicated(rec)
+
                 repl = self.replication = ReplicationService(
                     config, broker, lambda: txlog.journal, self.timebase,
-                    apply=lambda rec: publish.apply_replicated(broker, rec),
+                    apply=apply,
                     on_event=self.actions.fire)
                 # the downgrade/upgrade actions switch the links' sync/async
                 self.actions.replication_control = repl
                 # persisted acks wait for the sync destinations too
                 txlog.ack_gate = repl.gate.safe
+                if shared is not None:
+                    repl.queue_port = shared
+                    repl.replicated_queues = shared.queue_names
+                    # the proxied-transfer actions switch the replicated queues
+                    self.actions.proxied_transfer = shared
                 # records appended or made durable this turn (a group sync requests a turn)
                 self.turn.stage("replication", repl.notify)
                 await repl.start()
+                if shared is not None:
+                    shared.attach(repl)
         elif self.config.replication_listener is not None:
             log.warning("replication transport %r: no <TransactionLog> to append replicated records "
                         "to, so it does not listen", self.config.replication_listener.name)
@@ -476,7 +505,7 @@ class Server:
         return pins
 
     # -- dispatch ----------------------------------------------------------------------
-    def dispatch(self, client: Client, cmd: Command) -> None:
+    def _dispatch_secured(self, client: Client, cmd: Command) -> None:
         security = self.broker.security
         if security is not None and not client.logged_on and cmd.command != "heartbeat":
             self._authenticate(security, self._own(client), cmd)
@@ -605,9 +634,7 @@ class Server:
                 if session is not None:
                     session.close()
                 return
-            if session is None:
-                log.warning("%s: logon refused (%s): %s", conn.describe(), outcome.reason,
-                            outcome.detail)
+            if session is None:  # one log line: the connection's close names user and why
                 conn.refuse_logon(cmd, outcome.reason, outcome.detail)
                 return
             conn.session = session

@@ -100,6 +100,18 @@ def heartbeat(broker: Broker, client: Client, cmd: Command) -> None:
     acks_final(client, cmd)
 
 
+def timer(broker: Broker, client: Client, cmd: Command) -> None:
+    """``start_timer`` / ``stop_timer``: commands AMPS dropped in 5.3.2.0 (the 5.3.4 clients
+    call them no longer valid on such a server) that clients still send through a raw command
+    (60East's JavaScript client routes ``stop_timer`` like ``heartbeat`` and waits for its
+    processed ack, and the Go client's integration suite requires a successful one). What
+    those clients expect of a 5.3.2+ server: the acks asked for, successful, and no timer;
+    ``completed``, which ``stop_timer`` asked for to carry the timing, carries nothing."""
+    log.info("%s: %s acknowledged; no timer since AMPS 5.3.2.0", client.describe(), cmd.command)
+    acks_early(client, cmd)
+    acks_final(client, cmd)
+
+
 def flush(broker: Broker, client: Client, cmd: Command) -> None:
     acks_early(client, cmd)
     # Everything this client sent before the flush has been processed in order; pending
@@ -321,6 +333,8 @@ HANDLERS: dict[str, Callable[[Broker, Client, Command], None]] = {
     "logon": logon,
     "heartbeat": heartbeat,
     "flush": flush,
+    "start_timer": timer,
+    "stop_timer": timer,
     "publish": publish,
     "delta_publish": publish,
     "subscribe": subscribe,

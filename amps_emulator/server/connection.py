@@ -435,7 +435,7 @@ class Connection(asyncio.Protocol):
         self.busy = False
         self.fail(cmd, reason)
         self.flush_output()
-        self.close(f"{reason}: {why}")
+        self.close(f"logon refused ({reason}): {why}")
 
     def _reject_unparsed(self, exc: CommandError) -> None:
         log.warning("%s: bad command: %s", self.describe(), exc)
@@ -471,8 +471,9 @@ class Connection(asyncio.Protocol):
         self._hb_timer = None
         action = self.heartbeat.poll(self._timebase.monotonic())
         if action is Beat.TIMEOUT:
-            self.close(f"{reasons.DISCONNECT_HEARTBEAT}: nothing received for "
-                       f"{2 * (self.heartbeat.interval or 0):g}s")
+            silent = self.heartbeat.silent_for(self._timebase.monotonic())
+            self.close(f"{reasons.DISCONNECT_HEARTBEAT}: nothing received for {silent:.3g}s "
+                       f"(heartbeat interval {self.heartbeat.interval or 0:g}s)")
             return
         if action is Beat.SEND:
             self.send_direct(_HEARTBEAT_FRAME)  # not held back by a query in progress

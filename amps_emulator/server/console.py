@@ -42,10 +42,14 @@ def page(server: Server, faults: list[dict] | None = None) -> str:
     s = server
     topics = sorted(s.sowsvc.sow.topics.items()) if s.sowsvc is not None else []
     topic_rows = "".join(
-        f"<tr><td>{_e(n)}</td><td>{_e(t.spec.message_type)}</td>"
+        f"<tr><td>{_e(display_name(n))}</td><td>{_e(t.spec.message_type)}</td>"
         f"<td class='count'>{t.count()}</td></tr>" for n, t in topics) \
         or "<tr><td colspan=3>no SOW topics</td></tr>"
-    options = "".join(f"<option>{_e(n)}</option>" for n, _ in topics)
+    options = "".join(
+        f"<option value='{_e(display_name(n))}' data-type='{_e(t.spec.message_type)}'>"
+        f"{_e(display_name(n))}"
+        + (f" ({_e(t.spec.message_type)})" if t.spec.message_type != "json" else "")
+        + "</option>" for n, t in topics)
     queues = sorted(s.queuesvc.queues.items()) if s.queuesvc is not None else []
     queue_rows = "".join(
         f"<tr><td>{_e(q.name)}</td><td>{q.engine.depth}</td><td>{q.engine.leased_count}</td>"
@@ -149,7 +153,9 @@ SCRIPT = r"""
   function cell(tag, text) { const c = document.createElement(tag); c.textContent = text; return c; }
   async function runQuery(ev) {
     if (ev) ev.preventDefault();
-    const topic = $('q-topic').value, p = new URLSearchParams();
+    const sel = $('q-topic'), topic = sel.value, p = new URLSearchParams();
+    const opt = sel.options[sel.selectedIndex];
+    if (opt && opt.dataset.type && opt.dataset.type !== 'json') p.set('type', opt.dataset.type);
     if ($('q-filter').value) p.set('filter', $('q-filter').value);
     if ($('q-orderby').value) p.set('orderby', $('q-orderby').value);
     if ($('q-top').value) p.set('top_n', $('q-top').value);
@@ -165,6 +171,8 @@ SCRIPT = r"""
     const head = document.createElement('tr');
     head.appendChild(cell('th', 'SowKey'));
     for (const c of cols) head.appendChild(cell('th', c));
+    const typed = body.records.some((rec) => rec.body !== undefined);
+    if (typed) head.appendChild(cell('th', 'body'));
     grid.appendChild(head);
     for (const rec of body.records) {
       const tr = document.createElement('tr');
@@ -173,6 +181,7 @@ SCRIPT = r"""
         const v = rec.data ? rec.data[c] : '';
         tr.appendChild(cell('td', typeof v === 'object' ? JSON.stringify(v) : String(v ?? '')));
       }
+      if (typed) tr.appendChild(cell('td', rec.body ?? ''));
       grid.appendChild(tr);
     }
     $('q-status').textContent = body.count + ' of ' + body.topic_matches + ' records';

@@ -199,12 +199,15 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
     # (connection, frame shape, select list) -> the subscription ids that get that frame
     targets: dict[tuple[Receiver, int, Select | None], list[str]] = {}
     for sub in subs:
+        sel = sub.select
         ent = sub.entitlement
-        if ent is not None:  # security is configured (server.entitle)
-            shape = _entitled(server.bodies, msg, sub, ent)
+        # security is configured (server.entitle); a paginated window or aggregated groups
+        # of a literal topic have the read filter in theirs, and decide themselves
+        if ent is not None and (sub.live is None or ent.regex):
+            shape, sel = _entitled(server.bodies, msg, sub, ent)
             if shape is not None:
                 if shape >= 0:
-                    _add(targets, (sub.conn, shape, sub.select), sub.sub_id)
+                    _add(targets, (sub.conn, shape, sel), sub.sub_id)
                 continue
             doc = msg.doc
         if sub.live is not None:  # a paginated window / aggregated groups decide
@@ -223,7 +226,7 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
                         and "oof" in sub.options and f(previous, ctx):
                     if sub.conflator is not None:
                         sub.conflator.drop(msg.topic, msg.sow_key)
-                    _add(targets, (sub.conn, OOF, sub.select), sub.sub_id)
+                    _add(targets, (sub.conn, OOF, sel), sub.sub_id)
                 continue
         if sub.delta and msg.delta() is not None:
             shape = DELTA_STAMPED if "timestamp" in sub.options else DELTA
@@ -237,7 +240,7 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
             elif not (msg.delta_empty and "no_empties" in sub.options):
                 sub.conflator.hold(msg, msg.delta_body)
             continue
-        _add(targets, (sub.conn, shape, sub.select), sub.sub_id)
+        _add(targets, (sub.conn, shape, sel), sub.sub_id)
     if not targets:
         return 0
     topic = msg.topic
@@ -289,28 +292,30 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
 
 
 def _entitled(bodies: Bodies, msg: Message, sub: Subscription, ent: ReadEntitlement
-              ) -> int | None:
-    """What the read entitlement makes of ``msg`` for ``sub``: None: deliver as usual; -1:
+              ) -> tuple[int | None, Select | None]:
+    """What the read entitlement makes of ``msg`` for ``sub``, and the select list its delivery
+    uses (a regex subscription's topics each have their own): None: deliver as usual; -1:
     nothing (an unentitled topic of a regex subscription, or a message its read filter
     hides); OOF_ENTITLEMENT: the update left the read filter (the previous message passed)."""
     grant = ent.grant(msg.topic)
     if grant is None:
-        return -1  # a regex subscription skips the topics it may not read, silently
+        return -1, None  # a regex subscription skips the topics it may not read, silently
+    sel = ent.select(grant, sub.select) if ent.regex else sub.select
     if grant.filter_text is None:
-        return None
+        return None, sel
     doc = msg.doc
     if doc is UNDECODED:
         doc = msg.doc = bodies.decode(msg.body, msg.topic)
     ctx = msg.context()
     if grant.admits(doc, ctx):
-        return None
+        return None, sel
     previous = msg.previous_doc
     if previous is not UNDECODED and previous is not None and "oof" in sub.options \
             and grant.admits(previous, ctx) and (sub.filter is None or sub.filter(previous, ctx)):
         if sub.conflator is not None:
             sub.conflator.drop(msg.topic, msg.sow_key)
-        return OOF_ENTITLEMENT
-    return -1
+        return OOF_ENTITLEMENT, sel
+    return -1, sel
 
 
 def _add(targets: dict[_Key, list[str]], key: _Key, sub_id: str) -> None:

@@ -12,9 +12,11 @@ Authentication/Entitlement blocks never gets here, so the message path pays noth
   writable or the message (for a delta, the delta itself, before any merge) fails the write
   filter; a publish-store publish gets the failure on its persisted ack, so the client's
   failed-write handler sees it;
-* ``sow_delete``: refused when the topic is not writable; a filter delete deletes only the
-  records the write filter admits (the filters are ANDed); a delete by keys or data where a
-  write filter applies is refused (the filter cannot be asked record by record there);
+* ``sow_delete``: refused when the topic is not writable; otherwise only the records the
+  write filter admits are deleted, the others stay: a filter delete ANDs the two filters, a
+  delete by keys or data asks :func:`delete_filter` and checks each record it names; a
+  delete whose topic is a regex checks each SOW topic it matches (:func:`topic_delete_grant`),
+  leaving those the user may not write;
 * queues: subscribing to a queue (consuming) and acking it (``sow_delete`` on the queue) need
   read; publishing to it needs write on the queue's name.
 
@@ -26,22 +28,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from amps_emulator.auth import Session, TopicGrant
+from amps_emulator.auth import ALLOW, Session, TopicGrant
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import display_name, is_regex_topic
+from amps_emulator.protocol.topics import display_name, is_regex_topic, qualify
 from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import refused as acks_refused
 from amps_emulator.server.router import ReadEntitlement
 from amps_emulator.server.subscribe import compile_filter_for
-from amps_emulator.sow.query import Select, parse_select
+from amps_emulator.sow.query import compose_select, parse_select
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.ports import Client
 
-__all__ = ["check", "attach", "compose_select", "sow_topics", "READS", "WRITES"]
+__all__ = ["check", "attach", "delete_filter", "topic_delete_grant", "compose_select", "sow_topics",
+           "READS", "WRITES"]
 
 T = TypeVar("T")
 
@@ -96,18 +99,40 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
                 _denied(broker, client, "reads")
                 raise
             return True
+        if _regex(cmd, topic) and (broker.sow is None
+                                   or broker.sow.get(qualify(topic, mt)) is None):
+            return True  # a regex delete: the handler asks topic_delete_grant() per topic
         try:
             grant = perms.check_write(mt, topic)
         except CommandError:
             _denied(broker, client, "writes")
             raise
-        if grant.filter_text is not None:
-            if not cmd.filter:
-                _denied(broker, client, "writes")
-                raise CommandError(reasons.NOT_ENTITLED,
-                                   f"a write filter applies to {topic!r}: delete by filter")
+        if grant.filter_text is not None and cmd.filter:
             cmd.filter = grant.combined_filter(cmd.filter)
+        # by keys or data: the handler asks delete_filter() and keeps the records it refuses
     return True
+
+
+def topic_delete_grant(client: Client, topic: str) -> TopicGrant | None:
+    """For a ``sow_delete`` whose topic is a regex, each SOW topic ``topic`` (a key) it
+    matches, as AMPS checks them: the write grant (its filter, if any, applies to each
+    record), or None: the user may not write that topic, which the delete then leaves."""
+    session = client.session
+    if session is None:
+        return ALLOW
+    return session.permissions.write_grant(client.message_type, display_name(topic))
+
+
+def delete_filter(client: Client, topic: str) -> TopicGrant | None:
+    """The write grant whose filter each record a ``sow_delete`` by keys or data must pass
+    (AMPS deletes the records it admits and keeps the others); None: no filter applies."""
+    session = client.session
+    if session is None:
+        return None
+    grant = session.permissions.write_grant(client.message_type, display_name(topic))
+    if grant is None or grant.filter_text is None:
+        return None
+    return grant
 
 
 def _regex(cmd: Command, topic: str) -> bool:
@@ -116,16 +141,19 @@ def _regex(cmd: Command, topic: str) -> bool:
 
 
 def sow_topics(client: Client, cmd: Command, topics: list[T], names: list[str],
-               read: Callable[..., bool] | None
-               ) -> tuple[list[T], list[Callable[..., bool] | None]]:
+               read: Callable[..., bool] | None, select: str | None = None
+               ) -> tuple[list[T], list[Callable[..., bool] | None], list[str | None]]:
     """A SOW query over a regex topic: the topics the user may read, each with the query's
-    filter ANDed with that topic's read filter (a literal topic's is already in ``cmd.filter``)."""
+    filter ANDed with that topic's read filter, and the select list its records go out with
+    (the topic's entitlement list, then the query's ``select``). A literal topic's are in
+    ``cmd.filter`` and the ``select`` option already."""
     session = client.session
     if session is None or not cmd.topic or not _regex(cmd, cmd.topic):
-        return topics, [read] * len(topics)
+        return topics, [read] * len(topics), [select] * len(topics)
     mt = client.message_type
     kept: list[T] = []
     reads: list[Callable[..., bool] | None] = []
+    selects: list[str | None] = []
     for topic, name in zip(topics, names, strict=True):
         grant = session.permissions.read_grant(mt, display_name(name))
         if grant is None:
@@ -135,7 +163,9 @@ def sow_topics(client: Client, cmd: Command, topics: list[T], names: list[str],
             reads.append(read)
         else:
             reads.append(compile_filter_for(grant.combined_filter(cmd.filter)))
-    return kept, reads
+        mine = parse_select(grant.select) if grant.select is not None else None
+        selects.append(select if mine is None else compose_select(mine, parse_select(select)).text)
+    return kept, reads, selects
 
 
 def _denied(broker: Broker, client: Client, kind: str) -> None:
@@ -162,26 +192,8 @@ def attach(client: Client, session: Session, cmd: Command) -> None:
     grant = perms.read_grant(mt, display_name(sub.topic))
     if grant is not None and grant.filter_text is not None:
         sub.entitlement = ReadEntitlement(perms, mt, False)
-
-
-def _effective(rules: dict[tuple[str, ...], bool], path: tuple[str, ...]) -> bool:
-    """Whether a select list includes ``path``: its most specific directive on the way."""
-    for i in range(len(path), -1, -1):
-        rule = rules.get(path[:i])
-        if rule is not None:
-            return rule
-    return True
-
-
-def compose_select(first: Select, then: Select | None) -> Select:
-    """One select list doing ``first``, then ``then``: a field is kept when both keep it.
-    Exact: every field's most specific directive in the result sits at a path of one of the
-    two lists, where each list's own decision is the one it makes for that field."""
-    if then is None:
-        return first
-    paths = sorted({(), *first.rules, *then.rules}, key=len)
-    ops = tuple((_effective(first.rules, p) and _effective(then.rules, p), p) for p in paths)
-    return Select(ops, ",".join(("+" if inc else "-") + "/" + "/".join(p) for inc, p in ops))
+        if sub.live is not None:  # a paginated window or aggregated groups: OOF reasons
+            sub.live.entitlement = sub.entitlement
 
 
 def _entitlement_select(cmd: Command, grant: TopicGrant) -> None:

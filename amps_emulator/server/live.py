@@ -10,7 +10,12 @@ happen.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from amps_emulator.protocol import reasons
+
+if TYPE_CHECKING:
+    from amps_emulator.server.router import ReadEntitlement
 
 __all__ = ["LiveState"]
 
@@ -20,6 +25,9 @@ class LiveState:
 
     def __init__(self) -> None:
         self._pending: list[tuple[Any, ...]] | None = []
+        #: the subscriber's read entitlement when it has a read filter (server.entitle sets
+        #: it with the subscription's): it names why a record left, see :meth:`leave_reason`
+        self.entitlement: ReadEntitlement | None = None
 
     def _defer(self, *change: Any) -> bool:
         """Keep ``change`` for :meth:`catch_up` if the query still runs (True)."""
@@ -36,6 +44,17 @@ class LiveState:
                 self.published(change[0])
             else:
                 self.removed(*change)
+
+    def leave_reason(self, msg: Any) -> str:
+        """Why a record the subscription held left it with the update ``msg``: ``entitlement``
+        when the subscriber's read filter hides the update (the subscription's filter holds
+        it, ANDed with the subscriber's), else ``match``."""
+        ent = self.entitlement
+        if ent is not None:
+            grant = ent.grant(msg.topic)
+            if grant is not None and not grant.admits(msg.doc, msg.context()):
+                return reasons.OOF_ENTITLEMENT
+        return reasons.OOF_MATCH
 
     def published(self, msg: Any) -> None:  # pragma: no cover - overridden
         raise NotImplementedError

@@ -28,7 +28,7 @@ from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.topics import display_name
 from amps_emulator.sow.query import OrderBy, order_key
 
-from .delivery import delivery_tail, oof_frame, selected
+from .delivery import UNDECODED, delivery_tail, oof_frame, selected
 from .live import LiveState
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ class PageWindow(LiveState):
         if matched:
             k = self._keys[skey] = self._key(skey, msg.doc)
             insort(self._sorted, k)
-        self._emit(before, skey, msg, "match")
+        self._emit(before, skey, msg, "match" if matched else self.leave_reason(msg))
 
     def removed(self, rec: Record, reason: str) -> None:
         """``rec`` left the topic (``reason``: deleted or expired)."""
@@ -116,6 +116,13 @@ class PageWindow(LiveState):
         sel = self.sub.select
         return msg.body if sel is None else selected(msg.body, sel, msg.doc, self.topic.encode)
 
+    def _selected_doc(self, doc: Any) -> bytes:
+        """A message known only by its tree (the previous one), written in the topic's type
+        as the subscription's select list keeps it."""
+        body = self.topic.encode(doc)
+        sel = self.sub.select
+        return body if sel is None else selected(body, sel, doc, self.topic.encode)
+
     def _emit(self, before: list[str], changed: str, msg: Any, reason: str,
               removed: Record | None = None) -> None:
         after = self.window()
@@ -131,9 +138,15 @@ class PageWindow(LiveState):
             if skey == changed and removed is not None:
                 conn.send(oof_frame(name, self.sub.sub_id, skey, reason,
                                     self._selected(removed), removed.bookmark or None))
-            elif skey == changed:  # it no longer matches (or sorts elsewhere): the message
-                conn.send(oof_frame(name, self.sub.sub_id, skey, "match",
-                                    self._selected_msg(msg), msg.bookmark))
+            elif skey == changed:  # it no longer matches (or sorts elsewhere): the message;
+                # reason entitlement when the read filter hides it (the previous one, then)
+                previous = msg.previous_doc
+                if reason == "entitlement" and previous is not UNDECODED and previous is not None:
+                    conn.send(oof_frame(name, self.sub.sub_id, skey, reason,
+                                        self._selected_doc(previous), msg.bookmark))
+                else:
+                    conn.send(oof_frame(name, self.sub.sub_id, skey, "match",
+                                        self._selected_msg(msg), msg.bookmark))
             else:
                 rec = self.topic.get(skey)
                 if rec is not None:

@@ -185,6 +185,15 @@ class PersistWaiter(Protocol):
                        reason: str | None = None) -> None: ...
 
 
+class ProxiedTransferControl(Protocol):
+    """The replicated queues as the actions engine switches them
+    (:class:`server.queue_ownership.QueueReplication`): ``amps-action-do-enable-proxied-transfer``
+    and ``-disable-`` (options ``Topic``, ``MessageType``) call this with ``enabled`` True and
+    False. Raises ``CommandError`` when ``topic`` is not a replicated queue of this instance."""
+
+    def set_proxied_transfer(self, topic: str, message_type: str, enabled: bool) -> None: ...
+
+
 class JournalCursor(Protocol):
     """A bookmark subscription's journal cursor as the transaction log pumps it
     (:class:`server.replay.Cursor`)."""

@@ -15,6 +15,9 @@
 * Recovery starts after each queue's acknowledged low-water mark, kept in
   ``<JournalDirectory>/queues.ack`` and written only once the acknowledgements it covers are
   durable in the journal.
+* On an instance that replicates, a distributed ``Queue`` or a ``GroupLocalQueue`` delivers
+  only the messages this instance owns; ownership, transfers and the queue records that
+  replicate are :mod:`server.queue_ownership`'s (a ``LocalQueue`` stays this instance's own).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from amps_emulator.journal import RecordKind
+from amps_emulator.journal.identity import path_of
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.protocol.codec import frame_raw, json_str
@@ -37,6 +41,7 @@ from amps_emulator.protocol.filter import MessageContext, compile_expression, co
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify, split_topic
 from amps_emulator.queues import (
+    Acked,
     Deliver,
     Enqueue,
     Expired,
@@ -50,8 +55,15 @@ from amps_emulator.queues import (
     plan_recovery,
 )
 from amps_emulator.queues import recovery as queue_recovery
+from amps_emulator.queues.ownership import Ownership
 from amps_emulator.server.delivery import UNDECODED, selected
 from amps_emulator.server.ports import ServiceHost
+from amps_emulator.server.queue_ownership import (
+    DOMAIN_HEADER,
+    QueueReplication,
+    record_events,
+    replicated_events,
+)
 from amps_emulator.server.router import compile_topic_regex, is_regex_topic
 from amps_emulator.server.subscribe import compile_filter_for
 
@@ -125,6 +137,12 @@ class QueueState:
         self.needs_content = (self.filter is not None or self.priority is not None
                               or self.barrier is not None)
         self.subs: dict[Any, Subscription] = {}
+        #: who owns the messages, when the queue is shared with replicated instances
+        self.ownership: Ownership | None = None
+        #: a group local queue's identity: its GroupLocalQueueDomain, else the instance's Group
+        self.domain: str | None = None
+        #: the headers of the queue records this queue journals (its identity, if group local)
+        self.record_headers: dict[str, str] | None = None
 
     def covers(self, topic: str) -> bool:
         if self.regex is None:
@@ -174,6 +192,26 @@ class QueueService:
         self._ckpt_written: dict[str, int] = {}
         self._lp_sec = -1
         self._lp_prefix = b""
+        #: ownership and transfers of the queues shared with replicated instances (None: none)
+        self.replication: QueueReplication[QueueState] | None = None
+        if config.replication_listener is not None or config.replication.destinations:
+            for q in self.queues.values():
+                kind = q.cfg.kind
+                if kind == "local":
+                    continue  # each instance its own: nothing is shared
+                q.ownership = Ownership(server.instance_name,
+                                        q.cfg.initial_owner if kind == "group_local" else None)
+                if kind == "group_local":
+                    q.domain = q.cfg.group_local_queue_domain or config.group_name
+                    q.record_headers = {DOMAIN_HEADER: q.domain}
+            if any(q.ownership is not None for q in self.queues.values()):
+                self.replication = QueueReplication(self)
+            for q in self.queues.values():
+                if q.ownership is not None and not any(
+                        d.selects(q.name, q.cfg.message_type) for d in config.replication.destinations):
+                    log.warning("queue %s is shared with the instances this one replicates with, but "
+                                "no <Destination> replicates its topic: its acks and ownership "
+                                "transfers stay on this instance", q.name)
 
     def now(self) -> float:
         return self.server.wallclock()
@@ -232,12 +270,27 @@ class QueueService:
             else:
                 prio, barrier = None, False
             self._remember(rec)
+            own = q.ownership
+            foreign = own is not None and own.entered(rec.position, _origin(rec), now) != own.local
             self.handle(q, q.engine.enqueue(rec.position, rec.bookmark_str, now,
                                             timestamp=rec.timestamp / 1_000_000,
                                             expiration=msg.expiration, priority=prio,
                                             is_barrier=barrier))
+            if foreign:
+                self._foreign_entered(q, rec.position, now)
             if msg.expiration or q.spec.expiration:
                 self.arm()  # the message's own lifetime may be the next deadline
+
+    def _foreign_entered(self, q: QueueState, position: int, now: float) -> None:
+        """A message another instance owns entered this instance's copy of the queue: nobody
+        here gets it unless it is transferred here."""
+        own = q.ownership
+        if own is None:
+            return
+        if not q.engine.holds(position):  # acknowledged before it arrived
+            own.left(position, now)
+        elif self.replication is not None and q.subs:
+            self.replication.arm()
 
     def _remember(self, rec: Any) -> None:
         cache = self._cache
@@ -287,6 +340,8 @@ class QueueService:
                   max_backlog: int | None) -> None:
         key = (conn.conn_id, sub.sub_id)
         eligible = self._eligible(sub.filter, q.name) if sub.filter is not None else None
+        if q.ownership is not None:  # only what this instance owns
+            eligible = _owned_only(q.ownership, eligible)
         sub.queue = q
         now = self.now()
         if key in q.subs:  # replace: keep leases, recompute the backlog
@@ -297,6 +352,8 @@ class QueueService:
             q.subs[key] = sub
             self.handle(q, q.engine.add_subscriber(key, now, client=conn,
                                                    max_backlog=max_backlog, eligible=eligible))
+        if self.replication is not None and q.ownership is not None:
+            self.replication.arm()  # room for messages owned elsewhere
 
     def _eligible(self, flt: Any, queue_name: str) -> Any:
         def eligible(position: int) -> bool:
@@ -307,6 +364,27 @@ class QueueService:
                                  correlation_id=rec.correlation_id, client_name=rec.client_name)
             return bool(flt(self.server.bodies.decode(rec.body, rec.key), ctx))
         return eligible
+
+    def room(self, q: QueueState) -> int:
+        """How many more messages this instance's subscriptions to ``q`` can take now."""
+        spare = 0
+        for key in q.subs:
+            leased, limit = q.engine.subscriber_backlog(key)
+            spare += max(0, limit - leased)
+        mb = q.spec.max_backlog
+        if mb is not None:
+            spare = min(spare, max(0, mb - q.engine.leased_count))
+        return spare
+
+    def some_subscription_takes(self, q: QueueState, position: int) -> bool:
+        """Whether a subscription to ``q`` with room here would take the message (its filter)."""
+        for key, sub in q.subs.items():
+            leased, limit = q.engine.subscriber_backlog(key)
+            if leased >= limit:
+                continue
+            if sub.filter is None or self._eligible(sub.filter, q.name)(position):
+                return True
+        return False
 
     def disconnect(self, conn: Client) -> None:
         now = self.now()
@@ -341,9 +419,10 @@ class QueueService:
     def handle(self, q: QueueState, actions: list[Any]) -> None:
         if not actions:
             return
-        events = events_for(actions, q.spec)
+        own = q.ownership
+        events = events_for(actions, q.spec, bookmarks=own is not None)
         if events:
-            self._journal_events(q, events)
+            self.journal_events(q, events)
         earliest = None
         for a in actions:
             t = type(a)
@@ -353,16 +432,24 @@ class QueueService:
                 if lease is not None and (earliest is None or lease < earliest):
                     earliest = lease
             elif t is Expired:
-                if self.on_expired is not None:
+                # every instance expires its copy; the owner alone runs the on-sow-expire
+                # actions, so a dead letter is written once across the instances
+                if self.on_expired is not None and (own is None or own.owns(a.position)):
                     rec = self._record(a.position)
                     self.on_expired(q.name, rec.body if rec is not None else b"", a.reason, "",
                                     a.bookmark)
+                if own is not None:
+                    own.left(a.position, self.now())
+            elif t is Acked and own is not None and a.position is not None:
+                own.left(a.position, self.now())
         # Acks only remove deadlines (a timer that fires early re-arms itself); a new lease
         # matters only if it ends before the armed timer.
         if self._timer is None or (earliest is not None and earliest < (self._timer_at or 0)):
             self.arm()
+        if own is not None and own.foreign and self.replication is not None:
+            self.replication.arm()  # an ack may have made room for messages owned elsewhere
 
-    def _journal_events(self, q: QueueState, events: list[Any]) -> None:
+    def journal_events(self, q: QueueState, events: list[Any]) -> None:
         """One journal record per engine call: the event itself, or a batch of them (an ack
         of ten bookmarks is one record, not ten)."""
         txlog = self.txlog
@@ -370,7 +457,8 @@ class QueueService:
             kind, payload = encode_event(events[0])
         else:
             kind, payload = _QUEUE_BATCH, _pack([encode_event(ev) for ev in events])
-        txlog.append(q.key, payload, kind, client_name=self.server.instance_name)
+        txlog.append(q.key, payload, kind, client_name=self.server.instance_name,
+                     headers=q.record_headers)
 
     def _deliver(self, q: QueueState, d: Deliver) -> None:
         sub = q.subs.get(d.sub_key)
@@ -473,6 +561,9 @@ class QueueService:
             else:
                 starts[name] = self._resolve_recovery_point(plan.recovery_point or "epoch")
         events: dict[str, list[Any]] = {name: [] for name in self.queues}
+        # replicated queues: the owner of each message entered, and positions by bookmark
+        owners: dict[str, dict[int, str]] = {name: {} for name in self.queues}
+        by_bookmark: dict[str, dict[str, int]] = {name: {} for name in self.queues}
         first = min(starts.values(), default=0) + 1
         for rec in journal.read(first):
             kind = rec.kind
@@ -496,8 +587,16 @@ class QueueService:
                     events[name].append(Enqueue(rec.position, rec.bookmark_str,
                                                 rec.timestamp / 1_000_000, rec.expiration,
                                                 prio, barrier))
+                    if q.ownership is not None:
+                        owners[name][rec.position] = q.ownership.owner_of_new(_origin(rec))
+                        by_bookmark[name][rec.bookmark_str] = rec.position
             elif kind in _EVENT_KINDS and rec.key in self.queues:
-                if kind == _QUEUE_BATCH:
+                shared = self.queues[rec.key]
+                if shared.ownership is not None:
+                    if QueueReplication.same_queue(shared, rec):
+                        events[rec.key].extend(replicated_events(
+                            rec, record_events(rec), by_bookmark[rec.key], owners[rec.key]))
+                elif kind == _QUEUE_BATCH:
                     events[rec.key].extend(decode_event(k, p) for k, p in _unpack(rec.body))
                 else:
                     events[rec.key].append(decode_event(kind, rec.body))
@@ -505,6 +604,9 @@ class QueueService:
         for name, q in self.queues.items():
             q.engine = queue_recovery.replay(QueueEngine(q.spec), events[name], now=now,
                                              start_after=starts[name])
+            if q.ownership is not None:
+                engine = q.engine
+                q.ownership.restore({p: o for p, o in owners[name].items() if engine.holds(p)})
             log.info("queue %s recovered: %d messages queued", name, q.engine.depth)
         for q in self.queues.values():
             self.handle(q, q.engine.poll(now))
@@ -574,6 +676,8 @@ class QueueService:
         for t in (self._timer, self._ckpt_timer):
             if t is not None:
                 t.cancel()
+        if self.replication is not None:
+            self.replication.close()
 
 
 def _ack_option(cmd: Any) -> str | None:
@@ -583,3 +687,17 @@ def _ack_option(cmd: Any) -> str | None:
     if "expire" in opts:
         return "expire"
     return None
+
+
+def _origin(rec: JournalRecord) -> str | None:
+    """The instance a journaled message was first published to (None: this one)."""
+    path = path_of(rec)
+    return path[0] if path else None
+
+
+def _owned_only(own: Ownership, eligible: Callable[[int], bool] | None) -> Callable[[int], bool]:
+    """A subscription's eligibility on a replicated queue: messages this instance owns only."""
+    foreign = own.foreign
+    if eligible is None:
+        return lambda position: position not in foreign
+    return lambda position: position not in foreign and eligible(position)

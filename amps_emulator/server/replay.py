@@ -268,6 +268,8 @@ def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
     sub = cursor.sub
     conn = cursor.conn
     flt = sub.filter
+    # a literal topic's read filter and select list are in the subscription's own already
+    ent = sub.entitlement if sub.entitlement is not None and sub.entitlement.regex else None
     sids = b',"sids":' + json_str(sub.sub_id)
     heads: dict[str, bytes] = {}
     out: list[bytes] = []
@@ -292,6 +294,20 @@ def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
         if rec.kind not in _DELIVERABLE or not sub.matches_topic(rec.key):
             cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
             continue
+        sel = sub.select
+        if ent is not None:  # a regex topic's concrete topics, each with its own grant
+            grant = ent.grant(rec.topic)
+            if grant is None:  # not entitled to this topic: skipped silently, as live
+                cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
+                continue
+            if grant.filter_text is not None:
+                ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
+                                     correlation_id=rec.correlation_id,
+                                     client_name=rec.client_name)
+                if not grant.admits(bodies.decode(rec.body, rec.key), ctx):
+                    cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
+                    continue
+            sel = ent.select(grant, sel)
         if flt is not None:
             ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
                                  correlation_id=rec.correlation_id, client_name=rec.client_name)
@@ -314,8 +330,8 @@ def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
         else:
             tail = delivery_tail(bm, rec.correlation_id, rec.sow_key, rec.expiration,
                                  format_timestamp(rec.timestamp) if cursor.timestamp else None)
-        out.append(frame_raw(head + tail, rec.body if sub.select is None
-                             else selected(rec.body, sub.select, bodies.decode(rec.body, rec.key),
+        out.append(frame_raw(head + tail, rec.body if sel is None
+                             else selected(rec.body, sel, bodies.decode(rec.body, rec.key),
                                            bodies.encoder(rec.key))))
         if cursor.remaining is not None:
             cursor.remaining -= 1

@@ -20,9 +20,12 @@ import json
 import logging
 from typing import TYPE_CHECKING, Any
 
+from amps_emulator.protocol import bodyview
+from amps_emulator.protocol.topics import display_name, qualify, type_of
 from amps_emulator.server.stats import client_id
 
 if TYPE_CHECKING:
+    from amps_emulator.protocol.msgtypes import MessageTypeRegistry
     from amps_emulator.server.app import Server
 
 log = logging.getLogger("amps_emulator.admin")
@@ -83,6 +86,8 @@ async def reset_all(server: Server) -> dict:
         for q in svc.queues.values():
             q.engine = QueueEngine(q.spec)
             q.subs.clear()
+            if q.ownership is not None:
+                q.ownership.restore({})  # no messages, so none owned elsewhere
         svc._cache.clear()
         svc._ckpt_pending = None
         svc._ckpt_written = {}
@@ -109,6 +114,8 @@ def reset_queue(server: Server, name: str) -> dict:
     depth = q.engine.depth
     q.engine = QueueEngine(q.spec, low_water_position=svc.txlog.journal.last_position)
     q.subs.clear()
+    if q.ownership is not None:
+        q.ownership.restore({})
     server.turn.request()
     return {"reset": "queue", "queue": name, "messages_removed": depth, "clients_disconnected": n}
 
@@ -132,10 +139,25 @@ def _body(data: bytes) -> Any:
         return data.decode("utf-8", "replace")
 
 
+def _record_body(data: bytes, message_type: str, registry: MessageTypeRegistry) -> dict[str, Any]:
+    """How the inspection API shows a stored body: JSON as its value; another type as its
+    fields (the value, when the type has none) and its readable text (protocol.bodyview)."""
+    if message_type == "json":
+        return {"data": _body(data)}
+    text = bodyview.readable_text(data, message_type, registry)
+    tree = bodyview.fields(data, message_type, registry)
+    return {"data": tree if tree is not None else text, "body": text}
+
+
 async def sow_records(server: Server, name: str, filter_text: str | None = None,
-                      order_by: str | None = None, top_n: int | None = None) -> dict:
+                      order_by: str | None = None, top_n: int | None = None,
+                      message_type: str | None = None) -> dict:
     """A SOW query for inspection; a large one runs in steps, as clients' queries do, so
-    the message path keeps going while it reads."""
+    the message path keeps going while it reads. ``name`` is a topic name with its
+    ``message_type`` (default json), or a topic key (``protocol.topics.qualify``)."""
+    if message_type is not None:
+        name = qualify(name, message_type)
+    mt = type_of(name)
     topic = server.sowsvc.get(name) if server.sowsvc is not None else None
     if topic is None:
         raise LookupError(f"{name!r} is not a SOW topic")
@@ -150,9 +172,11 @@ async def sow_records(server: Server, name: str, filter_text: str | None = None,
             res = stop.value
             break
         await asyncio.sleep(0)
-    return {"topic": name, "count": len(res.records), "topic_matches": res.topic_matches,
+    return {"topic": display_name(name), "message_type": mt, "count": len(res.records),
+            "topic_matches": res.topic_matches,
             "records": [{"sow_key": r.sow_key, "bookmark": r.bookmark or "",
-                         "expiration": r.expiration, "data": _body(r.data)}
+                         "expiration": r.expiration,
+                         **_record_body(r.data, mt, server.broker.bodies.registry)}
                         for r in res.records]}
 
 
@@ -162,6 +186,7 @@ def queue_contents(server: Server, name: str) -> dict:
     if svc is None or q is None:
         raise LookupError(f"no queue {name!r}")
     conns = {c.conn_id: c for c in server.connections}
+    own = q.ownership  # a replicated queue: the owner of each message
     out = []
     for m in q.engine.messages(include_leased=True):
         rec = svc._record(m.position)
@@ -173,6 +198,8 @@ def queue_contents(server: Server, name: str) -> dict:
             "delivery_count": m.delivery_count, "cancel_count": m.cancel_count,
             "expiration": m.expiration, "priority": m.priority,
             "data": _body(rec.body) if rec is not None else None,
+            "owner": own.owner(m.position) if own is not None else server.broker.instance_name,
+            "locally_owned": own is None or own.owns(m.position),
         })
     e = q.engine
     return {"queue": name, "depth": e.depth, "leased": e.leased_count,
@@ -201,10 +228,11 @@ def journal_range(server: Server, start: str | None = None, end: str | None = No
         if until is not None and rec.timestamp > round(until * 1_000_000):
             break
         if topic is None or rec.topic == topic:
+            mt = rec.message_type or "json"
             out.append({"bookmark": rec.bookmark_str, "position": rec.position,
-                        "kind": int(rec.kind), "topic": rec.topic,
+                        "kind": int(rec.kind), "topic": rec.topic, "message_type": mt,
                         "timestamp": rec.timestamp / 1_000_000, "client_name": rec.client_name,
-                        "sow_key": rec.sow_key, "data": _body(rec.body)})
+                        "sow_key": rec.sow_key, **_record_body(rec.body, mt, server.broker.bodies.registry)})
         if end and rec.bookmark_str == end or len(out) >= limit:
             break
     return {"first_position": j.first_position, "last_position": j.last_position,

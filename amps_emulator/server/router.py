@@ -17,7 +17,7 @@ from amps_emulator.protocol.topics import (
     is_regex_topic,
     split_topic,
 )
-from amps_emulator.sow.query import Select, selection
+from amps_emulator.sow.query import Select, compose_select, parse_select, selection
 
 if TYPE_CHECKING:
     from amps_emulator.auth import Permissions, TopicGrant
@@ -30,17 +30,32 @@ INTERNAL_PREFIX = "/AMPS/"
 class ReadEntitlement:
     """A subscriber's read permissions (:class:`auth.Permissions`) for its message type."""
 
-    __slots__ = ("permissions", "message_type", "regex")
+    __slots__ = ("permissions", "message_type", "regex", "_selects")
 
     def __init__(self, permissions: Permissions, message_type: str, regex: bool) -> None:
         self.permissions = permissions
         self.message_type = message_type
         self.regex = regex  # a regex subscription: concrete topics unentitled are skipped
+        self._selects: dict[str, Select | None] = {}
 
     def grant(self, topic: str) -> TopicGrant | None:
         """The read grant for a concrete topic key (cached by the permissions), None: skip
         it. Permissions name topics as clients do: the key's name, of this type."""
         return self.permissions.read_grant(self.message_type, split_topic(topic)[0])
+
+    def select(self, grant: TopicGrant, own: Select | None) -> Select | None:
+        """The select list of a delivery under ``grant`` to a subscriber whose own list is
+        ``own``: the entitlement's first, then the subscriber's (a literal topic has them
+        composed already, in the subscription's own list)."""
+        text = grant.select
+        if text is None:
+            return own
+        try:
+            return self._selects[text]
+        except KeyError:
+            mine = parse_select(text)
+            sel = self._selects[text] = compose_select(mine, own) if mine is not None else own
+            return sel
 
 
 class Subscription:

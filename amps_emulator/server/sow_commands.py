@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import frame, sow_batch
+from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import display_name
+from amps_emulator.protocol.topics import display_name, split_topic
 from amps_emulator.server import entitle, replay, sow_results
 from amps_emulator.server.acks import early as acks_early
 from amps_emulator.server.acks import final as acks_final
@@ -44,15 +45,18 @@ from amps_emulator.server.sow_results import (
     send_records,
 )
 from amps_emulator.server.subscribe import compile_filter_for, register_subscription
+from amps_emulator.sow.keys import parse_sow_keys
 from amps_emulator.sow.query import page, parse_order_by, project, selection, sort_records
 
 log = logging.getLogger("amps_emulator.sow")
 
 if TYPE_CHECKING:
+    from amps_emulator.auth import TopicGrant
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.ports import Client
     from amps_emulator.server.queuesvc import QueueService
+    from amps_emulator.sow import Topic
 
 
 class Replacing:
@@ -108,19 +112,21 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
         if broker.sow is not None else []
     if not topics:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
+    opts = cmd.opts
+    select = opts.get("select")
+    sel_text = select if isinstance(select, str) else None
+    sel = selection(sel_text)  # a bad list is refused before anything is sent
     # a regex query reads only the topics the user is entitled to, each with its read filter
-    topics, entitled = entitle.sow_topics(client, cmd, topics, [t.spec.name for t in topics], filt)
+    # and its select list
+    topics, entitled, sel_texts = entitle.sow_topics(
+        client, cmd, topics, [t.spec.name for t in topics], filt, sel_text)
     cuts = history_cuts(broker, cmd, topics, common=on_snapshot is not None)
     batch = sow_results.batch_size(cmd)
     top_n = sow_results.top_n(cmd)
     skip_n = sow_results.count_option(cmd, "skip_n", cmd.skip_n)
-    opts = cmd.opts
     # Several topics (a regex) with an orderby or skip_n: ordered and paged as one result,
     # so each topic returns every match and the selection applies after the merge.
     merged = replacing is not None or (len(topics) > 1 and bool(cmd.orderby or skip_n))
-    select = opts.get("select")
-    sel_text = select if isinstance(select, str) else None
-    sel = selection(sel_text)  # a bad list is refused before anything is sent
     if merged:  # so is a bad orderby
         parse_order_by(cmd.orderby)
     read = filt
@@ -133,7 +139,7 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
                                order_by=None if merged else cmd.orderby,
                                top_n=None if merged else top_n,
                                skip_n=None if merged else skip_n,
-                               select=None if merged else sel_text,
+                               select=None if merged else sel_texts[i],
                                history_cut=cuts.get(topic.spec.name) if cuts else None)
              for i, topic in enumerate(topics)]
     qid, results = yield from run_topic_steps(
@@ -146,7 +152,9 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
             for topic, res in zip(topics, results, strict=True):
                 res.records = replacing.split(topic, res.records, filt)
             matches = replacing.matches
-        runs = _merged_runs(topics, results, cmd.orderby, top_n, skip_n, sel)
+        sels = {topic.spec.name: sel if text is sel_text else selection(text)
+                for topic, text in zip(topics, sel_texts, strict=True)}
+        runs = _merged_runs(topics, results, cmd.orderby, top_n, skip_n, sels)
     else:
         runs, remaining = [], top_n
         for topic, res in zip(topics, results, strict=True):
@@ -167,7 +175,7 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
 
 
 def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
-                 top_n: int | None, skip_n: int | None, sel: Any
+                 top_n: int | None, skip_n: int | None, sels: dict[str, Any]
                  ) -> list[tuple[str, list[Any]]]:
     """The matches of several topics ordered and paged as one result, as runs of
     consecutive records of the same topic (one ``sow`` batch names one topic)."""
@@ -185,6 +193,7 @@ def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
     runs: list[tuple[str, list[Any]]] = []
     for rec in records:
         name = owner[id(rec)]
+        sel = sels.get(name)  # each topic's select list (its entitlement's, then the query's)
         if sel is not None:
             rec = project(rec, sel, encoders[name])
         if runs and runs[-1][0] == name:
@@ -444,6 +453,12 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
         return
     sowsvc = broker.sow
     topic = sowsvc.get(topic_name) if sowsvc is not None else None
+    if sowsvc is not None and topic is None and is_regex_topic(split_topic(topic_name)[0]) \
+            and "non_regex_topic" not in cmd.opts:
+        matched = sowsvc.topics_for(topic_name)
+        if matched:
+            _delete_across(broker, client, cmd, matched)
+            return
     if sowsvc is None or topic is None:
         if cmd.filter:
             compile_filter_for(cmd.filter)  # a bad filter is reported as such
@@ -455,9 +470,15 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
     elif cmd.sow_keys:
         headers["sow_keys"] = cmd.sow_keys
     elif cmd.body:
-        topic.key_for(topic.decode_body(cmd.body), cmd.sow_key)  # bad sow key before journalling
+        key = topic.key_for(topic.decode_body(cmd.body), cmd.sow_key)  # bad sow key before journalling
+        if entitle.delete_filter(client, topic_name) is not None:
+            headers["sow_keys"] = key  # narrowed to the admitted record below
     else:
         raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
+    if "sow_keys" in headers:
+        grant = entitle.delete_filter(client, topic_name)
+        if grant is not None:  # the records the write filter refuses stay: not in the delete
+            headers["sow_keys"] = _admitted(topic, topic_name, headers["sow_keys"], grant)
     if sowsvc.refusing(topic_name):  # its disk is full
         acks_refused(client, cmd, cmd.seq, reasons.TX_STORE_FAILURE, broker.txlog)
         return
@@ -499,6 +520,109 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
     _delete_acks(client, cmd, {"records_deleted": result.records_deleted,
                                "matches": result.matches, "topic_matches": result.topic_matches},
                  broker, position)
+
+
+def _delete_across(broker: Broker, client: Client, cmd: Command, topics: list[Topic]) -> None:
+    """A ``sow_delete`` whose topic is a regex: the delete applies to each SOW topic it
+    matches that the user may write, under that topic's write filter (AMPS checks them topic
+    by topic, and the transaction log keeps one delete per topic with the filter or keys it
+    applied). One set of acks counts them all. Deletes by filter run in steps, as on one
+    topic; each topic's delete is journalled, and its snapshot taken, when the command is
+    read."""
+    sowsvc = broker.sow
+    assert sowsvc is not None  # (the caller found the topics there)
+    if cmd.filter:
+        compile_filter_for(cmd.filter)  # a bad filter is refused before anything is deleted
+    elif not cmd.sow_keys and not cmd.body:
+        raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
+    plans: list[tuple[Topic, dict[str, str]]] = []
+    for topic in topics:
+        name = topic.spec.name
+        grant = entitle.topic_delete_grant(client, name)
+        if grant is None:
+            continue  # not writable by this user: left as it is
+        headers: dict[str, str] = {}
+        if cmd.filter:
+            headers["filter"] = grant.combined_filter(cmd.filter) or cmd.filter
+        else:
+            keys = cmd.sow_keys or topic.key_for(topic.decode_body(cmd.body), cmd.sow_key)
+            headers["sow_keys"] = keys if grant.filter_text is None \
+                else _admitted(topic, name, keys, grant)
+        plans.append((topic, headers))
+    if any(sowsvc.refusing(topic.spec.name) for topic, _ in plans):  # a disk is full
+        acks_refused(client, cmd, cmd.seq, reasons.TX_STORE_FAILURE, broker.txlog)
+        return
+    txlog = broker.txlog
+    position = 0
+    deleting: list[tuple[str, Generator[list[Any], None, Any] | None, Any]] = []
+    for topic, headers in plans:
+        name = topic.spec.name
+        pos, at = 0, None
+        if txlog is not None and txlog.recorded(name):
+            logged = txlog.append(name, b"", RecordKind.SOW_DELETE,
+                                  client_name=client.client_name or "", client_seq=cmd.seq,
+                                  correlation_id=cmd.correlation_id,
+                                  headers={**headers, "o": cmd.options} if cmd.options else headers)
+            pos, at = logged.position, logged.timestamp / 1_000_000
+            position = pos
+        if "sow_keys" in headers:
+            result = topic.delete_by_keys(headers["sow_keys"], position=pos, now=at)
+            removed(broker, name, result.records, reasons.OOF_DELETED)
+            deleting.append((name, None, result))
+            continue
+        steps = topic.delete_steps(compile_filter_for(headers["filter"]), position=pos, now=at)
+        try:
+            first = next(steps)  # the snapshot: now, in the journal's order
+        except StopIteration as stop:  # deleted at once: reported below, with the others
+            removed(broker, name, stop.value.records, reasons.OOF_DELETED)
+            deleting.append((name, None, stop.value))
+            continue
+        if first:
+            removed(broker, name, first, reasons.OOF_DELETED)
+        deleting.append((name, steps, len(first)))
+    broker.turn.request()  # the SOW commits at the end of this turn
+
+    def rest() -> Generator[None, None, dict[str, int]]:
+        counts = {"records_deleted": 0, "matches": 0, "topic_matches": 0}
+        for name, running, state in deleting:
+            result = state
+            if running is not None:
+                reported = state
+                while True:
+                    try:
+                        part = next(running)
+                    except StopIteration as stop:
+                        result = stop.value
+                        break
+                    if part:
+                        reported += len(part)
+                        removed(broker, name, part, reasons.OOF_DELETED)
+                        broker.turn.request()
+                    yield
+                if reported < result.records_deleted:  # the rest went at once
+                    removed(broker, name, result.records, reasons.OOF_DELETED)
+            counts["records_deleted"] += result.records_deleted
+            counts["matches"] += result.matches
+            counts["topic_matches"] += result.topic_matches
+        return counts
+
+    drive(broker, client, cmd, rest(),
+          lambda counts: _delete_acks(client, cmd, counts, broker, position), complete=True)
+
+
+def _admitted(topic: Topic, topic_name: str, sow_keys: str, grant: TopicGrant) -> str:
+    """The keys of ``sow_keys`` naming a record the write grant's filter admits (AMPS checks
+    each record a delete would remove), as the ``sow_keys`` the delete then journals."""
+    name = display_name(topic_name)
+    kept: list[str] = []
+    for skey in parse_sow_keys(sow_keys):
+        rec = topic.get(skey)
+        if rec is None:
+            continue  # nothing to delete
+        ctx = MessageContext(topic=name, bookmark=rec.bookmark or None, sow_key=skey)
+        if grant.admits(rec.doc_by(topic.decode_body), ctx):
+            kept.append(skey)
+    return ",".join(kept)
 
 
 def _delete_acks(client: Client, cmd: Command, counts: dict[str, int],

@@ -331,15 +331,19 @@ def _queues(server: Server) -> list[dict]:
             if rec is not None:
                 oldest = max(0.0, now - rec.timestamp / 1_000_000)
         spec = q.spec
+        own = q.ownership  # a queue shared with replicated instances: some messages are theirs
         out.append({
             "id": f"{name}!{q.message_type}", "topic": name, "message_type": q.message_type,
             "queue_depth": _n(e.depth), "backlog": _n(e.leased_count),
-            "owned": _n(e.depth), "inactive_message_count": _n(e.inactive_count),
+            "owned": _n(e.depth - (own.owned_elsewhere if own is not None else 0)),
+            "inactive_message_count": _n(e.inactive_count),
             "seconds_behind": _n(int(oldest)),
             "max_backlog": _n(spec.max_backlog) if spec.max_backlog is not None else "",
             "target_queue_depth": _n(spec.target_queue_depth)
             if spec.target_queue_depth is not None else "",
-            "transferred_in": "0", "transferred_out": "0", "proxied_transfer": "disabled",
+            "transferred_in": _n(own.transferred_in if own is not None else 0),
+            "transferred_out": _n(own.transferred_out if own is not None else 0),
+            "proxied_transfer": "enabled" if own is not None and own.proxied else "disabled",
         })
     return out
 

@@ -29,6 +29,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import msgspec
 from websockets.exceptions import InvalidState
 from websockets.frames import CloseCode, Frame, Opcode
 from websockets.http11 import Request
@@ -48,6 +49,9 @@ _C_PREFIX = b'{"c":"'
 _L_RE = re.compile(rb'"l":(\d+)')
 _WITH_BODY = frozenset((b"p", b"publish", b"oof"))
 _DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
+
+
+_decode_header = msgspec.json.Decoder(dict).decode
 
 
 class _Framing(Exception):
@@ -124,6 +128,9 @@ class WebSocketProtocol(asyncio.Protocol):
         self.sock: asyncio.Transport | None = None
         self.conn: Connection | None = None
         self.text_bodies = True  # the client's mode: "text" (JSON) or "binary"
+        #: the message type the upgrade's path names (``/amps/<type>``): the JavaScript client
+        #: sends no ``mt`` at logon, so the path is what gives the connection its type
+        self.path_type: str | None = None
         self._mode_known = False
         # the message being assembled from fragments
         self._msg: list[BytesLike] = []
@@ -206,6 +213,7 @@ class WebSocketProtocol(asyncio.Protocol):
             return
         # An Authorization: Basic header (the Node client sends one for user:password@ in
         # the URI) is accepted; the logon command carries the same user, as over TCP.
+        self.path_type = parts[-1]
         response = self.ws.accept(req)
         self.ws.send_response(response)
         if response.status_code != 101:  # not a valid upgrade request
@@ -260,13 +268,29 @@ class WebSocketProtocol(asyncio.Protocol):
         if self._expect:
             return None
         parts, self._parts, self._size = self._parts, [], 0
-        header = parts[0]
+        header = self._typed_logon(parts[0])
         bodies = parts[1:]
         if len(bodies) <= 1:
             return header + (bodies[0] if bodies else b"")
         # several body parts (a composite message): each part length-prefixed, as AMPS
         # stores composite bodies
         return header + b"".join(len(p).to_bytes(4, "big") + p for p in bodies)
+
+    def _typed_logon(self, header: bytes) -> bytes:
+        """A logon header that names no message type gets the upgrade path's (as AMPS takes
+        a WebSocket connection's type from its URI); any other header is returned as is."""
+        path_type = self.path_type
+        if path_type is None or b'"logon"' not in header or b'"mt"' in header \
+                or b'"message_type"' in header:
+            return header
+        try:
+            fields = _decode_header(header)
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return header  # the command parser reports it
+        if fields.get("c", fields.get("cmd")) != "logon":
+            return header
+        fields["mt"] = path_type
+        return msgspec.json.encode(fields)
 
     # -- the Connection's transport --------------------------------------------------------------
     def write(self, data: bytes) -> None:

@@ -41,7 +41,7 @@ from .record import Record
 
 __all__ = [
     "OrderBy", "parse_order_by", "sort_records", "Select", "parse_select", "selection",
-    "apply_select",
+    "apply_select", "compose_select",
     "QueryResult", "DeleteResult", "PublishResult", "page", "order_key",
 ]
 
@@ -239,6 +239,26 @@ def selection(value: Any) -> Select | None:
     or inclusions only); a bad list raises ``CommandError(invalid options)``."""
     sel = parse_select(value) if isinstance(value, str) else None
     return None if sel is None or sel.identity else sel
+
+
+def _effective(rules: dict[tuple[str, ...], bool], path: tuple[str, ...]) -> bool:
+    """Whether a select list includes ``path``: its most specific directive on the way."""
+    for i in range(len(path), -1, -1):
+        rule = rules.get(path[:i])
+        if rule is not None:
+            return rule
+    return True
+
+
+def compose_select(first: Select, then: Select | None) -> Select:
+    """One select list doing ``first``, then ``then``: a field is kept when both keep it.
+    Exact: every field's most specific directive in the result sits at a path of one of the
+    two lists, where each list's own decision is the one it makes for that field."""
+    if then is None:
+        return first
+    paths = sorted({(), *first.rules, *then.rules}, key=len)
+    ops = tuple((_effective(first.rules, p) and _effective(then.rules, p), p) for p in paths)
+    return Select(ops, ",".join(("+" if inc else "-") + "/" + "/".join(p) for inc, p in ops))
 
 
 def apply_select(doc: Any, sel: Select) -> Any:

@@ -18,6 +18,7 @@ import shutil
 import site
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -35,19 +36,19 @@ def _run(*args: str, **kw) -> subprocess.CompletedProcess:
     return res
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    """A fresh venv with this checkout's wheel installed; returns the venv directory."""
-    base = tmp_path_factory.mktemp("install")
+def _install(base: Path, build_env: dict[str, str] | None = None) -> Path:
+    """A fresh venv under ``base`` with this checkout's wheel (built with ``build_env`` added to
+    the environment) installed; returns the venv directory."""
     src = base / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "hatch_build.py"):
         shutil.copy2(ROOT / name, src / name)
-    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    # (and not an extension built in place: the wheel's build compiles its own)
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.so")
     # the package only: the top-level part names are symlinks into it, and no part of the wheel
     shutil.copytree(ROOT / "amps_emulator", src / "amps_emulator", ignore=skip)
     _run(sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "-w", str(base / "dist"), str(src))
+         "-w", str(base / "dist"), str(src), env={**os.environ, **(build_env or {})})
     wheel = next((base / "dist").glob("amps_emulator-*.whl"))
     env_dir = base / "venv"
     venv.create(env_dir, with_pip=False)
@@ -59,6 +60,12 @@ def installed(tmp_path_factory) -> Path:
     ours = [p for p in site.getsitepackages() + [site.getusersitepackages()] if os.path.isdir(p)]
     (purelib / "zz_test_dependencies.pth").write_text("\n".join(ours) + "\n")
     return env_dir
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Path:
+    """A fresh venv with this checkout's wheel installed; returns the venv directory."""
+    return _install(tmp_path_factory.mktemp("install"))
 
 
 def _site_packages(env_dir: Path) -> Path:
@@ -142,3 +149,56 @@ def test_installed_server_serves_a_filtered_subscription(installed, tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(10) == 0
+
+
+def _hot_path(env_dir: Path, **env: str) -> str:
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("AMPS_EMULATOR_")}
+    return _run(str(env_dir / "bin" / "python"), "-c",
+                "from amps_emulator import accel; print(accel.DESCRIPTION)",
+                cwd=env_dir, env={**clean, **env}).stdout.strip()
+
+
+def _has_compiler() -> bool:
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    return shutil.which(cc) is not None and \
+        os.path.isfile(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
+
+
+def test_the_wheel_carries_the_compiled_hot_path_when_a_compiler_is_there(installed):
+    if not _has_compiler():
+        pytest.skip("no C compiler or Python headers: the wheel is the pure one")
+    assert list((_site_packages(installed) / "amps_emulator").glob("_speedups*.so"))
+    assert _hot_path(installed) == "compiled (amps_emulator._speedups)"
+    assert _hot_path(installed, AMPS_EMULATOR_PURE="1").startswith("pure Python (AMPS_EMULATOR_PURE")
+
+
+def test_without_a_compiler_the_wheel_is_pure_python_and_serves(tmp_path):
+    """``pip install .`` on a machine with only Python (CC=false: no compiler that works)."""
+    env_dir = _install(tmp_path, {"CC": "false"})
+    wheel = next((tmp_path / "dist").glob("amps_emulator-*.whl"))
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    assert not list((_site_packages(env_dir) / "amps_emulator").glob("_speedups*.so"))
+    assert _hot_path(env_dir).startswith("pure Python (the compiled extension is not available")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH" and not k.startswith("AMPS_EMULATOR_")}
+    proc = subprocess.Popen(
+        [str(env_dir / "bin" / "amps-emulator"), "--listen", "127.0.0.1:0",
+         "--data-dir", str(tmp_path / "data")],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("ready: "), proc.stderr.read()
+        import AMPS
+
+        c = AMPS.Client("pure-install-probe")
+        c.connect(line.split()[1])
+        c.logon(5000)
+        got = []
+        c.subscribe(lambda m: got.append(m.get_data()), "orders")
+        c.publish("orders", '{"qty": 5}')
+        c.flush(5000)
+        c.close()
+        assert got == ['{"qty": 5}']
+    finally:
+        proc.terminate()
+        assert proc.wait(10) == 0
+    assert "publish hot path: pure Python" in proc.stderr.read()

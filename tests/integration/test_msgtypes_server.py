@@ -278,7 +278,11 @@ def _subscribed(srv, topic: str, mt: str) -> None:
 def test_fix_builder_and_shredder_samples(sample_srv, sample) -> None:
     sub = sample("AMPSFIXShredderSubscriber.py")
     _subscribed(sample_srv, "messages-sow", "fix")
-    js = _client(sample_srv, "json-watch", "json")
+    # sample.xml's first transports are its legacy fix/nvfix/xml ones (served since the legacy
+    # protocols are): the json watcher logs on through the any-type amps transport
+    any_type = next(i for i, lst in enumerate(sample_srv.server.listeners)
+                    if lst.name == "amps-any-type-tcp")
+    js = _client(sample_srv, "json-watch", "json", any_type)
     seen = Box()
     js.subscribe(seen, "messages-sow")
     try:

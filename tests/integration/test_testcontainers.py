@@ -2,9 +2,12 @@
 ``testcontainers`` extra), and (opt-in, since it builds an image) a container started under
 podman, waited for on its ``00-0015`` line, serving its seed to the official client.
 
-The container test runs with ``AMPS_EMULATOR_IMAGE_TESTS=1`` and podman on the path (its
-socket as ``DOCKER_HOST``, which testcontainers-python reads; Ryuk is turned off for podman);
-``AMPS_EMULATOR_IMAGE_BUILD_ARGS`` as for tests/integration/test_container.py.
+testcontainers-python talks to the Docker API: these tests start podman's own
+(``podman system service``) on a socket of their own and point ``DOCKER_HOST`` at it, with
+Ryuk (the reaper, an image from Docker Hub) turned off; without podman the mount test uses
+whatever ``DOCKER_HOST`` says, and skips when no engine answers there. The container test runs
+with ``AMPS_EMULATOR_IMAGE_TESTS=1``; ``AMPS_EMULATOR_IMAGE_BUILD_ARGS`` as for
+tests/integration/test_container.py (README, "Containers": running them under podman).
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +30,63 @@ tc = pytest.importorskip("amps_emulator.testcontainers", exc_type=ImportError,
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_config_and_seeds_are_mounted_into_the_init_directory(tmp_path):
+@pytest.fixture(scope="module")
+def podman_api(tmp_path_factory):
+    """``unix://...`` of a Docker API served by podman for these tests, or None without podman."""
+    if shutil.which("podman") is None:
+        yield None
+        return
+    sock = tmp_path_factory.mktemp("podman") / "docker.sock"
+    proc = subprocess.Popen(["podman", "system", "service", "--time=0", f"unix://{sock}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        try:
+            _until_it_answers(proc, sock)
+        except AssertionError as exc:  # podman installed, but it cannot serve here
+            pytest.skip(f"podman's Docker API did not come up: {exc}")
+        yield f"unix://{sock}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _until_it_answers(proc: subprocess.Popen, sock: Path, timeout: float = 60.0) -> None:
+    """Return once the API answers its ping on ``sock`` (fail if the service exits first)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.socket(socket.AF_UNIX) as s:
+                s.settimeout(5)
+                s.connect(str(sock))
+                s.sendall(b"GET /_ping HTTP/1.0\r\n\r\n")
+                if s.recv(4096).startswith(b"HTTP/1."):
+                    return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, "podman system service did not answer"
+        try:  # the pause between tries doubles as the check that the service still runs
+            proc.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            continue
+        raise AssertionError(f"podman system service exited: {proc.stderr.read() if proc.stderr else ''}")
+
+
+@pytest.fixture
+def engine(podman_api, monkeypatch):
+    """Point testcontainers at podman's API when there is one: Ryuk off (its image is on Docker
+    Hub), and ports reached on this host (a ``/.dockerenv`` here would make testcontainers
+    look the container up on a bridge network, through fields podman's API leaves out)."""
+    from testcontainers.core.config import ConnectionMode, testcontainers_config
+
+    if podman_api is not None:
+        monkeypatch.setenv("DOCKER_HOST", podman_api)
+        monkeypatch.setattr(testcontainers_config, "ryuk_disabled", True)
+        monkeypatch.setattr(testcontainers_config, "connection_mode_override",
+                            ConnectionMode.docker_host)
+    return podman_api
+
+
+def test_config_and_seeds_are_mounted_into_the_init_directory(tmp_path, engine):
     cfg = tmp_path / "amps.xml"
     seed_a, seed_b = tmp_path / "orders.jsonl", tmp_path / "prices"
     from docker.errors import DockerException
@@ -47,25 +108,13 @@ def test_config_and_seeds_are_mounted_into_the_init_directory(tmp_path):
     assert not tc.READY_LOG.search("ready: tcp://0.0.0.0:9007/amps/json")
 
 
-def _podman_socket() -> str | None:
-    if shutil.which("podman") is None:
-        return None
-    out = subprocess.run(["podman", "info", "--format", "{{.Host.RemoteSocket.Path}}"],
-                         capture_output=True, text=True)
-    path = out.stdout.strip()
-    return path if out.returncode == 0 and path else None
-
-
 @pytest.mark.container
-@pytest.mark.skipif(os.environ.get("AMPS_EMULATOR_IMAGE_TESTS") != "1" or _podman_socket() is None,
+@pytest.mark.skipif(os.environ.get("AMPS_EMULATOR_IMAGE_TESTS") != "1" or shutil.which("podman") is None,
                     reason="builds an image: set AMPS_EMULATOR_IMAGE_TESTS=1 (needs podman)")
-def test_container_under_podman_waits_for_00_0015_and_serves_its_seed(tmp_path, monkeypatch):
+def test_container_under_podman_waits_for_00_0015_and_serves_its_seed(tmp_path, engine):
     import AMPS
 
-    socket = _podman_socket()
-    assert socket is not None
-    monkeypatch.setenv("DOCKER_HOST", socket if "://" in socket else f"unix://{socket}")
-    monkeypatch.setenv("TESTCONTAINERS_RYUK_DISABLED", "true")
+    assert engine is not None
     tag = "localhost/amps-emulator:test"
     subprocess.run(["podman", "build", "--format", "docker",
                     *shlex.split(os.environ.get("AMPS_EMULATOR_IMAGE_BUILD_ARGS", "")),

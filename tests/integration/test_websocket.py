@@ -178,3 +178,42 @@ def test_wss(tmp_path):
         assert r == {"got": [{"secure": True}], "version": "5.3.4.0"}
     finally:
         srv.stop()
+
+
+TYPED_CONFIG = """<AMPSConfig>
+  <Name>ws-typed</Name>
+  <Transports>
+    <Transport><Name>websocket</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
+      <Protocol>websocket</Protocol></Transport>
+  </Transports>
+  <SOW>
+    <Topic><Name>ws-typed</Name><MessageType>nvfix</MessageType><Key>/id</Key>
+      <Durability>transient</Durability></Topic>
+    <Topic><Name>ws-typed</Name><MessageType>xml</MessageType><Key>/Order/id</Key>
+      <Durability>transient</Durability></Topic>
+  </SOW>
+</AMPSConfig>"""
+
+
+@pytest.fixture
+def typed_ws_server(tmp_path):
+    _require_js_client()
+    srv = start_server(TYPED_CONFIG, "ws-typed.xml")
+    yield srv
+    srv.stop()
+
+
+def test_nvfix_through_the_js_type_helper(typed_ws_server):
+    uri = typed_ws_server.uri.rsplit("/", 1)[0] + "/nvfix"
+    r = run_js("nvfix_pubsub_sow", typed_ws_server, uri=uri)
+    # the helper reads NVFIX into objects of strings
+    assert r["got"] == [{"id": "2", "qty": "20"}, {"id": "2", "qty": "30"},
+                        {"id": "3", "qty": "11"}]
+    assert r["records"] == [{"id": "2", "qty": "30"}, {"id": "3", "qty": "11"}]
+
+
+def test_xml_through_a_registered_js_helper(typed_ws_server):
+    uri = typed_ws_server.uri.rsplit("/", 1)[0] + "/xml"
+    r = run_js("xml_pubsub_sow", typed_ws_server, uri=uri)
+    assert r == {"got": ['<Order update="full"><id>2</id></Order>'],
+                 "records": ['<Order update="full"><id>2</id></Order>']}

@@ -9,10 +9,12 @@ Pure modules (no server state, no imports from ``server``, ``sow``, ``journal``,
     compile_filter("/35 = 'D' AND /38 > 100")(tree)  # True: the JSON filter engine, unchanged
 
 ``base`` (interface, errors, helpers), one module per type (``jsonmsg``, ``fix`` for fix and
-nvfix, ``xmlmsg``, ``msgpackmsg``, ``bflat``, ``binary``, ``composite``, ``structmsg``) and
-``registry`` (type name -> codec from the ``MessageTypes`` config).  ``bson`` and ``protobuf``
-are refused with a :class:`MessageTypeConfigError` naming what this installation lacks;
-custom ``.so`` modules with :func:`refuse_custom_module`.
+nvfix, ``xmlmsg``, ``msgpackmsg``, ``bsonmsg`` (pymongo's ``bson``), ``bflat``, ``binary``,
+``composite``, ``structmsg``, ``protobufmsg`` (the user's ``.proto`` compiled at start-up; needs
+the ``protobuf`` extra, imported only when a config declares such a type)) and ``registry``
+(type name -> codec from the ``MessageTypes`` config).  A type this installation cannot serve
+(protobuf without its extra) is refused with a :class:`MessageTypeConfigError` naming what is
+missing; custom ``.so`` modules with :func:`refuse_custom_module`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .base import (
 )
 from .bflat import BflatCodec
 from .binary import BinaryCodec
+from .bsonmsg import BsonCodec
 from .composite import CompositeGlobalCodec, CompositeLocalCodec
 from .fix import FixCodec, NvfixCodec
 from .jsonmsg import JsonCodec
@@ -45,7 +48,7 @@ from .xmlmsg import XmlCodec
 
 __all__ = [
     "Capabilities", "CodecError", "MessageCodec", "MessageTypeConfigError", "Path", "Tree",
-    "UnsupportedByType", "BflatCodec", "BinaryCodec", "CompositeGlobalCodec",
+    "UnsupportedByType", "BflatCodec", "BinaryCodec", "BsonCodec", "CompositeGlobalCodec",
     "CompositeLocalCodec", "FixCodec", "NvfixCodec", "JsonCodec", "MsgpackCodec", "StructCodec",
     "XmlCodec", "BUILTIN_MODULES", "PREDECLARED", "MessageTypeDecl", "MessageTypeRegistry",
     "build_registry", "refuse_custom_module",

@@ -11,7 +11,8 @@ layer passes in ``MessageTypeDecl.source``.
 
 Declared types are built when the registry is built (so their errors surface at start-up);
 predeclared types are built when first asked for, so a predeclared type this installation
-cannot serve (``bson``) is only an error for a config that uses it.
+cannot serve (``bson`` with pymongo's package shadowed) is only an error for a config that
+uses it.  A ``protobuf`` type compiles its ``.proto`` when declared (:mod:`.protobufmsg`).
 """
 
 from __future__ import annotations
@@ -76,7 +77,8 @@ def refuse_custom_module(decl: MessageTypeDecl) -> MessageTypeConfigError:
 def _bson_unavailable(decl: MessageTypeDecl) -> MessageTypeConfigError:
     return MessageTypeConfigError(
         f"MessageType {decl.name!r} (bson) needs pymongo's bson package, which is not "
-        f"installed in this environment", decl.source)
+        f"installed in this environment (or the unrelated PyPI 'bson' package shadows it)",
+        decl.source)
 
 
 def _protobuf_unavailable(decl: MessageTypeDecl) -> MessageTypeConfigError:
@@ -192,9 +194,22 @@ class MessageTypeRegistry:
             comp = CompositeLocalCodec if module == "composite-local" else CompositeGlobalCodec
             c = comp(d.name, parts)
         elif module == "bson":
-            raise _bson_unavailable(d)
+            try:
+                from .bsonmsg import BsonCodec
+            except ImportError:  # pymongo missing, or the unrelated PyPI ``bson`` shadowing it
+                raise _bson_unavailable(d) from None
+            c = BsonCodec()
         else:  # protobuf
-            raise _protobuf_unavailable(d)
+            try:
+                from .protobufmsg import ProtobufCodec
+            except ImportError:
+                raise _protobuf_unavailable(d) from None
+            if not (d.proto_paths and d.proto_file and d.proto_type):
+                raise _protobuf_unavailable(d)
+            try:
+                c = ProtobufCodec.from_config(d.name, d.proto_paths, d.proto_file, d.proto_type)
+            except MessageTypeConfigError as e:
+                raise MessageTypeConfigError(e.reason, d.source) from None
         if c.name != d.name:
             c.name = d.name  # a declared type answers to its own name
         return c

@@ -57,7 +57,7 @@ if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.delivery import Message
-    from amps_emulator.server.ports import Client, ReplicationControl
+    from amps_emulator.server.ports import Client, ProxiedTransferControl, ReplicationControl
     from amps_emulator.sow import Record
 
 log = logging.getLogger("amps_emulator.actions")
@@ -128,6 +128,7 @@ class Actions(Steps):
         self.host = host
         self.counters = {}
         self.replication_control: ReplicationControl | None = None
+        self.proxied_transfer: ProxiedTransferControl | None = None
         self._steps: dict[str, Step] = self.step_table()
         self.triggers: dict[str, list[_Trigger]] = {}
         self.schedules: list[Schedule] = []

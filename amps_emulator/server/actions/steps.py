@@ -25,6 +25,7 @@ from amps_emulator.config.units import parse_duration
 from amps_emulator.protocol.bodies import decode_json
 from amps_emulator.protocol.filter import FilterError, compile_filter, evaluate_expression
 from amps_emulator.protocol.msgtypes import MessageTypeConfigError
+from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
 from amps_emulator.server import publish
 from amps_emulator.server.logtargets import RotatingFileTarget
@@ -36,7 +37,7 @@ from .variables import Vars, expand, expand_text, to_text
 if TYPE_CHECKING:
     from amps_emulator.config.model import ActionStep
     from amps_emulator.server.broker import Broker
-    from amps_emulator.server.ports import ReplicationControl
+    from amps_emulator.server.ports import ProxiedTransferControl, ReplicationControl
 
 log = logging.getLogger("amps_emulator.actions")
 
@@ -86,6 +87,8 @@ class Steps:
     counters: dict[str, int]
     #: the replication links' sync/async switch, injected by the root when it has one
     replication_control: ReplicationControl | None
+    #: the replicated queues' proxied-transfer switch, injected by the root when it has one
+    proxied_transfer: ProxiedTransferControl | None
     #: run the actions whose ``on-execute-event`` names this event
     execute_event: Callable[[str, Vars], None]
 
@@ -110,6 +113,8 @@ class Steps:
             "amps-action-do-remove-journal": self.do_remove_journal,
             "amps-action-do-downgrade-replication": self.do_downgrade_replication,
             "amps-action-do-upgrade-replication": self.do_upgrade_replication,
+            "amps-action-do-enable-proxied-transfer": self._proxied_transfer(True),
+            "amps-action-do-disable-proxied-transfer": self._proxied_transfer(False),
         }
         for what in ("authentication", "entitlement"):
             table[f"amps-action-do-enable-{what}"] = self._switch(what, True)
@@ -369,6 +374,26 @@ class Steps:
             names = control.upgrade(age, grace)
             log.info("%s: upgraded %s", step.module, ", ".join(names) or "nothing")
         return True
+
+    def _proxied_transfer(self, enabled: bool) -> Step:
+        def step(step: ActionStep, v: Vars) -> bool:
+            """``do-enable-proxied-transfer`` / ``do-disable-``: this instance takes over (or
+            stops taking over) the messages of the replicated queue ``Topic`` whose owner is
+            unreachable."""
+            control = self.proxied_transfer
+            name = expand_text(step.option("Topic"), v)
+            if control is None:
+                log.info("%s: no replicated queue %r to switch", step.module, name)
+                return True
+            if not name:
+                raise StepFailed("no <Topic>")
+            mt = expand_text(step.option("MessageType"), v, "json") or "json"
+            try:
+                control.set_proxied_transfer(name, mt, enabled)
+            except CommandError as exc:
+                raise StepFailed(f"{name}: {exc.reason}") from None
+            return True
+        return step
 
 
 __all__ = ["ECHO_ID", "Step", "StepFailed", "Steps", "format_value"]

@@ -1,0 +1,621 @@
+/* The compiled half of the publish hot path (issue 19). Optional: every function here has a
+ * pure-Python twin in amps_emulator/_hotpath.py, which runs when this module is not built (a
+ * machine with no C compiler) or when AMPS_EMULATOR_PURE=1; the unit tests check both give
+ * the same result for the same input.
+ *
+ * append_record: one journal frame (journal/record.py has the format: a 52-byte prefix, the
+ *   CRC-32 of everything after its first 4 bytes, then the MessagePack payload array) encoded
+ *   straight into the turn's bytearray: one resize, no intermediate objects. The payload bytes
+ *   are exactly what msgspec.msgpack writes for the same tuple. Any argument outside the plain
+ *   shapes the journal passes (exact str / int / None, a dict of str to str, bytes) goes to the
+ *   pure-Python encoder instead, so unusual input behaves exactly as it always did.
+ *
+ * frame_size: the size append_record would write, without writing it (the memory journal
+ *   counts its segments' sizes so).
+ *
+ * parse_publish_header: the header of a plain publish ({"c":"p","t":...} with a, cid, s), read
+ *   without building a dict or decoding the 60-field header struct; anything else is declined.
+ *
+ * scan_frames: the AMPS framing loop (4-byte big-endian length, payload): the complete
+ *   payloads of one read as bytes objects, one copy each.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ---- CRC-32 (IEEE 802.3, reflected, the zlib.crc32 of the format), slice-by-8 ---------- */
+
+static uint32_t crc_table[8][256];
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++)
+            c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = crc_table[0][i];
+        for (int t = 1; t < 8; t++) {
+            c = crc_table[0][c & 0xFF] ^ (c >> 8);
+            crc_table[t][i] = c;
+        }
+    }
+}
+
+static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n)
+{
+    crc = ~crc;
+    while (n && ((uintptr_t)p & 7)) {
+        crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+        n--;
+    }
+    while (n >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+                             | (uint32_t)p[3] << 24);
+        uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16
+                      | (uint32_t)p[7] << 24;
+        crc = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF]
+              ^ crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24]
+              ^ crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF]
+              ^ crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--)
+        crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    return ~crc;
+}
+
+/* ---- little-endian and big-endian stores ---------------------------------------------- */
+
+static inline void put_le32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16); p[3] = (unsigned char)(v >> 24);
+}
+
+static inline void put_le64(unsigned char *p, uint64_t v)
+{
+    put_le32(p, (uint32_t)v);
+    put_le32(p + 4, (uint32_t)(v >> 32));
+}
+
+static inline unsigned char *put_be16(unsigned char *p, uint16_t v)
+{
+    p[0] = (unsigned char)(v >> 8); p[1] = (unsigned char)v;
+    return p + 2;
+}
+
+static inline unsigned char *put_be32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+    return p + 4;
+}
+
+static inline unsigned char *put_be64(unsigned char *p, uint64_t v)
+{
+    p = put_be32(p, (uint32_t)(v >> 32));
+    return put_be32(p, (uint32_t)v);
+}
+
+/* ---- MessagePack pieces, sized first, then written (the encodings msgspec picks) ------- */
+
+/* A str or bytes value: its UTF-8 (or raw) bytes and length. */
+typedef struct {
+    const char *data;
+    Py_ssize_t len;
+} span;
+
+static Py_ssize_t str_head_size(Py_ssize_t n)
+{
+    return n < 32 ? 1 : n < 256 ? 2 : n < 65536 ? 3 : 5;
+}
+
+static unsigned char *put_str(unsigned char *p, span s)
+{
+    Py_ssize_t n = s.len;
+    if (n < 32) {
+        *p++ = (unsigned char)(0xA0 | n);
+    } else if (n < 256) {
+        *p++ = 0xD9; *p++ = (unsigned char)n;
+    } else if (n < 65536) {
+        *p++ = 0xDA; p = put_be16(p, (uint16_t)n);
+    } else {
+        *p++ = 0xDB; p = put_be32(p, (uint32_t)n);
+    }
+    memcpy(p, s.data, (size_t)n);
+    return p + n;
+}
+
+static Py_ssize_t bin_head_size(Py_ssize_t n)
+{
+    return n < 256 ? 2 : n < 65536 ? 3 : 5;
+}
+
+static unsigned char *put_bin(unsigned char *p, span s)
+{
+    Py_ssize_t n = s.len;
+    if (n < 256) {
+        *p++ = 0xC4; *p++ = (unsigned char)n;
+    } else if (n < 65536) {
+        *p++ = 0xC5; p = put_be16(p, (uint16_t)n);
+    } else {
+        *p++ = 0xC6; p = put_be32(p, (uint32_t)n);
+    }
+    memcpy(p, s.data, (size_t)n);
+    return p + n;
+}
+
+/* Non-negative integers only (what the journal writes); msgspec's unsigned forms. */
+static Py_ssize_t uint_size(uint64_t v)
+{
+    return v < 128 ? 1 : v <= 0xFF ? 2 : v <= 0xFFFF ? 3 : v <= 0xFFFFFFFFu ? 5 : 9;
+}
+
+static unsigned char *put_uint(unsigned char *p, uint64_t v)
+{
+    if (v < 128) {
+        *p++ = (unsigned char)v;
+    } else if (v <= 0xFF) {
+        *p++ = 0xCC; *p++ = (unsigned char)v;
+    } else if (v <= 0xFFFF) {
+        *p++ = 0xCD; p = put_be16(p, (uint16_t)v);
+    } else if (v <= 0xFFFFFFFFu) {
+        *p++ = 0xCE; p = put_be32(p, (uint32_t)v);
+    } else {
+        *p++ = 0xCF; p = put_be64(p, v);
+    }
+    return p;
+}
+
+/* An exact str as UTF-8; 0 on success, -1 when it is not one (no exception left set). */
+static int as_str(PyObject *o, span *out)
+{
+    if (!PyUnicode_CheckExact(o))
+        return -1;
+    out->data = PyUnicode_AsUTF8AndSize(o, &out->len);
+    if (out->data == NULL) {
+        PyErr_Clear();  /* e.g. a lone surrogate: the pure encoder raises what msgspec raises */
+        return -1;
+    }
+    return out->len <= 0xFFFFFFFFu ? 0 : -1;
+}
+
+/* None, or an exact str. has = 0 for None. */
+static int as_opt_str(PyObject *o, span *out, int *has)
+{
+    if (o == Py_None) {
+        *has = 0;
+        return 0;
+    }
+    *has = 1;
+    return as_str(o, out);
+}
+
+/* An exact int in 0..2^64-1 (bool is not one). */
+static int as_u64(PyObject *o, uint64_t *out)
+{
+    if (!PyLong_CheckExact(o))
+        return -1;
+    unsigned long long v = PyLong_AsUnsignedLongLong(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+        PyErr_Clear();  /* negative or too large: the pure encoder decides */
+        return -1;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+static int as_i64(PyObject *o, int64_t *out)
+{
+    if (!PyLong_CheckExact(o))
+        return -1;
+    long long v = PyLong_AsLongLong(o);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    *out = (int64_t)v;
+    return 0;
+}
+
+#define MAX_HEADERS 16
+#define PREFIX_SIZE 52
+
+static PyObject *fallback_append = NULL;  /* the pure-Python append_record */
+static PyObject *fallback_size = NULL;  /* the pure-Python frame_size */
+
+/* The payload fields of a record: (topic, message_type, client_name, correlation_id, sow_key,
+ * expiration, headers, body), in the plain shapes only. */
+typedef struct {
+    span topic, message_type, client_name, correlation_id, sow_key, body;
+    int has_corr, has_key, has_exp;
+    uint64_t expiration;
+    span hk[MAX_HEADERS], hv[MAX_HEADERS];
+    Py_ssize_t nh;
+} payload_fields;
+
+/* Read the 8 payload arguments; 0 when they are all plain, -1 (no exception) otherwise. */
+static int read_payload(PyObject *const *a, payload_fields *f)
+{
+    if (as_str(a[0], &f->topic) || as_str(a[1], &f->message_type)
+            || as_str(a[2], &f->client_name)
+            || as_opt_str(a[3], &f->correlation_id, &f->has_corr)
+            || as_opt_str(a[4], &f->sow_key, &f->has_key))
+        return -1;
+    f->has_exp = a[5] != Py_None;
+    if (f->has_exp && as_u64(a[5], &f->expiration))
+        return -1;
+    PyObject *headers = a[6];
+    if (!PyDict_CheckExact(headers) || PyDict_GET_SIZE(headers) > MAX_HEADERS)
+        return -1;
+    Py_ssize_t it = 0;
+    PyObject *k, *v;
+    f->nh = 0;
+    while (PyDict_Next(headers, &it, &k, &v)) {
+        if (as_str(k, &f->hk[f->nh]) || as_str(v, &f->hv[f->nh]))
+            return -1;
+        f->nh++;
+    }
+    if (!PyBytes_CheckExact(a[7]))
+        return -1;
+    f->body.data = PyBytes_AS_STRING(a[7]);
+    f->body.len = PyBytes_GET_SIZE(a[7]);
+    return f->body.len <= 0xFFFFFFFFu ? 0 : -1;
+}
+
+/* The MessagePack payload's size. */
+static Py_ssize_t payload_size(const payload_fields *f)
+{
+    Py_ssize_t n = 1;  /* fixarray of 8 */
+    n += str_head_size(f->topic.len) + f->topic.len;
+    n += str_head_size(f->message_type.len) + f->message_type.len;
+    n += str_head_size(f->client_name.len) + f->client_name.len;
+    n += f->has_corr ? str_head_size(f->correlation_id.len) + f->correlation_id.len : 1;
+    n += f->has_key ? str_head_size(f->sow_key.len) + f->sow_key.len : 1;
+    n += f->has_exp ? uint_size(f->expiration) : 1;
+    n += f->nh < 16 ? 1 : 3;
+    for (Py_ssize_t i = 0; i < f->nh; i++)
+        n += str_head_size(f->hk[i].len) + f->hk[i].len + str_head_size(f->hv[i].len)
+             + f->hv[i].len;
+    n += bin_head_size(f->body.len) + f->body.len;
+    return n;
+}
+
+static unsigned char *put_payload(unsigned char *p, const payload_fields *f)
+{
+    *p++ = 0x98;
+    p = put_str(p, f->topic);
+    p = put_str(p, f->message_type);
+    p = put_str(p, f->client_name);
+    if (f->has_corr) p = put_str(p, f->correlation_id); else *p++ = 0xC0;
+    if (f->has_key) p = put_str(p, f->sow_key); else *p++ = 0xC0;
+    if (f->has_exp) p = put_uint(p, f->expiration); else *p++ = 0xC0;
+    if (f->nh < 16) {
+        *p++ = (unsigned char)(0x80 | f->nh);
+    } else {
+        *p++ = 0xDE; p = put_be16(p, (uint16_t)f->nh);
+    }
+    for (Py_ssize_t i = 0; i < f->nh; i++) {
+        p = put_str(p, f->hk[i]);
+        p = put_str(p, f->hv[i]);
+    }
+    return put_bin(p, f->body);
+}
+
+static PyObject *call_fallback(PyObject *fn, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (fn == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "_speedups: no pure-Python twin registered");
+        return NULL;
+    }
+    return PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);
+}
+
+static PyObject *
+append_record(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 15) {
+        PyErr_Format(PyExc_TypeError, "append_record() takes 15 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *buf = args[0];
+    uint64_t kind, position, publisher_id, sequence, client_seq = 0;
+    int64_t timestamp;
+    int has_cs = args[6] != Py_None;
+    payload_fields f;
+
+    if (!PyByteArray_CheckExact(buf) || as_u64(args[1], &kind) || kind > 0xFF
+            || as_u64(args[2], &position) || as_u64(args[3], &publisher_id)
+            || as_u64(args[4], &sequence) || as_i64(args[5], &timestamp)
+            || (has_cs && as_u64(args[6], &client_seq)) || read_payload(args + 7, &f))
+        return call_fallback(fallback_append, args, nargs);
+    Py_ssize_t n = payload_size(&f);
+    if (n > 0xFFFFFFFFu)
+        return call_fallback(fallback_append, args, nargs);
+
+    Py_ssize_t start = PyByteArray_GET_SIZE(buf);
+    if (PyByteArray_Resize(buf, start + PREFIX_SIZE + n) < 0)
+        return NULL;  /* (a buffer export: what `buf += ...` raises too) */
+    unsigned char *frame = (unsigned char *)PyByteArray_AS_STRING(buf) + start;
+
+    /* the prefix after the CRC */
+    frame[4] = 0xA7;  /* FRAME_MAGIC */
+    frame[5] = 1;  /* FRAME_VERSION */
+    frame[6] = (unsigned char)kind;
+    frame[7] = has_cs ? 1 : 0;  /* FLAG_CLIENT_SEQ */
+    put_le32(frame + 8, (uint32_t)n);
+    put_le64(frame + 12, position);
+    put_le64(frame + 20, publisher_id);
+    put_le64(frame + 28, sequence);
+    put_le64(frame + 36, (uint64_t)timestamp);
+    put_le64(frame + 44, client_seq);
+    put_payload(frame + PREFIX_SIZE, &f);
+    put_le32(frame, crc32_update(0, frame + 4, (size_t)(PREFIX_SIZE - 4 + n)));
+    return PyLong_FromSsize_t(PREFIX_SIZE + n);
+}
+
+/* frame_size(topic, message_type, client_name, correlation_id, sow_key, expiration, headers,
+ * body): the size of the frame of a record with these payload fields, without encoding it. */
+static PyObject *
+frame_size(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    payload_fields f;
+    if (nargs != 8 || read_payload(args, &f))
+        return call_fallback(fallback_size, args, nargs);
+    return PyLong_FromSsize_t(PREFIX_SIZE + payload_size(&f));
+}
+
+static PyObject *
+set_fallbacks(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyCallable_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_fallbacks(append_record, frame_size)");
+        return NULL;
+    }
+    Py_INCREF(args[0]);
+    Py_XSETREF(fallback_append, args[0]);
+    Py_INCREF(args[1]);
+    Py_XSETREF(fallback_size, args[1]);
+    Py_RETURN_NONE;
+}
+
+/* scan_frames(data: bytes, need: int, limit: int) -> (payloads, pos, need)
+ *
+ * From the start of ``data`` (``need``: the payload length of a frame whose prefix was already
+ * read, -1 for none), cut every complete payload. Returns them, the offset of the first byte
+ * not consumed, and the pending payload length (-1: reading a prefix). A length prefix above
+ * ``limit`` stops the scan there with that length as ``need`` (the caller refuses the stream).
+ */
+static PyObject *
+scan_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_Format(PyExc_TypeError, "scan_frames() takes 3 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *data = args[0];
+    if (!PyBytes_Check(data)) {
+        PyErr_SetString(PyExc_TypeError, "scan_frames() needs bytes");
+        return NULL;
+    }
+    long long need = PyLong_AsLongLong(args[1]);
+    if (need == -1 && PyErr_Occurred())
+        return NULL;
+    long long limit = PyLong_AsLongLong(args[2]);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(data);
+    Py_ssize_t n = PyBytes_GET_SIZE(data), pos = 0;
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    for (;;) {
+        if (need < 0) {
+            if (n - pos < 4)
+                break;
+            need = (long long)((uint32_t)d[pos] << 24 | (uint32_t)d[pos + 1] << 16
+                               | (uint32_t)d[pos + 2] << 8 | (uint32_t)d[pos + 3]);
+            if (need > limit)
+                break;
+            pos += 4;
+        }
+        if (n - pos < need)
+            break;
+        PyObject *payload = PyBytes_FromStringAndSize((const char *)d + pos, (Py_ssize_t)need);
+        if (payload == NULL || PyList_Append(out, payload) < 0) {
+            Py_XDECREF(payload);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(payload);
+        pos += (Py_ssize_t)need;
+        need = -1;
+    }
+    return Py_BuildValue("(NnL)", out, pos, need);
+}
+
+/* parse_publish_header(payload: bytes) -> (end, topic, ack_type, cid, seq) | None
+ *
+ * The header of a plain publish as the official clients write it, {"c":"p","t":"orders"} and
+ * with "a", "cid" and "s": a flat JSON object with no whitespace whose keys are among c, t, a,
+ * cid and s (each at most once), "c" being "p" or "publish", the strings without escapes or
+ * control characters, "s" a plain integer in 0..2^64-1. Returns where the header ends (the
+ * body starts) and the values (None when absent); None for anything else, which the caller
+ * parses the general way. So for every header it accepts, the result is what msgspec's
+ * decoding of the header gives.
+ */
+static PyObject *
+parse_publish_header(PyObject *Py_UNUSED(module), PyObject *payload)
+{
+    if (!PyBytes_Check(payload)) {
+        PyErr_SetString(PyExc_TypeError, "parse_publish_header() needs bytes");
+        return NULL;
+    }
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(payload);
+    Py_ssize_t n = PyBytes_GET_SIZE(payload), i = 1;
+    /* value spans: c, t, a, cid as strings; s as an integer */
+    span vc = {NULL, -1}, vt = {NULL, -1}, va = {NULL, -1}, vcid = {NULL, -1};
+    int has_s = 0;
+    uint64_t seq = 0;
+    if (n < 2 || d[0] != '{')
+        Py_RETURN_NONE;
+    for (;;) {
+        /* a key */
+        if (i >= n || d[i] != '"')
+            Py_RETURN_NONE;
+        Py_ssize_t k0 = ++i;
+        while (i < n && d[i] != '"') {
+            if (d[i] == '\\' || d[i] < 0x20)
+                Py_RETURN_NONE;
+            i++;
+        }
+        if (i >= n)
+            Py_RETURN_NONE;
+        Py_ssize_t klen = i - k0;
+        const unsigned char *key = d + k0;
+        i++;
+        if (i >= n || d[i] != ':')
+            Py_RETURN_NONE;
+        i++;
+        if (i >= n)
+            Py_RETURN_NONE;
+        if (klen == 1 && key[0] == 's') {
+            if (has_s || d[i] < '0' || d[i] > '9')
+                Py_RETURN_NONE;
+            has_s = 1;
+            if (d[i] == '0') {
+                i++;
+                if (i < n && d[i] >= '0' && d[i] <= '9')
+                    Py_RETURN_NONE;  /* a leading zero: not JSON */
+            } else {
+                int digits = 0;
+                while (i < n && d[i] >= '0' && d[i] <= '9') {
+                    uint64_t digit = (uint64_t)(d[i] - '0');
+                    if (++digits > 20 || seq > (UINT64_MAX - digit) / 10)
+                        Py_RETURN_NONE;  /* above 2^64-1 */
+                    seq = seq * 10 + digit;
+                    i++;
+                }
+            }
+            if (i < n && (d[i] == '.' || d[i] == 'e' || d[i] == 'E'))
+                Py_RETURN_NONE;  /* a float */
+        } else {
+            span *slot;
+            if (klen == 1 && key[0] == 'c')
+                slot = &vc;
+            else if (klen == 1 && key[0] == 't')
+                slot = &vt;
+            else if (klen == 1 && key[0] == 'a')
+                slot = &va;
+            else if (klen == 3 && memcmp(key, "cid", 3) == 0)
+                slot = &vcid;
+            else
+                Py_RETURN_NONE;
+            if (slot->len >= 0 || d[i] != '"')
+                Py_RETURN_NONE;  /* twice, or not a string */
+            Py_ssize_t v0 = ++i;
+            while (i < n && d[i] != '"') {
+                if (d[i] == '\\' || d[i] < 0x20)
+                    Py_RETURN_NONE;
+                i++;
+            }
+            if (i >= n)
+                Py_RETURN_NONE;
+            slot->data = (const char *)d + v0;
+            slot->len = i - v0;
+            i++;
+        }
+        if (i >= n)
+            Py_RETURN_NONE;
+        if (d[i] == '}') {
+            i++;
+            break;
+        }
+        if (d[i] != ',')
+            Py_RETURN_NONE;
+        i++;
+    }
+    if (!(vc.len == 1 && vc.data[0] == 'p') && !(vc.len == 7 && memcmp(vc.data, "publish", 7) == 0))
+        Py_RETURN_NONE;
+    PyObject *topic = NULL, *ack = NULL, *cid = NULL, *s = NULL;
+    if (vt.len >= 0 && (topic = PyUnicode_DecodeUTF8(vt.data, vt.len, NULL)) == NULL)
+        goto bad_text;
+    if (va.len >= 0 && (ack = PyUnicode_DecodeUTF8(va.data, va.len, NULL)) == NULL)
+        goto bad_text;
+    if (vcid.len >= 0 && (cid = PyUnicode_DecodeUTF8(vcid.data, vcid.len, NULL)) == NULL)
+        goto bad_text;
+    if (has_s && (s = PyLong_FromUnsignedLongLong(seq)) == NULL)
+        goto fail;
+#define OR_NONE(o) ((o) != NULL ? (o) : (Py_INCREF(Py_None), Py_None))
+    return Py_BuildValue("(nNNNN)", i, OR_NONE(topic), OR_NONE(ack), OR_NONE(cid), OR_NONE(s));
+#undef OR_NONE
+bad_text:
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        goto fail;
+    PyErr_Clear();  /* not UTF-8: the general parser says what is wrong */
+    Py_XDECREF(topic);
+    Py_XDECREF(ack);
+    Py_XDECREF(cid);
+    Py_RETURN_NONE;
+fail:
+    Py_XDECREF(topic);
+    Py_XDECREF(ack);
+    Py_XDECREF(cid);
+    return NULL;
+}
+
+static PyObject *
+crc32_py(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "crc32(data, value=0)");
+        return NULL;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0)
+        return NULL;
+    uint32_t start = 0;
+    if (nargs == 2) {
+        start = (uint32_t)PyLong_AsUnsignedLongMask(args[1]);
+        if (PyErr_Occurred()) {
+            PyBuffer_Release(&view);
+            return NULL;
+        }
+    }
+    uint32_t crc = crc32_update(start, (const unsigned char *)view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(crc);
+}
+
+static PyMethodDef methods[] = {
+    {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
+     "Append one journal frame to a bytearray; return its size."},
+    {"scan_frames", (PyCFunction)(void (*)(void))scan_frames, METH_FASTCALL,
+     "Cut the complete AMPS frame payloads out of a read."},
+    {"parse_publish_header", (PyCFunction)parse_publish_header, METH_O,
+     "The parts of a plain publish header, or None (then parse it the general way)."},
+    {"crc32", (PyCFunction)(void (*)(void))crc32_py, METH_FASTCALL,
+     "CRC-32 as zlib.crc32 computes it (the extension's own table; for the tests)."},
+    {"frame_size", (PyCFunction)(void (*)(void))frame_size, METH_FASTCALL,
+     "The size of a record's frame, from its payload fields, without encoding it."},
+    {"set_fallbacks", (PyCFunction)(void (*)(void))set_fallbacks, METH_FASTCALL,
+     "Register the pure-Python append_record and frame_size that unusual arguments go to."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_speedups", "The compiled publish hot path (optional).", -1, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC
+PyInit__speedups(void)
+{
+    crc_init();
+    return PyModule_Create(&module_def);
+}

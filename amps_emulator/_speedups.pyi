@@ -1,0 +1,38 @@
+# Types of the compiled extension (_speedups.c); its pure-Python twins are
+# journal.record.append_record_py, journal.record.frame_size_py and protocol.codec.scan_frames_py;
+# parse_publish_header's is protocol.codec.parse_command's general path.
+from collections.abc import Callable
+
+def append_record(
+    buf: bytearray,
+    kind: int,
+    position: int,
+    publisher_id: int,
+    sequence: int,
+    timestamp: int,
+    client_seq: int | None,
+    topic: str,
+    message_type: str,
+    client_name: str,
+    correlation_id: str | None,
+    sow_key: str | None,
+    expiration: int | None,
+    headers: dict[str, str],
+    body: bytes,
+) -> int: ...
+def frame_size(
+    topic: str,
+    message_type: str,
+    client_name: str,
+    correlation_id: str | None,
+    sow_key: str | None,
+    expiration: int | None,
+    headers: dict[str, str],
+    body: bytes,
+) -> int: ...
+def scan_frames(data: bytes, need: int, limit: int) -> tuple[list[bytes], int, int]: ...
+def parse_publish_header(
+    payload: bytes,
+) -> tuple[int, str | None, str | None, str | None, int | None] | None: ...
+def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int: ...
+def set_fallbacks(append_record: Callable[..., int], frame_size: Callable[..., int]) -> None: ...
