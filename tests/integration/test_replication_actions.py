@@ -215,3 +215,186 @@ def test_bad_age_or_grace_period_fails_the_config_with_its_line(module, options,
         loads_config(xml, "ha.xml")
     text = str(err.value)
     assert "ha.xml:3" in text and message in text, text
+
+
+#: the primary of a public HA demo pair (github.com/crazymatthsu/amps-demo,
+#: amps-ha-demo/config/primary/amps-config.xml), its elements unchanged but for the addresses
+#: (``{admin}`` ... ``{peer}``) and the data directory (``{d}``); its comments left out
+HA_DEMO_PRIMARY = """<?xml version="1.0" encoding="UTF-8"?>
+<AMPSConfig>
+    <Name>amps-ha-primary</Name>
+    <Group>amps-ha-demo</Group>
+    <Admin>
+        <InetAddr>{admin}</InetAddr>
+        <SQLTransport>amps-websocket</SQLTransport>
+        <FileName>{d}/stats/stats.db</FileName>
+        <Interval>10s</Interval>
+    </Admin>
+    <Transports>
+        <Transport>
+            <Name>amps-tcp</Name>
+            <Type>tcp</Type>
+            <InetAddr>{tcp}</InetAddr>
+            <ReuseAddr>true</ReuseAddr>
+            <Protocol>amps</Protocol>
+        </Transport>
+        <Transport>
+            <Name>amps-websocket</Name>
+            <Type>tcp</Type>
+            <InetAddr>{ws}</InetAddr>
+            <ReuseAddr>true</ReuseAddr>
+            <Protocol>websocket</Protocol>
+        </Transport>
+        <Transport>
+            <Name>amps-replication</Name>
+            <Type>amps-replication</Type>
+            <InetAddr>{repl}</InetAddr>
+        </Transport>
+    </Transports>
+    <Logging>
+        <Target>
+            <Protocol>stdout</Protocol>
+            <Level>info</Level>
+        </Target>
+    </Logging>
+    <SOW>
+        <Topic>
+            <Name>orders</Name>
+            <MessageType>json</MessageType>
+            <Key>/id</Key>
+            <FileName>{d}/sow/orders.sow</FileName>
+            <Durability>persistent</Durability>
+        </Topic>
+    </SOW>
+    <TransactionLog>
+        <JournalDirectory>{d}/journal</JournalDirectory>
+        <PreallocatedJournalFiles>2</PreallocatedJournalFiles>
+        <MinJournalSize>10MB</MinJournalSize>
+        <Topic>
+            <Name>orders</Name>
+            <MessageType>json</MessageType>
+        </Topic>
+    </TransactionLog>
+    <Replication>
+        <Destination>
+            <Name>amps-ha-secondary</Name>
+            <Group>amps-ha-demo</Group>
+            <SyncType>sync</SyncType>
+            <PassThrough>.*</PassThrough>
+            <Topic>
+                <Name>orders</Name>
+                <MessageType>json</MessageType>
+            </Topic>
+            <Transport>
+                <Type>amps-replication</Type>
+                <InetAddr>{peer}</InetAddr>
+            </Transport>
+        </Destination>
+    </Replication>
+    <Actions>
+        <Action>
+            <On>
+                <Module>amps-action-on-schedule</Module>
+                <Options>
+                    <Every>2s</Every>
+                </Options>
+            </On>
+            <Do>
+                <Module>amps-action-do-downgrade-replication</Module>
+                <Options>
+                    <Age>6s</Age>
+                </Options>
+            </Do>
+            <Do>
+                <Module>amps-action-do-upgrade-replication</Module>
+                <Options>
+                    <Age>2s</Age>
+                </Options>
+            </Do>
+        </Action>
+    </Actions>
+</AMPSConfig>
+"""
+
+
+def test_a_public_ha_demo_primary_pairs_replicates_and_runs_its_schedule(tmp_path, caplog):
+    """That primary, next to a secondary of the same shape written here, on test clocks:
+    it connects, replicates its SOW topic, holds acks while the secondary is cut, downgrades on
+    its 2 s schedule once the oldest unacknowledged message is older than 6 s, resyncs and
+    upgrades when the link is back, and logs no error on the way."""
+    import logging
+
+    from amps_emulator.embedded import EmbeddedServer
+    from amps_emulator.pair import free_port, pair_config
+    from amps_emulator.server.clock import TestClock
+
+    repl, peer = free_port(), free_port()
+    primary_xml = HA_DEMO_PRIMARY.format(
+        admin=f"127.0.0.1:{free_port()}", tcp=f"127.0.0.1:{free_port()}", ws=f"127.0.0.1:{free_port()}",
+        repl=f"127.0.0.1:{repl}", peer=f"127.0.0.1:{peer}", d=tmp_path / "primary")
+    secondary_xml = pair_config("amps-ha-secondary", "amps-ha-primary", repl_port=peer, peer_repl_port=repl,
+                                data_dir=tmp_path / "secondary", group="amps-ha-demo",
+                                sow_topics=[("orders", "/id")], actions=SWITCH)
+    clocks = TestClock(EPOCH), TestClock(EPOCH)
+    caplog.set_level(logging.INFO, logger="amps_emulator")
+    primary = EmbeddedServer(loads_config(primary_xml, "primary.xml"), hold_ports=False, timebase=clocks[0])
+    secondary = EmbeddedServer(loads_config(secondary_xml, "secondary.xml"), hold_ports=False,
+                               timebase=clocks[1])
+    primary.start()
+    secondary.start()
+    service = primary.server.replication
+
+    def advance(seconds: float) -> None:
+        for srv, clock in zip((primary, secondary), clocks, strict=True):
+            srv.call(lambda srv=srv, clock=clock: (clock.advance(seconds), srv.server.turn.request()))
+
+    def look() -> tuple[bool, bool, str]:
+        st = service.state("amps-ha-secondary")
+        return st.connected, service.gate.caught_up(st), st.replication_type
+
+    def until(pred) -> tuple[bool, bool, str]:
+        deadline = time.monotonic() + 10
+        while not pred(state := primary.call(look)):
+            assert time.monotonic() < deadline, state
+        return state
+
+    pub = publisher(primary.uri, "ha-pub")
+    sub = AMPS.Client("ha-sub")
+    try:
+        # the primary started first: its first try found the secondary not listening, and it
+        # tries again once its clock passed the ReconnectTimeout
+        deadline = time.monotonic() + 10
+        while not primary.call(look)[0]:
+            assert time.monotonic() < deadline
+            wait = primary.call(lambda: (service.state("amps-ha-secondary").retry_at, clocks[0].monotonic()))
+            if wait[0] is not None:
+                advance(wait[0] - wait[1])
+        sub.connect(secondary.uri)
+        sub.logon(5000)
+        for i in range(5):
+            pub.publish("orders", json.dumps({"id": i}))
+        pub.publish_flush(10000)  # sync: the secondary has them
+        assert sorted(json.loads(m.get_data())["id"] for m in sub.sow("orders")
+                      if m.get_command() == "sow") == [0, 1, 2, 3, 4]
+        advance(10)
+        assert until(lambda s: True)[2] == "sync"  # nothing lagging: left alone
+        primary.call(lambda: service.cut("amps-ha-secondary"))
+        pub.publish("orders", json.dumps({"id": 9}))
+        assert held(pub)
+        advance(8)
+        assert until(lambda s: True)[2] == "async"
+        pub.publish_flush(10000)
+        primary.call(lambda: service.restore("amps-ha-secondary"))
+        until(lambda s: s[0] and s[1])
+        advance(2)
+        assert until(lambda s: True)[2] == "sync"
+        assert sorted(json.loads(m.get_data())["id"] for m in sub.sow("orders")
+                      if m.get_command() == "sow") == [0, 1, 2, 3, 4, 9]
+    finally:
+        pub.close()
+        sub.close()
+        secondary.stop()
+        primary.stop()
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == []
+    assert any("downgraded to async" in r.getMessage() for r in caplog.records)
