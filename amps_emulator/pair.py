@@ -179,7 +179,11 @@ class EmbeddedPair:
         for s in self.servers:
             s.start()
         if self.clocks:
-            self.wait_connected()
+            try:
+                self.wait_connected()
+            except RuntimeError:
+                self.stop()  # a with-statement whose start fails never reaches __exit__
+                raise
         return self
 
     def stop(self) -> None:
