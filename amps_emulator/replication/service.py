@@ -25,7 +25,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import msgspec
 
@@ -223,8 +223,8 @@ class ReplicationService:
             self._downgraded(name, f"oldest unacknowledged message older than {age:g}s")
         return names
 
-    def upgrade(self, age: float) -> list[str]:
-        names = self.gate.upgrade(age)
+    def upgrade(self, age: float, grace_period: float = 0.0) -> list[str]:
+        names = self.gate.upgrade(age, grace_period)
         for name in names:
             self._upgraded(name)
         return names
@@ -373,7 +373,7 @@ class ReplicationService:
                 except OSError as exc:
                     log.debug("replication destination %r: %s unreachable (%s)", dest.name,
                               addr.inet_addr, exc)
-                    await self._wait(retry)
+                    await self._retry(st, retry)
                     continue
                 if st.cut:  # cut while connecting
                     writer.close()
@@ -397,7 +397,16 @@ class ReplicationService:
                     if st.connected:
                         st.disconnected(self.timebase.time())
                         self._fire(ON_DISCONNECT, dest.name, reason)
-                await self._wait(retry)
+                await self._retry(st, retry)
+
+    async def _retry(self, st: DestinationState, seconds: float) -> None:
+        """Wait ``seconds`` before the next connection attempt; ``st.retry_at`` says when
+        (server monotonic time) meanwhile, so a test on the test clock knows what to advance."""
+        st.retry_at = self.timebase.monotonic() + seconds
+        try:
+            await self._wait(seconds)
+        finally:
+            st.retry_at = None
 
     async def _wait(self, seconds: float) -> None:
         """Wait ``seconds`` on the server clock (a test clock advances it by hand)."""
@@ -449,6 +458,7 @@ class ReplicationService:
         wake = asyncio.Event()
         self._wakeups.add(wake)
         acks = asyncio.get_running_loop().create_task(self._read_acks(reader, sender, st, remote.name))
+        pending: asyncio.Task[Literal[True]] | None = None  # the wait for a wake-up
         try:
             while True:
                 wake.clear()
@@ -464,8 +474,9 @@ class ReplicationService:
                     writer.write(b"".join(frames))
                     await writer.drain()
                     continue
-                waiter = asyncio.ensure_future(wake.wait())
+                waiter = pending = asyncio.ensure_future(wake.wait())
                 done, _ = await asyncio.wait({waiter, acks}, return_when=asyncio.FIRST_COMPLETED)
+                pending = None
                 if acks in done:
                     waiter.cancel()
                     acks.result()  # the link is gone: raises what ended it
@@ -473,6 +484,8 @@ class ReplicationService:
         finally:
             self._wakeups.discard(wake)
             acks.cancel()
+            if pending is not None:  # cancelled (the server stops) while waiting: not left pending
+                pending.cancel()
 
     async def _read_acks(self, reader: asyncio.StreamReader, sender: Sender, st: DestinationState,
                          peer: str) -> None:
