@@ -217,107 +217,41 @@ def test_bad_age_or_grace_period_fails_the_config_with_its_line(module, options,
     assert "ha.xml:3" in text and message in text, text
 
 
-#: the primary of a public HA demo pair (github.com/crazymatthsu/amps-demo,
-#: amps-ha-demo/config/primary/amps-config.xml), its elements unchanged but for the addresses
-#: (``{admin}`` ... ``{peer}``) and the data directory (``{d}``); its comments left out
-HA_DEMO_PRIMARY = """<?xml version="1.0" encoding="UTF-8"?>
-<AMPSConfig>
-    <Name>amps-ha-primary</Name>
-    <Group>amps-ha-demo</Group>
-    <Admin>
-        <InetAddr>{admin}</InetAddr>
-        <SQLTransport>amps-websocket</SQLTransport>
-        <FileName>{d}/stats/stats.db</FileName>
-        <Interval>10s</Interval>
-    </Admin>
-    <Transports>
-        <Transport>
-            <Name>amps-tcp</Name>
-            <Type>tcp</Type>
-            <InetAddr>{tcp}</InetAddr>
-            <ReuseAddr>true</ReuseAddr>
-            <Protocol>amps</Protocol>
-        </Transport>
-        <Transport>
-            <Name>amps-websocket</Name>
-            <Type>tcp</Type>
-            <InetAddr>{ws}</InetAddr>
-            <ReuseAddr>true</ReuseAddr>
-            <Protocol>websocket</Protocol>
-        </Transport>
-        <Transport>
-            <Name>amps-replication</Name>
-            <Type>amps-replication</Type>
-            <InetAddr>{repl}</InetAddr>
-        </Transport>
-    </Transports>
-    <Logging>
-        <Target>
-            <Protocol>stdout</Protocol>
-            <Level>info</Level>
-        </Target>
-    </Logging>
-    <SOW>
-        <Topic>
-            <Name>orders</Name>
-            <MessageType>json</MessageType>
-            <Key>/id</Key>
-            <FileName>{d}/sow/orders.sow</FileName>
-            <Durability>persistent</Durability>
-        </Topic>
-    </SOW>
-    <TransactionLog>
-        <JournalDirectory>{d}/journal</JournalDirectory>
-        <PreallocatedJournalFiles>2</PreallocatedJournalFiles>
-        <MinJournalSize>10MB</MinJournalSize>
-        <Topic>
-            <Name>orders</Name>
-            <MessageType>json</MessageType>
-        </Topic>
-    </TransactionLog>
-    <Replication>
-        <Destination>
-            <Name>amps-ha-secondary</Name>
-            <Group>amps-ha-demo</Group>
-            <SyncType>sync</SyncType>
-            <PassThrough>.*</PassThrough>
-            <Topic>
-                <Name>orders</Name>
-                <MessageType>json</MessageType>
-            </Topic>
-            <Transport>
-                <Type>amps-replication</Type>
-                <InetAddr>{peer}</InetAddr>
-            </Transport>
-        </Destination>
-    </Replication>
-    <Actions>
-        <Action>
-            <On>
-                <Module>amps-action-on-schedule</Module>
-                <Options>
-                    <Every>2s</Every>
-                </Options>
-            </On>
-            <Do>
-                <Module>amps-action-do-downgrade-replication</Module>
-                <Options>
-                    <Age>6s</Age>
-                </Options>
-            </Do>
-            <Do>
-                <Module>amps-action-do-upgrade-replication</Module>
-                <Options>
-                    <Age>2s</Age>
-                </Options>
-            </Do>
-        </Action>
-    </Actions>
+#: a primary written here in the shape of a public HA demo's (a sync, PassThrough destination
+#: for one keyed SOW topic, a websocket transport named as the Admin's SQLTransport, Admin
+#: statistics, preallocated journals, and a 2 s schedule that downgrades at Age 6s and upgrades
+#: at Age 2s); the demo's own file ran here by hand with only its addresses and directory changed
+HA_DEMO_PRIMARY = """<AMPSConfig>
+  <Name>ha-first</Name><Group>ha-demo</Group>
+  <Transports>
+    <Transport><Name>clients</Name><Type>tcp</Type><Protocol>amps</Protocol>
+      <InetAddr>{tcp}</InetAddr><ReuseAddr>true</ReuseAddr></Transport>
+    <Transport><Name>browsers</Name><Type>tcp</Type><Protocol>websocket</Protocol>
+      <InetAddr>{ws}</InetAddr><ReuseAddr>true</ReuseAddr></Transport>
+    <Transport><Name>links</Name><Type>amps-replication</Type><InetAddr>{repl}</InetAddr></Transport>
+  </Transports>
+  <Admin><InetAddr>{admin}</InetAddr><Interval>10s</Interval><SQLTransport>browsers</SQLTransport>
+    <FileName>{d}/stats/stats.db</FileName></Admin>
+  <Logging><Target><Protocol>stdout</Protocol><Level>info</Level></Target></Logging>
+  <TransactionLog><JournalDirectory>{d}/journal</JournalDirectory><MinJournalSize>10MB</MinJournalSize>
+    <PreallocatedJournalFiles>2</PreallocatedJournalFiles>
+    <Topic><MessageType>json</MessageType><Name>orders</Name></Topic></TransactionLog>
+  <SOW><Topic><MessageType>json</MessageType><Name>orders</Name><Key>/id</Key>
+    <Durability>persistent</Durability><FileName>{d}/sow/orders.sow</FileName></Topic></SOW>
+  <Replication><Destination><Name>ha-second</Name><Group>ha-demo</Group><SyncType>sync</SyncType>
+    <Transport><InetAddr>{peer}</InetAddr><Type>amps-replication</Type></Transport>
+    <Topic><MessageType>json</MessageType><Name>orders</Name></Topic><PassThrough>.*</PassThrough>
+  </Destination></Replication>
+  <Actions><Action>
+    <On><Module>amps-action-on-schedule</Module><Options><Every>2s</Every></Options></On>
+    <Do><Module>amps-action-do-downgrade-replication</Module><Options><Age>6s</Age></Options></Do>
+    <Do><Module>amps-action-do-upgrade-replication</Module><Options><Age>2s</Age></Options></Do>
+  </Action></Actions>
 </AMPSConfig>
 """
 
 
-def test_a_public_ha_demo_primary_pairs_replicates_and_runs_its_schedule(tmp_path, caplog):
+def test_a_primary_shaped_like_a_public_ha_demo_pairs_replicates_and_runs_its_schedule(tmp_path, caplog):
     """That primary, next to a secondary of the same shape written here, on test clocks:
     it connects, replicates its SOW topic, holds acks while the secondary is cut, downgrades on
     its 2 s schedule once the oldest unacknowledged message is older than 6 s, resyncs and
@@ -332,8 +266,8 @@ def test_a_public_ha_demo_primary_pairs_replicates_and_runs_its_schedule(tmp_pat
     primary_xml = HA_DEMO_PRIMARY.format(
         admin=f"127.0.0.1:{free_port()}", tcp=f"127.0.0.1:{free_port()}", ws=f"127.0.0.1:{free_port()}",
         repl=f"127.0.0.1:{repl}", peer=f"127.0.0.1:{peer}", d=tmp_path / "primary")
-    secondary_xml = pair_config("amps-ha-secondary", "amps-ha-primary", repl_port=peer, peer_repl_port=repl,
-                                data_dir=tmp_path / "secondary", group="amps-ha-demo",
+    secondary_xml = pair_config("ha-second", "ha-first", repl_port=peer, peer_repl_port=repl,
+                                data_dir=tmp_path / "secondary", group="ha-demo",
                                 sow_topics=[("orders", "/id")], actions=SWITCH)
     clocks = TestClock(EPOCH), TestClock(EPOCH)
     caplog.set_level(logging.INFO, logger="amps_emulator")
@@ -349,7 +283,7 @@ def test_a_public_ha_demo_primary_pairs_replicates_and_runs_its_schedule(tmp_pat
             srv.call(lambda srv=srv, clock=clock: (clock.advance(seconds), srv.server.turn.request()))
 
     def look() -> tuple[bool, bool, str]:
-        st = service.state("amps-ha-secondary")
+        st = service.state("ha-second")
         return st.connected, service.gate.caught_up(st), st.replication_type
 
     def until(pred) -> tuple[bool, bool, str]:
@@ -366,7 +300,7 @@ def test_a_public_ha_demo_primary_pairs_replicates_and_runs_its_schedule(tmp_pat
         deadline = time.monotonic() + 10
         while not primary.call(look)[0]:
             assert time.monotonic() < deadline
-            wait = primary.call(lambda: (service.state("amps-ha-secondary").retry_at, clocks[0].monotonic()))
+            wait = primary.call(lambda: (service.state("ha-second").retry_at, clocks[0].monotonic()))
             if wait[0] is not None:
                 advance(wait[0] - wait[1])
         sub.connect(secondary.uri)
@@ -378,13 +312,13 @@ def test_a_public_ha_demo_primary_pairs_replicates_and_runs_its_schedule(tmp_pat
                       if m.get_command() == "sow") == [0, 1, 2, 3, 4]
         advance(10)
         assert until(lambda s: True)[2] == "sync"  # nothing lagging: left alone
-        primary.call(lambda: service.cut("amps-ha-secondary"))
+        primary.call(lambda: service.cut("ha-second"))
         pub.publish("orders", json.dumps({"id": 9}))
         assert held(pub)
         advance(8)
         assert until(lambda s: True)[2] == "async"
         pub.publish_flush(10000)
-        primary.call(lambda: service.restore("amps-ha-secondary"))
+        primary.call(lambda: service.restore("ha-second"))
         until(lambda s: s[0] and s[1])
         advance(2)
         assert until(lambda s: True)[2] == "sync"
