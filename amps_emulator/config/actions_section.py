@@ -10,7 +10,8 @@ default, per step kind, together with the options each module requires:
   the emulator cannot run: the whole ``Action`` gets one warning and is left out.
 
 Option values may contain AMPS action variables such as ``{{AMPS_DATA}}``; they are kept
-verbatim. ``Age``/``Duration`` options without variables are checked to be durations.
+verbatim. ``Age``/``Duration``/``GracePeriod`` options without variables are checked to be
+durations.
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def _check_option_values(step_node: Node, module: str, options: list[ActionOptio
     for opt in options:
         if "{{" in opt.value:
             continue  # expanded by AMPS at run time
-        if opt.name in ("Age", "Duration"):
+        if opt.name in ("Age", "Duration", "GracePeriod"):
             try:
                 parse_duration(opt.value)
             except ValueError as e:

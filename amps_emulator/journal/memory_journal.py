@@ -14,7 +14,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 
 from .api import Durability, JournalClosedError, RetentionResult
-from .base import JournalCore
+from .base import Clock, JournalCore
 from .record import INTERNAL_KIND_MIN, JournalRecord, RecordKind, frame_size
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
@@ -42,7 +42,7 @@ class MemoryJournal(JournalCore):
         durability: str | Durability = Durability.MEMORY,
         retention_bytes: int | None = None,
         retention_age: float | None = None,
-        clock=None,
+        clock: Clock | None = None,
     ) -> None:
         if Durability(durability) is not Durability.MEMORY:
             raise ValueError("MemoryJournal only supports durability='memory' (it never persists anything)")

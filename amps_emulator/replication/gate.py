@@ -47,6 +47,8 @@ class DestinationState:
         self.held_at: int | None = None
         #: an emulator ``cut``: the link is down and not retried until restored
         self.cut = False
+        #: while the connector waits to try again: when (server monotonic time), else None
+        self.retry_at: float | None = None
         self.connected = False
         self.peer_name: str | None = None
         self.peer_group: str | None = None
@@ -103,6 +105,8 @@ class AckGate:
         self._journal = journal
         self.wallclock = wallclock
         self.min_sync = min_sync
+        #: when this instance started (server clock): GracePeriods count from here
+        self.started_at = wallclock()
         start = journal().last_position  # what was logged before this start is not held
         self.states: dict[str, DestinationState] = {d.name: DestinationState(d, start) for d in dests}
 
@@ -142,19 +146,20 @@ class AckGate:
             return max(0.0, self.wallclock() - rec.timestamp / 1e6)
         return 0.0
 
-    def down_for(self, st: DestinationState) -> float:
-        if st.connected or st.disconnect_time is None:
-            return 0.0
-        return max(0.0, self.wallclock() - st.disconnect_time)
+    def in_grace(self, grace_period: float) -> bool:
+        """Less than ``grace_period`` seconds since start-up: the downgrade/upgrade actions
+        leave every destination alone (time for the other instances to start and connect)."""
+        return self.wallclock() - self.started_at < grace_period
 
     # -- downgrade / upgrade (server.ports.ReplicationControl) ----------------------------
     def downgrade(self, age: float, grace_period: float) -> list[str]:
         out: list[str] = []
+        if self.in_grace(grace_period):
+            return out
         for st in self.states.values():
             if not st.sync or not st.dest.sync:  # configured async: never touched
                 continue
-            lag = self.lag(st)
-            if lag <= age or max(lag, self.down_for(st)) < grace_period:
+            if self.lag(st) <= age:
                 continue
             if self.min_sync is not None and self.sync_count - 1 < self.min_sync:
                 break
@@ -162,8 +167,10 @@ class AckGate:
             out.append(st.name)
         return out
 
-    def upgrade(self, age: float) -> list[str]:
+    def upgrade(self, age: float, grace_period: float = 0.0) -> list[str]:
         out: list[str] = []
+        if self.in_grace(grace_period):
+            return out
         for st in self.states.values():
             if st.downgraded and st.connected and self.lag(st) < age:
                 self.set_sync(st)

@@ -31,7 +31,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import msgspec
 
@@ -283,8 +283,8 @@ class ReplicationService:
             self._downgraded(name, f"oldest unacknowledged message older than {age:g}s")
         return names
 
-    def upgrade(self, age: float) -> list[str]:
-        names = self.gate.upgrade(age)
+    def upgrade(self, age: float, grace_period: float = 0.0) -> list[str]:
+        names = self.gate.upgrade(age, grace_period)
         for name in names:
             self._upgraded(name)
         return names
@@ -459,7 +459,7 @@ class ReplicationService:
                 except OSError as exc:
                     log.debug("replication destination %r: %s unreachable (%s)", dest.name,
                               addr.inet_addr, exc)
-                    await self._wait(retry)
+                    await self._retry(st, retry)
                     continue
                 if st.cut:  # cut while connecting
                     writer.close()
@@ -488,7 +488,7 @@ class ReplicationService:
                         del self._links[dest.name]
                     writer.close()
                     self._link_down(st, reason)
-                await self._wait(retry)
+                await self._retry(st, retry)
 
     def _link_down(self, st: DestinationState, reason: str | None) -> None:
         """The link of destination ``st`` ended (or never got past its handshake)."""
@@ -497,6 +497,15 @@ class ReplicationService:
         if st.connected:
             st.disconnected(self.timebase.time())
             self._fire(ON_DISCONNECT, st.name, reason)
+
+    async def _retry(self, st: DestinationState, seconds: float) -> None:
+        """Wait ``seconds`` before the next connection attempt; ``st.retry_at`` says when
+        (server monotonic time) meanwhile, so a test on the test clock knows what to advance."""
+        st.retry_at = self.timebase.monotonic() + seconds
+        try:
+            await self._wait(seconds)
+        finally:
+            st.retry_at = None
 
     async def _wait(self, seconds: float) -> None:
         """Wait ``seconds`` on the server clock (a test clock advances it by hand)."""
@@ -601,6 +610,7 @@ class ReplicationService:
                 broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
 
         reading = asyncio.get_running_loop().create_task(read())
+        pending: asyncio.Task[Literal[True]] | None = None  # the wait for a wake-up
         try:
             while True:
                 wake.clear()
@@ -629,8 +639,9 @@ class ReplicationService:
                     send(writer, b"".join(out))
                     await writer.drain()
                     continue  # look again before waiting: a poll sends at most 1000 records
-                waiter = asyncio.ensure_future(wake.wait())
+                waiter = pending = asyncio.ensure_future(wake.wait())
                 done, _ = await asyncio.wait({waiter, reading}, return_when=asyncio.FIRST_COMPLETED)
+                pending = None
                 if reading in done:
                     waiter.cancel()
                     reading.result()  # the link is gone: raises what ended it
@@ -643,6 +654,8 @@ class ReplicationService:
                 del self._upstreams[remote.name]
             self._wakeups.discard(wake)
             reading.cancel()
+            if pending is not None:  # cancelled (the server stops) while waiting: not left pending
+                pending.cancel()
 
     async def _bootstrap_then_start(self, boot: Bootstrap, directory: str | None) -> None:
         mark(directory, True)

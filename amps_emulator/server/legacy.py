@@ -13,34 +13,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError
 from amps_emulator.protocol.legacy import LegacyFormatError, from_amps_frames, to_amps_payload
 from amps_emulator.server.connection import Connection
 from amps_emulator.server.ports import ListenerInfo
+from amps_emulator.server.wrapped import StreamSocket, WrappedSocket
 
 __all__ = ["LegacyProtocol"]
 
 
-@runtime_checkable
-class _Socket(Protocol):
-    """What this object uses of the socket's transport (asyncio's or uvloop's, which are not
-    ``asyncio.Transport`` subclasses)."""
-
-    def write(self, data: bytes) -> None: ...
-    def is_closing(self) -> bool: ...
-    def close(self) -> None: ...
-    def abort(self) -> None: ...
-    def get_write_buffer_size(self) -> int: ...
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None: ...
-    def get_extra_info(self, name: str, default: Any = None) -> Any: ...
-    def pause_reading(self) -> None: ...
-    def resume_reading(self) -> None: ...
-
-
-class LegacyProtocol(asyncio.Protocol, asyncio.Transport):
+class LegacyProtocol(WrappedSocket, asyncio.Protocol, asyncio.Transport):
     """The socket side of one legacy-protocol client (a protocol to the socket) and the
     transport of its Connection."""
 
@@ -50,13 +34,11 @@ class LegacyProtocol(asyncio.Protocol, asyncio.Transport):
         self.protocol = protocol
         self.decoder = FrameDecoder(listener.max_frame)
         self.conn = make_connection()
-        self.sock: _Socket | None = None
+        self.sock: StreamSocket | None = None
 
     # -- asyncio.Protocol (socket facing) -------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        if not isinstance(transport, _Socket):
-            raise TypeError("a legacy protocol connection needs a stream transport")
-        self.sock = transport
+        self.attach(transport)
         self.conn.connection_made(self)
 
     def data_received(self, data: bytes) -> None:
@@ -85,31 +67,6 @@ class LegacyProtocol(asyncio.Protocol, asyncio.Transport):
         if self.sock is not None and not self.sock.is_closing():
             self.sock.write(from_amps_frames(self.protocol, bytes(data)))
 
-    def get_write_buffer_size(self) -> int:
-        return self.sock.get_write_buffer_size() if self.sock is not None else 0
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        if self.sock is not None:
-            self.sock.set_write_buffer_limits(high=high, low=low)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self.sock.get_extra_info(name, default) if self.sock is not None else default
-
-    def pause_reading(self) -> None:
-        if self.sock is not None:
-            self.sock.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.sock is not None:
-            self.sock.resume_reading()
-
-    def is_closing(self) -> bool:
-        return self.sock is None or self.sock.is_closing()
-
     def close(self) -> None:
         if self.sock is not None:
             self.sock.close()
-
-    def abort(self) -> None:
-        if self.sock is not None:
-            self.sock.abort()

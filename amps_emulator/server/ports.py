@@ -266,11 +266,14 @@ class ReplicationControl(Protocol):
 
     def downgrade(self, age: float, grace_period: float) -> list[str]:
         """Sync destinations whose oldest unacknowledged record is older than ``age`` seconds
-        and that have been down or lagging at least ``grace_period`` seconds become async (their
-        held acks go out); returns their names. ``MinSyncDestinations`` is never undercut."""
+        become async (their held acks go out); returns their names. Nothing is downgraded in
+        the first ``grace_period`` seconds after start-up (the User Guide's GracePeriod: time
+        for the other instances to start and connect). ``MinSyncDestinations`` is never
+        undercut."""
         ...
 
-    def upgrade(self, age: float) -> list[str]:
+    def upgrade(self, age: float, grace_period: float = 0.0) -> list[str]:
         """Downgraded destinations whose lag is under ``age`` seconds become sync again;
-        returns their names."""
+        returns their names. Nothing is upgraded in the first ``grace_period`` seconds after
+        start-up."""
         ...

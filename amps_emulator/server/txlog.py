@@ -112,7 +112,8 @@ class TxLog:
         if self.server.memory:  # --memory: no files; Durability is memory whatever the config says
             self._journal = MemoryJournal(segment_size=cfg.journal_size,
                                          retention_bytes=cfg.retention_size,
-                                         retention_age=cfg.retention_age)
+                                         retention_age=cfg.retention_age,
+                                         clock=self.server.wallclock)  # as the file journal
             log.info("transaction log in memory (--memory): nothing is written to %s",
                      cfg.journal_directory)
             return

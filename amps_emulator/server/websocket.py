@@ -27,7 +27,6 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable
-from typing import Any
 
 import msgspec
 from websockets.exceptions import InvalidState
@@ -41,6 +40,7 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import header_end
 from amps_emulator.server.connection import Connection
 from amps_emulator.server.ports import ListenerInfo
+from amps_emulator.server.wrapped import StreamSocket, WrappedSocket
 
 log = logging.getLogger("amps_emulator.websocket")
 
@@ -115,7 +115,7 @@ def _sow_messages(outer: bytes, rest: bytes) -> list[tuple[bytes, bool]]:
     return [(head, False), *records]
 
 
-class WebSocketProtocol(asyncio.Protocol):
+class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
     """The socket side of one WebSocket client; the transport of its :class:`Connection`."""
 
     def __init__(self, make_connection: Callable[[], Connection], listener: ListenerInfo) -> None:
@@ -125,7 +125,7 @@ class WebSocketProtocol(asyncio.Protocol):
         self.listener = listener
         # max_size: one client message; a whole command is checked against it below too
         self.ws = ServerProtocol(max_size=listener.max_frame, logger=log)
-        self.sock: asyncio.Transport | None = None
+        self.sock: StreamSocket | None = None
         self.conn: Connection | None = None
         self.text_bodies = True  # the client's mode: "text" (JSON) or "binary"
         #: the message type the upgrade's path names (``/amps/<type>``): the JavaScript client
@@ -142,7 +142,7 @@ class WebSocketProtocol(asyncio.Protocol):
 
     # -- asyncio.Protocol (socket facing) -------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.sock = transport  # type: ignore[assignment]
+        self.attach(transport)
 
     def data_received(self, data: bytes) -> None:
         ws = self.ws
@@ -313,36 +313,11 @@ class WebSocketProtocol(asyncio.Protocol):
             return
         self._flush_ws()
 
-    def get_write_buffer_size(self) -> int:
-        return self.sock.get_write_buffer_size() if self.sock is not None else 0
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        if self.sock is not None:
-            self.sock.set_write_buffer_limits(high=high, low=low)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return self.sock.get_extra_info(name, default) if self.sock is not None else default
-
-    def pause_reading(self) -> None:
-        if self.sock is not None:
-            self.sock.pause_reading()
-
-    def resume_reading(self) -> None:
-        if self.sock is not None:
-            self.sock.resume_reading()
-
-    def is_closing(self) -> bool:
-        return self.sock is None or self.sock.is_closing()
-
     def close(self) -> None:
         """Orderly close: a WebSocket close frame, then the socket."""
         self._send_close(CloseCode.NORMAL_CLOSURE, "")
         if self.sock is not None:
             self.sock.close()
-
-    def abort(self) -> None:
-        if self.sock is not None:
-            self.sock.abort()
 
     def _send_close(self, code: int, reason: str) -> None:
         if self.ws.state is State.OPEN:

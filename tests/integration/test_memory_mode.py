@@ -81,3 +81,36 @@ def test_command_line_wins_over_environment_and_bad_values_name_the_variable():
         apply_environment(_parser().parse_args([]), {"AMPS_EMULATOR_DURABILITY": "fast"})
     with pytest.raises(SystemExit, match="AMPS_EMULATOR_MEMORY='maybe'"):
         apply_environment(_parser().parse_args([]), {"AMPS_EMULATOR_MEMORY": "maybe"})
+
+
+@pytest.mark.parametrize("memory", [True, False], ids=["memory", "files"])
+def test_journal_records_are_stamped_on_the_server_clock(tmp_path, collector, memory):
+    """With ``--test-clock`` the transaction log stamps records with the server's (test) time,
+    in memory as on disk: a subscription from a timestamp bookmark replays what was published
+    after that instant of the server clock (which here is years before real time)."""
+    from amps_emulator.config import loads_config
+    from amps_emulator.server.clock import TestClock
+    from tests.harness import ServerThread
+
+    start = 1735787045.0  # 2025-01-02T03:04:05Z
+    clock = TestClock(start=start)
+    xml = CONFIG.format(d=tmp_path / "data", port=0).replace(
+        "<Name>memory-mode</Name>", "<Name>memory-mode</Name><Admin><InetAddr>127.0.0.1:0</InetAddr></Admin>")
+    srv = ServerThread(loads_config(xml, "memory.xml"), memory=memory, timebase=clock).start()
+    c = AMPS.Client("stamped")
+    try:
+        c.connect(srv.uris[0])
+        c.logon(5000)
+        c.publish("orders", json.dumps({"id": 1}))
+        c.publish("orders", json.dumps({"id": 2}))
+        c.flush(5000)
+        srv.http("/emulator/clock/advance?seconds=60", "POST")
+        c.publish("orders", json.dumps({"id": 3}))
+        c.flush(5000)
+        got = collector(lambda m: json.loads(m.get_data())["id"])
+        c.bookmark_subscribe(got, "orders", "20250102T030435", timeout=5000)  # start + 30 s
+        c.publish("orders", json.dumps({"id": 4}))  # live, after the replay
+        assert got.wait_for(2) == [3, 4]
+    finally:
+        c.close()
+        srv.stop()

@@ -231,10 +231,10 @@ def test_replication_steps_use_the_injected_control(engine, caplog):
     Control = namedtuple("Control", "downgrade upgrade")
     engine.replication_control = Control(
         lambda age, grace: calls.append(("down", age, grace)) or ["B"],
-        lambda age: calls.append(("up", age)) or [])
+        lambda age, grace: calls.append(("up", age, grace)) or [])
     assert run(engine, step("amps-action-do-downgrade-replication", Age="1m", GracePeriod="10s"),
                step("amps-action-do-upgrade-replication", Age="5s"))[0]
-    assert calls == [("down", 60.0, 10.0), ("up", 5.0)]
+    assert calls == [("down", 60.0, 10.0), ("up", 5.0, 0.0)]
 
 
 def test_a_chain_stops_at_the_depth_limit(engine):

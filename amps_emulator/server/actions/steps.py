@@ -370,7 +370,8 @@ class Steps:
         control = self._replication(step)
         if control is not None:
             age = parse_duration(expand_text(step.option("Age"), v, "0") or "0")
-            names = control.upgrade(age)
+            grace = parse_duration(expand_text(step.option("GracePeriod"), v, "0") or "0")
+            names = control.upgrade(age, grace)
             log.info("%s: upgraded %s", step.module, ", ".join(names) or "nothing")
         return True
 
