@@ -23,8 +23,10 @@ maps to the host.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+from datetime import timedelta
 
 try:
     from testcontainers.core.container import DockerContainer
@@ -32,6 +34,9 @@ try:
 except ImportError as exc:  # the optional extra is not installed
     raise ImportError("amps_emulator.testcontainers needs testcontainers-python: "
                       "pip install 'amps-emulator[testcontainers]'") from exc
+#: testcontainers has structured wait strategies (newer 4.x releases, where ``wait_for_logs``
+#: with a pattern is deprecated); older 4.x releases wait with ``wait_for_logs`` after start
+HAS_WAIT_STRATEGIES = importlib.util.find_spec("testcontainers.core.wait_strategies") is not None
 
 #: the image ``docker build -t amps-emulator .`` makes from the repository's Dockerfile
 DEFAULT_IMAGE = "amps-emulator:latest"
@@ -68,6 +73,11 @@ class AmpsContainer(DockerContainer):
         self.startup_timeout = startup_timeout
         self._seeds = 0
         self.with_exposed_ports(PORT)
+        if HAS_WAIT_STRATEGIES:
+            from testcontainers.core.wait_strategies import LogMessageWaitStrategy
+
+            self.waiting_for(LogMessageWaitStrategy(READY_LOG).with_startup_timeout(
+                timedelta(seconds=startup_timeout)))
         self.with_env("AMPS_EMULATOR_INIT_DIR", INIT_DIR)
         if server_version is not None:
             self.with_env("AMPS_EMULATOR_SERVER_VERSION", server_version)
@@ -88,8 +98,9 @@ class AmpsContainer(DockerContainer):
         return self
 
     def start(self) -> AmpsContainer:
-        super().start()
-        wait_for_logs(self, _ready, timeout=self.startup_timeout)
+        super().start()  # waits for READY_LOG through the wait strategy, where there is one
+        if not HAS_WAIT_STRATEGIES:
+            wait_for_logs(self, _ready, timeout=self.startup_timeout)
         return self
 
     def get_connection_uri(self) -> str:

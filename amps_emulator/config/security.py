@@ -147,8 +147,16 @@ class SecurityConfig(msgspec.Struct, frozen=True, kw_only=True):
         return self.authentication, self.entitlement
 
     def for_admin(self) -> tuple[SecurityBlock, SecurityBlock]:
+        """(authentication, entitlement) for the Admin interface, AMPS's ``amps-admin``
+        transport: Admin's own block, else the instance's, else the default module."""
         return (resolve(self.admin_authentication, self.authentication, AUTHENTICATION),
                 resolve(self.admin_entitlement, self.entitlement, ENTITLEMENT))
+
+    @property
+    def admin_secured(self) -> bool:
+        """Whether Admin requests must log on: some block (Admin's own or the instance's)
+        applies to it rather than the two default modules, which accept anyone."""
+        return self.for_admin() != (default_block(AUTHENTICATION), default_block(ENTITLEMENT))
 
 
 def default_block(kind: str) -> SecurityBlock:

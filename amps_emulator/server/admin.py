@@ -236,12 +236,15 @@ class AdminServer:
             return 500, "application/json", json.dumps({"error": str(exc)}).encode()
 
     async def _authorize(self, req: Any, method: str, path: str) -> None:
-        """When the config gives Admin its own Authentication or Entitlement block: the HTTP
-        Basic credentials log on through Admin's modules (401 otherwise), and the path must be
-        readable (GET) or writable (other methods) by the user's ``admin`` permissions (403)."""
+        """The Admin interface is AMPS's ``amps-admin`` transport: its own Authentication /
+        Entitlement blocks, else the instance's, else the default modules (User Guide,
+        "Securing AMPS"). When any of these is configured, the HTTP Basic credentials log on
+        through the resolved modules (401 otherwise) and the path must be readable (GET) or
+        writable (other methods) by the user's ``admin`` permissions (403). With the defaults
+        alone (no block anywhere) every request is served, as the default modules accept
+        anyone."""
         security = self.server.broker.security
-        if security is None or (security.config.admin_authentication is None
-                                and security.config.admin_entitlement is None):
+        if security is None or not security.config.admin_secured:
             return
         user, password = "", None
         for name, value in req.headers:

@@ -580,7 +580,7 @@ class Server:
                 and (transport is None or c.listener.name == transport)
                 and (user is None or c.user_id == user)]
         for conn in gone:
-            conn.close(f"{what} reset by an action")
+            conn.close(f"entitlement reset (amps-action-do-reset-{what})")
         return len(gone)
 
     def request_shutdown(self) -> None:

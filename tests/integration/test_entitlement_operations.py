@@ -255,3 +255,37 @@ def test_actions_switch_authentication():
             logged_on(with_user(closed, "alice", "x"), "a3")
     finally:
         srv.stop()
+
+
+def test_reset_entitlement_action_rereads_one_users_document_and_disconnects_them(tmp_path):
+    # amps-action-do-reset-entitlement with AuthenticationId: the user's cached document is
+    # dropped and that user's connections are closed; the others stay connected
+    reset = ("<Actions><Action><On><Module>amps-action-on-publish-message</Module><Options>"
+             "<Topic>control/reset</Topic><MessageType>json</MessageType></Options></On><Do>"
+             "<Module>amps-action-do-reset-entitlement</Module><Options>"
+             "<AuthenticationId>{{AMPS_DATA}}</AuthenticationId></Options></Do></Action></Actions>")
+    xml = web_config(tmp_path, {"alice": {"topic": [ALL]}, "bob": {"topic": [ALL]}}, sow=False)
+    srv = serve(tmp_path, xml.replace("</AMPSConfig>", reset + "</AMPSConfig>"))
+    try:
+        import threading
+
+        alice = logged_on(with_user(srv.uri, "alice"), "alice")
+        gone = threading.Event()
+        alice.set_disconnect_handler(lambda client: gone.set())
+        alice.subscribe(lambda m: None, "orders")
+        (tmp_path / "perms" / "alice.json").write_text(json.dumps(
+            {"logon": True, "topic": [{"topic": "orders", "read": False, "write": False}]}))
+        bob = logged_on(with_user(srv.uri, "bob"), "bob")
+        got = []
+        bob.subscribe(lambda m: got.append(m.get_data()), "orders")
+        bob.publish("control/reset", "alice")
+        assert gone.wait(10), "alice was not disconnected by the reset"
+        again = logged_on(with_user(srv.uri, "alice"), "alice2")
+        with pytest.raises(AMPS.NotEntitledException):
+            again.subscribe(lambda m: None, "orders")  # the document was read again
+        bob.publish("orders", '{"n":1}')  # bob's connection and subscription go on
+        bob.publish_flush(5000)
+        bob.flush(5000)
+        assert got == ['{"n":1}']
+    finally:
+        srv.stop()

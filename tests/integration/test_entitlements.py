@@ -333,8 +333,15 @@ def test_switches_and_require_username(tmp_path):  # B.6 14
         srv.stop()
 
 
+ADMIN_ALL = [{"topic": ".*", "read": True, "write": True}]
+
+
 def test_file_documents_are_read_again_after_reset(tmp_path):
-    xml = web_config(tmp_path, {"alice": {"topic": [ALL]}}, sow=False).replace(
+    # Admin has no block of its own: it uses the instance's (the amps-admin transport's
+    # resolution), so the reset is made by a user whose document grants admin writes
+    xml = web_config(tmp_path, {"alice": {"topic": [ALL]},
+                                "ops": {"password": "root", "admin": ADMIN_ALL}},
+                     sow=False).replace(
         "</AMPSConfig>", "<Admin><InetAddr>127.0.0.1:0</InetAddr></Admin></AMPSConfig>")
     srv = serve(tmp_path, xml)
     try:
@@ -343,14 +350,55 @@ def test_file_documents_are_read_again_after_reset(tmp_path):
         c.disconnect()
         (tmp_path / "perms" / "alice.json").write_text(json.dumps(
             {"logon": True, "topic": [{"topic": "orders", "read": False, "write": False}]}))
-        srv.http("/emulator/reset", "POST")
+        assert admin_status(srv, "/emulator/reset", "ops:root", "POST") == 200
         c = logged_on(with_user(srv.uri, "alice"), "alice2")
         with pytest.raises(AMPS.NotEntitledException):
             c.subscribe(lambda m: None, "orders")
-        procs = srv.http("/amps/instance/processors.json")["amps"]["instance"]["processors"]
+        procs = admin_json(srv, "/amps/instance/processors.json", "ops:root")
+        procs = procs["amps"]["instance"]["processors"]
         assert {p["id"]: p["denied_reads"] for p in procs}["all"] == "1"
     finally:
         srv.stop()
+
+
+def test_admin_without_its_own_blocks_uses_the_instance_modules(tmp_path):
+    # User Guide, Securing AMPS: the Admin interface is the special amps-admin transport; with
+    # no module of its own it uses the instance's. alice may log on but has no admin entry.
+    xml = web_config(tmp_path, {"alice": {"topic": [ALL]},
+                                "ops": {"password": "root",
+                                        "admin": [{"topic": "/amps/.*", "read": True,
+                                                   "write": False}]}},
+                     sow=False).replace(
+        "</AMPSConfig>", "<Admin><InetAddr>127.0.0.1:0</InetAddr></Admin></AMPSConfig>")
+    srv = serve(tmp_path, xml)
+    try:
+        assert admin_status(srv, "/amps/instance/processors.json") == 401
+        assert admin_status(srv, "/amps/instance/processors.json", "ops:wrong") == 401
+        assert admin_status(srv, "/amps/instance/processors.json", "alice:any") == 403
+        assert admin_status(srv, "/amps/instance/processors.json", "ops:root") == 200
+        assert admin_status(srv, "/emulator/reset", "ops:root", "POST") == 403
+    finally:
+        srv.stop()
+
+
+def test_admin_without_any_block_asks_nothing(tmp_path):
+    # no Authentication/Entitlement anywhere: the default modules accept anyone
+    srv = serve(tmp_path, config("<Admin><InetAddr>127.0.0.1:0</InetAddr></Admin>"))
+    try:
+        assert admin_status(srv, "/amps/instance/processors.json") == 200
+        assert admin_status(srv, "/emulator/reset", None, "POST") == 200
+    finally:
+        srv.stop()
+
+
+def admin_json(srv: ServerThread, path: str, cred: str) -> dict:
+    import base64
+    import urllib.request
+
+    req = urllib.request.Request(srv.admin_uri + path)
+    req.add_header("Authorization", "Basic " + base64.b64encode(cred.encode()).decode())
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())
 
 
 class PermissionServer:

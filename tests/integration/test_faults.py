@@ -297,3 +297,25 @@ def test_the_console_shows_active_faults(srv):
     assert "transport=json-tcp" in page and "no faults injected" not in page
     clear(srv)
     assert "no faults injected" in srv.http("/")
+
+
+def test_the_console_shows_every_fault_kind(clocked):
+    # each kind the console lists while active, with what identifies it
+    factory = clients_for(clocked.uri)
+    connect = next(factory)
+    connect("console-app")
+    try:
+        fault(clocked, {"kind": "delay", "client": "console-app", "ms": 250})
+        fault(clocked, {"kind": "drop", "client": "console-app", "every": 60})
+        fault(clocked, {"kind": "hold_acks", "seconds": 30})
+        fault(clocked, {"kind": "refuse", "transport": "json-tcp"})
+        fault(clocked, {"kind": "disk_full"})
+        page = clocked.http("/")
+        for kind in ("delay", "drop", "hold_acks", "refuse", "disk_full"):
+            assert kind in page, kind
+        assert "client=console-app" in page and "transport=json-tcp" in page
+        assert "no faults injected" not in page
+        assert clear(clocked) == {"cleared": 5}
+        assert "no faults injected" in clocked.http("/")
+    finally:
+        factory.close()
