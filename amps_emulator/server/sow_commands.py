@@ -4,7 +4,9 @@ and what publishes to a SOW topic do to the stored record and to subscribers.
 Query results go out exactly as the official client needs them (protocol notes 4.5): the
 ``processed`` ack, ``group_begin``, batched ``sow`` frames (``{outer}{k,l,bm[,ts]}data...``,
 the same record fields on every record because the client keeps them sticky), ``group_end``,
-then ``completed``/``stats`` acks with the counts.
+then ``completed``/``stats`` acks with the counts. A query that fails once ``group_begin`` is
+out still ends that way: ``group_end``, then the failure on ``completed``/``stats``
+(:meth:`server.connection.Connection.fail`), which the client's query stream waits for.
 
 A query that would hold the event loop (a scan or a long candidate list on a big topic, a long
 result) runs in steps (:func:`drive`): each topic answers from a snapshot taken when the

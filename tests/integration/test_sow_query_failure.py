@@ -161,8 +161,9 @@ def test_an_aggregated_subscription_failing_after_group_begin_is_not_left_behind
 
 
 def _fail_after_snapshot(srv, topic_name: str) -> None:
-    """``topic_name``'s queries fail in their second step, after the snapshot (and so after
-    ``group_begin``): the stand-in for a failure nothing else provokes there."""
+    """``topic_name``'s queries fail after the snapshot (so after ``group_begin``), in a
+    later loop step than the command's own: the stand-in for a failure nothing else provokes
+    there."""
     topic = srv.server.sowsvc.get(topic_name)
     topic.query_chunk = 1
     original = topic.query_steps
@@ -171,6 +172,7 @@ def _fail_after_snapshot(srv, topic_name: str) -> None:
         inner = original(*args, **kwargs)
         next(inner)  # the plan and the snapshot (40 records read one a step: not done)
         yield
+        yield  # the query goes on in a later loop step (sow_commands._step)
         inner.close()
         raise RuntimeError("the topic's store failed mid-query")
 
