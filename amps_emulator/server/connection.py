@@ -45,6 +45,7 @@ from amps_emulator.protocol.command import Command
 from amps_emulator.protocol.filter import compile_filter
 from amps_emulator.protocol.filter.compiler import MAX_TEXT as MAX_FILTER_TEXT
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import display_name
 from amps_emulator.server.heartbeat import Beat, Heartbeat
 from amps_emulator.server.ports import ConnectionHost, ListenerInfo
 
@@ -132,6 +133,9 @@ class Connection(asyncio.Protocol):
         self._held: list[bytes] | None = None
         self._held_bytes = 0
         self._direct = False
+        # the query whose group_begin went out and whose group_end has not, with its query
+        # id (begin_group / end_group): its failure closes the group first (fail)
+        self._open_group: tuple[Command, str] | None = None
         # monitoring counters (read by server.stats; cheap integer adds on the message path)
         self.bytes_in = 0
         self.bytes_out = 0
@@ -416,9 +420,36 @@ class Connection(asyncio.Protocol):
             extra["query_id"] = cmd.query_id
         self.send(encode_ack(cmd.cid, ack_type, status, reason, **extra))
 
+    def begin_group(self, cmd: Command, qid: str) -> None:
+        """The results of the query ``cmd`` begin: ``group_begin``. Until :meth:`end_group`,
+        a failure of ``cmd`` ends the group before it is reported (:meth:`fail`)."""
+        self._open_group = (cmd, qid)
+        self.send(frame({"c": "group_begin", "t": display_name(cmd.topic), "query_id": qid}))
+
+    def end_group(self, cmd: Command, qid: str) -> None:
+        """The results of the query ``cmd`` are all sent: ``group_end``."""
+        if self._open_group is not None and self._open_group[0] is cmd:
+            self._open_group = None
+        self.send(frame({"c": "group_end", "t": display_name(cmd.topic), "query_id": qid}))
+
     def fail(self, cmd: Command, reason: str) -> None:
-        """Failure ack on the ``processed`` ack (or the first one requested)."""
+        """Failure ack on the ``processed`` ack (or the first one requested).
+
+        A query that fails once its ``group_begin`` is out has had its ``processed`` ack
+        (success): its ``group_end`` goes out, then the failure on the acks that end the
+        query, ``completed`` and ``stats`` (the official client's query stream ends on
+        ``group_end`` plus the ack it waits for, and a ``completed`` ack before
+        ``group_end`` would drop the route). Without either, the failure goes on
+        ``processed`` as for any command."""
         acks = cmd.acks
+        group = self._open_group
+        if group is not None and group[0] is cmd:
+            self.end_group(cmd, group[1])
+            ending = [a for a in ("completed", "stats") if a in acks]
+            if ending:
+                for final in ending:
+                    self.ack(cmd, final, "failure", reason)
+                return
         if not acks:
             log.info("%s: %s failed (%s); no ack requested", self.describe(), cmd.command, reason)
             return

@@ -29,9 +29,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.codec import frame
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import display_name
 from amps_emulator.server import sow_results
 from amps_emulator.server.router import is_regex_topic
 from amps_emulator.server.sow_results import (
@@ -127,5 +125,5 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
             out = sort_records(out, order)
         out = page(out, top_n, skip_n)
         returned += yield from send_records(client, qid, name, out, batch, opts)
-    client.send(frame({"c": "group_end", "t": display_name(cmd.topic), "query_id": qid}))
+    client.end_group(cmd, qid)
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}

@@ -4,7 +4,9 @@ and what publishes to a SOW topic do to the stored record and to subscribers.
 Query results go out exactly as the official client needs them (protocol notes 4.5): the
 ``processed`` ack, ``group_begin``, batched ``sow`` frames (``{outer}{k,l,bm[,ts]}data...``,
 the same record fields on every record because the client keeps them sticky), ``group_end``,
-then ``completed``/``stats`` acks with the counts.
+then ``completed``/``stats`` acks with the counts. A query that fails once ``group_begin`` is
+out still ends that way: ``group_end``, then the failure on ``completed``/``stats``
+(:meth:`server.connection.Connection.fail`), which the client's query stream waits for.
 
 A query that would hold the event loop (a scan or a long candidate list on a big topic, a long
 result) runs in steps (:func:`drive`): each topic answers from a snapshot taken when the
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.codec import frame, sow_batch
+from amps_emulator.protocol.codec import sow_batch
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name, split_topic
@@ -166,7 +168,7 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
     returned = 0
     for name, records in runs:
         returned += yield from send_records(client, qid, name, records, batch, opts)
-    client.send(frame({"c": "group_end", "t": display_name(cmd.topic), "query_id": qid}))
+    client.end_group(cmd, qid)
     if replacing is not None:
         for name, rec in replacing.left:
             client.send(oof_frame(name, cmd.sub_id or "", rec.sow_key, reasons.OOF_MATCH,
@@ -222,7 +224,7 @@ def _paginated_steps(client: Client, cmd: Command, filt: Any, topic: Any,
     if sel is not None:
         records = [project(r, sel, topic.encode) for r in records]
     yield from send_records(client, qid, topic.spec.name, records, batch, cmd.opts)
-    client.send(frame({"c": "group_end", "t": display_name(cmd.topic), "query_id": qid}))
+    client.end_group(cmd, qid)
     return {"records_returned": len(records), "matches": result.matches,
             "topic_matches": result.topic_matches}
 
@@ -298,7 +300,7 @@ def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
         if time.monotonic() > step_end:
             yield
             step_end = time.monotonic() + STEP_SECONDS
-    client.send(frame({"c": "group_end", "t": display_name(cmd.topic), "query_id": qid}))
+    client.end_group(cmd, qid)
     return {"records_returned": len(records), "matches": len(records), "topic_matches": total}
 
 

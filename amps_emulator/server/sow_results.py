@@ -21,9 +21,8 @@ from amps_emulator.protocol.bookmarks import (
     format_timestamp,
     parse_bookmark,
 )
-from amps_emulator.protocol.codec import frame, sow_batch
+from amps_emulator.protocol.codec import sow_batch
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import display_name
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -36,6 +35,10 @@ class ResultsOut(Protocol):
 
     def ack(self, cmd: Command, ack_type: str, status: str = ..., reason: str | None = ...,
             **kw: Any) -> None: ...
+
+    def begin_group(self, cmd: Command, qid: str) -> None: ...
+
+    def end_group(self, cmd: Command, qid: str) -> None: ...
 
 
 class HasTxLog(Protocol):
@@ -132,12 +135,13 @@ def history_cuts(broker: HasTxLog, cmd: Command, topics: list[Any], common: bool
 
 def begin_results(client: ResultsOut, cmd: Command, qid: str) -> str:
     """The query is accepted: the ``processed`` ack and ``group_begin`` go out (the records
-    follow as they are ready). Returns the query id."""
+    follow as they are ready; ``client.end_group`` ends them, and a failure meanwhile ends
+    them too, see :meth:`server.connection.Connection.fail`). Returns the query id."""
     if cmd.query_id is None:
         cmd.query_id = qid
     if "processed" in cmd.acks:
         client.ack(cmd, "processed")
-    client.send(frame({"c": "group_begin", "t": display_name(cmd.topic), "query_id": qid}))
+    client.begin_group(cmd, qid)
     return qid
 
 

@@ -1,4 +1,10 @@
-"""Message queues through the official client: leases, backlog, acks, dead letters, restarts."""
+"""Message queues through the official client: leases, backlog, acks, dead letters, restarts.
+
+The queue server runs on the test clock (``TestClock``, what ``--test-clock`` gives): it stands
+still until a test advances it, so no lease or expiration runs out while a loaded machine is
+slow, and the tests about leases and expiration move time explicitly (:func:`advance`)
+instead of waiting for it and asserting how long they waited.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,9 @@ from pathlib import Path
 import AMPS
 import pytest
 
+from amps_emulator.config import loads_config
+from amps_emulator.server.clock import TestClock
+from tests.harness import ServerThread
 from tests.integration.conftest import clients_for, config_xml, start_server
 
 QUEUES = """<SOW>
@@ -38,10 +47,22 @@ def queue_config(d) -> str:
 
 
 @pytest.fixture
-def qserver(tmp_path):
-    srv = start_server(queue_config(tmp_path), "queues.xml")
+def clock():
+    return TestClock()
+
+
+@pytest.fixture
+def qserver(tmp_path, clock):
+    srv = ServerThread(loads_config(queue_config(tmp_path), "queues.xml"), timebase=clock).start()
     yield srv
     srv.stop()
+
+
+@pytest.fixture
+def advance(qserver, clock):
+    """``advance(seconds)``: move the server's clock forward, on its loop; the lease and
+    expiration timers that fall due run there before it returns."""
+    return lambda seconds: qserver.call(lambda: clock.advance(seconds))
 
 
 @pytest.fixture
@@ -95,6 +116,12 @@ class Worker:
     def data(self) -> list:
         with self._cv:
             return [d.data for d in self.messages]
+
+    def settled(self) -> list:
+        """The data received once everything the server sent this client before now has
+        arrived (a flush round trip on its connection: deliveries come before the ack)."""
+        self.client.flush(5000)
+        return self.data
 
     def wait(self, n: int, timeout: float = 10.0) -> bool:
         deadline = time.monotonic() + timeout
@@ -151,21 +178,24 @@ def test_backlog_limits_unacked_deliveries(connect):
     assert [d["i"] for d in w.data] == [0, 1, 2, 3]
 
 
-def test_a_worker_that_stops_acking_loses_its_messages_after_the_lease(connect):
+def test_a_worker_that_stops_acking_loses_its_messages_after_the_lease(connect, advance):
     pub = connect()
     stuck = Worker(connect(), "work", auto=None, options="max_backlog=4")
     publish(pub, "work", [{"i": 1}, {"i": 2}, {"i": 3}])
-    assert stuck.wait(3)
-    # The healthy worker does not take #100, so #100 fills the stuck worker's backlog and
-    # it stays the fuller of the two when the first three leases run out (proportional
-    # fairness gives returned messages to the emptier backlog).
+    assert stuck.wait(3)  # leased at t=0 for the queue's one second
+    advance(0.5)
+    # The healthy worker does not take #100, so #100 (leased at t=0.5) fills the stuck
+    # worker's backlog and it stays the fuller of the two when the first three leases run
+    # out (proportional fairness gives returned messages to the emptier backlog).
     healthy = Worker(connect(), "work", options="max_backlog=10", flt="/i < 100")
     publish(pub, "work", [{"i": 100}])
     assert stuck.wait(4)
-    t0 = time.monotonic()
+    advance(0.49)  # t=0.99: no lease has run out, nothing moves
+    assert healthy.settled() == []
+    advance(0.02)  # t=1.01: the leases of 1, 2 and 3 ran out, #100's has not
     assert healthy.wait(3, timeout=10)
-    assert time.monotonic() - t0 >= 0.3  # only once the one-second lease ran out
     assert sorted(d["i"] for d in healthy.data) == [1, 2, 3]
+    assert [d["i"] for d in stuck.settled()] == [1, 2, 3, 100]  # none went back to it
 
 
 def test_a_killed_workers_leases_move_immediately(connect):
@@ -175,9 +205,10 @@ def test_a_killed_workers_leases_move_immediately(connect):
     publish(pub, "work", [{"i": 1}, {"i": 2}])
     assert doomed.wait(2)
     other = Worker(connect(), "work", options="max_backlog=10")
-    assert not other.wait(1, timeout=0.2)
+    assert other.settled() == []  # both are leased to the doomed worker
     doomed_client.close()
-    assert other.wait(2, timeout=0.8)  # well inside the one-second lease
+    # the clock stands still, so no lease ran out: the disconnection moved them
+    assert other.wait(2, timeout=10)
 
 
 def test_cancel_returns_the_message_and_expire_removes_it(connect):
@@ -240,7 +271,7 @@ def test_seed_dead_letter_configuration_moves_failed_jobs(connect):
     assert len(canceller.messages) == 3
 
 
-def test_forced_expire_and_time_limit_reasons(connect):
+def test_forced_expire_and_time_limit_reasons(connect, advance):
     pub = connect()
     failed = Worker(connect(), "FailedJobs")
     w = Worker(connect(), "Jobs", auto="expire")
@@ -250,21 +281,35 @@ def test_forced_expire_and_time_limit_reasons(connect):
     w.client.unsubscribe(w.sub_id)
     pub.execute(AMPS.Command("publish").set_topic("Jobs").set_data('{"job":8}').set_expiration(1))
     pub.flush(5000)
-    assert failed.wait(2, timeout=10)  # nobody takes it within its one-second lifetime
+    advance(0.99)
+    assert len(failed.settled()) == 1  # within its one-second lifetime: still queued
+    advance(0.02)
+    assert failed.wait(2, timeout=10)  # nobody took it within its one-second lifetime
     assert failed.data[1] == {"message": {"job": 8}, "reason": "time_limit"}
 
 
-def test_max_deliveries_and_queue_expiration(connect):
+def test_max_deliveries_and_queue_expiration(connect, advance):
     pub = connect()
     w = Worker(connect(), "short", auto=None, options="max_backlog=5")
     publish(pub, "short", [{"i": 1}])
-    assert w.wait(2, timeout=5)  # delivered, lease ran out, delivered again
-    assert not w.wait(3, timeout=1.0)  # MaxDeliveries 2: then it is expired, not redelivered
+    assert w.wait(1)
+    advance(0.5)  # the 500 ms lease ran out: delivered again
+    assert w.wait(2, timeout=10)
+    advance(0.5)  # MaxDeliveries 2: then it is expired, not redelivered
+    assert len(w.settled()) == 2
     w.client.unsubscribe(w.sub_id)
     publish(pub, "short", [{"i": 2}])
-    time.sleep(1.2)  # the queue's one-second Expiration passes with nobody subscribed
+
+    def queued() -> list:
+        return [json.loads(m.get_data()) for m in pub.sow("short", timeout=5000)
+                if m.get_command() == "sow"]
+
+    advance(0.99)
+    assert queued() == [{"i": 2}]  # inside the queue's one-second Expiration
+    advance(0.02)  # it passes with nobody subscribed
+    assert queued() == []
     late = Worker(connect(), "short")
-    assert not late.wait(1, timeout=0.5)
+    assert late.settled() == []
 
 
 def test_underlying_topics_filter_and_default_publish_target(connect):
