@@ -24,6 +24,7 @@ everything it acknowledged meanwhile.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 
 from amps_emulator.config.model import Destination
@@ -200,4 +201,44 @@ class AckGate:
         return st.connected and st.gate_position >= journal.durable_position
 
 
-__all__ = ["AckGate", "DestinationState"]
+def _stamp(t: float | None) -> str:
+    """An Admin timestamp (AMPS's ISO-8601 form), empty when never."""
+    if t is None:
+        return ""
+    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
+
+
+def describe_destination(gate: AckGate, st: DestinationState, instance_name: str,
+                         now: float) -> dict[str, object]:
+    """The Monitoring Reference's fields of ``/amps/instance/replication/<destination>`` (rates
+    sampled at ``now``, monotonic), plus the emulator's ``held``/``cut``/``acked_position``."""
+    dest = st.dest
+    st.sample_rates(now)
+    lag = gate.lag(st)
+    return {
+        "name": dest.name,
+        "destination_name": st.peer_name or dest.name,
+        "destination_group_name": st.peer_group or dest.group,
+        "client_name": f"{instance_name}!{dest.name}!{st.replication_type}!amps-replication",
+        "client_type": "replication source",
+        "authenticated_id": "",
+        "destination_admin_addr": "",
+        "pass_through": dest.pass_through is not None,
+        "replication_type": st.replication_type,
+        "is_connected": st.connected,
+        "connect_time": _stamp(st.connect_time),
+        "disconnect_time": _stamp(st.disconnect_time),
+        "disconnect_count": st.disconnect_count,
+        "messages_out": st.messages_out,
+        "bytes_out": st.bytes_out,
+        "messages_out_per_sec": round(st.messages_out_per_sec, 3),
+        "bytes_out_per_sec": round(st.bytes_out_per_sec, 3),
+        "seconds_behind": int(lag) if lag >= 1 else 0,
+        "configured_sync_type": dest.sync_type,
+        "acked_position": st.acked_through,
+        "held": st.held_at is not None,
+        "cut": st.cut,
+    }
+
+
+__all__ = ["AckGate", "DestinationState", "describe_destination"]

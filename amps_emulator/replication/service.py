@@ -29,23 +29,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import msgspec
 
-from amps_emulator.config.model import Bootstrap, Config, Destination, ReplicationAddress
+from amps_emulator.config.model import Config, Destination, ReplicationAddress
 from amps_emulator.config.values import is_regex
 from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.protocol.reasons import CommandError
 
-from .bootstrap import BootstrapSource, mark, needs_bootstrap
-from .gate import AckGate, DestinationState
+from .bootstrap import needs_bootstrap
+from .bootstrap_link import fill_then_start, serve_bootstrap
+from .gate import AckGate, DestinationState, describe_destination
 from .link import Receiver, Selection, Sender, ack_position
+from .stream import read_frame, send
 from .wire import (
-    BootstrapAsk,
     Hello,
     LinkRefused,
     NotAnEmulator,
@@ -67,9 +67,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amps_emulator.replication")
 
-#: the largest replication frame accepted (a record is one message)
-MAX_FRAME = 64 * 1024 * 1024
-
 #: the replication action triggers (``amps-action-on-...``), fired through ``on_event``
 ON_CONNECT = "amps-action-on-connect-replication"
 ON_DISCONNECT = "amps-action-on-disconnect-replication"
@@ -82,29 +79,6 @@ ON_UPGRADE = "amps-action-on-upgrade-replication"
 
 def _no_event(module: str, variables: dict[str, str]) -> None:
     """The default ``on_event``: no actions engine listens."""
-
-
-class LinkWriter(Protocol):
-    """What :func:`send` needs of a stream writer."""
-
-    def is_closing(self) -> bool: ...
-    def write(self, data: bytes) -> None: ...
-
-
-def send(writer: LinkWriter, data: bytes) -> None:
-    """Write to a link; a link whose peer went away raises ``ConnectionResetError`` (uvloop
-    raises RuntimeError for a write on a closed transport, which would end the connector)."""
-    if writer.is_closing():
-        raise ConnectionResetError("replication peer closed the link")
-    writer.write(data)
-
-
-async def read_frame(reader: asyncio.StreamReader) -> bytes:
-    """One frame's payload (without its 4-byte length)."""
-    size = int.from_bytes(await reader.readexactly(4), "big")
-    if size > MAX_FRAME:
-        raise ProtocolError(f"replication frame of {size} bytes")
-    return await reader.readexactly(size)
 
 
 class QueueTransferPort(Protocol):
@@ -122,7 +96,7 @@ class ReplicationService:
                  on_event: Callable[[str, dict[str, str]], None] = _no_event) -> None:
         self.config = config
         self.broker = broker
-        self._journal = journal
+        self.journal = journal
         self.timebase = timebase
         #: the message path for a replicated record (``publish.apply_replicated``)
         self.apply = apply
@@ -130,7 +104,7 @@ class ReplicationService:
         self.group = config.group_name
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self._wakeups: set[asyncio.Event] = set()
+        self.wakeups: set[asyncio.Event] = set()
         self.stopping = False
         #: destination name -> the connected peer's instance name (for the Admin and tests)
         self.connected: dict[str, str] = {}
@@ -165,13 +139,13 @@ class ReplicationService:
         boot = self.config.replication.bootstrap
         txcfg = self.config.transaction_log
         directory = txcfg.journal_directory if txcfg is not None else None
-        if boot is not None and needs_bootstrap(self._journal(), directory):
+        if boot is not None and needs_bootstrap(self.journal(), directory):
             # filled from the source first: the links (and peers' links in) start afterwards
-            self._spawn(self._bootstrap_then_start(boot, directory))
+            self._spawn(fill_then_start(self, boot, directory))
             return
-        await self._start_links()
+        await self.start_links()
 
-    async def _start_links(self) -> None:
+    async def start_links(self) -> None:
         listener = self.config.replication_listener
         if listener is not None:
             self._server = await asyncio.start_server(self._accepted, listener.host, listener.port,
@@ -208,7 +182,7 @@ class ReplicationService:
         """Journal positions retention must keep (replication.md 2.5): per Destination, the
         first record it has not acknowledged. A destination not connected since start-up pins
         the whole log: what its instance holds is known only once it connects."""
-        journal = self._journal()
+        journal = self.journal()
         out: list[int] = []
         for dest in self.config.replication.destinations:
             sender = self.senders.get(dest.name)
@@ -236,14 +210,14 @@ class ReplicationService:
 
     def notify(self) -> None:
         """Records were appended or became durable: the links look again."""
-        for ev in self._wakeups:
+        for ev in self.wakeups:
             ev.set()
 
     # -- the sync gate ---------------------------------------------------------------------
     def safe_for(self, path: tuple[str, ...], upstream_group: str | None) -> int:
         """How far a replicated record that came along ``path`` may be acknowledged upstream:
         durable here and acknowledged by this instance's sync destinations that forward it."""
-        return self.gate.safe_for(self._journal().durable_position, path, upstream_group)
+        return self.gate.safe_for(self.journal().durable_position, path, upstream_group)
 
     def _gate_moved(self) -> None:
         """What the sync destinations allow grew: release the waiting acks here and upstream."""
@@ -254,11 +228,11 @@ class ReplicationService:
         self.broker.turn.request()
 
     def _progress(self, st: DestinationState, acked_through: int) -> None:
-        before = self.gate.safe(self._journal().durable_position)
+        before = self.gate.safe(self.journal().durable_position)
         st.acked_through = acked_through
         if st.upgrade_pending and self.gate.caught_up(st):
             self.upgrade_destination(st.name)
-        if self.gate.safe(self._journal().durable_position) != before:
+        if self.gate.safe(self.journal().durable_position) != before:
             self._gate_moved()
 
     def _fire(self, module: str, st_name: str, reason: str | None = None, **more: str) -> None:
@@ -362,34 +336,7 @@ class ReplicationService:
     def describe(self, name: str) -> dict[str, object]:
         """The Monitoring Reference's fields of ``/amps/instance/replication/<destination>``,
         plus the emulator's ``held``/``cut``/``acked_position``."""
-        st = self.state(name)
-        dest = st.dest
-        st.sample_rates(self.timebase.monotonic())
-        lag = self.gate.lag(st)
-        return {
-            "name": dest.name,
-            "destination_name": st.peer_name or dest.name,
-            "destination_group_name": st.peer_group or dest.group,
-            "client_name": f"{self.name}!{dest.name}!{st.replication_type}!amps-replication",
-            "client_type": "replication source",
-            "authenticated_id": "",
-            "destination_admin_addr": "",
-            "pass_through": dest.pass_through is not None,
-            "replication_type": st.replication_type,
-            "is_connected": st.connected,
-            "connect_time": _stamp(st.connect_time),
-            "disconnect_time": _stamp(st.disconnect_time),
-            "disconnect_count": st.disconnect_count,
-            "messages_out": st.messages_out,
-            "bytes_out": st.bytes_out,
-            "messages_out_per_sec": round(st.messages_out_per_sec, 3),
-            "bytes_out_per_sec": round(st.bytes_out_per_sec, 3),
-            "seconds_behind": int(lag) if lag >= 1 else 0,
-            "configured_sync_type": dest.sync_type,
-            "acked_position": st.acked_through,
-            "held": st.held_at is not None,
-            "cut": st.cut,
-        }
+        return describe_destination(self.gate, self.state(name), self.name, self.timebase.monotonic())
 
     def _spawn(self, coro: Coroutine[object, object, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -400,7 +347,7 @@ class ReplicationService:
     def hello(self) -> Hello:
         """What this instance tells a peer: its Name, Group, per-publisher high-water marks, and
         the facts the validation checks read (SOW topics, queues, recorded topics, Destinations)."""
-        journal = self._journal()
+        journal = self.journal()
         config = self.config
         txcfg = config.transaction_log
         facts: dict[str, TopicFacts] = {}
@@ -503,11 +450,11 @@ class ReplicationService:
         (server monotonic time) meanwhile, so a test on the test clock knows what to advance."""
         st.retry_at = self.timebase.monotonic() + seconds
         try:
-            await self._wait(seconds)
+            await self.wait(seconds)
         finally:
             st.retry_at = None
 
-    async def _wait(self, seconds: float) -> None:
+    async def wait(self, seconds: float) -> None:
         """Wait ``seconds`` on the server clock (a test clock advances it by hand)."""
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
@@ -550,7 +497,7 @@ class ReplicationService:
         # a Filter reads a typed record with this instance's codecs
         selection = Selection(dest, remote.name, self.broker.bodies.decode_typed,
                               queues=self.replicated_queues)
-        sender = Sender(self._journal(), selection, local_name=self.name, local_group=self.group)
+        sender = Sender(self.journal(), selection, local_name=self.name, local_group=self.group)
         sender.start(remote.hw)
         self.connected[dest.name] = remote.name
         self.senders[dest.name] = sender
@@ -574,7 +521,7 @@ class ReplicationService:
         broker = self.broker
         receiver: Receiver | None = None
         wake = asyncio.Event()
-        self._wakeups.add(wake)
+        self.wakeups.add(wake)
         links = self._upstreams.setdefault(remote.name, [])
         links.append(writer)
         timer_set = False
@@ -603,7 +550,7 @@ class ReplicationService:
                         self.queue_port.transfer_requested(queue, bookmarks, remote.name)
                     continue
                 if receiver is None:
-                    receiver = Receiver(self._journal(), self, ack_interval=remote.ack_interval,
+                    receiver = Receiver(self.journal(), self, ack_interval=remote.ack_interval,
                                         safe=self.safe_for, local_name=self.name)
                     self.receivers[remote.name] = receiver
                 receiver.handle_frame(h, body)  # raises LinkRefused on repl_refuse
@@ -652,96 +599,10 @@ class ReplicationService:
             links.remove(writer)
             if not links and self._upstreams.get(remote.name) is links:
                 del self._upstreams[remote.name]
-            self._wakeups.discard(wake)
+            self.wakeups.discard(wake)
             reading.cancel()
             if pending is not None:  # cancelled (the server stops) while waiting: not left pending
                 pending.cancel()
-
-    async def _bootstrap_then_start(self, boot: Bootstrap, directory: str | None) -> None:
-        mark(directory, True)
-        addresses = [(a, tr.reconnect_timeout(i))
-                     for tr in boot.transports for i, a in enumerate(tr.addresses)]
-        done = False
-        while not done and not self.stopping:
-            for addr, retry in addresses:
-                try:
-                    reader, writer = await asyncio.open_connection(addr.host, addr.port)
-                except OSError as exc:
-                    log.warning("bootstrap: %s unreachable (%s)", addr.inet_addr, exc)
-                    await self._wait(retry)
-                    continue
-                try:
-                    n = await self._bootstrap(boot, reader, writer)
-                except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator,
-                        LinkRefused) as exc:
-                    log.warning("bootstrap from %s failed: %s", addr.inet_addr, exc)
-                    await self._wait(retry)
-                    continue
-                except Exception:  # a bug must not stop the bootstrap for good: say it, retry
-                    log.exception("bootstrap from %s failed", addr.inet_addr)
-                    await self._wait(retry)
-                    continue
-                finally:
-                    writer.close()
-                log.info("bootstrap from %s: %d records copied", addr.inet_addr, n)
-                done = True
-                break
-        mark(directory, False)
-        await self._start_links()
-
-    async def _bootstrap(self, boot: Bootstrap, reader: asyncio.StreamReader,
-                         writer: asyncio.StreamWriter) -> int:
-        """Fill this instance from the source at the other end; returns the records applied once
-        they are durable here."""
-        journal = self._journal()
-        ask = BootstrapAsk(topics=tuple((t.name, t.message_type) for t in boot.topics),
-                           data_types=tuple(boot.data_types))
-        local = self.hello()
-        send(writer, Hello(name=local.name, group=local.group, hw=local.hw, bootstrap=ask).encode())
-        await writer.drain()
-        first = await read_frame(reader)
-        h, _ = split_frame(first)
-        if h.get("c") == "repl_refuse":
-            raise LinkRefused(str(h.get("reason")))
-        classify_first_frame(first)
-        # no loop check: the messages this instance once published come back to it on purpose
-        receiver = Receiver(journal, self)
-        while True:
-            h, body = split_frame(await read_frame(reader))
-            if h.get("c") == "repl_boot":
-                break
-            receiver.handle_frame(h, body)
-            self.broker.turn.request()
-        wake = asyncio.Event()
-        self._wakeups.add(wake)
-        try:
-            target = journal.last_position
-            while journal.durable_position < target:
-                wake.clear()
-                self.broker.turn.request()
-                await wake.wait()
-        finally:
-            self._wakeups.discard(wake)
-        return receiver.applied
-
-    async def _serve_bootstrap(self, remote: Hello, ask: BootstrapAsk, writer: asyncio.StreamWriter,
-                               reader: asyncio.StreamReader) -> None:
-        sow = self.broker.sow
-        source = BootstrapSource(ask, self._journal(), sow.sow.topics if sow is not None else {},
-                                 local_name=self.name, local_group=self.group)
-        upto = self._journal().durable_position
-        for frames in (source.sow_frames(), source.log_frames(upto)):
-            for i, f in enumerate(frames):
-                send(writer, f)
-                if i % 500 == 499:
-                    await writer.drain()
-        send(writer, source.done_frame())
-        await writer.drain()
-        if source.without_bookmark:
-            log.warning("bootstrap of %r: %d SOW records without a bookmark (topics not in the "
-                        "transaction log) were not copied", remote.name, source.without_bookmark)
-        log.info("bootstrap of %r: %d records sent", remote.name, source.sent)
-        await reader.read()  # until it closes: it has applied them
 
     # -- downstream ----------------------------------------------------------------------------
     def _passive_for(self, remote: Hello) -> Destination | None:
@@ -773,7 +634,7 @@ class ReplicationService:
             if remote.bootstrap is not None:
                 send(writer, local.encode())
                 await writer.drain()
-                await self._serve_bootstrap(remote, remote.bootstrap, writer, reader)
+                await serve_bootstrap(self, remote, remote.bootstrap, writer, reader)
                 return
             dest = self._passive_for(remote)
             # what a passive destination sends is acked at most once per its AckConflationInterval
@@ -822,13 +683,6 @@ class ReplicationService:
             writer.close()
             if me is not None:
                 self._tasks.discard(me)
-
-
-def _stamp(t: float | None) -> str:
-    """An Admin timestamp (AMPS's ISO-8601 form), empty when never."""
-    if t is None:
-        return ""
-    return time.strftime("%Y%m%dT%H%M%S", time.gmtime(t)) + f".{int(t % 1 * 1e6):06d}Z"
 
 
 if TYPE_CHECKING:

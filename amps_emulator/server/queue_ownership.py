@@ -28,7 +28,7 @@ messages between owners and keeps the instances' copies of the queue in step:
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import msgspec
@@ -327,5 +327,19 @@ def replicated_events(rec: JournalRecord, events: list[QueueEvent], by_bookmark:
     return out
 
 
-__all__ = ["DOMAIN_HEADER", "QueueReplication", "SharedQueue", "SharedQueues",
+def origin_of(rec: JournalRecord) -> str | None:
+    """The instance a journaled message was first published to (None: this one)."""
+    path = path_of(rec)
+    return path[0] if path else None
+
+
+def owned_only(own: Ownership, eligible: Callable[[int], bool] | None) -> Callable[[int], bool]:
+    """A subscription's eligibility on a replicated queue: messages this instance owns only."""
+    foreign = own.foreign
+    if eligible is None:
+        return lambda position: position not in foreign
+    return lambda position: position not in foreign and eligible(position)
+
+
+__all__ = ["DOMAIN_HEADER", "QueueReplication", "SharedQueue", "SharedQueues", "origin_of", "owned_only",
            "TransferPeers", "record_events", "removed_bookmark", "replicated_events"]

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from amps_emulator.journal import RecordKind
-from amps_emulator.journal.identity import path_of
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.protocol.codec import frame_raw, json_str
@@ -61,6 +60,8 @@ from amps_emulator.server.ports import ServiceHost
 from amps_emulator.server.queue_ownership import (
     DOMAIN_HEADER,
     QueueReplication,
+    origin_of,
+    owned_only,
     record_events,
     replicated_events,
 )
@@ -271,7 +272,7 @@ class QueueService:
                 prio, barrier = None, False
             self._remember(rec)
             own = q.ownership
-            foreign = own is not None and own.entered(rec.position, _origin(rec), now) != own.local
+            foreign = own is not None and own.entered(rec.position, origin_of(rec), now) != own.local
             self.handle(q, q.engine.enqueue(rec.position, rec.bookmark_str, now,
                                             timestamp=rec.timestamp / 1_000_000,
                                             expiration=msg.expiration, priority=prio,
@@ -341,7 +342,7 @@ class QueueService:
         key = (conn.conn_id, sub.sub_id)
         eligible = self._eligible(sub.filter, q.name) if sub.filter is not None else None
         if q.ownership is not None:  # only what this instance owns
-            eligible = _owned_only(q.ownership, eligible)
+            eligible = owned_only(q.ownership, eligible)
         sub.queue = q
         now = self.now()
         if key in q.subs:  # replace: keep leases, recompute the backlog
@@ -588,7 +589,7 @@ class QueueService:
                                                 rec.timestamp / 1_000_000, rec.expiration,
                                                 prio, barrier))
                     if q.ownership is not None:
-                        owners[name][rec.position] = q.ownership.owner_of_new(_origin(rec))
+                        owners[name][rec.position] = q.ownership.owner_of_new(origin_of(rec))
                         by_bookmark[name][rec.bookmark_str] = rec.position
             elif kind in _EVENT_KINDS and rec.key in self.queues:
                 shared = self.queues[rec.key]
@@ -687,17 +688,3 @@ def _ack_option(cmd: Any) -> str | None:
     if "expire" in opts:
         return "expire"
     return None
-
-
-def _origin(rec: JournalRecord) -> str | None:
-    """The instance a journaled message was first published to (None: this one)."""
-    path = path_of(rec)
-    return path[0] if path else None
-
-
-def _owned_only(own: Ownership, eligible: Callable[[int], bool] | None) -> Callable[[int], bool]:
-    """A subscription's eligibility on a replicated queue: messages this instance owns only."""
-    foreign = own.foreign
-    if eligible is None:
-        return lambda position: position not in foreign
-    return lambda position: position not in foreign and eligible(position)

@@ -1,0 +1,134 @@
+"""The asyncio side of ``Bootstrap`` (the sans-IO side, what is sent and when an instance
+bootstraps, is :mod:`.bootstrap`): an instance that starts empty fills itself from a source
+before its links start (:func:`fill_then_start`), and a source answers a bootstrap hello on its
+replication transport (:func:`serve_bootstrap`)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Protocol
+
+from amps_emulator.config.model import Bootstrap
+from amps_emulator.journal import Journal, JournalRecord
+from amps_emulator.protocol.codec import ProtocolError, split_frame
+
+from .bootstrap import BootstrapSource, mark
+from .link import Receiver
+from .stream import read_frame, send
+from .wire import BootstrapAsk, Hello, LinkRefused, NotAnEmulator, classify_first_frame
+
+if TYPE_CHECKING:
+    from amps_emulator.server.broker import Broker
+
+log = logging.getLogger("amps_emulator.replication")
+
+
+class BootstrapHost(Protocol):
+    """What a bootstrap needs of the replication service."""
+
+    name: str
+    group: str
+    stopping: bool
+    #: set by the service when records become durable (the waits here look again)
+    wakeups: set[asyncio.Event]
+
+    @property
+    def broker(self) -> Broker: ...
+    def journal(self) -> Journal: ...
+    def hello(self) -> Hello: ...
+    async def wait(self, seconds: float) -> None: ...
+    async def start_links(self) -> None: ...
+    def apply_replicated(self, rec: JournalRecord) -> None: ...
+
+
+async def fill_then_start(host: BootstrapHost, boot: Bootstrap, directory: str | None) -> None:
+    """Fill this instance from the first reachable Bootstrap source (retried on the server
+    clock until one answers), then start its replication links."""
+    mark(directory, True)
+    addresses = [(a, tr.reconnect_timeout(i))
+                 for tr in boot.transports for i, a in enumerate(tr.addresses)]
+    done = False
+    while not done and not host.stopping:
+        for addr, retry in addresses:
+            try:
+                reader, writer = await asyncio.open_connection(addr.host, addr.port)
+            except OSError as exc:
+                log.warning("bootstrap: %s unreachable (%s)", addr.inet_addr, exc)
+                await host.wait(retry)
+                continue
+            try:
+                n = await _fill(host, boot, reader, writer)
+            except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator,
+                    LinkRefused) as exc:
+                log.warning("bootstrap from %s failed: %s", addr.inet_addr, exc)
+                await host.wait(retry)
+                continue
+            except Exception:  # a bug must not stop the bootstrap for good: say it, retry
+                log.exception("bootstrap from %s failed", addr.inet_addr)
+                await host.wait(retry)
+                continue
+            finally:
+                writer.close()
+            log.info("bootstrap from %s: %d records copied", addr.inet_addr, n)
+            done = True
+            break
+    mark(directory, False)
+    await host.start_links()
+
+async def _fill(host: BootstrapHost, boot: Bootstrap, reader: asyncio.StreamReader,
+                     writer: asyncio.StreamWriter) -> int:
+    """Fill this instance from the source at the other end; returns the records applied once
+    they are durable here."""
+    journal = host.journal()
+    ask = BootstrapAsk(topics=tuple((t.name, t.message_type) for t in boot.topics),
+                       data_types=tuple(boot.data_types))
+    local = host.hello()
+    send(writer, Hello(name=local.name, group=local.group, hw=local.hw, bootstrap=ask).encode())
+    await writer.drain()
+    first = await read_frame(reader)
+    h, _ = split_frame(first)
+    if h.get("c") == "repl_refuse":
+        raise LinkRefused(str(h.get("reason")))
+    classify_first_frame(first)
+    # no loop check: the messages this instance once published come back to it on purpose
+    receiver = Receiver(journal, host)
+    while True:
+        h, body = split_frame(await read_frame(reader))
+        if h.get("c") == "repl_boot":
+            break
+        receiver.handle_frame(h, body)
+        host.broker.turn.request()
+    wake = asyncio.Event()
+    host.wakeups.add(wake)
+    try:
+        target = journal.last_position
+        while journal.durable_position < target:
+            wake.clear()
+            host.broker.turn.request()
+            await wake.wait()
+    finally:
+        host.wakeups.discard(wake)
+    return receiver.applied
+
+async def serve_bootstrap(host: BootstrapHost, remote: Hello, ask: BootstrapAsk, writer: asyncio.StreamWriter,
+                           reader: asyncio.StreamReader) -> None:
+    sow = host.broker.sow
+    source = BootstrapSource(ask, host.journal(), sow.sow.topics if sow is not None else {},
+                             local_name=host.name, local_group=host.group)
+    upto = host.journal().durable_position
+    for frames in (source.sow_frames(), source.log_frames(upto)):
+        for i, f in enumerate(frames):
+            send(writer, f)
+            if i % 500 == 499:
+                await writer.drain()
+    send(writer, source.done_frame())
+    await writer.drain()
+    if source.without_bookmark:
+        log.warning("bootstrap of %r: %d SOW records without a bookmark (topics not in the "
+                    "transaction log) were not copied", remote.name, source.without_bookmark)
+    log.info("bootstrap of %r: %d records sent", remote.name, source.sent)
+    await reader.read()  # until it closes: it has applied them
+
+
+__all__ = ["BootstrapHost", "fill_then_start", "serve_bootstrap"]

@@ -1,0 +1,38 @@
+"""Frames on a replication link: reading one (a 4-byte big-endian length, then the payload)
+and writing to a link whose peer may have gone."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol
+
+from amps_emulator.protocol.codec import ProtocolError
+
+#: the largest replication frame accepted (a record is one message)
+MAX_FRAME = 64 * 1024 * 1024
+
+
+class LinkWriter(Protocol):
+    """What :func:`send` needs of a stream writer."""
+
+    def is_closing(self) -> bool: ...
+    def write(self, data: bytes) -> None: ...
+
+
+def send(writer: LinkWriter, data: bytes) -> None:
+    """Write to a link; a link whose peer went away raises ``ConnectionResetError`` (uvloop
+    raises RuntimeError for a write on a closed transport, which would end the connector)."""
+    if writer.is_closing():
+        raise ConnectionResetError("replication peer closed the link")
+    writer.write(data)
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes:
+    """One frame's payload (without its 4-byte length)."""
+    size = int.from_bytes(await reader.readexactly(4), "big")
+    if size > MAX_FRAME:
+        raise ProtocolError(f"replication frame of {size} bytes")
+    return await reader.readexactly(size)
+
+
+__all__ = ["MAX_FRAME", "LinkWriter", "read_frame", "send"]
