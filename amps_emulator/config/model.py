@@ -14,6 +14,7 @@ The element each field comes from is named in the field comment. Fields marked
 from __future__ import annotations
 
 import re
+import ssl
 from typing import Literal, NamedTuple
 
 import msgspec
@@ -316,6 +317,25 @@ class DestinationTransport(_Located, frozen=True, kw_only=True):
     type: ReplicationTransportType  # Type: must equal the remote's replication transport type
     addresses: tuple[ReplicationAddress, ...] = ()  # InetAddr, in priority order
     reconnect_timeouts: tuple[float, ...] = ()  # ReconnectTimeout: one for all, or one per InetAddr
+    verify: bool = False  # VerifyClient (-secure): the destination's certificate must be signed by
+    ca_file: str | None = None  # CAFile, or
+    ca_path: str | None = None  # CAPath (the system's CAs when neither is given)
+
+    def client_context(self) -> ssl.SSLContext | None:
+        """The TLS context of a connection to this transport (None: plain TCP, Type
+        amps-replication). AMPS checks the destination's certificate only with VerifyClient,
+        against CAFile/CAPath, and encrypts without checking otherwise."""
+        if self.type != "amps-replication-secure":
+            return None
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False  # AMPS checks who signed the certificate, not the name
+        if not self.verify:
+            ctx.verify_mode = ssl.CERT_NONE
+        elif self.ca_file is None and self.ca_path is None:
+            ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
+        else:
+            ctx.load_verify_locations(cafile=self.ca_file, capath=self.ca_path)
+        return ctx
 
     @property
     def passive(self) -> bool:

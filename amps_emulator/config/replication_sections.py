@@ -19,6 +19,8 @@ Every problem is reported through :class:`~config.schema.Ctx` at its element's l
 
 from __future__ import annotations
 
+import os
+
 from .model import (
     REPLICATION_VALIDATIONS,
     REPLICATION_VALIDATIONS_REQUIRED,
@@ -119,9 +121,6 @@ def read_replication_listener(node, ctx: Ctx) -> ReplicationListener | None:
             ctx.err(child, f"{label(child)}: only one replication transport is allowed per instance "
                            f"(already {found.name!r} at {found.file}:{found.line})")
             continue
-        if r.values["type"] == "amps-replication-secure":
-            ctx.warn(child, f"{label(child)}: the emulator serves Type amps-replication-secure without "
-                            "TLS (its replication links are plain TCP)")
         found = ReplicationListener(
             file=child.file, line=child.line, name=r.values["name"], type=r.values["type"],
             host=host, port=port, inet_addr=r.values["inet_addr"],
@@ -180,9 +179,12 @@ def _read_dest_transport(node, ctx: Ctx) -> DestinationTransport | object:
             "ReconnectTimeout": Elem("reconnect", each(positive(parse_duration, "ReconnectTimeout"),
                                                        parse_comma_list), multiple=True),
             "Name": Elem("name", text),
+            "VerifyClient": Elem("verify", parse_bool),
+            "CAFile": Elem("ca_file", text),
+            "CAPath": Elem("ca_path", text),
         },
         ignored=frozenset({"IpProtocolPrefer", "Authenticator", "Authentication", "Entitlement",
-                           "Certificate", "PrivateKey", "Ciphers", *_TLS_IGNORED}),
+                           "Certificate", "PrivateKey", "Ciphers", "SecureSocketProtocols"}),
         ignore_notes={tag: _SECURITY_NOTE for tag in ("Authenticator", "Authentication", "Entitlement")},
     )
     r = read(node, spec, ctx, where="<Destination> <Transport>")
@@ -194,11 +196,17 @@ def _read_dest_transport(node, ctx: Ctx) -> DestinationTransport | object:
         ctx.err(r.nodes["reconnect"], f"<ReconnectTimeout> gives {len(timeouts)} intervals for "
                                       f"{len(addresses)} <InetAddr>: give one, or one per address")
         return MISSING
-    if r.values["type"] == "amps-replication-secure":
-        ctx.warn(node, "<Destination> <Transport>: the emulator connects to Type amps-replication-secure "
-                       "without TLS (plain TCP)")
+    ca_file, ca_path = r.get("ca_file"), r.get("ca_path")
+    if r.values["type"] == "amps-replication-secure" and r.get("verify", False):
+        if ca_file is not None and not os.path.isfile(ca_file):
+            ctx.err(r.nodes["ca_file"], f"<Destination> <Transport>: CAFile {ca_file} is not a readable file")
+            return MISSING
+        if ca_path is not None and not os.path.isdir(ca_path):
+            ctx.err(r.nodes["ca_path"], f"<Destination> <Transport>: CAPath {ca_path} is not a directory")
+            return MISSING
     return DestinationTransport(file=node.file, line=node.line, type=r.values["type"],
-                                addresses=addresses, reconnect_timeouts=timeouts)
+                                addresses=addresses, reconnect_timeouts=timeouts,
+                                verify=r.get("verify", False), ca_file=ca_file, ca_path=ca_path)
 
 
 def _destination_spec() -> Spec:

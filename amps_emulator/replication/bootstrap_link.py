@@ -46,13 +46,13 @@ async def fill_then_start(host: BootstrapHost, boot: Bootstrap, directory: str |
     """Fill this instance from the first reachable Bootstrap source (retried on the server
     clock until one answers), then start its replication links."""
     mark(directory, True)
-    addresses = [(a, tr.reconnect_timeout(i))
+    addresses = [(a, tr.reconnect_timeout(i), tr.client_context())
                  for tr in boot.transports for i, a in enumerate(tr.addresses)]
     done = False
     while not done and not host.stopping:
-        for addr, retry in addresses:
+        for addr, retry, tls in addresses:
             try:
-                reader, writer = await asyncio.open_connection(addr.host, addr.port)
+                reader, writer = await asyncio.open_connection(addr.host, addr.port, ssl=tls)
             except OSError as exc:
                 log.warning("bootstrap: %s unreachable (%s)", addr.inet_addr, exc)
                 await host.wait(retry)

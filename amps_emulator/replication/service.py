@@ -29,12 +29,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import msgspec
 
 from amps_emulator.config.model import Config, Destination, ReplicationAddress
+from amps_emulator.config.tls import server_context
 from amps_emulator.config.values import is_regex
 from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
@@ -148,7 +150,9 @@ class ReplicationService:
     async def start_links(self) -> None:
         listener = self.config.replication_listener
         if listener is not None:
-            self._server = await asyncio.start_server(self._accepted, listener.host, listener.port,
+            tls = (server_context(listener.certificate, listener.private_key, listener.ciphers)
+                   if listener.tls and listener.certificate and listener.private_key else None)
+            self._server = await asyncio.start_server(self._accepted, listener.host, listener.port, ssl=tls,
                                                       reuse_address=True)
             self.listen_port = self._server.sockets[0].getsockname()[1]
             log.info("replication transport %r listening on port %d", listener.name, self.listen_port)
@@ -391,19 +395,20 @@ class ReplicationService:
 
     # -- upstream ------------------------------------------------------------------------------
     async def _connector(self, dest: Destination) -> None:
-        addresses: list[tuple[ReplicationAddress, float]] = []
+        addresses: list[tuple[ReplicationAddress, float, ssl.SSLContext | None]] = []
         for tr in dest.transports:
-            addresses += [(a, tr.reconnect_timeout(i)) for i, a in enumerate(tr.addresses)]
+            tls = tr.client_context()
+            addresses += [(a, tr.reconnect_timeout(i), tls) for i, a in enumerate(tr.addresses)]
         st = self.state(dest.name)
         restored = self._restored.setdefault(dest.name, asyncio.Event())
         refused: dict[str, str] = {}  # address -> the last refusal's reason
         while not self.stopping:
-            for addr, retry in addresses:
+            for addr, retry, tls in addresses:
                 while st.cut:  # an emulator ``cut``: no connection until restored
                     await restored.wait()
                 try:
-                    reader, writer = await asyncio.open_connection(addr.host, addr.port)
-                except OSError as exc:
+                    reader, writer = await asyncio.open_connection(addr.host, addr.port, ssl=tls)
+                except OSError as exc:  # ssl.SSLError too: a certificate VerifyClient refuses
                     log.debug("replication destination %r: %s unreachable (%s)", dest.name,
                               addr.inet_addr, exc)
                     await self._retry(st, retry)
