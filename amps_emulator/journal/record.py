@@ -216,35 +216,11 @@ class FrameEncoder:
 
     def append_frame(self, buf: bytearray, rec: JournalRecord) -> int:
         """Append ``rec``'s frame to ``buf``; return the frame size."""
-        return self.append_fields(
+        return append_record(
             buf, rec.kind, rec.position, rec.publisher_id, rec.sequence, rec.timestamp,
             rec.client_seq, rec.topic, rec.message_type, rec.client_name, rec.correlation_id,
             rec.sow_key, rec.expiration, rec.headers, rec.body,
         )
-
-    def append_fields(
-        self,
-        buf: bytearray,
-        kind: int,
-        position: int,
-        publisher_id: int,
-        sequence: int,
-        timestamp: int,
-        client_seq: int | None,
-        topic: str,
-        message_type: str,
-        client_name: str,
-        correlation_id: str | None,
-        sow_key: str | None,
-        expiration: int | None,
-        headers: dict[str, str],
-        body: bytes,
-    ) -> int:
-        """Append the frame of a record given field by field; return the frame size
-        (:func:`append_record`, compiled or not)."""
-        return append_record(
-            buf, kind, position, publisher_id, sequence, timestamp, client_seq, topic,
-            message_type, client_name, correlation_id, sow_key, expiration, headers, body)
 
     def encode_checkpoint(self, cp: Checkpoint) -> bytes:
         return self._enc.encode(cp)
