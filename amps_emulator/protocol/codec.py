@@ -184,6 +184,12 @@ else:
     scan_frames = scan_frames_py
 
 
+def payloads_of(data: bytes) -> list[bytes]:
+    """The payloads of a run of whole frames the server wrote (a wrapping transport translates
+    them one by one); a trailing partial frame, never expected, is left out."""
+    return scan_frames(bytes(data), -1, len(data))[0]
+
+
 class FrameDecoder:
     """Incremental frame reader: ``feed(bytes)`` then iterate ``frames()``.
 

@@ -36,7 +36,7 @@ from xml.sax.saxutils import unescape as _xml_unescape
 
 import msgspec
 
-from amps_emulator.protocol.codec import header_end
+from amps_emulator.protocol.codec import header_end, payloads_of
 
 __all__ = ["LEGACY_PROTOCOLS", "LegacyFormatError", "TAGS", "XML_NAMES", "to_amps_payload",
            "from_amps_frames", "tag_header", "xml_header"]
@@ -239,12 +239,7 @@ def _legacy_payload(protocol: str, header: dict[str, Any], body: bytes) -> bytes
 def from_amps_frames(protocol: str, data: bytes) -> bytes:
     """The frames the server wrote (length-prefixed ``amps`` payloads) in ``protocol``."""
     out: list[bytes] = []
-    pos, n = 0, len(data)
-    view = memoryview(data)
-    while pos + 4 <= n:
-        size = int.from_bytes(view[pos:pos + 4], "big")
-        payload = bytes(view[pos + 4:pos + 4 + size])
-        pos += 4 + size
+    for payload in payloads_of(data):
         end = header_end(payload)
         if end < 0:
             continue  # not produced by this server; never expected

@@ -37,7 +37,7 @@ from websockets.server import ServerProtocol
 from websockets.typing import BytesLike
 
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.codec import header_end
+from amps_emulator.protocol.codec import header_end, payloads_of
 from amps_emulator.server.connection import Connection
 from amps_emulator.server.ports import ListenerInfo
 from amps_emulator.server.wrapped import StreamSocket, WrappedSocket
@@ -71,12 +71,7 @@ def _command_of(header: bytes) -> bytes:
 def split_frames(data: bytes) -> list[tuple[bytes, bool]]:
     """The WebSocket messages for a run of server frames, each ``(bytes, is_body)``."""
     out: list[tuple[bytes, bool]] = []
-    pos, n = 0, len(data)
-    view = memoryview(data)
-    while pos + 4 <= n:
-        size = int.from_bytes(view[pos:pos + 4], "big")
-        payload = bytes(view[pos + 4:pos + 4 + size])
-        pos += 4 + size
+    for payload in payloads_of(data):
         end = header_end(payload)
         if end < 0:  # not produced by this server; never expected
             log.error("websocket: dropping an outbound frame without a header")
