@@ -523,21 +523,16 @@ class Server:
             if handler is None:
                 raise CommandError(reasons.UNKNOWN_COMMAND, cmd.command)
             session = client.session
-            # entitlements name topics as clients do; the handlers read (type, name) keys
-            if session is None:
-                self._qualify(client, cmd)
-                removed = self.events.unsubscribing(client, cmd)
-                handler(self.broker, client, cmd)
-                self.events.command(client, cmd, removed)  # /AMPS/ClientStatus
-            elif entitle.check(self.broker, client, session, cmd):
-                self._qualify(client, cmd)
-                removed = self.events.unsubscribing(client, cmd)
-                handler(self.broker, client, cmd)
-                if cmd.command in entitle.READS:
-                    entitle.attach(client, session, cmd)
-                self.events.command(client, cmd, removed)
-            else:
+            # entitlements name topics as clients do (checked first); the handlers read
+            # (type, name) keys
+            if session is not None and not entitle.check(self.broker, client, session, cmd):
                 return
+            self._qualify(client, cmd)
+            removed = self.events.unsubscribing(client, cmd)
+            handler(self.broker, client, cmd)
+            if session is not None and cmd.command in entitle.READS:
+                entitle.attach(client, session, cmd)
+            self.events.command(client, cmd, removed)  # /AMPS/ClientStatus
             if cmd.command in _SUBSCRIPTION_COMMANDS and self.actions.watches_subscriptions:
                 self.actions.subscription_event(client, cmd)
         except CommandError as exc:
