@@ -96,6 +96,8 @@ from .segment import HEADER_SIZE, O_CLOEXEC, FileOps, Segment, fdatasync
 if sys.platform != "win32":
     import fcntl
 
+_PUBLISH = int(RecordKind.PUBLISH)
+
 __all__ = ["DEFAULT_CHECKPOINT_BYTES", "DEFAULT_SEGMENT_SIZE", "RETAINED_FROM", "FileJournal", "FileOps"]
 
 
@@ -388,6 +390,43 @@ class FileJournal(SegmentReads, SegmentRetention):
             self.flush()
             self._sync_now(rec.position)
         return rec
+
+    def append_publishes(self, topic: str, message_type: str, client_name: str,
+                         bodies: list[bytes], client_seqs: list[int] | None) -> list[JournalRecord]:
+        """``append`` for a run of plain publishes (see ``Journal.append_publishes``): one
+        roll check for the run (a segment may end up to one run past its size), each record
+        encoded straight into the buffer."""
+        if self._strict:  # each record written and synced before the next: one by one
+            seqs = client_seqs if client_seqs is not None else [None] * len(bodies)
+            return [self.append(topic=topic, client_name=client_name, body=body, client_seq=cs,
+                                message_type=message_type) for body, cs in zip(bodies, seqs, strict=True)]
+        self._roll_if_full()
+        recs = self._make_publish_records(topic, message_type, client_name, bodies, client_seqs)
+        active = self._segments[-1]
+        buf = self._buf
+        base = active.size
+        index = active.index
+        mark = index.next_position
+        encode = append_record
+        kind = _PUBLISH
+        empty: dict[str, str] = {}
+        for rec in recs:
+            position = rec.position
+            if position >= mark:
+                index.maybe_add(position, base + len(buf), rec.timestamp)
+                mark = index.next_position
+            encode(buf, kind, position, rec.publisher_id, rec.sequence, rec.timestamp,
+                   rec.client_seq, topic, message_type, client_name, None, None, None, empty,
+                   rec.body)
+        self._pending.extend(recs)
+        last = recs[-1]
+        if not active.count:
+            active.first_record_position = recs[0].position
+            active.first_ts = last.timestamp
+        active.count += len(recs)
+        active.last_position = last.position
+        active.last_ts = last.timestamp
+        return recs
 
     def append_replicated(
         self,

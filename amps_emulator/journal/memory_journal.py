@@ -110,6 +110,23 @@ class MemoryJournal(JournalCore):
         self._keep(seg, rec)
         return rec
 
+    def append_publishes(self, topic: str, message_type: str, client_name: str,
+                         bodies: list[bytes], client_seqs: list[int] | None) -> list[JournalRecord]:
+        """See ``Journal.append_publishes``: the run goes to one segment (which may end up to
+        one run past its size); each record counted at the size its frame would have."""
+        seg = self._active()
+        recs = self._make_publish_records(topic, message_type, client_name, bodies, client_seqs)
+        self._records.extend(recs)
+        fixed = frame_size(topic, message_type, client_name, None, None, None, {}, b"")
+        size = fixed * len(recs)
+        for body in bodies:  # a body's bytes, and a longer bin length past 255 and 65,535 bytes
+            n = len(body)
+            size += n if n < 256 else n + 1 if n < 65536 else n + 3
+        seg.size += size
+        seg.count += len(recs)
+        seg.last_ts = recs[-1].timestamp
+        return recs
+
     def append_replicated(
         self,
         *,

@@ -39,7 +39,14 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.journal import FileJournal, JournalError, JournalSyncError, MemoryJournal, RecordKind
+from amps_emulator.journal import (
+    Durability,
+    FileJournal,
+    JournalError,
+    JournalSyncError,
+    MemoryJournal,
+    RecordKind,
+)
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name, split_topic, type_of
@@ -210,6 +217,25 @@ class TxLog:
                     raise CommandError(reasons.TX_STORE_FAILURE, str(f.error))
         self._mark_turn()
         return rec
+
+    def append_publishes(self, topic: str, client_name: str, bodies: list[bytes],
+                         client_seqs: list[int] | None) -> list[Any] | None:
+        """``append`` for a run of plain publishes of one client to one recorded topic
+        (``Journal.append_publishes``); None, with nothing appended, when the log cannot
+        take a run now: it refuses writes, a write failure is not yet taken, or every record
+        is synced on its own (strict durability). Then each goes through ``append``, which
+        reports the failure as it does for one publish."""
+        journal = self.journal
+        if self.failed is not None or journal.write_failures \
+                or journal.durability is Durability.STRICT:
+            return None
+        try:
+            recs = journal.append_publishes(display_name(topic), type_of(topic), client_name,
+                                            bodies, client_seqs)
+        except JournalError:  # closed for good: one by one, each fails as a single publish does
+            return None
+        self._mark_turn()
+        return recs
 
     def append_command(self, conn: Client, cmd: Command, kind: int,
                        headers: dict[str, str] | None = None) -> Any:

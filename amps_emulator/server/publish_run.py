@@ -1,0 +1,147 @@
+"""Runs of plain publishes: the frames a publisher sends back to back, handled as one.
+
+A publisher writes its publishes back to back, so one read carries dozens to hundreds of
+them, and for most the whole work is: journal it, count it, maybe ack it. :class:`PublishRuns`
+takes the frames of a read from a given one on while they are *plain publishes*: the header
+the official clients write for ``publish(topic, data)``, read by ``codec.plain_publish``
+(``c``, ``t``, and maybe ``cid``, ``s`` and ``a=persisted``, which a publish store asks for),
+to a topic that has no SOW topic, is not a queue's own name, and that no listener refuses. A
+run of one topic is published with one call (:func:`server.publish.publish_plain`): one
+journal call for its records, then the fan-out and the listeners per message when anything
+subscribes to or listens on the topic. Its persisted acks are registered once, for the last
+``s`` (the server conflates them into one ack per turn anyway).
+
+The first frame that is not such a publish ends the run and goes through
+``Server.dispatch`` like any command, and so does a publish the run cannot take as it is
+(a republished ``s``, a log that refuses writes): the general path handles those, and the
+result is what dispatching each frame would have given. Connections with a security session
+(entitlements are checked per command) and not yet logged on never take this path.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from amps_emulator.protocol.codec import plain_publish
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import qualify
+from amps_emulator.server.publish import RunRefused, check_writable, publish_plain
+
+if TYPE_CHECKING:
+    from amps_emulator.server.broker import Broker
+    from amps_emulator.server.ports import Client
+
+log = logging.getLogger("amps_emulator.server")
+
+#: (the server's key of the topic, whether it is delivered one by one) for a topic a run can
+#: take; None for one it cannot
+_Plan = tuple[str, bool] | None
+
+
+class PublishRuns:
+    """The plain-publish runs of every connection of one server (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    def __call__(self, conn: Client, payloads: list[bytes], start: int) -> int:
+        """Publish the plain publishes at ``payloads[start:]`` up to the first frame that is
+        not one, or that a run cannot take; return that frame's index (``start``: none)."""
+        broker = self.broker
+        client_name = conn.client_name or ""
+        named = conn.client_name is not None
+        last = broker.client_seqs.get(client_name) if named else None
+        plans: dict[str, _Plan] = {}
+        raw_topic: str | None = None
+        plan: _Plan = None
+        bodies: list[bytes] = []
+        seqs: list[int] = []
+        acked: int | None = None  # the last s whose publish asked for a persisted ack
+        i = start
+        n = len(payloads)
+        while i < n:
+            payload = payloads[i]
+            parts = plain_publish(payload)
+            if parts is None:
+                break
+            end, topic, ack_type, _cid, seq = parts
+            if not topic or (ack_type is not None and (ack_type != "persisted" or seq is None)):
+                break
+            if topic != raw_topic:
+                if bodies:
+                    if not self._publish(conn, plan, client_name, bodies, seqs, acked, last):
+                        return i - len(bodies)
+                    bodies, seqs, acked = [], [], None
+                if topic in plans:
+                    plan = plans[topic]
+                else:
+                    plan = plans[topic] = self._plan(conn, topic)
+                if plan is None:
+                    break
+                raw_topic = topic
+            if seq is not None:
+                if not named or (last is not None and seq <= last) or len(seqs) != len(bodies):
+                    break  # a republished message, or after publishes without s: one by one
+                last = seq
+                seqs.append(seq)
+                if ack_type is not None:
+                    acked = seq
+            elif seqs:
+                break
+            bodies.append(payload[end:])
+            i += 1
+        if bodies and not self._publish(conn, plan, client_name, bodies, seqs, acked, last):
+            return i - len(bodies)
+        return i
+
+    def _plan(self, conn: Client, topic: str) -> _Plan:
+        """How a run publishes to ``topic`` (as the client named it), or None when it cannot:
+        a SOW topic, a queue's own name, a topic a listener refuses (a view's), a recorded
+        topic while the log refuses writes."""
+        broker = self.broker
+        if conn.message_type != "json":
+            topic = qualify(topic, conn.message_type)
+        sow = broker.sow
+        if sow is not None and sow.get(topic) is not None:
+            return None
+        queues = broker.queues
+        if queues is not None and queues.publish_target(topic) != topic:
+            return None
+        txlog = broker.txlog
+        if txlog is not None and txlog.failed is not None and txlog.recorded(topic):
+            return None
+        try:
+            check_writable(broker, topic)
+        except CommandError:
+            return None
+        listeners = broker.listeners
+        deliver = bool(broker.router.match(topic)) or any(
+            listener.covers(topic) for listener in listeners)
+        return topic, deliver
+
+    def _publish(self, conn: Client, plan: _Plan, client_name: str, bodies: list[bytes],
+                 seqs: list[int], acked: int | None, last: int | None) -> bool:
+        """Publish one run of one topic and register its persisted ack; False, with nothing
+        done, when the log cannot take a run now."""
+        if plan is None:  # (a run only grows under a plan)
+            return False
+        broker = self.broker
+        topic, deliver = plan
+        try:
+            position = publish_plain(broker, topic, deliver, client_name, bodies, seqs or None)
+        except RunRefused:
+            return False
+        except Exception:  # a bug must not take the server down: what is journalled stays
+            log.exception("%s: internal error publishing %d messages to %s", conn.describe(),
+                          len(bodies), topic)
+            return True
+        if seqs and last is not None:
+            broker.client_seqs[client_name] = last
+        if acked is not None:
+            txlog = broker.txlog
+            if txlog is not None:
+                txlog.wait_persisted(conn, acked, position)
+            else:
+                conn.note_persisted(acked)
+        return True
