@@ -84,12 +84,12 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
 
 
 def publish_plain(broker: Broker, topic: str, deliver: bool, client_name: str,
-                  bodies: list[bytes], client_seqs: list[int] | None) -> int | None:
+                  bodies: list[bytes], client_seqs: list[int] | None) -> list[JournalRecord] | None:
     """:func:`publish_message` for a run of plain publishes of one client to one topic with
     no SOW topic (:mod:`server.publish_run` decided so): journalled with one call when the
     topic is recorded, then fanned out and told to the listeners one by one when ``deliver``
-    (something subscribes to or listens on the topic), else only counted. Returns the last
-    journal position (None: not recorded). Raises :class:`RunRefused`, with nothing done, when
+    (something subscribes to or listens on the topic), else only counted. Returns their
+    journal records (None: not recorded). Raises :class:`RunRefused`, with nothing done, when
     the log cannot take a run now: the caller publishes them one by one."""
     txlog = broker.txlog
     recs = None
@@ -103,7 +103,7 @@ def publish_plain(broker: Broker, topic: str, deliver: bool, client_name: str,
                      None, None, None, None, UNDECODED, None)
     else:
         broker.stats["published"] += len(bodies)
-    return recs[-1].position if recs is not None else None
+    return recs
 
 
 class RunRefused(Exception):

@@ -8,8 +8,8 @@ the official clients write for ``publish(topic, data)``, read by ``codec.plain_p
 to a topic that has no SOW topic, is not a queue's own name, and that no listener refuses. A
 run of one topic is published with one call (:func:`server.publish.publish_plain`): one
 journal call for its records, then the fan-out and the listeners per message when anything
-subscribes to or listens on the topic. Its persisted acks are registered once, for the last
-``s`` (the server conflates them into one ack per turn anyway).
+subscribes to or listens on the topic. Its persisted acks wait in the transaction log's FIFO
+as a single publish's do, added in one call (``TxLog.wait_persisted_run``).
 
 The first frame that is not such a publish ends the run and goes through
 ``Server.dispatch`` like any command, and so does a publish the run cannot take as it is
@@ -57,7 +57,7 @@ class PublishRuns:
         plan: _Plan = None
         bodies: list[bytes] = []
         seqs: list[int] = []
-        acked: int | None = None  # the last s whose publish asked for a persisted ack
+        acked: list[int] = []  # the indexes in the run of the publishes that asked for a persisted ack
         i = start
         n = len(payloads)
         while i < n:
@@ -72,7 +72,7 @@ class PublishRuns:
                 if bodies:
                     if not self._publish(conn, plan, client_name, bodies, seqs, acked, last):
                         return i - len(bodies)
-                    bodies, seqs, acked = [], [], None
+                    bodies, seqs, acked = [], [], []
                 if topic in plans:
                     plan = plans[topic]
                 else:
@@ -86,7 +86,7 @@ class PublishRuns:
                 last = seq
                 seqs.append(seq)
                 if ack_type is not None:
-                    acked = seq
+                    acked.append(len(bodies))
             elif seqs:
                 break
             bodies.append(payload[end:])
@@ -121,27 +121,30 @@ class PublishRuns:
         return topic, deliver
 
     def _publish(self, conn: Client, plan: _Plan, client_name: str, bodies: list[bytes],
-                 seqs: list[int], acked: int | None, last: int | None) -> bool:
-        """Publish one run of one topic and register its persisted ack; False, with nothing
-        done, when the log cannot take a run now."""
+                 seqs: list[int], acked: list[int], last: int | None) -> bool:
+        """Publish one run of one topic and register the persisted acks it asked for (the
+        indexes ``acked``); False, with nothing done, when the log cannot take a run now."""
         if plan is None:  # (a run only grows under a plan)
             return False
         broker = self.broker
         topic, deliver = plan
         try:
-            position = publish_plain(broker, topic, deliver, client_name, bodies, seqs or None)
+            recs = publish_plain(broker, topic, deliver, client_name, bodies, seqs or None)
+            if seqs and last is not None:
+                broker.client_seqs[client_name] = last
+            if acked:
+                txlog = broker.txlog
+                if txlog is None:
+                    conn.note_persisted(seqs[acked[-1]])  # nothing is journalled: conflated now
+                elif len(acked) == len(bodies):
+                    txlog.wait_persisted_run(conn, seqs, recs)
+                else:
+                    for k in acked:
+                        txlog.wait_persisted(conn, seqs[k],
+                                             None if recs is None else recs[k].position)
         except RunRefused:
             return False
         except Exception:  # a bug must not take the server down: what is journalled stays
             log.exception("%s: internal error publishing %d messages to %s", conn.describe(),
                           len(bodies), topic)
-            return True
-        if seqs and last is not None:
-            broker.client_seqs[client_name] = last
-        if acked is not None:
-            txlog = broker.txlog
-            if txlog is not None:
-                txlog.wait_persisted(conn, acked, position)
-            else:
-                conn.note_persisted(acked)
         return True

@@ -234,8 +234,29 @@ class TxLog:
                                             bodies, client_seqs)
         except JournalError:  # closed for good: one by one, each fails as a single publish does
             return None
+        # (a roll within the run may have failed to write what came before, the run's first
+        # records included: the failures are taken at the end of the turn or by the next
+        # publish, once the run's persisted acks wait in the FIFO to be failed)
         self._mark_turn()
         return recs
+
+    def wait_persisted_run(self, conn: Client, seqs: list[int], recs: list[Any] | None) -> None:
+        """``wait_persisted`` for each of a run's publishes: ``seqs`` their sequence numbers,
+        ``recs`` their records (None: not recorded: each waits for everything appended so
+        far). One entry each, so a write that fails fails each of them (the client's
+        failed-write handler hears of every one)."""
+        journal = self.journal
+        last = journal.last_position if recs is None else recs[-1].position
+        fifo = self._persist_fifo
+        if not fifo and (last <= self._safe(journal.durable_position) or self._fatal) \
+                and not self.holding_acks:
+            conn.note_persisted(seqs[-1])  # (the conflated ack covers every one)
+            return
+        if recs is None:
+            fifo.extend((last, conn, seq, None) for seq in seqs)
+        else:
+            fifo.extend((rec.position, conn, seq, None) for rec, seq in zip(recs, seqs, strict=True))
+        self.server.turn.request()
 
     def append_command(self, conn: Client, cmd: Command, kind: int,
                        headers: dict[str, str] | None = None) -> Any:
