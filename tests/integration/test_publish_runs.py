@@ -15,7 +15,8 @@ import socket
 
 import pytest
 
-from amps_emulator.protocol.codec import split_frame
+from amps_emulator.protocol.codec import parse_publish_header_py, split_frame
+from amps_emulator.server import publish_run
 from tests.integration.conftest import start_server
 
 CONFIG = """<AMPSConfig><Name>runs</Name>
@@ -127,9 +128,15 @@ def _run_script(srv, frames: list[bytes]) -> tuple:
     return out
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_runs_give_what_the_general_path_gives(tmp_path, seed: int) -> None:
-    frames = _script(random.Random(seed))
+@pytest.mark.parametrize("reader", ["as built", "pure"])
+@pytest.mark.parametrize("seed", range(8))
+def test_runs_give_what_the_general_path_gives(tmp_path, monkeypatch, seed: int,
+                                               reader: str) -> None:
+    """``reader``: the plain-publish header reader the runs use, compiled when the extension is
+    built, or its pure-Python twin."""
+    if reader == "pure":
+        monkeypatch.setattr(publish_run, "plain_publish", parse_publish_header_py)
+    frames = _script(random.Random(seed + (100 if reader == "pure" else 0)))
     results = []
     for name, runs in (("general", False), ("runs", True)):
         d = tmp_path / name
