@@ -31,12 +31,13 @@ from amps_emulator.server.publish import RunRefused, check_writable, publish_pla
 if TYPE_CHECKING:
     from amps_emulator.server.broker import Broker
     from amps_emulator.server.ports import Client
+    from amps_emulator.sow import Topic
 
 log = logging.getLogger("amps_emulator.server")
 
-#: (the server's key of the topic, whether it is delivered one by one) for a topic a run can
-#: take; None for one it cannot
-_Plan = tuple[str, bool] | None
+#: (the server's key of the topic, whether it is delivered one by one, its SOW topic) for a
+#: topic a run can take; None for one it cannot
+_Plan = tuple[str, bool, "Topic | None"] | None
 
 
 class PublishRuns:
@@ -70,8 +71,9 @@ class PublishRuns:
                 break
             if topic != raw_topic:
                 if bodies:
-                    if not self._publish(conn, plan, client_name, bodies, seqs, acked, last):
-                        return i - len(bodies)
+                    done = self._publish(conn, plan, client_name, bodies, seqs, acked)
+                    if done < len(bodies):
+                        return i - len(bodies) + done
                     bodies, seqs, acked = [], [], []
                 if topic in plans:
                     plan = plans[topic]
@@ -83,7 +85,7 @@ class PublishRuns:
             if seq is not None:
                 if not named or (last is not None and seq <= last) or len(seqs) != len(bodies):
                     break  # a republished message, or after publishes without s: one by one
-                last = seq
+                last = seq  # (the de-duplication mark moves as each is published)
                 seqs.append(seq)
                 if ack_type is not None:
                     acked.append(len(bodies))
@@ -91,19 +93,22 @@ class PublishRuns:
                 break
             bodies.append(payload[end:])
             i += 1
-        if bodies and not self._publish(conn, plan, client_name, bodies, seqs, acked, last):
-            return i - len(bodies)
+        if bodies:
+            done = self._publish(conn, plan, client_name, bodies, seqs, acked)
+            if done < len(bodies):
+                return i - len(bodies) + done
         return i
 
     def _plan(self, conn: Client, topic: str) -> _Plan:
         """How a run publishes to ``topic`` (as the client named it), or None when it cannot:
-        a SOW topic, a queue's own name, a topic a listener refuses (a view's), a recorded
-        topic while the log refuses writes."""
+        a queue's own name, a topic a listener refuses (a view's), a recorded topic while the
+        log refuses writes, a SOW topic whose disk is full."""
         broker = self.broker
         if conn.message_type != "json":
             topic = qualify(topic, conn.message_type)
         sow = broker.sow
-        if sow is not None and sow.get(topic) is not None:
+        sow_topic = sow.get(topic) if sow is not None else None
+        if sow_topic is not None and sow is not None and sow.refusing(topic):
             return None
         queues = broker.queues
         if queues is not None and queues.publish_target(topic) != topic:
@@ -116,22 +121,41 @@ class PublishRuns:
         except CommandError:
             return None
         listeners = broker.listeners
-        deliver = bool(broker.router.match(topic)) or any(
+        deliver = sow_topic is not None or bool(broker.router.match(topic)) or any(
             listener.covers(topic) for listener in listeners)
-        return topic, deliver
+        return topic, deliver, sow_topic
 
     def _publish(self, conn: Client, plan: _Plan, client_name: str, bodies: list[bytes],
-                 seqs: list[int], acked: list[int], last: int | None) -> bool:
+                 seqs: list[int], acked: list[int]) -> int:
         """Publish one run of one topic and register the persisted acks it asked for (the
-        indexes ``acked``); False, with nothing done, when the log cannot take a run now."""
+        indexes ``acked``); how many of ``bodies`` were published: all, or those before the
+        first that a SOW topic refuses (no SowKey), or none when the log cannot take a run
+        now. The rest go the general way."""
         if plan is None:  # (a run only grows under a plan)
-            return False
+            return 0
         broker = self.broker
-        topic, deliver = plan
+        topic, deliver, sow_topic = plan
+        keyed = None
+        if sow_topic is not None:  # each body's document and SowKey, up to the first without
+            keyed = []
+            decode = broker.bodies.decode
+            for body in bodies:
+                doc = decode(body, topic)
+                try:
+                    keyed.append((doc, sow_topic.key_for(doc, None)))
+                except CommandError:
+                    break
+            if len(keyed) < len(bodies):
+                n = len(keyed)
+                if not n:
+                    return 0
+                bodies, seqs = bodies[:n], seqs[:n]
+                acked = [k for k in acked if k < n]
         try:
-            recs = publish_plain(broker, topic, deliver, client_name, bodies, seqs or None)
-            if seqs and last is not None:
-                broker.client_seqs[client_name] = last
+            recs = publish_plain(broker, topic, deliver, client_name, bodies, seqs or None,
+                                 sow_topic, keyed)
+            if seqs:
+                broker.client_seqs[client_name] = seqs[-1]
             if acked:
                 txlog = broker.txlog
                 if txlog is None:
@@ -143,8 +167,8 @@ class PublishRuns:
                         txlog.wait_persisted(conn, seqs[k],
                                              None if recs is None else recs[k].position)
         except RunRefused:
-            return False
+            return 0
         except Exception:  # a bug must not take the server down: what is journalled stays
             log.exception("%s: internal error publishing %d messages to %s", conn.describe(),
                           len(bodies), topic)
-        return True
+        return len(bodies)
