@@ -59,10 +59,23 @@ class Peer:
             if header.get("c") == "ack" and header.get("cid") == cid:
                 return
 
-    def output(self) -> list[tuple[dict, bytes]]:
-        # the time of a message and the server's counters differ between two servers
-        return [({k: v for k, v in h.items() if k not in ("ts", "timestamp")}, b)
-                for h, b in self.got]
+    def output(self) -> tuple:
+        """What the client received, less what depends on timing: the time of a message, and
+        where the persisted acks fall (each follows an fsync; a publish's are conflated per
+        turn): those are compared as the highest ``s`` acked, the refused ``s`` and the
+        acked flushes, the rest in order."""
+        frames, acked, refused, flushes = [], 0, set(), set()
+        for h, b in self.got:
+            if h.get("c") == "ack" and h.get("a") == "persisted":
+                if h.get("cid") is not None:
+                    flushes.add((h["cid"], h.get("status")))
+                elif h.get("status") == "success":
+                    acked = max(acked, h["s"])
+                else:
+                    refused.add((h["s"], h.get("reason")))
+                continue
+            frames.append(({k: v for k, v in h.items() if k not in ("ts", "timestamp")}, b))
+        return frames, acked, refused, flushes
 
 
 def _script(rng: random.Random) -> list[bytes]:
