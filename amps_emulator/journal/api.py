@@ -175,6 +175,12 @@ class Journal(Protocol):
         headers: Mapping[str, str] | None = None,
     ) -> JournalRecord: ...
 
+    def append_publishes(self, topic: str, message_type: str, client_name: str,
+                         bodies: list[bytes], client_seqs: list[int] | None) -> list[JournalRecord]:
+        """A run of plain publishes (kind PUBLISH, no correlation id, SowKey, expiration or
+        headers) of one client to one topic: the records ``append`` gives one by one."""
+        ...
+
     def append_replicated(
         self,
         *,

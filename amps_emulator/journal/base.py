@@ -41,10 +41,18 @@ from amps_emulator.protocol.bookmarks import (
 )
 
 from .api import Durability, JournalClosedError, RetentionResult
-from .identity import BEFORE_RETAINED, ORIGIN_TS, SequenceIndex, assign_sequence
-from .record import INTERNAL_KIND_MIN, Checkpoint, JournalRecord
+from .identity import (
+    BEFORE_RETAINED,
+    ORIGIN_TS,
+    SEQUENCE_FROM_S_LIMIT,
+    SequenceIndex,
+    assign_sequence,
+)
+from .record import INTERNAL_KIND_MIN, Checkpoint, JournalRecord, RecordKind
 
 Clock = Callable[[], float]
+
+_PUBLISH = int(RecordKind.PUBLISH)
 
 
 class SequenceMarks(Protocol):
@@ -183,6 +191,61 @@ class JournalCore:
                 else:  # applied to _client_durable once durable (trimmed at every flush)
                     self._unapplied_s.append((position, pid, client_seq))
         return rec
+
+    def _make_publish_records(self, topic: str, message_type: str, client_name: str,
+                              bodies: list[bytes], client_seqs: list[int] | None
+                              ) -> list[JournalRecord]:
+        """The records of a run of plain publishes of one client to one topic (no correlation
+        id, SowKey, expiration or headers): what ``_make_record`` gives for each in turn, with
+        the per-publisher bookkeeping done once for the run. ``client_seqs``: their ``s``
+        (increasing), or None when none carries one."""
+        if self._closed:
+            raise JournalClosedError(
+                "journal is closed" if self._failure is None else f"journal failed: {self._failure}")
+        if client_seqs is not None and not (0 <= client_seqs[0] and client_seqs[-1] < 1 << 64):
+            raise ValueError(f"client sequences {client_seqs[0]}..{client_seqs[-1]} are not in "
+                             "0..2^64-1")
+        known = self._pubids.get(client_name)
+        pid = known if known is not None else self.publisher_id(client_name)
+        ts = int(self._clock() * 1_000_000)
+        if ts < self._last_ts:
+            ts = self._last_ts
+        else:
+            self._last_ts = ts
+        first = position = self._next_position
+        last = self._pub_last.get(pid, 0)
+        kind = _PUBLISH
+        recs: list[JournalRecord] = []
+        add = recs.append
+        if client_seqs is None:
+            for body in bodies:
+                last = position if position > last else last + 1
+                add(JournalRecord(position, kind, topic, pid, last, ts, client_name, None, None,
+                                  None, None, message_type, {}, body))
+                position += 1
+        else:
+            for body, cs in zip(bodies, client_seqs, strict=True):
+                if cs and cs < SEQUENCE_FROM_S_LIMIT:
+                    last = cs if cs > last else last + 1
+                else:
+                    last = position if position > last else last + 1
+                add(JournalRecord(position, kind, topic, pid, last, ts, client_name, cs, None,
+                                  None, None, message_type, {}, body))
+                position += 1
+        self._next_position = position
+        self._pub_last[pid] = last
+        if self._seqidx is not None:
+            self._seqidx.extend(pid, [r.sequence for r in recs], range(first, position))
+        if client_seqs is not None:
+            top = client_seqs[-1]
+            if top > self._client_max.get(pid, 0):
+                self._client_max[pid] = top
+            if self._memory_durable:
+                if top > self._client_durable.get(pid, 0):
+                    self._client_durable[pid] = top
+            else:  # the run is written (and made durable) as one
+                self._unapplied_s.append((position - 1, pid, top))
+        return recs
 
     def is_replicated_duplicate(self, publisher_id: int, sequence: int, client_seq: int | None) -> bool:
         """True when this instance already holds that message: its publisher's sequence is at

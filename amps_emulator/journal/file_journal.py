@@ -88,6 +88,8 @@ from .record import (
     JournalRecord,
     RecordKind,
     append_record,
+    frame_size,
+    room_for,
 )
 from .recovery import Recovery
 from .retention import RETAINED_FROM, SegmentRetention, check_oldest
@@ -95,6 +97,8 @@ from .segment import HEADER_SIZE, O_CLOEXEC, FileOps, Segment, fdatasync
 
 if sys.platform != "win32":
     import fcntl
+
+_PUBLISH = int(RecordKind.PUBLISH)
 
 __all__ = ["DEFAULT_CHECKPOINT_BYTES", "DEFAULT_SEGMENT_SIZE", "RETAINED_FROM", "FileJournal", "FileOps"]
 
@@ -388,6 +392,60 @@ class FileJournal(SegmentReads, SegmentRetention):
             self.flush()
             self._sync_now(rec.position)
         return rec
+
+    def append_publishes(self, topic: str, message_type: str, client_name: str,
+                         bodies: list[bytes], client_seqs: list[int] | None) -> list[JournalRecord]:
+        """``append`` for a run of plain publishes (see ``Journal.append_publishes``): the
+        segment rolls before the same record as it would one by one; the records of each
+        part are made together and encoded straight into the buffer."""
+        if self._strict:  # each record written and synced before the next: one by one
+            seqs = client_seqs if client_seqs is not None else [None] * len(bodies)
+            return [self.append(topic=topic, client_name=client_name, body=body, client_seq=cs,
+                                message_type=message_type) for body, cs in zip(bodies, seqs, strict=True)]
+        recs: list[JournalRecord] = []
+        start, n = 0, len(bodies)
+        while start < n:
+            self._roll_if_full()
+            active = self._segments[-1]
+            stop = n if self._closed or self._roll_blocked else room_for(
+                bodies, start, frame_size(topic, message_type, client_name, None, None, None, {}, b""),
+                active.size + len(self._buf), active.count, self._segment_size)
+            part = self._make_publish_records(
+                topic, message_type, client_name, bodies[start:stop] if start or stop < n else bodies,
+                None if client_seqs is None else client_seqs[start:stop])
+            self._encode_publishes(active, part)
+            recs += part
+            start = stop
+        return recs
+
+    def _encode_publishes(self, active: Segment, recs: list[JournalRecord]) -> None:
+        """Encode a run's records into the buffer and note them in ``active`` (``_buffer``
+        for each, with the fields every plain publish shares read once)."""
+        buf = self._buf
+        base = active.size
+        index = active.index
+        mark = index.next_position
+        encode = append_record
+        first = recs[0]
+        topic, message_type, client_name = first.topic, first.message_type, first.client_name
+        kind = _PUBLISH
+        empty: dict[str, str] = {}
+        for rec in recs:
+            position = rec.position
+            if position >= mark:
+                index.maybe_add(position, base + len(buf), rec.timestamp)
+                mark = index.next_position
+            encode(buf, kind, position, rec.publisher_id, rec.sequence, rec.timestamp,
+                   rec.client_seq, topic, message_type, client_name, None, None, None, empty,
+                   rec.body)
+        self._pending.extend(recs)
+        last = recs[-1]
+        if not active.count:
+            active.first_record_position = first.position
+            active.first_ts = first.timestamp
+        active.count += len(recs)
+        active.last_position = last.position
+        active.last_ts = last.timestamp
 
     def append_replicated(
         self,

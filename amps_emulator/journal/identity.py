@@ -89,6 +89,20 @@ class SequenceIndex:
         seqs.append(sequence)
         self._pos[publisher_id].append(position)
 
+    def extend(self, publisher_id: int, sequences: list[int], positions: Iterable[int]) -> None:
+        """:meth:`add` for a run of one publisher's records (``sequences`` increasing)."""
+        if not sequences:
+            return
+        seqs = self._seqs.get(publisher_id)
+        if seqs is None:
+            seqs = self._seqs[publisher_id] = array("Q")
+            self._pos[publisher_id] = array("Q")
+        elif seqs and sequences[0] <= seqs[-1]:
+            raise ValueError(f"sequence {sequences[0]} of publisher {publisher_id} does not follow "
+                             f"{seqs[-1]}")
+        seqs.extend(sequences)
+        self._pos[publisher_id].extend(positions)
+
     def add_records(self, records: Iterable[JournalRecord]) -> None:
         for rec in records:
             self.add(rec.publisher_id, rec.sequence, rec.position)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from .api import Durability, JournalClosedError, RetentionResult
 from .base import Clock, JournalCore
-from .record import INTERNAL_KIND_MIN, JournalRecord, RecordKind, frame_size
+from .record import INTERNAL_KIND_MIN, JournalRecord, RecordKind, frame_size, room_for
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
 
@@ -109,6 +109,31 @@ class MemoryJournal(JournalCore):
         )
         self._keep(seg, rec)
         return rec
+
+    def append_publishes(self, topic: str, message_type: str, client_name: str,
+                         bodies: list[bytes], client_seqs: list[int] | None) -> list[JournalRecord]:
+        """See ``Journal.append_publishes``: a new segment starts before the same record as
+        one by one; each record counted at the size its frame would have."""
+        fixed = frame_size(topic, message_type, client_name, None, None, None, {}, b"")
+        recs: list[JournalRecord] = []
+        start, n = 0, len(bodies)
+        while start < n:
+            seg = self._active()
+            stop = room_for(bodies, start, fixed, seg.size, seg.count, self._segment_size)
+            part = self._make_publish_records(
+                topic, message_type, client_name, bodies[start:stop] if start or stop < n else bodies,
+                None if client_seqs is None else client_seqs[start:stop])
+            self._records.extend(part)
+            size = fixed * len(part)
+            for rec in part:  # a body's bytes, and a longer bin length past 255 and 65,535 bytes
+                k = len(rec.body)
+                size += k if k < 256 else k + 1 if k < 65536 else k + 3
+            seg.size += size
+            seg.count += len(part)
+            seg.last_ts = part[-1].timestamp
+            recs += part
+            start = stop
+        return recs
 
     def append_replicated(
         self,

@@ -73,6 +73,7 @@ __all__ = [
     "RecordKind",
     "FrameEncoder",
     "append_record",
+    "room_for",
     "frame_size",
     "FrameDecoder",
     "Checkpoint",
@@ -291,6 +292,24 @@ def frame_size_py(
     without encoding."""
     return PREFIX_SIZE + len(_payload_encode(
         (topic, message_type, client_name, correlation_id, sow_key, expiration, headers, body)))
+
+
+def room_for(bodies: list[bytes], start: int, fixed: int, size: int, count: int, limit: int) -> int:
+    """Where a run of plain publishes (``bodies`` from ``start``, each framed in ``fixed``
+    bytes plus its body's) leaves a segment holding ``count`` records in ``size`` bytes
+    whose size limit is ``limit``: the index of the first record that must go to the next
+    segment (``len(bodies)``: they all fit). A segment rolls before a record once it holds
+    at least one and has reached its limit, as it does one record at a time."""
+    n = len(bodies)
+    if size + (fixed + 4) * (n - start) + sum(map(len, bodies[start:])) < limit:
+        return n  # (the common case: far from the end of the segment)
+    for j in range(start, n):
+        if count and size >= limit:
+            return j
+        length = len(bodies[j])
+        size += fixed + length + (0 if length < 256 else 1 if length < 65536 else 3)
+        count += 1
+    return n
 
 
 if accel.COMPILED:

@@ -85,6 +85,59 @@ if accel.COMPILED:
 
     _parse_publish_header = parse_publish_header
 
+#: one field of a plain publish header: "c", "t", "a" or "cid" with a string value free of
+#: escapes and control characters, or "s" with a JSON integer
+_PLAIN_FIELD = re.compile(rb'"(c|t|a|cid)":"([^"\\\x00-\x1f]*)"|"s":(0|[1-9][0-9]*)')
+_U64 = 1 << 64
+
+
+def parse_publish_header_py(payload: bytes) -> _PublishParts | None:
+    """The pure-Python twin of ``_speedups.parse_publish_header``: the header of a plain
+    publish (``c`` is ``p`` or ``publish``; maybe ``t``, ``a``, ``cid``, ``s``, each once; no
+    whitespace) read without the general decoder; None for any other header."""
+    if payload[:1] != b"{":
+        return None
+    texts: dict[bytes, bytes] = {}
+    seq: int | None = None
+    match = _PLAIN_FIELD.match
+    i = 1
+    while True:
+        m = match(payload, i)
+        if m is None:
+            return None
+        name = m.group(1)
+        if name is None:
+            if seq is not None:
+                return None
+            seq = int(m.group(3))
+            if seq >= _U64:
+                return None
+        elif name in texts:
+            return None
+        else:
+            texts[name] = m.group(2)
+        i = m.end()
+        sep = payload[i:i + 1]
+        i += 1
+        if sep == b"}":
+            break
+        if sep != b",":
+            return None
+    if texts.get(b"c") not in (b"p", b"publish"):
+        return None
+    try:
+        topic, ack, cid = (None if v is None else v.decode()
+                           for v in (texts.get(b"t"), texts.get(b"a"), texts.get(b"cid")))
+    except UnicodeDecodeError:
+        return None
+    return i, topic, ack, cid, seq
+
+
+#: the plain-publish header reader the publish runs use (``server.publish_run``): compiled
+#: when built, else its pure twin
+plain_publish: Callable[[bytes], _PublishParts | None] = \
+    _parse_publish_header if _parse_publish_header is not None else parse_publish_header_py
+
 
 def parse_command(payload: bytes) -> Command:
     """Decode one frame payload into a :class:`Command`.

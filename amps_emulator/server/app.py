@@ -42,6 +42,7 @@ from amps_emulator.server.connection import Connection
 from amps_emulator.server.event_topics import EventTopics
 from amps_emulator.server.legacy import LegacyProtocol
 from amps_emulator.server.ports import Client, Stoppable
+from amps_emulator.server.publish_run import PublishRuns
 from amps_emulator.server.queuesvc import QueueService
 from amps_emulator.server.router import Router
 from amps_emulator.server.sowsvc import SowService
@@ -184,6 +185,8 @@ class Server:
         #: through the logon and entitlement checks first
         self.dispatch: Callable[[Client, Command], None] = \
             self._run_command if self.broker.security is None else self._dispatch_secured
+        #: what the connections hand the plain publishes among a read's frames to
+        self.publish_runs: Callable[[Client, list[bytes], int], int] = PublishRuns(self.broker)
         self._conn_ids = itertools.count(1)
         #: server.views.DerivedTopics when the config has views or conflated topics
         self.derived: DerivedTopics | None = None

@@ -215,12 +215,24 @@ class Connection(asyncio.Protocol):
             self._defer(payloads[FRAMES_PER_PASS:])
             payloads = payloads[:FRAMES_PER_PASS]
         dispatch = self.host.dispatch
-        for i, payload in enumerate(payloads):
+        # plain publishes go in runs (server.publish_run) once logged on, without a security
+        # session (entitlements are checked command by command)
+        runs = self.host.publish_runs if self.logged_on and self.session is None else None
+        i = 0
+        n = len(payloads)
+        while i < n:
             if self.closed:
                 return
             if self.busy:
                 self._stash_frames(payloads[i:])
                 return
+            if runs is not None:
+                j = runs(self, payloads, i)
+                if j > i:
+                    i = j
+                    continue
+            payload = payloads[i]
+            i += 1
             try:
                 cmd = parse_command(payload)
             except ProtocolError as exc:
@@ -232,9 +244,11 @@ class Connection(asyncio.Protocol):
             text = cmd.filter
             if text is not None and INLINE_FILTER < len(text) <= MAX_FILTER_TEXT \
                     and text != self._ready_filter:
-                self._compile_aside(text, payloads[i:])
+                self._compile_aside(text, payloads[i - 1:])
                 return
             dispatch(self, cmd)
+            if runs is None and self.logged_on and self.session is None:
+                runs = self.host.publish_runs  # (this command was the logon)
 
     def _defer(self, payloads: list[bytes]) -> None:
         """Keep ``payloads`` (the frames past this pass's budget) for the next pass; read

@@ -150,6 +150,10 @@ class ConnectionHost(Protocol):
 
     def dispatch(self, client: Client, cmd: Command) -> None: ...
 
+    #: publishes the plain publishes among a read's frames from a given one on; returns the
+    #: index of the first frame it did not take (:class:`server.publish_run.PublishRuns`)
+    publish_runs: Callable[[Client, list[bytes], int], int]
+
     def check_memory(self) -> bool: ...
 
     def filter_pool(self) -> Executor: ...

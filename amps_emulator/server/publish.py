@@ -83,6 +83,43 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
     return rec.position if rec is not None else None
 
 
+def publish_plain(broker: Broker, topic: str, deliver: bool, client_name: str,
+                  bodies: list[bytes], client_seqs: list[int] | None,
+                  sow_topic: Topic | None = None,
+                  keyed: list[tuple[object, str]] | None = None) -> list[JournalRecord] | None:
+    """:func:`publish_message` for a run of plain publishes of one client to one topic
+    (:mod:`server.publish_run` decided so): journalled with one call when the topic is
+    recorded, then stored, fanned out and told to the listeners one by one when ``deliver``
+    (a SOW topic, ``sow_topic``, with each body's (document, SowKey) in ``keyed``; or
+    anything subscribing to or listening on the topic), else only counted. Returns their
+    journal records (None: not recorded). Raises :class:`RunRefused`, with nothing done, when
+    the log cannot take a run now: the caller publishes them one by one."""
+    txlog = broker.txlog
+    recs = None
+    if txlog is not None and txlog.recorded(topic):
+        recs = txlog.append_publishes(topic, client_name, bodies, client_seqs)
+        if recs is None:
+            raise RunRefused
+    if not deliver:
+        broker.stats["published"] += len(bodies)
+    elif keyed is None:
+        for i, body in enumerate(bodies):
+            _deliver(broker, topic, body, False, None if recs is None else recs[i], client_name,
+                     None, None, None, None, UNDECODED, None)
+    else:
+        for i, body in enumerate(bodies):
+            doc, key = keyed[i]
+            _deliver(broker, topic, body, False, None if recs is None else recs[i], client_name,
+                     None, None, None, sow_topic, doc, key)
+    return recs
+
+
+class RunRefused(Exception):
+    """The transaction log cannot take a run of publishes now (it refuses writes, or a write
+    failed and is not yet reported): nothing was done; publish them one by one, which reports
+    the failure as a single publish does."""
+
+
 def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
     """A record an upstream instance replicated, already in the journal with its original
     bookmark and time (``Journal.append_replicated``): applied like a local publish, delta

@@ -39,7 +39,14 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.journal import FileJournal, JournalError, JournalSyncError, MemoryJournal, RecordKind
+from amps_emulator.journal import (
+    Durability,
+    FileJournal,
+    JournalError,
+    JournalSyncError,
+    MemoryJournal,
+    RecordKind,
+)
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name, split_topic, type_of
@@ -210,6 +217,46 @@ class TxLog:
                     raise CommandError(reasons.TX_STORE_FAILURE, str(f.error))
         self._mark_turn()
         return rec
+
+    def append_publishes(self, topic: str, client_name: str, bodies: list[bytes],
+                         client_seqs: list[int] | None) -> list[Any] | None:
+        """``append`` for a run of plain publishes of one client to one recorded topic
+        (``Journal.append_publishes``); None, with nothing appended, when the log cannot
+        take a run now: it refuses writes, a write failure is not yet taken, or every record
+        is synced on its own (strict durability). Then each goes through ``append``, which
+        reports the failure as it does for one publish."""
+        journal = self.journal
+        if self.failed is not None or journal.write_failures \
+                or journal.durability is Durability.STRICT:
+            return None
+        try:
+            recs = journal.append_publishes(display_name(topic), type_of(topic), client_name,
+                                            bodies, client_seqs)
+        except JournalError:  # closed for good: one by one, each fails as a single publish does
+            return None
+        # (a roll within the run may have failed to write what came before, the run's first
+        # records included: the failures are taken at the end of the turn or by the next
+        # publish, once the run's persisted acks wait in the FIFO to be failed)
+        self._mark_turn()
+        return recs
+
+    def wait_persisted_run(self, conn: Client, seqs: list[int], recs: list[Any] | None) -> None:
+        """``wait_persisted`` for each of a run's publishes: ``seqs`` their sequence numbers,
+        ``recs`` their records (None: not recorded: each waits for everything appended so
+        far). One entry each, so a write that fails fails each of them (the client's
+        failed-write handler hears of every one)."""
+        journal = self.journal
+        last = journal.last_position if recs is None else recs[-1].position
+        fifo = self._persist_fifo
+        if not fifo and (last <= self._safe(journal.durable_position) or self._fatal) \
+                and not self.holding_acks:
+            conn.note_persisted(seqs[-1])  # (the conflated ack covers every one)
+            return
+        if recs is None:
+            fifo.extend((last, conn, seq, None) for seq in seqs)
+        else:
+            fifo.extend((rec.position, conn, seq, None) for rec, seq in zip(recs, seqs, strict=True))
+        self.server.turn.request()
 
     def append_command(self, conn: Client, cmd: Command, kind: int,
                        headers: dict[str, str] | None = None) -> Any:

@@ -348,3 +348,28 @@ def test_the_fast_path_takes_the_official_clients_publishes() -> None:
                      b'{"c":"p","t":"x","t":"y"}', b'{"c":"p","t":"\xff"}', b'{"c":"p","k":"1"}',
                      b'{"c":"p","t":"x"', b"{", b""):
         assert parse(declined) is None, declined
+
+
+@settings(max_examples=1500, deadline=None)
+@given(headers())
+def test_the_pure_plain_publish_reader_reads_as_the_general_path(payload: bytes) -> None:
+    """What the pure twin takes parses as the general path parses it (a plain publish with
+    exactly those values); with the extension built, both readers take the same headers."""
+    parts = codec.parse_publish_header_py(payload)
+    if _speedups is not None:
+        assert _speedups.parse_publish_header(payload) == parts
+    if parts is None:
+        return
+    end, topic, ack_type, cid, seq = parts
+    if ack_type not in (None, "persisted"):
+        return  # the runs take no other ack type (server.publish_run): the general path does
+    general = codec._parse_publish_header
+    codec._parse_publish_header = None
+    try:
+        cmd = codec.parse_command(payload)
+    finally:
+        codec._parse_publish_header = general
+    assert (cmd.command, cmd.topic, cmd.ack_type, cmd.cid, cmd.seq, cmd.body) == (
+        "publish", topic, ack_type, cid, seq, payload[end:])
+    assert cmd.options is None and cmd.sow_key is None and cmd.correlation_id is None \
+        and cmd.expiration is None
