@@ -322,8 +322,24 @@ class TxLog:
             return
         self._sync_running = True
         self._written_unsynced = False
-        fut = self.server.loop.run_in_executor(None, self.journal.sync)
+        fut = self.server.loop.run_in_executor(None, self._sync_until_caught_up, self.journal)
         fut.add_done_callback(self._synced)
+
+    def _sync_until_caught_up(self, journal: FileJournal | MemoryJournal) -> int:
+        """In the worker: sync, and while the loop wrote more meanwhile, sync again at once,
+        each time handing the loop what became durable (its persisted acks go out as each
+        sync ends, not after a round trip through the loop to start the next)."""
+        loop = self.server.loop
+        while True:
+            durable = journal.sync()
+            if journal.written_position <= durable:
+                return durable
+            loop.call_soon_threadsafe(self._durable_meanwhile, journal)
+
+    def _durable_meanwhile(self, journal: FileJournal | MemoryJournal) -> None:
+        if self._journal is journal:
+            self._release(journal.durable_position)
+            self.server.turn.request()
 
     def _synced(self, fut: Any) -> None:
         self._sync_running = False

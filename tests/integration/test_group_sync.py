@@ -1,0 +1,61 @@
+"""The group commit's worker syncs again by itself while the loop is busy (issue 19: the
+persisted-ack latency under load): what the loop wrote during one fdatasync is synced by the
+next one straight away, not after a round trip through the loop, which under load waits for
+the loop's current pass."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from amps_emulator.journal.segment import FileOps
+from tests.integration.conftest import start_server, store_client
+from tests.integration.test_disk_faults import txlog_xml, wait_until
+
+
+class GatedSync(FileOps):
+    """fdatasync that holds the first call until ``release`` and counts the calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.first_entered = threading.Event()
+        self.release = threading.Event()
+        self.second_entered = threading.Event()
+
+    def fdatasync(self, fd: int) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            self.first_entered.set()
+            assert self.release.wait(20)
+        elif self.calls == 2:
+            self.second_entered.set()
+        super().fdatasync(fd)
+
+
+def test_the_next_sync_starts_while_the_loop_is_busy(tmp_path) -> None:
+    srv = start_server(txlog_xml(tmp_path))
+    gate = GatedSync()
+    try:
+        pub = store_client(srv.uri, "sync-pub")
+        journal = srv.call(lambda: srv.server.txlog.journal)
+        srv.call(lambda: setattr(journal, "file_ops", gate))
+        pub.publish("orders", json.dumps({"i": 1}))
+        assert gate.first_entered.wait(10)  # the first sync is in fdatasync
+        first = srv.call(lambda: journal.written_position)
+        pub.publish("orders", json.dumps({"i": 2}))
+        assert wait_until(lambda: srv.call(lambda: journal.written_position) > first)
+        assert pub.get_unpersisted_count() == 2
+
+        def busy_loop() -> bool:
+            """On the loop, which it keeps busy: let the first sync finish; True once the
+            second has begun (False after 5 s)."""
+            gate.release.set()
+            return gate.second_entered.wait(5)
+
+        assert srv.call(busy_loop, timeout=20)
+        pub.publish_flush(10000)
+        assert pub.get_unpersisted_count() == 0
+        pub.close()
+    finally:
+        gate.release.set()
+        srv.stop()
