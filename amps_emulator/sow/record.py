@@ -25,14 +25,18 @@ Byte 0 lets a scan find the body with one index operation and a slice (no struct
 
 from __future__ import annotations
 
+import re
 import struct
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
 
 import msgspec
 
-__all__ = ["Record", "encode_record", "decode_record", "body_of", "amps_timestamp", "VERSION"]
+from amps_emulator import accel
+
+__all__ = ["Record", "encode_record", "decode_record", "body_of", "amps_timestamp", "VERSION",
+           "StoredRecords", "sow_frames", "sow_frames_py", "stored_timestamp"]
 
 VERSION = 1
 _FIXED = struct.Struct(">BBHIQddI")
@@ -163,3 +167,102 @@ def amps_timestamp(t: float) -> str:
     us = int(round(t * 1_000_000))
     secs, frac = divmod(us, 1_000_000)
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime(secs)) + f".{frac:06d}Z"
+
+
+def stored_timestamp(value: bytes) -> float:
+    """The ``timestamp`` of a stored value (what :func:`decode_record` reads)."""
+    return _TIMESTAMP.unpack_from(value, 16)[0]
+
+
+_TIMESTAMP = struct.Struct(">d")
+
+
+class StoredRecords(Sequence[Record]):
+    """Records a query read, kept as the store's rows: each SowKey (UTF-8) and its stored
+    value (the layout above). The server frames them straight from the values
+    (:func:`sow_frames`) without building a :class:`Record` each; anything else that reads
+    them gets Records built as it reads (:func:`decode_record`, so the same as a store read).
+    A slice is another :class:`StoredRecords`."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self, keys: list[bytes] | None = None, values: list[bytes] | None = None
+                 ) -> None:
+        self.keys: list[bytes] = [] if keys is None else keys
+        self.values: list[bytes] = [] if values is None else values
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @overload
+    def __getitem__(self, i: int) -> Record: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> StoredRecords: ...
+
+    def __getitem__(self, i: int | slice) -> Record | StoredRecords:
+        if isinstance(i, slice):
+            return StoredRecords(self.keys[i], self.values[i])
+        return decode_record(str(self.keys[i], "utf-8"), self.values[i])
+
+    def __iter__(self) -> Iterator[Record]:
+        for k, v in zip(self.keys, self.values, strict=True):
+            yield decode_record(str(k, "utf-8"), v)
+
+    def extend(self, other: StoredRecords) -> None:
+        self.keys.extend(other.keys)
+        self.values.extend(other.values)
+
+
+# JSON string escapes of the bytes of a key or a bookmark, as msgspec writes them
+_ESCAPES = {**{i: b"\\u%04x" % i for i in range(0x20)},
+            0x08: b"\\b", 0x09: b"\\t", 0x0A: b"\\n", 0x0C: b"\\f", 0x0D: b"\\r",
+            0x22: b'\\"', 0x5C: b"\\\\"}
+_NEEDS_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
+
+
+def _json_bytes(text: bytes) -> bytes:
+    if _NEEDS_ESCAPE.search(text) is None:
+        return b'"' + text + b'"'
+    return b'"' + _NEEDS_ESCAPE.sub(lambda m: _ESCAPES[m.group()[0]], text) + b'"'
+
+
+def sow_frames_py(prefix: bytes, keys: list[bytes] | None, values: list[bytes],
+                  stamps: list[bytes] | None, start: int, end: int, batch: int) -> list[bytes]:
+    """The ``sow`` frames of records ``start..end-1`` kept as stored values, ``batch`` to a
+    frame: ``prefix`` (the outer header), then for each record its header
+    ``{"k":KEY,"bm":BOOKMARK[,"ts":STAMP],"l":LENGTH}`` and its body, as
+    :func:`protocol.codec.sow_batch` writes them. ``keys``: the SowKeys as UTF-8 (``None``: no
+    ``k``, the ``no_sowkey`` option); ``stamps``: the ``ts`` texts (``None``: no ``ts``). The
+    pure-Python twin of ``_speedups.sow_frames``."""
+    if not 0 <= start <= end <= len(values) or batch < 1 \
+            or (keys is not None and len(keys) < end) \
+            or (stamps is not None and len(stamps) < end):
+        raise ValueError("sow_frames: bad range")
+    frames = []
+    for first in range(start, end, batch):
+        parts = [prefix]
+        for i in range(first, min(end, first + batch)):
+            v = values[i]
+            n = len(v)
+            blen = int.from_bytes(v[2:4], "big")
+            off = int.from_bytes(v[32:36], "big")
+            if n < _FIXED_SIZE or v[1] != VERSION or _FIXED_SIZE + blen > n or off > n:
+                raise ValueError(f"stored SOW record {i}: not a version 1 record")
+            head = b'{"k":' + _json_bytes(keys[i]) + b',"bm":' if keys is not None else b'{"bm":'
+            head += _json_bytes(v[_FIXED_SIZE:_FIXED_SIZE + blen])
+            if stamps is not None:
+                head += b',"ts":"' + stamps[i] + b'"'
+            parts.append(head + b',"l":%d}' % (n - off))
+            parts.append(v[off:])
+        payload = b"".join(parts)
+        if len(payload) > 0xFFFFFFFF:
+            raise ValueError("sow_frames: a frame over 4 GiB")
+        frames.append(len(payload).to_bytes(4, "big") + payload)
+    return frames
+
+
+if accel.COMPILED:
+    from amps_emulator._speedups import sow_frames
+else:
+    sow_frames = sow_frames_py
