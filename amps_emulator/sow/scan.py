@@ -30,7 +30,7 @@ from amps_emulator.protocol.bodies import TreeDecoder
 from amps_emulator.protocol.filter import MessageContext, compile_filter
 from amps_emulator.protocol.msgtypes import MessageCodec
 
-from .backend import Backend
+from .backend import Backend, LmdbBackend
 from .expiry import expiry_bound, skey_of_key
 from .history import TABLE as _HISTORY_TABLE
 from .history import History
@@ -50,7 +50,7 @@ from .query import (
     project,
     sort_records,
 )
-from .record import Record
+from .record import Record, StoredRecords
 from .spec import TopicSpec
 
 __all__ = ["TopicReads", "QUERY_CHUNK", "AUTO_MEMO_LIMIT"]
@@ -269,11 +269,14 @@ class TopicReads(ABC):
         return _drain(self._match_steps(flt, sow_keys, now, order_paths, force, None))
 
     def _match_steps(self, flt, sow_keys, now: float, order_paths, force: str,
-                     chunk: int | None):
+                     chunk: int | None, stored: bool = False):
         """:meth:`_match` as a generator.  With ``chunk``, a scan of more than ``chunk``
         records (or a candidate list longer than ``chunk // 4``) runs over a snapshot taken in
         the first step, that many records per step (a yield between steps); anything smaller
-        is done at once in the first step, with no yield."""
+        is done at once in the first step, with no yield.  ``stored``: the caller needs the
+        matching records only, not their documents; a scan of a persistent JSON topic whose
+        filter reads no message context then returns them as :class:`StoredRecords` (no
+        :class:`Record` built) instead of (record, document) pairs."""
         if force not in _FORCES:
             raise ValueError(f"plan must be one of {_FORCES}")
         f = self._compile(flt)
@@ -312,7 +315,20 @@ class TopicReads(ABC):
             elif cands is not None:
                 desc += f" ({len(cands)} candidates)"
             rows: list[tuple[Record, Any]] = []
-            if snap is not None:
+            found: StoredRecords | None = None
+            backend = self._b
+            if stored and cands is None and ctx_of is None and self._codec is None \
+                    and isinstance(backend, LmdbBackend):
+                if snap is not None:
+                    desc += f" in steps of {step}"
+                    yield  # the snapshot is taken
+                    found = StoredRecords()
+                    for got in backend.scan_stored_steps(snap, step, f, decoder, dead, names):
+                        found.extend(got)
+                        yield
+                else:
+                    found = backend.scan_stored(f, decoder, dead, names)
+            elif snap is not None:
                 desc += f" in steps of {step}"
                 yield  # the snapshot is taken
                 if cands is None:
@@ -338,8 +354,8 @@ class TopicReads(ABC):
         if plan_log.isEnabledFor(logging.DEBUG):
             plan_log.debug("sow topic=%s filter=%r sow_keys=%s plan=%s matches=%d", self.name,
                            getattr(f, "text", None), None if keys is None else len(keys), desc,
-                           len(rows))
-        return rows, total - len(dead), desc
+                           len(rows if found is None else found))
+        return rows if found is None else found, total - len(dead), desc
 
     def _check(self, recs: list[Record], f, decoder, dead: set, ctx_of
                ) -> list[tuple[Record, Any]]:
@@ -358,14 +374,17 @@ class TopicReads(ABC):
                     order_by: str | OrderBy | None = None, top_n: int | None = None,
                     skip_n: int | None = None, select: str | Select | None = None,
                     now: float | None = None, plan: str = "auto", chunk: int | None = None,
-                    history_cut: float | None = None
+                    history_cut: float | None = None, stored: bool = False
                     ) -> Generator[None, None, QueryResult]:
         """:meth:`query` as a generator that returns the :class:`QueryResult`: the first step
         parses, plans and takes the snapshot (errors are raised there); a query that reads
         more than ``chunk`` records (default :attr:`query_chunk`; 0: never) then reads them over
         several steps, so that its caller can let other work run in between.  Writes made
         between steps do not change the result.  ``history_cut``: a historical query, the
-        state just before that instant (see :meth:`history_cut`; needs ``History``)."""
+        state just before that instant (see :meth:`history_cut`; needs ``History``).
+        ``stored``: the caller only sends the records (the server's plain query): a query
+        without ``orderby`` or a projecting ``select`` may then return them as
+        :class:`StoredRecords` (see :meth:`_match_steps`)."""
         self.query_count += 1
         if now is None:
             now = self._clock()
@@ -378,7 +397,10 @@ class TopicReads(ABC):
                 filter, sow_keys, now, order.paths if order else (), history_cut, chunk)
         else:
             rows, topic_matches, desc = yield from self._match_steps(
-                filter, sow_keys, now, order.paths if order else (), plan, chunk)
+                filter, sow_keys, now, order.paths if order else (), plan, chunk,
+                stored and order is None and (sel is None or sel.identity))
+            if isinstance(rows, StoredRecords):
+                return QueryResult(page(rows, top_n, skip_n), len(rows), topic_matches, desc)
         if order is not None and chunk and len(rows) > chunk:
             out = yield from _sorted_page_steps(rows, order, top_n, skip_n, chunk)
         else:
