@@ -572,14 +572,15 @@ fail:
     return NULL;
 }
 
-/* sow_frames(prefix, keys, values, stamps, start, end, batch) -> [frame, ...]
+/* sow_frames(prefix, rows, with_key, stamps, start, end, batch) -> [frame, ...]
  *
- * The ``sow`` frames of a query result kept as stored SOW values (sow/record.py has their
- * layout: 36 fixed bytes, the bookmark, the headers, the body): records start..end-1, ``batch``
- * to a frame, each frame ``len | prefix {"k":KEY,"bm":BM[,"ts":TS],"l":N}BODY...``. ``keys``:
- * the SowKeys as UTF-8 (None: no "k"); ``stamps``: the "ts" texts (None: no "ts"). Keys and
- * bookmarks are written as JSON strings the way msgspec writes them (\" \\ \b \t \n \f \r, other
- * control bytes as \u00xx, everything else as is). The twin is sow.record.sow_frames_py.
+ * The ``sow`` frames of a query result kept as stored rows, (SowKey as UTF-8, stored value)
+ * pairs (sow/record.py has the value's layout: 36 fixed bytes, the bookmark, the headers, the
+ * body): rows start..end-1, ``batch`` to a frame, each frame
+ * ``len | prefix {"k":KEY,"bm":BM[,"ts":TS],"l":N}BODY...``. ``with_key``: write "k";
+ * ``stamps``: the "ts" texts by row (None: no "ts"). Keys and bookmarks are written as JSON
+ * strings the way msgspec writes them (\" \\ \b \t \n \f \r, other control bytes as \u00xx,
+ * everything else as is). The twin is sow.record.sow_frames_py.
  */
 static const char hexdigits[] = "0123456789abcdef";
 
@@ -645,18 +646,21 @@ static unsigned char *put_dec(unsigned char *p, Py_ssize_t v)
     return p + n;
 }
 
-/* One stored value's bookmark and body (NULL and an exception set when it is not a record). */
+/* One stored row: its key, bookmark and body (-1 and an exception set when the row is not a
+ * (bytes, bytes) pair or its value not a version-1 record). */
 typedef struct {
-    const unsigned char *bm, *body;
-    Py_ssize_t bm_len, body_len;
+    const unsigned char *key, *bm, *body;
+    Py_ssize_t key_len, bm_len, body_len;
 } stored;
 
-static int read_stored(PyObject *v, Py_ssize_t i, stored *out)
+static int read_stored(PyObject *row, Py_ssize_t i, stored *out)
 {
-    if (!PyBytes_Check(v)) {
-        PyErr_SetString(PyExc_TypeError, "sow_frames() needs bytes values");
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(row, 0))
+            || !PyBytes_Check(PyTuple_GET_ITEM(row, 1))) {
+        PyErr_SetString(PyExc_TypeError, "sow_frames() needs rows of (bytes, bytes)");
         return -1;
     }
+    PyObject *k = PyTuple_GET_ITEM(row, 0), *v = PyTuple_GET_ITEM(row, 1);
     const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(v);
     Py_ssize_t n = PyBytes_GET_SIZE(v);
     if (n >= 36 && d[1] == 1) {
@@ -664,6 +668,8 @@ static int read_stored(PyObject *v, Py_ssize_t i, stored *out)
         Py_ssize_t off = (Py_ssize_t)((uint32_t)d[32] << 24 | (uint32_t)d[33] << 16
                                       | (uint32_t)d[34] << 8 | (uint32_t)d[35]);
         if (36 + blen <= n && off <= n) {
+            out->key = (const unsigned char *)PyBytes_AS_STRING(k);
+            out->key_len = PyBytes_GET_SIZE(k);
             out->bm = d + 36;
             out->bm_len = blen;
             out->body = d + off;
@@ -675,11 +681,11 @@ static int read_stored(PyObject *v, Py_ssize_t i, stored *out)
     return -1;
 }
 
-static int bytes_item(PyObject *list, Py_ssize_t i, const unsigned char **s, Py_ssize_t *n)
+static int stamp_item(PyObject *list, Py_ssize_t i, const unsigned char **s, Py_ssize_t *n)
 {
     PyObject *o = PyList_GET_ITEM(list, i);
     if (!PyBytes_Check(o)) {
-        PyErr_SetString(PyExc_TypeError, "sow_frames() needs bytes keys and stamps");
+        PyErr_SetString(PyExc_TypeError, "sow_frames() needs bytes stamps");
         return -1;
     }
     *s = (const unsigned char *)PyBytes_AS_STRING(o);
@@ -694,14 +700,17 @@ sow_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         PyErr_Format(PyExc_TypeError, "sow_frames() takes 7 arguments (%zd given)", nargs);
         return NULL;
     }
-    PyObject *prefix = args[0], *keys = args[1], *values = args[2], *stamps = args[3];
-    if (!PyBytes_Check(prefix) || !PyList_Check(values) || (keys != Py_None && !PyList_Check(keys))
+    PyObject *prefix = args[0], *rows = args[1], *stamps = args[3];
+    if (!PyBytes_Check(prefix) || !PyList_Check(rows)
             || (stamps != Py_None && !PyList_Check(stamps))) {
         PyErr_SetString(PyExc_TypeError,
-                        "sow_frames(prefix: bytes, keys: list | None, values: list, "
+                        "sow_frames(prefix: bytes, rows: list, with_key: bool, "
                         "stamps: list | None, start, end, batch)");
         return NULL;
     }
+    int with_key = PyObject_IsTrue(args[2]);
+    if (with_key < 0)
+        return NULL;
     Py_ssize_t start = PyLong_AsSsize_t(args[4]);
     if (start == -1 && PyErr_Occurred())
         return NULL;
@@ -711,8 +720,7 @@ sow_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t batch = PyLong_AsSsize_t(args[6]);
     if (batch == -1 && PyErr_Occurred())
         return NULL;
-    if (start < 0 || start > end || end > PyList_GET_SIZE(values) || batch < 1
-            || (keys != Py_None && PyList_GET_SIZE(keys) < end)
+    if (start < 0 || start > end || end > PyList_GET_SIZE(rows) || batch < 1
             || (stamps != Py_None && PyList_GET_SIZE(stamps) < end)) {
         PyErr_SetString(PyExc_ValueError, "sow_frames: bad range");
         return NULL;
@@ -729,17 +737,14 @@ sow_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         const unsigned char *s;
         Py_ssize_t n;
         for (Py_ssize_t i = first; i < last; i++) {  /* sized first */
-            if (read_stored(PyList_GET_ITEM(values, i), i, &rec) < 0)
+            if (read_stored(PyList_GET_ITEM(rows, i), i, &rec) < 0)
                 goto fail;
             size += 12 + json_str_size(rec.bm, rec.bm_len) + dec_size(rec.body_len)
                     + rec.body_len;  /* { "bm": ,"l": } */
-            if (keys != Py_None) {
-                if (bytes_item(keys, i, &s, &n) < 0)
-                    goto fail;
-                size += 5 + json_str_size(s, n);  /* "k": , */
-            }
+            if (with_key)
+                size += 5 + json_str_size(rec.key, rec.key_len);  /* "k": , */
             if (stamps != Py_None) {
-                if (bytes_item(stamps, i, &s, &n) < 0)
+                if (stamp_item(stamps, i, &s, &n) < 0)
                     goto fail;
                 size += 8 + n;  /* ,"ts":"" */
             }
@@ -755,18 +760,17 @@ sow_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         memcpy(p, pre, (size_t)pre_len);
         p += pre_len;
         for (Py_ssize_t i = first; i < last; i++) {
-            read_stored(PyList_GET_ITEM(values, i), i, &rec);  /* checked above */
+            read_stored(PyList_GET_ITEM(rows, i), i, &rec);  /* checked above */
             *p++ = '{';
-            if (keys != Py_None) {
-                bytes_item(keys, i, &s, &n);
+            if (with_key) {
                 memcpy(p, "\"k\":", 4);
-                p = put_json_str(p + 4, s, n);
+                p = put_json_str(p + 4, rec.key, rec.key_len);
                 *p++ = ',';
             }
             memcpy(p, "\"bm\":", 5);
             p = put_json_str(p + 5, rec.bm, rec.bm_len);
             if (stamps != Py_None) {
-                bytes_item(stamps, i, &s, &n);
+                stamp_item(stamps, i, &s, &n);
                 memcpy(p, ",\"ts\":\"", 7);
                 memcpy(p + 7, s, (size_t)n);
                 p += 7 + n;

@@ -38,8 +38,8 @@ def parse_publish_header(
 def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int: ...
 def sow_frames(
     prefix: bytes,
-    keys: list[bytes] | None,
-    values: list[bytes],
+    rows: list[tuple[bytes, bytes]],
+    with_key: bool,
     stamps: list[bytes] | None,
     start: int,
     end: int,

@@ -222,17 +222,17 @@ def _send_stored(client: ResultsOut, qid: str, topic: str, records: StoredRecord
     """:func:`send_records` of stored records: each step frames whole batches of at least
     :data:`SEND_STEP` records (as the general path does) with one :func:`sow_frames` call."""
     prefix = sow_batch_prefix(topic, qid)
-    values = records.values
-    keys = None if "no_sowkey" in opts else records.keys
+    rows = records.rows
+    with_key = "no_sowkey" not in opts
     stamps = None
     if "timestamp" in opts:
         stamps = [format_timestamp(round(stored_timestamp(v) * 1_000_000)).encode()
-                  for v in values]
-    n = len(values)
+                  for _, v in rows]
+    n = len(rows)
     step = -(-SEND_STEP // batch) * batch
     send = client.send
     for start in range(0, n, step):
-        for data in sow_frames(prefix, keys, values, stamps, start, min(n, start + step), batch):
+        for data in sow_frames(prefix, rows, with_key, stamps, start, min(n, start + step), batch):
             send(data)
         if start + step < n:
             yield

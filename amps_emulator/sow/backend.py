@@ -91,7 +91,7 @@ class MemoryBackend:
     def scan(self, f, decoder, dead: set, ctx_of, names=None) -> list[tuple[Record, Any]]:
         return self._scan(self.records.values(), f, dead, ctx_of)
 
-    def snapshot(self) -> dict[str, Record]:
+    def snapshot(self, buffers: bool = True) -> dict[str, Record]:
         # Records are never changed in place (an update stores a new Record), so a copy of
         # the mapping is a consistent snapshot.
         return dict(self.records)
@@ -249,8 +249,10 @@ class LmdbBackend:
         with self.env.reading() as txn:
             return self._scan(txn.cursor(self.rec_db), None, f, decoder, dead, ctx_of, names)
 
-    def snapshot(self):
-        return self.env.snapshot()
+    def snapshot(self, buffers: bool = True):
+        """A read transaction of the query's own (see :meth:`LmdbEnv.snapshot`); ``buffers``:
+        it reads buffers into the map (copied before they are kept), else ``bytes``."""
+        return self.env.snapshot(buffers)
 
     def release(self, snap) -> None:
         self.env.release(snap)
@@ -281,47 +283,41 @@ class LmdbBackend:
         ``ctx_of``): the rows as they are stored (:class:`sow.record.StoredRecords`), no
         :class:`Record` built."""
         with self.env.reading() as txn:
-            return self._scan_stored(txn.cursor(self.rec_db), None, f, decoder, dead, names)
+            return self._scan_stored(txn.cursor(self.rec_db), None, f, decoder, dead, names,
+                                     False)
 
-    def scan_stored_steps(self, snap, chunk: int, f, decoder, dead: set, names=None
-                          ) -> Iterator[StoredRecords]:
-        """:meth:`scan_stored` over the snapshot ``snap``, ``chunk`` records per step."""
+    def scan_stored_steps(self, snap, chunk: int, f, decoder, dead: set, names=None,
+                          as_bytes: bool = False) -> Iterator[StoredRecords]:
+        """:meth:`scan_stored` over the snapshot ``snap``, ``chunk`` records per step.
+        ``as_bytes``: ``snap`` reads ``bytes`` (``snapshot(buffers=False)``), kept as read."""
         cur = snap.cursor(self.rec_db)
         if not cur.first():
             return
         while True:
-            yield self._scan_stored(cur, chunk, f, decoder, dead, names)
+            yield self._scan_stored(cur, chunk, f, decoder, dead, names, as_bytes)
             if not cur.next():
                 return
 
-    def _scan_stored(self, cur, limit: int | None, f, decoder, dead: set, names
-                     ) -> StoredRecords:
+    def _scan_stored(self, cur, limit: int | None, f, decoder, dead: set, names,
+                     as_bytes: bool) -> StoredRecords:
         """:meth:`_scan` keeping the matching rows as stored: the same rows, in the same
-        order (the filter sees the same documents), their keys and values copied out."""
-        keys: list[bytes] = []
-        values: list[bytes] = []
-        kappend = keys.append
-        vappend = values.append
+        order (the filter sees the same documents), their keys and values copied out.
+        ``as_bytes``: the cursor reads ``bytes`` (no copy needed)."""
         if f is None:  # every record (the plain query): no body read
-            if dead:
-                for k, v in islice(cur.iternext(), limit):
-                    kb = bytes(k)
-                    if str(kb, "utf-8") not in dead:
-                        kappend(kb)
-                        vappend(bytes(v))
-            else:
-                for k, v in islice(cur.iternext(), limit):
-                    kappend(bytes(k))
-                    vappend(bytes(v))
-            return StoredRecords(keys, values)
+            if as_bytes and not dead:
+                return StoredRecords(list(islice(cur.iternext(), limit)))
+            return StoredRecords([(bytes(k), bytes(v)) for k, v in islice(cur.iternext(), limit)
+                                  if not dead or str(k, "utf-8") not in dead])
+        rows: list[tuple[bytes, bytes]] = []
+        append = rows.append
         ff = fields_filter(f) if names is not None and decoder is not None else None
         fdec = ff.decoder_for(names) if ff is not None and set(ff.names).issubset(names) \
             else None
         if ff is not None and fdec is not None:
             loop = ff.build(_FIELDS_STORED_LOOP, _FIELDS_LOOP_NAMES)["_scan_loop"]
             loop(islice(cur.iternext(keys=False), limit), fdec.decode, decoder.decode, f,
-                 cur.key, dead, keys, values)
-            return StoredRecords(keys, values)
+                 cur.key, dead, rows)
+            return StoredRecords(rows)
         dec = decoder.decode if decoder is not None else None
         empty: dict = {}
         ckey = cur.key
@@ -339,9 +335,8 @@ class LmdbBackend:
                 kb = bytes(ckey())
                 if dead and str(kb, "utf-8") in dead:
                     continue
-                kappend(kb)
-                vappend(bytes(v))
-        return StoredRecords(keys, values)
+                append((kb, bytes(v)))
+        return StoredRecords(rows)
 
     def _scan(self, cur, limit: int | None, f, decoder, dead: set, ctx_of, names
               ) -> list[tuple[Record, Any]]:
@@ -517,9 +512,8 @@ def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead):
 # The same loop keeping the matching rows as stored (LmdbBackend._scan_stored): the key and
 # the value of each match are copied out, nothing else is decoded.
 _FIELDS_STORED_LOOP = """
-def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead, _q_keys, _q_vals):
-    _q_kappend = _q_keys.append
-    _q_vappend = _q_vals.append
+def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead, _q_rows):
+    _q_append = _q_rows.append
     for _q_v in _q_values:
         _q_body = _q_v[_q_v[0] or _q_offset(_q_v):]
         try:
@@ -528,8 +522,7 @@ def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead, _q_keys, _q_va
             if _q_fn(_q_any(_q_body)):
                 _q_k = bytes(_q_key())
                 if not _q_dead or str(_q_k, "utf-8") not in _q_dead:
-                    _q_kappend(_q_k)
-                    _q_vappend(bytes(_q_v))
+                    _q_append((_q_k, bytes(_q_v)))
             continue
         try:
             <PRE>
@@ -540,8 +533,7 @@ def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead, _q_keys, _q_va
                 continue
         _q_k = bytes(_q_key())
         if not _q_dead or str(_q_k, "utf-8") not in _q_dead:
-            _q_kappend(_q_k)
-            _q_vappend(bytes(_q_v))
+            _q_append((_q_k, bytes(_q_v)))
 """
 
 

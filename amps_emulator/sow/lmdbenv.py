@@ -231,18 +231,22 @@ class LmdbEnv:
             raise RuntimeError("read outside of a reading() block")
         return t
 
-    def snapshot(self) -> lmdb.Transaction:
+    def snapshot(self, buffers: bool = True) -> lmdb.Transaction:
         """A read transaction of the caller's own, for a read that spans several loop steps
         while writes go on: commits the open batch first, so it sees everything written so
         far; the caller must ``abort()`` it.  Map growth invalidates open snapshots (py-lmdb
         then raises ``lmdb.Error`` on their next use), so the map is grown here first when it
-        is more than half full and no other snapshot is open."""
+        is more than half full and no other snapshot is open. ``buffers``: it reads buffers
+        into the map (valid until the next read), else ``bytes`` (one copy each, made by
+        LMDB's binding: the cheaper way to keep every value read)."""
         if self._wtxn is not None:
             self.commit()
         else:
             self.ensure_room()
         self.snapshots += 1
-        return self.env.begin(write=False, buffers=True)
+        if buffers:
+            return self.env.begin(write=False, buffers=True)
+        return self.env.begin(write=False)
 
     def release(self, snapshot: lmdb.Transaction) -> None:
         """End a :meth:`snapshot`."""

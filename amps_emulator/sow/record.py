@@ -178,21 +178,19 @@ _TIMESTAMP = struct.Struct(">d")
 
 
 class StoredRecords(Sequence[Record]):
-    """Records a query read, kept as the store's rows: each SowKey (UTF-8) and its stored
-    value (the layout above). The server frames them straight from the values
+    """Records a query read, kept as the store's rows: (SowKey as UTF-8, stored value) pairs
+    (the value's layout above). The server frames them straight from the values
     (:func:`sow_frames`) without building a :class:`Record` each; anything else that reads
     them gets Records built as it reads (:func:`decode_record`, so the same as a store read).
     A slice is another :class:`StoredRecords`."""
 
-    __slots__ = ("keys", "values")
+    __slots__ = ("rows",)
 
-    def __init__(self, keys: list[bytes] | None = None, values: list[bytes] | None = None
-                 ) -> None:
-        self.keys: list[bytes] = [] if keys is None else keys
-        self.values: list[bytes] = [] if values is None else values
+    def __init__(self, rows: list[tuple[bytes, bytes]] | None = None) -> None:
+        self.rows: list[tuple[bytes, bytes]] = [] if rows is None else rows
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.rows)
 
     @overload
     def __getitem__(self, i: int) -> Record: ...
@@ -202,16 +200,16 @@ class StoredRecords(Sequence[Record]):
 
     def __getitem__(self, i: int | slice) -> Record | StoredRecords:
         if isinstance(i, slice):
-            return StoredRecords(self.keys[i], self.values[i])
-        return decode_record(str(self.keys[i], "utf-8"), self.values[i])
+            return StoredRecords(self.rows[i])
+        k, v = self.rows[i]
+        return decode_record(str(k, "utf-8"), v)
 
     def __iter__(self) -> Iterator[Record]:
-        for k, v in zip(self.keys, self.values, strict=True):
+        for k, v in self.rows:
             yield decode_record(str(k, "utf-8"), v)
 
     def extend(self, other: StoredRecords) -> None:
-        self.keys.extend(other.keys)
-        self.values.extend(other.values)
+        self.rows.extend(other.rows)
 
 
 # JSON string escapes of the bytes of a key or a bookmark, as msgspec writes them
@@ -227,32 +225,38 @@ def _json_bytes(text: bytes) -> bytes:
     return b'"' + _NEEDS_ESCAPE.sub(lambda m: _ESCAPES[m.group()[0]], text) + b'"'
 
 
-def sow_frames_py(prefix: bytes, keys: list[bytes] | None, values: list[bytes],
+def sow_frames_py(prefix: bytes, rows: list[tuple[bytes, bytes]], with_key: bool,
                   stamps: list[bytes] | None, start: int, end: int, batch: int) -> list[bytes]:
-    """The ``sow`` frames of records ``start..end-1`` kept as stored values, ``batch`` to a
-    frame: ``prefix`` (the outer header), then for each record its header
+    """The ``sow`` frames of stored rows ``start..end-1`` ((SowKey as UTF-8, stored value)
+    pairs), ``batch`` to a frame: ``prefix`` (the outer header), then for each record its header
     ``{"k":KEY,"bm":BOOKMARK[,"ts":STAMP],"l":LENGTH}`` and its body, as
-    :func:`protocol.codec.sow_batch` writes them. ``keys``: the SowKeys as UTF-8 (``None``: no
-    ``k``, the ``no_sowkey`` option); ``stamps``: the ``ts`` texts (``None``: no ``ts``). The
+    :func:`protocol.codec.sow_batch` writes them. ``with_key``: write ``k`` (not with the
+    ``no_sowkey`` option); ``stamps``: the ``ts`` texts by row (``None``: no ``ts``). The
     pure-Python twin of ``_speedups.sow_frames``."""
-    if not 0 <= start <= end <= len(values) or batch < 1 \
-            or (keys is not None and len(keys) < end) \
+    if not 0 <= start <= end <= len(rows) or batch < 1 \
             or (stamps is not None and len(stamps) < end):
         raise ValueError("sow_frames: bad range")
     frames = []
     for first in range(start, end, batch):
         parts = [prefix]
         for i in range(first, min(end, first + batch)):
-            v = values[i]
+            row = rows[i]
+            if not isinstance(row, tuple) or len(row) != 2 or not isinstance(row[0], bytes) \
+                    or not isinstance(row[1], bytes):
+                raise TypeError("sow_frames() needs rows of (bytes, bytes)")
+            k, v = row
             n = len(v)
             blen = int.from_bytes(v[2:4], "big")
             off = int.from_bytes(v[32:36], "big")
             if n < _FIXED_SIZE or v[1] != VERSION or _FIXED_SIZE + blen > n or off > n:
                 raise ValueError(f"stored SOW record {i}: not a version 1 record")
-            head = b'{"k":' + _json_bytes(keys[i]) + b',"bm":' if keys is not None else b'{"bm":'
+            head = b'{"k":' + _json_bytes(k) + b',"bm":' if with_key else b'{"bm":'
             head += _json_bytes(v[_FIXED_SIZE:_FIXED_SIZE + blen])
             if stamps is not None:
-                head += b',"ts":"' + stamps[i] + b'"'
+                stamp = stamps[i]
+                if not isinstance(stamp, bytes):
+                    raise TypeError("sow_frames() needs bytes stamps")
+                head += b',"ts":"' + stamp + b'"'
             parts.append(head + b',"l":%d}' % (n - off))
             parts.append(v[off:])
         payload = b"".join(parts)

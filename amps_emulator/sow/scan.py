@@ -296,11 +296,17 @@ class TopicReads(ABC):
         if chunk and cands is not None:
             # a candidate costs about four scanned records (a random lookup, a Record built)
             chunk = max(1, chunk // 4)
+        backend = self._b
+        # kept as stored rows: a scan of a persistent JSON topic for a caller that needs no
+        # documents, whose filter reads no message context
+        stored = stored and cands is None and ctx_of is None and self._codec is None \
+            and isinstance(backend, LmdbBackend)
         snap = None
         step = 0  # records (or candidates) read per step when reading a snapshot
         if chunk and (total > chunk if cands is None else len(cands) > chunk):
-            # the state just read, committed: the steps read it while writes go on
-            snap = self._b.snapshot()
+            # the state just read, committed: the steps read it while writes go on (every
+            # row of a plain stored scan is kept: read as bytes)
+            snap = backend.snapshot(buffers=not (stored and f is None))
             step = chunk
         try:
             desc = plan.describe()
@@ -316,14 +322,13 @@ class TopicReads(ABC):
                 desc += f" ({len(cands)} candidates)"
             rows: list[tuple[Record, Any]] = []
             found: StoredRecords | None = None
-            backend = self._b
-            if stored and cands is None and ctx_of is None and self._codec is None \
-                    and isinstance(backend, LmdbBackend):
+            if stored and isinstance(backend, LmdbBackend):
                 if snap is not None:
                     desc += f" in steps of {step}"
                     yield  # the snapshot is taken
                     found = StoredRecords()
-                    for got in backend.scan_stored_steps(snap, step, f, decoder, dead, names):
+                    for got in backend.scan_stored_steps(snap, step, f, decoder, dead, names,
+                                                         as_bytes=f is None):
                         found.extend(got)
                         yield
                 else:
