@@ -34,9 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from amps_emulator.protocol.codec import split_frame  # noqa: E402
 from bench._support import RawPeer, ServerProcess, frame, machine  # noqa: E402
 from bench.bench_sow_e2e import Prober, load, write_config  # noqa: E402
-from amps_emulator.protocol.codec import split_frame  # noqa: E402
 
 TOPIC = "orders"
 
