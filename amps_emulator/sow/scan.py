@@ -305,8 +305,9 @@ class TopicReads(ABC):
         step = 0  # records (or candidates) read per step when reading a snapshot
         if chunk and (total > chunk if cands is None else len(cands) > chunk):
             # the state just read, committed: the steps read it while writes go on (every
-            # row of a plain stored scan is kept: read as bytes)
-            snap = backend.snapshot(buffers=not (stored and f is None))
+            # stored scan reads bytes: a kept row needs no copy, and LMDB's binding makes them faster
+            # than buffers are read and copied)
+            snap = backend.snapshot(buffers=not stored)
             step = chunk
         try:
             desc = plan.describe()
@@ -328,7 +329,7 @@ class TopicReads(ABC):
                     yield  # the snapshot is taken
                     found = StoredRecords()
                     for got in backend.scan_stored_steps(snap, step, f, decoder, dead, names,
-                                                         as_bytes=f is None):
+                                                         as_bytes=True):
                         found.extend(got)
                         yield
                 else:
