@@ -298,6 +298,30 @@ class LmdbBackend:
             if not cur.next():
                 return
 
+    def get_stored(self, keys: list[str], snap=None) -> list[tuple[bytes, bytes]]:
+        """:meth:`get_many` (``snap``: :meth:`get_many_in` that snapshot, which reads
+        ``bytes``) as stored rows, (key, value) pairs, in natural order."""
+        bkeys = sorted(k.encode() for k in keys)
+        if snap is not None:
+            return snap.cursor(self.rec_db).getmulti(bkeys)
+        with self.env.reading() as txn:
+            return [(bytes(k), bytes(v)) for k, v in txn.cursor(self.rec_db).getmulti(bkeys)]
+
+    @staticmethod
+    def check_stored(rows: list[tuple[bytes, bytes]], f, decoder, dead: set) -> StoredRecords:
+        """The index candidates ``rows`` that satisfy ``f`` (``TopicReads._check`` for stored
+        rows: the filter sees the same document)."""
+        if f is None and not dead:
+            return StoredRecords(rows)
+        out = []
+        for k, v in rows:
+            if dead and str(k, "utf-8") in dead:
+                continue
+            if f is not None and not f(_partial(decoder, v[v[0] or _body_offset(v):])):
+                continue
+            out.append((k, v))
+        return StoredRecords(out)
+
     def _scan_stored(self, cur, limit: int | None, f, decoder, dead: set, names,
                      as_bytes: bool) -> StoredRecords:
         """:meth:`_scan` keeping the matching rows as stored: the same rows, in the same

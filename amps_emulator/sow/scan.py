@@ -67,6 +67,10 @@ QUERY_CHUNK = 20_000  # about 20 ms of scanning: how long a query holds the loop
 AUTO_MEMO_LIMIT = 100_000
 
 
+def _row_key(row: tuple[bytes, bytes]) -> bytes:
+    return row[0]
+
+
 def _drain(steps: Generator[None, None, Any]) -> Any:
     """Run a step generator to its end; its return value."""
     while True:
@@ -297,9 +301,9 @@ class TopicReads(ABC):
             # a candidate costs about four scanned records (a random lookup, a Record built)
             chunk = max(1, chunk // 4)
         backend = self._b
-        # kept as stored rows: a scan of a persistent JSON topic for a caller that needs no
+        # kept as stored rows: a read of a persistent JSON topic for a caller that needs no
         # documents, whose filter reads no message context
-        stored = stored and cands is None and ctx_of is None and self._codec is None \
+        stored = stored and ctx_of is None and self._codec is None \
             and isinstance(backend, LmdbBackend)
         snap = None
         step = 0  # records (or candidates) read per step when reading a snapshot
@@ -328,12 +332,21 @@ class TopicReads(ABC):
                     desc += f" in steps of {step}"
                     yield  # the snapshot is taken
                     found = StoredRecords()
-                    for got in backend.scan_stored_steps(snap, step, f, decoder, dead, names,
-                                                         as_bytes=True):
-                        found.extend(got)
-                        yield
-                else:
+                    if cands is None:
+                        for got in backend.scan_stored_steps(snap, step, f, decoder, dead,
+                                                             names, as_bytes=True):
+                            found.extend(got)
+                            yield
+                    else:
+                        for i in range(0, len(cands), step):
+                            found.extend(backend.check_stored(
+                                backend.get_stored(cands[i:i + step], snap), f, decoder, dead))
+                            yield
+                        found.rows.sort(key=_row_key)  # natural order: SowKey bytes
+                elif cands is None:
                     found = backend.scan_stored(f, decoder, dead, names)
+                else:
+                    found = backend.check_stored(backend.get_stored(cands), f, decoder, dead)
             elif snap is not None:
                 desc += f" in steps of {step}"
                 yield  # the snapshot is taken
