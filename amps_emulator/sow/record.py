@@ -219,10 +219,13 @@ _ESCAPES = {**{i: b"\\u%04x" % i for i in range(0x20)},
 _NEEDS_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
 
 
-def _json_bytes(text: bytes) -> bytes:
-    if _NEEDS_ESCAPE.search(text) is None:
-        return b'"' + text + b'"'
-    return b'"' + _NEEDS_ESCAPE.sub(lambda m: _ESCAPES[m.group()[0]], text) + b'"'
+def _escaped(text: bytes) -> bytes:
+    """``text`` with the bytes JSON escapes in a string escaped (no quotes added)."""
+    return _NEEDS_ESCAPE.sub(lambda m: _ESCAPES[m.group()[0]], text)
+
+
+#: (version, bookmark length, body offset) of a stored value
+_LAYOUT = struct.Struct(">xBH28xI")
 
 
 def sow_frames_py(prefix: bytes, rows: list[tuple[bytes, bytes]], with_key: bool,
@@ -237,8 +240,11 @@ def sow_frames_py(prefix: bytes, rows: list[tuple[bytes, bytes]], with_key: bool
             or (stamps is not None and len(stamps) < end):
         raise ValueError("sow_frames: bad range")
     frames = []
+    unpack = _LAYOUT.unpack_from
+    needs_escape = _NEEDS_ESCAPE.search
     for first in range(start, end, batch):
         parts = [prefix]
+        append = parts.append
         for i in range(first, min(end, first + batch)):
             row = rows[i]
             if not isinstance(row, tuple) or len(row) != 2 or not isinstance(row[0], bytes) \
@@ -246,19 +252,27 @@ def sow_frames_py(prefix: bytes, rows: list[tuple[bytes, bytes]], with_key: bool
                 raise TypeError("sow_frames() needs rows of (bytes, bytes)")
             k, v = row
             n = len(v)
-            blen = int.from_bytes(v[2:4], "big")
-            off = int.from_bytes(v[32:36], "big")
-            if n < _FIXED_SIZE or v[1] != VERSION or _FIXED_SIZE + blen > n or off > n:
+            if n < _FIXED_SIZE:
                 raise ValueError(f"stored SOW record {i}: not a version 1 record")
-            head = b'{"k":' + _json_bytes(k) + b',"bm":' if with_key else b'{"bm":'
-            head += _json_bytes(v[_FIXED_SIZE:_FIXED_SIZE + blen])
+            version, blen, off = unpack(v)
+            if version != VERSION or _FIXED_SIZE + blen > n or off > n:
+                raise ValueError(f"stored SOW record {i}: not a version 1 record")
+            bm = v[_FIXED_SIZE:_FIXED_SIZE + blen]
+            if needs_escape(bm) is not None:
+                bm = _escaped(bm)
+            if with_key:
+                if needs_escape(k) is not None:
+                    k = _escaped(k)
+                head = b'{"k":"%s","bm":"%s"' % (k, bm)
+            else:
+                head = b'{"bm":"%s"' % bm
             if stamps is not None:
                 stamp = stamps[i]
                 if not isinstance(stamp, bytes):
                     raise TypeError("sow_frames() needs bytes stamps")
-                head += b',"ts":"' + stamp + b'"'
-            parts.append(head + b',"l":%d}' % (n - off))
-            parts.append(v[off:])
+                head += b',"ts":"%s"' % stamp
+            append(head + b',"l":%d}' % (n - off))
+            append(v[off:])
         payload = b"".join(parts)
         if len(payload) > 0xFFFFFFFF:
             raise ValueError("sow_frames: a frame over 4 GiB")
