@@ -338,7 +338,8 @@ class LmdbBackend:
         fdec = ff.decoder_for(names) if ff is not None and set(ff.names).issubset(names) \
             else None
         if ff is not None and fdec is not None:
-            loop = ff.build(_FIELDS_STORED_LOOP, _FIELDS_LOOP_NAMES)["_scan_loop"]
+            template = _FIELDS_BYTES_LOOP if as_bytes else _FIELDS_STORED_LOOP
+            loop = ff.build(template, _FIELDS_LOOP_NAMES)["_scan_loop"]
             loop(islice(cur.iternext(keys=False), limit), fdec.decode, decoder.decode, f,
                  cur.key, dead, rows)
             return StoredRecords(rows)
@@ -559,6 +560,11 @@ def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead, _q_rows):
         if not _q_dead or str(_q_k, "utf-8") not in _q_dead:
             _q_append((_q_k, bytes(_q_v)))
 """
+
+
+# ... reading bytes (a snapshot of bytes): they are kept as they are, no copy
+_FIELDS_BYTES_LOOP = _FIELDS_STORED_LOOP.replace("bytes(_q_key())", "_q_key()").replace(
+    "bytes(_q_v)", "_q_v")
 
 
 def _body_offset(value) -> int:
