@@ -278,9 +278,10 @@ class TopicReads(ABC):
         records (or a candidate list longer than ``chunk // 4``) runs over a snapshot taken in
         the first step, that many records per step (a yield between steps); anything smaller
         is done at once in the first step, with no yield.  ``stored``: the caller needs the
-        matching records only, not their documents; a scan of a persistent JSON topic whose
-        filter reads no message context then returns them as :class:`StoredRecords` (no
-        :class:`Record` built) instead of (record, document) pairs."""
+        matching records only, not their documents; a read (scan or index candidates) of a
+        persistent JSON topic whose filter reads no message context then returns them as
+        :class:`StoredRecords` (no :class:`Record` built) instead of (record, document)
+        pairs."""
         if force not in _FORCES:
             raise ValueError(f"plan must be one of {_FORCES}")
         f = self._compile(flt)
@@ -308,9 +309,9 @@ class TopicReads(ABC):
         snap = None
         step = 0  # records (or candidates) read per step when reading a snapshot
         if chunk and (total > chunk if cands is None else len(cands) > chunk):
-            # the state just read, committed: the steps read it while writes go on (every
-            # stored scan reads bytes: a kept row needs no copy, and LMDB's binding makes them faster
-            # than buffers are read and copied)
+            # the state just read, committed: the steps read it while writes go on (a stored
+            # read gets bytes: a kept row needs no copy, and LMDB's binding makes bytes
+            # faster than buffers are read and copied)
             snap = backend.snapshot(buffers=not stored)
             step = chunk
         try:
