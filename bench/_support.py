@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -212,15 +213,31 @@ class RawPeer:
         self.s.close()
 
 
+#: Linux's SO_TIMESTAMPNS (the kernel stamps each received packet; ``socket`` does not name it)
+_SO_TIMESTAMPNS = 35 if sys.platform == "linux" else None
+
+
 class PersistedPublisher:
     """A raw publisher (``a=persisted`` with sequence numbers) whose reader thread follows
     the server's cumulative persisted acks: ``acked``, ``ack_times``, ``progress`` (a
     Condition notified on each ack), ``error`` (a failure ack). Subclasses build the batches
-    and pass the payloads to :meth:`send_payloads`."""
+    and pass the payloads to :meth:`send_payloads`.
+
+    ``ack_times`` holds when the reader thread read each ack (``time.perf_counter``); on Linux
+    ``ack_arrivals`` also holds when the kernel received it (``time.time``; None elsewhere).
+    On a loaded machine the reader thread may wait for a CPU a while: the first is what a
+    Python client sees, the second what reached the client's socket."""
 
     def __init__(self, port: int, name: str) -> None:
         self.s = socket.create_connection(("127.0.0.1", port))
         self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.ack_arrivals: list[tuple[int, float]] | None = None
+        if _SO_TIMESTAMPNS is not None:
+            try:
+                self.s.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+                self.ack_arrivals = []
+            except OSError:
+                pass
         self.s.sendall(frame({"c": "logon", "cid": "l", "client_name": name, "a": "processed"}))
         self.seq = 0
         self.acked = 0
@@ -233,9 +250,18 @@ class PersistedPublisher:
         from amps_emulator.protocol.codec import FrameDecoder, split_frame
 
         decoder = FrameDecoder(1 << 30)
+        arrivals = self.ack_arrivals
         while True:
+            arrived = None
             try:
-                chunk = self.s.recv(1 << 16)
+                if arrivals is None:
+                    chunk = self.s.recv(1 << 16)
+                else:
+                    chunk, ancillary, _flags, _addr = self.s.recvmsg(1 << 16, socket.CMSG_SPACE(16))
+                    for level, kind, data in ancillary:
+                        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+                            sec, nsec = struct.unpack("qq", data[:16])
+                            arrived = sec + nsec / 1e9
             except OSError:
                 return
             if not chunk:
@@ -251,6 +277,8 @@ class PersistedPublisher:
                         return
                     self.acked = int(h["s"])
                     self.ack_times.append((self.acked, time.perf_counter()))
+                    if arrivals is not None:
+                        arrivals.append((self.acked, time.time() if arrived is None else arrived))
                     self.progress.notify_all()
 
     def send_payloads(self, payloads: list[bytes]) -> None:

@@ -26,7 +26,7 @@ from bench._support import PersistedPublisher, ServerProcess, machine  # noqa: E
 class Publisher(PersistedPublisher):
     def __init__(self, port: int) -> None:
         super().__init__(port, "persist-bench")
-        self.send_times: list[tuple[int, float]] = []
+        self.send_times: list[tuple[int, float, float]] = []  # (last seq, perf_counter, time)
 
     def send_batch(self, count: int) -> None:
         parts = []
@@ -34,18 +34,23 @@ class Publisher(PersistedPublisher):
             self.seq += 1
             parts.append(b'{"c":"p","t":"persisted","a":"persisted","s":%d}' % self.seq
                          + BODY % self.seq)
-        self.send_times.append((self.seq, time.perf_counter()))
+        self.send_times.append((self.seq, time.perf_counter(), time.time()))
         self.send_payloads(parts)
 
-    def latencies(self, after_seq: int) -> list[float]:
-        ack_seqs = [a for a, _ in self.ack_times]
+    def latencies(self, after_seq: int, at_socket: bool = False) -> list[float]:
+        """Seconds from the send of each message after ``after_seq`` to the ack covering it:
+        as the reader thread read it, or (``at_socket``, Linux) as the kernel received it."""
+        acks = self.ack_arrivals if at_socket else self.ack_times
+        if acks is None:
+            return []
+        ack_seqs = [a for a, _ in acks]
         out = []
         prev = after_seq
-        for last, ts in self.send_times:
+        for last, t_perf, t_wall in self.send_times:
             if last <= after_seq:
                 continue
             i = bisect_left(ack_seqs, last)
-            out.extend([self.ack_times[i][1] - ts] * (last - prev))
+            out.extend([acks[i][1] - (t_wall if at_socket else t_perf)] * (last - prev))
             prev = last
         return sorted(out)
 
