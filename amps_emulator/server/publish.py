@@ -153,6 +153,20 @@ def _deliver(broker: Broker, topic: str, body: bytes, delta: bool, rec: JournalR
     """Store a (journalled) message in its SOW topic, fan it out, tell the listeners.
     ``since``: the instant its SOW lifetime counts from (None: now)."""
     listeners = broker.listeners
+    if sow_topic is not None and key is not None and sow_topic.plain_upserts \
+            and expiration is None and not delta and not listeners \
+            and not broker.router.match(topic):
+        # the keyed upsert nobody reads (no subscriber, no listener): stored, no Message
+        broker.turn.request()  # the SOW commits at the end of this turn
+        if rec is not None:
+            sow_topic.upsert_plain(key, body, doc, rec.bookmark_str, rec.position,
+                                   rec.timestamp / 1_000_000, since)
+        else:
+            now = broker.wallclock()
+            sow_topic.upsert_plain(key, body, doc, "", 0, int(now * 1_000_000) / 1_000_000,
+                                   since)
+        broker.stats["published"] += 1
+        return
     if sow_topic is not None or broker.router.match(topic) or (
             listeners and _covered(listeners, topic)):
         # positional: (topic, body, bookmark, correlation_id, sow_key, expiration,

@@ -37,14 +37,27 @@ import msgspec
 from amps_emulator.protocol.filter.fields import fields_filter
 
 from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbKVTable, LmdbOrderedSet
-from .record import Record, decode_record, encode_record
+from .record import Record, decode_record, encode_plain, encode_record, expiration_of
 from .tables import MemHashTable, MemKVTable, MemOrderedSet
 
-__all__ = ["Backend", "MemoryBackend", "LmdbBackend", "db_base_name"]
+__all__ = ["Backend", "MemoryBackend", "LmdbBackend", "db_base_name", "NEW"]
 
 # RecursionError: a body nested deeper than msgspec decodes is no document (matches nothing)
 _decode_errors = (msgspec.DecodeError, UnicodeDecodeError, TypeError, RecursionError)
 _json = msgspec.json
+
+
+class _New:
+    """The type of :data:`NEW`."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "NEW"
+
+
+#: what ``swap_plain`` returns when the key held no record
+NEW = _New()
 
 
 class MemoryBackend:
@@ -75,6 +88,27 @@ class MemoryBackend:
         old = self.records.get(rec.sow_key)
         self.put(rec, old)
         return old
+
+    def swap_plain(self, key: str, data: bytes, doc: Any, bookmark: str, timestamp: float,
+                   position: int, decoder: Any) -> Any:
+        """Store a record without expiration or headers (the keyed publish hot path) and say
+        what it replaced: :data:`NEW` (nothing), the old :class:`Record` when it had an
+        expiration (the caller's general bookkeeping runs), else the old record's document
+        (as ``decoder`` reads it: what the indexes need)."""
+        recs = self.records
+        old = recs.get(key)
+        # positional: (sow_key, data, bookmark, timestamp, expiration, position, headers, doc)
+        rec = Record(key, data, bookmark, timestamp, None, position, None, doc)
+        if old is None:
+            self._seq += 1
+            rec.seq = self._seq
+            recs[key] = rec
+            return NEW
+        rec.seq = old.seq
+        recs[key] = rec
+        if old.expiration is not None:
+            return old
+        return old.doc
 
     def delete(self, skey: str) -> None:
         self.records.pop(skey, None)
@@ -228,6 +262,22 @@ class LmdbBackend:
         k = rec.sow_key
         v = self.env.replace(self.rec_db, k.encode(), encode_record(rec))
         return None if v is None else decode_record(k, v)
+
+    def swap_plain(self, key: str, data: bytes, doc: Any, bookmark: str, timestamp: float,
+                   position: int, decoder: Any) -> Any:
+        """:meth:`MemoryBackend.swap_plain`: one B-tree descent; no :class:`Record` is built
+        (unless the old one had an expiration), the old body is read only as ``decoder``
+        reads it (``None``: not at all), before anything else is written (LMDB's buffer)."""
+        old = self.env.replace(self.rec_db, key.encode(),
+                               encode_plain(data, bookmark, timestamp, position))
+        if old is None:
+            return NEW
+        if expiration_of(old):
+            return decode_record(key, old)
+        if decoder is None:
+            return None
+        o = old[0]
+        return _partial(decoder, old[o:] if o else old[int.from_bytes(old[32:36], "big"):])
 
     def delete(self, skey: str) -> None:
         self.env.delete(self.rec_db, skey.encode())
