@@ -37,7 +37,7 @@ import msgspec
 from amps_emulator.protocol.filter.fields import fields_filter
 
 from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbKVTable, LmdbOrderedSet
-from .record import Record, decode_record, encode_plain, encode_record, expiration_of
+from .record import FIXED, VERSION, Record, decode_record, encode_record
 from .tables import MemHashTable, MemKVTable, MemOrderedSet
 
 __all__ = ["Backend", "MemoryBackend", "LmdbBackend", "db_base_name", "NEW"]
@@ -45,6 +45,8 @@ __all__ = ["Backend", "MemoryBackend", "LmdbBackend", "db_base_name", "NEW"]
 # RecursionError: a body nested deeper than msgspec decodes is no document (matches nothing)
 _decode_errors = (msgspec.DecodeError, UnicodeDecodeError, TypeError, RecursionError)
 _json = msgspec.json
+_pack_fixed = FIXED.pack
+_NO_EXPIRATION = bytes(8)  # the f64 0.0 of a record without expiration
 
 
 class _New:
@@ -268,16 +270,26 @@ class LmdbBackend:
         """:meth:`MemoryBackend.swap_plain`: one B-tree descent; no :class:`Record` is built
         (unless the old one had an expiration), the old body is read only as ``decoder``
         reads it (``None``: not at all), before anything else is written (LMDB's buffer)."""
-        old = self.env.replace(self.rec_db, key.encode(),
-                               encode_plain(data, bookmark, timestamp, position))
+        if bookmark:  # (encode_plain, inlined: the publish hot path)
+            bm = bookmark.encode()
+            off = 36 + len(bm)
+            value = b"".join((_pack_fixed(off if off < 256 else 0, VERSION, len(bm), 0, position,
+                                          timestamp, 0.0, off), bm, data))
+        else:
+            value = _pack_fixed(36, VERSION, 0, 0, position, timestamp, 0.0, 36) + data
+        old = self.env.replace(self.rec_db, key.encode(), value)
         if old is None:
             return NEW
-        if expiration_of(old):
+        if old[24:32] != _NO_EXPIRATION:  # (expiration_of(old), inlined)
             return decode_record(key, old)
         if decoder is None:
             return None
         o = old[0]
-        return _partial(decoder, old[o:] if o else old[int.from_bytes(old[32:36], "big"):])
+        body = old[o:] if o else old[int.from_bytes(old[32:36], "big"):]
+        try:
+            return decoder.decode(body)
+        except _decode_errors:
+            return _any(body)  # (_partial's fallback: not a JSON object)
 
     def delete(self, skey: str) -> None:
         self.env.delete(self.rec_db, skey.encode())

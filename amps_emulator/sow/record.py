@@ -32,14 +32,13 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["Record", "encode_record", "encode_plain", "decode_record", "expiration_of", "body_of",
-           "amps_timestamp", "VERSION"]
+__all__ = ["Record", "FIXED", "encode_record", "decode_record", "body_of", "amps_timestamp",
+           "VERSION"]
 
 VERSION = 1
-_FIXED = struct.Struct(">BBHIQddI")
+#: the fixed part of the value layout (see the module docstring)
+FIXED = _FIXED = struct.Struct(">BBHIQddI")
 _FIXED_SIZE = _FIXED.size  # 36
-_pack = _FIXED.pack
-_EXPIRATION = struct.Struct(">d")
 _UNSET: Any = object()
 _json_decode = msgspec.json.decode
 _json_encode = msgspec.json.encode
@@ -136,21 +135,6 @@ def encode_record(rec: Record) -> bytes:
     fixed = _FIXED.pack(off if off < 256 else 0, VERSION, len(bm), len(hd), rec.position,
                         rec.timestamp, rec.expiration or 0.0, off)
     return b"".join((fixed, bm, hd, rec.data))
-
-
-def encode_plain(data: bytes, bookmark: str, timestamp: float, position: int) -> bytes:
-    """:func:`encode_record` of a record without headers or expiration, from its fields."""
-    if bookmark:
-        bm = bookmark.encode("utf-8")
-        off = _FIXED_SIZE + len(bm)
-        return b"".join((_pack(off if off < 256 else 0, VERSION, len(bm), 0, position, timestamp,
-                               0.0, off), bm, data))
-    return _pack(_FIXED_SIZE, VERSION, 0, 0, position, timestamp, 0.0, _FIXED_SIZE) + data
-
-
-def expiration_of(value) -> float:
-    """The expiration deadline of an encoded record (``0.0``: none)."""
-    return _EXPIRATION.unpack_from(value, 24)[0]
 
 
 def body_of(value) -> Any:

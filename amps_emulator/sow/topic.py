@@ -89,6 +89,9 @@ class Topic(TopicReads):
         #: History, no default lifetime: nothing but the record, its indexes and position)
         self.plain_upserts = self._codec is None and self.history is None \
             and not spec.default_lifetime
+        #: what upsert_plain reads a replaced record with: the fields the indexes read (None:
+        #: there are no indexes); set again whenever an index is added
+        self._plain_decoder = self._indexes_decoder()
 
     # ---- setup ------------------------------------------------------------------------------
 
@@ -201,6 +204,10 @@ class Topic(TopicReads):
         self._index_dec = (sig, dec)
         return dec
 
+    def _indexes_decoder(self):
+        """:meth:`_index_decoder`, or None when the topic has no index."""
+        return self._index_decoder() if self.hash_indexes or self.memo_indexes else None
+
     def _index_doc(self, rec: Record) -> Any:
         if not (self.hash_indexes or self.memo_indexes):
             return None
@@ -290,7 +297,7 @@ class Topic(TopicReads):
         hix = self.hash_indexes
         mix = self.memo_indexes
         old = self._b.swap_plain(key, data, doc, bookmark, timestamp, position,
-                                 self._index_decoder() if hix or mix else None)
+                                 self._plain_decoder)
         if old is NEW:
             self.insert_count += 1
             for ix in hix:
@@ -581,6 +588,7 @@ class Topic(TopicReads):
         ix = MemoIndex(field, self._b.ordered_table(_index_table_name("m", (path_text(p),))))
         self._build([ix])
         self.memo_indexes[p] = ix
+        self._plain_decoder = self._indexes_decoder()
         defs = [list(d) for d in self._b.meta_get("indexes", [])]
         if ["memo", field] not in defs:
             defs.append(["memo", field])

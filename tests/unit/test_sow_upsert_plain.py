@@ -120,3 +120,28 @@ def test_topics_that_need_more_than_the_record_are_not_plain(tmp_path) -> None:
     finally:
         sf.close()
 
+
+
+def test_an_index_added_later_is_kept_by_upsert_plain(pair) -> None:
+    (sa, sb) = pair
+    ta, tb = sa.topic("orders", keys=("/id",)), sb.topic("orders", keys=("/id",))
+    now = sa.clock.t
+
+    def both(pos: int, m: dict) -> None:
+        body = js(m)
+        doc = msgspec.json.decode(body)
+        key = ta.key_for(doc)
+        ta.upsert(key, body, doc, None, "", pos, now, now)
+        tb.upsert_plain(key, body, doc, "", pos, now)
+
+    for pos in range(1, 20):
+        both(pos, {"id": pos % 7, "px": pos})
+    for t in (ta, tb):
+        t.add_memo_index("/px")  # as a query's plan creates it (auto memo)
+    for pos in range(20, 40):
+        both(pos, {"id": pos % 9, "px": 100 - pos})
+    assert _state(sa, ta) == _state(sb, tb)
+    assert {i["kind"] for i in tb.index_info()} == {"hash", "memo"}
+    assert _queries(ta) == _queries(tb)
+    assert [r.sow_key for r in tb.query("/px > 65", plan="memo").records] == \
+        [r.sow_key for r in tb.query("/px > 65", plan="scan").records] != []
