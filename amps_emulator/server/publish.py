@@ -6,6 +6,12 @@ and tell the listeners. :func:`delete_records` and :func:`removed` are the other
 records leave a SOW topic (a ``sow_delete``, an action, an expiry) and the subscriptions and
 the listeners hear of it.
 
+A keyed publish to a SOW topic that nobody reads (no subscription to the topic, no listener)
+takes the short way: the topic stores it with ``Topic.upsert_plain`` and no :class:`Message`
+is built (:func:`_deliver`); whatever reads a message (a subscriber, a view, a queue, an
+action) or needs more than the record (a delta_publish, an expiration, a History, another
+message type) takes the general way, :func:`store_publish`.
+
 The listeners are the consumers of the path that are not subscriptions: the views and
 conflated topics, the queues, the actions. Each satisfies :class:`server.ports.PublishListener`
 and the root registers it on the broker (:func:`register`), as nats' ``stream.setupStore``
@@ -20,7 +26,9 @@ from typing import TYPE_CHECKING
 from amps_emulator.journal import JournalRecord, RecordKind
 from amps_emulator.journal.identity import origin_timestamp
 from amps_emulator.protocol import reasons
+from amps_emulator.protocol.bodies import decode_json
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import TYPE_SEP
 from amps_emulator.server.delivery import UNDECODED, Message, fan_out, send_oof
 from amps_emulator.server.subscribe import compile_filter_for
 from amps_emulator.sow.query import DeleteResult
@@ -70,7 +78,7 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
     doc = UNDECODED
     key = None
     if sow_topic is not None:
-        doc = broker.bodies.decode(body, topic)
+        doc = decode_json(body) if TYPE_SEP not in topic else broker.bodies.decode(body, topic)
         key = sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front
     txlog = broker.txlog
     rec = None

@@ -110,7 +110,7 @@ class MemoryBackend:
         recs[key] = rec
         if old.expiration is not None:
             return old
-        return old.doc
+        return None if decoder is None else old.doc  # (the indexes read the whole body)
 
     def delete(self, skey: str) -> None:
         self.records.pop(skey, None)

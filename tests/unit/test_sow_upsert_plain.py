@@ -12,6 +12,7 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from amps_emulator.sow.backend import LmdbBackend
 from amps_emulator.sow.history import HistorySpec
 from amps_emulator.sow.testing import FakeClock, StoreFactory, js
 from amps_emulator.sow.topic import Topic
@@ -28,12 +29,27 @@ def pair(request, tmp_path):
 
 
 def _state(sf: StoreFactory, t: Topic) -> dict:
+    """What the topic holds, as a reader sees it, and every table as stored: the LMDB
+    databases byte for byte (records, index and expiry rows, metadata), or the memory
+    backend's records (with their insertion order) and tables."""
     assert sf.store is not None
     sf.store.commit()
     recs = sorted((r.sow_key, r.data, r.bookmark, r.timestamp, r.expiration, r.position)
                   for r in t.records())
-    return {"records": recs, "inserts": t.insert_count, "updates": t.update_count,
-            "indexes": t.index_info(), "applied": t.applied_position}
+    out: dict = {"records": recs, "inserts": t.insert_count, "updates": t.update_count,
+                 "indexes": t.index_info(), "applied": t.applied_position}
+    b = t._b
+    if isinstance(b, LmdbBackend):
+        dbs = {"r": b.rec_db, "m": b.meta_db, **{n: tb.db for n, tb in b._tables.items()}}
+        with b.env.reading() as txn:
+            for name, db in dbs.items():
+                out[name] = [(bytes(k), bytes(v)) for k, v in txn.cursor(db)]
+    else:
+        out["seq"] = {k: r.seq for k, r in b.records.items()}
+        for name, tb in b._tables.items():
+            out[name] = {k: list(v) for k, v in tb._d.items()} if hasattr(tb, "_d") \
+                else tb.range(None, None)
+    return out
 
 
 def _queries(t: Topic) -> list:
