@@ -99,6 +99,8 @@ class MemoryBackend:
         (as ``decoder`` reads it: what the indexes need)."""
         recs = self.records
         old = recs.get(key)
+        if data.__class__ is not bytes:  # kept: not a view of a buffer that changes
+            data = bytes(data)
         # positional: (sow_key, data, bookmark, timestamp, expiration, position, headers, doc)
         rec = Record(key, data, bookmark, timestamp, None, position, None, doc)
         if old is None:

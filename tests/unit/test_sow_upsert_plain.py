@@ -161,3 +161,13 @@ def test_an_index_added_later_is_kept_by_upsert_plain(pair) -> None:
     assert _queries(ta) == _queries(tb)
     assert [r.sow_key for r in tb.query("/px > 65", plan="memo").records] == \
         [r.sow_key for r in tb.query("/px > 65", plan="scan").records] != []
+
+
+def test_a_body_given_as_a_view_is_stored_as_bytes(pair) -> None:
+    sa, _ = pair
+    t = sa.topic("orders", keys=("/id",))
+    buf = bytearray(js({"id": 1, "a": 1}))
+    t.upsert_plain("k", memoryview(buf), {"id": 1, "a": 1}, "", 1, 1.0)
+    buf[:] = js({"id": 2, "a": 2})  # the caller's buffer changes afterwards
+    rec = t.get("k")
+    assert rec is not None and rec.data == js({"id": 1, "a": 1}) and type(rec.data) is bytes
