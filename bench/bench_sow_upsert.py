@@ -1,6 +1,7 @@
 """The SOW half of a keyed publish, in process: what ``server.publish.publish_message`` does
 for a message to a SOW topic keyed on ``/id`` (decode, key, store, the per-turn commit),
-without the journal, the network and the protocol; and what a run of plain publishes does
+without the journal (a stand-in gives positions and times), the network and the protocol;
+and what a run of plain publishes does
 (``server.publish_run``: each body's document and SowKey, then ``publish.publish_plain``).
 
 A stand-in broker carries what the message path reads (no subscriber, no listener), and a
@@ -41,13 +42,49 @@ class _Turn:
         pass
 
 
+class _Rec:
+    """A journal record as the message path reads it (``journal.JournalRecord``)."""
+
+    __slots__ = ("position", "timestamp")
+
+    def __init__(self, position: int, timestamp: int) -> None:
+        self.position = position
+        self.timestamp = timestamp
+
+    @property
+    def bookmark_str(self) -> str:
+        return f"1234567890|{self.position}|"
+
+
+class _TxLog:
+    """A transaction log that records every topic and writes nothing (the journal's cost is
+    not the SOW's): positions and times, as ``TxLog.append``/``append_publishes`` give."""
+
+    def __init__(self) -> None:
+        self.position = 0
+
+    def recorded(self, topic: str) -> bool:
+        return True
+
+    def append(self, topic: str, body: bytes, kind: int, **_: object) -> _Rec:
+        self.position += 1
+        return _Rec(self.position, time.time_ns() // 1000)
+
+    def append_publishes(self, topic: str, client_name: str, bodies: list[bytes],
+                         seqs: list[int] | None) -> list[_Rec]:
+        now = time.time_ns() // 1000
+        start = self.position
+        self.position += len(bodies)
+        return [_Rec(start + i + 1, now) for i in range(len(bodies))]
+
+
 class _Broker:
     """What ``publish_message`` reads of the broker, and nothing more."""
 
     def __init__(self, sow: Sow) -> None:
         self.sow = sow
         self.bodies = Bodies(build_registry())
-        self.txlog = None
+        self.txlog = _TxLog()
         self.router = _Router()
         self.listeners: tuple = ()
         self.turn = _Turn()
