@@ -21,6 +21,9 @@
  *
  * scan_frames: the AMPS framing loop (4-byte big-endian length, payload): the complete
  *   payloads of one read as bytes objects, one copy each.
+ *
+ * sow_frames: the batched sow frames of a query's results straight from the stored SOW values
+ *   (no Record built, no header dict encoded per record); twin: sow.record.sow_frames_py.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -572,6 +575,232 @@ fail:
     return NULL;
 }
 
+/* sow_frames(prefix, rows, with_key, stamps, start, end, batch) -> [frame, ...]
+ *
+ * The ``sow`` frames of a query result kept as stored rows, (SowKey as UTF-8, stored value)
+ * pairs (sow/record.py has the value's layout: 36 fixed bytes, the bookmark, the headers, the
+ * body): rows start..end-1, ``batch`` to a frame, each frame
+ * ``len | prefix {"k":KEY,"bm":BM[,"ts":TS],"l":N}BODY...``. ``with_key``: write "k";
+ * ``stamps``: the "ts" texts by row (None: no "ts"). Keys and bookmarks are written as JSON
+ * strings the way msgspec writes them (\" \\ \b \t \n \f \r, other control bytes as \u00xx,
+ * everything else as is). The twin is sow.record.sow_frames_py.
+ */
+static const char hexdigits[] = "0123456789abcdef";
+
+static Py_ssize_t json_str_size(const unsigned char *s, Py_ssize_t n)
+{
+    Py_ssize_t size = n + 2;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (c == '"' || c == '\\' || c == '\b' || c == '\t' || c == '\n' || c == '\f'
+                || c == '\r')
+            size += 1;
+        else if (c < 0x20)
+            size += 5;
+    }
+    return size;
+}
+
+static unsigned char *put_json_str(unsigned char *p, const unsigned char *s, Py_ssize_t n)
+{
+    *p++ = '"';
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *p++ = c;
+            continue;
+        }
+        *p++ = '\\';
+        switch (c) {
+        case '"': *p++ = '"'; break;
+        case '\\': *p++ = '\\'; break;
+        case '\b': *p++ = 'b'; break;
+        case '\t': *p++ = 't'; break;
+        case '\n': *p++ = 'n'; break;
+        case '\f': *p++ = 'f'; break;
+        case '\r': *p++ = 'r'; break;
+        default:
+            *p++ = 'u'; *p++ = '0'; *p++ = '0';
+            *p++ = (unsigned char)hexdigits[c >> 4];
+            *p++ = (unsigned char)hexdigits[c & 15];
+        }
+    }
+    *p++ = '"';
+    return p;
+}
+
+static Py_ssize_t dec_size(Py_ssize_t v)
+{
+    Py_ssize_t n = 1;
+    while (v >= 10) {
+        v /= 10;
+        n++;
+    }
+    return n;
+}
+
+static unsigned char *put_dec(unsigned char *p, Py_ssize_t v)
+{
+    Py_ssize_t n = dec_size(v);
+    for (Py_ssize_t i = n - 1; i >= 0; i--) {
+        p[i] = (unsigned char)('0' + v % 10);
+        v /= 10;
+    }
+    return p + n;
+}
+
+/* One stored row: its key, bookmark and body (-1 and an exception set when the row is not a
+ * (bytes, bytes) pair or its value not a version-1 record). */
+typedef struct {
+    const unsigned char *key, *bm, *body;
+    Py_ssize_t key_len, bm_len, body_len;
+} stored;
+
+static int read_stored(PyObject *row, Py_ssize_t i, stored *out)
+{
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != 2 || !PyBytes_Check(PyTuple_GET_ITEM(row, 0))
+            || !PyBytes_Check(PyTuple_GET_ITEM(row, 1))) {
+        PyErr_SetString(PyExc_TypeError, "sow_frames() needs rows of (bytes, bytes)");
+        return -1;
+    }
+    PyObject *k = PyTuple_GET_ITEM(row, 0), *v = PyTuple_GET_ITEM(row, 1);
+    const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(v);
+    Py_ssize_t n = PyBytes_GET_SIZE(v);
+    if (n >= 36 && d[1] == 1) {
+        Py_ssize_t blen = (Py_ssize_t)d[2] << 8 | d[3];
+        Py_ssize_t off = (Py_ssize_t)((uint32_t)d[32] << 24 | (uint32_t)d[33] << 16
+                                      | (uint32_t)d[34] << 8 | (uint32_t)d[35]);
+        if (36 + blen <= n && off <= n) {
+            out->key = (const unsigned char *)PyBytes_AS_STRING(k);
+            out->key_len = PyBytes_GET_SIZE(k);
+            out->bm = d + 36;
+            out->bm_len = blen;
+            out->body = d + off;
+            out->body_len = n - off;
+            return 0;
+        }
+    }
+    PyErr_Format(PyExc_ValueError, "stored SOW record %zd: not a version 1 record", i);
+    return -1;
+}
+
+static int stamp_item(PyObject *list, Py_ssize_t i, const unsigned char **s, Py_ssize_t *n)
+{
+    PyObject *o = PyList_GET_ITEM(list, i);
+    if (!PyBytes_Check(o)) {
+        PyErr_SetString(PyExc_TypeError, "sow_frames() needs bytes stamps");
+        return -1;
+    }
+    *s = (const unsigned char *)PyBytes_AS_STRING(o);
+    *n = PyBytes_GET_SIZE(o);
+    return 0;
+}
+
+static PyObject *
+sow_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 7) {
+        PyErr_Format(PyExc_TypeError, "sow_frames() takes 7 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *prefix = args[0], *rows = args[1], *stamps = args[3];
+    if (!PyBytes_Check(prefix) || !PyList_Check(rows)
+            || (stamps != Py_None && !PyList_Check(stamps))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "sow_frames(prefix: bytes, rows: list, with_key: bool, "
+                        "stamps: list | None, start, end, batch)");
+        return NULL;
+    }
+    int with_key = PyObject_IsTrue(args[2]);
+    if (with_key < 0)
+        return NULL;
+    Py_ssize_t start = PyLong_AsSsize_t(args[4]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[5]);
+    if (end == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t batch = PyLong_AsSsize_t(args[6]);
+    if (batch == -1 && PyErr_Occurred())
+        return NULL;
+    if (start < 0 || start > end || end > PyList_GET_SIZE(rows) || batch < 1
+            || (stamps != Py_None && PyList_GET_SIZE(stamps) < end)) {
+        PyErr_SetString(PyExc_ValueError, "sow_frames: bad range");
+        return NULL;
+    }
+    const unsigned char *pre = (const unsigned char *)PyBytes_AS_STRING(prefix);
+    Py_ssize_t pre_len = PyBytes_GET_SIZE(prefix);
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t first = start; first < end; first += batch) {
+        Py_ssize_t last = end - first > batch ? first + batch : end;
+        Py_ssize_t size = pre_len;
+        stored rec;
+        const unsigned char *s;
+        Py_ssize_t n;
+        for (Py_ssize_t i = first; i < last; i++) {  /* sized first */
+            if (read_stored(PyList_GET_ITEM(rows, i), i, &rec) < 0)
+                goto fail;
+            size += 12 + json_str_size(rec.bm, rec.bm_len) + dec_size(rec.body_len)
+                    + rec.body_len;  /* { "bm": ,"l": } */
+            if (with_key)
+                size += 5 + json_str_size(rec.key, rec.key_len);  /* "k": , */
+            if (stamps != Py_None) {
+                if (stamp_item(stamps, i, &s, &n) < 0)
+                    goto fail;
+                size += 8 + n;  /* ,"ts":"" */
+            }
+        }
+        if (size > 0xFFFFFFFFu) {
+            PyErr_SetString(PyExc_ValueError, "sow_frames: a frame over 4 GiB");
+            goto fail;
+        }
+        PyObject *frame = PyBytes_FromStringAndSize(NULL, 4 + size);
+        if (frame == NULL)
+            goto fail;
+        unsigned char *p = put_be32((unsigned char *)PyBytes_AS_STRING(frame), (uint32_t)size);
+        memcpy(p, pre, (size_t)pre_len);
+        p += pre_len;
+        for (Py_ssize_t i = first; i < last; i++) {
+            read_stored(PyList_GET_ITEM(rows, i), i, &rec);  /* checked above */
+            *p++ = '{';
+            if (with_key) {
+                memcpy(p, "\"k\":", 4);
+                p = put_json_str(p + 4, rec.key, rec.key_len);
+                *p++ = ',';
+            }
+            memcpy(p, "\"bm\":", 5);
+            p = put_json_str(p + 5, rec.bm, rec.bm_len);
+            if (stamps != Py_None) {
+                stamp_item(stamps, i, &s, &n);
+                memcpy(p, ",\"ts\":\"", 7);
+                memcpy(p + 7, s, (size_t)n);
+                p += 7 + n;
+                *p++ = '"';
+            }
+            memcpy(p, ",\"l\":", 5);
+            p = put_dec(p + 5, rec.body_len);
+            *p++ = '}';
+            memcpy(p, rec.body, (size_t)rec.body_len);
+            p += rec.body_len;
+        }
+        if (p != (unsigned char *)PyBytes_AS_STRING(frame) + 4 + size) {  /* never */
+            Py_DECREF(frame);
+            PyErr_SetString(PyExc_SystemError, "sow_frames: frame size miscounted");
+            goto fail;
+        }
+        int rc = PyList_Append(out, frame);
+        Py_DECREF(frame);
+        if (rc < 0)
+            goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyObject *
 crc32_py(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -779,6 +1008,8 @@ static PyMethodDef methods[] = {
      "The size of a record's frame, from its payload fields, without encoding it."},
     {"sow_key", (PyCFunction)(void (*)(void))sow_key, METH_FASTCALL,
      "The SowKey of a one-field Key's value (an int or a str), or None (then keys.py's)."},
+    {"sow_frames", (PyCFunction)(void (*)(void))sow_frames, METH_FASTCALL,
+     "The sow frames of query results kept as stored SOW values."},
     {"set_fallbacks", (PyCFunction)(void (*)(void))set_fallbacks, METH_FASTCALL,
      "Register the pure-Python append_record and frame_size that unusual arguments go to."},
     {NULL, NULL, 0, NULL},

@@ -1,7 +1,7 @@
 # Types of the compiled extension (_speedups.c); its pure-Python twins are
 # journal.record.append_record_py, journal.record.frame_size_py and protocol.codec.scan_frames_py;
 # parse_publish_header's is protocol.codec.parse_command's general path; sow_key's is
-# sow.keys.sow_key_py.
+# sow.keys.sow_key_py; sow_frames's is sow.record.sow_frames_py.
 from collections.abc import Callable
 
 def append_record(
@@ -37,4 +37,13 @@ def parse_publish_header(
 ) -> tuple[int, str | None, str | None, str | None, int | None] | None: ...
 def sow_key(prefix: bytes, value: object) -> str | None: ...
 def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int: ...
+def sow_frames(
+    prefix: bytes,
+    rows: list[tuple[bytes, bytes]],
+    with_key: bool,
+    stamps: list[bytes] | None,
+    start: int,
+    end: int,
+    batch: int,
+) -> list[bytes]: ...
 def set_fallbacks(append_record: Callable[..., int], frame_size: Callable[..., int]) -> None: ...

@@ -205,13 +205,8 @@ class JournalCore:
         if client_seqs is not None and not (0 <= client_seqs[0] and client_seqs[-1] < 1 << 64):
             raise ValueError(f"client sequences {client_seqs[0]}..{client_seqs[-1]} are not in "
                              "0..2^64-1")
-        known = self._pubids.get(client_name)
-        pid = known if known is not None else self.publisher_id(client_name)
-        ts = int(self._clock() * 1_000_000)
-        if ts < self._last_ts:
-            ts = self._last_ts
-        else:
-            self._last_ts = ts
+        pid = self.publisher_id(client_name)  # (once per run: no need to inline these two)
+        ts = self._now_us()
         first = position = self._next_position
         last = self._pub_last.get(pid, 0)
         kind = _PUBLISH

@@ -330,13 +330,18 @@ def ack(cid: str | None, ack_type: str, status: str = "success", reason: str | N
     return frame(h)
 
 
+def sow_batch_prefix(topic: str, query_id: str) -> bytes:
+    """The outer header of a batched ``sow`` frame (what its records follow)."""
+    return _json_encode({"c": "sow", "t": display_name(topic), "query_id": query_id})
+
+
 def sow_batch(topic: str, query_id: str, records: Iterable[tuple[dict[str, Any], bytes]]) -> bytes:
     """A batched ``sow`` frame: ``{outer}{record header}DATA{record header}DATA...``.
 
     Each record header gets ``l`` (exact data length) added; per-record fields are sticky
     on the client, so callers must set the same set of fields on every record.
     """
-    parts = [_json_encode({"c": "sow", "t": display_name(topic), "query_id": query_id})]
+    parts = [sow_batch_prefix(topic, query_id)]
     for rec_header, data in records:
         rec_header["l"] = len(data)
         parts.append(_json_encode(rec_header))

@@ -143,7 +143,8 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
                                top_n=None if merged else top_n,
                                skip_n=None if merged else skip_n,
                                select=None if merged else sel_texts[i],
-                               history_cut=cuts.get(topic.spec.name) if cuts else None)
+                               history_cut=cuts.get(topic.spec.name) if cuts else None,
+                               stored=not merged)  # (only sent: kept as stored if it can)
              for i, topic in enumerate(topics)]
     qid, results = yield from run_topic_steps(
         client, cmd, steps,

@@ -21,8 +21,9 @@ from amps_emulator.protocol.bookmarks import (
     format_timestamp,
     parse_bookmark,
 )
-from amps_emulator.protocol.codec import sow_batch
+from amps_emulator.protocol.codec import sow_batch, sow_batch_prefix
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.sow.record import StoredRecords, sow_frames, stored_timestamp
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -198,10 +199,14 @@ def batches(records: list[Any], batch: int, opts: dict[str, Any]
         yield chunk
 
 
-def send_records(client: ResultsOut, qid: str, topic: str, records: list[Any], batch: int,
-                 opts: dict[str, Any]) -> Generator[None, None, int]:
+def send_records(client: ResultsOut, qid: str, topic: str, records: list[Any] | StoredRecords,
+                 batch: int, opts: dict[str, Any]) -> Generator[None, None, int]:
     """Send ``records`` of ``topic`` in ``sow`` batches, yielding after every
-    :data:`SEND_STEP` records framed; returns how many were sent."""
+    :data:`SEND_STEP` records framed; returns how many were sent. Records kept as stored
+    (a plain query's) are framed straight from their stored values (:func:`sow_frames`,
+    the same frames)."""
+    if isinstance(records, StoredRecords):
+        return (yield from _send_stored(client, qid, topic, records, batch, opts))
     framed = 0
     for chunk in batches(records, batch, opts):
         client.send(sow_batch(topic, qid, chunk))
@@ -210,3 +215,25 @@ def send_records(client: ResultsOut, qid: str, topic: str, records: list[Any], b
             framed = 0
             yield
     return len(records)
+
+
+def _send_stored(client: ResultsOut, qid: str, topic: str, records: StoredRecords, batch: int,
+                 opts: dict[str, Any]) -> Generator[None, None, int]:
+    """:func:`send_records` of stored records: each step frames whole batches of at least
+    :data:`SEND_STEP` records (as the general path does) with one :func:`sow_frames` call."""
+    prefix = sow_batch_prefix(topic, qid)
+    rows = records.rows
+    with_key = "no_sowkey" not in opts
+    stamps = None
+    if "timestamp" in opts:
+        stamps = [format_timestamp(round(stored_timestamp(v) * 1_000_000)).encode()
+                  for _, v in rows]
+    n = len(rows)
+    step = -(-SEND_STEP // batch) * batch
+    send = client.send
+    for start in range(0, n, step):
+        for data in sow_frames(prefix, rows, with_key, stamps, start, min(n, start + step), batch):
+            send(data)
+        if start + step < n:
+            yield
+    return n

@@ -47,8 +47,10 @@ import json
 import logging
 import os
 import time
+from bisect import bisect_left
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import islice
 
 import lmdb
 
@@ -63,6 +65,7 @@ _NO_FALLOCATE = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
 
 _STATE_FILE = "emulator-state.json"
+_RANGE_RUN = 256  # index keys LmdbOrderedSet.range reads at a time
 
 
 class SowDamagedError(Exception):
@@ -231,18 +234,22 @@ class LmdbEnv:
             raise RuntimeError("read outside of a reading() block")
         return t
 
-    def snapshot(self) -> lmdb.Transaction:
+    def snapshot(self, buffers: bool = True) -> lmdb.Transaction:
         """A read transaction of the caller's own, for a read that spans several loop steps
         while writes go on: commits the open batch first, so it sees everything written so
         far; the caller must ``abort()`` it.  Map growth invalidates open snapshots (py-lmdb
         then raises ``lmdb.Error`` on their next use), so the map is grown here first when it
-        is more than half full and no other snapshot is open."""
+        is more than half full and no other snapshot is open. ``buffers``: it reads buffers
+        into the map (valid until the next read), else ``bytes`` (one copy each, made by
+        LMDB's binding: the cheaper way to keep every value read)."""
         if self._wtxn is not None:
             self.commit()
         else:
             self.ensure_room()
         self.snapshots += 1
-        return self.env.begin(write=False, buffers=True)
+        if buffers:
+            return self.env.begin(write=False, buffers=True)
+        return self.env.begin(write=False)
 
     def release(self, snapshot: lmdb.Transaction) -> None:
         """End a :meth:`snapshot`."""
@@ -527,15 +534,21 @@ class LmdbOrderedSet:
                     return []
             elif not cur.set_range(lo):
                 return []
-            out = []
-            for k in cur.iternext(keys=True, values=False):
-                k = bytes(k)
-                if hi is not None and k >= hi:
-                    break
-                out.append(k)
+            # read in runs of keys (one C-level copy each), the run that passes ``hi`` cut
+            # where it does: the same keys as one key at a time, a tenth of the time
+            keys = cur.iternext(keys=True, values=False)
+            out: list[bytes] = []
+            while True:
+                run = list(map(bytes, islice(keys, _RANGE_RUN)))
+                done = len(run) < _RANGE_RUN
+                if hi is not None and run and run[-1] >= hi:
+                    run = run[:bisect_left(run, hi)]
+                    done = True
+                out.extend(run)
                 if limit is not None and len(out) > limit:
                     return None
-            return out
+                if done:
+                    return out
 
     def first(self) -> bytes | None:
         with self.env.reading() as txn:

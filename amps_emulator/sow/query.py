@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
@@ -37,7 +37,7 @@ from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.reasons import INVALID_OPTIONS, INVALID_ORDER_BY, CommandError
 
 from .paths import PathError, parse_path
-from .record import Record
+from .record import Record, StoredRecords
 
 __all__ = [
     "OrderBy", "parse_order_by", "sort_records", "Select", "parse_select", "selection",
@@ -172,7 +172,11 @@ def order_key(order: OrderBy) -> Callable[[Any], tuple]:
     return key
 
 
-def page(records: list, top_n: int | None, skip_n: int | None) -> list:
+_Paged = TypeVar("_Paged", list[Any], StoredRecords)
+
+
+def page(records: _Paged, top_n: int | None, skip_n: int | None) -> _Paged:
+    """The ``skip_n``/``top_n`` page of ``records`` (a list, or stored records)."""
     s = skip_n or 0
     if s < 0:
         s = 0
@@ -309,11 +313,12 @@ def project(rec: Record, sel: Select,
 class QueryResult:
     """Result of a ``sow`` query.
 
-    ``records``: the records to send, in order, already paged and projected.
+    ``records``: the records to send, in order, already paged and projected (kept as stored,
+    :class:`sow.record.StoredRecords`, when the query was run with ``stored``).
     ``matches``: records matching the query (before top_n / skip_n).
     ``topic_matches``: records in the topic (unexpired).  ``plan``: what the planner did.
     """
-    records: list[Record]
+    records: list[Record] | StoredRecords
     matches: int
     topic_matches: int
     plan: str = "scan"

@@ -25,15 +25,18 @@ Byte 0 lets a scan find the body with one index operation and a slice (no struct
 
 from __future__ import annotations
 
+import re
 import struct
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
 
 import msgspec
 
+from amps_emulator import accel
+
 __all__ = ["Record", "FIXED", "encode_record", "decode_record", "body_of", "amps_timestamp",
-           "VERSION"]
+           "VERSION", "StoredRecords", "sow_frames", "sow_frames_py", "stored_timestamp"]
 
 VERSION = 1
 #: the fixed part of the value layout (see the module docstring)
@@ -165,3 +168,120 @@ def amps_timestamp(t: float) -> str:
     us = int(round(t * 1_000_000))
     secs, frac = divmod(us, 1_000_000)
     return time.strftime("%Y%m%dT%H%M%S", time.gmtime(secs)) + f".{frac:06d}Z"
+
+
+def stored_timestamp(value: bytes) -> float:
+    """The ``timestamp`` of a stored value (what :func:`decode_record` reads)."""
+    return _TIMESTAMP.unpack_from(value, 16)[0]
+
+
+_TIMESTAMP = struct.Struct(">d")
+
+
+class StoredRecords(Sequence[Record]):
+    """Records a query read, kept as the store's rows: (SowKey as UTF-8, stored value) pairs
+    (the value's layout above). The server frames them straight from the values
+    (:func:`sow_frames`) without building a :class:`Record` each; anything else that reads
+    them gets Records built as it reads (:func:`decode_record`, so the same as a store read).
+    A slice is another :class:`StoredRecords`."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[tuple[bytes, bytes]] | None = None) -> None:
+        self.rows: list[tuple[bytes, bytes]] = [] if rows is None else rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, i: int) -> Record: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> StoredRecords: ...
+
+    def __getitem__(self, i: int | slice) -> Record | StoredRecords:
+        if isinstance(i, slice):
+            return StoredRecords(self.rows[i])
+        k, v = self.rows[i]
+        return decode_record(str(k, "utf-8"), v)
+
+    def __iter__(self) -> Iterator[Record]:
+        for k, v in self.rows:
+            yield decode_record(str(k, "utf-8"), v)
+
+    def extend(self, other: StoredRecords) -> None:
+        self.rows.extend(other.rows)
+
+
+# JSON string escapes of the bytes of a key or a bookmark, as msgspec writes them
+_ESCAPES = {**{i: b"\\u%04x" % i for i in range(0x20)},
+            0x08: b"\\b", 0x09: b"\\t", 0x0A: b"\\n", 0x0C: b"\\f", 0x0D: b"\\r",
+            0x22: b'\\"', 0x5C: b"\\\\"}
+_NEEDS_ESCAPE = re.compile(rb'[\x00-\x1f"\\]')
+
+
+def _escaped(text: bytes) -> bytes:
+    """``text`` with the bytes JSON escapes in a string escaped (no quotes added)."""
+    return _NEEDS_ESCAPE.sub(lambda m: _ESCAPES[m.group()[0]], text)
+
+
+#: (version, bookmark length, body offset) of a stored value
+_LAYOUT = struct.Struct(">xBH28xI")
+
+
+def sow_frames_py(prefix: bytes, rows: list[tuple[bytes, bytes]], with_key: bool,
+                  stamps: list[bytes] | None, start: int, end: int, batch: int) -> list[bytes]:
+    """The ``sow`` frames of stored rows ``start..end-1`` ((SowKey as UTF-8, stored value)
+    pairs), ``batch`` to a frame: ``prefix`` (the outer header), then for each record its header
+    ``{"k":KEY,"bm":BOOKMARK[,"ts":STAMP],"l":LENGTH}`` and its body, as
+    :func:`protocol.codec.sow_batch` writes them. ``with_key``: write ``k`` (not with the
+    ``no_sowkey`` option); ``stamps``: the ``ts`` texts by row (``None``: no ``ts``). The
+    pure-Python twin of ``_speedups.sow_frames``."""
+    if not 0 <= start <= end <= len(rows) or batch < 1 \
+            or (stamps is not None and len(stamps) < end):
+        raise ValueError("sow_frames: bad range")
+    frames = []
+    unpack = _LAYOUT.unpack_from
+    needs_escape = _NEEDS_ESCAPE.search
+    for first in range(start, end, batch):
+        parts = [prefix]
+        append = parts.append
+        for i in range(first, min(end, first + batch)):
+            row = rows[i]
+            if not isinstance(row, tuple) or len(row) != 2 or not isinstance(row[0], bytes) \
+                    or not isinstance(row[1], bytes):
+                raise TypeError("sow_frames() needs rows of (bytes, bytes)")
+            k, v = row
+            n = len(v)
+            if n < _FIXED_SIZE:
+                raise ValueError(f"stored SOW record {i}: not a version 1 record")
+            version, blen, off = unpack(v)
+            if version != VERSION or _FIXED_SIZE + blen > n or off > n:
+                raise ValueError(f"stored SOW record {i}: not a version 1 record")
+            bm = v[_FIXED_SIZE:_FIXED_SIZE + blen]
+            if needs_escape(bm) is not None:
+                bm = _escaped(bm)
+            if with_key:
+                if needs_escape(k) is not None:
+                    k = _escaped(k)
+                head = b'{"k":"%s","bm":"%s"' % (k, bm)
+            else:
+                head = b'{"bm":"%s"' % bm
+            if stamps is not None:
+                stamp = stamps[i]
+                if not isinstance(stamp, bytes):
+                    raise TypeError("sow_frames() needs bytes stamps")
+                head += b',"ts":"%s"' % stamp
+            append(head + b',"l":%d}' % (n - off))
+            append(v[off:])
+        payload = b"".join(parts)
+        if len(payload) > 0xFFFFFFFF:
+            raise ValueError("sow_frames: a frame over 4 GiB")
+        frames.append(len(payload).to_bytes(4, "big") + payload)
+    return frames
+
+
+if accel.COMPILED:
+    from amps_emulator._speedups import sow_frames
+else:
+    sow_frames = sow_frames_py

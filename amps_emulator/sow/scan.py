@@ -30,7 +30,7 @@ from amps_emulator.protocol.bodies import TreeDecoder
 from amps_emulator.protocol.filter import MessageContext, compile_filter
 from amps_emulator.protocol.msgtypes import MessageCodec
 
-from .backend import Backend
+from .backend import Backend, LmdbBackend
 from .expiry import expiry_bound, skey_of_key
 from .history import TABLE as _HISTORY_TABLE
 from .history import History
@@ -50,7 +50,7 @@ from .query import (
     project,
     sort_records,
 )
-from .record import Record
+from .record import Record, StoredRecords
 from .spec import TopicSpec
 
 __all__ = ["TopicReads", "QUERY_CHUNK", "AUTO_MEMO_LIMIT"]
@@ -65,6 +65,10 @@ QUERY_CHUNK = 20_000  # about 20 ms of scanning: how long a query holds the loop
 # second per million) and indexes come only from the topic's configured ``Index`` elements,
 # which are built when the topic opens.
 AUTO_MEMO_LIMIT = 100_000
+
+
+def _row_key(row: tuple[bytes, bytes]) -> bytes:
+    return row[0]
 
 
 def _drain(steps: Generator[None, None, Any]) -> Any:
@@ -269,11 +273,15 @@ class TopicReads(ABC):
         return _drain(self._match_steps(flt, sow_keys, now, order_paths, force, None))
 
     def _match_steps(self, flt, sow_keys, now: float, order_paths, force: str,
-                     chunk: int | None):
+                     chunk: int | None, stored: bool = False):
         """:meth:`_match` as a generator.  With ``chunk``, a scan of more than ``chunk``
         records (or a candidate list longer than ``chunk // 4``) runs over a snapshot taken in
         the first step, that many records per step (a yield between steps); anything smaller
-        is done at once in the first step, with no yield."""
+        is done at once in the first step, with no yield.  ``stored``: the caller needs the
+        matching records only, not their documents; a read (scan or index candidates) of a
+        persistent JSON topic whose filter reads no message context then returns them as
+        :class:`StoredRecords` (no :class:`Record` built) instead of (record, document)
+        pairs."""
         if force not in _FORCES:
             raise ValueError(f"plan must be one of {_FORCES}")
         f = self._compile(flt)
@@ -293,11 +301,18 @@ class TopicReads(ABC):
         if chunk and cands is not None:
             # a candidate costs about four scanned records (a random lookup, a Record built)
             chunk = max(1, chunk // 4)
+        backend = self._b
+        # kept as stored rows: a read of a persistent JSON topic for a caller that needs no
+        # documents, whose filter reads no message context
+        stored = stored and ctx_of is None and self._codec is None \
+            and isinstance(backend, LmdbBackend)
         snap = None
         step = 0  # records (or candidates) read per step when reading a snapshot
         if chunk and (total > chunk if cands is None else len(cands) > chunk):
-            # the state just read, committed: the steps read it while writes go on
-            snap = self._b.snapshot()
+            # the state just read, committed: the steps read it while writes go on (a stored
+            # read gets bytes: a kept row needs no copy, and LMDB's binding makes bytes
+            # faster than buffers are read and copied)
+            snap = backend.snapshot(buffers=not stored)
             step = chunk
         try:
             desc = plan.describe()
@@ -312,7 +327,28 @@ class TopicReads(ABC):
             elif cands is not None:
                 desc += f" ({len(cands)} candidates)"
             rows: list[tuple[Record, Any]] = []
-            if snap is not None:
+            found: StoredRecords | None = None
+            if stored and isinstance(backend, LmdbBackend):
+                if snap is not None:
+                    desc += f" in steps of {step}"
+                    yield  # the snapshot is taken
+                    found = StoredRecords()
+                    if cands is None:
+                        for got in backend.scan_stored_steps(snap, step, f, decoder, dead,
+                                                             names, as_bytes=True):
+                            found.extend(got)
+                            yield
+                    else:
+                        for i in range(0, len(cands), step):
+                            found.extend(backend.check_stored(
+                                backend.get_stored(cands[i:i + step], snap), f, decoder, dead))
+                            yield
+                        found.rows.sort(key=_row_key)  # natural order: SowKey bytes
+                elif cands is None:
+                    found = backend.scan_stored(f, decoder, dead, names)
+                else:
+                    found = backend.check_stored(backend.get_stored(cands), f, decoder, dead)
+            elif snap is not None:
                 desc += f" in steps of {step}"
                 yield  # the snapshot is taken
                 if cands is None:
@@ -338,8 +374,8 @@ class TopicReads(ABC):
         if plan_log.isEnabledFor(logging.DEBUG):
             plan_log.debug("sow topic=%s filter=%r sow_keys=%s plan=%s matches=%d", self.name,
                            getattr(f, "text", None), None if keys is None else len(keys), desc,
-                           len(rows))
-        return rows, total - len(dead), desc
+                           len(rows if found is None else found))
+        return rows if found is None else found, total - len(dead), desc
 
     def _check(self, recs: list[Record], f, decoder, dead: set, ctx_of
                ) -> list[tuple[Record, Any]]:
@@ -358,14 +394,17 @@ class TopicReads(ABC):
                     order_by: str | OrderBy | None = None, top_n: int | None = None,
                     skip_n: int | None = None, select: str | Select | None = None,
                     now: float | None = None, plan: str = "auto", chunk: int | None = None,
-                    history_cut: float | None = None
+                    history_cut: float | None = None, stored: bool = False
                     ) -> Generator[None, None, QueryResult]:
         """:meth:`query` as a generator that returns the :class:`QueryResult`: the first step
         parses, plans and takes the snapshot (errors are raised there); a query that reads
         more than ``chunk`` records (default :attr:`query_chunk`; 0: never) then reads them over
         several steps, so that its caller can let other work run in between.  Writes made
         between steps do not change the result.  ``history_cut``: a historical query, the
-        state just before that instant (see :meth:`history_cut`; needs ``History``)."""
+        state just before that instant (see :meth:`history_cut`; needs ``History``).
+        ``stored``: the caller only sends the records (the server's plain query): a query
+        without ``orderby`` or a projecting ``select`` may then return them as
+        :class:`StoredRecords` (see :meth:`_match_steps`)."""
         self.query_count += 1
         if now is None:
             now = self._clock()
@@ -378,7 +417,10 @@ class TopicReads(ABC):
                 filter, sow_keys, now, order.paths if order else (), history_cut, chunk)
         else:
             rows, topic_matches, desc = yield from self._match_steps(
-                filter, sow_keys, now, order.paths if order else (), plan, chunk)
+                filter, sow_keys, now, order.paths if order else (), plan, chunk,
+                stored and order is None and (sel is None or sel.identity))
+            if isinstance(rows, StoredRecords):
+                return QueryResult(page(rows, top_n, skip_n), len(rows), topic_matches, desc)
         if order is not None and chunk and len(rows) > chunk:
             out = yield from _sorted_page_steps(rows, order, top_n, skip_n, chunk)
         else:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.config.schedule import Every, parse_every
@@ -112,7 +112,7 @@ class ConditionWatch:
         self.done: set[str] = set()
 
     # -- what happens to records -------------------------------------------------------
-    def recover(self, records: list[Record], decode: Callable[[bytes], Any]) -> None:
+    def recover(self, records: Iterable[Record], decode: Callable[[bytes], Any]) -> None:
         """Track the records already in the topic at start-up, from their last update."""
         now = self.timebase.time()
         for rec in records:
