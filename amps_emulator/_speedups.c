@@ -16,6 +16,9 @@
  * parse_publish_header: the header of a plain publish ({"c":"p","t":...} with a, cid, s), read
  *   without building a dict or decoding the 60-field header struct; anything else is declined.
  *
+ * sow_key: a SowKey of a topic keyed on one field (sow/keys.py's KeyGenerator), for an int
+ *   or str value: BLAKE2b (RFC 7693) in one call instead of hashlib's five.
+ *
  * scan_frames: the AMPS framing loop (4-byte big-endian length, payload): the complete
  *   payloads of one read as bytes objects, one copy each.
  *
@@ -821,6 +824,177 @@ crc32_py(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromUnsignedLong(crc);
 }
 
+/* ---- SowKeys (sow/keys.py): BLAKE2b-64, personalised, of "len:domain" "len:value" -------- */
+
+/* BLAKE2b as RFC 7693 specifies it, for an 8-byte digest with a personalisation and no key
+ * or salt: what hashlib.blake2b(digest_size=8, person=...) computes. */
+static const uint64_t b2b_iv[8] = {
+    0x6A09E667F3BCC908ULL, 0xBB67AE8584CAA73BULL, 0x3C6EF372FE94F82BULL, 0xA54FF53A5F1D36F1ULL,
+    0x510E527FADE682D1ULL, 0x9B05688C2B3E6C1FULL, 0x1F83D9ABFB41BD6BULL, 0x5BE0CD19137E2179ULL,
+};
+
+static const uint8_t b2b_sigma[12][16] = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
+    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
+    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
+    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
+    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
+    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
+    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
+    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
+    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
+};
+
+typedef struct {
+    uint64_t h[8];
+    uint64_t t;         /* bytes compressed so far (inputs here stay far below 2**64) */
+    unsigned char b[128];
+    size_t c;           /* bytes in b */
+} b2b_state;
+
+#define B2B_ROTR(x, n) (((x) >> (n)) | ((x) << (64 - (n))))
+#define B2B_G(a, b, c, d, x, y)                 \
+    do {                                        \
+        v[a] = v[a] + v[b] + (x);               \
+        v[d] = B2B_ROTR(v[d] ^ v[a], 32);       \
+        v[c] = v[c] + v[d];                     \
+        v[b] = B2B_ROTR(v[b] ^ v[c], 24);       \
+        v[a] = v[a] + v[b] + (y);               \
+        v[d] = B2B_ROTR(v[d] ^ v[a], 16);       \
+        v[c] = v[c] + v[d];                     \
+        v[b] = B2B_ROTR(v[b] ^ v[c], 63);       \
+    } while (0)
+
+static uint64_t b2b_load64(const unsigned char *p)
+{
+    uint64_t x = 0;
+    for (int i = 7; i >= 0; i--)
+        x = (x << 8) | p[i];
+    return x;
+}
+
+static void b2b_compress(b2b_state *s, int last)
+{
+    uint64_t v[16], m[16];
+    for (int i = 0; i < 8; i++) {
+        v[i] = s->h[i];
+        v[i + 8] = b2b_iv[i];
+    }
+    v[12] ^= s->t;
+    if (last)
+        v[14] = ~v[14];
+    for (int i = 0; i < 16; i++)
+        m[i] = b2b_load64(s->b + 8 * i);
+    for (int r = 0; r < 12; r++) {
+        const uint8_t *sg = b2b_sigma[r];
+        B2B_G(0, 4, 8, 12, m[sg[0]], m[sg[1]]);
+        B2B_G(1, 5, 9, 13, m[sg[2]], m[sg[3]]);
+        B2B_G(2, 6, 10, 14, m[sg[4]], m[sg[5]]);
+        B2B_G(3, 7, 11, 15, m[sg[6]], m[sg[7]]);
+        B2B_G(0, 5, 10, 15, m[sg[8]], m[sg[9]]);
+        B2B_G(1, 6, 11, 12, m[sg[10]], m[sg[11]]);
+        B2B_G(2, 7, 8, 13, m[sg[12]], m[sg[13]]);
+        B2B_G(3, 4, 9, 14, m[sg[14]], m[sg[15]]);
+    }
+    for (int i = 0; i < 8; i++)
+        s->h[i] ^= v[i] ^ v[i + 8];
+}
+
+static void b2b_init8(b2b_state *s, const unsigned char person[16])
+{
+    for (int i = 0; i < 8; i++)
+        s->h[i] = b2b_iv[i];
+    s->h[0] ^= 0x01010000ULL ^ 8;  /* fanout 1, depth 1, no key, 8-byte digest */
+    s->h[6] ^= b2b_load64(person);
+    s->h[7] ^= b2b_load64(person + 8);
+    s->t = 0;
+    s->c = 0;
+}
+
+static void b2b_update(b2b_state *s, const unsigned char *p, size_t n)
+{
+    while (n) {
+        if (s->c == 128) {  /* a full block, and more input follows: not the last one */
+            s->t += 128;
+            b2b_compress(s, 0);
+            s->c = 0;
+        }
+        size_t k = 128 - s->c;
+        if (k > n)
+            k = n;
+        memcpy(s->b + s->c, p, k);
+        s->c += k;
+        p += k;
+        n -= k;
+    }
+}
+
+static uint64_t b2b_final8(b2b_state *s)
+{
+    s->t += s->c;
+    memset(s->b + s->c, 0, 128 - s->c);
+    b2b_compress(s, 1);
+    return s->h[0];  /* the digest's 8 bytes, little-endian */
+}
+
+static const unsigned char sow_key_person[16] = "amps-sow-key";  /* zero-padded to 16 */
+
+/* sow_key(prefix, value): the SowKey of a topic whose one Key field holds ``value``, where
+ * ``prefix`` is the key domain as keys.py absorbs it (b"%d:%b" % (len(domain), domain)).
+ * ``value`` an exact int that fits 64 bits, or an exact str (UTF-8; a lone surrogate
+ * declines); anything else declines: None, and keys.py computes it the general way. */
+static PyObject *
+sow_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyBytes_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "sow_key(prefix: bytes, value)");
+        return NULL;
+    }
+    PyObject *value = args[1];
+    char num[24];
+    const char *text;
+    Py_ssize_t len;
+    if (PyLong_CheckExact(value)) {
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow)
+            Py_RETURN_NONE;
+        if (x == -1 && PyErr_Occurred())
+            return NULL;
+        len = (Py_ssize_t)snprintf(num, sizeof num, "%lld", x);
+        text = num;
+    } else if (PyUnicode_CheckExact(value)) {
+        text = PyUnicode_AsUTF8AndSize(value, &len);
+        if (text == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError))
+                return NULL;
+            PyErr_Clear();  /* a lone surrogate: keys.py encodes it with surrogatepass */
+            Py_RETURN_NONE;
+        }
+    } else {
+        Py_RETURN_NONE;
+    }
+    char head[24];
+    int hl = snprintf(head, sizeof head, "%zd:", len);
+    b2b_state st;
+    b2b_init8(&st, sow_key_person);
+    b2b_update(&st, (const unsigned char *)PyBytes_AS_STRING(args[0]),
+               (size_t)PyBytes_GET_SIZE(args[0]));
+    b2b_update(&st, (const unsigned char *)head, (size_t)hl);
+    b2b_update(&st, (const unsigned char *)text, (size_t)len);
+    uint64_t h = b2b_final8(&st);
+    uint64_t be = 0;  /* int.from_bytes(digest, "big"): the little-endian word byte-swapped */
+    for (int i = 0; i < 8; i++)
+        be = (be << 8) | ((h >> (8 * i)) & 0xFF);
+    char out[24];
+    int ol = snprintf(out, sizeof out, "%llu", (unsigned long long)be);
+    return PyUnicode_DecodeASCII(out, ol, NULL);
+}
+
+
 static PyMethodDef methods[] = {
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      "Append one journal frame to a bytearray; return its size."},
@@ -832,6 +1006,8 @@ static PyMethodDef methods[] = {
      "CRC-32 as zlib.crc32 computes it (the extension's own table; for the tests)."},
     {"frame_size", (PyCFunction)(void (*)(void))frame_size, METH_FASTCALL,
      "The size of a record's frame, from its payload fields, without encoding it."},
+    {"sow_key", (PyCFunction)(void (*)(void))sow_key, METH_FASTCALL,
+     "The SowKey of a one-field Key's value (an int or a str), or None (then keys.py's)."},
     {"sow_frames", (PyCFunction)(void (*)(void))sow_frames, METH_FASTCALL,
      "The sow frames of query results kept as stored SOW values."},
     {"set_fallbacks", (PyCFunction)(void (*)(void))set_fallbacks, METH_FASTCALL,

@@ -1,7 +1,7 @@
 # Types of the compiled extension (_speedups.c); its pure-Python twins are
 # journal.record.append_record_py, journal.record.frame_size_py and protocol.codec.scan_frames_py;
-# parse_publish_header's is protocol.codec.parse_command's general path; sow_frames's is
-# sow.record.sow_frames_py.
+# parse_publish_header's is protocol.codec.parse_command's general path; sow_key's is
+# sow.keys.sow_key_py; sow_frames's is sow.record.sow_frames_py.
 from collections.abc import Callable
 
 def append_record(
@@ -35,6 +35,7 @@ def scan_frames(data: bytes, need: int, limit: int) -> tuple[list[bytes], int, i
 def parse_publish_header(
     payload: bytes,
 ) -> tuple[int, str | None, str | None, str | None, int | None] | None: ...
+def sow_key(prefix: bytes, value: object) -> str | None: ...
 def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int: ...
 def sow_frames(
     prefix: bytes,

@@ -1,7 +1,8 @@
 """Which implementation of the publish hot path runs: compiled or pure Python.
 
 The compiled half is ``amps_emulator._speedups`` (``_speedups.c``): the journal frame encoder
-(``journal.record.append_record``) and the framing loop (``protocol.codec.scan_frames``). It is
+(``journal.record.append_record``), the framing loop (``protocol.codec.scan_frames``) and the
+SowKey of a one-field Key (``sow.keys.sow_key``). It is
 built when the package is installed on a machine with a C compiler (``hatch_build.py``; in a
 source checkout ``python hatch_build.py --inplace``), and is optional: without it, or with
 ``AMPS_EMULATOR_PURE=1`` in the environment, the pure-Python twins run, which give the same

@@ -6,6 +6,12 @@ and tell the listeners. :func:`delete_records` and :func:`removed` are the other
 records leave a SOW topic (a ``sow_delete``, an action, an expiry) and the subscriptions and
 the listeners hear of it.
 
+A keyed publish to a SOW topic that nobody reads (no subscription to the topic, no listener)
+takes the short way: the topic stores it with ``Topic.upsert_plain`` and no :class:`Message`
+is built (:func:`_deliver`); whatever reads a message (a subscriber, a view, a queue, an
+action) or needs more than the record (a delta_publish, an expiration, a History, another
+message type) takes the general way, :func:`store_publish`.
+
 The listeners are the consumers of the path that are not subscriptions: the views and
 conflated topics, the queues, the actions. Each satisfies :class:`server.ports.PublishListener`
 and the root registers it on the broker (:func:`register`), as nats' ``stream.setupStore``
@@ -20,7 +26,9 @@ from typing import TYPE_CHECKING
 from amps_emulator.journal import JournalRecord, RecordKind
 from amps_emulator.journal.identity import origin_timestamp
 from amps_emulator.protocol import reasons
+from amps_emulator.protocol.bodies import decode_json
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import TYPE_SEP
 from amps_emulator.server.delivery import UNDECODED, Message, fan_out, send_oof
 from amps_emulator.server.subscribe import compile_filter_for
 from amps_emulator.sow.query import DeleteResult
@@ -70,7 +78,7 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
     doc = UNDECODED
     key = None
     if sow_topic is not None:
-        doc = broker.bodies.decode(body, topic)
+        doc = decode_json(body) if TYPE_SEP not in topic else broker.bodies.decode(body, topic)
         key = sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front
     txlog = broker.txlog
     rec = None
@@ -106,12 +114,32 @@ def publish_plain(broker: Broker, topic: str, deliver: bool, client_name: str,
         for i, body in enumerate(bodies):
             _deliver(broker, topic, body, False, None if recs is None else recs[i], client_name,
                      None, None, None, None, UNDECODED, None)
+    elif sow_topic is not None and sow_topic.plain_upserts and not broker.listeners \
+            and not broker.router.match(topic):
+        _upsert_unread(broker, sow_topic, bodies, keyed, recs)  # _deliver's short way, per run
     else:
         for i, body in enumerate(bodies):
             doc, key = keyed[i]
             _deliver(broker, topic, body, False, None if recs is None else recs[i], client_name,
                      None, None, None, sow_topic, doc, key)
     return recs
+
+
+def _upsert_unread(broker: Broker, sow_topic: Topic, bodies: list[bytes],
+                   keyed: list[tuple[object, str]], recs: list[JournalRecord] | None) -> None:
+    """Store a run of plain publishes to a keyed SOW topic that nobody reads (no
+    subscription, no listener: what :func:`_deliver` checks per message, true for the whole
+    run, which nothing can subscribe in the middle of) with ``Topic.upsert_plain``."""
+    broker.turn.request()  # the SOW commits at the end of this turn
+    upsert = sow_topic.upsert_plain
+    if recs is not None:
+        for (doc, key), body, rec in zip(keyed, bodies, recs, strict=True):
+            upsert(key, body, doc, rec.bookmark_str, rec.position, rec.timestamp / 1_000_000)
+    else:
+        wallclock = broker.wallclock
+        for (doc, key), body in zip(keyed, bodies, strict=True):
+            upsert(key, body, doc, "", 0, int(wallclock() * 1_000_000) / 1_000_000)
+    broker.stats["published"] += len(bodies)
 
 
 class RunRefused(Exception):
@@ -153,6 +181,20 @@ def _deliver(broker: Broker, topic: str, body: bytes, delta: bool, rec: JournalR
     """Store a (journalled) message in its SOW topic, fan it out, tell the listeners.
     ``since``: the instant its SOW lifetime counts from (None: now)."""
     listeners = broker.listeners
+    if sow_topic is not None and key is not None and sow_topic.plain_upserts \
+            and expiration is None and not delta and not listeners \
+            and not broker.router.match(topic):
+        # the keyed upsert nobody reads (no subscriber, no listener): stored, no Message
+        broker.turn.request()  # the SOW commits at the end of this turn
+        if rec is not None:
+            sow_topic.upsert_plain(key, body, doc, rec.bookmark_str, rec.position,
+                                   rec.timestamp / 1_000_000, since)
+        else:
+            now = broker.wallclock()
+            sow_topic.upsert_plain(key, body, doc, "", 0, int(now * 1_000_000) / 1_000_000,
+                                   since)
+        broker.stats["published"] += 1
+        return
     if sow_topic is not None or broker.router.match(topic) or (
             listeners and _covered(listeners, topic)):
         # positional: (topic, body, bookmark, correlation_id, sow_key, expiration,

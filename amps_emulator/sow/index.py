@@ -182,6 +182,14 @@ class HashIndex:
                 for p in _scalar_tokens(v)]
 
     def add(self, doc: Any, skey: str) -> None:
+        single = self._single
+        if single is not None and doc.__class__ is dict:
+            v = doc.get(single)
+            if v.__class__ is int:  # the common key field: one row (_scalar_rows' first case)
+                p = _num_token(v)
+                self.table.add(bytes((len(p),)) + p if len(p) < _MAX_RAW_TOKEN
+                               else _composite((p,)), skey)
+                return
         rows = self._scalar_rows(doc)
         for t in self.tokens(doc) if rows is None else rows:
             self.table.add(t, skey)

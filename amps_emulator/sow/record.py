@@ -35,11 +35,12 @@ import msgspec
 
 from amps_emulator import accel
 
-__all__ = ["Record", "encode_record", "decode_record", "body_of", "amps_timestamp", "VERSION",
-           "StoredRecords", "sow_frames", "sow_frames_py", "stored_timestamp"]
+__all__ = ["Record", "FIXED", "encode_record", "decode_record", "body_of", "amps_timestamp",
+           "VERSION", "StoredRecords", "sow_frames", "sow_frames_py", "stored_timestamp"]
 
 VERSION = 1
-_FIXED = struct.Struct(">BBHIQddI")
+#: the fixed part of the value layout (see the module docstring)
+FIXED = _FIXED = struct.Struct(">BBHIQddI")
 _FIXED_SIZE = _FIXED.size  # 36
 _UNSET: Any = object()
 _json_decode = msgspec.json.decode

@@ -25,7 +25,7 @@ import msgspec
 from amps_emulator.protocol.msgtypes import CodecError, MessageCodec
 from amps_emulator.protocol.reasons import BAD_FILTER, CommandError
 
-from .backend import Backend
+from .backend import NEW, Backend
 from .delta import merge
 from .expiry import deadline, expiry_key
 from .index import HashIndex, MemoIndex
@@ -85,6 +85,13 @@ class Topic(TopicReads):
         self._applied_hold: int | None = None
         self._index_dec: tuple | None = None  # ((#hash, #memo), decoder): see _index_decoder
         self._setup_indexes()
+        #: a publish without expiration may be stored with :meth:`upsert_plain` (json, no
+        #: History, no default lifetime: nothing but the record, its indexes and position)
+        self.plain_upserts = self._codec is None and self.history is None \
+            and not spec.default_lifetime
+        #: what upsert_plain reads a replaced record with: the fields the indexes read (None:
+        #: there are no indexes); set again whenever an index is added
+        self._plain_decoder = self._indexes_decoder()
 
     # ---- setup ------------------------------------------------------------------------------
 
@@ -197,6 +204,10 @@ class Topic(TopicReads):
         self._index_dec = (sig, dec)
         return dec
 
+    def _indexes_decoder(self):
+        """:meth:`_index_decoder`, or None when the topic has no index."""
+        return self._index_decoder() if self.hash_indexes or self.memo_indexes else None
+
     def _index_doc(self, rec: Record) -> Any:
         if not (self.hash_indexes or self.memo_indexes):
             return None
@@ -273,6 +284,42 @@ class Topic(TopicReads):
                            headers)
         old = self._b.swap(rec)
         return self._stored(rec, old, now, None)
+
+    def upsert_plain(self, key: str, data: bytes, doc: Any, bookmark: str, position: int,
+                     timestamp: float, now: float | None = None) -> None:
+        """:meth:`upsert` of a message without expiration on a topic with
+        :attr:`plain_upserts`, when nobody reads the result (no subscriber, no listener):
+        the same record, indexes, counts and position, without building the
+        :class:`Record` it replaced (unless that one had an expiration) or a result.
+        ``timestamp``: when the publish was processed; ``now``: the instant its lifetime
+        counts from (default: the clock; read only when the old record had an
+        expiration)."""
+        hix = self.hash_indexes
+        mix = self.memo_indexes
+        old = self._b.swap_plain(key, data, doc, bookmark, timestamp, position,
+                                 self._plain_decoder)
+        if old is NEW:
+            self.insert_count += 1
+            for ix in hix:
+                ix.add(doc, key)
+            if mix:
+                for mx in mix.values():
+                    mx.add(doc, key)
+        elif old.__class__ is Record:  # it had an expiration: the general bookkeeping
+            rec = Record(key, data, bookmark, timestamp, None, position, None, doc)
+            self._stored(rec, old, self._clock() if now is None else now, None)
+            return
+        else:  # the old record's document, as the indexes read it
+            self.update_count += 1
+            for ix in hix:
+                ix.update(old, doc, key)
+            if mix:
+                for mx in mix.values():
+                    mx.update(old, doc, key)
+        if position > self._applied:
+            self._applied = position
+            if not self._applied_dirty:
+                self._mark_meta_dirty()
 
     def _record(self, key, data, doc, expiration, bookmark, position, now, timestamp,
                 headers) -> Record:
@@ -541,6 +588,7 @@ class Topic(TopicReads):
         ix = MemoIndex(field, self._b.ordered_table(_index_table_name("m", (path_text(p),))))
         self._build([ix])
         self.memo_indexes[p] = ix
+        self._plain_decoder = self._indexes_decoder()
         defs = [list(d) for d in self._b.meta_get("indexes", [])]
         if ["memo", field] not in defs:
             defs.append(["memo", field])

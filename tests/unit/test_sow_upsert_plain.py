@@ -1,0 +1,173 @@
+"""``Topic.upsert_plain`` (the keyed publish nobody reads) against ``Topic.upsert``.
+
+The same messages go to two topics of the same definition, one through ``upsert`` (the
+general path, which builds the replaced record and a result) and one through
+``upsert_plain``; afterwards both must hold the same records, index entries, counts and
+applied position, answer index queries alike and sweep the same expired records. Both
+stores (LMDB and memory).
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from amps_emulator.sow.backend import LmdbBackend
+from amps_emulator.sow.history import HistorySpec
+from amps_emulator.sow.testing import FakeClock, StoreFactory, js
+from amps_emulator.sow.topic import Topic
+
+
+@pytest.fixture(params=["persistent", "transient"])
+def pair(request, tmp_path):
+    clock = FakeClock()
+    a = StoreFactory(request.param, tmp_path / "a", clock)
+    b = StoreFactory(request.param, tmp_path / "b", clock)
+    yield a, b
+    a.close()
+    b.close()
+
+
+def _state(sf: StoreFactory, t: Topic) -> dict:
+    """What the topic holds, as a reader sees it, and every table as stored: the LMDB
+    databases byte for byte (records, index and expiry rows, metadata), or the memory
+    backend's records (with their insertion order) and tables."""
+    assert sf.store is not None
+    sf.store.commit()
+    recs = sorted((r.sow_key, r.data, r.bookmark, r.timestamp, r.expiration, r.position)
+                  for r in t.records())
+    out: dict = {"records": recs, "inserts": t.insert_count, "updates": t.update_count,
+                 "indexes": t.index_info(), "applied": t.applied_position}
+    b = t._b
+    if isinstance(b, LmdbBackend):
+        dbs = {"r": b.rec_db, "m": b.meta_db, **{n: tb.db for n, tb in b._tables.items()}}
+        with b.env.reading() as txn:
+            for name, db in dbs.items():
+                out[name] = [(bytes(k), bytes(v)) for k, v in txn.cursor(db)]
+    else:
+        out["seq"] = {k: r.seq for k, r in b.records.items()}
+        for name, tb in b._tables.items():
+            out[name] = {k: list(v) for k, v in tb._d.items()} if hasattr(tb, "_d") \
+                else tb.range(None, None)
+    return out
+
+
+def _queries(t: Topic) -> list:
+    out = []
+    for flt in ("/id = 5", "/id = '5'", "/id = 7", "/sym = 'IBM'", "/px > 10", "/px < 10",
+                "/id IN (1, 2, 3)"):
+        q = t.query(flt)
+        out.append((flt, sorted(r.sow_key for r in q.records)))
+    return out
+
+
+MESSAGES = [
+    {"id": 1, "sym": "IBM", "px": 5},
+    {"id": 2, "sym": "MSFT", "px": 12},
+    {"id": 5, "sym": "IBM", "px": 20},
+    {"id": 1, "sym": "ORCL", "px": 15},  # an update: other fields change
+    {"id": "5", "sym": "IBM", "px": 1},  # the same SowKey, another type: other index tokens
+    {"id": 5, "sym": "AAPL", "px": 30},  # and back
+    {"id": 7},  # no indexed field but the key
+    {"id": 2, "sym": "MSFT", "px": 12},  # the same body again
+    {"sym": "NOKEY"},  # the empty-value key
+    {"sym": "NOKEY2", "px": 3},
+    [1, 2],  # not an object: keyed on empty values as well
+    {"id": 3, "note": "é \u2603"},
+]
+
+
+@pytest.mark.parametrize("spec", [
+    {},
+    {"hash_indexes": (("/sym",),), "indexes": ("/px",)},
+    {"keys": ("/id", "/sym")},
+], ids=["key only", "hash and memo indexes", "composite key"])
+def test_upsert_plain_stores_what_upsert_stores(pair, spec) -> None:
+    (sa, sb) = pair
+    kw = {"keys": ("/id",), **spec}
+    ta, tb = sa.topic("orders", **kw), sb.topic("orders", **kw)
+    assert ta.plain_upserts and tb.plain_upserts
+    now = sa.clock.t
+    for pos, m in enumerate(MESSAGES, 1):
+        body = js(m)
+        doc = msgspec.json.decode(body)
+        key = ta.key_for(doc)
+        ta.upsert(key, body, doc, None, f"bm{pos}", pos, now, now + pos / 1000)
+        tb.upsert_plain(key, body, doc, f"bm{pos}", pos, now + pos / 1000)
+        if pos % 4 == 0:  # a commit now and then: reads of committed and pending records
+            assert _state(sa, ta) == _state(sb, tb)
+    assert _state(sa, ta) == _state(sb, tb)
+    assert _queries(ta) == _queries(tb)
+    assert ta.update_count > 0 and ta.insert_count > 0
+
+
+def test_a_replaced_record_with_an_expiration_is_handled_as_upsert_does(pair) -> None:
+    (sa, sb) = pair
+    ta = sa.topic("orders", keys=("/id",), expiration="enabled", indexes=("/px",))
+    tb = sb.topic("orders", keys=("/id",), expiration="enabled", indexes=("/px",))
+    assert ta.plain_upserts and tb.plain_upserts  # enabled, but no default lifetime
+    for t in (ta, tb):
+        t.publish(js({"id": 1, "px": 1}), expiration=10, position=1)  # expires
+        t.publish(js({"id": 2, "px": 2}), expiration=1000, position=2)  # does not
+    sa.clock.advance(20)  # id 1 is due, not swept
+    now = sa.clock.t
+    for pos, m in enumerate([{"id": 1, "px": 11}, {"id": 2, "px": 12}], 3):
+        body = js(m)
+        doc = msgspec.json.decode(body)
+        key = ta.key_for(doc)
+        ta.upsert(key, body, doc, None, "", pos, now, now)
+        tb.upsert_plain(key, body, doc, "", pos, now, now)
+    assert _state(sa, ta) == _state(sb, tb)
+    assert ta.next_expiration() == tb.next_expiration() == 0.0  # the replaced expired record
+    swept_a, swept_b = ta.sweep_expired(), tb.sweep_expired()
+    assert [r.data for r in swept_a] == [r.data for r in swept_b] == [js({"id": 1, "px": 1})]
+    assert ta.next_expiration() is None and tb.next_expiration() is None  # no deadline left
+    assert [r.sow_key for r in ta.query("/px > 10").records] == \
+        [r.sow_key for r in tb.query("/px > 10").records]
+
+
+def test_topics_that_need_more_than_the_record_are_not_plain(tmp_path) -> None:
+    sf = StoreFactory("transient", tmp_path)
+    try:
+        assert sf.topic("a", keys=("/id",)).plain_upserts
+        assert not sf.topic("b", keys=("/id",), expiration=30).plain_upserts  # a lifetime
+        assert not sf.topic("c", keys=("/id",), history=HistorySpec(60.0, 1.0)).plain_upserts
+        assert not sf.topic("d", keys=("/id",), message_type="nvfix").plain_upserts
+    finally:
+        sf.close()
+
+
+
+def test_an_index_added_later_is_kept_by_upsert_plain(pair) -> None:
+    (sa, sb) = pair
+    ta, tb = sa.topic("orders", keys=("/id",)), sb.topic("orders", keys=("/id",))
+    now = sa.clock.t
+
+    def both(pos: int, m: dict) -> None:
+        body = js(m)
+        doc = msgspec.json.decode(body)
+        key = ta.key_for(doc)
+        ta.upsert(key, body, doc, None, "", pos, now, now)
+        tb.upsert_plain(key, body, doc, "", pos, now)
+
+    for pos in range(1, 20):
+        both(pos, {"id": pos % 7, "px": pos})
+    for t in (ta, tb):
+        t.add_memo_index("/px")  # as a query's plan creates it (auto memo)
+    for pos in range(20, 40):
+        both(pos, {"id": pos % 9, "px": 100 - pos})
+    assert _state(sa, ta) == _state(sb, tb)
+    assert {i["kind"] for i in tb.index_info()} == {"hash", "memo"}
+    assert _queries(ta) == _queries(tb)
+    assert [r.sow_key for r in tb.query("/px > 65", plan="memo").records] == \
+        [r.sow_key for r in tb.query("/px > 65", plan="scan").records] != []
+
+
+def test_a_body_given_as_a_view_is_stored_as_bytes(pair) -> None:
+    sa, _ = pair
+    t = sa.topic("orders", keys=("/id",))
+    buf = bytearray(js({"id": 1, "a": 1}))
+    t.upsert_plain("k", memoryview(buf), {"id": 1, "a": 1}, "", 1, 1.0)
+    buf[:] = js({"id": 2, "a": 2})  # the caller's buffer changes afterwards
+    rec = t.get("k")
+    assert rec is not None and rec.data == js({"id": 1, "a": 1}) and type(rec.data) is bytes
