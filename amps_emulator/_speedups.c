@@ -737,8 +737,8 @@ sow_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t last = end - first > batch ? first + batch : end;
         Py_ssize_t size = pre_len;
         stored rec;
-        const unsigned char *s;
-        Py_ssize_t n;
+        const unsigned char *s = NULL;  /* (set by stamp_item: initialised for the compiler) */
+        Py_ssize_t n = 0;
         for (Py_ssize_t i = first; i < last; i++) {  /* sized first */
             if (read_stored(PyList_GET_ITEM(rows, i), i, &rec) < 0)
                 goto fail;

@@ -23,9 +23,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from amps_emulator.protocol.bodies import decode_json
 from amps_emulator.protocol.codec import plain_publish
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import qualify
+from amps_emulator.protocol.topics import TYPE_SEP, qualify
 from amps_emulator.server.publish import RunRefused, check_writable, publish_plain
 
 if TYPE_CHECKING:
@@ -139,8 +140,9 @@ class PublishRuns:
         if sow_topic is not None:  # each body's document and SowKey, up to the first without
             keyed = []
             decode = broker.bodies.decode
+            json_topic = TYPE_SEP not in topic  # (as publish_message reads a json body)
             for body in bodies:
-                doc = decode(body, topic)
+                doc = decode_json(body) if json_topic else decode(body, topic)
                 try:
                     keyed.append((doc, sow_topic.key_for(doc, None)))
                 except CommandError:
