@@ -450,7 +450,8 @@ scan_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
  * The header of a plain publish as the official clients write it, {"c":"p","t":"orders"} and
  * with "a", "cid" and "s": a flat JSON object with no whitespace whose keys are among c, t, a,
  * cid and s (each at most once), "c" being "p" or "publish", the strings without escapes or
- * control characters, "s" a plain integer in 0..2^64-1. Returns where the header ends (the
+ * control characters, "s" a plain integer in 0..2^64-1 or a string of digits of one (as the
+ * JavaScript client sends it). Returns where the header ends (the
  * body starts) and the values (None when absent); None for anything else, which the caller
  * parses the general way. So for every header it accepts, the result is what msgspec's
  * decoding of the header gives.
@@ -490,7 +491,22 @@ parse_publish_header(PyObject *Py_UNUSED(module), PyObject *payload)
         i++;
         if (i >= n)
             Py_RETURN_NONE;
-        if (klen == 1 && key[0] == 's') {
+        if (klen == 1 && key[0] == 's' && !has_s && d[i] == '"') {
+            /* the JavaScript client's form, "s":"123": digits only, read as the general
+               path reads a number sent as text (leading zeros and all) */
+            has_s = 1;
+            Py_ssize_t d0 = ++i;
+            while (i < n && d[i] >= '0' && d[i] <= '9') {
+                uint64_t digit = (uint64_t)(d[i] - '0');
+                if (seq > (UINT64_MAX - digit) / 10)
+                    Py_RETURN_NONE;  /* above 2^64-1 */
+                seq = seq * 10 + digit;
+                i++;
+            }
+            if (i == d0 || i >= n || d[i] != '"')
+                Py_RETURN_NONE;  /* empty, or not only digits */
+            i++;
+        } else if (klen == 1 && key[0] == 's') {
             if (has_s || d[i] < '0' || d[i] > '9')
                 Py_RETURN_NONE;
             has_s = 1;

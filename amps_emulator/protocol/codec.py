@@ -86,8 +86,8 @@ if accel.COMPILED:
     _parse_publish_header = parse_publish_header
 
 #: one field of a plain publish header: "c", "t", "a" or "cid" with a string value free of
-#: escapes and control characters, or "s" with a JSON integer
-_PLAIN_FIELD = re.compile(rb'"(c|t|a|cid)":"([^"\\\x00-\x1f]*)"|"s":(0|[1-9][0-9]*)')
+#: escapes and control characters, or "s" with a JSON integer or a string of digits
+_PLAIN_FIELD = re.compile(rb'"(c|t|a|cid)":"([^"\\\x00-\x1f]*)"|"s":(?:(0|[1-9][0-9]*)|"([0-9]+)")')
 _U64 = 1 << 64
 
 
@@ -106,10 +106,10 @@ def parse_publish_header_py(payload: bytes) -> _PublishParts | None:
         if m is None:
             return None
         name = m.group(1)
-        if name is None:
+        if name is None:  # "s": a JSON integer, or a string of digits (the JavaScript client)
             if seq is not None:
                 return None
-            seq = int(m.group(3))
+            seq = int(m.group(3) or m.group(4))
             if seq >= _U64:
                 return None
         elif name in texts:

@@ -89,7 +89,7 @@ def _script(rng: random.Random) -> list[bytes]:
             header: dict = {"c": "p", "t": topic}
             if rng.random() < 0.5:
                 s = s + 1 if rng.random() < 0.95 else max(0, s - rng.randint(0, 3))  # a republish
-                header["s"] = s
+                header["s"] = s if rng.random() < 0.7 else str(s)  # (the JavaScript client's "s")
                 if rng.random() < 0.8:
                     header["a"] = "persisted"
             if rng.random() < 0.3:
