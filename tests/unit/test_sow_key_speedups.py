@@ -16,13 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amps_emulator.sow.keys import KeyGenerator, generate_sow_key, key_text, sow_key_py
+from tests.compiled import compiled
+from tests.compiled import speedups as _speedups
 
-try:
-    from amps_emulator import _speedups
-except ImportError:
-    _speedups = None
-
-compiled = pytest.mark.skipif(_speedups is None, reason="the compiled extension is not built")
 KEYERS = [pytest.param(sow_key_py, id="pure"),
           pytest.param(_speedups and _speedups.sow_key, id="compiled", marks=compiled)]
 

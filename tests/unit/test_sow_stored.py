@@ -26,13 +26,9 @@ from amps_emulator.sow.record import (
     sow_frames_py,
 )
 from amps_emulator.sow.testing import FakeClock, js
+from tests.compiled import compiled
+from tests.compiled import speedups as _speedups
 
-try:
-    from amps_emulator import _speedups
-except ImportError:
-    _speedups = None
-
-compiled = pytest.mark.skipif(_speedups is None, reason="the compiled extension is not built")
 FRAMERS = [pytest.param(sow_frames_py, id="pure"),
            pytest.param(_speedups and _speedups.sow_frames, id="compiled", marks=compiled)]
 

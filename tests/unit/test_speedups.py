@@ -35,14 +35,10 @@ from amps_emulator.protocol import codec
 from amps_emulator.protocol.codec import FrameDecoder as WireDecoder
 from amps_emulator.protocol.codec import ProtocolError, scan_frames_py
 from amps_emulator.protocol.reasons import CommandError
-
-try:
-    from amps_emulator import _speedups
-except ImportError:
-    _speedups = None
+from tests.compiled import compiled
+from tests.compiled import speedups as _speedups
 
 ROOT = Path(__file__).resolve().parents[2]
-compiled = pytest.mark.skipif(_speedups is None, reason="the compiled extension is not built")
 
 APPENDERS = [pytest.param(append_record_py, id="pure"),
              pytest.param(_speedups and _speedups.append_record, id="compiled", marks=compiled)]
