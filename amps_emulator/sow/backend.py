@@ -407,24 +407,12 @@ class LmdbBackend:
             loop(islice(cur.iternext(keys=False), limit), fdec.decode, decoder.decode, f,
                  cur.key, dead, rows)
             return StoredRecords(rows)
-        dec = decoder.decode if decoder is not None else None
-        empty: dict = {}
         ckey = cur.key
-        for v in islice(cur.iternext(keys=False), limit):  # values only: keys read for matches
-            if dec is None:
-                d = empty
-            else:
-                o = v[0]
-                body = v[o:] if o else v[int.from_bytes(v[32:36], "big"):]
-                try:
-                    d = dec(body)
-                except _decode_errors:
-                    d = _any(body)  # not an object (array, scalar) or not JSON
-            if f(d):
-                kb = bytes(ckey())
-                if dead and str(kb, "utf-8") in dead:
-                    continue
-                append((kb, bytes(v)))
+        for v, _d in _passing(cur, limit, f, decoder):
+            kb = bytes(ckey())
+            if dead and str(kb, "utf-8") in dead:
+                continue
+            append((kb, bytes(v)))
         return StoredRecords(rows)
 
     def _scan(self, cur, limit: int | None, f, decoder, dead: set, ctx_of, names
@@ -462,24 +450,12 @@ class LmdbBackend:
                     if f(d, ctx_of(rec)):
                         append((rec, d))
             return out
-        dec = decoder.decode if decoder is not None else None
-        empty: dict = {}
         ckey = cur.key
-        for v in islice(cur.iternext(keys=False), limit):  # values only: keys read for matches
-            if dec is None:
-                d = empty
-            else:
-                o = v[0]
-                body = v[o:] if o else v[int.from_bytes(v[32:36], "big"):]
-                try:
-                    d = dec(body)
-                except _decode_errors:
-                    d = _any(body)  # not an object (array, scalar) or not JSON
-            if f(d):
-                key = bytes(ckey()).decode()
-                if key in dead:
-                    continue
-                append((decode_record(key, v), d))
+        for v, d in _passing(cur, limit, f, decoder):
+            key = bytes(ckey()).decode()
+            if key in dead:
+                continue
+            append((decode_record(key, v), d))
         return out
 
     def iter_docs(self, decoder=None) -> Iterator[tuple[str, Any]]:
@@ -633,6 +609,26 @@ _FIELDS_BYTES_LOOP = _FIELDS_STORED_LOOP.replace("bytes(_q_key())", "_q_key()").
 
 def _body_offset(value) -> int:
     return int.from_bytes(value[32:36], "big")
+
+
+def _passing(cur, limit: int | None, f, decoder) -> Iterator[tuple[Any, Any]]:
+    """(stored value, document) of each record from the cursor's (at most ``limit`` read)
+    whose document passes ``f``, reading values only; the cursor stays on each while the
+    caller looks (its key: ``cur.key()``)."""
+    dec = decoder.decode if decoder is not None else None
+    empty: dict = {}
+    for v in islice(cur.iternext(keys=False), limit):
+        if dec is None:
+            d = empty
+        else:
+            o = v[0]
+            body = v[o:] if o else v[int.from_bytes(v[32:36], "big"):]
+            try:
+                d = dec(body)
+            except _decode_errors:
+                d = _any(body)  # not an object (array, scalar) or not JSON
+        if f(d):
+            yield v, d
 
 
 def _any(data) -> Any:
