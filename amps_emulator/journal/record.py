@@ -179,49 +179,13 @@ class Checkpoint(msgspec.Struct, gc=False):
 
 
 class FrameEncoder:
-    """Encodes records into frames. One per journal (holds a reusable msgspec encoder)."""
+    """Encodes the journal's CHECKPOINT payloads (holds a reusable msgspec encoder); records
+    are framed by :func:`append_record`."""
 
     __slots__ = ("_enc",)
 
     def __init__(self) -> None:
         self._enc = msgspec.msgpack.Encoder()
-
-    def encode_payload(self, rec: JournalRecord) -> bytes:
-        return self._enc.encode(
-            (
-                rec.topic,
-                rec.message_type,
-                rec.client_name,
-                rec.correlation_id,
-                rec.sow_key,
-                rec.expiration,
-                rec.headers,
-                rec.body,
-            )
-        )
-
-    def frame_size_of(
-        self,
-        topic: str,
-        message_type: str,
-        client_name: str,
-        correlation_id: str | None,
-        sow_key: str | None,
-        expiration: int | None,
-        headers: dict[str, str],
-        body: bytes,
-    ) -> int:
-        """The size a record with these payload fields takes as a frame (:func:`frame_size`)."""
-        return frame_size(topic, message_type, client_name, correlation_id, sow_key, expiration,
-                          headers, body)
-
-    def append_frame(self, buf: bytearray, rec: JournalRecord) -> int:
-        """Append ``rec``'s frame to ``buf``; return the frame size."""
-        return append_record(
-            buf, rec.kind, rec.position, rec.publisher_id, rec.sequence, rec.timestamp,
-            rec.client_seq, rec.topic, rec.message_type, rec.client_name, rec.correlation_id,
-            rec.sow_key, rec.expiration, rec.headers, rec.body,
-        )
 
     def encode_checkpoint(self, cp: Checkpoint) -> bytes:
         return self._enc.encode(cp)
