@@ -111,8 +111,8 @@ class Steps:
             "amps-action-do-execute-event": self.do_execute_event,
             "amps-action-do-execute-system": self.do_execute_system,
             "amps-action-do-remove-journal": self.do_remove_journal,
-            "amps-action-do-downgrade-replication": self.do_downgrade_replication,
-            "amps-action-do-upgrade-replication": self.do_upgrade_replication,
+            "amps-action-do-downgrade-replication": self._switch_replication(False),
+            "amps-action-do-upgrade-replication": self._switch_replication(True),
             "amps-action-do-enable-proxied-transfer": self._proxied_transfer(True),
             "amps-action-do-disable-proxied-transfer": self._proxied_transfer(False),
         }
@@ -357,23 +357,19 @@ class Steps:
             log.info("%s: no replication destinations to switch", step.module)
         return self.replication_control
 
-    def do_downgrade_replication(self, step: ActionStep, v: Vars) -> bool:
-        control = self._replication(step)
-        if control is not None:
-            age = parse_duration(expand_text(step.option("Age"), v, "0") or "0")
-            grace = parse_duration(expand_text(step.option("GracePeriod"), v, "0") or "0")
-            names = control.downgrade(age, grace)
-            log.info("%s: downgraded %s", step.module, ", ".join(names) or "nothing")
-        return True
-
-    def do_upgrade_replication(self, step: ActionStep, v: Vars) -> bool:
-        control = self._replication(step)
-        if control is not None:
-            age = parse_duration(expand_text(step.option("Age"), v, "0") or "0")
-            grace = parse_duration(expand_text(step.option("GracePeriod"), v, "0") or "0")
-            names = control.upgrade(age, grace)
-            log.info("%s: upgraded %s", step.module, ", ".join(names) or "nothing")
-        return True
+    def _switch_replication(self, upgrade: bool) -> Step:
+        def step(step: ActionStep, v: Vars) -> bool:
+            """``do-downgrade-replication`` / ``do-upgrade-``: the destinations behind by
+            ``Age`` (caught up within it, to upgrade), after ``GracePeriod``."""
+            control = self._replication(step)
+            if control is not None:
+                age = parse_duration(expand_text(step.option("Age"), v, "0") or "0")
+                grace = parse_duration(expand_text(step.option("GracePeriod"), v, "0") or "0")
+                names = (control.upgrade if upgrade else control.downgrade)(age, grace)
+                log.info("%s: %s %s", step.module, "upgraded" if upgrade else "downgraded",
+                         ", ".join(names) or "nothing")
+            return True
+        return step
 
     def _proxied_transfer(self, enabled: bool) -> Step:
         def step(step: ActionStep, v: Vars) -> bool:
