@@ -114,8 +114,7 @@ def publish_plain(broker: Broker, topic: str, deliver: bool, client_name: str,
         for i, body in enumerate(bodies):
             _deliver(broker, topic, body, False, None if recs is None else recs[i], client_name,
                      None, None, None, None, UNDECODED, None)
-    elif sow_topic is not None and sow_topic.plain_upserts and not broker.listeners \
-            and not broker.router.match(topic):
+    elif sow_topic is not None and _unread(broker, sow_topic, topic):
         _upsert_unread(broker, sow_topic, bodies, keyed, recs)  # _deliver's short way, per run
     else:
         for i, body in enumerate(bodies):
@@ -125,20 +124,28 @@ def publish_plain(broker: Broker, topic: str, deliver: bool, client_name: str,
     return recs
 
 
+def _unread(broker: Broker, sow_topic: Topic, topic: str) -> bool:
+    """Whether a keyed publish to ``sow_topic`` can take the short way: nobody reads it (no
+    subscription, no listener) and the topic stores plain upserts."""
+    return sow_topic.plain_upserts and not broker.listeners and not broker.router.match(topic)
+
+
 def _upsert_unread(broker: Broker, sow_topic: Topic, bodies: list[bytes],
-                   keyed: list[tuple[object, str]], recs: list[JournalRecord] | None) -> None:
-    """Store a run of plain publishes to a keyed SOW topic that nobody reads (no
-    subscription, no listener: what :func:`_deliver` checks per message, true for the whole
-    run, which nothing can subscribe in the middle of) with ``Topic.upsert_plain``."""
+                   keyed: list[tuple[object, str]], recs: list[JournalRecord] | None,
+                   since: float | None = None) -> None:
+    """Store keyed publishes that nobody reads (:func:`_unread`: true for a whole run, which
+    nothing can subscribe in the middle of) with ``Topic.upsert_plain``. ``since``: the
+    instant their lifetime counts from (None: now)."""
     broker.turn.request()  # the SOW commits at the end of this turn
     upsert = sow_topic.upsert_plain
     if recs is not None:
         for (doc, key), body, rec in zip(keyed, bodies, recs, strict=True):
-            upsert(key, body, doc, rec.bookmark_str, rec.position, rec.timestamp / 1_000_000)
+            upsert(key, body, doc, rec.bookmark_str, rec.position, rec.timestamp / 1_000_000,
+                   since)
     else:
         wallclock = broker.wallclock
         for (doc, key), body in zip(keyed, bodies, strict=True):
-            upsert(key, body, doc, "", 0, int(wallclock() * 1_000_000) / 1_000_000)
+            upsert(key, body, doc, "", 0, int(wallclock() * 1_000_000) / 1_000_000, since)
     broker.stats["published"] += len(bodies)
 
 
@@ -181,19 +188,11 @@ def _deliver(broker: Broker, topic: str, body: bytes, delta: bool, rec: JournalR
     """Store a (journalled) message in its SOW topic, fan it out, tell the listeners.
     ``since``: the instant its SOW lifetime counts from (None: now)."""
     listeners = broker.listeners
-    if sow_topic is not None and key is not None and sow_topic.plain_upserts \
-            and expiration is None and not delta and not listeners \
-            and not broker.router.match(topic):
+    if sow_topic is not None and key is not None and expiration is None and not delta \
+            and _unread(broker, sow_topic, topic):
         # the keyed upsert nobody reads (no subscriber, no listener): stored, no Message
-        broker.turn.request()  # the SOW commits at the end of this turn
-        if rec is not None:
-            sow_topic.upsert_plain(key, body, doc, rec.bookmark_str, rec.position,
-                                   rec.timestamp / 1_000_000, since)
-        else:
-            now = broker.wallclock()
-            sow_topic.upsert_plain(key, body, doc, "", 0, int(now * 1_000_000) / 1_000_000,
-                                   since)
-        broker.stats["published"] += 1
+        _upsert_unread(broker, sow_topic, [body], [(doc, key)], None if rec is None else [rec],
+                       since)
         return
     if sow_topic is not None or broker.router.match(topic) or (
             listeners and _covered(listeners, topic)):
