@@ -8,6 +8,7 @@ operator restarts AMPS after a crash.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -17,10 +18,42 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+_GIVEN: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, for a server started later on it.
+
+    It is picked below the kernel's ephemeral range: a port the kernel gave us for a moment
+    (``bind`` to port 0) can be handed to any outgoing connection before the server binds it,
+    and a replication link retrying to connect makes such connections all the time, so a
+    server then failed to start with "address already in use". Ports are never handed twice
+    in one test process.
+    """
+    low, high = _ephemeral_range()
+    top = low - 1 if low > 11000 else 65535
+    bottom = top - 10000 if low > 11000 else high + 1
+    rng = random.Random()
+    for _ in range(1000):
+        port = rng.randint(bottom, top)
+        if port in _GIVEN:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _GIVEN.add(port)
+        return port
+    raise RuntimeError(f"no free port in {bottom}..{top}")
 
 
 class ProcServer:
@@ -33,7 +66,7 @@ class ProcServer:
         self.stderr_path = self.data_dir.parent / f"server-{self.port}.log"
 
     @classmethod
-    def with_config(cls, tmp_path: Path, make_xml) -> "ProcServer":
+    def with_config(cls, tmp_path: Path, make_xml) -> ProcServer:
         """A started server whose config file ``make_xml(data_dir)`` is written under ``tmp_path``."""
         data = Path(tmp_path) / "data"
         cfg = Path(tmp_path) / "amps.xml"
@@ -53,7 +86,7 @@ class ProcServer:
             args += ["--data-dir", str(self.data_dir)]
         return args + self.extra
 
-    def start(self, timeout: float = 30.0) -> "ProcServer":
+    def start(self, timeout: float = 30.0) -> ProcServer:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         err = open(self.stderr_path, "ab")
         self.proc = subprocess.Popen(

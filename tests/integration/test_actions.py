@@ -21,6 +21,7 @@ from amps_emulator.server.clock import TestClock
 from tests.harness import ServerThread
 from tests.integration.conftest import Collector
 from tests.integration.test_admin import until
+from tests.procserver import free_port
 
 TRANSPORTS = """<Transports>
   <Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
@@ -496,14 +497,6 @@ def test_on_shutdown_runs_first_and_echo_logs(started, caplog):
 # ports chosen here and paths under the test's directory; its two actions as they are there:
 # remove day-old journals at start-up, and every 10 s shut down when the disk is over 95% full.
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 FLINK_TOPICS = ("initial-publish", "with-ts", "work", "work-to-do", "checkpoint-failover")
 
 
@@ -571,7 +564,7 @@ def test_the_flink_configs_run_their_actions_without_errors(tmp_path, caplog, me
     if 100.0 * (usage.total - usage.free) / usage.total > 95.0:
         pytest.skip("this disk is over 95% full: the config would shut the server down")
     with caplog.at_level("INFO", logger="amps_emulator.actions"):
-        srv = ServerThread(loads_config(flink_config(tmp_path, me, _free_port()), f"amps{me}config.xml"),
+        srv = ServerThread(loads_config(flink_config(tmp_path, me, free_port()), f"amps{me}config.xml"),
                            timebase=TestClock()).start()
         try:
             assert any("amps-action-do-remove-journal: removed 0 journal file(s)" in r.getMessage()

@@ -12,7 +12,6 @@ import base64
 import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import urllib.error
@@ -23,6 +22,7 @@ import pytest
 
 from tests.integration.conftest import clients_for
 from tests.integration.test_admin import make_server
+from tests.procserver import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
@@ -36,18 +36,12 @@ if not (CHROMIUM and DRIVER) and os.environ.get("CI") != "true":
     pytest.skip("chromium and chromedriver are not installed", allow_module_level=True)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class WebDriver:
     """The few W3C WebDriver calls the test needs."""
 
     def __init__(self, tmp_path: Path) -> None:
         assert CHROMIUM and DRIVER, "chromium and chromedriver must be installed in CI"
-        port = _free_port()
+        port = free_port()
         self.proc = subprocess.Popen([DRIVER, f"--port={port}"], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL)
         self.base = f"http://127.0.0.1:{port}"
