@@ -1011,6 +1011,90 @@ sow_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 }
 
 
+static void put_be(unsigned char *p, uint64_t v, int n)
+{
+    for (int i = n - 1; i >= 0; i--) {
+        p[i] = (unsigned char)(v & 0xFF);
+        v >>= 8;
+    }
+}
+
+/* sow_values(version, bodies, bookmarks, positions, timestamps): the stored SOW value of each
+ * record without expiration or headers, as sow.record.encode_record lays it out (the fixed
+ * ">BBHIQddI" part, the bookmark's UTF-8, the body). ``bodies``: bytes-like; ``bookmarks``:
+ * str; ``positions``: int (0..2**64-1); ``timestamps``: float; lists of the same length. */
+static PyObject *
+sow_values(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PyLong_Check(args[0]) || !PyList_Check(args[1])
+            || !PyList_Check(args[2]) || !PyList_Check(args[3]) || !PyList_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "sow_values(version: int, bodies: list, "
+                        "bookmarks: list, positions: list, timestamps: list)");
+        return NULL;
+    }
+    long version = PyLong_AsLong(args[0]);
+    if (version == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *bodies = args[1], *marks = args[2], *positions = args[3], *stamps = args[4];
+    Py_ssize_t n = PyList_GET_SIZE(bodies);
+    if (PyList_GET_SIZE(marks) != n || PyList_GET_SIZE(positions) != n
+            || PyList_GET_SIZE(stamps) != n) {
+        PyErr_SetString(PyExc_ValueError, "sow_values: lists of different lengths");
+        return NULL;
+    }
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *mark = PyList_GET_ITEM(marks, i);
+        Py_ssize_t blen;
+        const char *bm = PyUnicode_Check(mark) ? PyUnicode_AsUTF8AndSize(mark, &blen) : NULL;
+        if (bm == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "sow_values: a bookmark is not a str");
+            goto fail;
+        }
+        if (blen > 0xFFFF) {
+            PyErr_SetString(PyExc_ValueError, "sow_values: bookmark too long");
+            goto fail;
+        }
+        unsigned long long pos = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(positions, i));
+        if (pos == (unsigned long long)-1 && PyErr_Occurred())
+            goto fail;
+        double ts = PyFloat_AsDouble(PyList_GET_ITEM(stamps, i));
+        if (ts == -1.0 && PyErr_Occurred())
+            goto fail;
+        Py_buffer body;
+        if (PyObject_GetBuffer(PyList_GET_ITEM(bodies, i), &body, PyBUF_SIMPLE) < 0)
+            goto fail;
+        Py_ssize_t off = 36 + blen;
+        PyObject *v = PyBytes_FromStringAndSize(NULL, off + body.len);
+        if (v == NULL) {
+            PyBuffer_Release(&body);
+            goto fail;
+        }
+        unsigned char *p = (unsigned char *)PyBytes_AS_STRING(v);
+        uint64_t tsbits, zero = 0;
+        memcpy(&tsbits, &ts, 8);
+        p[0] = (unsigned char)(off < 256 ? off : 0);
+        p[1] = (unsigned char)version;
+        put_be(p + 2, (uint64_t)blen, 2);
+        put_be(p + 4, 0, 4);  /* no headers */
+        put_be(p + 8, (uint64_t)pos, 8);
+        put_be(p + 16, tsbits, 8);
+        put_be(p + 24, zero, 8);  /* no expiration: 0.0 */
+        put_be(p + 32, (uint64_t)off, 4);
+        memcpy(p + 36, bm, (size_t)blen);
+        memcpy(p + off, body.buf, (size_t)body.len);
+        PyBuffer_Release(&body);
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+fail:
+    Py_DECREF(out);  /* (unset items are NULL: list_dealloc skips them) */
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      "Append one journal frame to a bytearray; return its size."},
@@ -1026,6 +1110,8 @@ static PyMethodDef methods[] = {
      "The SowKey of a one-field Key's value (an int or a str), or None (then keys.py's)."},
     {"sow_frames", (PyCFunction)(void (*)(void))sow_frames, METH_FASTCALL,
      "The sow frames of query results kept as stored SOW values."},
+    {"sow_values", (PyCFunction)(void (*)(void))sow_values, METH_FASTCALL,
+     "The stored SOW values of records without expiration or headers."},
     {"set_fallbacks", (PyCFunction)(void (*)(void))set_fallbacks, METH_FASTCALL,
      "Register the pure-Python append_record and frame_size that unusual arguments go to."},
     {NULL, NULL, 0, NULL},

@@ -1,7 +1,8 @@
 # Types of the compiled extension (_speedups.c); its pure-Python twins are
 # journal.record.append_record_py, journal.record.frame_size_py and protocol.codec.scan_frames_py;
 # parse_publish_header's is protocol.codec.parse_command's general path; sow_key's is
-# sow.keys.sow_key_py; sow_frames's is sow.record.sow_frames_py.
+# sow.keys.sow_key_py; sow_frames's is sow.record.sow_frames_py;
+# sow_values's is sow.record.sow_values_py.
 from collections.abc import Callable
 
 def append_record(
@@ -45,5 +46,12 @@ def sow_frames(
     start: int,
     end: int,
     batch: int,
+) -> list[bytes]: ...
+def sow_values(
+    version: int,
+    bodies: list[bytes | memoryview],
+    bookmarks: list[str],
+    positions: list[int],
+    timestamps: list[float],
 ) -> list[bytes]: ...
 def set_fallbacks(append_record: Callable[..., int], frame_size: Callable[..., int]) -> None: ...

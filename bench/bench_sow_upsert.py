@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from amps_emulator.protocol.bodies import Bodies  # noqa: E402
+from amps_emulator.protocol.bodies import Bodies, decode_json_run  # noqa: E402
 from amps_emulator.protocol.msgtypes import build_registry  # noqa: E402
 from amps_emulator.server.publish import publish_message, publish_plain  # noqa: E402
 from amps_emulator.sow import Sow, TopicSpec  # noqa: E402
@@ -101,7 +101,6 @@ def run(durability: str, n: int, batch: int, tmp: str, runs: bool = False
     topic = sow.get("ingest")
     assert topic is not None
     broker = _Broker(sow)
-    decode = broker.bodies.decode
     bodies = [(BODY % i).encode() for i in range(n)]
     out = []
     for _phase in ("insert", "update"):
@@ -109,10 +108,7 @@ def run(durability: str, n: int, batch: int, tmp: str, runs: bool = False
         for j in range(0, n, batch):
             if runs:  # as PublishRuns._publish, then publish_plain
                 part = bodies[j:j + batch]
-                keyed = []
-                for b in part:
-                    doc = decode(b, "ingest")
-                    keyed.append((doc, topic.key_for(doc, None)))
+                keyed = topic.keyed(decode_json_run(part))
                 publish_plain(broker, "ingest", True, "", part, None, topic, keyed)
             else:
                 for b in bodies[j:j + batch]:

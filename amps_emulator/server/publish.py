@@ -7,7 +7,7 @@ records leave a SOW topic (a ``sow_delete``, an action, an expiry) and the subsc
 the listeners hear of it.
 
 A keyed publish to a SOW topic that nobody reads (no subscription to the topic, no listener)
-takes the short way: the topic stores it with ``Topic.upsert_plain`` and no :class:`Message`
+takes the short way: the topic stores it with ``Topic.upsert_run`` and no :class:`Message`
 is built (:func:`_deliver`); whatever reads a message (a subscriber, a view, a queue, an
 action) or needs more than the record (a delta_publish, an expiration, a History, another
 message type) takes the general way, :func:`store_publish`.
@@ -134,19 +134,18 @@ def _upsert_unread(broker: Broker, sow_topic: Topic, bodies: list[bytes],
                    keyed: list[tuple[object, str]], recs: list[JournalRecord] | None,
                    since: float | None = None) -> None:
     """Store keyed publishes that nobody reads (:func:`_unread`: true for a whole run, which
-    nothing can subscribe in the middle of) with ``Topic.upsert_plain``. ``since``: the
+    nothing can subscribe in the middle of) with ``Topic.upsert_run``. ``since``: the
     instant their lifetime counts from (None: now)."""
     broker.turn.request()  # the SOW commits at the end of this turn
-    upsert = sow_topic.upsert_plain
+    n = len(bodies)
     if recs is not None:
-        for (doc, key), body, rec in zip(keyed, bodies, recs, strict=True):
-            upsert(key, body, doc, rec.bookmark_str, rec.position, rec.timestamp / 1_000_000,
-                   since)
+        sow_topic.upsert_run(keyed, bodies, [r.bookmark_str for r in recs],
+                             [r.position for r in recs],
+                             [r.timestamp / 1_000_000 for r in recs], since)
     else:
-        wallclock = broker.wallclock
-        for (doc, key), body in zip(keyed, bodies, strict=True):
-            upsert(key, body, doc, "", 0, int(wallclock() * 1_000_000) / 1_000_000, since)
-    broker.stats["published"] += len(bodies)
+        now = int(broker.wallclock() * 1_000_000) / 1_000_000
+        sow_topic.upsert_run(keyed, bodies, [""] * n, [0] * n, [now] * n, since)
+    broker.stats["published"] += n
 
 
 class RunRefused(Exception):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from amps_emulator.protocol.bodies import decode_json
+from amps_emulator.protocol.bodies import decode_json_run
 from amps_emulator.protocol.codec import plain_publish
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import TYPE_SEP, qualify
@@ -138,15 +138,12 @@ class PublishRuns:
         topic, deliver, sow_topic = plan
         keyed = None
         if sow_topic is not None:  # each body's document and SowKey, up to the first without
-            keyed = []
-            decode = broker.bodies.decode
-            json_topic = TYPE_SEP not in topic  # (as publish_message reads a json body)
-            for body in bodies:
-                doc = decode_json(body) if json_topic else decode(body, topic)
-                try:
-                    keyed.append((doc, sow_topic.key_for(doc, None)))
-                except CommandError:
-                    break
+            if TYPE_SEP not in topic:  # (as publish_message reads a json body)
+                docs = decode_json_run(bodies)
+            else:
+                decode = broker.bodies.decode
+                docs = [decode(body, topic) for body in bodies]
+            keyed = sow_topic.keyed(docs)
             if len(keyed) < len(bodies):
                 n = len(keyed)
                 if not n:

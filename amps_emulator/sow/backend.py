@@ -37,7 +37,7 @@ import msgspec
 from amps_emulator.protocol.filter.fields import fields_filter
 
 from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbKVTable, LmdbOrderedSet
-from .record import FIXED, VERSION, Record, StoredRecords, decode_record, encode_record
+from .record import VERSION, Record, StoredRecords, decode_record, encode_record, sow_values
 from .tables import MemHashTable, MemKVTable, MemOrderedSet
 
 __all__ = ["Backend", "MemoryBackend", "LmdbBackend", "db_base_name", "NEW"]
@@ -45,7 +45,6 @@ __all__ = ["Backend", "MemoryBackend", "LmdbBackend", "db_base_name", "NEW"]
 # RecursionError: a body nested deeper than msgspec decodes is no document (matches nothing)
 _decode_errors = (msgspec.DecodeError, UnicodeDecodeError, TypeError, RecursionError)
 _json = msgspec.json
-_pack_fixed = FIXED.pack
 _NO_EXPIRATION = bytes(8)  # the f64 0.0 of a record without expiration
 
 
@@ -91,28 +90,37 @@ class MemoryBackend:
         self.put(rec, old)
         return old
 
-    def swap_plain(self, key: str, data: bytes, doc: Any, bookmark: str, timestamp: float,
-                   position: int, decoder: Any) -> Any:
-        """Store a record without expiration or headers (the keyed publish hot path) and say
-        what it replaced: :data:`NEW` (nothing), the old :class:`Record` when it had an
+    def swap_plain(self, keyed: list[tuple[Any, str]], bodies: list, bookmarks: list[str],
+                   positions: list[int], timestamps: list[float], decoder: Any) -> list[Any]:
+        """Store records without expiration or headers (the keyed publish hot path): body
+        ``bodies[i]`` under the SowKey of ``keyed[i]`` (document, SowKey), in order, and say
+        what each replaced: :data:`NEW` (nothing), the old :class:`Record` when it had an
         expiration (the caller's general bookkeeping runs), else the old record's document
-        (as ``decoder`` reads it: what the indexes need)."""
+        (as ``decoder`` reads it: what the indexes need; None without a decoder)."""
         recs = self.records
-        old = recs.get(key)
-        if data.__class__ is not bytes:  # kept: not a view of a buffer that changes
-            data = bytes(data)
-        # positional: (sow_key, data, bookmark, timestamp, expiration, position, headers, doc)
-        rec = Record(key, data, bookmark, timestamp, None, position, None, doc)
-        if old is None:
-            self._seq += 1
-            rec.seq = self._seq
+        seq = self._seq
+        out: list[Any] = []
+        for (doc, key), data, bookmark, position, timestamp in zip(
+                keyed, bodies, bookmarks, positions, timestamps, strict=True):
+            if data.__class__ is not bytes:  # kept: not a view of a buffer that changes
+                data = bytes(data)
+            # positional: (sow_key, data, bookmark, timestamp, expiration, position, headers,
+            # doc)
+            rec = Record(key, data, bookmark, timestamp, None, position, None, doc)
+            old = recs.get(key)
             recs[key] = rec
-            return NEW
-        rec.seq = old.seq
-        recs[key] = rec
-        if old.expiration is not None:
-            return old
-        return None if decoder is None else old.doc  # (the indexes read the whole body)
+            if old is None:
+                seq += 1
+                rec.seq = seq
+                out.append(NEW)
+                continue
+            rec.seq = old.seq
+            if old.expiration is not None:
+                out.append(old)
+            else:
+                out.append(None if decoder is None else old.doc)  # (the indexes read it all)
+        self._seq = seq
+        return out
 
     def delete(self, skey: str) -> None:
         self.records.pop(skey, None)
@@ -267,31 +275,29 @@ class LmdbBackend:
         v = self.env.replace(self.rec_db, k.encode(), encode_record(rec))
         return None if v is None else decode_record(k, v)
 
-    def swap_plain(self, key: str, data: bytes, doc: Any, bookmark: str, timestamp: float,
-                   position: int, decoder: Any) -> Any:
-        """:meth:`MemoryBackend.swap_plain`: one B-tree descent; no :class:`Record` is built
-        (unless the old one had an expiration), the old body is read only as ``decoder``
-        reads it (``None``: not at all), before anything else is written (LMDB's buffer)."""
-        if bookmark:  # (encode_plain, inlined: the publish hot path)
-            bm = bookmark.encode()
-            off = 36 + len(bm)
-            value = b"".join((_pack_fixed(off if off < 256 else 0, VERSION, len(bm), 0, position,
-                                          timestamp, 0.0, off), bm, data))
-        else:
-            value = _pack_fixed(36, VERSION, 0, 0, position, timestamp, 0.0, 36) + data
-        old = self.env.replace(self.rec_db, key.encode(), value)
-        if old is None:
-            return NEW
-        if old[24:32] != _NO_EXPIRATION:  # (expiration_of(old), inlined)
-            return decode_record(key, old)
-        if decoder is None:
-            return None
-        o = old[0]
-        body = old[o:] if o else old[int.from_bytes(old[32:36], "big"):]
-        try:
-            return decoder.decode(body)
-        except _decode_errors:
-            return _any(body)  # (_partial's fallback: not a JSON object)
+    def swap_plain(self, keyed: list[tuple[Any, str]], bodies: list, bookmarks: list[str],
+                   positions: list[int], timestamps: list[float], decoder: Any) -> list[Any]:
+        """:meth:`MemoryBackend.swap_plain`: one cursor descent per record; no
+        :class:`Record` is built (unless the old one had an expiration), the old body is read
+        only as ``decoder`` reads it (``None``: not at all)."""
+        values = sow_values(VERSION, bodies, bookmarks, positions, timestamps)
+        olds = self.env.replace_run(self.rec_db, [key.encode() for _, key in keyed], values)
+        out: list[Any] = []
+        for (_, key), old in zip(keyed, olds, strict=True):
+            if old is None:
+                out.append(NEW)
+            elif old[24:32] != _NO_EXPIRATION:  # (expiration_of(old), inlined)
+                out.append(decode_record(key, old))
+            elif decoder is None:
+                out.append(None)
+            else:
+                o = old[0]
+                body = old[o:] if o else old[int.from_bytes(old[32:36], "big"):]
+                try:
+                    out.append(decoder.decode(body))
+                except _decode_errors:
+                    out.append(_any(body))  # (_partial's fallback: not a JSON object)
+        return out
 
     def delete(self, skey: str) -> None:
         self.env.delete(self.rec_db, skey.encode())

@@ -182,17 +182,25 @@ class HashIndex:
                 for p in _scalar_tokens(v)]
 
     def add(self, doc: Any, skey: str) -> None:
+        self.add_run(((doc, skey),))
+
+    def add_run(self, keyed: Iterable[tuple[Any, str]]) -> None:
+        """:meth:`add` of each (document, SowKey), in one call to the table."""
         single = self._single
-        if single is not None and doc.__class__ is dict:
-            v = doc.get(single)
-            if v.__class__ is int:  # the common key field: one row (_scalar_rows' first case)
-                p = _num_token(v)
-                self.table.add(bytes((len(p),)) + p if len(p) < _MAX_RAW_TOKEN
-                               else _composite((p,)), skey)
-                return
-        rows = self._scalar_rows(doc)
-        for t in self.tokens(doc) if rows is None else rows:
-            self.table.add(t, skey)
+        rows: list[tuple[bytes, str]] = []
+        append = rows.append
+        for doc, skey in keyed:
+            if single is not None and doc.__class__ is dict:
+                v = doc.get(single)
+                if v.__class__ is int:  # the common key field: one row (as in add)
+                    p = _num_token(v)
+                    append((bytes((len(p),)) + p if len(p) < _MAX_RAW_TOKEN
+                            else _composite((p,)), skey))
+                    continue
+            r = self._scalar_rows(doc)
+            for t in self.tokens(doc) if r is None else r:
+                append((t, skey))
+        self.table.add_rows(rows)
 
     def remove(self, doc: Any, skey: str) -> None:
         rows = self._scalar_rows(doc)

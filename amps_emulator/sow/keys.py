@@ -213,6 +213,24 @@ class KeyGenerator:
             out.append("" if s is None else s)
         return out
 
+    def keyed(self, docs: list[Any]) -> list[tuple[Any, str]]:
+        """(document, SowKey) of each of ``docs``, up to the first that has no SowKey."""
+        out: list[tuple[Any, str]] = []
+        append = out.append
+        single = self._single
+        prefix = self._prefix
+        for doc in docs:
+            if single is not None and doc.__class__ is dict:
+                k = sow_key(prefix, doc.get(single))  # (__call__'s hot path, inlined)
+                if k is not None:
+                    append((doc, k))
+                    continue
+            try:
+                append((doc, self(doc)))
+            except CommandError:
+                break
+        return out
+
     def __call__(self, doc: Any) -> str:
         single = self._single
         if single is not None and type(doc) is dict:

@@ -276,19 +276,53 @@ class LmdbEnv:
             txn = self._write_txn()
         self._ops.append((_PUT, db, key, value))
         try:
-            old = txn.replace(key, value, db=db)
+            return txn.replace(key, value, db=db)
         except lmdb.MapFullError:
-            self._grow()  # replays the put; fetch the old value from before the batch
-            old = None
-            with self.env.begin(buffers=False) as rt:
-                old = rt.get(key, db=db)
-            for op, d, a, b in self._ops[:-1]:  # ...as modified by this batch
-                if d is not db:
-                    continue
-                if op == _DROP:
-                    old = None
-                elif a == key:
-                    old = b if op == _PUT else None
+            return self._replaced_after_growth(db, key)
+
+    def replace_run(self, db, keys: list[bytes], values: list[bytes]
+                    ) -> list[bytes | memoryview | None]:
+        """:meth:`replace` of each key with its value, in order (one cursor, one call): the
+        previous values (``bytes``; None where there was none)."""
+        txn = self._wtxn
+        if txn is None:
+            txn = self._write_txn()
+        cur = txn.cursor(db)
+        ops = self._ops
+        out: list[bytes | memoryview | None] = []
+        for key, value in zip(keys, values, strict=True):
+            ops.append((_PUT, db, key, value))
+            try:
+                out.append(cur.replace(key, value))
+            except lmdb.MapFullError:
+                out.append(self._replaced_after_growth(db, key))
+                cur = self._write_txn().cursor(db)
+        return out
+
+    def put_run(self, db, keys: list[bytes], value: bytes = b"") -> None:
+        """:meth:`put` of each key with ``value`` (one cursor, one call)."""
+        txn = self._wtxn
+        if txn is None:
+            txn = self._write_txn()
+        self._ops.extend([(_PUT, db, k, value) for k in keys])
+        try:
+            txn.cursor(db).putmulti([(k, value) for k in keys])
+        except lmdb.MapFullError:
+            self._grow()  # replays the whole batch, this run too
+
+    def _replaced_after_growth(self, db, key: bytes) -> bytes | None:
+        """After a put of ``key`` (the batch's last op) found the map full: grow (which
+        replays the batch, that put too) and say what the key held before that put."""
+        self._grow()  # fetch the old value from before the batch...
+        with self.env.begin(buffers=False) as rt:
+            old = rt.get(key, db=db)
+        for op, d, a, b in self._ops[:-1]:  # ...as modified by this batch
+            if d is not db:
+                continue
+            if op == _DROP:
+                old = None
+            elif a == key:
+                old = b if op == _PUT else None
         return old
 
     def delete(self, db, key: bytes) -> None:
@@ -578,6 +612,10 @@ class LmdbHashTable:
 
     def discard(self, token: bytes, skey: str) -> None:
         self.env.delete(self.db, bytes((len(token),)) + token + skey.encode())
+
+    def add_rows(self, rows: list[tuple[bytes, str]]) -> None:
+        """:meth:`add` of each (token, SowKey), in one call."""
+        self.env.put_run(self.db, [bytes((len(t),)) + t + k.encode() for t, k in rows])
 
     def get(self, token: bytes) -> list[str]:
         prefix = bytes((len(token),)) + token

@@ -36,7 +36,8 @@ import msgspec
 from amps_emulator import accel
 
 __all__ = ["Record", "FIXED", "encode_record", "decode_record", "body_of", "amps_timestamp",
-           "VERSION", "StoredRecords", "sow_frames", "sow_frames_py", "stored_timestamp"]
+           "VERSION", "StoredRecords", "sow_frames", "sow_frames_py", "sow_values",
+           "sow_values_py", "stored_timestamp"]
 
 VERSION = 1
 #: the fixed part of the value layout (see the module docstring)
@@ -138,6 +139,21 @@ def encode_record(rec: Record) -> bytes:
     fixed = _FIXED.pack(off if off < 256 else 0, VERSION, len(bm), len(hd), rec.position,
                         rec.timestamp, rec.expiration or 0.0, off)
     return b"".join((fixed, bm, hd, rec.data))
+
+
+def sow_values_py(version: int, bodies: list, bookmarks: list[str], positions: list[int],
+                  timestamps: list[float]) -> list[bytes]:
+    """The stored value of each record without expiration or headers (body ``bodies[i]``,
+    bookmark, position, timestamp), as :func:`encode_record` lays it out; ``version``: the
+    layout's (:data:`VERSION`)."""
+    out = []
+    for data, bookmark, position, timestamp in zip(bodies, bookmarks, positions, timestamps,
+                                                   strict=True):
+        bm = bookmark.encode("utf-8")
+        off = _FIXED_SIZE + len(bm)
+        out.append(b"".join((_FIXED.pack(off if off < 256 else 0, version, len(bm), 0, position,
+                                         timestamp, 0.0, off), bm, data)))
+    return out
 
 
 def body_of(value) -> Any:
@@ -282,6 +298,7 @@ def sow_frames_py(prefix: bytes, rows: list[tuple[bytes, bytes]], with_key: bool
 
 
 if accel.COMPILED:
-    from amps_emulator._speedups import sow_frames
+    from amps_emulator._speedups import sow_frames, sow_values
 else:
     sow_frames = sow_frames_py
+    sow_values = sow_values_py

@@ -164,6 +164,11 @@ class MemHashTable:
             s[skey] = None
             self._n += 1
 
+    def add_rows(self, rows: list[tuple[bytes, str]]) -> None:
+        """:meth:`add` of each (token, SowKey)."""
+        for token, skey in rows:
+            self.add(token, skey)
+
     def discard(self, token: bytes, skey: str) -> None:
         s = self._d.get(token)
         if s is not None and skey in s:

@@ -85,11 +85,11 @@ class Topic(TopicReads):
         self._applied_hold: int | None = None
         self._index_dec: tuple | None = None  # ((#hash, #memo), decoder): see _index_decoder
         self._setup_indexes()
-        #: a publish without expiration may be stored with :meth:`upsert_plain` (json, no
+        #: a publish without expiration may be stored with :meth:`upsert_run` (json, no
         #: History, no default lifetime: nothing but the record, its indexes and position)
         self.plain_upserts = self._codec is None and self.history is None \
             and not spec.default_lifetime
-        #: what upsert_plain reads a replaced record with: the fields the indexes read (None:
+        #: what upsert_run reads a replaced record with: the fields the indexes read (None:
         #: there are no indexes); set again whenever an index is added
         self._plain_decoder = self._indexes_decoder()
 
@@ -194,6 +194,13 @@ class Topic(TopicReads):
             return self._keygen(doc)
         return validate_sow_key(sow_key)
 
+    def keyed(self, docs: list[Any]) -> list[tuple[Any, str]]:
+        """(document, SowKey) of each of ``docs`` (bodies published without a ``k`` header),
+        up to the first that has none (:meth:`key_for` refuses it)."""
+        if self._keygen is None:
+            return []  # (the SowKey comes from the header alone)
+        return self._keygen.keyed(docs)
+
     def _index_decoder(self):
         """The decoder for the fields the indexes read (cached until the index set changes)."""
         sig = (len(self.hash_indexes), len(self.memo_indexes))
@@ -285,41 +292,62 @@ class Topic(TopicReads):
         old = self._b.swap(rec)
         return self._stored(rec, old, now, None)
 
-    def upsert_plain(self, key: str, data: bytes, doc: Any, bookmark: str, position: int,
-                     timestamp: float, now: float | None = None) -> None:
-        """:meth:`upsert` of a message without expiration on a topic with
-        :attr:`plain_upserts`, when nobody reads the result (no subscriber, no listener):
-        the same record, indexes, counts and position, without building the
-        :class:`Record` it replaced (unless that one had an expiration) or a result.
-        ``timestamp``: when the publish was processed; ``now``: the instant its lifetime
-        counts from (default: the clock; read only when the old record had an
+    def upsert_run(self, keyed: list[tuple[Any, str]], bodies: list, bookmarks: list[str],
+                   positions: list[int], timestamps: list[float],
+                   now: float | None = None) -> None:
+        """:meth:`upsert` of messages without expiration, in order, on a topic with
+        :attr:`plain_upserts`, when nobody reads the results (no subscriber, no listener):
+        body ``bodies[i]`` with (document, SowKey) ``keyed[i]``, its bookmark, journal
+        position and ``timestamp`` (when the publish was processed). The same records,
+        indexes, counts and position as :meth:`upsert`, without building the :class:`Record`
+        each replaced (unless that one had an expiration) or a result. ``now``: the instant
+        their lifetime counts from (default: the clock; read only when an old record had an
         expiration)."""
         hix = self.hash_indexes
         mix = self.memo_indexes
-        old = self._b.swap_plain(key, data, doc, bookmark, timestamp, position,
-                                 self._plain_decoder)
-        if old is NEW:
-            self.insert_count += 1
-            for ix in hix:
-                ix.add(doc, key)
-            if mix:
-                for mx in mix.values():
-                    mx.add(doc, key)
-        elif old.__class__ is Record:  # it had an expiration: the general bookkeeping
-            rec = Record(key, data, bookmark, timestamp, None, position, None, doc)
-            self._stored(rec, old, self._clock() if now is None else now, None)
-            return
-        else:  # the old record's document, as the indexes read it
-            self.update_count += 1
-            for ix in hix:
-                ix.update(old, doc, key)
-            if mix:
-                for mx in mix.values():
-                    mx.update(old, doc, key)
+        olds = self._b.swap_plain(keyed, bodies, bookmarks, positions, timestamps,
+                                  self._plain_decoder)
+        inserts = updates = 0
+        added: list[tuple[Any, str]] = []  # new records not yet in the indexes
+        for i, old in enumerate(olds):
+            if old is NEW:
+                added.append(keyed[i])
+                continue
+            if added:  # (in order: this record may be one of them)
+                self._index_added(added)
+                inserts += len(added)
+                added = []
+            doc, key = keyed[i]
+            if old.__class__ is Record:  # it had an expiration: the general bookkeeping
+                data = bodies[i]
+                rec = Record(key, data if data.__class__ is bytes else bytes(data),
+                             bookmarks[i], timestamps[i], None, positions[i], None, doc)
+                self._stored(rec, old, self._clock() if now is None else now, None)
+            else:  # the old record's document, as the indexes read it
+                updates += 1
+                for ix in hix:
+                    ix.update(old, doc, key)
+                if mix:
+                    for mx in mix.values():
+                        mx.update(old, doc, key)
+        if added:
+            self._index_added(added)
+            inserts += len(added)
+        self.insert_count += inserts
+        self.update_count += updates
+        position = max(positions)
         if position > self._applied:
             self._applied = position
             if not self._applied_dirty:
                 self._mark_meta_dirty()
+
+    def _index_added(self, keyed: list[tuple[Any, str]]) -> None:
+        """Add new records, each (document, SowKey), to every index."""
+        for ix in self.hash_indexes:
+            ix.add_run(keyed)
+        for mx in self.memo_indexes.values():
+            for doc, key in keyed:
+                mx.add(doc, key)
 
     def _record(self, key, data, doc, expiration, bookmark, position, now, timestamp,
                 headers) -> Record:

@@ -1,10 +1,10 @@
-"""``Topic.upsert_plain`` (the keyed publish nobody reads) against ``Topic.upsert``.
+"""``Topic.upsert_run`` (keyed publishes nobody reads) against ``Topic.upsert``.
 
 The same messages go to two topics of the same definition, one through ``upsert`` (the
 general path, which builds the replaced record and a result) and one through
-``upsert_plain``; afterwards both must hold the same records, index entries, counts and
-applied position, answer index queries alike and sweep the same expired records. Both
-stores (LMDB and memory).
+``upsert_run``, one message or a run of them to a call; afterwards both must hold the same
+records, index entries, counts and applied position, answer index queries alike and sweep
+the same expired records. Both stores (LMDB and memory).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ MESSAGES = [
     {"hash_indexes": (("/sym",),), "indexes": ("/px",)},
     {"keys": ("/id", "/sym")},
 ], ids=["key only", "hash and memo indexes", "composite key"])
-def test_upsert_plain_stores_what_upsert_stores(pair, spec) -> None:
+def test_upsert_run_of_one_stores_what_upsert_stores(pair, spec) -> None:
     (sa, sb) = pair
     kw = {"keys": ("/id",), **spec}
     ta, tb = sa.topic("orders", **kw), sb.topic("orders", **kw)
@@ -93,12 +93,61 @@ def test_upsert_plain_stores_what_upsert_stores(pair, spec) -> None:
         doc = msgspec.json.decode(body)
         key = ta.key_for(doc)
         ta.upsert(key, body, doc, None, f"bm{pos}", pos, now, now + pos / 1000)
-        tb.upsert_plain(key, body, doc, f"bm{pos}", pos, now + pos / 1000)
+        tb.upsert_run([(doc, key)], [body], [f"bm{pos}"], [pos], [now + pos / 1000])
         if pos % 4 == 0:  # a commit now and then: reads of committed and pending records
             assert _state(sa, ta) == _state(sb, tb)
     assert _state(sa, ta) == _state(sb, tb)
     assert _queries(ta) == _queries(tb)
     assert ta.update_count > 0 and ta.insert_count > 0
+
+
+@pytest.mark.parametrize("run", [2, 3, 5, 100])
+def test_runs_store_what_upsert_stores_one_by_one(pair, run) -> None:
+    """Runs cut at different places: a key inserted and updated in the same run (its index
+    rows added before they are updated), a run of inserts only, then of updates only."""
+    (sa, sb) = pair
+    kw = {"keys": ("/id",), "hash_indexes": (("/sym",),), "indexes": ("/px",)}
+    ta, tb = sa.topic("orders", **kw), sb.topic("orders", **kw)
+    now = sa.clock.t
+    messages = MESSAGES + [{"id": i, "sym": f"S{i % 3}", "px": i} for i in range(20, 40)] \
+        + MESSAGES[::-1] + [{"id": i, "sym": f"S{i % 4}", "px": -i} for i in range(20, 40)]
+    items = []
+    for pos, m in enumerate(messages, 1):
+        body = js(m)
+        doc = msgspec.json.decode(body)
+        key = ta.key_for(doc)
+        ta.upsert(key, body, doc, None, f"bm{pos}", pos, now, now + pos / 1000)
+        items.append(((doc, key), body, f"bm{pos}", pos, now + pos / 1000))
+    for start in range(0, len(items), run):
+        keyed, bodies, marks, positions, stamps = map(list, zip(*items[start:start + run], strict=True))
+        tb.upsert_run(keyed, bodies, marks, positions, stamps)
+    assert _state(sa, ta) == _state(sb, tb)
+    assert _queries(ta) == _queries(tb)
+    assert tb.insert_count == ta.insert_count > 20 and tb.update_count == ta.update_count > 20
+
+
+def test_a_run_with_a_replaced_expiring_record_in_its_middle(pair) -> None:
+    (sa, sb) = pair
+    ta = sa.topic("orders", keys=("/id",), expiration="enabled", indexes=("/px",))
+    tb = sb.topic("orders", keys=("/id",), expiration="enabled", indexes=("/px",))
+    for t in (ta, tb):
+        t.publish(js({"id": 1, "px": 1}), expiration=10, position=1)  # expires
+    sa.clock.advance(20)
+    now = sa.clock.t
+    run = [{"id": 3, "px": 3}, {"id": 1, "px": 11}, {"id": 4, "px": 4}, {"id": 3, "px": 33}]
+    keyed, bodies = [], []
+    for pos, m in enumerate(run, 2):
+        body = js(m)
+        doc = msgspec.json.decode(body)
+        key = ta.key_for(doc)
+        ta.upsert(key, body, doc, None, "", pos, now, now)
+        keyed.append((doc, key))
+        bodies.append(body)
+    tb.upsert_run(keyed, bodies, [""] * 4, [2, 3, 4, 5], [now] * 4, now)
+    assert _state(sa, ta) == _state(sb, tb)
+    assert ta.next_expiration() == tb.next_expiration()
+    assert [r.data for r in ta.sweep_expired()] == [r.data for r in tb.sweep_expired()]
+    assert _queries(ta) == _queries(tb)
 
 
 def test_a_replaced_record_with_an_expiration_is_handled_as_upsert_does(pair) -> None:
@@ -116,7 +165,7 @@ def test_a_replaced_record_with_an_expiration_is_handled_as_upsert_does(pair) ->
         doc = msgspec.json.decode(body)
         key = ta.key_for(doc)
         ta.upsert(key, body, doc, None, "", pos, now, now)
-        tb.upsert_plain(key, body, doc, "", pos, now, now)
+        tb.upsert_run([(doc, key)], [body], [""], [pos], [now], now)
     assert _state(sa, ta) == _state(sb, tb)
     assert ta.next_expiration() == tb.next_expiration() == 0.0  # the replaced expired record
     swept_a, swept_b = ta.sweep_expired(), tb.sweep_expired()
@@ -138,7 +187,7 @@ def test_topics_that_need_more_than_the_record_are_not_plain(tmp_path) -> None:
 
 
 
-def test_an_index_added_later_is_kept_by_upsert_plain(pair) -> None:
+def test_an_index_added_later_is_kept_by_upsert_run(pair) -> None:
     (sa, sb) = pair
     ta, tb = sa.topic("orders", keys=("/id",)), sb.topic("orders", keys=("/id",))
     now = sa.clock.t
@@ -148,7 +197,7 @@ def test_an_index_added_later_is_kept_by_upsert_plain(pair) -> None:
         doc = msgspec.json.decode(body)
         key = ta.key_for(doc)
         ta.upsert(key, body, doc, None, "", pos, now, now)
-        tb.upsert_plain(key, body, doc, "", pos, now)
+        tb.upsert_run([(doc, key)], [body], [""], [pos], [now])
 
     for pos in range(1, 20):
         both(pos, {"id": pos % 7, "px": pos})
@@ -167,7 +216,7 @@ def test_a_body_given_as_a_view_is_stored_as_bytes(pair) -> None:
     sa, _ = pair
     t = sa.topic("orders", keys=("/id",))
     buf = bytearray(js({"id": 1, "a": 1}))
-    t.upsert_plain("k", memoryview(buf), {"id": 1, "a": 1}, "", 1, 1.0)
+    t.upsert_run([({"id": 1, "a": 1}, "k")], [memoryview(buf)], [""], [1], [1.0])
     buf[:] = js({"id": 2, "a": 2})  # the caller's buffer changes afterwards
     rec = t.get("k")
     assert rec is not None and rec.data == js({"id": 1, "a": 1}) and type(rec.data) is bytes
