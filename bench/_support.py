@@ -256,12 +256,9 @@ class PersistedPublisher:
             try:
                 if arrivals is None:
                     chunk = self.s.recv(1 << 16)
-                else:
-                    chunk, ancillary, _flags, _addr = self.s.recvmsg(1 << 16, socket.CMSG_SPACE(16))
-                    for level, kind, data in ancillary:
-                        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
-                            sec, nsec = struct.unpack("qq", data[:16])
-                            arrived = sec + nsec / 1e9
+                else:  # a frame at a time: a read reports the arrival of the last segment it
+                    # took, so a read of several acks would date them all by the last one
+                    chunk, arrived = self._frame_with_arrival()
             except OSError:
                 return
             if not chunk:
@@ -280,6 +277,27 @@ class PersistedPublisher:
                     if arrivals is not None:
                         arrivals.append((self.acked, time.time() if arrived is None else arrived))
                     self.progress.notify_all()
+
+    def _frame_with_arrival(self) -> tuple[bytes, float | None]:
+        """The next whole frame (b"": the connection closed) and when the kernel received
+        its first byte (the segment the server's write of it made)."""
+        arrived = None
+        head = b""
+        while len(head) < 4:
+            part, ancillary, _flags, _addr = self.s.recvmsg(4 - len(head), socket.CMSG_SPACE(16))
+            if not part:
+                return b"", None
+            if not head:
+                for level, kind, data in ancillary:
+                    if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS:
+                        sec, nsec = struct.unpack("qq", data[:16])
+                        arrived = sec + nsec / 1e9
+            head += part
+        size = int.from_bytes(head, "big")
+        body = self.s.recv(size, socket.MSG_WAITALL) if size else b""
+        if len(body) < size:
+            return b"", None
+        return head + body, arrived
 
     def send_payloads(self, payloads: list[bytes]) -> None:
         self.s.sendall(b"".join(len(p).to_bytes(4, "big") + p for p in payloads))
