@@ -24,6 +24,7 @@ from amps_emulator.protocol.bookmarks import (
 from amps_emulator.protocol.codec import sow_batch, sow_batch_prefix
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.sow.record import StoredRecords, sow_frames, stored_timestamp
+from amps_emulator.sow.scan import BUILDING
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -151,15 +152,18 @@ def run_topic_steps(client: ResultsOut, cmd: Command, steps: list[Generator[None
                     ) -> Generator[None, None, tuple[str, list[Any]]]:
     """Drive topic query generators (:meth:`sow.topic.Topic.query_steps`): the first step of
     each (plan and snapshot; a bad filter, orderby or option raises here, before anything is
-    sent), ``on_snapshot``, :func:`begin_results`, then the remaining steps, yielding between
-    them. Returns the query id and the results in order; an abandoned query releases every
-    snapshot."""
+    sent; steps that build a memo index the plan asked for come before it, each yielding
+    :data:`sow.scan.BUILDING`, and this yields between them), ``on_snapshot``,
+    :func:`begin_results`, then the remaining steps, yielding between them. Returns the query
+    id and the results in order; an abandoned query releases every snapshot (and drops a
+    half-built index)."""
     results: list[Any] = [None] * len(steps)
     running = []
     try:
         for i, st in enumerate(steps):
             try:
-                next(st)
+                while next(st) is BUILDING:
+                    yield
                 running.append(i)
             except StopIteration as stop:
                 results[i] = stop.value

@@ -189,6 +189,20 @@ class MemoryBackend:
         for k, r in list(self.records.items()):
             yield k, r.doc
 
+    def doc_steps(self, step: int, decoder=None) -> Iterator[list[tuple[str, Any]]]:
+        """(SowKey, document) of the records, ``step`` at a time, each read when its step
+        runs (a record removed before then is left out; one added after the first step is
+        not read)."""
+        keys = list(self.records)
+        recs = self.records
+        for start in range(0, len(keys), step):
+            rows = []
+            for k in keys[start:start + step]:
+                r = recs.get(k)
+                if r is not None:
+                    rows.append((k, r.doc))
+            yield rows
+
     def old_doc(self, rec: Record, decoder=None) -> Any:
         return rec.doc
 
@@ -478,6 +492,35 @@ class LmdbBackend:
                     d = _any(body)
                 rows.append((bytes(k).decode(), d))
         return iter(rows)
+
+    def doc_steps(self, step: int, decoder=None) -> Iterator[list[tuple[str, Any]]]:
+        """:meth:`MemoryBackend.doc_steps`: each step reads the next ``step`` records in key
+        order, as they are then (the open batch included)."""
+        dec = decoder or self._full
+        after: bytes | None = None
+        while True:
+            rows: list[tuple[str, Any]] = []
+            with self.env.reading() as txn:
+                cur = txn.cursor(self.rec_db)
+                ok = cur.first() if after is None else cur.set_range(after)
+                if ok and after is not None and cur.key() == after:
+                    ok = cur.next()
+                while ok and len(rows) < step:
+                    k, v = cur.item()
+                    o = v[0]
+                    body = v[o:] if o else v[int.from_bytes(v[32:36], "big"):]
+                    try:
+                        d = dec.decode(body)
+                    except _decode_errors:
+                        d = _any(body)
+                    after = bytes(k)
+                    rows.append((after.decode(), d))
+                    ok = cur.next()
+            if not rows:
+                return
+            yield rows
+            if len(rows) < step:
+                return
 
     def old_doc(self, rec: Record, decoder=None) -> Any:
         if rec.has_doc or decoder is None:

@@ -53,25 +53,40 @@ from .query import (
 from .record import Record, StoredRecords
 from .spec import TopicSpec
 
-__all__ = ["TopicReads", "QUERY_CHUNK", "AUTO_MEMO_LIMIT"]
+__all__ = ["TopicReads", "QUERY_CHUNK", "AUTO_MEMO_LIMIT", "BUILDING"]
 
 _FORCES = ("auto", "scan", "hash", "memo")
 _json_encode = msgspec.json.encode
 
 QUERY_CHUNK = 20_000  # about 20 ms of scanning: how long a query holds the loop at a time
 
-# A memo index created on first use is built inside that query, which holds the event loop
-# (about 7 s for a million records). Above this many records a query scans instead (about a
-# second per million) and indexes come only from the topic's configured ``Index`` elements,
-# which are built when the topic opens.
+# A memo index created on first use is built inside that query (about 7 s for a million
+# records; in steps when the query runs in steps). Above this many records a query scans
+# instead (about a second per million) and indexes come only from the topic's configured
+# ``Index`` elements, which are built when the topic opens.
 AUTO_MEMO_LIMIT = 100_000
+
+#: what a query's steps yield while they build the memo index its plan asked for, before its
+#: snapshot: a driver steps it again (letting other work run between) until a step yields
+#: anything else, which is the step that took the snapshot (see :meth:`TopicReads.query_steps`)
+BUILDING = "building"
+#: a step of such a build indexes this share of ``query_chunk`` records (a record costs about
+#: as much to index as eight to scan)
+BUILD_SHARE = 8
 
 
 def _row_key(row: tuple[bytes, bytes]) -> bytes:
     return row[0]
 
 
-def _drain(steps: Generator[None, None, Any]) -> Any:
+def _creations(plan: Plan) -> list[Path]:
+    """The paths of the memo indexes ``plan`` (or a part of it) asks to create."""
+    out = [p.create for p in (plan, *plan.parts)
+           if p.kind == "memo" and p.index is None and p.create is not None]
+    return list(dict.fromkeys(out))
+
+
+def _drain(steps: Generator[Any, None, Any]) -> Any:
     """Run a step generator to its end; its return value."""
     while True:
         try:
@@ -148,12 +163,30 @@ class TopicReads(ABC):
             self.history = History(spec.history, backend.kv_table(_HISTORY_TABLE))
         self._expiry = backend.ordered_table("exp")
         self.hash_indexes: list[HashIndex] = []
+        #: every memo index the writes keep, those being built included
         self.memo_indexes: dict[Path, MemoIndex] = {}
+        #: the paths of the memo indexes being built in steps (no plan uses them yet)
+        self._building: set[Path] = set()
 
     @abstractmethod
     def add_memo_index(self, field: str) -> MemoIndex:
         """Create (building it now) or return the memo index on ``field`` (a write: the
         topic's business, see ``Topic.add_memo_index``)."""
+
+    @abstractmethod
+    def memo_build_steps(self, path: Path, step: int) -> Generator[str, None, bool]:
+        """Build the memo index on ``path`` over several steps, ``step`` records each,
+        yielding :data:`BUILDING` between them (writes meanwhile keep it); returns whether it
+        was built (a write: the topic's business, see ``Topic.memo_build_steps``)."""
+
+    def _planned(self, node, keys, force: str, auto: bool) -> Plan:
+        """The query plan over the indexes that are built (not those being built)."""
+        memos = self.memo_indexes if not self._building else \
+            {p: m for p, m in self.memo_indexes.items() if p not in self._building}
+        plan = plan_query(node, keys, self.hash_indexes, memos, force=force, auto_memo=auto)
+        if self._building and any(p in self._building for p in _creations(plan)):
+            return Plan("scan")  # another query is building that index
+        return plan
 
     @property
     def codec(self) -> MessageCodec | None:
@@ -261,6 +294,19 @@ class TopicReads(ABC):
             return list(out)
         return None
 
+    def _build_planned_steps(self, plan: Plan, node, keys, force: str, chunk: int):
+        """Steps building the memo indexes ``plan`` asks for (:data:`BUILDING` between them),
+        then the plan again, which reads them: a query that runs in steps does not hold the
+        loop while it builds."""
+        for path in _creations(plan):
+            yield from self.memo_build_steps(path, max(1, chunk // BUILD_SHARE))
+        built = _creations(plan)
+        plan = self._planned(node, keys, force, False)
+        for part in (plan, *plan.parts):
+            if part.kind == "memo" and part.index is not None and part.index.path in built:
+                part.create = part.index.path  # (described as created)
+        return plan
+
     def _create_planned_indexes(self, plan: Plan) -> None:
         if plan.kind == "memo" and plan.index is None and plan.create is not None:
             plan.index = self.add_memo_index(path_text(plan.create))
@@ -273,7 +319,7 @@ class TopicReads(ABC):
         return _drain(self._match_steps(flt, sow_keys, now, order_paths, force, None))
 
     def _match_steps(self, flt, sow_keys, now: float, order_paths, force: str,
-                     chunk: int | None, stored: bool = False):
+                     chunk: int | None, stored: bool = False, build: bool = False):
         """:meth:`_match` as a generator.  With ``chunk``, a scan of more than ``chunk``
         records (or a candidate list longer than ``chunk // 4``) runs over a snapshot taken in
         the first step, that many records per step (a yield between steps); anything smaller
@@ -281,7 +327,10 @@ class TopicReads(ABC):
         matching records only, not their documents; a read (scan or index candidates) of a
         persistent JSON topic whose filter reads no message context then returns them as
         :class:`StoredRecords` (no :class:`Record` built) instead of (record, document)
-        pairs."""
+        pairs. ``build`` (a query, with ``chunk``): a memo index the plan creates is built in
+        steps first, each yielding :data:`BUILDING`, unless the topic is small enough to
+        index in one step (a delete builds it at once: what it matches is the state when it
+        was logged)."""
         if force not in _FORCES:
             raise ValueError(f"plan must be one of {_FORCES}")
         f = self._compile(flt)
@@ -289,8 +338,10 @@ class TopicReads(ABC):
         keys = None if sow_keys is None else parse_sow_keys(sow_keys)
         auto = self.auto_memo and (self.auto_memo_limit is None
                                    or self._b.count() <= self.auto_memo_limit)
-        plan = plan_query(node, keys, self.hash_indexes, self.memo_indexes, force=force,
-                          auto_memo=auto)
+        plan = self._planned(node, keys, force, auto)
+        if build and chunk and _creations(plan) and \
+                self._b.count() > max(1, chunk // BUILD_SHARE):
+            plan = yield from self._build_planned_steps(plan, node, keys, force, chunk)
         self._create_planned_indexes(plan)  # writes: must happen before the read below
         with self._b.reading():
             total = self._b.count()
@@ -418,7 +469,7 @@ class TopicReads(ABC):
         else:
             rows, topic_matches, desc = yield from self._match_steps(
                 filter, sow_keys, now, order.paths if order else (), plan, chunk,
-                stored and order is None and (sel is None or sel.identity))
+                stored and order is None and (sel is None or sel.identity), build=True)
             if isinstance(rows, StoredRecords):
                 return QueryResult(page(rows, top_n, skip_n), len(rows), topic_matches, desc)
         if order is not None and chunk and len(rows) > chunk:

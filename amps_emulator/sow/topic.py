@@ -30,10 +30,10 @@ from .delta import merge
 from .expiry import deadline, expiry_key
 from .index import HashIndex, MemoIndex
 from .keys import KeyGenerator, validate_sow_key
-from .paths import parse_path, path_text
+from .paths import Path, parse_path, path_text
 from .query import DeleteResult, PublishResult
 from .record import Record
-from .scan import AUTO_MEMO_LIMIT, TopicReads
+from .scan import AUTO_MEMO_LIMIT, BUILDING, TopicReads
 from .spec import TopicSpec
 
 __all__ = ["Topic"]
@@ -616,13 +616,56 @@ class Topic(TopicReads):
         ix = MemoIndex(field, self._b.ordered_table(_index_table_name("m", (path_text(p),))))
         self._build([ix])
         self.memo_indexes[p] = ix
+        self._indexes_changed()
+        self._record_memo(field)
+        log.info("SOW topic %s: created memo index on %s", self.name, field)
+        return ix
+
+    def memo_build_steps(self, path: Path, step: int) -> Generator[str, None, bool]:
+        """Build the memo index on ``path`` in steps of ``step`` records, yielding
+        :data:`BUILDING` between them, so a query that runs in steps does not hold the loop
+        while it builds. The index is kept by every write from the start but no plan reads it
+        (:attr:`_building`) until the last step; each step reads the records as they are then
+        (a record written before its step is indexed by that write and again, the same, by the
+        step). Returns True once built and recorded as the topic's; closed before that, the
+        half-built index is dropped."""
+        field = path_text(path)
+        if path in self.memo_indexes:
+            return path not in self._building
+        mx = MemoIndex(field, self._b.ordered_table(_index_table_name("m", (field,))))
+        mx.clear()  # (rows a build cut short by a crash left)
+        self.memo_indexes[path] = mx
+        self._building.add(path)
+        self._indexes_changed()
+        done = False
+        try:
+            for rows in self._b.doc_steps(step, self._decoder_for([path])):
+                for skey, doc in rows:
+                    mx.add(doc, skey)
+                yield BUILDING
+            done = True
+        finally:
+            self._building.discard(path)
+            if done:
+                self._record_memo(field)
+                log.info("SOW topic %s: created memo index on %s (in steps)", self.name, field)
+            else:
+                del self.memo_indexes[path]
+                mx.clear()
+                self._indexes_changed()
+        return True
+
+    def _indexes_changed(self) -> None:
+        """The set of indexes changed: what reads the fields they index is made again."""
+        self._index_dec = None
         self._plain_decoder = self._indexes_decoder()
+
+    def _record_memo(self, field: str) -> None:
+        """Record the memo index on ``field`` among the topic's (built again at open)."""
         defs = [list(d) for d in self._b.meta_get("indexes", [])]
         if ["memo", field] not in defs:
             defs.append(["memo", field])
             self._b.meta_put("indexes", defs)
-        log.info("SOW topic %s: created memo index on %s", self.name, field)
-        return ix
 
     def index_info(self) -> list[dict]:
         out = [{"kind": "hash", "fields": list(ix.fields), "entries": len(ix.table)}
