@@ -37,7 +37,7 @@ import msgspec
 from amps_emulator.protocol.filter.fields import fields_filter
 
 from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbKVTable, LmdbOrderedSet
-from .record import VERSION, Record, StoredRecords, decode_record, encode_record, sow_values
+from .record import VERSION, Record, StoredRecords, body_of, decode_record, encode_record, sow_values
 from .tables import MemHashTable, MemKVTable, MemOrderedSet
 
 __all__ = ["Backend", "MemoryBackend", "LmdbBackend", "db_base_name", "NEW"]
@@ -484,13 +484,7 @@ class LmdbBackend:
             cur = txn.cursor(self.rec_db)
             rows = []
             for k, v in cur.iternext():
-                o = v[0]
-                body = v[o:] if o else v[int.from_bytes(v[32:36], "big"):]
-                try:
-                    d = dec.decode(body)
-                except _decode_errors:
-                    d = _any(body)
-                rows.append((bytes(k).decode(), d))
+                rows.append((bytes(k).decode(), _partial(dec, body_of(v))))
         return iter(rows)
 
     def doc_steps(self, step: int, decoder=None) -> Iterator[list[tuple[str, Any]]]:
@@ -507,14 +501,8 @@ class LmdbBackend:
                     ok = cur.next()
                 while ok and len(rows) < step:
                     k, v = cur.item()
-                    o = v[0]
-                    body = v[o:] if o else v[int.from_bytes(v[32:36], "big"):]
-                    try:
-                        d = dec.decode(body)
-                    except _decode_errors:
-                        d = _any(body)
                     after = bytes(k)
-                    rows.append((after.decode(), d))
+                    rows.append((after.decode(), _partial(dec, body_of(v))))
                     ok = cur.next()
             if not rows:
                 return
