@@ -610,6 +610,10 @@ class Topic(TopicReads):
         p = parse_path(field)
         ix = self.memo_indexes.get(p)
         if ix is not None:
+            if p in self._building:  # being built in steps: finished here, at once
+                self._building.discard(p)
+                self._build([ix])
+                self._record_memo(path_text(p))
             return ix
         if not p:
             raise CommandError(BAD_FILTER, f"cannot index {field!r}")
@@ -645,14 +649,16 @@ class Topic(TopicReads):
                 yield BUILDING
             done = True
         finally:
-            self._building.discard(path)
-            if done:
-                self._record_memo(field)
-                log.info("SOW topic %s: created memo index on %s (in steps)", self.name, field)
-            else:
-                del self.memo_indexes[path]
-                mx.clear()
-                self._indexes_changed()
+            if path in self._building:  # (else add_memo_index finished it meanwhile)
+                self._building.discard(path)
+                if done:
+                    self._record_memo(field)
+                    log.info("SOW topic %s: created memo index on %s (in steps)", self.name,
+                             field)
+                else:
+                    del self.memo_indexes[path]
+                    mx.clear()
+                    self._indexes_changed()
         return True
 
     def _indexes_changed(self) -> None:

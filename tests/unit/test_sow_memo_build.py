@@ -134,3 +134,15 @@ def test_an_index_built_in_steps_is_there_after_a_restart(sf) -> None:
     assert V in t.memo_indexes
     assert index_rows(t) == expected_rows(t)
     assert t.query(filter="/v >= 100").plan.startswith("memo[/v]")
+
+
+def test_an_index_asked_for_at_once_during_its_build_is_finished_then(sf) -> None:
+    t = topic(sf)
+    steps = t.query_steps(filter="/v >= 100", chunk=16)
+    assert next(steps) is BUILDING
+    t.publish(js({"id": 3, "v": 5}))
+    mx = t.add_memo_index("/v")  # e.g. a delete's plan, or an operator
+    assert not t._building and index_rows(t) == expected_rows(t)
+    steps.close()  # the query that began the build goes away: the index stays
+    assert t.memo_indexes.get(V) is mx and index_rows(t) == expected_rows(t)
+    assert ["memo", "/v"] in t._b.meta_get("indexes", [])
