@@ -220,3 +220,57 @@ def test_a_body_given_as_a_view_is_stored_as_bytes(pair) -> None:
     buf[:] = js({"id": 2, "a": 2})  # the caller's buffer changes afterwards
     rec = t.get("k")
     assert rec is not None and rec.data == js({"id": 1, "a": 1}) and type(rec.data) is bytes
+
+
+def test_a_run_that_fills_the_map_grows_it_and_loses_nothing(tmp_path) -> None:
+    """The map fills in the middle of a run of updates: the batch is replayed into the grown
+    map and the old value of the record whose write found it full is still the one from
+    before the put (the record counts as updated, its old index rows are removed)."""
+    clock = FakeClock()
+    a = StoreFactory("persistent", tmp_path / "a", clock)
+    b = StoreFactory("persistent", tmp_path / "b", clock)
+    a.open()
+    b.open(map_size=1 << 20)
+    try:
+        kw = {"keys": ("/id",), "hash_indexes": (("/sym",),)}
+        ta, tb = a.topic("orders", **kw), b.topic("orders", **kw)
+        now = clock.t
+        pos = 0
+        for pad in (10, 700):  # small inserts, then updates that fill the map
+            keyed, bodies, marks, positions, stamps = [], [], [], [], []
+            for i in range(1200):
+                pos += 1
+                body = js({"id": i, "sym": f"S{i % 7}-{pad}", "pad": "x" * pad})
+                doc = msgspec.json.decode(body)
+                key = ta.key_for(doc)
+                ta.upsert(key, body, doc, None, f"bm{pos}", pos, now, now)
+                keyed.append((doc, key))
+                bodies.append(body)
+                marks.append(f"bm{pos}")
+                positions.append(pos)
+                stamps.append(now)
+            grows = tb._b.env.grows
+            tb.upsert_run(keyed, bodies, marks, positions, stamps)
+        assert tb._b.env.grows > grows  # the updates filled it
+        assert _state(a, ta) == _state(b, tb)
+        assert tb.insert_count == 1200 and tb.update_count == 1200
+    finally:
+        a.close()
+        b.close()
+
+
+def test_index_rows_that_fill_the_map_are_all_there_after_it_grows(tmp_path) -> None:
+    from amps_emulator.sow.lmdbenv import LmdbEnv
+
+    env = LmdbEnv(str(tmp_path / "env"), map_size=1 << 20, sync=False)
+    try:
+        db = env.open_db("rows")
+        keys = [b"%05d" % i + b"k" * 400 for i in range(4000)]  # about 1.6 MB of keys
+        env.put_run(db, keys[:10])
+        env.put_run(db, keys[10:])
+        assert env.grows > 0
+        env.commit()
+        with env.reading() as txn:
+            assert [bytes(k) for k, _ in txn.cursor(db)] == keys
+    finally:
+        env.close()
