@@ -10,6 +10,9 @@
  *   shapes the journal passes (exact str / int / None, a dict of str to str, bytes) goes to the
  *   pure-Python encoder instead, so unusual input behaves exactly as it always did.
  *
+ * publish_run: the records of a run of plain publishes (one client, one topic) made and their
+ *   frames appended in one call, instead of a record and an append_record call per publish.
+ *
  * frame_size: the size append_record would write, without writing it (the memory journal
  *   counts its segments' sizes so).
  *
@@ -388,6 +391,158 @@ set_fallbacks(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     Py_INCREF(args[1]);
     Py_XSETREF(fallback_size, args[1]);
     Py_RETURN_NONE;
+}
+
+/* publish_run(buf, record_type, topic, message_type, client_name, publisher_id, timestamp,
+ *             position, last, bodies, client_seqs, base, mark, interval)
+ *   -> (records, sequences, index) | None
+ *
+ * A run of plain publishes of one client to one topic (journal.record.publish_run_py is the
+ * twin, and says what each argument is): each body's JournalRecord (``record_type`` called
+ * with the 14 fields positionally) and its bookmark sequence, and, when ``buf`` is a
+ * bytearray, every record's frame appended to it (one resize; the bytes append_record writes
+ * for each). ``index``: (position, base + its frame's offset in buf) of each record at or past
+ * ``mark``, the mark moving ``interval`` past each. None, with nothing done, for any argument
+ * outside these plain shapes (then the twin runs). */
+#define S_LIMIT ((uint64_t)1 << 63)  /* journal.record.SEQUENCE_FROM_S_LIMIT */
+
+static PyObject *
+publish_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 14) {
+        PyErr_Format(PyExc_TypeError, "publish_run() takes 14 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *buf = args[0], *record_type = args[1], *bodies = args[9], *seqs = args[10];
+    span topic, mtype, cname;
+    uint64_t pid, position, last, mark, interval;
+    int64_t ts, base;
+    if ((buf != Py_None && !PyByteArray_CheckExact(buf)) || as_str(args[2], &topic)
+            || as_str(args[3], &mtype) || as_str(args[4], &cname) || as_u64(args[5], &pid)
+            || as_i64(args[6], &ts) || as_u64(args[7], &position) || as_u64(args[8], &last)
+            || !PyList_CheckExact(bodies) || as_i64(args[11], &base) || as_u64(args[12], &mark)
+            || as_u64(args[13], &interval))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(bodies);
+    if (seqs != Py_None && (!PyList_CheckExact(seqs) || PyList_GET_SIZE(seqs) != n))
+        Py_RETURN_NONE;
+    /* every frame shares its payload but for the body: array, 3 str, 3 nil, empty map */
+    Py_ssize_t fixed = PREFIX_SIZE + 1 + str_head_size(topic.len) + topic.len
+                       + str_head_size(mtype.len) + mtype.len + str_head_size(cname.len)
+                       + cname.len + 4;
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = PyList_GET_ITEM(bodies, i);
+        uint64_t cs;
+        if (!PyBytes_CheckExact(b) || PyBytes_GET_SIZE(b) > 0xFFFFFFFF
+                || (seqs != Py_None && as_u64(PyList_GET_ITEM(seqs, i), &cs)))
+            Py_RETURN_NONE;
+        Py_ssize_t len = PyBytes_GET_SIZE(b);
+        total += fixed + bin_head_size(len) + len;
+    }
+    if (position + (uint64_t)n < position)
+        Py_RETURN_NONE;
+
+    PyObject *recs = PyList_New(n), *out_seqs = PyList_New(n), *index = PyList_New(0);
+    PyObject *kind = PyLong_FromLong(1);  /* RecordKind.PUBLISH */
+    PyObject *pid_o = PyLong_FromUnsignedLongLong(pid), *ts_o = PyLong_FromLongLong(ts);
+    if (recs == NULL || out_seqs == NULL || index == NULL || kind == NULL || pid_o == NULL
+            || ts_o == NULL)
+        goto fail;
+    /* the records first: nothing is appended to buf unless they all could be made */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t pos = position + (uint64_t)i, cs = 0;
+        PyObject *cs_o = seqs == Py_None ? Py_None : PyList_GET_ITEM(seqs, i);
+        if (cs_o != Py_None)
+            as_u64(cs_o, &cs);  /* (checked above) */
+        if (cs && cs < S_LIMIT)
+            last = cs > last ? cs : last + 1;
+        else
+            last = pos > last ? pos : last + 1;
+        PyObject *pos_o = PyLong_FromUnsignedLongLong(pos);
+        PyObject *seq_o = PyLong_FromUnsignedLongLong(last);
+        PyObject *headers = PyDict_New();
+        if (pos_o == NULL || seq_o == NULL || headers == NULL) {
+            Py_XDECREF(pos_o); Py_XDECREF(seq_o); Py_XDECREF(headers);
+            goto fail;
+        }
+        PyObject *fields[14] = {pos_o, kind, args[2], pid_o, seq_o, ts_o, args[4], cs_o,
+                                Py_None, Py_None, Py_None, args[3], headers,
+                                PyList_GET_ITEM(bodies, i)};
+        PyObject *rec = PyObject_Vectorcall(record_type, fields, 14, NULL);
+        Py_DECREF(pos_o);
+        Py_DECREF(headers);
+        if (rec == NULL) {
+            Py_DECREF(seq_o);
+            goto fail;
+        }
+        PyList_SET_ITEM(recs, i, rec);
+        PyList_SET_ITEM(out_seqs, i, seq_o);
+    }
+    if (buf != Py_None && n) {
+        /* the index entries, then the frames: nothing can fail once buf has grown */
+        Py_ssize_t start = PyByteArray_GET_SIZE(buf), off = start;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t pos = position + (uint64_t)i;
+            if (pos >= mark) {
+                PyObject *entry = Py_BuildValue("(Kn)", (unsigned long long)pos,
+                                                (Py_ssize_t)(base + off));
+                if (entry == NULL || PyList_Append(index, entry) < 0) {
+                    Py_XDECREF(entry);
+                    goto fail;
+                }
+                Py_DECREF(entry);
+                mark = pos + interval;
+            }
+            off += fixed + bin_head_size(PyBytes_GET_SIZE(PyList_GET_ITEM(bodies, i)))
+                   + PyBytes_GET_SIZE(PyList_GET_ITEM(bodies, i));
+        }
+        if (PyByteArray_Resize(buf, start + total) < 0)
+            goto fail;
+        unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(buf) + start;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t cs = 0, seq = 0;
+            PyObject *cs_o = seqs == Py_None ? Py_None : PyList_GET_ITEM(seqs, i);
+            if (cs_o != Py_None)
+                as_u64(cs_o, &cs);
+            as_u64(PyList_GET_ITEM(out_seqs, i), &seq);
+            PyObject *b = PyList_GET_ITEM(bodies, i);
+            span body = {PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b)};
+            Py_ssize_t size = fixed - PREFIX_SIZE + bin_head_size(body.len) + body.len;
+            p[4] = 0xA7;  /* FRAME_MAGIC */
+            p[5] = 1;  /* FRAME_VERSION */
+            p[6] = 1;  /* RecordKind.PUBLISH */
+            p[7] = cs_o != Py_None ? 1 : 0;  /* FLAG_CLIENT_SEQ */
+            put_le32(p + 8, (uint32_t)size);
+            put_le64(p + 12, position + (uint64_t)i);
+            put_le64(p + 20, pid);
+            put_le64(p + 28, seq);
+            put_le64(p + 36, (uint64_t)ts);
+            put_le64(p + 44, cs);
+            unsigned char *q = p + PREFIX_SIZE;
+            *q++ = 0x98;
+            q = put_str(q, topic);
+            q = put_str(q, mtype);
+            q = put_str(q, cname);
+            *q++ = 0xC0; *q++ = 0xC0; *q++ = 0xC0;  /* correlation id, SowKey, expiration */
+            *q++ = 0x80;  /* no headers */
+            put_bin(q, body);
+            put_le32(p, crc32_update(0, p + 4, (size_t)(PREFIX_SIZE - 4 + size)));
+            p += PREFIX_SIZE + size;
+        }
+    }
+    Py_DECREF(kind);
+    Py_DECREF(pid_o);
+    Py_DECREF(ts_o);
+    return Py_BuildValue("(NNN)", recs, out_seqs, index);
+fail:
+    Py_XDECREF(recs);  /* (unset items are NULL: list_dealloc skips them) */
+    Py_XDECREF(out_seqs);
+    Py_XDECREF(index);
+    Py_XDECREF(kind);
+    Py_XDECREF(pid_o);
+    Py_XDECREF(ts_o);
+    return NULL;
 }
 
 /* scan_frames(data: bytes, need: int, limit: int) -> (payloads, pos, need)
@@ -1112,6 +1267,8 @@ static PyMethodDef methods[] = {
      "The sow frames of query results kept as stored SOW values."},
     {"sow_values", (PyCFunction)(void (*)(void))sow_values, METH_FASTCALL,
      "The stored SOW values of records without expiration or headers."},
+    {"publish_run", (PyCFunction)(void (*)(void))publish_run, METH_FASTCALL,
+     "The journal records of a run of plain publishes, and their frames appended."},
     {"set_fallbacks", (PyCFunction)(void (*)(void))set_fallbacks, METH_FASTCALL,
      "Register the pure-Python append_record and frame_size that unusual arguments go to."},
     {NULL, NULL, 0, NULL},

@@ -1,9 +1,11 @@
 # Types of the compiled extension (_speedups.c); its pure-Python twins are
-# journal.record.append_record_py, journal.record.frame_size_py and protocol.codec.scan_frames_py;
+# journal.record.append_record_py, journal.record.frame_size_py, journal.record.publish_run_py
+# and protocol.codec.scan_frames_py;
 # parse_publish_header's is protocol.codec.parse_command's general path; sow_key's is
 # sow.keys.sow_key_py; sow_frames's is sow.record.sow_frames_py;
 # sow_values's is sow.record.sow_values_py.
 from collections.abc import Callable
+from typing import Any
 
 def append_record(
     buf: bytearray,
@@ -32,6 +34,22 @@ def frame_size(
     headers: dict[str, str],
     body: bytes,
 ) -> int: ...
+def publish_run(
+    buf: bytearray | None,
+    record_type: type[Any],
+    topic: str,
+    message_type: str,
+    client_name: str,
+    publisher_id: int,
+    timestamp: int,
+    position: int,
+    last: int,
+    bodies: list[bytes],
+    client_seqs: list[int] | None,
+    base: int,
+    mark: int,
+    interval: int,
+) -> tuple[list[Any], list[int], list[tuple[int, int]]] | None: ...
 def scan_frames(data: bytes, need: int, limit: int) -> tuple[list[bytes], int, int]: ...
 def parse_publish_header(
     payload: bytes,

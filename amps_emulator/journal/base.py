@@ -44,11 +44,10 @@ from .api import Durability, JournalClosedError, RetentionResult
 from .identity import (
     BEFORE_RETAINED,
     ORIGIN_TS,
-    SEQUENCE_FROM_S_LIMIT,
     SequenceIndex,
     assign_sequence,
 )
-from .record import INTERNAL_KIND_MIN, Checkpoint, JournalRecord, RecordKind
+from .record import INTERNAL_KIND_MIN, Checkpoint, JournalRecord, RecordKind, publish_run
 
 Clock = Callable[[], float]
 
@@ -193,12 +192,15 @@ class JournalCore:
         return rec
 
     def _make_publish_records(self, topic: str, message_type: str, client_name: str,
-                              bodies: list[bytes], client_seqs: list[int] | None
-                              ) -> list[JournalRecord]:
+                              bodies: list[bytes], client_seqs: list[int] | None,
+                              buf: bytearray | None = None, base: int = 0, mark: int = 0,
+                              interval: int = 1) -> tuple[list[JournalRecord], list[tuple[int, int]]]:
         """The records of a run of plain publishes of one client to one topic (no correlation
         id, SowKey, expiration or headers): what ``_make_record`` gives for each in turn, with
         the per-publisher bookkeeping done once for the run. ``client_seqs``: their ``s``
-        (increasing), or None when none carries one."""
+        (increasing), or None when none carries one. With ``buf``, their frames are appended
+        to it, and the second value is the segment index's entries for them (``base``, ``mark``
+        and ``interval``: see :func:`record.publish_run_py`)."""
         if self._closed:
             raise JournalClosedError(
                 "journal is closed" if self._failure is None else f"journal failed: {self._failure}")
@@ -206,31 +208,15 @@ class JournalCore:
             raise ValueError(f"client sequences {client_seqs[0]}..{client_seqs[-1]} are not in "
                              "0..2^64-1")
         pid = self.publisher_id(client_name)  # (once per run: no need to inline these two)
-        ts = self._now_us()
-        first = position = self._next_position
-        last = self._pub_last.get(pid, 0)
-        kind = _PUBLISH
-        recs: list[JournalRecord] = []
-        add = recs.append
-        if client_seqs is None:
-            for body in bodies:
-                last = position if position > last else last + 1
-                add(JournalRecord(position, kind, topic, pid, last, ts, client_name, None, None,
-                                  None, None, message_type, {}, body))
-                position += 1
-        else:
-            for body, cs in zip(bodies, client_seqs, strict=True):
-                if cs and cs < SEQUENCE_FROM_S_LIMIT:
-                    last = cs if cs > last else last + 1
-                else:
-                    last = position if position > last else last + 1
-                add(JournalRecord(position, kind, topic, pid, last, ts, client_name, cs, None,
-                                  None, None, message_type, {}, body))
-                position += 1
+        first = self._next_position
+        recs, seqs, index = publish_run(buf, JournalRecord, topic, message_type, client_name, pid,
+                                        self._now_us(), first, self._pub_last.get(pid, 0), bodies,
+                                        client_seqs, base, mark, interval)
+        position = first + len(recs)
         self._next_position = position
-        self._pub_last[pid] = last
+        self._pub_last[pid] = seqs[-1]
         if self._seqidx is not None:
-            self._seqidx.extend(pid, [r.sequence for r in recs], range(first, position))
+            self._seqidx.extend(pid, seqs, range(first, position))
         if client_seqs is not None:
             top = client_seqs[-1]
             if top > self._client_max.get(pid, 0):
@@ -240,7 +226,7 @@ class JournalCore:
                     self._client_durable[pid] = top
             else:  # the run is written (and made durable) as one
                 self._unapplied_s.append((position - 1, pid, top))
-        return recs
+        return recs, index
 
     def is_replicated_duplicate(self, publisher_id: int, sequence: int, client_seq: int | None) -> bool:
         """True when this instance already holds that message: its publisher's sequence is at

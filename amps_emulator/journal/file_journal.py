@@ -410,36 +410,25 @@ class FileJournal(SegmentReads, SegmentRetention):
             stop = n if self._closed or self._roll_blocked else room_for(
                 bodies, start, frame_size(topic, message_type, client_name, None, None, None, {}, b""),
                 active.size + len(self._buf), active.count, self._segment_size)
-            part = self._make_publish_records(
+            index = active.index
+            part, marks = self._make_publish_records(
                 topic, message_type, client_name, bodies[start:stop] if start or stop < n else bodies,
-                None if client_seqs is None else client_seqs[start:stop])
-            self._encode_publishes(active, part)
+                None if client_seqs is None else client_seqs[start:stop], self._buf, active.size,
+                index.next_position, index.interval)
+            self._note_publishes(active, part, marks)
             recs += part
             start = stop
         return recs
 
-    def _encode_publishes(self, active: Segment, recs: list[JournalRecord]) -> None:
-        """Encode a run's records into the buffer and note them in ``active`` (``_buffer``
-        for each, with the fields every plain publish shares read once)."""
-        buf = self._buf
-        base = active.size
+    def _note_publishes(self, active: Segment, recs: list[JournalRecord],
+                        marks: list[tuple[int, int]]) -> None:
+        """Note a run's records, whose frames are in the buffer, in ``active`` (``_buffer``'s
+        bookkeeping for each, done once): its index's entries ``marks``, its counts and times."""
+        first, last = recs[0], recs[-1]
         index = active.index
-        mark = index.next_position
-        encode = append_record
-        first = recs[0]
-        topic, message_type, client_name = first.topic, first.message_type, first.client_name
-        kind = _PUBLISH
-        empty: dict[str, str] = {}
-        for rec in recs:
-            position = rec.position
-            if position >= mark:
-                index.maybe_add(position, base + len(buf), rec.timestamp)
-                mark = index.next_position
-            encode(buf, kind, position, rec.publisher_id, rec.sequence, rec.timestamp,
-                   rec.client_seq, topic, message_type, client_name, None, None, None, empty,
-                   rec.body)
+        for position, offset in marks:  # (a run's records share their time)
+            index.maybe_add(position, offset, first.timestamp)
         self._pending.extend(recs)
-        last = recs[-1]
         if not active.count:
             active.first_record_position = first.position
             active.first_ts = first.timestamp

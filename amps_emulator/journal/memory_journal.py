@@ -120,7 +120,7 @@ class MemoryJournal(JournalCore):
         while start < n:
             seg = self._active()
             stop = room_for(bodies, start, fixed, seg.size, seg.count, self._segment_size)
-            part = self._make_publish_records(
+            part, _ = self._make_publish_records(
                 topic, message_type, client_name, bodies[start:stop] if start or stop < n else bodies,
                 None if client_seqs is None else client_seqs[start:stop])
             self._records.extend(part)
