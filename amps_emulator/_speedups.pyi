@@ -3,7 +3,7 @@
 # and protocol.codec.scan_frames_py;
 # parse_publish_header's is protocol.codec.parse_command's general path; sow_key's is
 # sow.keys.sow_key_py; sow_frames's is sow.record.sow_frames_py;
-# sow_values's is sow.record.sow_values_py.
+# sow_values's is sow.record.sow_values_py; plain_run's is server.publish_run.plain_run_py.
 from collections.abc import Callable
 from typing import Any
 
@@ -50,6 +50,9 @@ def publish_run(
     mark: int,
     interval: int,
 ) -> tuple[list[Any], list[int], list[tuple[int, int]]] | None: ...
+def plain_run(
+    payloads: list[bytes], start: int, named: bool, last: int | None
+) -> tuple[int, str, list[bytes], list[int] | None, list[int]] | None: ...
 def scan_frames(data: bytes, need: int, limit: int) -> tuple[list[bytes], int, int]: ...
 def parse_publish_header(
     payload: bytes,

@@ -3,12 +3,13 @@
 A publisher writes its publishes back to back, so one read carries dozens to hundreds of
 them, and for most the whole work is: journal it, count it, maybe ack it. :class:`PublishRuns`
 takes the frames of a read from a given one on while they are *plain publishes*: the header
-the official clients write for ``publish(topic, data)``, read by ``codec.plain_publish``
-(``c``, ``t``, and maybe ``cid``, ``s`` and ``a=persisted``, which a publish store asks for),
-to a topic that has no SOW topic, is not a queue's own name, and that no listener refuses. A
-run of one topic is published with one call (:func:`server.publish.publish_plain`): one
-journal call for its records, then the fan-out and the listeners per message when anything
-subscribes to or listens on the topic. Its persisted acks wait in the transaction log's FIFO
+the official clients write for ``publish(topic, data)`` (``c``, ``t``, and maybe ``cid``,
+``s`` and ``a=persisted``, which a publish store asks for), to a topic that is not a queue's
+own name and that no listener refuses. :func:`plain_run` cuts a run of one topic out of the
+frames in one call (compiled in ``_speedups``; its twin reads each header with
+``codec.plain_publish``). A run is published with one call
+(:func:`server.publish.publish_plain`): one journal call for its records, then the fan-out
+and the listeners per message when anything subscribes to or listens on the topic. Its persisted acks wait in the transaction log's FIFO
 as a single publish's do, added in one call (``TxLog.wait_persisted_run``).
 
 The first frame that is not such a publish ends the run and goes through
@@ -21,8 +22,10 @@ result is what dispatching each frame would have given. Connections with a secur
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from amps_emulator import accel
 from amps_emulator.protocol.bodies import decode_json_run
 from amps_emulator.protocol.codec import plain_publish
 from amps_emulator.protocol.reasons import CommandError
@@ -55,49 +58,25 @@ class PublishRuns:
         named = conn.client_name is not None
         last = broker.client_seqs.get(client_name) if named else None
         plans: dict[str, _Plan] = {}
-        raw_topic: str | None = None
-        plan: _Plan = None
-        bodies: list[bytes] = []
-        seqs: list[int] = []
-        acked: list[int] = []  # the indexes in the run of the publishes that asked for a persisted ack
         i = start
         n = len(payloads)
         while i < n:
-            payload = payloads[i]
-            parts = plain_publish(payload)
-            if parts is None:
+            run = plain_run(payloads, i, named, last)
+            if run is None:
                 break
-            end, topic, ack_type, _cid, seq = parts
-            if not topic or (ack_type is not None and (ack_type != "persisted" or seq is None)):
+            stop, topic, bodies, seqs, acked = run
+            if topic in plans:
+                plan = plans[topic]
+            else:
+                plan = plans[topic] = self._plan(conn, topic)
+            if plan is None:
                 break
-            if topic != raw_topic:
-                if bodies:
-                    done = self._publish(conn, plan, client_name, bodies, seqs, acked)
-                    if done < len(bodies):
-                        return i - len(bodies) + done
-                    bodies, seqs, acked = [], [], []
-                if topic in plans:
-                    plan = plans[topic]
-                else:
-                    plan = plans[topic] = self._plan(conn, topic)
-                if plan is None:
-                    break
-                raw_topic = topic
-            if seq is not None:
-                if not named or (last is not None and seq <= last) or len(seqs) != len(bodies):
-                    break  # a republished message, or after publishes without s: one by one
-                last = seq  # (the de-duplication mark moves as each is published)
-                seqs.append(seq)
-                if ack_type is not None:
-                    acked.append(len(bodies))
-            elif seqs:
-                break
-            bodies.append(payload[end:])
-            i += 1
-        if bodies:
-            done = self._publish(conn, plan, client_name, bodies, seqs, acked)
+            done = self._publish(conn, plan, client_name, bodies, seqs or [], acked)
             if done < len(bodies):
-                return i - len(bodies) + done
+                return i + done
+            if seqs:
+                last = seqs[-1]  # (the de-duplication mark moves as each is published)
+            i = stop
         return i
 
     def _plan(self, conn: Client, topic: str) -> _Plan:
@@ -171,3 +150,55 @@ class PublishRuns:
             log.exception("%s: internal error publishing %d messages to %s", conn.describe(),
                           len(bodies), topic)
         return len(bodies)
+
+
+_RunParts = tuple[int, str, list[bytes], list[int] | None, list[int]]
+
+
+def plain_run_py(payloads: list[bytes], start: int, named: bool, last: int | None
+                 ) -> _RunParts | None:
+    """The run of plain publishes to one topic at ``payloads[start:]``: the frames whose header
+    ``codec.plain_publish`` reads, with the first one's topic (not empty), no ``a`` or
+    ``a=persisted`` with an ``s``, and either no ``s`` or an ``s`` on each, each above the one
+    before and above ``last`` (None: no bound), none unless ``named`` (the connection logged
+    on with a client name). Returns the index of the first frame not taken, the topic, the
+    bodies, their ``s`` (None: none has one) and the indexes in the run of those that asked
+    for a persisted ack; None when ``payloads[start]`` starts no run. The pure-Python twin
+    of ``_speedups.plain_run``."""
+    topic: str | None = None
+    bodies: list[bytes] = []
+    seqs: list[int] = []
+    acked: list[int] = []
+    with_s = False
+    i = start
+    for i in range(start, len(payloads)):  # (after the loop: the first frame not taken)
+        payload = payloads[i]
+        parts = plain_publish(payload)
+        if parts is None:
+            break
+        end, t, ack_type, _cid, seq = parts
+        if not t or (ack_type is not None and (ack_type != "persisted" or seq is None)):
+            break
+        if topic is None:
+            topic, with_s = t, seq is not None
+        elif t != topic or (seq is not None) != with_s:
+            break
+        if seq is not None:
+            if not named or (last is not None and seq <= last):
+                break  # a republished message: one by one
+            last = seq
+            seqs.append(seq)
+            if ack_type is not None:
+                acked.append(len(bodies))
+        bodies.append(payload[end:])
+    else:
+        i = len(payloads)
+    if topic is None or not bodies:
+        return None
+    return i, topic, bodies, seqs if with_s else None, acked
+
+
+#: the run reader of :class:`PublishRuns`: compiled when built, else its pure twin
+plain_run: Callable[[list[bytes], int, bool, int | None], _RunParts | None] = plain_run_py
+if accel.COMPILED:
+    from amps_emulator._speedups import plain_run

@@ -148,6 +148,7 @@ def test_runs_give_what_the_general_path_gives(tmp_path, monkeypatch, seed: int,
     """``reader``: the plain-publish header reader the runs use, compiled when the extension is
     built, or its pure-Python twin."""
     if reader == "pure":
+        monkeypatch.setattr(publish_run, "plain_run", publish_run.plain_run_py)
         monkeypatch.setattr(publish_run, "plain_publish", parse_publish_header_py)
     frames = _script(random.Random(seed + (100 if reader == "pure" else 0)))
     results = []
