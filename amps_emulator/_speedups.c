@@ -958,6 +958,17 @@ static uint64_t b2b_final8(b2b_state *s)
 
 static const unsigned char sow_key_person[16] = "amps-sow-key";  /* zero-padded to 16 */
 
+/* The decimal digits of ``v`` written backwards, ending just before ``end``: their start.
+ * (snprintf's "%llu" gives the same text at several times the cost: a third of sow_key's.) */
+static char *dec_u64(char *end, uint64_t v)
+{
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
+}
+
 /* sow_key(prefix, value): the SowKey of a topic whose one Key field holds ``value``, where
  * ``prefix`` is the key domain as keys.py absorbs it (b"%d:%b" % (len(domain), domain)).
  * ``value`` an exact int that fits 64 bits, or an exact str (UTF-8; a lone surrogate
@@ -980,8 +991,12 @@ sow_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             Py_RETURN_NONE;
         if (x == -1 && PyErr_Occurred())
             return NULL;
-        len = (Py_ssize_t)snprintf(num, sizeof num, "%lld", x);
-        text = num;
+        /* "%lld": the magnitude's digits (unsigned: LLONG_MIN's too), then the sign */
+        char *t = dec_u64(num + sizeof num, x < 0 ? 0 - (uint64_t)x : (uint64_t)x);
+        if (x < 0)
+            *--t = '-';
+        text = t;
+        len = (Py_ssize_t)(num + sizeof num - t);
     } else if (PyUnicode_CheckExact(value)) {
         text = PyUnicode_AsUTF8AndSize(value, &len);
         if (text == NULL) {
@@ -993,21 +1008,26 @@ sow_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     } else {
         Py_RETURN_NONE;
     }
-    char head[24];
-    int hl = snprintf(head, sizeof head, "%zd:", len);
+    char head[24];  /* "%zd:" */
+    head[sizeof head - 1] = ':';
+    char *hd = dec_u64(head + sizeof head - 1, (uint64_t)len);
     b2b_state st;
     b2b_init8(&st, sow_key_person);
     b2b_update(&st, (const unsigned char *)PyBytes_AS_STRING(args[0]),
                (size_t)PyBytes_GET_SIZE(args[0]));
-    b2b_update(&st, (const unsigned char *)head, (size_t)hl);
+    b2b_update(&st, (const unsigned char *)hd, (size_t)(head + sizeof head - hd));
     b2b_update(&st, (const unsigned char *)text, (size_t)len);
     uint64_t h = b2b_final8(&st);
     uint64_t be = 0;  /* int.from_bytes(digest, "big"): the little-endian word byte-swapped */
     for (int i = 0; i < 8; i++)
         be = (be << 8) | ((h >> (8 * i)) & 0xFF);
-    char out[24];
-    int ol = snprintf(out, sizeof out, "%llu", (unsigned long long)be);
-    return PyUnicode_DecodeASCII(out, ol, NULL);
+    char out[24];  /* "%llu" */
+    char *o = dec_u64(out + sizeof out, be);
+    Py_ssize_t ol = (Py_ssize_t)(out + sizeof out - o);
+    PyObject *key = PyUnicode_New(ol, 127);
+    if (key != NULL)
+        memcpy(PyUnicode_DATA(key), o, (size_t)ol);
+    return key;
 }
 
 
