@@ -56,6 +56,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
+from collections.abc import Iterable
 
 import msgspec
 
@@ -153,11 +154,17 @@ class JournalRecord(msgspec.Struct, frozen=True, gc=False):
 
     @property
     def bookmark_str(self) -> str:
-        return f"{self.publisher_id}|{self.sequence}|"
+        return f"{self.publisher_id}|{self.sequence}|"  # (and bookmark_strs below)
 
     @property
     def is_internal(self) -> bool:
         return self.kind >= INTERNAL_KIND_MIN
+
+
+def bookmark_strs(recs: Iterable[JournalRecord]) -> list[str]:
+    """``[r.bookmark_str for r in recs]`` without a property call per record (half the
+    cost: the keyed publish run's hot path)."""
+    return [f"{r.publisher_id}|{r.sequence}|" for r in recs]
 
 
 class _Payload(msgspec.Struct, array_like=True, gc=False):
