@@ -19,6 +19,8 @@
  * sow_key: a SowKey of a topic keyed on one field (sow/keys.py's KeyGenerator), for an int
  *   or str value: BLAKE2b (RFC 7693) in one call instead of hashlib's five.
  *
+ * sow_keyed: sow_key of each document of a run, paired with it (KeyGenerator.keyed's loop).
+ *
  * scan_frames: the AMPS framing loop (4-byte big-endian length, payload): the complete
  *   payloads of one read as bytes objects, one copy each.
  *
@@ -973,6 +975,8 @@ static char *dec_u64(char *end, uint64_t v)
  * ``prefix`` is the key domain as keys.py absorbs it (b"%d:%b" % (len(domain), domain)).
  * ``value`` an exact int that fits 64 bits, or an exact str (UTF-8; a lone surrogate
  * declines); anything else declines: None, and keys.py computes it the general way. */
+static PyObject *sow_key_of(PyObject *prefix, PyObject *value);
+
 static PyObject *
 sow_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -980,7 +984,71 @@ sow_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "sow_key(prefix: bytes, value)");
         return NULL;
     }
-    PyObject *value = args[1];
+    return sow_key_of(args[0], args[1]);
+}
+
+/* sow_keyed(prefix, field, docs): [(doc, sow_key(prefix, doc.get(field))), ...] for the
+ * documents of the list ``docs`` from its first on, up to (without) the first that is not an
+ * exact dict or whose value sow_key declines (a missing field: None, declined); keys.py's
+ * KeyGenerator.keyed goes on from there the general way. Twin: sow.keys.sow_keyed_py. */
+static PyObject *
+sow_keyed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyBytes_Check(args[0]) || !PyUnicode_Check(args[1])
+            || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "sow_keyed(prefix: bytes, field: str, docs: list)");
+        return NULL;
+    }
+    PyObject *docs = args[2];
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    /* (the size is read again each time: a dict lookup may run a key's __eq__) */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(docs); i++) {
+        PyObject *doc = PyList_GET_ITEM(docs, i);
+        if (!PyDict_CheckExact(doc))
+            break;
+        Py_INCREF(doc);
+        PyObject *v = PyDict_GetItemWithError(doc, args[1]);
+        if (v == NULL) {
+            Py_DECREF(doc);
+            if (PyErr_Occurred())
+                goto fail;
+            break;  /* doc.get(field) is None: declined */
+        }
+        Py_INCREF(v);
+        PyObject *key = sow_key_of(args[0], v);
+        Py_DECREF(v);
+        if (key == NULL || key == Py_None) {
+            Py_DECREF(doc);
+            if (key == NULL)
+                goto fail;
+            Py_DECREF(key);
+            break;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(doc);
+            Py_DECREF(key);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(pair, 0, doc);  /* (steals both references) */
+        PyTuple_SET_ITEM(pair, 1, key);
+        int err = PyList_Append(out, pair);
+        Py_DECREF(pair);
+        if (err < 0)
+            goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* sow_key's work: a new reference to the key (str) or to None (declined); NULL on error. */
+static PyObject *
+sow_key_of(PyObject *prefix, PyObject *value)
+{
     char num[24];
     const char *text;
     Py_ssize_t len;
@@ -1013,8 +1081,8 @@ sow_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     char *hd = dec_u64(head + sizeof head - 1, (uint64_t)len);
     b2b_state st;
     b2b_init8(&st, sow_key_person);
-    b2b_update(&st, (const unsigned char *)PyBytes_AS_STRING(args[0]),
-               (size_t)PyBytes_GET_SIZE(args[0]));
+    b2b_update(&st, (const unsigned char *)PyBytes_AS_STRING(prefix),
+               (size_t)PyBytes_GET_SIZE(prefix));
     b2b_update(&st, (const unsigned char *)hd, (size_t)(head + sizeof head - hd));
     b2b_update(&st, (const unsigned char *)text, (size_t)len);
     uint64_t h = b2b_final8(&st);
@@ -1128,6 +1196,8 @@ static PyMethodDef methods[] = {
      "The size of a record's frame, from its payload fields, without encoding it."},
     {"sow_key", (PyCFunction)(void (*)(void))sow_key, METH_FASTCALL,
      "The SowKey of a one-field Key's value (an int or a str), or None (then keys.py's)."},
+    {"sow_keyed", (PyCFunction)(void (*)(void))sow_keyed, METH_FASTCALL,
+     "(doc, SowKey) of each document up to the first sow_key declines (then keys.py's)."},
     {"sow_frames", (PyCFunction)(void (*)(void))sow_frames, METH_FASTCALL,
      "The sow frames of query results kept as stored SOW values."},
     {"sow_values", (PyCFunction)(void (*)(void))sow_values, METH_FASTCALL,

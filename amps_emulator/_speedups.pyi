@@ -4,6 +4,7 @@
 # sow.keys.sow_key_py; sow_frames's is sow.record.sow_frames_py;
 # sow_values's is sow.record.sow_values_py.
 from collections.abc import Callable
+from typing import Any
 
 def append_record(
     buf: bytearray,
@@ -37,6 +38,7 @@ def parse_publish_header(
     payload: bytes,
 ) -> tuple[int, str | None, str | None, str | None, int | None] | None: ...
 def sow_key(prefix: bytes, value: object) -> str | None: ...
+def sow_keyed(prefix: bytes, field: str, docs: list[Any]) -> list[tuple[Any, str]]: ...
 def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int: ...
 def sow_frames(
     prefix: bytes,
