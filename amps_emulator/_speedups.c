@@ -21,6 +21,9 @@
  *
  * sow_keyed: sow_key of each document of a run, paired with it (KeyGenerator.keyed's loop).
  *
+ * hash_int_rows: the rows a one-field hash index adds for a run of new records whose field
+ *   is an int (HashIndex.add_run's loop).
+ *
  * scan_frames: the AMPS framing loop (4-byte big-endian length, payload): the complete
  *   payloads of one read as bytes objects, one copy each.
  *
@@ -1099,6 +1102,84 @@ sow_key_of(PyObject *prefix, PyObject *value)
 }
 
 
+/* hash_int_rows(field, keyed): the hash index rows (composite token, SowKey) of a one-field
+ * index on ``field`` for the (document, SowKey) pairs of the list ``keyed`` from its first on,
+ * up to (without) the first that is not an exact 2-tuple, whose document is not an exact dict
+ * or whose ``field`` is not an exact int within +-2**53: the token is then
+ * bytes((len(p),)) + p with p = b"N%d.0" % value (repr(float(value)), as sow/index.py's
+ * _num_token gives it), and HashIndex.add_run goes on from there one by one.
+ * Twin: sow.index.hash_int_rows_py. */
+static PyObject *
+hash_int_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "hash_int_rows(field: str, keyed: list)");
+        return NULL;
+    }
+    const long long exact = 1LL << 53;
+    PyObject *keyed = args[1];
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    /* (the size is read again each time: a dict lookup may run a key's __eq__) */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keyed); i++) {
+        PyObject *item = PyList_GET_ITEM(keyed, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2)
+            break;
+        PyObject *doc = PyTuple_GET_ITEM(item, 0);
+        if (!PyDict_CheckExact(doc))
+            break;
+        Py_INCREF(item);  /* (holds the document and the SowKey) */
+        PyObject *v = PyDict_GetItemWithError(doc, args[0]);
+        if (v == NULL || !PyLong_CheckExact(v)) {
+            Py_DECREF(item);
+            if (PyErr_Occurred())
+                goto fail;
+            break;
+        }
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || x < -exact || x > exact) {
+            Py_DECREF(item);
+            break;
+        }
+        char buf[32];  /* len, "N", digits, ".0" */
+        char *end = buf + sizeof buf;
+        *--end = '0';
+        *--end = '.';
+        char *t = dec_u64(end, x < 0 ? 0 - (uint64_t)x : (uint64_t)x);
+        if (x < 0)
+            *--t = '-';
+        *--t = 'N';
+        Py_ssize_t plen = buf + sizeof buf - t;  /* len(p): at most 20 */
+        *--t = (char)plen;
+        PyObject *token = PyBytes_FromStringAndSize(t, buf + sizeof buf - t);
+        if (token == NULL) {
+            Py_DECREF(item);
+            goto fail;
+        }
+        PyObject *skey = PyTuple_GET_ITEM(item, 1);
+        Py_INCREF(skey);
+        Py_DECREF(item);
+        PyObject *row = PyTuple_New(2);
+        if (row == NULL) {
+            Py_DECREF(token);
+            Py_DECREF(skey);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(row, 0, token);  /* (steals both references) */
+        PyTuple_SET_ITEM(row, 1, skey);
+        int err = PyList_Append(out, row);
+        Py_DECREF(row);
+        if (err < 0)
+            goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static void put_be(unsigned char *p, uint64_t v, int n)
 {
     for (int i = n - 1; i >= 0; i--) {
@@ -1198,6 +1279,8 @@ static PyMethodDef methods[] = {
      "The SowKey of a one-field Key's value (an int or a str), or None (then keys.py's)."},
     {"sow_keyed", (PyCFunction)(void (*)(void))sow_keyed, METH_FASTCALL,
      "(doc, SowKey) of each document up to the first sow_key declines (then keys.py's)."},
+    {"hash_int_rows", (PyCFunction)(void (*)(void))hash_int_rows, METH_FASTCALL,
+     "The hash index rows of a run's int key fields (then sow/index.py's, one by one)."},
     {"sow_frames", (PyCFunction)(void (*)(void))sow_frames, METH_FASTCALL,
      "The sow frames of query results kept as stored SOW values."},
     {"sow_values", (PyCFunction)(void (*)(void))sow_values, METH_FASTCALL,

@@ -43,6 +43,7 @@ from collections.abc import Iterable
 from itertools import product
 from typing import Any
 
+from amps_emulator import accel
 from amps_emulator.protocol.filter.values import elements, parse_number, resolve
 
 from .paths import parse_path, path_text
@@ -79,6 +80,36 @@ def _num_token(n) -> bytes:
     except OverflowError:
         return b"I" + str(n).encode()
     return b"N" + repr(f).encode()
+
+
+def hash_int_rows_py(field: str, keyed: list[tuple[Any, str]]) -> list[tuple[bytes, str]]:
+    """The rows (composite token, SowKey) a one-field hash index on ``field`` adds for the
+    (document, SowKey) pairs of ``keyed`` from the first on, up to (without) the first that
+    is not a 2-tuple, whose document is not a dict or whose field is not an int within
+    +-2**53 (then :meth:`HashIndex.add_run` goes on one by one). The pure-Python twin of the
+    compiled ``_speedups.hash_int_rows``."""
+    out: list[tuple[bytes, str]] = []
+    for item in keyed:
+        if item.__class__ is not tuple or len(item) != 2:
+            break
+        doc, skey = item
+        if doc.__class__ is not dict:
+            break
+        v = doc.get(field)
+        if v.__class__ is not int or not -_EXACT <= v <= _EXACT:
+            break
+        p = b"N%d.0" % v  # (_num_token's short way)
+        out.append((bytes((len(p),)) + p, skey))
+    return out
+
+
+if accel.COMPILED:
+    from amps_emulator import _speedups
+
+    #: see hash_int_rows_py (compiled when built)
+    hash_int_rows = _speedups.hash_int_rows
+else:
+    hash_int_rows = hash_int_rows_py
 
 
 def _scalar_tokens(x) -> tuple[bytes, ...]:
@@ -193,6 +224,12 @@ class HashIndex:
         """:meth:`add` of each (document, SowKey), in one call to the table."""
         single = self._single
         rows: list[tuple[bytes, str]] = []
+        if single is not None and isinstance(keyed, list):  # int fields in one call, the
+            rows = hash_int_rows(single, keyed)  # rest (if any) one by one
+            if len(rows) == len(keyed):
+                self.table.add_rows(rows)
+                return
+            keyed = keyed[len(rows):]
         append = rows.append
         for doc, skey in keyed:
             if single is not None and doc.__class__ is dict:
