@@ -24,6 +24,9 @@
  * hash_int_rows: the rows a one-field hash index adds for a run of new records whose field
  *   is an int (HashIndex.add_run's loop).
  *
+ * bookmark_strs: the bookmark strings of a run of journal records (a property call each in
+ *   Python).
+ *
  * scan_frames: the AMPS framing loop (4-byte big-endian length, payload): the complete
  *   payloads of one read as bytes objects, one copy each.
  *
@@ -1180,6 +1183,90 @@ fail:
     return NULL;
 }
 
+/* bookmark_strs(recs): [f"{r.publisher_id}|{r.sequence}|" for r in recs] (journal/record.py's
+ * bookmark_str of each journal record of the list ``recs``), or None when one of them has a
+ * publisher_id or sequence that is not an exact int in 0..2**64-1 (then the caller's
+ * f-strings). Twin: journal.record.bookmark_strs_py. */
+static PyObject *
+bookmark_strs(PyObject *Py_UNUSED(module), PyObject *recs)
+{
+    static PyObject *pid_name, *seq_name;
+    if (!PyList_Check(recs)) {
+        PyErr_SetString(PyExc_TypeError, "bookmark_strs(recs: list)");
+        return NULL;
+    }
+    if (pid_name == NULL) {
+        pid_name = PyUnicode_InternFromString("publisher_id");
+        seq_name = PyUnicode_InternFromString("sequence");
+        if (pid_name == NULL || seq_name == NULL) {
+            Py_CLEAR(pid_name);
+            Py_CLEAR(seq_name);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = PyList_GET_SIZE(recs);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i >= PyList_GET_SIZE(recs)) {  /* (an attribute's code shortened the list) */
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        PyObject *rec = PyList_GET_ITEM(recs, i);
+        Py_INCREF(rec);
+        PyObject *parts[2];
+        parts[0] = PyObject_GetAttr(rec, pid_name);
+        parts[1] = parts[0] == NULL ? NULL : PyObject_GetAttr(rec, seq_name);
+        Py_DECREF(rec);
+        if (parts[1] == NULL) {
+            Py_XDECREF(parts[0]);
+            goto fail;
+        }
+        char buf[48];  /* two 20-digit numbers, two bars */
+        char *end = buf + sizeof buf;
+        char *t = end;
+        int ok = 1;
+        for (int k = 1; k >= 0 && ok; k--) {
+            unsigned long long x = 0;
+            if (!PyLong_CheckExact(parts[k])) {
+                ok = 0;
+                break;
+            }
+            x = PyLong_AsUnsignedLongLong(parts[k]);
+            if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+                    ok = -1;
+                else {
+                    PyErr_Clear();  /* negative, or past 64 bits */
+                    ok = 0;
+                }
+                break;
+            }
+            *--t = '|';
+            t = dec_u64(t, (uint64_t)x);
+        }
+        Py_DECREF(parts[0]);
+        Py_DECREF(parts[1]);
+        if (ok < 0)
+            goto fail;
+        if (!ok) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        Py_ssize_t len = end - t;
+        PyObject *bm = PyUnicode_New(len, 127);
+        if (bm == NULL)
+            goto fail;
+        memcpy(PyUnicode_DATA(bm), t, (size_t)len);
+        PyList_SET_ITEM(out, i, bm);
+    }
+    return out;
+fail:
+    Py_DECREF(out);  /* (unset items are NULL: list_dealloc skips them) */
+    return NULL;
+}
+
 static void put_be(unsigned char *p, uint64_t v, int n)
 {
     for (int i = n - 1; i >= 0; i--) {
@@ -1281,6 +1368,8 @@ static PyMethodDef methods[] = {
      "(doc, SowKey) of each document up to the first sow_key declines (then keys.py's)."},
     {"hash_int_rows", (PyCFunction)(void (*)(void))hash_int_rows, METH_FASTCALL,
      "The hash index rows of a run's int key fields (then sow/index.py's, one by one)."},
+    {"bookmark_strs", (PyCFunction)bookmark_strs, METH_O,
+     "The bookmark_str of each journal record of a list, or None (then journal/record.py's)."},
     {"sow_frames", (PyCFunction)(void (*)(void))sow_frames, METH_FASTCALL,
      "The sow frames of query results kept as stored SOW values."},
     {"sow_values", (PyCFunction)(void (*)(void))sow_values, METH_FASTCALL,
