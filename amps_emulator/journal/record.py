@@ -171,7 +171,7 @@ def bookmark_strs_py(recs: Iterable[JournalRecord]) -> list[str]:
 def bookmark_strs(recs: list[JournalRecord]) -> list[str]:
     """The ``bookmark_str`` of each of ``recs`` (the keyed publish run's hot path): compiled
     when built, else (or for a record it declines) :func:`bookmark_strs_py`."""
-    if _bookmark_strs is not None:
+    if _bookmark_strs is not None and recs.__class__ is list:
         out = _bookmark_strs(recs)
         if out is not None:
             return out
