@@ -25,6 +25,14 @@
  * sow_key: a SowKey of a topic keyed on one field (sow/keys.py's KeyGenerator), for an int
  *   or str value: BLAKE2b (RFC 7693) in one call instead of hashlib's five.
  *
+ * sow_keyed: sow_key of each document of a run, paired with it (KeyGenerator.keyed's loop).
+ *
+ * hash_int_rows: the rows a one-field hash index adds for a run of new records whose field
+ *   is an int (HashIndex.add_run's loop).
+ *
+ * bookmark_strs: the bookmark strings of a run of journal records (a property call each in
+ *   Python).
+ *
  * scan_frames: the AMPS framing loop (4-byte big-endian length, payload): the complete
  *   payloads of one read as bytes objects, one copy each.
  *
@@ -1270,10 +1278,23 @@ static uint64_t b2b_final8(b2b_state *s)
 
 static const unsigned char sow_key_person[16] = "amps-sow-key";  /* zero-padded to 16 */
 
+/* The decimal digits of ``v`` written backwards, ending just before ``end``: their start.
+ * (snprintf's "%llu" gives the same text at several times the cost: a third of sow_key's.) */
+static char *dec_u64(char *end, uint64_t v)
+{
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
+}
+
 /* sow_key(prefix, value): the SowKey of a topic whose one Key field holds ``value``, where
  * ``prefix`` is the key domain as keys.py absorbs it (b"%d:%b" % (len(domain), domain)).
  * ``value`` an exact int that fits 64 bits, or an exact str (UTF-8; a lone surrogate
  * declines); anything else declines: None, and keys.py computes it the general way. */
+static PyObject *sow_key_of(PyObject *prefix, PyObject *value);
+
 static PyObject *
 sow_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1281,7 +1302,71 @@ sow_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "sow_key(prefix: bytes, value)");
         return NULL;
     }
-    PyObject *value = args[1];
+    return sow_key_of(args[0], args[1]);
+}
+
+/* sow_keyed(prefix, field, docs): [(doc, sow_key(prefix, doc.get(field))), ...] for the
+ * documents of the list ``docs`` from its first on, up to (without) the first that is not an
+ * exact dict or whose value sow_key declines (a missing field: None, declined); keys.py's
+ * KeyGenerator.keyed goes on from there the general way. Twin: sow.keys.sow_keyed_py. */
+static PyObject *
+sow_keyed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyBytes_Check(args[0]) || !PyUnicode_Check(args[1])
+            || !PyList_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "sow_keyed(prefix: bytes, field: str, docs: list)");
+        return NULL;
+    }
+    PyObject *docs = args[2];
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    /* (the size is read again each time: a dict lookup may run a key's __eq__) */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(docs); i++) {
+        PyObject *doc = PyList_GET_ITEM(docs, i);
+        if (!PyDict_CheckExact(doc))
+            break;
+        Py_INCREF(doc);
+        PyObject *v = PyDict_GetItemWithError(doc, args[1]);
+        if (v == NULL) {
+            Py_DECREF(doc);
+            if (PyErr_Occurred())
+                goto fail;
+            break;  /* doc.get(field) is None: declined */
+        }
+        Py_INCREF(v);
+        PyObject *key = sow_key_of(args[0], v);
+        Py_DECREF(v);
+        if (key == NULL || key == Py_None) {
+            Py_DECREF(doc);
+            if (key == NULL)
+                goto fail;
+            Py_DECREF(key);
+            break;
+        }
+        PyObject *pair = PyTuple_New(2);
+        if (pair == NULL) {
+            Py_DECREF(doc);
+            Py_DECREF(key);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(pair, 0, doc);  /* (steals both references) */
+        PyTuple_SET_ITEM(pair, 1, key);
+        int err = PyList_Append(out, pair);
+        Py_DECREF(pair);
+        if (err < 0)
+            goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* sow_key's work: a new reference to the key (str) or to None (declined); NULL on error. */
+static PyObject *
+sow_key_of(PyObject *prefix, PyObject *value)
+{
     char num[24];
     const char *text;
     Py_ssize_t len;
@@ -1292,8 +1377,12 @@ sow_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             Py_RETURN_NONE;
         if (x == -1 && PyErr_Occurred())
             return NULL;
-        len = (Py_ssize_t)snprintf(num, sizeof num, "%lld", x);
-        text = num;
+        /* "%lld": the magnitude's digits (unsigned: LLONG_MIN's too), then the sign */
+        char *t = dec_u64(num + sizeof num, x < 0 ? 0 - (uint64_t)x : (uint64_t)x);
+        if (x < 0)
+            *--t = '-';
+        text = t;
+        len = (Py_ssize_t)(num + sizeof num - t);
     } else if (PyUnicode_CheckExact(value)) {
         text = PyUnicode_AsUTF8AndSize(value, &len);
         if (text == NULL) {
@@ -1305,23 +1394,190 @@ sow_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     } else {
         Py_RETURN_NONE;
     }
-    char head[24];
-    int hl = snprintf(head, sizeof head, "%zd:", len);
+    char head[24];  /* "%zd:" */
+    head[sizeof head - 1] = ':';
+    char *hd = dec_u64(head + sizeof head - 1, (uint64_t)len);
     b2b_state st;
     b2b_init8(&st, sow_key_person);
-    b2b_update(&st, (const unsigned char *)PyBytes_AS_STRING(args[0]),
-               (size_t)PyBytes_GET_SIZE(args[0]));
-    b2b_update(&st, (const unsigned char *)head, (size_t)hl);
+    b2b_update(&st, (const unsigned char *)PyBytes_AS_STRING(prefix),
+               (size_t)PyBytes_GET_SIZE(prefix));
+    b2b_update(&st, (const unsigned char *)hd, (size_t)(head + sizeof head - hd));
     b2b_update(&st, (const unsigned char *)text, (size_t)len);
     uint64_t h = b2b_final8(&st);
     uint64_t be = 0;  /* int.from_bytes(digest, "big"): the little-endian word byte-swapped */
     for (int i = 0; i < 8; i++)
         be = (be << 8) | ((h >> (8 * i)) & 0xFF);
-    char out[24];
-    int ol = snprintf(out, sizeof out, "%llu", (unsigned long long)be);
-    return PyUnicode_DecodeASCII(out, ol, NULL);
+    char out[24];  /* "%llu" */
+    char *o = dec_u64(out + sizeof out, be);
+    Py_ssize_t ol = (Py_ssize_t)(out + sizeof out - o);
+    PyObject *key = PyUnicode_New(ol, 127);
+    if (key != NULL)
+        memcpy(PyUnicode_DATA(key), o, (size_t)ol);
+    return key;
 }
 
+
+/* hash_int_rows(field, keyed): the hash index rows (composite token, SowKey) of a one-field
+ * index on ``field`` for the (document, SowKey) pairs of the list ``keyed`` from its first on,
+ * up to (without) the first that is not an exact 2-tuple, whose document is not an exact dict
+ * or whose ``field`` is not an exact int within +-2**53: the token is then
+ * bytes((len(p),)) + p with p = b"N%d.0" % value (repr(float(value)), as sow/index.py's
+ * _num_token gives it), and HashIndex.add_run goes on from there one by one.
+ * Twin: sow.index.hash_int_rows_py. */
+static PyObject *
+hash_int_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "hash_int_rows(field: str, keyed: list)");
+        return NULL;
+    }
+    const long long exact = 1LL << 53;
+    PyObject *keyed = args[1];
+    PyObject *out = PyList_New(0);
+    if (out == NULL)
+        return NULL;
+    /* (the size is read again each time: a dict lookup may run a key's __eq__) */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keyed); i++) {
+        PyObject *item = PyList_GET_ITEM(keyed, i);
+        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2)
+            break;
+        PyObject *doc = PyTuple_GET_ITEM(item, 0);
+        if (!PyDict_CheckExact(doc))
+            break;
+        Py_INCREF(item);  /* (holds the document and the SowKey) */
+        PyObject *v = PyDict_GetItemWithError(doc, args[0]);
+        if (v == NULL || !PyLong_CheckExact(v)) {
+            Py_DECREF(item);
+            if (PyErr_Occurred())
+                goto fail;
+            break;
+        }
+        int overflow = 0;
+        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || x < -exact || x > exact) {
+            Py_DECREF(item);
+            break;
+        }
+        char buf[32];  /* len, "N", digits, ".0" */
+        char *end = buf + sizeof buf;
+        *--end = '0';
+        *--end = '.';
+        char *t = dec_u64(end, x < 0 ? 0 - (uint64_t)x : (uint64_t)x);
+        if (x < 0)
+            *--t = '-';
+        *--t = 'N';
+        Py_ssize_t plen = buf + sizeof buf - t;  /* len(p): at most 20 */
+        *--t = (char)plen;
+        PyObject *token = PyBytes_FromStringAndSize(t, buf + sizeof buf - t);
+        if (token == NULL) {
+            Py_DECREF(item);
+            goto fail;
+        }
+        PyObject *skey = PyTuple_GET_ITEM(item, 1);
+        Py_INCREF(skey);
+        Py_DECREF(item);
+        PyObject *row = PyTuple_New(2);
+        if (row == NULL) {
+            Py_DECREF(token);
+            Py_DECREF(skey);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(row, 0, token);  /* (steals both references) */
+        PyTuple_SET_ITEM(row, 1, skey);
+        int err = PyList_Append(out, row);
+        Py_DECREF(row);
+        if (err < 0)
+            goto fail;
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* bookmark_strs(recs): [f"{r.publisher_id}|{r.sequence}|" for r in recs] (journal/record.py's
+ * bookmark_str of each journal record of the list ``recs``), or None when one of them has a
+ * publisher_id or sequence that is not an exact int in 0..2**64-1 (then the caller's
+ * f-strings). Twin: journal.record.bookmark_strs_py. */
+static PyObject *
+bookmark_strs(PyObject *Py_UNUSED(module), PyObject *recs)
+{
+    static PyObject *pid_name, *seq_name;
+    if (!PyList_Check(recs)) {
+        PyErr_SetString(PyExc_TypeError, "bookmark_strs(recs: list)");
+        return NULL;
+    }
+    if (pid_name == NULL) {
+        pid_name = PyUnicode_InternFromString("publisher_id");
+        seq_name = PyUnicode_InternFromString("sequence");
+        if (pid_name == NULL || seq_name == NULL) {
+            Py_CLEAR(pid_name);
+            Py_CLEAR(seq_name);
+            return NULL;
+        }
+    }
+    Py_ssize_t n = PyList_GET_SIZE(recs);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i >= PyList_GET_SIZE(recs)) {  /* (an attribute's code shortened the list) */
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        PyObject *rec = PyList_GET_ITEM(recs, i);
+        Py_INCREF(rec);
+        PyObject *parts[2];
+        parts[0] = PyObject_GetAttr(rec, pid_name);
+        parts[1] = parts[0] == NULL ? NULL : PyObject_GetAttr(rec, seq_name);
+        Py_DECREF(rec);
+        if (parts[1] == NULL) {
+            Py_XDECREF(parts[0]);
+            goto fail;
+        }
+        char buf[48];  /* two 20-digit numbers, two bars */
+        char *end = buf + sizeof buf;
+        char *t = end;
+        int ok = 1;
+        for (int k = 1; k >= 0 && ok; k--) {
+            unsigned long long x = 0;
+            if (!PyLong_CheckExact(parts[k])) {
+                ok = 0;
+                break;
+            }
+            x = PyLong_AsUnsignedLongLong(parts[k]);
+            if (x == (unsigned long long)-1 && PyErr_Occurred()) {
+                if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+                    ok = -1;
+                else {
+                    PyErr_Clear();  /* negative, or past 64 bits */
+                    ok = 0;
+                }
+                break;
+            }
+            *--t = '|';
+            t = dec_u64(t, (uint64_t)x);
+        }
+        Py_DECREF(parts[0]);
+        Py_DECREF(parts[1]);
+        if (ok < 0)
+            goto fail;
+        if (!ok) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        Py_ssize_t len = end - t;
+        PyObject *bm = PyUnicode_New(len, 127);
+        if (bm == NULL)
+            goto fail;
+        memcpy(PyUnicode_DATA(bm), t, (size_t)len);
+        PyList_SET_ITEM(out, i, bm);
+    }
+    return out;
+fail:
+    Py_DECREF(out);  /* (unset items are NULL: list_dealloc skips them) */
+    return NULL;
+}
 
 static void put_be(unsigned char *p, uint64_t v, int n)
 {
@@ -1422,6 +1678,12 @@ static PyMethodDef methods[] = {
      "The size of a record's frame, from its payload fields, without encoding it."},
     {"sow_key", (PyCFunction)(void (*)(void))sow_key, METH_FASTCALL,
      "The SowKey of a one-field Key's value (an int or a str), or None (then keys.py's)."},
+    {"sow_keyed", (PyCFunction)(void (*)(void))sow_keyed, METH_FASTCALL,
+     "(doc, SowKey) of each document up to the first sow_key declines (then keys.py's)."},
+    {"hash_int_rows", (PyCFunction)(void (*)(void))hash_int_rows, METH_FASTCALL,
+     "The hash index rows of a run's int key fields (then sow/index.py's, one by one)."},
+    {"bookmark_strs", (PyCFunction)bookmark_strs, METH_O,
+     "The bookmark_str of each journal record of a list, or None (then journal/record.py's)."},
     {"sow_frames", (PyCFunction)(void (*)(void))sow_frames, METH_FASTCALL,
      "The sow frames of query results kept as stored SOW values."},
     {"sow_values", (PyCFunction)(void (*)(void))sow_values, METH_FASTCALL,

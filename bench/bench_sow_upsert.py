@@ -45,15 +45,17 @@ class _Turn:
 class _Rec:
     """A journal record as the message path reads it (``journal.JournalRecord``)."""
 
-    __slots__ = ("position", "timestamp")
+    __slots__ = ("position", "timestamp", "publisher_id", "sequence")
 
     def __init__(self, position: int, timestamp: int) -> None:
         self.position = position
         self.timestamp = timestamp
+        self.publisher_id = 1234567890
+        self.sequence = position
 
     @property
     def bookmark_str(self) -> str:
-        return f"1234567890|{self.position}|"
+        return f"{self.publisher_id}|{self.sequence}|"
 
 
 class _TxLog:

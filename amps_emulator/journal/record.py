@@ -56,6 +56,7 @@ from __future__ import annotations
 import enum
 import struct
 import zlib
+from collections.abc import Callable, Iterable
 
 import msgspec
 
@@ -155,11 +156,28 @@ class JournalRecord(msgspec.Struct, frozen=True, gc=False):
 
     @property
     def bookmark_str(self) -> str:
-        return f"{self.publisher_id}|{self.sequence}|"
+        return f"{self.publisher_id}|{self.sequence}|"  # (and bookmark_strs below)
 
     @property
     def is_internal(self) -> bool:
         return self.kind >= INTERNAL_KIND_MIN
+
+
+def bookmark_strs_py(recs: Iterable[JournalRecord]) -> list[str]:
+    """``[r.bookmark_str for r in recs]`` without a property call per record (half the
+    cost). The pure-Python twin of the compiled ``_speedups.bookmark_strs`` (which declines,
+    None, a record whose publisher_id or sequence is not an int in 0..2**64-1)."""
+    return [f"{r.publisher_id}|{r.sequence}|" for r in recs]
+
+
+def bookmark_strs(recs: list[JournalRecord]) -> list[str]:
+    """The ``bookmark_str`` of each of ``recs`` (the keyed publish run's hot path): compiled
+    when built, else (or for a record it declines) :func:`bookmark_strs_py`."""
+    if _bookmark_strs is not None and recs.__class__ is list:
+        out = _bookmark_strs(recs)
+        if out is not None:
+            return out
+    return bookmark_strs_py(recs)
 
 
 class _Payload(msgspec.Struct, array_like=True, gc=False):
@@ -351,10 +369,14 @@ if accel.COMPILED:
                 position, last, bodies, client_seqs, base, mark, interval)
         out = _speedups.publish_run(*args)
         return publish_run_py(*args) if out is None else out
+
+    _bookmark_strs: Callable[[list[JournalRecord]], list[str] | None] | None = \
+        _speedups.bookmark_strs
 else:
     append_record = append_record_py
     frame_size = frame_size_py
     publish_run = publish_run_py
+    _bookmark_strs = None
 
 
 class FrameDecoder:

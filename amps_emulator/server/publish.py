@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from amps_emulator.journal import JournalRecord, RecordKind
 from amps_emulator.journal.identity import origin_timestamp
+from amps_emulator.journal.record import bookmark_strs
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.bodies import decode_json
 from amps_emulator.protocol.reasons import CommandError
@@ -139,7 +140,7 @@ def _upsert_unread(broker: Broker, sow_topic: Topic, bodies: list[bytes],
     broker.turn.request()  # the SOW commits at the end of this turn
     n = len(bodies)
     if recs is not None:
-        sow_topic.upsert_run(keyed, bodies, [r.bookmark_str for r in recs],
+        sow_topic.upsert_run(keyed, bodies, bookmark_strs(recs),
                              [r.position for r in recs],
                              [r.timestamp / 1_000_000 for r in recs], since)
     else:

@@ -9,8 +9,9 @@ own name and that no listener refuses. :func:`plain_run` cuts a run of one topic
 frames in one call (compiled in ``_speedups``; its twin reads each header with
 ``codec.plain_publish``). A run is published with one call
 (:func:`server.publish.publish_plain`): one journal call for its records, then the fan-out
-and the listeners per message when anything subscribes to or listens on the topic. Its persisted acks wait in the transaction log's FIFO
-as a single publish's do, added in one call (``TxLog.wait_persisted_run``).
+and the listeners per message when anything subscribes to or listens on the topic. Its
+persisted acks wait in the transaction log's FIFO as a single publish's do, added in one call
+(``TxLog.wait_persisted_run``).
 
 The first frame that is not such a publish ends the run and goes through
 ``Server.dispatch`` like any command, and so does a publish the run cannot take as it is

@@ -296,6 +296,8 @@ class LmdbBackend:
         only as ``decoder`` reads it (``None``: not at all)."""
         values = sow_values(VERSION, bodies, bookmarks, positions, timestamps)
         olds = self.env.replace_run(self.rec_db, [key.encode() for _, key in keyed], values)
+        if olds.count(None) == len(olds):  # (a run of new keys: nothing to read)
+            return [NEW] * len(olds)
         out: list[Any] = []
         for (_, key), old in zip(keyed, olds, strict=True):
             if old is None:

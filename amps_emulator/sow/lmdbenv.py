@@ -50,7 +50,8 @@ import time
 from bisect import bisect_left
 from collections.abc import Iterator
 from contextlib import contextmanager
-from itertools import islice
+from itertools import islice, repeat
+from operator import length_hint
 
 import lmdb
 
@@ -284,11 +285,24 @@ class LmdbEnv:
                     ) -> list[bytes | memoryview | None]:
         """:meth:`replace` of each key with its value, in order (one cursor, one call): the
         previous values (``bytes``; None where there was none)."""
+        if len(keys) != len(values):
+            raise ValueError("replace_run: keys and values of different lengths")
         txn = self._wtxn
         if txn is None:
             txn = self._write_txn()
-        cur = txn.cursor(db)
         ops = self._ops
+        base = len(ops)
+        ops.extend(zip(repeat(_PUT), repeat(db), keys, values))
+        rest = iter(keys)
+        try:  # the common case, looped in C: the map has room for the whole run
+            return list(map(txn.cursor(db).replace, rest, values))
+        except lmdb.MapFullError:
+            del ops[base:]  # the transaction is spoilt: grow, replaying the batch before the
+        except BaseException:  # run, then the run one by one (below)
+            del ops[len(ops) - length_hint(rest):]  # (the ops up to the failing one, as
+            raise  # one by one)
+        # each put's old value as the batch before it left it
+        cur = self._grow().cursor(db)
         out: list[bytes | memoryview | None] = []
         for key, value in zip(keys, values, strict=True):
             ops.append((_PUT, db, key, value))
@@ -304,9 +318,9 @@ class LmdbEnv:
         txn = self._wtxn
         if txn is None:
             txn = self._write_txn()
-        self._ops.extend([(_PUT, db, k, value) for k in keys])
+        self._ops.extend(zip(repeat(_PUT), repeat(db), keys, repeat(value)))
         try:
-            txn.cursor(db).putmulti([(k, value) for k in keys])
+            txn.cursor(db).putmulti(zip(keys, repeat(value)))
         except lmdb.MapFullError:
             self._grow()  # replays the whole batch, this run too
 

@@ -309,6 +309,9 @@ class Topic(TopicReads):
                                   self._plain_decoder)
         inserts = updates = 0
         added: list[tuple[Any, str]] = []  # new records not yet in the indexes
+        if olds.count(NEW) == len(olds):  # a run of new keys (the loop's result, at once)
+            added = keyed
+            olds = []
         for i, old in enumerate(olds):
             if old is NEW:
                 added.append(keyed[i])

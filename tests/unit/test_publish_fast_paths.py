@@ -167,3 +167,15 @@ def test_shared_ack_sets(a):
     expected = frozenset(p for p in (a or "").split(",") if p)
     assert c1.acks == c2.acks == expected
     assert c1.acks is c1.acks
+
+
+def test_a_runs_bookmarks_are_its_records_bookmark_strs() -> None:
+    """``bookmark_strs`` (the keyed run's bookmarks, without a property call per record)
+    gives each record's ``bookmark_str``."""
+    from amps_emulator.journal.record import JournalRecord, bookmark_strs
+
+    recs = [JournalRecord(p, 1, "t", pid, seq, 1_700_000_000_000_000 + p, "c")
+            for p, (pid, seq) in enumerate([(1, 1), (0, 0), (2**64 - 1, 2**63 + 5),
+                                            (1234567890, 42)], 1)]
+    assert bookmark_strs(recs) == [r.bookmark_str for r in recs]
+    assert bookmark_strs([]) == []

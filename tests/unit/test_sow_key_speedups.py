@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amps_emulator.sow.keys import KeyGenerator, generate_sow_key, key_text, sow_key_py
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.sow.keys import KeyGenerator, generate_sow_key, key_text, sow_key_py, sow_keyed_py
 from tests.compiled import compiled
 from tests.compiled import speedups as _speedups
 
@@ -83,3 +84,61 @@ def test_a_one_field_key_is_the_general_key_whatever_the_value(domain: str, valu
     gen = KeyGenerator(domain, ["/id"])
     text = key_text(value)
     assert gen({"id": value}) == generate_sow_key(domain, ["" if text is None else text])
+
+
+# -- a run of documents (KeyGenerator.keyed's loop) ---------------------------------------
+
+KEYEDS = [pytest.param(sow_keyed_py, id="pure"),
+          pytest.param(_speedups and _speedups.sow_keyed, id="compiled", marks=compiled)]
+
+_DOC_VALUES = (st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
+               | st.lists(st.integers(), max_size=2))
+_DOCS = st.lists(st.one_of(st.fixed_dictionaries({"id": _DOC_VALUES}),
+                           st.fixed_dictionaries({"id": _DOC_VALUES, "x": st.integers()}),
+                           st.just({}), st.just({"other": 1}), st.none(), st.just([1]),
+                           st.integers()),
+                 max_size=12)
+
+
+def _keyed_expected(prefix: bytes, docs: list) -> list:
+    out = []
+    for d in docs:
+        k = sow_key_py(prefix, d.get("id")) if type(d) is dict else None
+        if k is None:
+            break
+        out.append((d, k))
+    return out
+
+
+@pytest.mark.parametrize("keyed", KEYEDS)
+@settings(max_examples=300, deadline=None)
+@given(domain=st.text(max_size=30), docs=_DOCS)
+def test_a_run_is_keyed_up_to_the_first_declined(keyed: Callable, domain: str,
+                                                 docs: list) -> None:
+    pre = _prefix(domain)
+    got = keyed(pre, "id", docs)
+    want = _keyed_expected(pre, docs)
+    assert got == want
+    assert all(g[0] is d for g, d in zip(got, docs[:len(got)], strict=True))  # the documents themselves
+
+
+@settings(max_examples=200, deadline=None)
+@given(domain=st.text(max_size=30), docs=_DOCS)
+def test_the_key_generators_run_is_its_keys_one_by_one(domain: str, docs: list) -> None:
+    """KeyGenerator.keyed: each (document, SowKey) up to the first without one."""
+    gen = KeyGenerator(domain, ["/id"])
+    want = []
+    for d in docs:
+        try:
+            want.append((d, gen(d)))
+        except CommandError:
+            break
+    assert gen.keyed(docs) == want
+
+
+@compiled
+def test_the_compiled_run_keyer_wants_its_types() -> None:
+    assert _speedups is not None
+    for args in ((b"1:x", "id"), ("1:x", "id", []), (b"1:x", 5, []), (b"1:x", "id", ())):
+        with pytest.raises(TypeError):
+            _speedups.sow_keyed(*args)

@@ -374,3 +374,20 @@ def test_auto_memo_index_only_on_topics_small_enough_to_index_inside_a_query():
     q = big.query("/px > 5")
     assert q.plan.startswith("scan") and len(q.records) == 5
     assert big.memo_indexes == {}
+
+
+@settings(max_examples=500, deadline=None)
+@given(n=st.integers(min_value=-(1 << 60), max_value=1 << 60)
+       | st.sampled_from([0, 1, -1, (1 << 53) - 1, 1 << 53, (1 << 53) + 1, -(1 << 53),
+                          -(1 << 53) - 1, 10**15, 10**16, -(10**16), 10**400]))
+def test_an_int_s_hash_token_is_its_float_s(n: int) -> None:
+    """``_num_token``'s short way for an int (its digits + ".0") is the float's repr."""
+    from amps_emulator.sow.index import _num_token
+
+    try:
+        f = float(n) + 0.0
+    except OverflowError:
+        want = b"I" + str(n).encode()
+    else:
+        want = b"N" + repr(f).encode()
+    assert _num_token(n) == want

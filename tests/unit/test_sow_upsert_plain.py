@@ -274,3 +274,38 @@ def test_index_rows_that_fill_the_map_are_all_there_after_it_grows(tmp_path) -> 
             assert [bytes(k) for k, _ in txn.cursor(db)] == keys
     finally:
         env.close()
+
+
+def test_a_replace_run_gives_each_put_the_value_before_it(tmp_path) -> None:
+    """A key that comes twice in a run: its second put's old value is the first put's."""
+    from amps_emulator.sow.lmdbenv import LmdbEnv
+
+    env = LmdbEnv(str(tmp_path / "env"), map_size=1 << 20, sync=False)
+    try:
+        db = env.open_db("recs")
+        env.replace_run(db, [b"a"], [b"1"])
+        olds = env.replace_run(db, [b"b", b"a", b"b", b"a"], [b"2", b"3", b"4", b"5"])
+        assert [None if o is None else bytes(o) for o in olds] == [None, b"1", b"2", b"3"]
+        env.commit()
+        with env.reading() as txn:
+            assert [(bytes(k), bytes(v)) for k, v in txn.cursor(db)] == [(b"a", b"5"),
+                                                                           (b"b", b"4")]
+    finally:
+        env.close()
+
+
+def test_a_replace_run_that_fails_keeps_the_ops_of_the_puts_tried(tmp_path) -> None:
+    """A put LMDB refuses (a key too long) in the middle of a run: the batch's replay log
+    holds the puts up to and with that one, as when the run was put one by one."""
+    import lmdb
+
+    from amps_emulator.sow.lmdbenv import LmdbEnv
+
+    env = LmdbEnv(str(tmp_path / "env"), map_size=1 << 20, sync=False)
+    try:
+        db = env.open_db("recs")
+        with pytest.raises(lmdb.Error):
+            env.replace_run(db, [b"a", b"b" * 600, b"c"], [b"1", b"2", b"3"])
+        assert [op[2] for op in env._ops] == [b"a", b"b" * 600]
+    finally:
+        env.close()
