@@ -128,6 +128,10 @@ def _run_script(srv, frames: list[bytes]) -> tuple:
     pub = Peer(srv.port, "pub")
     pub.sock.sendall(b"".join(frames) + _frame({"c": "flush", "cid": "end", "a": "completed"}))
     pub.until_ack("end")
+    # the publishes' persisted acks follow their fsync, which on a busy machine can come after
+    # the completed flush: a persisted flush is answered after them
+    pub.sock.sendall(_frame({"c": "flush", "cid": "durable", "a": "persisted"}))
+    pub.until_ack("durable")
     for peer in (watcher, worker):
         peer.sock.sendall(_frame({"c": "flush", "cid": "end", "a": "completed"}))
         peer.until_ack("end")
