@@ -1305,6 +1305,23 @@ sow_key(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     return sow_key_of(args[0], args[1]);
 }
 
+/* Append the pair (a, b) to the list ``out``, taking the caller's references to both
+ * (released on failure too); 0, or -1 with an exception set. */
+static int append_pair(PyObject *out, PyObject *a, PyObject *b)
+{
+    PyObject *pair = PyTuple_New(2);
+    if (pair == NULL) {
+        Py_DECREF(a);
+        Py_DECREF(b);
+        return -1;
+    }
+    PyTuple_SET_ITEM(pair, 0, a);
+    PyTuple_SET_ITEM(pair, 1, b);
+    int err = PyList_Append(out, pair);
+    Py_DECREF(pair);
+    return err;
+}
+
 /* sow_keyed(prefix, field, docs): [(doc, sow_key(prefix, doc.get(field))), ...] for the
  * documents of the list ``docs`` from its first on, up to (without) the first that is not an
  * exact dict or whose value sow_key declines (a missing field: None, declined); keys.py's
@@ -1344,17 +1361,7 @@ sow_keyed(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(key);
             break;
         }
-        PyObject *pair = PyTuple_New(2);
-        if (pair == NULL) {
-            Py_DECREF(doc);
-            Py_DECREF(key);
-            goto fail;
-        }
-        PyTuple_SET_ITEM(pair, 0, doc);  /* (steals both references) */
-        PyTuple_SET_ITEM(pair, 1, key);
-        int err = PyList_Append(out, pair);
-        Py_DECREF(pair);
-        if (err < 0)
+        if (append_pair(out, doc, key) < 0)
             goto fail;
     }
     return out;
@@ -1476,17 +1483,7 @@ hash_int_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         PyObject *skey = PyTuple_GET_ITEM(item, 1);
         Py_INCREF(skey);
         Py_DECREF(item);
-        PyObject *row = PyTuple_New(2);
-        if (row == NULL) {
-            Py_DECREF(token);
-            Py_DECREF(skey);
-            goto fail;
-        }
-        PyTuple_SET_ITEM(row, 0, token);  /* (steals both references) */
-        PyTuple_SET_ITEM(row, 1, skey);
-        int err = PyList_Append(out, row);
-        Py_DECREF(row);
-        if (err < 0)
+        if (append_pair(out, token, skey) < 0)
             goto fail;
     }
     return out;
