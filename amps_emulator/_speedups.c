@@ -336,6 +336,26 @@ static PyObject *call_fallback(PyObject *fn, PyObject *const *args, Py_ssize_t n
     return PyObject_Vectorcall(fn, args, (size_t)nargs, NULL);
 }
 
+/* Write one frame at ``frame``: the prefix, the payload ``f`` (``n`` bytes: payload_size),
+ * and the CRC of everything after it. */
+static void put_frame(unsigned char *frame, unsigned char kind, uint64_t position,
+                      uint64_t publisher_id, uint64_t sequence, int64_t timestamp, int has_cs,
+                      uint64_t client_seq, const payload_fields *f, Py_ssize_t n)
+{
+    frame[4] = 0xA7;  /* FRAME_MAGIC */
+    frame[5] = 1;  /* FRAME_VERSION */
+    frame[6] = kind;
+    frame[7] = has_cs ? 1 : 0;  /* FLAG_CLIENT_SEQ */
+    put_le32(frame + 8, (uint32_t)n);
+    put_le64(frame + 12, position);
+    put_le64(frame + 20, publisher_id);
+    put_le64(frame + 28, sequence);
+    put_le64(frame + 36, (uint64_t)timestamp);
+    put_le64(frame + 44, client_seq);
+    put_payload(frame + PREFIX_SIZE, f);
+    put_le32(frame, crc32_update(0, frame + 4, (size_t)(PREFIX_SIZE - 4 + n)));
+}
+
 static PyObject *
 append_record(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -361,21 +381,8 @@ append_record(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     Py_ssize_t start = PyByteArray_GET_SIZE(buf);
     if (PyByteArray_Resize(buf, start + PREFIX_SIZE + n) < 0)
         return NULL;  /* (a buffer export: what `buf += ...` raises too) */
-    unsigned char *frame = (unsigned char *)PyByteArray_AS_STRING(buf) + start;
-
-    /* the prefix after the CRC */
-    frame[4] = 0xA7;  /* FRAME_MAGIC */
-    frame[5] = 1;  /* FRAME_VERSION */
-    frame[6] = (unsigned char)kind;
-    frame[7] = has_cs ? 1 : 0;  /* FLAG_CLIENT_SEQ */
-    put_le32(frame + 8, (uint32_t)n);
-    put_le64(frame + 12, position);
-    put_le64(frame + 20, publisher_id);
-    put_le64(frame + 28, sequence);
-    put_le64(frame + 36, (uint64_t)timestamp);
-    put_le64(frame + 44, client_seq);
-    put_payload(frame + PREFIX_SIZE, &f);
-    put_le32(frame, crc32_update(0, frame + 4, (size_t)(PREFIX_SIZE - 4 + n)));
+    put_frame((unsigned char *)PyByteArray_AS_STRING(buf) + start, (unsigned char)kind, position,
+              publisher_id, sequence, timestamp, has_cs, client_seq, &f, n);
     return PyLong_FromSsize_t(PREFIX_SIZE + n);
 }
 
@@ -408,14 +415,14 @@ set_fallbacks(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
  *             position, last, bodies, client_seqs, base, mark, interval)
  *   -> (records, sequences, index) | None
  *
- * A run of plain publishes of one client to one topic (journal.record.publish_run_py is the
+ * A run of plain publishes of one client to one topic (journal.base.publish_run_py is the
  * twin, and says what each argument is): each body's JournalRecord (``record_type`` called
  * with the 14 fields positionally) and its bookmark sequence, and, when ``buf`` is a
  * bytearray, every record's frame appended to it (one resize; the bytes append_record writes
  * for each). ``index``: (position, base + its frame's offset in buf) of each record at or past
  * ``mark``, the mark moving ``interval`` past each. None, with nothing done, for any argument
  * outside these plain shapes (then the twin runs). */
-#define S_LIMIT ((uint64_t)1 << 63)  /* journal.record.SEQUENCE_FROM_S_LIMIT */
+#define S_LIMIT ((uint64_t)1 << 63)  /* journal.identity.SEQUENCE_FROM_S_LIMIT */
 
 static PyObject *
 publish_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
@@ -425,11 +432,14 @@ publish_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         return NULL;
     }
     PyObject *buf = args[0], *record_type = args[1], *bodies = args[9], *seqs = args[10];
-    span topic, mtype, cname;
+    payload_fields f;  /* what every frame of the run shares; the body is set per frame */
+    f.has_corr = f.has_key = f.has_exp = 0;
+    f.nh = 0;
     uint64_t pid, position, last, mark, interval;
     int64_t ts, base;
-    if ((buf != Py_None && !PyByteArray_CheckExact(buf)) || as_str(args[2], &topic)
-            || as_str(args[3], &mtype) || as_str(args[4], &cname) || as_u64(args[5], &pid)
+    if ((buf != Py_None && !PyByteArray_CheckExact(buf)) || as_str(args[2], &f.topic)
+            || as_str(args[3], &f.message_type) || as_str(args[4], &f.client_name)
+            || as_u64(args[5], &pid)
             || as_i64(args[6], &ts) || as_u64(args[7], &position) || as_u64(args[8], &last)
             || !PyList_CheckExact(bodies) || as_i64(args[11], &base) || as_u64(args[12], &mark)
             || as_u64(args[13], &interval))
@@ -437,19 +447,18 @@ publish_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     Py_ssize_t n = PyList_GET_SIZE(bodies);
     if (seqs != Py_None && (!PyList_CheckExact(seqs) || PyList_GET_SIZE(seqs) != n))
         Py_RETURN_NONE;
-    /* every frame shares its payload but for the body: array, 3 str, 3 nil, empty map */
-    Py_ssize_t fixed = PREFIX_SIZE + 1 + str_head_size(topic.len) + topic.len
-                       + str_head_size(mtype.len) + mtype.len + str_head_size(cname.len)
-                       + cname.len + 4;
     Py_ssize_t total = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *b = PyList_GET_ITEM(bodies, i);
         uint64_t cs;
-        if (!PyBytes_CheckExact(b) || PyBytes_GET_SIZE(b) > 0xFFFFFFFF
+        if (!PyBytes_CheckExact(b)
                 || (seqs != Py_None && as_u64(PyList_GET_ITEM(seqs, i), &cs)))
             Py_RETURN_NONE;
-        Py_ssize_t len = PyBytes_GET_SIZE(b);
-        total += fixed + bin_head_size(len) + len;
+        f.body.len = PyBytes_GET_SIZE(b);
+        Py_ssize_t size = payload_size(&f);
+        if (size > 0xFFFFFFFF)
+            Py_RETURN_NONE;  /* (the twin raises what append_record_py raises) */
+        total += PREFIX_SIZE + size;
     }
     if (position + (uint64_t)n < position)
         Py_RETURN_NONE;
@@ -505,8 +514,8 @@ publish_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
                 Py_DECREF(entry);
                 mark = pos + interval;
             }
-            off += fixed + bin_head_size(PyBytes_GET_SIZE(PyList_GET_ITEM(bodies, i)))
-                   + PyBytes_GET_SIZE(PyList_GET_ITEM(bodies, i));
+            f.body.len = PyBytes_GET_SIZE(PyList_GET_ITEM(bodies, i));
+            off += PREFIX_SIZE + payload_size(&f);
         }
         if (PyByteArray_Resize(buf, start + total) < 0)
             goto fail;
@@ -518,27 +527,11 @@ publish_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
                 as_u64(cs_o, &cs);
             as_u64(PyList_GET_ITEM(out_seqs, i), &seq);
             PyObject *b = PyList_GET_ITEM(bodies, i);
-            span body = {PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b)};
-            Py_ssize_t size = fixed - PREFIX_SIZE + bin_head_size(body.len) + body.len;
-            p[4] = 0xA7;  /* FRAME_MAGIC */
-            p[5] = 1;  /* FRAME_VERSION */
-            p[6] = 1;  /* RecordKind.PUBLISH */
-            p[7] = cs_o != Py_None ? 1 : 0;  /* FLAG_CLIENT_SEQ */
-            put_le32(p + 8, (uint32_t)size);
-            put_le64(p + 12, position + (uint64_t)i);
-            put_le64(p + 20, pid);
-            put_le64(p + 28, seq);
-            put_le64(p + 36, (uint64_t)ts);
-            put_le64(p + 44, cs);
-            unsigned char *q = p + PREFIX_SIZE;
-            *q++ = 0x98;
-            q = put_str(q, topic);
-            q = put_str(q, mtype);
-            q = put_str(q, cname);
-            *q++ = 0xC0; *q++ = 0xC0; *q++ = 0xC0;  /* correlation id, SowKey, expiration */
-            *q++ = 0x80;  /* no headers */
-            put_bin(q, body);
-            put_le32(p, crc32_update(0, p + 4, (size_t)(PREFIX_SIZE - 4 + size)));
+            f.body.data = PyBytes_AS_STRING(b);
+            f.body.len = PyBytes_GET_SIZE(b);
+            Py_ssize_t size = payload_size(&f);
+            put_frame(p, 1 /* RecordKind.PUBLISH */, position + (uint64_t)i, pid, seq, ts,
+                      cs_o != Py_None, cs, &f, size);
             p += PREFIX_SIZE + size;
         }
     }

@@ -1,5 +1,5 @@
 # Types of the compiled extension (_speedups.c); its pure-Python twins are
-# journal.record.append_record_py, journal.record.frame_size_py, journal.record.publish_run_py
+# journal.record.append_record_py, journal.record.frame_size_py, journal.base.publish_run_py
 # and protocol.codec.scan_frames_py;
 # parse_publish_header's is protocol.codec.parse_command's general path; sow_key's is
 # sow.keys.sow_key_py; sow_frames's is sow.record.sow_frames_py;

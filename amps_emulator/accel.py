@@ -1,7 +1,7 @@
 """Which implementation of the publish hot path runs: compiled or pure Python.
 
 The compiled half is ``amps_emulator._speedups`` (``_speedups.c``): the journal frame encoder
-(``journal.record.append_record``, and ``journal.record.publish_run`` for a run of plain
+(``journal.record.append_record``, and ``journal.base.publish_run`` for a run of plain
 publishes), the framing loop (``protocol.codec.scan_frames``) and the
 SowKey of a one-field Key (``sow.keys.sow_key``). It is
 built when the package is installed on a machine with a C compiler (``hatch_build.py``; in a

@@ -27,6 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Protocol
 
+from amps_emulator import accel
 from amps_emulator.protocol.bookmarks import (
     EPOCH,
     NOW,
@@ -47,11 +48,79 @@ from .identity import (
     SequenceIndex,
     assign_sequence,
 )
-from .record import INTERNAL_KIND_MIN, Checkpoint, JournalRecord, RecordKind, publish_run
+from .record import (
+    INTERNAL_KIND_MIN,
+    Checkpoint,
+    JournalRecord,
+    RecordKind,
+    append_record_py,
+)
 
 Clock = Callable[[], float]
 
 _PUBLISH = int(RecordKind.PUBLISH)
+
+
+def publish_run_py(
+    buf: bytearray | None,
+    record_type: type[JournalRecord],
+    topic: str,
+    message_type: str,
+    client_name: str,
+    publisher_id: int,
+    timestamp: int,
+    position: int,
+    last: int,
+    bodies: list[bytes],
+    client_seqs: list[int] | None,
+    base: int,
+    mark: int,
+    interval: int,
+) -> tuple[list[JournalRecord], list[int], list[tuple[int, int]]]:
+    """The records of a run of plain publishes of one client to one topic (no correlation id,
+    SowKey, expiration or headers) at positions from ``position`` on, and, with ``buf``, their
+    frames appended to it (``record.append_record_py``'s bytes). ``last``: the publisher's
+    last bookmark sequence; ``client_seqs``: each publish's ``s`` (None: none carries one);
+    each sequence by :func:`identity.assign_sequence`. Returns the records, their sequences,
+    and the index entries: (position, ``base`` + the frame's offset in ``buf``) of each record
+    at or past ``mark``, which moves ``interval`` past each (``index.SparseIndex.maybe_add``'s
+    rule). The pure-Python twin of ``_speedups.publish_run``, which gives the same records and
+    writes the same bytes."""
+    recs: list[JournalRecord] = []
+    seqs: list[int] = []
+    index: list[tuple[int, int]] = []
+    for i, body in enumerate(bodies):
+        cs = None if client_seqs is None else client_seqs[i]
+        last = assign_sequence(position, last, cs)
+        recs.append(record_type(position, _PUBLISH, topic, publisher_id, last, timestamp,
+                                client_name, cs, None, None, None, message_type, {}, body))
+        seqs.append(last)
+        if buf is not None:
+            if position >= mark:
+                index.append((position, base + len(buf)))
+                mark = position + interval
+            append_record_py(buf, _PUBLISH, position, publisher_id, last, timestamp, cs, topic,
+                             message_type, client_name, None, None, None, {}, body)
+        position += 1
+    return recs, seqs, index
+
+
+if accel.COMPILED:
+    from amps_emulator import _speedups
+
+    def publish_run(
+        buf: bytearray | None, record_type: type[JournalRecord], topic: str,
+        message_type: str, client_name: str, publisher_id: int, timestamp: int, position: int,
+        last: int, bodies: list[bytes], client_seqs: list[int] | None, base: int, mark: int,
+        interval: int,
+    ) -> tuple[list[JournalRecord], list[int], list[tuple[int, int]]]:
+        """:func:`publish_run_py` in C; the twin for input outside its plain shapes."""
+        args = (buf, record_type, topic, message_type, client_name, publisher_id, timestamp,
+                position, last, bodies, client_seqs, base, mark, interval)
+        out = _speedups.publish_run(*args)
+        return publish_run_py(*args) if out is None else out
+else:
+    publish_run = publish_run_py
 
 
 class SequenceMarks(Protocol):

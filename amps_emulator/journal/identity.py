@@ -25,7 +25,7 @@ from array import array
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
 
-from .record import SEQUENCE_FROM_S_LIMIT, JournalRecord
+from .record import JournalRecord
 
 #: reserved record headers of replicated records
 ORIGIN_TS = "x-emu-repl-origin-ts"
@@ -36,6 +36,9 @@ UPSTREAM_GROUP = "x-emu-repl-upstream-group"
 BEFORE_RETAINED = 0
 
 
+#: an ``s`` at or above this is not taken as the sequence, so a publisher's sequences always
+#: have room to grow (a publish store's ``s`` is about 1.7e18, epoch ms x 10^6: far below)
+SEQUENCE_FROM_S_LIMIT = 1 << 63
 
 
 def assign_sequence(position: int, last: int, client_seq: int | None) -> int:

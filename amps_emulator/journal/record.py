@@ -75,8 +75,6 @@ __all__ = [
     "FrameEncoder",
     "append_record",
     "room_for",
-    "publish_run",
-    "SEQUENCE_FROM_S_LIMIT",
     "frame_size",
     "FrameDecoder",
     "Checkpoint",
@@ -278,60 +276,6 @@ def frame_size_py(
         (topic, message_type, client_name, correlation_id, sow_key, expiration, headers, body)))
 
 
-#: an ``s`` at or above this is not taken as the sequence, so a publisher's sequences always
-#: have room to grow (a publish store's ``s`` is about 1.7e18, epoch ms x 10^6: far below)
-SEQUENCE_FROM_S_LIMIT = 1 << 63
-
-_PUBLISH = int(RecordKind.PUBLISH)
-
-
-def publish_run_py(
-    buf: bytearray | None,
-    record_type: type[JournalRecord],
-    topic: str,
-    message_type: str,
-    client_name: str,
-    publisher_id: int,
-    timestamp: int,
-    position: int,
-    last: int,
-    bodies: list[bytes],
-    client_seqs: list[int] | None,
-    base: int,
-    mark: int,
-    interval: int,
-) -> tuple[list[JournalRecord], list[int], list[tuple[int, int]]]:
-    """The records of a run of plain publishes of one client to one topic (no correlation id,
-    SowKey, expiration or headers) at positions from ``position`` on, and, with ``buf``, their
-    frames appended to it. ``last``: the publisher's last bookmark sequence; ``client_seqs``:
-    each publish's ``s`` (None: none carries one), which becomes its sequence when it is above
-    the last one and below :data:`SEQUENCE_FROM_S_LIMIT` (else the position does, or the last
-    one plus one). Returns the records, their sequences, and the index entries: (position,
-    ``base`` + the frame's offset in ``buf``) of each record at or past ``mark``, which moves
-    ``interval`` past each (``index.SparseIndex.maybe_add``'s rule). The pure-Python twin of
-    ``_speedups.publish_run``, which gives the same records and writes the same bytes."""
-    recs: list[JournalRecord] = []
-    seqs: list[int] = []
-    index: list[tuple[int, int]] = []
-    for i, body in enumerate(bodies):
-        cs = None if client_seqs is None else client_seqs[i]
-        if cs and cs < SEQUENCE_FROM_S_LIMIT:
-            last = cs if cs > last else last + 1
-        else:
-            last = position if position > last else last + 1
-        recs.append(record_type(position, _PUBLISH, topic, publisher_id, last, timestamp,
-                                client_name, cs, None, None, None, message_type, {}, body))
-        seqs.append(last)
-        if buf is not None:
-            if position >= mark:
-                index.append((position, base + len(buf)))
-                mark = position + interval
-            append_record_py(buf, _PUBLISH, position, publisher_id, last, timestamp, cs, topic,
-                             message_type, client_name, None, None, None, {}, body)
-        position += 1
-    return recs, seqs, index
-
-
 def room_for(bodies: list[bytes], start: int, fixed: int, size: int, count: int, limit: int) -> int:
     """Where a run of plain publishes (``bodies`` from ``start``, each framed in ``fixed``
     bytes plus its body's) leaves a segment holding ``count`` records in ``size`` bytes
@@ -358,24 +302,11 @@ if accel.COMPILED:
     append_record = _speedups.append_record
     frame_size = _speedups.frame_size
 
-    def publish_run(
-        buf: bytearray | None, record_type: type[JournalRecord], topic: str,
-        message_type: str, client_name: str, publisher_id: int, timestamp: int, position: int,
-        last: int, bodies: list[bytes], client_seqs: list[int] | None, base: int, mark: int,
-        interval: int,
-    ) -> tuple[list[JournalRecord], list[int], list[tuple[int, int]]]:
-        """:func:`publish_run_py` in C; the twin for input outside its plain shapes."""
-        args = (buf, record_type, topic, message_type, client_name, publisher_id, timestamp,
-                position, last, bodies, client_seqs, base, mark, interval)
-        out = _speedups.publish_run(*args)
-        return publish_run_py(*args) if out is None else out
-
     _bookmark_strs: Callable[[list[JournalRecord]], list[str] | None] | None = \
         _speedups.bookmark_strs
 else:
     append_record = append_record_py
     frame_size = frame_size_py
-    publish_run = publish_run_py
     _bookmark_strs = None
 
 

@@ -1,11 +1,11 @@
 """``_speedups.publish_run`` (a run of plain publishes: records made, frames appended) against
-its pure-Python twin ``journal.record.publish_run_py``, and both against the one-record path.
+its pure-Python twin ``journal.base.publish_run_py``, and both against the one-record path.
 
 The reference is independent of both: for each publish, the record ``_make_record`` would
 build (its sequence by ``identity.assign_sequence``) and the frame ``append_record_py`` writes
 for it, read back by ``journal.record.FrameDecoder``; the index entries by
 ``SparseIndex.maybe_add``'s rule. Input outside the plain shapes is declined by the C function
-(None) and handled by the twin through ``journal.record.publish_run``.
+(None) and handled by the twin through ``journal.base.publish_run``.
 """
 
 from __future__ import annotations
@@ -13,15 +13,10 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amps_emulator.journal.identity import assign_sequence
+from amps_emulator.journal.base import publish_run, publish_run_py
+from amps_emulator.journal.identity import SEQUENCE_FROM_S_LIMIT, assign_sequence
 from amps_emulator.journal.index import SparseIndex
-from amps_emulator.journal.record import (
-    SEQUENCE_FROM_S_LIMIT,
-    JournalRecord,
-    append_record_py,
-    publish_run,
-    publish_run_py,
-)
+from amps_emulator.journal.record import JournalRecord, append_record_py
 from tests.compiled import compiled
 from tests.compiled import speedups as _speedups
 
