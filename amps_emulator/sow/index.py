@@ -98,7 +98,7 @@ def hash_int_rows_py(field: str, keyed: list[tuple[Any, str]]) -> list[tuple[byt
         v = doc.get(field)
         if v.__class__ is not int or not -_EXACT <= v <= _EXACT:
             break
-        p = b"N%d.0" % v  # (_num_token's short way)
+        p = _num_token(v)
         out.append((bytes((len(p),)) + p, skey))
     return out
 
@@ -235,7 +235,7 @@ class HashIndex:
             if single is not None and doc.__class__ is dict:
                 v = doc.get(single)
                 if v.__class__ is int:  # the common key field: one row (as in add)
-                    p = b"N%d.0" % v if -_EXACT <= v <= _EXACT else _num_token(v)
+                    p = _num_token(v)
                     append((bytes((len(p),)) + p if len(p) < _MAX_RAW_TOKEN
                             else _composite((p,)), skey))
                     continue
