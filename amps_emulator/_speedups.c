@@ -811,6 +811,7 @@ plain_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     span topic = {NULL, -1};
     int with_s = 0;
     PyObject *bodies = NULL, *seqs = NULL, *acked = NULL, *topic_o = NULL;
+    int failed = 0;
     if (start < 0)
         Py_RETURN_NONE;
     for (; i < n; i++) {
@@ -879,29 +880,29 @@ plain_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
         }
         Py_DECREF(body);
     }
-    if (topic_o == NULL || PyList_GET_SIZE(bodies) == 0) {  /* (its first frame was refused) */
-        Py_XDECREF(topic_o);
-        Py_XDECREF(bodies);
-        Py_XDECREF(seqs);
-        Py_XDECREF(acked);
-        Py_RETURN_NONE;
+    if (topic_o != NULL && PyList_GET_SIZE(bodies) > 0) {
+        if (seqs == NULL) {
+            Py_INCREF(Py_None);
+            seqs = Py_None;
+        }
+        return Py_BuildValue("(nNNNN)", i, topic_o, bodies, seqs, acked);
     }
-    if (seqs == NULL) {
-        Py_INCREF(Py_None);
-        seqs = Py_None;
-    }
-    return Py_BuildValue("(nNNNN)", i, topic_o, bodies, seqs, acked);
+    goto done;  /* its first frame was refused: None */
 bad_text:
-    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-        PyErr_Clear();  /* not UTF-8: the general parser says what is wrong */
-        Py_RETURN_NONE;
-    }
+    if (!PyErr_ExceptionMatches(PyExc_UnicodeDecodeError))
+        goto fail;
+    PyErr_Clear();  /* not UTF-8: the general parser says what is wrong (None) */
+    goto done;
 fail:
+    failed = 1;
+done:
     Py_XDECREF(topic_o);
     Py_XDECREF(bodies);
     Py_XDECREF(seqs);
     Py_XDECREF(acked);
-    return NULL;
+    if (failed)
+        return NULL;
+    Py_RETURN_NONE;
 }
 
 /* sow_frames(prefix, rows, with_key, stamps, start, end, batch) -> [frame, ...]
