@@ -244,7 +244,13 @@ class PersistedPublisher:
         self.ack_times: list[tuple[int, float]] = []
         self.progress = threading.Condition()
         self.error: str | None = None
+        # ready once the reader has read the logon ack: what the reader imports and sets up
+        # is done before the caller times anything (a probe at real-time priority importing
+        # the codec at the start of a round held a CPU for ~60 ms and starved the server)
+        self._logged_on = threading.Event()
         threading.Thread(target=self._reader, daemon=True).start()
+        if not self._logged_on.wait(60):
+            raise RuntimeError(f"{name}: no logon ack")
 
     def _reader(self) -> None:
         from amps_emulator.protocol.codec import FrameDecoder, split_frame
@@ -266,6 +272,8 @@ class PersistedPublisher:
             for payload in decoder.feed(chunk):
                 h, _ = split_frame(payload)
                 if h.get("a") != "persisted":
+                    if h.get("cid") == "l" and h.get("a") == "processed":
+                        self._logged_on.set()
                     continue
                 with self.progress:
                     if h.get("status", "success") != "success":
