@@ -23,6 +23,14 @@ full speed, the server, the probe) the probe can wait for a CPU tens of millisec
 measured on loopback even the socket's receive time followed that wait; so where it may
 (root), the probe runs at real-time priority (SCHED_FIFO) and the output says whether it did.
 
+The disk's own floor under that ack, after each built-in config round, with no server: a
+thread appends what the round wrote to its journal, at the round's byte rate, in one write per
+``FLOOR_TURN`` (as the loop writes once per turn), while a second thread runs the group
+fdatasync as the journal's worker does (one at a time, each covering what was written before
+it began); printed as the p50/p99 from each write to the end of the fdatasync that covers it.
+A persisted ack cannot come sooner than that: a p99 goal below it is not the server's to meet
+on that disk.
+
 Before and after in one run: ``--baseline DIR`` also runs every emulator target from another
 checkout (``git worktree add DIR main``, or ``git archive main | tar -x -C DIR``), labelled
 ``[baseline]``; ``--pure`` also runs them with ``AMPS_EMULATOR_PURE=1`` (the pure-Python hot path
@@ -45,6 +53,7 @@ import select
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -60,6 +69,9 @@ from bench._support import (  # noqa: E402
     timed_publish,
     warm_publisher,
 )
+
+#: messages each publisher sends before its timed ones
+WARMUP = 2000
 
 NO_TXLOG = ("<AMPSConfig><Name>bench</Name><Transports><Transport><Name>json-tcp</Name>"
             "<Type>tcp</Type><InetAddr>127.0.0.1:9007</InetAddr><MessageType>json"
@@ -104,7 +116,7 @@ class RawPublisher:
 
     def __init__(self, port: int) -> None:
         self.peer = RawPeer(port, "bench-raw-publisher")
-        self.timed(2000, "warmup")
+        self.timed(WARMUP, "warmup")
 
     def timed(self, n: int, topic: str = "ingest") -> float:
         """Seconds to send ``n`` publishes and get the flush ack after them."""
@@ -211,15 +223,17 @@ def _variant(target: str, baseline: Path | None) -> tuple[str, Path | None, dict
 
 def _run(target: str, n: int, tmp: str, sow_updates: bool = False,
          probe_rate: int = 0, latencies: dict[str, list[float]] | None = None,
-         baseline: Path | None = None, raw: bool = False) -> tuple[float, float]:
+         baseline: Path | None = None, raw: bool = False,
+         floor: list[float] | None = None) -> tuple[float, float]:
     """(messages/s, server CPU microseconds per message) of one round of ``target``
     (``raw``: published by :class:`RawPublisher` instead of the official client;
-    ``latencies``: the probe's, added by kind, see :meth:`Probe.stop`)."""
+    ``latencies``: the probe's, added by kind, see :meth:`Probe.stop`; ``floor``: for the
+    built-in config, the disk floor's latencies are added, see :func:`_disk_floor`)."""
     target, root, env = _variant(target, baseline)
     if target == "sink":
         with Sink() as s:
             c = RawPublisher(int(s.uri.split(":")[2].split("/")[0])) if raw \
-                else warm_publisher(s.uri)
+                else warm_publisher(s.uri, warmup=WARMUP)
             cpu0 = _cpu(s.proc.pid)
             dt = c.timed(n) if isinstance(c, RawPublisher) else timed_publish(c, n)
             cpu = _cpu(s.proc.pid) - cpu0
@@ -237,15 +251,17 @@ def _run(target: str, n: int, tmp: str, sow_updates: bool = False,
         Path(cfg).write_text(SOW_KEYED.format(d=d))
         extra = []
     with ServerProcess(cfg, extra, root=root, env=env) as srv:
-        c = RawPublisher(srv.port) if raw else warm_publisher(srv.uri)
+        c = RawPublisher(srv.port) if raw else warm_publisher(srv.uri, warmup=WARMUP)
         probe = Probe(srv.port, probe_rate) if probe_rate and latencies is not None else None
         if probe is not None:
             probe.go()
         cpu0 = _cpu(srv.proc.pid)
         dt = c.timed(n) if isinstance(c, RawPublisher) else timed_publish(c, n)
+        probed = 0
         if probe is not None and latencies is not None:
             for kind, values in probe.stop().items():
                 latencies.setdefault(kind, []).extend(values)
+                probed = max(probed, len(values))
         if sow_updates:  # the same keys again: every publish replaces a record
             cpu0 = _cpu(srv.proc.pid)
             dt = c.timed(n) if isinstance(c, RawPublisher) else timed_publish(c, n)
@@ -253,7 +269,73 @@ def _run(target: str, n: int, tmp: str, sow_updates: bool = False,
         c.close()
         if cfg is not None and "sow" in cfg:
             _check_sow(srv.port, n)
+        if target == JOURNAL and floor is not None:  # the disk alone, at this round's rate
+            journalled = n + probed + (0 if raw else WARMUP)  # RawPublisher's warmup too
+            per_message = _tree_bytes(os.path.join(srv.tmp.name, "amps-data", "journal")) \
+                / journalled
+            FLOOR_RATES.append(per_message * n / dt)
+            floor.extend(_disk_floor(srv.tmp.name, FLOOR_RATES[-1]))
     return n / dt, cpu / n * 1e6
+
+
+#: seconds between the disk floor's writes (about a loop turn under the ingest load)
+FLOOR_TURN = 0.0007
+#: bytes/s of each disk floor run
+FLOOR_RATES: list[float] = []
+
+
+def _disk_floor(directory: str, rate: float, seconds: float = 1.0) -> list[float]:
+    """Seconds from each write to the end of the fdatasync that covers it: ``rate`` bytes/s
+    appended in a new file in ``directory``, one write per :data:`FLOOR_TURN`, for
+    ``seconds``, group-synced by a second thread (see the module's docstring)."""
+    chunk = b"x" * max(1, int(rate * FLOOR_TURN))
+    writes = max(1, int(seconds / FLOOR_TURN))
+    path = os.path.join(directory, "disk-floor.bin")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+    written_at: list[float] = []  # when each write returned
+    latencies: list[float] = []
+    more = threading.Condition()
+    done = False
+
+    def syncer() -> None:
+        durable = 0
+        while True:
+            with more:
+                while len(written_at) <= durable and not done:
+                    more.wait()
+                target = len(written_at)
+                if target <= durable:
+                    return
+            os.fdatasync(fd)
+            end = time.perf_counter()
+            latencies.extend(end - t for t in written_at[durable:target])
+            durable = target
+
+    worker = threading.Thread(target=syncer, name="disk-floor-sync")
+    worker.start()
+    try:
+        due = time.perf_counter()
+        for _ in range(writes):
+            os.write(fd, chunk)
+            with more:
+                written_at.append(time.perf_counter())
+                more.notify()
+            due += FLOOR_TURN
+            pause = due - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+    finally:
+        with more:
+            done = True
+            more.notify()
+        worker.join()
+        os.close(fd)
+        os.unlink(path)
+    return latencies
+
+
+def _tree_bytes(root: str) -> int:
+    return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files)
 
 
 def _cpu(pid: int) -> float:
@@ -304,6 +386,7 @@ def main() -> None:
     if args.baseline is not None:
         targets += [f"{t} [baseline]" for t in emulator]
     all_latencies: dict[str, dict[str, list[float]]] = {}
+    floors: dict[str, list[float]] = {}
     best: dict[str, float] = {}
     cpu_best: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="amps-vs-sink-") as tmp:
@@ -313,7 +396,8 @@ def main() -> None:
                 rate, cpu = _run(t, args.messages, tmp, sow_updates=t.startswith("keyed SOW updates"),
                             probe_rate=args.probe_rate if t.startswith((JOURNAL, MEMORY)) else 0,
                             latencies=all_latencies.setdefault(t, {}), baseline=args.baseline,
-                            raw=args.raw)
+                            raw=args.raw,
+                            floor=floors.setdefault(t, []) if args.probe_rate else None)
                 best[t] = max(best.get(t, 0.0), rate)
                 cpu_best[t] = min(cpu_best.get(t, cpu), cpu)
                 print(f"round {r + 1}: {t}: {rate:,.0f} msg/s, server CPU {cpu:.2f} us/msg",
@@ -337,6 +421,13 @@ def main() -> None:
             p50, p99 = lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000
             print(f"persisted-ack latency under the {t} load ({args.probe_rate:,} msg/s probe, "
                   f"{len(lat):,} acks), {seen[kind]}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+    for t, latencies in floors.items():
+        if latencies:
+            lat = sorted(latencies)
+            mb = ", ".join(f"{r / 1e6:.0f}" for r in FLOOR_RATES)
+            print(f"the disk alone at the {t} rounds' journal byte rates ({mb} MB/s; a write, "
+                  f"then the group fdatasync covering it; no server): "
+                  f"p50 {lat[len(lat) // 2] * 1000:.2f} ms, p99 {lat[int(len(lat) * 0.99)] * 1000:.2f} ms")
     if PROBE_REALTIME:
         print("(the probe ran at real-time priority, SCHED_FIFO: its times are the server's)"
               if all(PROBE_REALTIME) else
