@@ -269,7 +269,7 @@ class JournalCore:
         the per-publisher bookkeeping done once for the run. ``client_seqs``: their ``s``
         (increasing), or None when none carries one. With ``buf``, their frames are appended
         to it, and the second value is the segment index's entries for them (``base``, ``mark``
-        and ``interval``: see :func:`record.publish_run_py`)."""
+        and ``interval``: see :func:`publish_run_py`)."""
         if self._closed:
             raise JournalClosedError(
                 "journal is closed" if self._failure is None else f"journal failed: {self._failure}")
