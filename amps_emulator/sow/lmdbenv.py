@@ -142,6 +142,8 @@ class LmdbEnv:
         self.snapshots = 0  # open snapshot() read transactions
         #: called (no arguments) before every commit; may write into the batch
         self.before_commit: list = []
+        #: called (no arguments) after a batch was discarded (aborted, or no room to grow)
+        self.on_discard: list = []
         self._fit_map()
         self.ensure_room()
 
@@ -442,6 +444,11 @@ class LmdbEnv:
         self._ops.clear()
         if t is not None:
             t.abort()
+        self._discarded()
+
+    def _discarded(self) -> None:
+        for hook in self.on_discard:
+            hook()
 
     def _next_map_size(self) -> int:
         """The size the map grows to next (the current size: it cannot grow)."""
@@ -465,10 +472,12 @@ class LmdbEnv:
             new = self._next_map_size()
             if new <= self.map_size:
                 self._ops.clear()
+                self._discarded()
                 raise lmdb.MapFullError("SOW map at its maximum size; batch discarded")
             self.full = self._allocate(new)
             if self.full is not None:
                 self._ops.clear()
+                self._discarded()
                 raise lmdb.MapFullError(f"SOW map cannot grow ({self.full}); batch discarded")
             self._set_map_size(new)
             t = self._wtxn = self.env.begin(write=True, buffers=True)
@@ -495,6 +504,14 @@ class LmdbEnv:
             txn.abort()
             raise
         return db
+
+    def find_db(self, name: str):
+        """The named database if it exists, else None (nothing created)."""
+        self.commit()
+        try:
+            return self.env.open_db(name.encode("utf-8"), create=False)
+        except lmdb.NotFoundError:
+            return None
 
     def db_names(self) -> list[str]:
         with self.env.begin() as txn:

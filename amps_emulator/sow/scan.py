@@ -75,10 +75,6 @@ BUILDING = "building"
 BUILD_SHARE = 8
 
 
-def _row_key(row: tuple[bytes, bytes]) -> bytes:
-    return row[0]
-
-
 def _creations(plan: Plan) -> list[Path]:
     """The paths of the memo indexes ``plan`` (or a part of it) asks to create."""
     out = [p.create for p in (plan, *plan.parts)
@@ -389,12 +385,12 @@ class TopicReads(ABC):
                                                              names, as_bytes=True):
                             found.extend(got)
                             yield
-                    else:
-                        for i in range(0, len(cands), step):
+                    else:  # read in natural order
+                        lks = backend.snapshot_keys(cands)
+                        for i in range(0, len(lks), step):
                             found.extend(backend.check_stored(
-                                backend.get_stored(cands[i:i + step], snap), f, decoder, dead))
+                                backend.stored_in(snap, lks[i:i + step]), f, decoder, dead))
                             yield
-                        found.rows.sort(key=_row_key)  # natural order: SowKey bytes
                 elif cands is None:
                     found = backend.scan_stored(f, decoder, dead, names)
                 else:

@@ -366,9 +366,10 @@ class Sow(_Topics):
         """Names of the topics stored where the persistent ``spec`` is stored (to reopen the
         logical topics of a ``Pattern`` container). Names too long to be kept in the database
         name are not listed."""
-        prefix, suffix = "sow:", ":r"
-        return sorted(n[len(prefix):-len(suffix)] for n in self._store(spec).env.db_names()
-                      if n.startswith(prefix) and n.endswith(suffix) and not n.startswith("sow:#"))
+        prefix = "sow:"  # records are <prefix><name>:s (:r in the earlier layout)
+        return sorted({n[len(prefix):-2] for n in self._store(spec).env.db_names()
+                       if n.startswith(prefix) and n[-2:] in (":s", ":r")
+                       and not n.startswith("sow:#")})
 
     def add_topic(self, spec: TopicSpec) -> Topic:
         if spec.name in self._topics:
