@@ -395,8 +395,18 @@ class LmdbBackend:
         :class:`Record` is built (unless the old one had an expiration), the old body is read
         only as ``decoder`` reads it (``None``: not at all)."""
         values = sow_values(VERSION, bodies, bookmarks, positions, timestamps)
-        g = self._lk.get
-        lks = [g(key) or self._new_key(key) for _, key in keyed]
+        lk_of = self._lk
+        g = lk_of.get
+        seq = self._seq
+        lks: list[bytes] = []
+        append = lks.append
+        for _, key in keyed:  # (_new_key inlined)
+            lk = g(key)
+            if lk is None:
+                seq += 1
+                lk = lk_of[key] = seq.to_bytes(8, "big") + key.encode()
+            append(lk)
+        self._seq = seq
         olds = self.env.replace_run(self.rec_db, lks, values)
         if olds.count(None) == len(olds):  # (a run of new keys: nothing to read)
             return [NEW] * len(olds)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import re
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import product
 from typing import Any
 
@@ -59,6 +59,8 @@ MAX_LOOKUP_TOKENS = 4096
 MAX_STRING_BYTES = 100  # memo keys: 1 + 2*100 (escaped) + 3 + SowKey (<= 255) < 511
 _MAX_RAW_TOKEN = 64  # hash keys: 1 + 64 + SowKey (<= 255) < 511 (LMDB's key size limit)
 NUM = b"\x01"
+_S = ord("S")  # the first byte of a string token, of a number token
+_N = ord("N")
 STR = b"\x02"
 _END = b"\x03"
 _NUM_LEN = 9
@@ -230,6 +232,12 @@ class HashIndex:
                 self.table.add_rows(rows)
                 return
             keyed = keyed[len(rows):]
+        self.table.add_rows(self._rows(keyed, rows))
+
+    def _rows(self, keyed: Iterable[tuple[Any, str]], rows: list[tuple[bytes, str]]
+              ) -> list[tuple[bytes, str]]:
+        """``rows`` with the (token, SowKey) rows of each (document, SowKey) added."""
+        single = self._single
         append = rows.append
         for doc, skey in keyed:
             if single is not None and doc.__class__ is dict:
@@ -242,7 +250,7 @@ class HashIndex:
             r = self._scalar_rows(doc)
             for t in self.tokens(doc) if r is None else r:
                 append((t, skey))
-        self.table.add_rows(rows)
+        return rows
 
     def remove(self, doc: Any, skey: str) -> None:
         rows = self._scalar_rows(doc)
@@ -250,24 +258,32 @@ class HashIndex:
             self.table.discard(t, skey)
 
     def update(self, old_doc: Any, new_doc: Any, skey: str) -> None:
+        change = self._change(old_doc, new_doc)
+        if change is not None:
+            gone, new = change
+            for t in gone:
+                self.table.discard(t, skey)
+            for t in new:
+                self.table.add(t, skey)
+
+    def _change(self, old_doc: Any, new_doc: Any) -> tuple[set[bytes], set[bytes]] | None:
+        """(tokens no longer, tokens newly) of a record updated from ``old_doc`` to
+        ``new_doc``; None: the same tokens."""
         single = self._single
         if single is not None and type(old_doc) is dict and type(new_doc) is dict:
             a = old_doc.get(single)
             b = new_doc.get(single)
             if type(a) is type(b) and type(a) in (str, int, float) and a == b:
-                return  # unchanged scalar (NaN != NaN falls through to the general path)
+                return None  # unchanged scalar (NaN != NaN falls through to the general path)
         ov = self.values(old_doc)
         nv = self.values(new_doc)
         if _same(ov, nv):
-            return
+            return None
         old = self.tokens(old_doc, ov)
         new = self.tokens(new_doc, nv)
         if old == new:
-            return
-        for t in old - new:
-            self.table.discard(t, skey)
-        for t in new - old:
-            self.table.add(t, skey)
+            return None
+        return old - new, new - old
 
     def lookup(self, per_field_values: list[list[Any]]) -> list[str] | None:
         """SowKeys of records that may have, for every field, one of the given values
@@ -283,15 +299,97 @@ class HashIndex:
         if n > MAX_LOOKUP_TOKENS:
             return None
         out: dict[str, None] = {}
+        implied = self.implied
         for c in product(*per_field):
-            for k in self.table.get(_composite(c)):
+            token = _composite(c)
+            for k in self.table.get(token):
+                out[k] = None
+            k = implied(token)
+            if k is not None:
                 out[k] = None
         for k in self.table.get(_OTHERS):
             out[k] = None
         return list(out)
 
+    def implied(self, token: bytes) -> str | None:
+        """The SowKey a token names by itself (see :class:`KeyHashIndex`); None here."""
+        return None
+
     def clear(self) -> None:
         self.table.clear()
+
+
+class KeyHashIndex(HashIndex):
+    """The hash index on a topic's Key field (one field, generated SowKeys), without the
+    rows the SowKey makes redundant.
+
+    A token names a SowKey by itself when it is a string token (the text ``s``: the SowKey
+    of the key value ``s``) or a whole-number token (``5``: the SowKey of the text ``5``).
+    A record's row for a token is stored only when the token does not name the record's own
+    SowKey; a lookup adds, for every token it looks up, the SowKey the token names (a
+    candidate the query's filter then checks, like every index candidate; a SowKey without a
+    record is skipped).  So a record keyed ``{"id": 5}`` or ``{"id": "ABC"}`` (the common
+    keys) has no row at all, and one keyed ``"05"`` or ``5.5`` keeps the rows that reach it
+    from ``= 5`` or ``= 5.5``.  Whatever a token's form, the record side and the lookup side
+    use the same :meth:`implied`, so no record is ever missed."""
+
+    def __init__(self, fields: Iterable[str], table, key_of: Callable[[bytes], str]) -> None:
+        super().__init__(fields, table)
+        self._key_of = key_of  # key value text (UTF-8) -> SowKey
+
+    def implied(self, token: bytes) -> str | None:
+        if not token or len(token) != token[0] + 1:  # (a digest, a composite, _OTHERS)
+            return None
+        kind = token[1]
+        if kind == _S:
+            return self._key_of(token[2:])
+        if kind == _N and token.endswith(b".0"):
+            return self._key_of(token[2:-2])
+        return None
+
+    def whole_numbers(self, keyed: list[tuple[Any, str]]) -> bool:
+        """Whether every (document, SowKey) of ``keyed`` has a whole number within +-2**53
+        as its Key value: then neither the record nor the record it replaces has a row here
+        (the replaced one has the same SowKey, so the same key text ``n``: it was the number
+        ``n`` or the string ``"n"``, whose tokens both name that SowKey)."""
+        single = self._single
+        return single is not None and len(hash_int_rows(single, keyed)) == len(keyed)
+
+    def _explicit(self, rows: list[tuple[bytes, str]]) -> list[tuple[bytes, str]]:
+        implied = self.implied
+        return [r for r in rows if implied(r[0]) != r[1]]
+
+    def add_run(self, keyed: Iterable[tuple[Any, str]]) -> None:
+        single = self._single
+        if single is not None and isinstance(keyed, list):
+            # a whole number n within +-2**53: its one token names the SowKey of the text
+            # "n", which is the record's own: no row
+            n = len(hash_int_rows(single, keyed))
+            if n == len(keyed):
+                return
+            keyed = keyed[n:]
+        rows = self._explicit(self._rows(keyed, []))
+        if rows:
+            self.table.add_rows(rows)
+
+    def remove(self, doc: Any, skey: str) -> None:
+        rows = self._scalar_rows(doc)
+        implied = self.implied
+        for t in self.tokens(doc) if rows is None else rows:
+            if implied(t) != skey:
+                self.table.discard(t, skey)
+
+    def update(self, old_doc: Any, new_doc: Any, skey: str) -> None:
+        change = self._change(old_doc, new_doc)
+        if change is not None:
+            implied = self.implied
+            gone, new = change
+            for t in gone:
+                if implied(t) != skey:
+                    self.table.discard(t, skey)
+            for t in new:
+                if implied(t) != skey:
+                    self.table.add(t, skey)
 
 
 def _same(a: Any, b: Any) -> bool:

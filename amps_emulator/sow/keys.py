@@ -214,6 +214,12 @@ class KeyGenerator:
         d = domain.encode("utf-8", "surrogatepass")
         self._prefix = b"%d:%b" % (len(d), d)  # what _seed absorbed (for sow_key)
 
+    def of_text(self, text: bytes) -> str:
+        """The SowKey of a message whose (one) Key field's text is ``text`` (UTF-8)."""
+        h = self._seed.copy()
+        h.update(b"%d:%b" % (len(text), text))
+        return str(int.from_bytes(h.digest(), "big"))
+
     def values(self, doc: Any) -> list[str]:
         """The texts of the Key fields' values in ``doc`` (``""`` for a field without one).
 

@@ -28,7 +28,7 @@ from amps_emulator.protocol.reasons import BAD_FILTER, CommandError
 from .backend import NEW, Backend
 from .delta import merge
 from .expiry import deadline, expiry_key
-from .index import HashIndex, MemoIndex
+from .index import HashIndex, KeyHashIndex, MemoIndex
 from .keys import KeyGenerator, validate_sow_key
 from .paths import Path, parse_path, path_text
 from .query import DeleteResult, PublishResult
@@ -55,6 +55,17 @@ def _decode(data: bytes) -> Any:
 def _index_table_name(kind: str, fields: tuple[str, ...]) -> str:
     h = hashlib.blake2b("\x1f".join(fields).encode(), digest_size=8).hexdigest()
     return f"{kind}:{h}"
+
+
+#: the table name prefix of each stored index kind ("keyhash": a KeyHashIndex)
+_TABLE_KIND = {"hash": "h", "keyhash": "k"}
+
+
+def _stored_table_name(kind: str, fields: list[str]) -> str:
+    """The table of a stored index definition ``[kind, *fields]``."""
+    if kind == "memo":
+        return _index_table_name("m", (path_text(parse_path(fields[0])),))
+    return _index_table_name(_TABLE_KIND[kind], tuple(fields))
 
 
 class Topic(TopicReads):
@@ -114,9 +125,7 @@ class Topic(TopicReads):
                         self.name, stored, keydef)
             self._b.clear()
             for kind, *fs in self._b.meta_get("indexes", []):
-                self._b.drop_table(_index_table_name("h" if kind == "hash" else "m",
-                                                     tuple(fs) if kind == "hash"
-                                                     else (path_text(parse_path(fs[0])),)))
+                self._b.drop_table(_stored_table_name(kind, fs))
             self._b.ordered_table("exp").clear()
             self._b.meta_put("applied", 0)
             self._b.meta_put("indexes", [])
@@ -140,10 +149,17 @@ class Topic(TopicReads):
         new_defs = []
         to_build: list[HashIndex | MemoIndex] = []
         for fields in wanted_hash:
-            ix = HashIndex(fields, self._b.hash_table(_index_table_name("h", fields)))
+            keygen = self._keygen
+            if keygen is not None and len(fields) == 1 and fields == tuple(self.spec.keys):
+                kind = "keyhash"  # the Key field's own index: rows the SowKey implies left out
+                ix: HashIndex = KeyHashIndex(fields, self._b.hash_table(
+                    _index_table_name(_TABLE_KIND[kind], fields)), keygen.of_text)
+            else:
+                kind = "hash"
+                ix = HashIndex(fields, self._b.hash_table(_index_table_name("h", fields)))
             self.hash_indexes.append(ix)
-            new_defs.append(("hash", *fields))
-            if ("hash", *fields) not in present:
+            new_defs.append((kind, *fields))
+            if (kind, *fields) not in present:
                 to_build.append(ix)
         for f in memo_fields:
             p = parse_path(f)
@@ -154,11 +170,11 @@ class Topic(TopicReads):
             new_defs.append(("memo", f))
             if ("memo", f) not in present:
                 to_build.append(mx)
-        for d in stored:  # indexes no longer configured
+        for d in stored:  # indexes no longer configured (or kept in another kind)
             if d not in new_defs:
                 kind, *fs = d
-                if kind == "hash":
-                    self._b.drop_table(_index_table_name("h", tuple(fs)))
+                if kind in _TABLE_KIND:
+                    self._b.drop_table(_stored_table_name(kind, fs))
         if to_build:
             self._build(to_build)
         if [list(d) for d in new_defs] != [list(d) for d in stored]:
@@ -305,8 +321,14 @@ class Topic(TopicReads):
         expiration)."""
         hix = self.hash_indexes
         mix = self.memo_indexes
-        olds = self._b.swap_plain(keyed, bodies, bookmarks, positions, timestamps,
-                                  self._plain_decoder)
+        dec = self._plain_decoder
+        ix0 = hix[0] if len(hix) == 1 and not mix else None
+        if isinstance(ix0, KeyHashIndex) and ix0.whole_numbers(keyed):
+            # no index reads the old records: the Key index keeps no row for either
+            # (see KeyHashIndex.whole_numbers), and there is no other index
+            hix = []
+            dec = None
+        olds = self._b.swap_plain(keyed, bodies, bookmarks, positions, timestamps, dec)
         inserts = updates = 0
         added: list[tuple[Any, str]] = []  # new records not yet in the indexes
         if olds.count(NEW) == len(olds):  # a run of new keys (the loop's result, at once)

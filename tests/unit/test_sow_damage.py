@@ -57,7 +57,9 @@ def test_damaged_pages_after_a_machine_crash_are_found_at_open(tmp_path):
     damage_pages(env_dir)
     set_state(env_dir, boot="an-earlier-boot", clean=False)  # written, never closed, rebooted
     env = LmdbEnv(env_dir, sync=False)
-    assert env.replaced is not None and "Corrupted" in env.replaced
+    # (which error LMDB reports depends on which damaged page the read-through meets first)
+    assert env.replaced is not None and ("Corrupted" in env.replaced
+                                         or "PAGE_NOTFOUND" in env.replaced)
     env.close()
     assert glob.glob(env_dir + ".damaged-*")
 
