@@ -33,6 +33,9 @@
  * bookmark_strs: the bookmark strings of a run of journal records (a property call each in
  *   Python).
  *
+ * record_keys: the LMDB keys (insert sequence + SowKey) of a keyed run's records, new ones
+ *   given the next sequences (sow/backend.py's LmdbBackend.swap_plain loop).
+ *
  * scan_frames: the AMPS framing loop (4-byte big-endian length, payload): the complete
  *   payloads of one read as bytes objects, one copy each.
  *
@@ -1486,6 +1489,86 @@ fail:
     return NULL;
 }
 
+/* record_keys(lk_of, keyed, seq): the LMDB key of each SowKey of ``keyed`` (a list of
+ * (document, SowKey) pairs) in the dict ``lk_of`` (SowKey -> LMDB key); a SowKey it lacks gets
+ * the next insert sequence: seq + 1 as 8 big-endian bytes followed by the SowKey's UTF-8, put
+ * into ``lk_of``.  Returns (the keys, the last sequence given).
+ * Twin: sow.backend.record_keys_py. */
+static PyObject *
+record_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyDict_CheckExact(args[0]) || !PyList_Check(args[1])
+            || !PyLong_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "record_keys(lk_of: dict, keyed: list, seq: int)");
+        return NULL;
+    }
+    PyObject *lk_of = args[0], *keyed = args[1];
+    unsigned long long seq = PyLong_AsUnsignedLongLong(args[2]);
+    if (seq == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keyed);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i >= PyList_GET_SIZE(keyed)) {  /* (shrunk by a key's __eq__: none here) */
+            PyErr_SetString(PyExc_RuntimeError, "record_keys: the list changed");
+            goto fail;
+        }
+        PyObject *item = PyList_GET_ITEM(keyed, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2
+                || !PyUnicode_CheckExact(PyTuple_GET_ITEM(item, 1))) {
+            PyErr_SetString(PyExc_TypeError, "record_keys: keyed holds (document, str) pairs");
+            goto fail;
+        }
+        PyObject *key = PyTuple_GET_ITEM(item, 1);
+        Py_INCREF(item);
+        PyObject *lk = PyDict_GetItemWithError(lk_of, key);
+        if (lk != NULL) {
+            Py_INCREF(lk);
+        } else {
+            if (PyErr_Occurred()) {
+                Py_DECREF(item);
+                goto fail;
+            }
+            Py_ssize_t klen;
+            const char *k = PyUnicode_AsUTF8AndSize(key, &klen);
+            if (k == NULL) {
+                Py_DECREF(item);
+                goto fail;
+            }
+            lk = PyBytes_FromStringAndSize(NULL, 8 + klen);
+            if (lk == NULL) {
+                Py_DECREF(item);
+                goto fail;
+            }
+            unsigned long long next = seq + 1;
+            unsigned char *b = (unsigned char *)PyBytes_AS_STRING(lk);
+            for (int j = 7; j >= 0; j--, next >>= 8)
+                b[j] = (unsigned char)(next & 0xff);
+            memcpy(b + 8, k, (size_t)klen);
+            if (PyDict_SetItem(lk_of, key, lk) < 0) {
+                Py_DECREF(lk);
+                Py_DECREF(item);
+                goto fail;
+            }
+            seq++;
+        }
+        Py_DECREF(item);
+        PyList_SET_ITEM(out, i, lk);
+    }
+    PyObject *last = PyLong_FromUnsignedLongLong(seq);
+    if (last == NULL)
+        goto fail;
+    PyObject *res = PyTuple_Pack(2, out, last);
+    Py_DECREF(out);
+    Py_DECREF(last);
+    return res;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
 /* bookmark_strs(recs): [f"{r.publisher_id}|{r.sequence}|" for r in recs] (journal/record.py's
  * bookmark_str of each journal record of the list ``recs``), or None when one of them has a
  * publisher_id or sequence that is not an exact int in 0..2**64-1 (then the caller's
@@ -1671,6 +1754,8 @@ static PyMethodDef methods[] = {
      "The SowKey of a one-field Key's value (an int or a str), or None (then keys.py's)."},
     {"sow_keyed", (PyCFunction)(void (*)(void))sow_keyed, METH_FASTCALL,
      "(doc, SowKey) of each document up to the first sow_key declines (then keys.py's)."},
+    {"record_keys", (PyCFunction)(void (*)(void))record_keys, METH_FASTCALL,
+     "record_keys(lk_of, keyed, seq) -> (LMDB keys, last seq): see sow.backend.record_keys_py"},
     {"hash_int_rows", (PyCFunction)(void (*)(void))hash_int_rows, METH_FASTCALL,
      "The hash index rows of a run's int key fields (then sow/index.py's, one by one)."},
     {"bookmark_strs", (PyCFunction)bookmark_strs, METH_O,

@@ -44,6 +44,7 @@ from typing import Any, TypeAlias
 
 import msgspec
 
+from amps_emulator import accel
 from amps_emulator.protocol.filter.fields import fields_filter
 
 from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbKVTable, LmdbOrderedSet
@@ -395,18 +396,7 @@ class LmdbBackend:
         :class:`Record` is built (unless the old one had an expiration), the old body is read
         only as ``decoder`` reads it (``None``: not at all)."""
         values = sow_values(VERSION, bodies, bookmarks, positions, timestamps)
-        lk_of = self._lk
-        g = lk_of.get
-        seq = self._seq
-        lks: list[bytes] = []
-        append = lks.append
-        for _, key in keyed:  # (_new_key inlined)
-            lk = g(key)
-            if lk is None:
-                seq += 1
-                lk = lk_of[key] = seq.to_bytes(8, "big") + key.encode()
-            append(lk)
-        self._seq = seq
+        lks, self._seq = record_keys(self._lk, keyed, self._seq)
         olds = self.env.replace_run(self.rec_db, lks, values)
         if olds.count(None) == len(olds):  # (a run of new keys: nothing to read)
             return [NEW] * len(olds)
@@ -704,6 +694,36 @@ class LmdbBackend:
 
     def meta_put(self, name: str, value: Any) -> None:
         self.env.put(self.meta_db, name.encode(), _json.encode(value))
+
+
+def record_keys_py(lk_of: dict[str, bytes], keyed: list[tuple[Any, str]], seq: int
+                   ) -> tuple[list[bytes], int]:
+    """The LMDB key of each SowKey of ``keyed`` ((document, SowKey) pairs) in ``lk_of``;
+    a SowKey it lacks gets the next insert sequence (``seq + 1``, 8 bytes big-endian, then
+    the SowKey's UTF-8), put into ``lk_of``. Returns (the keys, the last sequence given).
+    The pure-Python twin of the compiled ``_speedups.record_keys``."""
+    g = lk_of.get
+    out: list[bytes] = []
+    append = out.append
+    for item in keyed:
+        if item.__class__ is not tuple or len(item) != 2 or item[1].__class__ is not str:
+            raise TypeError("record_keys: keyed holds (document, str) pairs")
+        key = item[1]
+        lk = g(key)
+        if lk is None:
+            seq += 1
+            lk = lk_of[key] = seq.to_bytes(_SEQ, "big") + key.encode()
+        append(lk)
+    return out, seq
+
+
+if accel.COMPILED:
+    from amps_emulator import _speedups
+
+    #: see record_keys_py (compiled when built)
+    record_keys = _speedups.record_keys
+else:
+    record_keys = record_keys_py
 
 
 #: the record storage of one topic (the interface above)

@@ -322,12 +322,14 @@ class Topic(TopicReads):
         hix = self.hash_indexes
         mix = self.memo_indexes
         dec = self._plain_decoder
+        index_new = True  # whether new records go into the indexes
         ix0 = hix[0] if len(hix) == 1 and not mix else None
         if isinstance(ix0, KeyHashIndex) and ix0.whole_numbers(keyed):
-            # no index reads the old records: the Key index keeps no row for either
-            # (see KeyHashIndex.whole_numbers), and there is no other index
+            # no index reads the old records or takes the new ones: the Key index keeps no
+            # row for either (see KeyHashIndex.whole_numbers), and there is no other index
             hix = []
             dec = None
+            index_new = False
         olds = self._b.swap_plain(keyed, bodies, bookmarks, positions, timestamps, dec)
         inserts = updates = 0
         added: list[tuple[Any, str]] = []  # new records not yet in the indexes
@@ -339,7 +341,8 @@ class Topic(TopicReads):
                 added.append(keyed[i])
                 continue
             if added:  # (in order: this record may be one of them)
-                self._index_added(added)
+                if index_new:
+                    self._index_added(added)
                 inserts += len(added)
                 added = []
             doc, key = keyed[i]
@@ -356,7 +359,8 @@ class Topic(TopicReads):
                     for mx in mix.values():
                         mx.update(old, doc, key)
         if added:
-            self._index_added(added)
+            if index_new:
+                self._index_added(added)
             inserts += len(added)
         self.insert_count += inserts
         self.update_count += updates

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from amps_emulator.sow.backend import record_keys_py
 from amps_emulator.sow.index import HashIndex, hash_int_rows_py
 from amps_emulator.sow.tables import MemHashTable
 from tests.compiled import compiled
@@ -72,3 +73,38 @@ def test_add_run_indexes_as_add_does(docs: list[Any]) -> None:
         one.add(d, k)
     run.add_run(keyed)
     assert run.table._d == one.table._d
+
+
+# ---- record_keys: the LMDB keys of a keyed run (sow.backend.LmdbBackend.swap_plain) ------
+
+KEYERS = [pytest.param(record_keys_py, id="pure"),
+          pytest.param(_speedups and _speedups.record_keys, id="compiled", marks=compiled)]
+
+
+@pytest.mark.parametrize("keys_of", KEYERS)
+@settings(max_examples=200, deadline=None)
+@given(known=st.dictionaries(st.text(max_size=6), st.binary(min_size=9, max_size=12),
+                             max_size=6),
+       names=st.lists(st.text(max_size=6), max_size=12),
+       seq=st.integers(min_value=0, max_value=(1 << 63)))
+def test_record_keys_give_new_keys_the_next_sequences(keys_of: Callable, known: dict,
+                                                      names: list, seq: int) -> None:
+    lk_of = dict(known)
+    keyed = [({}, n) for n in names]
+    lks, last = keys_of(lk_of, keyed, seq)
+    want: dict = dict(known)
+    s = seq
+    expect = []
+    for n in names:
+        if n not in want:
+            s += 1
+            want[n] = s.to_bytes(8, "big") + n.encode()
+        expect.append(want[n])
+    assert (lks, last, lk_of) == (expect, s, want)
+
+
+@pytest.mark.parametrize("keys_of", KEYERS)
+def test_record_keys_want_document_and_str_pairs(keys_of: Callable) -> None:
+    for bad in ([({}, 5)], [({},)], [[{}, "k"]]):
+        with pytest.raises(TypeError):
+            keys_of({}, bad, 0)
