@@ -982,8 +982,9 @@ static unsigned char *put_dec(unsigned char *p, Py_ssize_t v)
     return p + n;
 }
 
-/* One stored row: its key, bookmark and body (-1 and an exception set when the row is not a
- * (bytes, bytes) pair or its value not a version-1 record). */
+/* One stored row: its SowKey (the LMDB key past its 8-byte insert sequence), bookmark and
+ * body (-1 and an exception set when the row is not a (bytes, bytes) pair, its key shorter
+ * than a sequence or its value not a version-1 record). */
 typedef struct {
     const unsigned char *key, *bm, *body;
     Py_ssize_t key_len, bm_len, body_len;
@@ -997,6 +998,10 @@ static int read_stored(PyObject *row, Py_ssize_t i, stored *out)
         return -1;
     }
     PyObject *k = PyTuple_GET_ITEM(row, 0), *v = PyTuple_GET_ITEM(row, 1);
+    if (PyBytes_GET_SIZE(k) < 8) {
+        PyErr_Format(PyExc_ValueError, "stored SOW row %zd: no insert sequence in its key", i);
+        return -1;
+    }
     const unsigned char *d = (const unsigned char *)PyBytes_AS_STRING(v);
     Py_ssize_t n = PyBytes_GET_SIZE(v);
     if (n >= 36 && d[1] == 1) {
@@ -1004,8 +1009,8 @@ static int read_stored(PyObject *row, Py_ssize_t i, stored *out)
         Py_ssize_t off = (Py_ssize_t)((uint32_t)d[32] << 24 | (uint32_t)d[33] << 16
                                       | (uint32_t)d[34] << 8 | (uint32_t)d[35]);
         if (36 + blen <= n && off <= n) {
-            out->key = (const unsigned char *)PyBytes_AS_STRING(k);
-            out->key_len = PyBytes_GET_SIZE(k);
+            out->key = (const unsigned char *)PyBytes_AS_STRING(k) + 8;
+            out->key_len = PyBytes_GET_SIZE(k) - 8;
             out->bm = d + 36;
             out->bm_len = blen;
             out->body = d + off;

@@ -500,16 +500,16 @@ class LmdbBackend:
         return self._keys_in(keys)
 
     def stored_in(self, snap, lks: list[bytes]) -> list[tuple[bytes, bytes]]:
-        """The stored rows, (SowKey, value) pairs, of the LMDB keys ``lks`` (from
-        :meth:`snapshot_keys`) that the snapshot ``snap`` (reading ``bytes``) holds."""
-        return [(k[_SEQ:], v) for k, v in snap.cursor(self.rec_db).getmulti(lks)]
+        """The stored rows (:class:`sow.record.StoredRecords`'s (LMDB key, value) pairs) of
+        the LMDB keys ``lks`` (from :meth:`snapshot_keys`) that the snapshot ``snap``
+        (reading ``bytes``) holds."""
+        return snap.cursor(self.rec_db).getmulti(lks)
 
     def get_stored(self, keys: list[str]) -> list[tuple[bytes, bytes]]:
-        """:meth:`get_many` as stored rows, (SowKey, value) pairs, in natural order."""
+        """:meth:`get_many` as stored rows, (LMDB key, value) pairs, in natural order."""
         lks = self._keys_of(keys)
         with self.env.reading() as txn:
-            return [(bytes(k[_SEQ:]), bytes(v))
-                    for k, v in txn.cursor(self.rec_db).getmulti(lks)]
+            return [(bytes(k), bytes(v)) for k, v in txn.cursor(self.rec_db).getmulti(lks)]
 
     @staticmethod
     def check_stored(rows: list[tuple[bytes, bytes]], f, decoder, dead: set) -> StoredRecords:
@@ -519,7 +519,7 @@ class LmdbBackend:
             return StoredRecords(rows)
         out = []
         for k, v in rows:
-            if dead and str(k, "utf-8") in dead:
+            if dead and str(k[_SEQ:], "utf-8") in dead:
                 continue
             if f is not None and not f(_partial(decoder, v[v[0] or _body_offset(v):])):
                 continue
@@ -533,9 +533,8 @@ class LmdbBackend:
         ``as_bytes``: the cursor reads ``bytes`` (no copy needed)."""
         if f is None:  # every record (the plain query): no body read
             if as_bytes and not dead:
-                return StoredRecords([(k[_SEQ:], v) for k, v in islice(cur.iternext(), limit)])
-            return StoredRecords([(bytes(k[_SEQ:]), bytes(v))
-                                  for k, v in islice(cur.iternext(), limit)
+                return StoredRecords(list(islice(cur.iternext(), limit)))
+            return StoredRecords([(bytes(k), bytes(v)) for k, v in islice(cur.iternext(), limit)
                                   if not dead or str(k[_SEQ:], "utf-8") not in dead])
         rows: list[tuple[bytes, bytes]] = []
         append = rows.append
@@ -550,8 +549,8 @@ class LmdbBackend:
             return StoredRecords(rows)
         ckey = cur.key
         for v, _d in _passing(cur, limit, f, decoder):
-            kb = bytes(ckey()[_SEQ:])
-            if dead and str(kb, "utf-8") in dead:
+            kb = bytes(ckey())
+            if dead and str(kb[_SEQ:], "utf-8") in dead:
                 continue
             append((kb, bytes(v)))
         return StoredRecords(rows)
@@ -775,8 +774,8 @@ def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead, _q_rows):
             _s = _q_dec(_q_body)
         except _q_errors:
             if _q_fn(_q_any(_q_body)):
-                _q_k = bytes(_q_key()[8:])
-                if not _q_dead or str(_q_k, "utf-8") not in _q_dead:
+                _q_k = bytes(_q_key())
+                if not _q_dead or str(_q_k[8:], "utf-8") not in _q_dead:
                     _q_append((_q_k, bytes(_q_v)))
             continue
         try:
@@ -786,14 +785,14 @@ def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead, _q_rows):
         except Exception:  # a bug: counted, and answered by the reference interpreter
             if not _recover(_q_partial(_q_doc, _q_body)):
                 continue
-        _q_k = bytes(_q_key()[8:])
-        if not _q_dead or str(_q_k, "utf-8") not in _q_dead:
+        _q_k = bytes(_q_key())
+        if not _q_dead or str(_q_k[8:], "utf-8") not in _q_dead:
             _q_append((_q_k, bytes(_q_v)))
 """
 
 
 # ... reading bytes (a snapshot of bytes): they are kept as they are, no copy
-_FIELDS_BYTES_LOOP = _FIELDS_STORED_LOOP.replace("bytes(_q_key()[8:])", "_q_key()[8:]").replace(
+_FIELDS_BYTES_LOOP = _FIELDS_STORED_LOOP.replace("bytes(_q_key())", "_q_key()").replace(
     "bytes(_q_v)", "_q_v")
 
 

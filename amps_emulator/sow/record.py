@@ -195,8 +195,9 @@ _TIMESTAMP = struct.Struct(">d")
 
 
 class StoredRecords(Sequence[Record]):
-    """Records a query read, kept as the store's rows: (SowKey as UTF-8, stored value) pairs
-    (the value's layout above). The server frames them straight from the values
+    """Records a query read, kept as the store's rows: (LMDB key, stored value) pairs, the
+    key being the record's 8-byte insert sequence then its SowKey as UTF-8, the value laid
+    out as above. The server frames them straight from the values
     (:func:`sow_frames`) without building a :class:`Record` each; anything else that reads
     them gets Records built as it reads (:func:`decode_record`, so the same as a store read).
     A slice is another :class:`StoredRecords`."""
@@ -219,11 +220,11 @@ class StoredRecords(Sequence[Record]):
         if isinstance(i, slice):
             return StoredRecords(self.rows[i])
         k, v = self.rows[i]
-        return decode_record(str(k, "utf-8"), v)
+        return decode_record(str(k[8:], "utf-8"), v)
 
     def __iter__(self) -> Iterator[Record]:
         for k, v in self.rows:
-            yield decode_record(str(k, "utf-8"), v)
+            yield decode_record(str(k[8:], "utf-8"), v)
 
     def extend(self, other: StoredRecords) -> None:
         self.rows.extend(other.rows)
@@ -247,8 +248,9 @@ _LAYOUT = struct.Struct(">xBH28xI")
 
 def sow_frames_py(prefix: bytes, rows: list[tuple[bytes, bytes]], with_key: bool,
                   stamps: list[bytes] | None, start: int, end: int, batch: int) -> list[bytes]:
-    """The ``sow`` frames of stored rows ``start..end-1`` ((SowKey as UTF-8, stored value)
-    pairs), ``batch`` to a frame: ``prefix`` (the outer header), then for each record its header
+    """The ``sow`` frames of stored rows ``start..end-1`` ((LMDB key, stored value) pairs, as
+    :class:`StoredRecords` keeps them: the SowKey follows the key's 8-byte insert sequence),
+    ``batch`` to a frame: ``prefix`` (the outer header), then for each record its header
     ``{"k":KEY,"bm":BOOKMARK[,"ts":STAMP],"l":LENGTH}`` and its body, as
     :func:`protocol.codec.sow_batch` writes them. ``with_key``: write ``k`` (not with the
     ``no_sowkey`` option); ``stamps``: the ``ts`` texts by row (``None``: no ``ts``). The
@@ -268,6 +270,9 @@ def sow_frames_py(prefix: bytes, rows: list[tuple[bytes, bytes]], with_key: bool
                     or not isinstance(row[1], bytes):
                 raise TypeError("sow_frames() needs rows of (bytes, bytes)")
             k, v = row
+            if len(k) < 8:
+                raise ValueError(f"stored SOW row {i}: no insert sequence in its key")
+            k = k[8:]
             n = len(v)
             if n < _FIXED_SIZE:
                 raise ValueError(f"stored SOW record {i}: not a version 1 record")

@@ -48,7 +48,8 @@ def _records(n: int, odd: bool = True) -> list[Record]:
 
 
 def _stored(recs: list[Record]) -> StoredRecords:
-    return StoredRecords([(r.sow_key.encode(), encode_record(r)) for r in recs])
+    return StoredRecords([(i.to_bytes(8, "big") + r.sow_key.encode(), encode_record(r))
+                          for i, r in enumerate(recs, 1)])
 
 
 def _general(recs: list[Record], batch: int, opts: dict, qid: str = "q") -> list[bytes]:
@@ -127,7 +128,8 @@ def _bad_values() -> list[bytes]:
 @pytest.mark.parametrize("bad", range(5))
 def test_a_value_that_is_no_record_is_refused_by_both(framer, bad: int) -> None:
     good = encode_record(Record("k", b"{}", "1|1|", 1.0))
-    rows = [(b"a", good), (b"b", _bad_values()[bad]), (b"c", good)]
+    rows = [(bytes(8) + b"a", good), (bytes(8) + b"b", _bad_values()[bad]),
+            (bytes(8) + b"c", good)]
     with pytest.raises(ValueError, match="stored SOW record 1: not a version 1 record"):
         framer(b"{}", rows, True, None, 0, 3, 10)
 
@@ -137,17 +139,18 @@ def test_a_value_that_is_no_record_is_refused_by_both(framer, bad: int) -> None:
 def test_a_bad_range_is_refused_by_both(framer, args) -> None:
     good = encode_record(Record("k", b"{}", "", 1.0))
     with pytest.raises(ValueError, match="bad range"):
-        framer(b"{}", [(b"k", good)] * 3, False, None, *args)
+        framer(b"{}", [(bytes(8) + b"k", good)] * 3, False, None, *args)
     with pytest.raises(ValueError, match="bad range"):  # stamps shorter than end
-        framer(b"{}", [(b"k", good)] * 3, True, [b"ts"], 0, 3, 1)
+        framer(b"{}", [(bytes(8) + b"k", good)] * 3, True, [b"ts"], 0, 3, 1)
 
 
 @pytest.mark.parametrize("framer", FRAMERS)
 def test_other_types_are_refused_by_both(framer) -> None:
     good = encode_record(Record("k", b"{}", "", 1.0))
-    for rows, stamps in (([(b"k", "text")], None), ([("k", good)], None),
-                         ([(b"k", good)], ["ts"]), ([[b"k", good]], None),
-                         ([(b"k", good, b"")], None), ([b"k"], None)):
+    k = bytes(8) + b"k"
+    for rows, stamps in (([(k, "text")], None), ([("k", good)], None),
+                         ([(k, good)], ["ts"]), ([[k, good]], None),
+                         ([(k, good, b"")], None), ([k], None)):
         with pytest.raises(TypeError):
             framer(b"{}", rows, True, stamps, 0, 1, 1)
 
@@ -336,3 +339,10 @@ def test_an_index_range_reads_the_keys_in_bounds(tmp_path) -> None:
                 assert s.range(lo, hi, limit) == (want if len(want) <= limit else None), \
                     (lo, hi, limit)
     env.close()
+
+
+@pytest.mark.parametrize("framer", FRAMERS)
+def test_a_row_without_its_insert_sequence_is_refused_by_both(framer) -> None:
+    good = encode_record(Record("k", b"{}", "", 1.0))
+    with pytest.raises(ValueError, match="stored SOW row 1: no insert sequence"):
+        framer(b"{}", [(bytes(8) + b"k", good), (b"k", good)], True, None, 0, 2, 10)
