@@ -303,7 +303,8 @@ class LmdbBackend:
                 self.env.commit()
         self.env.drop(old, delete=True)
         self.env.commit()
-        log.info("SOW %s: %d records moved to the insert-ordered layout", self.base, seq)
+        if seq:
+            log.info("SOW %s: %d records moved to the insert-ordered layout", self.base, seq)
 
     def reload_keys(self) -> None:
         """Read the SowKey -> LMDB key map from the stored keys (at open, and after a
