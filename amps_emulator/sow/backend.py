@@ -397,7 +397,11 @@ class LmdbBackend:
         :class:`Record` is built (unless the old one had an expiration), the old body is read
         only as ``decoder`` reads it (``None``: not at all)."""
         values = sow_values(VERSION, bodies, bookmarks, positions, timestamps)
-        lks, self._seq = record_keys(self._lk, keyed, self._seq)
+        first = self._seq
+        lks, self._seq = record_keys(self._lk, keyed, first)
+        if self._seq - first == len(lks):  # every key new (and distinct): appended
+            self.env.append_run(self.rec_db, lks, values)
+            return [NEW] * len(lks)
         olds = self.env.replace_run(self.rec_db, lks, values)
         if olds.count(None) == len(olds):  # (a run of new keys: nothing to read)
             return [NEW] * len(olds)

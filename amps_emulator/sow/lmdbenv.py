@@ -326,6 +326,20 @@ class LmdbEnv:
         except lmdb.MapFullError:
             self._grow()  # replays the whole batch, this run too
 
+    def append_run(self, db, keys: list[bytes], values: list[bytes]) -> None:
+        """:meth:`put` of each key with its value, every key greater than any ``db`` holds
+        and than the one before it (LMDB's append: no search, one call)."""
+        if len(keys) != len(values):
+            raise ValueError("append_run: keys and values of different lengths")
+        txn = self._wtxn
+        if txn is None:
+            txn = self._write_txn()
+        self._ops.extend(zip(repeat(_PUT), repeat(db), keys, values))
+        try:
+            txn.cursor(db).putmulti(zip(keys, values), append=True)
+        except lmdb.MapFullError:
+            self._grow()  # replays the whole batch, this run too
+
     def _replaced_after_growth(self, db, key: bytes) -> bytes | None:
         """After a put of ``key`` (the batch's last op) found the map full: grow (which
         replays the batch, that put too) and say what the key held before that put."""

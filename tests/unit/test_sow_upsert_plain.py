@@ -312,3 +312,24 @@ def test_a_replace_run_that_fails_keeps_the_ops_of_the_puts_tried(tmp_path) -> N
         assert [op[2] for op in env._ops] == [b"a", b"b" * 600]
     finally:
         env.close()
+
+
+def test_a_run_of_inserts_that_fills_the_map_grows_it_and_loses_nothing(tmp_path) -> None:
+    """A run of new keys is appended (LmdbEnv.append_run); the map fills in its middle: the
+    batch is replayed into the grown map, every record is there, in insert order."""
+    clock = FakeClock()
+    sf = StoreFactory("persistent", tmp_path, clock)
+    sf.open(map_size=1 << 20)
+    try:
+        t = sf.topic("orders", keys=("/id",))
+        docs = [{"id": i, "pad": "x" * 700} for i in range(1500)]
+        bodies = [js(d) for d in docs]
+        keyed = [(d, t.key_for(d)) for d in docs]
+        t.upsert_run(keyed, bodies, ["bm"] * 1500, list(range(1, 1501)), [clock.t] * 1500)
+        assert t._b.env.grows > 0
+        assert sf.store is not None
+        sf.store.commit()
+        assert [msgspec.json.decode(r.data)["id"] for r in t.query().records] == list(range(1500))
+        assert t.insert_count == 1500 and t.count() == 1500
+    finally:
+        sf.close()
