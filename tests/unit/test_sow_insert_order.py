@@ -13,6 +13,7 @@ import pytest
 from amps_emulator.sow.backend import LmdbBackend, db_base_name
 from amps_emulator.sow.record import Record, encode_record
 from amps_emulator.sow.testing import FakeClock, StoreFactory, docs, js
+from tests.unit.test_sow_steps import run_with_writes
 
 
 @pytest.fixture(params=["persistent", "transient"])
@@ -118,17 +119,14 @@ def test_a_snapshot_query_keeps_records_deleted_and_republished_after_it(tmp_pat
     want = docs(t.query("/g = 1"))
     steps = t.query_steps(filter="/g = 1", chunk=4)
     next(steps)
-    n = 0
-    while True:
+
+    def write(n: int) -> None:
         t.delete_by_data(js({"id": 2 * n + 1}))  # deleted, then published again: a new place
         t.publish(js({"id": 2 * n + 1, "g": 1, "new": True}))
+        assert sf.store is not None
         sf.store.commit()
-        n += 1
-        try:
-            next(steps)
-        except StopIteration as stop:
-            got = stop.value
-            break
+
+    got, n = run_with_writes(steps, write)
     assert n >= 2
     assert docs(got) == want
     sf.close()

@@ -20,6 +20,19 @@ def topic(sf, **kw):
     return t
 
 
+def run_with_writes(steps, write):
+    """Run the (planned) query ``steps`` to the end, ``write(n)`` before each step (n = 0,
+    1, ...): (its result, the number of writes)."""
+    n = 0
+    while True:
+        write(n)
+        n += 1
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value, n
+
+
 def run(steps):
     """(result, number of steps after the first)."""
     n = 0
@@ -70,19 +83,15 @@ def test_writes_between_steps_do_not_change_the_answer(sf, flt):
     want = t.query(filter=flt)
     steps = t.query_steps(filter=flt, chunk=9)
     next(steps)  # planned, snapshot taken
-    n = 0
-    while True:
+
+    def write(n: int) -> None:
         # updates, deletes and inserts between every two steps, committed as the server does
         t.publish(js({"id": n, "g": 1, "v": -1}))
         t.publish(js({"id": 1000 + n, "g": 1, "v": 5}))
         t.delete_by_data(js({"id": N - 1 - n}))
         sf.store.commit()
-        n += 1
-        try:
-            next(steps)
-        except StopIteration as stop:
-            got = stop.value
-            break
+
+    got, n = run_with_writes(steps, write)
     assert n >= 3
     assert docs(got) == docs(want)
     assert len(t.query(filter="/v = -1").records) == n  # the writes did happen
