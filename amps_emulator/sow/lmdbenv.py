@@ -336,7 +336,7 @@ class LmdbEnv:
             txn = self._write_txn()
         self._ops.extend(zip(repeat(_PUT), repeat(db), keys, values))
         try:
-            txn.cursor(db).putmulti(zip(keys, values), append=True)
+            txn.cursor(db).putmulti(zip(keys, values, strict=True), append=True)
         except lmdb.MapFullError:
             self._grow()  # replays the whole batch, this run too
 
