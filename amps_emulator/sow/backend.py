@@ -298,7 +298,7 @@ class LmdbBackend:
         seq = 0
         for k, v in rows:
             seq += 1
-            self.env.put(self.rec_db, seq.to_bytes(_SEQ, "big") + k, v)
+            self.env.put(self.rec_db, _lmdb_key(seq, k), v)
             if seq % 10_000 == 0:
                 self.env.commit()
         self.env.drop(old, delete=True)
@@ -321,7 +321,7 @@ class LmdbBackend:
     def _new_key(self, skey: str) -> bytes:
         """The LMDB key of a new record (appended: the next insert sequence)."""
         self._seq += 1
-        lk = self._lk[skey] = self._seq.to_bytes(_SEQ, "big") + skey.encode()
+        lk = self._lk[skey] = _lmdb_key(self._seq, skey.encode())
         return lk
 
     def _keys_of(self, keys: Iterable[str]) -> list[bytes]:
@@ -329,10 +329,11 @@ class LmdbBackend:
         g = self._lk.get
         return sorted(lk for lk in map(g, keys) if lk is not None)
 
-    def _keys_in(self, keys: Iterable[str]) -> list[bytes]:
-        """:meth:`_keys_of` for a read of a snapshot: also the keys records had before they
-        were deleted (a snapshot older than the delete still holds them; a key it does not
-        hold is skipped by the read)."""
+    def snapshot_keys(self, keys: Iterable[str]) -> list[bytes]:
+        """:meth:`_keys_of` for a read of a snapshot (:meth:`get_many_in`,
+        :meth:`stored_in`): also the keys records had before they were deleted (a snapshot
+        older than the delete still holds them; a key it does not hold is skipped by the
+        read)."""
         gone = self._gone
         if not gone:
             return self._keys_of(keys)
@@ -349,7 +350,7 @@ class LmdbBackend:
 
     def _bury(self, items: Iterable[tuple[str, bytes]]) -> None:
         """Keep the LMDB keys of deleted records for the open snapshots (see
-        :meth:`_keys_in`); forgotten once none is open."""
+        :meth:`snapshot_keys`); forgotten once none is open."""
         if not self.env.snapshots:
             self._gone.clear()
             return
@@ -468,7 +469,7 @@ class LmdbBackend:
     def get_many_in(self, snap, keys: list[str]) -> list[Record]:
         """:meth:`get_many` in the snapshot ``snap``."""
         out = []
-        for k, v in snap.cursor(self.rec_db).getmulti(self._keys_in(keys)):
+        for k, v in snap.cursor(self.rec_db).getmulti(self.snapshot_keys(keys)):
             rec = decode_record(str(k[_SEQ:], "utf-8"), v)
             rec.seq = int.from_bytes(k[:_SEQ], "big")  # (for natural_order)
             out.append(rec)
@@ -498,11 +499,6 @@ class LmdbBackend:
             yield self._scan_stored(cur, chunk, f, decoder, dead, names, as_bytes)
             if not cur.next():
                 return
-
-    def snapshot_keys(self, keys: list[str]) -> list[bytes]:
-        """What :meth:`stored_in` reads for the SowKeys ``keys`` in a snapshot: their LMDB
-        keys, in natural order."""
-        return self._keys_in(keys)
 
     def stored_in(self, snap, lks: list[bytes]) -> list[tuple[bytes, bytes]]:
         """The stored rows (:class:`sow.record.StoredRecords`'s (LMDB key, value) pairs) of
@@ -716,9 +712,14 @@ def record_keys_py(lk_of: dict[str, bytes], keyed: list[tuple[Any, str]], seq: i
         lk = g(key)
         if lk is None:
             seq += 1
-            lk = lk_of[key] = seq.to_bytes(_SEQ, "big") + key.encode()
+            lk = lk_of[key] = _lmdb_key(seq, key.encode())
         append(lk)
     return out, seq
+
+
+def _lmdb_key(seq: int, skey: bytes) -> bytes:
+    """A record's LMDB key: its insert sequence (8 bytes, big-endian), then its SowKey."""
+    return seq.to_bytes(_SEQ, "big") + skey
 
 
 if accel.COMPILED:

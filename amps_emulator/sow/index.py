@@ -254,17 +254,22 @@ class HashIndex:
 
     def remove(self, doc: Any, skey: str) -> None:
         rows = self._scalar_rows(doc)
+        implied = self.implied
         for t in self.tokens(doc) if rows is None else rows:
-            self.table.discard(t, skey)
+            if implied(t) != skey:  # (a row the SowKey implies was never stored)
+                self.table.discard(t, skey)
 
     def update(self, old_doc: Any, new_doc: Any, skey: str) -> None:
         change = self._change(old_doc, new_doc)
         if change is not None:
+            implied = self.implied
             gone, new = change
             for t in gone:
-                self.table.discard(t, skey)
+                if implied(t) != skey:
+                    self.table.discard(t, skey)
             for t in new:
-                self.table.add(t, skey)
+                if implied(t) != skey:
+                    self.table.add(t, skey)
 
     def _change(self, old_doc: Any, new_doc: Any) -> tuple[set[bytes], set[bytes]] | None:
         """(tokens no longer, tokens newly) of a record updated from ``old_doc`` to
@@ -355,10 +360,6 @@ class KeyHashIndex(HashIndex):
         single = self._single
         return single is not None and len(hash_int_rows(single, keyed)) == len(keyed)
 
-    def _explicit(self, rows: list[tuple[bytes, str]]) -> list[tuple[bytes, str]]:
-        implied = self.implied
-        return [r for r in rows if implied(r[0]) != r[1]]
-
     def add_run(self, keyed: Iterable[tuple[Any, str]]) -> None:
         single = self._single
         if single is not None and isinstance(keyed, list):
@@ -368,28 +369,10 @@ class KeyHashIndex(HashIndex):
             if n == len(keyed):
                 return
             keyed = keyed[n:]
-        rows = self._explicit(self._rows(keyed, []))
+        implied = self.implied
+        rows = [r for r in self._rows(keyed, []) if implied(r[0]) != r[1]]
         if rows:
             self.table.add_rows(rows)
-
-    def remove(self, doc: Any, skey: str) -> None:
-        rows = self._scalar_rows(doc)
-        implied = self.implied
-        for t in self.tokens(doc) if rows is None else rows:
-            if implied(t) != skey:
-                self.table.discard(t, skey)
-
-    def update(self, old_doc: Any, new_doc: Any, skey: str) -> None:
-        change = self._change(old_doc, new_doc)
-        if change is not None:
-            implied = self.implied
-            gone, new = change
-            for t in gone:
-                if implied(t) != skey:
-                    self.table.discard(t, skey)
-            for t in new:
-                if implied(t) != skey:
-                    self.table.add(t, skey)
 
 
 def _same(a: Any, b: Any) -> bool:
