@@ -28,7 +28,8 @@
  * sow_keyed: sow_key of each document of a run, paired with it (KeyGenerator.keyed's loop).
  *
  * hash_int_rows: the rows a one-field hash index adds for a run of new records whose field
- *   is an int (HashIndex.add_run's loop).
+ *   is an int (HashIndex.add_run's loop); int_run: how many such records lead a run
+ *   (KeyHashIndex, which stores no row for them).
  *
  * bookmark_strs: the bookmark strings of a run of journal records (a property call each in
  *   Python).
@@ -1426,6 +1427,57 @@ sow_key_of(PyObject *prefix, PyObject *value)
 }
 
 
+/* Whether the (document, SowKey) pair ``item`` (the caller holds a reference to it) has an
+ * exact dict as its document whose ``field`` is an exact int within +-2**53: 1 (``*x`` set to
+ * it), 0 (not), -1 (an exception set: a key's __eq__ raised). */
+static int whole_field(PyObject *item, PyObject *field, long long *x)
+{
+    const long long exact = 1LL << 53;
+    if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2)
+        return 0;
+    PyObject *doc = PyTuple_GET_ITEM(item, 0);
+    if (!PyDict_CheckExact(doc))
+        return 0;
+    PyObject *v = PyDict_GetItemWithError(doc, field);
+    if (v == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (!PyLong_CheckExact(v))
+        return 0;
+    int overflow = 0;
+    long long r = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (overflow || r < -exact || r > exact)
+        return 0;
+    *x = r;
+    return 1;
+}
+
+/* int_run(field, keyed): how many (document, SowKey) pairs of the list ``keyed``, from its
+ * first on, have a document whose ``field`` is a whole number within +-2**53 (whole_field):
+ * the pairs hash_int_rows makes rows for, counted without making them.
+ * Twin: sow.index.int_run_py. */
+static PyObject *
+int_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyList_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "int_run(field: str, keyed: list)");
+        return NULL;
+    }
+    PyObject *keyed = args[1];
+    Py_ssize_t i = 0;
+    for (; i < PyList_GET_SIZE(keyed); i++) {
+        PyObject *item = PyList_GET_ITEM(keyed, i);
+        long long x;
+        Py_INCREF(item);
+        int w = whole_field(item, args[0], &x);
+        Py_DECREF(item);
+        if (w < 0)
+            return NULL;
+        if (w == 0)
+            break;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
 /* hash_int_rows(field, keyed): the hash index rows (composite token, SowKey) of a one-field
  * index on ``field`` for the (document, SowKey) pairs of the list ``keyed`` from its first on,
  * up to (without) the first that is not an exact 2-tuple, whose document is not an exact dict
@@ -1440,7 +1492,6 @@ hash_int_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "hash_int_rows(field: str, keyed: list)");
         return NULL;
     }
-    const long long exact = 1LL << 53;
     PyObject *keyed = args[1];
     PyObject *out = PyList_New(0);
     if (out == NULL)
@@ -1448,23 +1499,13 @@ hash_int_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     /* (the size is read again each time: a dict lookup may run a key's __eq__) */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keyed); i++) {
         PyObject *item = PyList_GET_ITEM(keyed, i);
-        if (!PyTuple_CheckExact(item) || PyTuple_GET_SIZE(item) != 2)
-            break;
-        PyObject *doc = PyTuple_GET_ITEM(item, 0);
-        if (!PyDict_CheckExact(doc))
-            break;
+        long long x;
         Py_INCREF(item);  /* (holds the document and the SowKey) */
-        PyObject *v = PyDict_GetItemWithError(doc, args[0]);
-        if (v == NULL || !PyLong_CheckExact(v)) {
+        int w = whole_field(item, args[0], &x);
+        if (w <= 0) {
             Py_DECREF(item);
-            if (PyErr_Occurred())
+            if (w < 0)
                 goto fail;
-            break;
-        }
-        int overflow = 0;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (overflow || x < -exact || x > exact) {
-            Py_DECREF(item);
             break;
         }
         char buf[32];  /* len, "N", digits, ".0" */
@@ -1761,6 +1802,8 @@ static PyMethodDef methods[] = {
      "(doc, SowKey) of each document up to the first sow_key declines (then keys.py's)."},
     {"record_keys", (PyCFunction)(void (*)(void))record_keys, METH_FASTCALL,
      "record_keys(lk_of, keyed, seq) -> (LMDB keys, last seq): see sow.backend.record_keys_py"},
+    {"int_run", (PyCFunction)(void (*)(void))int_run, METH_FASTCALL,
+     "How many of a run's (document, SowKey) pairs have a whole-number field (see int_run_py)."},
     {"hash_int_rows", (PyCFunction)(void (*)(void))hash_int_rows, METH_FASTCALL,
      "The hash index rows of a run's int key fields (then sow/index.py's, one by one)."},
     {"bookmark_strs", (PyCFunction)bookmark_strs, METH_O,

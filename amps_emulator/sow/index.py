@@ -84,23 +84,31 @@ def _num_token(n) -> bytes:
     return b"N" + repr(f).encode()
 
 
-def hash_int_rows_py(field: str, keyed: list[tuple[Any, str]]) -> list[tuple[bytes, str]]:
-    """The rows (composite token, SowKey) a one-field hash index on ``field`` adds for the
-    (document, SowKey) pairs of ``keyed`` from the first on, up to (without) the first that
-    is not a 2-tuple, whose document is not a dict or whose field is not an int within
-    +-2**53 (then :meth:`HashIndex.add_run` goes on one by one). The pure-Python twin of the
-    compiled ``_speedups.hash_int_rows``."""
-    out: list[tuple[bytes, str]] = []
+def int_run_py(field: str, keyed: list[tuple[Any, str]]) -> int:
+    """How many (document, SowKey) pairs of ``keyed``, from the first on, are a 2-tuple whose
+    document is a dict whose ``field`` is an int within +-2**53. The pure-Python twin of the
+    compiled ``_speedups.int_run``."""
+    n = 0
     for item in keyed:
         if item.__class__ is not tuple or len(item) != 2:
             break
-        doc, skey = item
+        doc = item[0]
         if doc.__class__ is not dict:
             break
         v = doc.get(field)
         if v.__class__ is not int or not -_EXACT <= v <= _EXACT:
             break
-        p = _num_token(v)
+        n += 1
+    return n
+
+
+def hash_int_rows_py(field: str, keyed: list[tuple[Any, str]]) -> list[tuple[bytes, str]]:
+    """The rows (composite token, SowKey) a one-field hash index on ``field`` adds for the
+    first :func:`int_run_py` pairs of ``keyed`` (then :meth:`HashIndex.add_run` goes on one
+    by one). The pure-Python twin of the compiled ``_speedups.hash_int_rows``."""
+    out: list[tuple[bytes, str]] = []
+    for doc, skey in keyed[:int_run_py(field, keyed)]:
+        p = _num_token(doc[field])
         out.append((bytes((len(p),)) + p, skey))
     return out
 
@@ -108,10 +116,12 @@ def hash_int_rows_py(field: str, keyed: list[tuple[Any, str]]) -> list[tuple[byt
 if accel.COMPILED:
     from amps_emulator import _speedups
 
-    #: see hash_int_rows_py (compiled when built)
+    #: see hash_int_rows_py and int_run_py (compiled when built)
     hash_int_rows = _speedups.hash_int_rows
+    int_run = _speedups.int_run
 else:
     hash_int_rows = hash_int_rows_py
+    int_run = int_run_py
 
 
 def _scalar_tokens(x) -> tuple[bytes, ...]:
@@ -358,14 +368,14 @@ class KeyHashIndex(HashIndex):
         (the replaced one has the same SowKey, so the same key text ``n``: it was the number
         ``n`` or the string ``"n"``, whose tokens both name that SowKey)."""
         single = self._single
-        return single is not None and len(hash_int_rows(single, keyed)) == len(keyed)
+        return single is not None and int_run(single, keyed) == len(keyed)
 
     def add_run(self, keyed: Iterable[tuple[Any, str]]) -> None:
         single = self._single
         if single is not None and isinstance(keyed, list):
             # a whole number n within +-2**53: its one token names the SowKey of the text
             # "n", which is the record's own: no row
-            n = len(hash_int_rows(single, keyed))
+            n = int_run(single, keyed)
             if n == len(keyed):
                 return
             keyed = keyed[n:]

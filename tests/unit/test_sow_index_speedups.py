@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amps_emulator.sow.backend import record_keys_py
-from amps_emulator.sow.index import HashIndex, hash_int_rows_py
+from amps_emulator.sow.index import HashIndex, hash_int_rows_py, int_run_py
 from amps_emulator.sow.tables import MemHashTable
 from tests.compiled import compiled
 from tests.compiled import speedups as _speedups
@@ -56,12 +56,25 @@ def test_a_runs_int_rows_up_to_the_first_declined(rows: Callable, keyed: list) -
     assert rows("id", keyed) == _expected("id", keyed)
 
 
+COUNTERS = [pytest.param(int_run_py, id="pure"),
+            pytest.param(_speedups and _speedups.int_run, id="compiled", marks=compiled)]
+
+
+@pytest.mark.parametrize("count", COUNTERS)
+@settings(max_examples=300, deadline=None)
+@given(keyed=st.lists(_ITEMS, max_size=12))
+def test_int_run_counts_the_pairs_that_get_int_rows(count: Callable, keyed: list) -> None:
+    assert count("id", keyed) == len(_expected("id", keyed))
+
+
 @compiled
 def test_the_compiled_rows_want_their_types() -> None:
     assert _speedups is not None
     for args in (("id",), (b"id", []), ("id", ())):
         with pytest.raises(TypeError):
             _speedups.hash_int_rows(*args)
+        with pytest.raises(TypeError):
+            _speedups.int_run(*args)
 
 
 @settings(max_examples=200, deadline=None)
