@@ -279,7 +279,5 @@ class KeyGenerator:
             else:
                 s = key_text(v)
                 b = b"" if s is None else s.encode("utf-8", "surrogatepass")
-            h = self._seed.copy()
-            h.update(b"%d:%b" % (len(b), b))
-            return str(int.from_bytes(h.digest(), "big"))
+            return self.of_text(b)
         return _digest(self.values(doc), self._seed.copy())
