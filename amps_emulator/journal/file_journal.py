@@ -13,7 +13,9 @@ Write path and threading (the double buffer)
   lock, then takes ``_lock`` again to publish ``durable_position = target`` and to close fds
   retired by rolls. Bytes written after the capture are never claimed. ``_sync_lock`` serialises
   sync calls and ``close``; retired fds are only closed while holding it, so the owner never
-  closes an fd a worker is fsyncing.
+  closes an fd a worker is fsyncing. ``begin_sync``/``end_sync`` are its two halves, for a
+  caller that runs the file syncs itself (the server's compiled sync thread); ``extend_sync``
+  tells it when one more fdatasync of the same active file covers what was written since.
 * Segment roll (inside ``append``, when the active segment has reached ``segment_size``): write
   the buffer, fdatasync the finished segment (not in ``memory`` mode), create the next segment
   (named by the next position), retire the old fd, and write a CHECKPOINT record (publisher
@@ -107,6 +109,20 @@ DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
 #: journal bytes between two summaries of the active segment (bounds the start-up tail scan:
 #: 8 MiB is ~30,000 records of ~280 bytes, ~30 ms)
 DEFAULT_CHECKPOINT_BYTES = 8 * 1024 * 1024
+
+
+class SyncJob:
+    """What one ``sync`` covers (:meth:`FileJournal.begin_sync`): ``target`` is the written
+    position it makes durable, ``fds`` the files to fdatasync (the retired segments' and the
+    active one's), ``dir_fd`` the directory to fsync (-1: none)."""
+
+    __slots__ = ("dir_fd", "fds", "retired", "target")
+
+    def __init__(self, target: int, retired: list[Segment], fds: list[int], dir_fd: int) -> None:
+        self.target = target
+        self.retired = retired
+        self.fds = fds
+        self.dir_fd = dir_fd
 
 
 class FileJournal(SegmentReads, SegmentRetention):
@@ -619,35 +635,79 @@ class FileJournal(SegmentReads, SegmentRetention):
         if self._durability is Durability.MEMORY:
             self._close_retired_if_idle()
             return self.durable_position
-        with self._sync_lock:
+        job = self.begin_sync()
+        if job is None:
+            return self.durable_position
+        error: OSError | None = None
+        try:
+            ops = self.file_ops
+            for fd in job.fds:
+                ops.fdatasync(fd)
+            if job.dir_fd >= 0:
+                ops.fsync(job.dir_fd)
+        except OSError as exc:
+            error = exc
+        return self.end_sync(job, error)
+
+    def begin_sync(self) -> SyncJob | None:
+        """``sync``'s first half, for a caller that runs the file syncs itself (the server's
+        compiled sync thread): take the sync lock and say what to sync. The caller then
+        fdatasyncs each of ``job.fds`` and fsyncs ``job.dir_fd`` unless it is -1 (``file_ops``
+        is bypassed), and must call :meth:`end_sync` with the job, from any thread: until then
+        no other sync runs and no fd of the job is closed. None: the journal is closed."""
+        self._sync_lock.acquire()
+        with self._lock:
+            if self._fd < 0:
+                self._sync_lock.release()
+                return None
+            retired = list(self._retired)
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            job = SyncJob(self._written_position, retired,
+                          [*(seg.fd for seg in retired), self._fd],
+                          self._dir_fd if dir_dirty else -1)
+        if job.target <= self._durable_position and not retired and not dir_dirty:
+            job.fds = []  # (nothing new: only the lock round trip)
+        return job
+
+    def extend_sync(self, job: SyncJob) -> int | None:
+        """While ``job``'s files are being synced: the written position one more fdatasync of
+        its active file (the last of ``job.fds``) would make durable, when everything written
+        since ``begin_sync`` went there; None when a roll put it elsewhere (or nothing is new).
+        The caller sets ``job.target`` to it once that sync is under way."""
+        with self._lock:
+            if self._retired != job.retired or not job.fds or self._fd != job.fds[-1] \
+                    or self._written_position <= job.target:
+                return None
+            return self._written_position
+
+    def note_synced(self, position: int) -> None:
+        """A sync of a running job (begin_sync .. end_sync) made ``position`` durable; its
+        persisted acks may go before the job ends."""
+        with self._lock:
+            if position > self._durable_position:
+                self._durable_position = position
+
+    def end_sync(self, job: SyncJob, error: OSError | None) -> int:
+        """``sync``'s second half: ``error`` None when every sync of ``job`` succeeded, else
+        the failure (raised as ``JournalSyncError``, nothing claimed durable). Publishes the
+        new ``durable_position``, closes the retired fds and releases the sync lock."""
+        try:
+            if error is not None:
+                with self._lock:
+                    self._dir_dirty = self._dir_dirty or job.dir_fd >= 0
+                raise JournalSyncError(f"journal fsync failed in {self._dir}: {error}", error) from error
             with self._lock:
-                if self._fd < 0:
-                    return self._durable_position
-                target = self._written_position
-                retired = list(self._retired)
-                fds = [*(seg.fd for seg in retired), self._fd]
-                dir_dirty, self._dir_dirty = self._dir_dirty, False
-            if target > self._durable_position or retired or dir_dirty:
-                ops = self.file_ops
-                try:
-                    for fd in fds:
-                        ops.fdatasync(fd)
-                    if dir_dirty:
-                        ops.fsync(self._dir_fd)
-                except OSError as exc:
-                    with self._lock:
-                        self._dir_dirty = self._dir_dirty or dir_dirty
-                    raise JournalSyncError(f"journal fsync failed in {self._dir}: {exc}", exc) from exc
-            with self._lock:
-                for seg in retired:
+                for seg in job.retired:
                     self._retired.remove(seg)
                     seg.close()
-                if target > self._durable_position:
-                    self._durable_position = target
+                if job.target > self._durable_position:
+                    self._durable_position = job.target
                 durable = self._durable_position
-            if self._summq.pending and not self._defer_summaries:
-                self._summq.write_due()
-            return durable
+        finally:
+            self._sync_lock.release()
+        if self._summq.pending and not self._defer_summaries:
+            self._summq.write_due()
+        return durable
 
     def discard_unsynced(self, error: BaseException) -> WriteFailure | None:
         """After a failed ``sync``: cut every record after ``durable_position`` out of the files
