@@ -40,6 +40,9 @@
  * scan_frames: the AMPS framing loop (4-byte big-endian length, payload): the complete
  *   payloads of one read as bytes objects, one copy each.
  *
+ * Syncer: the transaction log's group fdatasync on a thread that never takes the GIL (no
+ *   pure-Python twin: without it the log syncs in a worker thread, server/txlog.py).
+ *
  * sow_frames: the batched sow frames of a query's results straight from the stored SOW values
  *   (no Record built, no header dict encoded per record); twin: sow.record.sow_frames_py.
  */
@@ -1783,6 +1786,309 @@ fail:
     return NULL;
 }
 
+#ifndef _WIN32
+/* Syncer: the transaction log's group fdatasync on a thread of its own that never takes the
+ * GIL (server/txlog.py). The event loop hands it the fds to sync and the journal position
+ * they make durable (start); the thread syncs them, then the directory when asked. While it
+ * syncs, the loop may write more to the same active file and say so (extend): the thread
+ * then syncs that file again at once, without waiting for the loop, as often as it is
+ * extended. After each sync it records the position now durable (synced) and writes 8 bytes
+ * to the wake fd (a pipe the loop reads), so the loop hears of it at its next poll, or sooner
+ * by asking. A Python worker would need the GIL twice per sync, each time waiting up to the
+ * switch interval behind the loop; this thread only needs a CPU. One sync at a time: start
+ * refuses until the last one's result is taken, so the fds it was given stay open until then. */
+#include <pthread.h>
+#include <unistd.h>
+#include <errno.h>
+
+enum { SYNC_IDLE = 0, SYNC_RUNNING = 1, SYNC_DONE = 2 };
+
+typedef struct {
+    PyObject_HEAD
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;  /* signalled on a request, on a finished sync and on stop */
+    int started;        /* the thread exists and has not been joined */
+    int stop;
+    int state;
+    int err;            /* 0, or the errno of the call that failed */
+    int *fds;           /* the last one is the active file, the one an extension syncs */
+    Py_ssize_t nfds;
+    int dir_fd;         /* fsynced after the fds on the first pass; -1: none */
+    long long target;   /* what the pass running now makes durable */
+    long long more;     /* what the loop wrote since (extend); > target: one more pass */
+    long long synced;   /* the highest target a pass completed */
+    int wake_fd;
+} SyncerObject;
+
+static int
+sync_fd(int fd, int full)
+{
+    int rc;
+    do {
+        rc = full ? fsync(fd) : fdatasync(fd);
+    } while (rc != 0 && errno == EINTR);
+    return rc == 0 ? 0 : errno;
+}
+
+static void *
+syncer_main(void *arg)
+{
+    SyncerObject *s = (SyncerObject *)arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (s->state != SYNC_RUNNING && !s->stop)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (s->state != SYNC_RUNNING)
+            break;  /* stopped, and nothing asked of it */
+        /* fds and dir_fd do not change while RUNNING: start refuses then */
+        Py_ssize_t first = 0;
+        int dir_fd = s->dir_fd;
+        for (;;) {
+            pthread_mutex_unlock(&s->mu);
+            int err = 0;
+            for (Py_ssize_t i = first; i < s->nfds && err == 0; i++)
+                err = sync_fd(s->fds[i], 0);
+            if (err == 0 && dir_fd >= 0)
+                err = sync_fd(dir_fd, 1);
+            pthread_mutex_lock(&s->mu);
+            if (err == 0)
+                s->synced = s->target;
+            if (err != 0 || s->more <= s->target) {
+                s->err = err;
+                s->state = SYNC_DONE;
+                pthread_cond_broadcast(&s->cv);
+            }
+            if (s->wake_fd >= 0) {
+                uint64_t one = 1;
+                ssize_t w = write(s->wake_fd, &one, sizeof one);  /* full pipe: one is pending */
+                (void)w;
+            }
+            if (s->state == SYNC_DONE)
+                break;
+            s->target = s->more;  /* written to the active file since: sync it again */
+            first = s->nfds - 1;
+            dir_fd = -1;
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+static PyObject *
+Syncer_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    int wake_fd;
+    static char *kwlist[] = {"wake_fd", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "i:Syncer", kwlist, &wake_fd))
+        return NULL;
+    SyncerObject *s = (SyncerObject *)type->tp_alloc(type, 0);
+    if (s == NULL)
+        return NULL;
+    s->wake_fd = wake_fd;
+    s->dir_fd = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    int rc = pthread_create(&s->thread, NULL, syncer_main, s);
+    if (rc != 0) {
+        errno = rc;
+        PyErr_SetFromErrno(PyExc_OSError);
+        Py_DECREF(s);
+        return NULL;
+    }
+    s->started = 1;
+    return (PyObject *)s;
+}
+
+static void
+syncer_join(SyncerObject *s)
+{
+    if (!s->started)
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);  /* after the sync it was running, if any */
+    Py_END_ALLOW_THREADS
+    s->started = 0;
+}
+
+static void
+Syncer_dealloc(SyncerObject *s)
+{
+    syncer_join(s);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    PyMem_Free(s->fds);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+/* an fd argument: an int from -1 up; -2 with an exception set otherwise */
+static int
+fd_arg(PyObject *o)
+{
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred())
+        return -2;
+    if (v < -1 || v > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "not a file descriptor");
+        return -2;
+    }
+    return (int)v;
+}
+
+static PyObject *
+Syncer_start(SyncerObject *s, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "start(fds, dir_fd, target)");
+        return NULL;
+    }
+    int dir_fd = fd_arg(args[1]);
+    if (dir_fd == -2)
+        return NULL;
+    long long target = PyLong_AsLongLong(args[2]);
+    if (target == -1 && PyErr_Occurred())
+        return NULL;
+    PyObject *seq = PySequence_Fast(args[0], "start: fds must be a sequence of ints");
+    if (seq == NULL)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    if (n == 0) {
+        Py_DECREF(seq);
+        PyErr_SetString(PyExc_ValueError, "start: no file to sync");
+        return NULL;
+    }
+    int *fds = PyMem_Malloc(sizeof(int) * (size_t)n);
+    if (fds == NULL) {
+        Py_DECREF(seq);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int fd = fd_arg(PySequence_Fast_GET_ITEM(seq, i));
+        if (fd < 0) {
+            if (fd == -1)
+                PyErr_SetString(PyExc_ValueError, "not a file descriptor");
+            PyMem_Free(fds);
+            Py_DECREF(seq);
+            return NULL;
+        }
+        fds[i] = fd;
+    }
+    Py_DECREF(seq);
+    pthread_mutex_lock(&s->mu);
+    const char *refused = !s->started || s->stop ? "the syncer is closed"
+        : s->state != SYNC_IDLE ? "a sync is running or its result was not taken" : NULL;
+    if (refused == NULL) {
+        PyMem_Free(s->fds);
+        s->fds = fds;
+        s->nfds = n;
+        s->dir_fd = dir_fd;
+        s->target = s->more = target;
+        s->err = 0;
+        s->state = SYNC_RUNNING;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    if (refused != NULL) {
+        PyMem_Free(fds);
+        PyErr_SetString(PyExc_RuntimeError, refused);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+Syncer_extend(SyncerObject *s, PyObject *arg)
+{
+    long long target = PyLong_AsLongLong(arg);
+    if (target == -1 && PyErr_Occurred())
+        return NULL;
+    pthread_mutex_lock(&s->mu);
+    int taken = s->state == SYNC_RUNNING;
+    if (taken && target > s->more)
+        s->more = target;
+    pthread_mutex_unlock(&s->mu);
+    return PyBool_FromLong(taken);
+}
+
+static PyObject *
+Syncer_synced(SyncerObject *s, PyObject *Py_UNUSED(ignored))
+{
+    pthread_mutex_lock(&s->mu);
+    long long synced = s->synced;
+    pthread_mutex_unlock(&s->mu);
+    return PyLong_FromLongLong(synced);
+}
+
+static PyObject *
+Syncer_result(SyncerObject *s, PyObject *Py_UNUSED(ignored))
+{
+    pthread_mutex_lock(&s->mu);
+    int done = s->state == SYNC_DONE;
+    int err = s->err;
+    long long synced = s->synced;
+    if (done)
+        s->state = SYNC_IDLE;
+    pthread_mutex_unlock(&s->mu);
+    if (!done)
+        Py_RETURN_NONE;
+    return Py_BuildValue("(iL)", err, synced);
+}
+
+static PyObject *
+Syncer_wait(SyncerObject *s, PyObject *Py_UNUSED(ignored))
+{
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&s->mu);
+    while (s->state == SYNC_RUNNING)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    Py_END_ALLOW_THREADS
+    return Syncer_result(s, NULL);
+}
+
+static PyObject *
+Syncer_close(SyncerObject *s, PyObject *Py_UNUSED(ignored))
+{
+    syncer_join(s);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef Syncer_methods[] = {
+    {"start", (PyCFunction)(void (*)(void))Syncer_start, METH_FASTCALL,
+     "start(fds, dir_fd, target): fdatasync each fd, then fsync dir_fd unless it is -1; "
+     "target is the position that makes durable."},
+    {"extend", (PyCFunction)Syncer_extend, METH_O,
+     "extend(target): more was written to the active file (the last fd): sync it again up to "
+     "target. False when the sync has already ended (start another)."},
+    {"synced", (PyCFunction)Syncer_synced, METH_NOARGS,
+     "The highest target a sync completed (so far)."},
+    {"result", (PyCFunction)Syncer_result, METH_NOARGS,
+     "(errno or 0, synced) of the ended sync, taken (the syncer is idle again); None while it "
+     "runs or when idle."},
+    {"wait", (PyCFunction)Syncer_wait, METH_NOARGS,
+     "Block (without the GIL) until the running sync ends, then result()."},
+    {"close", (PyCFunction)Syncer_close, METH_NOARGS,
+     "Stop the thread after the sync it runs, if any (its result can still be taken)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject SyncerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "amps_emulator._speedups.Syncer",
+    .tp_basicsize = sizeof(SyncerObject),
+    .tp_dealloc = (destructor)Syncer_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Syncer(wake_fd): the transaction log's group fdatasync on a thread without the GIL.",
+    .tp_methods = Syncer_methods,
+    .tp_new = Syncer_new,
+};
+#endif  /* !_WIN32 */
+
+
 static PyMethodDef methods[] = {
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      "Append one journal frame to a bytearray; return its size."},
@@ -1828,5 +2134,11 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     crc_init();
-    return PyModule_Create(&module_def);
+    PyObject *m = PyModule_Create(&module_def);
+#ifndef _WIN32
+    if (m != NULL && (PyType_Ready(&SyncerType) < 0
+                      || PyModule_AddObjectRef(m, "Syncer", (PyObject *)&SyncerType) < 0))
+        Py_CLEAR(m);
+#endif
+    return m;
 }

@@ -5,7 +5,10 @@ things may be said to clients:
 
 * A publish to a recorded topic is appended (getting its bookmark) while its command is
   handled; at the end of the event-loop turn the journal is written (one ``write``) and, in
-  ``group`` durability, fsynced in a worker thread. Only when that sync returns do persisted
+  ``group`` durability, fsynced off the loop: on the compiled extension's sync thread
+  (``_speedups.Syncer``, which never takes the GIL; what the loop writes while it syncs is
+  handed to it at each turn's end and synced straight after, and each turn's end takes what
+  it made durable), else in a worker thread. Only when that sync returns do persisted
   acks for those publishes go out (``durable_position``), and only then do bookmark
   subscriptions without the ``live`` option see the messages. ``strict`` syncs on append and
   ``memory`` never syncs; in both, ``durable_position`` is the last appended position, and in
@@ -39,6 +42,7 @@ import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from amps_emulator import accel
 from amps_emulator.journal import (
     Durability,
     FileJournal,
@@ -47,6 +51,8 @@ from amps_emulator.journal import (
     MemoryJournal,
     RecordKind,
 )
+from amps_emulator.journal.file_journal import SyncJob
+from amps_emulator.journal.segment import FileOps
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name, split_topic, type_of
@@ -57,6 +63,12 @@ if TYPE_CHECKING:
     from amps_emulator.server.ports import Client, JournalCursor, TxLogHost
 
 log = logging.getLogger("amps_emulator.txlog")
+
+if accel.COMPILED:
+    from amps_emulator import _speedups
+    _Syncer: Any = getattr(_speedups, "Syncer", None)
+else:
+    _Syncer = None
 
 SUBSCRIPTION_ACK_INTERVAL = 1.0  # seconds between persisted acks for bookmark subscriptions
 RETENTION_EVERY = 5  # run retention every this many ack ticks (when configured)
@@ -76,6 +88,11 @@ class TxLog:
             collections.deque()
         self._sync_running = False
         self._written_unsynced = False
+        #: the compiled sync thread (``_speedups.Syncer``), its wake-up pipe (read end, write
+        #: end) and the sync it runs; None without the compiled extension
+        self._syncer: Any = None
+        self._wake: tuple[int, int] | None = None
+        self._job: SyncJob | None = None
         self._summaries_running = False
         self.cursors: set[JournalCursor] = set()
         self._ack_timer: Any = None
@@ -151,6 +168,7 @@ class TxLog:
             self._ack_timer.cancel()
         if self._probe_timer is not None:
             self._probe_timer.cancel()
+        self._stop_syncer()
         journal, self._journal = self._journal, None  # late callbacks see a closed log
         if journal is not None:
             try:
@@ -166,6 +184,7 @@ class TxLog:
         (their clients were disconnected); the timers keep running. The caller first lets the
         worker's sync and summaries finish. ``fill(directory)``: puts files in the emptied
         directory before the journal is opened from it (a snapshot restore)."""
+        self._settle_sync()
         self.journal.close()
         self._journal = None
         d = self.cfg.journal_directory
@@ -310,6 +329,8 @@ class TxLog:
         if journal.write_failures:
             self._write_failed()
         if journal.durability.value == "group":
+            if self._job is not None:
+                self._sync_progress(journal)
             if journal.written_position > journal.durable_position:
                 self._start_sync()
         self._release(journal.durable_position)
@@ -320,10 +341,106 @@ class TxLog:
         if self._sync_running:
             self._written_unsynced = True
             return
-        self._sync_running = True
+        journal = self.journal
         self._written_unsynced = False
-        fut = self.server.loop.run_in_executor(None, self._sync_until_caught_up, self.journal)
+        if self._compiled_sync(journal):
+            assert isinstance(journal, FileJournal)
+            job = journal.begin_sync()
+            if job is None:  # closed
+                return
+            if not job.fds:
+                journal.end_sync(job, None)
+                return
+            self._sync_running = True
+            self._job = job
+            self._syncer.start(job.fds, job.dir_fd, job.target)
+            return
+        self._sync_running = True
+        fut = self.server.loop.run_in_executor(None, self._sync_until_caught_up, journal)
         fut.add_done_callback(self._synced)
+
+    def _compiled_sync(self, journal: FileJournal | MemoryJournal) -> bool:
+        """Whether the compiled sync thread runs this sync: the extension has it, and the
+        journal's files are the plain ones (a test's fault-injecting ``file_ops`` must see
+        every call, so then the worker thread runs it through them)."""
+        if _Syncer is None or not isinstance(journal, FileJournal) \
+                or type(journal.file_ops) is not FileOps:
+            return False
+        if self._syncer is None:
+            r, w = os.pipe()
+            os.set_blocking(r, False)
+            os.set_blocking(w, False)
+            self._wake = (r, w)
+            self._syncer = _Syncer(w)
+            self.server.loop.add_reader(r, self._sync_woke)
+        return True
+
+    def _sync_woke(self) -> None:
+        """The compiled sync thread finished a sync (its wake-up pipe is readable)."""
+        if self._wake is not None:
+            try:
+                os.read(self._wake[0], 4096)
+            except BlockingIOError:
+                pass
+        journal = self._journal
+        if journal is not None:
+            self._sync_progress(journal)
+
+    def _sync_progress(self, journal: FileJournal | MemoryJournal) -> None:
+        """Take what the compiled sync thread made durable so far (release its persisted
+        acks), hand it what the loop wrote since, and finish the sync when it has ended."""
+        job = self._job
+        if job is None or not isinstance(journal, FileJournal):
+            return
+        syncer = self._syncer
+        done = syncer.result()
+        if done is None:
+            synced = syncer.synced()
+            if synced > journal.durable_position:
+                journal.note_synced(synced)
+                self._release(journal.durable_position)
+                self.server.turn.request()
+            more = journal.extend_sync(job)
+            if more is not None and syncer.extend(more):
+                job.target = more
+            return
+        self._sync_ended(self._end_job(journal, job, done))
+
+    def _end_job(self, journal: FileJournal, job: SyncJob,
+                 done: tuple[int, int]) -> JournalSyncError | None:
+        """Finish the compiled thread's ended sync: ``done`` is its (errno or 0, position it
+        made durable); the journal's failure when it failed."""
+        self._job = None
+        err, synced = done
+        journal.note_synced(synced)
+        try:
+            journal.end_sync(job, OSError(err, os.strerror(err)) if err else None)
+        except JournalSyncError as exc:
+            return exc
+        return None
+
+    def _settle_sync(self) -> None:
+        """Wait for the compiled sync thread's running sync to end and finish it (before the
+        journal is closed: it holds the journal's sync lock)."""
+        job, journal = self._job, self._journal
+        if job is None or not isinstance(journal, FileJournal):
+            return
+        failed = self._end_job(journal, job, self._syncer.wait())
+        if failed is not None:  # the journal's final sync (or a reset) comes next
+            log.error("transaction log: %s", failed)
+        self._sync_running = False
+
+    def _stop_syncer(self) -> None:
+        self._settle_sync()
+        if self._syncer is not None:
+            self._syncer.close()
+            self._syncer = None
+        if self._wake is not None:
+            r, w = self._wake
+            self._wake = None
+            self.server.loop.remove_reader(r)
+            os.close(r)
+            os.close(w)
 
     def _sync_until_caught_up(self, journal: FileJournal | MemoryJournal) -> int:
         """In the worker: sync, and while the loop wrote more meanwhile, sync again at once,
@@ -342,11 +459,17 @@ class TxLog:
             self.server.turn.request()
 
     def _synced(self, fut: Any) -> None:
+        if fut.cancelled():
+            self._sync_running = False
+            return
+        self._sync_ended(fut.exception())
+
+    def _sync_ended(self, exc: BaseException | None) -> None:
+        """A group sync (worker or compiled thread) ended, with ``exc`` when it failed."""
         self._sync_running = False
         journal = self._journal
-        if fut.cancelled() or journal is None:
+        if journal is None:
             return
-        exc = fut.exception()
         if isinstance(exc, JournalSyncError):  # cut what the failed fsync left unknown
             try:
                 journal.discard_unsynced(exc.error)

@@ -1,16 +1,21 @@
-"""The group commit's worker syncs again by itself while the loop is busy (issue 19: the
-persisted-ack latency under load): what the loop wrote during one fdatasync is synced by the
-next one straight away, not after a round trip through the loop, which under load waits for
-the loop's current pass."""
+"""The group commit (issue 19: the persisted-ack latency under load). Its worker syncs again by
+itself while the loop is busy: what the loop wrote during one fdatasync is synced by the next
+one straight away, not after a round trip through the loop, which under load waits for the
+loop's current pass. With the compiled extension the syncs run on its own thread
+(``_speedups.Syncer``), failures included."""
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 
+import pytest
+
 from amps_emulator.journal.segment import FileOps
+from amps_emulator.server import txlog as txlog_module
 from tests.integration.conftest import start_server, store_client
-from tests.integration.test_disk_faults import txlog_xml, wait_until
+from tests.integration.test_disk_faults import journal_ids, txlog_xml, wait_until
 
 
 class GatedSync(FileOps):
@@ -59,3 +64,61 @@ def test_the_next_sync_starts_while_the_loop_is_busy(tmp_path) -> None:
     finally:
         gate.release.set()
         srv.stop()
+
+
+@pytest.mark.skipif(txlog_module._Syncer is None, reason="the compiled extension is not built")
+def test_the_compiled_sync_thread_runs_the_group_commit(tmp_path) -> None:
+    """With the plain file layer, the group fsync runs on ``_speedups.Syncer``, not in the
+    worker: the persisted acks come, and the journal holds the messages after a restart."""
+    srv = start_server(txlog_xml(tmp_path))
+    try:
+        pub = store_client(srv.uri, "thread-pub")
+        for i in range(200):
+            pub.publish("orders", json.dumps({"i": i}))
+        pub.publish_flush(10000)
+        assert pub.get_unpersisted_count() == 0
+        assert srv.call(lambda: srv.server.txlog._syncer) is not None
+        pub.close()
+    finally:
+        srv.stop()
+    assert journal_ids(tmp_path / "journal")[0] == list(range(200))
+
+
+@pytest.mark.skipif(txlog_module._Syncer is None, reason="the compiled extension is not built")
+def test_a_failed_fsync_on_the_sync_thread_fails_what_it_covered(tmp_path) -> None:
+    """The compiled thread's fdatasync fails (here: it is handed a pipe, which cannot be
+    synced: EINVAL): the publishes it covered get ``tx store failure``, they are cut out of the
+    journal, and the next publishes are persisted as usual."""
+    srv = start_server(txlog_xml(tmp_path))
+    failed: list[tuple[int, str]] = []
+    r, w = os.pipe()
+    try:
+        pub = store_client(srv.uri, "thread-fail", lambda m, reason: failed.append(
+            (json.loads(m.get_data())["i"], str(reason))))
+        pub.publish("orders", json.dumps({"i": 0}))
+        pub.publish_flush(5000)
+        journal = srv.call(lambda: srv.server.txlog.journal)
+        begin = journal.begin_sync
+        broken = []
+
+        def begin_once():
+            job = begin()
+            if job is not None and job.fds and not broken:
+                broken.append(job.fds)
+                job.fds = [r]
+            return job
+
+        srv.call(lambda: setattr(journal, "begin_sync", begin_once))
+        pub.publish("orders", json.dumps({"i": 1}))
+        pub.publish_flush(5000)
+        assert broken and failed == [(1, "tx store failure")]
+        assert wait_until(lambda: srv.call(lambda: srv.server.txlog.failed) is None)
+        pub.publish("orders", json.dumps({"i": 2}))
+        pub.publish_flush(5000)
+        assert len(failed) == 1 and pub.get_unpersisted_count() == 0
+        pub.close()
+    finally:
+        srv.stop()
+        os.close(r)
+        os.close(w)
+    assert journal_ids(tmp_path / "journal")[0] == [0, 2]

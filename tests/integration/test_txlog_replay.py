@@ -13,6 +13,7 @@ import time
 import AMPS
 import pytest
 
+from amps_emulator.journal.segment import FileOps
 from tests.integration.conftest import store_client
 
 TOPIC = "tl"
@@ -364,14 +365,14 @@ def test_a_journal_write_failure_is_reported_on_the_persisted_ack(server):
 
 def test_live_option_delivers_before_persistence(server_factory):
     srv = server_factory(durability="group")
-    journal_sync = srv.server.txlog.journal.sync
     gate = threading.Event()
 
-    def slow_sync():
-        gate.wait(10)  # hold every fsync until the test says so
-        return journal_sync()
+    class HeldSync(FileOps):
+        def fdatasync(self, fd: int) -> None:
+            gate.wait(10)  # hold every fsync until the test says so
+            super().fdatasync(fd)
 
-    srv.call(lambda: setattr(srv.server.txlog.journal, "sync", slow_sync))
+    srv.call(lambda: setattr(srv.server.txlog.journal, "file_ops", HeldSync()))
     c = AMPS.Client("live-sub")
     c.connect(srv.uri)
     c.logon(5000)
