@@ -257,7 +257,7 @@ class Connection(asyncio.Protocol):
         self._backlog = payloads + self._backlog  # (ahead of any that arrived meanwhile)
         self._backlog_bytes += sum(map(len, payloads))
         if first:
-            self.host.loop.call_soon(self._next_pass)
+            self._turn.after(self._next_pass)
         if not self._backlog_paused and self.transport is not None:
             self._backlog_paused = True
             self.transport.pause_reading()

@@ -132,6 +132,10 @@ class Turn(Protocol):
     def dirty(self, client: Client) -> None:
         """``client`` has output to write at the end of this turn."""
 
+    def after(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` in the loop's next pass once this turn has ended (a connection's
+        frames past its budget: their turn starts after this one's end)."""
+
 
 class ConnectionHost(Protocol):
     """What a :class:`server.connection.Connection` needs of the server it belongs to."""

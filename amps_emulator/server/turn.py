@@ -39,6 +39,7 @@ class Turn:
         self.stopping = False
         self._stages: list[tuple[str, Callable[[], None]]] = []
         self._dirty: list[Client] = []
+        self._after: list[Callable[[], None]] = []
         self._scheduled = False
 
     def bind(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -54,6 +55,14 @@ class Turn:
         if not self._scheduled:
             self._scheduled = True
             self._schedule()
+
+    def after(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` in the loop's next pass, after this turn's end (which it
+        requests). A connection's frames past its pass's budget go on so: the journal write,
+        the group sync's start and the persisted acks of this turn come first, not after
+        another pass of frames."""
+        self._after.append(callback)
+        self.request()
 
     def request(self) -> None:
         if not self._scheduled:
@@ -85,5 +94,9 @@ class Turn:
                 client.flush_output()
             except Exception:
                 contain(client, "writing its output")
+        if self._after and self.loop is not None:
+            after, self._after = self._after, []
+            for callback in after:
+                self.loop.call_soon(callback)
         if self._dirty:
             self.request()

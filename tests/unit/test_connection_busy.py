@@ -41,7 +41,8 @@ class FakeTransport:
 
 
 class FakeTurn:
-    def __init__(self) -> None:
+    def __init__(self, server: FakeServer) -> None:
+        self.server = server
         self.dirty_clients: list = []
 
     def dirty(self, conn):
@@ -50,13 +51,16 @@ class FakeTurn:
     def request(self):
         pass
 
+    def after(self, callback):
+        self.server.loop.call_soon(callback)  # (a fake turn has ended at once)
+
 
 class FakeServer:
     """The ConnectionHost a Connection talks to; its own timebase (timers through ``loop``)."""
 
     def __init__(self) -> None:
         self.dispatched: list[str] = []
-        self.turn = FakeTurn()
+        self.turn = FakeTurn(self)
         self.timebase = self
         self.on_dispatch = None
         self.loop = None
