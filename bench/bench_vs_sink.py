@@ -26,8 +26,8 @@ measured on loopback even the socket's receive time followed that wait; so where
 The disk's own floor under that ack, after each built-in config round, with no server: a
 thread appends what the round wrote to its journal, at the round's byte rate, in one write per
 ``FLOOR_TURN`` (as the loop writes once per turn), while a second thread runs the group
-fdatasync as the journal's worker does (one at a time, each covering what was written before
-it began); printed as the p50/p99 from each write to the end of the fdatasync that covers it.
+fdatasync as the journal's sync thread does (one at a time, each covering what was written
+before it began); printed as the p50/p99 from each write to the end of the fdatasync that covers it.
 A persisted ack cannot come sooner than that: a p99 goal below it is not the server's to meet
 on that disk.
 
