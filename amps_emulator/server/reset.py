@@ -48,14 +48,6 @@ def find_client(server: Server, ident: str) -> Any:
     return None
 
 
-async def _journal_idle(tx: Any) -> None:
-    """Wait (bounded) for the transaction log's worker-thread sync and summaries to finish."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10.0
-    while (tx._sync_running or tx._summaries_running) and loop.time() < deadline:
-        await asyncio.sleep(0.001)
-
-
 async def reset_all(server: Server) -> dict:
     n = _disconnect(server, sorted(server.connections, key=lambda c: c.conn_id))
     if server.broker.security is not None:
@@ -64,7 +56,7 @@ async def reset_all(server: Server) -> dict:
     records = 0
     tx = server.txlog
     if tx is not None and tx.is_open:
-        await _journal_idle(tx)
+        await tx.idle()
         tx.reopen_empty()
     if server.sowsvc is not None:
         if server.derived is not None:

@@ -19,7 +19,6 @@ record (nothing could rebuild them).
 
 from __future__ import annotations
 
-import asyncio
 import io
 import json
 import os
@@ -87,14 +86,6 @@ def _disconnect(server: Server, conns: Iterable[Connection]) -> int:
     return n
 
 
-async def _journal_idle(tx: TxLog) -> None:
-    """Wait (bounded) for the log's worker-thread sync and summaries to finish."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10.0
-    while (tx._sync_running or tx._summaries_running) and loop.time() < deadline:
-        await asyncio.sleep(0.001)
-
-
 def _check_memory(server: Server) -> None:
     if server.memory:
         raise SnapshotRefused(
@@ -131,8 +122,8 @@ async def take(server: Server, gzip: bool = False) -> bytes:
         svc.commit()
     if tx is not None and tx.is_open:
         tx.end_turn()  # this turn's records written
-        await _journal_idle(tx)
-        tx.journal.sync()
+        await tx.idle()
+        tx.sync_now()
     # from here to the end nothing yields: no turn runs while the files are read
     buf = io.BytesIO()
     manifest: dict = {"format": FORMAT, "instance": server.instance_name, "journal": False,
@@ -220,7 +211,7 @@ async def restore(server: Server, archive: bytes) -> dict:
     if svc is not None:
         svc.close()
     if tx is not None and tx.is_open:
-        await _journal_idle(tx)
+        await tx.idle()
     # the archive's files in place of theirs, the log opened again from them
     if svc is not None:
         for d in set(plan.values()) | set(svc.sow.stores):

@@ -36,6 +36,7 @@ things may be said to clients:
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import logging
 import os
@@ -177,6 +178,20 @@ class TxLog:
             except JournalError as exc:
                 log.error("transaction log: final flush failed: %s", exc)
             journal.close()
+
+    async def idle(self, timeout: float = 10.0) -> None:
+        """Wait (bounded) for the group sync and the segment summaries' writer to finish (an
+        operator's reset or snapshot, before it closes or reads the journal's files)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (self._sync_running or self._summaries_running) and loop.time() < deadline:
+            await asyncio.sleep(0.001)
+
+    def sync_now(self) -> None:
+        """Make everything written so far durable before returning (a snapshot reads the
+        files next): the running group sync is waited for, then one more runs here."""
+        self._settle_sync()
+        self.journal.sync()
 
     def reopen_empty(self, fill: Callable[[str], None] | None = None) -> None:
         """An operator's reset (``reset.reset_all``): close the journal, delete its files and
@@ -407,15 +422,16 @@ class TxLog:
         self._sync_ended(self._end_job(journal, job, done))
 
     def _end_job(self, journal: FileJournal, job: SyncJob,
-                 done: tuple[int, int]) -> JournalSyncError | None:
+                 done: tuple[int, int]) -> Exception | None:
         """Finish the compiled thread's ended sync: ``done`` is its (errno or 0, position it
-        made durable); the journal's failure when it failed."""
+        made durable); what failed, if anything (``JournalSyncError``: the fdatasync; else
+        closing a retired file, which the worker's sync would have raised alike)."""
         self._job = None
         err, synced = done
         journal.note_synced(synced)
         try:
             journal.end_sync(job, OSError(err, os.strerror(err)) if err else None)
-        except JournalSyncError as exc:
+        except Exception as exc:  # (handled as the worker's exception is, in _sync_ended)
             return exc
         return None
 
