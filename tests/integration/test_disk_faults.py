@@ -13,6 +13,7 @@ import pytest
 
 from amps_emulator.journal import FileJournal
 from amps_emulator.journal.testing import DiskFull
+from amps_emulator.server import txlog as txlog_module
 from tests.integration.conftest import start_server, store_client
 
 
@@ -122,16 +123,48 @@ def test_disk_full_at_a_segment_roll(tmp_path, caplog):
     assert kept == list(range(refused[0])) + list(range(400, 420))
 
 
-def test_a_failed_fsync_fails_what_it_covered_and_the_server_goes_on(tmp_path):
+def fail_one_fsync_in_the_file_layer(srv) -> list[int]:
+    """The journal's next fdatasync fails with ENOSPC (its worker thread runs it through the
+    fault-injecting file layer)."""
+    disk = DiskFull(failing_fsyncs=1)
+    srv.call(lambda: setattr(srv.server.txlog.journal, "file_ops", disk))
+    return []
+
+
+def fail_one_fsync_on_the_sync_thread(srv) -> list[int]:
+    """The compiled sync thread's next job is handed a pipe instead of the journal's file:
+    its fdatasync fails (EINVAL). Returns the fds to close."""
+    r, w = os.pipe()
+    journal = srv.call(lambda: srv.server.txlog.journal)
+    begin = journal.begin_sync
+    broken: list[bool] = []
+
+    def begin_once():
+        job = begin()
+        if job is not None and job.fds and not broken:
+            broken.append(True)
+            job.fds = [r]
+        return job
+
+    srv.call(lambda: setattr(journal, "begin_sync", begin_once))
+    return [r, w]
+
+
+@pytest.mark.parametrize("fail_one_fsync", [
+    fail_one_fsync_in_the_file_layer,
+    pytest.param(fail_one_fsync_on_the_sync_thread, marks=pytest.mark.skipif(
+        txlog_module._Syncer is None, reason="the compiled extension is not built")),
+])
+def test_a_failed_fsync_fails_what_it_covered_and_the_server_goes_on(tmp_path, fail_one_fsync):
     srv = start_server(txlog_xml(tmp_path))
     failed = []
+    fds: list[int] = []
     try:
         pub = store_client(srv.uri, "fsync-pub", lambda m, reason: failed.append(
             (json.loads(m.get_data())["i"], str(reason))))
         pub.publish("orders", json.dumps({"i": 0}))
         pub.publish_flush(5000)
-        disk = DiskFull(failing_fsyncs=1)
-        srv.call(lambda: setattr(srv.server.txlog.journal, "file_ops", disk))
+        fds = fail_one_fsync(srv)
         pub.publish("orders", json.dumps({"i": 1}))
         pub.publish_flush(5000)
         assert failed == [(1, "tx store failure")]
@@ -142,6 +175,8 @@ def test_a_failed_fsync_fails_what_it_covered_and_the_server_goes_on(tmp_path):
         pub.close()
     finally:
         srv.stop()
+        for fd in fds:
+            os.close(fd)
     assert journal_ids(tmp_path / "journal")[0] == [0, 2]
 
 

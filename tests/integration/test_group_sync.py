@@ -2,12 +2,11 @@
 itself while the loop is busy: what the loop wrote during one fdatasync is synced by the next
 one straight away, not after a round trip through the loop, which under load waits for the
 loop's current pass. With the compiled extension the syncs run on its own thread
-(``_speedups.Syncer``), failures included."""
+(``_speedups.Syncer``; its failures: test_disk_faults.py)."""
 
 from __future__ import annotations
 
 import json
-import os
 import threading
 
 import pytest
@@ -82,43 +81,3 @@ def test_the_compiled_sync_thread_runs_the_group_commit(tmp_path) -> None:
     finally:
         srv.stop()
     assert journal_ids(tmp_path / "journal")[0] == list(range(200))
-
-
-@pytest.mark.skipif(txlog_module._Syncer is None, reason="the compiled extension is not built")
-def test_a_failed_fsync_on_the_sync_thread_fails_what_it_covered(tmp_path) -> None:
-    """The compiled thread's fdatasync fails (here: it is handed a pipe, which cannot be
-    synced: EINVAL): the publishes it covered get ``tx store failure``, they are cut out of the
-    journal, and the next publishes are persisted as usual."""
-    srv = start_server(txlog_xml(tmp_path))
-    failed: list[tuple[int, str]] = []
-    r, w = os.pipe()
-    try:
-        pub = store_client(srv.uri, "thread-fail", lambda m, reason: failed.append(
-            (json.loads(m.get_data())["i"], str(reason))))
-        pub.publish("orders", json.dumps({"i": 0}))
-        pub.publish_flush(5000)
-        journal = srv.call(lambda: srv.server.txlog.journal)
-        begin = journal.begin_sync
-        broken = []
-
-        def begin_once():
-            job = begin()
-            if job is not None and job.fds and not broken:
-                broken.append(job.fds)
-                job.fds = [r]
-            return job
-
-        srv.call(lambda: setattr(journal, "begin_sync", begin_once))
-        pub.publish("orders", json.dumps({"i": 1}))
-        pub.publish_flush(5000)
-        assert broken and failed == [(1, "tx store failure")]
-        assert wait_until(lambda: srv.call(lambda: srv.server.txlog.failed) is None)
-        pub.publish("orders", json.dumps({"i": 2}))
-        pub.publish_flush(5000)
-        assert len(failed) == 1 and pub.get_unpersisted_count() == 0
-        pub.close()
-    finally:
-        srv.stop()
-        os.close(r)
-        os.close(w)
-    assert journal_ids(tmp_path / "journal")[0] == [0, 2]
