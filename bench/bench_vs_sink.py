@@ -29,7 +29,12 @@ thread appends what the round wrote to its journal, at the round's byte rate, in
 fdatasync as the journal's sync thread does (one at a time, each covering what was written
 before it began); printed as the p50/p99 from each write to the end of the fdatasync that covers it.
 A persisted ack cannot come sooner than that: a p99 goal below it is not the server's to meet
-on that disk.
+on that disk. The same floor once more *under load*: in a process of its own, during each
+``--memory`` round (the same client and probe saturating the machine, a server that writes
+nothing), at the last journal round's byte rate (100 MB/s before the first). On a machine with
+few cores the load slows the fdatasync itself (the kernel's writeback and journal threads and
+the syncing thread wait for a CPU): that floor is what the built-in config's p99 should be read
+against.
 
 Before and after in one run: ``--baseline DIR`` also runs every emulator target from another
 checkout (``git worktree add DIR main``, or ``git archive main | tar -x -C DIR``), labelled
@@ -224,11 +229,14 @@ def _variant(target: str, baseline: Path | None) -> tuple[str, Path | None, dict
 def _run(target: str, n: int, tmp: str, sow_updates: bool = False,
          probe_rate: int = 0, latencies: dict[str, list[float]] | None = None,
          baseline: Path | None = None, raw: bool = False,
-         floor: list[float] | None = None) -> tuple[float, float]:
+         floor: list[float] | None = None,
+         loaded_floor: list[float] | None = None) -> tuple[float, float]:
     """(messages/s, server CPU microseconds per message) of one round of ``target``
     (``raw``: published by :class:`RawPublisher` instead of the official client;
     ``latencies``: the probe's, added by kind, see :meth:`Probe.stop`; ``floor``: for the
-    built-in config, the disk floor's latencies are added, see :func:`_disk_floor`)."""
+    built-in config, the disk floor's latencies are added, see :func:`_disk_floor`;
+    ``loaded_floor``: for ``--memory``, the floor's under this round's load, see
+    :class:`LoadedFloor`)."""
     target, root, env = _variant(target, baseline)
     if target == "sink":
         with Sink() as s:
@@ -253,10 +261,15 @@ def _run(target: str, n: int, tmp: str, sow_updates: bool = False,
     with ServerProcess(cfg, extra, root=root, env=env) as srv:
         c = RawPublisher(srv.port) if raw else warm_publisher(srv.uri, warmup=WARMUP)
         probe = Probe(srv.port, probe_rate) if probe_rate and latencies is not None else None
+        loaded = LoadedFloor(srv.tmp.name, FLOOR_RATES[-1] if FLOOR_RATES else DEFAULT_FLOOR_RATE) \
+            if target == MEMORY and loaded_floor is not None else None
         if probe is not None:
             probe.go()
         cpu0 = _cpu(srv.proc.pid)
         dt = c.timed(n) if isinstance(c, RawPublisher) else timed_publish(c, n)
+        if loaded is not None and loaded_floor is not None:
+            loaded_floor.extend(loaded.stop())
+            LOADED_FLOOR_RATES.append(loaded.rate)
         probed = 0
         if probe is not None and latencies is not None:
             for kind, values in probe.stop().items():
@@ -282,14 +295,18 @@ def _run(target: str, n: int, tmp: str, sow_updates: bool = False,
 FLOOR_TURN = 0.0007
 #: bytes/s of each disk floor run
 FLOOR_RATES: list[float] = []
+#: bytes/s of each loaded disk floor run
+LOADED_FLOOR_RATES: list[float] = []
 
 
-def _disk_floor(directory: str, rate: float, seconds: float = 1.0) -> list[float]:
+def _disk_floor(directory: str, rate: float, seconds: float = 1.0,
+                stop: threading.Event | None = None) -> list[float]:
     """Seconds from each write to the end of the fdatasync that covers it: ``rate`` bytes/s
     appended in a new file in ``directory``, one write per :data:`FLOOR_TURN`, for
-    ``seconds``, group-synced by a second thread (see the module's docstring)."""
+    ``seconds`` (or until ``stop`` is set), group-synced by a second thread (see the
+    module's docstring)."""
     chunk = b"x" * max(1, int(rate * FLOOR_TURN))
-    writes = max(1, int(seconds / FLOOR_TURN))
+    writes = max(1, int(seconds / FLOOR_TURN)) if stop is None else sys.maxsize
     path = os.path.join(directory, "disk-floor.bin")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
     written_at: list[float] = []  # when each write returned
@@ -316,6 +333,8 @@ def _disk_floor(directory: str, rate: float, seconds: float = 1.0) -> list[float
     try:
         due = time.perf_counter()
         for _ in range(writes):
+            if stop is not None and stop.is_set():
+                break
             os.write(fd, chunk)
             with more:
                 written_at.append(time.perf_counter())
@@ -332,6 +351,46 @@ def _disk_floor(directory: str, rate: float, seconds: float = 1.0) -> list[float
         os.close(fd)
         os.unlink(path)
     return latencies
+
+
+#: bytes/s of the loaded floor before any journal round has measured its rate
+DEFAULT_FLOOR_RATE = 100e6
+
+
+class LoadedFloor:
+    """:func:`_disk_floor` in its own process (no GIL shared with the loading client) while a
+    round runs: started right before the load, ``stop`` right after."""
+
+    def __init__(self, directory: str, rate: float) -> None:
+        self.rate = rate
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--disk-floor", directory, "--floor-rate", str(rate)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        if self.stdout.readline().strip() != "ready":
+            self.proc.kill()
+            raise RuntimeError("the loaded disk floor did not start")
+
+    def stop(self) -> list[float]:
+        self.stdin.write("stop\n")
+        self.stdin.flush()
+        out = json.loads(self.stdout.readline())
+        self.proc.wait(30)
+        return out
+
+
+def _floor_main(directory: str, rate: float) -> None:
+    """``--disk-floor``: the disk floor until ``stop`` on stdin; prints its latencies."""
+    stop = threading.Event()
+
+    def wait_for_stop() -> None:
+        sys.stdin.readline()
+        stop.set()
+
+    threading.Thread(target=wait_for_stop, daemon=True).start()
+    print("ready", flush=True)
+    print(json.dumps(_disk_floor(directory, rate, stop=stop)), flush=True)
 
 
 def _tree_bytes(root: str) -> int:
@@ -373,9 +432,14 @@ def main() -> None:
                     help="publish from a plain socket with frames built beforehand instead of "
                          "the official client (which tops out near the sink's rate)")
     ap.add_argument("--probe", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    ap.add_argument("--disk-floor", metavar="DIR", help=argparse.SUPPRESS)
+    ap.add_argument("--floor-rate", type=float, default=DEFAULT_FLOOR_RATE, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.probe is not None:
         _probe_main(args.probe, args.probe_rate)
+        return
+    if args.disk_floor is not None:
+        _floor_main(args.disk_floor, args.floor_rate)
         return
     targets = ["sink", "no transaction log", MEMORY, JOURNAL]
     if args.sow:
@@ -387,6 +451,7 @@ def main() -> None:
         targets += [f"{t} [baseline]" for t in emulator]
     all_latencies: dict[str, dict[str, list[float]]] = {}
     floors: dict[str, list[float]] = {}
+    loaded_floors: dict[str, list[float]] = {}
     best: dict[str, float] = {}
     cpu_best: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="amps-vs-sink-") as tmp:
@@ -397,7 +462,8 @@ def main() -> None:
                             probe_rate=args.probe_rate if t.startswith((JOURNAL, MEMORY)) else 0,
                             latencies=all_latencies.setdefault(t, {}), baseline=args.baseline,
                             raw=args.raw,
-                            floor=floors.setdefault(t, []) if args.probe_rate else None)
+                            floor=floors.setdefault(t, []) if args.probe_rate else None,
+                            loaded_floor=loaded_floors.setdefault(t, []) if args.probe_rate else None)
                 best[t] = max(best.get(t, 0.0), rate)
                 cpu_best[t] = min(cpu_best.get(t, cpu), cpu)
                 print(f"round {r + 1}: {t}: {rate:,.0f} msg/s, server CPU {cpu:.2f} us/msg",
@@ -427,6 +493,13 @@ def main() -> None:
             mb = ", ".join(f"{r / 1e6:.0f}" for r in FLOOR_RATES)
             print(f"the disk alone at the {t} rounds' journal byte rates ({mb} MB/s; a write, "
                   f"then the group fdatasync covering it; no server): "
+                  f"p50 {lat[len(lat) // 2] * 1000:.2f} ms, p99 {lat[int(len(lat) * 0.99)] * 1000:.2f} ms")
+    for t, latencies in loaded_floors.items():
+        if latencies:
+            lat = sorted(latencies)
+            mb = ", ".join(f"{r / 1e6:.0f}" for r in LOADED_FLOOR_RATES)
+            print(f"the disk under the {t} rounds' load ({mb} MB/s; the same client and probe, "
+                  f"a server that writes nothing): "
                   f"p50 {lat[len(lat) // 2] * 1000:.2f} ms, p99 {lat[int(len(lat) * 0.99)] * 1000:.2f} ms")
     if PROBE_REALTIME:
         print("(the probe ran at real-time priority, SCHED_FIFO: its times are the server's)"
