@@ -48,7 +48,16 @@ from amps_emulator import accel
 from amps_emulator.protocol.filter.fields import fields_filter
 
 from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbKVTable, LmdbOrderedSet
-from .record import VERSION, Record, StoredRecords, body_of, decode_record, encode_record, sow_values
+from .record import (
+    KEY_SEQ,
+    VERSION,
+    Record,
+    StoredRecords,
+    body_of,
+    decode_record,
+    encode_record,
+    sow_values,
+)
 from .tables import MemHashTable, MemKVTable, MemOrderedSet
 
 __all__ = ["Backend", "MemoryBackend", "LmdbBackend", "db_base_name", "NEW"]
@@ -57,7 +66,6 @@ __all__ = ["Backend", "MemoryBackend", "LmdbBackend", "db_base_name", "NEW"]
 _decode_errors = (msgspec.DecodeError, UnicodeDecodeError, TypeError, RecursionError)
 _json = msgspec.json
 _NO_EXPIRATION = bytes(8)  # the f64 0.0 of a record without expiration
-_SEQ = 8  # bytes of the insert sequence that begins a record's LMDB key
 log = logging.getLogger(__name__)
 
 
@@ -314,9 +322,9 @@ class LmdbBackend:
         with self.env.reading() as txn:
             for k in txn.cursor(self.rec_db).iternext(values=False):
                 last = bytes(k)
-                m[str(last[_SEQ:], "utf-8")] = last
+                m[str(last[KEY_SEQ:], "utf-8")] = last
         self._lk = m
-        self._seq = int.from_bytes(last[:_SEQ], "big")
+        self._seq = int.from_bytes(last[:KEY_SEQ], "big")
 
     def _new_key(self, skey: str) -> bytes:
         """The LMDB key of a new record (appended: the next insert sequence)."""
@@ -437,7 +445,7 @@ class LmdbBackend:
         lks = self._keys_of(keys)
         with self.env.reading() as txn:
             rows = txn.cursor(self.rec_db).getmulti(lks)
-            return [decode_record(str(k[_SEQ:], "utf-8"), v) for k, v in rows]
+            return [decode_record(str(k[KEY_SEQ:], "utf-8"), v) for k, v in rows]
 
     def scan(self, f, decoder, dead: set, ctx_of, names=None) -> list[tuple[Record, Any]]:
         """Rows whose body satisfies ``f``.  ``decoder``: a msgspec decoder for the fields the
@@ -470,8 +478,8 @@ class LmdbBackend:
         """:meth:`get_many` in the snapshot ``snap``."""
         out = []
         for k, v in snap.cursor(self.rec_db).getmulti(self.snapshot_keys(keys)):
-            rec = decode_record(str(k[_SEQ:], "utf-8"), v)
-            rec.seq = int.from_bytes(k[:_SEQ], "big")  # (for natural_order)
+            rec = decode_record(str(k[KEY_SEQ:], "utf-8"), v)
+            rec.seq = int.from_bytes(k[:KEY_SEQ], "big")  # (for natural_order)
             out.append(rec)
         return out
 
@@ -520,7 +528,7 @@ class LmdbBackend:
             return StoredRecords(rows)
         out = []
         for k, v in rows:
-            if dead and str(k[_SEQ:], "utf-8") in dead:
+            if dead and str(k[KEY_SEQ:], "utf-8") in dead:
                 continue
             if f is not None and not f(_partial(decoder, v[v[0] or _body_offset(v):])):
                 continue
@@ -536,7 +544,7 @@ class LmdbBackend:
             if as_bytes and not dead:
                 return StoredRecords(list(islice(cur.iternext(), limit)))
             return StoredRecords([(bytes(k), bytes(v)) for k, v in islice(cur.iternext(), limit)
-                                  if not dead or str(k[_SEQ:], "utf-8") not in dead])
+                                  if not dead or str(k[KEY_SEQ:], "utf-8") not in dead])
         rows: list[tuple[bytes, bytes]] = []
         append = rows.append
         ff = fields_filter(f) if names is not None and decoder is not None else None
@@ -551,7 +559,7 @@ class LmdbBackend:
         ckey = cur.key
         for v, _d in _passing(cur, limit, f, decoder):
             kb = bytes(ckey())
-            if dead and str(kb[_SEQ:], "utf-8") in dead:
+            if dead and str(kb[KEY_SEQ:], "utf-8") in dead:
                 continue
             append((kb, bytes(v)))
         return StoredRecords(rows)
@@ -573,14 +581,14 @@ class LmdbBackend:
                         cur.key, dead)
         if f is None and decoder is None:  # every record, no field read (a plain query)
             for k, v in islice(cur.iternext(), limit):
-                key = str(k[_SEQ:], "utf-8")
+                key = str(k[KEY_SEQ:], "utf-8")
                 if dead and key in dead:
                     continue
                 append((decode_record(key, v), {}))  # (_partial's result without a decoder)
             return out
         if ctx_of is not None or f is None:
             for k, v in islice(cur.iternext(), limit):
-                key = str(k[_SEQ:], "utf-8")
+                key = str(k[KEY_SEQ:], "utf-8")
                 if key in dead:
                     continue
                 rec = decode_record(key, v)
@@ -593,7 +601,7 @@ class LmdbBackend:
             return out
         ckey = cur.key
         for v, d in _passing(cur, limit, f, decoder):
-            key = str(ckey()[_SEQ:], "utf-8")
+            key = str(ckey()[KEY_SEQ:], "utf-8")
             if key in dead:
                 continue
             append((decode_record(key, v), d))
@@ -605,7 +613,7 @@ class LmdbBackend:
             cur = txn.cursor(self.rec_db)
             rows = []
             for k, v in cur.iternext():
-                rows.append((str(k[_SEQ:], "utf-8"), _partial(dec, body_of(v))))
+                rows.append((str(k[KEY_SEQ:], "utf-8"), _partial(dec, body_of(v))))
         return iter(rows)
 
     def doc_steps(self, step: int, decoder=None) -> Iterator[list[tuple[str, Any]]]:
@@ -623,7 +631,7 @@ class LmdbBackend:
                 while ok and len(rows) < step:
                     k, v = cur.item()
                     after = bytes(k)
-                    rows.append((str(after[_SEQ:], "utf-8"), _partial(dec, body_of(v))))
+                    rows.append((str(after[KEY_SEQ:], "utf-8"), _partial(dec, body_of(v))))
                     ok = cur.next()
             if not rows:
                 return
@@ -673,13 +681,13 @@ class LmdbBackend:
     def all_records(self) -> list[Record]:
         """Every stored record (expired ones too), in natural order."""
         with self.env.reading() as txn:
-            return [decode_record(str(k[_SEQ:], "utf-8"), bytes(v))
+            return [decode_record(str(k[KEY_SEQ:], "utf-8"), bytes(v))
                     for k, v in txn.cursor(self.rec_db).iternext()]
 
     def records_in(self, snap) -> Iterator[Record]:
         """Every record of the snapshot ``snap``, read as the caller iterates."""
         for k, v in snap.cursor(self.rec_db).iternext():
-            yield decode_record(str(k[_SEQ:], "utf-8"), bytes(v))
+            yield decode_record(str(k[KEY_SEQ:], "utf-8"), bytes(v))
 
     def drop_table(self, name: str) -> None:
         t = self._tables.pop(name, None)
@@ -719,7 +727,7 @@ def record_keys_py(lk_of: dict[str, bytes], keyed: list[tuple[Any, str]], seq: i
 
 def _lmdb_key(seq: int, skey: bytes) -> bytes:
     """A record's LMDB key: its insert sequence (8 bytes, big-endian), then its SowKey."""
-    return seq.to_bytes(_SEQ, "big") + skey
+    return seq.to_bytes(KEY_SEQ, "big") + skey
 
 
 if accel.COMPILED:
@@ -751,7 +759,7 @@ def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead):
         except _q_errors:
             _q_d = _q_any(_q_body)
             if _q_fn(_q_d):
-                _q_k = str(_q_key()[8:], "utf-8")
+                _q_k = str(_q_key()[_q_seq:], "utf-8")
                 if _q_k not in _q_dead:
                     _q_append((_q_record(_q_k, _q_v), _q_d))
             continue
@@ -762,7 +770,7 @@ def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead):
         except Exception:  # a bug: counted, and answered by the reference interpreter
             if not _recover(_q_partial(_q_doc, _q_body)):
                 continue
-        _q_k = str(_q_key()[8:], "utf-8")
+        _q_k = str(_q_key()[_q_seq:], "utf-8")
         if _q_k not in _q_dead:
             _q_append((_q_record(_q_k, _q_v), _q_partial(_q_doc, _q_body)))
     return _q_out
@@ -781,7 +789,7 @@ def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead, _q_rows):
         except _q_errors:
             if _q_fn(_q_any(_q_body)):
                 _q_k = bytes(_q_key())
-                if not _q_dead or str(_q_k[8:], "utf-8") not in _q_dead:
+                if not _q_dead or str(_q_k[_q_seq:], "utf-8") not in _q_dead:
                     _q_append((_q_k, bytes(_q_v)))
             continue
         try:
@@ -792,7 +800,7 @@ def _scan_loop(_q_values, _q_dec, _q_doc, _q_fn, _q_key, _q_dead, _q_rows):
             if not _recover(_q_partial(_q_doc, _q_body)):
                 continue
         _q_k = bytes(_q_key())
-        if not _q_dead or str(_q_k[8:], "utf-8") not in _q_dead:
+        if not _q_dead or str(_q_k[_q_seq:], "utf-8") not in _q_dead:
             _q_append((_q_k, bytes(_q_v)))
 """
 
@@ -850,4 +858,5 @@ def _partial_with(decode, data) -> Any:
 
 
 _FIELDS_LOOP_NAMES = {"_q_errors": _decode_errors, "_q_any": _any, "_q_offset": _body_offset,
-                      "_q_record": decode_record, "_q_partial": _partial_with}
+                      "_q_record": decode_record, "_q_partial": _partial_with,
+                      "_q_seq": KEY_SEQ}

@@ -194,6 +194,10 @@ def stored_timestamp(value: bytes) -> float:
 _TIMESTAMP = struct.Struct(">d")
 
 
+#: bytes of the insert sequence that begins a stored record's LMDB key (the SowKey follows)
+KEY_SEQ = 8
+
+
 class StoredRecords(Sequence[Record]):
     """Records a query read, kept as the store's rows: (LMDB key, stored value) pairs, the
     key being the record's 8-byte insert sequence then its SowKey as UTF-8, the value laid
@@ -220,11 +224,11 @@ class StoredRecords(Sequence[Record]):
         if isinstance(i, slice):
             return StoredRecords(self.rows[i])
         k, v = self.rows[i]
-        return decode_record(str(k[8:], "utf-8"), v)
+        return decode_record(str(k[KEY_SEQ:], "utf-8"), v)
 
     def __iter__(self) -> Iterator[Record]:
         for k, v in self.rows:
-            yield decode_record(str(k[8:], "utf-8"), v)
+            yield decode_record(str(k[KEY_SEQ:], "utf-8"), v)
 
     def extend(self, other: StoredRecords) -> None:
         self.rows.extend(other.rows)
@@ -270,9 +274,9 @@ def sow_frames_py(prefix: bytes, rows: list[tuple[bytes, bytes]], with_key: bool
                     or not isinstance(row[1], bytes):
                 raise TypeError("sow_frames() needs rows of (bytes, bytes)")
             k, v = row
-            if len(k) < 8:
+            if len(k) < KEY_SEQ:
                 raise ValueError(f"stored SOW row {i}: no insert sequence in its key")
-            k = k[8:]
+            k = k[KEY_SEQ:]
             n = len(v)
             if n < _FIXED_SIZE:
                 raise ValueError(f"stored SOW record {i}: not a version 1 record")
