@@ -421,6 +421,12 @@ def _check_sow(port: int, n: int) -> None:
         raise RuntimeError(f"keyed SOW topic holds {held} records after {n} distinct keys")
 
 
+def _p50_p99(latencies: list[float]) -> str:
+    """``p50 X ms, p99 Y ms`` of latencies in seconds."""
+    lat = sorted(latencies)
+    return f"p50 {lat[len(lat) // 2] * 1000:.2f} ms, p99 {lat[int(len(lat) * 0.99)] * 1000:.2f} ms"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=200_000)
@@ -487,24 +493,18 @@ def main() -> None:
         for kind, latencies in by_kind.items():
             if not latencies:
                 continue
-            lat = sorted(latencies)
-            p50, p99 = lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000
             print(f"persisted-ack latency under the {t} load ({args.probe_rate:,} msg/s probe, "
-                  f"{len(lat):,} acks), {seen[kind]}: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+                  f"{len(latencies):,} acks), {seen[kind]}: {_p50_p99(latencies)}")
+    mb = ", ".join(f"{r / 1e6:.0f}" for r in FLOOR_RATES)
     for t, latencies in floors.items():
         if latencies:
-            lat = sorted(latencies)
-            mb = ", ".join(f"{r / 1e6:.0f}" for r in FLOOR_RATES)
             print(f"the disk alone at the {t} rounds' journal byte rates ({mb} MB/s; a write, "
-                  f"then the group fdatasync covering it; no server): "
-                  f"p50 {lat[len(lat) // 2] * 1000:.2f} ms, p99 {lat[int(len(lat) * 0.99)] * 1000:.2f} ms")
+                  f"then the group fdatasync covering it; no server): {_p50_p99(latencies)}")
+    mb = ", ".join(f"{r / 1e6:.0f}" for r in LOADED_FLOOR_RATES)
     for t, latencies in loaded_floors.items():
         if latencies:
-            lat = sorted(latencies)
-            mb = ", ".join(f"{r / 1e6:.0f}" for r in LOADED_FLOOR_RATES)
             print(f"the disk under the {t} rounds' load ({mb} MB/s; the same client publishing "
-                  f"again, untimed, to a server that writes nothing): "
-                  f"p50 {lat[len(lat) // 2] * 1000:.2f} ms, p99 {lat[int(len(lat) * 0.99)] * 1000:.2f} ms")
+                  f"again, untimed, to a server that writes nothing): {_p50_p99(latencies)}")
     if PROBE_REALTIME:
         print("(the probe ran at real-time priority, SCHED_FIFO: its times are the server's)"
               if all(PROBE_REALTIME) else
