@@ -6,6 +6,7 @@ strings) and however records change form under the same SowKey, are deleted and 
 from __future__ import annotations
 
 import msgspec
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,39 +52,41 @@ def test_key_equality_finds_what_a_scan_finds(tmp_path_factory, ops, kind) -> No
         sf.close()
 
 
-def test_rows_are_kept_only_where_the_token_does_not_name_the_record(tmp_path) -> None:
+@pytest.fixture
+def keyed_store(tmp_path):
+    """A persistent store and its topic ``orders`` keyed on ``/id``."""
     sf = StoreFactory("persistent", tmp_path, FakeClock())
     try:
-        t = sf.topic("orders", keys=("/id",))
-        for v in (1, 2, "ABC", "7"):
-            t.publish(js({"id": v}))
-        assert t.index_info()[0]["entries"] == 0
-        t.publish(js({"id": "05"}))  # "= 5" reaches it through a row of its own
-        t.publish(js({"id": 2.5}))  # so does "= 2.5"
-        assert t.index_info()[0]["entries"] == 2
-        t.delete_by_data(js({"id": "05"}))
-        assert t.index_info()[0]["entries"] == 1
-        assert t.query("/id = 5", plan="hash").matches == 0
-        assert t.query("/id = 2.5", plan="hash").matches == 1
+        yield sf, sf.topic("orders", keys=("/id",))
     finally:
         sf.close()
 
 
-def test_an_index_stored_in_the_earlier_form_is_rebuilt(tmp_path) -> None:
-    sf = StoreFactory("persistent", tmp_path, FakeClock())
-    try:
-        t = sf.topic("orders", keys=("/id",))
-        b = t._b
-        for v in (1, "05", 2.5):
-            t.publish(js({"id": v}))
-        # the earlier form: a plain hash index, a row per token, in its own table
-        b.meta_put("indexes", [["hash", "/id"]])
-        assert sf.store is not None
-        sf.store.commit()
-        sf.reopen()
-        t = sf.topic("orders", keys=("/id",))
-        assert t._b.meta_get("indexes") == [["keyhash", "/id"]]
-        assert t.index_info()[0]["entries"] == 2
-        assert t.query("/id = 5", plan="hash").matches == 1
-    finally:
-        sf.close()
+def test_rows_are_kept_only_where_the_token_does_not_name_the_record(keyed_store) -> None:
+    _, t = keyed_store
+    for v in (1, 2, "ABC", "7"):
+        t.publish(js({"id": v}))
+    assert t.index_info()[0]["entries"] == 0
+    t.publish(js({"id": "05"}))  # "= 5" reaches it through a row of its own
+    t.publish(js({"id": 2.5}))  # so does "= 2.5"
+    assert t.index_info()[0]["entries"] == 2
+    t.delete_by_data(js({"id": "05"}))
+    assert t.index_info()[0]["entries"] == 1
+    assert t.query("/id = 5", plan="hash").matches == 0
+    assert t.query("/id = 2.5", plan="hash").matches == 1
+
+
+def test_an_index_stored_in_the_earlier_form_is_rebuilt(keyed_store) -> None:
+    sf, t = keyed_store
+    b = t._b
+    for v in (1, "05", 2.5):
+        t.publish(js({"id": v}))
+    # the earlier form: a plain hash index, a row per token, in its own table
+    b.meta_put("indexes", [["hash", "/id"]])
+    assert sf.store is not None
+    sf.store.commit()
+    sf.reopen()
+    t = sf.topic("orders", keys=("/id",))
+    assert t._b.meta_get("indexes") == [["keyhash", "/id"]]
+    assert t.index_info()[0]["entries"] == 2
+    assert t.query("/id = 5", plan="hash").matches == 1
