@@ -190,7 +190,9 @@ class TxLog:
     def sync_now(self) -> None:
         """Make everything written so far durable before returning (a snapshot reads the
         files next): the running group sync is waited for, then one more runs here."""
-        self._settle_sync()
+        failed = self._settle_sync()
+        if failed is not None and not self._sync_failed(self.journal, failed):
+            return  # the log failed for good
         self.journal.sync()
 
     def reopen_empty(self, fill: Callable[[str], None] | None = None) -> None:
@@ -435,16 +437,18 @@ class TxLog:
             return exc
         return None
 
-    def _settle_sync(self) -> None:
+    def _settle_sync(self) -> Exception | None:
         """Wait for the compiled sync thread's running sync to end and finish it (before the
-        journal is closed: it holds the journal's sync lock)."""
+        journal is closed or synced here: the job holds the journal's sync lock). Returns
+        what failed, if anything (logged)."""
         job, journal = self._job, self._journal
         if job is None or not isinstance(journal, FileJournal):
-            return
+            return None
         failed = self._end_job(journal, job, self._syncer.wait())
-        if failed is not None:  # the journal's final sync (or a reset) comes next
+        if failed is not None:
             log.error("transaction log: %s", failed)
         self._sync_running = False
+        return failed
 
     def _stop_syncer(self) -> None:
         self._settle_sync()
@@ -486,21 +490,28 @@ class TxLog:
         journal = self._journal
         if journal is None:
             return
-        if isinstance(exc, JournalSyncError):  # cut what the failed fsync left unknown
-            try:
-                journal.discard_unsynced(exc.error)
-            except JournalError as fatal:
-                self._fail(fatal)
-                return
-            self._write_failed()
-        elif exc is not None:
-            self._fail(exc)
+        if exc is not None and not self._sync_failed(journal, exc):
             return
         self._release(journal.durable_position)
         if self._written_unsynced or journal.written_position > journal.durable_position:
             self._start_sync()
         self._write_summaries()
         self.server.turn.request()
+
+    def _sync_failed(self, journal: FileJournal | MemoryJournal, exc: BaseException) -> bool:
+        """A group sync failed: after a failed fdatasync (``JournalSyncError``) cut what it
+        left unknown and fail those publishes' persisted acks (True: the log goes on,
+        refusing until a write goes through again); anything else fails the log for good."""
+        if isinstance(exc, JournalSyncError):
+            try:
+                journal.discard_unsynced(exc.error)
+            except JournalError as fatal:
+                self._fail(fatal)
+                return False
+            self._write_failed()
+            return True
+        self._fail(exc)
+        return False
 
     def _write_summaries(self) -> None:
         """Write the journal's durable segment summaries in a worker (one at a time)."""

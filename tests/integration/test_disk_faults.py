@@ -180,6 +180,37 @@ def test_a_failed_fsync_fails_what_it_covered_and_the_server_goes_on(tmp_path, f
     assert journal_ids(tmp_path / "journal")[0] == [0, 2]
 
 
+@pytest.mark.skipif(txlog_module._Syncer is None, reason="the compiled extension is not built")
+def test_a_snapshot_sync_after_a_failed_thread_sync_does_not_claim_its_records(tmp_path):
+    """``sync_now`` (a snapshot's) waits for the compiled thread's running sync. When that
+    sync failed, the records it covered are cut as any failed group sync's are: a later
+    fdatasync that succeeds must not make them durable (the pages the failed one left are
+    unknown)."""
+    srv = start_server(txlog_xml(tmp_path))
+    fds: list[int] = []
+    try:
+        pub = store_client(srv.uri, "snap-pub")
+        pub.publish("orders", json.dumps({"i": 0}))
+        pub.publish_flush(5000)
+        fds = fail_one_fsync_on_the_sync_thread(srv)
+
+        def write_then_sync_now():  # (in the loop: the thread's result is taken by sync_now)
+            tx = srv.server.txlog
+            tx.append("orders", json.dumps({"i": 1}).encode())
+            tx.end_turn()  # the write, and the (failing) sync started on the thread
+            tx.sync_now()
+            return tx.failed
+
+        # refusing until a write goes through again
+        assert srv.call(write_then_sync_now) == "tx store failure"
+        pub.close()
+    finally:
+        srv.stop()
+        for fd in fds:
+            os.close(fd)
+    assert journal_ids(tmp_path / "journal")[0] == [0]
+
+
 @pytest.fixture
 def tiny_fs(tmp_path):
     """A 1 MiB tmpfs mounted for the test (skipped where mounting is not permitted)."""
