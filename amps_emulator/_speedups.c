@@ -1454,53 +1454,23 @@ static int whole_field(PyObject *item, PyObject *field, long long *x)
     return 1;
 }
 
-/* int_run(field, keyed): how many (document, SowKey) pairs of the list ``keyed``, from its
- * first on, have a document whose ``field`` is a whole number within +-2**53 (whole_field):
- * the pairs hash_int_rows makes rows for, counted without making them.
- * Twin: sow.index.int_run_py. */
+/* The leading run of the (document, SowKey) pairs of the list ``args[1]`` whose document's
+ * field ``args[0]`` is a whole number within +-2**53 (whole_field): with ``rows``, the hash
+ * index rows made for it (hash_int_rows), else only its length (int_run). */
 static PyObject *
-int_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+int_field_run(PyObject *const *args, Py_ssize_t nargs, int rows, const char *signature)
 {
     if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "int_run(field: str, keyed: list)");
+        PyErr_SetString(PyExc_TypeError, signature);
         return NULL;
     }
     PyObject *keyed = args[1];
+    PyObject *out = rows ? PyList_New(0) : NULL;
+    if (rows && out == NULL)
+        return NULL;
     Py_ssize_t i = 0;
-    for (; i < PyList_GET_SIZE(keyed); i++) {
-        PyObject *item = PyList_GET_ITEM(keyed, i);
-        long long x;
-        Py_INCREF(item);
-        int w = whole_field(item, args[0], &x);
-        Py_DECREF(item);
-        if (w < 0)
-            return NULL;
-        if (w == 0)
-            break;
-    }
-    return PyLong_FromSsize_t(i);
-}
-
-/* hash_int_rows(field, keyed): the hash index rows (composite token, SowKey) of a one-field
- * index on ``field`` for the (document, SowKey) pairs of the list ``keyed`` from its first on,
- * up to (without) the first that is not an exact 2-tuple, whose document is not an exact dict
- * or whose ``field`` is not an exact int within +-2**53: the token is then
- * bytes((len(p),)) + p with p = b"N%d.0" % value (repr(float(value)), as sow/index.py's
- * _num_token gives it), and HashIndex.add_run goes on from there one by one.
- * Twin: sow.index.hash_int_rows_py. */
-static PyObject *
-hash_int_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
-{
-    if (nargs != 2 || !PyUnicode_Check(args[0]) || !PyList_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "hash_int_rows(field: str, keyed: list)");
-        return NULL;
-    }
-    PyObject *keyed = args[1];
-    PyObject *out = PyList_New(0);
-    if (out == NULL)
-        return NULL;
     /* (the size is read again each time: a dict lookup may run a key's __eq__) */
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(keyed); i++) {
+    for (; i < PyList_GET_SIZE(keyed); i++) {
         PyObject *item = PyList_GET_ITEM(keyed, i);
         long long x;
         Py_INCREF(item);  /* (holds the document and the SowKey) */
@@ -1510,6 +1480,10 @@ hash_int_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
             if (w < 0)
                 goto fail;
             break;
+        }
+        if (!rows) {
+            Py_DECREF(item);
+            continue;
         }
         char buf[32];  /* len, "N", digits, ".0" */
         char *end = buf + sizeof buf;
@@ -1532,10 +1506,33 @@ hash_int_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         if (append_pair(out, token, skey) < 0)
             goto fail;
     }
-    return out;
+    return rows ? out : PyLong_FromSsize_t(i);
 fail:
-    Py_DECREF(out);
+    Py_XDECREF(out);
     return NULL;
+}
+
+/* int_run(field, keyed): how many (document, SowKey) pairs of the list ``keyed``, from its
+ * first on, have a document whose ``field`` is a whole number within +-2**53 (whole_field):
+ * the pairs hash_int_rows makes rows for, counted without making them.
+ * Twin: sow.index.int_run_py. */
+static PyObject *
+int_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    return int_field_run(args, nargs, 0, "int_run(field: str, keyed: list)");
+}
+
+/* hash_int_rows(field, keyed): the hash index rows (composite token, SowKey) of a one-field
+ * index on ``field`` for the (document, SowKey) pairs of the list ``keyed`` from its first on,
+ * up to (without) the first that is not an exact 2-tuple, whose document is not an exact dict
+ * or whose ``field`` is not an exact int within +-2**53: the token is then
+ * bytes((len(p),)) + p with p = b"N%d.0" % value (repr(float(value)), as sow/index.py's
+ * _num_token gives it), and HashIndex.add_run goes on from there one by one.
+ * Twin: sow.index.hash_int_rows_py. */
+static PyObject *
+hash_int_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    return int_field_run(args, nargs, 1, "hash_int_rows(field: str, keyed: list)");
 }
 
 /* record_keys(lk_of, keyed, seq): the LMDB key of each SowKey of ``keyed`` (a list of
