@@ -62,6 +62,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -146,37 +147,51 @@ class RawPublisher:
         self.peer.close()
 
 
-class Probe:
-    """The persisted-ack probe in its own process (no GIL shared with the loading client):
-    started before a round, ``go`` right before the load, ``stop`` right after."""
+class _Child:
+    """This script in a process of its own with ``args`` (no GIL shared with the loading
+    client), driven over its stdin: it prints ``ready`` (maybe followed by words, kept in
+    ``ready``) once started, and one JSON line, its result, after ``stop``."""
 
-    def __init__(self, port: int, rate: int) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--probe", str(port), "--probe-rate", str(rate)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def __init__(self, args: list[str], what: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, __file__, *args],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         ready = self.stdout.readline().split()
         if not ready or ready[0] != "ready":
             self.proc.kill()
-            raise RuntimeError("persisted-ack probe did not start")
+            raise RuntimeError(f"{what} did not start")
+        self.ready = ready[1:]
+
+    def say(self, line: str) -> None:
+        self.stdin.write(line + "\n")
+        self.stdin.flush()
+
+    def stop(self) -> Any:
+        self.say("stop")
+        out = json.loads(self.stdout.readline())
+        self.proc.wait(30)
+        return out
+
+
+class Probe(_Child):
+    """The persisted-ack probe in its own process: started before a round, ``go`` right
+    before the load, ``stop`` right after."""
+
+    def __init__(self, port: int, rate: int) -> None:
+        super().__init__(["--probe", str(port), "--probe-rate", str(rate)], "persisted-ack probe")
         #: the probe runs at real-time priority: its times are not its own waits for a CPU
-        self.realtime = ready[1:] == ["realtime"]
+        self.realtime = self.ready == ["realtime"]
         PROBE_REALTIME.append(self.realtime)
 
     def go(self) -> None:
-        self.stdin.write("go\n")
-        self.stdin.flush()
+        self.say("go")
 
     def stop(self) -> dict[str, list[float]]:
         """Stop sending; the latencies (seconds) of every probe message once all are acked:
         ``read`` as the probe's reader thread read the acks, ``socket`` as they reached its
         socket (kernel receive times; empty where there are none)."""
-        self.stdin.write("stop\n")
-        self.stdin.flush()
-        out = json.loads(self.stdout.readline())
-        self.proc.wait(30)
-        return out
+        return super().stop()
 
 
 #: for each probe started: whether it ran at real-time priority
@@ -361,27 +376,14 @@ def _disk_floor(directory: str, rate: float, seconds: float = 1.0,
 DEFAULT_FLOOR_RATE = 100e6
 
 
-class LoadedFloor:
-    """:func:`_disk_floor` in its own process (no GIL shared with the loading client) while a
-    load runs: started right before it, ``stop`` right after."""
+class LoadedFloor(_Child):
+    """:func:`_disk_floor` in its own process while a load runs: started right before it,
+    ``stop`` right after (its latencies)."""
 
     def __init__(self, directory: str, rate: float) -> None:
+        super().__init__(["--disk-floor", directory, "--floor-rate", str(rate)],
+                         "the loaded disk floor")
         self.rate = rate
-        self.proc = subprocess.Popen(
-            [sys.executable, __file__, "--disk-floor", directory, "--floor-rate", str(rate)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
-        if self.stdout.readline().strip() != "ready":
-            self.proc.kill()
-            raise RuntimeError("the loaded disk floor did not start")
-
-    def stop(self) -> list[float]:
-        self.stdin.write("stop\n")
-        self.stdin.flush()
-        out = json.loads(self.stdout.readline())
-        self.proc.wait(30)
-        return out
 
 
 def _floor_main(directory: str, rate: float) -> None:
