@@ -143,6 +143,12 @@ class MemoryBackend:
         self._seq = seq
         return out
 
+    def store_plain(self, keyed: list[tuple[Any, str]], bodies: list, bookmarks: list[str],
+                    positions: list[int], timestamps: list[float]) -> int:
+        """:meth:`swap_plain` when nothing reads what the records replace (no index does,
+        and no stored record has an expiration): how many of their SowKeys were new."""
+        return self.swap_plain(keyed, bodies, bookmarks, positions, timestamps, None).count(NEW)
+
     def delete(self, skey: str) -> None:
         self.records.pop(skey, None)
 
@@ -405,11 +411,9 @@ class LmdbBackend:
         """:meth:`MemoryBackend.swap_plain`: one cursor descent per record; no
         :class:`Record` is built (unless the old one had an expiration), the old body is read
         only as ``decoder`` reads it (``None``: not at all)."""
-        values = sow_values(VERSION, bodies, bookmarks, positions, timestamps)
-        first = self._seq
-        lks, self._seq = record_keys(self._lk, keyed, first)
-        if self._seq - first == len(lks):  # every key new (and distinct): appended
-            self.env.append_run(self.rec_db, lks, values)
+        lks, values, new = self._plain_rows(keyed, bodies, bookmarks, positions, timestamps)
+        if new == len(lks):  # every key new (and distinct): appended
+            self.env.put_many(self.rec_db, lks, values, append=True)
             return [NEW] * len(lks)
         olds = self.env.replace_run(self.rec_db, lks, values)
         if olds.count(None) == len(olds):  # (a run of new keys: nothing to read)
@@ -430,6 +434,23 @@ class LmdbBackend:
                 except _decode_errors:
                     out.append(_any(body))  # (_partial's fallback: not a JSON object)
         return out
+
+    def store_plain(self, keyed: list[tuple[Any, str]], bodies: list, bookmarks: list[str],
+                    positions: list[int], timestamps: list[float]) -> int:
+        """:meth:`MemoryBackend.store_plain`: one put per record, none read back."""
+        lks, values, new = self._plain_rows(keyed, bodies, bookmarks, positions, timestamps)
+        self.env.put_many(self.rec_db, lks, values, append=new == len(lks))
+        return new
+
+    def _plain_rows(self, keyed: list[tuple[Any, str]], bodies: list, bookmarks: list[str],
+                    positions: list[int], timestamps: list[float]
+                    ) -> tuple[list[bytes], list[bytes], int]:
+        """The LMDB keys and values of records without expiration or headers, and how many
+        of their SowKeys are new (given the next insert sequences)."""
+        values = sow_values(VERSION, bodies, bookmarks, positions, timestamps)
+        first = self._seq
+        lks, self._seq = record_keys(self._lk, keyed, first)
+        return lks, values, self._seq - first
 
     def delete(self, skey: str) -> None:
         lk = self._lk.pop(skey, None)

@@ -326,19 +326,26 @@ class LmdbEnv:
         except lmdb.MapFullError:
             self._grow()  # replays the whole batch, this run too
 
-    def append_run(self, db, keys: list[bytes], values: list[bytes]) -> None:
-        """:meth:`put` of each key with its value, every key greater than any ``db`` holds
-        and than the one before it (LMDB's append: no search, one call)."""
+    def put_many(self, db, keys: list[bytes], values: list[bytes], append: bool = False
+                 ) -> None:
+        """:meth:`put` of each key with its value, in order (one cursor, one call), not
+        reading what each replaces. ``append``: every key is greater than any ``db`` holds
+        and than the one before it (LMDB's append: no search)."""
         if len(keys) != len(values):
-            raise ValueError("append_run: keys and values of different lengths")
+            raise ValueError("put_many: keys and values of different lengths")
         txn = self._wtxn
         if txn is None:
             txn = self._write_txn()
-        self._ops.extend(zip(repeat(_PUT), repeat(db), keys, values))
+        ops = self._ops
+        ops.extend(zip(repeat(_PUT), repeat(db), keys, values))
+        rest = iter(keys)
         try:
-            txn.cursor(db).putmulti(zip(keys, values, strict=True), append=True)
+            txn.cursor(db).putmulti(zip(rest, values, strict=True), append=append)
         except lmdb.MapFullError:
             self._grow()  # replays the whole batch, this run too
+        except BaseException:  # the ops up to the failing put, as one by one
+            del ops[len(ops) - length_hint(rest):]
+            raise
 
     def _replaced_after_growth(self, db, key: bytes) -> bytes | None:
         """After a put of ``key`` (the batch's last op) found the map full: grow (which

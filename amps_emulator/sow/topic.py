@@ -330,6 +330,12 @@ class Topic(TopicReads):
             hix = []
             dec = None
             index_new = False
+        if not hix and not mix and not len(self._expiry):
+            # nothing reads what they replace: no index, and no stored record has an
+            # expiration (each has its row in the expiry table)
+            inserts = self._b.store_plain(keyed, bodies, bookmarks, positions, timestamps)
+            self._count_run(inserts, len(keyed) - inserts, positions)
+            return
         olds = self._b.swap_plain(keyed, bodies, bookmarks, positions, timestamps, dec)
         inserts = updates = 0
         added: list[tuple[Any, str]] = []  # new records not yet in the indexes
@@ -362,6 +368,10 @@ class Topic(TopicReads):
             if index_new:
                 self._index_added(added)
             inserts += len(added)
+        self._count_run(inserts, updates, positions)
+
+    def _count_run(self, inserts: int, updates: int, positions: list[int]) -> None:
+        """Count a run :meth:`upsert_run` stored and note the highest journal position."""
         self.insert_count += inserts
         self.update_count += updates
         position = max(positions)

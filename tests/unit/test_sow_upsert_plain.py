@@ -225,17 +225,21 @@ def test_a_body_given_as_a_view_is_stored_as_bytes(pair) -> None:
     assert rec is not None and rec.data == js({"id": 1, "a": 1}) and type(rec.data) is bytes
 
 
-def test_a_run_that_fills_the_map_grows_it_and_loses_nothing(tmp_path) -> None:
+@pytest.mark.parametrize("kw", [
+    {"keys": ("/id",), "hash_indexes": (("/sym",),)},
+    {"keys": ("/id",)},
+], ids=["an index reads the old records", "nothing reads them"])
+def test_a_run_that_fills_the_map_grows_it_and_loses_nothing(tmp_path, kw) -> None:
     """The map fills in the middle of a run of updates: the batch is replayed into the grown
     map and the old value of the record whose write found it full is still the one from
-    before the put (the record counts as updated, its old index rows are removed)."""
+    before the put (the record counts as updated, its old index rows are removed). Without
+    an index the run's puts read nothing back (LmdbEnv.put_many): the same holds."""
     clock = FakeClock()
     a = StoreFactory("persistent", tmp_path / "a", clock)
     b = StoreFactory("persistent", tmp_path / "b", clock)
     a.open()
     b.open(map_size=1 << 20)
     try:
-        kw = {"keys": ("/id",), "hash_indexes": (("/sym",),)}
         ta, tb = a.topic("orders", **kw), b.topic("orders", **kw)
         now = clock.t
         pos = 0
@@ -314,8 +318,25 @@ def test_a_replace_run_that_fails_keeps_the_ops_of_the_puts_tried(tmp_path) -> N
         env.close()
 
 
+def test_a_put_many_that_fails_keeps_the_ops_of_the_puts_tried(tmp_path) -> None:
+    """put_many as replace_run: a put LMDB refuses in the middle of the run leaves the
+    batch's replay log holding the puts up to and with that one."""
+    import lmdb
+
+    from amps_emulator.sow.lmdbenv import LmdbEnv
+
+    env = LmdbEnv(str(tmp_path / "env"), map_size=1 << 20, sync=False)
+    try:
+        db = env.open_db("recs")
+        with pytest.raises(lmdb.Error):
+            env.put_many(db, [b"a", b"b" * 600, b"c"], [b"1", b"2", b"3"])
+        assert [op[2] for op in env._ops] == [b"a", b"b" * 600]
+    finally:
+        env.close()
+
+
 def test_a_run_of_inserts_that_fills_the_map_grows_it_and_loses_nothing(tmp_path) -> None:
-    """A run of new keys is appended (LmdbEnv.append_run); the map fills in its middle: the
+    """A run of new keys is appended (LmdbEnv.put_many); the map fills in its middle: the
     batch is replayed into the grown map, every record is there, in insert order."""
     clock = FakeClock()
     sf = StoreFactory("persistent", tmp_path, clock)
