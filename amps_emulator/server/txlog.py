@@ -94,6 +94,9 @@ class TxLog:
         self._syncer: Any = None
         self._wake: tuple[int, int] | None = None
         self._job: SyncJob | None = None
+        #: while the loop takes a sync's end between turns: the connections whose persisted
+        #: acks it released (see _between_turns)
+        self._answered: set[Client] | None = None
         self._summaries_running = False
         self.cursors: set[JournalCursor] = set()
         self._ack_timer: Any = None
@@ -401,7 +404,21 @@ class TxLog:
                 pass
         journal = self._journal
         if journal is not None:
-            self._sync_progress(journal)
+            self._between_turns(self._sync_progress, journal)
+
+    def _between_turns(self, step: Callable[[Any], None], arg: Any) -> None:
+        """``step(arg)``: the loop heard between turns that a sync ended. The persisted
+        acks it releases go out at once to each connection that has nothing else queued:
+        they need none of the end of the turn, which can be a whole pass of another
+        connection's frames away."""
+        answered: set[Client] = set()
+        self._answered = answered
+        try:
+            step(arg)
+        finally:
+            self._answered = None
+        for conn in answered:
+            conn.persisted_now()
 
     def _sync_progress(self, journal: FileJournal | MemoryJournal) -> None:
         """Take what the compiled sync thread made durable so far (release its persisted
@@ -475,14 +492,17 @@ class TxLog:
 
     def _durable_meanwhile(self, journal: FileJournal | MemoryJournal) -> None:
         if self._journal is journal:
-            self._release(journal.durable_position)
-            self.server.turn.request()
+            self._between_turns(self._release_durable, journal)
+
+    def _release_durable(self, journal: FileJournal | MemoryJournal) -> None:
+        self._release(journal.durable_position)
+        self.server.turn.request()
 
     def _synced(self, fut: Any) -> None:
         if fut.cancelled():
             self._sync_running = False
             return
-        self._sync_ended(fut.exception())
+        self._between_turns(self._sync_ended, fut.exception())
 
     def _sync_ended(self, exc: BaseException | None) -> None:
         """A group sync (worker or compiled thread) ended, with ``exc`` when it failed."""
@@ -547,9 +567,12 @@ class TxLog:
     def _release(self, durable: int) -> None:
         fifo = self._persist_fifo
         safe = self._safe(durable)
+        answered = self._answered
         while fifo and fifo[0][0] <= safe and not self.holding_acks:
             _, conn, item, reason = fifo.popleft()
             _answer(conn, item, reason)
+            if answered is not None:
+                answered.add(conn)
         for cursor in list(self.cursors):
             if not cursor.live:
                 cursor.pump(safe if cursor.fully_durable else durable)

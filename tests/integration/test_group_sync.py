@@ -65,6 +65,33 @@ def test_the_next_sync_starts_while_the_loop_is_busy(tmp_path) -> None:
         srv.stop()
 
 
+def test_an_ack_a_sync_releases_between_turns_goes_out_before_the_turn_ends(tmp_path) -> None:
+    """The loop hears that a sync ended while the end of its turn is far away (a long pass of
+    another connection's frames, here: never, until the test lets it): the persisted ack it
+    releases is written at once, not held for the end of the turn."""
+    srv = start_server(txlog_xml(tmp_path))
+    gate = GatedSync()
+    turn = srv.server.turn
+    try:
+        pub = store_client(srv.uri, "between-pub")
+        journal = srv.call(lambda: srv.server.txlog.journal)
+        srv.call(lambda: setattr(journal, "file_ops", gate))
+        pub.publish("orders", json.dumps({"i": 1}))
+        assert gate.first_entered.wait(10)  # written; its sync is in fdatasync
+
+        def hold_the_turn() -> None:
+            assert not turn._scheduled
+            turn._scheduled = True  # (the end of the turn is never scheduled now)
+
+        srv.call(hold_the_turn)
+        gate.release.set()
+        assert wait_until(lambda: pub.get_unpersisted_count() == 0, 5)
+    finally:
+        gate.release.set()
+        srv.call(lambda: (setattr(turn, "_scheduled", False), turn.request()))
+        srv.stop()
+
+
 @pytest.mark.skipif(txlog_module._Syncer is None, reason="the compiled extension is not built")
 def test_the_compiled_sync_thread_runs_the_group_commit(tmp_path) -> None:
     """With the plain file layer, the group fsync runs on ``_speedups.Syncer``, not in the
