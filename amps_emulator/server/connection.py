@@ -413,13 +413,9 @@ class Connection(asyncio.Protocol):
         if not self._out:
             self._turn.dirty(self)
 
-    def persisted_now(self) -> None:
-        """Write the conflated persisted ack at once when it is all this connection has
-        queued (the journal heard of a sync between turns: nothing at the turn's end is for
-        that ack; anything else queued waits for the turn's end, and the ack with it)."""
-        if self.persisted_seq is None or self._out or self.closed:
-            return
-        self.flush_output()
+    def quiet(self) -> bool:
+        """Nothing is queued for this turn's write (see ``TxLog._between_turns``)."""
+        return not self._out
 
     def emit_persisted(self) -> None:
         """Queue the conflated persisted ack covering every publish seq accepted so far."""

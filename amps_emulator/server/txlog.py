@@ -94,9 +94,9 @@ class TxLog:
         self._syncer: Any = None
         self._wake: tuple[int, int] | None = None
         self._job: SyncJob | None = None
-        #: while the loop takes a sync's end between turns: the connections whose persisted
-        #: acks it released (see _between_turns)
-        self._answered: set[Client] | None = None
+        #: while the loop takes a sync's end between turns: each connection whose persisted
+        #: acks it released, and whether it had nothing queued before them (_between_turns)
+        self._answered: dict[Client, bool] | None = None
         self._summaries_running = False
         self.cursors: set[JournalCursor] = set()
         self._ack_timer: Any = None
@@ -407,18 +407,20 @@ class TxLog:
             self._between_turns(self._sync_progress, journal)
 
     def _between_turns(self, step: Callable[[Any], None], arg: Any) -> None:
-        """``step(arg)``: the loop heard between turns that a sync ended. The persisted
-        acks it releases go out at once to each connection that has nothing else queued:
-        they need none of the end of the turn, which can be a whole pass of another
-        connection's frames away."""
-        answered: set[Client] = set()
+        """``step(arg)``: the loop heard between turns that a sync ended (or a sync
+        destination acknowledged). What releasing the persisted acks queues goes out at once
+        to each connection that had nothing queued before it: it needs none of the end of the
+        turn, which can be a whole pass of another connection's frames away. A connection
+        with output queued this turn keeps the acks behind it, at the end of the turn."""
+        answered: dict[Client, bool] = {}
         self._answered = answered
         try:
             step(arg)
         finally:
             self._answered = None
-        for conn in answered:
-            conn.persisted_now()
+        for conn, quiet in answered.items():
+            if quiet and not conn.closed:
+                conn.flush_output()
 
     def _sync_progress(self, journal: FileJournal | MemoryJournal) -> None:
         """Take what the compiled sync thread made durable so far (release its persisted
@@ -553,9 +555,10 @@ class TxLog:
 
     def release_gated(self) -> None:
         """A sync replication destination acknowledged more (or was downgraded): send the
-        persisted acks and ``fully_durable`` deliveries that are due now."""
+        persisted acks and ``fully_durable`` deliveries that are due now (the acks at once,
+        as when a sync ends between turns)."""
         if self.is_open:
-            self._release(self.journal.durable_position)
+            self._between_turns(self._release, self.journal.durable_position)
 
     def release_held(self) -> None:
         """Stop withholding persisted acks: send those that are due now."""
@@ -570,9 +573,9 @@ class TxLog:
         answered = self._answered
         while fifo and fifo[0][0] <= safe and not self.holding_acks:
             _, conn, item, reason = fifo.popleft()
+            if answered is not None and conn not in answered:
+                answered[conn] = conn.quiet()
             _answer(conn, item, reason)
-            if answered is not None:
-                answered.add(conn)
         for cursor in list(self.cursors):
             if not cursor.live:
                 cursor.pump(safe if cursor.fully_durable else durable)

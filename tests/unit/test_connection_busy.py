@@ -186,18 +186,3 @@ def test_held_output_counts_toward_the_slow_client_limit():
     conn.send(b"x" * 600)
     assert conn.closed  # a client that cannot keep up is dropped, held bytes included
 
-
-def test_a_persisted_ack_goes_out_between_turns_only_when_nothing_else_is_queued():
-    """``persisted_now`` (the journal heard of a sync between turns) writes the conflated
-    persisted ack at once; behind other output queued this turn it waits for the turn's end,
-    so it never overtakes that output."""
-    srv, conn, t = connection()
-    conn.note_persisted(3)
-    conn.persisted_now()
-    assert len(t.written) == 1 and b'"s":3' in t.written[0] and b"persisted" in t.written[0]
-    conn.send(b"queued this turn")
-    conn.note_persisted(5)
-    conn.persisted_now()
-    assert len(t.written) == 1  # held: it goes after what is queued
-    srv.flush()  # the end of the turn
-    assert t.written[1].startswith(b"queued this turn") and b'"s":5' in t.written[1]
