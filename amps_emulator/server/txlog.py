@@ -17,7 +17,10 @@ things may be said to clients:
   the publishes arrived: one FIFO of ``(position, connection, seq)`` across the server, popped
   as the durable position advances. A republished duplicate, or a publish to a topic that is
   not recorded, waits behind everything already appended, so no ack ever claims more than
-  what happened.
+  what happened. Acks released between turns (the loop hears that a sync ended, or a sync
+  replication destination acknowledges) are written at once to each connection that had
+  nothing queued; one with output queued this turn keeps them behind it until the turn's
+  end, so an ack never overtakes earlier output of its connection.
 * Bookmark subscriptions are journal cursors (:mod:`server.replay`), pumped after each turn.
 * Disk full (or any refused write; or a failed fsync, after which the journal cuts everything
   not yet durable): the journal cuts the refused records out of the file
