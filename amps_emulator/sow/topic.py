@@ -100,6 +100,9 @@ class Topic(TopicReads):
         #: History, no default lifetime: nothing but the record, its indexes and position)
         self.plain_upserts = self._codec is None and self.history is None \
             and not spec.default_lifetime
+        #: whether no stored record has an expiration (the expiry table, which holds a row
+        #: for each record that has one, is empty): None when not known (see _none_expiring)
+        self._no_expiring: bool | None = None
         #: what upsert_run reads a replaced record with: the fields the indexes read (None:
         #: there are no indexes); set again whenever an index is added
         self._plain_decoder = self._indexes_decoder()
@@ -273,6 +276,7 @@ class Topic(TopicReads):
         self._applied = int(self._b.meta_get("applied", 0))
         self._applied_dirty = False
         self._pending_expired.clear()
+        self._no_expiring = None
 
     # ---- writes ------------------------------------------------------------------------------
 
@@ -330,7 +334,7 @@ class Topic(TopicReads):
             hix = []
             dec = None
             index_new = False
-        if not hix and not mix and not len(self._expiry):
+        if not hix and not mix and self._none_expiring():
             # nothing reads what they replace: no index, and no stored record has an
             # expiration (each has its row in the expiry table)
             inserts = self._b.store_plain(keyed, bodies, bookmarks, positions, timestamps)
@@ -369,6 +373,16 @@ class Topic(TopicReads):
                 self._index_added(added)
             inserts += len(added)
         self._count_run(inserts, updates, positions)
+
+    def _none_expiring(self) -> bool:
+        """Whether no stored record has an expiration: looked up in the expiry table once,
+        then known until a row is added (False) or removed or a batch is aborted (look
+        again): a lookup per message would cost a publish sent on its own more than the
+        read-back it saves."""
+        none = self._no_expiring
+        if none is None:
+            none = self._no_expiring = not len(self._expiry)
+        return none
 
     def _count_run(self, inserts: int, updates: int, positions: list[int]) -> None:
         """Count a run :meth:`upsert_run` stored and note the highest journal position."""
@@ -461,6 +475,7 @@ class Topic(TopicReads):
                         mx.update(old_doc, new_doc, key)
             if oexp is not None and oexp != rec.expiration:
                 self._expiry.discard(expiry_key(oexp, key))
+                self._no_expiring = None
         elif hix or mix:
             new_doc = rec.doc
             for ix in hix:
@@ -471,6 +486,7 @@ class Topic(TopicReads):
         exp = rec.expiration
         if exp is not None and (old is None or old.expiration != exp):
             self._expiry.add(expiry_key(exp, key))
+            self._no_expiring = False
         if rec.position > self._applied:
             self._applied = rec.position
             if not self._applied_dirty:
@@ -496,6 +512,7 @@ class Topic(TopicReads):
             mx.remove(idoc, key)
         if rec.expiration is not None:
             self._expiry.discard(expiry_key(rec.expiration, key))
+            self._no_expiring = None
 
     # ---- expiration --------------------------------------------------------------------------
 
@@ -637,6 +654,7 @@ class Topic(TopicReads):
         for mx in self.memo_indexes.values():
             mx.clear()
         self._expiry.clear()
+        self._no_expiring = None
         self._pending_expired.clear()
         self._applied = 0
         self._applied_dirty = False

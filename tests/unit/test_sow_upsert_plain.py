@@ -14,6 +14,7 @@ import pytest
 
 from amps_emulator.sow.backend import LmdbBackend
 from amps_emulator.sow.history import HistorySpec
+from amps_emulator.sow.store import SowStore
 from amps_emulator.sow.testing import FakeClock, StoreFactory, js
 from amps_emulator.sow.topic import Topic
 
@@ -176,6 +177,56 @@ def test_a_replaced_record_with_an_expiration_is_handled_as_upsert_does(pair) ->
     assert ta.next_expiration() is None and tb.next_expiration() is None  # no deadline left
     assert [r.sow_key for r in ta.query("/px > 10").records] == \
         [r.sow_key for r in tb.query("/px > 10").records]
+
+
+def test_plain_runs_see_an_expiring_record_stored_removed_or_restored_after_them(pair) -> None:
+    """With no index, a plain run reads back what it replaces only while some stored record
+    has an expiration, which the topic knows once looked up: storing an expiring record,
+    removing one, and an aborted batch (which restores one) must each make the next run look
+    again, or a replaced expiring record would leave its expiry row behind."""
+    (sa, sb) = pair
+    ta = sa.topic("orders", keys=("/id",), expiration="enabled")
+    tb = sb.topic("orders", keys=("/id",), expiration="enabled")
+    pos = 0
+
+    def plain(m: dict) -> None:  # the reference by upsert, the topic under test by a run
+        nonlocal pos
+        pos += 1
+        now = sa.clock.t
+        body = js(m)
+        doc = msgspec.json.decode(body)
+        key = ta.key_for(doc)
+        ta.upsert(key, body, doc, None, "", pos, now, now)
+        tb.upsert_run([(doc, key)], [body], [""], [pos], [now], now)
+
+    def expiring(m: dict) -> None:
+        nonlocal pos
+        pos += 1
+        for t in (ta, tb):
+            t.publish(js(m), expiration=10, position=pos)
+
+    plain({"id": 1})  # nothing expires: known from now on
+    expiring({"id": 2})
+    plain({"id": 2, "v": 2})  # replaces the expiring record: its expiry row goes with it
+    assert _state(sa, ta) == _state(sb, tb)
+    assert tb.next_expiration() is None
+    expiring({"id": 3})
+    for s in (sa, sb):
+        assert s.store is not None
+        s.store.commit()
+    sa.clock.advance(20)
+    assert [r.sow_key for r in ta.sweep_expired()] == [r.sow_key for r in tb.sweep_expired()]
+    plain({"id": 4})  # looked up again after the removal: nothing expires in this batch...
+    if sa.persistent:
+        for s in (sa, sb):
+            assert isinstance(s.store, SowStore)
+            s.store.abort()  # ...which is undone: record 3 and its expiry row are back
+        assert tb.next_expiration() is not None
+    plain({"id": 3, "v": 3})
+    assert _state(sa, ta) == _state(sb, tb)
+    assert ta.next_expiration() == tb.next_expiration()
+    assert [r.sow_key for r in ta.sweep_expired()] == [r.sow_key for r in tb.sweep_expired()]
+    assert tb.next_expiration() is None
 
 
 def test_topics_that_need_more_than_the_record_are_not_plain(tmp_path) -> None:
