@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
@@ -38,6 +40,24 @@ def store_client(uri: str, name: str, on_failed: Callable[..., Any] | None = Non
     c.connect(uri)
     c.logon(5000)
     return c
+
+
+@contextmanager
+def turn_held(srv: Any) -> Iterator[None]:
+    """Inside, the end of ``srv``'s turn is never scheduled (as when it is a long pass of
+    another connection's frames away): only what the server writes between turns goes out.
+    ``srv``: a server thread or an embedded server (``call`` runs on its loop)."""
+    turn = srv.server.turn
+
+    def hold() -> None:
+        assert not turn._scheduled
+        turn._scheduled = True
+
+    srv.call(hold)
+    try:
+        yield
+    finally:
+        srv.call(lambda: (setattr(turn, "_scheduled", False), turn.request()))
 
 
 class Inbox:

@@ -13,7 +13,7 @@ import pytest
 
 from amps_emulator.journal.segment import FileOps
 from amps_emulator.server import txlog as txlog_module
-from tests.integration.conftest import start_server, store_client
+from tests.integration.conftest import start_server, store_client, turn_held
 from tests.integration.test_disk_faults import journal_ids, txlog_xml, wait_until
 
 
@@ -71,24 +71,17 @@ def test_an_ack_a_sync_releases_between_turns_goes_out_before_the_turn_ends(tmp_
     releases is written at once, not held for the end of the turn."""
     srv = start_server(txlog_xml(tmp_path))
     gate = GatedSync()
-    turn = srv.server.turn
     try:
         pub = store_client(srv.uri, "between-pub")
         journal = srv.call(lambda: srv.server.txlog.journal)
         srv.call(lambda: setattr(journal, "file_ops", gate))
         pub.publish("orders", json.dumps({"i": 1}))
         assert gate.first_entered.wait(10)  # written; its sync is in fdatasync
-
-        def hold_the_turn() -> None:
-            assert not turn._scheduled
-            turn._scheduled = True  # (the end of the turn is never scheduled now)
-
-        srv.call(hold_the_turn)
-        gate.release.set()
-        assert wait_until(lambda: pub.get_unpersisted_count() == 0, 5)
+        with turn_held(srv):
+            gate.release.set()
+            assert wait_until(lambda: pub.get_unpersisted_count() == 0, 5)
     finally:
         gate.release.set()
-        srv.call(lambda: (setattr(turn, "_scheduled", False), turn.request()))
         srv.stop()
 
 

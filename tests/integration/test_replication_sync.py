@@ -14,7 +14,7 @@ import AMPS
 import pytest
 
 from amps_emulator.pair import EmbeddedPair
-from tests.integration.conftest import Collector
+from tests.integration.conftest import Collector, turn_held
 
 HOLD_MS = 600  # how long a publish_flush waits to show that acks are held
 
@@ -106,24 +106,17 @@ def test_acks_the_sync_destination_releases_go_out_before_the_turn_ends(sync_pai
     """The peer's acknowledgement arrives between turns (here: the end of A's turn never
     comes until the test lets it): the persisted acks it releases are written at once."""
     pub = publisher(sync_pair.a.uri)
-    turn = sync_pair.a.server.turn
     try:
         sync_pair.hold_acks("A")
         pub.publish("orders", json.dumps({"id": 1}))
         assert held(pub)
-
-        def hold_the_turn() -> None:
-            assert not turn._scheduled
-            turn._scheduled = True  # (the end of the turn is never scheduled now)
-
-        sync_pair.a.call(hold_the_turn)
-        sync_pair.release_acks("A")
-        deadline = time.monotonic() + 5
-        while pub.get_unpersisted_count():  # (a flush would wait for the end of the turn)
-            assert time.monotonic() < deadline, "the released ack did not come"
-            sync_pair.a.call(lambda: None)  # one round trip to A's loop between looks
+        with turn_held(sync_pair.a):
+            sync_pair.release_acks("A")
+            deadline = time.monotonic() + 5
+            while pub.get_unpersisted_count():  # (a flush would wait for the turn's end)
+                assert time.monotonic() < deadline, "the released ack did not come"
+                sync_pair.a.call(lambda: None)  # one round trip to A's loop between looks
     finally:
-        sync_pair.a.call(lambda: (setattr(turn, "_scheduled", False), turn.request()))
         pub.close()
 
 
