@@ -36,15 +36,23 @@ class GatedSync(FileOps):
         super().fdatasync(fd)
 
 
+def first_publish_in_sync(srv, gate: GatedSync, name: str):
+    """A client with a publish store (``name``) publishes once to ``srv``, whose journal
+    syncs through ``gate``; returns (the client, the journal) once that publish is written
+    and its sync is held in fdatasync."""
+    pub = store_client(srv.uri, name)
+    journal = srv.call(lambda: srv.server.txlog.journal)
+    srv.call(lambda: setattr(journal, "file_ops", gate))
+    pub.publish("orders", json.dumps({"i": 1}))
+    assert gate.first_entered.wait(10)
+    return pub, journal
+
+
 def test_the_next_sync_starts_while_the_loop_is_busy(tmp_path) -> None:
     srv = start_server(txlog_xml(tmp_path))
     gate = GatedSync()
     try:
-        pub = store_client(srv.uri, "sync-pub")
-        journal = srv.call(lambda: srv.server.txlog.journal)
-        srv.call(lambda: setattr(journal, "file_ops", gate))
-        pub.publish("orders", json.dumps({"i": 1}))
-        assert gate.first_entered.wait(10)  # the first sync is in fdatasync
+        pub, journal = first_publish_in_sync(srv, gate, "sync-pub")
         first = srv.call(lambda: journal.written_position)
         pub.publish("orders", json.dumps({"i": 2}))
         assert wait_until(lambda: srv.call(lambda: journal.written_position) > first)
@@ -72,11 +80,7 @@ def test_an_ack_a_sync_releases_between_turns_goes_out_before_the_turn_ends(tmp_
     srv = start_server(txlog_xml(tmp_path))
     gate = GatedSync()
     try:
-        pub = store_client(srv.uri, "between-pub")
-        journal = srv.call(lambda: srv.server.txlog.journal)
-        srv.call(lambda: setattr(journal, "file_ops", gate))
-        pub.publish("orders", json.dumps({"i": 1}))
-        assert gate.first_entered.wait(10)  # written; its sync is in fdatasync
+        pub, _ = first_publish_in_sync(srv, gate, "between-pub")
         with turn_held(srv):
             gate.release.set()
             assert wait_until(lambda: pub.get_unpersisted_count() == 0, 5)
