@@ -1175,21 +1175,6 @@ static const uint64_t b2b_iv[8] = {
     0x510E527FADE682D1ULL, 0x9B05688C2B3E6C1FULL, 0x1F83D9ABFB41BD6BULL, 0x5BE0CD19137E2179ULL,
 };
 
-static const uint8_t b2b_sigma[12][16] = {
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
-    {11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4},
-    {7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8},
-    {9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13},
-    {2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9},
-    {12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11},
-    {13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10},
-    {6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5},
-    {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
-    {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-    {14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3},
-};
-
 typedef struct {
     uint64_t h[8];
     uint64_t t;         /* bytes compressed so far (inputs here stay far below 2**64) */
@@ -1212,11 +1197,31 @@ typedef struct {
 
 static uint64_t b2b_load64(const unsigned char *p)
 {
+#if PY_LITTLE_ENDIAN
+    uint64_t x;
+    memcpy(&x, p, 8);  /* one load: the byte-at-a-time loop below was a third of a hash */
+    return x;
+#else
     uint64_t x = 0;
     for (int i = 7; i >= 0; i--)
         x = (x << 8) | p[i];
     return x;
+#endif
 }
+
+/* A round of the compression, its row of the message schedule spelt out as constants so
+ * that the compiler addresses m[] and v[] directly instead of through a table per round. */
+#define B2B_ROUND(s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15) \
+    do {                                                                            \
+        B2B_G(0, 4, 8, 12, m[s0], m[s1]);                                           \
+        B2B_G(1, 5, 9, 13, m[s2], m[s3]);                                           \
+        B2B_G(2, 6, 10, 14, m[s4], m[s5]);                                          \
+        B2B_G(3, 7, 11, 15, m[s6], m[s7]);                                          \
+        B2B_G(0, 5, 10, 15, m[s8], m[s9]);                                          \
+        B2B_G(1, 6, 11, 12, m[s10], m[s11]);                                        \
+        B2B_G(2, 7, 8, 13, m[s12], m[s13]);                                         \
+        B2B_G(3, 4, 9, 14, m[s14], m[s15]);                                         \
+    } while (0)
 
 static void b2b_compress(b2b_state *s, int last)
 {
@@ -1230,17 +1235,19 @@ static void b2b_compress(b2b_state *s, int last)
         v[14] = ~v[14];
     for (int i = 0; i < 16; i++)
         m[i] = b2b_load64(s->b + 8 * i);
-    for (int r = 0; r < 12; r++) {
-        const uint8_t *sg = b2b_sigma[r];
-        B2B_G(0, 4, 8, 12, m[sg[0]], m[sg[1]]);
-        B2B_G(1, 5, 9, 13, m[sg[2]], m[sg[3]]);
-        B2B_G(2, 6, 10, 14, m[sg[4]], m[sg[5]]);
-        B2B_G(3, 7, 11, 15, m[sg[6]], m[sg[7]]);
-        B2B_G(0, 5, 10, 15, m[sg[8]], m[sg[9]]);
-        B2B_G(1, 6, 11, 12, m[sg[10]], m[sg[11]]);
-        B2B_G(2, 7, 8, 13, m[sg[12]], m[sg[13]]);
-        B2B_G(3, 4, 9, 14, m[sg[14]], m[sg[15]]);
-    }
+    /* RFC 7693's message schedule SIGMA, one row per round (rows 10 and 11 repeat 0 and 1) */
+    B2B_ROUND(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    B2B_ROUND(14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3);
+    B2B_ROUND(11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4);
+    B2B_ROUND(7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8);
+    B2B_ROUND(9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13);
+    B2B_ROUND(2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9);
+    B2B_ROUND(12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11);
+    B2B_ROUND(13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10);
+    B2B_ROUND(6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5);
+    B2B_ROUND(10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0);
+    B2B_ROUND(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    B2B_ROUND(14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3);
     for (int i = 0; i < 8; i++)
         s->h[i] ^= v[i] ^ v[i + 8];
 }
