@@ -51,7 +51,9 @@
 #include <stdint.h>
 #include <string.h>
 
-/* ---- CRC-32 (IEEE 802.3, reflected, the zlib.crc32 of the format), slice-by-8 ---------- */
+/* ---- CRC-32 (IEEE 802.3, reflected, the zlib.crc32 of the format) -------------------------
+ * Slice-by-8 tables, and on x86-64 with PCLMULQDQ a carry-less multiplication fold for 64
+ * bytes and more (AMPS_EMULATOR_CRC_TABLE=1 at import: the tables alone, for the tests). */
 
 static uint32_t crc_table[8][256];
 
@@ -72,9 +74,9 @@ static void crc_init(void)
     }
 }
 
-static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n)
+/* The table loop over n bytes on the register ``crc`` (not inverted in or out). */
+static uint32_t crc32_bytes(uint32_t crc, const unsigned char *p, size_t n)
 {
-    crc = ~crc;
     while (n && ((uintptr_t)p & 7)) {
         crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
         n--;
@@ -93,7 +95,84 @@ static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n)
     }
     while (n--)
         crc = crc_table[0][(crc ^ *p++) & 0xFF] ^ (crc >> 8);
-    return ~crc;
+    return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define CRC_CLMUL 1
+
+/* Whether this CPU has PCLMULQDQ (set once at import; all x86-64 CPUs since about 2010). */
+static int crc_clmul;
+
+/* CRC folding with carry-less multiplication (Gopal et al., "Fast CRC Computation for
+ * Generic Polynomials Using PCLMULQDQ", Intel, 2009), in its bit-reflected form for the
+ * IEEE polynomial. Each constant is x^k mod P(x), bit-reflected, shifted left once:
+ * k = 4*128+32 and 4*128-32 fold a 128-bit lane 512 bits on; 128+32 and 128-32 fold it 128
+ * bits on; 64 folds the last 64 bits into 32; then P(x) and floor(x^64 / P(x)) reduce the
+ * 64-bit remainder to 32 bits (Barrett). ``n`` >= 64 and a multiple of 16; ``crc`` is the
+ * register (not inverted). 4 to 8 times the table loop's speed on records of 200 bytes and
+ * more (the loop serves what is shorter, and every tail). */
+__attribute__((target("pclmul")))
+static uint32_t crc32_clmul_fold(uint32_t crc, const unsigned char *p, size_t n)
+{
+    const __m128i k512 = _mm_set_epi64x(0x1c6e41596LL, 0x154442bd4LL);
+    const __m128i k128 = _mm_set_epi64x(0x0ccaa009eLL, 0x1751997d0LL);
+    const __m128i k64 = _mm_set_epi64x(0, 0x163cd6124LL);
+    const __m128i barrett = _mm_set_epi64x(0x1f7011641LL, 0x1db710641LL);
+    const __m128i low32 = _mm_set_epi32(0, 0, 0, -1);
+    __m128i a = _mm_xor_si128(_mm_loadu_si128((const __m128i *)p),
+                              _mm_cvtsi32_si128((int)crc));
+    __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
+    __m128i d = _mm_loadu_si128((const __m128i *)(p + 48));
+    p += 64;
+    n -= 64;
+#define CRC_FOLD(x, k, next)                                                   \
+    x = _mm_xor_si128(_mm_xor_si128(_mm_clmulepi64_si128(x, k, 0x00),         \
+                                    _mm_clmulepi64_si128(x, k, 0x11)), (next))
+    while (n >= 64) {  /* four lanes, each folded 512 bits on onto the next 64 bytes */
+        CRC_FOLD(a, k512, _mm_loadu_si128((const __m128i *)p));
+        CRC_FOLD(b, k512, _mm_loadu_si128((const __m128i *)(p + 16)));
+        CRC_FOLD(c, k512, _mm_loadu_si128((const __m128i *)(p + 32)));
+        CRC_FOLD(d, k512, _mm_loadu_si128((const __m128i *)(p + 48)));
+        p += 64;
+        n -= 64;
+    }
+    CRC_FOLD(a, k128, b);  /* the four lanes into one */
+    CRC_FOLD(a, k128, c);
+    CRC_FOLD(a, k128, d);
+    while (n >= 16) {
+        CRC_FOLD(a, k128, _mm_loadu_si128((const __m128i *)p));
+        p += 16;
+        n -= 16;
+    }
+#undef CRC_FOLD
+    /* 128 -> 96 bits: the low 64 times x^64 mod P, onto the high 64 */
+    a = _mm_xor_si128(_mm_srli_si128(a, 8), _mm_clmulepi64_si128(k128, a, 0x01));
+    /* 96 -> 64 bits */
+    a = _mm_xor_si128(_mm_srli_si128(a, 4),
+                      _mm_clmulepi64_si128(_mm_and_si128(a, low32), k64, 0x00));
+    /* Barrett: 64 -> 32 bits */
+    __m128i t = _mm_clmulepi64_si128(_mm_and_si128(a, low32), barrett, 0x10);
+    t = _mm_clmulepi64_si128(_mm_and_si128(t, low32), barrett, 0x00);
+    return (uint32_t)_mm_cvtsi128_si32(_mm_srli_si128(_mm_xor_si128(a, t), 4));
+}
+#endif
+
+/* zlib.crc32(p[:n], crc) */
+static uint32_t crc32_update(uint32_t crc, const unsigned char *p, size_t n)
+{
+    crc = ~crc;
+#ifdef CRC_CLMUL
+    if (crc_clmul && n >= 64) {
+        size_t bulk = n & ~(size_t)15;
+        crc = crc32_clmul_fold(crc, p, bulk);
+        p += bulk;
+        n -= bulk;
+    }
+#endif
+    return ~crc32_bytes(crc, p, n);
 }
 
 /* ---- little-endian and big-endian stores ---------------------------------------------- */
@@ -2103,7 +2182,7 @@ static PyMethodDef methods[] = {
     {"plain_run", (PyCFunction)(void (*)(void))plain_run, METH_FASTCALL,
      "The run of plain publishes to one topic at a start in a read's frames, or None."},
     {"crc32", (PyCFunction)(void (*)(void))crc32_py, METH_FASTCALL,
-     "CRC-32 as zlib.crc32 computes it (the extension's own table; for the tests)."},
+     "CRC-32 as zlib.crc32 computes it (the extension's own; for the tests)."},
     {"frame_size", (PyCFunction)(void (*)(void))frame_size, METH_FASTCALL,
      "The size of a record's frame, from its payload fields, without encoding it."},
     {"sow_key", (PyCFunction)(void (*)(void))sow_key, METH_FASTCALL,
@@ -2138,7 +2217,18 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     crc_init();
+#ifdef CRC_CLMUL
+    __builtin_cpu_init();
+    crc_clmul = __builtin_cpu_supports("pclmul") && !getenv("AMPS_EMULATOR_CRC_TABLE");
+#endif
     PyObject *m = PyModule_Create(&module_def);
+#ifdef CRC_CLMUL
+    if (m != NULL && PyModule_AddIntConstant(m, "crc_clmul", crc_clmul) < 0)
+        Py_CLEAR(m);
+#else
+    if (m != NULL && PyModule_AddIntConstant(m, "crc_clmul", 0) < 0)
+        Py_CLEAR(m);
+#endif
 #ifndef _WIN32
     if (m != NULL && (PyType_Ready(&SyncerType) < 0
                       || PyModule_AddObjectRef(m, "Syncer", (PyObject *)&SyncerType) < 0))

@@ -65,6 +65,9 @@ def record_keys(lk_of: dict[str, bytes], keyed: list[tuple[Any, str]], seq: int
 def bookmark_strs(recs: list[Any]) -> list[str] | None: ...
 def sow_keyed(prefix: bytes, field: str, docs: list[Any]) -> list[tuple[Any, str]]: ...
 def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int: ...
+
+#: 1 when crc32 (and the journal frames' CRC) folds with PCLMULQDQ, 0 when it uses tables
+crc_clmul: int
 def sow_frames(
     prefix: bytes,
     rows: list[tuple[bytes, bytes]],
