@@ -304,10 +304,15 @@ if accel.COMPILED:
 
     _bookmark_strs: Callable[[list[JournalRecord]], list[str] | None] | None = \
         _speedups.bookmark_strs
+    #: ``zlib.crc32``'s value, what the frames and summaries carry: the extension's when it
+    #: is built (several times faster where the CPU folds with PCLMULQDQ, so recovery and
+    #: replay check frames sooner; like zlib's, it lets other threads run on long inputs)
+    crc32: Callable[..., int] = _speedups.crc32
 else:
     append_record = append_record_py
     frame_size = frame_size_py
     _bookmark_strs = None
+    crc32 = zlib.crc32
 
 
 class FrameDecoder:

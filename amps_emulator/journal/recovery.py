@@ -46,14 +46,13 @@ from __future__ import annotations
 
 import logging
 import os
-import zlib
 from collections.abc import Callable
 
 from . import summary as summaries
 from .api import JournalCorruptError, JournalFormatError, LostData
 from .base import merge_checkpoint
 from .index import DEFAULT_INDEX_INTERVAL
-from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE, RecordKind
+from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE, RecordKind, crc32
 from .segment import HEADER_SIZE, Segment, check_header, encode_header, parse_segment_name
 from .summary import SUMMARY_SUFFIX, SegmentSummary
 
@@ -83,7 +82,7 @@ def scan_frames(
     n = len(data)
     mv = memoryview(data)
     unpack = PREFIX.unpack_from
-    crc32 = zlib.crc32
+    check = crc32
     get = client_max.get
     idx = seg.index
     add_p, add_o, add_t = idx.positions.append, idx.offsets.append, idx.timestamps.append
@@ -108,7 +107,7 @@ def scan_frames(
         if end > n:
             problem = f"frame of {PREFIX_SIZE + plen} bytes runs past the end of the file"
             break
-        if crc32(mv[off + 4 : end]) != crc:
+        if check(mv[off + 4 : end]) != crc:
             problem = "checksum mismatch"
             break
         if ver != FRAME_VERSION:
@@ -176,7 +175,7 @@ def find_next_valid_frame(data: bytes, after: int) -> int | None:
         if cand + PREFIX_SIZE <= n:
             prefix = PREFIX.unpack_from(data, cand)
             end = cand + PREFIX_SIZE + prefix[5]
-            if end <= n and zlib.crc32(mv[cand + 4 : end]) == prefix[0]:
+            if end <= n and crc32(mv[cand + 4 : end]) == prefix[0]:
                 return cand
         cand += 1
 
@@ -354,7 +353,7 @@ class Recovery:
             self.last_position = seg.last_position
         if self.fsync:
             if data:
-                crc = zlib.crc32(memoryview(data)[: seg.size])
+                crc = crc32(memoryview(data)[: seg.size])
             else:
                 crc = summaries.file_crc(path, seg.size)
             self._summarise(seg, crc, newest)
@@ -427,7 +426,7 @@ class Recovery:
                 tail = tail[:end]  # a copy of what stays (recovery, once per torn segment)
             seg.size = summ.size + len(tail)
             if self.fsync:
-                crc = zlib.crc32(tail, crc)
+                crc = crc32(tail, crc)
         self.summarised += 1
         self.segments.append(seg)
         if seg.count:

@@ -29,12 +29,11 @@ from __future__ import annotations
 import os
 import re
 import struct
-import zlib
 from collections.abc import Callable
 
 from .api import JournalCorruptError, JournalFormatError
 from .index import DEFAULT_INDEX_INTERVAL, SparseIndex
-from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE
+from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE, crc32
 
 SEGMENT_SUFFIX = ".journal"
 FILE_MAGIC = b"AMPSJRNL"
@@ -325,7 +324,7 @@ class FrameCursor:
             prefix = PREFIX.unpack_from(self._buf, 0)
         p = self._pos
         view = memoryview(self._buf)
-        if zlib.crc32(view[p + 4 : p + total]) != prefix[0]:
+        if crc32(view[p + 4 : p + total]) != prefix[0]:
             raise JournalCorruptError(f"{self.path}: checksum mismatch at offset {off}",
                                       path=self.path, offset=off)
         if prefix[2] != FRAME_VERSION:

@@ -59,13 +59,13 @@ import os
 import struct
 import sys
 import threading
-import zlib
 from array import array
 from collections.abc import Callable
 
 import msgspec
 
 from .index import SparseIndex
+from .record import crc32
 
 SUMMARY_SUFFIX = ".summary"
 SUMMARY_MAGIC = b"AMPSJSUM"
@@ -153,7 +153,7 @@ def snapshot(seg, *, file_crc: int, sealed: bool, publishers, clients) -> Segmen
 
 def encode(summary: SegmentSummary) -> bytes:
     body = _encoder.encode(summary)
-    return _HEAD.pack(SUMMARY_MAGIC, SUMMARY_VERSION, len(body), zlib.crc32(body)) + body
+    return _HEAD.pack(SUMMARY_MAGIC, SUMMARY_VERSION, len(body), crc32(body)) + body
 
 
 def decode(data: bytes) -> tuple[SegmentSummary | None, str]:
@@ -168,7 +168,7 @@ def decode(data: bytes) -> tuple[SegmentSummary | None, str]:
     body = memoryview(data)[_HEAD.size :]
     if len(body) != length:
         return None, f"summary body is {len(body)} bytes, header says {length}"
-    if zlib.crc32(body) != crc:
+    if crc32(body) != crc:
         return None, "summary checksum mismatch"
     try:
         s = _decoder.decode(body)
@@ -217,13 +217,13 @@ def file_crc(path: str, size: int, start: int = 0, crc: int = 0) -> int:
             if os.fstat(fd).st_size < size:
                 raise ValueError(f"{path} is shorter than {size} bytes")
             with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as m:
-                return zlib.crc32(m)
+                return crc32(m)
         off = start
         while off < size:
             data = os.pread(fd, min(_CHUNK, size - off), off)
             if not data:
                 raise ValueError(f"{path} is shorter than {size} bytes")
-            crc = zlib.crc32(data, crc)
+            crc = crc32(data, crc)
             off += len(data)
         return crc
     finally:
