@@ -163,7 +163,10 @@ def flush(client: AMPS.HAClient, timeout: float = 60.0) -> None:
 
 def run_soak(work: Path, seconds: float, *, kill: str = "backup", sync: bool = True, rate: float = 300.0,
              seed: int | None = None, down: tuple[float, float] = (0.2, 1.0),
-             between: tuple[float, float] = (0.5, 2.0)) -> Report:
+             between: tuple[float, float] = (0.5, 2.0), min_rounds: int = 0) -> Report:
+    """Kill and restart instances for ``seconds``, and for at least ``min_rounds`` kills
+    however long restarts take on a loaded machine; then check what both instances and the
+    subscriber hold."""
     rnd = random.Random(seed)
     report = Report()
     pair = Pair(work, sync)
@@ -210,7 +213,7 @@ def run_soak(work: Path, seconds: float, *, kill: str = "backup", sync: bool = T
         sub.bookmark_subscribe(on_message, TOPIC, AMPS.Client.Bookmarks.EPOCH, sub_id="soak-sub")
         thread = threading.Thread(target=publisher, name="soak-publisher")
         thread.start()
-        while time.monotonic() - t0 < seconds:
+        while time.monotonic() - t0 < seconds or report.rounds < min_rounds:
             if stop.wait(rnd.uniform(*between)):
                 break
             pub_on = pair.name_of(pub.get_server_chooser().get_current_uri())
