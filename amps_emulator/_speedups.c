@@ -98,7 +98,7 @@ static uint32_t crc32_bytes(uint32_t crc, const unsigned char *p, size_t n)
     return crc;
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32)
 #include <immintrin.h>
 #define CRC_CLMUL 1
 
