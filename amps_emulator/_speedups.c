@@ -98,12 +98,13 @@ static uint32_t crc32_bytes(uint32_t crc, const unsigned char *p, size_t n)
     return crc;
 }
 
+/* Whether crc32_update folds with PCLMULQDQ: set once at import where the build has the fold
+ * and the CPU has the instruction (all x86-64 CPUs since about 2010); _speedups.crc_clmul. */
+static int crc_clmul;
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(_WIN32)
 #include <immintrin.h>
 #define CRC_CLMUL 1
-
-/* Whether this CPU has PCLMULQDQ (set once at import; all x86-64 CPUs since about 2010). */
-static int crc_clmul;
 
 /* CRC folding with carry-less multiplication (Gopal et al., "Fast CRC Computation for
  * Generic Polynomials Using PCLMULQDQ", Intel, 2009), in its bit-reflected form for the
@@ -2229,13 +2230,8 @@ PyInit__speedups(void)
     crc_clmul = __builtin_cpu_supports("pclmul") && !getenv("AMPS_EMULATOR_CRC_TABLE");
 #endif
     PyObject *m = PyModule_Create(&module_def);
-#ifdef CRC_CLMUL
     if (m != NULL && PyModule_AddIntConstant(m, "crc_clmul", crc_clmul) < 0)
         Py_CLEAR(m);
-#else
-    if (m != NULL && PyModule_AddIntConstant(m, "crc_clmul", 0) < 0)
-        Py_CLEAR(m);
-#endif
 #ifndef _WIN32
     if (m != NULL && (PyType_Ready(&SyncerType) < 0
                       || PyModule_AddObjectRef(m, "Syncer", (PyObject *)&SyncerType) < 0))
