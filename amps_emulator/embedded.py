@@ -27,8 +27,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from amps_emulator.server.admin import start_admin
 from amps_emulator.server.app import Server
+from amps_emulator.server.ops.admin import start_admin
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:

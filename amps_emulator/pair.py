@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from amps_emulator.config import loads_config
 from amps_emulator.config.model import Config
 from amps_emulator.embedded import EmbeddedServer
-from amps_emulator.server.clock import TestClock
+from amps_emulator.server.core.clock import TestClock
 
 if TYPE_CHECKING:
-    from amps_emulator.replication.service import ReplicationService
+    from amps_emulator.server.services.replication import ReplicationService
 
 T = TypeVar("T")
 
@@ -136,7 +136,7 @@ class EmbeddedPair:
     ``pair.uris`` lists both for a server chooser (A first). ``memory=True`` (default): no
     files; otherwise journals and SOW files go under ``data_dir``. ``actions``: ``<Action>``
     elements both instances carry. ``test_clock=True``: each instance runs on its own
-    :class:`~amps_emulator.server.clock.TestClock` (``pair.clocks``), which stands still until
+    :class:`~amps_emulator.server.core.clock.TestClock` (``pair.clocks``), which stands still until
     :meth:`advance` moves both (schedules, downgrade ages, reconnect delays); both start at
     ``clock_start`` (seconds since the epoch; default: now).
     """

@@ -12,7 +12,7 @@ The container runs the emulator's image (build it from the repository's ``Docker
 ``docker build -t amps-emulator .``) and counts as started once it prints AMPS's
 ``00-0015 ... AMPS initialization completed`` line, which the emulator prints after every
 transport accepts connections and every seed message is published (see
-:mod:`amps_emulator.server.seed`).
+:mod:`amps_emulator.server.ops.seed`).
 
 A configuration is mounted read-only as the image's init directory's ``amps.xml``
 (``/docker-entrypoint-init.d``), seed files beside it as ``NN-name.jsonl`` in the order they

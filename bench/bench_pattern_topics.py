@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import AMPS  # noqa: E402
 
-from bench._support import machine  # noqa: E402
 from amps_emulator.config import loads_config  # noqa: E402
+from bench._support import machine  # noqa: E402
 from tests.harness import ServerThread  # noqa: E402
 from tests.integration.conftest import config_xml  # noqa: E402
 

@@ -44,8 +44,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._support import ServerProcess, frame, machine, RawPeer  # noqa: E402
 from amps_emulator.protocol.codec import split_frame  # noqa: E402
+from bench._support import RawPeer, ServerProcess, frame, machine  # noqa: E402
 from tests.integration.conftest import config_xml  # noqa: E402
 
 QUEUE = "work"

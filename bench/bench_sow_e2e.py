@@ -43,9 +43,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._support import (PersistedPublisher, RawPeer, ServerProcess, frame,  # noqa: E402
-                            machine)
 from amps_emulator.protocol.codec import split_frame  # noqa: E402
+from bench._support import PersistedPublisher, RawPeer, ServerProcess, frame, machine  # noqa: E402
 from tests.integration.conftest import config_xml  # noqa: E402
 
 SOW_XML = """<SOW>

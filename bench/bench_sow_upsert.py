@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from amps_emulator.protocol.bodies import Bodies, decode_json_run  # noqa: E402
 from amps_emulator.protocol.msgtypes import build_registry  # noqa: E402
-from amps_emulator.server.publish import publish_message, publish_plain  # noqa: E402
+from amps_emulator.server.messaging.message_path import publish_message, publish_plain  # noqa: E402
 from amps_emulator.sow import Sow, TopicSpec  # noqa: E402
 from bench._support import BODY, machine  # noqa: E402
 

@@ -23,7 +23,8 @@ import random
 import socket
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 STEADY_TOPIC = "steady-flow"
 STEADY_NAMES = ("steady-pub", "steady-sub")
@@ -359,7 +360,7 @@ class SteadyFlow:
             self.sent += 1
             self._stop.wait(self.interval)
 
-    def start(self) -> "SteadyFlow":
+    def start(self) -> SteadyFlow:
         self._thread.start()
         return self
 

@@ -12,7 +12,6 @@ from typing import Any
 from amps_emulator.embedded import EmbeddedServer
 
 
-
 class ServerThread(EmbeddedServer):
     """The embedded server, owning its ports (so a disabled transport stops listening), plus
     requests to its admin interface."""

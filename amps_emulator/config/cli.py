@@ -4,20 +4,18 @@
 :func:`run_verify_config` loads a file and returns 0 when it is valid (warnings are printed
 to ``err`` but do not fail) or 1 after printing every error, one ``file:line: reason`` per line.
 A file that loads is then started dry by the ``dry_start`` it is given (the server's
-:func:`amps_emulator.server.preflight.dry_start`: every engine built in a scratch directory, no
+:func:`amps_emulator.server.ops.preflight.dry_start`: every engine built in a scratch directory, no
 port bound), so verify refuses exactly what start-up would refuse.
-:func:`main` accepts exactly those two options, for ``python -m amps_emulator.config``.
 
 ``dry_start`` is passed in rather than imported: configuration sits below the server and
-imports nothing from it. :mod:`amps_emulator.server.verify` binds the server's dry start-up
-and is what the command lines (``amps-emulator --verify-config``, ``python -m
-amps_emulator.config``) call.
+imports nothing from it. :mod:`amps_emulator.server.ops.verify` binds the server's dry start-up
+for ``amps-emulator --verify-config``.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import TextIO
 
 from .errors import ConfigError, ConfigIssue
@@ -29,7 +27,6 @@ from .sample import sample_config
 #: start-up, the warnings start-up would log)
 DryStart = Callable[[Config], tuple[list[ConfigIssue], list[str]]]
 
-USAGE = "usage: python -m amps_emulator.config (--sample-config | --verify-config FILE)"
 
 
 def run_sample_config(out: TextIO | None = None) -> int:
@@ -63,16 +60,3 @@ def run_verify_config(path: str, out: TextIO | None = None, err: TextIO | None =
         f"{len(cfg.warnings) + len(startup_warnings)} warning(s))\n"
     )
     return 0
-
-
-def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None,
-         *, dry_start: DryStart) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args == ["--sample-config"]:
-        return run_sample_config(out)
-    if len(args) == 2 and args[0] == "--verify-config":
-        return run_verify_config(args[1], out, err, dry_start=dry_start)
-    if len(args) == 1 and args[0].startswith("--verify-config="):
-        return run_verify_config(args[0].split("=", 1)[1], out, err, dry_start=dry_start)
-    (err or sys.stderr).write(USAGE + "\n")
-    return 2

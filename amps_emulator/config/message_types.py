@@ -11,10 +11,13 @@ builds its own registry from the same declarations (:attr:`Config.message_type_d
 
 from __future__ import annotations
 
+import functools
+
 from amps_emulator.protocol.msgtypes import (
     MessageTypeConfigError,
     MessageTypeDecl,
     MessageTypeRegistry,
+    build_registry,
 )
 
 from .schema import Ctx
@@ -111,3 +114,12 @@ def read_message_types(root: Node, ctx: Ctx) -> tuple[MessageTypeDecl, ...]:
             continue
         kept.append(d)
     return tuple(kept)
+
+
+@functools.lru_cache(maxsize=8)
+def registry_for_config_file(path: str) -> MessageTypeRegistry:
+    """A registry with the ``MessageTypes`` of the AMPS config file at ``path`` (loaded and
+    checked once per process; a bad config raises ``ConfigError`` naming file and line)."""
+    from amps_emulator.config.loader import load_config
+
+    return build_registry(load_config(path).message_type_decls)

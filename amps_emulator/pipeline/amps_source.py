@@ -118,13 +118,14 @@ class AmpsReader(DataSourceReader):
         return [_Range(f"{opening}{start}:{end}]")]
 
     def read(self, partition: InputPartition) -> Iterator[tuple]:
+        from amps_emulator.config.message_types import registry_for_config_file
         from amps_emulator.protocol import bodyview
 
         from .amps_client import Connection, parse_uri
 
         mt = parse_uri(self.uri)[2]
         config = self.o.get("config")
-        registry = bodyview.registry_for_config_file(config) if config else None
+        registry = registry_for_config_file(config) if config else None
         if not isinstance(partition, _Range):
             raise TypeError(f"amps: not an amps partition: {partition!r}")
 

@@ -405,9 +405,10 @@ def read_split(split: JournalSplit, opts: ReadOptions) -> Iterator:
     cols: list[list] = [[] for _ in range(18)]
     (c_pub, c_seq, c_pos, c_ts, c_topic, c_cmd, c_kind, c_key, c_cid, c_client, c_cs,
      c_exp, c_mt, c_hdr, c_data, c_bin, c_fields, c_off) = cols
+    from amps_emulator.config.message_types import registry_for_config_file
     from amps_emulator.protocol import bodyview
 
-    registry = bodyview.registry_for_config_file(opts.config) if opts.config else None
+    registry = registry_for_config_file(opts.config) if opts.config else None
     commands = COMMANDS
     pub_names: dict[int, str] = {}
     empty = pa.scalar("")

@@ -43,8 +43,7 @@ if TYPE_CHECKING:
 
     from amps_emulator.protocol.msgtypes import MessageTypeDecl
 
-__all__ = ["readable_text", "fields", "fields_json", "is_text_type", "registry_from_config",
-           "registry_for_config_file"]
+__all__ = ["readable_text", "fields", "fields_json", "is_text_type", "registry_from_config"]
 
 _encode = msgspec.json.encode
 
@@ -102,12 +101,3 @@ def fields_json(body: bytes, message_type: str,
 def registry_from_config(decls: Sequence[MessageTypeDecl]) -> MessageTypeRegistry:
     """A registry with a config's ``MessageTypes`` declarations (``Config.message_type_decls``)."""
     return build_registry(decls)
-
-
-@functools.lru_cache(maxsize=8)
-def registry_for_config_file(path: str) -> MessageTypeRegistry:
-    """A registry with the ``MessageTypes`` of the AMPS config file at ``path`` (loaded and
-    checked once per process; a bad config raises ``ConfigError`` naming file and line)."""
-    from amps_emulator.config import load_config
-
-    return build_registry(load_config(path).message_type_decls)

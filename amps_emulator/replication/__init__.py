@@ -11,8 +11,8 @@
 AMPS's own replication protocol is proprietary: only emulators replicate with emulators.
 """
 
-from .link import ApplyPort, Receiver, Selection, Sender
-from .wire import PROTOCOL_VERSION, Hello, LinkRefused, NotAnEmulator
+from amps_emulator.replication.link import ApplyPort, Receiver, Selection, Sender
+from amps_emulator.replication.wire import PROTOCOL_VERSION, Hello, LinkRefused, NotAnEmulator
 
 __all__ = ["PROTOCOL_VERSION", "ApplyPort", "Hello", "LinkRefused", "NotAnEmulator", "Receiver", "Selection",
            "Sender"]

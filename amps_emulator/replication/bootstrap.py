@@ -32,10 +32,9 @@ from amps_emulator.journal.record import RecordKind
 from amps_emulator.protocol.bookmarks import Bookmark
 from amps_emulator.protocol.codec import frame
 from amps_emulator.protocol.topics import display_name, type_of
+from amps_emulator.replication.link import REPLICATED_KINDS, record_frame
+from amps_emulator.replication.wire import BootstrapAsk
 from amps_emulator.sow import Record, Topic
-
-from .link import REPLICATED_KINDS, record_frame
-from .wire import BootstrapAsk
 
 #: file in the journal directory while a bootstrap is under way
 MARKER = "bootstrap-incomplete"

@@ -12,16 +12,40 @@ from typing import TYPE_CHECKING, Protocol
 from amps_emulator.config.model import Bootstrap
 from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
-
-from .bootstrap import BootstrapSource, mark
-from .link import Receiver
-from .stream import read_frame, send
-from .wire import BootstrapAsk, Hello, LinkRefused, NotAnEmulator, classify_first_frame
+from amps_emulator.replication.bootstrap import BootstrapSource, mark
+from amps_emulator.replication.link import Receiver
+from amps_emulator.replication.stream import read_frame, send
+from amps_emulator.replication.wire import (
+    BootstrapAsk,
+    Hello,
+    LinkRefused,
+    NotAnEmulator,
+    classify_first_frame,
+)
 
 if TYPE_CHECKING:
-    from amps_emulator.server.broker import Broker
+    from amps_emulator.sow import Sow
 
 log = logging.getLogger("amps_emulator.replication")
+
+
+class _Turn(Protocol):
+    def request(self) -> None: ...
+
+
+class _SowService(Protocol):
+    @property
+    def sow(self) -> Sow: ...
+
+
+class BootstrapBroker(Protocol):
+    """What a bootstrap reads of the server's broker: its turn (records applied here are
+    written at its end) and its SOW, if any (what a bootstrap sends first)."""
+
+    @property
+    def turn(self) -> _Turn: ...
+    @property
+    def sow(self) -> _SowService | None: ...
 
 
 class BootstrapHost(Protocol):
@@ -34,7 +58,7 @@ class BootstrapHost(Protocol):
     wakeups: set[asyncio.Event]
 
     @property
-    def broker(self) -> Broker: ...
+    def broker(self) -> BootstrapBroker: ...
     def journal(self) -> Journal: ...
     def hello(self) -> Hello: ...
     async def wait(self, seconds: float) -> None: ...

@@ -42,8 +42,7 @@ from amps_emulator.protocol.codec import ProtocolError, frame, split_frame
 from amps_emulator.protocol.filter import compile_filter, decode_body
 from amps_emulator.protocol.filter.context import MessageContext
 from amps_emulator.protocol.filter.runtime import CompiledFilter
-
-from .wire import LinkRefused
+from amps_emulator.replication.wire import LinkRefused
 
 #: headers the link itself carries in fields of their own (the origin time, the path, the Group)
 _LINK_HEADERS = frozenset({ORIGIN_TS, PATH, UPSTREAM_GROUP})

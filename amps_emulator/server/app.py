@@ -27,34 +27,37 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.legacy import LEGACY_PROTOCOLS
+from amps_emulator.protocol.legacy_headers import LEGACY_PROTOCOLS
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
 from amps_emulator.replication.link import QUEUE_KINDS
-from amps_emulator.replication.service import ReplicationService
-from amps_emulator.server import commands, entitle, publish, replay, version
-from amps_emulator.server.actions import Actions
-from amps_emulator.server.actions.engine import ON_CONNECT, ON_DISCONNECT
-from amps_emulator.server.broker import Broker
-from amps_emulator.server.clock import SystemClock, TestClock
-from amps_emulator.server.connection import Connection
-from amps_emulator.server.event_topics import EventTopics
-from amps_emulator.server.legacy import LegacyProtocol
-from amps_emulator.server.ports import Client, Stoppable
-from amps_emulator.server.publish_run import PublishRuns
-from amps_emulator.server.queuesvc import QueueService
-from amps_emulator.server.router import Router
-from amps_emulator.server.sowsvc import SowService
-from amps_emulator.server.turn import Turn, contain
-from amps_emulator.server.txlog import TxLog
-from amps_emulator.server.views import DerivedTopics, derived_specs
-from amps_emulator.server.websocket import WebSocketProtocol
+from amps_emulator.server.core import version
+from amps_emulator.server.core.clock import SystemClock, TestClock
+from amps_emulator.server.core.ports import Client, Stoppable
+from amps_emulator.server.core.router import Router
+from amps_emulator.server.core.turn import Turn, contain
+from amps_emulator.server.delivery import replay
+from amps_emulator.server.handlers import commands, entitle
+from amps_emulator.server.messaging import message_path as publish
+from amps_emulator.server.messaging.broker import Broker
+from amps_emulator.server.messaging.publish_runs import PublishRuns
+from amps_emulator.server.net.connection import Connection
+from amps_emulator.server.net.legacy_transport import LegacyProtocol
+from amps_emulator.server.net.websocket import WebSocketProtocol
+from amps_emulator.server.services.actions import Actions
+from amps_emulator.server.services.actions.engine import ON_CONNECT, ON_DISCONNECT
+from amps_emulator.server.services.event_topics import EventTopics
+from amps_emulator.server.services.queue_service import QueueService
+from amps_emulator.server.services.replication import ReplicationService
+from amps_emulator.server.services.sow_service import SowService
+from amps_emulator.server.services.txlog import TxLog
+from amps_emulator.server.services.views import DerivedTopics, derived_specs
 
 if TYPE_CHECKING:
     from amps_emulator.journal import JournalRecord
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.router import Subscription
+    from amps_emulator.server.core.router import Subscription
 
 log = logging.getLogger("amps_emulator.server")
 
@@ -214,6 +217,11 @@ class Server:
         self._recheck_timer: asyncio.TimerHandle | None = None  # the next EntitlementTimeout re-check
         #: the replication links (listener and destinations) once started, if configured
         self.replication: ReplicationService | None = None
+        #: the services the config asks for, once started (the broker holds them too, as the
+        #: message path and the handlers see them: :mod:`amps_emulator.server.core.ports`)
+        self.txlog: TxLog | None = None
+        self.sow_service: SowService | None = None
+        self.queue_service: QueueService | None = None
 
     # -- the broker's state, as the operator rooms and tests read it ----------------------
     @property
@@ -237,18 +245,6 @@ class Server:
     @property
     def stats(self) -> dict[str, int]:
         return self.broker.stats
-
-    @property
-    def txlog(self) -> TxLog | None:
-        return self.broker.txlog
-
-    @property
-    def sowsvc(self) -> SowService | None:
-        return self.broker.sow
-
-    @property
-    def queuesvc(self) -> QueueService | None:
-        return self.broker.queues
 
     @property
     def stopping(self) -> bool:
@@ -291,23 +287,23 @@ class Server:
         self.turn.bind(loop)
         broker = self.broker
         broker.bind(loop)
-        txlog = sowsvc = None
+        txlog = sow_service = None
         if self.config.transaction_log is not None:
-            txlog = broker.txlog = TxLog(self, self.config.transaction_log)
+            txlog = self.txlog = broker.txlog = TxLog(self, self.config.transaction_log)
             txlog.open()  # recovery happens before any client can connect
         if self.config.sow_topics:
-            sowsvc = broker.sow = SowService(
+            sow_service = self.sow_service = broker.sow = SowService(
                 broker, self.config, derived_specs,
                 on_removed=lambda topic, records, reason: publish.removed(broker, topic, records,
                                                                           reason))
-            sowsvc.recover()
-            sowsvc.start_history_maintenance()
+            sow_service.recover()
+            sow_service.start_history_maintenance()
             if self.config.views or self.config.conflated_topics:
                 derived = DerivedTopics(broker, self.config)
                 derived.start()
                 self.replace_derived(derived)  # the first listener: views over the topic
         if self.config.queues:
-            queues = broker.queues = QueueService(broker, self.config,
+            queues = self.queue_service = broker.queues = QueueService(broker, self.config,
                                                   on_expired=self.actions.expired)
             queues.recover()
             publish.register(broker, queues)  # then the queues over it
@@ -328,14 +324,14 @@ class Server:
             sockname = srv.sockets[0].getsockname()
             lst.host, lst.port = sockname[0], sockname[1]
         # the end of a turn, in order: SOW commit, then the journal (persist, then reply)
-        if sowsvc is not None:
-            self.turn.stage("sow commit", sowsvc.commit)
+        if sow_service is not None:
+            self.turn.stage("sow commit", sow_service.commit)
         if txlog is not None:
             self.turn.stage("journal end of turn", txlog.end_turn)
             txlog.start_timers()
             config = self.config
             if config.replication_listener is not None or config.replication.destinations:
-                shared = broker.queues.replication if broker.queues is not None else None
+                shared = self.queue_service.replication if self.queue_service is not None else None
 
                 def apply(rec: JournalRecord) -> None:
                     if rec.kind not in QUEUE_KINDS:
@@ -502,7 +498,7 @@ class Server:
     def journal_pins(self) -> list[int]:
         """Journal positions that retention must keep: replay cursors, queued messages, records
         a replication destination has not acknowledged."""
-        txlog, queues = self.broker.txlog, self.broker.queues
+        txlog, queues = self.txlog, self.queue_service
         pins = [c.next_pos for c in txlog.cursors if not c.done] if txlog is not None else []
         if queues is not None:
             pins.extend(q.engine.low_water_position + 1 for q in queues.queues.values())

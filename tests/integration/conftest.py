@@ -72,7 +72,7 @@ class Inbox:
         self.q: queue.Queue = queue.Queue()
 
     @classmethod
-    def of(cls, client, command) -> "Inbox":
+    def of(cls, client, command) -> Inbox:
         inbox = cls(client)
         client.execute_async(command, lambda m: inbox.q.put((m.get_command(), m.get_data())))
         return inbox

@@ -16,8 +16,8 @@ import AMPS
 import pytest
 
 from amps_emulator.config import loads_config
-from amps_emulator.server.actions import MAX_DEPTH
-from amps_emulator.server.clock import TestClock
+from amps_emulator.server.core.clock import TestClock
+from amps_emulator.server.services.actions import MAX_DEPTH
 from tests.harness import ServerThread
 from tests.integration.conftest import Collector
 from tests.integration.test_admin import until

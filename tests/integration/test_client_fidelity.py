@@ -10,8 +10,7 @@ import queue
 import AMPS
 import pytest
 
-from tests.integration.conftest import (Collector, clients_for, config_xml, start_server,
-                                        store_client)
+from tests.integration.conftest import Collector, clients_for, config_xml, start_server, store_client
 
 EXTRA = """<SOW>
   <Queue><Name>jobs</Name><MessageType>json</MessageType>

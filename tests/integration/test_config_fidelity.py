@@ -52,7 +52,7 @@ def test_pattern_topic_holds_one_logical_sow_topic_per_published_name(tmp_path):
         assert _rows(c, "/orders/.*") == [("/orders/A", {"id": 1, "v": 3}),
                                          ("/orders/B", {"id": 1, "v": 2}),
                                          ("/orders/special", {"id": 1, "v": 4})]
-        assert srv.call(lambda: srv.server.sowsvc.sow.get("/orders/.*")) is None
+        assert srv.call(lambda: srv.server.sow_service.sow.get("/orders/.*")) is None
         got = []
         for m in sub:
             if m.get_command() == "publish":
@@ -91,7 +91,7 @@ def test_queue_named_like_a_regex_takes_its_own_name_literally(tmp_path):
                 break
         c.flush(5000)
         assert got == [2]
-        assert srv.call(lambda: len(srv.server.queuesvc.covering("ordersXqueue"))) == 0
+        assert srv.call(lambda: len(srv.server.queue_service.covering("ordersXqueue"))) == 0
     finally:
         srv.stop()
 

@@ -17,10 +17,10 @@ import pathlib
 import pytest
 
 from amps_emulator.config import ConfigError, load_config
-from amps_emulator.server import logtargets
 from amps_emulator.server.app import Server
-from amps_emulator.server.preflight import WarningCollector
-from amps_emulator.server.verify import run_verify_config
+from amps_emulator.server.ops.preflight import WarningCollector
+from amps_emulator.server.ops.verify import run_verify_config
+from amps_emulator.server.services import log_targets as logtargets
 from tests.tls import self_signed
 
 CONFIGS = sorted((pathlib.Path(__file__).parent.parent / "fixtures" / "configs").glob("*.xml"))

@@ -11,7 +11,6 @@ import queue
 import AMPS
 import pytest
 
-
 EXTRA = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
     <Durability>transient</Durability></Topic>

@@ -13,7 +13,7 @@ import pytest
 
 from amps_emulator.journal import FileJournal
 from amps_emulator.journal.testing import DiskFull
-from amps_emulator.server import txlog as txlog_module
+from amps_emulator.server.services import txlog as txlog_module
 from tests.integration.conftest import start_server, store_client
 
 
@@ -275,7 +275,6 @@ def test_a_sow_on_a_file_system_that_fills_up(tmp_path, small_fs, caplog):
     unallocated mapped page was SIGBUS), publishes it cannot store reach the failed-write
     handler with ``tx store failure``, everything acked is in the SOW and queries go on;
     when the file system grows, publishes are taken again by themselves."""
-    import AMPS
 
     srv = start_server(sow_xml(small_fs, journal=True).replace(
         f"{small_fs}/journal", f"{tmp_path}/journal").replace("/id", "/i"))
@@ -299,14 +298,14 @@ def test_a_sow_on_a_file_system_that_fills_up(tmp_path, small_fs, caplog):
             refused = sorted(i for i, _ in failed)
             assert refused == list(range(refused[0], n))
             assert {r for _, r in failed} == {"tx store failure"}
-            assert srv.call(lambda: list(srv.server.sowsvc.sow.full_stores()))
+            assert srv.call(lambda: list(srv.server.sow_service.sow.full_stores()))
             ids = [json.loads(m.get_data())["i"] for m in pub.sow("orders", timeout=5000)
                    if m.get_command() == "sow"]
             assert sorted(ids) == list(range(refused[0]))  # every acked publish, nothing else
 
             subprocess.run(["mount", "-o", "remount,size=64m", str(small_fs)], check=True,
                            capture_output=True, timeout=10)
-            assert wait_until(lambda: not srv.call(lambda: srv.server.sowsvc.sow.full_stores()))
+            assert wait_until(lambda: not srv.call(lambda: srv.server.sow_service.sow.full_stores()))
             for i in range(n, n + 100):
                 pub.publish("orders", json.dumps({"i": i, "pad": pad}))
             pub.publish_flush(10_000)

@@ -280,7 +280,7 @@ def test_a_big_regex_sow_delete_runs_in_steps_with_every_oof(tmp_path):
     try:
         def small_steps() -> None:
             for t in "ab":
-                srv.server.sowsvc.get(f"orders/{t}").query_chunk = 4  # real steps
+                srv.server.sow_service.get(f"orders/{t}").query_chunk = 4  # real steps
         srv.call(small_steps)
         pub = logged_on(with_user(srv.uri, "admin"), "pub")
         for t in "ab":

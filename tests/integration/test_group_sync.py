@@ -12,7 +12,7 @@ import threading
 import pytest
 
 from amps_emulator.journal.segment import FileOps
-from amps_emulator.server import txlog as txlog_module
+from amps_emulator.server.services import txlog as txlog_module
 from tests.integration.conftest import start_server, store_client, turn_held
 from tests.integration.test_disk_faults import journal_ids, txlog_xml, wait_until
 

@@ -59,7 +59,7 @@ def test_out_of_range_numbers_fail_that_command_and_live_replay_goes_on(
 
 
 def test_an_exception_in_one_subscription_costs_only_its_client(server, monkeypatch, caplog):
-    from amps_emulator.server import replay
+    from amps_emulator.server.delivery import replay
 
     real = replay._deliver_chunk
 
@@ -357,10 +357,11 @@ def test_a_logon_taking_a_name_over_is_a_warning_naming_both_peers(server, caplo
 # -- found by the fuzz: long scans hold the event loop ~10 ms at a time ------------------------
 
 def test_a_sow_query_on_a_deep_queue_runs_in_steps(tmp_path, monkeypatch):
-    from amps_emulator.server import queuesvc, sow_commands
+    from amps_emulator.server.handlers import sow_commands
+    from amps_emulator.server.services import queue_service as queue_service
     from tests.integration.conftest import config_xml, start_server
 
-    monkeypatch.setattr(queuesvc, "STEP_SECONDS", 0.0)  # yield at every chance
+    monkeypatch.setattr(queue_service, "STEP_SECONDS", 0.0)  # yield at every chance
     steps = []
     real_step = sow_commands._step
     monkeypatch.setattr(sow_commands, "_step", lambda *a: (steps.append(1), real_step(*a)))
@@ -386,7 +387,7 @@ def test_a_sow_query_on_a_deep_queue_runs_in_steps(tmp_path, monkeypatch):
 
 
 def test_a_replay_over_a_long_log_runs_in_steps(server, monkeypatch):
-    from amps_emulator.server import replay
+    from amps_emulator.server.delivery import replay
 
     monkeypatch.setattr(replay, "STEP_SECONDS", 0.0)
     scheduled = []

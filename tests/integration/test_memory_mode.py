@@ -11,7 +11,7 @@ from pathlib import Path
 import AMPS
 import pytest
 
-from amps_emulator.server.__main__ import _parser, apply_environment
+from amps_emulator.server.ops.cli import _parser, apply_environment
 from tests.procserver import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,7 +89,7 @@ def test_journal_records_are_stamped_on_the_server_clock(tmp_path, collector, me
     in memory as on disk: a subscription from a timestamp bookmark replays what was published
     after that instant of the server clock (which here is years before real time)."""
     from amps_emulator.config import loads_config
-    from amps_emulator.server.clock import TestClock
+    from amps_emulator.server.core.clock import TestClock
     from tests.harness import ServerThread
 
     start = 1735787045.0  # 2025-01-02T03:04:05Z

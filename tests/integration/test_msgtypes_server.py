@@ -214,7 +214,7 @@ def test_a_message_missing_key_fields_is_keyed_on_empty_values(srv, kind: Kind) 
                   for m in c.execute(AMPS.Command("sow").set_topic("keyless"))
                   if m.get_command() == "sow"}
         # the two keyless messages are one record (the latest), under the empty values' key
-        domain = srv.call(lambda: srv.server.sowsvc.get(qualify("keyless", kind.name)).spec.domain)
+        domain = srv.call(lambda: srv.server.sow_service.get(qualify("keyless", kind.name)).spec.domain)
         assert stored == {generate_sow_key(domain, ["", "150"]): partly,
                           generate_sow_key(domain, ["", ""]): none2}
         admin = srv.http(f"/emulator/sow/keyless?type={kind.name}")

@@ -16,7 +16,7 @@ import socket
 import pytest
 
 from amps_emulator.protocol.codec import parse_publish_header_py, split_frame
-from amps_emulator.server import publish_run
+from amps_emulator.server.messaging import publish_runs as publish_run
 from tests.integration.conftest import start_server
 
 CONFIG = """<AMPSConfig><Name>runs</Name>

@@ -248,7 +248,7 @@ def test_the_proxied_transfer_actions(pair):
     watcher.publish("marker", "{}")  # the action ran before this reaches the watcher
     assert len(marker.wait_for(1)) == 1
     assert after.items == []  # the failed step ended the action
-    port = b.call(lambda: b.server.queuesvc.replication)
+    port = b.call(lambda: b.server.queue_service.replication)
     for topic, mtype in (("local-jobs", "json"), ("work", "json"), ("jobs", "xml")):
         with pytest.raises(CommandError):
             b.call(lambda t=topic, m=mtype: port.set_proxied_transfer(t, m, True))

@@ -260,7 +260,7 @@ def test_a_primary_shaped_like_a_public_ha_demo_pairs_replicates_and_runs_its_sc
 
     from amps_emulator.embedded import EmbeddedServer
     from amps_emulator.pair import free_port, pair_config
-    from amps_emulator.server.clock import TestClock
+    from amps_emulator.server.core.clock import TestClock
 
     repl, peer = free_port(), free_port()
     primary_xml = HA_DEMO_PRIMARY.format(

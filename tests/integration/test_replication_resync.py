@@ -15,7 +15,7 @@ import AMPS
 import pytest
 
 from amps_emulator.config import loads_config
-from amps_emulator.server.clock import TestClock
+from amps_emulator.server.core.clock import TestClock
 from tests.harness import ServerThread
 from tests.integration.conftest import Collector
 from tests.integration.replication_nodes import Dest, connect, node_xml

@@ -51,7 +51,7 @@ class RawClient:
                     return True
         except (ConnectionResetError, BrokenPipeError):
             return True
-        except socket.timeout:
+        except TimeoutError:
             return False
         return False
 

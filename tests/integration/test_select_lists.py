@@ -10,7 +10,6 @@ import pytest
 
 from tests.integration.conftest import Inbox
 
-
 EXTRA = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
     <FileName>{d}/sow/%n.sow</FileName></Topic>

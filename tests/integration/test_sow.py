@@ -10,8 +10,14 @@ import time
 import AMPS
 import pytest
 
-from tests.integration.conftest import (clients_for, config_xml, consume_and_discard, ha_client,
-                                        start_server, store_client)
+from tests.integration.conftest import (
+    clients_for,
+    config_xml,
+    consume_and_discard,
+    ha_client,
+    start_server,
+    store_client,
+)
 
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>

@@ -10,7 +10,6 @@ import queue
 import AMPS
 import pytest
 
-
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
     <FileName>{d}/sow/%n.sow</FileName></Topic>

@@ -94,7 +94,7 @@ def _shapes(got: list[tuple[str, str, str, str]]) -> list[tuple[str, ...]]:
 def _stepped(srv, topic: str) -> None:
     """Make queries on ``topic`` read in steps of one record (the failure then comes in a
     later loop step, not while the command is dispatched)."""
-    srv.server.sowsvc.get(topic).query_chunk = 1  # (a topic key: name and type)
+    srv.server.sow_service.get(topic).query_chunk = 1  # (a topic key: name and type)
 
 
 @pytest.mark.parametrize("steps", [False, True], ids=["at-once", "in-steps"])
@@ -164,7 +164,7 @@ def _fail_after_snapshot(srv, topic_name: str) -> None:
     """``topic_name``'s queries fail after the snapshot (so after ``group_begin``), in a
     later loop step than the command's own: the stand-in for a failure nothing else provokes
     there."""
-    topic = srv.server.sowsvc.get(topic_name)
+    topic = srv.server.sow_service.get(topic_name)
     topic.query_chunk = 1
     original = topic.query_steps
 

@@ -25,7 +25,7 @@ class Gate:
         self.started = threading.Event()  # a query has its snapshot and is paused
         self.stashed = threading.Event()  # the querying connection has stashed a command
         self.release = threading.Event()
-        topic = srv.server.sowsvc.get(topic_name)
+        topic = srv.server.sow_service.get(topic_name)
         topic.query_chunk = chunk  # real steps in the engine too
         original = topic.query_steps
 
@@ -182,7 +182,7 @@ def test_a_regex_query_over_several_topics_in_steps(sow_server, client):
         b.publish("orders-eu", json.dumps({"id": i, "v": 2}))
     b.flush(5000)
     for name in ("orders", "orders-eu"):
-        sow_server.server.sowsvc.get(name).query_chunk = 7  # both topics read in steps
+        sow_server.server.sow_service.get(name).query_chunk = 7  # both topics read in steps
     rows = query(b, "orders.*", "/v >= 0", batch_size=11)
     assert sorted((r["v"], r["id"]) for _, r in rows) == \
         sorted([(0, i) for i in range(N)] + [(2, i) for i in range(30)])
@@ -227,7 +227,7 @@ def test_a_paginated_subscription_catches_up_with_what_changed_during_its_query(
 
 
 def test_a_big_sow_delete_runs_in_steps_with_its_oofs_and_counts(sow_server, client):
-    topic = sow_server.server.sowsvc.get("orders")
+    topic = sow_server.server.sow_service.get("orders")
     topic.query_chunk = 7  # real steps: 200 records to delete
     a, b = client("deleter"), client("watcher")
     _load(b)

@@ -198,7 +198,7 @@ class RawPublisher:
     def poll_acks(self) -> None:
         try:
             self._read_until(lambda h: False, timeout=0.001)
-        except socket.timeout:
+        except TimeoutError:
             pass
 
 

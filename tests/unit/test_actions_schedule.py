@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from amps_emulator.config.model import Action, ActionOption, ActionStep
 from amps_emulator.config.schedule import WEEKDAYS, parse_every
-from amps_emulator.server.actions.timers import Schedule
-from amps_emulator.server.clock import TestClock
+from amps_emulator.server.core.clock import TestClock
+from amps_emulator.server.services.actions.timers import Schedule
 
 # 2026-03-02 is a Monday
 MONDAY_UTC = dt.datetime(2026, 3, 2, 10, 15, 30, tzinfo=dt.UTC).timestamp()

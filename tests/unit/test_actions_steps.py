@@ -10,11 +10,11 @@ from collections import namedtuple
 import pytest
 
 from amps_emulator.config.model import Action, ActionOption, ActionStep
-from amps_emulator.server.actions import Actions, expand
-from amps_emulator.server.actions.steps import ECHO_ID, format_value
-from amps_emulator.server.actions.variables import clock_variables
-from amps_emulator.server.broker import Broker
-from amps_emulator.server.clock import TestClock
+from amps_emulator.server.core.clock import TestClock
+from amps_emulator.server.messaging.broker import Broker
+from amps_emulator.server.services.actions import Actions, expand
+from amps_emulator.server.services.actions.steps import ECHO_ID, format_value
+from amps_emulator.server.services.actions.variables import clock_variables
 
 START = 1_700_000_000.0
 
@@ -213,7 +213,7 @@ def test_execute_event_runs_the_actions_listening_for_it(engine):
     engine._steps["test-record"] = lambda s, v: got.append(v["WHO"]) or True
     listener = action(step("test-record"), on=step("amps-action-on-execute-event", "on",
                                                    Event="ping"))
-    from amps_emulator.server.actions.engine import _Trigger
+    from amps_emulator.server.services.actions.engine import _Trigger
 
     engine.triggers["amps-action-on-execute-event"] = [_Trigger(listener.on[0], listener)]
     assert run(engine, step("amps-action-do-execute-event", Event="ping"), WHO="a")[0]
@@ -238,7 +238,7 @@ def test_replication_steps_use_the_injected_control(engine, caplog):
 
 
 def test_a_chain_stops_at_the_depth_limit(engine):
-    from amps_emulator.server.actions import MAX_DEPTH
+    from amps_emulator.server.services.actions import MAX_DEPTH
 
     depth = []
 
@@ -275,7 +275,7 @@ def test_what_only_the_engine_can_check_fails_the_start_with_file_and_line(on, w
 
 
 def test_rotate_logs_starts_the_next_file_of_each_file_target(engine, tmp_path):
-    from amps_emulator.server.logtargets import RotatingFileTarget
+    from amps_emulator.server.services.log_targets import RotatingFileTarget
 
     target = RotatingFileTarget(str(tmp_path / "amps-%n.log"))
     logger = logging.getLogger("amps_emulator")
@@ -297,7 +297,7 @@ def test_rotate_logs_starts_the_next_file_of_each_file_target(engine, tmp_path):
 
 def test_a_dry_start_reads_the_actions_but_runs_none():
     from amps_emulator.config import loads_config
-    from amps_emulator.server.preflight import dry_start
+    from amps_emulator.server.ops.preflight import dry_start
 
     def xml(flt: str) -> str:
         return ("<AMPSConfig><Name>x</Name><Transports><Transport><Name>t</Name><Type>tcp</Type>"

@@ -11,7 +11,10 @@ import pytest
 
 from amps_emulator.protocol.reasons import INVALID_OPTIONS, CommandError
 from amps_emulator.sow.aggregate import (
-    AGGREGATE_FUNCTIONS, parse_aggregation, parse_grouping, parse_projection,
+    AGGREGATE_FUNCTIONS,
+    parse_aggregation,
+    parse_grouping,
+    parse_projection,
 )
 from amps_emulator.sow.record import Record
 

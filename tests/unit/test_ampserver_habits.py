@@ -10,7 +10,7 @@ import pytest
 
 from amps_emulator.config import ConfigError, default_config, load_config, loads_config
 from amps_emulator.config.dump import dump_config_file, dump_config_object
-from amps_emulator.server.__main__ import (
+from amps_emulator.server.ops.cli import (
     _parser,
     apply_environment,
     config_environment,
@@ -18,8 +18,8 @@ from amps_emulator.server.__main__ import (
     parse_defines,
     version_text,
 )
-from amps_emulator.server.logtargets import amps_line, amps_timestamp
-from amps_emulator.server.seed import SeedError, parse_seed_line, read_seed, scan_init_dir
+from amps_emulator.server.ops.seed import SeedError, parse_seed_line, read_seed, scan_init_dir
+from amps_emulator.server.services.log_targets import amps_line, amps_timestamp
 
 CONFIG = """<AMPSConfig>
   <Name>${NAME}</Name>

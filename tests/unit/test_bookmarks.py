@@ -28,7 +28,7 @@ U64 = (1 << 64) - 1
 
 
 def micros(*args) -> int:
-    when = dt.datetime(*args, tzinfo=dt.timezone.utc)
+    when = dt.datetime(*args, tzinfo=dt.UTC)
     return int(when.timestamp()) * 1_000_000 + when.microsecond
 
 

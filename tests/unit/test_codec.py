@@ -6,11 +6,19 @@ import json
 
 import msgspec
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import (
-    FrameDecoder, ProtocolError, ack, frame, parse_command, sow_batch, split_frame, unknown_keys,
+    FrameDecoder,
+    ProtocolError,
+    ack,
+    frame,
+    parse_command,
+    sow_batch,
+    split_frame,
+    unknown_keys,
 )
 from amps_emulator.protocol.command import parse_options
 from amps_emulator.protocol.headers import CLIENT_KNOWN_KEYS

@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 
 from amps_emulator.config import loads_config
-from amps_emulator.server.verify import main, run_sample_config, run_verify_config
+from amps_emulator.server.ops.verify import run_sample_config, run_verify_config
 
 GOOD = """<AMPSConfig>
   <Name>ok</Name>
@@ -42,7 +42,7 @@ def test_verify_bad_config_lists_every_error_and_exits_non_zero(tmp_path: Path) 
     path = tmp_path / "bad.xml"
     path.write_text(BAD)
     out, err = io.StringIO(), io.StringIO()
-    assert main(["--verify-config", str(path)], out, err) == 1
+    assert run_verify_config(str(path), out, err) == 1
     lines = err.getvalue().splitlines()
     assert lines[0].startswith(f"error: {path}:4: invalid <InetAddr>")
     assert lines[1].startswith(f"error: {path}:7: invalid <LeasePeriod>")
@@ -52,13 +52,5 @@ def test_verify_bad_config_lists_every_error_and_exits_non_zero(tmp_path: Path) 
 
 def test_sample_config_option_prints_a_loadable_sample() -> None:
     out = io.StringIO()
-    assert main(["--sample-config"], out) == 0
+    assert run_sample_config(out) == 0
     assert loads_config(out.getvalue()).name == "amps-emulator-sample"
-    again = io.StringIO()
-    assert run_sample_config(again) == 0 and again.getvalue() == out.getvalue()
-
-
-def test_usage_error() -> None:
-    err = io.StringIO()
-    assert main(["--frobnicate"], io.StringIO(), err) == 2
-    assert "usage:" in err.getvalue()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from amps_emulator.protocol.codec import frame
-from amps_emulator.server.connection import STASH_LIMIT, Connection
+from amps_emulator.server.net.connection import STASH_LIMIT, Connection
 
 
 class FakeTransport:

@@ -4,7 +4,7 @@ connections and the end of the turn get their turn. A fake loop whose passes the
 
 from __future__ import annotations
 
-from amps_emulator.server.connection import FRAMES_PER_PASS
+from amps_emulator.server.net.connection import FRAMES_PER_PASS
 
 from .test_connection_busy import cmd, connection
 

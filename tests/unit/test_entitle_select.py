@@ -3,7 +3,7 @@ composed list keeps a field only when both keep it."""
 
 from __future__ import annotations
 
-from amps_emulator.server.entitle import compose_select
+from amps_emulator.server.handlers.entitle import compose_select
 from amps_emulator.sow.query import apply_select, parse_select
 
 DOC = {"id": 1, "secret": "x", "a": {"b": 1, "c": 2}, "d": 4}

@@ -7,8 +7,15 @@ import math
 import pytest
 
 import amps_emulator.protocol.filter as pf
-from amps_emulator.protocol.filter import (FilterError, MessageContext, compile_expression, compile_filter,
-                             evaluate_expression, parse, to_text)
+from amps_emulator.protocol.filter import (
+    FilterError,
+    MessageContext,
+    compile_expression,
+    compile_filter,
+    evaluate_expression,
+    parse,
+    to_text,
+)
 from amps_emulator.protocol.filter import ast as A
 from amps_emulator.protocol.filter.compiler import CACHE_SIZE, _compile_cached
 

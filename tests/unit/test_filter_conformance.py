@@ -14,9 +14,15 @@ import math
 
 import pytest
 
-from amps_emulator.protocol.filter import (MessageContext, compile_expression, compile_filter,
-                             interpret, interpret_filter, parse)
-from amps_emulator.protocol.filter import compiler
+from amps_emulator.protocol.filter import (
+    MessageContext,
+    compile_expression,
+    compile_filter,
+    compiler,
+    interpret,
+    interpret_filter,
+    parse,
+)
 
 GYRO = {"name": "Gyro", "job": "kitten"}
 ARR = {"data": [1, 2, 3, "zebra", 5], "other": [14, 34, 23, 5]}

@@ -12,10 +12,18 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from amps_emulator.protocol.filter import (MessageContext, compile_ast, compile_expression, compile_filter,
-                             interpret, interpret_filter, parse, to_text)
+from amps_emulator.protocol.filter import (
+    MessageContext,
+    compile_ast,
+    compile_expression,
+    compile_filter,
+    compiler,
+    interpret,
+    interpret_filter,
+    parse,
+    to_text,
+)
 from amps_emulator.protocol.filter import ast as A
-from amps_emulator.protocol.filter import compiler
 
 # ---- documents ------------------------------------------------------------------------------
 

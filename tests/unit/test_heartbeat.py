@@ -5,7 +5,7 @@ JavaScript client (it beats only on what it receives) inside its window whatever
 import heapq
 import random
 
-from amps_emulator.server.heartbeat import Beat, Heartbeat
+from amps_emulator.server.core.heartbeat import Beat, Heartbeat
 
 
 def test_inactive_until_started():

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from amps_emulator.protocol.codec import ack, frame, header_end, sow_batch
-from amps_emulator.protocol.legacy import (
+from amps_emulator.protocol.legacy_headers import (
     LegacyFormatError,
     from_amps_frames,
     to_amps_payload,

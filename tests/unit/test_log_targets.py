@@ -8,7 +8,7 @@ import logging
 import pytest
 
 from amps_emulator.config import loads_config
-from amps_emulator.server import logtargets
+from amps_emulator.server.services import log_targets as logtargets
 
 
 def _targets(tmp_path, body: str):

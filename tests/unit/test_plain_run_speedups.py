@@ -13,7 +13,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amps_emulator.server.publish_run import plain_run_py
+from amps_emulator.server.messaging.publish_runs import plain_run_py
 from tests.compiled import compiled
 from tests.compiled import speedups as _speedups
 

@@ -16,7 +16,7 @@ import msgspec
 import pytest
 
 from amps_emulator.protocol.codec import parse_command
-from amps_emulator.server.delivery import UNDECODED, Message
+from amps_emulator.server.core.message import UNDECODED, Message
 from amps_emulator.sow.record import Record, decode_record, encode_record
 from amps_emulator.sow.testing import StoreFactory, js
 

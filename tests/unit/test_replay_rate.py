@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server.replay import Rate
+from amps_emulator.server.delivery.replay import Rate
 
 
 class Clock:

@@ -13,7 +13,14 @@ from amps_emulator.journal.record import JournalRecord, RecordKind
 from amps_emulator.protocol.codec import FrameDecoder, frame
 from amps_emulator.replication import Hello, LinkRefused, NotAnEmulator, Receiver, Selection, Sender
 from amps_emulator.replication.link import ack_position
-from amps_emulator.replication.wire import Route, RouteTopic, TopicFacts, check_peer, classify_first_frame, fact_key
+from amps_emulator.replication.wire import (
+    Route,
+    RouteTopic,
+    TopicFacts,
+    check_peer,
+    classify_first_frame,
+    fact_key,
+)
 
 
 class Applied:
@@ -315,7 +322,7 @@ def test_hello_carries_recorded_topics_and_routes():
 def test_a_write_to_a_link_whose_peer_went_away_is_a_connection_error():
     """uvloop raises RuntimeError for a write on a closed transport; the link treats it as the
     peer gone (and reconnects) instead of ending its connector."""
-    from amps_emulator.replication.service import send
+    from amps_emulator.server.services.replication import send
 
     class Closed:
         def is_closing(self) -> bool:

@@ -5,8 +5,13 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from amps_emulator.protocol.reasons import (BAD_FILTER, BAD_SOW_KEY, INVALID_OPTIONS, INVALID_ORDER_BY,
-                              CommandError)
+from amps_emulator.protocol.reasons import (
+    BAD_FILTER,
+    BAD_SOW_KEY,
+    INVALID_OPTIONS,
+    INVALID_ORDER_BY,
+    CommandError,
+)
 from amps_emulator.sow import amps_timestamp, generate_sow_key
 from amps_emulator.sow.testing import StoreFactory, docs, js
 

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amps_emulator.protocol.codec import sow_batch, sow_batch_prefix, split_frame
-from amps_emulator.server.sow_results import batches, send_records
+from amps_emulator.server.handlers.sow_results import batches, send_records
 from amps_emulator.sow import SowStore, TopicSpec
 from amps_emulator.sow.record import (
     Record,
@@ -249,7 +249,7 @@ class _Out:
 def test_send_records_sends_the_same_frames_in_steps(topic, batch: int, opts: dict) -> None:
     """Stored records go out as the same frames as the Records they are, a step (a yield)
     after every SEND_STEP records or more, in whole batches."""
-    import amps_emulator.server.sow_results as sow_results
+    import amps_emulator.server.handlers.sow_results as sow_results
 
     want, stored = _Out(), _Out()
     records = topic.query().records

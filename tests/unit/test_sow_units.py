@@ -11,9 +11,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amps_emulator.protocol.reasons import BAD_SOW_KEY, INVALID_OPTIONS, INVALID_ORDER_BY, CommandError
-from amps_emulator.sow import (Sow, TopicSpec, amps_timestamp, apply_select, changed_fields, delta_message,
-                 env_directory, expand_file_name, generate_sow_key, merge, parse_order_by,
-                 parse_select, parse_sow_keys, validate_sow_key)
+from amps_emulator.sow import (
+    Sow,
+    TopicSpec,
+    amps_timestamp,
+    apply_select,
+    changed_fields,
+    delta_message,
+    env_directory,
+    expand_file_name,
+    generate_sow_key,
+    merge,
+    parse_order_by,
+    parse_select,
+    parse_sow_keys,
+    validate_sow_key,
+)
 from amps_emulator.sow.expiry import deadline, deadline_of_key, expiry_bound, expiry_key, skey_of_key
 from amps_emulator.sow.keys import KeyGenerator
 from amps_emulator.sow.lmdbenv import LmdbEnv, LmdbOrderedSet
@@ -21,7 +34,6 @@ from amps_emulator.sow.paths import PathError, parse_path
 from amps_emulator.sow.record import Record, body_of, decode_record, encode_record
 from amps_emulator.sow.tables import MemHashTable, SortedKeys
 from amps_emulator.sow.testing import FakeClock
-
 
 # ---- keys -----------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from amps_emulator.server.clock import TestClock
+from amps_emulator.server.core.clock import TestClock
 
 
 async def test_advance_runs_due_timers_in_order_at_their_own_time():

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from amps_emulator.protocol.command import decode_header, finish_command
-from amps_emulator.server import commands
+from amps_emulator.server.handlers import commands
 
 
 class _Client:

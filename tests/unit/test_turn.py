@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from amps_emulator.server.turn import Turn
+from amps_emulator.server.core.turn import Turn
 from tests.unit.test_connection_fairness import FakeLoop
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amps_emulator.server.txlog import TxLog
+from amps_emulator.server.services.txlog import TxLog
 from tests.unit.test_connection_busy import connection
 
 

@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from amps_emulator.config import loads_config
-from amps_emulator.server.delivery import Message
-from amps_emulator.server.router import Router
-from amps_emulator.server.views import DerivedTopics, derived_specs
+from amps_emulator.server.core.router import Router
+from amps_emulator.server.core.message import Message
+from amps_emulator.server.services.views import DerivedTopics, derived_specs
 from amps_emulator.sow import Sow
 from amps_emulator.sow.aggregate import parse_aggregation
 from amps_emulator.sow.testing import js
@@ -51,7 +51,7 @@ CONFIG = """<AMPSConfig><Name>v</Name>
 
 def make_server():
     cfg = loads_config(CONFIG, "views.xml")
-    from amps_emulator.server.sowsvc import spec_from_config
+    from amps_emulator.server.services.sow_service import spec_from_config
 
     sow = Sow([spec_from_config(t) for t in cfg.sow_topics] + derived_specs(cfg))
     srv = SimpleNamespace(router=Router(), stats=collections.Counter(), derived=None,
@@ -157,7 +157,7 @@ def test_a_view_the_engine_cannot_build_is_a_config_error_with_its_line(view):
 
     xml = CONFIG.replace("</SOW>", view + "</SOW>")
     cfg = loads_config(xml, "views.xml")
-    from amps_emulator.server.sowsvc import spec_from_config
+    from amps_emulator.server.services.sow_service import spec_from_config
 
     sow = Sow([spec_from_config(t) for t in cfg.sow_topics] + derived_specs(cfg))
     srv = SimpleNamespace(router=Router(), stats=collections.Counter(), derived=None,

@@ -1,0 +1,2 @@
+"""Getting a message to subscribers: fan-out, acks, bookmark replay, conflation, pagination and
+aggregated subscriptions."""

@@ -1,0 +1,129 @@
+"""Aggregated ``sow`` queries (``grouping=[...]`` and ``projection=[...]`` options) through the
+server: :func:`aggregated_query_steps` stands in for :func:`server.sow_commands.query_steps`
+when a query asks for aggregation.  The aggregation itself is :mod:`sow.aggregate`.
+
+What it does, in order: reads every record the filter and ``sow_keys`` match (no ordering or
+paging at that stage), folds them into groups a slice at a time (yielding to the event loop in
+between, like a long plain query), then orders the aggregated records by ``orderby``, pages
+them with ``skip_n`` / ``top_n`` and sends them in the usual batched ``sow`` frames.  The
+``completed`` / ``stats`` counts: ``records_returned`` is the number of aggregated records
+sent; ``matches`` and ``topic_matches`` describe the underlying records (records the query
+matched, records in the topic).
+
+Refused, each with a failure ack:
+
+* a regex topic: AMPS aggregates a single topic only (``regex topic not supported``);
+* ``select=[...]`` together with the aggregation (``invalid options``);
+* an aggregated ``sow_and_subscribe`` / ``sow_and_delta_subscribe`` on anything but one SOW
+  topic (``invalid options``), or with a historical bookmark; on one SOW topic it is an
+  aggregated subscription (:mod:`server.aggregated_subscription`).
+
+A ``bookmark`` on a topic with ``History`` aggregates the state as of that point (as a plain
+historical query reads it).  A queue can be queried with aggregation too: its deliverable
+messages are aggregated, read-only, as a plain ``sow`` query on a queue reads them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.core.router import is_regex_topic
+from amps_emulator.server.handlers import sow_results
+from amps_emulator.server.handlers.sow_results import (
+    history_cuts,
+    run_topic_steps,
+    send_records,
+)
+from amps_emulator.sow.aggregate import parse_aggregation
+from amps_emulator.sow.query import page, parse_order_by, sort_records
+from amps_emulator.sow.record import Record
+
+if TYPE_CHECKING:
+    from amps_emulator.protocol.command import Command
+    from amps_emulator.server.core.ports import Client
+    from amps_emulator.server.delivery.aggregated import AggregatedSubscription
+    from amps_emulator.server.messaging.broker import Broker
+
+#: underlying records folded into the groups between two loop steps
+AGGREGATE_STEP = 20_000
+
+
+def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
+                           subscription: AggregatedSubscription | None = None,
+                           on_snapshot: Callable[[], None] | None = None
+                           ) -> Generator[None, None, dict[str, int]]:
+    """The aggregated query as a generator, with the contract of
+    :func:`server.sow_commands.query_steps` (frames sent, counts returned). For an aggregated
+    ``sow_and_subscribe``: ``on_snapshot`` registers the subscription at the snapshot and
+    ``subscription`` (:mod:`server.aggregated_subscription`) receives the groups' state."""
+
+    topic_name = cmd.topic
+    if not topic_name:  # (the command refused it already)
+        raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
+    if cmd.command != "sow" and subscription is None:
+        raise CommandError(reasons.INVALID_OPTIONS,
+                           f"aggregation (grouping/projection) is not supported on {cmd.command}")
+    opts = cmd.opts
+    spec = parse_aggregation(opts)
+    if spec is None:
+        raise CommandError(reasons.INVALID_OPTIONS, "neither grouping nor projection given")
+    if "select" in opts:
+        raise CommandError(reasons.INVALID_OPTIONS,
+                           "select cannot be used with grouping/projection")
+    batch = sow_results.batch_size(cmd)
+    top_n = sow_results.top_n(cmd)
+    skip_n = sow_results.count_option(cmd, "skip_n", cmd.skip_n)
+    order = parse_order_by(cmd.orderby)
+    queues = broker.queues
+    queue = queues.get(topic_name) if queues is not None else None
+    steps: list[Generator[None, None, Any]] = []
+    if queues is not None and queue is not None:
+        names = [queue.key]  # (its messages are of the queue's type: read and written so)
+        if subscription is not None:  # refused before the (stepped) read of the queue
+            raise CommandError(reasons.INVALID_OPTIONS,
+                               "an aggregated subscription needs one SOW topic")
+        records, total = yield from queues.query_records(queue, filt, None)
+        inputs = [[Record("", bytes(r.body), "", r.timestamp / 1_000_000,
+                          doc=broker.bodies.decode(r.body, r.key)) for r in records]]
+        matches, topic_matches = len(records), total
+    else:
+        sow_service = broker.sow
+        if sow_service is not None and sow_service.get(topic_name, create=False) is None \
+                and is_regex_topic(topic_name):
+            raise CommandError(reasons.REGEX_TOPIC_NOT_SUPPORTED,
+                               "an aggregated query names one topic, not a regex")
+        topics = sow_service.topics_for(topic_name, "non_regex_topic" in opts) \
+            if sow_service is not None else []
+        if not topics:
+            raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
+        names = [t.spec.name for t in topics]
+        cuts = history_cuts(broker, cmd, topics, common=False)
+        steps = [t.query_steps(filt, sow_keys=cmd.sow_keys,
+                               history_cut=cuts.get(t.spec.name) if cuts else None)
+                 for t in topics]
+    if subscription is not None and (queue is not None or len(steps) != 1):
+        raise CommandError(reasons.INVALID_OPTIONS, "an aggregated subscription needs one SOW topic")
+    qid, results = yield from run_topic_steps(client, cmd, steps, on_snapshot)
+    if queue is None:
+        inputs = [res.records for res in results]
+        matches = sum(res.matches for res in results)
+        topic_matches = sum(res.topic_matches for res in results)
+    returned = 0
+    for name, records in zip(names, inputs, strict=False):
+        agg = spec.aggregator(name, broker.bodies.encoder(name))
+        for start in range(0, len(records), AGGREGATE_STEP):
+            agg.add(records[start:start + AGGREGATE_STEP])
+            if start + AGGREGATE_STEP < len(records):
+                yield
+        out = agg.results()
+        if subscription is not None:
+            subscription.load(records, agg, out)
+        if order is not None:
+            out = sort_records(out, order)
+        out = page(out, top_n, skip_n)
+        returned += yield from send_records(client, qid, name, out, batch, opts)
+    client.end_group(cmd, qid)
+    return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}

@@ -1,0 +1,644 @@
+"""SOW commands: ``sow``, ``sow_and_subscribe`` / ``sow_and_delta_subscribe``, ``sow_delete``,
+and what publishes to a SOW topic do to the stored record and to subscribers.
+
+Query results go out exactly as the official client needs them (protocol notes 4.5): the
+``processed`` ack, ``group_begin``, batched ``sow`` frames (``{outer}{k,l,bm[,ts]}data...``,
+the same record fields on every record because the client keeps them sticky), ``group_end``,
+then ``completed``/``stats`` acks with the counts. A query that fails once ``group_begin`` is
+out still ends that way: ``group_end``, then the failure on ``completed``/``stats``
+(:meth:`server.connection.Connection.fail`), which the client's query stream waits for.
+
+A query that would hold the event loop (a scan or a long candidate list on a big topic, a long
+result) runs in steps (:func:`drive`): each topic answers from a snapshot taken when the
+command is read, and between steps the loop serves other clients. The querying connection is
+busy meanwhile (:mod:`server.connection`): its later commands wait, its other output is held
+and written after the query's. ``sow_and_subscribe`` registers the subscription in the same
+loop step as the snapshots, so nothing published is missed or seen twice: everything
+published after the command was read is delivered after ``group_end``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+from amps_emulator.journal import RecordKind
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.codec import sow_batch
+from amps_emulator.protocol.filter import MessageContext
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import display_name, split_topic
+from amps_emulator.server.core.router import Subscription, is_regex_topic
+from amps_emulator.server.delivery import replay
+from amps_emulator.server.delivery.acks import early as acks_early
+from amps_emulator.server.delivery.acks import final as acks_final
+from amps_emulator.server.delivery.acks import refused as acks_refused
+from amps_emulator.server.delivery.aggregated import AggregatedSubscription
+from amps_emulator.server.delivery.fanout import oof_frame, selected
+from amps_emulator.server.delivery.pagination import PageWindow
+from amps_emulator.server.handlers import entitle, sow_results
+from amps_emulator.server.handlers.sow_aggregate import aggregated_query_steps
+from amps_emulator.server.handlers.sow_results import (
+    begin_results,
+    history_cuts,
+    run_topic_steps,
+    send_records,
+)
+from amps_emulator.server.handlers.type_features import refuse_unsupported_options
+from amps_emulator.server.messaging.message_path import check_writable, removed
+from amps_emulator.server.messaging.registration import compile_filter_for, register_subscription
+from amps_emulator.sow.keys import parse_sow_keys
+from amps_emulator.sow.query import page, parse_order_by, project, selection, sort_records
+
+log = logging.getLogger("amps_emulator.sow")
+
+if TYPE_CHECKING:
+    from amps_emulator.auth import TopicGrant
+    from amps_emulator.protocol.command import Command
+    from amps_emulator.server.core.ports import Client, QueueService
+    from amps_emulator.server.messaging.broker import Broker
+    from amps_emulator.sow import Topic
+
+
+class Replacing:
+    """A ``sow_and_subscribe`` that replaces a live subscription on the same topic: the
+    query returns only the records the old filter did not match (the client has the rest),
+    and ``oof`` subscriptions get an out-of-focus message for each record the old filter
+    matched and the new one does not."""
+
+    def __init__(self, old_filter: Any, oof: bool) -> None:
+        self.old = old_filter  # None: the old subscription matched everything
+        self.oof = oof
+        self.left: list[tuple[str, Any]] = []  # (topic, record) out of focus
+        self.matches = 0  # records the new filter matches
+
+    def split(self, topic: Any, records: list[Any], new_filter: Any) -> list[Any]:
+        """The records to return; the ones leaving the subscription go to :attr:`left`."""
+        out = []
+        for rec in records:
+            ctx = topic._ctx_of(rec)
+            doc = rec.doc
+            was = self.old is None or self.old(doc, ctx)
+            now = new_filter is None or new_filter(doc, ctx)
+            self.matches += now
+            if now and not was:
+                out.append(rec)
+            elif was and not now and self.oof:
+                self.left.append((topic.spec.name, rec))
+        return out
+
+
+def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
+                on_snapshot: Callable[[float | None], None] | None = None,
+                replacing: Replacing | None = None
+                ) -> Generator[None, None, dict[str, int]]:
+    """The query as a generator: it sends group_begin / sow frames / group_end and returns
+    the counts, yielding between steps of a long scan or a long result. ``on_snapshot`` runs
+    once every topic's snapshot is taken, before any result is sent (``sow_and_subscribe``
+    registers its subscription there), with the instant a historical query read as of
+    (``None``: the current state)."""
+    if "grouping" in cmd.opts or "projection" in cmd.opts:  # aggregated query
+        return (yield from aggregated_query_steps(broker, client, cmd, filt))
+    topic_name = cmd.topic
+    if not topic_name:  # (the command refused it already)
+        raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
+    queues = broker.queues
+    queue = queues.get(topic_name) if queues is not None else None
+    if queues is not None and queue is not None:
+        counts = yield from _query_queue(queues, client, cmd, queue, filt)
+        if on_snapshot is not None:
+            on_snapshot(None)
+        return counts
+    topics = broker.sow.topics_for(topic_name, "non_regex_topic" in cmd.opts) \
+        if broker.sow is not None else []
+    if not topics:
+        raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
+    opts = cmd.opts
+    select = opts.get("select")
+    sel_text = select if isinstance(select, str) else None
+    sel = selection(sel_text)  # a bad list is refused before anything is sent
+    # a regex query reads only the topics the user is entitled to, each with its read filter
+    # and its select list
+    topics, entitled, sel_texts = entitle.sow_topics(
+        client, cmd, topics, [t.spec.name for t in topics], filt, sel_text)
+    cuts = history_cuts(broker, cmd, topics, common=on_snapshot is not None)
+    batch = sow_results.batch_size(cmd)
+    top_n = sow_results.top_n(cmd)
+    skip_n = sow_results.count_option(cmd, "skip_n", cmd.skip_n)
+    # Several topics (a regex) with an orderby or skip_n: ordered and paged as one result,
+    # so each topic returns every match and the selection applies after the merge.
+    merged = replacing is not None or (len(topics) > 1 and bool(cmd.orderby or skip_n))
+    if merged:  # so is a bad orderby
+        parse_order_by(cmd.orderby)
+    read = filt
+    if replacing is not None:  # read what either filter matches, then split
+        old = replacing.old
+
+        read = None if filt is None or old is None else compile_filter_for(
+            f"({filt.text}) OR ({old.text})")
+    steps = [topic.query_steps(read if entitled[i] is filt else entitled[i], sow_keys=cmd.sow_keys,
+                               order_by=None if merged else cmd.orderby,
+                               top_n=None if merged else top_n,
+                               skip_n=None if merged else skip_n,
+                               select=None if merged else sel_texts[i],
+                               history_cut=cuts.get(topic.spec.name) if cuts else None,
+                               stored=not merged)  # (only sent: kept as stored if it can)
+             for i, topic in enumerate(topics)]
+    qid, results = yield from run_topic_steps(
+        client, cmd, steps,
+        None if on_snapshot is None else lambda: on_snapshot(min(cuts.values()) if cuts else None))
+    matches = sum(res.matches for res in results)
+    topic_matches = sum(res.topic_matches for res in results)
+    if merged:
+        if replacing is not None:
+            for topic, res in zip(topics, results, strict=True):
+                res.records = replacing.split(topic, res.records, filt)
+            matches = replacing.matches
+        sels = {topic.spec.name: sel if text is sel_text else selection(text)
+                for topic, text in zip(topics, sel_texts, strict=True)}
+        runs = _merged_runs(topics, results, cmd.orderby, top_n, skip_n, sels)
+    else:
+        runs, remaining = [], top_n
+        for topic, res in zip(topics, results, strict=True):
+            records = res.records if remaining is None else res.records[:remaining]
+            if remaining is not None:
+                remaining -= len(records)
+            runs.append((topic.spec.name, records))
+    returned = 0
+    for name, records in runs:
+        returned += yield from send_records(client, qid, name, records, batch, opts)
+    client.end_group(cmd, qid)
+    if replacing is not None:
+        for name, rec in replacing.left:
+            client.send(oof_frame(name, cmd.sub_id or "", rec.sow_key, reasons.OOF_MATCH,
+                                selected(rec.data, sel, rec.doc, broker.bodies.encoder(name)),
+                                rec.bookmark or None))
+    return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
+
+
+def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
+                 top_n: int | None, skip_n: int | None, sels: dict[str, Any]
+                 ) -> list[tuple[str, list[Any]]]:
+    """The matches of several topics ordered and paged as one result, as runs of
+    consecutive records of the same topic (one ``sow`` batch names one topic)."""
+    owner: dict[int, str] = {}
+    encoders = {t.spec.name: t.encode for t in topics}  # select lists write in each type
+    records = []
+    for topic, res in zip(topics, results, strict=True):
+        for rec in res.records:
+            owner[id(rec)] = topic.spec.name
+            records.append(rec)
+    order = parse_order_by(orderby)
+    if order is not None:
+        records = sort_records(records, order)
+    records = page(records, top_n, skip_n)
+    runs: list[tuple[str, list[Any]]] = []
+    for rec in records:
+        name = owner[id(rec)]
+        sel = sels.get(name)  # each topic's select list (its entitlement's, then the query's)
+        if sel is not None:
+            rec = project(rec, sel, encoders[name])
+        if runs and runs[-1][0] == name:
+            runs[-1][1].append(rec)
+        else:
+            runs.append((name, [rec]))
+    return runs
+
+
+def _paginated_steps(client: Client, cmd: Command, filt: Any, topic: Any,
+                     window: PageWindow, on_snapshot: Callable[[], None]
+                     ) -> Generator[None, None, dict[str, int]]:
+    """A paginated ``sow_and_subscribe`` (``top_n`` and ``skip_n``): the subscription's
+    ``window`` (:mod:`server.pagination`) starts from every record matching at the snapshot
+    (read in steps) and its records are the query's result; the caller applies what changed
+    meanwhile (``window.catch_up()``) once the query is acknowledged."""
+    batch = sow_results.batch_size(cmd)
+    sel = selection(cmd.opts.get("select"))
+    # every match, unsorted: the window sorts them (orderby, then SowKey)
+    qid, results = yield from run_topic_steps(client, cmd, [topic.query_steps(filt)], on_snapshot)
+    result = results[0]
+    window.load(result.records)
+    by_key = {r.sow_key: r for r in result.records}
+    records = [by_key[k] for k in window.window()]
+    if sel is not None:
+        records = [project(r, sel, topic.encode) for r in records]
+    yield from send_records(client, qid, topic.spec.name, records, batch, cmd.opts)
+    client.end_group(cmd, qid)
+    return {"records_returned": len(records), "matches": result.matches,
+            "topic_matches": result.topic_matches}
+
+
+def drive(broker: Broker, client: Client, cmd: Command,
+          steps: Generator[None, None, Any], finish: Callable[[Any], None],
+          on_failure: Callable[[], None] | None = None, complete: bool = False) -> None:
+    """Run ``steps``: the first step now; if it is not done, the rest in later loop steps
+    while the connection is busy (see :mod:`server.connection`). ``finish(result)`` sends
+    the final acks; a failure after the first step fails ``cmd`` (and calls
+    ``on_failure``). A failure in the first step propagates to the dispatcher as usual.
+    ``complete``: run to the end even if the client goes away (a write already logged)."""
+    try:
+        next(steps)
+    except StopIteration as stop:
+        finish(stop.value)
+        return
+    except BaseException:
+        if on_failure is not None:
+            on_failure()
+        raise
+    client.begin_busy()
+    broker.loop.call_soon(_step, broker, client, cmd, steps, finish, on_failure, complete)
+
+
+def _step(broker: Broker, client: Client, cmd: Command,
+          steps: Generator[None, None, Any], finish: Callable[[Any], None],
+          on_failure: Callable[[], None] | None, complete: bool = False) -> None:
+    if client.closed and not complete:
+        steps.close()
+        return
+    client._direct = True
+    try:
+        next(steps)
+    except StopIteration as stop:
+        finish(stop.value)
+    except CommandError as exc:
+        log.info("%s: %s failed: %s", client.describe(), cmd.command, exc)
+        _failed(client, cmd, exc.reason, on_failure)
+    except Exception:
+        log.exception("%s: internal error in %r", client.describe(), cmd)
+        _failed(client, cmd, reasons.UNKNOWN_ERROR, on_failure)
+    else:
+        broker.loop.call_soon(_step, broker, client, cmd, steps, finish, on_failure, complete)
+        return
+    finally:
+        client._direct = False
+    if not client.closed:
+        client.end_busy()
+
+
+def _failed(client: Client, cmd: Command, reason: str,
+            on_failure: Callable[[], None] | None) -> None:
+    if on_failure is not None:
+        on_failure()
+    client.fail(cmd, reason)
+
+
+STEP_SECONDS = 0.01  # how long one step of a query on a queue may send results
+
+
+def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
+                 filt: Any) -> Generator[None, None, dict[str, int]]:
+    """A ``sow`` query on a queue: the messages that could be delivered now, read-only
+    (in steps: a generator)."""
+    batch = sow_results.batch_size(cmd)
+    records, total = yield from queues.query_records(queue, filt, sow_results.top_n(cmd))
+    qid = begin_results(client, cmd, cmd.query_id or cmd.cid or "")
+    step_end = time.monotonic() + STEP_SECONDS
+    for start in range(0, len(records), batch):
+        client.send(sow_batch(queue.name, qid, [({"bm": r.bookmark_str}, r.body)
+                                              for r in records[start:start + batch]]))
+        if time.monotonic() > step_end:
+            yield
+            step_end = time.monotonic() + STEP_SECONDS
+    client.end_group(cmd, qid)
+    return {"records_returned": len(records), "matches": len(records), "topic_matches": total}
+
+
+def sow(broker: Broker, client: Client, cmd: Command) -> None:
+    acks_early(client, cmd)
+    if not cmd.topic:
+        raise CommandError(reasons.INVALID_TOPIC, "sow without a topic")
+    refuse_unsupported_options(broker.bodies, cmd)
+    drive(broker, client, cmd, query_steps(broker, client, cmd, compile_filter_for(cmd.filter)),
+          lambda counts: acks_final(client, cmd, processed=False, **counts))
+
+
+def sow_and_subscribe(broker: Broker, client: Client, cmd: Command) -> None:
+    acks_early(client, cmd)
+    if not cmd.topic:
+        raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
+    sub_id = cmd.sub_id or cmd.query_id or cmd.cid
+    if not sub_id:
+        raise CommandError(reasons.INVALID_SUBID, f"{cmd.command} needs a sub_id or cid")
+    cmd.sub_id = sub_id
+    existing = client.subs.get(sub_id)
+    if existing is not None and "replace" not in cmd.opts:
+        raise CommandError(reasons.SUBID_IN_USE, sub_id)
+    filt = compile_filter_for(cmd.filter)
+    refuse_unsupported_options(broker.bodies, cmd)
+    registered: list[Subscription] = []
+    delta = cmd.command == "sow_and_delta_subscribe"
+    replacing = None
+    if existing is not None and existing.queried and existing.topic == cmd.topic \
+            and existing.cursor is None and existing.live is None \
+            and existing.queue is None and not cmd.bookmark:
+        replacing = Replacing(existing.filter, "oof" in cmd.opts)
+
+    def unsubscribe() -> None:
+        for sub in registered:
+            if client.subs.get(sub.sub_id) is sub:
+                del client.subs[sub.sub_id]
+                broker.remove_subscription(sub)
+
+    def finish(counts: dict[str, int]) -> None:
+        acks_final(client, cmd, processed=False, **counts)
+
+    topic = broker.sow.get(cmd.topic) if broker.sow is not None else None
+    if "grouping" in cmd.opts or "projection" in cmd.opts:
+        _aggregated_subscription(broker, client, cmd, sub_id, filt, delta, topic, registered,
+                                 finish, unsubscribe)
+        return
+    top_n, skip_n = sow_results.top_n(cmd), sow_results.count_option(cmd, "skip_n", cmd.skip_n)
+    if top_n is not None and skip_n is not None and topic is not None and (
+            not cmd.bookmark or topic.history is None):
+
+        window = PageWindow(None, topic, parse_order_by(cmd.orderby), top_n, skip_n)
+        _with_live_state(broker, client, cmd, sub_id, filt, delta, window,
+                         lambda subscribe: _paginated_steps(client, cmd, filt, topic, window,
+                                                            subscribe),
+                         registered, finish, unsubscribe)
+        return
+
+    def subscribe(cut: float | None) -> None:
+        if cut is not None:  # historical: replay the log from where the SOW state was read
+            registered.append(_historical_subscription(broker, client, cmd, sub_id, filt, delta,
+                                                       cut))
+            return
+        # Same loop step as the snapshots: nothing can be published in between. What is
+        # published while the query runs is held (busy connection) and goes out after it.
+        sub = register_subscription(broker, client, cmd, sub_id, filt, delta=delta)
+        sub.queried = True
+        registered.append(sub)
+
+    drive(broker, client, cmd, query_steps(broker, client, cmd, filt, on_snapshot=subscribe,
+                                         replacing=replacing), finish, unsubscribe)
+
+
+def _aggregated_subscription(broker: Broker, client: Client, cmd: Command, sub_id: str,
+                             filt: Any, delta: bool, topic: Any, registered: list[Subscription],
+                             finish: Callable[[dict[str, int]], None],
+                             unsubscribe: Callable[[], None]) -> None:
+    """``sow_and_subscribe`` with grouping/projection: the aggregated query, then the groups
+    kept up to date (:mod:`server.aggregated_subscription`)."""
+    from amps_emulator.sow.aggregate import parse_aggregation
+
+    spec = parse_aggregation(cmd.opts)
+    if topic is None or spec is None:
+        raise CommandError(reasons.INVALID_OPTIONS,
+                           "an aggregated subscription needs grouping, projection and one "
+                           "SOW topic")
+    if cmd.bookmark and topic.history is not None:
+        raise CommandError(reasons.INVALID_OPTIONS,
+                           "an aggregated subscription cannot start from a historical bookmark")
+    state = AggregatedSubscription(topic, spec, delta)
+    _with_live_state(broker, client, cmd, sub_id, filt, delta, state,
+                     lambda subscribe: aggregated_query_steps(broker, client, cmd, filt, state,
+                                                              subscribe),
+                     registered, finish, unsubscribe)
+
+
+def _with_live_state(broker: Broker, client: Client, cmd: Command, sub_id: str,
+                     filt: Any, delta: bool, state: Any,
+                     steps: Callable[[Callable[[], None]], Generator[None, None, Any]],
+                     registered: list[Subscription], finish: Callable[[dict[str, int]], None],
+                     unsubscribe: Callable[[], None]) -> None:
+    """Run a query whose subscription keeps :mod:`server.live` state: the subscription is
+    registered at the snapshot (``steps(subscribe)``) with ``state`` as its ``live``; the
+    changes made meanwhile are applied after the query's acks."""
+
+    def subscribe() -> None:
+        sub = register_subscription(broker, client, cmd, sub_id, filt, delta=delta)
+        state.sub = sub
+        sub.live = state
+        registered.append(sub)
+
+    def finish_live(counts: dict[str, int]) -> None:
+        finish(counts)
+        state.catch_up()
+
+    drive(broker, client, cmd, steps(subscribe), finish_live, unsubscribe)
+
+
+def _historical_subscription(broker: Broker, client: Client, cmd: Command, sub_id: str,
+                             filt: Any, delta: bool, cut: float) -> Subscription:
+    """The subscription of a historical ``sow_and_subscribe``: a transaction-log cursor from
+    the first message logged at or after ``cut``, the instant the SOW state was read as of
+    (the SOW records carry their log timestamps, so nothing is missed or repeated)."""
+
+    txlog = broker.txlog
+    if txlog is None or not (txlog.recorded(cmd.topic or "") or is_regex_topic(cmd.topic or "")):
+        raise CommandError(reasons.TX_LOG_NOT_FOUND,
+                           f"a historical {cmd.command} needs {cmd.topic!r} in the transaction log")
+    sub = Subscription(client, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
+    cursor = replay.Cursor(broker, sub, cmd, txlog.journal.position_at_time(round(cut * 1_000_000)), None)
+    cursor.want_completed = False  # the query's completed ack is the one
+    cursor.remaining = None  # top_n is the query's
+    existing = client.subs.get(sub_id)
+    if existing is not None:
+        broker.remove_subscription(existing)
+    client.subs[sub_id] = sub
+    sub.cursor = cursor
+    txlog.cursors.add(cursor)
+    replay.schedule(broker, cursor)  # runs after the query's frames (the connection is busy)
+    return sub
+
+
+def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
+    acks_early(client, cmd)
+    topic_name = cmd.topic
+    if not topic_name:
+        raise CommandError(reasons.INVALID_TOPIC, "sow_delete without a topic")
+    check_writable(broker, topic_name)  # not a view's own topic
+    queues = broker.queues
+    queue = queues.get(topic_name) if queues is not None else None
+    if queues is not None and queue is not None:
+        acked = queues.ack(queue, client, cmd)
+        _delete_acks(client, cmd, {"records_deleted": acked, "matches": acked,
+                                   "topic_matches": queue.engine.depth + acked})
+        return
+    sow_service = broker.sow
+    topic = sow_service.get(topic_name) if sow_service is not None else None
+    if sow_service is not None and topic is None and is_regex_topic(split_topic(topic_name)[0]) \
+            and "non_regex_topic" not in cmd.opts:
+        matched = sow_service.topics_for(topic_name)
+        if matched:
+            _delete_across(broker, client, cmd, matched)
+            return
+    if sow_service is None or topic is None:
+        if cmd.filter:
+            compile_filter_for(cmd.filter)  # a bad filter is reported as such
+        raise CommandError(reasons.INVALID_TOPIC, f"{topic_name!r} is not a SOW topic")
+    headers: dict[str, str] = {}
+    if cmd.filter:
+        filt = compile_filter_for(cmd.filter)
+        headers["filter"] = cmd.filter
+    elif cmd.sow_keys:
+        headers["sow_keys"] = cmd.sow_keys
+    elif cmd.body:
+        key = topic.key_for(topic.decode_body(cmd.body), cmd.sow_key)  # bad sow key before journalling
+        if entitle.delete_filter(client, topic_name) is not None:
+            headers["sow_keys"] = key  # narrowed to the admitted record below
+    else:
+        raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
+    if "sow_keys" in headers:
+        grant = entitle.delete_filter(client, topic_name)
+        if grant is not None:  # the records the write filter refuses stay: not in the delete
+            headers["sow_keys"] = _admitted(topic, topic_name, headers["sow_keys"], grant)
+    if sow_service.refusing(topic_name):  # its disk is full
+        acks_refused(client, cmd, cmd.seq, reasons.TX_STORE_FAILURE, broker.txlog)
+        return
+    txlog = broker.txlog
+    position = 0
+    at = None  # when the deletion happened: the time it was logged, else now
+    if txlog is not None and txlog.recorded(topic_name):
+        logged = txlog.append_command(client, cmd, RecordKind.SOW_DELETE, headers)
+        position, at = logged.position, logged.timestamp / 1_000_000
+    broker.turn.request()  # the SOW commits at the end of this turn
+    if "filter" in headers:  # in steps when it matches many records
+        def steps() -> Generator[None, None, Any]:
+            deleting = topic.delete_steps(filt, position=position, now=at)
+            reported = 0
+            while True:
+                try:
+                    deleted = next(deleting)
+                except StopIteration as stop:
+                    result = stop.value
+                    if reported < result.records_deleted:  # deleted at once
+                        removed(broker, topic_name, result.records, reasons.OOF_DELETED)
+                    return result
+                if deleted:
+                    reported += len(deleted)
+                    removed(broker, topic_name, deleted, reasons.OOF_DELETED)
+                    broker.turn.request()
+                yield
+
+        drive(broker, client, cmd, steps(), lambda result: _delete_acks(
+            client, cmd, {"records_deleted": result.records_deleted, "matches": result.matches,
+                          "topic_matches": result.topic_matches}, broker, position),
+              complete=True)
+        return
+    if "sow_keys" in headers:
+        result = topic.delete_by_keys(headers["sow_keys"], position=position, now=at)
+    else:
+        result = topic.delete_by_data(cmd.body, sow_key=cmd.sow_key, position=position, now=at)
+    removed(broker, topic_name, result.records, reasons.OOF_DELETED)
+    _delete_acks(client, cmd, {"records_deleted": result.records_deleted,
+                               "matches": result.matches, "topic_matches": result.topic_matches},
+                 broker, position)
+
+
+def _delete_across(broker: Broker, client: Client, cmd: Command, topics: list[Topic]) -> None:
+    """A ``sow_delete`` whose topic is a regex: the delete applies to each SOW topic it
+    matches that the user may write, under that topic's write filter (AMPS checks them topic
+    by topic, and the transaction log keeps one delete per topic with the filter or keys it
+    applied). One set of acks counts them all. Deletes by filter run in steps, as on one
+    topic; each topic's delete is journalled, and its snapshot taken, when the command is
+    read."""
+    sow_service = broker.sow
+    assert sow_service is not None  # (the caller found the topics there)
+    if cmd.filter:
+        compile_filter_for(cmd.filter)  # a bad filter is refused before anything is deleted
+    elif not cmd.sow_keys and not cmd.body:
+        raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
+    plans: list[tuple[Topic, dict[str, str]]] = []
+    for topic in topics:
+        name = topic.spec.name
+        grant = entitle.topic_delete_grant(client, name)
+        if grant is None:
+            continue  # not writable by this user: left as it is
+        headers: dict[str, str] = {}
+        if cmd.filter:
+            headers["filter"] = grant.combined_filter(cmd.filter) or cmd.filter
+        else:
+            keys = cmd.sow_keys or topic.key_for(topic.decode_body(cmd.body), cmd.sow_key)
+            headers["sow_keys"] = keys if grant.filter_text is None \
+                else _admitted(topic, name, keys, grant)
+        plans.append((topic, headers))
+    if any(sow_service.refusing(topic.spec.name) for topic, _ in plans):  # a disk is full
+        acks_refused(client, cmd, cmd.seq, reasons.TX_STORE_FAILURE, broker.txlog)
+        return
+    txlog = broker.txlog
+    position = 0
+    deleting: list[tuple[str, Generator[list[Any], None, Any] | None, Any]] = []
+    for topic, headers in plans:
+        name = topic.spec.name
+        pos, at = 0, None
+        if txlog is not None and txlog.recorded(name):
+            logged = txlog.append(name, b"", RecordKind.SOW_DELETE,
+                                  client_name=client.client_name or "", client_seq=cmd.seq,
+                                  correlation_id=cmd.correlation_id,
+                                  headers={**headers, "o": cmd.options} if cmd.options else headers)
+            pos, at = logged.position, logged.timestamp / 1_000_000
+            position = pos
+        if "sow_keys" in headers:
+            result = topic.delete_by_keys(headers["sow_keys"], position=pos, now=at)
+            removed(broker, name, result.records, reasons.OOF_DELETED)
+            deleting.append((name, None, result))
+            continue
+        steps = topic.delete_steps(compile_filter_for(headers["filter"]), position=pos, now=at)
+        try:
+            first = next(steps)  # the snapshot: now, in the journal's order
+        except StopIteration as stop:  # deleted at once: reported below, with the others
+            removed(broker, name, stop.value.records, reasons.OOF_DELETED)
+            deleting.append((name, None, stop.value))
+            continue
+        if first:
+            removed(broker, name, first, reasons.OOF_DELETED)
+        deleting.append((name, steps, len(first)))
+    broker.turn.request()  # the SOW commits at the end of this turn
+
+    def rest() -> Generator[None, None, dict[str, int]]:
+        counts = {"records_deleted": 0, "matches": 0, "topic_matches": 0}
+        for name, running, state in deleting:
+            result = state
+            if running is not None:
+                reported = state
+                while True:
+                    try:
+                        part = next(running)
+                    except StopIteration as stop:
+                        result = stop.value
+                        break
+                    if part:
+                        reported += len(part)
+                        removed(broker, name, part, reasons.OOF_DELETED)
+                        broker.turn.request()
+                    yield
+                if reported < result.records_deleted:  # the rest went at once
+                    removed(broker, name, result.records, reasons.OOF_DELETED)
+            counts["records_deleted"] += result.records_deleted
+            counts["matches"] += result.matches
+            counts["topic_matches"] += result.topic_matches
+        return counts
+
+    drive(broker, client, cmd, rest(),
+          lambda counts: _delete_acks(client, cmd, counts, broker, position), complete=True)
+
+
+def _admitted(topic: Topic, topic_name: str, sow_keys: str, grant: TopicGrant) -> str:
+    """The keys of ``sow_keys`` naming a record the write grant's filter admits (AMPS checks
+    each record a delete would remove), as the ``sow_keys`` the delete then journals."""
+    name = display_name(topic_name)
+    kept: list[str] = []
+    for skey in parse_sow_keys(sow_keys):
+        rec = topic.get(skey)
+        if rec is None:
+            continue  # nothing to delete
+        ctx = MessageContext(topic=name, bookmark=rec.bookmark or None, sow_key=skey)
+        if grant.admits(rec.doc_by(topic.decode_body), ctx):
+            kept.append(skey)
+    return ",".join(kept)
+
+
+def _delete_acks(client: Client, cmd: Command, counts: dict[str, int],
+                 broker: Broker | None = None, position: int = 0) -> None:
+    if "processed" in cmd.acks:
+        client.ack(cmd, "processed")
+    if "persisted" in cmd.acks and cmd.seq is not None:
+        txlog = broker.txlog if broker is not None else None
+        if txlog is not None:
+            txlog.wait_persisted(client, cmd.seq, position or None)
+        else:
+            client.note_persisted(cmd.seq)
+    acks_final(client, cmd, processed=False, **counts)

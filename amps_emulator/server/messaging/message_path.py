@@ -1,0 +1,282 @@
+"""The message path: the one way a message gets into the server, and records out of a SOW.
+
+:func:`publish_message` is everything a publish does, for clients (``commands.publish``) and
+for actions alike: journal it, store it in its SOW topic (:func:`store_publish`), fan it out,
+and tell the listeners. :func:`delete_records` and :func:`removed` are the other direction:
+records leave a SOW topic (a ``sow_delete``, an action, an expiry) and the subscriptions and
+the listeners hear of it.
+
+A keyed publish to a SOW topic that nobody reads (no subscription to the topic, no listener)
+takes the short way: the topic stores it with ``Topic.upsert_run`` and no :class:`Message`
+is built (:func:`_deliver`); whatever reads a message (a subscriber, a view, a queue, an
+action) or needs more than the record (a delta_publish, an expiration, a History, another
+message type) takes the general way, :func:`store_publish`.
+
+The listeners are the consumers of the path that are not subscriptions: the views and
+conflated topics, the queues, the actions. Each satisfies :class:`server.ports.PublishListener`
+and the root registers it on the broker (:func:`register`), as nats' ``stream.setupStore``
+registers the callbacks its store declared; this module never names them. The broker keeps
+them in a tuple: with none registered the path costs one truth test of an empty tuple.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from amps_emulator.journal import JournalRecord, RecordKind
+from amps_emulator.journal.identity import origin_timestamp
+from amps_emulator.journal.record import bookmark_strs
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.bodies import decode_json
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import TYPE_SEP
+from amps_emulator.server.core.message import UNDECODED, Message
+from amps_emulator.server.delivery.fanout import fan_out, send_oof
+from amps_emulator.server.messaging.registration import compile_filter_for
+from amps_emulator.sow.query import DeleteResult
+from amps_emulator.sow.recovery import apply_record
+
+if TYPE_CHECKING:
+    from amps_emulator.server.core.ports import PublishListener, Turn
+    from amps_emulator.server.messaging.broker import Broker
+    from amps_emulator.sow import Record, Topic
+
+_PUBLISH = int(RecordKind.PUBLISH)
+_DELTA = int(RecordKind.DELTA_PUBLISH)
+
+
+# -- the listeners -------------------------------------------------------------------------
+
+def register(broker: Broker, listener: PublishListener) -> None:
+    """``listener`` hears of every publish and removal from now on, after those registered
+    before it."""
+    broker.listeners = (*broker.listeners, listener)
+
+
+def replace(broker: Broker, old: PublishListener, new: PublishListener) -> None:
+    """``new`` takes ``old``'s place (and turn) among the listeners (a reset rebuilds the views)."""
+    broker.listeners = tuple(new if lst is old else lst for lst in broker.listeners)
+
+
+def check_writable(broker: Broker, topic: str) -> None:
+    """Raise ``CommandError`` when a listener owns ``topic`` (a view's own SOW topic)."""
+    for listener in broker.listeners:
+        listener.check_writable(topic)
+
+
+# -- in ------------------------------------------------------------------------------------
+
+def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False,
+                    client_name: str = "", client_seq: int | None = None,
+                    correlation_id: str | None = None, sow_key: str | None = None,
+                    expiration: int | None = None,
+                    headers: dict[str, str] | None = None) -> int | None:
+    """Everything a publish does, for clients and for actions alike: journal it (when the
+    topic is recorded), store it in its SOW topic, fan it out, then tell the listeners (the
+    views over the topic, the queues over it, the on-publish actions). Returns the journal
+    position (None: not recorded). Raises ``bad sow key`` before anything happened."""
+    sow = broker.sow
+    sow_topic = sow.get(topic) if sow is not None else None
+    doc = UNDECODED
+    key = None
+    if sow_topic is not None:
+        doc = decode_json(body) if TYPE_SEP not in topic else broker.bodies.decode(body, topic)
+        key = sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front
+    txlog = broker.txlog
+    rec = None
+    if txlog is not None and txlog.recorded(topic):
+        rec = txlog.append(topic, body, _DELTA if delta else _PUBLISH, client_name=client_name,
+                           client_seq=client_seq, correlation_id=correlation_id,
+                           sow_key=sow_key, expiration=expiration, headers=headers)
+    _deliver(broker, topic, body, delta, rec, client_name, correlation_id, sow_key, expiration,
+             sow_topic, doc, key)
+    return rec.position if rec is not None else None
+
+
+def publish_plain(broker: Broker, topic: str, deliver: bool, client_name: str,
+                  bodies: list[bytes], client_seqs: list[int] | None,
+                  sow_topic: Topic | None = None,
+                  keyed: list[tuple[object, str]] | None = None) -> list[JournalRecord] | None:
+    """:func:`publish_message` for a run of plain publishes of one client to one topic
+    (:mod:`server.publish_run` decided so): journalled with one call when the topic is
+    recorded, then stored, fanned out and told to the listeners one by one when ``deliver``
+    (a SOW topic, ``sow_topic``, with each body's (document, SowKey) in ``keyed``; or
+    anything subscribing to or listening on the topic), else only counted. Returns their
+    journal records (None: not recorded). Raises :class:`RunRefused`, with nothing done, when
+    the log cannot take a run now: the caller publishes them one by one."""
+    txlog = broker.txlog
+    recs = None
+    if txlog is not None and txlog.recorded(topic):
+        recs = txlog.append_publishes(topic, client_name, bodies, client_seqs)
+        if recs is None:
+            raise RunRefused
+    if not deliver:
+        broker.stats["published"] += len(bodies)
+    elif keyed is None:
+        for i, body in enumerate(bodies):
+            _deliver(broker, topic, body, False, None if recs is None else recs[i], client_name,
+                     None, None, None, None, UNDECODED, None)
+    elif sow_topic is not None and _unread(broker, sow_topic, topic):
+        _upsert_unread(broker, sow_topic, bodies, keyed, recs)  # _deliver's short way, per run
+    else:
+        for i, body in enumerate(bodies):
+            doc, key = keyed[i]
+            _deliver(broker, topic, body, False, None if recs is None else recs[i], client_name,
+                     None, None, None, sow_topic, doc, key)
+    return recs
+
+
+def _unread(broker: Broker, sow_topic: Topic, topic: str) -> bool:
+    """Whether a keyed publish to ``sow_topic`` can take the short way: nobody reads it (no
+    subscription, no listener) and the topic stores plain upserts."""
+    return sow_topic.plain_upserts and not broker.listeners and not broker.router.match(topic)
+
+
+def _upsert_unread(broker: Broker, sow_topic: Topic, bodies: list[bytes],
+                   keyed: list[tuple[object, str]], recs: list[JournalRecord] | None,
+                   since: float | None = None) -> None:
+    """Store keyed publishes that nobody reads (:func:`_unread`: true for a whole run, which
+    nothing can subscribe in the middle of) with ``Topic.upsert_run``. ``since``: the
+    instant their lifetime counts from (None: now)."""
+    broker.turn.request()  # the SOW commits at the end of this turn
+    n = len(bodies)
+    if recs is not None:
+        sow_topic.upsert_run(keyed, bodies, bookmark_strs(recs),
+                             [r.position for r in recs],
+                             [r.timestamp / 1_000_000 for r in recs], since)
+    else:
+        now = int(broker.wallclock() * 1_000_000) / 1_000_000
+        sow_topic.upsert_run(keyed, bodies, [""] * n, [0] * n, [now] * n, since)
+    broker.stats["published"] += n
+
+
+class RunRefused(Exception):
+    """The transaction log cannot take a run of publishes now (it refuses writes, or a write
+    failed and is not yet reported): nothing was done; publish them one by one, which reports
+    the failure as a single publish does."""
+
+
+def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
+    """A record an upstream instance replicated, already in the journal with its original
+    bookmark and time (``Journal.append_replicated``): applied like a local publish, delta
+    publish or sow_delete (SOW, subscribers, listeners), acking no client. The record's
+    topic is (type, name): its key."""
+    sow = broker.sow
+    topic = rec.key
+    sow_topic = sow.get(topic) if sow is not None else None
+    if rec.kind == RecordKind.SOW_DELETE:
+        if sow_topic is not None:
+            broker.turn.request()
+            result = apply_record(sow_topic, rec)
+            if isinstance(result, DeleteResult):
+                removed(broker, topic, result.records, reasons.OOF_DELETED)
+        return
+    doc = UNDECODED
+    key = None
+    if sow_topic is not None:
+        doc = broker.bodies.decode(rec.body, topic)
+        key = sow_topic.key_for(doc, rec.sow_key)
+    # its expiration counts from when it was first logged, at its origin (not reset on arrival)
+    _deliver(broker, topic, rec.body, rec.kind == _DELTA, rec, rec.client_name,
+             rec.correlation_id, rec.sow_key, rec.expiration, sow_topic, doc, key,
+             origin_timestamp(rec) / 1_000_000)
+
+
+def _deliver(broker: Broker, topic: str, body: bytes, delta: bool, rec: JournalRecord | None,
+             client_name: str, correlation_id: str | None, sow_key: str | None,
+             expiration: int | None, sow_topic: Topic | None, doc: object, key: str | None,
+             since: float | None = None) -> None:
+    """Store a (journalled) message in its SOW topic, fan it out, tell the listeners.
+    ``since``: the instant its SOW lifetime counts from (None: now)."""
+    listeners = broker.listeners
+    if sow_topic is not None and key is not None and expiration is None and not delta \
+            and _unread(broker, sow_topic, topic):
+        # the keyed upsert nobody reads (no subscriber, no listener): stored, no Message
+        _upsert_unread(broker, sow_topic, [body], [(doc, key)], None if rec is None else [rec],
+                       since)
+        return
+    if sow_topic is not None or broker.router.match(topic) or (
+            listeners and _covered(listeners, topic)):
+        # positional: (topic, body, bookmark, correlation_id, sow_key, expiration,
+        # client_name, doc)
+        msg = Message(topic, body, rec.bookmark_str if rec is not None else None,
+                      correlation_id, sow_key, expiration, client_name, doc)
+        # one message, one time: the live ``ts``, the SOW record's and the replay's agree
+        stamp = msg.timestamp = rec.timestamp if rec is not None \
+            else int(broker.wallclock() * 1_000_000)
+        if sow_topic is not None:
+            store_publish(broker.turn, sow_topic, msg, delta,
+                          rec.position if rec is not None else 0, key, stamp / 1_000_000, since)
+        fan_out(broker, msg)
+        for listener in listeners:
+            listener.message_published(msg, rec)
+    else:
+        broker.stats["published"] += 1
+
+
+def _covered(listeners: tuple[PublishListener, ...], topic: str) -> bool:
+    return any(listener.covers(topic) for listener in listeners)
+
+
+def store_publish(turn: Turn, topic: Topic, msg: Message, delta: bool,
+                  position: int, key: str | None = None, stamp: float | None = None,
+                  since: float | None = None) -> None:
+    """Upsert (or merge, for delta_publish) a published message into its SOW topic and
+    prepare ``msg`` for the fan-out: the stored body, its SowKey, the record it replaced (for
+    OOF ``match``) and, for delta subscribers, what changed. ``stamp``: the time the
+    transaction log recorded the message (the record's timestamp; default now). Client
+    publishes, actions and views (``views.DerivedTopics.store``) all store through it; it
+    needs only the turn (the SOW commits at its end). ``since``: the instant the record's
+    lifetime (its expiration) counts from; None: now (a replicated record: its origin's time)."""
+    doc = msg.doc if msg.doc is not UNDECODED else topic.decode_body(msg.body)
+    turn.request()  # the SOW commits at the end of this turn
+    if delta or key is None:
+        fn = topic.delta_publish if delta else topic.publish
+        result = fn(msg.body, sow_key=msg.sow_key, expiration=msg.expiration,
+                    bookmark=msg.bookmark or "", position=position, doc=doc, key=key,
+                    timestamp=stamp, now=since)
+    else:  # the common upsert: publish() with the body decoded and the key known
+        result = topic.upsert(key, msg.body, doc, msg.expiration, msg.bookmark or "", position,
+                              since, stamp)
+    rec = result.record
+    msg.sow_key = rec.sow_key
+    msg.body = rec.data
+    msg.doc = rec.doc
+    codec = topic.codec
+    if codec is None:
+        msg.set_previous(result.previous)  # decoded only if a subscriber reads it
+    else:  # another type: its records are read by its codec, and deltas written by it
+        prev = result.previous
+        msg.previous_doc = None if prev is None else topic.decode_body(prev.data)
+        msg.encode = codec.encode
+    msg.key_fields = topic.delta_keys  # the delta is computed only if a delta subscriber asks
+
+
+# -- out -----------------------------------------------------------------------------------
+
+def removed(broker: Broker, topic: str, records: list[Record], reason: str) -> None:
+    """``records`` left the SOW topic ``topic`` (``reason``: deleted, expired): out-of-focus
+    messages to the subscriptions that had them, then the listeners."""
+    send_oof(broker, topic, records, reason)
+    for listener in broker.listeners:
+        listener.records_removed(topic, records, reason)
+
+
+def delete_records(broker: Broker, topic_name: str, filter_text: str) -> int:
+    """``sow_delete`` by filter on behalf of the server itself (actions, an operator's reset);
+    returns the count."""
+    sow = broker.sow
+    topic = sow.get(topic_name) if sow is not None else None
+    if topic is None:
+        raise CommandError(reasons.INVALID_TOPIC, f"{topic_name!r} is not a SOW topic")
+    filt = compile_filter_for(filter_text)
+    position = 0
+    txlog = broker.txlog
+    if txlog is not None and txlog.recorded(topic_name):
+        position = txlog.append(topic_name, b"", RecordKind.SOW_DELETE,
+                                client_name=broker.instance_name,
+                                headers={"filter": filter_text}).position
+    broker.turn.request()
+    result = topic.delete_by_filter(filt, position=position)
+    removed(broker, topic_name, result.records, reasons.OOF_DELETED)
+    return result.records_deleted

@@ -1,0 +1,551 @@
+"""One client connection: the IO shell between a socket and the command handlers.
+
+The asyncio protocol turns socket facts into calls: bytes are fed to the sans-IO
+:class:`protocol.FrameDecoder`, each complete frame becomes a :class:`protocol.Command` and is
+handed to the server's dispatch table. Outbound frames are queued per connection and
+written once per event-loop turn by the server (after anything that must be durable first),
+so a burst of deliveries costs one ``write`` call.
+
+Outbound memory is bounded: when the bytes queued here plus the transport's own buffer exceed
+the transport's limit, the client is disconnected as a slow consumer and its buffers are
+dropped (the nats-server ``queueOutbound`` rule). All connections together share a memory
+budget for buffered frames (``ConnectionHost.check_memory``), and a connection that does not
+log on within ``ConnectionHost.logon_timeout`` is closed. A filter too long to compile in a few
+milliseconds compiles in a worker thread while the connection is busy (``_compile_aside``).
+
+A long SOW query runs in steps so that the event loop keeps serving everyone else
+(:mod:`server.sow_commands`). For the client that sent it, it still looks like one command
+processed in order: while it runs the connection is *busy* (frames that arrive are stashed
+and dispatched when it ends; reading pauses if the stash grows past :data:`STASH_LIMIT`) and
+its other output (deliveries to its subscriptions, above all) is *held* and written after the
+query's own frames, exactly where a query done in one step would have put it. Heartbeats and
+the conflated persisted ack, which have no place in that order, are not held.
+
+Fairness: a connection handles at most :data:`FRAMES_PER_PASS` frames per event-loop pass.
+A read that carries more (a publisher streaming faster than the server can go: the loop
+reads up to megabytes from its socket at once) keeps the rest in a backlog, pauses reading
+and goes on in the next pass, after the end of the turn (the journal write, the group sync's
+start, the persisted acks it released) and the other connections' input. Without this, one
+saturating publisher made every other client wait for hundreds of milliseconds, and the
+persisted acks of everyone waited with them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+import struct
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from amps_emulator.protocol import reasons
+from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, frame, parse_command
+from amps_emulator.protocol.codec import ack as encode_ack
+from amps_emulator.protocol.command import Command
+from amps_emulator.protocol.filter import compile_filter
+from amps_emulator.protocol.filter.compiler import MAX_TEXT as MAX_FILTER_TEXT
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import display_name
+from amps_emulator.server.core.heartbeat import Beat, Heartbeat
+from amps_emulator.server.core.ports import ConnectionHost, ListenerInfo
+
+if TYPE_CHECKING:
+    from amps_emulator.auth import Session
+    from amps_emulator.server.core.router import Subscription
+
+log = logging.getLogger("amps_emulator.connection")
+
+_HEARTBEAT_FRAME = frame({"c": "heartbeat"})
+WRITE_HIGH_WATER = 1 << 20  # journal replays pause above this many unsent bytes
+STASH_LIMIT = 4 << 20  # bytes of frames stashed while busy before reading pauses
+BUDGET_STEP = 256 << 10  # a connection's buffers growing by this much re-check the budget
+INLINE_FILTER = 2048  # longer filter texts compile off the event loop (~20 us a character)
+_LINGER_RESET = struct.pack("ii", 1, 0)
+
+
+def _precompile(text: str) -> None:
+    try:
+        compile_filter(text)  # fills the compile cache, errors included
+    except Exception:
+        pass  # reported when the command runs
+
+
+def _reset_on_close(transport: asyncio.BaseTransport) -> None:
+    """Make the close send a reset: a dropped slow consumer gets no stale half-backlog."""
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+        except OSError:
+            pass
+
+
+#: frames one connection handles per event-loop pass before yielding (see the module docstring):
+#: about a millisecond or two of publishes
+FRAMES_PER_PASS = 256
+
+
+class Counters(NamedTuple):
+    """A connection's monitoring counters at one moment (:meth:`Connection.counters`)."""
+
+    bytes_in: int
+    bytes_out: int
+    messages_in: int
+    messages_out: int
+    queue_depth_out: int  # frames queued for this turn's write
+    queued_bytes_out: int
+
+
+class Connection(asyncio.Protocol):
+    def __init__(self, host: ConnectionHost, listener: ListenerInfo) -> None:
+        self.host = host
+        self._turn = host.turn  # where this connection's output waits for the end of the turn
+        self._timebase = host.timebase
+        self.listener = listener
+        self.decoder = FrameDecoder(listener.max_frame)
+        self.out_limit = listener.out_limit
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.conn_id = 0
+        self.client_name: str | None = None
+        self.user_id: str | None = None
+        self.logged_on = False
+        #: the logon's type (``mt``), else the transport's, else json (set by the logon)
+        self.message_type = "json"
+        self.session: Session | None = None  # the accepted logon, when security is configured
+        self.closed = False
+        self.subs: dict[str, Subscription] = {}
+        self.heartbeat = Heartbeat()
+        self._hb_timer: asyncio.TimerHandle | None = None
+        self._out: list[bytes] = []
+        self._out_bytes = 0
+        self.persisted_seq: int | None = None  # highest publish seq to ack as persisted
+        self.writing_paused = False
+        # a command in progress over several loop steps (see the module docstring)
+        self.busy = False
+        self._stash: list[bytes] = []
+        self._stash_bytes = 0
+        self._reading_paused = False
+        # frames past this pass's FRAMES_PER_PASS, handled in the next pass (reading paused)
+        self._backlog: list[bytes] = []
+        self._backlog_bytes = 0
+        self._backlog_paused = False
+        self._held: list[bytes] | None = None
+        self._held_bytes = 0
+        self._direct = False
+        # the query whose group_begin went out and whose group_end has not, with its query
+        # id (begin_group / end_group): its failure closes the group first (fail)
+        self._open_group: tuple[Command, str] | None = None
+        # monitoring counters (read by server.stats; cheap integer adds on the message path)
+        self.bytes_in = 0
+        self.bytes_out = 0
+        self.messages_in = 0
+        self.messages_out = 0
+        self.denied_reads = 0  # commands refused by entitlement (server.entitle)
+        self.denied_writes = 0
+        self.connect_time = 0.0  # set by the server when the connection opens
+        self.client_version: str | None = None
+        self.correlation_id: str | None = None
+        self._ready_filter: str | None = None  # a long filter compiled aside (_compile_aside)
+        self._logon_timer: asyncio.TimerHandle | None = None
+        self._in_mark = BUDGET_STEP  # buffered bytes at which the memory budget is checked
+        self._out_mark = BUDGET_STEP
+
+    # -- asyncio.Protocol -------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.host.opened(self)
+        timeout = self.host.logon_timeout
+        if timeout:
+            self._logon_timer = self.host.loop.call_later(timeout, self._logon_expired)
+
+    def _logon_expired(self) -> None:
+        self._logon_timer = None
+        if not self.logged_on:
+            self.close(f"no logon within {self.host.logon_timeout:g}s", abort=True)
+
+    def counters(self) -> Counters:
+        """The monitoring counters, read-only (for :mod:`server.stats`)."""
+        return Counters(self.bytes_in, self.bytes_out, self.messages_in, self.messages_out,
+                        len(self._out), self._out_bytes)
+
+    def buffered_bytes(self) -> int:
+        """Memory this connection holds in frames: a partial inbound frame, stashed frames,
+        and output not yet taken by the kernel."""
+        wbuf = self.transport.get_write_buffer_size() if self.transport is not None else 0
+        return (self.decoder.buffered + self._stash_bytes + self._backlog_bytes + self._out_bytes
+                + self._held_bytes + wbuf)
+
+    def data_received(self, data: bytes) -> None:
+        if self.closed:
+            return
+        try:
+            payloads = self.decoder.feed(data)
+        except ProtocolError as exc:
+            self.close(f"{reasons.DISCONNECT_PROTOCOL}: {exc}")
+            return
+        self.bytes_in += len(data)
+        if self.decoder.buffered > self._in_mark:  # a large frame is arriving
+            self._in_mark = self.decoder.buffered + BUDGET_STEP
+            if not self.host.check_memory() and self.closed:
+                return
+        elif self._in_mark > BUDGET_STEP and self.decoder.buffered < BUDGET_STEP:
+            self._in_mark = BUDGET_STEP
+        self.received(payloads)
+
+    def received(self, payloads: list[bytes]) -> None:
+        """Bytes arrived (a heartbeat's worth of liveness) carrying these complete command
+        payloads; the entry point for every framing (TCP here, :mod:`server.websocket`)."""
+        if self.closed:
+            return
+        if self.heartbeat.active:
+            self.heartbeat.received(self._timebase.monotonic())
+        self.messages_in += len(payloads)
+        if self._backlog:  # behind frames that arrived earlier
+            self._backlog.extend(payloads)
+            self._backlog_bytes += sum(map(len, payloads))
+            return
+        self._run(payloads)
+
+    def _run(self, payloads: list[bytes]) -> None:
+        if len(payloads) > FRAMES_PER_PASS:
+            self._defer(payloads[FRAMES_PER_PASS:])
+            payloads = payloads[:FRAMES_PER_PASS]
+        dispatch = self.host.dispatch
+        # plain publishes go in runs (server.publish_run) once logged on, without a security
+        # session (entitlements are checked command by command)
+        runs = self.host.publish_runs if self.logged_on and self.session is None else None
+        i = 0
+        n = len(payloads)
+        while i < n:
+            if self.closed:
+                return
+            if self.busy:
+                self._stash_frames(payloads[i:])
+                return
+            if runs is not None:
+                j = runs(self, payloads, i)
+                if j > i:
+                    i = j
+                    continue
+            payload = payloads[i]
+            i += 1
+            try:
+                cmd = parse_command(payload)
+            except ProtocolError as exc:
+                self.close(f"{reasons.DISCONNECT_PROTOCOL}: {exc}")
+                return
+            except CommandError as exc:
+                self._reject_unparsed(exc)
+                continue
+            text = cmd.filter
+            if text is not None and INLINE_FILTER < len(text) <= MAX_FILTER_TEXT \
+                    and text != self._ready_filter:
+                self._compile_aside(text, payloads[i - 1:])
+                return
+            dispatch(self, cmd)
+            if runs is None and self.logged_on and self.session is None:
+                runs = self.host.publish_runs  # (this command was the logon)
+
+    def _defer(self, payloads: list[bytes]) -> None:
+        """Keep ``payloads`` (the frames past this pass's budget) for the next pass; read
+        nothing more until they are handled."""
+        first = not self._backlog
+        self._backlog = payloads + self._backlog  # (ahead of any that arrived meanwhile)
+        self._backlog_bytes += sum(map(len, payloads))
+        if first:
+            self._turn.after(self._next_pass)
+        if not self._backlog_paused and self.transport is not None:
+            self._backlog_paused = True
+            self.transport.pause_reading()
+
+    def _next_pass(self) -> None:
+        """Handle the backlog's next :data:`FRAMES_PER_PASS` frames (scheduling another pass
+        for the rest); read again once it is empty."""
+        backlog = self._backlog
+        self._backlog = []
+        self._backlog_bytes = 0
+        if self.closed:
+            return
+        self._run(backlog)
+        if not self._backlog and self._backlog_paused and not self.closed:
+            self._backlog_paused = False
+            if not self._reading_paused and self.transport is not None:
+                self.transport.resume_reading()
+
+    def _compile_aside(self, text: str, payloads: list[bytes]) -> None:
+        """A long filter compiles in the server's worker thread (seconds for thousands of
+        clauses) instead of on the event loop that serves every client; meanwhile this
+        connection is busy, and its command runs when the compiled filter is cached."""
+        self.begin_busy()
+        self._stash_frames(payloads)
+        fut = self.host.loop.run_in_executor(self.host.filter_pool(), _precompile, text)
+
+        def compiled(_fut: Any) -> None:
+            if self.closed:
+                return
+            self._ready_filter = text  # cached now (or its error): dispatch it inline
+            self.end_busy()
+
+        fut.add_done_callback(compiled)
+
+    # -- a command over several loop steps -----------------------------------------------
+    def _stash_frames(self, payloads: list[bytes]) -> None:
+        self._stash.extend(payloads)
+        self._stash_bytes += sum(map(len, payloads))
+        if self._stash_bytes > STASH_LIMIT and not self._reading_paused and self.transport:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    def begin_busy(self) -> None:
+        """A command continues in later loop steps: stash what arrives, hold other output."""
+        self.busy = True
+        self._held = []
+        self._held_bytes = 0
+
+    def end_busy(self) -> None:
+        """The command is done: write the held output, then dispatch the stashed frames."""
+        self.busy = False
+        held, self._held = self._held, None
+        self._held_bytes = 0
+        for data in held or ():
+            self.send(data)
+        stash, self._stash = self._stash, []
+        self._stash_bytes = 0
+        if stash:
+            self._run(stash)
+        if not self.busy and self._reading_paused and not self.closed and self.transport:
+            self._reading_paused = False
+            if not self._backlog_paused:  # (else the backlog's last pass resumes reading)
+                self.transport.resume_reading()
+
+    def send_direct(self, data: bytes) -> None:
+        """Output of the command in progress itself: not held back."""
+        self._direct = True
+        try:
+            self.send(data)
+        finally:
+            self._direct = False
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        self.host.writable(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._cancel_hb_timer()
+        if self._logon_timer is not None:
+            self._logon_timer.cancel()
+            self._logon_timer = None
+        self._drop_buffers()
+        self.host.closed(self)
+
+    def _drop_buffers(self) -> None:
+        if self.decoder.buffered:
+            self.decoder = FrameDecoder(self.listener.max_frame)  # a partial frame's memory
+        self._out.clear()
+        self._out_bytes = 0
+        self._held = None
+        self._held_bytes = 0
+        self._stash = []
+        self._stash_bytes = 0
+        self._backlog = []
+        self._backlog_bytes = 0
+
+    # -- output -----------------------------------------------------------------------
+    def send(self, data: bytes) -> None:
+        """Queue one encoded frame for this turn's write (or hold it, see ``begin_busy``)."""
+        if self.closed:
+            return
+        self.messages_out += 1
+        held = self._held is not None and not self._direct
+        if held:
+            self._held.append(data)  # type: ignore[union-attr]
+            self._held_bytes += len(data)
+        else:
+            self._out.append(data)
+            self._out_bytes += len(data)
+        pending = (self._out_bytes + self._held_bytes
+                   + self.transport.get_write_buffer_size())  # type: ignore[union-attr]
+        if pending > self.out_limit:
+            self.close(
+                f"{reasons.DISCONNECT_SLOW_CLIENT}: more than {self.out_limit} bytes pending",
+                abort=True,
+            )
+            return
+        if pending > self._out_mark:
+            self._out_mark = pending + BUDGET_STEP
+            if not self.host.check_memory() and self.closed:
+                return
+        elif self._out_mark > BUDGET_STEP and pending < BUDGET_STEP:
+            self._out_mark = BUDGET_STEP
+        if not held and len(self._out) == 1:
+            self._turn.dirty(self)
+
+    def flush_output(self) -> None:
+        """Write everything queued this turn (called by the server once per turn)."""
+        if self.closed:
+            return
+        if self.persisted_seq is not None:
+            self._out.append(encode_ack(None, "persisted", s=self.persisted_seq))
+            self.persisted_seq = None
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        self._out_bytes = 0
+        data = out[0] if len(out) == 1 else b"".join(out)
+        self.bytes_out += len(data)
+        self.transport.write(data)  # type: ignore[union-attr]
+        if self.heartbeat.active:
+            self.heartbeat.sent(self._timebase.monotonic())
+
+    def note_persisted(self, seq: int) -> None:
+        """Record that publishes up to ``seq`` are persisted; one conflated ack per turn."""
+        if self.persisted_seq is None or seq > self.persisted_seq:
+            self.persisted_seq = seq
+        if not self._out:
+            self._turn.dirty(self)
+
+    def quiet(self) -> bool:
+        """Nothing is queued for this turn's write (see ``TxLog._between_turns``)."""
+        return not self._out
+
+    def emit_persisted(self) -> None:
+        """Queue the conflated persisted ack covering every publish seq accepted so far."""
+        seq = self.persisted_seq
+        if seq is None:
+            return
+        self.persisted_seq = None
+        self.send(encode_ack(None, "persisted", s=seq))
+
+    def persisted_failure(self, seq: int, reason: str) -> None:
+        """A publish could not be persisted: the client's failed-write handler gets ``reason``."""
+        self.send(encode_ack(None, "persisted", "failure", reason, s=seq))
+
+    def ack(self, cmd: Command, ack_type: str, status: str = "success",
+            reason: str | None = None, **extra: Any) -> None:
+        """Send one ack for ``cmd`` echoing its cid, sub_id and query_id."""
+        if cmd.sub_id is not None and "sub_id" not in extra:
+            extra["sub_id"] = cmd.sub_id
+        if cmd.query_id is not None and "query_id" not in extra:
+            extra["query_id"] = cmd.query_id
+        self.send(encode_ack(cmd.cid, ack_type, status, reason, **extra))
+
+    def begin_group(self, cmd: Command, qid: str) -> None:
+        """The results of the query ``cmd`` begin: ``group_begin``. Until :meth:`end_group`,
+        a failure of ``cmd`` ends the group before it is reported (:meth:`fail`)."""
+        self._open_group = (cmd, qid)
+        self.send(frame({"c": "group_begin", "t": display_name(cmd.topic), "query_id": qid}))
+
+    def end_group(self, cmd: Command, qid: str) -> None:
+        """The results of the query ``cmd`` are all sent: ``group_end``."""
+        if self._open_group is not None and self._open_group[0] is cmd:
+            self._open_group = None
+        self.send(frame({"c": "group_end", "t": display_name(cmd.topic), "query_id": qid}))
+
+    def fail(self, cmd: Command, reason: str) -> None:
+        """Failure ack on the ``processed`` ack (or the first one requested).
+
+        A query that fails once its ``group_begin`` is out has had its ``processed`` ack
+        (success): its ``group_end`` goes out, then the failure on the acks that end the
+        query, ``completed`` and ``stats`` (the official client's query stream ends on
+        ``group_end`` plus the ack it waits for, and a ``completed`` ack before
+        ``group_end`` would drop the route). Without either, the failure goes on
+        ``processed`` as for any command."""
+        acks = cmd.acks
+        group = self._open_group
+        if group is not None and group[0] is cmd:
+            self.end_group(cmd, group[1])
+            ending = [a for a in ("completed", "stats") if a in acks]
+            if ending:
+                for final in ending:
+                    self.ack(cmd, final, "failure", reason)
+                return
+        if not acks:
+            log.info("%s: %s failed (%s); no ack requested", self.describe(), cmd.command, reason)
+            return
+        ack_type = "processed" if "processed" in acks else sorted(acks)[0]
+        self.ack(cmd, ack_type, "failure", reason)
+
+    def refuse_logon(self, cmd: Command, reason: str, why: str) -> None:
+        """A refused logon: the failure ack (if one was asked for) goes out now, then the
+        connection closes (what AMPS does on an authentication failure)."""
+        self._stash = []
+        self._stash_bytes = 0
+        self._held = None
+        self._held_bytes = 0
+        self.busy = False
+        self.fail(cmd, reason)
+        self.flush_output()
+        self.close(f"logon refused ({reason}): {why}")
+
+    def _reject_unparsed(self, exc: CommandError) -> None:
+        log.warning("%s: bad command: %s", self.describe(), exc)
+        bad = exc.command
+        if isinstance(bad, Command) and bad.ack_type:
+            self.fail(bad, exc.reason)
+        elif exc.cid is not None:
+            self.send(encode_ack(exc.cid, "processed", "failure", exc.reason))
+
+    # -- heartbeats --------------------------------------------------------------------
+    def start_heartbeat(self, interval: float) -> None:
+        self.heartbeat.start(interval, self._timebase.monotonic())
+        self._arm_hb_timer()
+
+    def stop_heartbeat(self) -> None:
+        self.heartbeat.stop()
+        self._cancel_hb_timer()
+
+    def _arm_hb_timer(self) -> None:
+        self._cancel_hb_timer()
+        deadline = self.heartbeat.next_deadline()
+        if deadline is None or self.closed:
+            return
+        delay = max(0.0, deadline - self._timebase.monotonic())
+        self._hb_timer = self._timebase.call_later(delay + 0.001, self._hb_tick)
+
+    def _cancel_hb_timer(self) -> None:
+        if self._hb_timer is not None:
+            self._hb_timer.cancel()
+            self._hb_timer = None
+
+    def _hb_tick(self) -> None:
+        self._hb_timer = None
+        action = self.heartbeat.poll(self._timebase.monotonic())
+        if action is Beat.TIMEOUT:
+            silent = self.heartbeat.silent_for(self._timebase.monotonic())
+            self.close(f"{reasons.DISCONNECT_HEARTBEAT}: nothing received for {silent:.3g}s "
+                       f"(heartbeat interval {self.heartbeat.interval or 0:g}s)")
+            return
+        if action is Beat.SEND:
+            self.send_direct(_HEARTBEAT_FRAME)  # not held back by a query in progress
+            self.heartbeat.sent(self._timebase.monotonic())
+        self._arm_hb_timer()
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def describe(self) -> str:
+        return f"client {self.client_name or '(no logon)'} [{self.peer}]"
+
+    def close(self, why: str, abort: bool = False) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        log.warning("disconnecting %s: %s", self.describe(), why)
+        self._cancel_hb_timer()
+        if self._logon_timer is not None:
+            self._logon_timer.cancel()
+            self._logon_timer = None
+        self._drop_buffers()
+        if self.transport is not None:
+            if abort:
+                _reset_on_close(self.transport)
+                self.transport.abort()
+            else:
+                self.transport.close()

@@ -1,0 +1,526 @@
+"""Command line: ``amps-emulator [CONFIG.xml]``, like AMPS's ``ampServer CONFIG.xml``.
+
+Runs in the foreground. Prints one readiness line once every transport accepts
+connections::
+
+    ready: tcp://127.0.0.1:9007/amps/json
+
+(several transports: their URIs separated by spaces), so scripts can wait for it; then
+(with an admin interface) ``admin: http://...``, and last, in AMPS's log line format, the
+line harnesses written for AMPS wait for::
+
+    2024-05-02T10:11:12.3456780+02:00 [4711] info: 00-0015 AMPS initialization completed (0 seconds).
+
+SIGTERM and SIGINT shut the server down cleanly.
+
+ampServer's habits: ``-DNAME=VALUE`` defines ``${NAME}`` for the config (over the
+environment), ``--version`` and ``--dump-config`` print and exit, ``--server-version``
+chooses the AMPS version the server announces. ``--seed FILE`` and ``--init-dir DIR``
+publish seed data before the ready line (:mod:`server.seed`).
+
+Every common setting can also come from an environment variable (:data:`ENVIRONMENT`), which
+is how containers and CI jobs set them; an option on the command line wins over the variable,
+and both win over the config file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from amps_emulator.server.core.version import SERVER_VERSION as DEFAULT_SERVER_VERSION
+
+if TYPE_CHECKING:
+    from amps_emulator.server.ops.seed import SeedMessage
+
+log = logging.getLogger("amps_emulator")
+
+#: environment variable -> the option it stands for (README: "Environment variables")
+ENVIRONMENT = {
+    "AMPS_EMULATOR_CONFIG": "config",
+    "AMPS_EMULATOR_LISTEN": "listen",
+    "AMPS_EMULATOR_DATA_DIR": "data_dir",
+    "AMPS_EMULATOR_LOG_LEVEL": "log_level",
+    "AMPS_EMULATOR_DURABILITY": "durability",
+    "AMPS_EMULATOR_MEMORY": "memory",
+    "AMPS_EMULATOR_SERVER_VERSION": "server_version",
+    "AMPS_EMULATOR_INIT_DIR": "init_dir",
+}
+DEFAULT_DATA_DIR = "./amps-data"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+DURABILITIES = ("group", "strict", "memory")
+#: seconds a thread that wants the interpreter lock waits for a busy one (``main``)
+SWITCH_INTERVAL = 0.001
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
+_VERSION_RE = re.compile(r"\d+(\.\d+){3}")
+_DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="amps-emulator",
+        description="AMPS-compatible message server emulator. Reads an AMPS XML config file.",
+    )
+    p.add_argument("config", nargs="?", help="AMPS configuration file (default: built-in)")
+    p.add_argument("-D", dest="defines", action="append", default=[], metavar="NAME=VALUE",
+                   help="define ${NAME} for the configuration file, as ampServer does (wins "
+                        "over an environment variable of that name; repeatable)")
+    p.add_argument("--version", action="store_true",
+                   help="print the emulator's version and the AMPS version it announces, and exit")
+    p.add_argument("--dump-config", action="store_true",
+                   help="print the effective configuration (includes spliced, ${VARIABLES} and "
+                        "-D defines substituted) as XML, and exit")
+    p.add_argument("--server-version", metavar="X.Y.Z.W",
+                   help="the AMPS version to announce in logon acks, the Admin tree and "
+                        "${AMPS_VERSION} (default " + DEFAULT_SERVER_VERSION + ")")
+    p.add_argument("--seed", action="append", default=[], metavar="FILE",
+                   help="publish the JSON lines of FILE ({\"topic\": ..., \"data\": ...}) "
+                        "before the ready line (repeatable)")
+    p.add_argument("--init-dir", metavar="DIR",
+                   help="a container init directory: its *.jsonl seed files (name order) are "
+                        "published before the ready line, its one *.xml is the configuration "
+                        "when none is given")
+    p.add_argument("--sample-config", action="store_true",
+                   help="print a commented sample AMPS configuration and exit")
+    p.add_argument("--verify-config", metavar="FILE",
+                   help="check a configuration file, list every error, exit non-zero if any")
+    p.add_argument("--data-dir",
+                   help=f"data directory of the built-in default config (default {DEFAULT_DATA_DIR})")
+    p.add_argument("--listen", metavar="HOST:PORT",
+                   help="override the first transport's address (port 0 picks a free port; "
+                        "the ready line shows it)")
+    p.add_argument("--durability", choices=DURABILITIES,
+                   help="override TransactionLog/Durability: what a persisted ack promises")
+    p.add_argument("--memory", action="store_true", default=None,
+                   help="write no files at all: transaction log, SOW and queue state in memory "
+                        "(nothing survives the process; for throwaway test runs)")
+    p.add_argument("--keep-readable-journal", action="store_true",
+                   help="start even if the transaction log is damaged in the middle, keeping "
+                        "every readable record (the damaged file is kept as *.corrupt)")
+    p.add_argument("--admin", metavar="HOST:PORT",
+                   help="serve the Admin HTTP interface (monitoring, /emulator/..., the web "
+                        "console) here, whatever the config's <Admin> says (port 0: a free "
+                        "port, printed as 'admin: http://...' after the ready line)")
+    p.add_argument("--test-clock", action="store_true",
+                   help="run on a clock that stands still until advanced through "
+                        "POST /emulator/clock/advance?seconds=N (leases, expiration, "
+                        "heartbeats and History follow it); needs an admin interface")
+    p.add_argument("--strict-recovery", action="store_true",
+                   help="refuse to start when stored data is found missing (the oldest journal "
+                        "segment, or the SOW file of a topic the transaction log cannot "
+                        "rebuild) instead of warning and starting without it")
+    p.add_argument("--logon-timeout", type=float, default=None, metavar="SECONDS",
+                   help="disconnect a connection that has not logged on after this long "
+                        "(default 30; 0: never)")
+    p.add_argument("--memory-budget", default=None, metavar="SIZE",
+                   help="bytes all connections together may hold in buffered frames before "
+                        "the largest holders are disconnected as slow consumers "
+                        "(default 256MB)")
+    p.add_argument("--log-level", choices=LOG_LEVELS,
+                   help="also log to stderr at this level (default: INFO when the config has no "
+                        "<Logging> targets; the built-in config's stderr target is replaced)")
+    return p
+
+
+def apply_environment(args: argparse.Namespace, environ: Mapping[str, str]) -> argparse.Namespace:
+    """Fill every option not given on the command line from its :data:`ENVIRONMENT` variable,
+    then the defaults. A bad value is a usage error naming the variable."""
+    for var, dest in ENVIRONMENT.items():
+        value = environ.get(var)
+        if value is None or getattr(args, dest) is not None:
+            continue
+        if dest == "server_version" and not _VERSION_RE.fullmatch(value):
+            raise SystemExit(f"amps-emulator: {var}={value!r}: want a version X.Y.Z.W")
+        if dest == "memory":
+            if value.strip().lower() not in _TRUE + _FALSE:
+                raise SystemExit(f"amps-emulator: {var}={value!r}: want 1 or 0")
+            args.memory = value.strip().lower() in _TRUE
+            continue
+        if dest == "log_level":
+            value = value.upper()
+        choices = {"log_level": LOG_LEVELS, "durability": DURABILITIES}.get(dest)
+        if choices is not None and value not in choices:
+            raise SystemExit(f"amps-emulator: {var}={value!r}: want one of {', '.join(choices)}")
+        setattr(args, dest, value or None)
+    args.data_dir = args.data_dir or DEFAULT_DATA_DIR
+    args.server_version = args.server_version or DEFAULT_SERVER_VERSION
+    args.log_level = args.log_level or "INFO"
+    args.memory = bool(args.memory)
+    return args
+
+
+def parse_defines(defines: Sequence[str]) -> dict[str, str]:
+    """``-DNAME=VALUE`` words as a mapping (a later NAME wins); a malformed one is a usage
+    error."""
+    out: dict[str, str] = {}
+    for word in defines:
+        name, eq, value = word.partition("=")
+        if not eq or not _DEFINE_NAME.fullmatch(name):
+            raise SystemExit(f"amps-emulator: -D{word}: want -DNAME=VALUE "
+                             "(NAME: letters, digits, '_' and '.')")
+        out[name] = value
+    return out
+
+
+def config_environment(defines: Mapping[str, str],
+                       environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What ``${NAME}`` in the configuration reads: the environment with the defines on top."""
+    return {**(os.environ if environ is None else environ), **defines}
+
+
+def load(path: str | None, data_dir: str = DEFAULT_DATA_DIR, listen: str | None = None,
+         durability: str | None = None, *, env: Mapping[str, str] | None = None,
+         server_version: str = DEFAULT_SERVER_VERSION) -> Any:
+    from amps_emulator.config import default_config, load_config
+
+    cfg = default_config(data_dir=data_dir) if path is None else load_config(
+        path, env=env, amps_version=server_version)
+    if listen:
+        cfg = with_listen_address(cfg, listen)
+    if durability:
+        cfg = with_durability(cfg, durability)
+    return cfg
+
+
+def _replace(obj: Any, **changes: Any) -> Any:
+    import dataclasses
+
+    import msgspec
+
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.replace(obj, **changes)
+    return msgspec.structs.replace(obj, **changes)
+
+
+def with_listen_address(cfg: Any, listen: str) -> Any:
+    """``cfg`` with its first transport bound to ``listen`` (``HOST:PORT`` or ``PORT``)."""
+    from amps_emulator.config.values import parse_inet_addr
+
+    try:
+        host, port = parse_inet_addr(listen)
+    except ValueError as exc:
+        raise SystemExit(f"amps-emulator: --listen wants HOST:PORT: {exc}") from None
+    if not cfg.transports:
+        raise SystemExit("amps-emulator: --listen given but the config has no transport")
+    first = cfg.transports[0]
+    changes: dict[str, Any] = {"port": port}
+    if host is not None:
+        changes["host"] = host
+    return _replace(cfg, transports=(_replace(first, **changes), *cfg.transports[1:]))
+
+
+def with_durability(cfg: Any, durability: str) -> Any:
+    """``cfg`` with ``TransactionLog/Durability`` set (no effect without a transaction log)."""
+    if cfg.transaction_log is None:
+        log.warning("durability %s has no effect: the config has no TransactionLog", durability)
+        return cfg
+    return _replace(cfg, transaction_log=_replace(cfg.transaction_log, durability=durability))
+
+
+async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None = None,
+              sockets: Any = None, keep_readable_journal: bool = False,
+              admin: str | None = None, test_clock: bool = False,
+              memory: bool = False, strict_recovery: bool = False,
+              seed: Sequence[SeedMessage] = (), server_version: str = DEFAULT_SERVER_VERSION,
+              initialized: Callable[[], None] | None = None, **limits: Any) -> None:
+    """Start a server on ``config`` and serve until ``shutdown`` is set (``limits``:
+    ``logon_timeout``, ``memory_budget`` for :class:`server.app.Server`). ``server_version``
+    is the AMPS version logon acks and the Admin tree report. ``seed`` is
+    published once the server has started, before ``ready`` is told the URIs;
+    ``initialized`` is called last, once the admin interface (if any) serves too."""
+    from amps_emulator import accel
+    from amps_emulator.server.app import Server
+    from amps_emulator.server.core.clock import TestClock
+    from amps_emulator.server.ops.admin import start_admin
+    from amps_emulator.server.ops.seed import apply_seed
+
+    server = Server(config, keep_readable_journal=keep_readable_journal, admin=admin,
+                    timebase=TestClock() if test_clock else None, memory=memory,
+                    strict_recovery=strict_recovery, server_version=server_version,
+                    **{k: v for k, v in limits.items() if v is not None})
+    shutdown = shutdown or asyncio.Event()
+    server.on_shutdown_request = shutdown.set  # an amps-action-do-shutdown
+    uris = await server.start(sockets=sockets)
+    log.info("publish hot path: %s", accel.DESCRIPTION)
+    try:
+        apply_seed(server.broker, seed)
+        admin_server = await start_admin(server)
+    except BaseException:
+        await server.stop()
+        raise
+    switches = _signal_handlers(server)
+    if ready is not None:
+        ready(uris)
+        if admin_server is not None:
+            print(f"admin: {admin_server.uri}", flush=True)
+    if initialized is not None:
+        initialized()
+    try:
+        await shutdown.wait()
+    finally:
+        for sig in switches:
+            asyncio.get_running_loop().remove_signal_handler(sig)
+        await server.stop()
+
+
+def _signal_handlers(server: Any) -> list[int]:
+    """AMPS's default signal actions: SIGUSR1 disables authentication and entitlement, SIGUSR2
+    enables them (when the config has security blocks), and the ``amps-action-on-signal``
+    actions naming either run (only in the main thread)."""
+    loop = asyncio.get_running_loop()
+    installed: list[int] = []
+    secured = server.broker.security is not None
+    for name, enabled in (("SIGUSR1", False), ("SIGUSR2", True)):
+        sig = getattr(signal, name, None)
+        if sig is None or not (secured or server.actions.wants_signal(name)):
+            continue
+
+        def on_signal(name: str = name, enabled: bool = enabled) -> None:
+            if secured:
+                server.switch_security(enabled)
+            server.actions.signal(name)
+
+        try:
+            loop.add_signal_handler(sig, on_signal)
+        except (NotImplementedError, RuntimeError, ValueError):
+            continue
+        installed.append(sig)
+    return installed
+
+
+def _install_event_loop_policy() -> None:
+    try:
+        import uvloop
+    except ImportError:  # uvloop is optional where the platform lacks it
+        return
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
+def emulator_version() -> str:
+    """The installed emulator's version (its distribution's metadata)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("amps-emulator")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
+def version_text(server_version: str) -> str:
+    """What ``--version`` prints."""
+    return (f"amps-emulator {emulator_version()}\n"
+            f"AMPS version announced: {server_version}\n")
+
+
+def initialization_line(started: float, now: float | None = None) -> str:
+    """AMPS's ``00-0015`` line, in its log line format, for a start that began at
+    ``started`` (``time.monotonic()``)."""
+    from amps_emulator.server.services.log_targets import amps_line
+
+    elapsed = int(time.monotonic() - started)
+    return amps_line(time.time() if now is None else now, threading.get_native_id(), "info",
+                     "00-0015", f"AMPS initialization completed ({elapsed} seconds).")
+
+
+def override_notes(args: argparse.Namespace) -> list[str]:
+    """The command-line (or environment) overrides a dumped config does not show itself."""
+    # written into XML comments, where "--" may not appear: options are named without it
+    notes = []
+    if args.listen:
+        notes.append(f"override listen (AMPS_EMULATOR_LISTEN): the first transport listens on "
+                     f"{args.listen}")
+    if args.durability:
+        notes.append(f"override durability (AMPS_EMULATOR_DURABILITY): TransactionLog/Durability "
+                     f"is {args.durability}")
+    if args.memory:
+        notes.append("override memory (AMPS_EMULATOR_MEMORY): no files are written")
+    return notes
+
+
+def dump_config(args: argparse.Namespace, env: Mapping[str, str]) -> str:
+    """``--dump-config``: the effective configuration as XML."""
+    from amps_emulator.config import default_config
+    from amps_emulator.config.dump import dump_config_file, dump_config_object
+
+    if args.config is None:
+        return dump_config_object(default_config(data_dir=args.data_dir), override_notes(args))
+    return dump_config_file(args.config, env=env, amps_version=args.server_version,
+                            notes=override_notes(args))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    begun = time.monotonic()
+    # the group-commit worker, back from fdatasync, waits for the interpreter lock while the
+    # loop is busy: at most this long (the default is 5 ms, added to every persisted ack
+    # under load)
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    args = apply_environment(_parser().parse_args(argv), os.environ)
+    if not _VERSION_RE.fullmatch(args.server_version):
+        print(f"amps-emulator: --server-version {args.server_version!r}: want a version X.Y.Z.W",
+              file=sys.stderr)
+        return 2
+    if args.version:
+        sys.stdout.write(version_text(args.server_version))
+        return 0
+    env = config_environment(parse_defines(args.defines))
+    logging.basicConfig(
+        level=getattr(logging, args.log_level or "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    from amps_emulator.config import ConfigError
+    from amps_emulator.server.ops.seed import SeedError, read_seeds, scan_init_dir
+    from amps_emulator.server.ops.verify import run_sample_config, run_verify_config
+
+    if args.sample_config:
+        return run_sample_config()
+    if args.verify_config:
+        return run_verify_config(args.verify_config)
+    seed_files = list(args.seed)
+    if args.init_dir:
+        try:
+            init = scan_init_dir(args.init_dir)
+        except SeedError as exc:
+            print(f"amps-emulator: {exc}", file=sys.stderr)
+            return 1
+        for name in init.ignored:
+            log.warning("init directory %s: %s is neither *.jsonl nor *.xml; ignored",
+                        init.path, name)
+        if init.config is not None:
+            if args.config is None:
+                args.config = init.config
+            else:
+                log.warning("init directory %s: %s ignored: the configuration %s was given",
+                            init.path, os.path.basename(init.config), args.config)
+        seed_files = init.seeds + seed_files
+    if args.dump_config:
+        try:
+            sys.stdout.write(dump_config(args, env))
+        except ConfigError as exc:
+            print(str(exc), file=sys.stderr)
+            return 1
+        return 0
+    try:
+        config = load(args.config, args.data_dir, args.listen, args.durability, env=env,
+                      server_version=args.server_version)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"{args.config}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
+    targets = getattr(config, "logging", ())
+    if args.log_level and args.config is None:
+        targets = ()  # --log-level replaces the built-in config's stderr target
+    if targets:
+        from amps_emulator.server.services import log_targets as logtargets
+
+        try:  # the configured targets are the event log, as in AMPS; --log-level adds stderr
+            logtargets.install(targets, console_level=getattr(logging, args.log_level)
+                               if args.log_level else None)
+        except OSError as exc:
+            print(f"amps-emulator: cannot open a <Logging> target: {exc}", file=sys.stderr)
+            return 1
+    if args.test_clock and args.admin is None and getattr(config, "admin", None) is None:
+        print("amps-emulator: --test-clock needs an admin interface to advance it "
+              "(--admin HOST:PORT or <Admin> in the config)", file=sys.stderr)
+        return 1
+    for w in getattr(config, "warnings", ()):
+        log.warning("config: %s", w)
+    try:
+        seed = read_seeds(seed_files, config)
+    except SeedError as exc:
+        print(f"amps-emulator: seed: {exc}", file=sys.stderr)
+        return 1
+
+    budget = None
+    if args.memory_budget is not None:
+        from amps_emulator.config.units import parse_size
+
+        try:
+            budget = parse_size(args.memory_budget)
+        except ValueError as exc:
+            print(f"amps-emulator: --memory-budget: {exc}", file=sys.stderr)
+            return 1
+    _install_event_loop_policy()
+
+    async def _amain() -> None:
+        shutdown = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                loop.add_signal_handler(sig, shutdown.set)
+            except (NotImplementedError, RuntimeError):
+                pass
+
+        def ready(uris: list[str]) -> None:
+            started.append(True)
+            # what start-up built (config, grammars, compiled filters, modules) lives as long
+            # as the process: out of the collector's sight, so a full collection under load
+            # walks only what the traffic made (one took 30-80 ms on the issue 19 bench,
+            # stalling every persisted ack behind it)
+            gc.collect()
+            gc.freeze()
+            print("ready: " + " ".join(uris), flush=True)
+
+        def initialized() -> None:
+            print(initialization_line(begun), flush=True)
+
+        await run(config, ready=ready, shutdown=shutdown,
+                  keep_readable_journal=args.keep_readable_journal, admin=args.admin,
+                  test_clock=args.test_clock, memory=args.memory,
+                  strict_recovery=args.strict_recovery, seed=seed, initialized=initialized,
+                  server_version=args.server_version,
+                  logon_timeout=args.logon_timeout, memory_budget=budget)
+
+    from amps_emulator.journal import JournalCorruptError, JournalError
+    from amps_emulator.sow import SowDamagedError
+
+    started: list[bool] = []
+
+    try:
+        asyncio.run(_amain())
+    except ConfigError as exc:  # a config rule only the engines check (e.g. queue limits)
+        print(str(exc), file=sys.stderr)
+        return 1
+    except JournalError as exc:
+        print(f"amps-emulator: cannot open the transaction log: {exc}", file=sys.stderr)
+        if isinstance(exc, JournalCorruptError):
+            print("amps-emulator: to start anyway with every readable record, pass "
+                  "--keep-readable-journal", file=sys.stderr)
+        return 1
+    except SowDamagedError as exc:
+        print(f"amps-emulator: cannot open the SOW: {exc}", file=sys.stderr)
+        return 1
+    except SeedError as exc:  # a message the publish path refused
+        print(f"amps-emulator: seed: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"amps-emulator: cannot start: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # never a traceback for a configuration: one located line
+        from amps_emulator.server.ops.preflight import startup_failure
+
+        if started:  # not a start-up problem: a bug while serving, logged in full
+            log.exception("the server stopped on an internal error")
+            return 1
+        log.debug("start-up failed", exc_info=True)
+        for issue in startup_failure(exc, config):
+            print(str(issue), file=sys.stderr)
+        return 1
+    log.info("shut down cleanly")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

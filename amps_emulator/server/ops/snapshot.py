@@ -1,0 +1,258 @@
+"""Snapshot and restore of the whole state, for ``/emulator/snapshot``.
+
+A snapshot is a tar archive (gzip on request) of the files that hold the state: the
+transaction log's directory (journal segments, their summaries, the queues' low-water
+checkpoint ``queues.ack``) under ``journal/``, and each persistent SOW topic's LMDB
+environment (``data.mdb``) under ``sow/<n>/``, with ``manifest.json`` naming the topics each
+environment holds. It is taken on the event loop between two turns, after the SOW commit and
+the journal's flush and sync, so no command is half applied in it.
+
+Restore disconnects every client (as a reset does), closes the log, the SOW and the queues,
+puts the archive's files in place of theirs and opens them again through the start-up
+recovery: the SOW catches up with (transient topics are rebuilt from) the restored journal,
+the queues replay it from their checkpoint. The listeners stay as they are.
+
+What cannot be reproduced from files is refused with :class:`SnapshotRefused` (a 409): the
+``--memory`` mode, and transient SOW topics that hold records the transaction log does not
+record (nothing could rebuild them).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import tarfile
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol
+
+from amps_emulator.protocol.topics import qualify
+
+if TYPE_CHECKING:
+    from amps_emulator.server.core.turn import Turn
+    from amps_emulator.server.messaging.broker import Broker
+    from amps_emulator.server.net.connection import Connection
+    from amps_emulator.server.services.queue_service import QueueService
+    from amps_emulator.server.services.sow_service import SowService
+    from amps_emulator.server.services.txlog import TxLog
+    from amps_emulator.server.services.views import DerivedTopics
+
+FORMAT = 1
+REASON = "state restored from a snapshot by the emulator's admin interface"
+_SOW_FILES = ("data.mdb",)  # lock.mdb is per process: LMDB makes a new one
+
+
+class Server(Protocol):
+    """What a snapshot reads and replaces of the server (``server.app.Server``)."""
+
+    config: Any
+    instance_name: str
+    connections: set[Connection]
+    turn: Turn
+    broker: Broker
+    derived: DerivedTopics | None
+    wallclock: Callable[[], float]
+
+    @property
+    def memory(self) -> bool: ...
+    @property
+    def txlog(self) -> TxLog | None: ...
+    @property
+    def sow_service(self) -> SowService | None: ...
+    @property
+    def queue_service(self) -> QueueService | None: ...
+    @property
+    def client_seqs(self) -> dict[str, int]: ...
+    def closed(self, client: Any) -> None: ...
+    def replace_derived(self, derived: DerivedTopics) -> None: ...
+
+
+class SnapshotRefused(Exception):
+    """The state cannot be archived or restored faithfully (HTTP 409)."""
+
+
+class BadSnapshot(ValueError):
+    """The archive is not a snapshot this server can take (HTTP 400)."""
+
+
+def _disconnect(server: Server, conns: Iterable[Connection]) -> int:
+    n = 0
+    for conn in sorted(conns, key=lambda c: c.conn_id):
+        conn.flush_output()
+        conn.close(REASON)
+        server.closed(conn)  # its state goes now, before the files are replaced
+        n += 1
+    return n
+
+
+def _check_memory(server: Server) -> None:
+    if server.memory:
+        raise SnapshotRefused(
+            "the server runs with --memory: its state lives in memory stores and no file "
+            "holds it, so it cannot be archived or restored faithfully; run it with a data "
+            "directory")
+
+
+def _check_files(server: Server) -> None:
+    """Everything the state holds is in files (or rebuilt from them at start-up)."""
+    _check_memory(server)
+    svc, tx = server.sow_service, server.txlog
+    if svc is None:
+        return
+    for name, topic in svc.sow.topics.items():
+        if svc.sow.store_path(name) is None and (tx is None or not tx.recorded(name)) \
+                and topic.count() and not _derived(server, name):
+            raise SnapshotRefused(
+                f"SOW topic {name!r} is transient and not recorded by the transaction log: "
+                f"its {topic.count()} records are in memory only and could not be restored")
+
+
+def _derived(server: Server, name: str) -> bool:
+    """A view's or a conflated topic's own SOW: rebuilt from its underlying topics."""
+    return any(qualify(v.name, v.message_type) == name
+               for v in (*server.config.views, *server.config.conflated_topics))
+
+
+async def take(server: Server, gzip: bool = False) -> bytes:
+    """The archive of the state now (see the module docstring)."""
+    _check_files(server)
+    tx, svc = server.txlog, server.sow_service
+    if svc is not None:
+        svc.commit()
+    if tx is not None and tx.is_open:
+        tx.end_turn()  # this turn's records written
+        await tx.idle()
+        tx.sync_now()
+    # from here to the end nothing yields: no turn runs while the files are read
+    buf = io.BytesIO()
+    manifest: dict = {"format": FORMAT, "instance": server.instance_name, "journal": False,
+                      "sow": []}
+    with tarfile.open(fileobj=buf, mode="w:gz" if gzip else "w") as tar:
+        if tx is not None:
+            d = tx.cfg.journal_directory
+            manifest["journal"] = True
+            for name in sorted(os.listdir(d)):
+                path = os.path.join(d, name)
+                if os.path.isfile(path) and not name.endswith(".tmp"):
+                    tar.add(path, f"journal/{name}")
+        if svc is not None:
+            for i, (d, st) in enumerate(sorted(svc.sow.stores.items())):
+                st.sync()
+                manifest["sow"].append({"dir": f"sow/{i}", "topics": sorted(st.topics)})
+                for name in _SOW_FILES:
+                    path = os.path.join(d, name)
+                    if os.path.isfile(path):
+                        tar.add(path, f"sow/{i}/{name}")
+        data = json.dumps(manifest, indent=1).encode()
+        info = tarfile.TarInfo("manifest.json")
+        info.size = len(data)
+        info.mtime = int(server.wallclock())
+        tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _read(archive: bytes) -> tuple[dict, dict[str, bytes]]:
+    try:
+        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
+            files: dict[str, bytes] = {}
+            for member in tar.getmembers():
+                if not member.isfile():
+                    continue
+                parts = member.name.split("/")
+                if ".." in parts or member.name.startswith("/"):
+                    raise BadSnapshot(f"archive member {member.name!r} leaves the archive")
+                f = tar.extractfile(member)
+                if f is not None:
+                    files[member.name] = f.read()
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise BadSnapshot(f"not a tar archive: {exc}") from None
+    if "manifest.json" not in files:
+        raise BadSnapshot("no manifest.json: not an emulator snapshot")
+    try:
+        manifest = json.loads(files["manifest.json"])
+    except ValueError as exc:
+        raise BadSnapshot(f"manifest.json: {exc}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise BadSnapshot(f"manifest.json: not snapshot format {FORMAT}")
+    return manifest, files
+
+
+def _plan_sow(server: Server, manifest: dict) -> dict[str, str]:
+    """Archive directory -> the environment directory it replaces (matched by topics)."""
+    svc = server.sow_service
+    stores = {d: set(st.topics) for d, st in svc.sow.stores.items()} if svc is not None else {}
+    plan: dict[str, str] = {}
+    for entry in manifest.get("sow", []):
+        topics = set(entry.get("topics", []))
+        target = next((d for d, names in stores.items() if names & topics), None)
+        if target is None:
+            raise BadSnapshot(f"the snapshot holds SOW topic(s) {', '.join(sorted(topics))}, "
+                              "which this server's configuration does not store")
+        plan[str(entry["dir"])] = target
+    return plan
+
+
+async def restore(server: Server, archive: bytes) -> dict:
+    """Replace the state with the archive's (see the module docstring)."""
+    _check_memory(server)
+    manifest, files = _read(archive)
+    tx, svc, queues = server.txlog, server.sow_service, server.queue_service
+    if manifest.get("journal") and tx is None:
+        raise BadSnapshot("the snapshot holds a transaction log; this server has none")
+    plan = _plan_sow(server, manifest)
+    n = _disconnect(server, list(server.connections))
+    server.client_seqs.clear()
+    # close what holds files, in the order the server stops (the log's timers keep running)
+    if queues is not None:
+        queues.close()
+    if server.derived is not None:
+        server.derived.close()
+    if svc is not None:
+        svc.close()
+    if tx is not None and tx.is_open:
+        await tx.idle()
+    # the archive's files in place of theirs, the log opened again from them
+    if svc is not None:
+        for d in set(plan.values()) | set(svc.sow.stores):
+            if os.path.isdir(d):
+                shutil.rmtree(d)
+            listing = d.rstrip(os.sep) + ".topics"  # a store the snapshot does not hold
+            if d not in plan.values() and os.path.isfile(listing):  # starts empty, as on a
+                os.remove(listing)  # reset (not as a lost file)
+        for src, d in plan.items():
+            _write_files(files, src + "/", d)
+    if tx is not None:
+        tx.reopen_empty(fill=lambda d: _write_files(files, "journal/", d))
+    if svc is not None:
+        svc.reopen()
+    if server.derived is not None:
+        from amps_emulator.server.services.views import DerivedTopics
+
+        derived = DerivedTopics(server.broker, server.config)
+        derived.start()
+        server.replace_derived(derived)
+    if queues is not None:  # each queue replays the restored journal from its checkpoint
+        for q in queues.queues.values():
+            q.subs.clear()
+        queues._cache.clear()
+        queues._ckpt_pending = None
+        queues._ckpt_written = {}
+        queues.recover()
+    server.turn.request()
+    return {"restored": True, "clients_disconnected": n,
+            "journal_last_position": tx.journal.last_position if tx is not None and tx.is_open
+            else None,
+            "sow": {name: t.count() for name, t in svc.sow.topics.items()} if svc else {},
+            "queues": {name: q.engine.depth for name, q in queues.queues.items()}
+            if queues is not None else {}}
+
+
+def _write_files(files: dict[str, bytes], prefix: str, directory: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    for name, data in files.items():
+        if name.startswith(prefix) and "/" not in name[len(prefix):]:
+            with open(os.path.join(directory, name[len(prefix):]), "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())

@@ -1,0 +1,698 @@
+"""The replication links over asyncio: the listener on the ``amps-replication`` transport and
+one connector per active ``Replication/Destination`` (one with an InetAddr).
+
+Both drive the sans-IO halves of :mod:`.link` and :mod:`.wire`:
+
+* connector: connect to the Destination's InetAddr list in order, send this instance's
+  :class:`~.wire.Hello` (with the Destination's AckConflationInterval), read the peer's (or
+  its ``repl_refuse``), check it, then start a :class:`~.link.Sender` at what the peer lacks
+  (resync). A failed, lost, refused or ``cut`` link is retried after the Destination's
+  ReconnectTimeout, measured on the server clock.
+* listener: read the first frame; anything but an emulator's hello gets one log line and a
+  close. A hello that asks for a bootstrap is served and closed. Otherwise answer with this
+  instance's hello; a passive Destination (no InetAddr) that names the peer replicates over
+  this connection.
+
+Either way the connection then runs in both directions (:meth:`ReplicationService._run_link`):
+a sender writes records as they become durable here, and the peer's ``repl_ack`` moves it
+and the sync gate (:class:`~.gate.AckGate`); records the peer sends go to a
+:class:`~.link.Receiver` whose :class:`~.link.ApplyPort` is ``publish.apply_replicated``,
+acknowledged once durable here and acknowledged by this instance's sync destinations that
+forward them, at most once per the peer's AckConflationInterval; a ``repl_qreq`` (a
+replicated queue's transfer request) goes either way and is answered by the queues here.
+
+The journal tells the links of new and newly durable records through :meth:`notify`, which
+the server calls at the end of every turn and after every group sync.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import ssl
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Literal, Protocol
+
+import msgspec
+
+from amps_emulator.config.model import Config, Destination, ReplicationAddress
+from amps_emulator.config.tls import server_context
+from amps_emulator.config.values import is_regex
+from amps_emulator.journal import Journal, JournalRecord
+from amps_emulator.protocol.codec import ProtocolError, split_frame
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.replication.bootstrap import needs_bootstrap
+from amps_emulator.replication.bootstrap_link import fill_then_start, serve_bootstrap
+from amps_emulator.replication.gate import AckGate, DestinationState, describe_destination
+from amps_emulator.replication.link import Receiver, Selection, Sender, ack_position
+from amps_emulator.replication.stream import read_frame, send
+from amps_emulator.replication.wire import (
+    Hello,
+    LinkRefused,
+    NotAnEmulator,
+    Route,
+    RouteTopic,
+    TopicFacts,
+    check_peer,
+    classify_first_frame,
+    fact_key,
+    refuse_frame,
+    transfer_request,
+    transfer_request_frame,
+)
+
+if TYPE_CHECKING:
+    from amps_emulator.server.core.clock import SystemClock, TestClock
+    from amps_emulator.server.core.ports import ReplicationControl
+    from amps_emulator.server.messaging.broker import Broker
+
+log = logging.getLogger("amps_emulator.replication")
+
+#: the replication action triggers (``amps-action-on-...``), fired through ``on_event``
+ON_CONNECT = "amps-action-on-connect-replication"
+ON_DISCONNECT = "amps-action-on-disconnect-replication"
+ON_CONNECT_INCOMING = "amps-action-on-connect-incoming-replication"
+ON_DISCONNECT_INCOMING = "amps-action-on-disconnect-incoming-replication"
+ON_RESYNC_COMPLETE = "amps-action-on-replication-resync-complete"
+ON_DOWNGRADE = "amps-action-on-downgrade-replication"
+ON_UPGRADE = "amps-action-on-upgrade-replication"
+
+
+def _no_event(module: str, variables: dict[str, str]) -> None:
+    """The default ``on_event``: no actions engine listens."""
+
+
+class QueueTransferPort(Protocol):
+    """The replicated queues of this instance, as the links see them: a peer asks for messages
+    this instance owns (``repl_qreq``)."""
+
+    def transfer_requested(self, queue: str, bookmarks: list[str], requester: str) -> None: ...
+
+
+class ReplicationService:
+    """Every replication link of one instance."""
+
+    def __init__(self, config: Config, broker: Broker, journal: Callable[[], Journal],
+                 timebase: SystemClock | TestClock, *, apply: Callable[[JournalRecord], None],
+                 on_event: Callable[[str, dict[str, str]], None] = _no_event) -> None:
+        self.config = config
+        self.broker = broker
+        self.journal = journal
+        self.timebase = timebase
+        #: the message path for a replicated record (``publish.apply_replicated``)
+        self.apply = apply
+        self.name = config.name
+        self.group = config.group_name
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.wakeups: set[asyncio.Event] = set()
+        self.stopping = False
+        #: destination name -> the connected peer's instance name (for the Admin and tests)
+        self.connected: dict[str, str] = {}
+        #: destination name -> its sender while connected (what it sent: ``messages_out``)
+        self.senders: dict[str, Sender] = {}
+        #: upstream instance name -> the receiver of its link while connected
+        self.receivers: dict[str, Receiver] = {}
+        #: destination name -> the last upstream position it acknowledged (kept while it is away)
+        self.acked: dict[str, int] = {}
+        self.listen_port: int | None = None
+        #: the replication action triggers: ``on_event(module, variables)``
+        self.on_event = on_event
+        #: every destination's state and the sync gate on persisted acks
+        self.gate = AckGate(config.replication.destinations, journal, timebase.time,
+                            min_sync=config.replication.min_sync_destinations)
+        #: destination name -> the open link's writer (closed by ``cut`` and ``reconnect``)
+        self._links: dict[str, asyncio.StreamWriter] = {}
+        #: destination name -> set when a cut link may connect again
+        self._restored: dict[str, asyncio.Event] = {}
+        #: upstream instance name -> its incoming link (for the Admin)
+        self.incoming: dict[str, str] = {}
+        #: peer instance name -> the open links with it, newest last (a transfer request goes to
+        #: the peer that sends us records over one of them; it answers on whichever it sends on)
+        self._upstreams: dict[str, list[asyncio.StreamWriter]] = {}
+        #: the replicated queues (set by the root when this instance has queues)
+        self.queue_port: QueueTransferPort | None = None
+        #: names of this instance's queues whose records replicate (distributed, group local)
+        self.replicated_queues: frozenset[str] = frozenset()
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def start(self) -> None:
+        boot = self.config.replication.bootstrap
+        txcfg = self.config.transaction_log
+        directory = txcfg.journal_directory if txcfg is not None else None
+        if boot is not None and needs_bootstrap(self.journal(), directory):
+            # filled from the source first: the links (and peers' links in) start afterwards
+            self._spawn(fill_then_start(self, boot, directory))
+            return
+        await self.start_links()
+
+    async def start_links(self) -> None:
+        listener = self.config.replication_listener
+        if listener is not None:
+            tls = (server_context(listener.certificate, listener.private_key, listener.ciphers)
+                   if listener.tls and listener.certificate and listener.private_key else None)
+            self._server = await asyncio.start_server(self._accepted, listener.host, listener.port, ssl=tls,
+                                                      reuse_address=True)
+            self.listen_port = self._server.sockets[0].getsockname()[1]
+            log.info("replication transport %r listening on port %d", listener.name, self.listen_port)
+        for dest in self.config.replication.destinations:
+            if not dest.passive:
+                self._spawn(self._connector(dest))
+
+    async def stop(self) -> None:
+        self.stopping = True
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    def apply_replicated(self, rec: JournalRecord) -> None:
+        """The :class:`~.link.ApplyPort`: through the message path like a local publish. The
+        record is in the journal already; one this instance cannot apply (its SOW topic has
+        other Keys) is logged, and the link goes on."""
+        try:
+            self.apply(rec)
+        except CommandError as exc:
+            log.error("replicated record %s on %r is in the transaction log but could not be "
+                      "applied here: %s", rec.bookmark_str, rec.topic, exc)
+
+    def pins(self) -> list[int]:
+        """Journal positions retention must keep (replication.md 2.5): per Destination, the
+        first record it has not acknowledged. A destination not connected since start-up pins
+        the whole log: what its instance holds is known only once it connects."""
+        journal = self.journal()
+        out: list[int] = []
+        for dest in self.config.replication.destinations:
+            sender = self.senders.get(dest.name)
+            acked = sender.acked_through if sender is not None else self.acked.get(dest.name)
+            out.append(journal.first_position if acked is None else acked + 1)
+        return out
+
+    def _forget_sender(self, dest_name: str) -> None:
+        sender = self.senders.pop(dest_name, None)
+        if sender is not None:
+            self.acked[dest_name] = sender.acked_through
+
+    def reachable(self, name: str) -> bool:
+        """Whether instance ``name`` is connected to this one by a link, either way."""
+        return any(not w.is_closing() for w in self._upstreams.get(name, ()))
+
+    def request_transfer(self, owner: str, queue: str, bookmarks: list[str]) -> bool:
+        """Ask ``owner``, over a link with it (the one it replicates to us on, when both ways
+        are up), for messages of ``queue`` it owns; False when no link with it is up."""
+        for writer in reversed(self._upstreams.get(owner, ())):
+            if not writer.is_closing():
+                writer.write(transfer_request_frame(queue, bookmarks))
+                return True
+        return False
+
+    def notify(self) -> None:
+        """Records were appended or became durable: the links look again."""
+        for ev in self.wakeups:
+            ev.set()
+
+    # -- the sync gate ---------------------------------------------------------------------
+    def safe_for(self, path: tuple[str, ...], upstream_group: str | None) -> int:
+        """How far a replicated record that came along ``path`` may be acknowledged upstream:
+        durable here and acknowledged by this instance's sync destinations that forward it."""
+        return self.gate.safe_for(self.journal().durable_position, path, upstream_group)
+
+    def _gate_moved(self) -> None:
+        """What the sync destinations allow grew: release the waiting acks here and upstream."""
+        txlog = self.broker.txlog
+        if txlog is not None:
+            txlog.release_gated()
+        self.notify()  # the incoming links' ackers look again (chains)
+        self.broker.turn.request()
+
+    def _progress(self, st: DestinationState, acked_through: int) -> None:
+        before = self.gate.safe(self.journal().durable_position)
+        st.acked_through = acked_through
+        if st.upgrade_pending and self.gate.caught_up(st):
+            self.upgrade_destination(st.name)
+        if self.gate.safe(self.journal().durable_position) != before:
+            self._gate_moved()
+
+    def _fire(self, module: str, st_name: str, reason: str | None = None, **more: str) -> None:
+        variables = {"AMPS_DESTINATION_NAME": st_name, **more}
+        if reason is not None:
+            variables["AMPS_REASON"] = reason
+        try:
+            self.on_event(module, variables)
+        except Exception:  # an action's failure never ends a link
+            log.exception("replication: running the %s actions failed", module)
+
+    def state(self, name: str) -> DestinationState:
+        st = self.gate.states.get(name)
+        if st is None:
+            raise LookupError(f"no replication destination {name!r}")
+        return st
+
+    # -- downgrade / upgrade (server.ports.ReplicationControl) and the Admin's actions -------
+    def downgrade(self, age: float, grace_period: float) -> list[str]:
+        names = self.gate.downgrade(age, grace_period)
+        for name in names:
+            self._downgraded(name, f"oldest unacknowledged message older than {age:g}s")
+        return names
+
+    def upgrade(self, age: float, grace_period: float = 0.0) -> list[str]:
+        names = self.gate.upgrade(age, grace_period)
+        for name in names:
+            self._upgraded(name)
+        return names
+
+    def downgrade_destination(self, name: str) -> bool:
+        """The Admin's downgrade: ``name`` becomes async now (False: it is not sync, or
+        MinSyncDestinations forbids it)."""
+        if not self.gate.set_async(self.state(name)):
+            return False
+        self._downgraded(name, "administrator")
+        return True
+
+    def upgrade_destination(self, name: str) -> bool:
+        """The Admin's upgrade: a downgraded ``name`` becomes sync once it has caught up (now,
+        when it has). False: it was not downgraded."""
+        st = self.state(name)
+        if not st.downgraded:
+            return False
+        if not self.gate.caught_up(st):
+            st.upgrade_pending = True
+            log.info("replication destination %r: upgrade to sync once it has caught up", name)
+            return True
+        self.gate.set_sync(st)
+        self._upgraded(name)
+        return True
+
+    def _downgraded(self, name: str, reason: str) -> None:
+        log.warning("replication destination %r downgraded to async (%s): acks no longer wait "
+                    "for it", name, reason)
+        self._fire(ON_DOWNGRADE, name, reason)
+        self._gate_moved()
+
+    def _upgraded(self, name: str) -> None:
+        log.warning("replication destination %r upgraded to sync", name)
+        self._fire(ON_UPGRADE, name)
+
+    def reconnect(self, name: str) -> bool:
+        """The Admin's reconnect: drop the link now; it connects again (True: one was open)."""
+        self.state(name)
+        writer = self._links.get(name)
+        if writer is None:
+            return False
+        writer.close()
+        return True
+
+    # -- emulator link controls (``/emulator/replication/<destination>``) -------------------
+    def cut(self, name: str) -> None:
+        """Take the link to ``name`` down and keep it down until :meth:`restore`."""
+        st = self.state(name)
+        st.cut = True
+        self._restored.setdefault(name, asyncio.Event()).clear()
+        writer = self._links.get(name)
+        if writer is not None:
+            writer.close()
+        log.warning("replication destination %r: link cut (emulator control)", name)
+
+    def restore(self, name: str) -> None:
+        st = self.state(name)
+        st.cut = False
+        self._restored.setdefault(name, asyncio.Event()).set()
+        log.warning("replication destination %r: link restored (emulator control)", name)
+
+    def hold(self, name: str) -> None:
+        """Count none of ``name``'s further acks until :meth:`release` (it looks lagging)."""
+        st = self.state(name)
+        if st.held_at is None:
+            st.held_at = st.acked_through
+
+    def release(self, name: str) -> None:
+        st = self.state(name)
+        if st.held_at is not None:
+            st.held_at = None
+            self._gate_moved()
+
+    def describe(self, name: str) -> dict[str, object]:
+        """The Monitoring Reference's fields of ``/amps/instance/replication/<destination>``,
+        plus the emulator's ``held``/``cut``/``acked_position``."""
+        return describe_destination(self.gate, self.state(name), self.name, self.timebase.monotonic())
+
+    def _spawn(self, coro: Coroutine[object, object, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- what this instance says about itself ------------------------------------------------
+    def hello(self) -> Hello:
+        """What this instance tells a peer: its Name, Group, per-publisher high-water marks, and
+        the facts the validation checks read (SOW topics, queues, recorded topics, Destinations)."""
+        journal = self.journal()
+        config = self.config
+        txcfg = config.transaction_log
+        facts: dict[str, TopicFacts] = {}
+
+        def recorded(name: str, mtype: str) -> bool:
+            return txcfg is not None and txcfg.records(name, mtype)
+
+        for dest in config.replication.destinations:  # literal topics replicated without a SOW
+            for t in dest.topics:
+                if not is_regex(t.name):
+                    facts[fact_key(t.name, t.message_type)] = TopicFacts(
+                        txlog=recorded(t.name, t.message_type), sow_keys=None, queue=None, underlying=None)
+        for s in config.sow_topics:
+            facts[fact_key(s.name, s.message_type)] = TopicFacts(
+                txlog=recorded(s.name, s.message_type), sow_keys=tuple(s.keys), queue=None, underlying=None)
+        for q in config.queues:
+            facts[fact_key(q.name, q.message_type)] = TopicFacts(
+                txlog=recorded(q.name, q.message_type), sow_keys=None, queue=q.kind,
+                underlying=q.underlying_topic)
+        routes = tuple(
+            Route(name=d.name, group=d.group, pass_through=d.pass_through,
+                  topics=tuple(RouteTopic(name=t.name, message_type=t.message_type, filter=t.filter,
+                                          validations=tuple(sorted(t.validations))) for t in d.topics))
+            for d in config.replication.destinations)
+        txlog = tuple((t.name, t.message_type) for t in txcfg.topics) if txcfg is not None else ()
+        return Hello(name=self.name, group=self.group, hw=journal.high_water_marks(), facts=facts,
+                     txlog=txlog, routes=routes)
+
+    @staticmethod
+    def checks(dest: Destination, local: Hello) -> tuple[dict[str, frozenset[str]], dict[str, str | None]]:
+        """Per topic this Destination selects, the validation checks and the Filter it keeps."""
+        keep: dict[str, frozenset[str]] = {}
+        filters: dict[str, str | None] = {}
+        for key in local.facts:
+            topic, mtype = key.split("\x00", 1)
+            selected = dest.selects(topic, mtype)
+            if selected is not None:
+                keep[key] = selected.validations
+                filters[key] = selected.filter
+        return keep, filters
+
+    # -- upstream ------------------------------------------------------------------------------
+    async def _connector(self, dest: Destination) -> None:
+        addresses: list[tuple[ReplicationAddress, float, ssl.SSLContext | None]] = []
+        for tr in dest.transports:
+            tls = tr.client_context()
+            addresses += [(a, tr.reconnect_timeout(i), tls) for i, a in enumerate(tr.addresses)]
+        st = self.state(dest.name)
+        restored = self._restored.setdefault(dest.name, asyncio.Event())
+        refused: dict[str, str] = {}  # address -> the last refusal's reason
+        while not self.stopping:
+            for addr, retry, tls in addresses:
+                while st.cut:  # an emulator ``cut``: no connection until restored
+                    await restored.wait()
+                try:
+                    reader, writer = await asyncio.open_connection(addr.host, addr.port, ssl=tls)
+                except OSError as exc:  # ssl.SSLError too: a certificate VerifyClient refuses
+                    log.debug("replication destination %r: %s unreachable (%s)", dest.name,
+                              addr.inet_addr, exc)
+                    await self._retry(st, retry)
+                    continue
+                if st.cut:  # cut while connecting
+                    writer.close()
+                    continue
+                reason: str | None = None
+                self._links[dest.name] = writer
+                try:
+                    await self._run_upstream(dest, st, reader, writer)
+                except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator) as exc:
+                    reason = str(exc) or type(exc).__name__
+                    log.warning("replication destination %r (%s): link lost: %s", dest.name,
+                                addr.inet_addr, reason)
+                except LinkRefused as exc:
+                    reason = exc.reason
+                    # once per reason: the link is retried every ReconnectTimeout
+                    level = logging.DEBUG if refused.get(addr.inet_addr) == exc.reason else logging.ERROR
+                    refused[addr.inet_addr] = exc.reason
+                    log.log(level, "replication destination %r (%s) refused: %s", dest.name,
+                            addr.inet_addr, exc.reason)
+                except Exception as exc:  # a bug must not end the link for good: say it, retry
+                    reason = f"internal error: {exc!r}"
+                    log.exception("replication destination %r (%s): link failed", dest.name,
+                                  addr.inet_addr)
+                finally:
+                    if self._links.get(dest.name) is writer:
+                        del self._links[dest.name]
+                    writer.close()
+                    self._link_down(st, reason)
+                await self._retry(st, retry)
+
+    def _link_down(self, st: DestinationState, reason: str | None) -> None:
+        """The link of destination ``st`` ended (or never got past its handshake)."""
+        self.connected.pop(st.name, None)
+        self._forget_sender(st.name)
+        if st.connected:
+            st.disconnected(self.timebase.time())
+            self._fire(ON_DISCONNECT, st.name, reason)
+
+    async def _retry(self, st: DestinationState, seconds: float) -> None:
+        """Wait ``seconds`` before the next connection attempt; ``st.retry_at`` says when
+        (server monotonic time) meanwhile, so a test on the test clock knows what to advance."""
+        st.retry_at = self.timebase.monotonic() + seconds
+        try:
+            await self.wait(seconds)
+        finally:
+            st.retry_at = None
+
+    async def wait(self, seconds: float) -> None:
+        """Wait ``seconds`` on the server clock (a test clock advances it by hand)."""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+
+        def elapsed() -> None:
+            if not done.done():
+                done.set_result(None)
+
+        handle = self.timebase.call_later(seconds, elapsed)
+        try:
+            await done
+        finally:
+            handle.cancel()
+
+    async def _run_upstream(self, dest: Destination, st: DestinationState, reader: asyncio.StreamReader,
+                            writer: asyncio.StreamWriter) -> None:
+        local = self.hello()
+        # the peer acks what this Destination sends at most once per its AckConflationInterval
+        send(writer, msgspec.structs.replace(local, ack_interval=dest.ack_conflation_interval).encode())
+        await writer.drain()
+        first = await read_frame(reader)
+        h, _ = split_frame(first)
+        if h.get("c") == "repl_refuse":
+            raise LinkRefused(str(h.get("reason")))
+        remote = classify_first_frame(first)
+        try:
+            sender = self._sender(dest, st, local, remote)
+        except LinkRefused as exc:
+            send(writer, refuse_frame(exc.reason))
+            await writer.drain()
+            raise
+        await self._run_link(remote, reader, writer, (sender, st))
+
+    def _sender(self, dest: Destination, st: DestinationState, local: Hello, remote: Hello) -> Sender:
+        """Check the peer for this Destination (:class:`LinkRefused`), then a sender started at
+        what the peer lacks (resync), registered as the destination's, its state connected."""
+        keep, filters = self.checks(dest, local)
+        check_peer(local, remote, expected_group=dest.group, expected_name=dest.name,
+                   checks=keep, filters=filters)
+        # a Filter reads a typed record with this instance's codecs
+        selection = Selection(dest, remote.name, self.broker.bodies.decode_typed,
+                              queues=self.replicated_queues)
+        sender = Sender(self.journal(), selection, local_name=self.name, local_group=self.group)
+        sender.start(remote.hw)
+        self.connected[dest.name] = remote.name
+        self.senders[dest.name] = sender
+        st.connected_to(remote.name, remote.group, self.timebase.time())
+        log.info("replication destination %r%s connected to %r (%s)", dest.name,
+                 " (passive)" if dest.passive else "", remote.name, st.replication_type)
+        self._fire(ON_CONNECT, dest.name, AMPS_REPLICATION_PEER_NAME=remote.name,
+                   AMPS_REPLICATION_GROUP_NAME=remote.group)
+        self._progress(st, sender.acked_through)
+        return sender
+
+    async def _run_link(self, remote: Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        sending: tuple[Sender, DestinationState] | None) -> None:
+        """One connection after the handshake, in both directions. ``sending`` (if this side
+        sends on it: the sender and its destination's state) writes records and reads the
+        peer's acks, which move the sync gate; records the peer sends are applied by a receiver
+        (created when the first arrives) and acknowledged once durable here and acknowledged by
+        this instance's sync destinations that forward them, at most once per the peer's
+        AckConflationInterval. Transfer requests of replicated queues go both ways: the peer's
+        are answered by this instance's queues (:meth:`request_transfer` sends ours)."""
+        broker = self.broker
+        receiver: Receiver | None = None
+        wake = asyncio.Event()
+        self.wakeups.add(wake)
+        links = self._upstreams.setdefault(remote.name, [])
+        links.append(writer)
+        timer_set = False
+        resynced = False
+
+        def due() -> None:
+            nonlocal timer_set
+            timer_set = False
+            wake.set()
+
+        async def read() -> None:
+            nonlocal receiver
+            while True:
+                payload = await read_frame(reader)
+                h, body = split_frame(payload)
+                c = h.get("c")
+                if c == "repl_ack":
+                    if sending is None:
+                        raise ProtocolError("replication ack on a link this instance does not send on")
+                    sending[0].on_ack(ack_position(payload))
+                    self._progress(sending[1], sending[0].acked_through)
+                    continue
+                if c == "repl_qreq":  # the peer asks for queue messages this instance owns
+                    queue, bookmarks = transfer_request(h)
+                    if self.queue_port is not None:
+                        self.queue_port.transfer_requested(queue, bookmarks, remote.name)
+                    continue
+                if receiver is None:
+                    receiver = Receiver(self.journal(), self, ack_interval=remote.ack_interval,
+                                        safe=self.safe_for, local_name=self.name)
+                    self.receivers[remote.name] = receiver
+                receiver.handle_frame(h, body)  # raises LinkRefused on repl_refuse
+                broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
+
+        reading = asyncio.get_running_loop().create_task(read())
+        pending: asyncio.Task[Literal[True]] | None = None  # the wait for a wake-up
+        try:
+            while True:
+                wake.clear()
+                out: list[bytes] = []
+                if sending is not None:
+                    sender, st = sending
+                    before = sender.messages_out, sender.bytes_out
+                    out = sender.poll()
+                    st.messages_out += sender.messages_out - before[0]
+                    st.bytes_out += sender.bytes_out - before[1]
+                    self._progress(st, sender.acked_through)
+                    if not resynced and sender.next_position > sender.resync_until:
+                        resynced = True
+                        self._fire(ON_RESYNC_COMPLETE, st.name, AMPS_REPLICATION_PEER_NAME=remote.name)
+                if receiver is not None:
+                    now = self.timebase.monotonic()
+                    ack = receiver.take_ack(now)
+                    if ack is not None:
+                        out.append(ack)
+                    elif receiver.pending and not timer_set:
+                        delay = receiver.ack_wait(now)
+                        if delay > 0:  # conflated: look again when the interval is over
+                            timer_set = True
+                            self.timebase.call_later(delay, due)
+                if out:
+                    send(writer, b"".join(out))
+                    await writer.drain()
+                    continue  # look again before waiting: a poll sends at most 1000 records
+                waiter = pending = asyncio.ensure_future(wake.wait())
+                done, _ = await asyncio.wait({waiter, reading}, return_when=asyncio.FIRST_COMPLETED)
+                pending = None
+                if reading in done:
+                    waiter.cancel()
+                    reading.result()  # the link is gone: raises what ended it
+                    raise ConnectionResetError("replication peer closed the link")
+        finally:
+            if receiver is not None and self.receivers.get(remote.name) is receiver:
+                del self.receivers[remote.name]
+            links.remove(writer)
+            if not links and self._upstreams.get(remote.name) is links:
+                del self._upstreams[remote.name]
+            self.wakeups.discard(wake)
+            reading.cancel()
+            if pending is not None:  # cancelled (the server stops) while waiting: not left pending
+                pending.cancel()
+
+    # -- downstream ----------------------------------------------------------------------------
+    def _passive_for(self, remote: Hello) -> Destination | None:
+        """The passive Destination (no InetAddr) that names the instance which connected."""
+        for dest in self.config.replication.destinations:
+            if dest.passive and dest.group == remote.group and dest.name in (dest.group, remote.name):
+                return dest
+        return None
+
+    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        peer = writer.get_extra_info("peername")
+        me = asyncio.current_task()
+        if me is not None:  # stop() cancels the links it accepted too
+            self._tasks.add(me)
+        passive: DestinationState | None = None  # the passive destination replicating over this link
+        upstream: str | None = None  # the peer's name once its link is accepted
+        reason: str | None = None
+        try:
+            first = await read_frame(reader)
+            remote = classify_first_frame(first)
+            local = self.hello()
+            try:
+                check_peer(local, remote, expected_group=None, expected_name=None, checks={})
+            except LinkRefused as exc:
+                log.error("replication link from %s refused: %s", peer, exc.reason)
+                send(writer, refuse_frame(exc.reason))
+                await writer.drain()
+                return
+            if remote.bootstrap is not None:
+                send(writer, local.encode())
+                await writer.drain()
+                await serve_bootstrap(self, remote, remote.bootstrap, writer, reader)
+                return
+            dest = self._passive_for(remote)
+            # what a passive destination sends is acked at most once per its AckConflationInterval
+            reply = local if dest is None else msgspec.structs.replace(
+                local, ack_interval=dest.ack_conflation_interval)
+            send(writer, reply.encode())
+            await writer.drain()
+            log.info("replication link from %r (%s) accepted", remote.name, peer)
+            upstream = remote.name
+            self.incoming[remote.name] = str(peer)
+            self._fire(ON_CONNECT_INCOMING, remote.name, AMPS_REPLICATION_PEER_NAME=remote.name,
+                       AMPS_REPLICATION_GROUP_NAME=remote.group)
+            sending: tuple[Sender, DestinationState] | None = None
+            if dest is not None and dest.name not in self.connected:
+                st = self.state(dest.name)
+                if st.cut:
+                    log.info("replication destination %r (passive): link cut (emulator control), "
+                             "nothing sent to %r", dest.name, remote.name)
+                else:
+                    try:  # replicate to it over the connection it made (replication.md 1.3)
+                        sending = (self._sender(dest, st, local, remote), st)
+                        passive = st
+                        self._links[dest.name] = writer
+                    except LinkRefused as exc:
+                        log.error("replication destination %r (passive) refused: %s", dest.name, exc.reason)
+            await self._run_link(remote, reader, writer, sending)
+        except NotAnEmulator as exc:
+            log.error("replication transport: connection from %s closed: %s", peer, exc)
+        except LinkRefused as exc:
+            reason = exc.reason
+            log.error("replication link from %s refused by the upstream: %s", peer, exc.reason)
+        except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
+            reason = str(exc) or type(exc).__name__
+            log.warning("replication link from %s lost: %s", peer, reason)
+        except asyncio.CancelledError:
+            # stop(): ends normally, since asyncio's stream server logs a cancelled handler
+            log.debug("replication link from %s closed: the server stops", peer)
+        finally:
+            if passive is not None:
+                if self._links.get(passive.name) is writer:
+                    del self._links[passive.name]
+                self._link_down(passive, reason)
+            if upstream is not None:
+                self.incoming.pop(upstream, None)
+                self._fire(ON_DISCONNECT_INCOMING, upstream, AMPS_REPLICATION_PEER_NAME=upstream)
+            writer.close()
+            if me is not None:
+                self._tasks.discard(me)
+
+
+if TYPE_CHECKING:
+    def _is_replication_control(service: ReplicationService) -> ReplicationControl:
+        """The type checker proves the service is what the downgrade/upgrade actions need."""
+        return service
+
+
+__all__ = ["QueueTransferPort", "ReplicationService", "read_frame", "send"]
