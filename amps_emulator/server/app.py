@@ -19,7 +19,6 @@ import asyncio
 import itertools
 import logging
 import socket
-import ssl
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.legacy_headers import LEGACY_PROTOCOLS
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
@@ -35,16 +33,15 @@ from amps_emulator.replication.link import QUEUE_KINDS
 from amps_emulator.server.core import version
 from amps_emulator.server.core.clock import SystemClock, TestClock
 from amps_emulator.server.core.ports import Client, Stoppable
-from amps_emulator.server.core.router import Router
 from amps_emulator.server.core.turn import Turn, contain
 from amps_emulator.server.delivery import replay
-from amps_emulator.server.handlers import commands, entitle
+from amps_emulator.server.handlers import entitle
+from amps_emulator.server.handlers.table import HANDLERS
 from amps_emulator.server.messaging import message_path as publish
 from amps_emulator.server.messaging.broker import Broker
 from amps_emulator.server.messaging.publish_runs import PublishRuns
 from amps_emulator.server.net.connection import Connection
-from amps_emulator.server.net.legacy_transport import LegacyProtocol
-from amps_emulator.server.net.websocket import WebSocketProtocol
+from amps_emulator.server.net.listener import Listener, listeners_from_config
 from amps_emulator.server.services.actions import Actions
 from amps_emulator.server.services.actions.engine import ON_CONNECT, ON_DISCONNECT
 from amps_emulator.server.services.event_topics import EventTopics
@@ -61,81 +58,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amps_emulator.server")
 
-SERVER_VERSION = version.SERVER_VERSION  # the name this module always had
+SERVER_VERSION = version.SERVER_VERSION
 LOGON_TIMEOUT = 30.0  # seconds a connection may stay open without logging on (0: forever)
 MEMORY_BUDGET = 256 << 20  # bytes of buffered frames, all connections together
 _SUBSCRIPTION_COMMANDS = frozenset({"subscribe", "delta_subscribe", "sow_and_subscribe",
                                     "sow_and_delta_subscribe", "unsubscribe"})
-
-
-class Listener:
-    """One configured transport, bound."""
-
-    def __init__(self, name: str, host: str, port: int, message_type: str | None, protocol: str,
-                 max_frame: int, out_limit: int, reuse_addr: bool = True,
-                 tls: ssl.SSLContext | None = None) -> None:
-        self.name = name
-        self.host = host
-        self.port = port
-        #: the transport's MessageType; None: any type the instance knows
-        self.message_type = message_type
-        self.protocol = protocol  # "amps", "websocket", or a legacy "fix", "nvfix", "xml"
-        self.max_frame = max_frame
-        self.out_limit = out_limit
-        self.reuse_addr = reuse_addr  # SO_REUSEADDR (Transport/ReuseAddr)
-        self.tls = tls
-        self.server: asyncio.AbstractServer | None = None
-
-    @property
-    def uri(self) -> str:
-        """What a client connects to: tcp/tcps for amps, ws/wss for websocket."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        scheme = "ws" if self.protocol == "websocket" else "tcp"
-        if self.tls is not None:
-            scheme += "s"
-        if self.protocol in LEGACY_PROTOCOLS:  # the client names the protocol, not the type
-            return f"{scheme}://{host}:{self.port}/{self.protocol}"
-        return f"{scheme}://{host}:{self.port}/amps/{self.message_type or 'json'}"
-
-    def protocol_factory(self, server: Server) -> Callable[[], asyncio.Protocol]:
-        def make_connection() -> Connection:
-            return Connection(server, self)
-
-        if self.protocol == "websocket":
-            return lambda: WebSocketProtocol(make_connection, self)
-        if self.protocol in LEGACY_PROTOCOLS:
-            protocol = self.protocol
-            return lambda: LegacyProtocol(make_connection, self, protocol)
-        return make_connection
-
-
-def _tls_context(t: Any) -> ssl.SSLContext | None:
-    if not getattr(t, "tls", False):
-        return None
-    from amps_emulator.config import ConfigError, ConfigIssue
-    from amps_emulator.config.tls import TLSSetupError, server_context
-
-    try:
-        return server_context(t.certificate, t.private_key, t.ciphers,
-                              verify_client=getattr(t, "verify_client", False),
-                              ca_file=getattr(t, "ca_file", None), ca_path=getattr(t, "ca_path", None))
-    except TLSSetupError as exc:  # the files changed since the config was loaded
-        raise ConfigError([ConfigIssue(t.file, t.line, f"<Transport> {t.name!r}: {exc}")]) from None
-
-
-def listeners_from_config(config: Any) -> list[Listener]:
-    out = []
-    for t in config.transports:
-        if not getattr(t, "enabled", True):
-            continue
-        out.append(Listener(
-            name=t.name, host=t.host or "0.0.0.0", port=t.port,
-            message_type=t.message_type, protocol=t.protocol or "amps",
-            max_frame=t.max_frame_size, out_limit=t.client_outbound_limit,
-            reuse_addr=getattr(t, "reuse_addr", True),
-            tls=_tls_context(t),
-        ))
-    return out
 
 
 class Server:
@@ -170,7 +97,7 @@ class Server:
         self._loop: asyncio.AbstractEventLoop | None = None  # bound by start()
         self.connections: set[Connection] = set()
         self.listeners: list[Listener] = []
-        self._handlers = commands.HANDLERS
+        self._handlers = HANDLERS
         #: the end of every turn: SOW commit, journal, then writes (:mod:`server.turn`)
         self.turn = Turn()
         #: what the handlers read (:mod:`server.broker`): built here, filled in by start()
@@ -223,43 +150,11 @@ class Server:
         self.sow_service: SowService | None = None
         self.queue_service: QueueService | None = None
 
-    # -- the broker's state, as the operator rooms and tests read it ----------------------
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             raise RuntimeError("the server is not started")
         return self._loop
-
-    @property
-    def router(self) -> Router:
-        return self.broker.router
-
-    @property
-    def by_name(self) -> dict[str, Client]:
-        return self.broker.by_name
-
-    @property
-    def client_seqs(self) -> dict[str, int]:
-        return self.broker.client_seqs
-
-    @property
-    def stats(self) -> dict[str, int]:
-        return self.broker.stats
-
-    @property
-    def stopping(self) -> bool:
-        return self.broker.stopping
-
-    @property
-    def memory(self) -> bool:
-        """``--memory``: write no files at all (journal in memory, every SOW topic transient,
-        queue checkpoints kept in memory); nothing survives the process."""
-        return self.broker.memory
-
-    @property
-    def strict_recovery(self) -> bool:
-        """Refuse to start when acked data is found missing (oldest journal segment, SOW file)."""
-        return self.broker.strict_recovery
 
     def replace_derived(self, derived: DerivedTopics) -> None:
         """The views were rebuilt (an operator's reset): ``derived`` takes the old one's
@@ -289,7 +184,9 @@ class Server:
         broker.bind(loop)
         txlog = sow_service = None
         if self.config.transaction_log is not None:
-            txlog = self.txlog = broker.txlog = TxLog(self, self.config.transaction_log)
+            txlog = self.txlog = broker.txlog = TxLog(
+                self, self.config.transaction_log, memory=broker.memory,
+                strict_recovery=broker.strict_recovery)
             txlog.open()  # recovery happens before any client can connect
         if self.config.sow_topics:
             sow_service = self.sow_service = broker.sow = SowService(
@@ -311,7 +208,7 @@ class Server:
         if self.actions.listens:
             publish.register(broker, self.actions)  # then the actions
         if self.actions.watches_clients:
-            broker.logon_listeners.append(self.actions.client_logged_on)
+            broker.logon_callbacks.append(self.actions.client_logged_on)
         given = list(sockets) if sockets is not None else []
         for i, lst in enumerate(self.listeners):
             factory = lst.protocol_factory(self)
@@ -372,12 +269,12 @@ class Server:
         the users whose document changed or vanished are disconnected, as AMPS does."""
         self._recheck_timer = None
         security = self.broker.security
-        if security is None or self.stopping:
+        if security is None or self.broker.stopping:
             return
         task = self.loop.create_task(security.recheck())
 
         def rechecked(done: asyncio.Task[set[str]]) -> None:
-            if self.stopping:
+            if self.broker.stopping:
                 return
             try:
                 changed = done.result()
@@ -464,7 +361,7 @@ class Server:
         self.connections.discard(conn)
         self.broker.forget(client)
         log.debug("connection %d closed", client.conn_id)
-        if known and not self.stopping:
+        if known and not self.broker.stopping:
             self.actions.client_event(ON_DISCONNECT, conn)
 
     def writable(self, client: Client) -> None:

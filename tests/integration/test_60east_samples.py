@@ -96,7 +96,7 @@ def subscribed(srv, topic: str, timeout: float = 10.0) -> None:
     import time
 
     def present() -> bool:  # read only: the router's cache belongs to the server thread
-        return any(s.topic == topic for c in list(srv.server.by_name.values())
+        return any(s.topic == topic for c in list(srv.server.broker.by_name.values())
                    for s in list(c.subs.values()))
 
     deadline = time.monotonic() + timeout

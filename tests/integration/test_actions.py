@@ -389,7 +389,7 @@ def test_12_a_full_disk_shuts_down_cleanly_and_a_roomy_one_does_not(started, tmp
     roomy.advance(60 * 5)
     c.publish("t", "{}")
     c.flush(5000)
-    assert roomy.srv.server.ready and not roomy.srv.server.stopping
+    assert roomy.srv.server.ready and not roomy.srv.server.broker.stopping
 
     full = started(_disk_check("0%", tmp_path), sub="full")
     lost = threading.Event()
@@ -571,7 +571,7 @@ def test_the_flink_configs_run_their_actions_without_errors(tmp_path, caplog, me
                        for r in caplog.records)
             srv.http("/emulator/clock/advance?seconds=30", "POST")
             assert srv.call(lambda: [s.runs for s in srv.server.actions.schedules]) == [3]
-            assert srv.call(lambda: srv.server.ready and not srv.server.stopping)
+            assert srv.call(lambda: srv.server.ready and not srv.server.broker.stopping)
             c = AMPS.Client("flink-check")
             c.connect(srv.uri)
             c.logon(5000)

@@ -79,7 +79,7 @@ def test_subscribe_prints_json_lines(srv, capsys):
     t.start()
     # the CLI's subscription is in place once the server lists it
     assert until(lambda: srv.call(lambda: bool(
-        (c := srv.server.by_name.get("cli-sub")) is not None and c.subs)))
+        (c := srv.server.broker.by_name.get("cli-sub")) is not None and c.subs)))
     pub.publish("orders", '{"id":2,"qty":2}')
     pub.sow_delete("orders", "/id = 1")
     assert done.wait(10)

@@ -56,7 +56,7 @@ def advance(srv, seconds: float) -> None:
 def waiting_output(srv, name: str) -> int:
     """Bytes of output the server holds for the connection of client ``name``."""
     def read() -> int:
-        conn = srv.server.by_name.get(name)
+        conn = srv.server.broker.by_name.get(name)
         return 0 if conn is None or conn.closed else conn.transport.get_write_buffer_size()
     return srv.call(read)
 
@@ -103,7 +103,7 @@ def test_drop_an_ha_client_reconnects_and_resubscribes(clocked):
     def conn_id():
         """The server's connection of ``ha-app`` (None between connections)."""
         def read():
-            conn = clocked.server.by_name.get("ha-app")
+            conn = clocked.server.broker.by_name.get("ha-app")
             return None if conn is None or conn.closed else conn.conn_id
         return clocked.call(read)
 

@@ -333,7 +333,7 @@ def test_the_memory_budget_covers_slow_consumers_below_their_own_limit(server, c
 def test_the_sample_config_listens_on_loopback_only():
     from amps_emulator.config import loads_config
     from amps_emulator.config.cli import sample_config
-    from amps_emulator.server.app import listeners_from_config
+    from amps_emulator.server.net.listener import listeners_from_config
 
     listeners = listeners_from_config(loads_config(sample_config(), "sample.xml"))
     assert listeners and {lst.host for lst in listeners} == {"127.0.0.1"}
@@ -357,14 +357,14 @@ def test_a_logon_taking_a_name_over_is_a_warning_naming_both_peers(server, caplo
 # -- found by the fuzz: long scans hold the event loop ~10 ms at a time ------------------------
 
 def test_a_sow_query_on_a_deep_queue_runs_in_steps(tmp_path, monkeypatch):
-    from amps_emulator.server.handlers import sow_commands
+    from amps_emulator.server.handlers import sow as sow_handlers
     from amps_emulator.server.services import queue_service as queue_service
     from tests.integration.conftest import config_xml, start_server
 
     monkeypatch.setattr(queue_service, "STEP_SECONDS", 0.0)  # yield at every chance
     steps = []
-    real_step = sow_commands._step
-    monkeypatch.setattr(sow_commands, "_step", lambda *a: (steps.append(1), real_step(*a)))
+    real_step = sow_handlers._step
+    monkeypatch.setattr(sow_handlers, "_step", lambda *a: (steps.append(1), real_step(*a)))
     srv = start_server(config_xml(tmp_path, extra=QUEUE))
     c = RawClient(srv.port)
     try:

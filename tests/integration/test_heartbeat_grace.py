@@ -37,7 +37,7 @@ def test_an_idle_client_is_kept_alive_by_half_interval_heartbeats(clocked):
     c.flush(5000)  # the client's last traffic: clock 0
 
     def heard_at() -> float:
-        return srv.call(lambda: srv.server.by_name["beating"].heartbeat.last_received)
+        return srv.call(lambda: srv.server.broker.by_name["beating"].heartbeat.last_received)
 
     try:
         for step in range(1, 9):  # 20.8 s of an idle connection, 2.6 s at a time

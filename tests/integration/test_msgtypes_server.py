@@ -316,7 +316,7 @@ def _subscribed(srv, topic: str, mt: str) -> None:
 
     key = qualify(topic, mt)
     deadline = time.monotonic() + 10
-    while not any(s.topic == key for c in list(srv.server.by_name.values())
+    while not any(s.topic == key for c in list(srv.server.broker.by_name.values())
                   for s in list(c.subs.values())):
         assert time.monotonic() < deadline, f"nobody subscribed to {topic} ({mt})"
         time.sleep(0.01)

@@ -93,7 +93,7 @@ class Shell:
 def subscriptions(srv, count: int) -> bool:
     """True once the server holds exactly ``count`` subscriptions."""
     return until(lambda: srv.call(
-        lambda: sum(len(c.subs) for c in srv.server.by_name.values()) == count))
+        lambda: sum(len(c.subs) for c in srv.server.broker.by_name.values()) == count))
 
 
 def run(line: str) -> tuple[int, list[str], list[str]]:

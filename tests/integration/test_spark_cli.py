@@ -104,7 +104,7 @@ class Streaming:
 def subscribed(srv, count: int = 1) -> bool:
     """True once ``count`` subscriptions are in place on the server."""
     return until(lambda: srv.call(
-        lambda: sum(len(c.subs) for c in srv.server.by_name.values()) >= count))
+        lambda: sum(len(c.subs) for c in srv.server.broker.by_name.values()) >= count))
 
 
 # -- help (Examples 32.1 and 32.2) --------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from amps_emulator.protocol.command import decode_header, finish_command
-from amps_emulator.server.handlers import commands
+from amps_emulator.server.handlers.table import HANDLERS
 
 
 class _Client:
@@ -29,7 +29,7 @@ def test_each_requested_ack_is_a_success_in_order(name):
         b'{"c":"%s","cid":"t1","t":"timer-1","o":"interval=500ms",'
         b'"a":"completed,processed,received"}' % name.encode()), b"")
     client = _Client()
-    commands.HANDLERS[cmd.command](None, client, cmd)
+    HANDLERS[cmd.command](None, client, cmd)
     assert client.acks == [("t1", "received", "success", None, {}),
                            ("t1", "processed", "success", None, {}),
                            ("t1", "completed", "success", None, {})]
@@ -38,5 +38,5 @@ def test_each_requested_ack_is_a_success_in_order(name):
 def test_no_ack_asked_none_sent():
     cmd = finish_command(decode_header(b'{"c":"start_timer"}'), b"")
     client = _Client()
-    commands.HANDLERS["start_timer"](None, client, cmd)
+    HANDLERS["start_timer"](None, client, cmd)
     assert client.acks == []

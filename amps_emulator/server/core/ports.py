@@ -54,7 +54,8 @@ class Timebase(Protocol):
 
 
 class ListenerInfo(Protocol):
-    """The configured transport a connection arrived on (``app.Listener``)."""
+    """The configured transport a connection arrived on
+    (:class:`amps_emulator.server.net.listener.Listener`)."""
 
     name: str
     #: the transport's ``MessageType`` (None: any type the instance knows)
@@ -174,7 +175,7 @@ class ConnectionHost(Protocol):
     def loop(self) -> asyncio.AbstractEventLoop: ...
 
 
-class PublishListener(Protocol):
+class PublishObserver(Protocol):
     """A consumer of the message path (:mod:`server.publish`): views, queues, actions. The
     root registers it on the broker; the path calls it without knowing what it is (nats'
     storage update handlers)."""
@@ -235,12 +236,6 @@ class TxLogHost(Protocol):
 
     keep_readable_journal: bool
     config: Any
-
-    @property
-    def memory(self) -> bool: ...
-
-    @property
-    def strict_recovery(self) -> bool: ...
 
     @property
     def turn(self) -> Turn: ...

@@ -9,7 +9,7 @@ or an ``oof`` (the update took a record out of an ``oof`` subscription's filter)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from amps_emulator.protocol.bookmarks import format_timestamp
@@ -100,24 +100,38 @@ def oof_frame(topic: str, sids: str, sow_key: str, reason: str, body: bytes,
     return frame_raw(head + b"}", body)
 
 
-def fan_out(server: FanoutHost, msg: Message) -> int:
+_Targets = dict[tuple[Receiver, int, "Select | None"], list[str]]
+
+
+def fan_out(broker: FanoutHost, msg: Message) -> int:
     """Deliver ``msg`` to every matching live subscription; returns frames queued."""
-    server.stats["published"] += 1
-    subs = server.router.match(msg.topic)
+    broker.stats["published"] += 1
+    subs = broker.router.match(msg.topic)
     if not subs:
         return 0
+    targets = _targets(broker, msg, subs)
+    if not targets:
+        return 0
+    _write(broker, msg, targets)
+    broker.stats["delivered"] += len(targets)
+    return len(targets)
+
+
+def _targets(broker: FanoutHost, msg: Message, subs: Iterable[Subscription]) -> _Targets:
+    """Which frame each matching subscription gets: (connection, frame shape, select list) ->
+    the ids of the subscriptions that get that frame. Subscriptions that decide for themselves
+    (a paginated window, aggregated groups, a conflated subscription) take the message here."""
     doc = msg.doc
     ctx = None
     previous = msg.previous_doc
-    # (connection, frame shape, select list) -> the subscription ids that get that frame
-    targets: dict[tuple[Receiver, int, Select | None], list[str]] = {}
+    targets: _Targets = {}
     for sub in subs:
         sel = sub.select
         ent = sub.entitlement
         # security is configured (server.entitle); a paginated window or aggregated groups
         # of a literal topic have the read filter in theirs, and decide themselves
         if ent is not None and (sub.live is None or ent.regex):
-            shape, sel = _entitled(server.bodies, msg, sub, ent)
+            shape, sel = _entitled(broker.bodies, msg, sub, ent)
             if shape is not None:
                 if shape >= 0:
                     _add(targets, (sub.conn, shape, sel), sub.sub_id)
@@ -125,13 +139,13 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
             doc = msg.doc
         if sub.live is not None:  # a paginated window / aggregated groups decide
             if doc is UNDECODED:
-                doc = msg.doc = server.bodies.decode(msg.body, msg.topic)
+                doc = msg.doc = broker.bodies.decode(msg.body, msg.topic)
             sub.live.published(msg)
             continue
         f = sub.filter
         if f is not None:
             if doc is UNDECODED:
-                doc = msg.doc = server.bodies.decode(msg.body, msg.topic)
+                doc = msg.doc = broker.bodies.decode(msg.body, msg.topic)
             if ctx is None:
                 ctx = msg.context()
             if not f(doc, ctx):
@@ -154,12 +168,15 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
                 sub.conflator.hold(msg, msg.delta_body)
             continue
         _add(targets, (sub.conn, shape, sel), sub.sub_id)
-    if not targets:
-        return 0
+    return targets
+
+
+def _write(broker: FanoutHost, msg: Message, targets: _Targets) -> None:
+    """One frame per target, in the shape chosen for it."""
     topic = msg.topic
     encode: Callable[[Any], bytes] = encode_json
     if TYPE_SEP in topic:  # another type than json: its name on the wire, its own writer
-        encode = server.bodies.encoder(topic)
+        encode = broker.bodies.encoder(topic)
         topic = display_name(topic)
     head = b'{"c":"p","t":' + json_str(topic) + b',"sids":'
     tail = delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, None)
@@ -171,7 +188,7 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
                 stamp = msg.timestamp  # the time the publish was processed, as SOW and replay
                 stamped_tail = delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key,
                                              msg.expiration, format_timestamp(
-                                                 int(server.wallclock() * 1_000_000)
+                                                 int(broker.wallclock() * 1_000_000)
                                                  if stamp is None else stamp))
             frame_tail = stamped_tail
         else:
@@ -184,7 +201,7 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
             delta = msg.delta_body
             body = msg.body if delta is None else delta  # (None: the whole message, see delta())
             if sel is not None:
-                body = selected(body, sel, server.bodies.decode(body, msg.topic), encode)
+                body = selected(body, sel, broker.bodies.decode(body, msg.topic), encode)
                 # no_empties: only a change to a field the select list keeps counts
                 empty = not apply_select(changed_fields(msg.previous_doc, msg.doc), sel)
             if empty:  # nothing but the key changed: no_empties subscriptions skip it
@@ -200,8 +217,6 @@ def fan_out(server: FanoutHost, msg: Message) -> int:
             previous = msg.previous_doc
             conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "entitlement",
                                 selected(encode(previous), sel, previous, encode), msg.bookmark))
-    server.stats["delivered"] += len(targets)
-    return len(targets)
 
 
 def _entitled(bodies: Bodies, msg: Message, sub: Subscription, ent: ReadEntitlement

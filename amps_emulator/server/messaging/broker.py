@@ -5,10 +5,10 @@ message path (``publish``) take ``(broker: Broker, client: Client, cmd: Command)
 holds, in one place, the state and services a handler may use (fakeredis' ``FakeServer``,
 with ``CommandsMixinBase``'s rule that this is all a command touches): the routing table, the
 sessions (clients by name, publish de-duplication marks), the clock and the turn, the
-transaction log, SOW and queues, the publish listeners, the counters and the instance name.
+transaction log, SOW and queues, the publish observers, the counters and the instance name.
 
 It imports no handler and composes nothing: the root (:class:`server.app.Server`) builds it,
-fills in the services it built, registers the listeners, and keeps dispatch, lifecycle,
+fills in the services it built, registers the observers, and keeps dispatch, lifecycle,
 transports and the memory budget for itself. A test may build one directly.
 """
 
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from amps_emulator.auth import SecurityLayer
     from amps_emulator.server.core.ports import (
         Client,
-        PublishListener,
+        PublishObserver,
         QueueService,
         SowService,
         Timebase,
@@ -69,7 +69,7 @@ class Broker:
         self.queues: QueueService | None = None
         #: who the message path tells of publishes and removals (views, queues, actions), in
         #: the order they are told; registered by the root (:func:`server.publish.register`)
-        self.listeners: tuple[PublishListener, ...] = ()
+        self.observers: tuple[PublishObserver, ...] = ()
         self.stats = {"published": 0, "delivered": 0}
         #: authentication and entitlements (:mod:`amps_emulator.auth`) when the config has an
         #: Authentication or Entitlement block; None: every logon and command is allowed
@@ -83,7 +83,7 @@ class Broker:
         self.drop_client: Callable[[Client], None] = self.forget
         #: called with each client once it has logged on (the admin interface's faults
         #: follow a client name across reconnects); empty unless a fault needs it
-        self.logon_listeners: list[Callable[[Client], None]] = []
+        self.logon_callbacks: list[Callable[[Client], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- the clock and the loop ------------------------------------------------------------

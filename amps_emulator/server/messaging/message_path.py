@@ -2,18 +2,18 @@
 
 :func:`publish_message` is everything a publish does, for clients (``commands.publish``) and
 for actions alike: journal it, store it in its SOW topic (:func:`store_publish`), fan it out,
-and tell the listeners. :func:`delete_records` and :func:`removed` are the other direction:
+and tell the observers. :func:`delete_records` and :func:`removed` are the other direction:
 records leave a SOW topic (a ``sow_delete``, an action, an expiry) and the subscriptions and
-the listeners hear of it.
+the observers hear of it.
 
-A keyed publish to a SOW topic that nobody reads (no subscription to the topic, no listener)
+A keyed publish to a SOW topic that nobody reads (no subscription to the topic, no observer)
 takes the short way: the topic stores it with ``Topic.upsert_run`` and no :class:`Message`
 is built (:func:`_deliver`); whatever reads a message (a subscriber, a view, a queue, an
 action) or needs more than the record (a delta_publish, an expiration, a History, another
 message type) takes the general way, :func:`store_publish`.
 
-The listeners are the consumers of the path that are not subscriptions: the views and
-conflated topics, the queues, the actions. Each satisfies :class:`server.ports.PublishListener`
+The observers are the consumers of the path that are not subscriptions: the views and
+conflated topics, the queues, the actions. Each satisfies :class:`server.ports.PublishObserver`
 and the root registers it on the broker (:func:`register`), as nats' ``stream.setupStore``
 registers the callbacks its store declared; this module never names them. The broker keeps
 them in a tuple: with none registered the path costs one truth test of an empty tuple.
@@ -37,7 +37,7 @@ from amps_emulator.sow.query import DeleteResult
 from amps_emulator.sow.recovery import apply_record
 
 if TYPE_CHECKING:
-    from amps_emulator.server.core.ports import PublishListener, Turn
+    from amps_emulator.server.core.ports import PublishObserver, Turn
     from amps_emulator.server.messaging.broker import Broker
     from amps_emulator.sow import Record, Topic
 
@@ -45,23 +45,23 @@ _PUBLISH = int(RecordKind.PUBLISH)
 _DELTA = int(RecordKind.DELTA_PUBLISH)
 
 
-# -- the listeners -------------------------------------------------------------------------
+# -- the observers -------------------------------------------------------------------------
 
-def register(broker: Broker, listener: PublishListener) -> None:
-    """``listener`` hears of every publish and removal from now on, after those registered
+def register(broker: Broker, observer: PublishObserver) -> None:
+    """``observer`` hears of every publish and removal from now on, after those registered
     before it."""
-    broker.listeners = (*broker.listeners, listener)
+    broker.observers = (*broker.observers, observer)
 
 
-def replace(broker: Broker, old: PublishListener, new: PublishListener) -> None:
-    """``new`` takes ``old``'s place (and turn) among the listeners (a reset rebuilds the views)."""
-    broker.listeners = tuple(new if lst is old else lst for lst in broker.listeners)
+def replace(broker: Broker, old: PublishObserver, new: PublishObserver) -> None:
+    """``new`` takes ``old``'s place (and turn) among the observers (a reset rebuilds the views)."""
+    broker.observers = tuple(new if lst is old else lst for lst in broker.observers)
 
 
 def check_writable(broker: Broker, topic: str) -> None:
-    """Raise ``CommandError`` when a listener owns ``topic`` (a view's own SOW topic)."""
-    for listener in broker.listeners:
-        listener.check_writable(topic)
+    """Raise ``CommandError`` when a observer owns ``topic`` (a view's own SOW topic)."""
+    for observer in broker.observers:
+        observer.check_writable(topic)
 
 
 # -- in ------------------------------------------------------------------------------------
@@ -72,7 +72,7 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
                     expiration: int | None = None,
                     headers: dict[str, str] | None = None) -> int | None:
     """Everything a publish does, for clients and for actions alike: journal it (when the
-    topic is recorded), store it in its SOW topic, fan it out, then tell the listeners (the
+    topic is recorded), store it in its SOW topic, fan it out, then tell the observers (the
     views over the topic, the queues over it, the on-publish actions). Returns the journal
     position (None: not recorded). Raises ``bad sow key`` before anything happened."""
     sow = broker.sow
@@ -99,7 +99,7 @@ def publish_plain(broker: Broker, topic: str, deliver: bool, client_name: str,
                   keyed: list[tuple[object, str]] | None = None) -> list[JournalRecord] | None:
     """:func:`publish_message` for a run of plain publishes of one client to one topic
     (:mod:`server.publish_run` decided so): journalled with one call when the topic is
-    recorded, then stored, fanned out and told to the listeners one by one when ``deliver``
+    recorded, then stored, fanned out and told to the observers one by one when ``deliver``
     (a SOW topic, ``sow_topic``, with each body's (document, SowKey) in ``keyed``; or
     anything subscribing to or listening on the topic), else only counted. Returns their
     journal records (None: not recorded). Raises :class:`RunRefused`, with nothing done, when
@@ -128,8 +128,8 @@ def publish_plain(broker: Broker, topic: str, deliver: bool, client_name: str,
 
 def _unread(broker: Broker, sow_topic: Topic, topic: str) -> bool:
     """Whether a keyed publish to ``sow_topic`` can take the short way: nobody reads it (no
-    subscription, no listener) and the topic stores plain upserts."""
-    return sow_topic.plain_upserts and not broker.listeners and not broker.router.match(topic)
+    subscription, no observer) and the topic stores plain upserts."""
+    return sow_topic.plain_upserts and not broker.observers and not broker.router.match(topic)
 
 
 def _upsert_unread(broker: Broker, sow_topic: Topic, bodies: list[bytes],
@@ -159,7 +159,7 @@ class RunRefused(Exception):
 def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
     """A record an upstream instance replicated, already in the journal with its original
     bookmark and time (``Journal.append_replicated``): applied like a local publish, delta
-    publish or sow_delete (SOW, subscribers, listeners), acking no client. The record's
+    publish or sow_delete (SOW, subscribers, observers), acking no client. The record's
     topic is (type, name): its key."""
     sow = broker.sow
     topic = rec.key
@@ -186,17 +186,17 @@ def _deliver(broker: Broker, topic: str, body: bytes, delta: bool, rec: JournalR
              client_name: str, correlation_id: str | None, sow_key: str | None,
              expiration: int | None, sow_topic: Topic | None, doc: object, key: str | None,
              since: float | None = None) -> None:
-    """Store a (journalled) message in its SOW topic, fan it out, tell the listeners.
+    """Store a (journalled) message in its SOW topic, fan it out, tell the observers.
     ``since``: the instant its SOW lifetime counts from (None: now)."""
-    listeners = broker.listeners
+    observers = broker.observers
     if sow_topic is not None and key is not None and expiration is None and not delta \
             and _unread(broker, sow_topic, topic):
-        # the keyed upsert nobody reads (no subscriber, no listener): stored, no Message
+        # the keyed upsert nobody reads (no subscriber, no observer): stored, no Message
         _upsert_unread(broker, sow_topic, [body], [(doc, key)], None if rec is None else [rec],
                        since)
         return
     if sow_topic is not None or broker.router.match(topic) or (
-            listeners and _covered(listeners, topic)):
+            observers and _covered(observers, topic)):
         # positional: (topic, body, bookmark, correlation_id, sow_key, expiration,
         # client_name, doc)
         msg = Message(topic, body, rec.bookmark_str if rec is not None else None,
@@ -208,14 +208,14 @@ def _deliver(broker: Broker, topic: str, body: bytes, delta: bool, rec: JournalR
             store_publish(broker.turn, sow_topic, msg, delta,
                           rec.position if rec is not None else 0, key, stamp / 1_000_000, since)
         fan_out(broker, msg)
-        for listener in listeners:
-            listener.message_published(msg, rec)
+        for observer in observers:
+            observer.message_published(msg, rec)
     else:
         broker.stats["published"] += 1
 
 
-def _covered(listeners: tuple[PublishListener, ...], topic: str) -> bool:
-    return any(listener.covers(topic) for listener in listeners)
+def _covered(observers: tuple[PublishObserver, ...], topic: str) -> bool:
+    return any(observer.covers(topic) for observer in observers)
 
 
 def store_publish(turn: Turn, topic: Topic, msg: Message, delta: bool,
@@ -256,10 +256,10 @@ def store_publish(turn: Turn, topic: Topic, msg: Message, delta: bool,
 
 def removed(broker: Broker, topic: str, records: list[Record], reason: str) -> None:
     """``records`` left the SOW topic ``topic`` (``reason``: deleted, expired): out-of-focus
-    messages to the subscriptions that had them, then the listeners."""
+    messages to the subscriptions that had them, then the observers."""
     send_oof(broker, topic, records, reason)
-    for listener in broker.listeners:
-        listener.records_removed(topic, records, reason)
+    for observer in broker.observers:
+        observer.records_removed(topic, records, reason)
 
 
 def delete_records(broker: Broker, topic_name: str, filter_text: str) -> int:

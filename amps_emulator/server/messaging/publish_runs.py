@@ -5,11 +5,11 @@ them, and for most the whole work is: journal it, count it, maybe ack it. :class
 takes the frames of a read from a given one on while they are *plain publishes*: the header
 the official clients write for ``publish(topic, data)`` (``c``, ``t``, and maybe ``cid``,
 ``s`` and ``a=persisted``, which a publish store asks for), to a topic that is not a queue's
-own name and that no listener refuses. :func:`plain_run` cuts a run of one topic out of the
+own name and that no observer refuses. :func:`plain_run` cuts a run of one topic out of the
 frames in one call (compiled in ``_speedups``; its twin reads each header with
 ``codec.plain_publish``). A run is published with one call
 (:func:`server.publish.publish_plain`): one journal call for its records, then the fan-out
-and the listeners per message when anything subscribes to or listens on the topic. Its
+and the observers per message when anything subscribes to or listens on the topic. Its
 persisted acks wait in the transaction log's FIFO as a single publish's do, added in one call
 (``TxLog.wait_persisted_run``).
 
@@ -82,7 +82,7 @@ class PublishRuns:
 
     def _plan(self, conn: Client, topic: str) -> _Plan:
         """How a run publishes to ``topic`` (as the client named it), or None when it cannot:
-        a queue's own name, a topic a listener refuses (a view's), a recorded topic while the
+        a queue's own name, a topic a observer refuses (a view's), a recorded topic while the
         log refuses writes, a SOW topic whose disk is full."""
         broker = self.broker
         if conn.message_type != "json":
@@ -101,9 +101,9 @@ class PublishRuns:
             check_writable(broker, topic)
         except CommandError:
             return None
-        listeners = broker.listeners
+        observers = broker.observers
         deliver = sow_topic is not None or bool(broker.router.match(topic)) or any(
-            listener.covers(topic) for listener in listeners)
+            observer.covers(topic) for observer in observers)
         return topic, deliver, sow_topic
 
     def _publish(self, conn: Client, plan: _Plan, client_name: str, bodies: list[bytes],

@@ -96,6 +96,36 @@ class Counters(NamedTuple):
     queued_bytes_out: int
 
 
+class FrameQueue:
+    """Frames kept for later, with their total size (the memory budget counts it)."""
+
+    __slots__ = ("frames", "nbytes")
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.nbytes = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.frames)
+
+    def append(self, frame: bytes) -> None:
+        self.frames.append(frame)
+        self.nbytes += len(frame)
+
+    def extend(self, frames: list[bytes]) -> None:
+        self.frames.extend(frames)
+        self.nbytes += sum(map(len, frames))
+
+    def push_front(self, frames: list[bytes]) -> None:
+        self.frames[:0] = frames
+        self.nbytes += sum(map(len, frames))
+
+    def take(self) -> list[bytes]:
+        """Every frame, in order, leaving the queue empty."""
+        frames, self.frames, self.nbytes = self.frames, [], 0
+        return frames
+
+
 class Connection(asyncio.Protocol):
     def __init__(self, host: ConnectionHost, listener: ListenerInfo) -> None:
         self.host = host
@@ -123,15 +153,14 @@ class Connection(asyncio.Protocol):
         self.writing_paused = False
         # a command in progress over several loop steps (see the module docstring)
         self.busy = False
-        self._stash: list[bytes] = []
-        self._stash_bytes = 0
+        # frames that arrived while busy, dispatched when the command in progress ends
+        self._stash = FrameQueue()
         self._reading_paused = False
         # frames past this pass's FRAMES_PER_PASS, handled in the next pass (reading paused)
-        self._backlog: list[bytes] = []
-        self._backlog_bytes = 0
+        self._backlog = FrameQueue()
         self._backlog_paused = False
-        self._held: list[bytes] | None = None
-        self._held_bytes = 0
+        # output held back while busy (None: not busy), written when the command ends
+        self._held: FrameQueue | None = None
         self._direct = False
         # the query whose group_begin went out and whose group_end has not, with its query
         # id (begin_group / end_group): its failure closes the group first (fail)
@@ -176,8 +205,9 @@ class Connection(asyncio.Protocol):
         """Memory this connection holds in frames: a partial inbound frame, stashed frames,
         and output not yet taken by the kernel."""
         wbuf = self.transport.get_write_buffer_size() if self.transport is not None else 0
-        return (self.decoder.buffered + self._stash_bytes + self._backlog_bytes + self._out_bytes
-                + self._held_bytes + wbuf)
+        held = self._held.nbytes if self._held is not None else 0
+        return (self.decoder.buffered + self._stash.nbytes + self._backlog.nbytes + self._out_bytes
+                + held + wbuf)
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -206,7 +236,6 @@ class Connection(asyncio.Protocol):
         self.messages_in += len(payloads)
         if self._backlog:  # behind frames that arrived earlier
             self._backlog.extend(payloads)
-            self._backlog_bytes += sum(map(len, payloads))
             return
         self._run(payloads)
 
@@ -254,8 +283,7 @@ class Connection(asyncio.Protocol):
         """Keep ``payloads`` (the frames past this pass's budget) for the next pass; read
         nothing more until they are handled."""
         first = not self._backlog
-        self._backlog = payloads + self._backlog  # (ahead of any that arrived meanwhile)
-        self._backlog_bytes += sum(map(len, payloads))
+        self._backlog.push_front(payloads)  # (ahead of any that arrived meanwhile)
         if first:
             self._turn.after(self._next_pass)
         if not self._backlog_paused and self.transport is not None:
@@ -265,9 +293,7 @@ class Connection(asyncio.Protocol):
     def _next_pass(self) -> None:
         """Handle the backlog's next :data:`FRAMES_PER_PASS` frames (scheduling another pass
         for the rest); read again once it is empty."""
-        backlog = self._backlog
-        self._backlog = []
-        self._backlog_bytes = 0
+        backlog = self._backlog.take()
         if self.closed:
             return
         self._run(backlog)
@@ -295,26 +321,22 @@ class Connection(asyncio.Protocol):
     # -- a command over several loop steps -----------------------------------------------
     def _stash_frames(self, payloads: list[bytes]) -> None:
         self._stash.extend(payloads)
-        self._stash_bytes += sum(map(len, payloads))
-        if self._stash_bytes > STASH_LIMIT and not self._reading_paused and self.transport:
+        if self._stash.nbytes > STASH_LIMIT and not self._reading_paused and self.transport:
             self._reading_paused = True
             self.transport.pause_reading()
 
     def begin_busy(self) -> None:
         """A command continues in later loop steps: stash what arrives, hold other output."""
         self.busy = True
-        self._held = []
-        self._held_bytes = 0
+        self._held = FrameQueue()
 
     def end_busy(self) -> None:
         """The command is done: write the held output, then dispatch the stashed frames."""
         self.busy = False
         held, self._held = self._held, None
-        self._held_bytes = 0
-        for data in held or ():
+        for data in held.frames if held is not None else ():
             self.send(data)
-        stash, self._stash = self._stash, []
-        self._stash_bytes = 0
+        stash = self._stash.take()
         if stash:
             self._run(stash)
         if not self.busy and self._reading_paused and not self.closed and self.transport:
@@ -352,11 +374,8 @@ class Connection(asyncio.Protocol):
         self._out.clear()
         self._out_bytes = 0
         self._held = None
-        self._held_bytes = 0
-        self._stash = []
-        self._stash_bytes = 0
-        self._backlog = []
-        self._backlog_bytes = 0
+        self._stash.take()
+        self._backlog.take()
 
     # -- output -----------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -364,14 +383,13 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self.messages_out += 1
-        held = self._held is not None and not self._direct
-        if held:
-            self._held.append(data)  # type: ignore[union-attr]
-            self._held_bytes += len(data)
+        held = self._held
+        if held is not None and not self._direct:
+            held.append(data)
         else:
             self._out.append(data)
             self._out_bytes += len(data)
-        pending = (self._out_bytes + self._held_bytes
+        pending = (self._out_bytes + (held.nbytes if held is not None else 0)
                    + self.transport.get_write_buffer_size())  # type: ignore[union-attr]
         if pending > self.out_limit:
             self.close(
@@ -477,10 +495,8 @@ class Connection(asyncio.Protocol):
     def refuse_logon(self, cmd: Command, reason: str, why: str) -> None:
         """A refused logon: the failure ack (if one was asked for) goes out now, then the
         connection closes (what AMPS does on an authentication failure)."""
-        self._stash = []
-        self._stash_bytes = 0
+        self._stash.take()
         self._held = None
-        self._held_bytes = 0
         self.busy = False
         self.fail(cmd, reason)
         self.flush_output()

@@ -462,7 +462,7 @@ class AdminServer:
         segs = [x for x in path.split("/") if x][1:]
         what = segs[0] if segs else "health"
         if what == "health":
-            return {"ready": s.ready and not s.stopping, "instance": s.instance_name,
+            return {"ready": s.ready and not s.broker.stopping, "instance": s.instance_name,
                     "admin": self.uri, "test_clock": s.timebase.is_test,
                     "transports": [{"name": x.name, "uri": x.uri,
                                     "enabled": x.server is not None} for x in s.listeners]}

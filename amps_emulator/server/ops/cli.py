@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import gc
 import logging
 import os
@@ -372,37 +373,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.version:
         sys.stdout.write(version_text(args.server_version))
         return 0
-    env = config_environment(parse_defines(args.defines))
     logging.basicConfig(
         level=getattr(logging, args.log_level or "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    from amps_emulator.config import ConfigError
-    from amps_emulator.server.ops.seed import SeedError, read_seeds, scan_init_dir
     from amps_emulator.server.ops.verify import run_sample_config, run_verify_config
 
     if args.sample_config:
         return run_sample_config()
     if args.verify_config:
         return run_verify_config(args.verify_config)
-    seed_files = list(args.seed)
-    if args.init_dir:
-        try:
-            init = scan_init_dir(args.init_dir)
-        except SeedError as exc:
-            print(f"amps-emulator: {exc}", file=sys.stderr)
-            return 1
-        for name in init.ignored:
-            log.warning("init directory %s: %s is neither *.jsonl nor *.xml; ignored",
-                        init.path, name)
-        if init.config is not None:
-            if args.config is None:
-                args.config = init.config
-            else:
-                log.warning("init directory %s: %s ignored: the configuration %s was given",
-                            init.path, os.path.basename(init.config), args.config)
-        seed_files = init.seeds + seed_files
+    startup = _prepare(args)
+    if isinstance(startup, int):
+        return startup
+    return _serve(startup, args, begun)
+
+
+@dataclasses.dataclass
+class _Startup:
+    """What ``main`` checked before serving: the config, the seed messages, the memory budget."""
+
+    config: Any
+    seed: Any
+    budget: int | None
+
+
+def _prepare(args: argparse.Namespace) -> _Startup | int:
+    """The config loaded and checked, the log targets installed, the seeds read; or the exit
+    status after one line on stderr saying what is wrong."""
+    from amps_emulator.config import ConfigError
+    from amps_emulator.server.ops.seed import SeedError, read_seeds
+
+    env = config_environment(parse_defines(args.defines))
+    seed_files = _init_dir(args)
+    if isinstance(seed_files, int):
+        return seed_files
     if args.dump_config:
         try:
             sys.stdout.write(dump_config(args, env))
@@ -419,18 +425,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:
         print(f"{args.config}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    targets = getattr(config, "logging", ())
-    if args.log_level and args.config is None:
-        targets = ()  # --log-level replaces the built-in config's stderr target
-    if targets:
-        from amps_emulator.server.services import log_targets as logtargets
-
-        try:  # the configured targets are the event log, as in AMPS; --log-level adds stderr
-            logtargets.install(targets, console_level=getattr(logging, args.log_level)
-                               if args.log_level else None)
-        except OSError as exc:
-            print(f"amps-emulator: cannot open a <Logging> target: {exc}", file=sys.stderr)
-            return 1
+    if _install_log_targets(args, config) != 0:
+        return 1
     if args.test_clock and args.admin is None and getattr(config, "admin", None) is None:
         print("amps-emulator: --test-clock needs an admin interface to advance it "
               "(--admin HOST:PORT or <Admin> in the config)", file=sys.stderr)
@@ -442,7 +438,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SeedError as exc:
         print(f"amps-emulator: seed: {exc}", file=sys.stderr)
         return 1
-
     budget = None
     if args.memory_budget is not None:
         from amps_emulator.config.units import parse_size
@@ -452,7 +447,57 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as exc:
             print(f"amps-emulator: --memory-budget: {exc}", file=sys.stderr)
             return 1
+    return _Startup(config, seed, budget)
+
+
+def _init_dir(args: argparse.Namespace) -> list[str] | int:
+    """The seed files to publish at start-up: ``--init-dir``'s (which may also name the
+    config, unless one was given), then ``--seed``'s; or 1 when the directory is unusable."""
+    from amps_emulator.server.ops.seed import SeedError, scan_init_dir
+
+    seed_files = list(args.seed)
+    if not args.init_dir:
+        return seed_files
+    try:
+        init = scan_init_dir(args.init_dir)
+    except SeedError as exc:
+        print(f"amps-emulator: {exc}", file=sys.stderr)
+        return 1
+    for name in init.ignored:
+        log.warning("init directory %s: %s is neither *.jsonl nor *.xml; ignored",
+                    init.path, name)
+    if init.config is not None:
+        if args.config is None:
+            args.config = init.config
+        else:
+            log.warning("init directory %s: %s ignored: the configuration %s was given",
+                        init.path, os.path.basename(init.config), args.config)
+    return init.seeds + seed_files
+
+
+def _install_log_targets(args: argparse.Namespace, config: Any) -> int:
+    """The config's ``Logging`` targets are the event log, as in AMPS (``--log-level`` adds
+    stderr, and replaces the built-in config's stderr target); 1 when one cannot open."""
+    targets = getattr(config, "logging", ())
+    if args.log_level and args.config is None:
+        targets = ()
+    if not targets:
+        return 0
+    from amps_emulator.server.services import log_targets
+
+    try:
+        log_targets.install(targets, console_level=getattr(logging, args.log_level)
+                            if args.log_level else None)
+    except OSError as exc:
+        print(f"amps-emulator: cannot open a <Logging> target: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _serve(startup: _Startup, args: argparse.Namespace, begun: float) -> int:
+    """Run the server until SIGTERM or SIGINT; the exit status."""
     _install_event_loop_policy()
+    started: list[bool] = []
 
     async def _amain() -> None:
         shutdown = asyncio.Event()
@@ -467,8 +512,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             started.append(True)
             # what start-up built (config, grammars, compiled filters, modules) lives as long
             # as the process: out of the collector's sight, so a full collection under load
-            # walks only what the traffic made (one took 30-80 ms on the issue 19 bench,
-            # stalling every persisted ack behind it)
+            # walks only what the traffic made (a full one takes tens of milliseconds under
+            # a publish load, stalling every persisted ack behind it)
             gc.collect()
             gc.freeze()
             print("ready: " + " ".join(uris), flush=True)
@@ -476,51 +521,51 @@ def main(argv: Sequence[str] | None = None) -> int:
         def initialized() -> None:
             print(initialization_line(begun), flush=True)
 
-        await run(config, ready=ready, shutdown=shutdown,
+        await run(startup.config, ready=ready, shutdown=shutdown,
                   keep_readable_journal=args.keep_readable_journal, admin=args.admin,
                   test_clock=args.test_clock, memory=args.memory,
-                  strict_recovery=args.strict_recovery, seed=seed, initialized=initialized,
+                  strict_recovery=args.strict_recovery, seed=startup.seed, initialized=initialized,
                   server_version=args.server_version,
-                  logon_timeout=args.logon_timeout, memory_budget=budget)
-
-    from amps_emulator.journal import JournalCorruptError, JournalError
-    from amps_emulator.sow import SowDamagedError
-
-    started: list[bool] = []
+                  logon_timeout=args.logon_timeout, memory_budget=startup.budget)
 
     try:
         asyncio.run(_amain())
-    except ConfigError as exc:  # a config rule only the engines check (e.g. queue limits)
+    except Exception as exc:
+        return _exit_code(exc, startup.config, serving=bool(started))
+    log.info("shut down cleanly")
+    return 0
+
+
+def _exit_code(exc: Exception, config: Any, serving: bool) -> int:
+    """What went wrong, as one located line on stderr (never a traceback for a start-up
+    problem); the exit status."""
+    from amps_emulator.config import ConfigError
+    from amps_emulator.journal import JournalCorruptError, JournalError
+    from amps_emulator.server.ops.seed import SeedError
+    from amps_emulator.sow import SowDamagedError
+
+    if isinstance(exc, ConfigError):  # a config rule only the engines check (e.g. queue limits)
         print(str(exc), file=sys.stderr)
-        return 1
-    except JournalError as exc:
+    elif isinstance(exc, JournalError):
         print(f"amps-emulator: cannot open the transaction log: {exc}", file=sys.stderr)
         if isinstance(exc, JournalCorruptError):
             print("amps-emulator: to start anyway with every readable record, pass "
                   "--keep-readable-journal", file=sys.stderr)
-        return 1
-    except SowDamagedError as exc:
+    elif isinstance(exc, SowDamagedError):
         print(f"amps-emulator: cannot open the SOW: {exc}", file=sys.stderr)
-        return 1
-    except SeedError as exc:  # a message the publish path refused
+    elif isinstance(exc, SeedError):  # a message the publish path refused
         print(f"amps-emulator: seed: {exc}", file=sys.stderr)
-        return 1
-    except OSError as exc:
+    elif isinstance(exc, OSError):
         print(f"amps-emulator: cannot start: {exc}", file=sys.stderr)
-        return 1
-    except Exception as exc:  # never a traceback for a configuration: one located line
+    elif serving:  # not a start-up problem: a bug while serving, logged in full
+        log.error("the server stopped on an internal error", exc_info=exc)
+    else:
         from amps_emulator.server.ops.preflight import startup_failure
 
-        if started:  # not a start-up problem: a bug while serving, logged in full
-            log.exception("the server stopped on an internal error")
-            return 1
-        log.debug("start-up failed", exc_info=True)
+        log.debug("start-up failed", exc_info=exc)
         for issue in startup_failure(exc, config):
             print(str(issue), file=sys.stderr)
-        return 1
-    log.info("shut down cleanly")
-    return 0
-
+    return 1
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -67,11 +67,6 @@ class FaultConflict(Exception):
     """A fault this server cannot take (HTTP 409)."""
 
 
-class Listener(Protocol):
-    name: str
-    server: asyncio.AbstractServer | None
-
-
 class FaultHost(Protocol):
     """What the faults read and change of the server (``server.app.Server``)."""
 
@@ -83,8 +78,6 @@ class FaultHost(Protocol):
     def listeners(self) -> list[Any]: ...
     @property
     def txlog(self) -> TxLog | None: ...
-    @property
-    def memory(self) -> bool: ...
     def call_later(self, delay: float, callback: Callable[[], Any]) -> Any: ...
     def closed(self, client: Any) -> None: ...
     async def enable_listener(self, lst: Any) -> None: ...
@@ -194,10 +187,10 @@ class Faults:
 
         for conn in conns:
             wrap(conn)
-        self.server.broker.logon_listeners.append(logged_on)
+        self.server.broker.logon_callbacks.append(logged_on)
 
         def undo() -> None:
-            self.server.broker.logon_listeners.remove(logged_on)
+            self.server.broker.logon_callbacks.remove(logged_on)
             for conn, dt in wrapped:
                 dt.release()  # what waits goes out now, in order
                 if conn.transport is dt:

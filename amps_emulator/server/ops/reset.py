@@ -52,7 +52,7 @@ async def reset_all(server: Server) -> dict:
     n = _disconnect(server, sorted(server.connections, key=lambda c: c.conn_id))
     if server.broker.security is not None:
         server.broker.security.reload()  # permission documents are read again at the next logon
-    server.client_seqs.clear()
+    server.broker.client_seqs.clear()
     records = 0
     tx = server.txlog
     if tx is not None and tx.is_open:
@@ -119,7 +119,7 @@ def reset_client(server: Server, ident: str) -> dict:
     name = conn.client_name
     _disconnect(server, [conn])
     if name is not None:
-        server.client_seqs.pop(name, None)
+        server.broker.client_seqs.pop(name, None)
     return {"reset": "client", "client": ident, "clients_disconnected": 1}
 
 
@@ -153,7 +153,7 @@ async def sow_records(server: Server, name: str, filter_text: str | None = None,
     topic = server.sow_service.get(name) if server.sow_service is not None else None
     if topic is None:
         raise LookupError(f"{name!r} is not a SOW topic")
-    from amps_emulator.server.handlers.commands import compile_filter_for
+    from amps_emulator.server.messaging.registration import compile_filter_for
 
     steps = topic.query_steps(compile_filter_for(filter_text), order_by=order_by or None,
                               top_n=top_n)

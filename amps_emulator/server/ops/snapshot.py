@@ -55,15 +55,11 @@ class Server(Protocol):
     wallclock: Callable[[], float]
 
     @property
-    def memory(self) -> bool: ...
-    @property
     def txlog(self) -> TxLog | None: ...
     @property
     def sow_service(self) -> SowService | None: ...
     @property
     def queue_service(self) -> QueueService | None: ...
-    @property
-    def client_seqs(self) -> dict[str, int]: ...
     def closed(self, client: Any) -> None: ...
     def replace_derived(self, derived: DerivedTopics) -> None: ...
 
@@ -87,7 +83,7 @@ def _disconnect(server: Server, conns: Iterable[Connection]) -> int:
 
 
 def _check_memory(server: Server) -> None:
-    if server.memory:
+    if server.broker.memory:
         raise SnapshotRefused(
             "the server runs with --memory: its state lives in memory stores and no file "
             "holds it, so it cannot be archived or restored faithfully; run it with a data "
@@ -202,7 +198,7 @@ async def restore(server: Server, archive: bytes) -> dict:
         raise BadSnapshot("the snapshot holds a transaction log; this server has none")
     plan = _plan_sow(server, manifest)
     n = _disconnect(server, list(server.connections))
-    server.client_seqs.clear()
+    server.broker.client_seqs.clear()
     # close what holds files, in the order the server stops (the log's timers keep running)
     if queues is not None:
         queues.close()

@@ -155,7 +155,7 @@ class Sampler:
     def _counters(self) -> dict[tuple, int]:
         s = self.server
         c: dict[tuple, int] = {
-            ("p", "received"): s.stats["published"], ("p", "matches"): s.stats["delivered"]}
+            ("p", "received"): s.broker.stats["published"], ("p", "matches"): s.broker.stats["delivered"]}
         for conn in s.connections:
             k = conn.conn_id
             n = conn.counters()
@@ -266,7 +266,7 @@ def _clients(server: Server, sm: Sampler) -> list[dict]:
 
 
 def _processors(server: Server, sm: Sampler) -> list[dict]:
-    received, found = server.stats["published"], server.stats["delivered"]
+    received, found = server.broker.stats["published"], server.broker.stats["delivered"]
     out = []
     for pid, desc in (("all", "AMPS Aggregate Processor Stats"),
                       ("external", "publish and subscribe")):

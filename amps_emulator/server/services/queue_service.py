@@ -246,7 +246,7 @@ class QueueService:
             return q.default_target
         return q.underlying if q.regex is None else topic
 
-    # -- the message path's listener (ports.PublishListener) --------------------------------
+    # -- the message path's observer (ports.PublishObserver) --------------------------------
     def check_writable(self, topic: str) -> None:
         pass  # a publish to a queue goes to its feed (publish_target): nothing to refuse
 

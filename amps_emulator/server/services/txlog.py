@@ -80,9 +80,14 @@ PROBE_INTERVAL = 1.0  # seconds between attempts to write again after a refused 
 
 
 class TxLog:
-    def __init__(self, server: TxLogHost, cfg: Any) -> None:
+    def __init__(self, server: TxLogHost, cfg: Any, *, memory: bool = False,
+                 strict_recovery: bool = False) -> None:
         self.server = server
         self.cfg = cfg
+        #: ``--memory``: no files; Durability is memory whatever the config says
+        self.memory = memory
+        #: refuse to open when acked data is found missing (the oldest segment, a gap)
+        self.strict_recovery = strict_recovery
         #: the open journal (:attr:`journal`); None before :meth:`open` and after :meth:`close`
         self._journal: FileJournal | MemoryJournal | None = None
         self._recorded: dict[str, bool] = {}
@@ -140,7 +145,7 @@ class TxLog:
     # -- lifecycle ---------------------------------------------------------------------
     def open(self) -> None:
         cfg = self.cfg
-        if self.server.memory:  # --memory: no files; Durability is memory whatever the config says
+        if self.memory:
             self._journal = MemoryJournal(segment_size=cfg.journal_size,
                                          retention_bytes=cfg.retention_size,
                                          retention_age=cfg.retention_age,
@@ -155,7 +160,7 @@ class TxLog:
             retention_bytes=cfg.retention_size,
             retention_age=cfg.retention_age,
             keep_readable_on_corruption=self.server.keep_readable_journal,
-            strict=self.server.strict_recovery,
+            strict=self.strict_recovery,
             defer_summaries=True,
             clock=self.server.wallclock,  # record times follow the server's (test) clock
         )

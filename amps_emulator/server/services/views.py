@@ -493,7 +493,7 @@ class DerivedTopics:
             raise CommandError(reasons.INVALID_TOPIC, f"{display_name(topic)!r} is a view or "
                                f"conflated topic: AMPS maintains it")
 
-    # -- the message path's listener (ports.PublishListener) ------------------------------
+    # -- the message path's observer (ports.PublishObserver) ------------------------------
     def covers(self, topic: str) -> bool:
         return False  # only SOW topics feed views, and a publish to one is always built
 

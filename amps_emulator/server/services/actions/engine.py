@@ -4,7 +4,7 @@ An action runs its ``If`` and ``Do`` steps in file order with the variables its 
 gives (:mod:`.variables`); a ``Do`` that fails or an ``If`` that does not hold ends the run.
 The triggers (``On``) it serves:
 
-* the message path, as a publish listener (:class:`server.ports.PublishListener`):
+* the message path, as a publish observer (:class:`server.ports.PublishObserver`):
   ``on-publish-message`` (``Topic`` regex, ``MessageType``, ``Filter``),
   ``on-sow-expire-message``, ``on-sow-delete-message``, ``on-oof-message`` (``Type`` match,
   delete, expire or all), and the record watches of ``on-message-condition-timeout`` and
@@ -270,7 +270,7 @@ class Actions(Steps):
             if (trig.step.option("Event") or "") == event:
                 self.run(trig.action, dict(variables))
 
-    # -- the message path's listener (ports.PublishListener) ----------------------------
+    # -- the message path's observer (ports.PublishObserver) ----------------------------
     def covers(self, topic: str) -> bool:
         return any(t.matches_topic(topic) for m in (ON_PUBLISH, ON_OOF)
                    for t in self._of(m))

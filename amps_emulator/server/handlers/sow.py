@@ -1,5 +1,4 @@
-"""SOW commands: ``sow``, ``sow_and_subscribe`` / ``sow_and_delta_subscribe``, ``sow_delete``,
-and what publishes to a SOW topic do to the stored record and to subscribers.
+"""The SOW query commands: ``sow``, ``sow_and_subscribe`` and ``sow_and_delta_subscribe``.
 
 Query results go out exactly as the official client needs them (protocol notes 4.5): the
 ``processed`` ack, ``group_begin``, batched ``sow`` frames (``{outer}{k,l,bm[,ts]}data...``,
@@ -14,8 +13,7 @@ command is read, and between steps the loop serves other clients. The querying c
 busy meanwhile (:mod:`server.connection`): its later commands wait, its other output is held
 and written after the query's. ``sow_and_subscribe`` registers the subscription in the same
 loop step as the snapshots, so nothing published is missed or seen twice: everything
-published after the command was read is delivered after ``group_end``.
-"""
+published after the command was read is delivered after ``group_end``."""
 
 from __future__ import annotations
 
@@ -24,17 +22,13 @@ import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import sow_batch
-from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import display_name, split_topic
 from amps_emulator.server.core.router import Subscription, is_regex_topic
 from amps_emulator.server.delivery import replay
 from amps_emulator.server.delivery.acks import early as acks_early
 from amps_emulator.server.delivery.acks import final as acks_final
-from amps_emulator.server.delivery.acks import refused as acks_refused
 from amps_emulator.server.delivery.aggregated import AggregatedSubscription
 from amps_emulator.server.delivery.fanout import oof_frame, selected
 from amps_emulator.server.delivery.pagination import PageWindow
@@ -47,19 +41,15 @@ from amps_emulator.server.handlers.sow_results import (
     send_records,
 )
 from amps_emulator.server.handlers.type_features import refuse_unsupported_options
-from amps_emulator.server.messaging.message_path import check_writable, removed
 from amps_emulator.server.messaging.registration import compile_filter_for, register_subscription
-from amps_emulator.sow.keys import parse_sow_keys
 from amps_emulator.sow.query import page, parse_order_by, project, selection, sort_records
 
 log = logging.getLogger("amps_emulator.sow")
 
 if TYPE_CHECKING:
-    from amps_emulator.auth import TopicGrant
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.core.ports import Client, QueueService
     from amps_emulator.server.messaging.broker import Broker
-    from amps_emulator.sow import Topic
 
 
 class Replacing:
@@ -442,203 +432,3 @@ def _historical_subscription(broker: Broker, client: Client, cmd: Command, sub_i
     txlog.cursors.add(cursor)
     replay.schedule(broker, cursor)  # runs after the query's frames (the connection is busy)
     return sub
-
-
-def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
-    acks_early(client, cmd)
-    topic_name = cmd.topic
-    if not topic_name:
-        raise CommandError(reasons.INVALID_TOPIC, "sow_delete without a topic")
-    check_writable(broker, topic_name)  # not a view's own topic
-    queues = broker.queues
-    queue = queues.get(topic_name) if queues is not None else None
-    if queues is not None and queue is not None:
-        acked = queues.ack(queue, client, cmd)
-        _delete_acks(client, cmd, {"records_deleted": acked, "matches": acked,
-                                   "topic_matches": queue.engine.depth + acked})
-        return
-    sow_service = broker.sow
-    topic = sow_service.get(topic_name) if sow_service is not None else None
-    if sow_service is not None and topic is None and is_regex_topic(split_topic(topic_name)[0]) \
-            and "non_regex_topic" not in cmd.opts:
-        matched = sow_service.topics_for(topic_name)
-        if matched:
-            _delete_across(broker, client, cmd, matched)
-            return
-    if sow_service is None or topic is None:
-        if cmd.filter:
-            compile_filter_for(cmd.filter)  # a bad filter is reported as such
-        raise CommandError(reasons.INVALID_TOPIC, f"{topic_name!r} is not a SOW topic")
-    headers: dict[str, str] = {}
-    if cmd.filter:
-        filt = compile_filter_for(cmd.filter)
-        headers["filter"] = cmd.filter
-    elif cmd.sow_keys:
-        headers["sow_keys"] = cmd.sow_keys
-    elif cmd.body:
-        key = topic.key_for(topic.decode_body(cmd.body), cmd.sow_key)  # bad sow key before journalling
-        if entitle.delete_filter(client, topic_name) is not None:
-            headers["sow_keys"] = key  # narrowed to the admitted record below
-    else:
-        raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
-    if "sow_keys" in headers:
-        grant = entitle.delete_filter(client, topic_name)
-        if grant is not None:  # the records the write filter refuses stay: not in the delete
-            headers["sow_keys"] = _admitted(topic, topic_name, headers["sow_keys"], grant)
-    if sow_service.refusing(topic_name):  # its disk is full
-        acks_refused(client, cmd, cmd.seq, reasons.TX_STORE_FAILURE, broker.txlog)
-        return
-    txlog = broker.txlog
-    position = 0
-    at = None  # when the deletion happened: the time it was logged, else now
-    if txlog is not None and txlog.recorded(topic_name):
-        logged = txlog.append_command(client, cmd, RecordKind.SOW_DELETE, headers)
-        position, at = logged.position, logged.timestamp / 1_000_000
-    broker.turn.request()  # the SOW commits at the end of this turn
-    if "filter" in headers:  # in steps when it matches many records
-        def steps() -> Generator[None, None, Any]:
-            deleting = topic.delete_steps(filt, position=position, now=at)
-            reported = 0
-            while True:
-                try:
-                    deleted = next(deleting)
-                except StopIteration as stop:
-                    result = stop.value
-                    if reported < result.records_deleted:  # deleted at once
-                        removed(broker, topic_name, result.records, reasons.OOF_DELETED)
-                    return result
-                if deleted:
-                    reported += len(deleted)
-                    removed(broker, topic_name, deleted, reasons.OOF_DELETED)
-                    broker.turn.request()
-                yield
-
-        drive(broker, client, cmd, steps(), lambda result: _delete_acks(
-            client, cmd, {"records_deleted": result.records_deleted, "matches": result.matches,
-                          "topic_matches": result.topic_matches}, broker, position),
-              complete=True)
-        return
-    if "sow_keys" in headers:
-        result = topic.delete_by_keys(headers["sow_keys"], position=position, now=at)
-    else:
-        result = topic.delete_by_data(cmd.body, sow_key=cmd.sow_key, position=position, now=at)
-    removed(broker, topic_name, result.records, reasons.OOF_DELETED)
-    _delete_acks(client, cmd, {"records_deleted": result.records_deleted,
-                               "matches": result.matches, "topic_matches": result.topic_matches},
-                 broker, position)
-
-
-def _delete_across(broker: Broker, client: Client, cmd: Command, topics: list[Topic]) -> None:
-    """A ``sow_delete`` whose topic is a regex: the delete applies to each SOW topic it
-    matches that the user may write, under that topic's write filter (AMPS checks them topic
-    by topic, and the transaction log keeps one delete per topic with the filter or keys it
-    applied). One set of acks counts them all. Deletes by filter run in steps, as on one
-    topic; each topic's delete is journalled, and its snapshot taken, when the command is
-    read."""
-    sow_service = broker.sow
-    assert sow_service is not None  # (the caller found the topics there)
-    if cmd.filter:
-        compile_filter_for(cmd.filter)  # a bad filter is refused before anything is deleted
-    elif not cmd.sow_keys and not cmd.body:
-        raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
-    plans: list[tuple[Topic, dict[str, str]]] = []
-    for topic in topics:
-        name = topic.spec.name
-        grant = entitle.topic_delete_grant(client, name)
-        if grant is None:
-            continue  # not writable by this user: left as it is
-        headers: dict[str, str] = {}
-        if cmd.filter:
-            headers["filter"] = grant.combined_filter(cmd.filter) or cmd.filter
-        else:
-            keys = cmd.sow_keys or topic.key_for(topic.decode_body(cmd.body), cmd.sow_key)
-            headers["sow_keys"] = keys if grant.filter_text is None \
-                else _admitted(topic, name, keys, grant)
-        plans.append((topic, headers))
-    if any(sow_service.refusing(topic.spec.name) for topic, _ in plans):  # a disk is full
-        acks_refused(client, cmd, cmd.seq, reasons.TX_STORE_FAILURE, broker.txlog)
-        return
-    txlog = broker.txlog
-    position = 0
-    deleting: list[tuple[str, Generator[list[Any], None, Any] | None, Any]] = []
-    for topic, headers in plans:
-        name = topic.spec.name
-        pos, at = 0, None
-        if txlog is not None and txlog.recorded(name):
-            logged = txlog.append(name, b"", RecordKind.SOW_DELETE,
-                                  client_name=client.client_name or "", client_seq=cmd.seq,
-                                  correlation_id=cmd.correlation_id,
-                                  headers={**headers, "o": cmd.options} if cmd.options else headers)
-            pos, at = logged.position, logged.timestamp / 1_000_000
-            position = pos
-        if "sow_keys" in headers:
-            result = topic.delete_by_keys(headers["sow_keys"], position=pos, now=at)
-            removed(broker, name, result.records, reasons.OOF_DELETED)
-            deleting.append((name, None, result))
-            continue
-        steps = topic.delete_steps(compile_filter_for(headers["filter"]), position=pos, now=at)
-        try:
-            first = next(steps)  # the snapshot: now, in the journal's order
-        except StopIteration as stop:  # deleted at once: reported below, with the others
-            removed(broker, name, stop.value.records, reasons.OOF_DELETED)
-            deleting.append((name, None, stop.value))
-            continue
-        if first:
-            removed(broker, name, first, reasons.OOF_DELETED)
-        deleting.append((name, steps, len(first)))
-    broker.turn.request()  # the SOW commits at the end of this turn
-
-    def rest() -> Generator[None, None, dict[str, int]]:
-        counts = {"records_deleted": 0, "matches": 0, "topic_matches": 0}
-        for name, running, state in deleting:
-            result = state
-            if running is not None:
-                reported = state
-                while True:
-                    try:
-                        part = next(running)
-                    except StopIteration as stop:
-                        result = stop.value
-                        break
-                    if part:
-                        reported += len(part)
-                        removed(broker, name, part, reasons.OOF_DELETED)
-                        broker.turn.request()
-                    yield
-                if reported < result.records_deleted:  # the rest went at once
-                    removed(broker, name, result.records, reasons.OOF_DELETED)
-            counts["records_deleted"] += result.records_deleted
-            counts["matches"] += result.matches
-            counts["topic_matches"] += result.topic_matches
-        return counts
-
-    drive(broker, client, cmd, rest(),
-          lambda counts: _delete_acks(client, cmd, counts, broker, position), complete=True)
-
-
-def _admitted(topic: Topic, topic_name: str, sow_keys: str, grant: TopicGrant) -> str:
-    """The keys of ``sow_keys`` naming a record the write grant's filter admits (AMPS checks
-    each record a delete would remove), as the ``sow_keys`` the delete then journals."""
-    name = display_name(topic_name)
-    kept: list[str] = []
-    for skey in parse_sow_keys(sow_keys):
-        rec = topic.get(skey)
-        if rec is None:
-            continue  # nothing to delete
-        ctx = MessageContext(topic=name, bookmark=rec.bookmark or None, sow_key=skey)
-        if grant.admits(rec.doc_by(topic.decode_body), ctx):
-            kept.append(skey)
-    return ",".join(kept)
-
-
-def _delete_acks(client: Client, cmd: Command, counts: dict[str, int],
-                 broker: Broker | None = None, position: int = 0) -> None:
-    if "processed" in cmd.acks:
-        client.ack(cmd, "processed")
-    if "persisted" in cmd.acks and cmd.seq is not None:
-        txlog = broker.txlog if broker is not None else None
-        if txlog is not None:
-            txlog.wait_persisted(client, cmd.seq, position or None)
-        else:
-            client.note_persisted(cmd.seq)
-    acks_final(client, cmd, processed=False, **counts)

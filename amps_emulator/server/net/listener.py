@@ -1,0 +1,90 @@
+"""The listening side of a configured ``Transport``: its address, protocol and TLS context, and
+the asyncio protocol factory that puts a :class:`Connection` (behind the WebSocket or legacy
+framing the transport names) on every socket it accepts."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from amps_emulator.protocol.legacy_headers import LEGACY_PROTOCOLS
+from amps_emulator.server.net.connection import Connection
+from amps_emulator.server.net.legacy_transport import LegacyProtocol
+from amps_emulator.server.net.websocket import WebSocketProtocol
+
+if TYPE_CHECKING:
+    from amps_emulator.server.core.ports import ConnectionHost
+
+__all__ = ["Listener", "listeners_from_config", "tls_context"]
+
+
+class Listener:
+    """One configured transport, bound."""
+
+    def __init__(self, name: str, host: str, port: int, message_type: str | None, protocol: str,
+                 max_frame: int, out_limit: int, reuse_addr: bool = True,
+                 tls: ssl.SSLContext | None = None) -> None:
+        self.name = name
+        self.host = host
+        self.port = port
+        #: the transport's MessageType; None: any type the instance knows
+        self.message_type = message_type
+        self.protocol = protocol  # "amps", "websocket", or a legacy "fix", "nvfix", "xml"
+        self.max_frame = max_frame
+        self.out_limit = out_limit
+        self.reuse_addr = reuse_addr  # SO_REUSEADDR (Transport/ReuseAddr)
+        self.tls = tls
+        self.server: asyncio.AbstractServer | None = None
+
+    @property
+    def uri(self) -> str:
+        """What a client connects to: tcp/tcps for amps, ws/wss for websocket."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        scheme = "ws" if self.protocol == "websocket" else "tcp"
+        if self.tls is not None:
+            scheme += "s"
+        if self.protocol in LEGACY_PROTOCOLS:  # the client names the protocol, not the type
+            return f"{scheme}://{host}:{self.port}/{self.protocol}"
+        return f"{scheme}://{host}:{self.port}/amps/{self.message_type or 'json'}"
+
+    def protocol_factory(self, server: ConnectionHost) -> Callable[[], asyncio.Protocol]:
+        def make_connection() -> Connection:
+            return Connection(server, self)
+
+        if self.protocol == "websocket":
+            return lambda: WebSocketProtocol(make_connection, self)
+        if self.protocol in LEGACY_PROTOCOLS:
+            protocol = self.protocol
+            return lambda: LegacyProtocol(make_connection, self, protocol)
+        return make_connection
+
+
+def tls_context(t: Any) -> ssl.SSLContext | None:
+    if not getattr(t, "tls", False):
+        return None
+    from amps_emulator.config import ConfigError, ConfigIssue
+    from amps_emulator.config.tls import TLSSetupError, server_context
+
+    try:
+        return server_context(t.certificate, t.private_key, t.ciphers,
+                              verify_client=getattr(t, "verify_client", False),
+                              ca_file=getattr(t, "ca_file", None), ca_path=getattr(t, "ca_path", None))
+    except TLSSetupError as exc:  # the files changed since the config was loaded
+        raise ConfigError([ConfigIssue(t.file, t.line, f"<Transport> {t.name!r}: {exc}")]) from None
+
+
+def listeners_from_config(config: Any) -> list[Listener]:
+    out = []
+    for t in config.transports:
+        if not getattr(t, "enabled", True):
+            continue
+        out.append(Listener(
+            name=t.name, host=t.host or "0.0.0.0", port=t.port,
+            message_type=t.message_type, protocol=t.protocol or "amps",
+            max_frame=t.max_frame_size, out_limit=t.client_outbound_limit,
+            reuse_addr=getattr(t, "reuse_addr", True),
+            tls=tls_context(t),
+        ))
+    return out
