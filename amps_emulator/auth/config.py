@@ -1,6 +1,6 @@
 """The ``Authentication`` / ``Entitlement`` configuration, as the auth layer uses it.
 
-The typed blocks, the module catalogue, resolution and the reader live on the config floor
+The typed blocks, the module catalogue, resolution and the reader live in the config layer
 (:mod:`amps_emulator.config.security`), where the loader reads them with the rest of the file;
 this module names them for the auth layer.
 """

@@ -10,7 +10,7 @@ Three forms, as AMPS reads them:
 A trailing ``Z`` on a time means UTC; without it the time is the server's local time. The
 times are whole wall-clock instants: :meth:`Every.next_after` is pure (a UNIX time in, the
 next due UNIX time out), so the config reader checks the text with it and the server's timer
-(:mod:`server.actions.schedule`) arms the server clock with it.
+(:mod:`server.services.actions.schedule`) arms the server clock with it.
 """
 
 from __future__ import annotations

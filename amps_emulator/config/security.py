@@ -1,6 +1,6 @@
 """The ``Authentication`` / ``Entitlement`` configuration: typed blocks, module catalogue, resolution.
 
-It lives on the config floor (the loader reads it with the rest of the file); the auth layer
+It lives in the config layer (the loader reads it with the rest of the file); the auth layer
 re-exports it as ``amps_emulator.auth.config`` and builds the modules from it.
 
 An AMPS configuration may carry an ``Authentication`` and an ``Entitlement`` block at instance

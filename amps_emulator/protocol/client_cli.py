@@ -139,7 +139,7 @@ def _messages(args: argparse.Namespace) -> list[bytes]:
     return [ln.encode() for ln in lines if ln.strip()]
 
 
-def cmd_publish(c: Client, args: argparse.Namespace) -> int:
+def cmd_publish(client: Client, args: argparse.Namespace) -> int:
     msgs = _messages(args)
     if not msgs:
         print("publish: no messages given", file=sys.stderr)
@@ -152,31 +152,31 @@ def cmd_publish(c: Client, args: argparse.Namespace) -> int:
                 wait = t0 + n / args.rate - time.perf_counter()
                 if wait > 0:
                     time.sleep(wait)  # pacing the publisher, as spark's -rate does
-            c.publish(args.topic, body, expiration=args.expiration)
+            client.publish(args.topic, body, expiration=args.expiration)
             n += 1
-    c.flush()
+    client.flush()
     dt = time.perf_counter() - t0
     print(f"published {n} messages to {args.topic} in {dt:.3f}s "
           f"({n / dt if dt else 0:.0f}/s)", file=sys.stderr)
     return 0
 
 
-def _stream(c: Client, header: dict, args: argparse.Namespace) -> int:
+def _stream(client: Client, header: dict, args: argparse.Namespace) -> int:
     idle = args.timeout if args.timeout > 0 else None
     limit = args.max_messages
     n = 0
-    for h, body in c.execute(header, until="", idle=idle if idle else 1e9):
+    for h, body in client.execute(header, until="", idle=idle if idle else 1e9):
         kind = h.get("c")
         if kind in ("p", "publish", "sow", "oof", "delta_publish"):
-            print(_line(h, body, c.message_type), flush=True)
+            print(_line(h, body, client.message_type), flush=True)
             n += 1
             if limit is not None and n >= limit:
                 break
     return 0
 
 
-def cmd_subscribe(c: Client, args: argparse.Namespace) -> int:
-    h: dict[str, Any] = {"c": "subscribe", "cid": c.cid(), "t": args.topic,
+def cmd_subscribe(client: Client, args: argparse.Namespace) -> int:
+    h: dict[str, Any] = {"c": "subscribe", "cid": client.cid(), "t": args.topic,
                          "sub_id": "1", "a": "processed"}
     if args.filter:
         h["filter"] = args.filter
@@ -185,22 +185,22 @@ def cmd_subscribe(c: Client, args: argparse.Namespace) -> int:
     if args.bookmark:
         h["bookmark"] = {"recent": "recent", "now": "0|1|", "epoch": "0"}.get(
             args.bookmark, args.bookmark)
-    return _stream(c, h, args)
+    return _stream(client, h, args)
 
 
-def cmd_sow_and_subscribe(c: Client, args: argparse.Namespace) -> int:
-    h: dict[str, Any] = {"c": "sow_and_subscribe", "cid": c.cid(), "t": args.topic,
+def cmd_sow_and_subscribe(client: Client, args: argparse.Namespace) -> int:
+    h: dict[str, Any] = {"c": "sow_and_subscribe", "cid": client.cid(), "t": args.topic,
                          "sub_id": "1", "query_id": "1", "a": "processed",
                          "batch_size": 100}
     if args.filter:
         h["filter"] = args.filter
     if args.options:
         h["o"] = args.options
-    return _stream(c, h, args)
+    return _stream(client, h, args)
 
 
-def cmd_sow(c: Client, args: argparse.Namespace) -> int:
-    h: dict[str, Any] = {"c": "sow", "cid": c.cid(), "t": args.topic, "query_id": "1",
+def cmd_sow(client: Client, args: argparse.Namespace) -> int:
+    h: dict[str, Any] = {"c": "sow", "cid": client.cid(), "t": args.topic, "query_id": "1",
                          "a": "completed", "batch_size": 100}
     if args.filter:
         h["filter"] = args.filter
@@ -208,12 +208,12 @@ def cmd_sow(c: Client, args: argparse.Namespace) -> int:
         h["orderby"] = args.orderby
     if args.top_n is not None:
         h["top_n"] = args.top_n
-    records = [(hd, body) for hd, body in c.execute(h) if hd.get("c") == "sow"]
+    records = [(hd, body) for hd, body in client.execute(h) if hd.get("c") == "sow"]
     if args.format == "json":
         for hd, body in records:
-            print(_line(hd, body, c.message_type))
+            print(_line(hd, body, client.message_type))
     else:
-        print(_table([(hd.get("k", ""), _doc(body, c.message_type)) for hd, body in records]))
+        print(_table([(hd.get("k", ""), _doc(body, client.message_type)) for hd, body in records]))
     print(f"{len(records)} records", file=sys.stderr)
     return 0
 
@@ -238,24 +238,24 @@ def _cell(v: Any) -> str:
     return v if isinstance(v, str) else json.dumps(v)
 
 
-def cmd_sow_delete(c: Client, args: argparse.Namespace) -> int:
-    h: dict[str, Any] = {"c": "sow_delete", "cid": c.cid(), "t": args.topic,
+def cmd_sow_delete(client: Client, args: argparse.Namespace) -> int:
+    h: dict[str, Any] = {"c": "sow_delete", "cid": client.cid(), "t": args.topic,
                          "a": "processed,stats"}
     if args.filter:
         h["filter"] = args.filter
     else:
         h["sow_keys"] = args.keys
     deleted = 0
-    for hd, _ in c.execute(h, until="stats"):
+    for hd, _ in client.execute(h, until="stats"):
         if hd.get("a") == "stats":
             deleted = int(hd.get("records_deleted", 0))
     print(json.dumps({"topic": args.topic, "records_deleted": deleted}))
     return 0
 
 
-def cmd_ping(c: Client, args: argparse.Namespace) -> int:
-    rtt = c.flush()
-    print(json.dumps({"server": c.uri, "version": c.server_version,
+def cmd_ping(client: Client, args: argparse.Namespace) -> int:
+    rtt = client.flush()
+    print(json.dumps({"server": client.uri, "version": client.server_version,
                       "round_trip_ms": round(rtt * 1000, 3)}))
     return 0
 

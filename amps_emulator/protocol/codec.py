@@ -133,7 +133,7 @@ def parse_publish_header_py(payload: bytes) -> _PublishParts | None:
     return i, topic, ack, cid, seq
 
 
-#: the plain-publish header reader the publish runs use (``server.publish_run``): compiled
+#: the plain-publish header reader the publish runs use (``server.messaging.publish_runs``): compiled
 #: when built, else its pure twin
 plain_publish: Callable[[bytes], _PublishParts | None] = \
     _parse_publish_header if _parse_publish_header is not None else parse_publish_header_py

@@ -10,7 +10,7 @@ again); every other one is available again, since leases do not survive the conn
 held them; delivery and cancel counters restart from zero ("reset if the server restarts")
 unless ``keep_counters``. At-most-once messages journaled as sent (``Lease``) are gone.
 ``Transfer`` events (who owns a message of a replicated queue) are skipped: ownership is kept
-by the server (:mod:`server.queue_ownership`).
+by the server (:mod:`server.services.queue_ownership`).
 """
 
 from __future__ import annotations

@@ -1,16 +1,18 @@
-"""The server instance: listeners, connections, routing, and the once-per-turn flush.
+"""The server instance, and the composition root: it builds the clock, the turn, the broker, the
+services and the listeners, owns the sockets, dispatch and the memory budget.
 
 One event loop owns all state; nothing here is module-level, so two servers can run in one
-process (tests do). ``Server.dispatch`` looks a command up in :data:`server.commands.HANDLERS`
-and runs it with the server as explicit context. Output produced while handling a turn's
-input is written in one pass at the end of the turn (``_flush``), the place where later
-issues commit the journal and the SOW before releasing acks (the redis ``beforeSleep`` rule).
+process (tests do). Only the operator tools (:mod:`amps_emulator.server.ops`) import this
+module. ``Server.dispatch`` looks a command up in
+:data:`amps_emulator.server.handlers.table.HANDLERS` and runs it with the broker as explicit
+context; a client with a security session goes through the logon and entitlement gate first.
 
-This module is the composition root: it imports the services and the dispatch table and
-builds them; nothing else in ``server/`` imports it at run time, and the package has no
-import cycle (``tests/unit/test_import_graph.py``). A publish reads top to bottom in
-``connection`` (frames in), ``Server.dispatch``, ``commands.publish`` (journal, SOW,
-``delivery.fan_out``) and ``Server._flush`` (commit, then output).
+A publish reads top to bottom in :mod:`~amps_emulator.server.net.connection` (frames in),
+``Server.dispatch``, :mod:`~amps_emulator.server.handlers.publish`,
+:mod:`~amps_emulator.server.messaging.message_path` (journal, SOW, observers,
+:func:`~amps_emulator.server.delivery.fanout.fan_out`) and
+:mod:`~amps_emulator.server.core.turn` (the end of the turn: SOW commit, journal, then the
+writes, persisted acks first).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ class Server:
                  strict_recovery: bool = False, logon_timeout: float = LOGON_TIMEOUT,
                  memory_budget: int = MEMORY_BUDGET,
                  server_version: str = version.SERVER_VERSION) -> None:
-        """``timebase``: a :mod:`server.clock` clock (a ``TestClock`` for ``--test-clock``);
+        """``timebase``: a :mod:`server.core.clock` clock (a ``TestClock`` for ``--test-clock``);
         without one, real time read through ``clock`` (monotonic) and ``wallclock``.
         ``admin``: ``HOST:PORT`` of the Admin HTTP interface (default: the config's
         ``Admin/InetAddr``, if any), started above the root by ``admin.start_admin``.
@@ -98,9 +100,9 @@ class Server:
         self.connections: set[Connection] = set()
         self.listeners: list[Listener] = []
         self._handlers = HANDLERS
-        #: the end of every turn: SOW commit, journal, then writes (:mod:`server.turn`)
+        #: the end of every turn: SOW commit, journal, then writes (:mod:`server.core.turn`)
         self.turn = Turn()
-        #: what the handlers read (:mod:`server.broker`): built here, filled in by start()
+        #: what the handlers read (:mod:`server.messaging.broker`): built here, filled in by start()
         # the codecs of every message type the config declares, this server's own, built
         # before any SOW topic (a topic of another type than json reads its bodies with them)
         self.broker = Broker(instance_name=config.name, timebase=timebase, turn=self.turn,
@@ -122,7 +124,7 @@ class Server:
         self.derived: DerivedTopics | None = None
         self.instance_name = config.name
         self.admin_addr = admin
-        #: the Admin HTTP interface once an operator room started it (``admin.start_admin``);
+        #: the Admin HTTP interface once an operator tool started it (``admin.start_admin``);
         #: the server stops it with itself
         self.admin: Stoppable | None = None
         self.ready = False
@@ -335,7 +337,7 @@ class Server:
             self._filter_pool.shutdown(wait=False, cancel_futures=True)
 
     def call_later(self, delay: float, callback: Callable[[], Any]) -> Any:
-        """A timer on the server's clock (see :mod:`server.clock`)."""
+        """A timer on the server's clock (see :mod:`server.core.clock`)."""
         return self.timebase.call_later(delay, callback)
 
     # -- connections ------------------------------------------------------------------
@@ -554,5 +556,5 @@ class Server:
             cmd.topic = qualify(cmd.topic, client.message_type)
 
     def contain(self, client: Client, what: str) -> None:
-        """See :func:`server.turn.contain`."""
+        """See :func:`server.core.turn.contain`."""
         contain(client, what)

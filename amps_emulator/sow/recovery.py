@@ -1,6 +1,6 @@
 """Replaying the transaction log into a SOW topic: one journal record at a time.
 
-The server's recovery (``server.sow_service``) and the offline pipeline's as-of reads
+The server's recovery (``server.services.sow_service``) and the offline pipeline's as-of reads
 (``pipeline.sow_asof``) rebuild a topic the same way, with :func:`apply_record`. It reads a
 record through :class:`JournalEntry`, the fields it needs (``journal.record.JournalRecord``
 has them; the pipeline builds its own from Arrow rows).

@@ -1,13 +1,14 @@
-"""What lower rooms of ``server/`` may ask of higher ones: Protocols only.
+"""What lower layers of ``server/`` may ask of higher ones: Protocols only.
 
-The composition root (:mod:`server.app`) knows everyone; nothing below it names it. When a
-lower module needs something of a higher one (a connection of its host, a handler of the
-client it answers, the publish path of its listeners) the need is written here as a small
-``Protocol``, and the higher object satisfies it structurally (hypercorn's ``typing.py``).
-A new need becomes a Protocol method here, never a type-only import of ``app``.
+The composition root (:mod:`amps_emulator.server.app`) knows everyone; nothing below it names
+it. When a lower module needs something of a higher one (a connection of its host, the message
+path of the transaction log and the SOW) the need is written here as a small ``Protocol``, and
+the higher object satisfies it structurally. A new need becomes a Protocol member here, never
+an import of a higher layer: the layer contract in ``pyproject.toml`` (``lint-imports``)
+refuses that, ``TYPE_CHECKING`` imports included.
 
 This module imports nothing of ``server/`` at run time, and under ``TYPE_CHECKING`` only
-the vocabulary rooms (``router``, ``heartbeat``), so every module may import it.
+``core`` (``router``, ``heartbeat``, ``message``), so every layer may import it.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
 
 
 class Stoppable(Protocol):
-    """Something the server stops with itself (the Admin interface an operator room started)."""
+    """Something the server stops with itself (the Admin interface an operator tool started)."""
 
     async def stop(self) -> None: ...
 
@@ -44,7 +45,7 @@ class Timer(Protocol):
 
 
 class Timebase(Protocol):
-    """The server's clock (:mod:`server.clock`): real time, or a test clock."""
+    """The server's clock (:mod:`server.core.clock`): real time, or a test clock."""
 
     def monotonic(self) -> float: ...
 
@@ -66,7 +67,7 @@ class ListenerInfo(Protocol):
 
 class Client(Protocol):
     """One client connection as handlers, services and the turn see it
-    (:class:`server.connection.Connection`)."""
+    (:class:`server.net.connection.Connection`)."""
 
     conn_id: int
     client_name: str | None
@@ -79,7 +80,7 @@ class Client(Protocol):
     closed: bool
     busy: bool
     writing_paused: bool
-    #: set while a stepped command's own step runs (``sow_commands._step``): its output goes
+    #: set while a stepped command's own step runs (``handlers.sow._step``): its output goes
     #: out at once instead of being held behind the command (``begin_busy``)
     _direct: bool
     subs: dict[str, Subscription]
@@ -129,7 +130,7 @@ class Client(Protocol):
 
 
 class Turn(Protocol):
-    """The end of the event-loop turn (:class:`server.turn.Turn`): where the SOW and the
+    """The end of the event-loop turn (:class:`server.core.turn.Turn`): where the SOW and the
     journal commit, then output is written."""
 
     def request(self) -> None:
@@ -144,7 +145,7 @@ class Turn(Protocol):
 
 
 class ConnectionHost(Protocol):
-    """What a :class:`server.connection.Connection` needs of the server it belongs to."""
+    """What a :class:`server.net.connection.Connection` needs of the server it belongs to."""
 
     logon_timeout: float
 
@@ -161,7 +162,7 @@ class ConnectionHost(Protocol):
     def dispatch(self, client: Client, cmd: Command) -> None: ...
 
     #: publishes the plain publishes among a read's frames from a given one on; returns the
-    #: index of the first frame it did not take (:class:`server.publish_run.PublishRuns`)
+    #: index of the first frame it did not take (:class:`server.messaging.publish_runs.PublishRuns`)
     publish_runs: Callable[[Client, list[bytes], int], int]
 
     def check_memory(self) -> bool: ...
@@ -176,7 +177,7 @@ class ConnectionHost(Protocol):
 
 
 class PublishObserver(Protocol):
-    """A consumer of the message path (:mod:`server.publish`): views, queues, actions. The
+    """A consumer of the message path (:mod:`server.messaging.message_path`): views, queues, actions. The
     root registers it on the broker; the path calls it without knowing what it is (nats'
     storage update handlers)."""
 
@@ -196,16 +197,16 @@ class PublishObserver(Protocol):
 
 
 class PersistWaiter(Protocol):
-    """The transaction log as a refused publish sees it (:func:`server.acks.refused`): the
+    """The transaction log as a refused publish sees it (:func:`server.delivery.acks.refused`): the
     failure ack waits behind the persisted acks of the publishes before it."""
 
-    def wait_persisted(self, conn: Client, seq: Any, position: int | None = None,
+    def wait_persisted(self, client: Client, seq: Any, position: int | None = None,
                        reason: str | None = None) -> None: ...
 
 
 class ProxiedTransferControl(Protocol):
     """The replicated queues as the actions engine switches them
-    (:class:`server.queue_ownership.QueueReplication`): ``amps-action-do-enable-proxied-transfer``
+    (:class:`server.services.queue_ownership.QueueReplication`): ``amps-action-do-enable-proxied-transfer``
     and ``-disable-`` (options ``Topic``, ``MessageType``) call this with ``enabled`` True and
     False. Raises ``CommandError`` when ``topic`` is not a replicated queue of this instance."""
 
@@ -214,7 +215,7 @@ class ProxiedTransferControl(Protocol):
 
 class JournalCursor(Protocol):
     """A bookmark subscription's journal cursor as the transaction log pumps it
-    (:class:`server.replay.Cursor`)."""
+    (:class:`server.delivery.replay.Cursor`)."""
 
     live: bool
     #: the ``fully_durable`` option: sees records only once every sync replication
@@ -231,7 +232,7 @@ class JournalCursor(Protocol):
 
 
 class TxLogHost(Protocol):
-    """What the transaction log (:class:`server.txlog.TxLog`) reads of the server that owns
+    """What the transaction log (:class:`server.services.txlog.TxLog`) reads of the server that owns
     it: its options, loop, clock and turn, and the journal positions retention must keep."""
 
     keep_readable_journal: bool
@@ -249,7 +250,7 @@ class TxLogHost(Protocol):
 
 
 class ServiceHost(Protocol):
-    """What every service built by the root reads of it (:class:`server.broker.Broker`): the
+    """What every service built by the root reads of it (:class:`server.messaging.broker.Broker`): the
     routing table and counters, the clock, the turn, the options."""
 
     router: Router
@@ -315,13 +316,13 @@ class TxLogService(Protocol):
                expiration: int | None = None, headers: dict[str, str] | None = None) -> Any: ...
     def append_publishes(self, topic: str, client_name: str, bodies: list[bytes],
                          client_seqs: list[int] | None) -> list[Any] | None: ...
-    def append_command(self, conn: Client, cmd: Command, kind: int,
+    def append_command(self, client: Client, cmd: Command, kind: int,
                        headers: dict[str, str] | None = None) -> Any: ...
-    def wait_persisted(self, conn: Client, seq: Any, position: int | None = None,
+    def wait_persisted(self, client: Client, seq: Any, position: int | None = None,
                        reason: str | None = None) -> None: ...
-    def wait_persisted_run(self, conn: Client, seqs: list[int], recs: list[Any] | None) -> None: ...
-    def flush_persisted(self, conn: Client, cmd: Any) -> None: ...
-    def refuse(self, conn: Client, cmd: Command, seq: int | None) -> None: ...
+    def wait_persisted_run(self, client: Client, seqs: list[int], recs: list[Any] | None) -> None: ...
+    def flush_persisted(self, client: Client, cmd: Any) -> None: ...
+    def refuse(self, client: Client, cmd: Command, seq: int | None) -> None: ...
     def release_gated(self) -> None: ...
     def close(self) -> None: ...
 
@@ -345,12 +346,12 @@ class QueueService(Protocol):
 
     def get(self, topic: str) -> Any: ...
     def publish_target(self, topic: str) -> str: ...
-    def ack(self, q: Any, conn: Client, cmd: Any) -> int: ...
+    def ack(self, q: Any, client: Client, cmd: Any) -> int: ...
     def query_records(self, q: Any, flt: Any, top_n: int | None
                       ) -> Generator[None, None, tuple[list[Any], int]]: ...
-    def disconnect(self, conn: Client) -> None: ...
+    def disconnect(self, client: Client) -> None: ...
     def requested_backlog(self, cmd: Any) -> int | None: ...
     def granted_backlog(self, q: Any, max_backlog: int | None) -> int: ...
-    def subscribe(self, q: Any, conn: Client, sub: Subscription, cmd: Any,
+    def subscribe(self, q: Any, client: Client, sub: Subscription, cmd: Any,
                   max_backlog: int | None) -> None: ...
     def close(self) -> None: ...

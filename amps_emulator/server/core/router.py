@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from amps_emulator.auth import Permissions, TopicGrant
 
 _CACHE_LIMIT = 50_000
-#: the server's own event topics (``/AMPS/ClientStatus``, ...: :mod:`server.event_topics`)
+#: the server's own event topics (``/AMPS/ClientStatus``, ...: :mod:`server.services.event_topics`)
 INTERNAL_PREFIX = "/AMPS/"
 
 
@@ -83,7 +83,7 @@ class Subscription:
         self.options = options
         self.delta = delta
         self.cursor: Any = None  # server.replay.Cursor for bookmark subscriptions
-        self.queue: Any = None  # server.queue_service.QueueState for queue subscriptions
+        self.queue: Any = None  # server.queue_service.ConfiguredQueue for queue subscriptions
         self.prefix: bytes | None = None  # queue deliveries: the header up to the bookmark
         #: state kept from the query's snapshot on (server.live.LiveState: a paginated
         #: window, an aggregated subscription's groups); it decides what is delivered

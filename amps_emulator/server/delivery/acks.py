@@ -15,33 +15,33 @@ if TYPE_CHECKING:
     from amps_emulator.server.core.ports import Client, PersistWaiter
 
 
-def early(conn: Client, cmd: Command) -> None:
+def early(client: Client, cmd: Command) -> None:
     acks = cmd.acks
     if "received" in acks:
-        conn.ack(cmd, "received")
+        client.ack(cmd, "received")
     if "parsed" in acks:
-        conn.ack(cmd, "parsed")
+        client.ack(cmd, "parsed")
 
 
-def final(conn: Client, cmd: Command, processed: bool = True, **counts: Any) -> None:
+def final(client: Client, cmd: Command, processed: bool = True, **counts: Any) -> None:
     acks = cmd.acks
     if processed and "processed" in acks:
-        conn.ack(cmd, "processed")
+        client.ack(cmd, "processed")
     if "completed" in acks:
-        conn.ack(cmd, "completed", **counts)
+        client.ack(cmd, "completed", **counts)
     if "stats" in acks:
-        conn.ack(cmd, "stats", **counts)
+        client.ack(cmd, "stats", **counts)
 
 
-def refused(conn: Client, cmd: Command, seq: int | None, reason: str,
+def refused(client: Client, cmd: Command, seq: int | None, reason: str,
             txlog: PersistWaiter | None) -> None:
     """A publish (or delete) not stored: its persisted ack is a failure with ``reason`` and
     its ``s`` (released after the persisted acks of the commands before it, so the client's
     publish store discards nothing unsettled), else its first requested ack is."""
     if seq is not None and "persisted" in cmd.acks:
         if txlog is not None:
-            txlog.wait_persisted(conn, seq, reason=reason)
+            txlog.wait_persisted(client, seq, reason=reason)
         else:
-            conn.persisted_failure(seq, reason)
+            client.persisted_failure(seq, reason)
     elif cmd.acks:
-        conn.fail(cmd, reason)
+        client.fail(cmd, reason)

@@ -1,7 +1,7 @@
 """Aggregated subscriptions: ``sow_and_subscribe`` (or ``sow_and_delta_subscribe``) with the
 ``grouping=[...]`` and ``projection=[...]`` options.
 
-The query part returns one aggregated record per group (:mod:`server.sow_aggregate`); the
+The query part returns one aggregated record per group (:mod:`server.handlers.sow_aggregate`); the
 subscription then keeps the groups up to date, as a view with the same definition would:
 
 * each change to the topic (publish, delete, expiration) updates the groups it touches: the
@@ -16,7 +16,7 @@ subscription then keeps the groups up to date, as a view with the same definitio
 The groups' membership is read with the query's snapshot; changes made while the query is
 still running wait and are applied (and delivered) right after it, as for paginated
 subscriptions. :class:`GroupTracker` is the bookkeeping, shared with views
-(:mod:`server.views`).
+(:mod:`server.services.views`).
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 class ConflationHost(ServiceHost, Protocol):
     """What a conflated subscription reads of the broker (here, not in ``ports``: it names
-    :class:`server.sow_service.SowService`)."""
+    :class:`server.services.sow_service.SowService`)."""
 
     sow: SowService | None
 
@@ -87,7 +87,7 @@ def _keys(text: str) -> tuple[tuple, ...]:
     return tuple(out)
 
 
-def conflation_for(server: ConflationHost, sub: Subscription) -> Conflator | None:
+def conflation_for(broker: ConflationHost, sub: Subscription) -> Conflator | None:
     """The subscription's conflator from its options (``None``: not conflated); raises
     ``CommandError(invalid options)`` for a bad combination."""
     opts = sub.options
@@ -99,7 +99,7 @@ def conflation_for(server: ConflationHost, sub: Subscription) -> Conflator | Non
         return None
     key_text = opts.get("conflation_key")
     keys = _keys(key_text) if isinstance(key_text, str) else None
-    sow = server.sow
+    sow = broker.sow
     topic = None if sub.regex is not None or sow is None else sow.get(sub.topic)
     if keys is not None and topic is not None and topic.spec.keys and \
             keys == tuple(parse_path(k) for k in topic.spec.keys):
@@ -110,7 +110,7 @@ def conflation_for(server: ConflationHost, sub: Subscription) -> Conflator | Non
     if keys is not None and "oof" in opts:
         raise CommandError(reasons.INVALID_OPTIONS,
                            "oof with conflation needs the topic's own key as conflation_key")
-    return Conflator(server, sub, interval, keys)
+    return Conflator(broker, sub, interval, keys)
 
 
 class _Held:
@@ -124,9 +124,9 @@ class _Held:
 
 
 class Conflator:
-    def __init__(self, server: ConflationHost, sub: Subscription, interval: float,
+    def __init__(self, broker: ConflationHost, sub: Subscription, interval: float,
                  keys: tuple[tuple, ...] | None) -> None:
-        self.server = server
+        self.broker = broker
         self.sub = sub
         self.interval = interval
         self.keys = keys
@@ -137,7 +137,7 @@ class Conflator:
     def _key(self, msg: Any) -> Any:
         if self.keys is None:
             return (msg.topic, msg.sow_key)
-        doc = msg.doc if msg.doc is not UNDECODED else self.server.bodies.decode(msg.body, msg.topic)
+        doc = msg.doc if msg.doc is not UNDECODED else self.broker.bodies.decode(msg.body, msg.topic)
         return (msg.topic, _encode([resolve(doc, p) for p in self.keys]))
 
     def hold(self, msg: Any, delta_body: bytes | None) -> None:
@@ -145,14 +145,14 @@ class Conflator:
         key = self._key(msg)
         held = self._held.get(key)
         if held is None:
-            now = self.server.clock()
+            now = self.broker.clock()
             first = msg.timestamp  # when the first conflated publish was processed
-            held = self._held[key] = _Held(now + self.interval, self.server.wallclock()
+            held = self._held[key] = _Held(now + self.interval, self.broker.wallclock()
                                            if first is None else first / 1_000_000)
             self._arm(held.deadline)
         held.msg = msg
         if delta_body is not None:
-            d = self.server.bodies.decode(delta_body, msg.topic)
+            d = self.broker.bodies.decode(delta_body, msg.topic)
             held.delta = d if held.delta is None else merge(held.delta, d)
         else:
             held.delta = None
@@ -168,26 +168,26 @@ class Conflator:
         if self._timer is not None:
             self._timer.cancel()
         self._timer_at = at
-        self._timer = self.server.call_later(max(0.0, at - self.server.clock()), self._fire)
+        self._timer = self.broker.call_later(max(0.0, at - self.broker.clock()), self._fire)
 
     def _fire(self) -> None:
         self._timer = self._timer_at = None
         if self.sub.conn.closed:
             self._held.clear()
             return
-        now = self.server.clock()
+        now = self.broker.clock()
         due = [k for k, h in self._held.items() if h.deadline <= now]
         for k in due:
             self._send(self._held.pop(k))
         if self._held:
             self._arm(min(h.deadline for h in self._held.values()))
-        self.server.turn.request()
+        self.broker.turn.request()
 
     def _send(self, held: _Held) -> None:
         msg, sub = held.msg, self.sub
         ts = format_timestamp(round(held.first_ts * 1_000_000)) \
             if "timestamp" in sub.options else None
-        bodies = self.server.bodies
+        bodies = self.broker.bodies
         encode = bodies.encoder(msg.topic)
         body = msg.body
         if held.delta is not None:

@@ -254,17 +254,17 @@ def _add(targets: dict[_Key, list[str]], key: _Key, sub_id: str) -> None:
         ids.append(sub_id)
 
 
-def send_oof(server: FanoutHost, topic: str, records: list[Any], reason: str) -> None:
+def send_oof(broker: FanoutHost, topic: str, records: list[Any], reason: str) -> None:
     """OOF ``reason`` (deleted/expired) to every ``oof`` subscription that had each record."""
     encode: Callable[[Any], bytes] = encode_json
     if TYPE_SEP in topic and records:  # another type: the records are read by its codec
         mt = type_of(topic)
-        bodies = server.bodies
+        bodies = broker.bodies
         encode = bodies.encoder(topic)
         for rec in records:
             rec.doc_by(lambda body: bodies.decode_typed(body, mt))
     subs = []
-    for s in server.router.match(topic):
+    for s in broker.router.match(topic):
         if s.live is not None:
             for rec in records:
                 s.live.removed(rec, reason)

@@ -46,7 +46,7 @@ _DELIVERABLE = frozenset((int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH)
 
 class ReplayHost(Protocol):
     """What a journal cursor reads of the server: its transaction log, loop and clock. (Kept
-    here, not in ``ports``: it names :class:`server.txlog.TxLog`, which ``ports`` sits
+    here, not in ``ports``: it names :class:`server.services.txlog.TxLog`, which ``ports`` sits
     below.)"""
 
     txlog: TxLogService | None
@@ -62,29 +62,29 @@ class ReplayHost(Protocol):
     def call_later(self, delay: float, callback: Callable[[], Any]) -> Any: ...
 
 
-def _journal(server: ReplayHost) -> FileJournal | MemoryJournal:
+def _journal(broker: ReplayHost) -> FileJournal | MemoryJournal:
     """The journal a cursor reads (a cursor exists only on a server with a transaction log)."""
-    txlog = server.txlog
+    txlog = broker.txlog
     if txlog is None:
         raise RuntimeError("a journal cursor on a server without a transaction log")
     return txlog.journal
 
 
-def _safe(server: ReplayHost) -> int:
+def _safe(broker: ReplayHost) -> int:
     """How far ``bm`` acks may go: durable here and acknowledged by every sync destination."""
-    txlog = server.txlog
+    txlog = broker.txlog
     if txlog is None:
         raise RuntimeError("a journal cursor on a server without a transaction log")
     return txlog.safe_position
 
 
-def _limit(server: ReplayHost, cursor: Cursor) -> int:
+def _limit(broker: ReplayHost, cursor: Cursor) -> int:
     """The last position ``cursor`` may deliver: appended (``live``), acknowledged by every
     sync replication destination (``fully_durable``), else durable here."""
-    journal = _journal(server)
+    journal = _journal(broker)
     if cursor.live:
         return journal.last_position
-    return _safe(server) if cursor.fully_durable else journal.durable_position
+    return _safe(broker) if cursor.fully_durable else journal.durable_position
 
 
 class Rate:
@@ -192,9 +192,9 @@ class Cursor:
         send_persisted_ack(self, durable)
 
 
-def start(server: ReplayHost, conn: Client, cmd: Command, sub: Subscription) -> Cursor:
+def start(broker: ReplayHost, client: Client, cmd: Command, sub: Subscription) -> Cursor:
     """Resolve the subscription's bookmark to a journal position and create its cursor."""
-    txlog = server.txlog
+    txlog = broker.txlog
     if txlog is None or (sub.regex is None and not txlog.recorded(sub.topic)):
         raise CommandError(reasons.TX_LOG_NOT_FOUND, f"topic {sub.topic!r} is not recorded")
     try:
@@ -215,29 +215,29 @@ def start(server: ReplayHost, conn: Client, cmd: Command, sub: Subscription) -> 
             raise CommandError(reasons.INVALID_BOOKMARK, f"bookmark {cmd.bookmark!r} not found")
         else:
             begin = journal.next_position
-    cursor = Cursor(server, sub, cmd, begin, stop)
+    cursor = Cursor(broker, sub, cmd, begin, stop)
     cursor.catch_up_pos = journal.last_position
     rate = cmd.opts.get("rate")
     if rate is not None:
         if cursor.live or not isinstance(rate, str):
             raise CommandError(reasons.INVALID_OPTIONS, "rate= needs a value and no live option")
         gap = cmd.opts.get("rate_max_gap")
-        cursor.rate = Rate(rate, server.clock, gap if isinstance(gap, str) else None)
+        cursor.rate = Rate(rate, broker.clock, gap if isinstance(gap, str) else None)
     return cursor
 
 
-def pump(server: ReplayHost, cursor: Cursor, limit: int) -> None:
+def pump(broker: ReplayHost, cursor: Cursor, limit: int) -> None:
     """Deliver what the cursor may see up to log position ``limit`` (one chunk at most).
     An unforeseen error ends this subscription's client only (logged once), never the
     end-of-turn work for the other cursors."""
     try:
-        _pump(server, cursor, limit)
+        _pump(broker, cursor, limit)
     except Exception:
-        stop(server, cursor)
+        stop(broker, cursor)
         contain(cursor.conn, f"subscription {cursor.sub.sub_id}")
 
 
-def _pump(server: ReplayHost, cursor: Cursor, limit: int) -> None:
+def _pump(broker: ReplayHost, cursor: Cursor, limit: int) -> None:
     if cursor.done or cursor.paused or cursor.conn.closed:
         return
     if cursor.conn.writing_paused:
@@ -247,18 +247,18 @@ def _pump(server: ReplayHost, cursor: Cursor, limit: int) -> None:
     if stop is not None and limit >= stop:
         limit = stop - 1
     if cursor.next_pos <= limit:
-        if not _deliver_chunk(server, cursor, limit):
+        if not _deliver_chunk(broker, cursor, limit):
             return  # more to do: a step was scheduled, or the cursor finished (top_n)
     if stop is not None and cursor.next_pos >= stop:
-        finish(server, cursor)
+        finish(broker, cursor)
     elif not cursor.caught_up and limit >= cursor.catch_up_pos:
         cursor.caught_up = True
         if cursor.want_completed:
             cursor.conn.ack(cursor.cmd, "completed")
-        send_persisted_ack(cursor, _safe(server))
+        send_persisted_ack(cursor, _safe(broker))
 
 
-def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
+def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
     """Deliver up to CHUNK matching records; True when the cursor reached ``limit``.
 
     The chunk's frames are queued as one write; the ``p`` header prefix is built once per
@@ -274,8 +274,8 @@ def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
     out: list[bytes] = []
     done = True
     last_bm = None
-    journal = _journal(server)
-    bodies = server.bodies
+    journal = _journal(broker)
+    bodies = broker.bodies
     rate = cursor.rate
     scanned = 0
     step_end = time.monotonic() + STEP_SECONDS
@@ -346,13 +346,13 @@ def _deliver_chunk(server: ReplayHost, cursor: Cursor, limit: int) -> bool:
         conn.send(b"".join(out))
     if not done:
         if cursor.remaining is not None and cursor.remaining <= 0:
-            finish(server, cursor)
+            finish(broker, cursor)
         else:
-            schedule(server, cursor)
+            schedule(broker, cursor)
     return done
 
 
-def schedule(server: ReplayHost, cursor: Cursor) -> None:
+def schedule(broker: ReplayHost, cursor: Cursor) -> None:
     """Run another step of the cursor on a later loop iteration (after ``cursor.delay``
     seconds when its rate holds it back)."""
     if cursor.scheduled or cursor.done:
@@ -361,41 +361,41 @@ def schedule(server: ReplayHost, cursor: Cursor) -> None:
 
     def step() -> None:
         cursor.scheduled = False
-        if server.stopping:
+        if broker.stopping:
             return
-        pump(server, cursor, _limit(server, cursor))
+        pump(broker, cursor, _limit(broker, cursor))
 
     delay, cursor.delay = cursor.delay, 0.0
     if delay > 0:
-        server.call_later(delay, step)
+        broker.call_later(delay, step)
     else:
-        server.loop.call_soon(step)
+        broker.loop.call_soon(step)
 
 
-def resume_connection(server: ReplayHost, conn: Client) -> None:
+def resume_connection(broker: ReplayHost, client: Client) -> None:
     """The client's socket drained: continue every cursor that stopped for it."""
-    for sub in conn.subs.values():
+    for sub in client.subs.values():
         cursor = sub.cursor
         if cursor is not None and cursor.blocked:
             cursor.blocked = False
-            schedule(server, cursor)
+            schedule(broker, cursor)
 
 
-def finish(server: ReplayHost, cursor: Cursor) -> None:
+def finish(broker: ReplayHost, cursor: Cursor) -> None:
     """A bounded replay (range end or top_n) is complete: final acks, then remove it."""
     if cursor.want_completed:
         cursor.conn.ack(cursor.cmd, "completed")
-    send_persisted_ack(cursor, _safe(server))
-    stop(server, cursor)
+    send_persisted_ack(cursor, _safe(broker))
+    stop(broker, cursor)
     sub = cursor.sub
     if cursor.conn.subs.get(sub.sub_id) is sub:
         del cursor.conn.subs[sub.sub_id]
 
 
-def stop(server: ReplayHost, cursor: Cursor) -> None:
+def stop(broker: ReplayHost, cursor: Cursor) -> None:
     cursor.done = True
-    if server.txlog is not None:
-        server.txlog.cursors.discard(cursor)
+    if broker.txlog is not None:
+        broker.txlog.cursors.discard(cursor)
 
 
 def send_persisted_ack(cursor: Cursor, durable: int) -> None:

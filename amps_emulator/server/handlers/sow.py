@@ -5,12 +5,12 @@ Query results go out exactly as the official client needs them (protocol notes 4
 the same record fields on every record because the client keeps them sticky), ``group_end``,
 then ``completed``/``stats`` acks with the counts. A query that fails once ``group_begin`` is
 out still ends that way: ``group_end``, then the failure on ``completed``/``stats``
-(:meth:`server.connection.Connection.fail`), which the client's query stream waits for.
+(:meth:`server.net.connection.Connection.fail`), which the client's query stream waits for.
 
 A query that would hold the event loop (a scan or a long candidate list on a big topic, a long
 result) runs in steps (:func:`drive`): each topic answers from a snapshot taken when the
 command is read, and between steps the loop serves other clients. The querying connection is
-busy meanwhile (:mod:`server.connection`): its later commands wait, its other output is held
+busy meanwhile (:mod:`server.net.connection`): its later commands wait, its other output is held
 and written after the query's. ``sow_and_subscribe`` registers the subscription in the same
 loop step as the snapshots, so nothing published is missed or seen twice: everything
 published after the command was read is delivered after ``group_end``."""
@@ -201,7 +201,7 @@ def _paginated_steps(client: Client, cmd: Command, filt: Any, topic: Any,
                      window: PageWindow, on_snapshot: Callable[[], None]
                      ) -> Generator[None, None, dict[str, int]]:
     """A paginated ``sow_and_subscribe`` (``top_n`` and ``skip_n``): the subscription's
-    ``window`` (:mod:`server.pagination`) starts from every record matching at the snapshot
+    ``window`` (:mod:`server.delivery.pagination`) starts from every record matching at the snapshot
     (read in steps) and its records are the query's result; the caller applies what changed
     meanwhile (``window.catch_up()``) once the query is acknowledged."""
     batch = sow_results.batch_size(cmd)
@@ -224,7 +224,7 @@ def drive(broker: Broker, client: Client, cmd: Command,
           steps: Generator[None, None, Any], finish: Callable[[Any], None],
           on_failure: Callable[[], None] | None = None, complete: bool = False) -> None:
     """Run ``steps``: the first step now; if it is not done, the rest in later loop steps
-    while the connection is busy (see :mod:`server.connection`). ``finish(result)`` sends
+    while the connection is busy (see :mod:`server.net.connection`). ``finish(result)`` sends
     the final acks; a failure after the first step fails ``cmd`` (and calls
     ``on_failure``). A failure in the first step propagates to the dispatcher as usual.
     ``complete``: run to the end even if the client goes away (a write already logged)."""
@@ -370,7 +370,7 @@ def _aggregated_subscription(broker: Broker, client: Client, cmd: Command, sub_i
                              finish: Callable[[dict[str, int]], None],
                              unsubscribe: Callable[[], None]) -> None:
     """``sow_and_subscribe`` with grouping/projection: the aggregated query, then the groups
-    kept up to date (:mod:`server.aggregated_subscription`)."""
+    kept up to date (:mod:`server.delivery.aggregated`)."""
     from amps_emulator.sow.aggregate import parse_aggregation
 
     spec = parse_aggregation(cmd.opts)
@@ -393,7 +393,7 @@ def _with_live_state(broker: Broker, client: Client, cmd: Command, sub_id: str,
                      steps: Callable[[Callable[[], None]], Generator[None, None, Any]],
                      registered: list[Subscription], finish: Callable[[dict[str, int]], None],
                      unsubscribe: Callable[[], None]) -> None:
-    """Run a query whose subscription keeps :mod:`server.live` state: the subscription is
+    """Run a query whose subscription keeps :mod:`server.delivery.live_state` state: the subscription is
     registered at the snapshot (``steps(subscribe)``) with ``state`` as its ``live``; the
     changes made meanwhile are applied after the query's acks."""
 

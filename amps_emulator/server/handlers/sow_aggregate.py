@@ -1,5 +1,5 @@
 """Aggregated ``sow`` queries (``grouping=[...]`` and ``projection=[...]`` options) through the
-server: :func:`aggregated_query_steps` stands in for :func:`server.sow_commands.query_steps`
+server: :func:`aggregated_query_steps` stands in for :func:`server.handlers.sow.query_steps`
 when a query asks for aggregation.  The aggregation itself is :mod:`sow.aggregate`.
 
 What it does, in order: reads every record the filter and ``sow_keys`` match (no ordering or
@@ -16,7 +16,7 @@ Refused, each with a failure ack:
 * ``select=[...]`` together with the aggregation (``invalid options``);
 * an aggregated ``sow_and_subscribe`` / ``sow_and_delta_subscribe`` on anything but one SOW
   topic (``invalid options``), or with a historical bookmark; on one SOW topic it is an
-  aggregated subscription (:mod:`server.aggregated_subscription`).
+  aggregated subscription (:mod:`server.delivery.aggregated`).
 
 A ``bookmark`` on a topic with ``History`` aggregates the state as of that point (as a plain
 historical query reads it).  A queue can be queried with aggregation too: its deliverable
@@ -56,9 +56,9 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
                            on_snapshot: Callable[[], None] | None = None
                            ) -> Generator[None, None, dict[str, int]]:
     """The aggregated query as a generator, with the contract of
-    :func:`server.sow_commands.query_steps` (frames sent, counts returned). For an aggregated
+    :func:`server.handlers.sow.query_steps` (frames sent, counts returned). For an aggregated
     ``sow_and_subscribe``: ``on_snapshot`` registers the subscription at the snapshot and
-    ``subscription`` (:mod:`server.aggregated_subscription`) receives the groups' state."""
+    ``subscription`` (:mod:`server.delivery.aggregated`) receives the groups' state."""
 
     topic_name = cmd.topic
     if not topic_name:  # (the command refused it already)

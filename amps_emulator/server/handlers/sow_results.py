@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 
 class ResultsOut(Protocol):
-    """All that sending results needs of a connection (:class:`server.connection.Connection`)."""
+    """All that sending results needs of a connection (:class:`server.net.connection.Connection`)."""
 
     def send(self, data: bytes) -> None: ...
 
@@ -138,7 +138,7 @@ def history_cuts(broker: HasTxLog, cmd: Command, topics: list[Any], common: bool
 def begin_results(client: ResultsOut, cmd: Command, qid: str) -> str:
     """The query is accepted: the ``processed`` ack and ``group_begin`` go out (the records
     follow as they are ready; ``client.end_group`` ends them, and a failure meanwhile ends
-    them too, see :meth:`server.connection.Connection.fail`). Returns the query id."""
+    them too, see :meth:`server.net.connection.Connection.fail`). Returns the query id."""
     if cmd.query_id is None:
         cmd.query_id = qid
     if "processed" in cmd.acks:

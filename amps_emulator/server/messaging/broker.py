@@ -1,6 +1,6 @@
 """The passive state the command handlers read: the ``Broker`` they receive.
 
-The handlers (``commands``, ``sow_commands``, ``sow_aggregate``, ``sow_results``) and the
+The handlers (:mod:`amps_emulator.server.handlers`) and the
 message path (``publish``) take ``(broker: Broker, client: Client, cmd: Command)``. ``Broker``
 holds, in one place, the state and services a handler may use (fakeredis' ``FakeServer``,
 with ``CommandsMixinBase``'s rule that this is all a command touches): the routing table, the
@@ -47,7 +47,7 @@ class Broker:
         #: so two servers in one process may differ (``--server-version``)
         self.server_version = server_version
         self.timebase = timebase
-        #: the end of every turn: SOW commit, journal, then writes (:mod:`server.turn`)
+        #: the end of every turn: SOW commit, journal, then writes (:mod:`server.core.turn`)
         self.turn = turn
         #: ``--memory``: no files (journal in memory, every SOW topic transient)
         self.memory = memory
@@ -68,7 +68,7 @@ class Broker:
         self.sow: SowService | None = None
         self.queues: QueueService | None = None
         #: who the message path tells of publishes and removals (views, queues, actions), in
-        #: the order they are told; registered by the root (:func:`server.publish.register`)
+        #: the order they are told; registered by the root (:func:`server.messaging.message_path.register`)
         self.observers: tuple[PublishObserver, ...] = ()
         self.stats = {"published": 0, "delivered": 0}
         #: authentication and entitlements (:mod:`amps_emulator.auth`) when the config has an
@@ -103,7 +103,7 @@ class Broker:
         return self.timebase.time()
 
     def call_later(self, delay: float, callback: Callable[[], Any]) -> Any:
-        """A timer on the server's clock (see :mod:`server.clock`)."""
+        """A timer on the server's clock (see :mod:`server.core.clock`)."""
         return self.timebase.call_later(delay, callback)
 
     # -- sessions --------------------------------------------------------------------------

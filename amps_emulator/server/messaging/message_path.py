@@ -1,6 +1,6 @@
 """The message path: the one way a message gets into the server, and records out of a SOW.
 
-:func:`publish_message` is everything a publish does, for clients (``commands.publish``) and
+:func:`publish_message` is everything a publish does, for clients (``handlers.publish``) and
 for actions alike: journal it, store it in its SOW topic (:func:`store_publish`), fan it out,
 and tell the observers. :func:`delete_records` and :func:`removed` are the other direction:
 records leave a SOW topic (a ``sow_delete``, an action, an expiry) and the subscriptions and
@@ -13,7 +13,7 @@ action) or needs more than the record (a delta_publish, an expiration, a History
 message type) takes the general way, :func:`store_publish`.
 
 The observers are the consumers of the path that are not subscriptions: the views and
-conflated topics, the queues, the actions. Each satisfies :class:`server.ports.PublishObserver`
+conflated topics, the queues, the actions. Each satisfies :class:`server.core.ports.PublishObserver`
 and the root registers it on the broker (:func:`register`), as nats' ``stream.setupStore``
 registers the callbacks its store declared; this module never names them. The broker keeps
 them in a tuple: with none registered the path costs one truth test of an empty tuple.
@@ -98,7 +98,7 @@ def publish_plain(broker: Broker, topic: str, deliver: bool, client_name: str,
                   sow_topic: Topic | None = None,
                   keyed: list[tuple[object, str]] | None = None) -> list[JournalRecord] | None:
     """:func:`publish_message` for a run of plain publishes of one client to one topic
-    (:mod:`server.publish_run` decided so): journalled with one call when the topic is
+    (:mod:`server.messaging.publish_runs` decided so): journalled with one call when the topic is
     recorded, then stored, fanned out and told to the observers one by one when ``deliver``
     (a SOW topic, ``sow_topic``, with each body's (document, SowKey) in ``keyed``; or
     anything subscribing to or listening on the topic), else only counted. Returns their

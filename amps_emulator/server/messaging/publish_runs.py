@@ -8,7 +8,7 @@ the official clients write for ``publish(topic, data)`` (``c``, ``t``, and maybe
 own name and that no observer refuses. :func:`plain_run` cuts a run of one topic out of the
 frames in one call (compiled in ``_speedups``; its twin reads each header with
 ``codec.plain_publish``). A run is published with one call
-(:func:`server.publish.publish_plain`): one journal call for its records, then the fan-out
+(:func:`server.messaging.message_path.publish_plain`): one journal call for its records, then the fan-out
 and the observers per message when anything subscribes to or listens on the topic. Its
 persisted acks wait in the transaction log's FIFO as a single publish's do, added in one call
 (``TxLog.wait_persisted_run``).
@@ -51,12 +51,12 @@ class PublishRuns:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    def __call__(self, conn: Client, payloads: list[bytes], start: int) -> int:
+    def __call__(self, client: Client, payloads: list[bytes], start: int) -> int:
         """Publish the plain publishes at ``payloads[start:]`` up to the first frame that is
         not one, or that a run cannot take; return that frame's index (``start``: none)."""
         broker = self.broker
-        client_name = conn.client_name or ""
-        named = conn.client_name is not None
+        client_name = client.client_name or ""
+        named = client.client_name is not None
         last = broker.client_seqs.get(client_name) if named else None
         plans: dict[str, _Plan] = {}
         i = start
@@ -69,10 +69,10 @@ class PublishRuns:
             if topic in plans:
                 plan = plans[topic]
             else:
-                plan = plans[topic] = self._plan(conn, topic)
+                plan = plans[topic] = self._plan(client, topic)
             if plan is None:
                 break
-            done = self._publish(conn, plan, client_name, bodies, seqs or [], acked)
+            done = self._publish(client, plan, client_name, bodies, seqs or [], acked)
             if done < len(bodies):
                 return i + done
             if seqs:
@@ -80,13 +80,13 @@ class PublishRuns:
             i = stop
         return i
 
-    def _plan(self, conn: Client, topic: str) -> _Plan:
+    def _plan(self, client: Client, topic: str) -> _Plan:
         """How a run publishes to ``topic`` (as the client named it), or None when it cannot:
         a queue's own name, a topic a observer refuses (a view's), a recorded topic while the
         log refuses writes, a SOW topic whose disk is full."""
         broker = self.broker
-        if conn.message_type != "json":
-            topic = qualify(topic, conn.message_type)
+        if client.message_type != "json":
+            topic = qualify(topic, client.message_type)
         sow = broker.sow
         sow_topic = sow.get(topic) if sow is not None else None
         if sow_topic is not None and sow is not None and sow.refusing(topic):
@@ -106,7 +106,7 @@ class PublishRuns:
             observer.covers(topic) for observer in observers)
         return topic, deliver, sow_topic
 
-    def _publish(self, conn: Client, plan: _Plan, client_name: str, bodies: list[bytes],
+    def _publish(self, client: Client, plan: _Plan, client_name: str, bodies: list[bytes],
                  seqs: list[int], acked: list[int]) -> int:
         """Publish one run of one topic and register the persisted acks it asked for (the
         indexes ``acked``); how many of ``bodies`` were published: all, or those before the
@@ -138,17 +138,17 @@ class PublishRuns:
             if acked:
                 txlog = broker.txlog
                 if txlog is None:
-                    conn.note_persisted(seqs[acked[-1]])  # nothing is journalled: conflated now
+                    client.note_persisted(seqs[acked[-1]])  # nothing is journalled: conflated now
                 elif len(acked) == len(bodies):
-                    txlog.wait_persisted_run(conn, seqs, recs)
+                    txlog.wait_persisted_run(client, seqs, recs)
                 else:
                     for k in acked:
-                        txlog.wait_persisted(conn, seqs[k],
+                        txlog.wait_persisted(client, seqs[k],
                                              None if recs is None else recs[k].position)
         except RunRefused:
             return 0
         except Exception:  # a bug must not take the server down: what is journalled stays
-            log.exception("%s: internal error publishing %d messages to %s", conn.describe(),
+            log.exception("%s: internal error publishing %d messages to %s", client.describe(),
                           len(bodies), topic)
         return len(bodies)
 

@@ -14,7 +14,7 @@ log on within ``ConnectionHost.logon_timeout`` is closed. A filter too long to c
 milliseconds compiles in a worker thread while the connection is busy (``_compile_aside``).
 
 A long SOW query runs in steps so that the event loop keeps serving everyone else
-(:mod:`server.sow_commands`). For the client that sent it, it still looks like one command
+(:mod:`server.handlers.sow`). For the client that sent it, it still looks like one command
 processed in order: while it runs the connection is *busy* (frames that arrive are stashed
 and dispatched when it ends; reading pauses if the stash grows past :data:`STASH_LIMIT`) and
 its other output (deliveries to its subscriptions, above all) is *held* and written after the
@@ -197,7 +197,7 @@ class Connection(asyncio.Protocol):
             self.close(f"no logon within {self.host.logon_timeout:g}s", abort=True)
 
     def counters(self) -> Counters:
-        """The monitoring counters, read-only (for :mod:`server.stats`)."""
+        """The monitoring counters, read-only (for :mod:`server.ops.stats`)."""
         return Counters(self.bytes_in, self.bytes_out, self.messages_in, self.messages_out,
                         len(self._out), self._out_bytes)
 
@@ -228,7 +228,7 @@ class Connection(asyncio.Protocol):
 
     def received(self, payloads: list[bytes]) -> None:
         """Bytes arrived (a heartbeat's worth of liveness) carrying these complete command
-        payloads; the entry point for every framing (TCP here, :mod:`server.websocket`)."""
+        payloads; the entry point for every framing (TCP here, :mod:`server.net.websocket`)."""
         if self.closed:
             return
         if self.heartbeat.active:

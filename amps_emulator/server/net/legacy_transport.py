@@ -1,6 +1,6 @@
 """The legacy ``fix``, ``nvfix`` and ``xml`` protocols: a translation in front of a Connection.
 
-As :mod:`server.websocket` does for WebSocket, :class:`LegacyProtocol` faces the socket and is
+As :mod:`server.net.websocket` does for WebSocket, :class:`LegacyProtocol` faces the socket and is
 the transport of an ordinary :class:`Connection`: inbound, each length-prefixed payload's
 legacy header becomes the JSON header the command parser reads
 (:func:`protocol.legacy.to_amps_payload`); outbound, the frames the connection writes are

@@ -21,7 +21,7 @@ Paths (``.json``/``.xml`` on any node, ``.csv`` on a leaf; no extension: a brows
   ``/emulator/sow/<topic>``, ``/emulator/queues/<queue>``, ``/emulator/journal``,
   ``/emulator/subscriptions``, ``/emulator/clock`` and ``/emulator/clock/advance?seconds=``,
   ``/emulator/snapshot`` (GET an archive of the state, POST one to restore it),
-  ``/emulator/faults`` (GET lists, POST adds, DELETE clears; see :mod:`server.faults`),
+  ``/emulator/faults`` (GET lists, POST adds, DELETE clears; see :mod:`server.ops.faults`),
   ``/emulator/replication`` and ``/emulator/replication/<destination>`` (GET the link's state;
   POST ``.../cut``, ``.../restore``: take the link down and keep it down, bring it back;
   POST ``.../hold``, ``.../release``: stop counting the destination's acks, as if it lagged)
@@ -83,7 +83,7 @@ async def start_admin(server: Server) -> AdminServer | None:
     """Start the Admin HTTP interface of a started ``server`` on ``--admin`` or the config's
     ``Admin/InetAddr`` (None when neither names one). The server stops it with itself.
     Called by the command line (``__main__.run``) and ``embedded.EmbeddedServer``: the
-    server itself does not know this room."""
+    server itself does not know the operator tools."""
     cfg = getattr(server.config, "admin", None)
     addr = server.admin_addr
     if addr is None and cfg is not None and getattr(cfg, "port", None) is not None:

@@ -16,7 +16,7 @@ SIGTERM and SIGINT shut the server down cleanly.
 ampServer's habits: ``-DNAME=VALUE`` defines ``${NAME}`` for the config (over the
 environment), ``--version`` and ``--dump-config`` print and exit, ``--server-version``
 chooses the AMPS version the server announces. ``--seed FILE`` and ``--init-dir DIR``
-publish seed data before the ready line (:mod:`server.seed`).
+publish seed data before the ready line (:mod:`server.ops.seed`).
 
 Every common setting can also come from an environment variable (:data:`ENVIRONMENT`), which
 is how containers and CI jobs set them; an option on the command line wins over the variable,

@@ -38,7 +38,7 @@ def _e(x: object) -> str:
 
 
 def page(server: Server, faults: list[dict] | None = None) -> str:
-    """The console; ``faults``: the active injected faults (``server.faults``), if any."""
+    """The console; ``faults``: the active injected faults (``server.ops.faults``), if any."""
     s = server
     topics = sorted(s.sow_service.sow.topics.items()) if s.sow_service is not None else []
     topic_rows = "".join(

@@ -109,9 +109,9 @@ class EventTopics:
     ``publish(topic_key, body)``: the message path (``publish.publish_message``, passed in by
     the root). ``interval``: ``SOWStatsInterval`` in seconds (None: no SOW statistics)."""
 
-    def __init__(self, server: EventsHost, publish: Callable[[str, bytes], object],
+    def __init__(self, broker: EventsHost, publish: Callable[[str, bytes], object],
                  interval: float | None = None) -> None:
-        self.server = server
+        self.broker = broker
         self._publish = publish
         self.interval = interval
         self._timer: Timer | None = None
@@ -121,7 +121,7 @@ class EventTopics:
     def _carriers(self) -> list[tuple[str, MessageCodec]]:
         """The message types an event can be written in (built on first use)."""
         if self._types is None:
-            registry = self.server.bodies.registry
+            registry = self.broker.bodies.registry
             out = []
             for name in registry.names():
                 try:
@@ -136,7 +136,7 @@ class EventTopics:
     def _readers(self, topic: str) -> list[tuple[str, MessageCodec]]:
         """The types that someone reads ``topic`` in: a subscription or a SOW topic (a
         message nobody reads is not built; one that is built is recorded as any publish)."""
-        server = self.server
+        server = self.broker
         sow = server.sow
         out = []
         for name, codec in self._carriers():
@@ -160,13 +160,13 @@ class EventTopics:
 
     # -- /AMPS/ClientStatus -----------------------------------------------------------------
     def _now(self) -> str:
-        return format_timestamp(int(self.server.wallclock() * 1_000_000))
+        return format_timestamp(int(self.broker.wallclock() * 1_000_000))
 
     def _client_fields(self, client: Client, event: str) -> dict[str, Any]:
         session = client.session
         return {
             "timestamp": self._now(), "event": event, "client_name": client.client_name,
-            "connection_name": f"{self.server.instance_name}-{client.listener.name}-{client.conn_id}",
+            "connection_name": f"{self.broker.instance_name}-{client.listener.name}-{client.conn_id}",
             "client_address": client.peer,
             "auth_id": session.user_id if session is not None else client.user_id,
         }
@@ -217,19 +217,19 @@ class EventTopics:
     def start(self) -> None:
         """Publish the SOW statistics every :attr:`interval` from now on (if configured)."""
         if self.interval is not None and self._timer is None:
-            self._timer = self.server.call_later(self.interval, self._tick)
+            self._timer = self.broker.call_later(self.interval, self._tick)
 
     def _tick(self) -> None:
-        self._timer = self.server.call_later(self.interval or 0.0, self._tick)
+        self._timer = self.broker.call_later(self.interval or 0.0, self._tick)
         try:
             self.sow_stats()
         except Exception:  # keep the timer whatever one round hit
             log.exception("publishing %s failed", SOW_STATS)
-        self.server.turn.request()
+        self.broker.turn.request()
 
     def sow_stats(self) -> None:
         """One ``/AMPS/SOWStats`` message per SOW topic, now."""
-        sow = self.server.sow
+        sow = self.broker.sow
         if sow is None or not self._readers(SOW_STATS):
             return
         now = self._now()

@@ -3,7 +3,7 @@
 
 A distributed ``Queue`` or a ``GroupLocalQueue`` on an instance that replicates holds every
 message on every instance, and only the message's owner delivers it (:class:`queues.ownership.
-Ownership`, one per such queue, on :attr:`QueueState.ownership`). This module is what moves
+Ownership`, one per such queue, on :attr:`ConfiguredQueue.ownership`). This module is what moves
 messages between owners and keeps the instances' copies of the queue in step:
 
 * **Removals replicate.** The queue journals its acks, expiries and at-most-once sends with
@@ -16,7 +16,7 @@ messages between owners and keeps the instances' copies of the queue in step:
   eagerly) and that it has not given away already, by journaling a ``Transfer`` record; that
   record replicates, and the instance named in it may deliver the message. Nobody else does.
 * **Proxied transfer** (Admin ``enable_proxied_transfer``, the ``amps-action-do-enable-proxied-
-  transfer`` action through :class:`server.ports.ProxiedTransferControl`): this instance
+  transfer`` action through :class:`server.core.ports.ProxiedTransferControl`): this instance
   claims, for its own subscriptions, messages whose owner is not connected, and grants
   others' requests for them, journaling the transfer the same way.
   Duplicates are possible if the owner is alive after all: AMPS documents the same risk.
@@ -57,7 +57,7 @@ _unpack = msgspec.msgpack.Decoder(list[tuple[int, bytes]]).decode
 
 
 class SharedQueue(Protocol):
-    """One queue as this module reads it (:class:`server.queue_service.QueueState`)."""
+    """One queue as this module reads it (:class:`server.services.queue_service.ConfiguredQueue`)."""
 
     @property
     def name(self) -> str: ...
@@ -82,10 +82,10 @@ Q = TypeVar("Q", bound=SharedQueue)
 
 
 class SharedQueues(Protocol[Q]):
-    """The queue service as this module uses it (:class:`server.queue_service.QueueService`)."""
+    """The queue service as this module uses it (:class:`server.services.queue_service.QueueService`)."""
 
     @property
-    def server(self) -> ServiceHost: ...
+    def broker(self) -> ServiceHost: ...
 
     @property
     def queues(self) -> Mapping[str, Q]: ...
@@ -132,7 +132,7 @@ class QueueReplication(Generic[Q]):
 
     def __init__(self, svc: SharedQueues[Q]) -> None:
         self.svc = svc
-        self.local = svc.server.instance_name
+        self.local = svc.broker.instance_name
         self.peers: TransferPeers | None = None
         self._timer: Any = None
         self._timer_at: float | None = None
@@ -226,7 +226,7 @@ class QueueReplication(Generic[Q]):
             self.svc.handle(q, q.engine.dispatch(self.svc.now()))
 
     def set_proxied_transfer(self, topic: str, message_type: str, enabled: bool) -> None:
-        """The :class:`server.ports.ProxiedTransferControl` port (Admin and the action modules)."""
+        """The :class:`server.core.ports.ProxiedTransferControl` port (Admin and the action modules)."""
         q = self.svc.get(topic)
         if q is None or q.ownership is None:
             raise CommandError(reasons.INVALID_TOPIC,
@@ -258,7 +258,7 @@ class QueueReplication(Generic[Q]):
         if self._timer is not None:
             self._timer.cancel()
         self._timer_at = due
-        self._timer = self.svc.server.call_later(max(0.0, due - now), self._tick)
+        self._timer = self.svc.broker.call_later(max(0.0, due - now), self._tick)
 
     def _tick(self) -> None:
         self._timer = None
@@ -270,7 +270,7 @@ class QueueReplication(Generic[Q]):
                     self.ask(q, now)
                 except Exception:  # one queue's failure must not stop the others' transfers
                     log.exception("queue %s: transfer requests failed", q.name)
-        self.svc.server.turn.request()
+        self.svc.broker.turn.request()
         self.arm()
 
     def ask(self, q: Q, now: float) -> None:

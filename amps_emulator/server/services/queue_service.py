@@ -17,7 +17,7 @@
   durable in the journal.
 * On an instance that replicates, a distributed ``Queue`` or a ``GroupLocalQueue`` delivers
   only the messages this instance owns; ownership, transfers and the queue records that
-  replicate are :mod:`server.queue_ownership`'s (a ``LocalQueue`` stays this instance's own).
+  replicate are :mod:`server.services.queue_ownership`'s (a ``LocalQueue`` stays this instance's own).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ if TYPE_CHECKING:
 
 class QueueHost(ServiceHost, Protocol):
     """What the queue service reads of the broker (here, not in ``ports``: it names
-    :class:`server.txlog.TxLog`)."""
+    :class:`server.services.txlog.TxLog`)."""
 
     txlog: TxLogService | None
 
@@ -99,7 +99,7 @@ _pack = msgspec.msgpack.Encoder().encode
 _unpack = msgspec.msgpack.Decoder(list[tuple[int, bytes]]).decode
 
 
-class QueueState:
+class ConfiguredQueue:
     """One configured queue: its engine, topics, and expressions."""
 
     def __init__(self, service: QueueService, cfg: Any) -> None:
@@ -164,43 +164,43 @@ class QueueState:
 
 
 class QueueService:
-    def __init__(self, server: QueueHost, config: Any, *,
+    def __init__(self, broker: QueueHost, config: Any, *,
                  on_expired: Callable[[str, bytes, str, str, str], object] | None = None
                  ) -> None:
         """``on_expired(queue, data, reason, sow_key, bookmark)``: a message left a queue
         unconsumed (the on-sow-expire actions, passed in by the root)."""
-        self.server = server
-        if server.txlog is None:
+        self.broker = broker
+        if broker.txlog is None:
             raise ValueError("queues need a TransactionLog recording their underlying topics")
-        self.txlog: TxLogService = server.txlog
+        self.txlog: TxLogService = broker.txlog
         self.on_expired = on_expired
         #: the queues by topic key (the name; for another type than json, name and type:
         #: ``jobs`` of fix and ``jobs`` of json are two queues), as their journal events
         #: name them
-        self.queues: dict[str, QueueState] = {}
+        self.queues: dict[str, ConfiguredQueue] = {}
         for cfg in config.queues:
-            q = QueueState(self, cfg)
+            q = ConfiguredQueue(self, cfg)
             self.queues[q.key] = q
         self._cache: collections.OrderedDict[int, Any] = collections.OrderedDict()
-        self._covering: dict[str, tuple[QueueState, ...]] = {}
+        self._covering: dict[str, tuple[ConfiguredQueue, ...]] = {}
         self._timer: Any = None
         self._timer_at: float | None = None
         self._ckpt_timer: Any = None
         #: None with --memory: low-water marks are not written anywhere
-        self._ckpt_path: str | None = None if server.memory else os.path.join(
+        self._ckpt_path: str | None = None if broker.memory else os.path.join(
             config.transaction_log.journal_directory, "queues.ack")
         self._ckpt_pending: tuple[int, dict[str, int]] | None = None
         self._ckpt_written: dict[str, int] = {}
         self._lp_sec = -1
         self._lp_prefix = b""
         #: ownership and transfers of the queues shared with replicated instances (None: none)
-        self.replication: QueueReplication[QueueState] | None = None
+        self.replication: QueueReplication[ConfiguredQueue] | None = None
         if config.replication_listener is not None or config.replication.destinations:
             for q in self.queues.values():
                 kind = q.cfg.kind
                 if kind == "local":
                     continue  # each instance its own: nothing is shared
-                q.ownership = Ownership(server.instance_name,
+                q.ownership = Ownership(broker.instance_name,
                                         q.cfg.initial_owner if kind == "group_local" else None)
                 if kind == "group_local":
                     q.domain = q.cfg.group_local_queue_domain or config.group_name
@@ -215,15 +215,15 @@ class QueueService:
                                 "transfers stay on this instance", q.name)
 
     def now(self) -> float:
-        return self.server.wallclock()
+        return self.broker.wallclock()
 
     # -- lookup ---------------------------------------------------------------------------
-    def get(self, topic: str) -> QueueState | None:
+    def get(self, topic: str) -> ConfiguredQueue | None:
         """The queue a command names (``topic``: a topic key, qualified by the connection's
         type)."""
         return self.queues.get(topic)
 
-    def covering(self, topic: str) -> tuple[QueueState, ...]:
+    def covering(self, topic: str) -> tuple[ConfiguredQueue, ...]:
         """The queues whose underlying topic(s) include ``topic`` (cached per topic)."""
         hit = self._covering.get(topic)
         if hit is None:
@@ -264,7 +264,7 @@ class QueueService:
                 if ctx is None:
                     ctx = msg.context()
                     if msg.doc is UNDECODED:
-                        msg.doc = self.server.bodies.decode(msg.body, msg.topic)
+                        msg.doc = self.broker.bodies.decode(msg.body, msg.topic)
                 if q.filter is not None and not q.filter(msg.doc, ctx):
                     continue
                 prio, barrier = q.enqueue_args(msg.doc, ctx)
@@ -282,7 +282,7 @@ class QueueService:
             if msg.expiration or q.spec.expiration:
                 self.arm()  # the message's own lifetime may be the next deadline
 
-    def _foreign_entered(self, q: QueueState, position: int, now: float) -> None:
+    def _foreign_entered(self, q: ConfiguredQueue, position: int, now: float) -> None:
         """A message another instance owns entered this instance's copy of the queue: nobody
         here gets it unless it is transferred here."""
         own = q.ownership
@@ -332,14 +332,14 @@ class QueueService:
         return n
 
     @staticmethod
-    def granted_backlog(q: QueueState, max_backlog: int | None) -> int:
+    def granted_backlog(q: ConfiguredQueue, max_backlog: int | None) -> int:
         """The backlog a subscription gets: what it asked for (default 1), capped by the
         queue's MaxPerSubscriptionBacklog. The processed ack tells the client."""
         return int(q.spec.subscription_limit(max_backlog))
 
-    def subscribe(self, q: QueueState, conn: Client, sub: Subscription, cmd: Any,
+    def subscribe(self, q: ConfiguredQueue, client: Client, sub: Subscription, cmd: Any,
                   max_backlog: int | None) -> None:
-        key = (conn.conn_id, sub.sub_id)
+        key = (client.conn_id, sub.sub_id)
         eligible = self._eligible(sub.filter, q.name) if sub.filter is not None else None
         if q.ownership is not None:  # only what this instance owns
             eligible = owned_only(q.ownership, eligible)
@@ -351,7 +351,7 @@ class QueueService:
                                                        eligible=eligible))
         else:
             q.subs[key] = sub
-            self.handle(q, q.engine.add_subscriber(key, now, client=conn,
+            self.handle(q, q.engine.add_subscriber(key, now, client=client,
                                                    max_backlog=max_backlog, eligible=eligible))
         if self.replication is not None and q.ownership is not None:
             self.replication.arm()  # room for messages owned elsewhere
@@ -363,10 +363,10 @@ class QueueService:
                 return False
             ctx = MessageContext(topic=rec.topic, bookmark=rec.bookmark_str, sow_key=rec.sow_key,
                                  correlation_id=rec.correlation_id, client_name=rec.client_name)
-            return bool(flt(self.server.bodies.decode(rec.body, rec.key), ctx))
+            return bool(flt(self.broker.bodies.decode(rec.body, rec.key), ctx))
         return eligible
 
-    def room(self, q: QueueState) -> int:
+    def room(self, q: ConfiguredQueue) -> int:
         """How many more messages this instance's subscriptions to ``q`` can take now."""
         spare = 0
         for key in q.subs:
@@ -377,7 +377,7 @@ class QueueService:
             spare = min(spare, max(0, mb - q.engine.leased_count))
         return spare
 
-    def some_subscription_takes(self, q: QueueState, position: int) -> bool:
+    def some_subscription_takes(self, q: ConfiguredQueue, position: int) -> bool:
         """Whether a subscription to ``q`` with room here would take the message (its filter)."""
         for key, sub in q.subs.items():
             leased, limit = q.engine.subscriber_backlog(key)
@@ -387,37 +387,37 @@ class QueueService:
                 return True
         return False
 
-    def disconnect(self, conn: Client) -> None:
+    def disconnect(self, client: Client) -> None:
         now = self.now()
         for q in self.queues.values():
-            stale = [k for k, s in q.subs.items() if s.conn is conn]
+            stale = [k for k, s in q.subs.items() if s.conn is client]
             for k in stale:
                 del q.subs[k]
-            self.handle(q, q.engine.disconnect(conn, now))
+            self.handle(q, q.engine.disconnect(client, now))
 
     # -- acknowledgements ------------------------------------------------------------------
-    def ack(self, q: QueueState, conn: Client, cmd: Any) -> int:
+    def ack(self, q: ConfiguredQueue, client: Client, cmd: Any) -> int:
         """``sow_delete`` on a queue: by bookmark(s), or by filter. Returns messages removed."""
         option = _ack_option(cmd)
         now = self.now()
         before = q.engine.depth
         if cmd.bookmark:
-            self.handle(q, q.engine.ack(conn, cmd.bookmark, now, option))
+            self.handle(q, q.engine.ack(client, cmd.bookmark, now, option))
         elif cmd.filter is not None:
             flt = compile_filter_for(cmd.filter)
             positions = []
             for m in list(q.engine.messages(include_leased=True, now=now)):
                 rec = self._record(m.position)
                 if rec is not None and (flt is None or flt(
-                        self.server.bodies.decode(rec.body, rec.key), MessageContext(topic=rec.topic))):
+                        self.broker.bodies.decode(rec.body, rec.key), MessageContext(topic=rec.topic))):
                     positions.append(m.position)
-            self.handle(q, q.engine.ack_positions(conn, positions, now, option))
+            self.handle(q, q.engine.ack_positions(client, positions, now, option))
         else:
             raise CommandError(reasons.MISSING_FIELDS, "a queue sow_delete needs a bookmark or a filter")
         return max(0, before - q.engine.depth)
 
     # -- engine actions --------------------------------------------------------------------
-    def handle(self, q: QueueState, actions: list[Any]) -> None:
+    def handle(self, q: ConfiguredQueue, actions: list[Any]) -> None:
         if not actions:
             return
         own = q.ownership
@@ -450,7 +450,7 @@ class QueueService:
         if own is not None and own.foreign and self.replication is not None:
             self.replication.arm()  # an ack may have made room for messages owned elsewhere
 
-    def journal_events(self, q: QueueState, events: list[Any]) -> None:
+    def journal_events(self, q: ConfiguredQueue, events: list[Any]) -> None:
         """One journal record per engine call: the event itself, or a batch of them (an ack
         of ten bookmarks is one record, not ten)."""
         txlog = self.txlog
@@ -458,10 +458,10 @@ class QueueService:
             kind, payload = encode_event(events[0])
         else:
             kind, payload = _QUEUE_BATCH, _pack([encode_event(ev) for ev in events])
-        txlog.append(q.key, payload, kind, client_name=self.server.instance_name,
+        txlog.append(q.key, payload, kind, client_name=self.broker.instance_name,
                      headers=q.record_headers)
 
-    def _deliver(self, q: QueueState, d: Deliver) -> None:
+    def _deliver(self, q: ConfiguredQueue, d: Deliver) -> None:
         sub = q.subs.get(d.sub_key)
         if sub is None or sub.conn.closed:
             return
@@ -481,7 +481,7 @@ class QueueService:
             header += b',"x":' + json_str(rec.correlation_id)
         if "timestamp" in sub.options:  # the time the publish was processed, as everywhere
             header += b',"ts":"' + format_timestamp(rec.timestamp).encode() + b'"'
-        bodies = self.server.bodies
+        bodies = self.broker.bodies
         sub.conn.send(frame_raw(header + b"}", rec.body if sub.select is None
                                 else selected(rec.body, sub.select, bodies.decode(rec.body, rec.key),
                                               bodies.encoder(rec.key))))
@@ -509,7 +509,7 @@ class QueueService:
                 return
             self._timer.cancel()
         self._timer_at = due
-        self._timer = self.server.call_later(max(0.0, due - self.now()), self._tick)
+        self._timer = self.broker.call_later(max(0.0, due - self.now()), self._tick)
 
     def _tick(self) -> None:
         self._timer = None
@@ -520,15 +520,15 @@ class QueueService:
                 self.handle(q, q.engine.poll(now))
             except Exception:  # one queue's failure must not stop every queue's timer
                 log.exception("queue %s: lease/expiration processing failed", q.name)
-        self.server.turn.request()
+        self.broker.turn.request()
         self.arm()
 
     # -- sow queries on a queue ------------------------------------------------------------
-    def query_records(self, q: QueueState, flt: Any, top_n: int | None
+    def query_records(self, q: ConfiguredQueue, flt: Any, top_n: int | None
                       ) -> Generator[None, None, tuple[list[Any], int]]:
         """The deliverable messages (read-only view) as journal records, and the count. A
         generator that yields every ~10 ms of reading and filtering (a deep queue and a
-        costly filter must not hold the event loop: see ``sow_commands.drive``)."""
+        costly filter must not hold the event loop: see ``handlers.sow.drive``)."""
         out = []
         msgs = list(q.engine.messages(include_leased=False, now=self.now()))
         clock = time.monotonic
@@ -540,7 +540,7 @@ class QueueService:
             rec = self._record(m.position)
             if rec is None:
                 continue
-            if flt is not None and not flt(self.server.bodies.decode(rec.body, rec.key),
+            if flt is not None and not flt(self.broker.bodies.decode(rec.body, rec.key),
                                            MessageContext(topic=rec.topic)):
                 continue
             out.append(rec)
@@ -577,7 +577,7 @@ class QueueService:
                     prio, barrier = None, False
                     if q.needs_content:
                         if ctx is None:
-                            doc = self.server.bodies.decode(rec.body, rec.key)
+                            doc = self.broker.bodies.decode(rec.body, rec.key)
                             ctx = MessageContext(topic=rec.topic, bookmark=rec.bookmark_str,
                                                  sow_key=rec.sow_key,
                                                  correlation_id=rec.correlation_id,
@@ -612,7 +612,7 @@ class QueueService:
         for q in self.queues.values():
             self.handle(q, q.engine.poll(now))
         self.arm()  # recovered messages may carry lifetimes
-        self._ckpt_timer = self.server.loop.call_later(CHECKPOINT_INTERVAL, self._checkpoint_tick)
+        self._ckpt_timer = self.broker.loop.call_later(CHECKPOINT_INTERVAL, self._checkpoint_tick)
 
     def _resolve_recovery_point(self, point: str) -> int:
         journal = self.txlog.journal
@@ -654,7 +654,7 @@ class QueueService:
         marks = {n: q.engine.low_water_position for n, q in self.queues.items()}
         if marks != self._ckpt_written and self._ckpt_pending is None:
             self._ckpt_pending = (journal.last_position, marks)
-        self._ckpt_timer = self.server.loop.call_later(CHECKPOINT_INTERVAL, self._checkpoint_tick)
+        self._ckpt_timer = self.broker.loop.call_later(CHECKPOINT_INTERVAL, self._checkpoint_tick)
 
     def _write_checkpoints(self, marks: dict[str, int]) -> None:
         if self._ckpt_path is None:

@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 
 class SowHost(ServiceHost, Protocol):
     """What the SOW service reads of the broker (here, not in ``ports``: it names
-    :class:`server.txlog.TxLog`)."""
+    :class:`server.services.txlog.TxLog`)."""
 
     txlog: TxLogService | None
 
@@ -64,7 +64,7 @@ _APPLIED_KINDS = (int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH), int(Re
 
 
 class SowService:
-    def __init__(self, server: SowHost, config: Any,
+    def __init__(self, broker: SowHost, config: Any,
                  derived_specs: Callable[[Any], list[TopicSpec]], *,
                  on_removed: Callable[[str, list[Record], str], None]) -> None:
         """``derived_specs``: the SOW topics the views and conflated topics of ``config``
@@ -72,13 +72,13 @@ class SowService:
         import the views, which read it). ``on_removed(topic, records, reason)``: records
         expired (``publish.removed``, passed in by the root: the message path tells the
         subscriptions and the listeners)."""
-        self.server = server
+        self.broker = broker
         self.on_removed = on_removed
         self.config = config
         #: containers of logical topics (Topic with a Pattern), in configuration order
         self.patterns = [t for t in config.sow_topics if t.pattern is not None]
         specs = [spec_from_config(t) for t in config.sow_topics if t.pattern is None]
-        if server.memory:  # --memory: no files, so every topic lives in memory
+        if broker.memory:  # --memory: no files, so every topic lives in memory
             specs = [dataclasses.replace(s, durability=TRANSIENT) for s in specs]
         self.specs = specs + derived_specs(config)
         txlog_cfg = config.transaction_log
@@ -100,8 +100,8 @@ class SowService:
         """Open the configured topics' storage, and the logical topics found in it."""
         self._not_logical.clear()
         self.sow = Sow(self.specs, default_dir=self.config.sow_directory or "./sow",
-                       sync=self.sync, clock=self.server.wallclock, on_damage=self._damaged,
-                       on_missing=self._missing, message_types=self.server.bodies.registry)
+                       sync=self.sync, clock=self.broker.wallclock, on_damage=self._damaged,
+                       on_missing=self._missing, message_types=self.broker.bodies.registry)
         for container in self.patterns:
             if container.durability == "persistent":
                 for name in self.sow.stored_topic_names(spec_from_config(container)):
@@ -122,7 +122,7 @@ class SowService:
     # -- damaged or missing files at start-up ------------------------------------------------
     def _rebuildable(self, name: str) -> bool:
         """The transaction log records ``name`` and still holds all of it (nothing retired)."""
-        txlog = self.server.txlog
+        txlog = self.broker.txlog
         return txlog is not None and txlog.recorded(name) and txlog.journal.first_position <= 1
 
     def _damaged(self, path: str, topics: list[str], why: str) -> None:
@@ -141,7 +141,7 @@ class SowService:
             return
         msg = (f"SOW file {path} is missing: the stored state of topic(s) {', '.join(lost)} is "
                f"lost (the transaction log does not hold all of it)")
-        if self.server.strict_recovery:
+        if self.broker.strict_recovery:
             raise SowDamagedError(msg + "; restore the file, or start without --strict-recovery "
                                   "to begin those topics empty", path)
         log.error("%s; those topics start empty (--strict-recovery refuses to start instead)", msg)
@@ -186,7 +186,7 @@ class SowService:
     # -- recovery --------------------------------------------------------------------------
     def recover(self) -> None:
         """Catch every topic up with the transaction log (only what it has not applied)."""
-        txlog = self.server.txlog
+        txlog = self.broker.txlog
         if txlog is None:
             return
         journal = txlog.journal
@@ -237,15 +237,15 @@ class SowService:
                 self.prune_history()
             except Exception:  # keep the timer alive whatever one pass hit
                 log.exception("SOW history maintenance failed")
-            self._prune_timer = self.server.call_later(interval, tick)
+            self._prune_timer = self.broker.call_later(interval, tick)
 
-        self._prune_timer = self.server.call_later(interval, tick)
+        self._prune_timer = self.broker.call_later(interval, tick)
 
     def prune_history(self) -> int:
         """One pass of window maintenance: at most PRUNE_ROWS history rows per topic, going
         on from where the last pass stopped (round and round)."""
         dropped = 0
-        now = self.server.wallclock()
+        now = self.broker.wallclock()
         for name, topic in self.sow.topics.items():
             if topic.history is not None:
                 n, self._prune_at[name] = topic.prune_history(now, self._prune_at.get(name),
@@ -253,7 +253,7 @@ class SowService:
                 dropped += n
         if dropped:
             log.debug("SOW history: dropped %d versions older than the window", dropped)
-            self.server.turn.request()
+            self.broker.turn.request()
         return dropped
 
     # -- disk full -------------------------------------------------------------------------
@@ -278,7 +278,7 @@ class SowService:
                           "to its topics fail with '%s' until it has room (retrying every "
                           "%.0f s)", path, err, reasons.TX_STORE_FAILURE, PROBE_INTERVAL)
         if self._full and self._probe_timer is None:
-            self._probe_timer = self.server.call_later(PROBE_INTERVAL, self._probe)
+            self._probe_timer = self.broker.call_later(PROBE_INTERVAL, self._probe)
 
     def _probe(self) -> None:
         self._probe_timer = None
@@ -306,9 +306,9 @@ class SowService:
             return
         if self._timer is not None:
             self._timer.cancel()
-        delay = max(0.0, due - self.server.wallclock())
+        delay = max(0.0, due - self.broker.wallclock())
         self._timer_at = due
-        self._timer = self.server.call_later(delay, self._expire)
+        self._timer = self.broker.call_later(delay, self._expire)
 
     def _expire(self) -> None:
         self._timer = None
@@ -318,7 +318,7 @@ class SowService:
         except Exception:  # keep the expiry timer alive whatever one sweep hit
             log.exception("SOW expiration sweep failed")
             self.arm()
-        self.server.turn.request()
+        self.broker.turn.request()
 
     def sweep(self) -> None:
         for topic, records in self.sow.sweep_expired():

@@ -21,7 +21,7 @@ things may be said to clients:
   replication destination acknowledges) are written at once to each connection that had
   nothing queued; one with output queued this turn keeps them behind it until the turn's
   end, so an ack never overtakes earlier output of its connection.
-* Bookmark subscriptions are journal cursors (:mod:`server.replay`), pumped after each turn.
+* Bookmark subscriptions are journal cursors (:mod:`server.delivery.replay`), pumped after each turn.
 * Disk full (or any refused write; or a failed fsync, after which the journal cuts everything
   not yet durable): the journal cuts the refused records out of the file
   again and reports their positions (``journal.take_write_failures``). Their persisted acks
@@ -287,7 +287,7 @@ class TxLog:
         self._mark_turn()
         return recs
 
-    def wait_persisted_run(self, conn: Client, seqs: list[int], recs: list[Any] | None) -> None:
+    def wait_persisted_run(self, client: Client, seqs: list[int], recs: list[Any] | None) -> None:
         """``wait_persisted`` for each of a run's publishes: ``seqs`` their sequence numbers,
         ``recs`` their records (None: not recorded: each waits for everything appended so
         far). One entry each, so a write that fails fails each of them (the client's
@@ -297,24 +297,24 @@ class TxLog:
         fifo = self._persist_fifo
         if not fifo and (last <= self._safe(journal.durable_position) or self._fatal) \
                 and not self.holding_acks:
-            conn.note_persisted(seqs[-1])  # (the conflated ack covers every one)
+            client.note_persisted(seqs[-1])  # (the conflated ack covers every one)
             return
         if recs is None:
-            fifo.extend((last, conn, seq, None) for seq in seqs)
+            fifo.extend((last, client, seq, None) for seq in seqs)
         else:
-            fifo.extend((rec.position, conn, seq, None) for rec, seq in zip(recs, seqs, strict=True))
+            fifo.extend((rec.position, client, seq, None) for rec, seq in zip(recs, seqs, strict=True))
         self.server.turn.request()
 
-    def append_command(self, conn: Client, cmd: Command, kind: int,
+    def append_command(self, client: Client, cmd: Command, kind: int,
                        headers: dict[str, str] | None = None) -> Any:
         """Journal a client command as it arrived (its options ride along in ``o``)."""
         if cmd.options:
             headers = {**(headers or {}), "o": cmd.options}
-        return self.append(cmd.topic or "", cmd.body, kind, client_name=conn.client_name or "",
+        return self.append(cmd.topic or "", cmd.body, kind, client_name=client.client_name or "",
                            client_seq=cmd.seq, correlation_id=cmd.correlation_id,
                            sow_key=cmd.sow_key, expiration=cmd.expiration, headers=headers)
 
-    def wait_persisted(self, conn: Client, seq: Any, position: int | None = None,
+    def wait_persisted(self, client: Client, seq: Any, position: int | None = None,
                        reason: str | None = None) -> None:
         """Ack ``seq`` (a publish's sequence number, or a ``flush`` command) as persisted once
         everything appended so far (or ``position``) is durable; with ``reason``, a failure ack
@@ -324,23 +324,23 @@ class TxLog:
         fifo = self._persist_fifo
         if not fifo and (pos <= self._safe(journal.durable_position) or self._fatal) \
                 and not self.holding_acks:
-            _answer(conn, seq, reason)
+            _answer(client, seq, reason)
             return
-        fifo.append((pos, conn, seq, reason))
+        fifo.append((pos, client, seq, reason))
         self.server.turn.request()  # _mark_turn()
 
-    def refuse(self, conn: Client, cmd: Command, seq: int | None) -> None:
+    def refuse(self, client: Client, cmd: Command, seq: int | None) -> None:
         """A publish to a recorded topic while the log cannot be written: its persisted ack
         (with ``s``: after the acks of everything before it) is a failure with ``self.failed``,
         else its first requested ack is. Counted, not logged one by one."""
         self._refused += 1
-        acks_refused(conn, cmd, seq, self.failed or reasons.TX_STORE_FAILURE, self)
+        acks_refused(client, cmd, seq, self.failed or reasons.TX_STORE_FAILURE, self)
 
-    def flush_persisted(self, conn: Client, cmd: Any) -> None:
+    def flush_persisted(self, client: Client, cmd: Any) -> None:
         """``flush`` with ``a=persisted``: its ack goes once everything journalled so far
         (every earlier command of ``conn`` included) is durable, after the persisted acks of
         the publishes before it; a failure while the log refuses writes."""
-        self.wait_persisted(conn, cmd, reason=self.failed)
+        self.wait_persisted(client, cmd, reason=self.failed)
 
     def _mark_turn(self) -> None:
         self.server.turn.request()
@@ -670,16 +670,16 @@ class TxLog:
         return result
 
 
-def _answer(conn: Client, item: Any, reason: str | None) -> None:
+def _answer(client: Client, item: Any, reason: str | None) -> None:
     """The persisted ack of one FIFO entry: a publish's sequence number or a ``flush``."""
     if type(item) is int:
         if reason is None:
-            conn.note_persisted(item)
+            client.note_persisted(item)
         else:
-            conn.persisted_failure(item, reason)
-    elif not conn.closed:
+            client.persisted_failure(item, reason)
+    elif not client.closed:
         if reason is None:
-            conn.emit_persisted()  # the conflated ack of the publishes before the flush first
-            conn.ack(item, "persisted")
+            client.emit_persisted()  # the conflated ack of the publishes before the flush first
+            client.ack(item, "persisted")
         else:
-            conn.ack(item, "persisted", "failure", reason)
+            client.ack(item, "persisted", "failure", reason)

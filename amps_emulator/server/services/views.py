@@ -10,7 +10,7 @@ View
     ``Projection``, ``Grouping``, optional ``Filter`` on the underlying records, ``KeyDomain``
     (seeds the records' SowKeys; default the view's name). A view record per group, computed
     with the aggregated-query engine (:mod:`sow.aggregate`); each change to the underlying
-    topic recomputes the groups it touches (:class:`server.aggregated_subscription.GroupTracker`)
+    topic recomputes the groups it touches (:class:`server.delivery.aggregated.GroupTracker`)
     and publishes them on the view, and a group left empty is deleted from the view (``oof``
     reason ``deleted``/``expired`` when a removal emptied it, ``match`` when its records moved
     or stopped matching the filter). Views are processed at once, in publish order
@@ -66,7 +66,7 @@ log = logging.getLogger("amps_emulator.views")
 
 class ViewsHost(ServiceHost, Protocol):
     """What the views read of the broker: its SOW (here, not in ``ports``: it names
-    :class:`server.sow_service.SowService`)."""
+    :class:`server.services.sow_service.SowService`)."""
 
     sow: SowService | None
 
@@ -113,7 +113,7 @@ class _Derived:
     def __init__(self, owner: DerivedTopics, cfg: Any, sources: list[str]) -> None:
         sow = owner.sow
         self.owner = owner  # where derived records are written (``store``, ``delete``)
-        self.server = owner.server
+        self.broker = owner.broker
         self.name = cfg.name
         #: the derived topic's key (its name, and its type unless json)
         self.key = qualify(cfg.name, cfg.message_type)
@@ -423,7 +423,7 @@ class _Conflated(_Derived):
             if self.filter is None or self.filter(r.doc, self.underlying._ctx_of(r)):
                 self.topic.upsert(r.sow_key, r.data, r.doc, None, r.bookmark, 0, None,
                                   r.timestamp)
-        self._timer = self.server.call_later(self.interval, self._tick)
+        self._timer = self.broker.call_later(self.interval, self._tick)
 
     def published(self, topic: str, skey: str, msg: Message) -> None:
         if self.filter is None or self.filter(msg.doc, msg.context()):
@@ -435,7 +435,7 @@ class _Conflated(_Derived):
         self._waiting[rec.sow_key] = (reason,)
 
     def _tick(self) -> None:
-        self._timer = self.server.call_later(self.interval, self._tick)
+        self._timer = self.broker.call_later(self.interval, self._tick)
         waiting, self._waiting = self._waiting, {}
         derived = self.owner
         try:
@@ -446,7 +446,7 @@ class _Conflated(_Derived):
                     derived.delete(self.topic, skey, change[0])
         except Exception:  # keep the timer whatever one interval hit
             log.exception("ConflatedTopic %s: an update failed", self.name)
-        self.server.turn.request()
+        self.broker.turn.request()
 
     def close(self) -> None:
         if self._timer is not None:
@@ -456,11 +456,11 @@ class _Conflated(_Derived):
 class DerivedTopics:
     """Every view and conflated topic of the server, fed by the changes to SOW topics."""
 
-    def __init__(self, server: ViewsHost, config: Any) -> None:
-        if server.sow is None:
+    def __init__(self, broker: ViewsHost, config: Any) -> None:
+        if broker.sow is None:
             raise ValueError("views and conflated topics need the SOW")
-        self.server = server
-        self.sow: SowService = server.sow
+        self.broker = broker
+        self.sow: SowService = broker.sow
         self.by_underlying: dict[str, list[_Derived]] = {}
         self.names: set[str] = set()
         self._order: list[_Derived] = []
@@ -527,17 +527,17 @@ class DerivedTopics:
         """Upsert a derived record and deliver it as any SOW publish is (never journalled)."""
         name = topic.spec.name
         msg = Message(name, data, None, None, skey, None, "", doc)
-        msg.timestamp = int(self.server.wallclock() * 1_000_000)  # the record's and the ts
-        store_publish(self.server.turn, topic, msg, False, 0, skey, msg.timestamp / 1_000_000)
-        fan_out(self.server, msg)
+        msg.timestamp = int(self.broker.wallclock() * 1_000_000)  # the record's and the ts
+        store_publish(self.broker.turn, topic, msg, False, 0, skey, msg.timestamp / 1_000_000)
+        fan_out(self.broker, msg)
         self.published(name, msg)  # views over this one
 
     def delete(self, topic: Topic, skey: str, reason: str) -> None:
         name = topic.spec.name
-        self.server.turn.request()
+        self.broker.turn.request()
         recs = topic.delete_by_keys([skey]).records
         if recs:
-            send_oof(self.server, name, recs, reason)
+            send_oof(self.broker, name, recs, reason)
             self.removed(name, recs, reason)
 
     def close(self) -> None:

@@ -4,7 +4,7 @@ An action runs its ``If`` and ``Do`` steps in file order with the variables its 
 gives (:mod:`.variables`); a ``Do`` that fails or an ``If`` that does not hold ends the run.
 The triggers (``On``) it serves:
 
-* the message path, as a publish observer (:class:`server.ports.PublishObserver`):
+* the message path, as a publish observer (:class:`server.core.ports.PublishObserver`):
   ``on-publish-message`` (``Topic`` regex, ``MessageType``, ``Filter``),
   ``on-sow-expire-message``, ``on-sow-delete-message``, ``on-oof-message`` (``Type`` match,
   delete, expire or all), and the record watches of ``on-message-condition-timeout`` and

@@ -2,7 +2,7 @@
 
 The composition root (:class:`server.app.Server`) satisfies :class:`ActionHost` for the
 steps that act on the server as a whole (its transports, its security, its life); the rest
-the engine reaches through the :class:`~server.broker.Broker` (the message path, the SOW,
+the engine reaches through the :class:`~server.messaging.broker.Broker` (the message path, the SOW,
 the journal, the clock).
 """
 

@@ -1,7 +1,7 @@
 """The actions that run on the server clock: ``on-schedule``, and the per-record timers of
 ``on-message-condition-timeout`` and ``on-alert``.
 
-Every timer is armed with the server's ``call_later`` (:mod:`server.clock`), so under
+Every timer is armed with the server's ``call_later`` (:mod:`server.core.clock`), so under
 ``--test-clock`` nothing runs until the clock is advanced, and then each due run happens
 once per period passed, in order.
 
