@@ -1,7 +1,8 @@
 """amps-emulator: an AMPS-compatible message server for development and CI.
 
 The code lives here, one subpackage per part: ``server/``, ``protocol/``, ``journal/``, ``sow/``,
-``queues/``, ``config/``, ``pipeline/``. The folders of the same names at the top of the
-repository are symlinks into this package, kept so the parts are visible where the project
-brief names them; every tool sees one module name per file, ``amps_emulator.<part>...``.
+``queues/``, ``config/``, ``auth/``, ``replication/``, ``pipeline/``; ``pyproject.toml``'s
+``[tool.importlinter]`` says which may import which. The folders of the same names at the top
+of the repository are symlinks into this package; every tool sees one module name per file,
+``amps_emulator.<part>...``.
 """
