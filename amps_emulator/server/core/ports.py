@@ -177,9 +177,9 @@ class ConnectionHost(Protocol):
 
 
 class PublishObserver(Protocol):
-    """A consumer of the message path (:mod:`server.messaging.message_path`): views, queues, actions. The
-    root registers it on the broker; the path calls it without knowing what it is (nats'
-    storage update handlers)."""
+    """A consumer of the message path (:mod:`server.messaging.message_path`): views, queues,
+    actions. The root registers it on the broker; the path calls it without knowing what it
+    is."""
 
     def covers(self, topic: str) -> bool:
         """Whether a publish to ``topic`` must be built as a message for this listener even

@@ -1,4 +1,4 @@
-"""The end of an event-loop turn, as ordered and named stages (redis ``beforeSleep``).
+"""The end of an event-loop turn, as ordered and named stages.
 
 Whatever a turn's input produced is finished in one pass when the turn ends: first the
 stages the owner registered, in order (the SOW commit, then the journal's end of turn, which

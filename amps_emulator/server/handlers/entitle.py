@@ -1,4 +1,4 @@
-"""Entitlement checks at command time (issue 22; beyond-json.md B.3, B.4).
+"""Entitlement checks at command time (docs/design/beyond-json.md B.3, B.4).
 
 :func:`check` runs before a command's handler, only for a connection whose logon was decided by
 the configured security modules (``client.session``): a connection of a server without

@@ -1,9 +1,9 @@
 """The passive state the command handlers read: the ``Broker`` they receive.
 
-The handlers (:mod:`amps_emulator.server.handlers`) and the
-message path (``publish``) take ``(broker: Broker, client: Client, cmd: Command)``. ``Broker``
-holds, in one place, the state and services a handler may use (fakeredis' ``FakeServer``,
-with ``CommandsMixinBase``'s rule that this is all a command touches): the routing table, the
+The handlers (:mod:`amps_emulator.server.handlers`) and the message path
+(:mod:`amps_emulator.server.messaging.message_path`) take ``(broker: Broker, client: Client,
+cmd: Command)``. ``Broker`` holds, in one place, the state and services a handler may use, and
+is all a command touches: the routing table, the
 sessions (clients by name, publish de-duplication marks), the clock and the turn, the
 transaction log, SOW and queues, the publish observers, the counters and the instance name.
 

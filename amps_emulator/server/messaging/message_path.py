@@ -13,9 +13,9 @@ action) or needs more than the record (a delta_publish, an expiration, a History
 message type) takes the general way, :func:`store_publish`.
 
 The observers are the consumers of the path that are not subscriptions: the views and
-conflated topics, the queues, the actions. Each satisfies :class:`server.core.ports.PublishObserver`
-and the root registers it on the broker (:func:`register`), as nats' ``stream.setupStore``
-registers the callbacks its store declared; this module never names them. The broker keeps
+conflated topics, the queues, the actions. Each satisfies
+:class:`server.core.ports.PublishObserver` and the root registers it on the broker
+(:func:`register`); this module never names them. The broker keeps
 them in a tuple: with none registered the path costs one truth test of an empty tuple.
 """
 

@@ -8,7 +8,7 @@ so a burst of deliveries costs one ``write`` call.
 
 Outbound memory is bounded: when the bytes queued here plus the transport's own buffer exceed
 the transport's limit, the client is disconnected as a slow consumer and its buffers are
-dropped (the nats-server ``queueOutbound`` rule). All connections together share a memory
+dropped. All connections together share a memory
 budget for buffered frames (``ConnectionHost.check_memory``), and a connection that does not
 log on within ``ConnectionHost.logon_timeout`` is closed. A filter too long to compile in a few
 milliseconds compiles in a worker thread while the connection is busy (``_compile_aside``).

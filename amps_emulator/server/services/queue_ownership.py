@@ -1,5 +1,5 @@
 """Replicated queues in the server: ownership, transfers and the queue records that replicate
-(replication.md section 4).
+(docs/design/replication.md, section 4).
 
 A distributed ``Queue`` or a ``GroupLocalQueue`` on an instance that replicates holds every
 message on every instance, and only the message's owner delivers it (:class:`queues.ownership.

@@ -182,7 +182,7 @@ class ReplicationService:
                       "applied here: %s", rec.bookmark_str, rec.topic, exc)
 
     def pins(self) -> list[int]:
-        """Journal positions retention must keep (replication.md 2.5): per Destination, the
+        """Journal positions retention must keep (docs/design/replication.md 2.5): per Destination, the
         first record it has not acknowledged. A destination not connected since start-up pins
         the whole log: what its instance holds is known only once it connects."""
         journal = self.journal()
@@ -658,7 +658,7 @@ class ReplicationService:
                     log.info("replication destination %r (passive): link cut (emulator control), "
                              "nothing sent to %r", dest.name, remote.name)
                 else:
-                    try:  # replicate to it over the connection it made (replication.md 1.3)
+                    try:  # replicate to it over the connection it made (docs/design/replication.md 1.3)
                         sending = (self._sender(dest, st, local, remote), st)
                         passive = st
                         self._links[dest.name] = writer

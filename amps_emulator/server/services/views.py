@@ -89,7 +89,7 @@ _TYPED_TOPIC = re.compile(r"\s*\[\s*([^\]]+?)\s*\]\s*\.\s*\[\s*([^\]]+?)\s*\]\s*
 
 def source_key(text: str, message_type: str) -> str:
     """The topic key a view's ``UnderlyingTopic`` names: ``[nvfix].[ORDERS]`` the nvfix
-    topic ``ORDERS`` (a view projected into another type, beyond-json.md A.5), a bare name
+    topic ``ORDERS`` (a view projected into another type, docs/design/beyond-json.md A.5), a bare name
     the topic of the view's own ``message_type``."""
     m = _TYPED_TOPIC.fullmatch(text)
     if m is not None:
