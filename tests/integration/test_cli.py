@@ -97,6 +97,19 @@ def test_bad_config_fails_fast_when_starting(tmp_path):
     assert str(bad) in res.stderr
 
 
+@pytest.mark.parametrize("mode", [(), ("--verify-config",), ("--dump-config",)])
+@pytest.mark.parametrize("name, why", [("missing.xml", "No such file or directory"),
+                                       ("a-directory", "Is a directory")])
+def test_a_config_file_that_cannot_be_read_is_named_without_a_line_number(tmp_path, mode, name, why):
+    (tmp_path / "a-directory").mkdir()
+    path = tmp_path / name
+    res = subprocess.run([sys.executable, "-m", "amps_emulator.server", *mode, str(path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert res.returncode == 1
+    assert f"{path}: cannot read configuration file: {why}" in res.stderr.splitlines()[0]
+    assert f"{path}:0:" not in res.stderr and "Traceback" not in res.stderr
+
+
 def test_engine_level_config_rules_fail_fast_with_location(tmp_path):
     from tests.integration.conftest import config_xml
 
