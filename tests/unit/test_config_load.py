@@ -385,11 +385,16 @@ def test_default_config_shape(tmp_path: Path) -> None:
     assert cfg.transaction_log.durability == "group"
     assert cfg.transaction_log.records("any/topic", "json")
     assert cfg.sow_directory == "./amps-data/sow"
+    (orders,) = cfg.sow_topics  # a first sow query works out of the box
+    assert (orders.name, orders.message_type, orders.keys, orders.durability) == \
+        ("orders", "json", ("/id",), "persistent")
+    assert orders.resolved_file_name == "./amps-data/sow/orders.json.sow"
     assert cfg.warnings == () and cfg.source == "<default>"
     other = default_config(data_dir=tmp_path)
     assert other.transaction_log is not None
     assert other.transaction_log.journal_directory == str(tmp_path / "journal")
     assert other.sow_directory == str(tmp_path / "sow")
+    assert other.sow_topics[0].resolved_file_name == str(tmp_path / "sow" / "orders.json.sow")
 
 
 def test_sow_directory_extension_supplies_file_names() -> None:
