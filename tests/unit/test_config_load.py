@@ -375,6 +375,24 @@ def test_sample_config_loads_cleanly() -> None:
     assert cfg.sow_topics and cfg.queues and cfg.views and cfg.conflated_topics and cfg.actions
 
 
+def test_sample_config_starts_where_the_builtin_config_leaves_off() -> None:
+    """Same transport, same SOW topic and key, same data files: a user who moves from the
+    built-in config to the sample keeps the orders published so far."""
+    sample, builtin = loads_config(sample_config(), filename="sample.xml"), default_config()
+    first = sample.transports[0]
+    (t,) = builtin.transports
+    assert (first.name, first.inet_addr, first.message_type, first.protocol) == \
+        (t.name, t.inet_addr, t.message_type, t.protocol)
+    (orders,) = builtin.sow_topics
+    mine = sample.sow_topic("orders", "json")
+    assert mine is not None
+    assert (mine.keys, mine.resolved_file_name, mine.durability) == \
+        (orders.keys, orders.resolved_file_name, orders.durability)
+    assert sample.transaction_log is not None and builtin.transaction_log is not None
+    assert sample.transaction_log.journal_directory == builtin.transaction_log.journal_directory
+    assert sample.transaction_log.records("orders", "json")
+
+
 def test_default_config_shape(tmp_path: Path) -> None:
     cfg = default_config()
     (t,) = cfg.transports
