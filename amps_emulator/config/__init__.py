@@ -11,7 +11,8 @@ Public API::
     cfg.warnings                                 # ConfigIssue(file, line, reason) per ignored element
 
 ``ConfigError.errors`` is the list of every :class:`ConfigIssue` found; ``str(error)`` prints
-one ``file:line: reason`` per line. See :mod:`config.model` for the structures and units
+one ``file:line: reason`` per line (``file: reason`` for a problem with the file as a whole,
+such as a file that cannot be read). See :mod:`config.model` for the structures and units
 (durations in seconds as ``float``, sizes in bytes as ``int``). :mod:`config.cli` has the
 ``--sample-config`` / ``--verify-config FILE`` helpers.
 

@@ -82,7 +82,8 @@ def _parent(tag: str, *children: Node) -> Node:
 
 def dump_config_object(cfg: Config, notes: Iterable[str] = ()) -> str:
     """A configuration built in code (the built-in default) as the AMPS XML that describes
-    it: instance name, transports, logging targets, transaction log and SOW directory."""
+    it: instance name, transports, logging targets, transaction log, SOW directory and SOW
+    topics (name, message type, keys, file, durability)."""
     root = _parent("AMPSConfig", _elem("Name", cfg.name))
     if cfg.description:
         root.children.append(_elem("Description", cfg.description))
@@ -105,6 +106,13 @@ def dump_config_object(cfg: Config, notes: Iterable[str] = ()) -> str:
               for t in txlog.topics)))
     if cfg.sow_directory:
         root.children.append(_elem("SOWDirectory", cfg.sow_directory))
+    if cfg.sow_topics:
+        root.children.append(_parent("SOW", *(
+            _parent("Topic", _elem("Name", t.name), _elem("MessageType", t.message_type),
+                    *(_elem("Key", k) for k in t.keys),
+                    *([] if t.file_name is None else [_elem("FileName", t.file_name)]),
+                    *([] if t.durability == "persistent" else [_elem("Durability", t.durability)]))
+            for t in cfg.sow_topics)))
     if cfg.sow_stats_interval is not None:
         root.children.append(_elem("SOWStatsInterval", f"{cfg.sow_stats_interval:g}s"))
     return node_to_xml(root, notes)

@@ -6,7 +6,8 @@ nats-server's ``opts.go``: one :class:`ConfigError` carries all of them, and ``s
 lists one per line as ``file:line: reason``. Warnings (real AMPS elements the emulator does
 not implement) use the same record and end up in ``Config.warnings``.
 
-A line of 0 means the problem has no position inside a file (e.g. the file cannot be read).
+A line of 0 means the problem has no position inside a file (e.g. the file cannot be read);
+it is then written ``file: reason``, with no line number.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ class ConfigIssue(NamedTuple):
     reason: str
 
     def __str__(self) -> str:
+        if self.line <= 0:  # about the file as a whole: no line to point at
+            return f"{self.file}: {self.reason}"
         return f"{self.file}:{self.line}: {self.reason}"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import socket
 import time
 from collections.abc import Iterator
@@ -114,7 +115,7 @@ class Client:
 
     def receive(self, timeout: float | None = None) -> tuple[dict, bytes] | None:
         """The next message, or None when ``timeout`` passes first (``None``: the client's
-        timeout, and then it is an error)."""
+        timeout, and then it is an error; ``math.inf``: wait for as long as it takes)."""
         if self._pending:
             return self._pending.pop(0)
         assert self.sock is not None, "not connected"
@@ -126,7 +127,7 @@ class Client:
                 if timeout is None:
                     raise ClientError(f"no answer within {limit:g}s")
                 return None
-            self.sock.settimeout(left)
+            self.sock.settimeout(None if left == math.inf else left)
             try:
                 data = self.sock.recv(1 << 16)
             except TimeoutError:

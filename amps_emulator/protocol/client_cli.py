@@ -10,6 +10,10 @@ or ``$AMPS_URI``, and ``--name CLIENT_NAME``)::
     sow_and_subscribe  -t TOPIC [--filter F] [--options O] [-n N] [--timeout S]
     ping
 
+``subscribe`` and ``sow_and_subscribe`` run until interrupted (Ctrl-C or SIGTERM, exit status
+0), as spark's do; ``-n N`` stops them after N messages and ``--timeout S`` after S seconds
+without one. When they stop, one line on stderr says why.
+
 Messages received are printed as JSON lines (``{"c":"p","t":..,"k":..,"bm":..,"data":..}``);
 ``sow --format table`` prints an aligned table of the records' top-level fields.
 ``--type MT`` logs on with message type MT whatever the URI's path says; a message of another
@@ -25,11 +29,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
+import signal
 import sys
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -37,6 +45,7 @@ from amps_emulator.protocol import bodyview
 from amps_emulator.protocol.client import Client, ClientError
 
 DEFAULT_URI = "tcp://127.0.0.1:9007/amps/json"
+CONNECT_TIMEOUT = 10.0  # seconds to wait for an answer of the server when --timeout is not given
 _SHOWN = ("c", "t", "k", "bm", "x", "reason", "sids", "ts", "lp")
 
 
@@ -51,9 +60,11 @@ def _parser() -> argparse.ArgumentParser:
                         help="message type to log on with (default: the URI's /amps/<type>)")
     common.add_argument("--name", default=f"amps-emulator-client-{os.getpid()}",
                         help="client name to log on with")
-    common.add_argument("--timeout", type=float, default=10.0,
-                        help="seconds to wait for the server (subscribe: stop after this "
-                             "long without a message; 0: wait forever)")
+    common.add_argument("--timeout", type=float, metavar="S",
+                        help=f"seconds to wait for the server's answer (default "
+                             f"{CONNECT_TIMEOUT:g}; 0: wait forever); subscribe and "
+                             "sow_and_subscribe: stop after S seconds without a message "
+                             "(default: run until interrupted)")
     sub = p.add_subparsers(dest="command", required=True)
 
     pub = sub.add_parser("publish", parents=[common], help="publish messages")
@@ -161,17 +172,51 @@ def cmd_publish(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+class _Terminated(Exception):
+    """SIGTERM arrived while a subscription was printing messages."""
+
+
+@contextmanager
+def _sigterm_stops() -> Iterator[None]:
+    """Inside, SIGTERM raises :class:`_Terminated` (in the main thread; elsewhere signals
+    cannot be handled and nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Terminated
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _stream(client: Client, header: dict, args: argparse.Namespace) -> int:
-    idle = args.timeout if args.timeout > 0 else None
+    """Print what a subscription delivers until ``-n``, ``--timeout`` idle seconds, Ctrl-C or
+    SIGTERM (then exit status 0), saying on stderr why it stopped."""
+    idle = args.timeout if args.timeout else math.inf
     limit = args.max_messages
     n = 0
-    for h, body in client.execute(header, until="", idle=idle if idle else 1e9):
-        kind = h.get("c")
-        if kind in ("p", "publish", "sow", "oof", "delta_publish"):
-            print(_line(h, body, client.message_type), flush=True)
-            n += 1
-            if limit is not None and n >= limit:
-                break
+    why = f"no message for {idle:g}s (--timeout {idle:g})"
+    try:
+        with _sigterm_stops():
+            for h, body in client.execute(header, until="", idle=idle):
+                kind = h.get("c")
+                if kind in ("p", "publish", "sow", "oof", "delta_publish"):
+                    print(_line(h, body, client.message_type), flush=True)
+                    n += 1
+                    if limit is not None and n >= limit:
+                        why = f"-n {limit} reached"
+                        break
+    except KeyboardInterrupt:
+        why = "interrupted (SIGINT)"
+    except _Terminated:
+        why = "terminated (SIGTERM)"
+    print(f"amps-emulator-client: {args.command} {args.topic}: stopped after {n} messages: "
+          f"{why}", file=sys.stderr)
     return 0
 
 
@@ -291,7 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         uri = args.server if not args.message_type else with_message_type(args.server,
                                                                            args.message_type)
-        with Client(uri, args.name, args.timeout or 3600.0) as c:
+        wait = CONNECT_TIMEOUT if args.timeout is None else args.timeout or 3600.0
+        with Client(uri, args.name, wait) as c:
             return COMMANDS[args.command](c, args)
     except ClientError as exc:
         print(f"amps-emulator-client: {exc}", file=sys.stderr)

@@ -48,6 +48,27 @@ def test_ready_line_then_clean_shutdown(tmp_path, sig):
     assert "Traceback" not in proc.stderr.read()
 
 
+def test_the_builtin_config_answers_a_first_sow_on_orders(tmp_path):
+    """The README's first steps with the official client: publish orders keyed by /id, then
+    query them, with no config file (AMPS needs SOW topics configured; the built-in has one)."""
+    proc, uri = start(tmp_path)
+    try:
+        c = AMPS.Client("first-steps")
+        c.connect(uri)
+        c.logon(5000)
+        for body in ('{"id": 1, "qty": 500}', '{"id": 2, "qty": 5}', '{"id": 1, "qty": 600}'):
+            c.publish("orders", body)
+        c.flush(5000)
+        rows = sorted(m.get_data() for m in c.sow("orders", timeout=5000)
+                      if m.get_command() == "sow")
+        assert rows == ['{"id": 1, "qty": 600}', '{"id": 2, "qty": 5}']
+        c.close()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+    assert (tmp_path / "data" / "sow").is_dir()
+
+
 def test_sample_config_is_printed_and_verifies(tmp_path):
     out = subprocess.run([sys.executable, "-m", "amps_emulator.server", "--sample-config"], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
@@ -95,6 +116,19 @@ def test_bad_config_fails_fast_when_starting(tmp_path):
                          capture_output=True, text=True, timeout=30)
     assert res.returncode != 0
     assert str(bad) in res.stderr
+
+
+@pytest.mark.parametrize("mode", [(), ("--verify-config",), ("--dump-config",)])
+@pytest.mark.parametrize("name, why", [("missing.xml", "No such file or directory"),
+                                       ("a-directory", "Is a directory")])
+def test_a_config_file_that_cannot_be_read_is_named_without_a_line_number(tmp_path, mode, name, why):
+    (tmp_path / "a-directory").mkdir()
+    path = tmp_path / name
+    res = subprocess.run([sys.executable, "-m", "amps_emulator.server", *mode, str(path)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=30)
+    assert res.returncode == 1
+    assert f"{path}: cannot read configuration file: {why}" in res.stderr.splitlines()[0]
+    assert f"{path}:0:" not in res.stderr and "Traceback" not in res.stderr
 
 
 def test_engine_level_config_rules_fail_fast_with_location(tmp_path):

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
+import os
+import signal
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
+from amps_emulator.protocol.client import Client
 from amps_emulator.protocol.client_cli import main
 from tests.integration.conftest import clients_for, config_xml, start_server
 from tests.integration.test_admin import until
@@ -89,3 +96,74 @@ def test_subscribe_prints_json_lines(srv, capsys):
     assert [(x["c"], x["data"]["id"]) for x in lines] == [("sow", 1), ("p", 2), ("oof", 1)]
     assert lines[2]["reason"] == "deleted"
     make.close()
+
+
+def _subscribed(srv, name: str) -> bool:
+    """Whether the client ``name`` holds a subscription on ``srv`` (polled with a deadline)."""
+    return bool(until(lambda: srv.call(lambda: bool(
+        (c := srv.server.by_name.get(name)) is not None and c.subs))))
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_subscribe_runs_until_interrupted_and_exits_cleanly(srv, sig):
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "amps_emulator.protocol.client_cli", "subscribe", "-s", srv.uri,
+         "-t", "orders", "--name", "cli-forever"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        assert _subscribed(srv, "cli-forever")
+        make = clients_for(srv.uri)
+        pub = next(make)("pub")
+        pub.publish("orders", '{"id":1,"qty":1}')
+        pub.flush(5000)
+        assert json.loads(proc.stdout.readline())["data"] == {"id": 1, "qty": 1}
+        make.close()
+        assert proc.poll() is None  # still subscribed
+        proc.send_signal(sig)
+        assert proc.wait(10) == 0
+        err = proc.stderr.read()
+        assert "Traceback" not in err
+        assert "subscribe orders: stopped after 1 messages: " in err
+        assert ("SIGTERM" if sig == signal.SIGTERM else "SIGINT") in err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def test_subscribe_waits_for_messages_without_a_deadline_by_default(srv, capsys, monkeypatch):
+    """No idle limit unless --timeout gives one: every wait for a delivery is open-ended."""
+    waits: list = []
+    receive = Client.receive
+
+    def spy(self, timeout=None):
+        waits.append(timeout)
+        return receive(self, timeout)
+
+    monkeypatch.setattr(Client, "receive", spy)
+    result: list = []
+    t = threading.Thread(target=lambda: result.append(main(
+        ["subscribe", "-s", srv.uri, "-t", "orders", "-n", "1", "--name", "cli-patient"])))
+    t.start()
+    assert _subscribed(srv, "cli-patient")
+    make = clients_for(srv.uri)
+    pub = next(make)("pub")
+    pub.publish("orders", '{"id":1,"qty":1}')
+    pub.flush(5000)
+    t.join(10)
+    make.close()
+    assert result == [0]
+    stream_waits = [w for w in waits if w is not None]  # None: the logon's ack wait
+    assert stream_waits and all(w == math.inf for w in stream_waits)
+    err = capsys.readouterr().err
+    assert "subscribe orders: stopped after 1 messages: -n 1 reached" in err
+
+
+def test_subscribe_timeout_stops_after_that_long_idle_and_says_so(srv, capsys):
+    assert main(["subscribe", "-s", srv.uri, "-t", "orders", "--timeout", "0.2"]) == 0
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert "subscribe orders: stopped after 0 messages: no message for 0.2s (--timeout 0.2)" \
+        in out.err

@@ -233,3 +233,57 @@ def test_haclient_bookmark_subscriber_fails_over_without_gap_or_duplicate(procs,
     finally:
         pub.close()
         sub.close()
+
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ha-pair"
+
+
+def example_pair(tmp_path: Path) -> dict[str, ProcServer]:
+    """examples/ha-pair's a.xml and b.xml as two processes on this machine: the container
+    addresses (0.0.0.0, the hosts a and b, /data) moved to free local ports and ``tmp_path``."""
+    repl = {"a": free_port(), "b": free_port()}
+    procs = {}
+    for me, peer in (("a", "b"), ("b", "a")):
+        d = tmp_path / me
+        d.mkdir()
+        xml = ((EXAMPLE / f"{me}.xml").read_text()
+               .replace("0.0.0.0:8085", f"127.0.0.1:{free_port()}")
+               .replace("0.0.0.0:10004", f"127.0.0.1:{repl[me]}")
+               .replace(f"{peer}:10004", f"127.0.0.1:{repl[peer]}")
+               .replace("/data/", f"{d}/data/"))
+        cfg = d / "amps.xml"
+        cfg.write_text(xml)
+        procs[me.upper()] = ProcServer(d / "data", cfg)  # --listen moves the client transport
+    return procs
+
+
+@pytest.mark.parametrize("victim", ["A", "B"])
+def test_the_example_pair_flushes_on_the_survivor_after_a_kill(tmp_path, victim):
+    """The README's HAClient snippet against examples/ha-pair: once one instance is killed,
+    publish_flush(5000) completes on the other, because the example's schedule downgrades the
+    dead peer's sync destination (without it the survivor holds the acks, as AMPS does)."""
+    procs = example_pair(tmp_path)
+    for p in procs.values():
+        p.start()
+    client = ha_client("order-entry", [procs["A"].uri, procs["B"].uri])
+    client.set_publish_store(AMPS.MemoryPublishStore())
+    client.set_bookmark_store(AMPS.MemoryBookmarkStore())
+    try:
+        client.connect_and_logon()
+        client.publish("orders", '{"id": 1}')
+        client.publish_flush(10000)
+        procs[victim].kill()
+        client.publish("orders", '{"id": 2}')
+        client.publish_flush(5000)
+        assert client.get_unpersisted_count() == 0
+        survivor = procs["B" if victim == "A" else "A"]
+        check = AMPS.Client("check")
+        check.connect(survivor.uri)
+        check.logon(5000)
+        assert sorted(json.loads(m.get_data())["id"] for m in check.sow("orders")
+                      if m.get_command() == "sow") == [1, 2]
+        check.close()
+    finally:
+        client.close()
+        for p in procs.values():
+            p.kill()

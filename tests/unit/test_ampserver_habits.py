@@ -118,6 +118,8 @@ def test_dump_of_the_builtin_default_loads_back(tmp_path):
     assert again.transaction_log is not None and cfg.transaction_log is not None
     assert again.transaction_log.journal_directory == cfg.transaction_log.journal_directory
     assert again.sow_directory == cfg.sow_directory
+    assert [(t.name, t.message_type, t.keys, t.resolved_file_name) for t in again.sow_topics] == \
+        [(t.name, t.message_type, t.keys, t.resolved_file_name) for t in cfg.sow_topics]
 
 
 def test_amps_log_line_format():

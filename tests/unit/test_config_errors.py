@@ -339,6 +339,21 @@ def test_unreadable_config_file(tmp_path: Path) -> None:
     assert e.file.endswith("nope.xml") and e.line == 0 and "cannot read" in e.reason
 
 
+@pytest.mark.parametrize("name, why", [("nope.xml", "No such file or directory"),
+                                       (".", "Is a directory")])
+def test_a_file_that_cannot_be_read_is_reported_without_a_line_number(
+        tmp_path: Path, name: str, why: str) -> None:
+    path = tmp_path / name
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == f"{path}: cannot read configuration file: {why}"
+
+
+def test_an_issue_inside_a_file_keeps_its_line_number() -> None:
+    assert str(ConfigIssue("amps.xml", 7, "bad")) == "amps.xml:7: bad"
+    assert str(ConfigIssue("amps.xml", 0, "bad")) == "amps.xml: bad"
+
+
 def test_duplicates_and_conflicts() -> None:
     text = wrap("""
         <Transports>

@@ -375,6 +375,24 @@ def test_sample_config_loads_cleanly() -> None:
     assert cfg.sow_topics and cfg.queues and cfg.views and cfg.conflated_topics and cfg.actions
 
 
+def test_sample_config_starts_where_the_builtin_config_leaves_off() -> None:
+    """Same transport, same SOW topic and key, same data files: a user who moves from the
+    built-in config to the sample keeps the orders published so far."""
+    sample, builtin = loads_config(sample_config(), filename="sample.xml"), default_config()
+    first = sample.transports[0]
+    (t,) = builtin.transports
+    assert (first.name, first.inet_addr, first.message_type, first.protocol) == \
+        (t.name, t.inet_addr, t.message_type, t.protocol)
+    (orders,) = builtin.sow_topics
+    mine = sample.sow_topic("orders", "json")
+    assert mine is not None
+    assert (mine.keys, mine.resolved_file_name, mine.durability) == \
+        (orders.keys, orders.resolved_file_name, orders.durability)
+    assert sample.transaction_log is not None and builtin.transaction_log is not None
+    assert sample.transaction_log.journal_directory == builtin.transaction_log.journal_directory
+    assert sample.transaction_log.records("orders", "json")
+
+
 def test_default_config_shape(tmp_path: Path) -> None:
     cfg = default_config()
     (t,) = cfg.transports
@@ -385,11 +403,16 @@ def test_default_config_shape(tmp_path: Path) -> None:
     assert cfg.transaction_log.durability == "group"
     assert cfg.transaction_log.records("any/topic", "json")
     assert cfg.sow_directory == "./amps-data/sow"
+    (orders,) = cfg.sow_topics  # a first sow query works out of the box
+    assert (orders.name, orders.message_type, orders.keys, orders.durability) == \
+        ("orders", "json", ("/id",), "persistent")
+    assert orders.resolved_file_name == "./amps-data/sow/orders.json.sow"
     assert cfg.warnings == () and cfg.source == "<default>"
     other = default_config(data_dir=tmp_path)
     assert other.transaction_log is not None
     assert other.transaction_log.journal_directory == str(tmp_path / "journal")
     assert other.sow_directory == str(tmp_path / "sow")
+    assert other.sow_topics[0].resolved_file_name == str(tmp_path / "sow" / "orders.json.sow")
 
 
 def test_sow_directory_extension_supplies_file_names() -> None:
