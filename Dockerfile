@@ -4,7 +4,7 @@
 #   docker run --rm -p 9007:9007 -v "$PWD/amps.xml:/etc/amps.xml:ro" amps-emulator /etc/amps.xml
 #   docker run --rm -p 9007:9007 -v "$PWD/init:/docker-entrypoint-init.d:ro" amps-emulator
 # Whatever address a mounted config gives its first transport, AMPS_EMULATOR_LISTEN (below)
-# makes the server listen on 0.0.0.0:9007, where the host's -p reaches it. README: "Containers".
+# makes the server listen on 0.0.0.0:9007, where the host's -p reaches it. docs/getting-started/containers.md.
 
 # Base pinned by version; Debian's Python 3.11 in a virtual environment of our own.
 FROM debian:12.8-slim AS base

@@ -5,58 +5,11 @@ Installed with the package; nothing to import or enable::
     def test_orders(amps_clean, amps_client):       # amps_clean: an empty server
         client = amps_client()                      # a logged-on AMPS.Client
         client.publish("orders", '{"id": 1}')
-        assert [m.get_data() for m in client.sow("orders")
-                if m.get_command() == "sow"] == ['{"id": 1}']
 
-Fixtures
---------
-``amps_server``
-    A running emulator (:class:`amps_emulator.embedded.EmbeddedServer`): ``.uri`` (first
-    transport), ``.uris``, ``.port``. One server per configuration, started the first time a
-    test asks for it and stopped at the end of the session; every module that uses the same
-    configuration shares it. The fixture itself is module-scoped so that a module marker can
-    choose the configuration (a session-scoped fixture cannot see markers);
-    ``amps_servers.get(path)`` gives a session-scoped fixture the same servers.
-``amps_clean``
-    The ``amps_server``, emptied before the test: no SOW records, journal, queues,
-    subscriptions or connections from earlier tests (clients connected before are
-    disconnected, as when AMPS restarts). Tests that do not ask for it see what earlier tests
-    left.
-``amps_client``
-    A factory ``amps_client(name=None, logon=True)`` of official ``AMPS.Client`` objects
-    connected to ``amps_server`` (and logged on); all are closed after the test. Needs the
-    ``amps-python-client`` package. When the test also asks for ``amps_clean``, the reset
-    happens before the first client is made, whatever the argument order.
-``amps_servers``
-    The session's servers: ``amps_servers.get(config_path_or_None)``.
-``amps_pair``
-    Two emulators replicating to each other as an AMPS HA pair (``sync`` both ways, in
-    memory), fresh for each test: an :class:`amps_emulator.pair.EmbeddedPair`. ``.uris``
-    lists both for an ``AMPS.HAClient``'s server chooser; ``.a``/``.b`` are the instances;
-    ``.cut()``/``.restore()`` take the links down and back, ``.hold_acks("A")`` makes A's peer
-    look lagging (A's persisted acks wait), ``.downgrade("A")``/``.upgrade("A")``. The
-    ``amps_pair_async`` fixture is the same pair with ``async`` links.
-
-Configuration
--------------
-``amps_config = path/to/amps.xml`` in ``pytest.ini`` / ``[tool.pytest.ini_options]`` (relative
-to the ini file), or ``pytestmark = pytest.mark.amps_config("amps.xml")`` in a test module
-(relative to the module; it wins over the ini value). Without either, the built-in default
-config (one JSON transport, a transaction log recording every topic). Every transport is
-bound to ``127.0.0.1`` on a free port, whatever address the file gives, so parallel runs
-(pytest-xdist workers, several CI jobs on one machine) never collide.
-
-Why in-process and in memory
-----------------------------
-The server runs on its own thread and event loop inside the test process, in ``--memory``
-mode (no files at all). Starting takes milliseconds and a reset is a stop and a fresh start on
-the same listening socket (about a millisecond), which is correct by construction: the new
-server has no state at all, so ``amps_clean`` is cheap enough for every test. A subprocess
-would cost a Python start-up per reset and leave a process behind when a run is killed; the
-thread is a daemon and dies with the run. What it costs: the server shares the test
-process's GIL (fine for functional tests; measure performance with ``bench/`` instead), and
-nothing survives the session, which is what a test run wants. Relative paths in the config
-(journal, SOW files) are never created.
+Fixtures ``amps_server``, ``amps_clean``, ``amps_client``, ``amps_servers``, ``amps_pair`` and
+``amps_pair_async``; the config comes from the ``amps_config`` ini value or marker. The server
+runs in memory on a thread of the test process, so a start or a reset takes milliseconds.
+docs/getting-started/pytest.md is the user's guide.
 """
 
 from __future__ import annotations

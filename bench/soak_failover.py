@@ -14,7 +14,7 @@ Run::
 ``--kill backup`` kills only the instance the publisher is not connected to (safe over any
 link: the subscriber fails over, the killed instance resyncs when it returns); ``--kill any``
 also kills the publisher's instance, which loses nothing only over a ``sync`` link whose acks
-wait for the peer (replication.md 2.3): over ``async`` the checker is expected to find the
+wait for the peer (docs/design/replication.md 2.3): over ``async`` the checker is expected to find the
 messages acknowledged by the killed instance but not yet replicated (AMPS documents the same).
 Link cuts need the ``/emulator/replication`` endpoints and are not done here.
 

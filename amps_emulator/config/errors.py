@@ -1,8 +1,8 @@
 """Located configuration problems: :class:`ConfigIssue` and :class:`ConfigError`.
 
 Every problem the loader finds is a ``ConfigIssue(file, line, reason)``. Errors are collected
-for the whole file (and every included file) before anything is raised, in the style of
-nats-server's ``opts.go``: one :class:`ConfigError` carries all of them, and ``str()`` of it
+for the whole file (and every included file) before anything is raised: one
+:class:`ConfigError` carries all of them, and ``str()`` of it
 lists one per line as ``file:line: reason``. Warnings (real AMPS elements the emulator does
 not implement) use the same record and end up in ``Config.warnings``.
 

@@ -1,67 +1,11 @@
 """FileJournal: the transaction log on disk (segments + frames, see ``segment.py``/``record.py``).
 
-Write path and threading (the double buffer)
---------------------------------------------
-* ``append`` (owner thread) assigns position/bookmark/timestamp, encodes the frame into the
-  *active* buffer (a bytearray) and keeps the record object in ``_pending`` for readers. It
-  never blocks, except in ``strict`` mode and at a segment roll.
-* ``flush`` (owner thread) swaps the active buffer for a fresh one and hands the old one to the
-  OS with one ``os.write`` loop; then ``_written_position`` = last position written.
-* ``sync`` (any ONE thread at a time, typically a worker while the owner keeps appending into the
-  next buffer) takes ``_lock`` only to capture ``target = _written_position`` and the fds to
-  sync, fdatasyncs them (and the directory when segments were created or removed) WITHOUT the
-  lock, then takes ``_lock`` again to publish ``durable_position = target`` and to close fds
-  retired by rolls. Bytes written after the capture are never claimed. ``_sync_lock`` serialises
-  sync calls and ``close``; retired fds are only closed while holding it, so the owner never
-  closes an fd a worker is fsyncing. ``begin_sync``/``end_sync`` are its two halves, for a
-  caller that runs the file syncs itself (the server's compiled sync thread); ``extend_sync``
-  tells it when one more fdatasync of the same active file covers what was written since.
-* Segment roll (inside ``append``, when the active segment has reached ``segment_size``): write
-  the buffer, fdatasync the finished segment (not in ``memory`` mode), create the next segment
-  (named by the next position), retire the old fd, and write a CHECKPOINT record (publisher
-  sequences + de-dup high-water marks) as the new segment's first record. Syncing at the roll
-  means a crash can only tear the newest segment; the checkpoint means retention can delete
-  old segments without losing de-dup state.
-
-Segment summaries (fast start-up; ``summary.py`` says when and how)
--------------------------------------------------------------------
-Unless durability is ``memory``, ``flush`` snapshots the active segment every
-``checkpoint_bytes`` of journal data, ``_roll`` the segment it finishes, ``close`` the final
-state. A snapshot waits in a :class:`~journal.summary.SummaryQueue` until ``durable_position``
-covers it; ``sync`` then writes it, or with ``defer_summaries=True`` (the server)
-``write_summaries()`` in a worker once ``summaries_due``, so the persisted acks that wait for
-``sync`` never wait for a summary. A failure to write one is logged once and otherwise ignored.
-
-Segments (``segment.py``): each :class:`~journal.segment.Segment` owns its file: write fd,
-``write``, ``sync``, ``truncate``, creation and cutting frames off its end, as nats-server's
-``msgBlock`` does; this module orchestrates them (buffer, locks, rolls, failures, retention).
-
-Readers (``read``/``record_at``/lookups, owner thread) get records at positions
-``<= _written_position`` from the files (own fds, bounded by each segment's flushed size) and
-newer ones from ``_pending``; an iterator re-checks this on every step, so it keeps yielding
-records appended while it is being consumed and stops when it has caught up.
-
-Write failures (disk full)
---------------------------
-All file calls of the write path go through ``file_ops`` (a :class:`FileOps`; tests swap in
-one that fails on demand). A ``write`` that fails (``ENOSPC``, ``EIO``, ...) part-way through a
-flush does not fail the journal: ``flush`` cuts the file back to the size it had before
-(``ftruncate``), restores the active segment's metadata to the last successful flush, drops
-those records, and reports their positions as a :class:`WriteFailure` in
-``write_failures``. Their positions become a gap (never reused: live subscribers may have
-seen their bookmarks) that readers step over; ``written_position`` moves past it so the next
-``sync`` carries ``durable_position`` over it too, and the caller (the server) answers the
-publishes in it with a failure. So nothing reported failed is ever in the file, nothing
-before it is touched, and the journal takes writes again as soon as the disk does. A
-segment roll that cannot fsync the finished segment or create the next one is put off until
-a flush succeeds again (the active segment grows past ``segment_size`` meanwhile).
-A failed fsync in ``sync`` raises ``JournalSyncError``; after it nothing written since the
-last good sync is known to be on disk (the kernel may have dropped those pages), so the owner
-calls :meth:`discard_unsynced`, which cuts every record after ``durable_position`` out of the
-files (deleting segments rolled since), fsyncs the cut and reports those positions as one
-:class:`WriteFailure`, leaving the journal writable. Only when that cut fails, when a partial
-write cannot be cut off, or when a ``strict`` append's fsync fails, is the journal failed for
-good: further appends raise ``JournalClosedError``; recovery sorts out the tail.
+``append`` encodes frames into an in-memory buffer on the owner thread; ``flush`` writes the
+buffer; ``sync`` (one worker thread at a time) fdatasyncs what was written and publishes
+``durable_position``. Segments roll at ``segment_size`` with a checkpoint record first; a failed
+write or fsync is cut back out of the files and reported as a :class:`WriteFailure`, leaving the
+journal writable. The threading, summaries, readers and failure handling are described in
+docs/contributing/internals.md, "The transaction log on disk".
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Message identity across instances: which bookmark sequence a record gets, and where a
 bookmark ``P|S|`` is in this instance's log.
 
-A message keeps one bookmark everywhere (replication.md 2.2): ``publisher id | sequence``,
+A message keeps one bookmark everywhere (docs/design/replication.md 2.2): ``publisher id | sequence``,
 where the sequence is the publisher's own ``s`` when the publish carries one (what a publish
 store assigns, below 2^63), otherwise ``max(position, last + 1)`` -- the log position as before, but never
 at or below what this publisher already holds here, so a publisher's sequences keep growing

@@ -95,8 +95,8 @@ MAX_PAYLOAD = 1 << 30
 
 
 class RecordKind(enum.IntEnum):
-    """What a record records. Codes are grouped so later issues can add kinds without a
-    format version bump: 1-15 publishes, 16-31 queue events, 32-47 SOW events, 64+ journal-internal.
+    """What a record records. Codes are grouped so new kinds fit in without a format
+    version bump: 1-15 publishes, 16-31 queue events, 32-47 SOW events, 64+ journal-internal.
     """
 
     PUBLISH = 1

@@ -15,7 +15,7 @@ tail of) a segment, recovery hands a fresh summary of it to the journal, which w
 the segment is fsynced (``pending_summaries``); ``*.summary.tmp`` leftovers and summaries of
 segments that no longer exist are deleted.
 
-Policy for scanned frames (redis ``aof.c`` / nats ``filestore.go`` style):
+Policy for scanned frames:
 
 * Every frame's CRC32, magic, length and version are checked, and positions must strictly
   increase. The scan reads one whole segment (or its unsummarised tail) at a time and only

@@ -14,7 +14,7 @@ File header (24 bytes, little-endian), then frames (layout in ``record.py``)::
       12     4  u32     header size: 24 (frames start here)
       16     8  u64     first_position (equals the number in the file name)
 
-A :class:`Segment` is one file, as nats-server's ``msgBlock`` is: its metadata (size, record
+A :class:`Segment` is one file: its metadata (size, record
 count, first/last position and timestamp, sparse index) and its writer half (the write fd,
 ``write``/``sync``/``truncate``/``close``, creation with its header, cutting frames off the
 end, and the metadata as of the last successful write, to roll back to after a failed one).

@@ -1,6 +1,6 @@
 """Sans-IO codec for the AMPS "amps" protocol: bytes in, commands out; replies to bytes.
 
-Framing (``shared/docs/amps-wire-protocol.md`` section 1): every frame is a 4-byte
+Framing (``docs/design/amps-wire-protocol.md`` section 1): every frame is a 4-byte
 big-endian payload length, then the payload, which is one flat JSON header object
 immediately followed by the body bytes. The decoder checks the length prefix against a
 configurable maximum *before* buffering anything of the payload, so a hostile

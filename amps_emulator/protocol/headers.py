@@ -5,12 +5,12 @@ on one canonical attribute of :class:`protocol.command.Command` (its field table
 alias table). Outbound,
 the server only ever emits keys from :data:`CLIENT_KNOWN_KEYS`: the official C client's
 header scanner recognises keys by length and one or two characters, so any other key may
-be silently mis-mapped to a different field (``shared/docs/amps-wire-protocol.md`` 2.2).
+be silently mis-mapped to a different field (``docs/design/amps-wire-protocol.md`` 2.2).
 """
 
 from __future__ import annotations
 
-# Every key the official client's parser understands (amps-wire-protocol.md 2.2).
+# Every key the official client's parser understands (docs/design/amps-wire-protocol.md 2.2).
 CLIENT_KNOWN_KEYS: frozenset[str] = frozenset(
     "c t s a e o l k x pw bs ts bm lp mt cmd cid ack seq opts sids gseq topic top_n "
     "cmd_id filter status reason sub_id matches user_id sub_ids version ack_type auth_key "

@@ -2,7 +2,7 @@
 
 Every client-visible ``reason`` string lives here, spelled exactly as AMPS spells it, so
 that the official client maps each to the same exception type it raises against AMPS
-(see ``shared/docs/amps-wire-protocol.md`` section 11). Code elsewhere raises
+(see ``docs/design/amps-wire-protocol.md`` section 11). Code elsewhere raises
 :class:`CommandError` with one of these constants; the server turns it into a failure ack.
 """
 

@@ -1,7 +1,7 @@
 """Shared codes of the queue engine: message states, flags, priority keys, bookmark parsing.
 
 Used by :mod:`queues.engine`, :mod:`queues.compaction` and :mod:`queues.recovery`, which
-all work on the same per-message columns (described in :mod:`queues.engine`).
+all work on the same per-message columns (docs/contributing/internals.md, "The queue engine").
 """
 
 from __future__ import annotations

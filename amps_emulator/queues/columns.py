@@ -1,8 +1,8 @@
 """The state of one queue: per-message columns, cursors, heaps and subscriptions.
 
-:class:`QueueState` is passive state (as fakeredis' ``FakeServer``): the columns described in
-:mod:`queues.engine`, the scan cursors (``_head``, ``_active_end``, ``_exp_j``, each
-subscription's ``cursor``), the lease and expiration heaps, the bookmark index, barriers and
+:class:`QueueState` is passive state: the columns (docs/contributing/internals.md, "The queue
+engine"), the scan cursors (``_head``, ``_active_end``, ``_exp_j``, each subscription's
+``cursor``), the lease and expiration heaps, the bookmark index, barriers and
 the subscriptions, plus the few state transitions every layer needs (``_finish``,
 ``_release``, lookups). :mod:`queues.compaction` and :mod:`queues.recovery` operate on it;
 :mod:`queues.dispatch` adds delivery and :mod:`queues.engine` the public operations, each as

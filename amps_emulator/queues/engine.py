@@ -2,59 +2,11 @@
 
 No IO, no clock, no asyncio: every method takes ``now`` (float seconds, the server's clock)
 and returns a list of actions (:mod:`queues.actions`) for the server to carry out and journal
-(:mod:`queues.events`). Like nats-server's ``consumer.go`` it keeps a pending (leased) set,
-delivery counts, and exposes ONE deadline, :meth:`QueueEngine.next_deadline`, for the server
-to arm a single ``call_at`` that calls :meth:`QueueEngine.poll`.
-
-Identity of a message: its journal position (``int``, strictly increasing in enqueue order)
-and its bookmark ``"<publisher id>|<sequence>|"`` (what the client acks with). The engine
-never holds a message body or topic.
-
-Per-message state lives in parallel ``array``/``bytearray`` columns indexed by enqueue order:
-44 bytes per queued message (45 measured with tracemalloc for a million messages, see
-``bench/bench_queue.py``; a ``Priority`` queue adds ~57 for its ordering keys)::
-
-    _pos  q  journal position            _st  B  AVAIL/LEASED/DONE/INACTIVE/SENT
-    _pid  Q  bookmark publisher id       _fl  B  F_HEAP (expiry in the heap) | F_BARRIER
-    _seq  Q  bookmark sequence           _holder i  holder subscription id (-1 = none)
-    _dl   d  expiration instant (inf)    _dc  I  deliveries   _cc H  cancels
-    _pr   Q  priority+1, 0 = NULL (only for Priority queues)
-
-A global index ``g`` (0, 1, 2, ... in enqueue order) names a message inside the engine; the
-columns hold ``g - _base``. Acked/expired messages become DONE in place and are freed by
-:mod:`queues.compaction` (the DONE prefix is cut off; long runs of DONE holes behind a
-message that stays leased are squeezed out); ``low_water_position`` is the position of the
-last message of the DONE prefix. Lookup by position or bookmark is a bisect over the sorted ``_pos``/``_seq``
-columns (the journal's sequences are strictly increasing); if sequences ever arrive out of
-order the engine switches to a dict index.
-
-Delivery order: without ``Priority`` it is enqueue order, scanned with ``bytearray.find``
-over ``_st``; with ``Priority`` it is a :class:`SortedKeys` of ``rank << 40 | g``.
-Each subscription keeps a cursor: no AVAIL message before the cursor is eligible for it; a
-message that becomes available again lowers the cursors it is behind. Dispatch picks the
-oldest (highest-priority) message some subscription with spare backlog can take, then the
-subscription by the fairness model, and repeats; that is O(subscriptions) per delivery.
-
-Timers: lease expiries are a heap with lazy deletion (an entry is stale when the message's
-delivery count moved on). Expiration deadlines of messages using the queue's Expiration are
-non-decreasing in enqueue order, so they are checked by a forward cursor over ``_dl``;
-messages with their own ``e`` (or whose deadline is out of order, or that came back from a
-lease behind the cursor) go to a heap.
-
-Choices where the AMPS documentation is silent (documented in the report too):
-
-* MaxCancels N: expired on the N-th cancel; MaxDeliveries N: expired when the N-th
-  delivery's lease ends without an ack (expiry, cancel, unsubscribe or disconnect) - the
-  configuration reference's own examples.
-* A leased message is never expired while leased (User Guide, message flow item 5); when
-  its lease ends unsuccessfully after its expiration it is expired with ``time_limit``.
-* A barrier whose predecessors are all acknowledged waits for at least one subscription
-  (it is not delivered to nobody); subscriptions whose filter does not match it get nothing.
-* At-most-once: the message leaves the queue when sent; the subscriber's backlog slot is
-  freed by its ack, or by the end of the lease period when a LeasePeriod is set, or when
-  the subscription goes away. Barriers wait for those acks.
-* Priority values are truncated to integers and clamped to [0, 2**64-2]; None, NaN, infinity
-  and non-numbers are the lowest priority.
+(:mod:`queues.events`). It keeps a pending (leased) set and delivery counts, and exposes ONE
+deadline, :meth:`QueueEngine.next_deadline`, for the server to arm a single ``call_at`` that
+calls :meth:`QueueEngine.poll`. A message is its journal position and its bookmark; the engine
+never holds a body or a topic. The per-message columns, delivery order, timers and the choices
+where AMPS documents nothing are described in docs/contributing/internals.md, "The queue engine".
 """
 
 from __future__ import annotations

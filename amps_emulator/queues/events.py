@@ -27,7 +27,7 @@ A queue whose messages are shared by replicated instances (a distributed ``Queue
 as well (``events_for(..., bookmarks=True)``): the records replicate, and the position is
 this instance's own, meaningless on another instance. ``Transfer`` records that the message
 at ``position`` (``bookmark``) is owned by instance ``owner`` from now on: a grant of an
-ownership transfer, or a proxied claim (replication.md section 4); it is not engine state,
+ownership transfer, or a proxied claim (docs/design/replication.md section 4); it is not engine state,
 :func:`~queues.recovery.replay` skips it and the server keeps ownership.
 
 ``needed = always``: recovery is wrong without it. ``full``: only restores the delivery and

@@ -1,4 +1,4 @@
-"""Who owns the messages of a replicated queue on this instance (replication.md section 4).
+"""Who owns the messages of a replicated queue on this instance (docs/design/replication.md section 4).
 
 A distributed ``Queue`` or a ``GroupLocalQueue`` holds every message on every instance that
 replicates it, but only the message's *owner* delivers it. The owner of a message entering

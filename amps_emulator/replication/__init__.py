@@ -1,4 +1,4 @@
-"""Replication between emulator instances (replication.md 8.3): the link on the
+"""Replication between emulator instances (docs/design/replication.md 8.3): the link on the
 ``amps-replication`` transport, sans-IO.
 
 * :mod:`.wire` -- frames (the AMPS frame codec: 4-byte length, JSON header, body), the

@@ -1,4 +1,4 @@
-"""``Bootstrap`` (replication.md 1.5), sans-IO: what a source sends an instance that fills
+"""``Bootstrap`` (docs/design/replication.md 1.5), sans-IO: what a source sends an instance that fills
 itself from it, and when an instance bootstraps.
 
 An instance bootstraps when it starts with an empty transaction log (or a bootstrap of a

@@ -1,4 +1,4 @@
-"""Sync destinations gate acks (replication.md 2.3, 2.4, 8.2 item 6), sans-IO.
+"""Sync destinations gate acks (docs/design/replication.md 2.3, 2.4, 8.2 item 6), sans-IO.
 
 Each ``Replication/Destination`` has a :class:`DestinationState` that outlives its
 connections: what the destination has acknowledged (an upstream log position), whether it is

@@ -50,7 +50,7 @@ _LINK_HEADERS = frozenset({ORIGIN_TS, PATH, UPSTREAM_GROUP})
 #: record kinds that replicate
 REPLICATED_KINDS = frozenset({RecordKind.PUBLISH, RecordKind.DELTA_PUBLISH, RecordKind.SOW_DELETE})
 
-#: queue records that replicate, for the queues shared by the instances (replication.md 4):
+#: queue records that replicate, for the queues shared by the instances (docs/design/replication.md 4):
 #: acknowledgements, expiries, at-most-once sends, ownership transfers (and batches of them);
 #: a lease's cancel or expiry only changes local counters and stays here
 QUEUE_KINDS = frozenset({RecordKind.QUEUE_ACK, RecordKind.QUEUE_EXPIRE, RecordKind.QUEUE_LEASE,

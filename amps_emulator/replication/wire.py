@@ -197,7 +197,7 @@ def check_peer(local: Hello, remote: Hello, *, expected_group: str | None, expec
 
     ``expected_group``/``expected_name``: what this side's Destination names (None on the
     accepting side). ``checks``: per fact key, the validation checks this side's Destination
-    Topic keeps for it (replication.md 1.4: ``txlog``, ``replicate``, ``sow``, ``keys``,
+    Topic keeps for it (docs/design/replication.md 1.4: ``txlog``, ``replicate``, ``sow``, ``keys``,
     ``cascade``, ``replicate_filter``, ``queue``, ``queue_underlying``, ``queue_passthrough``);
     ``filters``: per fact key, the Filter that Topic applies (None: none)."""
     if remote.name == local.name:

@@ -2,67 +2,9 @@
 
 An aggregated query turns the records a query matches into one record per distinct value of
 the grouping fields, built from the projection -- the same records a View with that
-``Projection`` / ``Grouping`` would hold.
-
-Options
--------
-``grouping=[/a, /b/c]``: XPath identifiers (``[/odd name]`` bracket paths too), comma
-separated, brackets optional.  ``projection=[/a, SUM(/qty * /px) AS /total, ...]``: comma
-separated fields, each ``<expression> AS <target path>``; a field that is a bare identifier
-may omit ``AS`` (its target is the identifier itself).  ``AS`` is a keyword in any case and
-needs no blank before it (``COUNT(/id)AS /n``).  The two options come together: one without
-the other, an empty list, an expression the filter language refuses, a nested aggregate, an
-aggregate with other than one argument, a non-deterministic function inside an aggregate, a
-target with an array index, or two targets where one contains the other all raise
-``CommandError(invalid options)`` (:func:`parse_aggregation`).
-
-Expressions
------------
-Anything the filter language accepts, plus the aggregate functions ``AVG``, ``COUNT``,
-``COUNT_DISTINCT``, ``MIN``, ``MAX``, ``SUM``, ``STDDEV_POP``, ``STDDEV_SAMP`` (one argument,
-any expression) anywhere in a field's expression (``SUM(/a) / COUNT(/a)``).  Each aggregate
-call is cut out of the text and replaced by a reference to a reserved field, so the rest is
-compiled once by :func:`protocol.filter.compile_expression` like any expression; an aggregate's
-argument is compiled the same way, and arguments that are the same expression are evaluated
-once per record however many aggregates use them.
-
-Per group:
-
-* an aggregate over NULL inputs (missing, ``null``, ``''``, an empty array, an object) skips
-  them; an array counts as its first element.  ``COUNT`` counts the rest; ``SUM``, ``AVG``,
-  ``MIN``, ``MAX``, ``STDDEV_*`` of nothing are NULL, ``COUNT``/``COUNT_DISTINCT`` 0;
-* the numeric aggregates (``SUM``, ``AVG``, ``STDDEV_POP``, ``STDDEV_SAMP``) convert as the
-  arithmetic operators do: booleans are 1/0, numeric strings are numbers, any other string
-  makes the result NaN.  ``SUM`` of integers is an integer (a double beyond 64 bits, as for
-  ``+``), otherwise a double; ``AVG`` and the deviations are doubles; ``STDDEV_SAMP`` of a
-  single value is NULL (as in SQL);
-* ``MIN``/``MAX`` order numbers numerically, strings as text, and a string against a number
-  by its numeric value, a string that is not a number being greater than every number
-  (:func:`protocol.filter.values.order`); NaN is skipped; the value returned is the input
-  value itself (a string stays a string); of equal values the first one wins;
-* ``COUNT_DISTINCT`` compares converted values: ``75``, ``75.0`` and ``'75'`` are one value;
-* an expression outside aggregates (``/sym``, ``UPPER(/desk)``, the ``/x`` of
-  ``/x + SUM(/y)``) is evaluated on the last record of the group in the order the records
-  were given (the topic's natural order), as AMPS documents for fields that are neither
-  grouped nor aggregated.
-
-Message functions (``TOPIC_NAME()``, ``SOW_KEY()``, ``BOOKMARK()``, ...) see the record being
-read (the queried topic, the record's SowKey and bookmark); outside aggregates, the group's
-last record.
-
-Output values: an array projects as its first element, an object as NULL, NULL (and NaN or
-an infinity, which JSON cannot carry) as ``null``; a target like ``/detail/qty`` builds nested
-objects.  Fields appear in projection order.
-
-Groups
-------
-A record's group is the tuple of its grouping values, each taken as a scalar (first element of
-an array; an object, missing field or ``null`` is the NULL group value).  Numbers group by
-value (``1`` and ``1.0`` together); a string never groups with a number; ``true`` never with
-``1``.  Groups come out in the order their first record was seen.  Each group's SowKey is
-generated like a topic's (:func:`sow.keys.generate_sow_key`): domain the queried topic's
-name, one type-tagged text per grouping value, so the same group gets the same key in every
-query.  A group's timestamp is the latest timestamp of its records; it has no bookmark.
+``Projection`` / ``Grouping`` would hold. Each aggregate call in a field is cut out of the text
+and replaced by a reference to a reserved field, so the rest compiles as any filter expression.
+The rules (NULLs, conversions, group keys, output values) are docs/reference/aggregation.md.
 
 Use::
 

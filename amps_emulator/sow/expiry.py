@@ -14,9 +14,9 @@ Rules (User Guide, "SOW Message Expiration" / "Setting Per-Message Lifetime"):
 
 Expiry index: one ordered table per topic whose keys are ``u64 big-endian microseconds +
 SowKey``, so "everything due by now" is one range scan from the start and the next deadline
-is the first key (cf. redis ``expire.c``: an active cycle that removes what is due, and
-``expireIfNeeded``: a read never returns an expired key even before the cycle ran -- here
-queries skip expired records and ``publish`` over an expired record treats it as gone).
+is the first key. An active cycle removes what is due, and a read never returns an expired
+record even before the cycle ran: queries skip expired records and ``publish`` over an expired
+record treats it as gone.
 """
 
 from __future__ import annotations

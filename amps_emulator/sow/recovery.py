@@ -53,7 +53,7 @@ def apply_record(topic: Topic, rec: JournalEntry) -> PublishResult | DeleteResul
         return topic.delete_by_data(rec.body, sow_key=rec.sow_key, position=rec.position,
                                     now=at)
     fn = topic.delta_publish if rec.kind == RecordKind.DELTA_PUBLISH else topic.publish
-    # a replicated record's lifetime counts from its origin's log time (replication.md 2.1)
+    # a replicated record's lifetime counts from its origin's log time (docs/design/replication.md 2.1)
     origin = headers.get(ORIGIN_TS)
     return fn(rec.body, sow_key=rec.sow_key, expiration=rec.expiration,
               bookmark=rec.bookmark_str, position=rec.position,

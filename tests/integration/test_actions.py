@@ -1,4 +1,4 @@
-"""Configured Actions through the official Python client, on the test clock (beyond-json.md
+"""Configured Actions through the official Python client, on the test clock (docs/design/beyond-json.md
 C.3 scenarios 1-13, and the triggers around them). Nothing sleeps: time moves only when a
 test advances the server clock, and "nothing more arrived" is shown by a marker published
 after it (one connection's messages arrive in order)."""

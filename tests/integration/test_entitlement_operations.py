@@ -1,4 +1,4 @@
-"""Authentication and entitlements around the message path (issue 22; beyond-json.md B.1,
+"""Authentication and entitlements around the message path (issue 22; docs/design/beyond-json.md B.1,
 B.4, B.6): client certificates, the JavaScript client, the Admin interface's own modules and
 challenge, bad permission documents, SIGUSR1/SIGUSR2 and the authentication actions."""
 

@@ -1,4 +1,4 @@
-"""Entitlements on what a user reads and deletes, record by record (issue 22; beyond-json.md
+"""Entitlements on what a user reads and deletes, record by record (issue 22; docs/design/beyond-json.md
 B.3), through the official Python client: sow_delete by keys or data under a write filter,
 regex subscriptions replaying from a bookmark, each topic's select list, paginated and
 aggregated queries and subscriptions under a read filter."""

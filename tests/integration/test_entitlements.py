@@ -1,4 +1,4 @@
-"""Authentication and entitlements (issue 22; beyond-json.md B.4, B.6), through the official
+"""Authentication and entitlements (issue 22; docs/design/beyond-json.md B.4, B.6), through the official
 Python client. Permission documents come from ``file:`` ResourceURIs (the emulator's extension)
 or from an in-process HTTP server thread (the corpus's web-entitlements config)."""
 

@@ -1,4 +1,4 @@
-"""HA failover with the official Python HAClient (issue 20, replication.md 3): two emulator
+"""HA failover with the official Python HAClient (issue 20, docs/design/replication.md 3): two emulator
 processes replicating ``sync`` both ways; the primary is killed with SIGKILL while clients run.
 
 * a publisher (publish store) loses nothing and duplicates nothing: every message is on both

@@ -1,6 +1,6 @@
 """The engine's features on every message type, through the official Python client.
 
-Issue 21's engine side (beyond-json.md A.3-A.5, A.8): each server reads bodies with its own
+Issue 21's engine side (docs/design/beyond-json.md A.3-A.5, A.8): each server reads bodies with its own
 codec table; queues, views (also projected into another type), conflated topics, aggregated
 subscriptions, pagination, SOW History, ``/AMPS/`` topics, OOF and select lists work on typed
 topics as they do on JSON ones. Parametrised over every type AMPS offers them all for: fix,

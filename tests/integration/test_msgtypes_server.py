@@ -1,6 +1,6 @@
 """Every message type served through the server, tested with the official Python client.
 
-Per type (beyond-json.md A.3/A.8): pub/sub with a content filter on a typed field, a keyed SOW
+Per type (docs/design/beyond-json.md A.3/A.8): pub/sub with a content filter on a typed field, a keyed SOW
 (latest per key), delta merge where AMPS offers it, bookmark replay byte-identical, and type
 scoping (the same topic name over json is another topic). Bodies are built with the type's
 own codec (the codecs have their own unit and property tests); what the server delivers is

@@ -1,4 +1,4 @@
-"""README, "Coming from AMPS: spark": every line of its side-by-side table run as printed
+"""docs/guides/coming-from-amps.md, "spark": every line of its side-by-side table run as printed
 (spark's words through ``amps-spark``, and the ``amps-emulator-client`` equivalent) against a
 server on port 0, with what it prints checked against the table and the shape of the
 guide's examples (the patterns of tests/integration/test_spark_cli.py)."""
@@ -24,7 +24,7 @@ from tests.integration.test_spark_cli import DELETED, PUBLISHED, RECEIVED
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = """<SOW><Topic><Name>order</Name><MessageType>json</MessageType><Key>/id</Key>
   <Durability>transient</Durability></Topic></SOW>"""
-#: the README's commands as shell functions on this worktree's code (not whatever is installed)
+#: the page's commands as shell functions on this worktree's code (not whatever is installed)
 FUNCTIONS = (f'py() {{ "{sys.executable}" -m "$@"; }}; '
              "amps-spark() { py amps_emulator.protocol.spark_cli \"$@\"; }; "
              "spark() { amps-spark \"$@\"; }; "
@@ -33,8 +33,8 @@ FUNCTIONS = (f'py() {{ "{sys.executable}" -m "$@"; }}; '
 
 def readme_rows() -> dict[str, tuple[str, str]]:
     """The table's rows by spark command: (the spark line, the amps-emulator-client line)."""
-    text = (ROOT / "README.md").read_text()
-    section = text.split("### Coming from AMPS: spark", 1)[1].split("\n### ", 1)[0]
+    text = (ROOT / "docs" / "guides" / "coming-from-amps.md").read_text()
+    section = text.split("\n## spark\n", 1)[1].split("\n## ", 1)[0]
     rows: dict[str, tuple[str, str]] = {}
     for line in section.splitlines():
         if not line.startswith("| `"):
@@ -49,7 +49,7 @@ def readme_rows() -> dict[str, tuple[str, str]]:
 
 
 class Shell:
-    """One README line in bash, in a session of its own (so it can be stopped whole)."""
+    """One line of the page in bash, in a session of its own (so it can be stopped whole)."""
 
     def __init__(self, line: str) -> None:
         self.proc = subprocess.Popen(

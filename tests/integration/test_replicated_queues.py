@@ -1,4 +1,4 @@
-"""Replicated queues across two emulators (issue 20, replication.md section 4), driven by the
+"""Replicated queues across two emulators (issue 20, docs/design/replication.md section 4), driven by the
 official Python client: A and B replicate to each other (PassThrough ``.*``).
 
 * a distributed ``Queue``: the instance a message is published to owns it; a consumer on the

@@ -1,4 +1,4 @@
-"""Three emulators replicating (issue 20, replication.md 5), driven by the official Python
+"""Three emulators replicating (issue 20, docs/design/replication.md 5), driven by the official Python
 client: a full mesh like 60East's positions demo (each message once on every instance, never
 sent back to its origin), the same mesh with ``PassThrough .*`` (records pass on, loop
 prevention keeps them from returning), and a chain A -> B -> C where C gets A's messages only

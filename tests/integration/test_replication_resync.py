@@ -1,4 +1,4 @@
-"""What arrives late by replication (issue 20, replication.md 2.1 and 2.5), driven by the
+"""What arrives late by replication (issue 20, docs/design/replication.md 2.1 and 2.5), driven by the
 official Python client: a SOW record's expiration counts from its origin, not from its arrival;
 a reconnect sends only what the destination lacks; journals a destination has not acknowledged
 stay; a passive destination replicates over the connection its peer makes; ``Bootstrap`` fills

@@ -1,4 +1,4 @@
-"""Sync and async destinations (issue 20, replication.md 2.3 and 2.4), driven by the official
+"""Sync and async destinations (issue 20, docs/design/replication.md 2.3 and 2.4), driven by the official
 Python client over an in-process pair: a sync destination gates the publisher's persisted acks
 and a bookmark subscription's ``bm`` acks, an async one gates nothing; a down or lagging sync
 destination holds them until it comes back or is downgraded; the Admin shows the link."""

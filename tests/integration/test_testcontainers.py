@@ -7,7 +7,7 @@ testcontainers-python talks to the Docker API: these tests start podman's own
 Ryuk (the reaper, an image from Docker Hub) turned off; without podman the mount test uses
 whatever ``DOCKER_HOST`` says, and skips when no engine answers there. The container test runs
 with ``AMPS_EMULATOR_IMAGE_TESTS=1``; ``AMPS_EMULATOR_IMAGE_BUILD_ARGS`` as for
-tests/integration/test_container.py (README, "Containers": running them under podman).
+tests/integration/test_container.py (docs/getting-started/containers.md: running them under podman).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""An entitlement's select list applies before the subscriber's (beyond-json.md B.3): the
+"""An entitlement's select list applies before the subscriber's (docs/design/beyond-json.md B.3): the
 composed list keeps a field only when both keep it."""
 
 from __future__ import annotations

@@ -156,7 +156,7 @@ def test_position_after_bookmark(make):
     a, b = recs[10], recs[11]
     assert a.publisher_id != b.publisher_id
     # a sequence this publisher does not have, but later ones exist: start at its next record
-    # (replication.md 3.3: resolve by publisher and sequence, never by position)
+    # (docs/design/replication.md 3.3: resolve by publisher and sequence, never by position)
     later = next(r for r in recs if r.publisher_id == a.publisher_id and r.sequence > b.sequence)
     if b.sequence not in {r.sequence for r in recs if r.publisher_id == a.publisher_id}:
         assert j.position_after_bookmark(Bookmark(a.publisher_id, b.sequence)) == later.position

@@ -245,7 +245,7 @@ def test_keep_readable_flag_keeps_what_is_readable(tmp_path, caplog):
     assert open(path + ".corrupt", "rb").read()[: off] == original[:off]  # evidence kept
     new = publish(j, 20)
     assert new.position == recs[-1].position + 1
-    # its record is gone: a replay starts at that publisher's next record (replication.md 3.3)
+    # its record is gone: a replay starts at that publisher's next record (docs/design/replication.md 3.3)
     nxt = next(r for r in recs[9:] + [new] if r.publisher_id == recs[8].publisher_id)
     assert j.position_after_bookmark(recs[8].bookmark) == nxt.position
     assert j.position_after_bookmark(recs[7].bookmark) == recs[8].position  # gap: replay goes on after it

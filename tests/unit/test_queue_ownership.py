@@ -1,5 +1,5 @@
 """Replicated queues, sans-IO: who owns a message (queues.ownership), the engine's removals by
-bookmark, and the queue events that carry bookmarks and transfers (replication.md section 4)."""
+bookmark, and the queue events that carry bookmarks and transfers (docs/design/replication.md section 4)."""
 
 from __future__ import annotations
 

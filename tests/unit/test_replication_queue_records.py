@@ -1,4 +1,4 @@
-"""Queue records on the replication link (replication.md section 4): the acks, expiries,
+"""Queue records on the replication link (docs/design/replication.md section 4): the acks, expiries,
 at-most-once sends and transfers of the replicated queues travel with their headers; a
 LocalQueue's never leave; a transfer request is a frame of its own."""
 

@@ -66,7 +66,7 @@ class MessageTypeConfigError(ValueError):
 
 
 class Capabilities:
-    """What AMPS offers on a message type (A.3 of beyond-json.md); all true for JSON."""
+    """What AMPS offers on a message type (A.3 of docs/design/beyond-json.md); all true for JSON."""
 
     __slots__ = ("filters", "delta", "views", "select", "aggregates", "amps_topics")
 
@@ -97,7 +97,7 @@ class MessageCodec(ABC):
 
     def text_tree(self, body: bytes) -> Tree:
         """The tree with every value as the text the body spells (types that infer value types
-        from text override this; SOW keys read it, beyond-json.md A.4)."""
+        from text override this; SOW keys read it, docs/design/beyond-json.md A.4)."""
         return self.decode(body)
 
     def encode(self, tree: Tree) -> bytes:

@@ -1,6 +1,6 @@
 """``binary``: opaque bytes.
 
-AMPS reads no fields in a binary body (beyond-json.md A.3): the tree is ``None``, so every
+AMPS reads no fields in a binary body (docs/design/beyond-json.md A.3): the tree is ``None``, so every
 identifier is NULL; a binary part of a composite message contributes nothing.  What works:
 publish/subscribe, SOW topics keyed by the publisher's ``SowKey``, bookmark replay, queues --
 all on the exact bytes.  Refused by AMPS (:class:`~.base.UnsupportedByType` here): delta merge

@@ -3,7 +3,7 @@
 Not the PyPI ``bson`` package (py-bson), which installs under the same import name with another
 API; the registry reports a clear start-up error when pymongo's is missing.
 
-Tree mapping (BSON carries its value types, beyond-json.md A.3): double -> ``float``;
+Tree mapping (BSON carries its value types, docs/design/beyond-json.md A.3): double -> ``float``;
 int32/int64 -> ``int``; string, symbol and JavaScript code -> ``str``; bool; null and
 undefined -> NULL; embedded document -> ``dict``; array -> ``list``; ObjectId -> its 24-digit
 hex text; UTC datetime -> milliseconds since the epoch (the int64 BSON stores, so it orders and
