@@ -3,7 +3,7 @@
 One JSON transport on 127.0.0.1:9007 (Type tcp, Protocol amps, MessageType json), a
 transaction log in ``<data_dir>/journal`` recording every JSON topic (Topic Name ``.*``),
 one SOW topic, ``orders`` (JSON, Key ``/id``, in ``<data_dir>/sow/orders.json.sow``) so that
-a first ``sow`` query works as the README's examples show, and warnings logged to stderr
+a first ``sow`` query works as the quick start's examples show, and warnings logged to stderr
 (stdout carries the ``ready:`` line). AMPS itself has no built-in configuration; the same
 definitions written as an AMPS config are in ``--sample-config``.
 """

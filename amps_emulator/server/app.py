@@ -103,11 +103,12 @@ class Server:
         #: the end of every turn: SOW commit, journal, then writes (:mod:`server.core.turn`)
         self.turn = Turn()
         #: what the handlers read (:mod:`server.messaging.broker`): built here, filled in by start()
-        # the codecs of every message type the config declares, this server's own, built
-        # before any SOW topic (a topic of another type than json reads its bodies with them)
         self.broker = Broker(instance_name=config.name, timebase=timebase, turn=self.turn,
                              memory=memory, strict_recovery=strict_recovery,
                              server_version=server_version,
+                             # the codecs of every message type the config declares, this
+                             # server's own, built before any SOW topic (a topic of another
+                             # type than json reads its bodies with them)
                              message_types=build_registry(config.message_type_decls))
         self.broker.drop_client = self.closed
         if config.security is not None:

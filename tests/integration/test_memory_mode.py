@@ -114,3 +114,25 @@ def test_journal_records_are_stamped_on_the_server_clock(tmp_path, collector, me
     finally:
         c.close()
         srv.stop()
+
+
+async def test_reset_of_a_memory_server_wipes_its_journal_without_touching_files(tmp_path):
+    """``/emulator/reset`` on a ``--memory`` server empties the in-memory journal; the journal
+    directory of the config (never created in memory mode) is not listed or removed."""
+    from amps_emulator.config import loads_config
+    from amps_emulator.server.app import Server
+    from amps_emulator.server.ops.reset import reset_all
+
+    cfg = loads_config(CONFIG.format(d=tmp_path / "data", port=0), "memory.xml")
+    server = Server(cfg, memory=True)
+    await server.start()
+    try:
+        txlog = server.txlog
+        assert txlog is not None
+        txlog.append("orders", b'{"id":1}')
+        assert txlog.journal.last_position > 0
+        assert (await reset_all(server))["reset"] == "all"
+        assert txlog.is_open and txlog.journal.last_position == 0
+    finally:
+        await server.stop()
+    assert not (tmp_path / "data").exists()

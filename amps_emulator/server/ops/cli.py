@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amps_emulator")
 
-#: environment variable -> the option it stands for (README: "Environment variables")
+#: environment variable -> the option it stands for (docs/reference/environment.md)
 ENVIRONMENT = {
     "AMPS_EMULATOR_CONFIG": "config",
     "AMPS_EMULATOR_LISTEN": "listen",

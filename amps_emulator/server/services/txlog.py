@@ -216,12 +216,13 @@ class TxLog:
         self.journal.close()
         self._journal = None
         d = self.cfg.journal_directory
-        for name in os.listdir(d):
-            path = os.path.join(d, name)
-            if os.path.isfile(path):
-                os.remove(path)
-        if fill is not None:
-            fill(d)
+        if not self.memory:  # (in memory the journal had no files, and a new one is empty)
+            for name in os.listdir(d):
+                path = os.path.join(d, name)
+                if os.path.isfile(path):
+                    os.remove(path)
+            if fill is not None:
+                fill(d)
         self._persist_fifo.clear()
         self.cursors.clear()
         self.failed = None
