@@ -101,7 +101,7 @@ def test_subscribe_prints_json_lines(srv, capsys):
 def _subscribed(srv, name: str) -> bool:
     """Whether the client ``name`` holds a subscription on ``srv`` (polled with a deadline)."""
     return bool(until(lambda: srv.call(lambda: bool(
-        (c := srv.server.by_name.get(name)) is not None and c.subs))))
+        (c := srv.server.broker.by_name.get(name)) is not None and c.subs))))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
