@@ -384,8 +384,10 @@ class Connection(asyncio.Protocol):
             return
         self.messages_out += 1
         held = self._held
+        holding = False
         if held is not None and not self._direct:
             held.append(data)
+            holding = True
         else:
             self._out.append(data)
             self._out_bytes += len(data)
@@ -403,7 +405,7 @@ class Connection(asyncio.Protocol):
                 return
         elif self._out_mark > BUDGET_STEP and pending < BUDGET_STEP:
             self._out_mark = BUDGET_STEP
-        if not held and len(self._out) == 1:
+        if not holding and len(self._out) == 1:
             self._turn.dirty(self)
 
     def flush_output(self) -> None:
