@@ -30,12 +30,13 @@ from amps_emulator.protocol.bodies import TreeDecoder
 from amps_emulator.protocol.filter import MessageContext, compile_filter
 from amps_emulator.protocol.msgtypes import MessageCodec
 
-from .backend import Backend, LmdbBackend
+from .backend import Backend
 from .expiry import expiry_bound, skey_of_key
 from .history import TABLE as _HISTORY_TABLE
 from .history import History
 from .index import HashIndex, MemoIndex
 from .keys import parse_sow_keys
+from .lmdb_backend import LmdbBackend
 from .paths import Path, path_text, top_level_names
 from .planner import Plan, identifier_paths, needs_context, plan_query
 from .planner import log as plan_log
