@@ -16,7 +16,8 @@ deletes, expiration, indexes), ``scan`` (its base class: queries and counts), ``
 (a journal record applied to a topic),
 ``backend`` (the record storage interface), ``memory_backend`` / ``lmdb_backend`` (its two
 implementations), ``lmdb_keys`` (LMDB record keys), ``lmdb_scan`` (scans of stored bodies),
-``lmdbenv`` (LMDB environment, batching, map growth), ``tables`` (in-memory index tables), ``index`` (hash and memo indexes), ``planner``,
+``lmdbenv`` (LMDB environment, batching, map growth), ``lmdb_tables`` (its index tables),
+``tables`` (in-memory index tables), ``index`` (hash and memo indexes), ``planner``,
 ``query`` (orderby, select, paging, results), ``delta`` (delta merge, changed fields),
 ``expiry`` (deadlines, expiry index keys), ``paths`` (XPath field paths).
 """

@@ -35,7 +35,8 @@ from .lmdb_scan import (
     partial_doc,
     passing,
 )
-from .lmdbenv import LmdbEnv, LmdbHashTable, LmdbKVTable, LmdbOrderedSet
+from .lmdb_tables import LmdbHashTable, LmdbKVTable, LmdbOrderedSet
+from .lmdbenv import LmdbEnv
 from .record import (
     KEY_SEQ,
     VERSION,
