@@ -1,14 +1,15 @@
 """The read path of a SOW topic: queries (at once or in steps), historical queries, counts.
 
-:class:`TopicReads` is the base class of :class:`sow.topic.Topic`, which adds writes,
-expiration sweeps, deletes and index management. It is a base class rather than a separate
-object because the read path shares the topic's state, not only its storage: the server, the
-admin statistics and the tests read and set ``query_chunk``, ``query_count``, ``auto_memo``
-and ``_ctx_of`` on the topic, a stepped delete (``Topic.delete_steps``) matches with
-:meth:`TopicReads._match_steps`, and the server's step driver replaces ``query_steps`` on a
-topic instance. One object keeps that state in one place; the split is which module holds
-which code. The one thing the read path needs from the writing side is to create a memo
-index a query plan asks for (:meth:`TopicReads.add_memo_index`, implemented by ``Topic``).
+:class:`TopicReads` is the base class of :class:`sow.topic.Topic` (through
+:class:`sow.topic_indexes.TopicIndexes`, which adds index management; ``Topic`` adds writes,
+expiration sweeps and deletes). It is a base class rather than a separate object because the
+read path shares the topic's state, not only its storage: the server, the admin statistics and
+the tests read and set ``query_chunk``, ``query_count``, ``auto_memo`` and ``_ctx_of`` on the
+topic, a stepped delete (``Topic.delete_steps``) matches with :meth:`TopicReads._match_steps`,
+and the server's step driver replaces ``query_steps`` on a topic instance. One object keeps
+that state in one place; the split is which module holds which code. The one thing the read
+path needs from the writing side is to create a memo index a query plan asks for
+(:meth:`TopicReads.add_memo_index`, implemented by ``TopicIndexes``).
 
 Queries read a snapshot over several steps when they are long (see :meth:`query_steps`), so
 that their caller can let other work run in between; writes made between steps do not
@@ -168,13 +169,13 @@ class TopicReads(ABC):
     @abstractmethod
     def add_memo_index(self, field: str) -> MemoIndex:
         """Create (building it now) or return the memo index on ``field`` (a write: the
-        topic's business, see ``Topic.add_memo_index``)."""
+        topic's business, see ``TopicIndexes.add_memo_index``)."""
 
     @abstractmethod
     def memo_build_steps(self, path: Path, step: int) -> Generator[str, None, bool]:
         """Build the memo index on ``path`` over several steps, ``step`` records each,
         yielding :data:`BUILDING` between them (writes meanwhile keep it); returns whether it
-        was built (a write: the topic's business, see ``Topic.memo_build_steps``)."""
+        was built (a write: the topic's business, see ``TopicIndexes.memo_build_steps``)."""
 
     def _planned(self, node, keys, force: str, auto: bool) -> Plan:
         """The query plan over the indexes that are built (not those being built)."""
