@@ -429,36 +429,13 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         active.last_position = last.position
         active.last_ts = last.timestamp
 
-    def append_replicated(
-        self,
-        *,
-        topic: str,
-        client_name: str,
-        publisher_id: int,
-        sequence: int,
-        origin_timestamp: int,
-        body: bytes = b"",
-        kind: int = RecordKind.PUBLISH,
-        client_seq: int | None = None,
-        correlation_id: str | None = None,
-        sow_key: str | None = None,
-        expiration: int | None = None,
-        message_type: str = "",
-        headers: Mapping[str, str] | None = None,
-    ) -> JournalRecord | None:
-        """Append a record replicated from another instance with its original bookmark, origin
-        time and expiration; None (nothing appended) when this instance already holds it."""
+    def _prepare_append(self) -> None:
+        """Roll a full segment before a record is made (``append_replicated``'s hook)."""
         self._roll_if_full()
-        rec = self._make_replicated_record(
-            kind=kind, topic=topic, client_name=client_name, publisher_id=publisher_id, sequence=sequence,
-            origin_timestamp=origin_timestamp, body=body, client_seq=client_seq,
-            correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
-            message_type=message_type, headers=headers,
-        )
-        if rec is None:
-            return None
+
+    def _keep_appended(self, where: None, rec: JournalRecord) -> None:
+        """Buffer ``rec`` (``append_replicated``'s hook; see :meth:`_take`)."""
         self._take(rec)
-        return rec
 
     def _roll_if_full(self) -> None:
         """Roll to a new segment once the active one (with the buffer) has reached its size."""
