@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from amps_emulator import accel
 from amps_emulator.protocol.bookmarks import (
@@ -307,26 +307,29 @@ class JournalCore:
         return bool(client_seq) and client_seq is not None \
             and client_seq <= self._client_max.get(publisher_id, 0)
 
-    def _make_replicated_record(
+    def append_replicated(
         self,
         *,
-        kind: int,
         topic: str,
         client_name: str,
         publisher_id: int,
         sequence: int,
         origin_timestamp: int,
-        body: bytes,
-        client_seq: int | None,
-        correlation_id: str | None,
-        sow_key: str | None,
-        expiration: int | None,
-        message_type: str,
-        headers: Mapping[str, str] | None,
+        body: bytes = b"",
+        kind: int = RecordKind.PUBLISH,
+        client_seq: int | None = None,
+        correlation_id: str | None = None,
+        sow_key: str | None = None,
+        expiration: int | None = None,
+        message_type: str = "",
+        headers: Mapping[str, str] | None = None,
     ) -> JournalRecord | None:
-        """A record for a message logged first on another instance, with its original bookmark,
-        origin time (in the ``identity.ORIGIN_TS`` header) and expiration; None when it is a
-        duplicate (:meth:`is_replicated_duplicate`), which the caller still acknowledges."""
+        """Append a record replicated from another instance with its original bookmark, origin
+        time (in the ``identity.ORIGIN_TS`` header) and expiration; None (nothing appended)
+        when this instance already holds it (:meth:`is_replicated_duplicate`), which the
+        caller still acknowledges. The storage keeps it through the hooks
+        :meth:`_prepare_append` and :meth:`_keep_appended`."""
+        where = self._prepare_append()
         if self._closed:
             raise JournalClosedError(
                 "journal is closed" if self._failure is None else f"journal failed: {self._failure}")
@@ -365,6 +368,7 @@ class JournalCore:
                     self._client_durable[publisher_id] = client_seq
             else:
                 self._unapplied_s.append((position, publisher_id, client_seq))
+        self._keep_appended(where, rec)
         return rec
 
     def _checkpoint(self) -> Checkpoint:
@@ -561,6 +565,15 @@ class JournalCore:
         raise NotImplementedError
 
     def _publisher_at(self, position: int) -> int | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _prepare_append(self) -> Any:  # pragma: no cover - abstract
+        """Make room for the next record (roll or begin a segment); what
+        :meth:`_keep_appended` needs."""
+        raise NotImplementedError
+
+    def _keep_appended(self, where: Any, rec: JournalRecord) -> None:  # pragma: no cover
+        """Store ``rec``, a record just made (``where``: from :meth:`_prepare_append`)."""
         raise NotImplementedError
 
     def read(self, from_position: int = 1, *,

@@ -14,13 +14,12 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 from . import summary as summaries
 from .api import (
     Durability,
     JournalError,
-    JournalSyncError,
     RecoveryReport,
     WriteFailure,
 )
@@ -40,6 +39,7 @@ from .record import (
 from .recovery import Recovery
 from .retention import RETAINED_FROM, SegmentRetention, check_oldest
 from .segment import HEADER_SIZE, O_CLOEXEC, FileOps, Segment, fdatasync
+from .syncing import SegmentSync
 
 if sys.platform != "win32":
     import fcntl
@@ -55,21 +55,7 @@ DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
 DEFAULT_CHECKPOINT_BYTES = 8 * 1024 * 1024
 
 
-class SyncJob:
-    """What one ``sync`` covers (:meth:`FileJournal.begin_sync`): ``target`` is the written
-    position it makes durable, ``fds`` the files to fdatasync (the retired segments' and the
-    active one's), ``dir_fd`` the directory to fsync (-1: none)."""
-
-    __slots__ = ("dir_fd", "fds", "retired", "target")
-
-    def __init__(self, target: int, retired: list[Segment], fds: list[int], dir_fd: int) -> None:
-        self.target = target
-        self.retired = retired
-        self.fds = fds
-        self.dir_fd = dir_fd
-
-
-class FileJournal(SegmentReads, SegmentRetention):
+class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
     """Segmented, checksummed, append-only transaction log. Build with :meth:`open`."""
 
     # ------------------------------------------------------------------ construction
@@ -282,15 +268,6 @@ class FileJournal(SegmentReads, SegmentRetention):
             self._firsts.append(seg.first_position)
             self._dir_dirty = True
 
-    @property
-    def _fd(self) -> int:
-        """The active segment's write fd (-1: none)."""
-        return self._segments[-1].fd if self._segments else -1
-
-    @_fd.setter
-    def _fd(self, fd: int) -> None:
-        self._segments[-1].fd = fd
-
     # ------------------------------------------------------------------ properties
     @property
     def directory(self) -> str:
@@ -396,36 +373,13 @@ class FileJournal(SegmentReads, SegmentRetention):
         active.last_position = last.position
         active.last_ts = last.timestamp
 
-    def append_replicated(
-        self,
-        *,
-        topic: str,
-        client_name: str,
-        publisher_id: int,
-        sequence: int,
-        origin_timestamp: int,
-        body: bytes = b"",
-        kind: int = RecordKind.PUBLISH,
-        client_seq: int | None = None,
-        correlation_id: str | None = None,
-        sow_key: str | None = None,
-        expiration: int | None = None,
-        message_type: str = "",
-        headers: Mapping[str, str] | None = None,
-    ) -> JournalRecord | None:
-        """Append a record replicated from another instance with its original bookmark, origin
-        time and expiration; None (nothing appended) when this instance already holds it."""
+    def _prepare_append(self) -> None:
+        """Roll a full segment before a record is made (``append_replicated``'s hook)."""
         self._roll_if_full()
-        rec = self._make_replicated_record(
-            kind=kind, topic=topic, client_name=client_name, publisher_id=publisher_id, sequence=sequence,
-            origin_timestamp=origin_timestamp, body=body, client_seq=client_seq,
-            correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
-            message_type=message_type, headers=headers,
-        )
-        if rec is None:
-            return None
+
+    def _keep_appended(self, where: None, rec: JournalRecord) -> None:
+        """Buffer ``rec`` (``append_replicated``'s hook; see :meth:`_take`)."""
         self._take(rec)
-        return rec
 
     def _roll_if_full(self) -> None:
         """Roll to a new segment once the active one (with the buffer) has reached its size."""
@@ -529,14 +483,6 @@ class FileJournal(SegmentReads, SegmentRetention):
             self._written_position = last  # nothing is there: a gap the next sync covers
         self.write_failures.append(WriteFailure(first, last, exc))
 
-    def _guard(self, fn: Callable[[int], None], fd: int) -> None:
-        try:
-            fn(fd)
-        except OSError as exc:
-            self._failure = exc
-            self._closed = True
-            raise JournalError(f"journal write failed in {self._dir}: {exc}") from exc
-
     def flush(self) -> None:
         """Hand the buffered frames to the OS (one write). Owner thread only."""
         if self._unapplied_s:
@@ -559,158 +505,6 @@ class FileJournal(SegmentReads, SegmentRetention):
         self._roll_blocked = False
         if self._summaries and active.size - self._ckpt_size_at >= self._ckpt_every:
             self._snapshot(active, sealed=False)
-
-    def _sync_now(self, position: int) -> None:
-        self._guard(self.file_ops.fdatasync, self._fd)
-        if self._dir_dirty:
-            self._dir_dirty = False
-            self._guard(self.file_ops.fsync, self._dir_fd)
-        with self._lock:
-            if position > self._durable_position:
-                self._durable_position = position
-        if self._summq.pending and not self._defer_summaries:
-            self._summq.write_due()
-
-    def sync(self) -> int:
-        """fdatasync what ``flush`` wrote; return the new ``durable_position``. Thread-safe.
-
-        Covers exactly the positions written before the call started. No-op in memory mode.
-        """
-        if self._durability is Durability.MEMORY:
-            self._close_retired_if_idle()
-            return self.durable_position
-        job = self.begin_sync()
-        if job is None:
-            return self.durable_position
-        error: OSError | None = None
-        try:
-            ops = self.file_ops
-            for fd in job.fds:
-                ops.fdatasync(fd)
-            if job.dir_fd >= 0:
-                ops.fsync(job.dir_fd)
-        except OSError as exc:
-            error = exc
-        return self.end_sync(job, error)
-
-    def begin_sync(self) -> SyncJob | None:
-        """``sync``'s first half, for a caller that runs the file syncs itself (the server's
-        compiled sync thread): take the sync lock and say what to sync. The caller then
-        fdatasyncs each of ``job.fds`` and fsyncs ``job.dir_fd`` unless it is -1 (``file_ops``
-        is bypassed), and must call :meth:`end_sync` with the job, from any thread: until then
-        no other sync runs and no fd of the job is closed. None: the journal is closed."""
-        self._sync_lock.acquire()
-        with self._lock:
-            if self._fd < 0:
-                self._sync_lock.release()
-                return None
-            retired = list(self._retired)
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
-            job = SyncJob(self._written_position, retired,
-                          [*(seg.fd for seg in retired), self._fd],
-                          self._dir_fd if dir_dirty else -1)
-        if job.target <= self._durable_position and not retired and not dir_dirty:
-            job.fds = []  # (nothing new: only the lock round trip)
-        return job
-
-    def extend_sync(self, job: SyncJob) -> int | None:
-        """While ``job``'s files are being synced: the written position one more fdatasync of
-        its active file (the last of ``job.fds``) would make durable, when everything written
-        since ``begin_sync`` went there; None when a roll put it elsewhere (or nothing is new).
-        The caller sets ``job.target`` to it once that sync is under way."""
-        with self._lock:
-            if self._retired != job.retired or not job.fds or self._fd != job.fds[-1] \
-                    or self._written_position <= job.target:
-                return None
-            return self._written_position
-
-    def note_synced(self, position: int) -> None:
-        """A sync of a running job (begin_sync .. end_sync) made ``position`` durable; its
-        persisted acks may go before the job ends."""
-        with self._lock:
-            if position > self._durable_position:
-                self._durable_position = position
-
-    def end_sync(self, job: SyncJob, error: OSError | None) -> int:
-        """``sync``'s second half: ``error`` None when every sync of ``job`` succeeded, else
-        the failure (raised as ``JournalSyncError``, nothing claimed durable). Publishes the
-        new ``durable_position``, closes the retired fds and releases the sync lock."""
-        try:
-            if error is not None:
-                with self._lock:
-                    self._dir_dirty = self._dir_dirty or job.dir_fd >= 0
-                raise JournalSyncError(f"journal fsync failed in {self._dir}: {error}", error) from error
-            with self._lock:
-                for seg in job.retired:
-                    self._retired.remove(seg)
-                    seg.close()
-                if job.target > self._durable_position:
-                    self._durable_position = job.target
-                durable = self._durable_position
-        finally:
-            self._sync_lock.release()
-        if self._summq.pending and not self._defer_summaries:
-            self._summq.write_due()
-        return durable
-
-    def discard_unsynced(self, error: BaseException) -> WriteFailure | None:
-        """After a failed ``sync``: cut every record after ``durable_position`` out of the files
-        (owner thread, no sync running), fsync the cut, and report those positions (None when
-        there were none). Raises JournalError (and the journal is failed) if the cut fails."""
-        durable = self._durable_position
-        last = self._next_position - 1
-        self._buf = bytearray()
-        self._pending = []
-        if last <= durable:
-            return None
-        try:
-            self._cut_after(durable)
-        except OSError as exc:
-            self._failure = exc
-            self._closed = True
-            raise JournalError(f"journal fsync failed in {self._dir} ({error}) and the records "
-                               f"after position {durable} could not be cut off ({exc})") from exc
-        q = self._unapplied_s
-        while q and q[-1][0] > durable:
-            q.pop()
-        with self._lock:
-            self._summq.drop_after(durable)
-            self._written_position = self._durable_position = last  # the cut is durable: a gap
-        self._roll_blocked = False
-        failure = WriteFailure(durable + 1, last, error)
-        self.write_failures.append(failure)
-        return failure
-
-    def _cut_after(self, position: int) -> None:
-        """Remove every frame after ``position`` from the files (deleting the segments that
-        start after it), rebuild the active segment's metadata from what stays, fsync."""
-        with self._sync_lock, self._lock:
-            for seg in self._retired:
-                seg.close()
-            self._retired = []
-            self._segments[-1].close()
-        while len(self._segments) > 1 and not 0 < self._segments[-1].first_record_position <= position:
-            seg = self._segments.pop()
-            self._firsts.pop()
-            self._summq.crc_base.pop(seg.first_position, None)
-            summaries.remove(seg.path)
-            os.unlink(seg.path)
-        active = self._segments[-1]
-        self._summq.crc_base.pop(active.first_position, None)
-        active.cut_after(position, self.file_ops)
-        self._ckpt_size_at = min(self._ckpt_size_at, active.size)
-        self.file_ops.fsync(self._dir_fd)
-        self._dir_dirty = False
-
-    def _close_retired_if_idle(self) -> None:
-        if self._sync_lock.acquire(blocking=False):
-            try:
-                with self._lock:
-                    retired, self._retired = self._retired, []
-                for seg in retired:
-                    seg.close()
-            finally:
-                self._sync_lock.release()
 
     def close(self) -> None:
         """Flush, fsync (unless memory mode) and close. Idempotent."""

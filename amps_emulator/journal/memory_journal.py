@@ -135,35 +135,13 @@ class MemoryJournal(JournalCore):
             start = stop
         return recs
 
-    def append_replicated(
-        self,
-        *,
-        topic: str,
-        client_name: str,
-        publisher_id: int,
-        sequence: int,
-        origin_timestamp: int,
-        body: bytes = b"",
-        kind: int = RecordKind.PUBLISH,
-        client_seq: int | None = None,
-        correlation_id: str | None = None,
-        sow_key: str | None = None,
-        expiration: int | None = None,
-        message_type: str = "",
-        headers: Mapping[str, str] | None = None,
-    ) -> JournalRecord | None:
-        """See ``FileJournal.append_replicated``."""
-        seg = self._active()
-        rec = self._make_replicated_record(
-            kind=kind, topic=topic, client_name=client_name, publisher_id=publisher_id, sequence=sequence,
-            origin_timestamp=origin_timestamp, body=body, client_seq=client_seq,
-            correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
-            message_type=message_type, headers=headers,
-        )
-        if rec is None:
-            return None
-        self._keep(seg, rec)
-        return rec
+    def _prepare_append(self) -> _MemSegment:
+        """The segment the next record goes to (``append_replicated``'s hook)."""
+        return self._active()
+
+    def _keep_appended(self, where: _MemSegment, rec: JournalRecord) -> None:
+        """Keep ``rec`` in the segment ``where`` (``append_replicated``'s hook)."""
+        self._keep(where, rec)
 
     def _active(self) -> _MemSegment:
         """The segment the next record goes to (a new one once the last is full)."""

@@ -14,8 +14,10 @@ Modules: ``spec`` (TopicSpec), ``keys`` (SowKeys), ``record`` (Record, on-disk l
 ``store`` (Sow, SowStore, TransientStore, TopicStore protocol), ``topic`` (Topic: writes,
 deletes, expiration, indexes), ``scan`` (its base class: queries and counts), ``recovery``
 (a journal record applied to a topic),
-``backend`` (memory / LMDB record storage), ``lmdbenv`` (LMDB environment, batching, map
-growth), ``tables`` (in-memory index tables), ``index`` (hash and memo indexes), ``planner``,
+``backend`` (the record storage interface), ``memory_backend`` / ``lmdb_backend`` (its two
+implementations), ``lmdb_keys`` (LMDB record keys), ``lmdb_scan`` (scans of stored bodies),
+``lmdbenv`` (LMDB environment, batching, map growth), ``lmdb_tables`` (its index tables),
+``tables`` (in-memory index tables), ``index`` (hash and memo indexes), ``planner``,
 ``query`` (orderby, select, paging, results), ``delta`` (delta merge, changed fields),
 ``expiry`` (deadlines, expiry index keys), ``paths`` (XPath field paths).
 """

@@ -65,7 +65,7 @@ def _key(skey: str, ts_us: int) -> bytes:
 
 class History:
     """The saved versions of one topic (see the module docstring).  ``table``: an ordered
-    key/value table (:class:`sow.tables.MemKVTable` or :class:`sow.lmdbenv.LmdbKVTable`)."""
+    key/value table (:class:`sow.tables.MemKVTable` or :class:`sow.lmdb_tables.LmdbKVTable`)."""
 
     def __init__(self, spec: HistorySpec, table) -> None:
         self.spec = spec

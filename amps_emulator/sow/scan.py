@@ -1,14 +1,15 @@
 """The read path of a SOW topic: queries (at once or in steps), historical queries, counts.
 
-:class:`TopicReads` is the base class of :class:`sow.topic.Topic`, which adds writes,
-expiration sweeps, deletes and index management. It is a base class rather than a separate
-object because the read path shares the topic's state, not only its storage: the server, the
-admin statistics and the tests read and set ``query_chunk``, ``query_count``, ``auto_memo``
-and ``_ctx_of`` on the topic, a stepped delete (``Topic.delete_steps``) matches with
-:meth:`TopicReads._match_steps`, and the server's step driver replaces ``query_steps`` on a
-topic instance. One object keeps that state in one place; the split is which module holds
-which code. The one thing the read path needs from the writing side is to create a memo
-index a query plan asks for (:meth:`TopicReads.add_memo_index`, implemented by ``Topic``).
+:class:`TopicReads` is the base class of :class:`sow.topic.Topic` (through
+:class:`sow.topic_indexes.TopicIndexes`, which adds index management; ``Topic`` adds writes,
+expiration sweeps and deletes). It is a base class rather than a separate object because the
+read path shares the topic's state, not only its storage: the server, the admin statistics and
+the tests read and set ``query_chunk``, ``query_count``, ``auto_memo`` and ``_ctx_of`` on the
+topic, a stepped delete (``Topic.delete_steps``) matches with :meth:`TopicReads._match_steps`,
+and the server's step driver replaces ``query_steps`` on a topic instance. One object keeps
+that state in one place; the split is which module holds which code. The one thing the read
+path needs from the writing side is to create a memo index a query plan asks for
+(:meth:`TopicReads.add_memo_index`, implemented by ``TopicIndexes``).
 
 Queries read a snapshot over several steps when they are long (see :meth:`query_steps`), so
 that their caller can let other work run in between; writes made between steps do not
@@ -30,12 +31,13 @@ from amps_emulator.protocol.bodies import TreeDecoder
 from amps_emulator.protocol.filter import MessageContext, compile_filter
 from amps_emulator.protocol.msgtypes import MessageCodec
 
-from .backend import Backend, LmdbBackend
+from .backend import Backend
 from .expiry import expiry_bound, skey_of_key
 from .history import TABLE as _HISTORY_TABLE
-from .history import History
+from .history import History, StateAsOf
 from .index import HashIndex, MemoIndex
 from .keys import parse_sow_keys
+from .lmdb_backend import LmdbBackend
 from .paths import Path, path_text, top_level_names
 from .planner import Plan, identifier_paths, needs_context, plan_query
 from .planner import log as plan_log
@@ -167,13 +169,13 @@ class TopicReads(ABC):
     @abstractmethod
     def add_memo_index(self, field: str) -> MemoIndex:
         """Create (building it now) or return the memo index on ``field`` (a write: the
-        topic's business, see ``Topic.add_memo_index``)."""
+        topic's business, see ``TopicIndexes.add_memo_index``)."""
 
     @abstractmethod
     def memo_build_steps(self, path: Path, step: int) -> Generator[str, None, bool]:
         """Build the memo index on ``path`` over several steps, ``step`` records each,
         yielding :data:`BUILDING` between them (writes meanwhile keep it); returns whether it
-        was built (a write: the topic's business, see ``Topic.memo_build_steps``)."""
+        was built (a write: the topic's business, see ``TopicIndexes.memo_build_steps``)."""
 
     def _planned(self, node, keys, force: str, auto: bool) -> Plan:
         """The query plan over the indexes that are built (not those being built)."""
@@ -373,56 +375,71 @@ class TopicReads(ABC):
                 desc += " -> scan (too many candidates)"
             elif cands is not None:
                 desc += f" ({len(cands)} candidates)"
-            rows: list[tuple[Record, Any]] = []
-            found: StoredRecords | None = None
-            if stored and isinstance(backend, LmdbBackend):
-                if snap is not None:
-                    desc += f" in steps of {step}"
-                    yield  # the snapshot is taken
-                    found = StoredRecords()
-                    if cands is None:
-                        for got in backend.scan_stored_steps(snap, step, f, decoder, dead,
-                                                             names, as_bytes=True):
-                            found.extend(got)
-                            yield
-                    else:  # read in natural order
-                        lks = backend.snapshot_keys(cands)
-                        for i in range(0, len(lks), step):
-                            found.extend(backend.check_stored(
-                                backend.stored_in(snap, lks[i:i + step]), f, decoder, dead))
-                            yield
-                elif cands is None:
-                    found = backend.scan_stored(f, decoder, dead, names)
-                else:
-                    found = backend.check_stored(backend.get_stored(cands), f, decoder, dead)
-            elif snap is not None:
+            if snap is not None:
                 desc += f" in steps of {step}"
                 yield  # the snapshot is taken
-                if cands is None:
-                    for part in self._b.scan_steps(snap, step, f, decoder, dead, ctx_of,
-                                                   names):
-                        rows.extend(part)
-                        yield
-                else:
-                    for i in range(0, len(cands), step):
-                        rows.extend(self._check(self._b.get_many_in(snap, cands[i:i + step]),
-                                                f, decoder, dead, ctx_of))
-                        yield
-                    self._b.natural_order(rows)
+            found: StoredRecords | list[tuple[Record, Any]]
+            if stored and isinstance(backend, LmdbBackend):
+                found = yield from self._read_stored(backend, snap, step, cands, f, decoder,
+                                                     dead, names)
             else:
-                with self._b.reading():
-                    if cands is None:
-                        rows = self._b.scan(f, decoder, dead, ctx_of, names)
-                    else:
-                        rows = self._check(self._b.get_many(cands), f, decoder, dead, ctx_of)
+                found = yield from self._read_rows(snap, step, cands, f, decoder, dead, ctx_of,
+                                                   names)
         finally:
             if snap is not None:
                 self._b.release(snap)
         if plan_log.isEnabledFor(logging.DEBUG):
             plan_log.debug("sow topic=%s filter=%r sow_keys=%s plan=%s matches=%d", self.name,
                            getattr(f, "text", None), None if keys is None else len(keys), desc,
-                           len(rows if found is None else found))
-        return rows if found is None else found, total - len(dead), desc
+                           len(found))
+        return found, total - len(dead), desc
+
+    def _read_rows(self, snap, step: int, cands: list[str] | None, f, decoder, dead: set,
+                   ctx_of, names) -> Generator[None, None, list[tuple[Record, Any]]]:
+        """The read of :meth:`_match_steps` that returns (record, document) pairs in natural
+        order: a scan (``cands`` None) or a check of the candidates, at once (``snap`` None)
+        or over the snapshot ``snap``, ``step`` records (or candidates) per step."""
+        b = self._b
+        if snap is None:
+            with b.reading():
+                if cands is None:
+                    return b.scan(f, decoder, dead, ctx_of, names)
+                return self._check(b.get_many(cands), f, decoder, dead, ctx_of)
+        rows: list[tuple[Record, Any]] = []
+        if cands is None:
+            for part in b.scan_steps(snap, step, f, decoder, dead, ctx_of, names):
+                rows.extend(part)
+                yield
+        else:
+            for i in range(0, len(cands), step):
+                rows.extend(self._check(b.get_many_in(snap, cands[i:i + step]), f, decoder,
+                                        dead, ctx_of))
+                yield
+            b.natural_order(rows)
+        return rows
+
+    @staticmethod
+    def _read_stored(backend: LmdbBackend, snap, step: int, cands: list[str] | None, f,
+                     decoder, dead: set, names) -> Generator[None, None, StoredRecords]:
+        """:meth:`_read_rows` keeping the matching rows as stored (:class:`StoredRecords`);
+        the snapshot ``snap`` reads ``bytes``."""
+        if snap is None:
+            if cands is None:
+                return backend.scan_stored(f, decoder, dead, names)
+            return backend.check_stored(backend.get_stored(cands), f, decoder, dead)
+        found = StoredRecords()
+        if cands is None:
+            for got in backend.scan_stored_steps(snap, step, f, decoder, dead, names,
+                                                 as_bytes=True):
+                found.extend(got)
+                yield
+        else:  # read in natural order
+            lks = backend.snapshot_keys(cands)
+            for i in range(0, len(lks), step):
+                found.extend(backend.check_stored(backend.stored_in(snap, lks[i:i + step]), f,
+                                                  decoder, dead))
+                yield
+        return found
 
     def _check(self, recs: list[Record], f, decoder, dead: set, ctx_of
                ) -> list[tuple[Record, Any]]:
@@ -500,7 +517,8 @@ class TopicReads(ABC):
         """:meth:`_match_steps` over the state just before ``cut``: the topic's saved
         versions and current records, read from a snapshot ``chunk`` rows per step when
         there are more than ``chunk`` of them (else at once)."""
-        if self.history is None:
+        history = self.history
+        if history is None:
             raise ValueError(f"SOW topic {self.name} has no History")
         f = self._compile(flt)
         node = f.ast if f is not None else None
@@ -510,33 +528,11 @@ class TopicReads(ABC):
             paths.extend(identifier_paths(node))
         decoder = self._decoder_for(paths)
         ctx_of = self._ctx_of if (node is not None and needs_context(node)) else None
-        acc = self.history.state(cut, now)
+        acc = history.state(cut, now)
         recs: list[Record] = []
         steps = 0
         if acc is not None:
-            with self._b.reading():
-                size = len(self.history.table) + self._b.count()
-            if chunk and size > chunk:
-                snap = self._b.snapshot()
-                try:
-                    rows = self.history.table.snapshot_rows(snap)
-                    current = self._b.records_in(snap)
-                    yield  # the snapshot is taken
-                    for part in (rows, current):
-                        add = acc.add_rows if part is rows else acc.add_current
-                        while True:
-                            batch = list(islice(part, chunk))
-                            if not batch:
-                                break
-                            add(batch)
-                            steps += 1
-                            yield
-                finally:
-                    self._b.release(snap)
-            else:
-                with self._b.reading():
-                    acc.add_rows(self.history.table.items())
-                    acc.add_current(self._b.all_records())
+            steps = yield from self._history_state_steps(history, acc, chunk)
             recs = acc.records()
         recs.sort(key=lambda r: r.sow_key)
         total = len(recs)
@@ -554,6 +550,33 @@ class TopicReads(ABC):
             plan_log.debug("sow topic=%s filter=%r plan=%s matches=%d", self.name,
                            getattr(f, "text", None), desc, len(rows_out))
         return rows_out, total, desc
+
+    def _history_state_steps(self, history: History, acc: StateAsOf, chunk: int | None
+                             ) -> Generator[None, None, int]:
+        """Feed ``acc`` the saved versions, then the current records: from a snapshot,
+        ``chunk`` rows per step, when there are more than ``chunk`` of them, else at once.
+        Returns how many steps read rows."""
+        with self._b.reading():
+            size = len(history.table) + self._b.count()
+        if not (chunk and size > chunk):
+            with self._b.reading():
+                acc.add_rows(history.table.items())
+                acc.add_current(self._b.all_records())
+            return 0
+        steps = 0
+        snap = self._b.snapshot()
+        try:
+            parts = ((history.table.snapshot_rows(snap), acc.add_rows),
+                     (self._b.records_in(snap), acc.add_current))
+            yield  # the snapshot is taken
+            for part, add in parts:
+                while batch := list(islice(part, chunk)):
+                    add(batch)
+                    steps += 1
+                    yield
+        finally:
+            self._b.release(snap)
+        return steps
 
     def query(self, filter: Any = None, *, sow_keys: str | Iterable[str] | None = None,
               order_by: str | OrderBy | None = None, top_n: int | None = None,

@@ -37,8 +37,9 @@ import lmdb
 
 from amps_emulator.protocol.msgtypes import MessageCodec, MessageTypeRegistry, build_registry
 
-from .backend import LmdbBackend, MemoryBackend
+from .lmdb_backend import LmdbBackend
 from .lmdbenv import LmdbEnv, SowDamagedError, move_aside
+from .memory_backend import MemoryBackend
 from .query import DeleteResult, PublishResult, QueryResult
 from .record import Record
 from .spec import TopicSpec

@@ -1,6 +1,7 @@
 """One SOW topic: upserts, delta merges, deletes, expiration, indexes.
 
-Queries and counts (the read path) are in its base class, :class:`sow.scan.TopicReads`.
+Queries and counts (the read path) are in its base class :class:`sow.scan.TopicReads`, the
+indexes' set-up and creation in :class:`sow.topic_indexes.TopicIndexes` (between the two).
 :class:`Topic` implements the :class:`sow.store.TopicStore` protocol on top of a backend
 (:mod:`sow.backend`): the same code serves transient (memory) and persistent (LMDB) topics.
 
@@ -15,7 +16,6 @@ time also takes an explicit ``now=`` that overrides the clock.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Callable, Generator, Iterable
 from typing import Any
@@ -23,18 +23,17 @@ from typing import Any
 import msgspec
 
 from amps_emulator.protocol.msgtypes import CodecError, MessageCodec
-from amps_emulator.protocol.reasons import BAD_FILTER, CommandError
 
 from .backend import NEW, Backend
 from .delta import merge
 from .expiry import deadline, expiry_key
-from .index import HashIndex, KeyHashIndex, MemoIndex
+from .index import KeyHashIndex
 from .keys import KeyGenerator, validate_sow_key
-from .paths import Path, parse_path, path_text
 from .query import DeleteResult, PublishResult
 from .record import Record
-from .scan import AUTO_MEMO_LIMIT, BUILDING, TopicReads
+from .scan import AUTO_MEMO_LIMIT
 from .spec import TopicSpec
+from .topic_indexes import TopicIndexes, stored_table_name
 
 __all__ = ["Topic"]
 
@@ -52,23 +51,8 @@ def _decode(data: bytes) -> Any:
         return None
 
 
-def _index_table_name(kind: str, fields: tuple[str, ...]) -> str:
-    h = hashlib.blake2b("\x1f".join(fields).encode(), digest_size=8).hexdigest()
-    return f"{kind}:{h}"
 
-
-#: the table name prefix of each stored index kind ("keyhash": a KeyHashIndex)
-_TABLE_KIND = {"hash": "h", "keyhash": "k"}
-
-
-def _stored_table_name(kind: str, fields: list[str]) -> str:
-    """The table of a stored index definition ``[kind, *fields]``."""
-    if kind == "memo":
-        return _index_table_name("m", (path_text(parse_path(fields[0])),))
-    return _index_table_name(_TABLE_KIND[kind], tuple(fields))
-
-
-class Topic(TopicReads):
+class Topic(TopicIndexes):
     """A SOW topic.  Create through :class:`sow.store.SowStore` / :class:`TransientStore`."""
 
     def __init__(self, spec: TopicSpec, backend: Backend, *, clock: Callable[[], float],
@@ -128,75 +112,12 @@ class Topic(TopicReads):
                         self.name, stored, keydef)
             self._b.clear()
             for kind, *fs in self._b.meta_get("indexes", []):
-                self._b.drop_table(_stored_table_name(kind, fs))
+                self._b.drop_table(stored_table_name(kind, fs))
             self._b.ordered_table("exp").clear()
             self._b.meta_put("applied", 0)
             self._b.meta_put("indexes", [])
         if stored != keydef:
             self._b.meta_put("keydef", keydef)
-
-    def _setup_indexes(self) -> None:
-        wanted_hash: list[tuple[str, ...]] = []
-        if self.spec.keys:
-            wanted_hash.append(tuple(self.spec.keys))
-        for h in self.spec.hash_indexes:
-            h = tuple(h)
-            if h and h not in wanted_hash:
-                wanted_hash.append(h)
-        stored = [tuple(x) for x in self._b.meta_get("indexes", [])]  # [kind, *fields]
-        memo_fields: list[str] = [f for k, *fs in stored if k == "memo" for f in fs]
-        for f in self.spec.indexes:
-            if f not in memo_fields:
-                memo_fields.append(f)
-        present = set(stored)
-        new_defs = []
-        to_build: list[HashIndex | MemoIndex] = []
-        for fields in wanted_hash:
-            keygen = self._keygen
-            if keygen is not None and len(fields) == 1 and fields == tuple(self.spec.keys):
-                kind = "keyhash"  # the Key field's own index: rows the SowKey implies left out
-                ix: HashIndex = KeyHashIndex(fields, self._b.hash_table(
-                    _index_table_name(_TABLE_KIND[kind], fields)), keygen.of_text)
-            else:
-                kind = "hash"
-                ix = HashIndex(fields, self._b.hash_table(_index_table_name("h", fields)))
-            self.hash_indexes.append(ix)
-            new_defs.append((kind, *fields))
-            if (kind, *fields) not in present:
-                to_build.append(ix)
-        for f in memo_fields:
-            p = parse_path(f)
-            if p in self.memo_indexes:
-                continue
-            mx = MemoIndex(f, self._b.ordered_table(_index_table_name("m", (path_text(p),))))
-            self.memo_indexes[p] = mx
-            new_defs.append(("memo", f))
-            if ("memo", f) not in present:
-                to_build.append(mx)
-        for d in stored:  # indexes no longer configured (or kept in another kind)
-            if d not in new_defs:
-                kind, *fs = d
-                if kind in _TABLE_KIND:
-                    self._b.drop_table(_stored_table_name(kind, fs))
-        if to_build:
-            self._build(to_build)
-        if [list(d) for d in new_defs] != [list(d) for d in stored]:
-            self._b.meta_put("indexes", [list(d) for d in new_defs])
-
-    def _build(self, indexes: list[HashIndex | MemoIndex]) -> None:
-        paths = [p for ix in indexes
-                 for p in (ix.paths if isinstance(ix, HashIndex) else (ix.path,))]
-        for ix in indexes:
-            ix.clear()
-        for skey, doc in self._b.iter_docs(self._decoder_for(paths)):
-            for ix in indexes:
-                ix.add(doc, skey)
-
-    @property
-    def _index_paths(self) -> list[tuple]:
-        out = [p for ix in self.hash_indexes for p in ix.paths]
-        out.extend(self.memo_indexes)
-        return out
 
     # ---- small helpers ---------------------------------------------------------------------
 
@@ -219,20 +140,6 @@ class Topic(TopicReads):
         if self._keygen is None:
             return []  # (the SowKey comes from the header alone)
         return self._keygen.keyed(docs)
-
-    def _index_decoder(self):
-        """The decoder for the fields the indexes read (cached until the index set changes)."""
-        sig = (len(self.hash_indexes), len(self.memo_indexes))
-        cached = self._index_dec
-        if cached is not None and cached[0] == sig:
-            return cached[1]
-        dec = self._decoder_for(self._index_paths)
-        self._index_dec = (sig, dec)
-        return dec
-
-    def _indexes_decoder(self):
-        """:meth:`_index_decoder`, or None when the topic has no index."""
-        return self._index_decoder() if self.hash_indexes or self.memo_indexes else None
 
     def _index_doc(self, rec: Record) -> Any:
         if not (self.hash_indexes or self.memo_indexes):
@@ -659,80 +566,3 @@ class Topic(TopicReads):
         self._applied = 0
         self._applied_dirty = False
         self._mark_meta_dirty()
-
-    # ---- index management --------------------------------------------------------------------
-
-    def add_memo_index(self, field: str) -> MemoIndex:
-        """Create (building it now) or return the memo index on ``field``."""
-        p = parse_path(field)
-        ix = self.memo_indexes.get(p)
-        if ix is not None:
-            if p in self._building:  # being built in steps: finished here, at once
-                self._building.discard(p)
-                self._build([ix])
-                self._record_memo(path_text(p))
-            return ix
-        if not p:
-            raise CommandError(BAD_FILTER, f"cannot index {field!r}")
-        ix = MemoIndex(field, self._b.ordered_table(_index_table_name("m", (path_text(p),))))
-        self._build([ix])
-        self.memo_indexes[p] = ix
-        self._indexes_changed()
-        self._record_memo(field)
-        log.info("SOW topic %s: created memo index on %s", self.name, field)
-        return ix
-
-    def memo_build_steps(self, path: Path, step: int) -> Generator[str, None, bool]:
-        """Build the memo index on ``path`` in steps of ``step`` records, yielding
-        :data:`BUILDING` between them, so a query that runs in steps does not hold the loop
-        while it builds. The index is kept by every write from the start but no plan reads it
-        (:attr:`_building`) until the last step; each step reads the records as they are then
-        (a record written before its step is indexed by that write and again, the same, by the
-        step). Returns True once built and recorded as the topic's; closed before that, the
-        half-built index is dropped."""
-        field = path_text(path)
-        if path in self.memo_indexes:
-            return path not in self._building
-        mx = MemoIndex(field, self._b.ordered_table(_index_table_name("m", (field,))))
-        mx.clear()  # (rows a build cut short by a crash left)
-        self.memo_indexes[path] = mx
-        self._building.add(path)
-        self._indexes_changed()
-        done = False
-        try:
-            for rows in self._b.doc_steps(step, self._decoder_for([path])):
-                for skey, doc in rows:
-                    mx.add(doc, skey)
-                yield BUILDING
-            done = True
-        finally:
-            if path in self._building:  # (else add_memo_index finished it meanwhile)
-                self._building.discard(path)
-                if done:
-                    self._record_memo(field)
-                    log.info("SOW topic %s: created memo index on %s (in steps)", self.name,
-                             field)
-                else:
-                    del self.memo_indexes[path]
-                    mx.clear()
-                    self._indexes_changed()
-        return True
-
-    def _indexes_changed(self) -> None:
-        """The set of indexes changed: what reads the fields they index is made again."""
-        self._index_dec = None
-        self._plain_decoder = self._indexes_decoder()
-
-    def _record_memo(self, field: str) -> None:
-        """Record the memo index on ``field`` among the topic's (built again at open)."""
-        defs = [list(d) for d in self._b.meta_get("indexes", [])]
-        if ["memo", field] not in defs:
-            defs.append(["memo", field])
-            self._b.meta_put("indexes", defs)
-
-    def index_info(self) -> list[dict]:
-        out = [{"kind": "hash", "fields": list(ix.fields), "entries": len(ix.table)}
-               for ix in self.hash_indexes]
-        out += [{"kind": "memo", "fields": [ix.field], "entries": len(ix.table)}
-                for ix in self.memo_indexes.values()]
-        return out

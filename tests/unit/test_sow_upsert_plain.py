@@ -12,8 +12,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from amps_emulator.sow.backend import LmdbBackend
 from amps_emulator.sow.history import HistorySpec
+from amps_emulator.sow.lmdb_backend import LmdbBackend
 from amps_emulator.sow.store import SowStore
 from amps_emulator.sow.testing import FakeClock, StoreFactory, js
 from amps_emulator.sow.topic import Topic

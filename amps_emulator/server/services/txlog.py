@@ -55,8 +55,8 @@ from amps_emulator.journal import (
     MemoryJournal,
     RecordKind,
 )
-from amps_emulator.journal.file_journal import SyncJob
 from amps_emulator.journal.segment import FileOps
+from amps_emulator.journal.syncing import SyncJob
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name, split_topic, type_of
