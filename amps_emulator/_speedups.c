@@ -35,7 +35,7 @@
  *   Python).
  *
  * record_keys: the LMDB keys (insert sequence + SowKey) of a keyed run's records, new ones
- *   given the next sequences (sow/backend.py's LmdbBackend.swap_plain loop).
+ *   given the next sequences (sow/storage/lmdb_backend.py's LmdbBackend.swap_plain loop).
  *
  * scan_frames: the AMPS framing loop (4-byte big-endian length, payload): the complete
  *   payloads of one read as bytes objects, one copy each.
@@ -1633,7 +1633,7 @@ hash_int_rows(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
  * (document, SowKey) pairs) in the dict ``lk_of`` (SowKey -> LMDB key); a SowKey it lacks gets
  * the next insert sequence: seq + 1 as 8 big-endian bytes followed by the SowKey's UTF-8, put
  * into ``lk_of``.  Returns (the keys, the last sequence given).
- * Twin: sow.backend.record_keys_py. */
+ * Twin: sow.storage.lmdb_keys.record_keys_py. */
 static PyObject *
 record_keys(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -2198,7 +2198,7 @@ static PyMethodDef methods[] = {
     {"sow_keyed", (PyCFunction)(void (*)(void))sow_keyed, METH_FASTCALL,
      "(doc, SowKey) of each document up to the first sow_key declines (then keys.py's)."},
     {"record_keys", (PyCFunction)(void (*)(void))record_keys, METH_FASTCALL,
-     "record_keys(lk_of, keyed, seq) -> (LMDB keys, last seq): see sow.backend.record_keys_py"},
+     "record_keys(lk_of, keyed, seq) -> (LMDB keys, last seq): see sow.storage.lmdb_keys.record_keys_py"},
     {"int_run", (PyCFunction)(void (*)(void))int_run, METH_FASTCALL,
      "How many of a run's (document, SowKey) pairs have a whole-number field (see int_run_py)."},
     {"hash_int_rows", (PyCFunction)(void (*)(void))hash_int_rows, METH_FASTCALL,

@@ -22,13 +22,20 @@ implementations), ``lmdb_keys`` (LMDB record keys), ``lmdb_scan`` (scans of stor
 ``expiry`` (deadlines, expiry index keys), ``paths`` (XPath field paths).
 """
 
-from .delta import changed_fields, delta_message, merge
-from .keys import generate_sow_key, parse_sow_keys, validate_sow_key
-from .query import DeleteResult, PublishResult, QueryResult, apply_select, parse_order_by, parse_select
-from .record import Record, amps_timestamp
-from .spec import TopicSpec, expand_file_name
-from .store import Sow, SowDamagedError, SowStore, TopicStore, TransientStore, env_directory
-from .topic import Topic
+from amps_emulator.sow.delta import changed_fields, delta_message, merge
+from amps_emulator.sow.keys import generate_sow_key, parse_sow_keys, validate_sow_key
+from amps_emulator.sow.query import (
+    DeleteResult,
+    PublishResult,
+    QueryResult,
+    apply_select,
+    parse_order_by,
+    parse_select,
+)
+from amps_emulator.sow.record import Record, amps_timestamp
+from amps_emulator.sow.spec import TopicSpec, expand_file_name
+from amps_emulator.sow.store import Sow, SowDamagedError, SowStore, TopicStore, TransientStore, env_directory
+from amps_emulator.sow.topic import Topic
 
 __all__ = [
     "SowDamagedError",

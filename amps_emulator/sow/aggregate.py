@@ -28,10 +28,9 @@ from amps_emulator.protocol.filter import FilterError, MessageContext, compile_e
 from amps_emulator.protocol.filter.values import first, order, parse_number, resolve, to_num
 from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.reasons import INVALID_OPTIONS, CommandError
-
-from .keys import generate_sow_key
-from .paths import PathError, parse_path
-from .record import Record
+from amps_emulator.sow.keys import generate_sow_key
+from amps_emulator.sow.paths import PathError, parse_path
+from amps_emulator.sow.record import Record
 
 __all__ = [
     "AGGREGATE_FUNCTIONS", "Aggregation", "Aggregator", "ProjectedField", "parse_aggregation",

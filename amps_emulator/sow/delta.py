@@ -24,8 +24,7 @@ from typing import Any
 import msgspec
 
 from amps_emulator.protocol.filter.values import resolve
-
-from .paths import parse_path
+from amps_emulator.sow.paths import parse_path
 
 __all__ = ["merge", "changed_fields", "delta_message", "same_value"]
 

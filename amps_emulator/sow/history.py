@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from .record import Record, decode_record, encode_record
+from amps_emulator.sow.record import Record, decode_record, encode_record
 
 __all__ = ["HistorySpec", "History", "StateAsOf", "TABLE"]
 
@@ -65,7 +65,8 @@ def _key(skey: str, ts_us: int) -> bytes:
 
 class History:
     """The saved versions of one topic (see the module docstring).  ``table``: an ordered
-    key/value table (:class:`sow.tables.MemKVTable` or :class:`sow.lmdb_tables.LmdbKVTable`)."""
+    key/value table (:class:`sow.storage.memory_tables.MemKVTable` or
+    :class:`sow.storage.lmdb_tables.LmdbKVTable`)."""
 
     def __init__(self, spec: HistorySpec, table) -> None:
         self.spec = spec

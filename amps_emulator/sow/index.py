@@ -28,7 +28,7 @@ an equality (``=``/``IN``) on every field of the index.
 
 Memo index (``Index`` config, or created on first use): ordered keys
 ``family + encoded value + SowKey`` in an ordered table (an LMDB named database, or
-:class:`sow.tables.MemOrderedSet`).  Strings longer than :data:`MAX_STRING_BYTES` bytes are
+:class:`sow.storage.memory_tables.MemOrderedSet`).  Strings longer than :data:`MAX_STRING_BYTES` bytes are
 truncated in the key and flagged, and a LIKE always returns flagged entries.
 
 Both index kinds are written in the same write transaction as the record they describe.
@@ -45,8 +45,7 @@ from typing import Any
 
 from amps_emulator import accel
 from amps_emulator.protocol.filter.values import elements, parse_number, resolve
-
-from .paths import parse_path, path_text
+from amps_emulator.sow.paths import parse_path, path_text
 
 __all__ = [
     "HashIndex", "MemoIndex", "value_tokens", "literal_tokens", "memo_entries",

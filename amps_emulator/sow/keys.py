@@ -60,8 +60,7 @@ import msgspec
 from amps_emulator import accel
 from amps_emulator.protocol.filter.values import fmt_float, resolve
 from amps_emulator.protocol.reasons import BAD_SOW_KEY, CommandError
-
-from .paths import PathError, parse_path
+from amps_emulator.sow.paths import PathError, parse_path
 
 __all__ = [
     "KeyGenerator", "generate_sow_key", "validate_sow_key", "parse_sow_keys", "key_text",

@@ -34,8 +34,7 @@ from typing import Any
 from amps_emulator.protocol.filter import ast as A
 from amps_emulator.protocol.filter.functions import FUNCTIONS, regex
 from amps_emulator.protocol.filter.values import to_str
-
-from .index import HashIndex, MemoIndex, like_prefix, ranges_for_between, ranges_for_compare
+from amps_emulator.sow.index import HashIndex, MemoIndex, like_prefix, ranges_for_between, ranges_for_compare
 
 __all__ = ["Plan", "plan_query", "needs_context", "identifier_paths", "log"]
 

@@ -35,9 +35,8 @@ import msgspec
 from amps_emulator.protocol.filter.values import first, resolve
 from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.reasons import INVALID_OPTIONS, INVALID_ORDER_BY, CommandError
-
-from .paths import PathError, parse_path
-from .record import Record, StoredRecords
+from amps_emulator.sow.paths import PathError, parse_path
+from amps_emulator.sow.record import Record, StoredRecords
 
 __all__ = [
     "OrderBy", "parse_order_by", "sort_records", "Select", "parse_select", "selection",

@@ -13,9 +13,8 @@ from typing import Protocol
 
 from amps_emulator.journal.identity import ORIGIN_TS
 from amps_emulator.journal.record import RecordKind
-
-from .query import DeleteResult, PublishResult
-from .topic import Topic
+from amps_emulator.sow.query import DeleteResult, PublishResult
+from amps_emulator.sow.topic import Topic
 
 __all__ = ["JournalEntry", "apply_record"]
 

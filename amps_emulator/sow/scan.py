@@ -30,18 +30,15 @@ import msgspec
 from amps_emulator.protocol.bodies import TreeDecoder
 from amps_emulator.protocol.filter import MessageContext, compile_filter
 from amps_emulator.protocol.msgtypes import MessageCodec
-
-from .backend import Backend
-from .expiry import expiry_bound, skey_of_key
-from .history import TABLE as _HISTORY_TABLE
-from .history import History, StateAsOf
-from .index import HashIndex, MemoIndex
-from .keys import parse_sow_keys
-from .lmdb_backend import LmdbBackend
-from .paths import Path, path_text, top_level_names
-from .planner import Plan, identifier_paths, needs_context, plan_query
-from .planner import log as plan_log
-from .query import (
+from amps_emulator.sow.expiry import expiry_bound, skey_of_key
+from amps_emulator.sow.history import TABLE as _HISTORY_TABLE
+from amps_emulator.sow.history import History, StateAsOf
+from amps_emulator.sow.index import HashIndex, MemoIndex
+from amps_emulator.sow.keys import parse_sow_keys
+from amps_emulator.sow.paths import Path, path_text, top_level_names
+from amps_emulator.sow.planner import Plan, identifier_paths, needs_context, plan_query
+from amps_emulator.sow.planner import log as plan_log
+from amps_emulator.sow.query import (
     OrderBy,
     QueryResult,
     Select,
@@ -52,8 +49,10 @@ from .query import (
     project,
     sort_records,
 )
-from .record import Record, StoredRecords
-from .spec import TopicSpec
+from amps_emulator.sow.record import Record, StoredRecords
+from amps_emulator.sow.spec import TopicSpec
+from amps_emulator.sow.storage.backend import Backend
+from amps_emulator.sow.storage.lmdb_backend import LmdbBackend
 
 __all__ = ["TopicReads", "QUERY_CHUNK", "AUTO_MEMO_LIMIT", "BUILDING"]
 

@@ -30,8 +30,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
 from amps_emulator.protocol.topics import qualify
-
-from .history import HistorySpec
+from amps_emulator.sow.history import HistorySpec
 
 __all__ = ["TopicSpec", "TopicConfig", "spec_from_config", "expand_file_name", "PERSISTENT",
            "TRANSIENT"]

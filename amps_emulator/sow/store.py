@@ -36,14 +36,13 @@ from typing import Any, Protocol, runtime_checkable
 import lmdb
 
 from amps_emulator.protocol.msgtypes import MessageCodec, MessageTypeRegistry, build_registry
-
-from .lmdb_backend import LmdbBackend
-from .lmdbenv import LmdbEnv, SowDamagedError, move_aside
-from .memory_backend import MemoryBackend
-from .query import DeleteResult, PublishResult, QueryResult
-from .record import Record
-from .spec import TopicSpec
-from .topic import Topic
+from amps_emulator.sow.query import DeleteResult, PublishResult, QueryResult
+from amps_emulator.sow.record import Record
+from amps_emulator.sow.spec import TopicSpec
+from amps_emulator.sow.storage.lmdb_backend import LmdbBackend
+from amps_emulator.sow.storage.lmdbenv import LmdbEnv, SowDamagedError, move_aside
+from amps_emulator.sow.storage.memory_backend import MemoryBackend
+from amps_emulator.sow.topic import Topic
 
 __all__ = ["TopicStore", "SowStore", "TransientStore", "Sow", "env_directory", "ENV_DIR_NAME",
            "SowDamagedError"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import msgspec
 
-from .spec import TopicSpec
-from .store import SowStore, TransientStore
-from .topic import Topic
+from amps_emulator.sow.spec import TopicSpec
+from amps_emulator.sow.store import SowStore, TransientStore
+from amps_emulator.sow.topic import Topic
 
 
 class FakeClock:

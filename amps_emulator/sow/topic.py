@@ -3,7 +3,7 @@
 Queries and counts (the read path) are in its base class :class:`sow.scan.TopicReads`, the
 indexes' set-up and creation in :class:`sow.topic_indexes.TopicIndexes` (between the two).
 :class:`Topic` implements the :class:`sow.store.TopicStore` protocol on top of a backend
-(:mod:`sow.backend`): the same code serves transient (memory) and persistent (LMDB) topics.
+(:mod:`sow.storage.backend`): the same code serves transient (memory) and persistent (LMDB) topics.
 
 Mutations go into the store's current write batch (for LMDB: one write transaction, opened
 lazily, committed by ``SowStore.commit()`` once per event-loop turn).  A record, its hash and
@@ -23,17 +23,16 @@ from typing import Any
 import msgspec
 
 from amps_emulator.protocol.msgtypes import CodecError, MessageCodec
-
-from .backend import NEW, Backend
-from .delta import merge
-from .expiry import deadline, expiry_key
-from .index import KeyHashIndex
-from .keys import KeyGenerator, validate_sow_key
-from .query import DeleteResult, PublishResult
-from .record import Record
-from .scan import AUTO_MEMO_LIMIT
-from .spec import TopicSpec
-from .topic_indexes import TopicIndexes, stored_table_name
+from amps_emulator.sow.delta import merge
+from amps_emulator.sow.expiry import deadline, expiry_key
+from amps_emulator.sow.index import KeyHashIndex
+from amps_emulator.sow.keys import KeyGenerator, validate_sow_key
+from amps_emulator.sow.query import DeleteResult, PublishResult
+from amps_emulator.sow.record import Record
+from amps_emulator.sow.scan import AUTO_MEMO_LIMIT
+from amps_emulator.sow.spec import TopicSpec
+from amps_emulator.sow.storage.backend import NEW, Backend
+from amps_emulator.sow.topic_indexes import TopicIndexes, stored_table_name
 
 __all__ = ["Topic"]
 

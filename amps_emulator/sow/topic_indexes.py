@@ -17,11 +17,10 @@ from collections.abc import Generator
 from typing import Any
 
 from amps_emulator.protocol.reasons import BAD_FILTER, CommandError
-
-from .index import HashIndex, KeyHashIndex, MemoIndex
-from .keys import KeyGenerator
-from .paths import Path, parse_path, path_text
-from .scan import BUILDING, TopicReads
+from amps_emulator.sow.index import HashIndex, KeyHashIndex, MemoIndex
+from amps_emulator.sow.keys import KeyGenerator
+from amps_emulator.sow.paths import Path, parse_path, path_text
+from amps_emulator.sow.scan import BUILDING, TopicReads
 
 __all__ = ["TopicIndexes", "stored_table_name"]
 

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from amps_emulator.sow import Sow, TopicSpec
-from amps_emulator.sow.lmdbenv import LmdbEnv
+from amps_emulator.sow.storage.lmdbenv import LmdbEnv
 from amps_emulator.sow.testing import js
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from amps_emulator.sow.history import History, HistorySpec
-from amps_emulator.sow.tables import MemKVTable
+from amps_emulator.sow.storage.memory_tables import MemKVTable
 from amps_emulator.sow.testing import FakeClock, StoreFactory, docs, js
 
 T0 = 1_700_000_000.0  # a multiple of 10 s

@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amps_emulator.sow.index import HashIndex, hash_int_rows_py, int_run_py
-from amps_emulator.sow.lmdb_keys import record_keys_py
-from amps_emulator.sow.tables import MemHashTable
+from amps_emulator.sow.storage.lmdb_keys import record_keys_py
+from amps_emulator.sow.storage.memory_tables import MemHashTable
 from tests.compiled import compiled
 from tests.compiled import speedups as _speedups
 
@@ -88,7 +88,7 @@ def test_add_run_indexes_as_add_does(docs: list[Any]) -> None:
     assert run.table._d == one.table._d
 
 
-# ---- record_keys: the LMDB keys of a keyed run (sow.lmdb_backend.LmdbBackend.swap_plain) --
+# ---- record_keys: the LMDB keys of a keyed run (sow.storage.lmdb_backend.LmdbBackend.swap_plain) --
 
 KEYERS = [pytest.param(record_keys_py, id="pure"),
           pytest.param(_speedups and _speedups.record_keys, id="compiled", marks=compiled)]

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from amps_emulator.sow.lmdb_backend import LmdbBackend
-from amps_emulator.sow.lmdb_keys import db_base_name
+from amps_emulator.sow.storage.lmdb_backend import LmdbBackend
+from amps_emulator.sow.storage.lmdb_keys import db_base_name
 from amps_emulator.sow.record import Record, encode_record
 from amps_emulator.sow.testing import FakeClock, StoreFactory, docs, js
 from tests.unit.test_sow_steps import run_with_writes

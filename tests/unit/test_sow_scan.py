@@ -1,5 +1,5 @@
 """Full scans of a persistent topic through the filter's fields mode (the generated loop in
-``sow.lmdb_scan``): the same records, in the same order, with the same documents, as the
+``sow.storage.lmdb_scan``): the same records, in the same order, with the same documents, as the
 reference interpreter evaluated on what the scan decodes, and as a transient topic."""
 
 from __future__ import annotations

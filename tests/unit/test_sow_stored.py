@@ -319,8 +319,8 @@ def test_a_stored_query_in_steps_reads_its_snapshot(tmp_path, flt) -> None:
 def test_an_index_range_reads_the_keys_in_bounds(tmp_path) -> None:
     """``LmdbOrderedSet.range`` (read in runs of keys) against the sorted keys it holds:
     bounds inside, between and past runs, and limits just below and at the count."""
-    from amps_emulator.sow.lmdb_tables import _RANGE_RUN, LmdbOrderedSet
-    from amps_emulator.sow.lmdbenv import LmdbEnv
+    from amps_emulator.sow.storage.lmdb_tables import _RANGE_RUN, LmdbOrderedSet
+    from amps_emulator.sow.storage.lmdbenv import LmdbEnv
 
     env = LmdbEnv(str(tmp_path / "e"), sync=False)
     s = LmdbOrderedSet(env, env.open_db("x"))

@@ -29,11 +29,11 @@ from amps_emulator.sow import (
 )
 from amps_emulator.sow.expiry import deadline, deadline_of_key, expiry_bound, expiry_key, skey_of_key
 from amps_emulator.sow.keys import KeyGenerator
-from amps_emulator.sow.lmdb_tables import LmdbOrderedSet
-from amps_emulator.sow.lmdbenv import LmdbEnv
+from amps_emulator.sow.storage.lmdb_tables import LmdbOrderedSet
+from amps_emulator.sow.storage.lmdbenv import LmdbEnv
 from amps_emulator.sow.paths import PathError, parse_path
 from amps_emulator.sow.record import Record, body_of, decode_record, encode_record
-from amps_emulator.sow.tables import MemHashTable, SortedKeys
+from amps_emulator.sow.storage.memory_tables import MemHashTable, SortedKeys
 from amps_emulator.sow.testing import FakeClock
 
 # ---- keys -----------------------------------------------------------------------------------

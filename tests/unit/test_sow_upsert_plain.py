@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from amps_emulator.sow.history import HistorySpec
-from amps_emulator.sow.lmdb_backend import LmdbBackend
+from amps_emulator.sow.storage.lmdb_backend import LmdbBackend
 from amps_emulator.sow.store import SowStore
 from amps_emulator.sow.testing import FakeClock, StoreFactory, js
 from amps_emulator.sow.topic import Topic
@@ -318,7 +318,7 @@ def test_a_run_that_fills_the_map_grows_it_and_loses_nothing(tmp_path, kw) -> No
 
 
 def test_index_rows_that_fill_the_map_are_all_there_after_it_grows(tmp_path) -> None:
-    from amps_emulator.sow.lmdbenv import LmdbEnv
+    from amps_emulator.sow.storage.lmdbenv import LmdbEnv
 
     env = LmdbEnv(str(tmp_path / "env"), map_size=1 << 20, sync=False)
     try:
@@ -336,7 +336,7 @@ def test_index_rows_that_fill_the_map_are_all_there_after_it_grows(tmp_path) -> 
 
 def test_a_replace_run_gives_each_put_the_value_before_it(tmp_path) -> None:
     """A key that comes twice in a run: its second put's old value is the first put's."""
-    from amps_emulator.sow.lmdbenv import LmdbEnv
+    from amps_emulator.sow.storage.lmdbenv import LmdbEnv
 
     env = LmdbEnv(str(tmp_path / "env"), map_size=1 << 20, sync=False)
     try:
@@ -359,7 +359,7 @@ def test_a_run_that_fails_keeps_the_ops_of_the_puts_tried(tmp_path, method) -> N
     by one."""
     import lmdb
 
-    from amps_emulator.sow.lmdbenv import LmdbEnv
+    from amps_emulator.sow.storage.lmdbenv import LmdbEnv
 
     env = LmdbEnv(str(tmp_path / "env"), map_size=1 << 20, sync=False)
     try:

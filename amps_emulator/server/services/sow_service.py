@@ -12,7 +12,7 @@
 * Expiry: one timer, armed for the earliest deadline; expired records produce OOF
   ``expired`` to subscribers that had them.
 * Disk full: before the SOW's LMDB file may grow its blocks are allocated (see
-  :mod:`sow.lmdbenv`); when the file system refuses, publishes and deletes to the topics
+  :mod:`sow.storage.lmdbenv`); when the file system refuses, publishes and deletes to the topics
   stored there are refused up front (:meth:`SowService.refusing`: ``tx store failure``, on the
   persisted ack with ``s`` for a publish store, nothing journalled), the allocation is retried
   every ``PROBE_INTERVAL`` seconds and writes are taken again once it succeeds. One log line

@@ -1,4 +1,4 @@
-"""The transient record storage of a topic (the :mod:`sow.backend` interface, in memory).
+"""The transient record storage of a topic (the :mod:`sow.storage.backend` interface, in memory).
 
 Every record is kept as a :class:`Record` with its decoded body cached, so a scan runs the
 filter on documents decoded once; the natural order is kept by an insert sequence on each
@@ -11,9 +11,9 @@ from collections.abc import Iterable, Iterator
 from contextlib import nullcontext
 from typing import Any
 
-from .backend import NEW
-from .record import Record
-from .tables import MemHashTable, MemKVTable, MemOrderedSet
+from amps_emulator.sow.record import Record
+from amps_emulator.sow.storage.backend import NEW
+from amps_emulator.sow.storage.memory_tables import MemHashTable, MemKVTable, MemOrderedSet
 
 __all__ = ["MemoryBackend"]
 

@@ -1,7 +1,7 @@
 """In-memory tables: an ordered set of byte keys, a hash table of key sets, and an ordered
 key/value table (SOW history).
 
-They mirror the LMDB tables in :mod:`sow.lmdb_tables` method for method, so the index code
+They mirror the LMDB tables in :mod:`sow.storage.lmdb_tables` method for method, so the index code
 (:mod:`sow.index`) and expiry code work unchanged on transient topics.
 
 ``SortedKeys`` is a bucketed sorted list (the layout of ``sortedcontainers.SortedList``: a list

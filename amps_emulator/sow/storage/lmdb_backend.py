@@ -1,4 +1,4 @@
-"""The persistent record storage of a topic (the :mod:`sow.backend` interface, in LMDB).
+"""The persistent record storage of a topic (the :mod:`sow.storage.backend` interface, in LMDB).
 
 Layout: a topic's records are one database (``<base>:s``) whose keys are an 8-byte
 big-endian insert sequence followed by the SowKey, so a new record is appended at the end of
@@ -8,7 +8,7 @@ saved on a topic of 100k records).  The SowKey -> LMDB key map is kept in memory
 the keys at open (and again after a discarded batch).  A database of the earlier layout
 (``<base>:r``, keyed by SowKey) is moved over once at open, in SowKey order.
 
-Scans decode only what the query reads (see :mod:`sow.lmdb_scan`).
+Scans decode only what the query reads (see :mod:`sow.storage.lmdb_scan`).
 """
 
 from __future__ import annotations
@@ -21,10 +21,19 @@ from typing import Any
 import msgspec
 
 from amps_emulator.protocol.filter.fields import fields_filter
-
-from .backend import NEW
-from .lmdb_keys import db_base_name, lmdb_key, record_keys
-from .lmdb_scan import (
+from amps_emulator.sow.record import (
+    KEY_SEQ,
+    VERSION,
+    Record,
+    StoredRecords,
+    body_of,
+    decode_record,
+    encode_record,
+    sow_values,
+)
+from amps_emulator.sow.storage.backend import NEW
+from amps_emulator.sow.storage.lmdb_keys import db_base_name, lmdb_key, record_keys
+from amps_emulator.sow.storage.lmdb_scan import (
     DECODE_ERRORS,
     FIELDS_BYTES_LOOP,
     FIELDS_LOOP,
@@ -35,25 +44,15 @@ from .lmdb_scan import (
     partial_doc,
     passing,
 )
-from .lmdb_tables import LmdbHashTable, LmdbKVTable, LmdbOrderedSet
-from .lmdbenv import LmdbEnv
-from .record import (
-    KEY_SEQ,
-    VERSION,
-    Record,
-    StoredRecords,
-    body_of,
-    decode_record,
-    encode_record,
-    sow_values,
-)
+from amps_emulator.sow.storage.lmdb_tables import LmdbHashTable, LmdbKVTable, LmdbOrderedSet
+from amps_emulator.sow.storage.lmdbenv import LmdbEnv
 
 __all__ = ["LmdbBackend"]
 
 _json = msgspec.json
 _NO_EXPIRATION = bytes(8)  # the f64 0.0 of a record without expiration
 # (the name it had when this class shared a module with the memory backend)
-log = logging.getLogger("amps_emulator.sow.backend")
+log = logging.getLogger("amps_emulator.sow.storage.backend")
 
 
 class LmdbBackend:

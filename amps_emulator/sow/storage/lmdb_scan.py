@@ -1,4 +1,4 @@
-"""How :class:`sow.lmdb_backend.LmdbBackend` reads stored bodies in a scan.
+"""How :class:`sow.storage.lmdb_backend.LmdbBackend` reads stored bodies in a scan.
 
 It decodes only the top-level fields the query reads (a ``TypedDict`` msgspec decoder built
 per set of field names) straight from the memory-mapped value, and builds a :class:`Record`
@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from .record import KEY_SEQ, decode_record
+from amps_emulator.sow.record import KEY_SEQ, decode_record
 
 __all__ = ["DECODE_ERRORS", "FIELDS_BYTES_LOOP", "FIELDS_LOOP", "FIELDS_LOOP_NAMES",
            "FIELDS_STORED_LOOP", "any_doc", "body_offset", "partial_doc", "passing"]

@@ -1,4 +1,4 @@
-"""One LMDB environment with a batched write transaction (its tables: :mod:`sow.lmdb_tables`).
+"""One LMDB environment with a batched write transaction (its tables: :mod:`sow.storage.lmdb_tables`).
 
 Modelled on synapse ``lib/lmdbslab.py``:
 

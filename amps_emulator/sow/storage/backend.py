@@ -1,7 +1,7 @@
 """The record storage of one topic: the interface its two backends share.
 
-:class:`sow.memory_backend.MemoryBackend` (transient) and :class:`sow.lmdb_backend.LmdbBackend`
-(persistent).  :class:`sow.topic.Topic` holds all SOW logic and talks only to this interface,
+:class:`sow.storage.memory_backend.MemoryBackend` (transient) and
+:class:`sow.storage.lmdb_backend.LmdbBackend` (persistent).  :class:`sow.topic.Topic` holds all SOW logic and talks only to this interface,
 so both durabilities behave identically (one contract test suite runs against both).
 
 Interface (both classes):
@@ -19,7 +19,7 @@ backends.  Index paths sort their candidates into the same order, so a query ret
 list whichever path runs.
 
 Scans avoid full decoding where they can: the memory backend keeps every record's decoded
-body; the LMDB backend decodes only the fields the query reads (see :mod:`sow.lmdb_scan`).
+body; the LMDB backend decodes only the fields the query reads (see :mod:`sow.storage.lmdb_scan`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
-    from .lmdb_backend import LmdbBackend
-    from .memory_backend import MemoryBackend
+    from amps_emulator.sow.storage.lmdb_backend import LmdbBackend
+    from amps_emulator.sow.storage.memory_backend import MemoryBackend
 
 __all__ = ["Backend", "NEW"]
 

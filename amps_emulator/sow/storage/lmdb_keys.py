@@ -1,7 +1,7 @@
 """The LMDB keys of a persistent topic: its databases' names and its records' keys.
 
 A record's LMDB key is its insert sequence (8 bytes, big-endian) followed by its SowKey (the
-layout is described in :mod:`sow.lmdb_backend`); :func:`record_keys` gives a keyed run's keys
+layout is described in :mod:`sow.storage.lmdb_backend`); :func:`record_keys` gives a keyed run's keys
 in one call, compiled in ``_speedups`` when that is built.
 """
 
@@ -11,8 +11,7 @@ import hashlib
 from typing import Any
 
 from amps_emulator import accel
-
-from .record import KEY_SEQ
+from amps_emulator.sow.record import KEY_SEQ
 
 __all__ = ["db_base_name", "lmdb_key", "record_keys", "record_keys_py"]
 

@@ -1,9 +1,9 @@
-"""The tables of an LMDB environment: each one named database of a :class:`sow.lmdbenv.LmdbEnv`.
+"""The tables of an LMDB environment: each one named database of a :class:`sow.storage.lmdbenv.LmdbEnv`.
 
 :class:`LmdbOrderedSet` (the memo and expiry indexes), :class:`LmdbHashTable` (the hash
 indexes) and :class:`LmdbKVTable` (the history).  Their writes go into the environment's
-batch like every other SOW write; their reads use its :meth:`~sow.lmdbenv.LmdbEnv.reading`
-transaction.  :mod:`sow.tables` mirrors them method for method in memory.
+batch like every other SOW write; their reads use its :meth:`~sow.storage.lmdbenv.LmdbEnv.reading`
+transaction.  :mod:`sow.storage.memory_tables` mirrors them method for method in memory.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from itertools import islice
 
 import lmdb
 
-from .lmdbenv import LmdbEnv
+from amps_emulator.sow.storage.lmdbenv import LmdbEnv
 
 __all__ = ["LmdbHashTable", "LmdbKVTable", "LmdbOrderedSet"]
 
