@@ -1,8 +1,9 @@
 """The record storage of one topic: the interface its two backends share.
 
 :class:`sow.storage.memory_backend.MemoryBackend` (transient) and
-:class:`sow.storage.lmdb_backend.LmdbBackend` (persistent).  :class:`sow.topic.Topic` holds all SOW logic and talks only to this interface,
-so both durabilities behave identically (one contract test suite runs against both).
+:class:`sow.storage.lmdb_backend.LmdbBackend` (persistent).  :class:`sow.topic.Topic` holds all
+SOW logic and talks only to this interface, so both durabilities behave identically (one
+contract test suite runs against both).
 
 Interface (both classes):
 
