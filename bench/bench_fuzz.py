@@ -25,9 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._support import machine  # noqa: E402
-from tests.fuzz import SteadyFlow, config_extra, fuzz_in_process  # noqa: E402
-from tests.integration.conftest import config_xml  # noqa: E402
-from tests.procserver import ProcServer  # noqa: E402
+from tests.support.fuzz import SteadyFlow, config_extra, fuzz_in_process  # noqa: E402
+from tests.support.procserver import ProcServer  # noqa: E402
+from tests.support.servers import config_xml  # noqa: E402
 
 
 def _rss_kib(pid: int) -> int:

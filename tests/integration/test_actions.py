@@ -18,10 +18,9 @@ import pytest
 from amps_emulator.config import loads_config
 from amps_emulator.server.core.clock import TestClock
 from amps_emulator.server.services.actions import MAX_DEPTH
-from tests.harness import ServerThread
-from tests.integration.conftest import Collector
-from tests.integration.test_admin import until
-from tests.procserver import free_port
+from tests.support.clients import Collector
+from tests.support.procserver import free_port
+from tests.support.servers import ServerThread, until
 
 TRANSPORTS = """<Transports>
   <Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>

@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 import AMPS
 import pytest
 
 from amps_emulator.config import loads_config
 from amps_emulator.server.core.clock import TestClock
-from tests.harness import ServerThread
-from tests.integration.conftest import Collector, clients_for, config_xml
+from tests.support.clients import Collector, clients_for
+from tests.support.servers import ServerThread, config_xml, until
 
 EXTRA = """<Admin><InetAddr>127.0.0.1:0</InetAddr><Interval>1s</Interval></Admin>
 <SOW>
@@ -45,15 +44,6 @@ def srv(tmp_path):
 @pytest.fixture
 def connect(srv):
     yield from clients_for(srv.uri)
-
-
-def until(pred, timeout: float = 10.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = pred()
-        if got or time.monotonic() > deadline:
-            return got
-        time.sleep(0.02)  # polling an HTTP resource with a deadline, not waiting blindly
 
 
 def by_id(entries: list[dict], ident: str) -> dict:

@@ -10,7 +10,7 @@ from pathlib import Path
 import AMPS
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
 
 
 def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, str]:
@@ -98,7 +98,7 @@ def test_bad_config_fails_fast_when_starting(tmp_path):
 
 
 def test_engine_level_config_rules_fail_fast_with_location(tmp_path):
-    from tests.integration.conftest import config_xml
+    from tests.support.servers import config_xml
 
     cfg = tmp_path / "tqd.xml"
     cfg.write_text(config_xml(tmp_path / "data", extra=(

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from amps_emulator.protocol.client_cli import main
-from tests.integration.conftest import clients_for, config_xml, start_server
-from tests.integration.test_admin import until
+from tests.support.clients import clients_for
+from tests.support.servers import config_xml, start_server, until
 
 SOW = """<SOW><Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
   <Durability>transient</Durability></Topic></SOW>"""

@@ -10,7 +10,8 @@ import queue
 import AMPS
 import pytest
 
-from tests.integration.conftest import Collector, clients_for, config_xml, start_server, store_client
+from tests.support.clients import Collector, clients_for, store_client
+from tests.support.servers import config_xml, start_server
 
 EXTRA = """<SOW>
   <Queue><Name>jobs</Name><MessageType>json</MessageType>

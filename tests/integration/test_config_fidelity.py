@@ -10,7 +10,8 @@ import socket
 import AMPS
 import pytest
 
-from tests.integration.conftest import clients_for, config_xml, start_server
+from tests.support.clients import clients_for
+from tests.support.servers import config_xml, start_server
 
 
 def _rows(c, topic: str) -> list[tuple[str, dict]]:
@@ -121,7 +122,7 @@ def test_reuse_addr_and_custom_protocol_and_sample_style_definitions(tmp_path):
   </SOW>
 </AMPSConfig>"""
     from amps_emulator.config import loads_config
-    from tests.harness import ServerThread
+    from tests.support.servers import ServerThread
 
     cfg = loads_config(xml)
     t, ws = cfg.transports

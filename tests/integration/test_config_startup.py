@@ -21,9 +21,10 @@ from amps_emulator.server.app import Server
 from amps_emulator.server.ops.preflight import WarningCollector
 from amps_emulator.server.ops.verify import run_verify_config
 from amps_emulator.server.services import log_targets as logtargets
-from tests.tls import self_signed
+from tests.support.paths import FIXTURES
+from tests.support.tls import self_signed
 
-CONFIGS = sorted((pathlib.Path(__file__).parent.parent / "fixtures" / "configs").glob("*.xml"))
+CONFIGS = sorted((FIXTURES / "configs").glob("*.xml"))
 #: where the official client's source package may have been unpacked (GUIDE.md)
 SAMPLE_XML_CANDIDATES = [os.environ.get("AMPS_CLIENT_SAMPLE_XML", ""),
                          os.path.join(os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
@@ -105,7 +106,7 @@ def test_60east_sample_xml_starts_unchanged(tmp_path, monkeypatch):
 
 
 def test_server_process_logs_to_the_configured_targets_and_refuses_in_one_line(tmp_path):
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     def xml(data) -> str:
         return f"""<AMPSConfig><Name>logs</Name>

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import clients_for
 from tests.integration.test_admin import make_server
-from tests.procserver import free_port
+from tests.support.clients import clients_for
+from tests.support.paths import ROOT
+from tests.support.procserver import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"),
                              shutil.which("google-chrome")) if p), None)
 DRIVER = shutil.which("chromedriver")

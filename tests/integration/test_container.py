@@ -18,14 +18,12 @@ import shutil
 import subprocess
 import time
 import tomllib
-from pathlib import Path
 
 import pytest
 
 from amps_emulator import probe
-from tests.procserver import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+from tests.support.procserver import free_port
 
 
 def test_probe_succeeds_on_a_logon_ack_and_fails_with_a_reason(server, capsys):

@@ -14,7 +14,8 @@ import pytest
 from amps_emulator.journal import FileJournal
 from amps_emulator.journal.testing import DiskFull
 from amps_emulator.server.services import txlog as txlog_module
-from tests.integration.conftest import start_server, store_client
+from tests.support.clients import store_client
+from tests.support.servers import start_server
 
 
 def txlog_xml(data_dir, extra: str = "") -> str:
@@ -380,7 +381,7 @@ def test_a_damaged_sow_file_is_rebuilt_from_the_log_that_covers_it(tmp_path, cut
 
 
 def test_a_damaged_sow_file_the_log_cannot_rebuild_is_refused_with_its_path(tmp_path):
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     env = fill_sow(tmp_path, journal=False)
     data = os.path.join(env, "data.mdb")
@@ -398,7 +399,7 @@ def test_a_damaged_sow_file_the_log_cannot_rebuild_is_refused_with_its_path(tmp_
 def test_a_missing_sow_file_the_log_cannot_rebuild_warns_and_strict_refuses(tmp_path):
     import shutil
 
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     env = fill_sow(tmp_path, journal=False, n=10)
     shutil.rmtree(env)

@@ -11,19 +11,19 @@ import struct
 import pytest
 
 from amps_emulator.config import loads_config
-from tests.harness import ServerThread
-from tests.integration.test_entitlements import (
+from tests.support.clients import logged_on
+from tests.support.entitlements import (
     ALL,
     FILTERED,
     NO_AUTH,
     config,
-    logged_on,
     serve,
     simple_access,
     transport,
     web_config,
     with_user,
 )
+from tests.support.servers import ServerThread
 
 AMPS = pytest.importorskip("AMPS")
 
@@ -36,7 +36,7 @@ def test_client_certificates_with_the_official_client_and_a_capath(tmp_path):
     import ssl
     import subprocess
 
-    from tests.tls import self_signed
+    from tests.support.tls import self_signed
 
     openssl = shutil.which("openssl")
     if openssl is None:
@@ -91,9 +91,9 @@ def test_client_certificates_with_the_official_client_and_a_capath(tmp_path):
 
 
 def test_the_javascript_client_logs_on_over_websocket_or_is_refused(tmp_path):
-    from tests.integration.test_websocket import _require_js_client, run_js
+    from tests.support.js_client import require_js_client, run_js
 
-    _require_js_client()
+    require_js_client()
     ws = transport("ws").replace("<MessageType>json</MessageType>",
                                  "<MessageType>json</MessageType><Protocol>websocket</Protocol>")
     xml = web_config(tmp_path, {"alice": FILTERED}, sow=False).replace(
@@ -201,7 +201,7 @@ def test_sigusr1_and_sigusr2_switch_a_server_process(tmp_path):
     """The real signals, sent to the emulator as a process (B.6 14 with kill -USR1/-USR2)."""
     import signal
 
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     xml = simple_access("<DeniedTopics>^secret</DeniedTopics>")
     srv = ProcServer.with_config(tmp_path, lambda data: xml)

@@ -9,14 +9,8 @@ import json
 
 import pytest
 
-from tests.integration.test_entitlements import (
-    ALL,
-    FILTERED,
-    logged_on,
-    serve,
-    web_config,
-    with_user,
-)
+from tests.support.clients import logged_on
+from tests.support.entitlements import ALL, FILTERED, serve, web_config, with_user
 
 AMPS = pytest.importorskip("AMPS")
 

@@ -7,47 +7,26 @@ from __future__ import annotations
 import json
 import socket
 import struct
-from pathlib import Path
 
 import pytest
 
-from amps_emulator.config import load_config, loads_config
-from tests.harness import ServerThread
+from amps_emulator.config import loads_config
+from tests.support.clients import logged_on
+from tests.support.entitlements import (
+    ALL,
+    FILTERED,
+    NO_AUTH,
+    config,
+    serve,
+    simple_access,
+    transport,
+    web_config,
+    with_user,
+)
+from tests.support.paths import FIXTURES
+from tests.support.servers import ServerThread
 
 AMPS = pytest.importorskip("AMPS")
-
-
-def transport(name: str, extra: str = "") -> str:
-    return (f"<Transport><Name>{name}</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>"
-            f"<MessageType>json</MessageType>{extra}</Transport>")
-
-
-def config(body: str, transports: str | None = None) -> str:
-    return (f"<AMPSConfig><Name>ent</Name>{body}"
-            f"<Transports>{transports if transports is not None else transport('json-tcp')}"
-            "</Transports></AMPSConfig>")
-
-
-def serve(tmp_path: Path, xml: str) -> ServerThread:
-    path = tmp_path / "config.xml"
-    path.write_text(xml)
-    return ServerThread(load_config(path)).start()
-
-
-def with_user(uri: str, user: str, password: str | None = None) -> str:
-    scheme, rest = uri.split("://", 1)
-    cred = user if password is None else f"{user}:{password}"
-    return f"{scheme}://{cred}@{rest}"
-
-
-def logged_on(uri: str, name: str = "c"):
-    c = AMPS.Client(name)
-    c.connect(uri)
-    c.logon(5000)
-    return c
-
-
-NO_AUTH = "<Authentication><Module>amps-default-no-authentication-module</Module></Authentication>"
 
 
 def test_no_authentication_module_refuses_the_logon_and_closes(tmp_path):  # B.6 1
@@ -88,26 +67,6 @@ def test_a_transport_overrides_the_instance_authentication(tmp_path):  # B.6 2
         srv.stop()
 
 
-def web_config(tmp_path: Path, docs: dict[str, dict], sow: bool = True) -> str:
-    perms = tmp_path / "perms"
-    perms.mkdir(exist_ok=True)
-    for user, doc in docs.items():
-        (perms / f"{user}.json").write_text(json.dumps({"logon": True, **doc}))
-    opts = "<Options><ResourceURI>file:perms/{{USER_NAME}}.json</ResourceURI></Options>"
-    sow_xml = ("<SOW><Topic><Name>test</Name><MessageType>json</MessageType><Key>/id</Key>"
-               "<Durability>transient</Durability></Topic></SOW>") if sow else ""
-    return config(
-        "<Modules><Module><Name>web</Name><Library>libamps_http_entitlement.so</Library></Module>"
-        f"</Modules><Authentication><Module>web</Module>{opts}</Authentication>"
-        f"<Entitlement><Module>web</Module>{opts}</Entitlement>{sow_xml}")
-
-
-FILTERED = {"logon": True, "password": "pw", "topic": [
-    {"topic": "test", "read": "/priority = 1", "write": False},
-    {"topic": "secret", "read": False, "write": False},
-    {"topic": ".*", "read": True, "write": True}]}
-
-
 def test_read_filter_and_refused_publish(tmp_path):  # B.6 5, 6
     srv = serve(tmp_path, web_config(tmp_path, {"alice": FILTERED, "admin": {
         "logon": True, "password": "root", "topic": [{"topic": ".*", "read": True, "write": True}]}}))
@@ -145,9 +104,6 @@ def test_read_filter_and_refused_publish(tmp_path):  # B.6 5, 6
             c.disconnect()
     finally:
         srv.stop()
-
-
-ALL = {"topic": ".*", "read": True, "write": True}
 
 
 def test_oof_entitlement_when_an_update_leaves_the_read_filter(tmp_path):  # B.6 7
@@ -233,13 +189,6 @@ def test_name_takeover_only_by_the_same_user(tmp_path):  # B.6 12
             first.publish_flush(2000)  # the first connection was dropped
     finally:
         srv.stop()
-
-
-def simple_access(options: str) -> str:
-    return config(
-        "<Modules><Module><Name>simple</Name><Library>libamps_simple_access_entitlement.so</Library>"
-        f"</Module></Modules><Entitlement><Module>simple</Module><Options>{options}</Options>"
-        "</Entitlement>")
 
 
 def test_simple_access_denied_topics_and_read_only(tmp_path):  # B.6 13
@@ -466,7 +415,7 @@ def admin_status(srv: ServerThread, path: str, cred: str | None = None, method: 
 
 
 def test_the_corpus_web_entitlements_config_against_an_http_server():  # B.6 4
-    fixture = Path(__file__).parent.parent / "fixtures" / "configs" / "ok-web-entitlements.xml"
+    fixture = FIXTURES / "configs" / "ok-web-entitlements.xml"
     perms = PermissionServer()
     text = (fixture.read_text().replace("localhost:8080", f"127.0.0.1:{perms.port}")
             .replace("<InetAddr>9007<", "<InetAddr>127.0.0.1:0<")
@@ -600,7 +549,7 @@ def test_actions_switch_entitlement():
 def test_client_certificates_accepted_and_refused(tmp_path):
     import ssl
 
-    from tests.tls import self_signed
+    from tests.support.tls import self_signed
 
     cert, key = self_signed(tmp_path / "server")
     client_cert, client_key = self_signed(tmp_path / "client", name="alice")

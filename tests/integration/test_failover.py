@@ -21,8 +21,8 @@ import AMPS
 import pytest
 
 from amps_emulator.pair import free_port, pair_config
-from tests.integration.conftest import Collector
-from tests.procserver import ProcServer
+from tests.support.clients import Collector
+from tests.support.procserver import ProcServer
 
 
 class ProcPair:

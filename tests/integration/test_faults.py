@@ -11,10 +11,10 @@ import pytest
 
 from amps_emulator.config import loads_config
 from amps_emulator.server.core.clock import TestClock
-from tests.harness import ServerThread
-from tests.integration.conftest import Collector, clients_for, config_xml, ha_client, store_client
-from tests.integration.test_admin import EXTRA, make_server, until
+from tests.integration.test_admin import EXTRA, make_server
 from tests.integration.test_snapshot import request
+from tests.support.clients import Collector, clients_for, ha_client, store_client
+from tests.support.servers import ServerThread, config_xml, until
 
 
 def fault(srv, doc, expect: int = 200):

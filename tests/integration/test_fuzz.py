@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 
-from tests.fuzz import SteadyFlow, config_extra, fuzz_in_process
-from tests.integration.conftest import config_xml
-from tests.procserver import ProcServer
+from tests.support.fuzz import SteadyFlow, config_extra, fuzz_in_process
+from tests.support.procserver import ProcServer
+from tests.support.servers import config_xml
 
 
 def test_fuzzed_frames_do_not_disturb_a_steady_flow(tmp_path):

@@ -13,8 +13,9 @@ import pytest
 
 from amps_emulator.journal.segment import FileOps
 from amps_emulator.server.services import txlog as txlog_module
-from tests.integration.conftest import start_server, store_client, turn_held
 from tests.integration.test_disk_faults import journal_ids, txlog_xml, wait_until
+from tests.support.clients import store_client
+from tests.support.servers import start_server, turn_held
 
 
 class GatedSync(FileOps):

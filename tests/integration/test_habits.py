@@ -13,7 +13,8 @@ from pathlib import Path
 import AMPS
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 INIT_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}[+-]\d\d:\d\d \[\d+\] info: "
                        r"00-0015 AMPS initialization completed \(\d+ seconds\)\.$")
 CONFIG = """<AMPSConfig>

@@ -12,8 +12,8 @@ import time
 import AMPS
 import pytest
 
-from tests.harness import ServerThread
-from tests.integration.test_robustness import RawClient
+from tests.support.raw import RawClient
+from tests.support.servers import ServerThread
 
 
 def _p(r: RawClient, cid: str, topic: str, body: bytes, **fields) -> dict:
@@ -217,7 +217,7 @@ DEEP = b'{"x":' * 100_000 + b"1" + b"}" * 100_000
 
 
 def test_a_body_too_deep_to_evaluate_matches_no_filter_and_poisons_nothing(tmp_path):
-    from tests.integration.conftest import config_xml, start_server
+    from tests.support.servers import config_xml, start_server
 
     xml = config_xml(tmp_path, extra=QUEUE)
     for restart in (False, True):
@@ -359,7 +359,7 @@ def test_a_logon_taking_a_name_over_is_a_warning_naming_both_peers(server, caplo
 def test_a_sow_query_on_a_deep_queue_runs_in_steps(tmp_path, monkeypatch):
     from amps_emulator.server.handlers import sow_commands
     from amps_emulator.server.services import queue_service as queue_service
-    from tests.integration.conftest import config_xml, start_server
+    from tests.support.servers import config_xml, start_server
 
     monkeypatch.setattr(queue_service, "STEP_SECONDS", 0.0)  # yield at every chance
     steps = []

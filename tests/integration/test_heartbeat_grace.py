@@ -11,9 +11,7 @@ import pytest
 
 from amps_emulator.config import loads_config
 from amps_emulator.server.core.clock import TestClock
-from tests.harness import ServerThread
-from tests.integration.conftest import config_xml
-from tests.integration.test_admin import until
+from tests.support.servers import ServerThread, config_xml, until
 
 
 @pytest.fixture

@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+
 PARTS = ("server", "protocol", "journal", "sow", "queues", "config", "pipeline")
 
 pytestmark = pytest.mark.install

@@ -15,8 +15,9 @@ import pytest
 
 from amps_emulator.config import ConfigError, loads_config
 from amps_emulator.protocol.msgtypes import build_registry
-from tests.integration.conftest import start_server
 from tests.integration.test_msgtypes_server import Box, _sow
+from tests.support.clients import client_for
+from tests.support.servers import start_server
 
 AMPS = pytest.importorskip("AMPS")
 
@@ -62,13 +63,6 @@ def srv(tmp_path_factory):
     s.stop()
 
 
-def _client(srv, name: str, which: int):
-    c = AMPS.Client(name)
-    c.connect(srv.server.listeners[which].uri)
-    c.logon(5000)
-    return c
-
-
 def test_listener_uri_names_the_protocol(srv) -> None:
     assert [lst.uri.rsplit("/", 1)[1] for lst in srv.server.listeners[:3]] == ["fix", "nvfix",
                                                                                "xml"]
@@ -78,7 +72,7 @@ def test_listener_uri_names_the_protocol(srv) -> None:
 def test_official_client_over_legacy_protocol(srv, proto: str) -> None:
     which, body, num = KINDS[proto]
     codec = _REG.codec(proto)
-    c = _client(srv, f"legacy-{proto}", which)
+    c = client_for(srv, f"legacy-{proto}", which=which)
     other = AMPS.Client(f"amps-{proto}")
     other.connect(f"tcp://127.0.0.1:{srv.server.listeners[3].port}/amps/{proto}")
     other.logon(5000)
@@ -175,7 +169,7 @@ def test_a_payload_that_is_no_header_closes_only_that_connection(srv, junk: byte
         s.sendall(_frame(junk))
         with pytest.raises((ConnectionError, OSError)):
             _read_frame(s)
-    c = _client(srv, "still-served", 0)
+    c = client_for(srv, "still-served", which=0)
     c.close()
 
 

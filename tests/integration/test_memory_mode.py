@@ -6,15 +6,13 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import AMPS
 import pytest
 
 from amps_emulator.server.ops.cli import _parser, apply_environment
-from tests.procserver import free_port
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
+from tests.support.procserver import free_port
 
 CONFIG = """<AMPSConfig>
   <Name>memory-mode</Name>
@@ -90,7 +88,7 @@ def test_journal_records_are_stamped_on_the_server_clock(tmp_path, collector, me
     after that instant of the server clock (which here is years before real time)."""
     from amps_emulator.config import loads_config
     from amps_emulator.server.core.clock import TestClock
-    from tests.harness import ServerThread
+    from tests.support.servers import ServerThread
 
     start = 1735787045.0  # 2025-01-02T03:04:05Z
     clock = TestClock(start=start)

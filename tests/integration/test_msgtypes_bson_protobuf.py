@@ -16,8 +16,9 @@ import pytest
 
 from amps_emulator.config import ConfigError, loads_config
 from amps_emulator.protocol.msgtypes import MessageCodec, MessageTypeDecl, build_registry
-from tests.integration.conftest import start_server
-from tests.integration.test_msgtypes_server import Box, _client, _sow
+from tests.integration.test_msgtypes_server import Box, _sow
+from tests.support.clients import client_for
+from tests.support.servers import start_server
 
 AMPS = pytest.importorskip("AMPS")
 pytest.importorskip("grpc_tools")
@@ -82,8 +83,8 @@ def test_type(srv, codecs, mt: str) -> None:
     codec = codecs[mt]
     body = _bodies(codec)
     topic = "orders"
-    c = _client(srv, f"pub-{mt}", mt)
-    js = _client(srv, f"json-{mt}", "json")
+    c = client_for(srv, f"pub-{mt}", mt)
+    js = client_for(srv, f"json-{mt}", "json")
     try:
         filtered, alljs = Box(), Box()
         c.subscribe(filtered, topic, "/n > 100")
@@ -116,7 +117,7 @@ def test_type(srv, codecs, mt: str) -> None:
 
 
 def test_bson_nested_typed_filter(srv) -> None:
-    c = _client(srv, "bson-nested", "bson")
+    c = client_for(srv, "bson-nested", "bson")
     try:
         got = Box()
         c.subscribe(got, "nested", "/o/p >= 2.5 AND /o/tags = 'b'")

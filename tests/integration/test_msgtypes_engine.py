@@ -23,7 +23,8 @@ import pytest
 
 from amps_emulator.protocol.msgtypes import MessageTypeDecl, build_registry
 from amps_emulator.protocol.msgtypes.composite import join_parts
-from tests.integration.conftest import start_server
+from tests.support.clients import client_for
+from tests.support.servers import start_server
 
 AMPS = pytest.importorskip("AMPS")
 
@@ -91,13 +92,6 @@ IDS = [k.name for k in KINDS]
 
 TRANSPORT = """<Transports><Transport><Name>any</Name><Type>tcp</Type>
   <InetAddr>127.0.0.1:0</InetAddr><Protocol>amps</Protocol></Transport></Transports>"""
-
-
-def _client(srv, name: str, mt: str):
-    c = AMPS.Client(name)
-    c.connect(f"tcp://127.0.0.1:{srv.server.listeners[0].port}/amps/{mt}")
-    c.logon(5000)
-    return c
 
 
 def _raw(m) -> bytes:
@@ -169,7 +163,7 @@ def test_two_servers_in_one_process_read_with_their_own_codecs() -> None:
     its own table, however the two start and interleave."""
     pipe, soh = start_server(_pipe_config(124)), start_server(_pipe_config(None))
     try:
-        cp, cs = _client(pipe, "pipe", "fix"), _client(soh, "soh", "fix")
+        cp, cs = client_for(pipe, "pipe", "fix"), client_for(soh, "soh", "fix")
         cp.publish("O", "11=A|55=IBM|")
         cs.publish("O", "11=A\x0155=IBM\x01")
         cp.publish_flush()
@@ -230,8 +224,8 @@ def queue_srv(tmp_path_factory):
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_a_typed_queue_filters_prioritises_and_auto_acks(queue_srv, kind: Kind) -> None:
-    pub = _client(queue_srv, f"qpub-{kind.name}", kind.name)
-    js = _client(queue_srv, f"qjson-{kind.name}", "json")
+    pub = client_for(queue_srv, f"qpub-{kind.name}", kind.name)
+    js = client_for(queue_srv, f"qjson-{kind.name}", "json")
     work = AMPS.Client(f"qwork-{kind.name}")
     try:
         bodies = [kind.body(k="a", n=5, p=1), kind.body(k="b", n=20, p=1),
@@ -258,8 +252,8 @@ def test_a_typed_queue_filters_prioritises_and_auto_acks(queue_srv, kind: Kind) 
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_a_typed_queue_barrier_and_a_subscriber_filter_on_a_tag(queue_srv, kind: Kind) -> None:
-    pub = _client(queue_srv, f"bpub-{kind.name}", kind.name)
-    work = _client(queue_srv, f"bwork-{kind.name}", kind.name)
+    pub = client_for(queue_srv, f"bpub-{kind.name}", kind.name)
+    work = client_for(queue_srv, f"bwork-{kind.name}", kind.name)
     work.set_ack_batch_size(1)
     try:
         gate = [kind.body(k="1", n=1), kind.body(k="2", n=2), kind.body(k="3", n=3, g=1),
@@ -349,8 +343,8 @@ def _num(v: Any) -> float:
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_views_of_a_type_and_projected_across_types(derived_srv, kind: Kind) -> None:
-    c = _client(derived_srv, f"view-{kind.name}", kind.name)
-    js = _client(derived_srv, f"view-json-{kind.name}", "json")
+    c = client_for(derived_srv, f"view-{kind.name}", kind.name)
+    js = client_for(derived_srv, f"view-json-{kind.name}", "json")
     try:
         for b in (kind.body(k="A", g=7, n=10, p=2), kind.body(k="B", g=7, n=5, p=4),
                   kind.body(k="C", g=8, n=1, p=1)):
@@ -387,7 +381,7 @@ def test_views_of_a_type_and_projected_across_types(derived_srv, kind: Kind) -> 
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_a_conflated_topic_of_a_type_keeps_the_latest_bytes(derived_srv, kind: Kind) -> None:
-    c = _client(derived_srv, f"confl-{kind.name}", kind.name)
+    c = client_for(derived_srv, f"confl-{kind.name}", kind.name)
     try:
         got = Box()
         c.subscribe(got, "orders-c", f"{kind.path('k')} = 'Z'")
@@ -406,7 +400,7 @@ def test_a_conflated_topic_of_a_type_keeps_the_latest_bytes(derived_srv, kind: K
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_aggregation_pagination_and_history_on_a_type(derived_srv, kind: Kind) -> None:
-    c = _client(derived_srv, f"agg-{kind.name}", kind.name)
+    c = client_for(derived_srv, f"agg-{kind.name}", kind.name)
     try:
         rows = [kind.body(k=f"r{i}", g=i % 2, n=n, s=f"x{i}") for i, n in enumerate([9, 100, 20, 3])]
         for b in rows:
@@ -463,7 +457,7 @@ def oof_srv(tmp_path_factory):
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_oof_and_select_lists_on_a_type(oof_srv, kind: Kind) -> None:
-    c = _client(oof_srv, f"oof-{kind.name}", kind.name)
+    c = client_for(oof_srv, f"oof-{kind.name}", kind.name)
     try:
         k, n = kind.path("k"), kind.path("n")
         for key, num in (("A", 20), ("B", 30)):
@@ -548,12 +542,12 @@ def events_srv(tmp_path_factory):
 def test_client_status_arrives_in_the_connections_type(events_srv, mt: str) -> None:
     paths = _EVENT_PATHS[mt]
     codec = _REG.codec(mt)
-    watcher = _client(events_srv, f"watcher-{mt}", mt)
+    watcher = client_for(events_srv, f"watcher-{mt}", mt)
     try:
         got = Box()
         # a content filter on the event's own field names, as the type spells them
         watcher.subscribe(got, "/AMPS/ClientStatus", f"{paths['client_name']} = 'watched-{mt}'")
-        watched = _client(events_srv, f"watched-{mt}", "nvfix")
+        watched = client_for(events_srv, f"watched-{mt}", "nvfix")
         watched.subscribe(lambda m: None, "orders", sub_id="s1")
         watched.execute(AMPS.Command("sow").set_topic("orders"))
         watched.close()
@@ -568,8 +562,8 @@ def test_client_status_arrives_in_the_connections_type(events_srv, mt: str) -> N
 
 
 def test_a_binary_connection_gets_no_event_topic_messages(events_srv) -> None:
-    binary = _client(events_srv, "binary-watcher", "binary")
-    json_watch = _client(events_srv, "json-watcher", "json")
+    binary = client_for(events_srv, "binary-watcher", "binary")
+    json_watch = client_for(events_srv, "json-watcher", "json")
     try:
         nothing, some, catch_all, internal = Box(), Box(), Box(), Box()
         binary.subscribe(nothing, "/AMPS/ClientStatus")
@@ -577,7 +571,7 @@ def test_a_binary_connection_gets_no_event_topic_messages(events_srv) -> None:
         # a regex reaches the event topics only when it names them [unverified]
         json_watch.subscribe(catch_all, ".*", "/ClientStatus/client_name = 'seen'")
         json_watch.subscribe(internal, "^/AMPS/.*", "/ClientStatus/client_name = 'seen'")
-        _client(events_srv, "seen", "json").close()
+        client_for(events_srv, "seen", "json").close()
         assert len(some.take(2)) == 2  # logon, disconnect
         assert len(internal.take(2)) == 2
         assert nothing.rest(binary) == []
@@ -592,8 +586,8 @@ def test_sow_stats_arrive_in_the_connections_type_and_a_sow_topic_keeps_them(eve
                                                                           mt: str) -> None:
     paths = _EVENT_PATHS[mt]
     codec = _REG.codec(mt)
-    c = _client(events_srv, f"stats-{mt}", mt)
-    pub = _client(events_srv, f"stats-pub-{mt}", "nvfix")
+    c = client_for(events_srv, f"stats-{mt}", mt)
+    pub = client_for(events_srv, f"stats-pub-{mt}", "nvfix")
     try:
         pub.publish("orders", f"k={mt}\x01n=1\x01")
         pub.publish_flush()
@@ -603,7 +597,7 @@ def test_sow_stats_arrive_in_the_connections_type_and_a_sow_topic_keeps_them(eve
         assert _field(stats, paths["stats_type"]) == "nvfix"
         assert int(_field(stats, paths["records"])) >= 1
         # the fix SOW topic /AMPS/SOWStats keeps the latest per topic (Key /20066)
-        fix = _client(events_srv, f"stats-fix-{mt}", "fix")
+        fix = client_for(events_srv, f"stats-fix-{mt}", "fix")
         stored = {r["20066"]: r for r in map(_REG.codec("fix").decode, _sow(fix, "/AMPS/SOWStats"))}
         fix.close()
         assert stored["orders"]["20007"] == "nvfix"
@@ -633,16 +627,16 @@ def _repl_node(name: str, d, *, listen: int | None = None, dest: int | None = No
 
 
 def test_a_replication_filter_reads_a_typed_record(tmp_path) -> None:
-    from tests.procserver import free_port
+    from tests.support.procserver import free_port
 
     port = free_port()
     b = start_server(_repl_node("B", tmp_path / "b", listen=port))
     a = start_server(_repl_node("A", tmp_path / "a", dest=port))
     try:
-        sub = _client(b, "on-b", "nvfix")
+        sub = client_for(b, "on-b", "nvfix")
         got = Box()
         sub.subscribe(got, "orders")
-        pub = _client(a, "on-a", "nvfix")
+        pub = client_for(a, "on-a", "nvfix")
         bodies = [b"k=1\x01x=yes\x01", b"k=2\x01x=no\x01", b"k=3\x01x=yes\x01"]
         for body in bodies:
             pub.publish("orders", body)
@@ -659,7 +653,7 @@ def test_a_replication_filter_reads_a_typed_record(tmp_path) -> None:
 
 @pytest.mark.parametrize("kind", KINDS, ids=IDS)
 def test_a_paginated_window_and_a_conflated_delta_subscription_on_a_type(oof_srv, kind: Kind) -> None:
-    c = _client(oof_srv, f"page-{kind.name}", kind.name)
+    c = client_for(oof_srv, f"page-{kind.name}", kind.name)
     try:
         k, n = kind.path("k"), kind.path("n")
         rows = {key: kind.body(k=key, n=num, x="p") for key, num in (("P1", 100), ("P2", 300), ("P3", 200))}
@@ -695,7 +689,7 @@ def test_a_paginated_window_and_a_conflated_delta_subscription_on_a_type(oof_srv
 # -- entitlement filters read a typed body with the type's codec ------------------------------
 
 def test_entitlement_read_and_write_filters_on_a_typed_topic(tmp_path) -> None:
-    from tests.integration.test_entitlements import serve, web_config, with_user
+    from tests.support.entitlements import serve, web_config, with_user
 
     xml = web_config(tmp_path, {
         "alice": {"topic": [{"topic": "test", "read": "/x = 'ok'", "write": "/x = 'ok'"}]},
@@ -803,7 +797,7 @@ def _limited_decode(srv, mt: str, body: bytes) -> dict[str, Any]:
 def test_a_limited_type_serves_filters_keys_queues_pages_history_and_replay(limited_srv,
                                                                             kind: Limited) -> None:
     mt = kind.name
-    c = _client(limited_srv, f"lim-{mt}", mt)
+    c = client_for(limited_srv, f"lim-{mt}", mt)
     try:
         live = Box()
         c.subscribe(live, "rows", "/n > 6")
@@ -840,7 +834,7 @@ def test_a_limited_type_serves_filters_keys_queues_pages_history_and_replay(limi
 def test_a_limited_type_refuses_aggregation_and_select_lists_as_documented(limited_srv,
                                                                             kind: Limited) -> None:
     mt = kind.name
-    c = _client(limited_srv, f"lim-refuse-{mt}", mt)
+    c = client_for(limited_srv, f"lim-refuse-{mt}", mt)
     try:
         c.publish("rows", _limited_body(limited_srv, mt, k="S", n=3, x="drop"))
         c.publish_flush()
@@ -858,7 +852,7 @@ def test_a_limited_type_refuses_aggregation_and_select_lists_as_documented(limit
         # /AMPS/ topics: the server builds no message of the type (nothing, not an error)
         events = Box()
         c.subscribe(events, "/AMPS/ClientStatus")
-        _client(limited_srv, f"lim-seen-{mt}", "json").close()
+        client_for(limited_srv, f"lim-seen-{mt}", "json").close()
         assert events.rest(c) == []
     finally:
         c.close()
@@ -867,7 +861,7 @@ def test_a_limited_type_refuses_aggregation_and_select_lists_as_documented(limit
 @pytest.mark.parametrize("kind", LIMITED, ids=LIMITED_IDS)
 def test_delta_on_a_limited_type_merges_only_where_amps_does(limited_srv, kind: Limited) -> None:
     mt = kind.name
-    c = _client(limited_srv, f"lim-delta-{mt}", mt)
+    c = client_for(limited_srv, f"lim-delta-{mt}", mt)
     try:
         c.publish("rows", _limited_body(limited_srv, mt, k="D", n=1, x="old"))
         c.publish_flush()

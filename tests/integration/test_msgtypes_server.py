@@ -17,8 +17,9 @@ from dataclasses import dataclass
 import pytest
 
 from amps_emulator.protocol.msgtypes import MessageTypeDecl, build_registry
-from tests.integration.conftest import start_server
-from tests.integration.test_60east_samples import SAMPLES, Program
+from tests.support.clients import client_for, uri_for
+from tests.support.samples import SAMPLES, Program
+from tests.support.servers import start_server
 
 AMPS = pytest.importorskip("AMPS")
 
@@ -95,17 +96,6 @@ def srv(tmp_path_factory):
     s.stop()
 
 
-def _uri(srv, which: int, mt: str) -> str:
-    return f"tcp://127.0.0.1:{srv.server.listeners[which].port}/amps/{mt}"
-
-
-def _client(srv, name: str, mt: str, which: int = 0):
-    c = AMPS.Client(name)
-    c.connect(_uri(srv, which, mt))
-    c.logon(5000)
-    return c
-
-
 def _sow(c, topic: str, flt: str | None = None) -> list[bytes]:
     cmd = AMPS.Command("sow").set_topic(topic)
     if flt:
@@ -137,8 +127,8 @@ class Box:
 @pytest.mark.parametrize("kind", KINDS, ids=[k.name for k in KINDS])
 def test_type(srv, kind: Kind) -> None:
     topic = "orders"
-    c = _client(srv, f"pub-{kind.name}", kind.name)
-    js = _client(srv, f"json-{kind.name}", "json")
+    c = client_for(srv, f"pub-{kind.name}", kind.name)
+    js = client_for(srv, f"json-{kind.name}", "json")
     try:
         filtered, alljs = Box(), Box()
         c.subscribe(filtered, topic, f"{kind.num} > 100")
@@ -200,7 +190,7 @@ def test_a_message_missing_key_fields_is_keyed_on_empty_values(srv, kind: Kind) 
     from amps_emulator.protocol.topics import qualify
     from amps_emulator.sow import generate_sow_key
 
-    c = _client(srv, f"keyless-{kind.name}", kind.name)
+    c = client_for(srv, f"keyless-{kind.name}", kind.name)
     try:
         live = Box()
         c.subscribe(live, "keyless")
@@ -226,17 +216,17 @@ def test_a_message_missing_key_fields_is_keyed_on_empty_values(srv, kind: Kind) 
 
 def test_fixed_type_transport_refuses_another_type(srv) -> None:
     c = AMPS.Client("fixed-nvfix")
-    c.connect(_uri(srv, 1, "nvfix"))
+    c.connect(uri_for(srv, "nvfix", 1))
     with pytest.raises(AMPS.AMPSException, match="message type"):
         c.logon(5000)
     c.close()
-    ok = _client(srv, "fixed-json", "json", 1)
+    ok = client_for(srv, "fixed-json", "json", 1)
     ok.close()
 
 
 def test_unknown_type_is_refused(srv) -> None:
     c = AMPS.Client("nosuch")
-    c.connect(_uri(srv, 0, "nosuch"))
+    c.connect(uri_for(srv, "nosuch", 0))
     with pytest.raises(AMPS.AMPSException, match="message type"):
         c.logon(5000)
     c.close()
@@ -262,7 +252,7 @@ def sample_srv(tmp_path_factory):
     import msgspec
 
     from amps_emulator.config import load_config
-    from tests.harness import ServerThread
+    from tests.support.servers import ServerThread
 
     d = tmp_path_factory.mktemp("sample-xml")
     cwd = os.getcwd()
@@ -287,7 +277,7 @@ def sample(sample_srv, tmp_path):
         if patch is not None:  # run a patched copy (Program reads the file from SAMPLES)
             (tmp_path / "patched").mkdir(exist_ok=True)
             (tmp_path / "patched" / name).write_text(patch((SAMPLES / name).read_text()))
-        p = _program(_AnyType(port), name, tmp_path, tmp_path / "patched" if patch else None)
+        p = Program(_AnyType(port), name, tmp_path, tmp_path / "patched" if patch else None)
         started.append(p)
         return p
 
@@ -296,17 +286,6 @@ def sample(sample_srv, tmp_path):
         p.stop()
 
 
-def _program(srv, name: str, cwd, source_dir) -> Program:
-    import tests.integration.test_60east_samples as samples
-
-    if source_dir is None:
-        return Program(srv, name, cwd)
-    saved = samples.SAMPLES
-    samples.SAMPLES = source_dir
-    try:
-        return Program(srv, name, cwd)
-    finally:
-        samples.SAMPLES = saved
 
 
 def _subscribed(srv, topic: str, mt: str) -> None:
@@ -329,7 +308,7 @@ def test_fix_builder_and_shredder_samples(sample_srv, sample) -> None:
     # protocols are): the json watcher logs on through the any-type amps transport
     any_type = next(i for i, lst in enumerate(sample_srv.server.listeners)
                     if lst.name == "amps-any-type-tcp")
-    js = _client(sample_srv, "json-watch", "json", any_type)
+    js = client_for(sample_srv, "json-watch", "json", any_type)
     seen = Box()
     js.subscribe(seen, "messages-sow")
     try:
@@ -384,7 +363,7 @@ def test_a_typed_sow_topic_is_rebuilt_from_the_journal_after_a_restart(tmp_path)
     body = b"k=A\x01n=1\x01"
     s = start_server(xml)
     try:
-        c = _client(s, "before", "nvfix")
+        c = client_for(s, "before", "nvfix")
         c.publish("orders", body)
         c.publish_flush()
         c.close()
@@ -396,7 +375,7 @@ def test_a_typed_sow_topic_is_rebuilt_from_the_journal_after_a_restart(tmp_path)
         s.stop()
     s = start_server(xml)
     try:
-        nv, js = _client(s, "after", "nvfix"), _client(s, "after-json", "json")
+        nv, js = client_for(s, "after", "nvfix"), client_for(s, "after-json", "json")
         assert [bytes(b) for b in _sow(nv, "orders")] == [body]
         assert _sow(js, "orders") == []
         nv.close()
@@ -414,7 +393,7 @@ def test_oof_of_a_deleted_record_of_a_stored_typed_topic(tmp_path) -> None:
 </AMPSConfig>""")
     got: queue.Queue[tuple[str, bytes]] = queue.Queue()
     try:
-        c = _client(s, "oof", "fix")
+        c = client_for(s, "oof", "fix")
         c.publish("O", "11=A\x0138=150\x01")
         c.publish("O", "11=B\x0138=150\x01")
         c.publish_flush()
@@ -473,7 +452,7 @@ PART_FILTERS = {"cl": "/0/qty > 10 AND /1/id LIKE '^O'", "cg": "/qty > 10 AND /i
 
 @pytest.mark.parametrize("mt", ["cl", "cg"])
 def test_composite_parts_filter_key_and_replay(parts_srv, mt: str) -> None:
-    c = _client(parts_srv, f"parts-{mt}", mt)
+    c = client_for(parts_srv, f"parts-{mt}", mt)
     try:
         live = Box()
         c.subscribe(live, "parts", PART_FILTERS[mt])

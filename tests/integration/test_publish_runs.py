@@ -17,7 +17,7 @@ import pytest
 
 from amps_emulator.protocol.codec import parse_publish_header_py, split_frame
 from amps_emulator.server.messaging import publish_runs as publish_run
-from tests.integration.conftest import start_server
+from tests.support.servers import start_server
 
 CONFIG = """<AMPSConfig><Name>runs</Name>
 <Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>

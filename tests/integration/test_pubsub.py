@@ -8,7 +8,7 @@ import threading
 import AMPS
 import pytest
 
-from tests.integration.conftest import store_client
+from tests.support.clients import store_client
 
 
 def test_logon_and_server_version(client_factory):

@@ -5,11 +5,12 @@ separate pytest process that finds the plugin through its ``pytest11`` entry poi
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
+
+from tests.support.paths import FIXTURES
 
 pytest_plugins = ["pytester"]
 
-ORDERS_XML = (Path(__file__).parents[1] / "fixtures" / "users-app.xml").read_text()
+ORDERS_XML = (FIXTURES / "users-app.xml").read_text()
 
 PRICES_XML = ORDERS_XML.replace("orders", "prices").replace("/id", "/sym")
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 import threading
 import time
-from pathlib import Path
 
 import AMPS
 import pytest
 
 from amps_emulator.config import loads_config
 from amps_emulator.server.core.clock import TestClock
-from tests.harness import ServerThread
-from tests.integration.conftest import clients_for, config_xml, start_server
+from tests.support.clients import clients_for
+from tests.support.paths import FIXTURES
+from tests.support.servers import ServerThread, config_xml, start_server
 
 QUEUES = """<SOW>
   <Queue><Name>work</Name><MessageType>json</MessageType><LeasePeriod>1s</LeasePeriod>
@@ -39,7 +39,7 @@ QUEUES = """<SOW>
     <MaxPerSubscriptionBacklog>100</MaxPerSubscriptionBacklog></Queue>
   <Topic><Name>prices</Name><MessageType>json</MessageType><Key>/id</Key><Durability>transient</Durability></Topic>
 </SOW>
-""" + (Path(__file__).parents[1] / "fixtures" / "seed003_dead_letter.xml").read_text()
+""" + (FIXTURES / "seed003_dead_letter.xml").read_text()
 
 
 def queue_config(d) -> str:
@@ -368,7 +368,7 @@ def test_ack_by_filter(connect):
 
 
 def test_queue_state_survives_a_server_kill(tmp_path):
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     srv = ProcServer.with_config(tmp_path, queue_config)
     try:

@@ -13,15 +13,14 @@ import signal
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import clients_for, config_xml, start_server
-from tests.integration.test_admin import until
 from tests.integration.test_spark_cli import DELETED, PUBLISHED, RECEIVED
+from tests.support.clients import clients_for
+from tests.support.paths import ROOT
+from tests.support.servers import config_xml, start_server, until
 
-ROOT = Path(__file__).resolve().parents[2]
 CONFIG = """<SOW><Topic><Name>order</Name><MessageType>json</MessageType><Key>/id</Key>
   <Durability>transient</Durability></Topic></SOW>"""
 #: the README's commands as shell functions on this worktree's code (not whatever is installed)

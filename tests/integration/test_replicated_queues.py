@@ -20,10 +20,10 @@ import AMPS
 import pytest
 
 from amps_emulator.config import loads_config
-from tests.harness import ServerThread
-from tests.integration.conftest import Collector
 from tests.integration.test_queues import Worker
-from tests.procserver import free_port
+from tests.support.clients import Collector
+from tests.support.procserver import free_port
+from tests.support.servers import ServerThread
 
 QUEUES = """
   <Queue><Name>jobs</Name><MessageType>json</MessageType><UnderlyingTopic>work</UnderlyingTopic>
@@ -395,7 +395,7 @@ def test_kill_9_of_the_owner_then_proxied_transfer_in_subprocesses(tmp_path):
     """Two emulator processes; A, which owns the messages, is killed with SIGKILL. B's consumer
     gets nothing until B's operator enables proxied transfer; A, restarted, learns of B's claims
     and acks from its peer and delivers nothing twice."""
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     repl = {"A": free_port(), "B": free_port()}
     admin = {"A": free_port(), "B": free_port()}

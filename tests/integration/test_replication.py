@@ -13,9 +13,9 @@ import AMPS
 import pytest
 
 from amps_emulator.config import loads_config
-from tests.harness import ServerThread
-from tests.integration.conftest import Collector
-from tests.procserver import free_port
+from tests.support.clients import Collector
+from tests.support.procserver import free_port
+from tests.support.servers import ServerThread
 
 
 def node_xml(name: str, data: Path, *, listen: int | None = None, dest: tuple[str, int] | None = None) -> str:

@@ -18,8 +18,8 @@ import pytest
 from amps_emulator.config import loads_config
 from amps_emulator.config.errors import ConfigError
 from amps_emulator.pair import EmbeddedPair
-from tests.integration.conftest import Collector
 from tests.integration.test_replication_sync import admin, held, publisher, wait_state
+from tests.support.clients import Collector
 
 #: 2025-01-02T03:04:05Z: the pair's test clocks start here
 EPOCH = 1735787045.0

@@ -16,10 +16,10 @@ import AMPS
 import pytest
 
 from amps_emulator.config import loads_config
-from tests.harness import ServerThread
-from tests.integration.conftest import Collector
-from tests.integration.replication_nodes import Dest, connect, node_xml, wait_marker
-from tests.procserver import free_port
+from tests.support.clients import Collector
+from tests.support.procserver import free_port
+from tests.support.replication_nodes import Dest, connect, node_xml, wait_marker
+from tests.support.servers import ServerThread
 
 
 class Fabric:

@@ -18,8 +18,8 @@ from pathlib import Path
 import AMPS
 import pytest
 
-from tests.integration.conftest import Collector
-from tests.procserver import ProcServer, free_port
+from tests.support.clients import Collector
+from tests.support.procserver import ProcServer, free_port
 
 REGIONS = {"NY-1": ("AMER", "americas"), "LDN-1": ("EMEA", "europe"), "HK-1": ("APAC", "asia")}
 

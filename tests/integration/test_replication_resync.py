@@ -16,10 +16,10 @@ import pytest
 
 from amps_emulator.config import loads_config
 from amps_emulator.server.core.clock import TestClock
-from tests.harness import ServerThread
-from tests.integration.conftest import Collector
-from tests.integration.replication_nodes import Dest, connect, node_xml
-from tests.procserver import free_port
+from tests.support.clients import Collector
+from tests.support.procserver import free_port
+from tests.support.replication_nodes import Dest, connect, node_xml
+from tests.support.servers import ServerThread
 
 
 class Nodes:

@@ -14,7 +14,8 @@ import AMPS
 import pytest
 
 from amps_emulator.pair import EmbeddedPair
-from tests.integration.conftest import Collector, turn_held
+from tests.support.clients import Collector
+from tests.support.servers import turn_held
 
 HOLD_MS = 600  # how long a publish_flush waits to show that acks are held
 

@@ -17,7 +17,7 @@ import pytest
 from amps_emulator.config import loads_config
 from amps_emulator.embedded import EmbeddedServer
 from amps_emulator.pair import free_port, pair_config
-from tests.tls import self_signed
+from tests.support.tls import self_signed
 
 pytest.importorskip("cryptography")
 

@@ -12,56 +12,7 @@ import time
 import AMPS
 import pytest
 
-from amps_emulator.protocol.codec import split_frame
-
-
-class RawClient:
-    """A minimal hand-rolled AMPS peer on a plain socket."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.buf = b""
-
-    def send(self, header: dict, body: bytes = b"") -> None:
-        h = json.dumps(header, separators=(",", ":")).encode()
-        self.sock.sendall((len(h) + len(body)).to_bytes(4, "big") + h + body)
-
-    def send_raw(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def recv_frame(self, timeout: float = 10.0) -> tuple[dict, bytes] | None:
-        """Next frame, or None when the server closed the connection."""
-        self.sock.settimeout(timeout)
-        while True:
-            if len(self.buf) >= 4:
-                n = int.from_bytes(self.buf[:4], "big")
-                if len(self.buf) >= 4 + n:
-                    payload, self.buf = self.buf[4:4 + n], self.buf[4 + n:]
-                    return split_frame(payload)
-            chunk = self.sock.recv(65536)
-            if not chunk:
-                return None
-            self.buf += chunk
-
-    def closed_by_server(self, timeout: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout
-        try:
-            while time.monotonic() < deadline:
-                if self.recv_frame(deadline - time.monotonic()) is None:
-                    return True
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except TimeoutError:
-            return False
-        return False
-
-    def logon(self, name: str) -> dict:
-        self.send({"c": "logon", "cid": "l0", "client_name": name, "a": "processed", "mt": "json"})
-        header, _ = self.recv_frame()
-        return header
-
-    def close(self) -> None:
-        self.sock.close()
+from tests.support.raw import RawClient
 
 
 @pytest.fixture
@@ -207,7 +158,7 @@ SLOW_CONFIG = """<AMPSConfig>
 
 def test_slow_consumer_is_disconnected_and_others_keep_going(collector):
     from amps_emulator.config import loads_config
-    from tests.harness import ServerThread
+    from tests.support.servers import ServerThread
 
     srv = ServerThread(loads_config(SLOW_CONFIG, "slow.xml")).start()
     try:

@@ -8,7 +8,7 @@ import json
 import AMPS
 import pytest
 
-from tests.integration.conftest import Inbox
+from tests.support.clients import Inbox
 
 EXTRA = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>

@@ -15,9 +15,9 @@ import AMPS
 import pytest
 
 from amps_emulator.config import loads_config
-from tests.harness import ServerThread
-from tests.integration.conftest import Collector, clients_for, config_xml
 from tests.integration.test_admin import EXTRA, make_server
+from tests.support.clients import Collector, clients_for
+from tests.support.servers import ServerThread, config_xml
 
 
 def request(srv, path: str, method: str = "GET", data: bytes | None = None

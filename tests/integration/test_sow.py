@@ -10,14 +10,8 @@ import time
 import AMPS
 import pytest
 
-from tests.integration.conftest import (
-    clients_for,
-    config_xml,
-    consume_and_discard,
-    ha_client,
-    start_server,
-    store_client,
-)
+from tests.support.clients import clients_for, consume_and_discard, ha_client, store_client
+from tests.support.servers import config_xml, start_server
 
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
@@ -309,7 +303,7 @@ def test_sow_delete_by_filter_keys_and_data_with_stats(client):
 
 
 def test_restart_keeps_acked_records_and_rebuilds_transient_from_the_log(tmp_path):
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     srv = ProcServer.with_config(tmp_path, sow_config)
     try:
@@ -411,7 +405,7 @@ def test_seed_001_sow_bookmark_store_resumes_after_client_restart(client, sow_se
 
 
 def test_sow_recovery_point_adapter_worker_resumes_across_server_kill(tmp_path):
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     srv = ProcServer.with_config(tmp_path, sow_config)
     try:
@@ -462,7 +456,7 @@ def test_skip_n_pages_after_ordering(client):
 def test_missing_sow_file_is_rebuilt_from_the_log(tmp_path):
     import shutil
 
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     srv = ProcServer.with_config(tmp_path, sow_config)
     try:
@@ -490,7 +484,7 @@ def test_missing_sow_file_is_rebuilt_from_the_log(tmp_path):
 def test_a_damaged_sow_file_is_moved_aside_and_rebuilt_from_the_log(tmp_path):
     import glob
 
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     srv = ProcServer.with_config(tmp_path, sow_config)
     try:
@@ -517,7 +511,7 @@ def test_a_damaged_sow_file_is_moved_aside_and_rebuilt_from_the_log(tmp_path):
 
 
 def test_ha_client_sow_and_subscribe_is_rerun_after_failover(tmp_path):
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     srv = ProcServer.with_config(tmp_path, sow_config)
     try:

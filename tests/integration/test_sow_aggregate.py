@@ -7,7 +7,7 @@ import json
 import AMPS
 import pytest
 
-from tests.integration.conftest import Inbox
+from tests.support.clients import Inbox
 
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>

@@ -9,7 +9,7 @@ import queue
 import AMPS
 import pytest
 
-from tests.integration.conftest import config_xml
+from tests.support.servers import config_xml
 
 SOW_XML = """<SOW>
   <Topic><Name>hist</Name><MessageType>json</MessageType><Key>/id</Key>
@@ -139,7 +139,7 @@ def test_historical_sow_and_subscribe_needs_the_transaction_log(client):
 def test_history_survives_a_kill_and_a_rebuild_from_the_log(tmp_path):
     import shutil
 
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     def make(d):
         return config_xml(d, txlog_topics=("hist.*", "plain"), extra=SOW_XML.format(d=d))

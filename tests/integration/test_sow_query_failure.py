@@ -23,7 +23,8 @@ import AMPS
 import pytest
 
 from amps_emulator.protocol.topics import qualify
-from tests.integration.conftest import start_server
+from tests.support.clients import client_for
+from tests.support.servers import start_server
 
 WAIT_MS = 5000  # how long the client waits for the next message of a query before giving up
 
@@ -48,13 +49,6 @@ def srv():
     s = start_server(CONFIG)
     yield s
     s.stop()
-
-
-def _client(srv, name: str, mt: str):
-    c = AMPS.Client(name)
-    c.connect(f"tcp://127.0.0.1:{srv.server.listeners[0].port}/amps/{mt}")
-    c.logon(WAIT_MS)
-    return c
 
 
 def _load_fills(c, n: int = 6) -> None:
@@ -100,7 +94,7 @@ def _stepped(srv, topic: str) -> None:
 @pytest.mark.parametrize("steps", [False, True], ids=["at-once", "in-steps"])
 def test_an_aggregated_query_failing_after_group_begin_ends_with_a_failed_completed_ack(
         srv, steps):
-    c = _client(srv, "agg", "fix")
+    c = client_for(srv, "agg", "fix")
     try:
         _load_fills(c)
         if steps:
@@ -121,7 +115,7 @@ def test_an_aggregated_query_failing_after_group_begin_ends_with_a_failed_comple
 
 
 def test_a_failed_query_with_a_stats_ack_fails_on_completed_and_stats(srv):
-    c = _client(srv, "agg-stats", "fix")
+    c = client_for(srv, "agg-stats", "fix")
     try:
         _load_fills(c)
         cmd = AMPS.Command("sow").set_topic("fills").set_options(BAD_PROJECTION) \
@@ -137,7 +131,7 @@ def test_a_failed_query_with_a_stats_ack_fails_on_completed_and_stats(srv):
 def test_client_sow_returns_when_its_query_fails_after_group_begin(srv):
     """``Client.sow()`` asks for ``completed`` itself and keeps that ack from the caller: the
     iteration ends after ``group_end``."""
-    c = _client(srv, "agg-sow", "fix")
+    c = client_for(srv, "agg-sow", "fix")
     try:
         _load_fills(c)
         got = _answer(c.sow("fills", options=BAD_PROJECTION))
@@ -147,7 +141,7 @@ def test_client_sow_returns_when_its_query_fails_after_group_begin(srv):
 
 
 def test_an_aggregated_subscription_failing_after_group_begin_is_not_left_behind(srv):
-    c = _client(srv, "agg-sub", "fix")
+    c = client_for(srv, "agg-sub", "fix")
     try:
         _load_fills(c)
         cmd = AMPS.Command("sow_and_subscribe").set_topic("fills") \
@@ -186,7 +180,7 @@ def _fail_after_snapshot(srv, topic_name: str) -> None:
 ], ids=["sow", "sow_and_subscribe", "paginated"])
 def test_a_plain_query_failing_in_a_later_step_ends_with_a_failed_completed_ack(
         srv, command, options):
-    c = _client(srv, f"plain-{command}", "json")
+    c = client_for(srv, f"plain-{command}", "json")
     try:
         _load_orders(c)
         _fail_after_snapshot(srv, "orders")

@@ -15,15 +15,14 @@ import sys
 import threading
 import time
 import zipfile
-from pathlib import Path
 
 import pytest
 
 from amps_emulator.protocol import client_cli, spark_cli
-from tests.integration.conftest import clients_for, config_xml, start_server
-from tests.integration.test_admin import until
+from tests.support.clients import clients_for
+from tests.support.paths import ROOT
+from tests.support.servers import config_xml, start_server, until
 
-ROOT = Path(__file__).resolve().parents[2]
 CONFIG = """<SOW>
   <Topic><Name>order</Name><MessageType>json</MessageType><Key>/id</Key>
     <Durability>transient</Durability></Topic>

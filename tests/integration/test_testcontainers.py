@@ -23,11 +23,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.paths import ROOT
+
 tc = pytest.importorskip("amps_emulator.testcontainers", exc_type=ImportError,
                          reason="the optional extra is not installed: "
                                 "pip install 'amps-emulator[testcontainers]'")
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,9 @@ import json
 import AMPS
 import pytest
 
-from tests.integration.conftest import Collector, Inbox, clients_for, start_server
-from tests.tls import self_signed
+from tests.support.clients import Collector, Inbox, clients_for
+from tests.support.servers import start_server
+from tests.support.tls import self_signed
 
 TLS_CONFIG = """<AMPSConfig>
   <Name>tls-test</Name>

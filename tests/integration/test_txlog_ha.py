@@ -14,8 +14,8 @@ from pathlib import Path
 import AMPS
 import pytest
 
-from tests.integration.conftest import ha_client
-from tests.procserver import ProcServer
+from tests.support.clients import ha_client
+from tests.support.procserver import ProcServer
 
 HERE = Path(__file__).resolve().parent
 

@@ -14,7 +14,7 @@ import AMPS
 import pytest
 
 from amps_emulator.journal.segment import FileOps
-from tests.integration.conftest import store_client
+from tests.support.clients import store_client
 
 TOPIC = "tl"
 FIRST = 300  # messages published before the subscription
@@ -256,7 +256,7 @@ def test_bookmark_subscription_to_an_unrecorded_topic_fails(server_factory):
 
 
 def test_bookmark_subscription_gets_persisted_acks_that_advance_while_idle(server, history):
-    from tests.integration.test_robustness import RawClient
+    from tests.support.raw import RawClient
 
     _, marks = history
     r = RawClient(server.port)
@@ -288,8 +288,7 @@ def test_bookmark_subscription_gets_persisted_acks_that_advance_while_idle(serve
 
 def test_retention_removes_old_segments_but_never_what_a_replay_is_reading(tmp_path):
     from amps_emulator.config import loads_config
-    from tests.harness import ServerThread
-    from tests.integration.conftest import config_xml
+    from tests.support.servers import ServerThread, config_xml
 
     xml = config_xml(tmp_path).replace(
         "<Durability>group</Durability>",

@@ -11,7 +11,7 @@ import bson
 import pytest
 
 from amps_emulator.protocol import client_cli, spark_cli
-from tests.integration.conftest import start_server
+from tests.support.servers import start_server
 
 AMPS = pytest.importorskip("AMPS")
 

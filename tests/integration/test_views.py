@@ -7,7 +7,8 @@ import json
 import AMPS
 import pytest
 
-from tests.integration.conftest import Inbox, clients_for, config_xml, start_server
+from tests.support.clients import Inbox, clients_for
+from tests.support.servers import config_xml, start_server
 
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>

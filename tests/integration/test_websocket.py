@@ -8,34 +8,11 @@ without it these tests skip, except in CI (``CI=true``) where they fail.
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import subprocess
-import threading
-from pathlib import Path
-
 import pytest
 
-from tests.integration.conftest import start_server
-from tests.tls import self_signed
-
-JS_DIR = Path(__file__).resolve().parents[1] / "js"
-NODE = shutil.which("node")
-
-
-def _require_js_client() -> None:
-    missing = None
-    if NODE is None:
-        missing = "node is not on PATH"
-    elif not (JS_DIR / "node_modules" / "amps").is_dir():
-        missing = f"the npm amps client is not installed: run `npm ci` in {JS_DIR}"
-    if missing is None:
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"JavaScript client tests cannot run in CI: {missing}")
-    pytest.skip(missing)
-
+from tests.support.js_client import require_js_client, run_js
+from tests.support.servers import start_server
+from tests.support.tls import self_signed
 
 WS_CONFIG = """<AMPSConfig>
   <Name>ws-test</Name>
@@ -58,49 +35,11 @@ WS_CONFIG = """<AMPSConfig>
 
 @pytest.fixture
 def ws_server(tmp_path):
-    _require_js_client()
+    require_js_client()
     srv = start_server(WS_CONFIG.format(d=tmp_path, type="tcp", tls=""), "ws.xml")
     assert srv.uri.startswith("ws://") and srv.uri.endswith("/amps/json")
     yield srv
     srv.stop()
-
-
-def _drop_all(srv) -> None:
-    srv.call(lambda: [c.close("dropped by the test") for c in list(srv.server.connections)])
-
-
-def run_js(scenario: str, srv, *, env: dict[str, str] | None = None,
-           timeout_ms: int = 20000, uri: str | None = None) -> dict:
-    """Run one scenario against ``srv`` (at ``uri``, if given); answer its ``ACTION``
-    requests; return its result."""
-    proc = subprocess.Popen(
-        [NODE, str(JS_DIR / "scenarios.js"), scenario, uri or srv.uri], cwd=JS_DIR,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "SCENARIO_TIMEOUT_MS": str(timeout_ms), **(env or {})})
-    killer = threading.Timer(timeout_ms / 1000 + 15, proc.kill)
-    killer.start()
-    try:
-        result = None
-        for line in proc.stdout:  # type: ignore[union-attr]
-            if line.startswith("ACTION "):
-                what = line.split()[1]
-                assert what == "drop", what
-                _drop_all(srv)
-                proc.stdin.write("done\n")  # type: ignore[union-attr]
-                proc.stdin.flush()  # type: ignore[union-attr]
-            elif line.strip():
-                result = json.loads(line)
-        proc.wait()
-        stderr = proc.stderr.read()  # type: ignore[union-attr]
-    finally:
-        killer.cancel()
-        proc.kill()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            f.close()  # type: ignore[union-attr]
-    assert result is not None, f"{scenario}: no result (exit {proc.returncode}): {stderr[-2000:]}"
-    assert "error" not in result, f"{scenario}: {result['error']}\n{stderr[-2000:]}"
-    assert result.pop("errors") == [], result
-    return result
 
 
 def test_logon_and_heartbeat(ws_server):
@@ -166,7 +105,7 @@ def test_disconnect_and_reconnect(ws_server):
 
 
 def test_wss(tmp_path):
-    _require_js_client()
+    require_js_client()
     cert, key = self_signed(tmp_path / "tls")
     tls = f"<Certificate>{cert}</Certificate><PrivateKey>{key}</PrivateKey>"
     srv = start_server(WS_CONFIG.format(d=tmp_path, type="tcps", tls=tls), "wss.xml")
@@ -197,7 +136,7 @@ TYPED_CONFIG = """<AMPSConfig>
 
 @pytest.fixture
 def typed_ws_server(tmp_path):
-    _require_js_client()
+    require_js_client()
     srv = start_server(TYPED_CONFIG, "ws-typed.xml")
     yield srv
     srv.stop()

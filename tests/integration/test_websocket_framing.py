@@ -14,7 +14,7 @@ from websockets.http11 import Response
 from websockets.uri import parse_uri
 
 from amps_emulator.config import loads_config
-from tests.harness import ServerThread
+from tests.support.servers import ServerThread
 
 CONFIG = """<AMPSConfig>
   <Name>ws-framing</Name>

@@ -13,7 +13,7 @@ import pytest
 AMPS = pytest.importorskip("AMPS")
 pytest.importorskip("pyspark")
 
-from tests.integration.conftest import config_xml, start_server  # noqa: E402
+from tests.support.servers import config_xml, start_server  # noqa: E402
 
 SOW_XML = """<SOW><Topic><Name>items</Name><MessageType>json</MessageType><Key>/id</Key>
   <FileName>{d}/sow/%n.sow</FileName></Topic></SOW>"""
@@ -25,7 +25,7 @@ def _journal_rows(spark, journal, topic):
 
 
 def test_load_survives_a_server_sigkill_without_loss_or_duplicate(spark, tmp_path):
-    from tests.procserver import ProcServer
+    from tests.support.procserver import ProcServer
 
     n = 20_000
     srv = ProcServer.with_config(tmp_path, lambda d: config_xml(d))

@@ -13,7 +13,8 @@ import pytest
 AMPS = pytest.importorskip("AMPS")
 pytest.importorskip("pyspark")
 
-from tests.integration.conftest import config_xml, start_server, store_client  # noqa: E402
+from tests.support.clients import store_client  # noqa: E402
+from tests.support.servers import config_xml, start_server  # noqa: E402
 
 SOW_XML = """<SOW>
   <Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>

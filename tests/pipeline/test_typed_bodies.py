@@ -12,7 +12,7 @@ import pytest
 AMPS = pytest.importorskip("AMPS")
 pytest.importorskip("pyspark")
 
-from tests.integration.conftest import start_server  # noqa: E402
+from tests.support.servers import start_server  # noqa: E402
 
 CONFIG = """<AMPSConfig><Name>typed-spark</Name>
 <MessageTypes>

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amps_emulator.journal.record import JournalRecord, bookmark_strs, bookmark_strs_py
-from tests.compiled import compiled
-from tests.compiled import speedups as _speedups
+from tests.support.compiled import compiled
+from tests.support.compiled import speedups as _speedups
 
 U64 = 1 << 64
 _IDS = (st.integers(min_value=0, max_value=U64 - 1)

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from amps_emulator.config import ConfigError, ConfigIssue, load_config, loads_config
+from tests.support import paths
 
-FIXTURES = Path(__file__).parent / "config_fixtures"
+FIXTURES = paths.FIXTURES / "config-load"  # configs these tests load (not started)
 
 
 def xml(body: str) -> str:
@@ -432,7 +433,7 @@ def test_action_errors(steps: str, reason: str) -> None:
 # --- warnings ----------------------------------------------------------------------------
 
 def test_production_config_warns_once_per_unsupported_element(tmp_path) -> None:
-    from tests.tls import self_signed
+    from tests.support.tls import self_signed
 
     self_signed(tmp_path)  # the tcps transport is served, so its files must load
     cfg = load_config(FIXTURES / "production.xml",

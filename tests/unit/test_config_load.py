@@ -17,8 +17,9 @@ from amps_emulator.config import (
     loads_config,
     sample_config,
 )
+from tests.support import paths
 
-FIXTURES = Path(__file__).parent / "config_fixtures"
+FIXTURES = paths.FIXTURES / "config-load"  # configs these tests load (not started)
 PRODUCTION = FIXTURES / "production.xml"
 PROD_ENV = {"AMPS_INSTANCE": "hub-1", "AMPS_PORT": "9007", "AMPS_DATA": "/var/amps"}
 MiB = 1024 * 1024
@@ -30,7 +31,7 @@ def xml(body: str) -> str:
 
 @pytest.fixture(scope="module")
 def prod(tmp_path_factory) -> Config:
-    from tests.tls import self_signed
+    from tests.support.tls import self_signed
 
     cert_dir = tmp_path_factory.mktemp("certs")
     self_signed(cert_dir)  # the tcps transport's files must be loadable
@@ -201,7 +202,7 @@ def test_structures_are_frozen_and_encodable(prod: Config) -> None:
 # --- the seed-003 dead-letter example, verbatim ------------------------------------------
 
 # The SOW and Actions sections come verbatim from seed 003 (shared with the integration test).
-DEAD_LETTER = (Path(__file__).parents[1] / "fixtures" / "seed003_dead_letter.xml").read_text()
+DEAD_LETTER = (paths.FIXTURES / "seed003_dead_letter.xml").read_text()
 JOBS = xml("""
     <AMPSConfig>
         <Name>jobs</Name>

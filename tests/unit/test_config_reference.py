@@ -11,13 +11,13 @@ implement is exactly one warning. (The start-up test runs the same file through
 
 from __future__ import annotations
 
-import pathlib
 import re
 import xml.etree.ElementTree as ET
 
 from amps_emulator.config import load_config
+from tests.support.paths import FIXTURES
 
-FIXTURE = pathlib.Path(__file__).parent.parent / "fixtures" / "configs" / "ok-every-reference-element.xml"
+FIXTURE = FIXTURES / "configs" / "ok-every-reference-element.xml"
 
 REFERENCE: dict[str, tuple[str, ...]] = {
     ".": ("Name", "Group", "Description", "ProcessName", "Environment", "SuggestedMinimumVersion",
@@ -78,7 +78,7 @@ def test_fixture_holds_every_reference_element_in_its_place():
 
 
 def test_no_reference_element_is_an_error_and_each_unimplemented_one_warns_once(tmp_path, monkeypatch):
-    from tests.tls import self_signed
+    from tests.support.tls import self_signed
 
     monkeypatch.chdir(tmp_path)
     self_signed(tmp_path)  # the TLS transport's ./cert.pem and ./key.pem are read, so they must exist

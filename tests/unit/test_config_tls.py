@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from amps_emulator.config import ConfigError, loads_config
-from tests.tls import self_signed
+from tests.support.tls import self_signed
 from tests.unit.test_config_errors import line_of, only_error, wrap
 
 

@@ -5,24 +5,9 @@ connections and the end of the turn get their turn. A fake loop whose passes the
 from __future__ import annotations
 
 from amps_emulator.server.net.connection import FRAMES_PER_PASS
+from tests.support.fakes import FakeLoop, connection
 
-from .test_connection_busy import cmd, connection
-
-
-class FakeLoop:
-    """``call_soon`` callbacks queue up; :meth:`run_pass` runs those queued before it began."""
-
-    def __init__(self) -> None:
-        self.ready: list = []
-
-    def call_soon(self, callback, *args):
-        self.ready.append((callback, args))
-
-    def run_pass(self) -> int:
-        ready, self.ready = self.ready, []
-        for callback, args in ready:
-            callback(*args)
-        return len(ready)
+from .test_connection_busy import cmd
 
 
 def looped():

@@ -10,7 +10,6 @@ both the usual compiled form and the fields mode.
 from __future__ import annotations
 
 import math
-from typing import Any, TypedDict
 
 import msgspec
 import pytest
@@ -29,9 +28,17 @@ from amps_emulator.protocol.filter import (
     to_text,
 )
 from amps_emulator.protocol.filter.fields import fields_filter
-from tests.unit.test_filter_property import EDGE_VALUES, _same, documents, expressions
-
-_ERRORS = (msgspec.DecodeError, UnicodeDecodeError, TypeError)
+from tests.support.filter_corpus import (
+    BODIES,
+    DECODE_ERRORS,
+    EDGE_VALUES,
+    SCAN_FILTERS,
+    documents,
+    expressions,
+    full_doc,
+    reference_doc,
+    same_value,
+)
 
 CHECK = """
 def _check(_s):
@@ -40,30 +47,14 @@ def _check(_s):
 """
 
 
-def _full(body: bytes) -> Any:
-    try:
-        return msgspec.json.decode(body)
-    except _ERRORS:
-        return None
-
-
-def reference_doc(names, body: bytes) -> Any:
-    """The document the scan evaluated before the fields mode existed."""
-    td = TypedDict("Fields", {n: Any for n in names}, total=False)  # type: ignore[misc]
-    try:
-        return msgspec.json.Decoder(td).decode(body)
-    except _ERRORS:
-        return _full(body)
-
-
 def fields_eval(f, body: bytes, extra=()) -> bool:
     """What a scan loop built on the fields mode answers for ``body``."""
     ff = fields_filter(f)
     check = ff.build(CHECK)["_check"]
     try:
         s = ff.decoder_for(extra).decode(body)
-    except _ERRORS:
-        return f(_full(body))
+    except DECODE_ERRORS:
+        return f(full_doc(body))
     r = check(s)
     assert type(r) is bool
     return r
@@ -82,74 +73,6 @@ def agree(text: str, bodies, extra=()) -> None:
 
 
 # ---- tricky bodies ------------------------------------------------------------------------
-
-BODIES = [
-    b'{"id":5,"sym":"S005","px":12.34,"qty":5,"region":"eu","note":"xxxx"}',
-    b'{"id":5,"qty":5,"region":"EU"}',
-    b'{"id":5,"qty":5,"region":"Eu"}',
-    b'{"id":5,"qty":5.0,"region":"eU"}',
-    b'{"id":5,"qty":"5","region":"eu"}',
-    b'{"id":5,"qty":"5.0","region":["x","eu"]}',
-    b'{"id":5,"qty":5e0,"region":["EU"]}',
-    b'{"id":5,"qty":[5],"region":"\\u0065u"}',  # escapes in a value
-    b'{"i\\u0064":5,"q\\u0074y":5,"region":"e\\u0075"}',  # ... and in keys
-    b'{"id":5,"region":"eu"}',  # missing field
-    b'{"id":5,"qty":null,"region":"eu"}',  # null
-    b'{"id":null,"qty":null}',
-    b'{"id":5,"qty":true,"region":"eu"}',
-    b'{"id":1,"qty":true}',
-    b'{"id":0,"qty":false}',
-    b'{"id":5,"qty":{"a":5},"region":{"x":"eu"}}',  # nested objects
-    b'{"id":5,"qty":[],"region":[]}',
-    b'{"id":5,"qty":[[5]],"region":[["eu"]]}',
-    b'{"id":5,"qty":"","region":""}',
-    b'{"id":18446744073709551616,"qty":18446744073709551616}',  # beyond 64 bits
-    b'{"id":18446744073709551615,"qty":18446744073709551615}',
-    b'{"id":-18446744073709551615,"qty":-18446744073709551616}',
-    b'{"id":1180591620717411303424,"qty":1180591620717411303424.0}',
-    b'{"id":-0.0,"qty":0}',
-    b'{"id":5,"qty":5,"qty":6,"region":"eu"}',  # duplicate keys: the last one wins
-    b'{"id":5,"qty":6,"qty":5,"region":"us","region":"eu"}',
-    b'{"id":5,"qty":5,"region":"\xc3\xa9u"}',  # UTF-8
-    b'{"id":5,"qty":5,"region":"eu","other":"\xff"}',  # bad UTF-8 in a field not read
-    b'{"id":5,"qty":5,"region":"\xff"}',  # ... in a field read
-    b'{"id":5,"qty":5,"region":"eu","big":1e400}',  # out of range, not read
-    b'{"id":5,"qty":1e400}',  # ... read
-    b'{"id":5,"qty":5,"region":"eu","note":1e400,"sym":"\xff"}',  # ... read only to sort
-    b'{"id":5,"qty":5,"region":"eu"} x',  # trailing garbage
-    b'{"id":5,"qty":5,"region":"eu"',  # truncated
-    b' \n{"id":5,"qty":5,"region":"eu"}\n ',  # whitespace around
-    b'[{"id":5,"qty":5,"region":"eu"}]',  # not an object: array
-    b'[{"qty":5},{"id":5,"region":"EU"}]',
-    b'5', b'"eu"', b'null', b'true', b'[]', b'{}', b'', b'not json', b'\xff\xfe',
-    b'{"id":"abc","qty":"abc","region":"abc"}',
-    b'{"id":"NaN","qty":"NaN","region":"NaN"}',
-    b'{"id":2.5,"qty":2.5,"region":"a\\"b"}',
-    b'{"id":3,"qty":-2,"region":"\\\\"}',
-]
-
-SCAN_FILTERS = [
-    "/qty = /id",
-    "/qty * 1 = 5 AND UPPER(/region) = 'EU'",
-    "/qty = 5 AND /region = 'eu'",
-    "/qty != /id", "NOT /qty = /id", "/qty < /id", "/qty >= /id", "NOT /qty > /id",
-    "/qty + /id = 10", "/qty - /id < 0", "/qty * /id > 20", "/qty * 2.5 > 10", "/qty + 0 = 5",
-    "/qty * -1 = -5", "/qty - 1 = 4", "/qty * 1 = 18446744073709551615",
-    "/qty * 1 = 18446744073709551616", "/qty + 1 > 18446744073709551615",
-    "/qty * 1.5 = 7.5", "/qty / 2 = 2", "/qty % 2 = 1",
-    "UPPER(/region) = 'EU'", "UPPER(/region) != 'EU'", "NOT UPPER(/region) = 'EU'",
-    "LOWER(/region) = 'eu'", "LOWER(/region) = 'EU'", "UPPER(/region) = 'eu'",
-    "UPPER(/region) = 'ÉU'", "UPPER(/region) = 'TRUE'", "UPPER(/qty) = '5'",
-    "UPPER(/region) IN ('EU', 'US')", "LOWER(/region) LIKE '^e'",
-    "/region IN ('eu', 'us')", "/region LIKE 'u$'", "/region BEGINS WITH ('e')",
-    "/qty BETWEEN 1 AND 5", "/qty NOT BETWEEN 1 AND 5", "/qty IN (5, 6)", "/qty NOT IN (5)",
-    "/qty IS NULL", "/region IS NOT NULL", "/qty IS NAN", "/qty",
-    "/region/x = 'eu'", "/qty/a = 5", "/region[0] = 'eu'", "/region[1] = 'eu'",
-    "/qty = 5 OR /region = 'eu'", "(/qty = 5 OR /id = 1) AND NOT /region = 'us'",
-    "IF(/qty > 1, /id, /qty) = 5", "COALESCE(/qty, /id) = 5", "LENGTH(/region) = 2",
-    "/qty = /qty", "/qty * /qty = 25 AND /qty = 5",
-]
-
 
 @pytest.mark.parametrize("text", SCAN_FILTERS)
 def test_fields_mode_agrees_on_tricky_bodies(text):
@@ -244,7 +167,7 @@ def test_inlined_shapes_agree_exhaustively():
         root = parse(text)
         e = compile_expression(text)
         for doc in docs:
-            assert _same(e(doc), interpret(root, doc)), (text, doc)
+            assert same_value(e(doc), interpret(root, doc)), (text, doc)
         if not isinstance(root, A.PREDICATES):
             continue
         for t in (text, f"NOT ({text})"):
@@ -256,7 +179,7 @@ def test_inlined_shapes_agree_exhaustively():
                 want = interpret_filter(r, doc)
                 assert f(doc) is want, (t, doc)
                 s = ff.decoder.decode(msgspec.json.encode(doc))
-                if all(_same(msgspec.json.decode(msgspec.json.encode(doc.get(n))), doc.get(n))
+                if all(same_value(msgspec.json.decode(msgspec.json.encode(doc.get(n))), doc.get(n))
                        for n in ff.names):  # NaN / infinity do not survive JSON
                     assert check(s) is want, (t, doc)
     assert compiler.recoveries == before

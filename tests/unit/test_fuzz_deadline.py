@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 
-from tests.fuzz import GRACE, Fuzzer
+from tests.support.fuzz import GRACE, Fuzzer
 
 
 class _Chatterbox:

@@ -3,13 +3,12 @@ mounts exists, and the two configs load and name each other as a sync pair."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import yaml
 
 from amps_emulator.config import load_config
+from tests.support.paths import ROOT
 
-HERE = Path(__file__).resolve().parents[2] / "examples" / "ha-pair"
+HERE = ROOT / "examples" / "ha-pair"
 
 
 def test_compose_file_mounts_the_two_configs_and_publishes_distinct_ports():

@@ -11,8 +11,8 @@ import pytest
 
 from amps_emulator.protocol.codec import split_frame
 from amps_emulator.protocol.filter import compile_filter
-from amps_emulator.server.delivery.aggregated import AggregatedSubscription
 from amps_emulator.server.core.message import Message
+from amps_emulator.server.delivery.aggregated import AggregatedSubscription
 from amps_emulator.server.delivery.pagination import PageWindow
 from amps_emulator.sow import TopicSpec
 from amps_emulator.sow.aggregate import parse_aggregation

@@ -17,8 +17,8 @@ from amps_emulator.journal.base import publish_run, publish_run_py
 from amps_emulator.journal.identity import SEQUENCE_FROM_S_LIMIT, assign_sequence
 from amps_emulator.journal.index import SparseIndex
 from amps_emulator.journal.record import JournalRecord, append_record_py
-from tests.compiled import compiled
-from tests.compiled import speedups as _speedups
+from tests.support.compiled import compiled
+from tests.support.compiled import speedups as _speedups
 
 U64 = st.integers(0, (1 << 64) - 1)
 BODIES = st.lists(st.binary(max_size=300) | st.binary(min_size=65530, max_size=65540), max_size=12)

@@ -3,11 +3,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from amps_emulator.config import load_config
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.paths import ROOT
 
 
 def test_the_readme_example_config_has_the_sow_topics_the_readme_queries():

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from amps_emulator.sow.backend import record_keys_py
 from amps_emulator.sow.index import HashIndex, hash_int_rows_py, int_run_py
 from amps_emulator.sow.tables import MemHashTable
-from tests.compiled import compiled
-from tests.compiled import speedups as _speedups
+from tests.support.compiled import compiled
+from tests.support.compiled import speedups as _speedups
 
 ROWERS = [pytest.param(hash_int_rows_py, id="pure"),
           pytest.param(_speedups and _speedups.hash_int_rows, id="compiled", marks=compiled)]

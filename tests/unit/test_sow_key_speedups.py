@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.sow.keys import KeyGenerator, generate_sow_key, key_text, sow_key_py, sow_keyed_py
-from tests.compiled import compiled
-from tests.compiled import speedups as _speedups
+from tests.support.compiled import compiled
+from tests.support.compiled import speedups as _speedups
 
 KEYERS = [pytest.param(sow_key_py, id="pure"),
           pytest.param(_speedups and _speedups.sow_key, id="compiled", marks=compiled)]

@@ -19,8 +19,7 @@ from amps_emulator.sow.paths import top_level_names
 from amps_emulator.sow.planner import identifier_paths
 from amps_emulator.sow.query import parse_order_by, sort_records
 from amps_emulator.sow.testing import FakeClock
-from tests.unit.test_filter_fields import BODIES, SCAN_FILTERS, reference_doc
-from tests.unit.test_filter_property import documents, expressions
+from tests.support.filter_corpus import BODIES, SCAN_FILTERS, documents, expressions, reference_doc
 
 
 def _topic(kind: str, path: str | None, **kw):

@@ -26,8 +26,8 @@ from amps_emulator.sow.record import (
     sow_frames_py,
 )
 from amps_emulator.sow.testing import FakeClock, js
-from tests.compiled import compiled
-from tests.compiled import speedups as _speedups
+from tests.support.compiled import compiled
+from tests.support.compiled import speedups as _speedups
 
 FRAMERS = [pytest.param(sow_frames_py, id="pure"),
            pytest.param(_speedups and _speedups.sow_frames, id="compiled", marks=compiled)]

@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from amps_emulator.sow.record import VERSION, Record, decode_record, encode_record, sow_values_py
-from tests.compiled import compiled
-from tests.compiled import speedups as _speedups
+from tests.support.compiled import compiled
+from tests.support.compiled import speedups as _speedups
 
 BUILDERS = [pytest.param(sow_values_py, id="pure"),
             pytest.param(_speedups and _speedups.sow_values, id="compiled", marks=compiled)]

@@ -16,7 +16,6 @@ import subprocess
 import sys
 import zlib
 from collections.abc import Callable
-from pathlib import Path
 
 import msgspec
 import pytest
@@ -35,10 +34,9 @@ from amps_emulator.protocol import codec
 from amps_emulator.protocol.codec import FrameDecoder as WireDecoder
 from amps_emulator.protocol.codec import ProtocolError, scan_frames_py
 from amps_emulator.protocol.reasons import CommandError
-from tests.compiled import compiled
-from tests.compiled import speedups as _speedups
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.support.compiled import compiled
+from tests.support.compiled import speedups as _speedups
+from tests.support.paths import ROOT
 
 APPENDERS = [pytest.param(append_record_py, id="pure"),
              pytest.param(_speedups and _speedups.append_record, id="compiled", marks=compiled)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from amps_emulator.server.core.turn import Turn
-from tests.unit.test_connection_fairness import FakeLoop
+from tests.support.fakes import FakeLoop
 
 
 class Writer:

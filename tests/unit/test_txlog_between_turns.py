@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from amps_emulator.server.services.txlog import TxLog
-from tests.unit.test_connection_busy import connection
+from tests.support.fakes import connection
 
 
 def test_acks_released_between_turns_go_out_at_once_unless_output_is_queued() -> None:

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from amps_emulator.config import loads_config
-from amps_emulator.server.core.router import Router
 from amps_emulator.server.core.message import Message
+from amps_emulator.server.core.router import Router
 from amps_emulator.server.services.views import DerivedTopics, derived_specs
 from amps_emulator.sow import Sow
 from amps_emulator.sow.aggregate import parse_aggregation

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import AMPS
 
-from tests.integration.conftest import Collector
+from tests.support.clients import Collector
 
 
 @dataclass

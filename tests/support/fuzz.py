@@ -1,5 +1,5 @@
 """A seeded frame fuzzer for a running server, and the steady official-client flow it must
-not disturb. Used by ``tests/integration/test_fuzz.py`` (a short run) and
+not disturb. Used by ``tests/integration/robustness/test_fuzz.py`` (a short run) and
 ``bench/bench_fuzz.py`` (as long as you like).
 
 Each fuzz worker opens connection after connection and sends one kind of abuse: random
