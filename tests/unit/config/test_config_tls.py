@@ -6,7 +6,7 @@ import pytest
 
 from amps_emulator.config import ConfigError, loads_config
 from tests.support.tls import self_signed
-from tests.unit.test_config_errors import line_of, only_error, wrap
+from tests.unit.config.test_config_errors import line_of, only_error, wrap
 
 
 def _transport(type_: str = "tcps", protocol: str = "amps", extra: str = "") -> str:

@@ -1,5 +1,5 @@
 """ampServer habits without a process: -D defines, --dump-config, the AMPS log line, seed
-files and init directories (the command line end to end: tests/integration/test_habits.py)."""
+files and init directories (the command line end to end: tests/integration/cli/test_habits.py)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ never the newest one or one a pin still needs."""
 from __future__ import annotations
 
 from amps_emulator.sow.testing import FakeClock
-from tests.unit.test_journal_contract import commit, make, publish
+from tests.unit.journal.test_journal_contract import commit, make, publish
 
 __all__ = ["make"]  # the fixture, parametrised over the memory and file journals
 

@@ -8,7 +8,6 @@ import pytest
 
 from amps_emulator.sow.scan import BUILDING
 from amps_emulator.sow.testing import docs, js
-from tests.unit.test_sow_contract import sf  # noqa: F401 (fixture)
 
 N = 100
 

@@ -12,7 +12,7 @@ from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, split_fram
 from amps_emulator.queues import Ack, Transfer, decode_event, encode_event
 from amps_emulator.replication import Receiver, Selection, Sender
 from amps_emulator.replication.wire import transfer_request, transfer_request_frame
-from tests.unit.test_replication_link import Applied, dest, pipe, pub
+from tests.unit.replication.test_replication_link import Applied, dest, pipe, pub
 
 
 def queue_record(j: MemoryJournal, queue: str, event, headers=None):

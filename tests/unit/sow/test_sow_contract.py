@@ -13,14 +13,7 @@ from amps_emulator.protocol.reasons import (
     CommandError,
 )
 from amps_emulator.sow import amps_timestamp, generate_sow_key
-from amps_emulator.sow.testing import StoreFactory, docs, js
-
-
-@pytest.fixture(params=["persistent", "transient"])
-def sf(request, tmp_path):
-    f = StoreFactory(request.param, tmp_path)
-    yield f
-    f.close()
+from amps_emulator.sow.testing import docs, js
 
 
 def keyed(sf, **kw):
