@@ -396,7 +396,7 @@ def test_12_a_full_disk_shuts_down_cleanly_and_a_roomy_one_does_not(started, tmp
     d.set_disconnect_handler(lambda client: lost.set())
     full.advance(60)
     assert lost.wait(10)
-    assert full.srv._stopped.wait(10)  # the server's loop ended: a clean stop
+    assert until(lambda: full.srv.loop.is_closed())  # the server's loop ended: a clean stop
 
 
 # -- C.3 13: a publish loop ----------------------------------------------------------------------
