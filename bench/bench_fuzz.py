@@ -3,7 +3,7 @@
     python bench/bench_fuzz.py                      # 120 s, seed 1, 4 fuzz workers
     python bench/bench_fuzz.py --seconds 600 --seed 7 --workers 6
 
-The same generator as ``tests/integration/test_fuzz.py`` (``tests/fuzz.py``): random bytes,
+The same generator as ``tests/integration/robustness/test_fuzz.py`` (``tests/support/fuzz.py``): random bytes,
 hostile length prefixes, truncated frames, broken headers, sessions of every command with
 edge-case header values (numbers beyond 2^64, pathological and oversized filters and regex
 topics, bodies nested 100,000 deep), connections that never log on, subscribers that never
@@ -25,9 +25,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench._support import machine  # noqa: E402
-from tests.fuzz import SteadyFlow, config_extra, fuzz_in_process  # noqa: E402
-from tests.integration.conftest import config_xml  # noqa: E402
-from tests.procserver import ProcServer  # noqa: E402
+from tests.support.fuzz import SteadyFlow, config_extra, fuzz_in_process  # noqa: E402
+from tests.support.procserver import ProcServer  # noqa: E402
+from tests.support.servers import config_xml  # noqa: E402
 
 
 def _rss_kib(pid: int) -> int:

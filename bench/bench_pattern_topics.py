@@ -26,8 +26,7 @@ import AMPS  # noqa: E402
 
 from amps_emulator.config import loads_config  # noqa: E402
 from bench._support import machine  # noqa: E402
-from tests.harness import ServerThread  # noqa: E402
-from tests.integration.conftest import config_xml  # noqa: E402
+from tests.support.servers import ServerThread, config_xml  # noqa: E402
 
 
 def start_server(xml: str) -> ServerThread:

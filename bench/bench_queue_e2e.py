@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from amps_emulator.protocol.codec import split_frame  # noqa: E402
 from bench._support import RawPeer, ServerProcess, frame, machine  # noqa: E402
-from tests.integration.conftest import config_xml  # noqa: E402
+from tests.support.servers import config_xml  # noqa: E402
 
 QUEUE = "work"
 QUEUE_XML = f"""<SOW>

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from amps_emulator.protocol.codec import split_frame  # noqa: E402
 from bench._support import PersistedPublisher, RawPeer, ServerProcess, frame, machine  # noqa: E402
-from tests.integration.conftest import config_xml  # noqa: E402
+from tests.support.servers import config_xml  # noqa: E402
 
 SOW_XML = """<SOW>
   <Topic><Name>{name}</Name><MessageType>json</MessageType><Key>/id</Key>

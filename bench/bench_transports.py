@@ -62,7 +62,7 @@ def main() -> None:
     args = ap.parse_args()
     import AMPS
 
-    from tests.tls import self_signed
+    from tests.support.tls import self_signed
 
     with tempfile.TemporaryDirectory(prefix="amps-bench-tls-") as d:
         cert, key = self_signed(Path(d))

@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
 
 import AMPS  # noqa: E402  (after the path set-up, so the script runs from anywhere)
 
-from tests.procserver import ProcServer, free_port  # noqa: E402
+from tests.support.procserver import ProcServer, free_port  # noqa: E402
 
 TOPIC = "soak"
 

@@ -1,5 +1,5 @@
 // Scenarios for the official AMPS JavaScript client (npm `amps`) against the emulator's
-// WebSocket transport. Run by tests/integration/test_websocket.py:
+// WebSocket transport. Run by tests/integration/transports/test_websocket.py:
 //
 //     node scenarios.js <scenario> <uri> [<uri of a second client>]
 //

@@ -1,0 +1,222 @@
+"""The WebSocket framing seen from a bare peer (the websockets package's sans-IO client on a
+plain socket, no Node needed): the message layout the JavaScript client expects, and bad
+input closing only that client."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+from websockets.client import ClientProtocol
+from websockets.frames import Opcode
+from websockets.http11 import Response
+from websockets.uri import parse_uri
+
+from amps_emulator.config import loads_config
+from tests.support.servers import ServerThread
+
+CONFIG = """<AMPSConfig>
+  <Name>ws-framing</Name>
+  <Transports>
+    <Transport><Name>ws</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
+      <MessageType>json</MessageType><Protocol>websocket</Protocol>
+      <MaxFrameSize>64KB</MaxFrameSize><ClientOutboundLimit>1MB</ClientOutboundLimit></Transport>
+  </Transports>
+  <SOW><Topic><Name>recs</Name><MessageType>json</MessageType><Key>/id</Key>
+    <Durability>transient</Durability></Topic></SOW>
+</AMPSConfig>"""
+
+
+class WsPeer:
+    """A minimal client of the AMPS WebSocket framing."""
+
+    def __init__(self, port: int, rcvbuf: int | None = None, mode: str | None = "text") -> None:
+        self.sock = socket.socket()
+        if rcvbuf is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(10)
+        self.sock.connect(("127.0.0.1", port))
+        self.ws = ClientProtocol(parse_uri(f"ws://127.0.0.1:{port}/amps/json"), max_size=None)
+        self.events: list = []
+        self.closed_code: int | None = None
+        self.ws.send_request(self.ws.connect())
+        self._flush()
+        ev = self._next_event()
+        assert isinstance(ev, Response) and ev.status_code == 101, ev
+        if mode is not None:
+            self.text(mode)
+
+    def _flush(self) -> None:
+        data = b"".join(self.ws.data_to_send())
+        if data:
+            self.sock.sendall(data)
+
+    def text(self, s: str) -> None:
+        self.ws.send_text(s.encode())
+        self._flush()
+
+    def binary(self, b: bytes) -> None:
+        self.ws.send_binary(b)
+        self._flush()
+
+    def command(self, header: dict, body: str | None = None) -> None:
+        self.binary((1 if body is None else 2).to_bytes(4, "little"))
+        self.text(json.dumps(header))
+        if body is not None:
+            self.text(body)
+
+    def _next_event(self, timeout: float = 10.0):
+        deadline = time.monotonic() + timeout
+        while not self.events:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            data = self.sock.recv(65536)
+            if data:
+                self.ws.receive_data(data)
+            else:
+                self.ws.receive_eof()
+            self.events.extend(self.ws.events_received())
+            if not data and not self.events:
+                return None
+        return self.events.pop(0)
+
+    def message(self) -> str | bytes | None:
+        """The next whole message; None once the server has closed."""
+        parts: list[bytes] = []
+        binary = False
+        while True:
+            ev = self._next_event()
+            if ev is None or ev.opcode is Opcode.CLOSE:
+                if self.ws.close_rcvd is not None:
+                    self.closed_code = self.ws.close_rcvd.code
+                return None
+            if ev.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
+                if ev.opcode is not Opcode.CONT:
+                    binary = ev.opcode is Opcode.BINARY
+                parts.append(ev.data)
+                if ev.fin:
+                    data = b"".join(parts)
+                    return data if binary else data.decode()
+
+    def header(self) -> dict:
+        m = self.message()
+        assert isinstance(m, str), m
+        return json.loads(m)
+
+    def logon(self, name: str) -> None:
+        self.command({"c": "logon", "cid": "l", "client_name": name, "a": "processed"})
+        ack = self.header()
+        assert ack["status"] == "success" and ack["a"] == "processed", ack
+
+    def closed_by_server(self) -> bool:
+        try:
+            while True:
+                if self.message() is None:
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except TimeoutError:
+            return False
+
+
+def _server() -> ServerThread:
+    return ServerThread(loads_config(CONFIG, "ws.xml")).start()
+
+
+def test_messages_laid_out_as_the_javascript_client_reads_them():
+    srv = _server()
+    try:
+        peer = WsPeer(srv.port)
+        peer.logon("layout")
+        peer.command({"c": "subscribe", "t": "recs", "sub_id": "s1", "cid": "c1", "a": "processed"})
+        assert peer.header()["a"] == "processed"
+        for i in range(3):
+            peer.command({"c": "p", "t": "recs"}, json.dumps({"id": i}))
+        peer.command({"c": "p", "t": "plain"}, "")  # no subscriber: nothing comes of it
+        peer.command({"c": "flush", "cid": "f1", "a": "processed"})
+        for i in range(3):
+            h = peer.header()
+            assert h["c"] == "p" and h["sids"] == "s1" and "l" not in h
+            assert json.loads(peer.message()) == {"id": i}  # the body, one message
+        assert peer.header()["cid"] == "f1"
+        # a sow batch: the header says how many header/body pairs follow
+        peer.command({"c": "sow", "t": "recs", "cid": "q", "query_id": "q", "bs": 2,
+                      "a": "processed,completed"})
+        assert peer.header()["a"] == "processed"
+        assert peer.header()["c"] == "group_begin"
+        ids = []
+        while (h := peer.header())["c"] == "sow":
+            for _ in range(h["bs"]):
+                rec = peer.header()
+                assert set(rec) >= {"k", "l"}
+                ids.append(json.loads(peer.message())["id"])
+        assert h["c"] == "group_end" and sorted(ids) == [0, 1, 2]
+        assert peer.header()["a"] == "completed"
+        # a publish with an empty body: "l":0 and no body message
+        peer.command({"c": "subscribe", "t": "empty", "sub_id": "s2", "cid": "c2", "a": "processed"})
+        assert peer.header()["a"] == "processed"
+        peer.command({"c": "p", "t": "empty"}, "")
+        peer.command({"c": "flush", "cid": "f2", "a": "processed"})
+        assert peer.header() | {"bm": None} == {"c": "p", "t": "empty", "sids": "s2", "l": 0, "bm": None}
+        assert peer.header()["cid"] == "f2"
+    finally:
+        srv.stop()
+
+
+def test_bad_framing_closes_only_that_client():
+    srv = _server()
+    try:
+        bad_mode = WsPeer(srv.port, mode="hello")
+        assert bad_mode.closed_by_server() and bad_mode.closed_code == 1002
+        no_count = WsPeer(srv.port)
+        no_count.text('{"c":"logon","cid":"l"}')  # a header where the part count belongs
+        assert no_count.closed_by_server() and no_count.closed_code == 1002
+        too_big = WsPeer(srv.port)
+        too_big.logon("big")
+        too_big.command({"c": "p", "t": "recs"}, json.dumps({"id": 1, "pad": "x" * 70_000}))
+        assert too_big.closed_by_server() and too_big.closed_code == 1009
+        ok = WsPeer(srv.port)
+        ok.logon("still-served")
+        ok.command({"c": "bogus", "cid": "b", "a": "processed"})
+        assert ok.header()["status"] == "failure"  # a bad command is answered, not fatal
+        names = srv.call(lambda: sorted(c.client_name for c in srv.server.connections))
+        assert names == ["still-served"]
+    finally:
+        srv.stop()
+
+
+def test_slow_websocket_consumer_is_disconnected():
+    srv = _server()
+    try:
+        slow = WsPeer(srv.port, rcvbuf=4096)
+        slow.logon("slow")
+        slow.command({"c": "subscribe", "t": "firehose", "sub_id": "s", "cid": "s", "a": "processed"})
+        assert slow.header()["status"] == "success"
+        pub = WsPeer(srv.port)
+        pub.logon("pub")
+        body = json.dumps({"pad": "x" * 1000})
+        for _ in range(8000):  # ~8 MB against a 1 MB limit plus kernel buffers
+            pub.command({"c": "p", "t": "firehose"}, body)
+        pub.command({"c": "flush", "cid": "f", "a": "processed"})
+        assert pub.header()["cid"] == "f"
+        names = srv.call(lambda: sorted(c.client_name for c in srv.server.connections))
+        assert names == ["pub"]
+        assert slow.closed_by_server()
+    finally:
+        srv.stop()
+
+
+def test_upgrade_on_a_wrong_path_is_refused():
+    srv = _server()
+    try:
+        with socket.create_connection(("127.0.0.1", srv.port), timeout=5) as s:
+            s.sendall(b"GET /amps/xml HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                      b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                      b"Sec-WebSocket-Version: 13\r\n\r\n")
+            reply = b""
+            while chunk := s.recv(4096):
+                reply += chunk
+        assert reply.startswith(b"HTTP/1.1 404"), reply[:80]
+        assert b"/amps/json" in reply
+    finally:
+        srv.stop()
