@@ -9,13 +9,13 @@ import signal
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import pytest
 
 from amps_emulator.protocol.client import Client
 from amps_emulator.protocol.client_cli import main
 from tests.support.clients import clients_for
+from tests.support.paths import ROOT
 from tests.support.servers import config_xml, start_server, until
 
 SOW = """<SOW><Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
@@ -98,23 +98,23 @@ def test_subscribe_prints_json_lines(sow_srv, capsys):
     make.close()
 
 
-def _subscribed(srv, name: str) -> bool:
-    """Whether the client ``name`` holds a subscription on ``srv`` (polled with a deadline)."""
-    return bool(until(lambda: srv.call(lambda: bool(
-        (c := srv.server.broker.by_name.get(name)) is not None and c.subs))))
+def _subscribed(sow_srv, name: str) -> bool:
+    """Whether the client ``name`` holds a subscription on ``sow_srv`` (polled with a deadline)."""
+    return bool(until(lambda: sow_srv.call(lambda: bool(
+        (c := sow_srv.server.broker.by_name.get(name)) is not None and c.subs))))
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-def test_subscribe_runs_until_interrupted_and_exits_cleanly(srv, sig):
-    root = Path(__file__).resolve().parents[2]
+def test_subscribe_runs_until_interrupted_and_exits_cleanly(sow_srv, sig):
+    root = ROOT
     proc = subprocess.Popen(
-        [sys.executable, "-m", "amps_emulator.protocol.client_cli", "subscribe", "-s", srv.uri,
+        [sys.executable, "-m", "amps_emulator.protocol.client_cli", "subscribe", "-s", sow_srv.uri,
          "-t", "orders", "--name", "cli-forever"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(root)})
     try:
-        assert _subscribed(srv, "cli-forever")
-        make = clients_for(srv.uri)
+        assert _subscribed(sow_srv, "cli-forever")
+        make = clients_for(sow_srv.uri)
         pub = next(make)("pub")
         pub.publish("orders", '{"id":1,"qty":1}')
         pub.flush(5000)
@@ -133,7 +133,7 @@ def test_subscribe_runs_until_interrupted_and_exits_cleanly(srv, sig):
             proc.wait(10)
 
 
-def test_subscribe_waits_for_messages_without_a_deadline_by_default(srv, capsys, monkeypatch):
+def test_subscribe_waits_for_messages_without_a_deadline_by_default(sow_srv, capsys, monkeypatch):
     """No idle limit unless --timeout gives one: every wait for a delivery is open-ended."""
     waits: list = []
     receive = Client.receive
@@ -145,10 +145,10 @@ def test_subscribe_waits_for_messages_without_a_deadline_by_default(srv, capsys,
     monkeypatch.setattr(Client, "receive", spy)
     result: list = []
     t = threading.Thread(target=lambda: result.append(main(
-        ["subscribe", "-s", srv.uri, "-t", "orders", "-n", "1", "--name", "cli-patient"])))
+        ["subscribe", "-s", sow_srv.uri, "-t", "orders", "-n", "1", "--name", "cli-patient"])))
     t.start()
-    assert _subscribed(srv, "cli-patient")
-    make = clients_for(srv.uri)
+    assert _subscribed(sow_srv, "cli-patient")
+    make = clients_for(sow_srv.uri)
     pub = next(make)("pub")
     pub.publish("orders", '{"id":1,"qty":1}')
     pub.flush(5000)
@@ -161,8 +161,8 @@ def test_subscribe_waits_for_messages_without_a_deadline_by_default(srv, capsys,
     assert "subscribe orders: stopped after 1 messages: -n 1 reached" in err
 
 
-def test_subscribe_timeout_stops_after_that_long_idle_and_says_so(srv, capsys):
-    assert main(["subscribe", "-s", srv.uri, "-t", "orders", "--timeout", "0.2"]) == 0
+def test_subscribe_timeout_stops_after_that_long_idle_and_says_so(sow_srv, capsys):
+    assert main(["subscribe", "-s", sow_srv.uri, "-t", "orders", "--timeout", "0.2"]) == 0
     out = capsys.readouterr()
     assert out.out == ""
     assert "subscribe orders: stopped after 0 messages: no message for 0.2s (--timeout 0.2)" \

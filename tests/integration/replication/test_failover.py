@@ -22,6 +22,7 @@ import pytest
 
 from amps_emulator.pair import free_port, pair_config
 from tests.support.clients import Collector
+from tests.support.paths import ROOT
 from tests.support.procserver import ProcServer
 
 
@@ -235,7 +236,7 @@ def test_haclient_bookmark_subscriber_fails_over_without_gap_or_duplicate(procs,
         sub.close()
 
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "ha-pair"
+EXAMPLE = ROOT / "examples" / "ha-pair"
 
 
 def example_pair(tmp_path: Path) -> dict[str, ProcServer]:
