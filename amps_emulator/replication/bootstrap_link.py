@@ -45,7 +45,7 @@ class BootstrapBroker(Protocol):
     @property
     def turn(self) -> _Turn: ...
     @property
-    def sow(self) -> _SowService | None: ...
+    def sow_service(self) -> _SowService | None: ...
 
 
 class BootstrapHost(Protocol):
@@ -137,7 +137,7 @@ async def _fill(host: BootstrapHost, boot: Bootstrap, reader: asyncio.StreamRead
 
 async def serve_bootstrap(host: BootstrapHost, remote: Hello, ask: BootstrapAsk, writer: asyncio.StreamWriter,
                            reader: asyncio.StreamReader) -> None:
-    sow = host.broker.sow
+    sow = host.broker.sow_service
     source = BootstrapSource(ask, host.journal(), sow.sow.topics if sow is not None else {},
                              local_name=host.name, local_group=host.group)
     upto = host.journal().durable_position

@@ -192,7 +192,7 @@ class Server:
                 strict_recovery=broker.strict_recovery)
             txlog.open()  # recovery happens before any client can connect
         if self.config.sow_topics:
-            sow_service = self.sow_service = broker.sow = SowService(
+            sow_service = self.sow_service = broker.sow_service = SowService(
                 broker, self.config, derived_specs,
                 on_removed=lambda topic, records, reason: publish.removed(broker, topic, records,
                                                                           reason))
@@ -203,7 +203,7 @@ class Server:
                 derived.start()
                 self.replace_derived(derived)  # the first listener: views over the topic
         if self.config.queues:
-            queues = self.queue_service = broker.queues = QueueService(broker, self.config,
+            queues = self.queue_service = broker.queue_service = QueueService(broker, self.config,
                                                   on_expired=self.actions.expired)
             queues.recover()
             publish.register(broker, queues)  # then the queues over it
@@ -325,13 +325,13 @@ class Server:
             if lst.server is not None:
                 await lst.server.wait_closed()
         broker = self.broker
-        if broker.queues is not None:
-            broker.queues.close()
+        if broker.queue_service is not None:
+            broker.queue_service.close()
         if self.derived is not None:
             self.derived.close()
         self.events.close()
-        if broker.sow is not None:
-            broker.sow.close()
+        if broker.sow_service is not None:
+            broker.sow_service.close()
         if broker.txlog is not None:
             broker.txlog.close()
         if self._filter_pool is not None:

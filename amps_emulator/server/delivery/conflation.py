@@ -46,7 +46,7 @@ class ConflationHost(ServiceHost, Protocol):
     """What a conflated subscription reads of the broker (here, not in ``ports``: it names
     :class:`server.services.sow_service.SowService`)."""
 
-    sow: SowService | None
+    sow_service: SowService | None
 
 __all__ = ["Conflator", "conflation_for", "AUTO_INTERVAL"]
 
@@ -99,7 +99,7 @@ def conflation_for(broker: ConflationHost, sub: Subscription) -> Conflator | Non
         return None
     key_text = opts.get("conflation_key")
     keys = _keys(key_text) if isinstance(key_text, str) else None
-    sow = broker.sow
+    sow = broker.sow_service
     topic = None if sub.regex is not None or sow is None else sow.get(sub.topic)
     if keys is not None and topic is not None and topic.spec.keys and \
             keys == tuple(parse_path(k) for k in topic.spec.keys):

@@ -91,7 +91,7 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
             return False
         raise CommandError(reason, f'User "{perms.user}" not entitled to topic "{topic}".')
     if name == "sow_delete":
-        queues = broker.queues
+        queues = broker.queue_service
         if queues is not None and queues.get(topic) is not None:
             try:  # on a queue, sow_delete is an ack (or a cancel/expire): reading lets one ack
                 perms.check_queue_ack(mt, topic)
@@ -99,8 +99,8 @@ def check(broker: Broker, client: Client, session: Session, cmd: Command) -> boo
                 _denied(broker, client, "reads")
                 raise
             return True
-        if _regex(cmd, topic) and (broker.sow is None
-                                   or broker.sow.get(qualify(topic, mt)) is None):
+        if _regex(cmd, topic) and (broker.sow_service is None
+                                   or broker.sow_service.get(qualify(topic, mt)) is None):
             return True  # a regex delete: the handler asks topic_delete_grant() per topic
         try:
             grant = perms.check_write(mt, topic)

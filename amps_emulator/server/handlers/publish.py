@@ -58,13 +58,13 @@ def _journaled(broker: Broker, client_name: str, seq: int) -> bool:
 
 def _publish(broker: Broker, client: Client, cmd: Command, topic: str,
              acks: frozenset[str], seq: int | None) -> None:
-    if broker.queues is not None:
-        topic = broker.queues.publish_target(topic)  # a queue's own name: where it feeds from
+    if broker.queue_service is not None:
+        topic = broker.queue_service.publish_target(topic)  # a queue's own name: where it feeds from
     txlog = broker.txlog
     if txlog is not None and txlog.failed is not None and txlog.recorded(topic):
         txlog.refuse(client, cmd, seq)  # a failure ack, no log line per publish
         return
-    if broker.sow is not None and broker.sow.refusing(topic):  # its disk is full
+    if broker.sow_service is not None and broker.sow_service.refusing(topic):  # its disk is full
         acks_refused(client, cmd, seq, reasons.TX_STORE_FAILURE, broker.txlog)
         return
     check_writable(broker, topic)  # not a view's own topic

@@ -94,15 +94,15 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
     topic_name = cmd.topic
     if not topic_name:  # (the command refused it already)
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
-    queues = broker.queues
+    queues = broker.queue_service
     queue = queues.get(topic_name) if queues is not None else None
     if queues is not None and queue is not None:
         counts = yield from _query_queue(queues, client, cmd, queue, filt)
         if on_snapshot is not None:
             on_snapshot(None)
         return counts
-    topics = broker.sow.topics_for(topic_name, "non_regex_topic" in cmd.opts) \
-        if broker.sow is not None else []
+    topics = broker.sow_service.topics_for(topic_name, "non_regex_topic" in cmd.opts) \
+        if broker.sow_service is not None else []
     if not topics:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
     opts = cmd.opts
@@ -334,7 +334,7 @@ def sow_and_subscribe(broker: Broker, client: Client, cmd: Command) -> None:
     def finish(counts: dict[str, int]) -> None:
         acks_final(client, cmd, processed=False, **counts)
 
-    topic = broker.sow.get(cmd.topic) if broker.sow is not None else None
+    topic = broker.sow_service.get(cmd.topic) if broker.sow_service is not None else None
     if "grouping" in cmd.opts or "projection" in cmd.opts:
         _aggregated_subscription(broker, client, cmd, sub_id, filt, delta, topic, registered,
                                  finish, unsubscribe)

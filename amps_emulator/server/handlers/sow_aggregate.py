@@ -77,7 +77,7 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
     top_n = sow_results.top_n(cmd)
     skip_n = sow_results.count_option(cmd, "skip_n", cmd.skip_n)
     order = parse_order_by(cmd.orderby)
-    queues = broker.queues
+    queues = broker.queue_service
     queue = queues.get(topic_name) if queues is not None else None
     steps: list[Generator[None, None, Any]] = []
     if queues is not None and queue is not None:
@@ -90,7 +90,7 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
                           doc=broker.bodies.decode(r.body, r.key)) for r in records]]
         matches, topic_matches = len(records), total
     else:
-        sow_service = broker.sow
+        sow_service = broker.sow_service
         if sow_service is not None and sow_service.get(topic_name, create=False) is None \
                 and is_regex_topic(topic_name):
             raise CommandError(reasons.REGEX_TOPIC_NOT_SUPPORTED,

@@ -35,14 +35,14 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
     if not topic_name:
         raise CommandError(reasons.INVALID_TOPIC, "sow_delete without a topic")
     check_writable(broker, topic_name)  # not a view's own topic
-    queues = broker.queues
+    queues = broker.queue_service
     queue = queues.get(topic_name) if queues is not None else None
     if queues is not None and queue is not None:
         acked = queues.ack(queue, client, cmd)
         _delete_acks(client, cmd, {"records_deleted": acked, "matches": acked,
                                    "topic_matches": queue.engine.depth + acked})
         return
-    sow_service = broker.sow
+    sow_service = broker.sow_service
     topic = sow_service.get(topic_name) if sow_service is not None else None
     if sow_service is not None and topic is None and is_regex_topic(split_topic(topic_name)[0]) \
             and "non_regex_topic" not in cmd.opts:
@@ -120,7 +120,7 @@ def _delete_across(broker: Broker, client: Client, cmd: Command, topics: list[To
     applied). One set of acks counts them all. Deletes by filter run in steps, as on one
     topic; each topic's delete is journalled, and its snapshot taken, when the command is
     read."""
-    sow_service = broker.sow
+    sow_service = broker.sow_service
     assert sow_service is not None  # (the caller found the topics there)
     if cmd.filter:
         compile_filter_for(cmd.filter)  # a bad filter is refused before anything is deleted

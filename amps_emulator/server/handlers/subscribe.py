@@ -46,7 +46,7 @@ def subscribe(broker: Broker, client: Client, cmd: Command) -> None:
     existing = client.subs.get(sub_id)
     if existing is not None and "replace" not in opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
-    queues = broker.queues
+    queues = broker.queue_service
     queue = queues.get(topic) if queues is not None else None
     if queues is not None and queue is not None and cmd.bookmark is None:
         _queue_subscription(broker, queues, client, cmd, queue, sub_id, filt, existing)

@@ -65,8 +65,8 @@ class Broker:
         self.client_seqs: dict[str, int] = {}  # publish de-duplication high-water marks
         # -- services, filled in by the root as the config asks for them
         self.txlog: TxLogService | None = None
-        self.sow: SowService | None = None
-        self.queues: QueueService | None = None
+        self.sow_service: SowService | None = None
+        self.queue_service: QueueService | None = None
         #: who the message path tells of publishes and removals (views, queues, actions), in
         #: the order they are told; registered by the root (:func:`server.messaging.message_path.register`)
         self.observers: tuple[PublishObserver, ...] = ()
@@ -123,8 +123,8 @@ class Broker:
         for sub in client.subs.values():
             self.remove_subscription(sub)
         client.subs.clear()
-        if self.queues is not None:
-            self.queues.disconnect(client)
+        if self.queue_service is not None:
+            self.queue_service.disconnect(client)
         if client.client_name is not None and self.by_name.get(client.client_name) is client:
             del self.by_name[client.client_name]
         session = client.session

@@ -75,7 +75,7 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
     topic is recorded), store it in its SOW topic, fan it out, then tell the observers (the
     views over the topic, the queues over it, the on-publish actions). Returns the journal
     position (None: not recorded). Raises ``bad sow key`` before anything happened."""
-    sow = broker.sow
+    sow = broker.sow_service
     sow_topic = sow.get(topic) if sow is not None else None
     doc = UNDECODED
     key = None
@@ -161,7 +161,7 @@ def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
     bookmark and time (``Journal.append_replicated``): applied like a local publish, delta
     publish or sow_delete (SOW, subscribers, observers), acking no client. The record's
     topic is (type, name): its key."""
-    sow = broker.sow
+    sow = broker.sow_service
     topic = rec.key
     sow_topic = sow.get(topic) if sow is not None else None
     if rec.kind == RecordKind.SOW_DELETE:
@@ -265,7 +265,7 @@ def removed(broker: Broker, topic: str, records: list[Record], reason: str) -> N
 def delete_records(broker: Broker, topic_name: str, filter_text: str) -> int:
     """``sow_delete`` by filter on behalf of the server itself (actions, an operator's reset);
     returns the count."""
-    sow = broker.sow
+    sow = broker.sow_service
     topic = sow.get(topic_name) if sow is not None else None
     if topic is None:
         raise CommandError(reasons.INVALID_TOPIC, f"{topic_name!r} is not a SOW topic")

@@ -87,11 +87,11 @@ class PublishRuns:
         broker = self.broker
         if client.message_type != "json":
             topic = qualify(topic, client.message_type)
-        sow = broker.sow
+        sow = broker.sow_service
         sow_topic = sow.get(topic) if sow is not None else None
         if sow_topic is not None and sow is not None and sow.refusing(topic):
             return None
-        queues = broker.queues
+        queues = broker.queue_service
         if queues is not None and queues.publish_target(topic) != topic:
             return None
         txlog = broker.txlog

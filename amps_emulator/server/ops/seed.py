@@ -198,8 +198,8 @@ def apply_seed(broker: Broker, messages: Sequence[SeedMessage]) -> int:
 
     for msg in messages:
         topic = msg.topic
-        if broker.queues is not None:
-            topic = broker.queues.publish_target(topic)  # a queue's own name: its feed
+        if broker.queue_service is not None:
+            topic = broker.queue_service.publish_target(topic)  # a queue's own name: its feed
         try:
             publish_message(broker, topic, msg.data, client_name=SEED_CLIENT,
                             expiration=msg.expiration)

@@ -87,7 +87,7 @@ class EventsHost(ServiceHost, Protocol):
     """What the event topics read of the broker (here, not in ``ports``: it names the SOW
     service)."""
 
-    sow: SowService | None
+    sow_service: SowService | None
 
 
 def event_body(codec: MessageCodec, root: str, names: dict[str, tuple[str, str]],
@@ -137,7 +137,7 @@ class EventTopics:
         """The types that someone reads ``topic`` in: a subscription or a SOW topic (a
         message nobody reads is not built; one that is built is recorded as any publish)."""
         server = self.broker
-        sow = server.sow
+        sow = server.sow_service
         out = []
         for name, codec in self._carriers():
             key = qualify(topic, name)
@@ -229,7 +229,7 @@ class EventTopics:
 
     def sow_stats(self) -> None:
         """One ``/AMPS/SOWStats`` message per SOW topic, now."""
-        sow = self.broker.sow
+        sow = self.broker.sow_service
         if sow is None or not self._readers(SOW_STATS):
             return
         now = self._now()

@@ -68,7 +68,7 @@ class ViewsHost(ServiceHost, Protocol):
     """What the views read of the broker: its SOW (here, not in ``ports``: it names
     :class:`server.services.sow_service.SowService`)."""
 
-    sow: SowService | None
+    sow_service: SowService | None
 
 
 __all__ = ["DerivedTopics", "derived_specs"]
@@ -111,7 +111,7 @@ class _Derived:
     A source that is not a SOW topic raises ``LookupError`` with its name."""
 
     def __init__(self, owner: DerivedTopics, cfg: Any, sources: list[str]) -> None:
-        sow = owner.sow
+        sow = owner.sow_service
         self.owner = owner  # where derived records are written (``store``, ``delete``)
         self.broker = owner.broker
         self.name = cfg.name
@@ -457,10 +457,10 @@ class DerivedTopics:
     """Every view and conflated topic of the server, fed by the changes to SOW topics."""
 
     def __init__(self, broker: ViewsHost, config: Any) -> None:
-        if broker.sow is None:
+        if broker.sow_service is None:
             raise ValueError("views and conflated topics need the SOW")
         self.broker = broker
-        self.sow: SowService = broker.sow
+        self.sow_service: SowService = broker.sow_service
         self.by_underlying: dict[str, list[_Derived]] = {}
         self.names: set[str] = set()
         self._order: list[_Derived] = []

@@ -138,7 +138,7 @@ def _run_script(srv, frames: list[bytes]) -> tuple:
     journal = srv.call(lambda: [(r.topic, r.kind, r.sequence, r.client_seq, r.client_name, r.body)
                                 for r in srv.server.broker.txlog.journal.read(1)])
     sow = srv.call(lambda: sorted((r.sow_key, r.data) for r in
-                                  srv.server.broker.sow.get("sow-t").query().records))
+                                  srv.server.broker.sow_service.get("sow-t").query().records))
     out = (pub.output(), watcher.output(), worker.output(), journal, sow)
     for peer in (pub, watcher, worker):
         peer.sock.close()

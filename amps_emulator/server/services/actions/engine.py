@@ -198,7 +198,7 @@ class Actions(Steps):
         now = self.broker.wallclock()
         for sched in self.schedules:
             sched.start(now)
-        sow = self.broker.sow
+        sow = self.broker.sow_service
         for watch in self.watches:
             topic = sow.get(watch.topic) if sow is not None else None
             if topic is None:

@@ -163,11 +163,11 @@ class Steps:
         topic = self._topic(step, v)
         data = expand(step.option("Data") or "{{AMPS_DATA}}", v)
         broker = self.broker
-        queues = broker.queues
+        queues = broker.queue_service
         if queues is not None:
             topic = queues.publish_target(topic)  # a queue's own name: its feed
         if _flag(step.option("UpdateOnly")):
-            sow_topic = broker.sow.get(topic) if broker.sow is not None else None
+            sow_topic = broker.sow_service.get(topic) if broker.sow_service is not None else None
             if sow_topic is None:
                 raise StepFailed(f"UpdateOnly: {topic!r} is not a SOW topic")
             key = sow_topic.key_for(sow_topic.decode_body(data))
@@ -189,7 +189,7 @@ class Steps:
         """The first record (by ``OrderBy``) matching ``Filter`` into ``CaptureData``'s
         variable; none: ``DefaultData`` if given, else the action ends."""
         topic_key = self._topic(step, v)
-        sow = self.broker.sow
+        sow = self.broker.sow_service
         topic = sow.get(topic_key) if sow is not None else None
         if topic is None:
             raise StepFailed(f"{topic_key!r} is not a SOW topic")

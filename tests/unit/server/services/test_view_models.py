@@ -57,7 +57,7 @@ def make_server():
     srv = SimpleNamespace(router=Router(), stats=collections.Counter(), derived=None,
                           turn=SimpleNamespace(request=lambda: None), wallclock=lambda: 0.0,
                           actions=SimpleNamespace(on_publish=False))
-    srv.sow = SimpleNamespace(get=sow.get)
+    srv.sow_service = SimpleNamespace(get=sow.get)
     srv.derived = DerivedTopics(srv, cfg)
     srv.derived.start()
     return srv, sow
@@ -161,7 +161,7 @@ def test_a_view_the_engine_cannot_build_is_a_config_error_with_its_line(view):
 
     sow = Sow([spec_from_config(t) for t in cfg.sow_topics] + derived_specs(cfg))
     srv = SimpleNamespace(router=Router(), stats=collections.Counter(), derived=None,
-                          sow=SimpleNamespace(get=sow.get))
+                          sow_service=SimpleNamespace(get=sow.get))
     with pytest.raises(ConfigError) as e:
         DerivedTopics(srv, cfg)
     issue = e.value.errors[0]
