@@ -509,7 +509,7 @@ class Server:
             security.disable_entitlement()
         log.warning("authentication and entitlement %s", "enabled" if enabled else "disabled")
 
-    def _authenticate(self, security: SecurityLayer, conn: Connection, cmd: Command) -> None:
+    def _authenticate(self, security: SecurityLayer, client: Connection, cmd: Command) -> None:
         """The first command of a connection when the config has security blocks: a logon
         (or, for any other command, an implicit logon with empty credentials) decided by the
         transport's modules off the event loop; the connection is busy meanwhile. Refused:
@@ -517,36 +517,36 @@ class Server:
         explicit = cmd.command == "logon"
         creds = Credentials(cmd.user_id or "", cmd.password, explicit) if explicit \
             else Credentials(explicit=False)
-        conn.begin_busy()
-        task = self.loop.create_task(security.transport(conn.listener.name).logon(creds))
+        client.begin_busy()
+        task = self.loop.create_task(security.transport(client.listener.name).logon(creds))
 
         def decided(done: asyncio.Task[LogonOutcome]) -> None:
             try:
                 outcome = done.result()
             except Exception as exc:  # a module's bug refuses the logon, never the server
-                log.exception("%s: logon check failed", conn.describe())
+                log.exception("%s: logon check failed", client.describe())
                 outcome = LogonOutcome(None, reasons.AUTH_FAILURE, f"internal error: {exc!r}")
             session = outcome.session
-            if conn.closed:
+            if client.closed:
                 if session is not None:
                     session.close()
                 return
             if session is None:  # one log line: the connection's close names user and why
-                conn.refuse_logon(cmd, outcome.reason, outcome.detail)
+                client.refuse_logon(cmd, outcome.reason, outcome.detail)
                 return
-            conn.session = session
+            client.session = session
             if not explicit:  # an implicit logon: the connection gets a name and goes on
-                conn.user_id = session.user_id
-                conn.logged_on = True
-                conn.client_name = name = f"anonymous-{conn.conn_id}"
-                self.broker.by_name[name] = conn
-            self._run_command(conn, cmd)
-            if conn.logged_on:
-                conn.end_busy()
-            elif not conn.closed:  # the logon itself failed (name in use, bad message type)
+                client.user_id = session.user_id
+                client.logged_on = True
+                client.client_name = name = f"anonymous-{client.conn_id}"
+                self.broker.by_name[name] = client
+            self._run_command(client, cmd)
+            if client.logged_on:
+                client.end_busy()
+            elif not client.closed:  # the logon itself failed (name in use, bad message type)
                 session.close()
-                conn.session = None
-                conn.end_busy()
+                client.session = None
+                client.end_busy()
 
         task.add_done_callback(decided)
 

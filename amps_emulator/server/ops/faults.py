@@ -170,13 +170,13 @@ class Faults:
         wrapped: list[tuple[Connection, DelayedTransport]] = []
         fault.effect["connections"] = 0
 
-        def wrap(conn: Connection) -> None:
-            inner = conn.transport
+        def wrap(client: Connection) -> None:
+            inner = client.transport
             if inner is None or isinstance(inner, DelayedTransport):
                 return
             dt = DelayedTransport(inner, delay, self.server.call_later)
-            conn.transport = dt
-            wrapped.append((conn, dt))
+            client.transport = dt
+            wrapped.append((client, dt))
             fault.effect["connections"] += 1
 
         def logged_on(client: Any) -> None:  # a reconnect under the name is delayed too

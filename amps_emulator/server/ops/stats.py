@@ -207,16 +207,16 @@ class Sampler:
 
 
 # -- the tree --------------------------------------------------------------------------------
-def client_id(conn: Any) -> str:
+def client_id(client: Any) -> str:
     """A client's id in ``/amps/instance/clients``: its name once logged on."""
-    return conn.client_name or f"connection-{conn.conn_id}"
+    return client.client_name or f"connection-{client.conn_id}"
 
 
-def _socket_queues(conn: Any) -> tuple[int, int]:
+def _socket_queues(client: Any) -> tuple[int, int]:
     """Bytes in the socket's kernel receive and send queues (Linux ioctls), plus what the
     transport still buffers for sending."""
-    tr = conn.transport
-    if tr is None or conn.closed:
+    tr = client.transport
+    if tr is None or client.closed:
         return 0, 0
     rx = tx = 0
     sock = tr.get_extra_info("socket")
