@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 
 
 class ConflationHost(ServiceHost, Protocol):
-    """What a conflated subscription reads of the broker (here, not in ``ports``: it names
-    :class:`server.services.sow_service.SowService`)."""
+    """What a conflated subscription reads of the broker: its SOW service (whether the topic
+    is a SOW topic, and its key)."""
 
     sow_service: SowService | None
 

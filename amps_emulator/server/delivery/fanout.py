@@ -40,8 +40,8 @@ class FanoutHost(Protocol):
 
 
 class Receiver(Protocol):
-    """A subscription's connection as the fan-out writes to it (``ports.Client``, which
-    this module cannot name: ``ports`` names its ``Message``)."""
+    """A subscription's connection as the fan-out writes to it: the part of
+    :class:`server.core.ports.Client` it uses."""
 
     subs: dict[str, Subscription]
 

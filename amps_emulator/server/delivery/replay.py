@@ -45,9 +45,7 @@ _DELIVERABLE = frozenset((int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH)
 
 
 class ReplayHost(Protocol):
-    """What a journal cursor reads of the server: its transaction log, loop and clock. (Kept
-    here, not in ``ports``: it names :class:`server.services.txlog.TxLog`, which ``ports`` sits
-    below.)"""
+    """What a journal cursor reads of the broker: its transaction log, loop and clock."""
 
     txlog: TxLogService | None
     stopping: bool
