@@ -39,7 +39,7 @@ from .security import LIBRARIES, SecurityConfig, read_security
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
 from .units import parse_duration, parse_size
 from .values import parse_name
-from .xmlload import AMPS_VERSION, Node, load_tree, report_missing_env
+from .xmlload import AMPS_VERSION, Node, load_tree, read_file, report_missing_env
 
 _SECTION = lambda n, c: n  # noqa: E731 - structured sections are read after the top level
 
@@ -244,8 +244,7 @@ def read_config_file(path: str | os.PathLike[str]) -> tuple[str, bytes]:
     is a :class:`ConfigError` naming it."""
     file = os.fspath(path)
     try:
-        with open(file, "rb") as f:
-            return file, f.read()
+        return file, read_file(file)
     except OSError as e:
         raise ConfigError(
             [ConfigIssue(file, 0, f"cannot read configuration file: {e.strerror or e}")]) from None

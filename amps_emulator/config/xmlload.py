@@ -25,14 +25,18 @@ collect every error before failing.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from collections.abc import Mapping
 from typing import Protocol
 from xml.parsers import expat
 
 AMPS_VERSION = "5.3.4.0"
 MAX_INCLUDE_DEPTH = 16
+#: the largest config file (or included file) read; real AMPS configs are a few KiB
+MAX_FILE_BYTES = 16 << 20
 
 _WRAPPER = "AMPSEmulatorIncludeWrapper"
 _XML_DECL = re.compile(rb"^\s*<\?xml[^>]*\?>")
@@ -139,9 +143,18 @@ def _parse(data: bytes, file: str, *, wrapped: bool) -> Node:
     return roots[0]
 
 
-def _read_bytes(path: str) -> bytes:
+def read_file(path: str) -> bytes:
+    """The bytes of the config file (or included file) at ``path``, at most
+    :data:`MAX_FILE_BYTES` of them: a larger file, or a device that never ends such as
+    ``/dev/zero``, is an :class:`OSError` saying so once that much is read, never a process
+    that fills its memory. (A pipe is read: ``amps-emulator <(envsubst < amps.xml)`` works.)"""
     with open(path, "rb") as f:
-        return f.read()
+        if stat.S_ISDIR(os.fstat(f.fileno()).st_mode):
+            raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {MAX_FILE_BYTES} bytes")
+    return data
 
 
 class _Expander:
@@ -232,7 +245,7 @@ class _Expander:
             self._error(node, f"includes nested deeper than {MAX_INCLUDE_DEPTH} levels")
             return []
         try:
-            data = _read_bytes(path)
+            data = read_file(path)
         except OSError as e:
             self._error(node, f"cannot read included file {target!r}: {e.strerror or e}")
             return []

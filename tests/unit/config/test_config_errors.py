@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -521,3 +523,44 @@ def test_queue_not_recorded_in_transaction_log_warns() -> None:
     cfg = loads_config(text)
     (w,) = cfg.warnings
     assert "not recorded in the <TransactionLog>" in w.reason
+
+
+def test_a_device_that_never_ends_is_refused_after_the_limit(tmp_path: Path, monkeypatch) -> None:
+    """/dev/zero as the config, or as a file it includes, is read up to the limit and refused,
+    never read until the memory is full."""
+    from amps_emulator.config import xmlload
+
+    monkeypatch.setattr(xmlload, "MAX_FILE_BYTES", 1 << 20)
+    with pytest.raises(ConfigError) as info:
+        load_config("/dev/zero")
+    assert str(info.value) == "/dev/zero: cannot read configuration file: larger than 1048576 bytes"
+    top = tmp_path / "top.xml"
+    top.write_text("<AMPSConfig>\n<Name>a</Name>\n<Include>/dev/zero</Include>\n</AMPSConfig>\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(top)
+    assert "larger than 1048576 bytes" in str(info.value)
+
+
+def test_a_config_read_from_a_pipe_loads(tmp_path: Path) -> None:
+    """What a shell's process substitution gives: ``amps-emulator <(envsubst < amps.xml)``."""
+    fifo = tmp_path / "amps.xml"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_text,
+                              args=("<AMPSConfig><Name>piped</Name></AMPSConfig>",))
+    writer.start()
+    try:
+        assert load_config(fifo).name == "piped"
+    finally:
+        writer.join(10)
+
+
+def test_a_config_file_larger_than_the_limit_is_refused(tmp_path: Path, monkeypatch) -> None:
+    from amps_emulator.config import xmlload
+
+    monkeypatch.setattr(xmlload, "MAX_FILE_BYTES", 1000)
+    path = tmp_path / "amps.xml"
+    path.write_text("<AMPSConfig><Name>a</Name>" + " " * 2000 + "</AMPSConfig>")
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    assert str(info.value) == (f"{path}: cannot read configuration file: "
+                               "larger than 1000 bytes")
