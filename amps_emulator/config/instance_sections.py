@@ -349,12 +349,8 @@ def read_admin(node: Node, ctx: Ctx) -> Admin | None:
         return None
     host, port = addr
     challenge = r.get("www_authenticate")
-    if challenge is not None:
-        if "authentication" not in r.values and "entitlement" not in r.values:
-            ctx.warn(r.nodes["www_authenticate"], "<WWWAuthenticate> has no effect here: the "
-                     "emulator's Admin interface asks for credentials only when <Admin> has its "
-                     "own <Authentication> or <Entitlement>")
-        elif challenge.split(" ", 1)[0].lower() != "basic":
+    if challenge is not None:  # (whether it has an effect: loader._warn_unsecured_admin)
+        if challenge.split(" ", 1)[0].lower() != "basic":
             ctx.warn(r.nodes["www_authenticate"], f"<WWWAuthenticate> {challenge!r}: the "
                      "emulator sends this challenge but reads only Basic credentials")
     return Admin(

@@ -145,6 +145,17 @@ def _read_security(root: Node, ctx: Ctx, source: str) -> SecurityConfig | None:
     return security
 
 
+def _warn_unsecured_admin(admin: Node, ctx: Ctx) -> None:
+    """A ``WWWAuthenticate`` that no request ever sees: Admin (AMPS's ``amps-admin``
+    transport) resolves its modules as a transport does, its own blocks else the instance's,
+    and asks for credentials when either gives it one (``SecurityConfig.admin_secured``)."""
+    node = admin.child("WWWAuthenticate")
+    if node is not None:
+        ctx.warn(node, "<WWWAuthenticate> has no effect here: neither <Admin> nor the instance "
+                       "has an <Authentication> or <Entitlement> block, so the Admin interface "
+                       "asks no one for credentials")
+
+
 def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     if root.tag != "AMPSConfig":
         ctx.err(root, f"the root element must be <AMPSConfig>, not <{root.tag}>")
@@ -172,6 +183,9 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         read_sow(section, ctx, sow)
     actions = read_actions(v["actions"], ctx) if "actions" in v else ()
     security = _read_security(root, ctx, source)
+    if admin is not None and admin.www_authenticate is not None \
+            and (security is None or not security.admin_secured):
+        _warn_unsecured_admin(v["admin"], ctx)
     if "modules" in v and not _only_security_modules(v["modules"]):
         # (a Modules list of authentication/entitlement libraries only is read, not warned)
         ctx.warn(v["modules"], "<Modules> in <AMPSConfig> is not supported by the emulator and is ignored")

@@ -461,7 +461,7 @@ def test_production_config_warns_once_per_unsupported_element(tmp_path) -> None:
     assert got == [
         (line_of(text, "<MessageMemoryLimit>"), "<MessageMemoryLimit>"),
         (line_of(text, "<EarlyTerminationOptimization>"), "<EarlyTerminationOptimization>"),
-        (line_of(text, "<WWWAuthenticate>"), "<WWWAuthenticate>"),
+        # (no <WWWAuthenticate>: the instance's <Authentication> secures Admin, which sends it)
         (line_of(text, "<O_DIRECT>"), "<O_DIRECT>"),
         (line_of(text, "<SlabSize>"), "<SlabSize>"),
         # the replication transport and <Replication> are read and connected: no warning
@@ -469,6 +469,26 @@ def test_production_config_warns_once_per_unsupported_element(tmp_path) -> None:
     assert all(w.file.endswith("production.xml") for w in cfg.warnings)
     quotes = next(t for t in cfg.sow_topics if t.name == "quotes")
     assert quotes.history == (7 * 86400.0, 15 * 60.0)
+
+
+_ADMIN = "<Admin><InetAddr>8085</InetAddr>{inner}<WWWAuthenticate>Basic realm=\"x\"</WWWAuthenticate></Admin>"
+_AUTH = "<Authentication><Module>amps-default-authentication-module</Module></Authentication>"
+_ENT = "<Entitlement><Module>amps-default-entitlement-module</Module></Entitlement>"
+
+
+@pytest.mark.parametrize("instance, admin, warned", [
+    ("", "", True),  # nothing secures Admin: the challenge is never sent
+    (_AUTH, "", False),  # the instance's blocks apply to Admin (its amps-admin transport)
+    (_ENT, "", False),
+    ("", _AUTH, False),  # Admin's own
+    ("", _ENT + _AUTH, False),
+])
+def test_www_authenticate_is_warned_only_where_admin_asks_no_one(instance, admin, warned):
+    text = wrap(instance + _ADMIN.format(inner=admin) + TRANSPORT.format(addr="9007", mt_tag="MessageType"))
+    cfg = loads_config(text)
+    got = [w for w in cfg.warnings if w.reason.startswith("<WWWAuthenticate>")]
+    assert [w.line for w in got] == ([line_of(text, "<WWWAuthenticate>")] if warned else []), got
+    assert cfg.security is None or cfg.security.admin_secured is not warned
 
 
 @pytest.mark.parametrize(
