@@ -19,13 +19,17 @@ record (nothing could rebuild them).
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
+import lzma
 import os
 import shutil
 import tarfile
+import tempfile
+import zlib
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from amps_emulator.protocol.topics import qualify
 
@@ -148,30 +152,73 @@ async def take(server: Server, gzip: bool = False) -> bytes:
     return buf.getvalue()
 
 
-def _read(archive: bytes) -> tuple[dict, dict[str, bytes]]:
+MAX_MEMBERS = 100_000  # members an archive may have (each one a file on disk while restoring)
+MAX_MANIFEST = 1 << 20  # bytes of manifest.json read
+_CHUNK = 1 << 20
+
+
+def scratch_dir(server: Server) -> str | None:
+    """Where a restore stages its files: beside the transaction log (or the first SOW store),
+    on the disk that receives them, rather than a temporary directory that may live in
+    memory (None: the system's temporary directory)."""
+    tx, svc = server.txlog, server.sow_service
+    if tx is not None:
+        base = os.path.dirname(os.path.abspath(tx.cfg.journal_directory))
+    elif svc is not None and svc.sow.stores:
+        base = os.path.dirname(os.path.abspath(sorted(svc.sow.stores)[0]))
+    else:
+        return None
+    return base if os.path.isdir(base) else None
+
+
+def _member_path(member: tarfile.TarInfo, into: str) -> str:
+    """Where a regular file member is staged; refuses what could leave the staging directory."""
+    name = member.name
+    parts = name.split("/")
+    if name.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise BadSnapshot(f"archive member {name!r} leaves the archive")
+    return os.path.join(into, *parts)
+
+
+def unpack(archive: IO[bytes], into: str, limit: int) -> dict:
+    """Stream the archive's files into the directory ``into`` and return its manifest.
+
+    Members are read as the archive goes (never one whole in memory) and the bytes they
+    unpack to are counted against ``limit`` before they are written, so a small compressed
+    archive that expands to more is refused (:class:`BadSnapshot`) with at most ``limit``
+    bytes on disk. Links, devices and names that leave the archive are refused too."""
+    total = members = 0
     try:
-        with tarfile.open(fileobj=io.BytesIO(archive), mode="r:*") as tar:
-            files: dict[str, bytes] = {}
-            for member in tar.getmembers():
-                if not member.isfile():
+        with tarfile.open(fileobj=archive, mode="r|*") as tar:
+            for member in tar:
+                if member.isdir():
                     continue
-                parts = member.name.split("/")
-                if ".." in parts or member.name.startswith("/"):
-                    raise BadSnapshot(f"archive member {member.name!r} leaves the archive")
-                f = tar.extractfile(member)
-                if f is not None:
-                    files[member.name] = f.read()
-    except (tarfile.TarError, EOFError, OSError) as exc:
+                if not member.isfile():
+                    raise BadSnapshot(f"archive member {member.name!r} is not a regular file")
+                path = _member_path(member, into)
+                members += 1
+                total += member.size
+                if members > MAX_MEMBERS or total > limit:
+                    raise BadSnapshot(f"the archive unpacks to more than {limit} bytes or "
+                                      f"{MAX_MEMBERS} files, the most a restore takes")
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                src = tar.extractfile(member)
+                with open(path, "wb") as out:
+                    while src is not None and (chunk := src.read(_CHUNK)):
+                        out.write(chunk)
+    except (tarfile.TarError, EOFError, OSError, zlib.error, lzma.LZMAError) as exc:
         raise BadSnapshot(f"not a tar archive: {exc}") from None
-    if "manifest.json" not in files:
+    manifest_path = os.path.join(into, "manifest.json")
+    if not os.path.isfile(manifest_path):
         raise BadSnapshot("no manifest.json: not an emulator snapshot")
     try:
-        manifest = json.loads(files["manifest.json"])
+        with open(manifest_path, "rb") as f:
+            manifest = json.loads(f.read(MAX_MANIFEST))
     except ValueError as exc:
         raise BadSnapshot(f"manifest.json: {exc}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BadSnapshot(f"manifest.json: not snapshot format {FORMAT}")
-    return manifest, files
+    return manifest
 
 
 def _plan_sow(server: Server, manifest: dict) -> dict[str, str]:
@@ -179,20 +226,36 @@ def _plan_sow(server: Server, manifest: dict) -> dict[str, str]:
     svc = server.sow_service
     stores = {d: set(st.topics) for d, st in svc.sow.stores.items()} if svc is not None else {}
     plan: dict[str, str] = {}
-    for entry in manifest.get("sow", []):
-        topics = set(entry.get("topics", []))
+    entries = manifest.get("sow", [])
+    for entry in entries if isinstance(entries, list) else [entries]:
+        where = entry.get("dir") if isinstance(entry, dict) else None
+        names = entry.get("topics", []) if isinstance(entry, dict) else None
+        if not isinstance(where, str) or any(p in ("", ".", "..") for p in where.split("/")) \
+                or not isinstance(names, list):
+            raise BadSnapshot(f"manifest.json: a bad sow entry {entry!r}")
+        topics = set(map(str, names))
         target = next((d for d, names in stores.items() if names & topics), None)
         if target is None:
             raise BadSnapshot(f"the snapshot holds SOW topic(s) {', '.join(sorted(topics))}, "
                               "which this server's configuration does not store")
-        plan[str(entry["dir"])] = target
+        plan[where] = target
     return plan
 
 
-async def restore(server: Server, archive: bytes) -> dict:
-    """Replace the state with the archive's (see the module docstring)."""
+async def restore(server: Server, archive: IO[bytes] | bytes, limit: int = 4 << 30) -> dict:
+    """Replace the state with the archive's (see the module docstring). The archive is
+    unpacked first, in a thread, into a staging directory (:func:`unpack`: at most ``limit``
+    bytes); nothing of the server's changes until it has been read whole."""
     _check_memory(server)
-    manifest, files = _read(archive)
+    if isinstance(archive, bytes):
+        archive = io.BytesIO(archive)
+    with tempfile.TemporaryDirectory(prefix="amps-restore-", dir=scratch_dir(server)) as files:
+        manifest = await asyncio.to_thread(unpack, archive, files, limit)
+        return await _replace(server, manifest, files)
+
+
+async def _replace(server: Server, manifest: dict, files: str) -> dict:
+    """Put the staged ``files`` in place of the server's and open them again."""
     tx, svc, queues = server.txlog, server.sow_service, server.queue_service
     if manifest.get("journal") and tx is None:
         raise BadSnapshot("the snapshot holds a transaction log; this server has none")
@@ -244,11 +307,17 @@ async def restore(server: Server, archive: bytes) -> dict:
             if queues is not None else {}}
 
 
-def _write_files(files: dict[str, bytes], prefix: str, directory: str) -> None:
+def _write_files(files: str, prefix: str, directory: str) -> None:
+    """Move the staged files directly under ``files/prefix`` into ``directory``, synced."""
     os.makedirs(directory, exist_ok=True)
-    for name, data in files.items():
-        if name.startswith(prefix) and "/" not in name[len(prefix):]:
-            with open(os.path.join(directory, name[len(prefix):]), "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+    src = os.path.realpath(os.path.join(files, prefix))
+    if not src.startswith(os.path.realpath(files) + os.sep) or not os.path.isdir(src):
+        return
+    for name in sorted(os.listdir(src)):
+        path = os.path.join(src, name)
+        if not os.path.isfile(path):
+            continue
+        target = os.path.join(directory, name)
+        shutil.move(path, target)  # a rename when on the same disk
+        with open(target, "rb") as f:
+            os.fsync(f.fileno())
