@@ -28,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from amps_emulator.server.app import Server
-from amps_emulator.server.ops.admin import start_admin
+from amps_emulator.server.ops.admin import AdminLimits, start_admin
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -49,12 +49,16 @@ class EmbeddedServer:
     ``hold_ports``: keep the listening sockets for :meth:`reset` (default). Without it the
     server owns them outright, so closing a transport (the administrator's ``disable``)
     really stops it listening, and :meth:`reset` is not available.
+    ``admin_limits``: the Admin interface's ``AdminLimits`` (what a request may cost; tests
+    shorten its deadline).
     """
 
     def __init__(self, config: Any, *, memory: bool = False,
                  clock: Callable[[], float] | None = None, host: str = "127.0.0.1",
-                 hold_ports: bool = True, **server_kwargs: Any) -> None:
+                 hold_ports: bool = True, admin_limits: AdminLimits | None = None,
+                 **server_kwargs: Any) -> None:
         self.config = config
+        self.admin_limits = admin_limits
         self.memory = memory
         self.clock = clock
         self.host = host
@@ -151,7 +155,8 @@ class EmbeddedServer:
             socks, self._sockets = self._sockets, []
         self.uris = await self.server.start(sockets=socks)
         try:
-            await start_admin(self.server)  # when the config or server_kwargs name one
+            await start_admin(self.server, self.admin_limits)  # when the config or
+            # server_kwargs name one
         except BaseException:
             await self.server.stop()
             raise

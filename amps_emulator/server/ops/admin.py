@@ -4,9 +4,15 @@ emulator's own ``/emulator/...`` extensions, and the web console at ``/``.
 It runs on the server's own event loop (the statistics it reads are that loop's state, so no
 locks) and does little per request: building the tree is a walk over the connections and
 topics, never over messages. HTTP/1.1 framing is h11's (a small, well-tested, sans-IO
-parser), the sockets are asyncio streams.
+parser), the sockets are asyncio streams; :mod:`server.ops.admin_http` reads requests within
+their limits (a deadline, body sizes, a cap on connections) and gives each path its one
+canonical form, which entitlements are checked on and requests routed by (anything else, or
+a path longer than its resource, is a 404). Credentials and entitlements are checked on the
+request head, before its body is read; an administrator action needs the ``admin`` write
+permission whatever the method.
 
-Paths (``.json``/``.xml`` on any node, ``.csv`` on a leaf; no extension: a browsable page):
+Paths (``.json``/``.xml`` on the last segment of any ``/amps`` node, ``.csv`` on a leaf; no
+extension: a browsable page):
 
 * ``/amps``: ``host`` (cpus, memory, disks, network), ``instance`` (clients, processors, sow,
   queues, views, subscriptions, transaction_log, transports, replication: one node per
@@ -34,9 +40,9 @@ import base64
 import html
 import json
 import logging
+import tempfile
 import time
-from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from typing import IO, TYPE_CHECKING, Any
 
 import h11
 
@@ -46,31 +52,39 @@ from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.core.clock import TestClock
 from amps_emulator.server.ops import reset as ops
 from amps_emulator.server.ops import snapshot
+from amps_emulator.server.ops.admin_http import (
+    AdminLimits,
+    ConnectionCap,
+    Deadline,
+    Exchange,
+    HttpError,
+    Target,
+    TooLarge,
+    needs_write,
+    parse_target,
+)
 from amps_emulator.server.ops.console import SCRIPT, page
 from amps_emulator.server.ops.faults import FaultConflict, FaultError, Faults
 from amps_emulator.server.ops.stats import Sampler, client_id, tree
 
 if TYPE_CHECKING:
+    from amps_emulator.auth.layer import Session
     from amps_emulator.server.app import Server
+
+__all__ = ["AdminLimits", "AdminServer", "HttpError", "start_admin"]
 
 #: the challenge a 401 carries when Admin has its own Authentication/Entitlement
 WWW_AUTHENTICATE = 'Basic realm="AMPS Admin"'
 
 log = logging.getLogger("amps_emulator.admin")
 
-MAX_REQUEST = 64 * 1024  # bytes of request head and body accepted
-MAX_SNAPSHOT = 1 << 30  # bytes of a snapshot archive accepted by POST /emulator/snapshot
-IDLE_TIMEOUT = 30.0  # seconds a connection may wait between reads
+#: how many segments each ``/emulator/<what>`` resource takes after its name
+_EMULATOR_DEPTH = {"health": 0, "reset": 0, "sow": 1, "queues": 1, "journal": 0,
+                   "subscriptions": 0, "replication": 2, "stats": 0, "clock": 1, "faults": 1}
 _SINGULAR = {"cpus": "cpu", "disks": "disk", "network": "interface", "clients": "client",
              "processors": "processor", "sow": "topic", "views": "view", "queues": "queue",
              "subscriptions": "subscription", "transports": "transport", "journals": "journal",
              "replication": "destination"}
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -79,11 +93,12 @@ def parse_addr(addr: str) -> tuple[str, int]:
     return host or "0.0.0.0", port
 
 
-async def start_admin(server: Server) -> AdminServer | None:
+async def start_admin(server: Server, limits: AdminLimits | None = None) -> AdminServer | None:
     """Start the Admin HTTP interface of a started ``server`` on ``--admin`` or the config's
     ``Admin/InetAddr`` (None when neither names one). The server stops it with itself.
     Called by the command line (``__main__.run``) and ``embedded.EmbeddedServer``: the
-    server itself does not know the operator tools."""
+    server itself does not know the operator tools. ``limits``: what a request may cost
+    (:class:`AdminLimits`' defaults without)."""
     cfg = getattr(server.config, "admin", None)
     addr = server.admin_addr
     if addr is None and cfg is not None and getattr(cfg, "port", None) is not None:
@@ -91,18 +106,27 @@ async def start_admin(server: Server) -> AdminServer | None:
     if addr is None:
         return None
     host, port = parse_addr(addr)
-    admin = AdminServer(server, host, port, getattr(cfg, "interval", None) or 10.0)
+    admin = AdminServer(server, host, port, getattr(cfg, "interval", None) or 10.0, limits)
     await admin.start()
     server.admin = admin
     return admin
 
 
+def _error(status: int, message: str) -> tuple[int, str, bytes]:
+    return status, "application/json", json.dumps({"error": message}).encode()
+
+
 class AdminServer:
-    def __init__(self, server: Server, host: str, port: int, interval: float) -> None:
+    def __init__(self, server: Server, host: str, port: int, interval: float,
+                 limits: AdminLimits | None = None) -> None:
         self.server = server
         self.host = host
         self.port = port
         self.sampler = Sampler(server, interval)
+        #: what one request and the interface as a whole may use (tests shorten them)
+        self.limits = limits if limits is not None else AdminLimits()
+        #: the connections open now, and the cap on them
+        self.cap = ConnectionCap(self.limits)
         #: the faults injected through ``/emulator/faults`` (undone when the interface stops)
         self.faults = Faults(server)
         self._srv: asyncio.AbstractServer | None = None
@@ -135,120 +159,146 @@ class AdminServer:
 
     # -- HTTP -----------------------------------------------------------------------------
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self.cap.admit(writer):
+            return
         task = asyncio.current_task()  # (the server's callback runs as a task)
         if task is not None:
             self._tasks.add(task)
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_REQUEST)
+        ex = Exchange(reader, writer, self.limits)
         try:
-            while True:
-                req, body = await self._read_request(conn, reader)
-                if req is None:
-                    break
-                status, ctype, payload = await self._respond(req, body)
-                headers = [("content-type", ctype), ("content-length", str(len(payload))),
-                           ("cache-control", "no-store"),
-                           ("access-control-allow-origin", "*")]
-                if status == 401:
-                    headers.append(("www-authenticate", self.challenge))
-                writer.write(conn.send(h11.Response(status_code=status, headers=headers)))
-                writer.write(conn.send(h11.Data(data=payload)))
-                writer.write(conn.send(h11.EndOfMessage()))
-                await writer.drain()
-                if conn.our_state is h11.MUST_CLOSE:
-                    break
-                try:
-                    conn.start_next_cycle()
-                except h11.LocalProtocolError:
-                    break
-        except (h11.RemoteProtocolError, ConnectionError, asyncio.IncompleteReadError):
+            while await self._exchange(ex):
+                pass
+        except Deadline:
+            if ex.received:  # (an idle kept-alive connection just closes)
+                log.info("admin: a request from %s did not arrive within its %.0fs: closed",
+                         writer.get_extra_info("peername"), self.limits.request_deadline)
+                ex.refuse(408, "the request did not arrive in time")
+        except h11.RemoteProtocolError as exc:
+            ex.refuse(exc.error_status_hint, str(exc))
+        except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
             pass
         except Exception:  # one bad request must not take the admin interface down
             log.exception("admin request failed")
         finally:
+            self.cap.release()
             if task is not None:
                 self._tasks.discard(task)
             writer.close()
 
-    async def _read_request(self, conn: h11.Connection, reader: asyncio.StreamReader
-                            ) -> tuple[Any, bytes]:
-        req = None
-        body = b""
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                try:
-                    data = await asyncio.wait_for(reader.read(16384), IDLE_TIMEOUT)
-                except TimeoutError:
-                    return None, b""  # an idle or trickling client does not keep a task
-                conn.receive_data(data)
-                if not data and conn.their_state is not h11.DONE and req is None:
-                    return None, b""
-                continue
-            if isinstance(event, h11.Request):
-                req = event
-            elif isinstance(event, h11.Data):
-                body += event.data
-                if len(body) > (MAX_SNAPSHOT if req is not None and req.target.startswith(
-                        b"/emulator/snapshot") else MAX_REQUEST):
-                    raise h11.RemoteProtocolError("request body too large")
-            elif isinstance(event, h11.EndOfMessage):
-                return req, body
-            elif isinstance(event, h11.ConnectionClosed):
-                return None, b""
-
-    async def _respond(self, req: Any, body: bytes) -> tuple[int, str, bytes]:
-        method = req.method.decode()
-        target = req.target.decode("latin-1")
-        parts = urlsplit(target)
-        path = unquote(parts.path).rstrip("/") or "/"
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    async def _exchange(self, ex: Exchange) -> bool:
+        """Read, check and answer one request; whether the connection carries another.
+        Credentials, the path and its entitlement are checked on the head: a refused request
+        is answered without its body being read, and its connection closed."""
+        req = await ex.head()
+        if req is None:
+            return False
+        method = req.method.decode("ascii", "replace")
+        body: bytes | IO[bytes] = b""
         try:
-            await self._authorize(req, method, path)
-            if path == "/" or path == "/index.html":
-                return 200, "text/html; charset=utf-8", page(self.server, self.faults.listed()).encode()
-            if path == "/console.js":
-                return 200, "application/javascript", SCRIPT.encode()
-            if path == "/emulator/snapshot":
-                return await self._snapshot(method, query, body)
-            if path == "/emulator/faults" or path.startswith("/emulator/faults/"):
-                return _json(self._faults(method, path, body))
-            if path.startswith("/emulator"):
-                return _json(await self._emulator(method, path, query))
-            if path.startswith("/amps"):
-                return self._amps(method, path, query)
-            raise HttpError(404, f"no resource {path}")
-        except FaultError as exc:
-            return 400, "application/json", json.dumps({"error": str(exc)}).encode()
-        except (snapshot.SnapshotRefused, FaultConflict) as exc:
-            return 409, "application/json", json.dumps({"error": str(exc)}).encode()
-        except snapshot.BadSnapshot as exc:
-            return 400, "application/json", json.dumps({"error": str(exc)}).encode()
+            session = await self._logon(req, method)
+            try:
+                target = parse_target(req.target)
+                self._entitle(session, method, target)
+            finally:
+                if session is not None:
+                    session.close()
+            body = await self._read_body(ex, req, method, target)
         except HttpError as exc:
-            return exc.status, "application/json", json.dumps({"error": str(exc)}).encode()
-        except CommandError as exc:  # a bad filter, orderby, topic: what AMPS would say
-            return 400, "application/json", json.dumps({"error": str(exc)}).encode()
-        except LookupError as exc:
-            return 404, "application/json", json.dumps({"error": str(exc.args[0])}).encode()
-        except Exception as exc:  # contained: reported to the caller, logged once
-            log.exception("admin %s %s failed", method, target)
-            return 500, "application/json", json.dumps({"error": str(exc)}).encode()
+            if exc.status == 404:
+                log.info("admin %s %r refused: %s", method, req.target.decode("latin-1"), exc)
+            await self._send(ex, *_error(exc.status, str(exc)), close=True)
+            await ex.linger()
+            return False
+        try:
+            status, ctype, payload = await self._respond(method, target, body)
+        finally:
+            if not isinstance(body, bytes):
+                body.close()
+        return await self._send(ex, status, ctype, payload)
 
-    async def _authorize(self, req: Any, method: str, path: str) -> None:
+    async def _send(self, ex: Exchange, status: int, ctype: str, payload: bytes,
+                    close: bool = False) -> bool:
+        headers = [("content-type", ctype), ("content-length", str(len(payload))),
+                   ("cache-control", "no-store"), ("access-control-allow-origin", "*")]
+        if status == 401:
+            headers.append(("www-authenticate", self.challenge))
+        return await ex.send(status, headers, payload, close)
+
+    async def _read_body(self, ex: Exchange, req: h11.Request, method: str, target: Target
+                         ) -> bytes | IO[bytes]:
+        """The body, within its limit: a restore's archive spooled to a file (its caller is
+        entitled to write it, checked already), any other in memory."""
+        restore = method == "POST" and target.segs == ("emulator", "snapshot")
+        limit = self.limits.max_snapshot if restore else self.limits.max_body
+        declared = ex.declared_length(req)
+        too_large = HttpError(413, f"the request body is larger than {limit} bytes")
+        if declared is not None and declared > limit:
+            log.warning("admin %s %s refused: a %d-byte body (at most %d)", method,
+                        target.path, declared, limit)
+            raise too_large
+        try:
+            if not restore:
+                buf = bytearray()
+                await ex.body(buf.extend, limit)
+                return bytes(buf)
+            ex.extend_deadline(self.limits.snapshot_deadline)
+            spool = tempfile.TemporaryFile(dir=snapshot.scratch_dir(self.server))
+            try:
+                await ex.body(spool.write, limit)
+            except BaseException:
+                spool.close()
+                raise
+            spool.seek(0)
+            return spool
+        except TooLarge:
+            log.warning("admin %s %s refused: the body passed %d bytes", method, target.path,
+                        limit)
+            raise too_large from None
+
+    async def _respond(self, method: str, target: Target, body: bytes | IO[bytes]
+                       ) -> tuple[int, str, bytes]:
+        segs, query = target.segs, target.query
+        try:
+            if not segs:
+                return 200, "text/html; charset=utf-8", page(self.server, self.faults.listed()).encode()
+            if segs == ("console.js",):
+                return 200, "application/javascript", SCRIPT.encode()
+            if segs[0] == "emulator":
+                if segs[1:] == ("snapshot",):
+                    return await self._snapshot(method, query, body)
+                return _json(await self._emulator(method, segs[1:], query, body))
+            return self._amps(method, target)
+        except FaultError as exc:
+            return _error(400, str(exc))
+        except (snapshot.SnapshotRefused, FaultConflict) as exc:
+            return _error(409, str(exc))
+        except snapshot.BadSnapshot as exc:
+            return _error(400, str(exc))
+        except HttpError as exc:
+            return _error(exc.status, str(exc))
+        except CommandError as exc:  # a bad filter, orderby, topic: what AMPS would say
+            return _error(400, str(exc))
+        except LookupError as exc:
+            return _error(404, str(exc.args[0]))
+        except Exception as exc:  # contained: reported to the caller, logged once
+            log.exception("admin %s %s failed", method, target.path)
+            return _error(500, str(exc))
+
+    async def _logon(self, req: h11.Request, method: str) -> Session | None:
         """The Admin interface is AMPS's ``amps-admin`` transport: its own Authentication /
         Entitlement blocks, else the instance's, else the default modules (User Guide,
         "Securing AMPS"). When any of these is configured, the HTTP Basic credentials log on
-        through the resolved modules (401 otherwise) and the path must be readable (GET) or
-        writable (other methods) by the user's ``admin`` permissions (403). With the defaults
-        alone (no block anywhere) every request is served, as the default modules accept
-        anyone."""
+        through the resolved modules (401 otherwise); :meth:`_entitle` then checks the path.
+        With the defaults alone (no block anywhere) every request is served, as the default
+        modules accept anyone (None)."""
         security = self.server.broker.security
         if security is None or not security.config.admin_secured:
-            return
+            return None
         user, password = "", None
         for name, value in req.headers:
-            if name.lower() == b"authorization":
+            if name == b"authorization":
                 scheme, _, encoded = value.decode("latin-1").partition(" ")
                 if scheme.lower() == "basic":
                     try:
@@ -257,27 +307,30 @@ class AdminServer:
                         raise HttpError(401, "bad Basic credentials") from None
                     user, _, password = text.partition(":")
         outcome = await security.admin().logon(Credentials(user, password))
-        session = outcome.session
-        if session is None:
-            log.warning("admin %s %s refused (%s): %s", method, path, outcome.reason, outcome.detail)
+        if outcome.session is None:
+            log.warning("admin %s %s refused (%s): %s", method, req.target.decode("latin-1"),
+                        outcome.reason, outcome.detail)
             raise HttpError(401, outcome.reason)
-        try:
-            if not session.permissions.check_admin(path, write=method != "GET"):
-                self.server.broker.denied["reads" if method == "GET" else "writes"] += 1
-                raise HttpError(403, f"user {session.user_id!r} is not entitled to {path}")
-        finally:
-            session.close()
+        return outcome.session
+
+    def _entitle(self, session: Session | None, method: str, target: Target) -> None:
+        """The user's ``admin`` permissions on the canonical path: read, or write for a
+        request that changes state (:func:`admin_http.needs_write`), whatever its method."""
+        if session is None:
+            return
+        write = needs_write(target, method)
+        if not session.permissions.check_admin(target.path, write=write):
+            self.server.broker.denied["writes" if write else "reads"] += 1
+            log.warning("admin %s %s refused: user %r may not %s it", method, target.path,
+                        session.user_id, "write" if write else "read")
+            raise HttpError(403, f"user {session.user_id!r} is not entitled to "
+                                 f"{'write' if write else 'read'} {target.path}")
 
     # -- /amps ----------------------------------------------------------------------------
-    def _amps(self, method: str, path: str, query: dict) -> tuple[int, str, bytes]:
-        fmt = ""
-        for ext in (".json", ".xml", ".csv"):
-            if path.endswith(ext):
-                fmt, path = ext[1:], path[: -len(ext)]
-                break
-        segs = [s for s in path.split("/") if s]
+    def _amps(self, method: str, target: Target) -> tuple[int, str, bytes]:
+        segs, fmt = list(target.segs), target.fmt
         if len(segs) >= 2 and segs[1] == "administrator":
-            return _json(self._administrator(segs[2:], query))
+            return _json(self._administrator(segs[2:], target.query))
         node: Any = tree(self.server, self.sampler)
         steps: list[tuple[str, bool]] = []
         for seg in segs:
@@ -300,9 +353,11 @@ class AdminServer:
                 raise HttpError(400, "CSV output is for leaf resources only")
             stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(self.sampler.sampled_at))
             return 200, "text/csv", f"{stamp}.000000Z,{node}\n".encode()
-        return 200, "text/html; charset=utf-8", _browse(path, node).encode()
+        return 200, "text/html; charset=utf-8", _browse(target.path, node).encode()
 
     def _administrator(self, segs: list[str], query: dict[str, str]) -> Any:
+        """``/amps/administrator[/<kind>[/<name>[/<action>]]]``: anything longer, or an
+        action the kind does not have, is a 404 (and nothing is done)."""
         s = self.server
         if not segs:
             return {"administrator": {"clients": [client_id(c) for c in s.connections],
@@ -318,13 +373,17 @@ class AdminServer:
             except ValueError as exc:
                 raise HttpError(400, str(exc)) from None
             return {"action": path, "ran": ran}
+        if len(segs) > 3:
+            raise HttpError(404, f"no administrator resource {'/'.join(segs)}")
         if kind == "clients":
             if len(segs) == 1:
                 return {"clients": sorted(client_id(c) for c in s.connections)}
             conn = ops.find_client(s, segs[1])
             if conn is None:
                 raise LookupError(f"no client {segs[1]!r}")
-            if len(segs) == 3 and segs[2] == "disconnect":
+            if len(segs) == 3:
+                if segs[2] != "disconnect":
+                    raise HttpError(404, f"no client action {segs[2]!r}")
                 ops._disconnect(s, [conn])
                 return {"client": segs[1], "disconnected": True}
             return {"client": segs[1], "actions": ["disconnect"]}
@@ -334,7 +393,9 @@ class AdminServer:
             lst = next((x for x in s.listeners if x.name == segs[1]), None)
             if lst is None:
                 raise LookupError(f"no transport {segs[1]!r}")
-            if len(segs) == 3 and segs[2] in ("disable", "enable"):
+            if len(segs) == 3:
+                if segs[2] not in ("disable", "enable"):
+                    raise HttpError(404, f"no transport action {segs[2]!r}")
                 return self._transport_action(lst, segs[2])
             return {"transport": lst.name, "actions": ["disable", "enable"]}
         if kind == "replication":
@@ -377,7 +438,9 @@ class AdminServer:
                                                   if q.ownership is not None)
             return {"queues": names}
         name, _, mtype = segs[0].partition("!")
-        if len(segs) == 2 and segs[1] in ("enable_proxied_transfer", "disable_proxied_transfer"):
+        if len(segs) == 2 and segs[1] not in ("enable_proxied_transfer", "disable_proxied_transfer"):
+            raise HttpError(404, f"no queue action {segs[1]!r}")
+        if len(segs) == 2:
             if shared is None:
                 raise LookupError(f"no replicated queue {name!r}")
             enable = segs[1] == "enable_proxied_transfer"
@@ -398,10 +461,10 @@ class AdminServer:
         return {"transport": lst.name, "is_enabled": True}
 
     # -- /emulator ------------------------------------------------------------------------
-    def _faults(self, method: str, path: str, body: bytes) -> Any:
+    def _faults(self, method: str, segs: tuple[str, ...], body: bytes) -> Any:
         """GET: the active faults; POST: add one (a JSON document, or a list of them);
         DELETE: clear them all, or ``/emulator/faults/<id>`` one."""
-        rest = path[len("/emulator/faults"):].strip("/")
+        rest = segs[0] if segs else ""
         if method == "GET" and not rest:
             return {"faults": self.faults.listed()}
         if method == "DELETE":
@@ -420,21 +483,24 @@ class AdminServer:
             return self.faults.add(doc)
         raise HttpError(405, "faults: GET lists, POST adds, DELETE clears")
 
-    async def _snapshot(self, method: str, q: dict, body: bytes) -> tuple[int, str, bytes]:
-        """GET: the state as a tar archive (``?gzip=1``: tar.gz); POST: restore one."""
+    async def _snapshot(self, method: str, q: dict, body: bytes | IO[bytes]
+                        ) -> tuple[int, str, bytes]:
+        """GET: the state as a tar archive (``?gzip=1``: tar.gz); POST: restore one (``body``:
+        the archive, spooled to a file)."""
         if method == "GET":
             gz = q.get("gzip", "") not in ("", "0", "false")
             data = await snapshot.take(self.server, gzip=gz)
             return 200, "application/gzip" if gz else "application/x-tar", data
         if method == "POST":
-            if not body:
+            if isinstance(body, bytes) or not body.read(1):
                 raise HttpError(400, "restore wants the snapshot archive as the request body")
-            out = await snapshot.restore(self.server, body)
+            body.seek(0)
+            out = await snapshot.restore(self.server, body, limit=self.limits.max_extracted)
             self.faults.journal_replaced()
             return _json(out)
         raise HttpError(405, "snapshot wants GET (take) or POST (restore)")
 
-    def _emulator_replication(self, method: str, segs: list[str]) -> Any:
+    def _emulator_replication(self, method: str, segs: tuple[str, ...]) -> Any:
         """``/emulator/replication[/<destination>[/cut|restore|hold|release]]``: the state of
         the links (GET) and, for HA tests, taking one down and holding its acks (POST)."""
         repl = self.server.replication
@@ -457,10 +523,15 @@ class AdminServer:
         {"cut": repl.cut, "restore": repl.restore, "hold": repl.hold, "release": repl.release}[segs[1]](name)
         return repl.describe(name)
 
-    async def _emulator(self, method: str, path: str, q: dict) -> Any:
+    async def _emulator(self, method: str, segs: tuple[str, ...], q: dict, body: Any) -> Any:
+        """``/emulator/<what>[/...]`` (``segs``: what follows ``/emulator``): each resource
+        takes at most as many segments as :data:`_EMULATOR_DEPTH` says, else a 404."""
         s = self.server
-        segs = [x for x in path.split("/") if x][1:]
         what = segs[0] if segs else "health"
+        if len(segs) > _EMULATOR_DEPTH.get(what, -1) + 1:
+            raise HttpError(404, f"no emulator resource /emulator/{'/'.join(segs)}")
+        if what == "faults":
+            return self._faults(method, segs[1:], body)
         if what == "health":
             return {"ready": s.ready and not s.broker.stopping, "instance": s.instance_name,
                     "admin": self.uri, "test_clock": s.timebase.is_test,
@@ -512,7 +583,7 @@ class AdminServer:
             return {"history": self.sampler.history, "interval": self.sampler.interval}
         if what == "clock":
             tb = s.timebase
-            if len(segs) == 2 and segs[1] == "advance":
+            if segs[1:] == ("advance",):
                 if method != "POST":
                     raise HttpError(405, "advance wants POST")
                 if not isinstance(tb, TestClock):
@@ -527,8 +598,10 @@ class AdminServer:
                 ran = tb.advance(seconds)
                 s.turn.request()
                 return {"monotonic": tb.monotonic(), "time": tb.time(), "timers_run": ran}
+            if len(segs) > 1:
+                raise HttpError(404, f"no clock resource {segs[1]!r}")
             return {"test_clock": tb.is_test, "monotonic": tb.monotonic(), "time": tb.time()}
-        raise HttpError(404, f"no emulator resource {path}")
+        raise HttpError(404, f"no emulator resource /emulator/{'/'.join(segs)}")
 
 
 def _json(obj: Any) -> tuple[int, str, bytes]:

@@ -67,6 +67,30 @@ _VERSION_RE = re.compile(r"\d+(\.\d+){3}")
 _DEFINE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 
+def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"must be more than 0, not {text}")
+        return value
+    return parse
+
+
+def _admin_limits(args: argparse.Namespace) -> Any:
+    """The Admin interface's limits, the defaults but for what the command line set."""
+    from amps_emulator.server.ops.admin_http import AdminLimits
+
+    limits = AdminLimits()
+    if args.admin_max_connections is not None:
+        limits.max_connections = args.admin_max_connections
+    if args.admin_request_timeout is not None:
+        limits.request_deadline = args.admin_request_timeout
+    return limits
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="amps-emulator",
@@ -112,6 +136,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="serve the Admin HTTP interface (monitoring, /emulator/..., the web "
                         "console) here, whatever the config's <Admin> says (port 0: a free "
                         "port, printed as 'admin: http://...' after the ready line)")
+    p.add_argument("--admin-max-connections", type=_positive(int), default=None, metavar="N",
+                   help="Admin connections served at once; one more is answered 503 and "
+                        "closed (default 64)")
+    p.add_argument("--admin-request-timeout", type=_positive(float), default=None, metavar="SECONDS",
+                   help="time an Admin request's head and body have to arrive, and a kept-alive "
+                        "Admin connection may sit idle (default 30)")
     p.add_argument("--test-clock", action="store_true",
                    help="run on a clock that stands still until advanced through "
                         "POST /emulator/clock/advance?seconds=N (leases, expiration, "
@@ -233,9 +263,11 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
               admin: str | None = None, test_clock: bool = False,
               memory: bool = False, strict_recovery: bool = False,
               seed: Sequence[SeedMessage] = (), server_version: str = DEFAULT_SERVER_VERSION,
-              initialized: Callable[[], None] | None = None, **limits: Any) -> None:
+              initialized: Callable[[], None] | None = None, admin_limits: Any = None,
+              **limits: Any) -> None:
     """Start a server on ``config`` and serve until ``shutdown`` is set (``limits``:
-    ``logon_timeout``, ``memory_budget`` for :class:`server.app.Server`). ``server_version``
+    ``logon_timeout``, ``memory_budget`` for :class:`server.app.Server`; ``admin_limits``:
+    the Admin interface's :class:`~server.ops.admin_http.AdminLimits`). ``server_version``
     is the AMPS version logon acks and the Admin tree report. ``seed`` is
     published once the server has started, before ``ready`` is told the URIs;
     ``initialized`` is called last, once the admin interface (if any) serves too."""
@@ -255,7 +287,7 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
     log.info("publish hot path: %s", accel.DESCRIPTION)
     try:
         apply_seed(server.broker, seed)
-        admin_server = await start_admin(server)
+        admin_server = await start_admin(server, admin_limits)
     except BaseException:
         await server.stop()
         raise
@@ -526,7 +558,8 @@ def _serve(startup: _Startup, args: argparse.Namespace, begun: float) -> int:
                   test_clock=args.test_clock, memory=args.memory,
                   strict_recovery=args.strict_recovery, seed=startup.seed, initialized=initialized,
                   server_version=args.server_version,
-                  logon_timeout=args.logon_timeout, memory_budget=startup.budget)
+                  logon_timeout=args.logon_timeout, memory_budget=startup.budget,
+                  admin_limits=_admin_limits(args))
 
     try:
         asyncio.run(_amain())

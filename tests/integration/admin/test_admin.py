@@ -340,6 +340,23 @@ def test_bad_requests_are_answered_or_dropped_and_the_port_keeps_serving(srv):
     assert srv.http("/emulator/health")["ready"]
 
 
+def test_a_head_request_is_answered_with_headers_alone_and_the_connection_goes_on(srv):
+    import http.client
+    from urllib.parse import urlsplit
+
+    u = urlsplit(srv.admin_uri)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=10)
+    try:
+        conn.request("HEAD", "/emulator/health")
+        r = conn.getresponse()
+        assert (r.status, r.read()) == (200, b"")
+        assert int(r.headers["content-length"]) > 0
+        conn.request("GET", "/emulator/health")  # the same connection
+        assert json.loads(conn.getresponse().read())["ready"]
+    finally:
+        conn.close()
+
+
 def test_heartbeat_timeout_follows_the_test_clock(clocked):
     c = AMPS.Client("beating")
     c.set_heartbeat(5)  # the client beats every 5 s of real time: none in this test
