@@ -206,7 +206,7 @@ class AdminServer:
                     session.close()
             body = await self._read_body(ex, req, method, target)
         except HttpError as exc:
-            if exc.status == 404:
+            if exc.status in (400, 404):  # (401, 403, 413: logged where refused)
                 log.info("admin %s %r refused: %s", method, req.target.decode("latin-1"), exc)
             await self._send(ex, *_error(exc.status, str(exc)), close=True)
             await ex.linger()

@@ -33,6 +33,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from http import HTTPStatus
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
@@ -152,6 +153,7 @@ class Exchange:
         #: bytes received toward the current request (none: an idle kept-alive connection)
         self.received = 0
         self._head_only = False
+        self._answered = False  # a response of this request is under way
 
     def extend_deadline(self, seconds: float) -> None:
         """Give the rest of this request ``seconds`` from now (a restore's upload)."""
@@ -176,6 +178,7 @@ class Exchange:
         """The next request's head (None: the peer closed between requests)."""
         self._deadline = self._loop.time() + self.limits.request_deadline
         self.received = 0
+        self._answered = False
         event = await self._event()
         if isinstance(event, h11.Request):
             self._head_only = event.method == b"HEAD"
@@ -210,6 +213,7 @@ class Exchange:
         """Answer the request; whether the connection may carry another one."""
         if close:
             headers = [*headers, ("connection", "close")]
+        self._answered = True
         self.writer.write(self.conn.send(h11.Response(status_code=status, headers=headers)))
         if not self._head_only:  # (a HEAD's answer has the headers alone)
             self.writer.write(self.conn.send(h11.Data(data=payload)))
@@ -249,16 +253,16 @@ class Exchange:
             return
 
     def refuse(self, status: int, message: str) -> None:
-        """A last answer on a connection about to close (no drain: it is not waited for)."""
+        """A last answer on a connection about to close, unless one was already under way
+        (no drain: it is not waited for). Written as bytes: h11 will not answer a request
+        whose head never arrived."""
+        if self._answered:
+            return
+        self._answered = True
         body = json.dumps({"error": message}).encode()
-        try:
-            data = self.conn.send(h11.Response(status_code=status, headers=[
-                ("content-type", "application/json"), ("content-length", str(len(body))),
-                ("connection", "close")]))
-            self.writer.write(data + self.conn.send(h11.Data(data=body))
-                              + self.conn.send(h11.EndOfMessage()))
-        except h11.LocalProtocolError:
-            pass  # a response was already under way
+        self.writer.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+                          b"content-length: %d\r\nconnection: close\r\n\r\n%s"
+                          % (status, HTTPStatus(status).phrase.encode(), len(body), body))
 
 
 _BUSY_BODY = b'{"error": "too many Admin connections; try again"}'
