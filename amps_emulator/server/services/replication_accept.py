@@ -82,6 +82,9 @@ async def log_on(service: ReplicationService, reader: asyncio.StreamReader, writ
             raise
         log.error("replication link from %s closed: no logon within %gs", peer, timeout)
         return None
+    except ProtocolError as exc:  # a frame larger than a hello before the logon
+        log.error("replication link from %s closed before its logon: %s", peer, exc)
+        return None
     except LogonRefused as exc:
         log.error("replication link from %s refused: %s", peer, exc.detail)
         send(writer, refuse_frame(exc.reason))
