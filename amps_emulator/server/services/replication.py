@@ -554,7 +554,7 @@ class ReplicationService:
         log.info("replication destination %r%s connected to %r (%s)", dest.name,
                  " (passive)" if dest.passive else "", remote.name, st.replication_type)
         self.fire(ON_CONNECT, dest.name, AMPS_REPLICATION_PEER_NAME=remote.name,
-                   AMPS_REPLICATION_GROUP_NAME=remote.group)
+                  AMPS_REPLICATION_GROUP_NAME=remote.group)
         self._progress(st, sender.acked_through)
         return sender
 
