@@ -7,7 +7,8 @@ service, and keeps the :class:`~auth.permissions.SecurityState` switches.
 :meth:`TransportSecurity.logon` runs authentication, then entitlement, and answers a
 :class:`LogonOutcome`: accepted with a :class:`Session` (identity + permissions), or refused with
 the reason to send (``auth failure``, ``logon required``, ``not entitled`` when the document says
-``"logon": false``) and a detail for the one log line.
+``"logon": false``, or ``"replication-logon": false`` for a replication peer) and a detail for
+the one log line.
 """
 
 from __future__ import annotations
@@ -86,8 +87,10 @@ class TransportSecurity:
         self.state = state
         self.blocks = blocks
 
-    async def logon(self, creds: Credentials) -> LogonOutcome:
-        """Decide a logon (explicit, or implicit: ``Credentials(explicit=False)``)."""
+    async def logon(self, creds: Credentials, *, replication: bool = False) -> LogonOutcome:
+        """Decide a logon (explicit, or implicit: ``Credentials(explicit=False)``).
+        ``replication``: an upstream instance logging on to the replication transport, which
+        needs ``replication_logon`` rather than ``logon``."""
         if self.state.authentication_enabled:
             auth = await self.authenticator.authenticate(creds)
             if not auth.accepted:
@@ -100,7 +103,11 @@ class TransportSecurity:
             permissions, key = await self.entitler.permissions(auth.user_id, creds, auth, self.state)
         except EntitlementRefused as e:
             return LogonOutcome(None, reasons.AUTH_FAILURE, e.detail)
-        if not permissions.can_logon:
+        if replication and not permissions.replication_logon:
+            return LogonOutcome(None, reasons.NOT_ENTITLED,
+                                f"{self.entitler.name}: user {auth.user_id!r} may not log on as a "
+                                'replication peer ("replication-logon": false)')
+        if not replication and not permissions.can_logon:
             return LogonOutcome(None, reasons.NOT_ENTITLED,
                                 f"{self.entitler.name}: user {auth.user_id!r} may not log on "
                                 '("logon": false)')

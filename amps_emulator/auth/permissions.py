@@ -15,6 +15,10 @@ A :class:`TopicGrant` carries the entitlement's filter (to AND with the subscrib
 the delta itself for ``delta_publish``, each record for ``sow_delete``) and its select list (applied
 before the subscriber's).
 
+A replication peer logs on with ``replication_logon`` rather than ``can_logon`` and may replicate
+the records of a topic when :meth:`Permissions.may_replicate` says so (``replicated-topics``; the
+default module: every topic; simple access: the topics it could publish to).
+
 The ``message_type`` argument is part of the interface AMPS modules see; the built-in modules and
 the permission-document format grant per topic whatever the type.
 
@@ -117,12 +121,16 @@ class Permissions:
         self.replication_logon = replication_logon
         self.state = state if state is not None else _ALWAYS_ON
         self._cache: dict[tuple[str, bool], TopicGrant | None] = {}
+        self._replicated_cache: dict[str, bool] = {}
 
     # -- what subclasses decide
     def _lookup(self, topic: str, write: bool) -> TopicGrant | None:
         raise NotImplementedError
 
     def _admin(self, path: str, write: bool) -> bool:
+        raise NotImplementedError
+
+    def _replicated(self, topic: str) -> bool:
         raise NotImplementedError
 
     # -- the checks
@@ -201,9 +209,29 @@ class Permissions:
             return True
         return self._admin(path, write)
 
+    def may_replicate(self, topic: str) -> bool:
+        """Whether a replication peer logged on with this identity may replicate records of
+        ``topic`` into this instance (AMPS's "replication allowed", ``replicated-topics``)."""
+        if not self.state.entitlement_enabled:
+            return True
+        cache = self._replicated_cache
+        allowed = cache.get(topic)
+        if allowed is None:
+            if len(cache) >= _CACHE_LIMIT:
+                cache.clear()
+            allowed = cache[topic] = self._replicated(topic)
+        return allowed
+
 
 class AllowAllPermissions(Permissions):
-    """``amps-default-entitlement-module``: everything allowed, nothing filtered."""
+    """``amps-default-entitlement-module``: everything allowed, nothing filtered, replication
+    included."""
+
+    def __init__(self, user: str, *, state: SecurityState | None = None) -> None:
+        super().__init__(user, replication_logon=True, state=state)
+
+    def _replicated(self, topic: str) -> bool:
+        return True
 
     def _lookup(self, topic: str, write: bool) -> TopicGrant | None:
         return ALLOW
@@ -215,11 +243,12 @@ class AllowAllPermissions(Permissions):
 class SimpleAccessPermissions(Permissions):
     """``libamps_simple_access_entitlement.so``: the same rules for every user. A topic is allowed
     when ``AllowedTopics`` matches it and ``DeniedTopics`` does not, for the operations in
-    ``GrantedPermissions``. Admin resources are not topics: allowed."""
+    ``GrantedPermissions``. Admin resources are not topics: allowed. A replication peer may log
+    on, and replicate the topics it could publish to."""
 
     def __init__(self, user: str, *, allowed: str = ".*", denied: str | None = None, read: bool = True,
                  write: bool = True, state: SecurityState | None = None) -> None:
-        super().__init__(user, state=state)
+        super().__init__(user, replication_logon=True, state=state)
         self._allowed: SafePattern = compile_pattern(allowed)
         self._denied: SafePattern | None = compile_pattern(denied) if denied is not None else None
         self._read = read
@@ -236,6 +265,9 @@ class SimpleAccessPermissions(Permissions):
 
     def _admin(self, path: str, write: bool) -> bool:
         return True
+
+    def _replicated(self, topic: str) -> bool:
+        return self._lookup(topic, True) is not None
 
 
 def _first_match(entries: tuple[PermissionEntry, ...], name: str) -> PermissionEntry | None:
@@ -271,3 +303,10 @@ class DocumentPermissions(Permissions):
         if entry is None:
             return False
         return entry.write if write else entry.read
+
+    def _replicated(self, topic: str) -> bool:
+        """``replicated-topics``: the first entry naming the topic decides (a bare name or
+        regex grants it; an object entry grants it unless its ``write`` is false); no entry,
+        or no list, refuses it."""
+        entry = _first_match(self.document.replicated_topics, topic)
+        return entry is not None and entry.write

@@ -32,8 +32,20 @@ from .instance_sections import (
     read_transports,
 )
 from .message_types import read_message_types
-from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config, Replication
-from .replication_sections import read_bootstrap, read_replication, read_replication_listener, read_tuning
+from .model import (
+    DEFAULT_CLIENT_OUTBOUND_LIMIT,
+    DEFAULT_MAX_FRAME_SIZE,
+    Config,
+    Replication,
+    ReplicationAuthenticator,
+)
+from .replication_sections import (
+    read_authenticator,
+    read_bootstrap,
+    read_replication,
+    read_replication_listener,
+    read_tuning,
+)
 from .schema import Ctx, Elem, Spec, positive, read, text
 from .security import LIBRARIES, SecurityConfig, read_security
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
@@ -60,6 +72,8 @@ _TOP_SPEC = Spec(
         "Replication": Elem("replication", node=_SECTION),
         "Tuning": Elem("tuning", node=_SECTION),
         "Bootstrap": Elem("bootstrap", node=_SECTION),
+        # what outgoing replication links log on with when their Transport names no Authenticator
+        "Authenticator": Elem("authenticator", node=read_authenticator),
         # read by config.security.read_security (the auth layer's reader), per transport too
         "Authentication": Elem("authentication", node=_SECTION),
         "Modules": Elem("modules", node=_SECTION),
@@ -224,7 +238,8 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         replication=Replication(
             file=where_repl.file if where_repl is not None else "",
             line=where_repl.line if where_repl is not None else 0,
-            destinations=destinations, min_sync_destinations=min_sync, bootstrap=bootstrap),
+            destinations=destinations, min_sync_destinations=min_sync, bootstrap=bootstrap,
+            authenticator=v.get("authenticator", ReplicationAuthenticator())),
         message_types=tuple(ctx.message_types), message_type_decls=message_type_decls,
         sow_directory=ctx.sow_directory, sow_stats_interval=v.get("sow_stats_interval"),
         source=source, warnings=tuple(ctx.warnings),

@@ -13,6 +13,8 @@ The element each field comes from is named in the field comment. Fields marked
 
 from __future__ import annotations
 
+import getpass
+import os
 import re
 import ssl
 from typing import Literal, NamedTuple
@@ -286,7 +288,9 @@ REPLICATION_VALIDATIONS_REQUIRED = ("queue", "queue_underlying")
 
 class ReplicationListener(_Located, frozen=True, kw_only=True):
     """The instance's one ``Transports/Transport`` of ``Type`` ``amps-replication`` (or
-    ``-secure``): where other instances connect to replicate into this one. Clients cannot use it."""
+    ``-secure``): where other instances connect to replicate into this one. Clients cannot use it.
+    Its ``Authentication``/``Entitlement`` (else the instance's) decide who may log on to it:
+    they are in ``Config.security`` under its name."""
 
     name: str  # Name
     type: ReplicationTransportType  # Type
@@ -296,10 +300,52 @@ class ReplicationListener(_Located, frozen=True, kw_only=True):
     certificate: str | None = None  # Certificate (required for -secure)
     private_key: str | None = None  # PrivateKey (required for -secure)
     ciphers: str | None = None  # Ciphers
+    verify_client: bool = False  # VerifyClient (-secure): a peer must present a certificate we trust
+    ca_file: str | None = None  # CAFile: the CAs a peer's certificate is checked against, or
+    ca_path: str | None = None  # CAPath (the system's CAs when neither is given)
 
     @property
     def tls(self) -> bool:
         return self.type == "amps-replication-secure"
+
+
+#: the authenticator AMPS uses for an outgoing replication connection unless told otherwise
+DEFAULT_AUTHENTICATOR_MODULE = "amps-default-authenticator-module"
+
+
+class ReplicationAuthenticator(_Located, frozen=True, kw_only=True):
+    """An ``Authenticator`` (in a ``Destination``'s or ``Bootstrap``'s ``Transport``, or for the
+    whole instance): the credentials this instance logs on with when it connects to another
+    instance's replication transport. ``amps-default-authenticator-module``: the ``User``
+    option, else the user running the process; a password from ``Password``,
+    ``PasswordFileName`` or ``PasswordEnvironmentVariable`` (read at each connection), else none."""
+
+    module: str = DEFAULT_AUTHENTICATOR_MODULE  # Module
+    user: str | None = None  # Options/User
+    password: str | None = None  # Options/Password
+    password_file: str | None = None  # Options/PasswordFileName
+    password_env: str | None = None  # Options/PasswordEnvironmentVariable
+
+    def credentials(self) -> tuple[str, str | None]:
+        """(user name, password or None); ``OSError``/``KeyError`` when the password file or
+        variable has gone since the configuration was loaded."""
+        user = self.user
+        if user is None:
+            try:
+                user = getpass.getuser()
+            except (OSError, KeyError):
+                user = ""
+        if self.password is not None:
+            return user, self.password
+        if self.password_file is not None:
+            with open(self.password_file, encoding="utf-8") as f:
+                return user, f.read().strip()
+        if self.password_env is not None:
+            return user, os.environ[self.password_env]
+        return user, None
+
+    def __repr__(self) -> str:  # never the password
+        return f"ReplicationAuthenticator(module={self.module!r}, user={self.user!r})"
 
 
 class ReplicationAddress(NamedTuple):
@@ -320,11 +366,18 @@ class DestinationTransport(_Located, frozen=True, kw_only=True):
     verify: bool = False  # VerifyClient (-secure): the destination's certificate must be signed by
     ca_file: str | None = None  # CAFile, or
     ca_path: str | None = None  # CAPath (the system's CAs when neither is given)
+    #: [emulator] Certificate/PrivateKey (-secure): the certificate this instance presents, for a
+    #: destination whose transport has VerifyClient (mutual TLS)
+    certificate: str | None = None
+    private_key: str | None = None
+    #: Authenticator: the credentials of the logon (None: the instance's, else the default module's)
+    authenticator: ReplicationAuthenticator | None = None
 
     def client_context(self) -> ssl.SSLContext | None:
         """The TLS context of a connection to this transport (None: plain TCP, Type
         amps-replication). AMPS checks the destination's certificate only with VerifyClient,
-        against CAFile/CAPath, and encrypts without checking otherwise."""
+        against CAFile/CAPath, and encrypts without checking otherwise. With a Certificate and
+        PrivateKey the connection presents that certificate."""
         if self.type != "amps-replication-secure":
             return None
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -335,6 +388,8 @@ class DestinationTransport(_Located, frozen=True, kw_only=True):
             ctx.load_default_certs(ssl.Purpose.SERVER_AUTH)
         else:
             ctx.load_verify_locations(cafile=self.ca_file, capath=self.ca_path)
+        if self.certificate is not None and self.private_key is not None:
+            ctx.load_cert_chain(self.certificate, self.private_key)
         return ctx
 
     @property
@@ -430,6 +485,11 @@ class Replication(_Located, frozen=True, kw_only=True):
     destinations: tuple[Destination, ...] = ()  # Destination
     min_sync_destinations: int | None = None  # Tuning/Replication/MinSyncDestinations
     bootstrap: Bootstrap | None = None  # Bootstrap
+    #: the instance's Authenticator: what an outgoing link whose Transport names none logs on with
+    authenticator: ReplicationAuthenticator = msgspec.field(default_factory=ReplicationAuthenticator)
+
+    def authenticator_for(self, transport: DestinationTransport) -> ReplicationAuthenticator:
+        return transport.authenticator if transport.authenticator is not None else self.authenticator
 
 
 class Config(msgspec.Struct, frozen=True, kw_only=True):

@@ -7,10 +7,14 @@
   (:func:`read_replication_listener`). Its ``Protocol`` and ``MessageType`` are accepted and
   ignored (replication carries every message type); 60East's positions demo writes a stray
   ``<Protocol>amps</Protocol>`` there.
+  Its ``Authentication``/``Entitlement`` are read with every other transport's by
+  :mod:`config.security`; ``-secure`` takes ``VerifyClient`` with ``CAFile``/``CAPath`` (mutual TLS).
 * Each ``Destination`` is one outgoing link (:func:`read_replication`). ``Name`` and ``Group``
   default to each other; ``SyncType``, ``Transport`` and at least one ``Topic`` are required.
   A ``Transport`` without ``InetAddr`` is passive: the remote connects to this instance's
   replication transport, which must then exist. A bare-port ``InetAddr`` means localhost.
+* An ``Authenticator`` (a ``Destination``'s or ``Bootstrap``'s ``Transport``, or the instance's:
+  :func:`read_authenticator`) gives the credentials an outgoing link logs on with.
 * ``Tuning/Replication/MinSyncDestinations`` is read by :func:`read_tuning`; the other
   ``Tuning`` children are warned about and ignored, as the whole section was before.
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 import os
 
 from .model import (
+    DEFAULT_AUTHENTICATOR_MODULE,
     REPLICATION_VALIDATIONS,
     REPLICATION_VALIDATIONS_REQUIRED,
     Bootstrap,
@@ -29,6 +34,7 @@ from .model import (
     DestinationTransport,
     Queue,
     ReplicationAddress,
+    ReplicationAuthenticator,
     ReplicationListener,
     ReplicationTopic,
     TransactionLog,
@@ -56,8 +62,14 @@ REPLICATION_TYPES = ("amps-replication", "amps-replication-secure")
 #: AMPS's limit on sync destinations per instance
 MAX_SYNC_DESTINATIONS = 64
 
-_TLS_IGNORED = frozenset({"VerifyClient", "CAFile", "CAPath", "SecureSocketProtocols"})
-_SECURITY_NOTE = "replication links are not authenticated by the emulator"
+_INCOMING_NOTE = ("the transport a destination connects to decides who may log on: configure them "
+                  "on the other instance's replication transport")
+_AUTHENTICATOR_OPTIONS = {"User": "user", "Password": "password", "PasswordFileName": "password_file",
+                          "PasswordEnvironmentVariable": "password_env"}
+
+
+def _node(node, ctx: Ctx):
+    return node
 
 
 def is_replication_transport(node) -> bool:
@@ -77,10 +89,15 @@ def _listener_spec() -> Spec:
             "Certificate": Elem("certificate", text),
             "PrivateKey": Elem("private_key", text),
             "Ciphers": Elem("ciphers", text),
+            "VerifyClient": Elem("verify_client", parse_bool),
+            "CAFile": Elem("ca_file", text),
+            "CAPath": Elem("ca_path", text),
             "ReuseAddr": Elem("reuse_addr", parse_bool),
+            # read by config.security.read_security, as every transport's
+            "Authentication": Elem("authentication", node=_node),
+            "Entitlement": Elem("entitlement", node=_node),
         },
-        ignored=frozenset({"Authentication", "Entitlement", *_TLS_IGNORED}),
-        ignore_notes={"Authentication": _SECURITY_NOTE, "Entitlement": _SECURITY_NOTE},
+        ignored=frozenset({"SecureSocketProtocols"}),
     )
 
 
@@ -101,6 +118,7 @@ def read_replication_listener(node, ctx: Ctx) -> ReplicationListener | None:
             ctx.err(r.nodes["inet_addr"], f"invalid <InetAddr> in {label(child)}: {e}")
             continue
         cert, key = r.get("certificate"), r.get("private_key")
+        verify = r.get("verify_client", False)
         if r.values["type"] == "amps-replication-secure":
             if cert is None or key is None:
                 ctx.err(child, f"{label(child)}: Type amps-replication-secure requires <Certificate> "
@@ -109,13 +127,16 @@ def read_replication_listener(node, ctx: Ctx) -> ReplicationListener | None:
             from .tls import TLSSetupError, server_context
 
             try:
-                server_context(cert, key, r.get("ciphers"))
+                server_context(cert, key, r.get("ciphers"), verify_client=verify,
+                               ca_file=r.get("ca_file"), ca_path=r.get("ca_path"))
             except TLSSetupError as exc:
-                attr = {"Certificate": "certificate", "PrivateKey": "private_key", "Ciphers": "ciphers"}
+                attr = {"Certificate": "certificate", "PrivateKey": "private_key", "Ciphers": "ciphers",
+                        "CAFile": "ca_file", "CAPath": "ca_path"}
                 ctx.err(r.nodes.get(attr[exc.element], child), f"{label(child)}: {exc}")
                 continue
-        elif cert is not None or key is not None:
-            ctx.err(child, f"{label(child)}: <Certificate>/<PrivateKey> need Type amps-replication-secure")
+        elif cert is not None or key is not None or verify:
+            ctx.err(child, f"{label(child)}: <Certificate>/<PrivateKey>/<VerifyClient> need Type "
+                           "amps-replication-secure")
             continue
         if found is not None:
             ctx.err(child, f"{label(child)}: only one replication transport is allowed per instance "
@@ -124,8 +145,44 @@ def read_replication_listener(node, ctx: Ctx) -> ReplicationListener | None:
         found = ReplicationListener(
             file=child.file, line=child.line, name=r.values["name"], type=r.values["type"],
             host=host, port=port, inet_addr=r.values["inet_addr"],
-            certificate=cert, private_key=key, ciphers=r.get("ciphers"),
+            certificate=cert, private_key=key, ciphers=r.get("ciphers"), verify_client=verify,
+            ca_file=r.get("ca_file"), ca_path=r.get("ca_path"),
         )
+    return found
+
+
+def read_authenticator(node, ctx: Ctx) -> ReplicationAuthenticator | object:
+    """An ``Authenticator``: ``Module`` (``amps-default-authenticator-module``, the one the
+    emulator implements) and its ``Options``. A password file or variable is read at each
+    connection attempt: one that is not there yet is a warning now (the link is refused until
+    it is)."""
+    where = "<Authenticator>"
+    r = read(node, Spec(elems={"Module": Elem("module", text, required=True),
+                               "Options": Elem("options", node=_node)}), ctx, where=where)
+    if not r.ok:
+        return MISSING
+    module = r.values["module"].strip()
+    if module != DEFAULT_AUTHENTICATOR_MODULE:
+        ctx.err(r.nodes["module"], f"{where}: module {module!r} is not implemented by the emulator "
+                                   f"(it implements {DEFAULT_AUTHENTICATOR_MODULE})")
+        return MISSING
+    values: dict[str, str] = {}
+    options = r.get("options")
+    for opt in options.children if options is not None else ():
+        attr = _AUTHENTICATOR_OPTIONS.get(opt.tag)
+        if attr is None:
+            unknown_element(ctx, opt, f"{where} <Options>", list(_AUTHENTICATOR_OPTIONS))
+            return MISSING
+        values[attr] = opt.text.strip()
+    found = ReplicationAuthenticator(file=node.file, line=node.line, module=module, **values)
+    try:
+        found.credentials()
+    except OSError as exc:
+        ctx.warn(node, f"{where}: PasswordFileName {found.password_file}: {exc.strerror or exc}; "
+                       "the link is refused until it can be read")
+    except KeyError:
+        ctx.warn(node, f"{where}: PasswordEnvironmentVariable {found.password_env} is not set; "
+                       "the link is refused until it is")
     return found
 
 
@@ -182,10 +239,13 @@ def _read_dest_transport(node, ctx: Ctx) -> DestinationTransport | object:
             "VerifyClient": Elem("verify", parse_bool),
             "CAFile": Elem("ca_file", text),
             "CAPath": Elem("ca_path", text),
+            "Certificate": Elem("certificate", text),
+            "PrivateKey": Elem("private_key", text),
+            "Authenticator": Elem("authenticator", node=read_authenticator),
         },
-        ignored=frozenset({"IpProtocolPrefer", "Authenticator", "Authentication", "Entitlement",
-                           "Certificate", "PrivateKey", "Ciphers", "SecureSocketProtocols"}),
-        ignore_notes={tag: _SECURITY_NOTE for tag in ("Authenticator", "Authentication", "Entitlement")},
+        ignored=frozenset({"IpProtocolPrefer", "Authentication", "Entitlement", "Ciphers",
+                           "SecureSocketProtocols"}),
+        ignore_notes={tag: _INCOMING_NOTE for tag in ("Authentication", "Entitlement")},
     )
     r = read(node, spec, ctx, where="<Destination> <Transport>")
     if not r.ok:
@@ -204,9 +264,22 @@ def _read_dest_transport(node, ctx: Ctx) -> DestinationTransport | object:
         if ca_path is not None and not os.path.isdir(ca_path):
             ctx.err(r.nodes["ca_path"], f"<Destination> <Transport>: CAPath {ca_path} is not a directory")
             return MISSING
-    return DestinationTransport(file=node.file, line=node.line, type=r.values["type"],
-                                addresses=addresses, reconnect_timeouts=timeouts,
-                                verify=r.get("verify", False), ca_file=ca_file, ca_path=ca_path)
+    cert, key = r.get("certificate"), r.get("private_key")
+    secure = r.values["type"] == "amps-replication-secure"
+    if (cert is None) != (key is None) or (cert is not None and not secure):
+        ctx.err(node, "<Destination> <Transport>: a client <Certificate> needs its <PrivateKey> and "
+                      "Type amps-replication-secure")
+        return MISSING
+    found = DestinationTransport(file=node.file, line=node.line, type=r.values["type"],
+                                 addresses=addresses, reconnect_timeouts=timeouts,
+                                 verify=r.get("verify", False), ca_file=ca_file, ca_path=ca_path,
+                                 certificate=cert, private_key=key, authenticator=r.get("authenticator"))
+    try:
+        found.client_context()
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        ctx.err(node, f"<Destination> <Transport>: cannot use its TLS settings: {exc}")
+        return MISSING
+    return found
 
 
 def _destination_spec() -> Spec:
@@ -356,5 +429,5 @@ def read_tuning(node, ctx: Ctx) -> int | None:
     return result
 
 
-__all__ = ["is_replication_transport", "read_bootstrap", "read_replication", "read_replication_listener",
-           "read_tuning"]
+__all__ = ["is_replication_transport", "read_authenticator", "read_bootstrap", "read_replication",
+           "read_replication_listener", "read_tuning"]

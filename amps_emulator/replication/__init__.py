@@ -7,6 +7,8 @@
   by upstream Group, loop prevention by path), the sender (resync from the peer's per-publisher
   high-water marks, then live) and the receiver (duplicates dropped but acknowledged, records
   handed to an :class:`~.link.ApplyPort` with their original bookmark, conflated acks).
+* :mod:`.peer_auth` -- the logon a connecting instance's hello carries, decided with the
+  replication transport's Authentication/Entitlement, and the topics the peer may replicate.
 
 AMPS's own replication protocol is proprietary: only emulators replicate with emulators.
 """

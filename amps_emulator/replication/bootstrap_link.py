@@ -1,7 +1,8 @@
 """The asyncio side of ``Bootstrap`` (the sans-IO side, what is sent and when an instance
 bootstraps, is :mod:`.bootstrap`): an instance that starts empty fills itself from a source
-before its links start (:func:`fill_then_start`), and a source answers a bootstrap hello on its
-replication transport (:func:`serve_bootstrap`)."""
+before its links start (:func:`fill_then_start`), logging on with its Bootstrap Transport's
+Authenticator, and a source answers a bootstrap hello on its replication transport once that
+logon is accepted (:func:`serve_bootstrap`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Protocol
 
-from amps_emulator.config.model import Bootstrap
+from amps_emulator.config.model import Bootstrap, DestinationTransport
 from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.replication.bootstrap import BootstrapSource, mark
@@ -19,6 +20,7 @@ from amps_emulator.replication.wire import (
     BootstrapAsk,
     Hello,
     LinkRefused,
+    Logon,
     NotAnEmulator,
     classify_first_frame,
 )
@@ -61,6 +63,7 @@ class BootstrapHost(Protocol):
     def broker(self) -> BootstrapBroker: ...
     def journal(self) -> Journal: ...
     def hello(self) -> Hello: ...
+    def logon_for(self, transport: DestinationTransport) -> Logon: ...
     async def wait(self, seconds: float) -> None: ...
     async def start_links(self) -> None: ...
     def apply_replicated(self, rec: JournalRecord) -> None: ...
@@ -70,11 +73,11 @@ async def fill_then_start(host: BootstrapHost, boot: Bootstrap, directory: str |
     """Fill this instance from the first reachable Bootstrap source (retried on the server
     clock until one answers), then start its replication links."""
     mark(directory, True)
-    addresses = [(a, tr.reconnect_timeout(i), tr.client_context())
+    addresses = [(a, tr.reconnect_timeout(i), tr.client_context(), tr)
                  for tr in boot.transports for i, a in enumerate(tr.addresses)]
     done = False
     while not done and not host.stopping:
-        for addr, retry, tls in addresses:
+        for addr, retry, tls, tr in addresses:
             try:
                 reader, writer = await asyncio.open_connection(addr.host, addr.port, ssl=tls)
             except OSError as exc:
@@ -82,7 +85,7 @@ async def fill_then_start(host: BootstrapHost, boot: Bootstrap, directory: str |
                 await host.wait(retry)
                 continue
             try:
-                n = await _fill(host, boot, reader, writer)
+                n = await _fill(host, boot, reader, writer, host.logon_for(tr))
             except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator,
                     LinkRefused) as exc:
                 log.warning("bootstrap from %s failed: %s", addr.inet_addr, exc)
@@ -101,14 +104,14 @@ async def fill_then_start(host: BootstrapHost, boot: Bootstrap, directory: str |
     await host.start_links()
 
 async def _fill(host: BootstrapHost, boot: Bootstrap, reader: asyncio.StreamReader,
-                     writer: asyncio.StreamWriter) -> int:
+                writer: asyncio.StreamWriter, logon: Logon) -> int:
     """Fill this instance from the source at the other end; returns the records applied once
     they are durable here."""
     journal = host.journal()
     ask = BootstrapAsk(topics=tuple((t.name, t.message_type) for t in boot.topics),
                        data_types=tuple(boot.data_types))
     local = host.hello()
-    send(writer, Hello(name=local.name, group=local.group, hw=local.hw, bootstrap=ask).encode())
+    send(writer, Hello(name=local.name, group=local.group, hw=local.hw, bootstrap=ask).encode(logon))
     await writer.drain()
     first = await read_frame(reader)
     h, _ = split_frame(first)

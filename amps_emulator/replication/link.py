@@ -10,7 +10,9 @@ reading the log as it grows, up to ``durable_position``. Each selected record is
 Receiver: a record the journal already holds (publisher + sequence, or ``s``) is dropped but
 acknowledged; a new one is appended with its original bookmark (``Journal.append_replicated``)
 and handed to the :class:`ApplyPort`, which applies it like a local publish (SOW, subscribers,
-views) without acking any client and without sending it back upstream. Acks are cumulative per
+views) without acking any client and without sending it back upstream. A record whose topic the
+peer may not replicate here (``admit``: its identity's ``replicated-topics``) is dropped but
+acknowledged. Acks are cumulative per
 upstream position, sent once the record is durable here, at most once per
 ``AckConflationInterval`` (or once per call when it is None: once per event-loop turn).
 
@@ -211,8 +213,11 @@ class Receiver:
 
     def __init__(self, journal: Journal, port: ApplyPort, *, ack_interval: float | None = None,
                  safe: Callable[[tuple[str, ...], str | None], int] | None = None,
-                 local_name: str | None = None) -> None:
+                 local_name: str | None = None, admit: Callable[[str], bool] | None = None) -> None:
         self.journal = journal
+        #: ``admit(topic)``: whether the peer may replicate that topic here (its identity's
+        #: ``replicated-topics``); a record it refuses is dropped, counted and acknowledged
+        self.admit = admit
         self.port = port
         self.ack_interval = ack_interval
         #: ``safe(path, upstream group)``: how far a record that came along ``path`` may be
@@ -228,6 +233,7 @@ class Receiver:
         self.applied = 0
         self.duplicates = 0
         self.looped = 0  # records that came back to an instance on their path (dropped, acked)
+        self.refused = 0  # records the peer may not replicate here (dropped, acked)
 
     def handle(self, payload: bytes) -> None:
         """One ``repl_rec`` frame from upstream."""
@@ -247,6 +253,11 @@ class Receiver:
             if self.local_name is not None and self.local_name in path.split(","):
                 self.looped += 1  # an upstream without loop prevention: held here already
                 self._pending.append((self.journal.last_position, upstream_pos, tuple(path.split(",")), ug))
+                return
+            if self.admit is not None and not self.admit(str(h["t"])):
+                self.refused += 1  # neither journaled nor applied; acknowledged, so the link goes on
+                self._pending.append((self.journal.last_position, upstream_pos,
+                                      tuple(path.split(",")) if path else (), ug))
                 return
             headers: dict[str, str] = {}
             if h.get("h"):

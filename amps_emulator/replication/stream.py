@@ -10,6 +10,8 @@ from amps_emulator.protocol.codec import ProtocolError
 
 #: the largest replication frame accepted (a record is one message)
 MAX_FRAME = 64 * 1024 * 1024
+#: the largest frame accepted before the peer has logged on (its hello is small)
+PRE_AUTH_FRAME = 1024 * 1024
 
 
 class LinkWriter(Protocol):
@@ -27,12 +29,13 @@ def send(writer: LinkWriter, data: bytes) -> None:
     writer.write(data)
 
 
-async def read_frame(reader: asyncio.StreamReader) -> bytes:
-    """One frame's payload (without its 4-byte length)."""
+async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME) -> bytes:
+    """One frame's payload (without its 4-byte length). A length over ``limit`` is refused
+    before any of the payload is read: nothing of an oversized frame is held."""
     size = int.from_bytes(await reader.readexactly(4), "big")
-    if size > MAX_FRAME:
-        raise ProtocolError(f"replication frame of {size} bytes")
+    if size > limit:
+        raise ProtocolError(f"replication frame of {size} bytes (limit {limit})")
     return await reader.readexactly(size)
 
 
-__all__ = ["MAX_FRAME", "LinkWriter", "read_frame", "send"]
+__all__ = ["MAX_FRAME", "PRE_AUTH_FRAME", "LinkWriter", "read_frame", "send"]

@@ -9,7 +9,9 @@ the body). Header ``c`` says what it is:
 ``repl_hello``  ``v`` protocol version, ``name``, ``group``, ``hw`` {publisher id: last
                 sequence} (as strings), ``facts`` the validation facts, ``txlog`` the
                 recorded topics, ``routes`` the Destinations (see :class:`Hello`), ``aci``
-                (connecting side only) the Destination's AckConflationInterval
+                (connecting side only) the Destination's AckConflationInterval; connecting
+                side only: ``user`` and ``pw``, the logon (:class:`Logon`) its Authenticator
+                gives, checked before anything is answered
 ``repl_refuse`` ``reason``: the link is refused; the side that decided logs it too
 ``repl_rec``    ``pos`` upstream position, ``k`` kind, ``t`` topic, ``mt`` message type,
                 ``pid``/``seq`` the bookmark, ``s`` client sequence, ``cn`` client name,
@@ -28,12 +30,16 @@ the body). Header ``c`` says what it is:
 
 A real AMPS (or anything else) that connects sends something that is not a ``repl_hello`` of
 this version: :func:`classify_first_frame` names it, the listener logs one line and closes.
+
+The connecting side's hello is its logon: the listener authenticates its ``user``/``pw`` with the
+replication transport's Authentication and Entitlement before it answers (its own hello, or a
+``repl_refuse``) or reads another frame.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -54,6 +60,16 @@ class LinkRefused(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class Logon(NamedTuple):
+    """The credentials a connecting instance's hello carries (its Authenticator's)."""
+
+    user: str = ""
+    password: str | None = None
+
+    def __repr__(self) -> str:  # never the password
+        return f"Logon(user={self.user!r})"
 
 
 class TopicFacts(msgspec.Struct, frozen=True):
@@ -119,7 +135,8 @@ class Hello(msgspec.Struct, frozen=True):
     #: the connecting side's AckConflationInterval for this link (seconds; None: once a turn)
     ack_interval: float | None = None
 
-    def encode(self) -> bytes:
+    def encode(self, logon: Logon | None = None) -> bytes:
+        """The ``repl_hello`` frame; ``logon``: the connecting side's credentials."""
         h: dict[str, Any] = {"c": "repl_hello", "v": self.version, "name": self.name, "group": self.group,
                              "hw": msgspec.json.encode({str(k): v for k, v in self.hw.items()}).decode(),
                              "facts": msgspec.json.encode(self.facts).decode(),
@@ -129,6 +146,10 @@ class Hello(msgspec.Struct, frozen=True):
             h["bootstrap"] = msgspec.json.encode(self.bootstrap).decode()
         if self.ack_interval is not None:
             h["aci"] = self.ack_interval
+        if logon is not None:
+            h["user"] = logon.user
+            if logon.password is not None:
+                h["pw"] = logon.password
         return frame(h)
 
     @classmethod
@@ -160,6 +181,11 @@ def fact_key(topic: str, message_type: str) -> str:
 
 def classify_first_frame(payload: bytes) -> Hello:
     """The peer's hello, or :class:`NotAnEmulator` saying what arrived instead."""
+    return classify_hello(payload)[0]
+
+
+def classify_hello(payload: bytes) -> tuple[Hello, Logon]:
+    """The peer's hello and the logon it carries (empty: none), or :class:`NotAnEmulator`."""
     try:
         header, _ = split_frame(payload)
     except ProtocolError as exc:
@@ -172,7 +198,8 @@ def classify_first_frame(payload: bytes) -> Hello:
     hello = Hello.from_header(header)
     if hello.version != PROTOCOL_VERSION:
         raise NotAnEmulator(f"replication protocol {hello.version!r} is not {PROTOCOL_VERSION!r}")
-    return hello
+    pw = header.get("pw")
+    return hello, Logon(str(header.get("user") or ""), None if pw is None else str(pw))
 
 
 def refuse_frame(reason: str) -> bytes:
@@ -259,6 +286,6 @@ def _check_topic(local: Hello, remote: Hello, topic: str, mtype: str, mine: Topi
                                   f"{topic!r} from Group {local.group!r} through to {r.name!r}")
 
 
-__all__ = ["PROTOCOL_VERSION", "BootstrapAsk", "Hello", "LinkRefused", "NotAnEmulator", "Route", "RouteTopic",
-           "TopicFacts", "check_peer", "classify_first_frame", "fact_key", "refuse_frame", "transfer_request",
-           "transfer_request_frame"]
+__all__ = ["PROTOCOL_VERSION", "BootstrapAsk", "Hello", "LinkRefused", "Logon", "NotAnEmulator", "Route",
+           "RouteTopic", "TopicFacts", "check_peer", "classify_first_frame", "classify_hello", "fact_key",
+           "refuse_frame", "transfer_request", "transfer_request_frame"]

@@ -8,12 +8,16 @@ Both drive the sans-IO halves of :mod:`.link` and :mod:`.wire`:
   its ``repl_refuse``), check it, then start a :class:`~.link.Sender` at what the peer lacks
   (resync). A failed, lost, refused or ``cut`` link is retried after the Destination's
   ReconnectTimeout, measured on the server clock.
-* listener: read the first frame; anything but an emulator's hello gets one log line and a
+  The hello carries the logon of the Destination's ``Authenticator``.
+* listener (:mod:`.replication_accept`): nothing is answered or served before the peer's
+  hello, within the logon timeout and a small size, has logged it on with the transport's
+  Authentication/Entitlement (``replication-logon``); anything else gets one log line and a
   close. A hello that asks for a bootstrap is served and closed. Otherwise answer with this
   instance's hello; a passive Destination (no InetAddr) that names the peer replicates over
-  this connection.
+  this connection, and the records the peer sends are applied if its ``replicated-topics``
+  allow their topic.
 
-Either way the connection then runs in both directions (:meth:`ReplicationService._run_link`):
+Either way the connection then runs in both directions (:meth:`ReplicationService.run_link`):
 a sender writes records as they become durable here, and the peer's ``repl_ack`` moves it
 and the sync gate (:class:`~.gate.AckGate`); records the peer sends go to a
 :class:`~.link.Receiver` whose :class:`~.link.ApplyPort` is ``publish.apply_replicated``,
@@ -35,20 +39,22 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 import msgspec
 
-from amps_emulator.config.model import Config, Destination, ReplicationAddress
+from amps_emulator.config.model import Config, Destination, DestinationTransport, ReplicationAddress
 from amps_emulator.config.tls import server_context
 from amps_emulator.config.values import is_regex
 from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.replication.bootstrap import needs_bootstrap
-from amps_emulator.replication.bootstrap_link import fill_then_start, serve_bootstrap
+from amps_emulator.replication.bootstrap_link import fill_then_start
 from amps_emulator.replication.gate import AckGate, DestinationState, describe_destination
 from amps_emulator.replication.link import Receiver, Selection, Sender, ack_position
+from amps_emulator.replication.peer_auth import logon_with
 from amps_emulator.replication.stream import read_frame, send
 from amps_emulator.replication.wire import (
     Hello,
     LinkRefused,
+    Logon,
     NotAnEmulator,
     Route,
     RouteTopic,
@@ -60,8 +66,10 @@ from amps_emulator.replication.wire import (
     transfer_request,
     transfer_request_frame,
 )
+from amps_emulator.server.services.replication_accept import accept
 
 if TYPE_CHECKING:
+    from amps_emulator.auth import TransportSecurity
     from amps_emulator.server.core.clock import SystemClock, TestClock
     from amps_emulator.server.core.ports import ReplicationControl
     from amps_emulator.server.messaging.broker import Broker
@@ -71,8 +79,6 @@ log = logging.getLogger("amps_emulator.replication")
 #: the replication action triggers (``amps-action-on-...``), fired through ``on_event``
 ON_CONNECT = "amps-action-on-connect-replication"
 ON_DISCONNECT = "amps-action-on-disconnect-replication"
-ON_CONNECT_INCOMING = "amps-action-on-connect-incoming-replication"
-ON_DISCONNECT_INCOMING = "amps-action-on-disconnect-incoming-replication"
 ON_RESYNC_COMPLETE = "amps-action-on-replication-resync-complete"
 ON_DOWNGRADE = "amps-action-on-downgrade-replication"
 ON_UPGRADE = "amps-action-on-upgrade-replication"
@@ -94,7 +100,10 @@ class ReplicationService:
 
     def __init__(self, config: Config, broker: Broker, journal: Callable[[], Journal],
                  timebase: SystemClock | TestClock, *, apply: Callable[[JournalRecord], None],
-                 on_event: Callable[[str, dict[str, str]], None] = _no_event) -> None:
+                 on_event: Callable[[str, dict[str, str]], None] = _no_event,
+                 logon_timeout: float = 30.0) -> None:
+        """``logon_timeout``: seconds (server clock) an incoming connection has to log on with
+        its hello (0: forever)."""
         self.config = config
         self.broker = broker
         self.journal = journal
@@ -134,6 +143,12 @@ class ReplicationService:
         self.queue_port: QueueTransferPort | None = None
         #: names of this instance's queues whose records replicate (distributed, group local)
         self.replicated_queues: frozenset[str] = frozenset()
+        self.logon_timeout = logon_timeout
+        listener, layer = config.replication_listener, broker.security
+        #: who may log on to the replication transport (None: no Authentication/Entitlement
+        #: configured anywhere, every peer is accepted)
+        self.security: TransportSecurity | None = \
+            layer.transport(listener.name) if layer is not None and listener is not None else None
 
     # -- lifecycle --------------------------------------------------------------------------
     async def start(self) -> None:
@@ -149,10 +164,14 @@ class ReplicationService:
     async def start_links(self) -> None:
         listener = self.config.replication_listener
         if listener is not None:
-            tls = (server_context(listener.certificate, listener.private_key, listener.ciphers)
+            tls = (server_context(listener.certificate, listener.private_key, listener.ciphers,
+                                  verify_client=listener.verify_client, ca_file=listener.ca_file,
+                                  ca_path=listener.ca_path)
                    if listener.tls and listener.certificate and listener.private_key else None)
+            # a TLS handshake never finished is dropped after the logon timeout too
+            handshake = self.logon_timeout if tls is not None and self.logon_timeout > 0 else None
             self._server = await asyncio.start_server(self._accepted, listener.host, listener.port, ssl=tls,
-                                                      reuse_address=True)
+                                                      reuse_address=True, ssl_handshake_timeout=handshake)
             self.listen_port = self._server.sockets[0].getsockname()[1]
             log.info("replication transport %r listening on port %d", listener.name, self.listen_port)
         for dest in self.config.replication.destinations:
@@ -192,6 +211,31 @@ class ReplicationService:
             acked = sender.acked_through if sender is not None else self.acked.get(dest.name)
             out.append(journal.first_position if acked is None else acked + 1)
         return out
+
+    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await accept(self, reader, writer)
+
+    def track(self, task: asyncio.Task[None]) -> None:
+        """A task :meth:`stop` cancels (an accepted link's)."""
+        self._tasks.add(task)
+
+    def untrack(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+
+    def link_opened(self, dest_name: str, writer: asyncio.StreamWriter) -> None:
+        """``dest_name`` replicates over ``writer`` (closed by :meth:`cut`, :meth:`reconnect`)."""
+        self._links[dest_name] = writer
+
+    def link_closed(self, st: DestinationState, writer: asyncio.StreamWriter, reason: str | None) -> None:
+        """The link of destination ``st`` over ``writer`` ended."""
+        if self._links.get(st.name) is writer:
+            del self._links[st.name]
+        self._link_down(st, reason)
+
+    def logon_for(self, transport: DestinationTransport) -> Logon:
+        """What a link through ``transport`` logs on with: its Authenticator's credentials,
+        else the instance's (:class:`LinkRefused` when a password source has gone)."""
+        return logon_with(self.config.replication.authenticator_for(transport))
 
     def _forget_sender(self, dest_name: str) -> None:
         sender = self.senders.pop(dest_name, None)
@@ -238,7 +282,7 @@ class ReplicationService:
         if self.gate.safe(self.journal().durable_position) != before:
             self._gate_moved()
 
-    def _fire(self, module: str, st_name: str, reason: str | None = None, **more: str) -> None:
+    def fire(self, module: str, st_name: str, reason: str | None = None, **more: str) -> None:
         variables = {"AMPS_DESTINATION_NAME": st_name, **more}
         if reason is not None:
             variables["AMPS_REASON"] = reason
@@ -291,12 +335,12 @@ class ReplicationService:
     def _downgraded(self, name: str, reason: str) -> None:
         log.warning("replication destination %r downgraded to async (%s): acks no longer wait "
                     "for it", name, reason)
-        self._fire(ON_DOWNGRADE, name, reason)
+        self.fire(ON_DOWNGRADE, name, reason)
         self._gate_moved()
 
     def _upgraded(self, name: str) -> None:
         log.warning("replication destination %r upgraded to sync", name)
-        self._fire(ON_UPGRADE, name)
+        self.fire(ON_UPGRADE, name)
 
     def reconnect(self, name: str) -> bool:
         """The Admin's reconnect: drop the link now; it connects again (True: one was open)."""
@@ -394,15 +438,15 @@ class ReplicationService:
 
     # -- upstream ------------------------------------------------------------------------------
     async def _connector(self, dest: Destination) -> None:
-        addresses: list[tuple[ReplicationAddress, float, ssl.SSLContext | None]] = []
+        addresses: list[tuple[ReplicationAddress, float, ssl.SSLContext | None, DestinationTransport]] = []
         for tr in dest.transports:
             tls = tr.client_context()
-            addresses += [(a, tr.reconnect_timeout(i), tls) for i, a in enumerate(tr.addresses)]
+            addresses += [(a, tr.reconnect_timeout(i), tls, tr) for i, a in enumerate(tr.addresses)]
         st = self.state(dest.name)
         restored = self._restored.setdefault(dest.name, asyncio.Event())
         refused: dict[str, str] = {}  # address -> the last refusal's reason
         while not self.stopping:
-            for addr, retry, tls in addresses:
+            for addr, retry, tls, tr in addresses:
                 while st.cut:  # an emulator ``cut``: no connection until restored
                     await restored.wait()
                 try:
@@ -418,7 +462,7 @@ class ReplicationService:
                 reason: str | None = None
                 self._links[dest.name] = writer
                 try:
-                    await self._run_upstream(dest, st, reader, writer)
+                    await self._run_upstream(dest, st, reader, writer, self.logon_for(tr))
                 except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator) as exc:
                     reason = str(exc) or type(exc).__name__
                     log.warning("replication destination %r (%s): link lost: %s", dest.name,
@@ -447,7 +491,7 @@ class ReplicationService:
         self._forget_sender(st.name)
         if st.connected:
             st.disconnected(self.timebase.time())
-            self._fire(ON_DISCONNECT, st.name, reason)
+            self.fire(ON_DISCONNECT, st.name, reason)
 
     async def _retry(self, st: DestinationState, seconds: float) -> None:
         """Wait ``seconds`` before the next connection attempt; ``st.retry_at`` says when
@@ -474,10 +518,11 @@ class ReplicationService:
             handle.cancel()
 
     async def _run_upstream(self, dest: Destination, st: DestinationState, reader: asyncio.StreamReader,
-                            writer: asyncio.StreamWriter) -> None:
+                            writer: asyncio.StreamWriter, logon: Logon) -> None:
         local = self.hello()
-        # the peer acks what this Destination sends at most once per its AckConflationInterval
-        send(writer, msgspec.structs.replace(local, ack_interval=dest.ack_conflation_interval).encode())
+        # the hello logs on; the peer acks what this Destination sends at most once per its
+        # AckConflationInterval
+        send(writer, msgspec.structs.replace(local, ack_interval=dest.ack_conflation_interval).encode(logon))
         await writer.drain()
         first = await read_frame(reader)
         h, _ = split_frame(first)
@@ -485,14 +530,14 @@ class ReplicationService:
             raise LinkRefused(str(h.get("reason")))
         remote = classify_first_frame(first)
         try:
-            sender = self._sender(dest, st, local, remote)
+            sender = self.start_sender(dest, st, local, remote)
         except LinkRefused as exc:
             send(writer, refuse_frame(exc.reason))
             await writer.drain()
             raise
-        await self._run_link(remote, reader, writer, (sender, st))
+        await self.run_link(remote, reader, writer, (sender, st))
 
-    def _sender(self, dest: Destination, st: DestinationState, local: Hello, remote: Hello) -> Sender:
+    def start_sender(self, dest: Destination, st: DestinationState, local: Hello, remote: Hello) -> Sender:
         """Check the peer for this Destination (:class:`LinkRefused`), then a sender started at
         what the peer lacks (resync), registered as the destination's, its state connected."""
         keep, filters = self.checks(dest, local)
@@ -508,20 +553,23 @@ class ReplicationService:
         st.connected_to(remote.name, remote.group, self.timebase.time())
         log.info("replication destination %r%s connected to %r (%s)", dest.name,
                  " (passive)" if dest.passive else "", remote.name, st.replication_type)
-        self._fire(ON_CONNECT, dest.name, AMPS_REPLICATION_PEER_NAME=remote.name,
-                   AMPS_REPLICATION_GROUP_NAME=remote.group)
+        self.fire(ON_CONNECT, dest.name, AMPS_REPLICATION_PEER_NAME=remote.name,
+                  AMPS_REPLICATION_GROUP_NAME=remote.group)
         self._progress(st, sender.acked_through)
         return sender
 
-    async def _run_link(self, remote: Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                        sending: tuple[Sender, DestinationState] | None) -> None:
+    async def run_link(self, remote: Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                       sending: tuple[Sender, DestinationState] | None, *,
+                       admit: Callable[[str], bool] | None = None) -> None:
         """One connection after the handshake, in both directions. ``sending`` (if this side
         sends on it: the sender and its destination's state) writes records and reads the
         peer's acks, which move the sync gate; records the peer sends are applied by a receiver
         (created when the first arrives) and acknowledged once durable here and acknowledged by
         this instance's sync destinations that forward them, at most once per the peer's
         AckConflationInterval. Transfer requests of replicated queues go both ways: the peer's
-        are answered by this instance's queues (:meth:`request_transfer` sends ours)."""
+        are answered by this instance's queues (:meth:`request_transfer` sends ours). ``admit``
+        (an incoming link from a peer whose identity is checked): whether it may replicate a
+        topic (a record or transfer request it refuses is dropped)."""
         broker = self.broker
         receiver: Receiver | None = None
         wake = asyncio.Event()
@@ -550,12 +598,12 @@ class ReplicationService:
                     continue
                 if c == "repl_qreq":  # the peer asks for queue messages this instance owns
                     queue, bookmarks = transfer_request(h)
-                    if self.queue_port is not None:
+                    if self.queue_port is not None and (admit is None or admit(queue)):
                         self.queue_port.transfer_requested(queue, bookmarks, remote.name)
                     continue
                 if receiver is None:
                     receiver = Receiver(self.journal(), self, ack_interval=remote.ack_interval,
-                                        safe=self.safe_for, local_name=self.name)
+                                        safe=self.safe_for, local_name=self.name, admit=admit)
                     self.receivers[remote.name] = receiver
                 receiver.handle_frame(h, body)  # raises LinkRefused on repl_refuse
                 broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
@@ -575,7 +623,7 @@ class ReplicationService:
                     self._progress(st, sender.acked_through)
                     if not resynced and sender.next_position > sender.resync_until:
                         resynced = True
-                        self._fire(ON_RESYNC_COMPLETE, st.name, AMPS_REPLICATION_PEER_NAME=remote.name)
+                        self.fire(ON_RESYNC_COMPLETE, st.name, AMPS_REPLICATION_PEER_NAME=remote.name)
                 if receiver is not None:
                     now = self.timebase.monotonic()
                     ack = receiver.take_ack(now)
@@ -607,86 +655,6 @@ class ReplicationService:
             reading.cancel()
             if pending is not None:  # cancelled (the server stops) while waiting: not left pending
                 pending.cancel()
-
-    # -- downstream ----------------------------------------------------------------------------
-    def _passive_for(self, remote: Hello) -> Destination | None:
-        """The passive Destination (no InetAddr) that names the instance which connected."""
-        for dest in self.config.replication.destinations:
-            if dest.passive and dest.group == remote.group and dest.name in (dest.group, remote.name):
-                return dest
-        return None
-
-    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        peer = writer.get_extra_info("peername")
-        me = asyncio.current_task()
-        if me is not None:  # stop() cancels the links it accepted too
-            self._tasks.add(me)
-        passive: DestinationState | None = None  # the passive destination replicating over this link
-        upstream: str | None = None  # the peer's name once its link is accepted
-        reason: str | None = None
-        try:
-            first = await read_frame(reader)
-            remote = classify_first_frame(first)
-            local = self.hello()
-            try:
-                check_peer(local, remote, expected_group=None, expected_name=None, checks={})
-            except LinkRefused as exc:
-                log.error("replication link from %s refused: %s", peer, exc.reason)
-                send(writer, refuse_frame(exc.reason))
-                await writer.drain()
-                return
-            if remote.bootstrap is not None:
-                send(writer, local.encode())
-                await writer.drain()
-                await serve_bootstrap(self, remote, remote.bootstrap, writer, reader)
-                return
-            dest = self._passive_for(remote)
-            # what a passive destination sends is acked at most once per its AckConflationInterval
-            reply = local if dest is None else msgspec.structs.replace(
-                local, ack_interval=dest.ack_conflation_interval)
-            send(writer, reply.encode())
-            await writer.drain()
-            log.info("replication link from %r (%s) accepted", remote.name, peer)
-            upstream = remote.name
-            self.incoming[remote.name] = str(peer)
-            self._fire(ON_CONNECT_INCOMING, remote.name, AMPS_REPLICATION_PEER_NAME=remote.name,
-                       AMPS_REPLICATION_GROUP_NAME=remote.group)
-            sending: tuple[Sender, DestinationState] | None = None
-            if dest is not None and dest.name not in self.connected:
-                st = self.state(dest.name)
-                if st.cut:
-                    log.info("replication destination %r (passive): link cut (emulator control), "
-                             "nothing sent to %r", dest.name, remote.name)
-                else:
-                    try:  # replicate to it over the connection it made (docs/design/replication.md 1.3)
-                        sending = (self._sender(dest, st, local, remote), st)
-                        passive = st
-                        self._links[dest.name] = writer
-                    except LinkRefused as exc:
-                        log.error("replication destination %r (passive) refused: %s", dest.name, exc.reason)
-            await self._run_link(remote, reader, writer, sending)
-        except NotAnEmulator as exc:
-            log.error("replication transport: connection from %s closed: %s", peer, exc)
-        except LinkRefused as exc:
-            reason = exc.reason
-            log.error("replication link from %s refused by the upstream: %s", peer, exc.reason)
-        except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
-            reason = str(exc) or type(exc).__name__
-            log.warning("replication link from %s lost: %s", peer, reason)
-        except asyncio.CancelledError:
-            # stop(): ends normally, since asyncio's stream server logs a cancelled handler
-            log.debug("replication link from %s closed: the server stops", peer)
-        finally:
-            if passive is not None:
-                if self._links.get(passive.name) is writer:
-                    del self._links[passive.name]
-                self._link_down(passive, reason)
-            if upstream is not None:
-                self.incoming.pop(upstream, None)
-                self._fire(ON_DISCONNECT_INCOMING, upstream, AMPS_REPLICATION_PEER_NAME=upstream)
-            writer.close()
-            if me is not None:
-                self._tasks.discard(me)
 
 
 if TYPE_CHECKING:

@@ -63,7 +63,7 @@ REFERENCE: dict[str, tuple[str, ...]] = {
     "Tuning/Replication": ("MinSyncDestinations",),
     "Replication/Destination": ("Name", "Group", "SyncType", "Transport", "Topic", "PassThrough",
                                 "ResyncPassThrough", "Compression", "CompressionType", "AckConflationInterval"),
-    "Replication/Destination/Transport": ("InetAddr", "Type"),
+    "Replication/Destination/Transport": ("InetAddr", "Type", "Authenticator"),
     "Replication/Destination/Topic": ("Name", "MessageType", "Filter", "IncludeValidation", "ExcludeValidation"),
 }
 

@@ -238,3 +238,68 @@ def test_what_replication_does_not_do_warns_where_it_is_configured() -> None:
     assert [line for line, _ in got] == [12]
     assert any("<Compression> is not supported" in r and "'UK'" in r for _, r in got)
     assert not any("Compression" in w.reason or "TLS" in w.reason for w in loads_config(MESH_NODE, "us.xml").warnings)
+
+
+UK_TRANSPORT = "<Transport><Type>amps-replication</Type><InetAddr>9109</InetAddr></Transport>"
+
+
+def test_a_destinations_authenticator_and_the_instances() -> None:
+    """The Transport's Authenticator gives its link's credentials, else the instance's, else the
+    default module's (the process's user, no password); nothing of it is warned as ignored."""
+    auth = ("<Authenticator><Module>amps-default-authenticator-module</Module><Options><User>repl</User>"
+            "<Password>pw</Password></Options></Authenticator>")
+    text = MESH_NODE.replace(UK_TRANSPORT, UK_TRANSPORT.replace("</Transport>", auth + "</Transport>"))
+    text = text.replace("<Group>US</Group>", "<Group>US</Group><Authenticator><Module>"
+                        "amps-default-authenticator-module</Module><Options><User>inst</User></Options>"
+                        "</Authenticator>")
+    cfg = loads_config(text, "us.xml")
+    uk, sg = cfg.replication.destinations
+    assert cfg.replication.authenticator_for(uk.transports[0]).credentials() == ("repl", "pw")
+    assert cfg.replication.authenticator_for(sg.transports[0]).credentials() == ("inst", None)
+    assert not [w for w in cfg.warnings if "Authenticator" in w.reason]
+    plain = loads_config(MESH_NODE, "us.xml").replication
+    assert plain.authenticator_for(plain.destinations[0].transports[0]).password is None
+
+
+@pytest.mark.parametrize(("auth", "reason"), [
+    ("<Module>libamps_exec_authenticator</Module>", "is not implemented by the emulator"),
+    ("<Module>amps-default-authenticator-module</Module><Options><Token>x</Token></Options>",
+     "unknown element <Token>"),
+])
+def test_authenticator_errors(auth: str, reason: str) -> None:
+    errs = errors(with_authenticator(auth))
+    assert any(reason in e.reason for e in errs), errs
+
+
+def with_authenticator(auth: str) -> str:
+    return MESH_NODE.replace(UK_TRANSPORT, UK_TRANSPORT.replace(
+        "</Transport>", f"<Authenticator>{auth}</Authenticator></Transport>"))
+
+
+@pytest.mark.parametrize(("options", "reason"), [
+    ("<PasswordFileName>/nonexistent/pw</PasswordFileName>", "PasswordFileName /nonexistent/pw"),
+    ("<PasswordEnvironmentVariable>NO_SUCH_VARIABLE_HERE</PasswordEnvironmentVariable>", "is not set"),
+])
+def test_a_password_source_not_there_yet_is_a_warning(options: str, reason: str) -> None:
+    cfg = loads_config(with_authenticator(
+        f"<Module>amps-default-authenticator-module</Module><Options>{options}</Options>"), "us.xml")
+    assert [w.line for w in cfg.warnings if reason in w.reason] == [12]
+
+
+def test_the_secure_listener_takes_verify_client_and_the_plain_one_does_not(tmp_path) -> None:
+    pytest.importorskip("cryptography")
+    from tests.support.tls import self_signed
+
+    cert, key = self_signed(tmp_path)
+    listener = "<Type>amps-replication</Type><InetAddr>9009</InetAddr>"
+    secure = (f"<Type>amps-replication-secure</Type><Certificate>{cert}</Certificate><PrivateKey>{key}"
+              f"</PrivateKey><VerifyClient>true</VerifyClient><CAFile>{cert}</CAFile><InetAddr>9009</InetAddr>")
+    got = loads_config(MESH_NODE.replace(listener, secure), "us.xml").replication_listener
+    assert got is not None and got.verify_client and got.ca_file == str(cert)
+    errs = errors(MESH_NODE.replace(listener, listener + "<VerifyClient>true</VerifyClient>"))
+    assert any("need Type amps-replication-secure" in e.reason for e in errs), errs
+    client = (f"<Type>amps-replication-secure</Type><Certificate>{cert}</Certificate>"
+              f"<PrivateKey>{key}</PrivateKey><InetAddr>9109</InetAddr>")
+    dest = loads_config(MESH_NODE.replace("<Type>amps-replication</Type><InetAddr>9109</InetAddr>", client),
+                        "us.xml").replication.destinations[0].transports[0]
+    assert dest.certificate == str(cert) and dest.client_context() is not None
