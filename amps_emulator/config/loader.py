@@ -32,7 +32,14 @@ from .instance_sections import (
     read_transports,
 )
 from .message_types import read_message_types
-from .model import DEFAULT_CLIENT_OUTBOUND_LIMIT, DEFAULT_MAX_FRAME_SIZE, Config, Replication
+from .model import (
+    DEFAULT_CLIENT_OUTBOUND_LIMIT,
+    DEFAULT_MAX_FRAME_SIZE,
+    Config,
+    ConflatedTopic,
+    Replication,
+    SowTopic,
+)
 from .replication_sections import read_bootstrap, read_replication, read_replication_listener, read_tuning
 from .schema import Ctx, Elem, Spec, positive, read, text
 from .security import LIBRARIES, SecurityConfig, read_security
@@ -100,6 +107,24 @@ def _refuse_viewless_view_types(sow: SowResult, decls: tuple[MessageTypeDecl, ..
                       f"<View> {view.name!r}: its <MessageType> {view.message_type!r} "
                       f"({module}) cannot be a view's type: AMPS does not build {module} "
                       "messages from projected values (a view of another type may read it)")
+
+
+def _refuse_unenrichable_types(sow: SowResult, decls: tuple[MessageTypeDecl, ...],
+                               ctx: Ctx) -> None:
+    """``Preprocessing`` or ``Enrichment`` on a topic whose type AMPS does not enrich
+    (protobuf and struct, as its User Guide says; binary and composite-global, whose bodies
+    have no fields to write or cannot be built) stops the start-up at the topic."""
+    modules = {d.name: d.effective_module for d in decls}
+    enriched: list[tuple[str, SowTopic | ConflatedTopic]] = [
+        *(("Topic", t) for t in sow.topics if t.preprocessing or t.enrichment),
+        *(("ConflatedTopic", c) for c in sow.conflated if c.enrichment)]
+    for what, item in enriched:
+        module = modules.get(item.message_type, item.message_type)
+        if module in VIEWLESS_MODULES:
+            ctx.error(item.file, item.line,
+                      f"<{what}> {item.name!r}: its <MessageType> {item.message_type!r} ({module}) "
+                      "cannot have <Preprocessing> or <Enrichment>: AMPS does not enrich "
+                      f"{module} messages")
 
 
 def _harvest_message_types(root: Node, ctx: Ctx) -> None:
@@ -190,6 +215,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
                                txlog=txlog) if "bootstrap" in v else None
     where_repl = top.nodes.get("replication")
     _refuse_viewless_view_types(sow, message_type_decls, ctx)
+    _refuse_unenrichable_types(sow, message_type_decls, ctx)
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)
