@@ -89,6 +89,24 @@ def test_types_amps_does_not_enrich_are_refused(message_type, types):
 
 @pytest.mark.parametrize("message_type", ["nvfix", "fix", "xml", "bflat", "msgpack", "bson"])
 def test_types_with_fields_are_accepted(message_type):
-    cfg = loads_config(_config("<Preprocessing><Field>'x' AS /k</Field></Preprocessing>",
+    field = "'x' AS /58" if message_type == "fix" else "'x' AS /k"
+    cfg = loads_config(_config(f"<Preprocessing><Field>{field}</Field></Preprocessing>",
                                message_type), "enrich.xml")
-    assert cfg.sow_topics[0].preprocessing == ("'x' AS /k",)
+    assert cfg.sow_topics[0].preprocessing == (field,)
+
+
+@pytest.mark.parametrize("message_type, field, refused", [
+    ("fix", "'x' AS /Text", True),
+    ("fix", "'x' AS /58", False),
+    ("nvfix", "'x' AS /a/b", True),
+    ("bflat", "'x' AS /a/b", True),
+    ("nvfix", "'x' AS /note", False),
+    ("xml", "'x' AS /order/note", False),
+])
+def test_flat_types_hold_only_flat_fields(message_type, field, refused):
+    text = _config(f"<Enrichment><Field>{field}</Field></Enrichment>", message_type)
+    if refused:
+        [(_, why)] = _errors(text)
+        assert "cannot hold the field" in why
+    else:
+        assert loads_config(text, "enrich.xml").sow_topics[0].enrichment == (field,)
