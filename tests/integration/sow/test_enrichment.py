@@ -71,6 +71,11 @@ CONFIG = """<AMPSConfig><Name>enricher</Name>
       <Field>COALESCE(/venue OF CURRENT, /venue OF PREVIOUS, 'XNAS') AS /venue</Field>
     </Enrichment>
   </Topic>
+  <!-- one logical topic per name under /books/, each record filed on its own shelf -->
+  <Topic><Name>books</Name><Pattern>^/books/</Pattern><MessageType>json</MessageType><Key>/isbn</Key>
+    <FileName>{d}/sow/%n.sow</FileName>
+    <Enrichment><Field>TOPIC_NAME() AS /shelf</Field></Enrichment>
+  </Topic>
   <ConflatedTopic><Name>accounts-slow</Name><MessageType>json</MessageType>
     <UnderlyingTopic>accounts</UnderlyingTopic><Interval>100ms</Interval>
     <Enrichment><Field>UPPER(/tier) AS /tier</Field></Enrichment>
@@ -144,7 +149,8 @@ def test_delta_publish_is_enriched_before_the_merge(client):
     client.delta_publish("positions", json.dumps({"id": 1, "qty": 2}))
     client.flush()
     first, second = deltas.wait_for(2)
-    assert (first["value"], first["size"], first["lastNote"], first["keptNote"]) == (2000, "large", "opened", "opened")
+    assert (first["value"], first["size"], first["lastNote"], first["keptNote"]) == (
+        2000, "large", "opened", "opened")
     # the delta has no px: OF PREVIOUS supplies it; no note: lastNote becomes NULL, keptNote
     # (HINT OPTIONAL) is not in the delta and keeps the stored value
     assert second == {"id": 1, "qty": 2, "value": 400, "size": "small", "lastNote": None}
@@ -165,10 +171,19 @@ def test_nvfix_topic_is_preprocessed_and_enriched(enricher):
         a, b, last = live.wait_for(3)
         assert a == f"sym=IBM{SOH}bid=1.50{SOH}ask=2.50{SOH}mid=2.0{SOH}venue=XNAS{SOH}"
         assert _nv(b)["venue"] == "ARCX" and _nv(b)["mid"] == "2.5"
-        assert _nv(last) == {"sym": "IBM", "bid": "4", "ask": "5", "mid": "4", "venue": "ARCX"}  # integer division
+        # (4 + 5) / 2 is an integer division
+        assert _nv(last) == {"sym": "IBM", "bid": "4", "ask": "5", "mid": "4", "venue": "ARCX"}
         assert [m.get_data() for m in c.sow("quotes") if m.get_command() == "sow"] == [last]
     finally:
         c.close()
+
+
+def test_the_logical_topics_of_a_pattern_share_its_enrichment(client):
+    client.publish("/books/poetry", json.dumps({"isbn": "1"}))
+    client.publish("/books/travel", json.dumps({"isbn": "1"}))
+    client.flush()
+    assert _sow(client, "/books/poetry") == [{"isbn": "1", "shelf": "/books/poetry"}]
+    assert _sow(client, "/books/travel") == [{"isbn": "1", "shelf": "/books/travel"}]
 
 
 def test_a_run_of_publishes_is_enriched_one_by_one(client):
