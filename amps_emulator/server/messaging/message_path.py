@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from amps_emulator.server.core.ports import Client, PublishObserver, Turn
     from amps_emulator.server.messaging.broker import Broker
     from amps_emulator.sow import Record, Topic
+    from amps_emulator.sow.enrichment import Enrichment
 
 _PUBLISH = int(RecordKind.PUBLISH)
 _DELTA = int(RecordKind.DELTA_PUBLISH)
@@ -91,12 +92,13 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
     key = None
     if sow_topic is not None:
         doc = decode_json(body) if TYPE_SEP not in topic else broker.bodies.decode(body, topic)
-        if sow_topic.enrichment is None:
+        rules = sow_topic.enrichment
+        if rules is None:
             key = sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front
         else:
             ctx = _context(broker, topic, body, client_name, correlation_id, client) \
-                if sow_topic.enrichment.uses_context else None
-            body, doc, key = _enrich(sow_topic, body, doc, sow_key, ctx)
+                if rules.uses_context else None
+            body, doc, key = _enrich(sow_topic, rules, body, doc, sow_key, ctx)
     txlog = broker.txlog
     rec = None
     if txlog is not None and txlog.recorded(topic):
@@ -108,13 +110,10 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
     return rec.position if rec is not None else None
 
 
-def _enrich(sow_topic: Topic, body: bytes, doc: object, sow_key: str | None,
+def _enrich(sow_topic: Topic, rules: Enrichment, body: bytes, doc: object, sow_key: str | None,
             ctx: MessageContext | None) -> tuple[bytes, object, str]:
-    """Preprocess ``body``, compute its SowKey, enrich it (:mod:`sow.enrichment`): the body,
-    document and SowKey to journal and store."""
-    rules = sow_topic.enrichment
-    if rules is None:  # (the caller asked only for a topic with rules)
-        return body, doc, sow_topic.key_for(doc, sow_key)
+    """Preprocess ``body``, compute its SowKey, enrich it (``rules``, the topic's
+    :class:`sow.enrichment.Enrichment`): the body, document and SowKey to journal and store."""
     body, doc = rules.preprocess(body, doc, ctx)
     key = sow_topic.key_for(doc, sow_key)  # the Key may be a preprocessed field
     if rules.post is not None:
