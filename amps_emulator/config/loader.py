@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+from amps_emulator.protocol.filter.construct import parse_field, previous_mark
 from amps_emulator.protocol.msgtypes import VIEWLESS_MODULES, MessageTypeDecl
 
 from .actions_section import read_actions
@@ -36,8 +37,10 @@ from .model import (
     DEFAULT_CLIENT_OUTBOUND_LIMIT,
     DEFAULT_MAX_FRAME_SIZE,
     Config,
+    ConflatedTopic,
     Replication,
     ReplicationAuthenticator,
+    SowTopic,
 )
 from .replication_sections import (
     read_authenticator,
@@ -52,6 +55,9 @@ from .sow_sections import SowResult, check_queue_logging, one_definition_per_nam
 from .units import parse_duration, parse_size
 from .values import parse_name
 from .xmlload import AMPS_VERSION, Node, load_tree, read_file, report_missing_env
+
+#: message types whose fields are one level of name=value (a constructed field has one step)
+_FLAT_MODULES = ("fix", "nvfix", "bflat")
 
 _SECTION = lambda n, c: n  # noqa: E731 - structured sections are read after the top level
 
@@ -114,6 +120,36 @@ def _refuse_viewless_view_types(sow: SowResult, decls: tuple[MessageTypeDecl, ..
                       f"<View> {view.name!r}: its <MessageType> {view.message_type!r} "
                       f"({module}) cannot be a view's type: AMPS does not build {module} "
                       "messages from projected values (a view of another type may read it)")
+
+
+def _refuse_unenrichable_types(sow: SowResult, decls: tuple[MessageTypeDecl, ...],
+                               ctx: Ctx) -> None:
+    """``Preprocessing`` or ``Enrichment`` on a topic whose type AMPS does not enrich
+    (protobuf and struct, as its User Guide says; binary and composite-global, whose bodies
+    have no fields to write or cannot be built) stops the start-up at the topic, and so does
+    a field a flat type cannot hold (fix, nvfix, bflat: one step; fix: a numeric tag)."""
+    modules = {d.name: d.effective_module for d in decls}
+    enriched: list[tuple[str, SowTopic | ConflatedTopic]] = [
+        *(("Topic", t) for t in sow.topics if t.preprocessing or t.enrichment),
+        *(("ConflatedTopic", c) for c in sow.conflated if c.enrichment)]
+    for what, item in enriched:
+        module = modules.get(item.message_type, item.message_type)
+        where = f"<{what}> {item.name!r}: its <MessageType> {item.message_type!r} ({module})"
+        if module in VIEWLESS_MODULES:
+            ctx.error(item.file, item.line,
+                      f"{where} cannot have <Preprocessing> or <Enrichment>: AMPS does not enrich "
+                      f"{module} messages")
+            continue
+        if module not in _FLAT_MODULES:
+            continue
+        texts = [*getattr(item, "preprocessing", ()), *item.enrichment]
+        for field in texts:
+            target = parse_field(field, previous=previous_mark(texts)).target
+            if len(target) > 1 or (module == "fix" and not target[0].isdigit()):
+                ctx.error(item.file, item.line,
+                          f"{where} cannot hold the field of {' '.join(field.split())!r}: its "
+                          f"fields are {'numeric tags' if module == 'fix' else 'flat'} "
+                          f"({'/55' if module == 'fix' else '/name'})")
 
 
 def _harvest_message_types(root: Node, ctx: Ctx) -> None:
@@ -218,6 +254,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
                                txlog=txlog) if "bootstrap" in v else None
     where_repl = top.nodes.get("replication")
     _refuse_viewless_view_types(sow, message_type_decls, ctx)
+    _refuse_unenrichable_types(sow, message_type_decls, ctx)
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
         check_queue_logging(sow.queues, txlog, ctx, "transaction_log" in top.nodes)

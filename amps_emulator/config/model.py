@@ -168,6 +168,10 @@ class SowTopic(_Located, frozen=True, kw_only=True):
     #: Pattern (or a SOW/RegexTopic's Name): this definition holds one logical SOW topic per
     #: published topic name the regex matches; ``name`` is then the physical (container) name
     pattern: str | None = None
+    #: Preprocessing/Field texts (run before the SowKey is computed); Enrichment/Field texts
+    #: (run after, may read OF PREVIOUS): each ``<expression> AS /field [HINT ...]``
+    preprocessing: tuple[str, ...] = ()
+    enrichment: tuple[str, ...] = ()
 
     def holds(self, topic: str) -> bool:
         """True when ``topic`` is one of this container's logical topics."""
@@ -232,6 +236,7 @@ class ConflatedTopic(_Located, frozen=True, kw_only=True):
     filter: str | None = None  # Filter
     hash_indexes: tuple[tuple[str, ...], ...] = ()  # HashIndex/Key...
     topic_format: str | None = None  # TopicFormat
+    enrichment: tuple[str, ...] = ()  # Enrichment/Field texts (no OF PREVIOUS)
 
 
 class ActionOption(NamedTuple):

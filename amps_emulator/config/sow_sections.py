@@ -26,6 +26,9 @@ import re
 from typing import Any
 from urllib.parse import quote
 
+from amps_emulator.protocol.filter import FilterError
+from amps_emulator.protocol.filter.construct import parse_field, previous_mark
+
 from .model import ConflatedTopic, Queue, QueueKind, SowTopic, TransactionLog, View
 from .schema import (
     MISSING,
@@ -91,6 +94,21 @@ def _history(node: Node, ctx: Ctx) -> Any:
     return (r.values["window"], r.values["granularity"])
 
 
+def _fields(where: str, previous: bool) -> Any:
+    """The reader of a ``Preprocessing`` or ``Enrichment`` element: its ``Field`` texts, each
+    checked as AMPS checks it (``previous``: whether it may read ``OF PREVIOUS``)."""
+    def check(field: str) -> str:
+        try:
+            parse_field(field, previous=previous_mark([field]) if previous else None)
+        except FilterError as exc:
+            raise ValueError(exc.detail) from None
+        return field
+
+    def read_fields(node: Node, ctx: Ctx) -> Any:
+        return children_texts(node, ctx, "Field", check, where=where)
+    return read_fields
+
+
 def _name_elems() -> dict[str, Elem]:
     return {"Name": Elem("name", text, required=True), "Topic": Elem("name", text, required=True)}
 
@@ -111,11 +129,10 @@ def _topic_spec(ctx: Ctx) -> Spec:
             "RecoveryPoint": Elem("recovery_point", parse_recovery_point),
             "History": Elem("history", node=_history),
             "Pattern": Elem("pattern", parse_regex),
+            "Preprocessing": Elem("preprocessing", node=_fields("<Topic>/<Preprocessing>", False)),
+            "Enrichment": Elem("enrichment", node=_fields("<Topic>/<Enrichment>", True)),
         },
-        ignored=frozenset({
-            "KeyGenerator", "SlabSize", "InitialSlabCount", "ExpectedKeyCountHint",
-            "Preprocessing", "Enrichment",
-        }),
+        ignored=frozenset({"KeyGenerator", "SlabSize", "InitialSlabCount", "ExpectedKeyCountHint"}),
     )
 
 
@@ -201,8 +218,9 @@ def _conflated_spec(ctx: Ctx) -> Spec:
             "Filter": Elem("filter", text),
             "HashIndex": Elem("hash_indexes", node=_hash_index, multiple=True),
             "TopicFormat": Elem("topic_format", text),
+            # AMPS: the Enrichment of a ConflatedTopic does not read OF PREVIOUS
+            "Enrichment": Elem("enrichment", node=_fields("<ConflatedTopic>/<Enrichment>", False)),
         },
-        ignored=frozenset({"Enrichment"}),
     )
 
 
@@ -306,6 +324,7 @@ def _read_topic(node: Node, ctx: Ctx, regex_topic: bool = False) -> SowTopic | N
         expiration_enabled=enabled, expiration=expiration,
         hash_indexes=tuple(r.get("hash_indexes", ())), indexes=tuple(r.get("indexes", ())),
         recovery_point=r.get("recovery_point", "epoch"), history=r.get("history"), pattern=pattern,
+        preprocessing=r.get("preprocessing", ()), enrichment=r.get("enrichment", ()),
     )
 
 
@@ -442,6 +461,7 @@ def _read_conflated(node: Node, ctx: Ctx, result: SowResult) -> ConflatedTopic |
         file=node.file, line=node.line, name=v["name"], message_type=v["message_type"],
         underlying_topic=v["underlying_topic"], interval=v.get("interval", 5.0), filter=v.get("filter"),
         hash_indexes=tuple(v.get("hash_indexes", ())), topic_format=v.get("topic_format"),
+        enrichment=v.get("enrichment", ()),
     )
 
 

@@ -105,7 +105,7 @@ class Server:
         #: what the handlers read (:mod:`server.messaging.broker`): built here, filled in by start()
         self.broker = Broker(instance_name=config.name, timebase=timebase, turn=self.turn,
                              memory=memory, strict_recovery=strict_recovery,
-                             server_version=server_version,
+                             server_version=server_version, group_name=config.group_name,
                              # the codecs of every message type the config declares, this
                              # server's own, built before any SOW topic (a topic of another
                              # type than json reads its bodies with them)

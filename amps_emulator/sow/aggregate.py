@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from amps_emulator.protocol.filter import FilterError, MessageContext, compile_expression
+from amps_emulator.protocol.filter.construct import AS_WORD, mask, output_value, paren_depths, set_field
 from amps_emulator.protocol.filter.values import first, order, parse_number, resolve, to_num
 from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.reasons import INVALID_OPTIONS, CommandError
@@ -177,42 +178,11 @@ def _bad(detail: str) -> CommandError:
 
 
 def _mask(text: str) -> str:
-    """``text`` with the inside of string literals and ``[...]`` paths blanked out (same
-    length), so that commas, parentheses and keywords can be found with plain searches."""
-    out = list(text)
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch in "'\"":
-            raw = i > 0 and text[i - 1] in "rR" and (i < 2 or not (text[i - 2].isalnum()
-                                                                   or text[i - 2] in "_/"))
-            j = i + 1
-            while j < n:
-                c = text[j]
-                if c == "\\" and not raw:
-                    j += 2
-                    continue
-                if c == ch:
-                    if not raw and j + 1 < n and text[j + 1] == ch:
-                        j += 2  # a doubled quote stands for the quote
-                        continue
-                    break
-                j += 1
-            if j >= n:
-                raise _bad(f"unterminated string in {text!r}")
-            for k in range(i + 1, j):
-                out[k] = "#"
-            i = j + 1
-        elif ch == "[":
-            j = text.find("]", i + 1)
-            if j < 0:
-                raise _bad(f"unbalanced [ in {text!r}")
-            for k in range(i + 1, j):
-                out[k] = "#"
-            i = j + 1
-        else:
-            i += 1
-    return "".join(out)
+    """``text`` with string literals and ``[...]`` paths blanked (:func:`construct.mask`)."""
+    try:
+        return mask(text)
+    except FilterError as exc:
+        raise _bad(exc.detail) from None
 
 
 def _split_list(text: str, what: str) -> list[str]:
@@ -258,7 +228,6 @@ def parse_grouping(text: Any) -> tuple[tuple[str | int, ...], ...]:
     return tuple(paths)
 
 
-_AS = re.compile(r"(?<![\w/@.\-\[#])AS(?!\w)", re.IGNORECASE)
 _CALL = re.compile(r"(?<![\w#])([A-Za-z_]\w*)\s*\(")
 
 
@@ -305,8 +274,8 @@ def parse_projection(text: Any):
     arg_index: dict[Any, int] = {}
     for entry in _split_list(text, "projection"):
         masked = _mask(entry)
-        depth_at = _depths(masked)
-        cuts = [m for m in _AS.finditer(masked) if depth_at[m.start()] == 0]
+        depth_at = paren_depths(masked)
+        cuts = [m for m in AS_WORD.finditer(masked) if depth_at[m.start()] == 0]
         if len(cuts) > 1:
             raise _bad(f"projection entry {entry!r} has more than one AS")
         if cuts:
@@ -339,7 +308,7 @@ def parse_projection(text: Any):
             if not arg:
                 raise _bad(f"projection entry {entry!r}: {name} needs an argument")
             amask = smask[open_end:e]
-            if any(ch == "," and d == 0 for ch, d in zip(amask, _depths(amask), strict=False)):
+            if any(ch == "," and d == 0 for ch, d in zip(amask, paren_depths(amask), strict=False)):
                 raise _bad(f"projection entry {entry!r}: {name} takes one argument")
             fn = _compile(arg, entry)
             if not fn.deterministic:
@@ -367,18 +336,6 @@ def parse_projection(text: Any):
             raise _bad(f"projection targets {'/' + '/'.join(a)} and {'/' + '/'.join(b)} "
                        f"overlap")
     return fields, aggs, args
-
-
-def _depths(masked: str) -> list[int]:
-    """Parenthesis depth at each character of a masked text."""
-    out, d = [], 0
-    for ch in masked:
-        if ch == ")":
-            d -= 1
-        out.append(d)
-        if ch == "(":
-            d += 1
-    return out
 
 
 def _close(masked: str, open_at: int) -> int:
@@ -441,18 +398,6 @@ def _key_text(k: Any) -> str:
     if t is float and k.is_integer() and abs(k) < 2 ** 63:
         k = int(k)
     return "d:" + repr(k)
-
-
-def _output(v: Any) -> Any:
-    t = type(v)
-    if t is list:
-        v = first(v)
-        t = type(v)
-    if t is float:
-        return v if math.isfinite(v) else None
-    if t is dict:
-        return None
-    return v
 
 
 def _keyer(paths: tuple[tuple[str | int, ...], ...]) -> Callable[[Any], Any]:
@@ -585,10 +530,7 @@ class Aggregator:
                     for slot, gi in enumerate(f.aggs):
                         env[_SLOT.format(slot)] = values[gi]
                     v = f.expr(env, ctx)
-                d = body
-                for step in f.target[:-1]:
-                    d = d.setdefault(step, {})
-                d[f.target[-1]] = _output(v)
+                set_field(body, f.target, output_value(v))
             keys = key if multi else (key,)
             sow_key = generate_sow_key(self.domain, [_key_text(k) for k in keys])
             try:

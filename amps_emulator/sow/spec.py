@@ -20,6 +20,8 @@ Fields
 ``indexes``         ``Index`` entries (memo indexes created up front).
 ``history``         ``History`` (:class:`sow.history.HistorySpec`: window and granularity in
                     seconds), ``None`` = no history, no historical queries.
+``preprocessing``   the ``Preprocessing/Field`` texts; ``enrichment`` the ``Enrichment/Field``
+                    texts (:mod:`sow.enrichment`); empty = none.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ class TopicSpec:
     hash_indexes: tuple[tuple[str, ...], ...] = ()
     indexes: tuple[str, ...] = ()
     history: HistorySpec | None = None
+    preprocessing: tuple[str, ...] = ()
+    enrichment: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -63,6 +67,8 @@ class TopicSpec:
         object.__setattr__(self, "keys", tuple(self.keys))
         object.__setattr__(self, "hash_indexes", tuple(tuple(h) for h in self.hash_indexes))
         object.__setattr__(self, "indexes", tuple(self.indexes))
+        object.__setattr__(self, "preprocessing", tuple(self.preprocessing))
+        object.__setattr__(self, "enrichment", tuple(self.enrichment))
         exp = self.expiration
         if isinstance(exp, str) and exp.strip().lower() == "enabled":
             object.__setattr__(self, "expiration", "enabled")
@@ -143,6 +149,10 @@ class TopicConfig(Protocol):
     def indexes(self) -> Iterable[str]: ...
     @property
     def history(self) -> tuple[float, float] | None: ...
+    @property
+    def preprocessing(self) -> Iterable[str]: ...
+    @property
+    def enrichment(self) -> Iterable[str]: ...
 
 
 def spec_from_config(t: TopicConfig) -> TopicSpec:
@@ -158,4 +168,5 @@ def spec_from_config(t: TopicConfig) -> TopicSpec:
         durability=t.durability, file_name=t.resolved_file_name, expiration=expiration,
         hash_indexes=tuple(tuple(h) for h in t.hash_indexes), indexes=tuple(t.indexes),
         history=None if t.history is None else HistorySpec(*t.history),
+        preprocessing=tuple(t.preprocessing), enrichment=tuple(t.enrichment),
     )

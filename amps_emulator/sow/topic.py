@@ -24,6 +24,7 @@ import msgspec
 
 from amps_emulator.protocol.msgtypes import CodecError, MessageCodec
 from amps_emulator.sow.delta import merge
+from amps_emulator.sow.enrichment import Enrichment
 from amps_emulator.sow.expiry import deadline, expiry_key
 from amps_emulator.sow.index import KeyHashIndex
 from amps_emulator.sow.keys import KeyGenerator, validate_sow_key
@@ -79,6 +80,10 @@ class Topic(TopicIndexes):
         self._applied_hold: int | None = None
         self._index_dec: tuple | None = None  # ((#hash, #memo), decoder): see _index_decoder
         self._setup_indexes()
+        #: the topic's Preprocessing and Enrichment (None: neither), which the message path
+        #: runs on each publish before it is journalled and stored
+        self.enrichment = Enrichment(spec.preprocessing, spec.enrichment, codec) \
+            if spec.preprocessing or spec.enrichment else None
         #: a publish without expiration may be stored with :meth:`upsert_run` (json, no
         #: History, no default lifetime: nothing but the record, its indexes and position)
         self.plain_upserts = self._codec is None and self.history is None \
@@ -132,6 +137,12 @@ class Topic(TopicIndexes):
         if self._keygen is not None:
             return self._keygen(doc)
         return validate_sow_key(sow_key)
+
+    def previous_doc(self, key: str) -> Any:
+        """The document of the record stored under ``key`` (what an enrichment field reads
+        ``OF PREVIOUS``), ``None`` when there is none or it has expired."""
+        rec = self.get(key)
+        return None if rec is None else rec.doc
 
     def keyed(self, docs: list[Any]) -> list[tuple[Any, str]]:
         """(document, SowKey) of each of ``docs`` (bodies published without a ``k`` header),

@@ -13,7 +13,8 @@ Public API::
 
 Modules: ``grammar.lark`` (syntax), ``parser`` (text -> AST), ``ast`` (node classes),
 ``values`` (typing / comparison / NULL rules), ``functions`` (built-in functions),
-``interpreter`` (reference tree walker), ``compiler`` (AST -> generated Python).
+``interpreter`` (reference tree walker), ``compiler`` (AST -> generated Python),
+``construct`` (``<expression> AS /field`` of projections, Preprocessing and Enrichment).
 """
 
 from __future__ import annotations

@@ -259,6 +259,7 @@ class ServiceHost(Protocol):
     memory: bool
     strict_recovery: bool
     instance_name: str
+    group_name: str
     #: the server's codecs, one table per server (typed topics read and write with them)
     bodies: Bodies
 

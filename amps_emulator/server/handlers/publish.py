@@ -74,7 +74,7 @@ def _publish(broker: Broker, client: Client, cmd: Command, topic: str,
         position = publish_message(
             broker, topic, cmd.body, cmd.command == "delta_publish", client.client_name or "",
             seq, cmd.correlation_id, cmd.sow_key, cmd.expiration,
-            {"o": cmd.options} if cmd.options else None)
+            {"o": cmd.options} if cmd.options else None, client)
     except CommandError as exc:
         if seq is None or "persisted" not in acks:
             raise

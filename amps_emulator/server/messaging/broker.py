@@ -41,8 +41,11 @@ class Broker:
     def __init__(self, *, instance_name: str, timebase: Timebase, turn: Turn,
                  memory: bool = False, strict_recovery: bool = False,
                  server_version: str = SERVER_VERSION,
-                 message_types: MessageTypeRegistry | None = None) -> None:
+                 message_types: MessageTypeRegistry | None = None,
+                 group_name: str | None = None) -> None:
         self.instance_name = instance_name
+        #: the instance's Group (its Name when the config has none): AMPS_GROUP_NAME()
+        self.group_name = group_name if group_name is not None else instance_name
         #: the AMPS version this server announces (logon acks, the Admin tree); per server,
         #: so two servers in one process may differ (``--server-version``)
         self.server_version = server_version

@@ -12,6 +12,12 @@ is built (:func:`_deliver`); whatever reads a message (a subscriber, a view, a q
 action) or needs more than the record (a delta_publish, an expiration, a History, another
 message type) takes the general way, :func:`store_publish`.
 
+A SOW topic with ``Preprocessing`` or ``Enrichment`` (:mod:`sow.enrichment`) rewrites the
+message here, before it is journalled: the journal, the SOW, replication and every reader see
+the enriched message, and a record coming back from the journal or over replication
+(:func:`apply_replicated`) is not enriched again. Its publishes never take the short way of
+runs (:mod:`server.messaging.publish_runs` leaves them to :func:`publish_message`).
+
 The observers are the consumers of the path that are not subscriptions: the views and
 conflated topics, the queues, the actions. Each satisfies
 :class:`server.core.ports.PublishObserver` and the root registers it on the broker
@@ -28,8 +34,9 @@ from amps_emulator.journal.identity import origin_timestamp
 from amps_emulator.journal.record import bookmark_strs
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.bodies import decode_json
+from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import TYPE_SEP
+from amps_emulator.protocol.topics import TYPE_SEP, display_name
 from amps_emulator.server.core.message import UNDECODED, Message
 from amps_emulator.server.delivery.fanout import fan_out, send_oof
 from amps_emulator.server.messaging.registration import compile_filter_for
@@ -37,9 +44,10 @@ from amps_emulator.sow.query import DeleteResult
 from amps_emulator.sow.recovery import apply_record
 
 if TYPE_CHECKING:
-    from amps_emulator.server.core.ports import PublishObserver, Turn
+    from amps_emulator.server.core.ports import Client, PublishObserver, Turn
     from amps_emulator.server.messaging.broker import Broker
     from amps_emulator.sow import Record, Topic
+    from amps_emulator.sow.enrichment import Enrichment
 
 _PUBLISH = int(RecordKind.PUBLISH)
 _DELTA = int(RecordKind.DELTA_PUBLISH)
@@ -70,18 +78,27 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
                     client_name: str = "", client_seq: int | None = None,
                     correlation_id: str | None = None, sow_key: str | None = None,
                     expiration: int | None = None,
-                    headers: dict[str, str] | None = None) -> int | None:
-    """Everything a publish does, for clients and for actions alike: journal it (when the
-    topic is recorded), store it in its SOW topic, fan it out, then tell the observers (the
-    views over the topic, the queues over it, the on-publish actions). Returns the journal
-    position (None: not recorded). Raises ``bad sow key`` before anything happened."""
+                    headers: dict[str, str] | None = None, client: Client | None = None) -> int | None:
+    """Everything a publish does, for clients and for actions alike: enrich it (a SOW topic
+    with Preprocessing or Enrichment), journal it (when the topic is recorded), store it in
+    its SOW topic, fan it out, then tell the observers (the views over the topic, the queues
+    over it, the on-publish actions). ``client``: the publisher's connection, for the
+    enrichment fields that read it (USER(), ...). Returns the journal position (None: not
+    recorded). Raises ``bad sow key`` (or ``sow store failed``: an enriched message its type
+    cannot write) before anything happened."""
     sow = broker.sow_service
     sow_topic = sow.get(topic) if sow is not None else None
     doc = UNDECODED
     key = None
     if sow_topic is not None:
         doc = decode_json(body) if TYPE_SEP not in topic else broker.bodies.decode(body, topic)
-        key = sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front
+        rules = sow_topic.enrichment
+        if rules is None:
+            key = sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front
+        else:
+            ctx = _context(broker, topic, body, client_name, correlation_id, client) \
+                if rules.uses_context else None
+            body, doc, key = _enrich(sow_topic, rules, body, doc, sow_key, ctx)
     txlog = broker.txlog
     rec = None
     if txlog is not None and txlog.recorded(topic):
@@ -91,6 +108,34 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
     _deliver(broker, topic, body, delta, rec, client_name, correlation_id, sow_key, expiration,
              sow_topic, doc, key)
     return rec.position if rec is not None else None
+
+
+def _enrich(sow_topic: Topic, rules: Enrichment, body: bytes, doc: object, sow_key: str | None,
+            ctx: MessageContext | None) -> tuple[bytes, object, str]:
+    """Preprocess ``body``, compute its SowKey, enrich it (``rules``, the topic's
+    :class:`sow.enrichment.Enrichment`): the body, document and SowKey to journal and store."""
+    body, doc = rules.preprocess(body, doc, ctx)
+    key = sow_topic.key_for(doc, sow_key)  # the Key may be a preprocessed field
+    if rules.post is not None:
+        if ctx is not None:
+            ctx.sow_key = key
+        previous = sow_topic.previous_doc(key) if rules.reads_previous else None
+        body, doc = rules.enrich(body, doc, previous, ctx)
+    return body, doc, key
+
+
+def _context(broker: Broker, topic: str, body: bytes, client_name: str,
+             correlation_id: str | None, client: Client | None) -> MessageContext:
+    """What the functions of an enrichment field read of the message and its publisher."""
+    ctx = MessageContext(topic=display_name(topic), correlation_id=correlation_id,
+                         client_name=client_name or None, timestamp=broker.wallclock(),
+                         message_size=len(body), instance_name=broker.instance_name,
+                         group_name=broker.group_name)
+    if client is not None:
+        ctx.user = client.user_id
+        ctx.remote_address = client.peer
+        ctx.client_version = client.client_version
+    return ctx
 
 
 def publish_plain(broker: Broker, topic: str, deliver: bool, client_name: str,
@@ -160,7 +205,8 @@ def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
     """A record an upstream instance replicated, already in the journal with its original
     bookmark and time (``Journal.append_replicated``): applied like a local publish, delta
     publish or sow_delete (SOW, subscribers, observers), acking no client. The record's
-    topic is (type, name): its key."""
+    topic is (type, name): its key. Its body is already enriched (by the instance that
+    took the publish): it is stored as it is."""
     sow = broker.sow_service
     topic = rec.key
     sow_topic = sow.get(topic) if sow is not None else None

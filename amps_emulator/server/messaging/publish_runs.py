@@ -5,9 +5,9 @@ them, and for most the whole work is: journal it, count it, maybe ack it. :class
 takes the frames of a read from a given one on while they are *plain publishes*: the header
 the official clients write for ``publish(topic, data)`` (``c``, ``t``, and maybe ``cid``,
 ``s`` and ``a=persisted``, which a publish store asks for), to a topic that is not a queue's
-own name and that no observer refuses. :func:`plain_run` cuts a run of one topic out of the
-frames in one call (compiled in ``_speedups``; its twin reads each header with
-``codec.plain_publish``). A run is published with one call
+own name, that no observer refuses and that does not enrich its messages. :func:`plain_run`
+cuts a run of one topic out of the frames in one call (compiled in ``_speedups``; its twin
+reads each header with ``codec.plain_publish``). A run is published with one call
 (:func:`server.messaging.message_path.publish_plain`): one journal call for its records, then the fan-out
 and the observers per message when anything subscribes to or listens on the topic. Its
 persisted acks wait in the transaction log's FIFO as a single publish's do, added in one call
@@ -83,13 +83,15 @@ class PublishRuns:
     def _plan(self, client: Client, topic: str) -> _Plan:
         """How a run publishes to ``topic`` (as the client named it), or None when it cannot:
         a queue's own name, a topic a observer refuses (a view's), a recorded topic while the
-        log refuses writes, a SOW topic whose disk is full."""
+        log refuses writes, a SOW topic whose disk is full or that enriches its messages
+        (each is rewritten before it is journalled: ``publish_message`` does it)."""
         broker = self.broker
         if client.message_type != "json":
             topic = qualify(topic, client.message_type)
         sow = broker.sow_service
         sow_topic = sow.get(topic) if sow is not None else None
-        if sow_topic is not None and sow is not None and sow.refusing(topic):
+        if sow_topic is not None and ((sow is not None and sow.refusing(topic))
+                                      or sow_topic.enrichment is not None):
             return None
         queues = broker.queue_service
         if queues is not None and queues.publish_target(topic) != topic:

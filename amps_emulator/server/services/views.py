@@ -31,7 +31,8 @@ ConflatedTopic
     A copy of ``UnderlyingTopic`` (optionally ``Filter``-ed) that changes at most once per
     ``Interval``: changes wait, the latest per SowKey replacing earlier ones, and every interval
     the waiting ones are applied (published, or deleted with ``oof``). A record that stops
-    matching the filter is deleted from it.
+    matching the filter is deleted from it. Its ``Enrichment`` (:mod:`sow.enrichment`, no
+    ``OF PREVIOUS``) rewrites each record it publishes.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from amps_emulator.config.errors import ConfigError, ConfigIssue
 from amps_emulator.protocol import reasons
+from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.filter.values import resolve
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name, qualify
@@ -78,9 +80,13 @@ def derived_specs(config: Any) -> list[TopicSpec]:
     """The SOW topics views and conflated topics are stored in, each of its own message type
     (a topic is (type, name): its key, :func:`topics.qualify`)."""
     out = []
-    for d in (*config.views, *config.conflated_topics):
+    for d in config.views:
         out.append(TopicSpec(qualify(d.name, d.message_type), message_type=d.message_type,
                              durability="transient", hash_indexes=d.hash_indexes))
+    for c in config.conflated_topics:  # (with the Enrichment it applies to what it publishes)
+        out.append(TopicSpec(qualify(c.name, c.message_type), message_type=c.message_type,
+                             durability="transient", hash_indexes=c.hash_indexes,
+                             enrichment=c.enrichment))
     return out
 
 
@@ -416,14 +422,34 @@ class _Conflated(_Derived):
         except CommandError as exc:
             raise _config_error(cfg, "ConflatedTopic", exc) from None
         self._waiting: dict[str, tuple[Any, ...]] = {}  # SowKey -> (data, doc) | (reason,)
+        self._enrich_failed = False  # (logged once)
         self._timer: Any = None
 
     def build(self) -> None:
         for r in self.underlying.query().records:
             if self.filter is None or self.filter(r.doc, self.underlying._ctx_of(r)):
-                self.topic.upsert(r.sow_key, r.data, r.doc, None, r.bookmark, 0, None,
-                                  r.timestamp)
+                data, doc = self._enriched(r.sow_key, r.data, r.doc)
+                self.topic.upsert(r.sow_key, data, doc, None, r.bookmark, 0, None, r.timestamp)
         self._timer = self.broker.call_later(self.interval, self._tick)
+
+    def _enriched(self, skey: str, data: bytes, doc: Any) -> tuple[bytes, Any]:
+        """A record as the conflated topic publishes it: after its own ``Enrichment``."""
+        rules = self.topic.enrichment
+        if rules is None:
+            return data, doc
+        ctx = MessageContext(topic=self.name, sow_key=skey, timestamp=self.broker.wallclock(),
+                             instance_name=self.broker.instance_name,
+                             group_name=self.broker.group_name) \
+            if rules.uses_context else None
+        try:
+            return rules.enrich(data, doc, None, ctx)
+        except CommandError as exc:  # a value its type cannot write: published as it came
+            if not self._enrich_failed:
+                self._enrich_failed = True
+                log.warning("ConflatedTopic %s: its Enrichment cannot be applied to record %s "
+                            "(%s); such records are published without it", self.name, skey,
+                            exc.detail or exc.reason)
+            return data, doc
 
     def published(self, topic: str, skey: str, msg: Message) -> None:
         if self.filter is None or self.filter(msg.doc, msg.context()):
@@ -441,7 +467,7 @@ class _Conflated(_Derived):
         try:
             for skey, change in waiting.items():
                 if len(change) == 2:
-                    derived.store(self.topic, skey, change[0], change[1])
+                    derived.store(self.topic, skey, *self._enriched(skey, *change))
                 else:
                     derived.delete(self.topic, skey, change[0])
         except Exception:  # keep the timer whatever one interval hit

@@ -88,7 +88,8 @@ def test_no_reference_element_is_an_error_and_each_unimplemented_one_warns_once(
     assert len(keys) == len(set(keys))  # one warning per element
     # what the emulator implements is read, not warned about
     for implemented in ("ReuseAddr", "Pattern", "RegexTopic", "Logging", "Protocols", "History",
-                        "DefaultPublishTarget", "BarrierExpression", "TopicFormat", "Target", "Authentication", "Entitlement"):
+                        "DefaultPublishTarget", "BarrierExpression", "TopicFormat", "Target", "Authentication", "Entitlement",
+                        "Preprocessing", "Enrichment"):
         assert implemented not in warned
     t, tls, ws = cfg.transports  # the unix and replication transports are warned and dropped
     assert (t.protocol, t.protocol_name, t.reuse_addr) == ("amps", "amps-custom", True)
