@@ -6,7 +6,8 @@ is refused with ``bad filter``; one that parses is one operand of the AND, whate
 Each attack runs on the SOW topic ``test``, whose reader ``alice`` may read only ``/priority =
 1`` and delete only ``/owner = 'alice'``: ``sow`` (a literal topic and a regex one),
 ``sow_and_subscribe``, a bookmark replay and ``sow_delete``, over TCP with the official Python
-client and over WebSocket with the official JavaScript client."""
+client and over WebSocket with the official JavaScript client; and, over TCP, paginated and
+aggregated queries and a subscription to the queue ``work`` (same read filter)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,11 @@ AMPS = pytest.importorskip("AMPS")
 
 READER = {"password": "pw", "topic": [
     {"topic": "test", "read": "/priority = 1", "write": "/owner = 'alice'"},
+    {"topic": "work", "read": "/priority = 1", "write": False},
     {"topic": ".*", "read": False, "write": False}]}
+
+QUEUE = ("<Queue><Name>work</Name><MessageType>json</MessageType>"
+         "<MaxPerSubscriptionBacklog>10</MaxPerSubscriptionBacklog></Queue>")
 
 #: (id, priority, owner): alice may read 1 and 3, and delete 1
 RECORDS = ((1, 1, "alice"), (2, 2, "bob"), (3, 1, "bob"))
@@ -43,7 +48,9 @@ def secured(tmp_path: Path, websocket: bool = False) -> ServerThread:
     xml = web_config(tmp_path, {"alice": READER, "admin": {"topic": [ALL]}}).replace(
         "</AMPSConfig>",
         f"<TransactionLog><JournalDirectory>{tmp_path}/journal</JournalDirectory><Topic>"
-        "<Name>test</Name><MessageType>json</MessageType></Topic></TransactionLog></AMPSConfig>")
+        "<Name>test</Name><MessageType>json</MessageType></Topic><Topic><Name>work</Name>"
+        "<MessageType>json</MessageType></Topic></TransactionLog></AMPSConfig>").replace(
+        "</SOW>", QUEUE + "</SOW>")
     if websocket:
         xml = xml.replace(transport("json-tcp"), transport("json-tcp") + transport(
             "json-ws", "<Protocol>websocket</Protocol>"))
@@ -51,7 +58,8 @@ def secured(tmp_path: Path, websocket: bool = False) -> ServerThread:
     admin = logged_on(with_user(srv.uri, "admin"), "admin")
     try:
         for i, priority, owner in RECORDS:
-            admin.publish("test", json.dumps({"id": i, "priority": priority, "owner": owner}))
+            for topic in ("test", "work"):
+                admin.publish(topic, json.dumps({"id": i, "priority": priority, "owner": owner}))
         admin.publish_flush(5000)
     finally:
         admin.close()
@@ -91,6 +99,46 @@ def test_sow_refuses_a_filter_that_would_escape_the_read_filter(alice_tcp, flt):
     # a filter that parses is one operand of the AND
     assert ids(alice.sow("test", "1=1 OR 1=1")) == READABLE
     assert ids(alice.sow("^tes.$", "1=1 OR /priority = 2")) == READABLE
+
+
+def test_paginated_and_aggregated_queries_refuse_a_filter_that_would_escape(alice_tcp):
+    _srv, alice = alice_tcp
+
+    def paged(flt: str):
+        return AMPS.Command("sow").set_topic("test").set_filter(flt).set_order_by("/id") \
+            .set_top_n(5).set_options("skip_n=0")
+
+    def grouped(flt: str):
+        return AMPS.Command("sow").set_topic("test").set_filter(flt).set_options(
+            "grouping=[/priority],projection=[/priority,COUNT(/id) AS /n]")
+
+    for command in (paged, grouped):
+        with pytest.raises(AMPS.BadFilterException):
+            list(alice.execute(command(INJECTIONS[0])))
+    assert ids(alice.execute(paged("1=1 OR 1=1"))) == READABLE
+    assert [json.loads(m.get_data()) for m in alice.execute(grouped("1=1 OR 1=1"))
+            if m.get_command() == "sow"] == [{"priority": 1, "n": 2}]
+
+
+def test_a_queue_subscription_refuses_a_filter_that_would_escape_the_read_filter(alice_tcp):
+    _srv, alice = alice_tcp
+    got: list[int] = []
+    done = threading.Event()
+
+    def on_message(m) -> None:
+        got.append(json.loads(m.get_data())["id"])
+        m.ack()
+        if len(got) == len(READABLE):
+            done.set()
+
+    with pytest.raises(AMPS.BadFilterException):
+        alice.subscribe(on_message, "work", INJECTIONS[0])
+    alice.flush(5000)
+    assert got == []
+    alice.subscribe(on_message, "work", "1=1 OR 1=1")
+    assert done.wait(10), got
+    alice.flush(5000)
+    assert sorted(got) == READABLE
 
 
 @pytest.mark.parametrize("flt", INJECTIONS[:2])
