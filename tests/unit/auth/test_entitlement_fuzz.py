@@ -9,7 +9,8 @@ filters, checking that the decisions hang together:
   write, a delivery to a regex subscription on the server's key, the cache, a switch of
   entitlement off and on), so a topic a document denies is never granted another way;
 * a regex subscription covers only its own type's keys;
-* an entitlement filter joined with any client filter never admits what it excludes;
+* an entitlement filter joined with any client filter never admits what it excludes, and a
+  client's select list never brings back a field the entitlement's removes;
 * a user name fills a ``file:`` ResourceURI as one file name: no name reads another's document.
 """
 
@@ -200,3 +201,44 @@ def test_a_user_name_reads_only_its_own_document(perm_dir, user):
     assert out.session is not None
     with pytest.raises(CommandError):
         out.session.permissions.check_read("json", "secret")
+
+
+def _paths(doc, path=()) -> set[tuple]:
+    """Every field path of ``doc``, objects and values (a value's own path only)."""
+    out = {path}
+    if type(doc) is dict:
+        for k, v in doc.items():
+            out |= _paths(v, path + (k,))
+    return out
+
+
+FIELDS = ["id", "secret", "n", "a", "a b", "x.y"]
+nested = st.recursive(st.integers(0, 3), lambda kids: st.dictionaries(st.sampled_from(FIELDS), kids,
+                                                                      max_size=4), max_leaves=8)
+select_items = st.builds(lambda sign, path: sign + path, st.sampled_from("+-"), st.one_of(
+    st.sampled_from(["/", "/id", "/secret", "/a/secret", "/a", "[/a b]", "[/a/secret]", "/x.y",
+                     "[/secret,+/secret]", "/secret/", "//secret"]),
+    st.lists(st.sampled_from(FIELDS), min_size=1, max_size=3).map(lambda p: "/" + "/".join(p))))
+
+
+@SETTINGS
+@given(st.sampled_from(["-/secret", "-/,+/id,+/n", "-/a/secret", "-/a,+/a/n"]),
+       st.lists(select_items, max_size=5).map(",".join), st.dictionaries(
+           st.sampled_from(FIELDS), nested, max_size=5))
+def test_a_subscribers_select_list_never_brings_back_what_the_entitlements_removes(ent, theirs, doc):
+    """As the server composes them (``entitle._entitlement_select``: the composed list's text,
+    which the handler parses again): what a client's list keeps is within what the
+    entitlement's keeps, or the command is refused (``invalid options``)."""
+    from amps_emulator.sow.query import apply_select, compose_select, parse_select
+
+    mine = parse_select(ent)
+    assert mine is not None
+    try:
+        own = parse_select(theirs)
+        composed = parse_select(compose_select(mine, own).text)
+    except CommandError as exc:
+        assert exc.reason == reasons.INVALID_OPTIONS
+        return
+    allowed = _paths(apply_select(doc, mine))
+    got = apply_select(doc, composed) if composed is not None else doc
+    assert _paths(got) <= allowed, (ent, theirs, doc)
