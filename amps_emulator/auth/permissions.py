@@ -10,10 +10,10 @@ A command handler asks once, when it processes the command:
 * writes (``publish``, ``delta_publish``, ``sow_delete``; on a queue: publishing to it):
   :meth:`Permissions.check_write`.
 
-A :class:`TopicGrant` carries the entitlement's filter (to AND with the subscriber's:
-:meth:`TopicGrant.combined_filter`; for writes: :meth:`TopicGrant.admits` on the incoming message,
-the delta itself for ``delta_publish``, each record for ``sow_delete``) and its select list (applied
-before the subscriber's).
+A :class:`TopicGrant` carries the entitlement's filter (to AND with the subscriber's, as
+parsed expressions: :meth:`TopicGrant.combined_filter`; for writes: :meth:`TopicGrant.admits`
+on the incoming message, the delta itself for ``delta_publish``, each record for
+``sow_delete``) and its select list (applied before the subscriber's).
 
 A replication peer logs on with ``replication_logon`` rather than ``can_logon`` and may replicate
 the records of a topic when :meth:`Permissions.may_replicate` says so (``replicated-topics``; the
@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.filter import compile_filter
+from amps_emulator.protocol.filter import compile_filter, conjoin
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.saferegex import SafePattern, compile_pattern
 
@@ -47,12 +47,16 @@ _CACHE_LIMIT = 10_000
 
 
 def combine_filters(entitlement: str | None, subscriber: str | None) -> str | None:
-    """The filter a subscription really uses: the entitlement's AND the subscriber's."""
+    """The filter a subscription really uses: the entitlement's AND the subscriber's, joined
+    as parsed expressions (:func:`protocol.filter.conjoin`), never as text: a subscriber's
+    filter that does not parse on its own (``1=1) OR (1=1``) raises ``FilterError``
+    (``bad filter``) instead of escaping the entitlement's. The text returned is printed
+    from the joined tree; it is what the command carries on (handlers, journal, replication)."""
     if entitlement is None:
         return subscriber
     if subscriber is None or not subscriber.strip():
         return entitlement
-    return f"({entitlement}) AND ({subscriber})"
+    return conjoin(entitlement, subscriber).text
 
 
 class TopicGrant:
@@ -77,6 +81,7 @@ class TopicGrant:
         return bool(self._fn(doc, ctx))
 
     def combined_filter(self, subscriber: str | None) -> str | None:
+        """See :func:`combine_filters` (raises ``FilterError`` for a subscriber's bad filter)."""
         return combine_filters(self.filter_text, subscriber)
 
     def __repr__(self) -> str:

@@ -16,14 +16,38 @@ from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.saferegex import SafePattern, compile_pattern
 
 __all__ = ["compile_topic_regex", "is_regex_topic", "TYPE_SEP", "qualify", "split_topic",
-           "display_name", "type_of"]
+           "display_name", "type_of", "TOPIC_COMMANDS", "valid_topic_name", "check_topic_name"]
 
 #: AMPS identifies a topic by (message type, name): ``orders`` over json and ``orders`` over
 #: fix are two topics. Inside the server a topic is one string, its *key*: the name itself for
 #: json (so the JSON path is untouched), ``name + TYPE_SEP + type`` for any other type. The
 #: separator is a control character no AMPS client puts in a topic name; the key never goes
-#: on the wire (:func:`display_name` is what a header carries).
+#: on the wire (:func:`display_name` is what a header carries), and a topic name from the wire
+#: holding a control character is refused (:func:`check_topic_name`), so that no client can
+#: spell another type's key (``orders\x1fnvfix`` from a json client) past the entitlements,
+#: which are checked on (type, name).
 TYPE_SEP = "\x1f"
+
+#: the commands whose ``topic`` names what they act on (an ``unsubscribe`` names none)
+TOPIC_COMMANDS = frozenset({"publish", "delta_publish", "subscribe", "delta_subscribe", "sow",
+                            "sow_and_subscribe", "sow_and_delta_subscribe", "sow_delete"})
+
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def valid_topic_name(topic: str) -> bool:
+    """Whether a topic name (or topic regex) from the wire is free of control characters
+    (U+0000 to U+001F, U+007F)."""
+    if topic.isascii():
+        return topic.isprintable()  # (for ASCII: exactly no control character)
+    return _CONTROL.search(topic) is None
+
+
+def check_topic_name(topic: str) -> None:
+    """Refuse a topic name from the wire that holds a control character: ``invalid topic``."""
+    if not valid_topic_name(topic):
+        raise CommandError(reasons.INVALID_TOPIC,
+                           f"{topic!r}: a topic name may not hold control characters")
 
 
 def qualify(name: str, message_type: str) -> str:

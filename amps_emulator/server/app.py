@@ -30,7 +30,7 @@ from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import qualify
+from amps_emulator.protocol.topics import TOPIC_COMMANDS, check_topic_name, qualify
 from amps_emulator.replication.link import QUEUE_KINDS
 from amps_emulator.server.core import version
 from amps_emulator.server.core.clock import SystemClock, TestClock
@@ -421,6 +421,8 @@ class Server:
                 raise CommandError(reasons.LOGON_REQUIRED)
             if handler is None:
                 raise CommandError(reasons.UNKNOWN_COMMAND, cmd.command)
+            if cmd.topic and cmd.command in TOPIC_COMMANDS:
+                check_topic_name(cmd.topic)  # a control character could spell another's key
             session = client.session
             # entitlements name topics as clients do (checked first); the handlers read
             # (type, name) keys

@@ -310,6 +310,49 @@ scenarios.logon_credentials = async function logonCredentials() {
   return { refused, connected: good.isConnected(), denied };
 };
 
+// A reader's filter under a read filter, a writer's under a write filter (the entitlements
+// of tests/integration/security/test_filter_injection.py): FILTER is the client's filter, on
+// the SOW topic `test`; LAST is the id of the last record published, which a bookmark
+// replay waits for. Each command reports the ids it got and the reason it failed, if it did.
+scenarios.filter_injection = async function filterInjection() {
+  const flt = process.env.FILTER;
+  const last = Number(process.env.LAST);
+  const c = await connect();
+  const reasonOf = (e) => {
+    const m = e && e.message;
+    if (e && e.reason) return String(e.reason);
+    return m && typeof m === 'object' ? String(m.reason) : String(m || e);
+  };
+  const outcome = async (run) => {
+    const got = [];
+    try {
+      await run(got);
+      return { got };
+    } catch (e) {
+      return { got, error: reasonOf(e) };
+    }
+  };
+  const query = (method) => (got) => new Promise((resolve, reject) => {
+    c[method]((m) => {
+      const cmd = m.header.command();
+      if (cmd === 'sow') got.push(m.data.id);
+      else if (cmd === 'group_end') resolve();
+    }, 'test', flt).catch(reject);
+  });
+  const sow = await outcome(query('sow'));
+  const sowAndSubscribe = await outcome(query('sowAndSubscribe'));
+  const replay = await outcome(async (got) => {
+    await c.execute(new amps.Command('subscribe').topic('test').filter(flt).bookmark('0'),
+                    (m) => { if (m.header.command() === 'p') got.push(m.data.id); });  // (a delivery: "p")
+    await until(() => got.includes(last), 'the replay of the last record');
+  });
+  const sowDelete = await outcome(async (got) => {
+    const ack = await c.sowDelete('test', flt);
+    if (ack.header.status() === 'failure') throw { reason: ack.header.reason() };
+  });
+  return { sow, sowAndSubscribe, replay, sowDelete };
+};
+
 async function queueScenario(batch) {
   const pub = await connect();
   for (let i = 0; i < 30; i++) pub.publish('ws-work', { i });

@@ -2,7 +2,10 @@
 (``tests/unit/sow/test_sow_scan.py``): hypothesis strategies for JSON-like ``documents`` and
 random filter ``expressions`` (ASTs), ``EDGE_VALUES`` for exhaustive checks, tricky
 ``BODIES`` with the ``SCAN_FILTERS`` to run on them, ``reference_doc`` (the document a scan
-evaluated before the fields mode) and ``same_value`` (equality with NaN equal to itself)."""
+evaluated before the fields mode) and ``same_value`` (equality with NaN equal to itself).
+``client_filters`` is the text a hostile client may send as its filter, for the tests of
+entitlement filters joined with it (``tests/unit/protocol/filter/test_filter_combine.py``,
+``tests/unit/auth/test_entitlement_fuzz.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from typing import Any, TypedDict
 import msgspec
 from hypothesis import strategies as st
 
-from amps_emulator.protocol.filter import MessageContext
+from amps_emulator.protocol.filter import MessageContext, to_text
 from amps_emulator.protocol.filter import ast as A
 
 # ---- documents ------------------------------------------------------------------------------
@@ -105,6 +108,21 @@ def _extend(children):
 
 
 expressions = st.recursive(st.one_of(literals, identifiers), _extend, max_leaves=10)
+
+# ---- a client's filter text, as an attacker writes it ------------------------------------------
+
+#: pieces of it: parentheses, quotes, comment-like text, operators, injections
+TOKENS = ["(", ")", "((", "))", "OR", "AND", "NOT", "1=1", "1=0", "TRUE", "FALSE", "NULL", "/a",
+          "/b", "/n", "=", "<>", ">", "1", "2", "'x'", "'", '"', "''", "--", "/*", "*/", "#", ";",
+          ",", "IN", "LIKE", "IS", "BETWEEN", "r'", "\\", "[/a]", "\n", "/a = 1", "/b = 1",
+          "1=1) OR (1=1", ") OR (", "') OR ('1'='1"]
+
+token_soup = st.lists(st.sampled_from(TOKENS), min_size=1, max_size=12).map(" ".join)
+valid_filters = expressions.map(to_text)
+#: a valid filter with an escape attempt around it: ``x) OR (y``
+injections = st.builds(lambda x, op, y: f"{x}) {op} ({y}", valid_filters,
+                       st.sampled_from(["OR", "AND", "OR NOT", "))OR((", ") OR ("]), valid_filters)
+client_filters = st.one_of(token_soup, valid_filters, injections, st.text(max_size=40))
 
 
 def same_value(a, b) -> bool:

@@ -8,13 +8,17 @@ Public API::
     f(doc, ctx)     # ctx: MessageContext for TOPIC_NAME(), BOOKMARK(), ... (NULL if absent)
     f.text, f.ast   # original text, parsed AST (see protocol.filter.ast)
 
+    from amps_emulator.protocol.filter import conjoin
+    g = conjoin(entitlement_text, client_text)  # each parsed alone, the trees ANDed
+
     from amps_emulator.protocol.filter import evaluate_expression, compile_expression
     evaluate_expression("/qty * /px", doc)   # -> value, None = NULL
 
 Modules: ``grammar.lark`` (syntax), ``parser`` (text -> AST), ``ast`` (node classes),
 ``values`` (typing / comparison / NULL rules), ``functions`` (built-in functions),
 ``interpreter`` (reference tree walker), ``compiler`` (AST -> generated Python),
-``construct`` (``<expression> AS /field`` of projections, Preprocessing and Enrichment).
+``construct`` (``<expression> AS /field`` of projections, Preprocessing and Enrichment),
+``combine`` (two filters ANDed as trees, never as text).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 import msgspec
 
 from .ast import to_text
+from .combine import conjoin, conjoin_ast
 from .compiler import compile_ast, compile_expression, compile_filter
 from .context import MessageContext
 from .errors import FilterError
@@ -36,7 +41,7 @@ from .runtime import CompiledFilter
 __all__ = [
     "compile_filter", "compile_expression", "evaluate_expression", "FilterError",
     "MessageContext", "parse", "to_text", "compile_ast", "interpret", "interpret_filter",
-    "decode_body", "matching",
+    "decode_body", "matching", "conjoin", "conjoin_ast",
 ]
 
 _json_decode = msgspec.json.decode

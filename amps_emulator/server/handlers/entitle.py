@@ -8,6 +8,8 @@ Authentication/Entitlement blocks never gets here, so the message path pays noth
   ``sow_and_delta_subscribe``) on a literal topic: refused with ``not entitled``, or the
   entitlement's read filter ANDed into the command's filter, so that live delivery, the SOW
   query, a bookmark replay and an aggregated query all see it (the handlers read ``cmd.filter``);
+  the two are joined as parsed expressions (``TopicGrant.combined_filter``): a command filter
+  that does not parse on its own is refused with ``bad filter``, here as in the handlers;
 * writes (``publish``, ``delta_publish``): refused with ``not entitled`` when the topic is not
   writable or the message (for a delta, the delta itself, before any merge) fails the write
   filter; a publish-store publish gets the failure on its persisted ack, so the client's

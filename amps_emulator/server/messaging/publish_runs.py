@@ -30,7 +30,7 @@ from amps_emulator import accel
 from amps_emulator.protocol.bodies import decode_json_run
 from amps_emulator.protocol.codec import plain_publish
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import TYPE_SEP, qualify
+from amps_emulator.protocol.topics import TYPE_SEP, qualify, valid_topic_name
 from amps_emulator.server.messaging.message_path import RunRefused, check_writable, publish_plain
 
 if TYPE_CHECKING:
@@ -84,7 +84,10 @@ class PublishRuns:
         """How a run publishes to ``topic`` (as the client named it), or None when it cannot:
         a queue's own name, a topic a observer refuses (a view's), a recorded topic while the
         log refuses writes, a SOW topic whose disk is full or that enriches its messages
-        (each is rewritten before it is journalled: ``publish_message`` does it)."""
+        (each is rewritten before it is journalled: ``publish_message`` does it), a name the
+        server refuses (a control character in it)."""
+        if not valid_topic_name(topic):
+            return None
         broker = self.broker
         if client.message_type != "json":
             topic = qualify(topic, client.message_type)

@@ -142,7 +142,18 @@ def test_read_filter_is_anded_with_the_subscriber_filter():
     assert f({"priority": 1, "qty": 11})
     assert not f({"priority": 2, "qty": 11}) and not f({"priority": 1, "qty": 1})
     assert combine_filters(None, "/a = 1") == "/a = 1" and combine_filters("/a = 1", None) == "/a = 1"
-    assert combine_filters("/a = 1 OR /b = 1", "/c = 1") == "(/a = 1 OR /b = 1) AND (/c = 1)"
+    assert combine_filters("/a = 1 OR /b = 1", "/c = 1") == "(/a = 1 OR /b = 1) AND /c = 1"
+
+
+def test_a_subscriber_filter_that_does_not_parse_alone_is_refused_not_pasted_in():
+    grant = perms_for(SCENARIO_DOC).check_read("json", "test")
+    for bad in ("1=1) OR (1=1", "/priority = 2) OR (/priority = 2", "1=1 OR (", ")"):
+        with pytest.raises(CommandError) as e:
+            grant.combined_filter(bad)
+        assert e.value.reason == reasons.BAD_FILTER, bad
+    # one that parses is one operand of the AND, whatever it holds
+    f = compile_filter(grant.combined_filter("1=1 OR 1=1"))
+    assert f({"priority": 1}) and not f({"priority": 2})
 
 
 def test_scenario_8_and_9_write_filter_on_message_delta_and_each_record():
