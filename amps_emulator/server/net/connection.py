@@ -179,6 +179,10 @@ class Connection(asyncio.Protocol):
         self._logon_timer: asyncio.TimerHandle | None = None
         self._in_mark = BUDGET_STEP  # buffered bytes at which the memory budget is checked
         self._out_mark = BUDGET_STEP
+        #: the transport's buffer size after the last write (at least what it holds now)
+        self._wbuf = 0
+        #: pending bytes at which :meth:`send` checks them: min(out_limit, _out_mark)
+        self._check_at = min(self.out_limit, BUDGET_STEP)
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -379,20 +383,50 @@ class Connection(asyncio.Protocol):
 
     # -- output -----------------------------------------------------------------------
     def send(self, data: bytes) -> None:
-        """Queue one encoded frame for this turn's write (or hold it, see ``begin_busy``)."""
+        """Queue one encoded frame for this turn's write (or hold it, see ``begin_busy``).
+
+        The common case (not busy, open) costs an append and two additions: the bytes
+        pending are checked against the outbound limit and the memory budget's next mark
+        with the transport's buffer size as it was after the last write (:attr:`_wbuf`),
+        which can only have shrunk since (the socket drains), so the real size is read only
+        when that estimate reaches a threshold (:meth:`_check_pending`)."""
+        if self._held is not None or self.closed:
+            self._send_aside(data)
+            return
+        out = self._out
+        if not out:
+            self._turn.dirty(self)
+        out.append(data)
+        self.messages_out += 1
+        self._out_bytes += len(data)
+        if self._out_bytes + self._wbuf > self._check_at:
+            self._check_pending()
+
+    def _send_aside(self, data: bytes) -> None:
+        """:meth:`send` while busy: held back, unless it is the command's own output."""
         if self.closed:
             return
         self.messages_out += 1
         held = self._held
-        holding = False
         if held is not None and not self._direct:
             held.append(data)
-            holding = True
+            pending = self._out_bytes + held.nbytes
         else:
-            self._out.append(data)
+            out = self._out
+            if not out:
+                self._turn.dirty(self)
+            out.append(data)
             self._out_bytes += len(data)
-        pending = (self._out_bytes + (held.nbytes if held is not None else 0)
-                   + self.transport.get_write_buffer_size())  # type: ignore[union-attr]
+            pending = self._out_bytes + (held.nbytes if held is not None else 0)
+        if pending + self._wbuf > self._check_at:
+            self._check_pending()
+
+    def _check_pending(self) -> None:
+        """The bytes pending (queued, held, in the transport's buffer) against the outbound
+        limit (over it: disconnected as a slow consumer) and the memory budget's next mark."""
+        held = self._held
+        wbuf = self._wbuf = self.transport.get_write_buffer_size()  # type: ignore[union-attr]
+        pending = self._out_bytes + (held.nbytes if held is not None else 0) + wbuf
         if pending > self.out_limit:
             self.close(
                 f"{reasons.DISCONNECT_SLOW_CLIENT}: more than {self.out_limit} bytes pending",
@@ -400,13 +434,14 @@ class Connection(asyncio.Protocol):
             )
             return
         if pending > self._out_mark:
-            self._out_mark = pending + BUDGET_STEP
-            if not self.host.check_memory() and self.closed:
-                return
+            self._set_out_mark(pending + BUDGET_STEP)
+            self.host.check_memory()
         elif self._out_mark > BUDGET_STEP and pending < BUDGET_STEP:
-            self._out_mark = BUDGET_STEP
-        if not holding and len(self._out) == 1:
-            self._turn.dirty(self)
+            self._set_out_mark(BUDGET_STEP)
+
+    def _set_out_mark(self, mark: int) -> None:
+        self._out_mark = mark
+        self._check_at = min(self.out_limit, mark)
 
     def flush_output(self) -> None:
         """Write everything queued this turn (called by the server once per turn)."""
@@ -422,7 +457,11 @@ class Connection(asyncio.Protocol):
         self._out_bytes = 0
         data = out[0] if len(out) == 1 else b"".join(out)
         self.bytes_out += len(data)
-        self.transport.write(data)  # type: ignore[union-attr]
+        transport = self.transport
+        transport.write(data)  # type: ignore[union-attr]
+        self._wbuf = wbuf = transport.get_write_buffer_size()  # type: ignore[union-attr]
+        if self._out_mark > BUDGET_STEP and wbuf < BUDGET_STEP:
+            self._set_out_mark(BUDGET_STEP)
         if self.heartbeat.active:
             self.heartbeat.sent(self._timebase.monotonic())
 
