@@ -43,6 +43,9 @@
  * Syncer: the transaction log's group fdatasync on a thread that never takes the GIL (no
  *   pure-Python twin: without it the log syncs in a worker thread, server/txlog.py).
  *
+ * frame_parts: a fan-out delivery's frame from its shared header parts, its sids and the body,
+ *   in one allocation; twin: protocol.codec.frame_parts_py.
+ *
  * sow_frames: the batched sow frames of a query's results straight from the stored SOW values
  *   (no Record built, no header dict encoded per record); twin: sow.record.sow_frames_py.
  */
@@ -2180,6 +2183,49 @@ static PyTypeObject SyncerType = {
 #endif  /* !_WIN32 */
 
 
+/* frame_parts(head, sids, tail, body): one AMPS frame whose header is head + sids + tail and
+ * whose body is body: the 4-byte big-endian length, then the four, in one allocation (a
+ * fan-out delivery: every subscriber's frame shares the header but for the sids).
+ * Twin: protocol.codec.frame_parts_py. */
+static PyObject *
+frame_parts(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "frame_parts(head, sids, tail, body) takes 4 arguments");
+        return NULL;
+    }
+    Py_buffer views[4];
+    int got = 0;
+    PyObject *out = NULL;
+    Py_ssize_t total = 0;
+    for (; got < 4; got++) {
+        if (PyObject_GetBuffer(args[got], &views[got], PyBUF_SIMPLE) < 0)
+            goto done;
+        total += views[got].len;
+    }
+    if ((unsigned long long)total > 0xFFFFFFFFULL) {
+        PyErr_SetString(PyExc_OverflowError, "int too big to convert");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, total + 4);
+    if (out == NULL)
+        goto done;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    w[0] = (unsigned char)(total >> 24);
+    w[1] = (unsigned char)(total >> 16);
+    w[2] = (unsigned char)(total >> 8);
+    w[3] = (unsigned char)total;
+    w += 4;
+    for (int i = 0; i < 4; i++) {
+        memcpy(w, views[i].buf, (size_t)views[i].len);
+        w += views[i].len;
+    }
+done:
+    while (got > 0)
+        PyBuffer_Release(&views[--got]);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      "Append one journal frame to a bytearray; return its size."},
@@ -2211,6 +2257,8 @@ static PyMethodDef methods[] = {
      "The stored SOW values of records without expiration or headers."},
     {"publish_run", (PyCFunction)(void (*)(void))publish_run, METH_FASTCALL,
      "The journal records of a run of plain publishes, and their frames appended."},
+    {"frame_parts", (PyCFunction)(void (*)(void))frame_parts, METH_FASTCALL,
+     "One frame whose header is head + sids + tail, then the body (a fan-out delivery)."},
     {"set_fallbacks", (PyCFunction)(void (*)(void))set_fallbacks, METH_FASTCALL,
      "Register the pure-Python append_record and frame_size that unusual arguments go to."},
     {NULL, NULL, 0, NULL},

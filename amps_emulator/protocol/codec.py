@@ -304,6 +304,20 @@ def frame_raw(header_bytes: bytes, body: bytes = b"") -> bytes:
     return (len(header_bytes) + len(body)).to_bytes(4, "big") + header_bytes + body
 
 
+def frame_parts_py(head: bytes, sids: bytes, tail: bytes, body: bytes) -> bytes:
+    """One frame whose header is ``head + sids + tail``: a fan-out delivery, its header
+    shared by every subscriber but for the ``sids``. The pure-Python twin of
+    ``_speedups.frame_parts``."""
+    return b"".join(((len(head) + len(sids) + len(tail) + len(body)).to_bytes(4, "big"),
+                     head, sids, tail, body))
+
+
+if accel.COMPILED:
+    from amps_emulator._speedups import frame_parts
+else:
+    frame_parts = frame_parts_py
+
+
 def json_str(value: str) -> bytes:
     """A JSON string literal as bytes (quotes included), raw UTF-8."""
     return _json_encode(value)

@@ -13,17 +13,19 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from amps_emulator.protocol.bookmarks import format_timestamp
-from amps_emulator.protocol.codec import frame_raw, json_str
+from amps_emulator.protocol.codec import frame_parts, frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.topics import TYPE_SEP, display_name, type_of
 from amps_emulator.server.core.message import UNDECODED, Message, decode_or_none, encode_json
+from amps_emulator.server.core.router import Subscription
+from amps_emulator.server.delivery.plan import Plan
 from amps_emulator.sow.delta import changed_fields
 from amps_emulator.sow.query import apply_select
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.bodies import Bodies
-    from amps_emulator.server.core.router import ReadEntitlement, Router, Subscription
+    from amps_emulator.server.core.router import ReadEntitlement, Router
     from amps_emulator.sow.query import Select
 
 
@@ -104,17 +106,50 @@ _Targets = dict[tuple[Receiver, int, "Select | None"], list[str]]
 
 
 def fan_out(broker: FanoutHost, msg: Message) -> int:
-    """Deliver ``msg`` to every matching live subscription; returns frames queued."""
+    """Deliver ``msg`` to every matching live subscription; returns frames queued.
+
+    The subscriptions that take messages as they are go by the topic's delivery plan
+    (:mod:`server.delivery.plan`: each distinct filter evaluated once, one frame per
+    connection from the shared header and body); the others the general way."""
     broker.stats["published"] += 1
-    subs = broker.router.match(msg.topic)
+    router = broker.router
+    subs = router.match(msg.topic)
     if not subs:
         return 0
-    targets = _targets(broker, msg, subs)
-    if not targets:
-        return 0
-    _write(broker, msg, targets)
-    broker.stats["delivered"] += len(targets)
-    return len(targets)
+    plan = router.plans.get(msg.topic)
+    if plan is None or plan.subs is not subs or plan.revision != Subscription.revision:
+        plan = router.plans[msg.topic] = Plan(subs, Subscription.revision)
+    sent = 0
+    if plan.general:
+        targets = _targets(broker, msg, plan.general)
+        if targets:
+            _write(broker, msg, targets)
+            sent = len(targets)
+    if plan.filters:
+        doc = msg.doc
+        if doc is UNDECODED:
+            doc = msg.doc = broker.bodies.decode(msg.body, msg.topic)
+        ctx = msg.context()
+        found = plan.targets(tuple([bool(f(doc, ctx)) for f in plan.filters]))
+    else:
+        found = plan.targets()
+    if found:
+        head, tail = _head_tail(broker, msg)
+        body = msg.body
+        for conn, sids in found:
+            conn.send(frame_parts(head, sids, tail, body))
+        sent += len(found)
+    broker.stats["delivered"] += sent
+    return sent
+
+
+def _head_tail(broker: FanoutHost, msg: Message) -> tuple[bytes, bytes]:
+    """A ``p`` frame's header for ``msg`` up to its ``sids`` value, and after it."""
+    topic = msg.topic
+    if TYPE_SEP in topic:  # another type than json: its name on the wire
+        topic = display_name(topic)
+    return (b'{"c":"p","t":' + json_str(topic) + b',"sids":',
+            delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, None))
 
 
 def _targets(broker: FanoutHost, msg: Message, subs: Iterable[Subscription]) -> _Targets:
@@ -173,13 +208,10 @@ def _targets(broker: FanoutHost, msg: Message, subs: Iterable[Subscription]) -> 
 
 def _write(broker: FanoutHost, msg: Message, targets: _Targets) -> None:
     """One frame per target, in the shape chosen for it."""
-    topic = msg.topic
     encode: Callable[[Any], bytes] = encode_json
-    if TYPE_SEP in topic:  # another type than json: its name on the wire, its own writer
-        encode = broker.bodies.encoder(topic)
-        topic = display_name(topic)
-    head = b'{"c":"p","t":' + json_str(topic) + b',"sids":'
-    tail = delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, None)
+    if TYPE_SEP in msg.topic:  # another type than json: its own writer
+        encode = broker.bodies.encoder(msg.topic)
+    head, tail = _head_tail(broker, msg)
     stamped_tail = None
     for (conn, shape, sel), ids in targets.items():
         sids = ids[0] if len(ids) == 1 else ",".join(ids)
