@@ -85,6 +85,17 @@ def sow_values(
     timestamps: list[float],
 ) -> list[bytes]: ...
 def frame_parts(head: bytes, sids: bytes, tail: bytes, body: bytes) -> bytes: ...
+def replay_frames(
+    data: bytes,
+    start: int,
+    next_pos: int,
+    limit: int,
+    name: bytes,
+    mt: bytes,
+    head: bytes,
+    max_records: int,
+    max_bytes: int,
+) -> tuple[int, int, int, int, int, int, bytes, int]: ...
 def set_fallbacks(append_record: Callable[..., int], frame_size: Callable[..., int]) -> None: ...
 
 class Syncer:

@@ -177,6 +177,12 @@ class MemoryJournal(JournalCore):
             pos += 1
             yield rec
 
+    def stored_frames(self, position: int, at: tuple[int, str, int] | None, max_bytes: int
+                      ) -> tuple[bytes, str, int] | None:
+        """None: nothing is kept as frames here (a streaming reader reads records, :meth:`read`;
+        see ``FileJournal.stored_frames``)."""
+        return None
+
     def record_at(self, position: int) -> JournalRecord | None:
         i = position - self._base
         return self._records[i] if 0 <= i < len(self._records) else None

@@ -28,6 +28,7 @@ from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.core.turn import contain
+from amps_emulator.server.delivery import replay_frames
 from amps_emulator.server.delivery.fanout import delivery_tail, selected
 
 if TYPE_CHECKING:
@@ -150,6 +151,7 @@ class Cursor:
         "sub", "conn", "cmd", "next_pos", "stop_pos", "live", "remaining", "want_completed",
         "want_persisted", "caught_up", "paused", "blocked", "done", "scheduled", "last_pos",
         "last_bm", "acked_bm", "timestamp", "rate", "delay", "catch_up_pos", "host", "fully_durable",
+        "stored_at",
     )
 
     def __init__(self, host: ReplayHost, sub: Subscription, cmd: Command, next_pos: int,
@@ -181,6 +183,8 @@ class Cursor:
         # The log's end when the subscription arrived: ``completed`` goes once everything up to
         # here was replayed, also when part of it was still waiting for its fsync.
         self.catch_up_pos = 0
+        #: where the replay from stored frames stopped in the log (replay_frames.deliver)
+        self.stored_at: tuple[int, str, int] | None = None
 
     # what the transaction log calls (ports.JournalCursor)
     def pump(self, limit: int) -> None:
@@ -261,7 +265,12 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
 
     The chunk's frames are queued as one write; the ``p`` header prefix is built once per
     topic, and a record with nothing but a bookmark gets its tail without JSON encoding
-    (a bookmark is digits and ``|``)."""
+    (a bookmark is digits and ``|``). A plain replay of a literal topic is framed from the
+    journal's stored frames instead (:mod:`server.delivery.replay_frames`), as far as it
+    can go; this goes on from where that stops."""
+    stored = _from_stored(broker, cursor, limit)
+    if stored is not None:
+        return stored
     sub = cursor.sub
     conn = cursor.conn
     flt = sub.filter
@@ -348,6 +357,23 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
         else:
             schedule(broker, cursor)
     return done
+
+
+def _from_stored(broker: ReplayHost, cursor: Cursor, limit: int) -> bool | None:
+    """:func:`_deliver_chunk` from the journal's stored frames, for a replay they serve
+    (:mod:`server.delivery.replay_frames`); None: the general path goes on from there."""
+    if not replay_frames.eligible(cursor):
+        return None
+    why = replay_frames.deliver(_journal(broker), cursor, limit)
+    if why is None:
+        return None
+    if why == replay_frames.LIMIT:
+        return True
+    if cursor.remaining is not None and cursor.remaining <= 0:  # top_n reached
+        finish(broker, cursor)
+    else:  # a step's worth
+        schedule(broker, cursor)
+    return False
 
 
 def schedule(broker: ReplayHost, cursor: Cursor) -> None:
