@@ -35,6 +35,7 @@ from amps_emulator.server.delivery.pagination import PageWindow
 from amps_emulator.server.handlers import entitle, sow_results
 from amps_emulator.server.handlers.sow_aggregate import aggregated_query_steps
 from amps_emulator.server.handlers.sow_results import (
+    StoredStream,
     begin_results,
     history_cuts,
     run_topic_steps,
@@ -128,17 +129,22 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
 
         read = None if filt is None or old is None else compile_filter_for(
             f"({filt.text}) OR ({old.text})")
+    # one topic's plain query: its records go out as the scan reads them (if kept as stored)
+    stream = StoredStream(client, topics[0].spec.name, batch, opts) \
+        if len(topics) == 1 and not merged and top_n is None and skip_n is None else None
     steps = [topic.query_steps(read if entitled[i] is filt else entitled[i], sow_keys=cmd.sow_keys,
                                order_by=None if merged else cmd.orderby,
                                top_n=None if merged else top_n,
                                skip_n=None if merged else skip_n,
                                select=None if merged else sel_texts[i],
                                history_cut=cuts.get(topic.spec.name) if cuts else None,
-                               stored=not merged)  # (only sent: kept as stored if it can)
+                               stored=not merged,  # (only sent: kept as stored if it can)
+                               into=None if stream is None else stream.records)
              for i, topic in enumerate(topics)]
     qid, results = yield from run_topic_steps(
         client, cmd, steps,
-        None if on_snapshot is None else lambda: on_snapshot(min(cuts.values()) if cuts else None))
+        None if on_snapshot is None else lambda: on_snapshot(min(cuts.values()) if cuts else None),
+        None if stream is None else stream.send_read)
     matches = sum(res.matches for res in results)
     topic_matches = sum(res.topic_matches for res in results)
     if merged:
@@ -158,7 +164,10 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
             runs.append((topic.spec.name, records))
     returned = 0
     for name, records in runs:
-        returned += yield from send_records(client, qid, name, records, batch, opts)
+        if stream is not None and records is stream.records:
+            returned += yield from stream.send_rest(qid)
+        else:
+            returned += yield from send_records(client, qid, name, records, batch, opts)
     client.end_group(cmd, qid)
     if replacing is not None:
         for name, rec in replacing.left:

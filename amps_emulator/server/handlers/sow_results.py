@@ -148,7 +148,8 @@ def begin_results(client: ResultsOut, cmd: Command, qid: str) -> str:
 
 
 def run_topic_steps(client: ResultsOut, cmd: Command, steps: list[Generator[None, None, Any]],
-                    on_snapshot: Callable[[], None] | None = None
+                    on_snapshot: Callable[[], None] | None = None,
+                    after_step: Callable[[str], None] | None = None
                     ) -> Generator[None, None, tuple[str, list[Any]]]:
     """Drive topic query generators (:meth:`sow.topic.Topic.query_steps`): the first step of
     each (plan and snapshot; a bad filter, orderby or option raises here, before anything is
@@ -156,7 +157,8 @@ def run_topic_steps(client: ResultsOut, cmd: Command, steps: list[Generator[None
     :data:`sow.scan.BUILDING`, and this yields between them), ``on_snapshot``,
     :func:`begin_results`, then the remaining steps, yielding between them. Returns the query
     id and the results in order; an abandoned query releases every snapshot (and drops a
-    half-built index)."""
+    half-built index). ``after_step(qid)`` runs after each step that follows ``group_begin``
+    (:class:`StoredStream` sends the records read so far)."""
     results: list[Any] = [None] * len(steps)
     running = []
     try:
@@ -177,6 +179,8 @@ def run_topic_steps(client: ResultsOut, cmd: Command, steps: list[Generator[None
                 except StopIteration as stop:
                     results[i] = stop.value
                     break
+                if after_step is not None:
+                    after_step(qid)
                 yield
     finally:
         for st in steps:
@@ -222,22 +226,60 @@ def send_records(client: ResultsOut, qid: str, topic: str, records: list[Any] | 
 
 
 def _send_stored(client: ResultsOut, qid: str, topic: str, records: StoredRecords, batch: int,
-                 opts: dict[str, Any]) -> Generator[None, None, int]:
-    """:func:`send_records` of stored records: each step frames whole batches of at least
-    :data:`SEND_STEP` records (as the general path does) with one :func:`sow_frames` call."""
-    prefix = sow_batch_prefix(topic, qid)
+                 opts: dict[str, Any], start: int = 0) -> Generator[None, None, int]:
+    """:func:`send_records` of stored records (from row ``start`` on): each step frames whole
+    batches of at least :data:`SEND_STEP` records (as the general path does) with one
+    :func:`sow_frames` call, and queues them as one write. Returns how many were sent."""
     rows = records.rows
-    with_key = "no_sowkey" not in opts
-    stamps = None
-    if "timestamp" in opts:
-        stamps = [format_timestamp(round(stored_timestamp(v) * 1_000_000)).encode()
-                  for _, v in rows]
     n = len(rows)
     step = -(-SEND_STEP // batch) * batch
-    send = client.send
-    for start in range(0, n, step):
-        for data in sow_frames(prefix, rows, with_key, stamps, start, min(n, start + step), batch):
-            send(data)
-        if start + step < n:
+    for first in range(start, n, step):
+        _send_rows(client, qid, topic, rows, batch, opts, first, min(n, first + step))
+        if first + step < n:
             yield
-    return n
+    return n - start
+
+
+def _send_rows(client: ResultsOut, qid: str, topic: str, rows: list[tuple[bytes, bytes]],
+               batch: int, opts: dict[str, Any], start: int, end: int) -> None:
+    """The ``sow`` frames of stored ``rows[start:end]``, ``batch`` to a frame, as one write."""
+    stamps = None
+    if "timestamp" in opts:
+        stamps = [b""] * start + [
+            format_timestamp(round(stored_timestamp(v) * 1_000_000)).encode()
+            for _, v in rows[start:end]]
+    frames = sow_frames(sow_batch_prefix(topic, qid), rows, "no_sowkey" not in opts, stamps,
+                        start, end, batch)
+    client.send(frames[0] if len(frames) == 1 else b"".join(frames))
+
+
+class StoredStream:
+    """A plain query's stored records sent as the scan reads them: the topic's query appends
+    them to :attr:`records` (``Topic.query_steps(into=...)``) and, after each step,
+    :meth:`send_read` frames the whole batches read so far (the scan and the client's read
+    then overlap); :meth:`send_rest` sends what is left when the query is done. The frames
+    are those :func:`send_records` makes of the whole result."""
+
+    __slots__ = ("client", "topic", "batch", "opts", "records", "sent")
+
+    def __init__(self, client: ResultsOut, topic: str, batch: int, opts: dict[str, Any]) -> None:
+        self.client = client
+        self.topic = topic
+        self.batch = batch
+        self.opts = opts
+        self.records = StoredRecords()
+        self.sent = 0  # rows framed so far
+
+    def send_read(self, qid: str) -> None:
+        rows = self.records.rows
+        end = self.sent + (len(rows) - self.sent) // self.batch * self.batch
+        if end > self.sent:
+            _send_rows(self.client, qid, self.topic, rows, self.batch, self.opts, self.sent, end)
+            self.sent = end
+
+    def send_rest(self, qid: str) -> Generator[None, None, int]:
+        """Send the records not sent yet (in steps); returns how many records there are."""
+        yield from _send_stored(self.client, qid, self.topic, self.records, self.batch,
+                                self.opts, self.sent)
+        self.sent = len(self.records)
+        return self.sent
