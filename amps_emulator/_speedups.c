@@ -1124,11 +1124,81 @@ static int stamp_item(PyObject *list, Py_ssize_t i, const unsigned char **s, Py_
     return 0;
 }
 
+/* The payload size of the sow frame of rows [first, last) (-1 and an exception set: a row or
+ * stamp that is not what sow_frames takes, or a frame over 4 GiB). */
+static Py_ssize_t batch_payload(PyObject *rows, PyObject *stamps, int with_key,
+                                Py_ssize_t pre_len, Py_ssize_t first, Py_ssize_t last)
+{
+    Py_ssize_t size = pre_len;
+    stored rec;
+    const unsigned char *s;
+    Py_ssize_t n;
+    for (Py_ssize_t i = first; i < last; i++) {
+        if (read_stored(PyList_GET_ITEM(rows, i), i, &rec) < 0)
+            return -1;
+        size += 12 + json_str_size(rec.bm, rec.bm_len) + dec_size(rec.body_len)
+                + rec.body_len;  /* { "bm": ,"l": } */
+        if (with_key)
+            size += 5 + json_str_size(rec.key, rec.key_len);  /* "k": , */
+        if (stamps != Py_None) {
+            if (stamp_item(stamps, i, &s, &n) < 0)
+                return -1;
+            size += 8 + n;  /* ,"ts":"" */
+        }
+    }
+    if (size > 0xFFFFFFFFu) {
+        PyErr_SetString(PyExc_ValueError, "sow_frames: a frame over 4 GiB");
+        return -1;
+    }
+    return size;
+}
+
+/* Write the sow frame of rows [first, last), its payload ``size`` bytes (batch_payload's: the
+ * rows are checked), at p; returns the end. */
+static unsigned char *put_batch(unsigned char *p, PyObject *rows, PyObject *stamps, int with_key,
+                                const unsigned char *pre, Py_ssize_t pre_len, Py_ssize_t size,
+                                Py_ssize_t first, Py_ssize_t last)
+{
+    stored rec;
+    const unsigned char *s = NULL;  /* (set by stamp_item: initialised for the compiler) */
+    Py_ssize_t n = 0;
+    p = put_be32(p, (uint32_t)size);
+    memcpy(p, pre, (size_t)pre_len);
+    p += pre_len;
+    for (Py_ssize_t i = first; i < last; i++) {
+        read_stored(PyList_GET_ITEM(rows, i), i, &rec);  /* checked by batch_payload */
+        *p++ = '{';
+        if (with_key) {
+            memcpy(p, "\"k\":", 4);
+            p = put_json_str(p + 4, rec.key, rec.key_len);
+            *p++ = ',';
+        }
+        memcpy(p, "\"bm\":", 5);
+        p = put_json_str(p + 5, rec.bm, rec.bm_len);
+        if (stamps != Py_None) {
+            stamp_item(stamps, i, &s, &n);
+            memcpy(p, ",\"ts\":\"", 7);
+            memcpy(p + 7, s, (size_t)n);
+            p += 7 + n;
+            *p++ = '"';
+        }
+        memcpy(p, ",\"l\":", 5);
+        p = put_dec(p + 5, rec.body_len);
+        *p++ = '}';
+        memcpy(p, rec.body, (size_t)rec.body_len);
+        p += rec.body_len;
+    }
+    return p;
+}
+
+/* sow_frames(prefix, rows, with_key, stamps, start, end, batch, joined=False): the frames, a
+ * list of bytes, or with ``joined`` one bytes of them all back to back (one allocation: what a
+ * write of them all takes, without the join). */
 static PyObject *
 sow_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
-        PyErr_Format(PyExc_TypeError, "sow_frames() takes 7 arguments (%zd given)", nargs);
+    if (nargs != 7 && nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "sow_frames() takes 7 or 8 arguments (%zd given)", nargs);
         return NULL;
     }
     PyObject *prefix = args[0], *rows = args[1], *stamps = args[3];
@@ -1136,11 +1206,14 @@ sow_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             || (stamps != Py_None && !PyList_Check(stamps))) {
         PyErr_SetString(PyExc_TypeError,
                         "sow_frames(prefix: bytes, rows: list, with_key: bool, "
-                        "stamps: list | None, start, end, batch)");
+                        "stamps: list | None, start, end, batch, joined=False)");
         return NULL;
     }
     int with_key = PyObject_IsTrue(args[2]);
     if (with_key < 0)
+        return NULL;
+    int joined = nargs == 8 ? PyObject_IsTrue(args[7]) : 0;
+    if (joined < 0)
         return NULL;
     Py_ssize_t start = PyLong_AsSsize_t(args[4]);
     if (start == -1 && PyErr_Occurred())
@@ -1158,61 +1231,44 @@ sow_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     }
     const unsigned char *pre = (const unsigned char *)PyBytes_AS_STRING(prefix);
     Py_ssize_t pre_len = PyBytes_GET_SIZE(prefix);
+    if (joined) {
+        Py_ssize_t total = 0;
+        for (Py_ssize_t first = start; first < end; first += batch) {
+            Py_ssize_t last = end - first > batch ? first + batch : end;
+            Py_ssize_t size = batch_payload(rows, stamps, with_key, pre_len, first, last);
+            if (size < 0)
+                return NULL;
+            total += 4 + size;
+        }
+        PyObject *all = PyBytes_FromStringAndSize(NULL, total);
+        if (all == NULL)
+            return NULL;
+        unsigned char *p = (unsigned char *)PyBytes_AS_STRING(all);
+        for (Py_ssize_t first = start; first < end; first += batch) {
+            Py_ssize_t last = end - first > batch ? first + batch : end;
+            Py_ssize_t size = batch_payload(rows, stamps, with_key, pre_len, first, last);
+            p = put_batch(p, rows, stamps, with_key, pre, pre_len, size, first, last);
+        }
+        if (p != (unsigned char *)PyBytes_AS_STRING(all) + total) {  /* never */
+            Py_DECREF(all);
+            PyErr_SetString(PyExc_SystemError, "sow_frames: frame size miscounted");
+            return NULL;
+        }
+        return all;
+    }
     PyObject *out = PyList_New(0);
     if (out == NULL)
         return NULL;
     for (Py_ssize_t first = start; first < end; first += batch) {
         Py_ssize_t last = end - first > batch ? first + batch : end;
-        Py_ssize_t size = pre_len;
-        stored rec;
-        const unsigned char *s = NULL;  /* (set by stamp_item: initialised for the compiler) */
-        Py_ssize_t n = 0;
-        for (Py_ssize_t i = first; i < last; i++) {  /* sized first */
-            if (read_stored(PyList_GET_ITEM(rows, i), i, &rec) < 0)
-                goto fail;
-            size += 12 + json_str_size(rec.bm, rec.bm_len) + dec_size(rec.body_len)
-                    + rec.body_len;  /* { "bm": ,"l": } */
-            if (with_key)
-                size += 5 + json_str_size(rec.key, rec.key_len);  /* "k": , */
-            if (stamps != Py_None) {
-                if (stamp_item(stamps, i, &s, &n) < 0)
-                    goto fail;
-                size += 8 + n;  /* ,"ts":"" */
-            }
-        }
-        if (size > 0xFFFFFFFFu) {
-            PyErr_SetString(PyExc_ValueError, "sow_frames: a frame over 4 GiB");
+        Py_ssize_t size = batch_payload(rows, stamps, with_key, pre_len, first, last);
+        if (size < 0)
             goto fail;
-        }
         PyObject *frame = PyBytes_FromStringAndSize(NULL, 4 + size);
         if (frame == NULL)
             goto fail;
-        unsigned char *p = put_be32((unsigned char *)PyBytes_AS_STRING(frame), (uint32_t)size);
-        memcpy(p, pre, (size_t)pre_len);
-        p += pre_len;
-        for (Py_ssize_t i = first; i < last; i++) {
-            read_stored(PyList_GET_ITEM(rows, i), i, &rec);  /* checked above */
-            *p++ = '{';
-            if (with_key) {
-                memcpy(p, "\"k\":", 4);
-                p = put_json_str(p + 4, rec.key, rec.key_len);
-                *p++ = ',';
-            }
-            memcpy(p, "\"bm\":", 5);
-            p = put_json_str(p + 5, rec.bm, rec.bm_len);
-            if (stamps != Py_None) {
-                stamp_item(stamps, i, &s, &n);
-                memcpy(p, ",\"ts\":\"", 7);
-                memcpy(p + 7, s, (size_t)n);
-                p += 7 + n;
-                *p++ = '"';
-            }
-            memcpy(p, ",\"l\":", 5);
-            p = put_dec(p + 5, rec.body_len);
-            *p++ = '}';
-            memcpy(p, rec.body, (size_t)rec.body_len);
-            p += rec.body_len;
-        }
+        unsigned char *p = put_batch((unsigned char *)PyBytes_AS_STRING(frame), rows, stamps,
+                                     with_key, pre, pre_len, size, first, last);
         if (p != (unsigned char *)PyBytes_AS_STRING(frame) + 4 + size) {  /* never */
             Py_DECREF(frame);
             PyErr_SetString(PyExc_SystemError, "sow_frames: frame size miscounted");
@@ -2657,7 +2713,7 @@ static PyMethodDef methods[] = {
     {"bookmark_strs", (PyCFunction)bookmark_strs, METH_O,
      "The bookmark_str of each journal record of a list, or None (then journal/record.py's)."},
     {"sow_frames", (PyCFunction)(void (*)(void))sow_frames, METH_FASTCALL,
-     "The sow frames of query results kept as stored SOW values."},
+     "The sow frames of query results kept as stored SOW values (joined: as one bytes)."},
     {"sow_values", (PyCFunction)(void (*)(void))sow_values, METH_FASTCALL,
      "The stored SOW values of records without expiration or headers."},
     {"publish_run", (PyCFunction)(void (*)(void))publish_run, METH_FASTCALL,

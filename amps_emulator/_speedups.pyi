@@ -3,9 +3,11 @@
 # and protocol.codec.scan_frames_py;
 # parse_publish_header's is protocol.codec.parse_command's general path; sow_key's is
 # sow.keys.sow_key_py; sow_frames's is sow.record.sow_frames_py;
-# sow_values's is sow.record.sow_values_py; plain_run's is server.publish_run.plain_run_py.
+# sow_values's is sow.record.sow_values_py; plain_run's is server.publish_run.plain_run_py;
+# frame_parts's is protocol.codec.frame_parts_py; replay_frames's is
+# server.delivery.replay_frames.replay_frames_py.
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 def append_record(
     buf: bytearray,
@@ -68,6 +70,7 @@ def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int: ...
 
 #: 1 when crc32 (and the journal frames' CRC) folds with PCLMULQDQ, 0 when it uses tables
 crc_clmul: int
+@overload
 def sow_frames(
     prefix: bytes,
     rows: list[tuple[bytes, bytes]],
@@ -76,7 +79,19 @@ def sow_frames(
     start: int,
     end: int,
     batch: int,
+    joined: Literal[False] = ...,
 ) -> list[bytes]: ...
+@overload
+def sow_frames(
+    prefix: bytes,
+    rows: list[tuple[bytes, bytes]],
+    with_key: bool,
+    stamps: list[bytes] | None,
+    start: int,
+    end: int,
+    batch: int,
+    joined: Literal[True],
+) -> bytes: ...
 def sow_values(
     version: int,
     bodies: list[bytes | memoryview],

@@ -248,9 +248,8 @@ def _send_rows(client: ResultsOut, qid: str, topic: str, rows: list[tuple[bytes,
         stamps = [b""] * start + [
             format_timestamp(round(stored_timestamp(v) * 1_000_000)).encode()
             for _, v in rows[start:end]]
-    frames = sow_frames(sow_batch_prefix(topic, qid), rows, "no_sowkey" not in opts, stamps,
-                        start, end, batch)
-    client.send(frames[0] if len(frames) == 1 else b"".join(frames))
+    client.send(sow_frames(sow_batch_prefix(topic, qid), rows, "no_sowkey" not in opts, stamps,
+                           start, end, batch, True))
 
 
 class StoredStream:

@@ -112,8 +112,11 @@ def test_both_framers_write_the_general_paths_frames(rows, batch: int, no_key: b
     args = (sow_batch_prefix("orders", "q"), stored.rows, not no_key, None, 0, len(recs), batch)
     want = _general(recs, batch, opts)
     assert sow_frames_py(*args) == want
+    assert sow_frames_py(*args, True) == b"".join(want)  # joined: one bytes, one write
     if _speedups is not None:
         assert _speedups.sow_frames(*args) == want
+        assert _speedups.sow_frames(*args, True) == b"".join(want)
+        assert _speedups.sow_frames(*args, False) == want
 
 
 def _bad_values() -> list[bytes]:
@@ -130,8 +133,9 @@ def test_a_value_that_is_no_record_is_refused_by_both(framer, bad: int) -> None:
     good = encode_record(Record("k", b"{}", "1|1|", 1.0))
     rows = [(bytes(8) + b"a", good), (bytes(8) + b"b", _bad_values()[bad]),
             (bytes(8) + b"c", good)]
-    with pytest.raises(ValueError, match="stored SOW record 1: not a version 1 record"):
-        framer(b"{}", rows, True, None, 0, 3, 10)
+    for joined in (False, True):
+        with pytest.raises(ValueError, match="stored SOW record 1: not a version 1 record"):
+            framer(b"{}", rows, True, None, 0, 3, 10, joined)
 
 
 @pytest.mark.parametrize("framer", FRAMERS)
@@ -151,8 +155,9 @@ def test_other_types_are_refused_by_both(framer) -> None:
     for rows, stamps in (([(k, "text")], None), ([("k", good)], None),
                          ([(k, good)], ["ts"]), ([[k, good]], None),
                          ([(k, good, b"")], None), ([k], None)):
-        with pytest.raises(TypeError):
-            framer(b"{}", rows, True, stamps, 0, 1, 1)
+        for joined in (False, True):
+            with pytest.raises(TypeError):
+                framer(b"{}", rows, True, stamps, 0, 1, 1, joined)
 
 
 def test_stored_records_read_as_records() -> None:
