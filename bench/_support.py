@@ -329,6 +329,20 @@ class PersistedPublisher:
                     raise TimeoutError(f"acked {self.acked} of {seq}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """CPU time the process ``pid`` has used so far, all its threads (Linux: ns resolution
+    from ``/proc/PID/task/*/schedstat``; elsewhere 0): on a machine shared with other work, the
+    cost of a run is steadier than its wall time."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+    except OSError:
+        return 0.0
+    return total / 1e9
+
+
 class SinkProcess:
     """``bench/sink.py`` in a subprocess (``fanout``: with ``--fanout``): the do-nothing
     baseline. ``uri`` and ``port`` as :class:`ServerProcess`."""

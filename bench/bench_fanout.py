@@ -5,7 +5,8 @@ The official Python client publishes ``--messages`` ~190-byte JSON messages to o
 delivery per subscriber. The subscribers live in a process of their own that only counts
 frames (:class:`bench._support.FrameCounter`), so the figure is the server's delivery rate
 rather than a client library's callback rate. Deliveries/s run from the first publish to the
-last delivery read.
+last delivery read; the server's CPU time over that span, per delivery, is printed beside
+(steadier than the rate on a machine shared with other work).
 
 Targets, in interleaved rounds (best of ``--rounds``; every other round in reverse
 order): the fan-out sink (``bench/sink.py --fanout``: a Python asyncio+uvloop server that
@@ -33,7 +34,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._support import FrameCounter, launch, machine, raw_subscriber, warm_publisher  # noqa: E402
+from bench._support import (  # noqa: E402
+    FrameCounter,
+    cpu_seconds,
+    launch,
+    machine,
+    raw_subscriber,
+    warm_publisher,
+)
 
 BODY = '{"id":%d,"sym":"IBM","qty":100,"px":123.45,"note":"' + "x" * 120 + '"}'
 TOPIC = "fan"
@@ -51,8 +59,8 @@ def _reader_main(port: int, subscribers: int, n: int, filt: str | None, distinct
         s.close()
 
 
-def _round(target: str, args: argparse.Namespace) -> tuple[float, int]:
-    """(deliveries/s, deliveries) of one round of ``target``."""
+def _round(target: str, args: argparse.Namespace) -> tuple[float, float]:
+    """(deliveries/s, server CPU microseconds a delivery) of one round of ``target``."""
     n = args.messages
     with launch(target, args.baseline) as srv:
         pub = warm_publisher(srv.uri, "fan-publisher")
@@ -65,17 +73,19 @@ def _round(target: str, args: argparse.Namespace) -> tuple[float, int]:
         if reader.stdout.readline().strip() != "ready":
             reader.kill()
             raise RuntimeError("the reader did not start")
+        cpu0 = cpu_seconds(srv.proc.pid)
         t0 = time.perf_counter()
         for i in range(n):
             pub.publish(TOPIC, BODY % i)
         pub.flush(120_000)
         out = json.loads(reader.stdout.readline())
+        cpu = cpu_seconds(srv.proc.pid) - cpu0
         reader.wait(30)
         pub.close()
     total = sum(out["counts"])
     if total != n * args.subscribers:
         print(f"  {target}: {total:,} of {n * args.subscribers:,} deliveries arrived", flush=True)
-    return total / (out["last"] - t0), total
+    return total / (out["last"] - t0), cpu / max(total, 1) * 1e6
 
 
 def main() -> None:
@@ -94,20 +104,26 @@ def main() -> None:
         return
     targets = ["sink", "emulator"] + (["baseline"] if args.baseline else [])
     best: dict[str, float] = {}
+    cpu_best: dict[str, float] = {}
     for r in range(args.rounds):
         for t in targets if r % 2 == 0 else targets[::-1]:
-            rate, _ = _round(t, args)
+            rate, cpu = _round(t, args)
             best[t] = max(best.get(t, 0.0), rate)
-            print(f"round {r + 1}: {t}: {rate:,.0f} deliveries/s", flush=True)
+            cpu_best[t] = min(cpu_best.get(t, cpu), cpu)
+            print(f"round {r + 1}: {t}: {rate:,.0f} deliveries/s, server CPU {cpu:.2f} us "
+                  f"a delivery", flush=True)
     what = "no filter" if not args.filter else \
         f"filter {args.filter!r}" + (", distinct per subscriber" if args.distinct else ", the same for all")
     print(f"\nfan-out: 1 publisher (official client) x {args.messages:,} messages to "
           f"{args.subscribers} subscribers ({what}), best of {args.rounds} interleaved rounds")
-    print(f"{'target':34} {'deliveries/s':>13} {'vs sink':>8}")
+    print(f"{'target':34} {'deliveries/s':>13} {'vs sink':>8} {'CPU us/delivery':>16}")
     labels = {"sink": "do-nothing fan-out sink", "emulator": "emulator (built-in config)",
               "baseline": f"emulator [baseline {args.baseline}]"}
     for t in targets:
-        print(f"{labels[t]:34} {best[t]:>13,.0f} {best[t] / best['sink']:>7.2f}x")
+        print(f"{labels[t]:34} {best[t]:>13,.0f} {best[t] / best['sink']:>7.2f}x "
+              f"{cpu_best[t]:>16.2f}")
+    print("(CPU us/delivery: the server process's CPU time during the timed publishes, all "
+          "threads, best round)")
     print(f"machine: {machine()}")
 
 
