@@ -212,6 +212,8 @@ class Server:
             publish.register(broker, self.actions)  # then the actions
         if self.actions.watches_clients:
             broker.logon_callbacks.append(self.actions.client_logged_on)
+        if self.actions.watches_deliveries:
+            broker.delivered = self.actions.message_delivered
         given = list(sockets) if sockets is not None else []
         for i, lst in enumerate(self.listeners):
             factory = lst.protocol_factory(self)

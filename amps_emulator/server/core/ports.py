@@ -249,12 +249,20 @@ class TxLogHost(Protocol):
     def journal_pins(self) -> list[int]: ...
 
 
+#: told of each ``publish`` message delivered to a subscriber: (the connection it went to, a
+#: :class:`Client`; the topic key; the body; its bookmark; its correlation id): the
+#: ``on-deliver-message`` actions
+DeliveryWatch = Callable[[Any, str, bytes, "str | None", "str | None"], None]
+
+
 class ServiceHost(Protocol):
     """What every service built by the root reads of it (:class:`server.messaging.broker.Broker`): the
     routing table and counters, the clock, the turn, the options."""
 
     router: Router
     stats: dict[str, int]
+    #: None unless something watches deliveries (:data:`DeliveryWatch`)
+    delivered: DeliveryWatch | None
     turn: Turn
     memory: bool
     strict_recovery: bool

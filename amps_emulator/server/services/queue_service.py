@@ -485,6 +485,8 @@ class QueueService:
         sub.conn.send(frame_raw(header + b"}", rec.body if sub.select is None
                                 else selected(rec.body, sub.select, bodies.decode(rec.body, rec.key),
                                               bodies.encoder(rec.key))))
+        if self.broker.delivered is not None:
+            self.broker.delivered(sub.conn, q.key, rec.body, d.bookmark, rec.correlation_id)
 
     def _lease_text(self, when: float) -> bytes:
         """``when`` as an AMPS timestamp; the date-time part is formatted once per second."""
