@@ -484,8 +484,7 @@ def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
     """
     dropped: set[tuple[str, str]] = set()
     # derived topics the emulator cannot build: over an ignored definition (views over views
-    # follow), over a queue, or a conflated topic over a Pattern container
-    queues = {(q.name, q.message_type) for q in result.queues}
+    # follow), or a conflated topic over a Pattern container
     changed = True
     while changed:
         changed = False
@@ -497,8 +496,6 @@ def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
                 (side[0], d.message_type) for j in getattr(d, "joins", ()) for side in parse_join(j)}
             if under & dropped:
                 why = "its underlying topic definition is ignored"
-            elif under & queues:
-                why = "views and conflated topics over a queue are not implemented by the emulator"
             elif isinstance(d, ConflatedTopic) and under & result.patterns:
                 why = "conflated topics over a Topic with a <Pattern> are not implemented by the emulator"
             else:

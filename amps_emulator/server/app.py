@@ -191,21 +191,24 @@ class Server:
                 self, self.config.transaction_log, memory=broker.memory,
                 strict_recovery=broker.strict_recovery)
             txlog.open()  # recovery happens before any client can connect
-        if self.config.sow_topics:
+        if self.config.sow_topics or self.config.views or self.config.conflated_topics:
             sow_service = self.sow_service = broker.sow_service = SowService(
                 broker, self.config, derived_specs,
                 on_removed=lambda topic, records, reason: publish.removed(broker, topic, records,
                                                                           reason))
             sow_service.recover()
             sow_service.start_history_maintenance()
-            if self.config.views or self.config.conflated_topics:
-                derived = DerivedTopics(broker, self.config)
-                derived.start()
-                self.replace_derived(derived)  # the first listener: views over the topic
+        queues = None
         if self.config.queues:
             queues = self.queue_service = broker.queue_service = QueueService(broker, self.config,
                                                   on_expired=self.actions.expired)
             queues.recover()
+        if sow_service is not None and (self.config.views or self.config.conflated_topics):
+            # (after the queues' recovery: a view over a queue starts from what it holds)
+            derived = DerivedTopics(broker, self.config, queues)
+            derived.start()
+            self.replace_derived(derived)  # the first listener: views over the topic
+        if queues is not None:
             publish.register(broker, queues)  # then the queues over it
         self.events.start()  # /AMPS/SOWStats every SOWStatsInterval
         if self.actions.listens:

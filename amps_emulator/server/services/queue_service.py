@@ -193,6 +193,8 @@ class QueueService:
         self._ckpt_written: dict[str, int] = {}
         self._lp_sec = -1
         self._lp_prefix = b""
+        #: the views over queues: told (queue, actions, other positions touched; None: all)
+        self.watch: Callable[[ConfiguredQueue, Any, Any], None] | None = None
         #: ownership and transfers of the queues shared with replicated instances (None: none)
         self.replication: QueueReplication[ConfiguredQueue] | None = None
         if config.replication_listener is not None or config.replication.destinations:
@@ -276,7 +278,7 @@ class QueueService:
             self.handle(q, q.engine.enqueue(rec.position, rec.bookmark_str, now,
                                             timestamp=rec.timestamp / 1_000_000,
                                             expiration=msg.expiration, priority=prio,
-                                            is_barrier=barrier))
+                                            is_barrier=barrier), (rec.position,))
             if foreign:
                 self._foreign_entered(q, rec.position, now)
             if msg.expiration or q.spec.expiration:
@@ -417,7 +419,11 @@ class QueueService:
         return max(0, before - q.engine.depth)
 
     # -- engine actions --------------------------------------------------------------------
-    def handle(self, q: ConfiguredQueue, actions: list[Any]) -> None:
+    def handle(self, q: ConfiguredQueue, actions: list[Any], touched: Any = ()) -> None:
+        """Carry out the engine's ``actions``; ``touched``: positions whose state changed
+        otherwise (entered, removed), for the views over the queue."""
+        if self.watch is not None:
+            self.watch(q, actions, touched)
         if not actions:
             return
         own = q.ownership

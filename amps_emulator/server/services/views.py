@@ -6,7 +6,8 @@ query and subscribe to like any SOW topic (filters, ``oof``, delta, select lists
 are not recorded in the transaction log and clients cannot publish or ``sow_delete`` to them.
 
 View
-    ``UnderlyingTopic`` (one topic: a SOW topic, another view or a conflated topic),
+    ``UnderlyingTopic`` (one topic: a SOW topic, another view, a conflated topic, or a queue:
+    then the messages available in it now, :mod:`.queue_views`),
     ``Projection``, ``Grouping``, optional ``Filter`` on the underlying records, ``KeyDomain``
     (seeds the records' SowKeys; default the view's name). A view record per group, computed
     with the aggregated-query engine (:mod:`sow.aggregate`); each change to the underlying
@@ -25,7 +26,7 @@ Join view
     (values compared as strings; NULL matches nothing unless ``JoinNullEquivalency``), NULLs
     where a topic has no match. Projection and Grouping read ``[topic].[/field]``. A change
     to any topic recomputes the rows of the left records it can reach, then each group they
-    touch once. Not implemented: views over a queue (warned at start-up, not created).
+    touch once.
 
 ConflatedTopic
     A copy of ``UnderlyingTopic`` (optionally ``Filter``-ed) that changes at most once per
@@ -51,6 +52,7 @@ from amps_emulator.server.delivery.aggregated import GroupTracker
 from amps_emulator.server.delivery.fanout import fan_out, send_oof
 from amps_emulator.server.messaging.message_path import store_publish
 from amps_emulator.server.messaging.registration import compile_filter_for
+from amps_emulator.server.services.queue_views import QueueRows, expired_positions
 from amps_emulator.sow import TopicSpec
 from amps_emulator.sow.aggregate import parse_aggregation
 from amps_emulator.sow.delta import encode as encode_doc
@@ -60,6 +62,7 @@ from amps_emulator.sow.record import Record
 if TYPE_CHECKING:
     from amps_emulator.journal.record import JournalRecord
     from amps_emulator.server.core.ports import SowService
+    from amps_emulator.server.services.queue_service import QueueService
     from amps_emulator.sow import Topic
 
 log = logging.getLogger("amps_emulator.views")
@@ -122,9 +125,10 @@ class _Derived:
             raise LookupError(cfg.name)
         self.topic: Topic = topic
         self.sources = sources
-        self.inputs: list[Topic] = []
+        #: the SOW topics read (or a queue's available messages, :class:`QueueRows`)
+        self.inputs: list[Any] = []
         for name in sources:
-            t = sow.get(name)
+            t = owner.input_topic(name)
             if t is None:
                 raise LookupError(display_name(name))
             self.inputs.append(t)
@@ -456,11 +460,15 @@ class _Conflated(_Derived):
 class DerivedTopics:
     """Every view and conflated topic of the server, fed by the changes to SOW topics."""
 
-    def __init__(self, broker: ViewsHost, config: Any) -> None:
+    def __init__(self, broker: ViewsHost, config: Any, queues: QueueService | None = None) -> None:
+        """``queues``: the server's queues, when views may be over a queue."""
         if broker.sow_service is None:
             raise ValueError("views and conflated topics need the SOW")
         self.broker = broker
         self.sow_service: SowService = broker.sow_service
+        self.queues = queues
+        #: the queues views read, by the queue's key (see :mod:`.queue_views`)
+        self.queue_rows: dict[str, QueueRows] = {}
         self.by_underlying: dict[str, list[_Derived]] = {}
         self.names: set[str] = set()
         self._order: list[_Derived] = []
@@ -471,18 +479,31 @@ class DerivedTopics:
             try:
                 d = cls(self, cfg)
             except LookupError as exc:
-                log.warning("%s %s (%s:%d): %s is not a SOW topic the emulator keeps (a "
-                            "queue?): it is not created", kind, cfg.name, cfg.file, cfg.line,
-                            exc)
+                log.warning("%s %s (%s:%d): %s is not a SOW topic or queue the emulator "
+                            "keeps: it is not created", kind, cfg.name, cfg.file, cfg.line, exc)
                 continue
             for name in dict.fromkeys(d.sources):
                 self.by_underlying.setdefault(name, []).append(d)
             self.names.add(d.key)
             self._order.append(d)
 
+    def input_topic(self, name: str) -> Any:
+        """What a derived topic reads as the topic ``name`` (a key): the queue's available
+        messages when it is a queue, else the SOW topic (None: neither)."""
+        q = self.queues.get(name) if self.queues is not None else None
+        if q is None or self.queues is None:
+            return self.sow_service.get(name)
+        rows = self.queue_rows.get(name)
+        if rows is None:
+            rows = self.queue_rows[name] = QueueRows(self.queues, q)
+            self.queues.watch = self._queue_changed
+        return rows
+
     def start(self) -> None:
         """Build every view and conflated topic from its underlying topic (config order, so
         a view over a view sees the first one built)."""
+        for rows in self.queue_rows.values():
+            rows.load()
         for d in self._order:
             d.build()
         if self._order:
@@ -522,6 +543,23 @@ class DerivedTopics:
                 except Exception:
                     log.exception("%s: removal of %s failed", d.name, rec.sow_key)
 
+    def _queue_changed(self, q: Any, actions: list[Any], touched: Any) -> None:
+        """The queue service's watch: what is available in queue ``q`` may have changed
+        (``touched`` None: anything)."""
+        rows = self.queue_rows.get(q.key)
+        if rows is None:
+            return
+        positions = None if touched is None else [
+            *touched, *(a.position for a in actions if a.position is not None)]
+        entered, left = rows.sync(positions)
+        if left:
+            gone = expired_positions(actions)
+            for rec in left:
+                self.removed(q.key, [rec], reasons.OOF_EXPIRED if rec.position in gone
+                             else reasons.OOF_DELETED)
+        for rec in entered:
+            self.published(q.key, rows.message(rec))
+
     # -- writes to derived topics ---------------------------------------------------------
     def store(self, topic: Topic, skey: str, data: bytes, doc: Any) -> None:
         """Upsert a derived record and deliver it as any SOW publish is (never journalled)."""
@@ -543,3 +581,5 @@ class DerivedTopics:
     def close(self) -> None:
         for d in self._order:
             d.close()
+        if self.queues is not None and self.queues.watch == self._queue_changed:
+            self.queues.watch = None

@@ -117,6 +117,6 @@ def test_derived_topics_the_emulator_cannot_build_are_warned_at_load_time():
         <TopicFormat>{{topic}}-c</TopicFormat></ConflatedTopic></SOW>
       <TransactionLog><JournalDirectory>j</JournalDirectory>
         <Topic><Name>q</Name><MessageType>json</MessageType></Topic></TransactionLog>""")
-    assert c.views == () and c.conflated_topics == ()
-    assert ["over a queue" in w.reason for w in c.warnings] == [True, False]
-    assert "<Pattern>" in c.warnings[1].reason
+    assert [v.name for v in c.views] == ["v"]  # a view over a queue is built
+    assert c.conflated_topics == ()
+    assert len(c.warnings) == 1 and "<Pattern>" in c.warnings[0].reason
