@@ -341,6 +341,9 @@ class SowService(Protocol):
 
     #: the engine's store of every topic
     sow: Sow
+    #: told of each conflated topic of a logical topic made (its key, its ConflatedTopic,
+    #: the logical topic's key)
+    conflated_created: Callable[[str, Any, str], None] | None
 
     def get(self, name: str, create: bool = True) -> Topic | None: ...
     def topics_for(self, topic: str, literal: bool = False) -> list[Topic]: ...

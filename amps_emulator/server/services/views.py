@@ -45,7 +45,7 @@ from amps_emulator.config.errors import ConfigError, ConfigIssue
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.filter.values import resolve
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import display_name, qualify
+from amps_emulator.protocol.topics import display_name, qualify, split_topic
 from amps_emulator.server.core.message import UNDECODED, Message
 from amps_emulator.server.core.ports import ServiceHost
 from amps_emulator.server.delivery.aggregated import GroupTracker
@@ -82,6 +82,8 @@ def derived_specs(config: Any) -> list[TopicSpec]:
     (a topic is (type, name): its key, :func:`topics.qualify`)."""
     out = []
     for d in (*config.views, *config.conflated_topics):
+        if getattr(d, "over_pattern", False):
+            continue  # a topic per logical topic, made as each is named (SowService)
         out.append(TopicSpec(qualify(d.name, d.message_type), message_type=d.message_type,
                              durability="transient", hash_indexes=d.hash_indexes))
     return out
@@ -111,15 +113,17 @@ def _unqualified(fields: tuple[str, ...], topic: str) -> str:
 class _Derived:
     """What every derived topic has: its own SOW topic, the SOW topics it reads
     (``sources``), ``build()``, ``published``/``removed`` for changes to a source, ``close()``.
-    A source that is not a SOW topic raises ``LookupError`` with its name."""
+    A source that is not a SOW topic raises ``LookupError`` with its name. ``key``: its own
+    topic's key when it is not the definition's name (a logical topic's conflated topic)."""
 
-    def __init__(self, owner: DerivedTopics, cfg: Any, sources: list[str]) -> None:
+    def __init__(self, owner: DerivedTopics, cfg: Any, sources: list[str],
+                 key: str | None = None) -> None:
         sow = owner.sow_service
         self.owner = owner  # where derived records are written (``store``, ``delete``)
         self.broker = owner.broker
-        self.name = cfg.name
         #: the derived topic's key (its name, and its type unless json)
-        self.key = qualify(cfg.name, cfg.message_type)
+        self.key = qualify(cfg.name, cfg.message_type) if key is None else key
+        self.name = cfg.name if key is None else display_name(key)
         topic = sow.get(self.key)
         if topic is None:  # derived_specs gave every view its SOW topic
             raise LookupError(cfg.name)
@@ -411,8 +415,11 @@ def _join_types(joins: tuple[str, ...]) -> dict[str, str]:
 
 
 class _Conflated(_Derived):
-    def __init__(self, owner: DerivedTopics, cfg: Any) -> None:
-        super().__init__(owner, cfg, [source_key(cfg.underlying_topic, cfg.message_type)])
+    def __init__(self, owner: DerivedTopics, cfg: Any, key: str | None = None,
+                 source: str | None = None) -> None:
+        """``key``, ``source``: the conflated topic of the logical topic ``source``."""
+        super().__init__(owner, cfg, [source or source_key(cfg.underlying_topic, cfg.message_type)],
+                         key)
         self.underlying = self.inputs[0]
         self.interval = cfg.interval
         try:
@@ -422,8 +429,9 @@ class _Conflated(_Derived):
         self._waiting: dict[str, tuple[Any, ...]] = {}  # SowKey -> (data, doc) | (reason,)
         self._timer: Any = None
 
-    def build(self) -> None:
-        for r in self.underlying.query().records:
+    def build(self, copy: bool = True) -> None:
+        """Copy the underlying topic's records (unless not ``copy``), start the interval."""
+        for r in self.underlying.query().records if copy else ():
             if self.filter is None or self.filter(r.doc, self.underlying._ctx_of(r)):
                 self.topic.upsert(r.sow_key, r.data, r.doc, None, r.bookmark, 0, None,
                                   r.timestamp)
@@ -472,8 +480,16 @@ class DerivedTopics:
         self.by_underlying: dict[str, list[_Derived]] = {}
         self.names: set[str] = set()
         self._order: list[_Derived] = []
+        self.config = config
+        #: ConflatedTopics over a Pattern container: (container name, type) -> them
+        self._families: dict[tuple[str, str], list[Any]] = {}
+        self._plain: set[str] = set()  # topics known to have no family's conflated topic
+        self._discovering = False
         for kind, cfg in [("View", v) for v in config.views] + [
                 ("ConflatedTopic", c) for c in config.conflated_topics]:
+            if getattr(cfg, "over_pattern", False):
+                self._families.setdefault((cfg.underlying_topic, cfg.message_type), []).append(cfg)
+                continue
             cls = _Conflated if kind == "ConflatedTopic" else (
                 _View if cfg.underlying_topic is not None else _JoinView)
             try:
@@ -482,10 +498,48 @@ class DerivedTopics:
                 log.warning("%s %s (%s:%d): %s is not a SOW topic or queue the emulator "
                             "keeps: it is not created", kind, cfg.name, cfg.file, cfg.line, exc)
                 continue
-            for name in dict.fromkeys(d.sources):
-                self.by_underlying.setdefault(name, []).append(d)
-            self.names.add(d.key)
-            self._order.append(d)
+            self._add(d)
+        if self._families:
+            self.sow_service.conflated_created = self._conflated_created
+
+    def _add(self, d: _Derived) -> None:
+        for name in dict.fromkeys(d.sources):
+            self.by_underlying.setdefault(name, []).append(d)
+        self.names.add(d.key)
+        self._order.append(d)
+
+    # -- the conflated topics of logical topics (a ConflatedTopic over a Pattern) ----------
+    def _conflated_created(self, key: str, cfg: Any, source: str) -> None:
+        """The SOW made the topic ``key``, the conflated topic of the logical topic
+        ``source``: build it (from the logical topic's records, if any)."""
+        if key in self.names:
+            return
+        d = _Conflated(self, cfg, key, source)
+        self._add(d)
+        # made by the logical topic's first publish (_family_of): that one waits its interval
+        d.build(copy=not self._discovering)
+
+    def _family_of(self, topic: str, publishing: bool = True) -> bool:
+        """Make the conflated topics of ``topic`` if it is a logical topic of a container
+        that has them; whether it is. ``publishing``: its first record is being published
+        (it goes into them at their interval's end, not at once)."""
+        if not self._families or topic in self._plain:
+            return False
+        plain, mt = split_topic(topic)
+        container = self.config.pattern_topic(plain)
+        family = self._families.get((container.name, mt)) if container is not None else None
+        if family is None:
+            if len(self._plain) > 100_000:
+                self._plain.clear()
+            self._plain.add(topic)
+            return False
+        self._discovering = publishing
+        try:
+            for cfg in family:
+                self.sow_service.get(qualify(cfg.logical_name(plain), mt))  # made, and built
+        finally:
+            self._discovering = False
+        return True
 
     def input_topic(self, name: str) -> Any:
         """What a derived topic reads as the topic ``name`` (a key): the queue's available
@@ -506,10 +560,20 @@ class DerivedTopics:
             rows.load()
         for d in self._order:
             d.build()
+        if self._families:  # the logical topics there are now, and their conflated topics
+            for name in list(self.sow_service.sow.topics):
+                plain, mt = split_topic(name)
+                found = self.config.conflated_logical(plain)
+                if found is not None and found[0].message_type == mt:
+                    self._conflated_created(name, found[0], qualify(found[1], mt))
+                elif name not in self.by_underlying:
+                    self._family_of(name, publishing=False)
         if self._order:
             log.info("built %d views/conflated topics", len(self._order))
 
     def check_writable(self, topic: str) -> None:
+        if self._families and topic not in self.names:
+            self.sow_service.get(topic)  # a logical topic's conflated topic is made when named
         if topic in self.names:
             raise CommandError(reasons.INVALID_TOPIC, f"{display_name(topic)!r} is a view or "
                                f"conflated topic: AMPS maintains it")
@@ -528,6 +592,8 @@ class DerivedTopics:
     def published(self, topic: str, msg: Message) -> None:
         skey = msg.sow_key
         if skey is None:  # not stored in a SOW topic (storing sets it): no view reads it
+            return
+        if topic not in self.by_underlying and not self._family_of(topic):
             return
         for d in self.by_underlying.get(topic, ()):
             try:
