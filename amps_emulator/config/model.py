@@ -51,6 +51,29 @@ class _Located(msgspec.Struct, frozen=True, kw_only=True):
     line: int = 0  # line of the element's start tag
 
 
+class SlowClients(msgspec.Struct, frozen=True, kw_only=True):
+    """Slow client offlining (``MessageMemoryLimit``, ``MessageDiskLimit``, ``MessageDiskPath``,
+    ``ClientMaxCapacity``), at the instance's level or a transport's own.
+
+    Past its share of ``memory_limit`` (or when the pool's clients together exceed it, the one
+    holding most) a client is offlined: its messages wait in a file under ``disk_path`` until
+    it reads them. Past its share of ``disk_limit`` (or the pool's), it is disconnected.
+    ``memory_limit`` None: not configured, no offlining (the emulator's ``ClientOutboundLimit``
+    and memory budget disconnect a slow client instead)."""
+
+    memory_limit: int | None = None  # MessageMemoryLimit
+    disk_limit: int | None = None  # MessageDiskLimit; None: 1GB or memory_limit, the higher
+    disk_path: str = "/var/tmp"  # MessageDiskPath
+    capacity: float = 0.5  # ClientMaxCapacity, a fraction of the limits one client may use
+    #: the transport sets a pool element of its own (memory, disk, path): its own pool
+    own_pool: bool = False
+
+    @property
+    def disk_bytes(self) -> int:
+        return self.disk_limit if self.disk_limit is not None else max(
+            1 << 30, self.memory_limit or 0)
+
+
 class Transport(_Located, frozen=True, kw_only=True):
     """``Transports/Transport``: one listening socket for client connections."""
 
@@ -68,6 +91,7 @@ class Transport(_Located, frozen=True, kw_only=True):
     client_message_age_limit: float | None = None  # ClientMessageAgeLimit (here or instance level)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # [emulator] MaxFrameSize: largest frame accepted
     client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT  # [emulator] ClientOutboundLimit
+    slow_clients: SlowClients = SlowClients()  # MessageMemoryLimit ... (here or instance level)
     certificate: str | None = None  # Certificate: PEM file; with PrivateKey the transport is TLS
     private_key: str | None = None  # PrivateKey: PEM file
     ciphers: str | None = None  # Ciphers: OpenSSL cipher list

@@ -44,8 +44,14 @@ from amps_emulator.server.messaging.broker import Broker
 from amps_emulator.server.messaging.publish_runs import PublishRuns
 from amps_emulator.server.net.connection import Connection
 from amps_emulator.server.net.listener import Listener, listeners_from_config
+from amps_emulator.server.net.offlining import OfflinePool
 from amps_emulator.server.services.actions import Actions
-from amps_emulator.server.services.actions.engine import ON_CONNECT, ON_DISCONNECT
+from amps_emulator.server.services.actions.engine import (
+    ON_CONNECT,
+    ON_DISCONNECT,
+    ON_OFFLINE_START,
+    ON_OFFLINE_STOP,
+)
 from amps_emulator.server.services.event_topics import EventTopics
 from amps_emulator.server.services.queue_service import QueueService
 from amps_emulator.server.services.replication import ReplicationService
@@ -376,14 +382,30 @@ class Server:
         """``client``'s transport takes output again: resume its paused journal replays."""
         replay.resume_connection(self.broker, client)
 
+    def offline_changed(self, client: Client, offline: bool) -> None:
+        """A slow client was offlined, or is back online: the on-offline actions."""
+        if not self.broker.stopping:
+            self.actions.client_event(ON_OFFLINE_START if offline else ON_OFFLINE_STOP, client)
+
     def check_memory(self) -> bool:
         """Keep the frames buffered by all connections within :attr:`memory_budget`: over
         it, disconnect the connections holding the most until it holds again. False when
-        someone was disconnected. Called when a connection's buffers grew by a step."""
-        held = [(conn.buffered_bytes(), conn) for conn in self.connections if not conn.closed]
+        someone was disconnected. Called when a connection's buffers grew by a step. The
+        connections of a transport with slow client offlining answer to their pool's limits
+        instead (:mod:`server.net.offlining`)."""
+        pools: dict[OfflinePool, list[Connection]] = {}
+        held = []
+        for conn in self.connections:
+            if conn.closed:
+                continue
+            if conn.pool is not None:
+                pools.setdefault(conn.pool, []).append(conn)
+            else:
+                held.append((conn.buffered_bytes(), conn))
+        pooled_ok = all([pool.enforce(members) for pool, members in pools.items()])
         total = sum(n for n, _ in held)
         if total <= self.memory_budget:
-            return True
+            return pooled_ok
         held.sort(key=lambda t: t[0], reverse=True)
         for n, conn in held:
             if total <= self.memory_budget:

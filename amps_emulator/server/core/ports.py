@@ -172,6 +172,10 @@ class ConnectionHost(Protocol):
     def writable(self, client: Client) -> None:
         """``client``'s transport takes output again (journal replays paused for it resume)."""
 
+    def offline_changed(self, client: Client, offline: bool) -> None:
+        """``client`` was offlined as a slow client (its messages wait on disk), or is back
+        online (:mod:`server.net.offlining`)."""
+
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
 
