@@ -16,8 +16,12 @@ is an error at its element's line, and so is a legacy-protocol transport without
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
+
+import msgspec
 
 from .model import (
     DEFAULT_CLIENT_OUTBOUND_LIMIT,
@@ -25,6 +29,7 @@ from .model import (
     Admin,
     LogTarget,
     ProtocolDef,
+    SlowClients,
     TransactionLog,
     Transport,
     TxLogTopic,
@@ -44,7 +49,7 @@ from .schema import (
     text,
     unknown_element,
 )
-from .units import parse_bool, parse_count, parse_duration, parse_size
+from .units import parse_bool, parse_count, parse_duration, parse_percent, parse_size
 from .values import enum, parse_comma_list, parse_inet_addr, parse_regex, suggest
 from .xmlload import Node
 
@@ -58,6 +63,36 @@ class InstanceDefaults:
     client_message_age_limit: float | None = None
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT
+    slow_clients: SlowClients = SlowClients()  # (NO_OFFLINING)
+
+
+#: nothing configured: no slow client offlining
+NO_OFFLINING = SlowClients()
+#: slow client offlining, at the instance's level and a transport's (attribute names)
+SLOW_CLIENT_ELEMS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "MessageMemoryLimit": ("memory_limit", parse_size),
+    "MessageDiskLimit": ("disk_limit", parse_size),
+    "MessageDiskPath": ("disk_path", text),
+    "ClientMaxCapacity": ("capacity", parse_percent),
+}
+#: the ones whose setting on a transport gives it a resource pool of its own
+_POOL_ATTRS = ("memory_limit", "disk_limit", "disk_path")
+
+
+def slow_client_elems() -> dict[str, Elem]:
+    return {tag: Elem(attr, positive(parse, tag) if parse is parse_size else parse)
+            for tag, (attr, parse) in SLOW_CLIENT_ELEMS.items()}
+
+
+def slow_clients(values: dict, base: SlowClients = NO_OFFLINING, *,
+                 transport: bool = True) -> SlowClients:
+    """``base`` with what ``values`` (an element's read values) set of its own; a
+    ``transport`` that sets a pool element has a resource pool of its own."""
+    given = {attr: values[attr] for attr, _ in SLOW_CLIENT_ELEMS.values() if attr in values}
+    if not given:
+        return base
+    own = transport and any(a in given for a in _POOL_ATTRS)
+    return msgspec.structs.replace(base, **given, own_pool=own)
 
 
 # --- Transports ---------------------------------------------------------------------------
@@ -77,16 +112,12 @@ BUILTIN_PROTOCOLS = (*_SERVED_PROTOCOLS, *_UNSUPPORTED_PROTOCOLS)
 _PROTOCOL_SYNONYMS = {"json": "amps"}
 
 _TRANSPORT_IGNORED = frozenset({
-    "TransportFilter", "MessageMemoryLimit", "MessageDiskLimit",
-    "MessageDiskPath", "ClientMaxCapacity", "PerMessageDeflate", "HTTPHeader", "FileName",
+    "TransportFilter", "PerMessageDeflate", "HTTPHeader", "FileName",
     "FileMask", "SecureSocketProtocols",
 })
 def _as_node(node: Node, ctx: Ctx) -> Node:
     """A structured child kept as it is (the auth layer reads security blocks from the tree)."""
     return node
-
-
-_SLOW_CLIENT_NOTE = "the emulator disconnects a slow client at ClientOutboundLimit instead"
 
 
 def _transport_spec(ctx: Ctx) -> Spec:
@@ -109,13 +140,12 @@ def _transport_spec(ctx: Ctx) -> Spec:
                                           positive(parse_duration, "ClientMessageAgeLimit")),
             "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
             "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
+            **slow_client_elems(),
             # read by config.security.read_security (the loader's _read_security)
             "Authentication": Elem("authentication", node=_as_node),
             "Entitlement": Elem("entitlement", node=_as_node),
         },
         ignored=_TRANSPORT_IGNORED,
-        ignore_notes={tag: _SLOW_CLIENT_NOTE for tag in
-                      ("MessageMemoryLimit", "MessageDiskLimit", "MessageDiskPath", "ClientMaxCapacity")},
     )
 
 
@@ -216,6 +246,7 @@ def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults
         client_message_age_limit=r.get("client_message_age_limit", defaults.client_message_age_limit),
         max_frame_size=r.get("max_frame_size", defaults.max_frame_size),
         client_outbound_limit=r.get("client_outbound_limit", defaults.client_outbound_limit),
+        slow_clients=slow_clients(r.values, defaults.slow_clients),
         certificate=r.get("certificate"),
         private_key=r.get("private_key"),
         ciphers=r.get("ciphers"),

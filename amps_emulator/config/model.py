@@ -13,6 +13,7 @@ The element each field comes from is named in the field comment. Fields marked
 
 from __future__ import annotations
 
+import functools
 import getpass
 import os
 import re
@@ -37,9 +38,42 @@ StepKind = Literal["on", "if", "do"]
 TxLogDurability = Literal["group", "strict", "memory"]
 
 
+
+@functools.lru_cache(maxsize=256)
+def _format_regex(fmt: str) -> re.Pattern[str]:
+    """A ``TopicFormat`` as the regex of the names it gives: ``%n`` the logical topic's name
+    (every ``%n`` the same one)."""
+    parts = [re.escape(p) for p in fmt.split("%n")]
+    return re.compile(parts[0] + "".join(("(.+)" if i == 1 else r"\1") + p
+                                         for i, p in enumerate(parts[1:], 1)))
+
+
 class _Located(msgspec.Struct, frozen=True, kw_only=True):
     file: str = ""  # file the element was read from ("<default>" for built-in defaults)
     line: int = 0  # line of the element's start tag
+
+
+class SlowClients(msgspec.Struct, frozen=True, kw_only=True):
+    """Slow client offlining (``MessageMemoryLimit``, ``MessageDiskLimit``, ``MessageDiskPath``,
+    ``ClientMaxCapacity``), at the instance's level or a transport's own.
+
+    Past its share of ``memory_limit`` (or when the pool's clients together exceed it, the one
+    holding most) a client is offlined: its messages wait in a file under ``disk_path`` until
+    it reads them. Past its share of ``disk_limit`` (or the pool's), it is disconnected.
+    ``memory_limit`` None: not configured, no offlining (the emulator's ``ClientOutboundLimit``
+    and memory budget disconnect a slow client instead)."""
+
+    memory_limit: int | None = None  # MessageMemoryLimit
+    disk_limit: int | None = None  # MessageDiskLimit; None: 1GB or memory_limit, the higher
+    disk_path: str = "/var/tmp"  # MessageDiskPath
+    capacity: float = 0.5  # ClientMaxCapacity, a fraction of the limits one client may use
+    #: the transport sets a pool element of its own (memory, disk, path): its own pool
+    own_pool: bool = False
+
+    @property
+    def disk_bytes(self) -> int:
+        return self.disk_limit if self.disk_limit is not None else max(
+            1 << 30, self.memory_limit or 0)
 
 
 class Transport(_Located, frozen=True, kw_only=True):
@@ -59,6 +93,7 @@ class Transport(_Located, frozen=True, kw_only=True):
     client_message_age_limit: float | None = None  # ClientMessageAgeLimit (here or instance level)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # [emulator] MaxFrameSize: largest frame accepted
     client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT  # [emulator] ClientOutboundLimit
+    slow_clients: SlowClients = SlowClients()  # MessageMemoryLimit ... (here or instance level)
     certificate: str | None = None  # Certificate: PEM file; with PrivateKey the transport is TLS
     private_key: str | None = None  # PrivateKey: PEM file
     ciphers: str | None = None  # Ciphers: OpenSSL cipher list
@@ -237,6 +272,19 @@ class ConflatedTopic(_Located, frozen=True, kw_only=True):
     hash_indexes: tuple[tuple[str, ...], ...] = ()  # HashIndex/Key...
     topic_format: str | None = None  # TopicFormat
     enrichment: tuple[str, ...] = ()  # Enrichment/Field texts (no OF PREVIOUS)
+    #: the UnderlyingTopic is a Topic with a Pattern: one conflated topic per logical topic,
+    #: named by TopicFormat (``%n``: the logical topic's name)
+    over_pattern: bool = False
+
+    def logical_name(self, topic: str) -> str:
+        """The conflated topic of the underlying logical topic ``topic``."""
+        return (self.topic_format or "%n").replace("%n", topic)
+
+    def underlying_of(self, name: str) -> str | None:
+        """The underlying logical topic whose conflated topic ``name`` would be (None: the
+        format cannot give ``name``)."""
+        m = _format_regex(self.topic_format or "%n").fullmatch(name)
+        return m.group(1) if m is not None else None
 
 
 class ActionOption(NamedTuple):
@@ -547,12 +595,35 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
     def pattern_topic(self, topic: str) -> SowTopic | None:
         """The SOW ``Topic`` with a ``Pattern`` that holds ``topic`` as a logical topic, unless a
-        definition of that exact name takes precedence."""
-        others = [*(q.name for q in self.queues), *(v.name for v in self.views),
-                  *(c.name for c in self.conflated_topics)]
-        if any(t.name == topic and t.pattern is None for t in self.sow_topics) or topic in others:
+        definition of that exact name takes precedence (a conflated topic of a logical topic,
+        :meth:`conflated_logical`, included)."""
+        if self._defined(topic) or self.conflated_logical(topic) is not None:
             return None
         return next((t for t in self.sow_topics if t.holds(topic)), None)
+
+    def _defined(self, topic: str) -> bool:
+        others = [*(q.name for q in self.queues), *(v.name for v in self.views),
+                  *(c.name for c in self.conflated_topics)]
+        return any(t.name == topic and t.pattern is None for t in self.sow_topics) or topic in others
+
+    def conflated_logical(self, topic: str, nested: bool = True
+                          ) -> tuple[ConflatedTopic, str] | None:
+        """``(the ConflatedTopic, the logical topic it conflates)`` when ``topic`` is the
+        conflated topic of a logical topic of a ``Pattern`` container (its ``TopicFormat``
+        gives ``topic`` from that logical topic's name, which the container holds and which
+        is not itself such a conflated topic); else None."""
+        for c in self.conflated_topics:
+            if not c.over_pattern:
+                continue
+            under = c.underlying_of(topic)
+            if under is None or self._defined(under):
+                continue
+            if nested and self.conflated_logical(under, nested=False) is not None:
+                continue
+            if any(t.name == c.underlying_topic and t.message_type == c.message_type
+                   and t.holds(under) for t in self.sow_topics):
+                return c, under
+        return None
 
     def queue(self, name: str, message_type: str | None = None) -> Queue | None:
         return next(

@@ -44,8 +44,14 @@ from amps_emulator.server.messaging.broker import Broker
 from amps_emulator.server.messaging.publish_runs import PublishRuns
 from amps_emulator.server.net.connection import Connection
 from amps_emulator.server.net.listener import Listener, listeners_from_config
+from amps_emulator.server.net.offlining import OfflinePool
 from amps_emulator.server.services.actions import Actions
-from amps_emulator.server.services.actions.engine import ON_CONNECT, ON_DISCONNECT
+from amps_emulator.server.services.actions.engine import (
+    ON_CONNECT,
+    ON_DISCONNECT,
+    ON_OFFLINE_START,
+    ON_OFFLINE_STOP,
+)
 from amps_emulator.server.services.event_topics import EventTopics
 from amps_emulator.server.services.queue_service import QueueService
 from amps_emulator.server.services.replication import ReplicationService
@@ -191,27 +197,32 @@ class Server:
                 self, self.config.transaction_log, memory=broker.memory,
                 strict_recovery=broker.strict_recovery)
             txlog.open()  # recovery happens before any client can connect
-        if self.config.sow_topics:
+        if self.config.sow_topics or self.config.views or self.config.conflated_topics:
             sow_service = self.sow_service = broker.sow_service = SowService(
                 broker, self.config, derived_specs,
                 on_removed=lambda topic, records, reason: publish.removed(broker, topic, records,
                                                                           reason))
             sow_service.recover()
             sow_service.start_history_maintenance()
-            if self.config.views or self.config.conflated_topics:
-                derived = DerivedTopics(broker, self.config)
-                derived.start()
-                self.replace_derived(derived)  # the first listener: views over the topic
+        queues = None
         if self.config.queues:
             queues = self.queue_service = broker.queue_service = QueueService(broker, self.config,
                                                   on_expired=self.actions.expired)
             queues.recover()
+        if sow_service is not None and (self.config.views or self.config.conflated_topics):
+            # (after the queues' recovery: a view over a queue starts from what it holds)
+            derived = DerivedTopics(broker, self.config, queues)
+            derived.start()
+            self.replace_derived(derived)  # the first listener: views over the topic
+        if queues is not None:
             publish.register(broker, queues)  # then the queues over it
         self.events.start()  # /AMPS/SOWStats every SOWStatsInterval
         if self.actions.listens:
             publish.register(broker, self.actions)  # then the actions
         if self.actions.watches_clients:
             broker.logon_callbacks.append(self.actions.client_logged_on)
+        if self.actions.watches_deliveries:
+            broker.delivered = self.actions.message_delivered
         given = list(sockets) if sockets is not None else []
         for i, lst in enumerate(self.listeners):
             factory = lst.protocol_factory(self)
@@ -371,14 +382,30 @@ class Server:
         """``client``'s transport takes output again: resume its paused journal replays."""
         replay.resume_connection(self.broker, client)
 
+    def offline_changed(self, client: Client, offline: bool) -> None:
+        """A slow client was offlined, or is back online: the on-offline actions."""
+        if not self.broker.stopping:
+            self.actions.client_event(ON_OFFLINE_START if offline else ON_OFFLINE_STOP, client)
+
     def check_memory(self) -> bool:
         """Keep the frames buffered by all connections within :attr:`memory_budget`: over
         it, disconnect the connections holding the most until it holds again. False when
-        someone was disconnected. Called when a connection's buffers grew by a step."""
-        held = [(conn.buffered_bytes(), conn) for conn in self.connections if not conn.closed]
+        someone was disconnected. Called when a connection's buffers grew by a step. The
+        connections of a transport with slow client offlining answer to their pool's limits
+        instead (:mod:`server.net.offlining`)."""
+        pools: dict[OfflinePool, list[Connection]] = {}
+        held = []
+        for conn in self.connections:
+            if conn.closed:
+                continue
+            if conn.pool is not None:
+                pools.setdefault(conn.pool, []).append(conn)
+            else:
+                held.append((conn.buffered_bytes(), conn))
+        pooled_ok = all([pool.enforce(members) for pool, members in pools.items()])
         total = sum(n for n, _ in held)
         if total <= self.memory_budget:
-            return True
+            return pooled_ok
         held.sort(key=lambda t: t[0], reverse=True)
         for n, conn in held:
             if total <= self.memory_budget:

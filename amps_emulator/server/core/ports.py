@@ -172,6 +172,10 @@ class ConnectionHost(Protocol):
     def writable(self, client: Client) -> None:
         """``client``'s transport takes output again (journal replays paused for it resume)."""
 
+    def offline_changed(self, client: Client, offline: bool) -> None:
+        """``client`` was offlined as a slow client (its messages wait on disk), or is back
+        online (:mod:`server.net.offlining`)."""
+
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
 
@@ -249,12 +253,20 @@ class TxLogHost(Protocol):
     def journal_pins(self) -> list[int]: ...
 
 
+#: told of each ``publish`` message delivered to a subscriber: (the connection it went to, a
+#: :class:`Client`; the topic key; the body; its bookmark; its correlation id): the
+#: ``on-deliver-message`` actions
+DeliveryWatch = Callable[[Any, str, bytes, "str | None", "str | None"], None]
+
+
 class ServiceHost(Protocol):
     """What every service built by the root reads of it (:class:`server.messaging.broker.Broker`): the
     routing table and counters, the clock, the turn, the options."""
 
     router: Router
     stats: dict[str, int]
+    #: None unless something watches deliveries (:data:`DeliveryWatch`)
+    delivered: DeliveryWatch | None
     turn: Turn
     memory: bool
     strict_recovery: bool
@@ -334,6 +346,9 @@ class SowService(Protocol):
 
     #: the engine's store of every topic
     sow: Sow
+    #: told of each conflated topic of a logical topic made (its key, its ConflatedTopic,
+    #: the logical topic's key)
+    conflated_created: Callable[[str, Any, str], None] | None
 
     def get(self, name: str, create: bool = True) -> Topic | None: ...
     def topics_for(self, topic: str, literal: bool = False) -> list[Topic]: ...

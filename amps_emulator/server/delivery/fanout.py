@@ -23,6 +23,7 @@ from amps_emulator.sow.query import apply_select
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.bodies import Bodies
+    from amps_emulator.server.core.ports import DeliveryWatch
     from amps_emulator.server.core.router import ReadEntitlement, Router, Subscription
     from amps_emulator.sow.query import Select
 
@@ -35,6 +36,8 @@ class FanoutHost(Protocol):
     stats: dict[str, int]
     #: the server's codecs (typed topics are read and written with them)
     bodies: Bodies
+    #: told of each publish delivered (``on-deliver-message``); None: nobody watches
+    delivered: DeliveryWatch | None
 
     def wallclock(self) -> float: ...
 
@@ -114,6 +117,10 @@ def fan_out(broker: FanoutHost, msg: Message) -> int:
         return 0
     _write(broker, msg, targets)
     broker.stats["delivered"] += len(targets)
+    watch = broker.delivered
+    if watch is not None:  # once per connection that got the message (not an oof)
+        for conn in dict.fromkeys(c for c, shape, _ in targets if shape not in (OOF, OOF_ENTITLEMENT)):
+            watch(conn, msg.topic, msg.body, msg.bookmark, msg.correlation_id)
     return len(targets)
 
 

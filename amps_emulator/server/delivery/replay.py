@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from amps_emulator.journal import FileJournal, MemoryJournal
     from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.core.ports import Client, TxLogService
+    from amps_emulator.server.core.ports import Client, DeliveryWatch, TxLogService
     from amps_emulator.server.core.router import Subscription
 
 log = logging.getLogger("amps_emulator.replay")
@@ -51,6 +51,8 @@ class ReplayHost(Protocol):
     stopping: bool
     #: the server's codecs (a filter or select list reads a typed body with its type's)
     bodies: Bodies
+    #: told of each message replayed (``on-deliver-message``); None: nobody watches
+    delivered: DeliveryWatch | None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
@@ -275,6 +277,7 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
     journal = _journal(broker)
     bodies = broker.bodies
     rate = cursor.rate
+    watched: list[Any] | None = [] if broker.delivered is not None else None
     scanned = 0
     step_end = time.monotonic() + STEP_SECONDS
     for rec in journal.read(cursor.next_pos):
@@ -330,6 +333,8 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
         out.append(frame_raw(head + tail, rec.body if sel is None
                              else selected(rec.body, sel, bodies.decode(rec.body, rec.key),
                                            bodies.encoder(rec.key))))
+        if watched is not None:
+            watched.append(rec)
         if cursor.remaining is not None:
             cursor.remaining -= 1
             if cursor.remaining <= 0:
@@ -342,6 +347,10 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
         cursor.last_bm = last_bm
     if out:
         conn.send(b"".join(out))
+        watch = broker.delivered
+        if watch is not None and watched:
+            for rec in watched:
+                watch(conn, rec.key, rec.body, rec.bookmark_str, rec.correlation_id)
     if not done:
         if cursor.remaining is not None and cursor.remaining <= 0:
             finish(broker, cursor)

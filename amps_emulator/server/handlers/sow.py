@@ -400,6 +400,7 @@ def _with_live_state(broker: Broker, client: Client, cmd: Command, sub_id: str,
     def subscribe() -> None:
         sub = register_subscription(broker, client, cmd, sub_id, filt, delta=delta)
         state.sub = sub
+        state.delivered = broker.delivered
         sub.live = state
         registered.append(sub)
 

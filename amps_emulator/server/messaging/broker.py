@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from amps_emulator.auth import SecurityLayer
     from amps_emulator.server.core.ports import (
         Client,
+        DeliveryWatch,
         PublishObserver,
         QueueService,
         SowService,
@@ -74,6 +75,10 @@ class Broker:
         #: the order they are told; registered by the root (:func:`server.messaging.message_path.register`)
         self.observers: tuple[PublishObserver, ...] = ()
         self.stats = {"published": 0, "delivered": 0}
+        #: told of every ``publish`` delivered to a subscriber (live, conflated, paginated,
+        #: queue, replay); None (the delivery paths pay one test) unless an
+        #: ``on-deliver-message`` action watches them
+        self.delivered: DeliveryWatch | None = None
         #: authentication and entitlements (:mod:`amps_emulator.auth`) when the config has an
         #: Authentication or Entitlement block; None: every logon and command is allowed
         self.security: SecurityLayer | None = None

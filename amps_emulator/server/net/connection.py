@@ -10,7 +10,10 @@ Outbound memory is bounded: when the bytes queued here plus the transport's own 
 the transport's limit, the client is disconnected as a slow consumer and its buffers are
 dropped. All connections together share a memory
 budget for buffered frames (``ConnectionHost.check_memory``), and a connection that does not
-log on within ``ConnectionHost.logon_timeout`` is closed. A filter too long to compile in a few
+log on within ``ConnectionHost.logon_timeout`` is closed. A transport with slow client
+offlining (a ``MessageMemoryLimit``: :mod:`.offlining`) works otherwise: its connections write
+only what the socket takes, keep the rest, and are offlined (the rest goes to a file) or
+disconnected by their pool's limits. A filter too long to compile in a few
 milliseconds compiles in a worker thread while the connection is busy (``_compile_aside``).
 
 A long SOW query runs in steps so that the event loop keeps serving everyone else
@@ -52,6 +55,7 @@ from amps_emulator.server.core.ports import ConnectionHost, ListenerInfo
 if TYPE_CHECKING:
     from amps_emulator.auth import Session
     from amps_emulator.server.core.router import Subscription
+    from amps_emulator.server.net.offlining import OfflinePool, Spool
 
 log = logging.getLogger("amps_emulator.connection")
 
@@ -59,6 +63,7 @@ _HEARTBEAT_FRAME = frame({"c": "heartbeat"})
 WRITE_HIGH_WATER = 1 << 20  # journal replays pause above this many unsent bytes
 STASH_LIMIT = 4 << 20  # bytes of frames stashed while busy before reading pauses
 BUDGET_STEP = 256 << 10  # a connection's buffers growing by this much re-check the budget
+PUMP_BYTES = 256 << 10  # what a connection of an offlining pool writes at a time
 INLINE_FILTER = 2048  # longer filter texts compile off the event loop (~20 us a character)
 _LINGER_RESET = struct.pack("ii", 1, 0)
 
@@ -179,6 +184,15 @@ class Connection(asyncio.Protocol):
         self._logon_timer: asyncio.TimerHandle | None = None
         self._in_mark = BUDGET_STEP  # buffered bytes at which the memory budget is checked
         self._out_mark = BUDGET_STEP
+        #: the transport's slow client offlining (None: none, see the module docstring)
+        self.pool: OfflinePool | None = getattr(listener, "offline_pool", None)
+        #: ClientMaxCapacity: the share of the pool's limits this connection may use
+        self.capacity: float = getattr(listener, "offline_capacity", 0.5)
+        #: frames the socket does not take yet (a connection of a pool, online)
+        self._waiting = FrameQueue()
+        #: where its frames wait once offlined (None: online)
+        self.spool: Spool | None = None
+        self._disk_mark = BUDGET_STEP
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -207,7 +221,16 @@ class Connection(asyncio.Protocol):
         wbuf = self.transport.get_write_buffer_size() if self.transport is not None else 0
         held = self._held.nbytes if self._held is not None else 0
         return (self.decoder.buffered + self._stash.nbytes + self._backlog.nbytes + self._out_bytes
-                + held + wbuf)
+                + held + wbuf + self._waiting.nbytes)
+
+    def queued_bytes(self) -> int:
+        """Bytes of frames not yet handed to the socket: what offlining moves to disk."""
+        held = self._held.nbytes if self._held is not None else 0
+        return self._out_bytes + self._waiting.nbytes + held
+
+    def spool_bytes(self) -> int:
+        """Bytes of frames waiting on disk (an offlined connection)."""
+        return self.spool.pending if self.spool is not None else 0
 
     def data_received(self, data: bytes) -> None:
         if self.closed:
@@ -357,6 +380,8 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self.writing_paused = False
+        if self.pool is not None and not self.closed:
+            self._pump()
         self.host.writable(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -376,6 +401,10 @@ class Connection(asyncio.Protocol):
         self._held = None
         self._stash.take()
         self._backlog.take()
+        self._waiting.take()
+        if self.spool is not None:
+            self.spool.close()
+            self.spool = None
 
     # -- output -----------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -388,12 +417,15 @@ class Connection(asyncio.Protocol):
         if held is not None and not self._direct:
             held.append(data)
             holding = True
+        elif self.spool is not None:  # offlined: to its file, after what waits there
+            self._spool_frames([data])
+            return
         else:
             self._out.append(data)
             self._out_bytes += len(data)
-        pending = (self._out_bytes + (held.nbytes if held is not None else 0)
+        pending = (self._out_bytes + (held.nbytes if held is not None else 0) + self._waiting.nbytes
                    + self.transport.get_write_buffer_size())  # type: ignore[union-attr]
-        if pending > self.out_limit:
+        if pending > self.out_limit and self.pool is None:  # (a pool's limits decide)
             self.close(
                 f"{reasons.DISCONNECT_SLOW_CLIENT}: more than {self.out_limit} bytes pending",
                 abort=True,
@@ -416,6 +448,9 @@ class Connection(asyncio.Protocol):
             self._out.append(encode_ack(None, "persisted", s=self.persisted_seq))
             self.persisted_seq = None
         out = self._out
+        if self.pool is not None:
+            self._flush_pooled()
+            return
         if not out:
             return
         self._out = []
@@ -425,6 +460,78 @@ class Connection(asyncio.Protocol):
         self.transport.write(data)  # type: ignore[union-attr]
         if self.heartbeat.active:
             self.heartbeat.sent(self._timebase.monotonic())
+
+    # -- slow client offlining (a transport with a pool) ----------------------------------
+    def _flush_pooled(self) -> None:
+        """This turn's output after what waits already, then as much as the socket takes."""
+        out, self._out, self._out_bytes = self._out, [], 0
+        if self.spool is None:
+            self._waiting.extend(out)
+        elif out:  # (the persisted ack)
+            self._spool_frames(out)
+        if not self.closed:
+            self._pump()
+
+    def _spool_frames(self, frames: list[bytes]) -> None:
+        """An offlined connection's output: to its file, for the next turn's write."""
+        spool = self.spool
+        if spool is None:
+            return
+        try:
+            spool.append(frames)
+        except OSError as exc:
+            self.close(f"{reasons.DISCONNECT_SLOW_CLIENT}: its offline file failed: {exc}",
+                       abort=True)
+            return
+        if spool.pending > self._disk_mark:  # the disk limits may be reached
+            self._disk_mark = spool.pending + BUDGET_STEP
+            if not self.host.check_memory() and self.closed:
+                return
+        self._turn.dirty(self)
+
+    def _pump(self) -> None:
+        """Write what waits (in memory, or on disk once offlined) while the socket takes it;
+        an offlined connection whose file is all written is online again."""
+        spool = self.spool
+        before = self.bytes_out
+        if spool is None:
+            frames = self._waiting.take()
+            i = 0
+            while i < len(frames) and not self.writing_paused and not self.closed:
+                j, size = i, 0
+                while j < len(frames) and size < PUMP_BYTES:
+                    size += len(frames[j])
+                    j += 1
+                self._write(b"".join(frames[i:j]))
+                i = j
+            if i < len(frames):
+                self._waiting.push_front(frames[i:])
+        else:
+            while spool.pending and not self.writing_paused and not self.closed:
+                self._write(b"".join(spool.take(PUMP_BYTES)))
+        if self.bytes_out != before and self.heartbeat.active:
+            self.heartbeat.sent(self._timebase.monotonic())
+        if spool is not None and not spool.pending and not self.closed:
+            spool.close()
+            self.spool = None
+            self._disk_mark = BUDGET_STEP
+            log.warning("%s is consuming its messages again: back online", self.describe())
+            self._turn.after(lambda: self.host.offline_changed(self, False))
+
+    def _write(self, data: bytes) -> None:
+        self.bytes_out += len(data)
+        self.transport.write(data)  # type: ignore[union-attr]
+
+    def go_offline(self, spool: Spool) -> None:
+        """From now on what waits for this connection, and what comes after, waits in
+        ``spool`` (``OSError``: the file system refused it; nothing changed)."""
+        spool.append([*self._waiting.frames, *self._out])
+        self._waiting.take()
+        self._out, self._out_bytes = [], 0
+        self.spool = spool
+        self._turn.dirty(self)  # its file starts being written out this turn
+        # (told after this turn: the actions it runs publish, and may fill buffers again)
+        self._turn.after(lambda: self.host.offline_changed(self, True))
 
     def note_persisted(self, seq: int) -> None:
         """Record that publishes up to ``seq`` are persisted; one conflated ack per turn."""

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from amps_emulator.protocol.legacy_headers import LEGACY_PROTOCOLS
 from amps_emulator.server.net.connection import Connection
 from amps_emulator.server.net.legacy_transport import LegacyProtocol
+from amps_emulator.server.net.offlining import OfflinePool
 from amps_emulator.server.net.websocket import WebSocketProtocol
 
 if TYPE_CHECKING:
@@ -25,7 +26,8 @@ class Listener:
 
     def __init__(self, name: str, host: str, port: int, message_type: str | None, protocol: str,
                  max_frame: int, out_limit: int, reuse_addr: bool = True,
-                 tls: ssl.SSLContext | None = None) -> None:
+                 tls: ssl.SSLContext | None = None, offline_pool: OfflinePool | None = None,
+                 offline_capacity: float = 0.5) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -36,6 +38,10 @@ class Listener:
         self.out_limit = out_limit
         self.reuse_addr = reuse_addr  # SO_REUSEADDR (Transport/ReuseAddr)
         self.tls = tls
+        #: slow client offlining of its connections (None: none configured)
+        self.offline_pool = offline_pool
+        #: ClientMaxCapacity: the share of the pool's limits one of its clients may use
+        self.offline_capacity = offline_capacity
         self.server: asyncio.AbstractServer | None = None
 
     @property
@@ -77,14 +83,23 @@ def tls_context(t: Any) -> ssl.SSLContext | None:
 
 def listeners_from_config(config: Any) -> list[Listener]:
     out = []
+    shared: OfflinePool | None = None  # the instance's pool, for the transports without one
     for t in config.transports:
         if not getattr(t, "enabled", True):
             continue
+        policy = getattr(t, "slow_clients", None)
+        pool = None
+        if policy is not None and policy.memory_limit is not None:
+            if policy.own_pool:
+                pool = OfflinePool(t.name, policy)
+            else:
+                pool = shared = shared or OfflinePool("(instance)", policy)
         out.append(Listener(
             name=t.name, host=t.host or "0.0.0.0", port=t.port,
             message_type=t.message_type, protocol=t.protocol or "amps",
             max_frame=t.max_frame_size, out_limit=t.client_outbound_limit,
             reuse_addr=getattr(t, "reuse_addr", True),
-            tls=tls_context(t),
+            tls=tls_context(t), offline_pool=pool,
+            offline_capacity=policy.capacity if policy is not None else 0.5,
         ))
     return out
