@@ -255,6 +255,9 @@ class ServiceHost(Protocol):
 
     router: Router
     stats: dict[str, int]
+    #: messages in and out per topic (:mod:`server.core.meters`)
+    topics_in: dict[str, int]
+    topics_out: dict[str, int]
     turn: Turn
     memory: bool
     strict_recovery: bool

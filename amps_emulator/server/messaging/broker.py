@@ -71,6 +71,10 @@ class Broker:
         #: the order they are told; registered by the root (:func:`server.messaging.message_path.register`)
         self.observers: tuple[PublishObserver, ...] = ()
         self.stats = {"published": 0, "delivered": 0}
+        #: messages in (published) and out (delivered to subscriptions) per topic key
+        #: (:mod:`server.core.meters`: at most ``TOPIC_CAP`` topics one by one)
+        self.topics_in: dict[str, int] = {}
+        self.topics_out: dict[str, int] = {}
         #: authentication and entitlements (:mod:`amps_emulator.auth`) when the config has an
         #: Authentication or Entitlement block; None: every logon and command is allowed
         self.security: SecurityLayer | None = None
