@@ -50,8 +50,8 @@ from amps_emulator.auth import Credentials
 from amps_emulator.config.values import parse_inet_addr
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.core.clock import TestClock
+from amps_emulator.server.ops import metrics, snapshot
 from amps_emulator.server.ops import reset as ops
-from amps_emulator.server.ops import snapshot
 from amps_emulator.server.ops.admin_http import (
     AdminLimits,
     ConnectionCap,
@@ -265,6 +265,8 @@ class AdminServer:
                 return 200, "text/html; charset=utf-8", page(self.server, self.faults.listed()).encode()
             if segs == ("console.js",):
                 return 200, "application/javascript", SCRIPT.encode()
+            if segs == ("metrics",):
+                return 200, metrics.CONTENT_TYPE, metrics.render(self.server).encode()
             if segs[0] == "emulator":
                 if segs[1:] == ("snapshot",):
                     return await self._snapshot(method, query, body)
