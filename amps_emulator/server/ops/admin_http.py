@@ -45,8 +45,8 @@ __all__ = ["AdminLimits", "Deadline", "HttpError", "Target", "TooLarge", "Exchan
            "ConnectionCap", "parse_target", "needs_write"]
 
 _FORMATS = ("json", "xml", "csv")
-_ROOTS = frozenset({"amps", "emulator", "console.js", "metrics"})
-_FILES = frozenset({"console.js", "metrics"})  # a resource of one segment
+_ROOTS = frozenset({"amps", "emulator", "console.js", "console.css", "metrics"})
+_FILES = frozenset({"console.js", "console.css", "metrics"})  # a resource of one segment
 _MIN_SEND_RATE = 1 << 20  # bytes/s a response is given to drain, beyond the request deadline
 
 

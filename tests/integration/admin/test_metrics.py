@@ -1,7 +1,8 @@
 """``GET /metrics``: the Prometheus text exposition, read with the ``prometheus_client`` parser
 (what a Prometheus server reads), whose figures are those of the Admin JSON at the same
 instant (a quiet server: nothing moves between the two reads); the persisted-ack latency
-histogram; replication; the same authentication and entitlements as every Admin request."""
+histogram; replication; the same authentication and entitlements as every Admin request;
+and ``/emulator/stats``, the console's history."""
 
 from __future__ import annotations
 
@@ -238,3 +239,25 @@ def test_a_scraper_reads_the_figures_with_its_credentials(secured):
         assert ("client", "app") in next(iter(m["amps_client_messages_in_total"]))
     finally:
         c.close()
+
+
+# -- the console's history ----------------------------------------------------------------
+def test_the_history_has_a_sample_from_the_start_and_rates_per_topic(srv):
+    first = srv.http("/emulator/stats")
+    assert len(first["t"]) >= 1 and first["started"] == first["t"][0]
+    assert first["messages_in"][0] == 0 and first["interval"] == 1.0
+    pub = store_client(srv.uri, "history-pub")
+    try:
+        for i in range(20):
+            pub.publish("orders", json.dumps({"id": i}))
+        pub.publish("work", json.dumps({"job": 1}))
+        pub.publish_flush(5000)
+        stats = until(lambda: (s := srv.http("/emulator/stats?top=1"))["topics_in"] and s)
+        assert list(stats["topics_in"]) == ["orders"]  # the busiest one
+        assert sum(stats["topics_in"]["orders"]) > 0
+        assert len(stats["topics_in"]["orders"]) == len(stats["t"])
+        assert until(lambda: 1 in srv.http("/emulator/stats")["queue_depth"]["work"])
+        assert until(lambda: any(v is not None for v in srv.http("/emulator/stats")["ack_mean_ms"]))
+        assert srv.http("/emulator/stats?seconds=x", expect=400)["error"]
+    finally:
+        pub.close()
