@@ -267,6 +267,9 @@ class ServiceHost(Protocol):
     stats: dict[str, int]
     #: None unless something watches deliveries (:data:`DeliveryWatch`)
     delivered: DeliveryWatch | None
+    #: messages in and out per topic (:mod:`server.core.meters`)
+    topics_in: dict[str, int]
+    topics_out: dict[str, int]
     turn: Turn
     memory: bool
     strict_recovery: bool

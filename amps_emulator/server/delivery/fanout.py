@@ -18,6 +18,7 @@ from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.topics import TYPE_SEP, display_name, type_of
 from amps_emulator.server.core.message import UNDECODED, Message, decode_or_none, encode_json
+from amps_emulator.server.core.meters import count
 from amps_emulator.sow.delta import changed_fields
 from amps_emulator.sow.query import apply_select
 
@@ -34,6 +35,9 @@ class FanoutHost(Protocol):
 
     router: Router
     stats: dict[str, int]
+    #: messages in and out per topic (:mod:`server.core.meters`)
+    topics_in: dict[str, int]
+    topics_out: dict[str, int]
     #: the server's codecs (typed topics are read and written with them)
     bodies: Bodies
     #: told of each publish delivered (``on-deliver-message``); None: nobody watches
@@ -109,19 +113,27 @@ _Targets = dict[tuple[Receiver, int, "Select | None"], list[str]]
 def fan_out(broker: FanoutHost, msg: Message) -> int:
     """Deliver ``msg`` to every matching live subscription; returns frames queued."""
     broker.stats["published"] += 1
-    subs = broker.router.match(msg.topic)
+    topic = msg.topic
+    counts = broker.topics_in
+    if topic in counts:
+        counts[topic] += 1
+    else:
+        count(counts, topic, 1)
+    subs = broker.router.match(topic)
     if not subs:
         return 0
     targets = _targets(broker, msg, subs)
     if not targets:
         return 0
     _write(broker, msg, targets)
-    broker.stats["delivered"] += len(targets)
+    n = len(targets)
+    broker.stats["delivered"] += n
+    count(broker.topics_out, msg.topic, n)
     watch = broker.delivered
     if watch is not None:  # once per connection that got the message (not an oof)
         for conn in dict.fromkeys(c for c, shape, _ in targets if shape not in (OOF, OOF_ENTITLEMENT)):
             watch(conn, msg.topic, msg.body, msg.bookmark, msg.correlation_id)
-    return len(targets)
+    return n
 
 
 def _targets(broker: FanoutHost, msg: Message, subs: Iterable[Subscription]) -> _Targets:

@@ -79,6 +79,10 @@ class Broker:
         #: queue, replay); None (the delivery paths pay one test) unless an
         #: ``on-deliver-message`` action watches them
         self.delivered: DeliveryWatch | None = None
+        #: messages in (published) and out (delivered to subscriptions) per topic key
+        #: (:mod:`server.core.meters`: at most ``TOPIC_CAP`` topics one by one)
+        self.topics_in: dict[str, int] = {}
+        self.topics_out: dict[str, int] = {}
         #: authentication and entitlements (:mod:`amps_emulator.auth`) when the config has an
         #: Authentication or Entitlement block; None: every logon and command is allowed
         self.security: SecurityLayer | None = None

@@ -50,8 +50,8 @@ from amps_emulator.auth import Credentials
 from amps_emulator.config.values import parse_inet_addr
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.core.clock import TestClock
+from amps_emulator.server.ops import metrics, snapshot
 from amps_emulator.server.ops import reset as ops
-from amps_emulator.server.ops import snapshot
 from amps_emulator.server.ops.admin_http import (
     AdminLimits,
     ConnectionCap,
@@ -63,8 +63,9 @@ from amps_emulator.server.ops.admin_http import (
     needs_write,
     parse_target,
 )
-from amps_emulator.server.ops.console import SCRIPT, page
+from amps_emulator.server.ops.console import STATIC, page, static_file
 from amps_emulator.server.ops.faults import FaultConflict, FaultError, Faults
+from amps_emulator.server.ops.history import History
 from amps_emulator.server.ops.stats import Sampler, client_id, tree
 
 if TYPE_CHECKING:
@@ -123,6 +124,8 @@ class AdminServer:
         self.host = host
         self.port = port
         self.sampler = Sampler(server, interval)
+        #: a second-by-second history for the console's charts (its first sample now)
+        self.history = History(server)
         #: what one request and the interface as a whole may use (tests shorten them)
         self.limits = limits if limits is not None else AdminLimits()
         #: the connections open now, and the cap on them
@@ -146,9 +149,11 @@ class AdminServer:
         sock = self._srv.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
         self.sampler.start()
+        self.history.start()
 
     async def stop(self) -> None:
         self.sampler.close()
+        self.history.close()
         self.faults.clear()
         if self._srv is not None:
             self._srv.close()
@@ -263,8 +268,10 @@ class AdminServer:
         try:
             if not segs:
                 return 200, "text/html; charset=utf-8", page(self.server, self.faults.listed()).encode()
-            if segs == ("console.js",):
-                return 200, "application/javascript", SCRIPT.encode()
+            if segs[0] in STATIC:
+                return 200, STATIC[segs[0]], static_file(segs[0])
+            if segs == ("metrics",):
+                return 200, metrics.CONTENT_TYPE, metrics.render(self.server).encode()
             if segs[0] == "emulator":
                 if segs[1:] == ("snapshot",):
                     return await self._snapshot(method, query, body)
@@ -579,8 +586,11 @@ class AdminServer:
             return ops.subscriptions(s)
         if what == "replication":
             return self._emulator_replication(method, segs[1:])
-        if what == "stats":
-            return {"history": self.sampler.history, "interval": self.sampler.interval}
+        if what == "stats":  # the console's charts: ?seconds= of history, the ?top= topics
+            try:
+                return self.history.series(float(q.get("seconds", 3600)), int(q.get("top", 6)))
+            except ValueError:
+                raise HttpError(400, "stats wants ?seconds=S&top=N") from None
         if what == "clock":
             tb = s.timebase
             if segs[1:] == ("advance",):

@@ -17,9 +17,9 @@ one form of the path: empty segments (``//``, a trailing ``/``) dropped, each se
 percent-decoded once, ``.json``/``.xml``/``.csv`` taken off the last segment of the ``/amps``
 tree only, ``/index.html`` named ``/``. What cannot be put in that form is a 404: a segment
 that decodes to ``/`` or a control character, ``.`` and ``..`` segments, and any first
-segment but ``amps``, ``emulator`` and the console's own files. So ``/amps.json/administrator``,
-``/ampsX/...`` or ``/emulator//journal`` are never another name for a resource an entitlement
-entry guards.
+segment but ``amps``, ``emulator``, ``metrics`` and the console's own files. So
+``/amps.json/administrator``, ``/ampsX/...`` or ``/emulator//journal`` are never another name
+for a resource an entitlement entry guards.
 
 **Writes** (:func:`needs_write`). Requests that change the server's state need the ``admin``
 write permission whatever their method: every ``/amps/administrator`` action (AMPS runs them
@@ -45,7 +45,8 @@ __all__ = ["AdminLimits", "Deadline", "HttpError", "Target", "TooLarge", "Exchan
            "ConnectionCap", "parse_target", "needs_write"]
 
 _FORMATS = ("json", "xml", "csv")
-_ROOTS = frozenset({"amps", "emulator", "console.js"})
+_ROOTS = frozenset({"amps", "emulator", "console.js", "console.css", "metrics"})
+_FILES = frozenset({"console.js", "console.css", "metrics"})  # a resource of one segment
 _MIN_SEND_RATE = 1 << 20  # bytes/s a response is given to drain, beyond the request deadline
 
 
@@ -121,7 +122,7 @@ def parse_target(raw: bytes) -> Target:
             fmt, segs[-1] = ext, stem
     if segs == ["index.html"]:
         segs = []
-    if segs and (segs[0] not in _ROOTS or segs[0] == "console.js" and len(segs) > 1):
+    if segs and (segs[0] not in _ROOTS or segs[0] in _FILES and len(segs) > 1):
         raise HttpError(404, f"no resource /{'/'.join(segs)}")
     return Target(tuple(segs), fmt, query)
 

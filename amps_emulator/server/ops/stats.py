@@ -142,7 +142,6 @@ class Sampler:
         self.net_rates: dict[str, tuple[float, float]] = {}
         self._processed_at = time.monotonic()
         self._processed = 0
-        self.history: list[tuple[float, float]] = []  # (time, messages/s) for the console
         self._counters()
 
     def start(self) -> None:
@@ -190,8 +189,6 @@ class Sampler:
         self.at = now
         self.sampled_at = time.time()
         self.samples += 1
-        self.history.append((self.sampled_at, self.rates[("p", "received")]))
-        del self.history[:-120]
 
     def _tick(self) -> None:
         try:

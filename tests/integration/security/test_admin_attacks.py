@@ -140,6 +140,9 @@ T = "/amps/administrator/transports/json-tcp/disable"
     ("/emulator/journal.json", None),
     ("/emulator/journal/x", None),
     ("/emulator/x/../journal", None),
+    ("/metrics/x", None),
+    ("/metrics.json", None),
+    ("/console.css/x", None),
 ])
 def test_an_alias_of_a_denied_path_is_refused(secured, caplog, target, refused):
     """``refused``: the canonical path whose deny entry refuses it (403, logged once with that
