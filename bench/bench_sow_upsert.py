@@ -112,7 +112,10 @@ class _Broker:
         self.router = _Router()
         self.listeners: tuple = ()
         self.turn = _Turn()
-        self.stats = {"published": 0}
+        self.stats = {"published": 0, "delivered": 0}
+        self.topics_in: dict[str, int] = {}
+        self.topics_out: dict[str, int] = {}
+        self.delivered = None
 
     def wallclock(self) -> float:
         return time.time()
