@@ -47,6 +47,7 @@ __all__ = [
     "JournalClosedError",
     "JournalFormatError",
     "JournalSyncError",
+    "DuplicatePublish",
     "RecoveryReport",
     "LostData",
     "RetentionResult",
@@ -86,6 +87,20 @@ class JournalSyncError(JournalError):
     def __init__(self, message: str, error: BaseException) -> None:
         super().__init__(message)
         self.error = error
+
+
+class DuplicatePublish(Exception):
+    """A publish whose ``s`` is at or below the highest this journal holds for its client
+    name, whichever way that one arrived (published here, or replicated from another
+    instance): the same message again, refused with nothing appended. The server drops it
+    and acks it as it acks any republished message. Not a :class:`JournalError`: the journal
+    is fine."""
+
+    def __init__(self, client_name: str, client_seq: int, held: int) -> None:
+        super().__init__(f"publish s={client_seq} of {client_name!r}: s={held} is held already")
+        self.client_name = client_name
+        self.client_seq = client_seq
+        self.held = held
 
 
 class JournalClosedError(JournalError):

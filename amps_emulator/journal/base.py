@@ -15,7 +15,9 @@ Timestamps: microseconds since the epoch from the injected ``clock`` (seconds, l
 ``time.time``), clamped to be non-decreasing so time lookups can bisect.
 
 De-duplication (wire doc 6.4): per client name (keyed by its publisher id) the highest
-publish ``s`` appended. ``is_duplicate(name, s)`` is ``s <= that``. ``last_seq_for_client``
+publish ``s`` appended, by a publish here or by replication. ``is_duplicate(name, s)`` is
+``s <= that``, and an ``append`` of such an ``s`` raises ``DuplicatePublish`` with nothing
+appended (the server acks it as a republished message). ``last_seq_for_client``
 reports the highest ``s`` whose record is durable (what the logon ack may promise), or with
 ``persisted=False`` the highest appended.
 """
@@ -41,7 +43,7 @@ from amps_emulator.protocol.bookmarks import (
     publisher_id_for,
 )
 
-from .api import Durability, JournalClosedError, RetentionResult
+from .api import DuplicatePublish, Durability, JournalClosedError, RetentionResult
 from .identity import (
     BEFORE_RETAINED,
     ORIGIN_TS,
@@ -216,6 +218,8 @@ class JournalCore:
         else:
             known = self._pubids.get(client_name)
             pid = known if known is not None else self.publisher_id(client_name)
+            if client_seq is not None:
+                self._refuse_duplicate(client_name, pid, client_seq)
         ts = int(self._clock() * 1_000_000)
         if ts < self._last_ts:
             ts = self._last_ts
@@ -277,6 +281,8 @@ class JournalCore:
             raise ValueError(f"client sequences {client_seqs[0]}..{client_seqs[-1]} are not in "
                              "0..2^64-1")
         pid = self.publisher_id(client_name)  # (once per run: no need to inline these two)
+        if client_seqs is not None:  # (increasing: the first is the one that may be held)
+            self._refuse_duplicate(client_name, pid, client_seqs[0])
         first = self._next_position
         recs, seqs, index = publish_run(buf, JournalRecord, topic, message_type, client_name, pid,
                                         self._now_us(), first, self._pub_last.get(pid, 0), bodies,
@@ -296,6 +302,15 @@ class JournalCore:
             else:  # the run is written (and made durable) as one
                 self._unapplied_s.append((position - 1, pid, top))
         return recs, index
+
+    def _refuse_duplicate(self, client_name: str, pid: int, client_seq: int) -> None:
+        """Raise :class:`DuplicatePublish` when ``client_seq`` is at or below the highest ``s``
+        held for this publisher, published here or replicated (one mark for both, so a stale
+        copy that reaches this instance after replication brought the original is refused,
+        never logged again under a new sequence)."""
+        held = self._client_max.get(pid)
+        if held is not None and client_seq <= held:
+            raise DuplicatePublish(client_name, client_seq, held)
 
     def is_replicated_duplicate(self, publisher_id: int, sequence: int, client_seq: int | None) -> bool:
         """True when this instance already holds that message: its publisher's sequence is at

@@ -161,6 +161,10 @@ def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
     bookmark and time (``Journal.append_replicated``): applied like a local publish, delta
     publish or sow_delete (SOW, subscribers, observers), acking no client. The record's
     topic is (type, name): its key."""
+    seqs = broker.client_seqs
+    if rec.client_seq is not None and rec.client_seq > seqs.get(rec.client_name, rec.client_seq):
+        # its publisher's stale copy on a connection here is a duplicate from now on
+        seqs[rec.client_name] = rec.client_seq
     sow = broker.sow_service
     topic = rec.key
     sow_topic = sow.get(topic) if sow is not None else None
