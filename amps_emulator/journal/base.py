@@ -43,12 +43,14 @@ from amps_emulator.protocol.bookmarks import (
     publisher_id_for,
 )
 
+from . import failover
 from .api import DuplicatePublish, Durability, JournalClosedError, RetentionResult
 from .identity import (
     BEFORE_RETAINED,
     ORIGIN_TS,
     SequenceIndex,
     assign_sequence,
+    sender_of,
 )
 from .record import (
     INTERNAL_KIND_MIN,
@@ -157,7 +159,7 @@ class JournalCore:
         self._last_ts = 0
         self._closed = False
         #: per-publisher sequence -> position; None until built (a reopened FileJournal builds
-        #: it from its records on first use, see ``_sequence_index``)
+        #: it from its records on first use, see ``sequence_index``)
         self._seqidx: SequenceIndex | None = SequenceIndex()
 
     # ------------------------------------------------------------------ properties
@@ -375,6 +377,9 @@ class JournalCore:
         self._pub_last[publisher_id] = sequence
         if self._seqidx is not None:
             self._seqidx.add(publisher_id, sequence, position)
+            sender = sender_of(rec)
+            if sender is not None:
+                self._seqidx.arrived(sender, position)
         if client_seq is not None:
             if client_seq > self._client_max.get(publisher_id, 0):
                 self._client_max[publisher_id] = client_seq
@@ -429,7 +434,7 @@ class JournalCore:
         return None if seq is None else Bookmark(pid, seq)
 
     # ------------------------------------------------------------------ bookmark resolution
-    def _sequence_index(self) -> SequenceIndex:
+    def sequence_index(self) -> SequenceIndex:
         """The per-publisher index, built from the retained records on first use after a
         reopen (one pass over the log; kept up to date by every append afterwards)."""
         idx = self._seqidx
@@ -446,14 +451,14 @@ class JournalCore:
     def first_position_missing_from(self, theirs: Mapping[int, int]) -> int | None:
         """The first retained position a peer holding ``theirs`` (publisher id -> last sequence)
         lacks; None when it lacks nothing that is retained here."""
-        return self._sequence_index().first_missing(theirs)
+        return self.sequence_index().first_missing(theirs)
 
     def position_of(self, bm: Bookmark) -> int | None:
         """Position of the record whose bookmark is exactly ``bm`` (None: not retained here)."""
-        found = self._locate(bm)
+        found = self.locate(bm)
         return found[0] if found is not None and found[1] else None
 
-    def _locate(self, bm: Bookmark) -> tuple[int, bool] | None:
+    def locate(self, bm: Bookmark) -> tuple[int, bool] | None:
         """``(position, exact)`` of ``bm`` by (publisher, sequence), see ``SequenceIndex.locate``:
         exact, or the first later record of that publisher, or ``first_position - 1`` when it is
         older than the retained log (known publisher, sequence already removed); None when not
@@ -461,7 +466,7 @@ class JournalCore:
         pid, seq = bm.publisher_id, bm.sequence
         if pid == 0 or seq == 0 or seq > self._pub_last.get(pid, 0):
             return None
-        found = self._sequence_index().locate(pid, seq)
+        found = self.sequence_index().locate(pid, seq)
         if found is None:
             # seq <= the publisher's last sequence, yet nothing of it retained reaches seq: the
             # records up to there were removed by retention
@@ -492,13 +497,18 @@ class JournalCore:
         if spec is NOW:
             return self.next_position
         if isinstance(spec, Bookmark):
-            found = self._locate(spec)
+            found = self.locate(spec)
             if found is None:
                 return None
             pos, exact = found
             if not exact:  # absent (or removed): start at the next record of that publisher
                 return pos if pos >= self.first_position else pos + 1
-            return pos if inclusive and pos >= self.first_position else pos + 1
+            start = pos if inclusive and pos >= self.first_position else pos + 1
+            if pos >= self.first_position and self.sequence_index().senders():
+                rec = self.record_at(pos)  # the subscriber may have read it at another instance
+                if rec is not None:
+                    start = min(start, failover.start_after(self, rec))
+            return start
         if isinstance(spec, BookmarkTimestamp):
             return self.position_at_time(spec.micros if time_inclusive else spec.micros + 1)
         if isinstance(spec, BookmarkList):
@@ -507,6 +517,24 @@ class JournalCore:
             starts = [p for p in items if p is not None]
             return min(starts) if starts else None
         raise TypeError(f"not a bookmark value: {spec!r}")
+
+    def arrivals_before(self, position: int) -> dict[str, str]:
+        """Per instance records were replicated here from, the bookmark of the last one from
+        it before ``position`` (what a sender starting there had received: ``identity.SEEN``)."""
+        index = self.sequence_index()
+        out: dict[str, str] = {}
+        for name in index.senders():
+            pos = index.last_arrival(name, position)
+            rec = None if pos is None else self.record_at(pos)
+            if rec is not None:
+                out[name] = rec.bookmark_str
+        return out
+
+    def position_for_unheld(self) -> int | None:
+        """Where a replay starts for a message bookmark this instance does not hold, when
+        records replicated from other instances are held here (the subscriber failed over
+        from an instance that had more: ``failover.start_for_unheld``); None otherwise."""
+        return failover.start_for_unheld(self)
 
     def range_positions(self, rng: BookmarkRange) -> tuple[int | None, int]:
         """``(start, stop)``: replay positions ``start <= p < stop``. ``start`` None: start bookmark
@@ -520,7 +548,7 @@ class JournalCore:
         elif isinstance(end, BookmarkTimestamp):
             stop = self.position_at_time(end.micros + 1 if rng.end_inclusive else end.micros)
         elif isinstance(end, Bookmark):
-            found = self._locate(end)
+            found = self.locate(end)
             if found is None:
                 stop = self.next_position
             else:
@@ -580,6 +608,9 @@ class JournalCore:
         raise NotImplementedError
 
     def _publisher_at(self, position: int) -> int | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def record_at(self, position: int) -> JournalRecord | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _prepare_append(self) -> Any:  # pragma: no cover - abstract
