@@ -476,8 +476,12 @@ class JournalCore:
             return self.first_position - 1, False
         return pos, exact
 
-    def position_after_bookmark(self, bookmark: str | BookmarkSpec) -> int | None:
+    def position_after_bookmark(self, bookmark: str | BookmarkSpec, *, resume: bool = False) -> int | None:
         """First position to replay for a subscription starting at ``bookmark``; None = not found.
+
+        ``resume``: a subscriber resuming after the message it names, which it may have read at
+        another instance (a failover): a message replicated here starts before any earlier
+        record here its sender did not hold (``failover.start_after``); else exactly after it.
 
         EPOCH/``recent``: ``first_position``. NOW: ``next_position``. ``P|S|``: the position after
         that record (a bookmark of a known publisher that retention already removed resolves to
@@ -489,9 +493,9 @@ class JournalCore:
         if isinstance(spec, BookmarkRange):
             return self.range_positions(spec)[0]
         # A plain P|S| means "after that message"; a plain timestamp means "at or after".
-        return self._start_of(spec, inclusive=False, time_inclusive=True)
+        return self._start_of(spec, inclusive=False, time_inclusive=True, resume=resume)
 
-    def _start_of(self, spec, *, inclusive: bool, time_inclusive: bool) -> int | None:
+    def _start_of(self, spec, *, inclusive: bool, time_inclusive: bool, resume: bool = False) -> int | None:
         if spec is EPOCH or spec is RECENT:
             return self.first_position
         if spec is NOW:
@@ -504,7 +508,7 @@ class JournalCore:
             if not exact:  # absent (or removed): start at the next record of that publisher
                 return pos if pos >= self.first_position else pos + 1
             start = pos if inclusive and pos >= self.first_position else pos + 1
-            if pos >= self.first_position and self.sequence_index().senders():
+            if resume and pos >= self.first_position and self.sequence_index().senders():
                 rec = self.record_at(pos)  # the subscriber may have read it at another instance
                 if rec is not None:
                     start = min(start, failover.start_after(self, rec))
@@ -512,7 +516,7 @@ class JournalCore:
         if isinstance(spec, BookmarkTimestamp):
             return self.position_at_time(spec.micros if time_inclusive else spec.micros + 1)
         if isinstance(spec, BookmarkList):
-            items = (self._start_of(i, inclusive=inclusive, time_inclusive=time_inclusive)
+            items = (self._start_of(i, inclusive=inclusive, time_inclusive=time_inclusive, resume=resume)
                      for i in spec.items)
             starts = [p for p in items if p is not None]
             return min(starts) if starts else None

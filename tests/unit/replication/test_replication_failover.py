@@ -44,17 +44,18 @@ def test_a_record_from_the_peer_resolves_before_what_the_peer_never_had():
     on_a = a.journal.position_of(b9.bookmark)
     assert on_a is not None and on_a > a5.position
     assert seen_of(a.journal.record_at(on_a)) == {"": a4.bookmark_str}  # what B had of A's
-    assert a.journal.position_after_bookmark(b9.bookmark_str) == a5.position
+    assert a.journal.position_after_bookmark(b9.bookmark_str, resume=True) == a5.position
+    assert a.journal.position_after_bookmark(b9.bookmark_str) == on_a + 1  # exactly after it
     # a record of A's own: the subscriber that saw it has seen everything of A's before it
     a24 = a.journal.record_at(a5.position + 19)
-    assert a.journal.position_after_bookmark(a24.bookmark_str) == a24.position + 1
+    assert a.journal.position_after_bookmark(a24.bookmark_str, resume=True) == a24.position + 1
     # once healed, B has a5..a24 after b9 and sends on what it had: a record from B sent
     # after that resolves after itself again
     pipe(*ab)
     b10 = b.publish("b", [10])[0]
     pipe(*ba)
     at = a.journal.position_of(b10.bookmark)
-    assert a.journal.position_after_bookmark(b10.bookmark_str) == at + 1
+    assert a.journal.position_after_bookmark(b10.bookmark_str, resume=True) == at + 1
 
 
 def test_a_bookmark_not_held_starts_where_the_latest_record_from_the_peer_would():
@@ -86,4 +87,4 @@ def test_records_from_a_third_instance_the_sender_had_not_received_are_replayed(
     b1 = b.publish("b", [1])[0]
     pipe(*ba)
     c2_on_a = a.journal.position_of(c2.bookmark)
-    assert a.journal.position_after_bookmark(b1.bookmark_str) == c2_on_a
+    assert a.journal.position_after_bookmark(b1.bookmark_str, resume=True) == c2_on_a
