@@ -17,6 +17,8 @@ the body). Header ``c`` says what it is:
                 ``pid``/``seq`` the bookmark, ``s`` client sequence, ``cn`` client name,
                 ``ts`` origin time (us), ``e`` expiration, ``x`` sow key, ``cid``
                 correlation id, ``path`` instance names so far, ``ug`` the sender's Group,
+                ``sv`` what the sender had received before it, per instance (JSON
+                {name: bookmark}, ``""`` for the receiver; see ``journal.failover``),
                 ``h`` the record's other headers as JSON (a sow_delete's filter or keys)
                 (body: the message)
 ``repl_ack``    ``pos``: every record up to this upstream position is applied downstream

@@ -206,7 +206,11 @@ def start(broker: ReplayHost, client: Client, cmd: Command, sub: Subscription) -
     if isinstance(spec, BookmarkRange):
         begin, stop = journal.range_positions(spec)
     else:
-        begin = journal.position_after_bookmark(spec)
+        begin = journal.position_after_bookmark(spec, resume=True)  # maybe after a failover
+    if begin is None and "bookmark_not_found" not in cmd.opts:
+        # a message this instance does not hold: when the subscriber failed over from an
+        # instance that had more, start where it may have missed nothing held here
+        begin = journal.position_for_unheld()
     if begin is None:
         mode = cmd.opts.get("bookmark_not_found", "now")
         if mode == "epoch":

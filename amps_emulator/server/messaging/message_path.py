@@ -210,6 +210,10 @@ def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
     publish or sow_delete (SOW, subscribers, observers), acking no client. The record's
     topic is (type, name): its key. Its body is already enriched (by the instance that
     took the publish): it is stored as it is."""
+    seqs = broker.client_seqs
+    if rec.client_seq is not None and rec.client_seq > seqs.get(rec.client_name, rec.client_seq):
+        # its publisher's stale copy on a connection here is a duplicate from now on
+        seqs[rec.client_name] = rec.client_seq
     sow = broker.sow_service
     topic = rec.key
     sow_topic = sow.get(topic) if sow is not None else None

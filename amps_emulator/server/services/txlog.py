@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator import accel
 from amps_emulator.journal import (
+    DuplicatePublish,
     Durability,
     FileJournal,
     JournalError,
@@ -285,6 +286,8 @@ class TxLog:
             recs = journal.append_publishes(display_name(topic), type_of(topic), client_name,
                                             bodies, client_seqs)
         except JournalError:  # closed for good: one by one, each fails as a single publish does
+            return None
+        except DuplicatePublish:  # one by one: each is dropped and acked as a republished one
             return None
         # (a roll within the run may have failed to write what came before, the run's first
         # records included: the failures are taken at the end of the turn or by the next
