@@ -26,13 +26,14 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
+from amps_emulator.auth import Credentials, LogonContext, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import TOPIC_COMMANDS, check_topic_name, qualify
 from amps_emulator.replication.link import QUEUE_KINDS
 from amps_emulator.server.core import version
+from amps_emulator.server.core.amps_names import connection_name
 from amps_emulator.server.core.clock import SystemClock, TestClock
 from amps_emulator.server.core.ports import Client, Stoppable
 from amps_emulator.server.core.turn import Turn, contain
@@ -517,8 +518,13 @@ class Server:
         transport's modules off the event loop; the connection is busy meanwhile. Refused:
         the failure ack, then the connection closes. Accepted: the command runs."""
         explicit = cmd.command == "logon"
-        creds = Credentials(cmd.user_id or "", cmd.password, explicit) if explicit \
-            else Credentials(explicit=False)
+        context = LogonContext(client_name=cmd.client_name or "",
+                               connection_name=connection_name(self.instance_name, client),
+                               correlation_id=cmd.correlation_id or "",
+                               message_type=cmd.message_type or client.message_type or "",
+                               remote_address=client.peer)
+        creds = Credentials(cmd.user_id or "", cmd.password, explicit, context) if explicit \
+            else Credentials(explicit=False, context=context)
         client.begin_busy()
         task = self.loop.create_task(security.transport(client.listener.name).logon(creds))
 

@@ -20,6 +20,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol.topics import display_name
+from amps_emulator.server.core.amps_names import connection_name
 
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
@@ -249,7 +250,7 @@ def _clients(server: Server, sm: Sampler) -> list[dict]:
             "bytes_out": _n(n.bytes_out), "bytes_out_per_sec": sm.rate("c", k, "bytes_out"),
             "client_name": conn.client_name or "", "client_version": conn.client_version or "",
             "connect_time": _iso(conn.connect_time),
-            "connection_name": f"{conn.listener.name}-{k}",
+            "connection_name": connection_name(server.instance_name, conn),
             "correlation_id": conn.correlation_id or "",
             "denied_reads": _n(conn.denied_reads), "denied_writes": _n(conn.denied_writes),
             "messages_in": _n(n.messages_in),

@@ -41,6 +41,7 @@ from amps_emulator.protocol.msgtypes import (
     XmlCodec,
 )
 from amps_emulator.protocol.topics import display_name, qualify
+from amps_emulator.server.core.amps_names import connection_name
 from amps_emulator.server.core.ports import ServiceHost, Timer
 
 if TYPE_CHECKING:
@@ -177,7 +178,7 @@ class EventTopics:
         session = client.session
         return {
             "timestamp": self._now(), "event": event, "client_name": client.client_name,
-            "connection_name": f"{self.broker.instance_name}-{client.listener.name}-{client.conn_id}",
+            "connection_name": connection_name(self.broker.instance_name, client),
             "client_address": client.peer,
             "auth_id": session.user_id if session is not None else client.user_id,
         }
