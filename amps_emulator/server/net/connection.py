@@ -46,6 +46,12 @@ from amps_emulator.protocol.filter import compile_filter
 from amps_emulator.protocol.filter.compiler import MAX_TEXT as MAX_FILTER_TEXT
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name
+from amps_emulator.server.core.amps_names import (
+    HEARTBEAT_DISCONNECT,
+    NAME_IN_USE_DISCONNECT,
+    SLOW_CLIENT_DISCONNECT,
+    amps_id,
+)
 from amps_emulator.server.core.heartbeat import Beat, Heartbeat
 from amps_emulator.server.core.ports import ConnectionHost, ListenerInfo
 
@@ -56,6 +62,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("amps_emulator.connection")
 
 _HEARTBEAT_FRAME = frame({"c": "heartbeat"})
+#: the disconnects AMPS logs under an id of their own (reason -> id, level)
+_CLOSE_IDS = {reasons.DISCONNECT_HEARTBEAT: (HEARTBEAT_DISCONNECT, logging.ERROR),
+              reasons.DISCONNECT_NAME_IN_USE: (NAME_IN_USE_DISCONNECT, logging.WARNING),
+              reasons.DISCONNECT_SLOW_CLIENT: (SLOW_CLIENT_DISCONNECT, logging.ERROR)}
 WRITE_HIGH_WATER = 1 << 20  # journal replays pause above this many unsent bytes
 STASH_LIMIT = 4 << 20  # bytes of frames stashed while busy before reading pauses
 BUDGET_STEP = 256 << 10  # a connection's buffers growing by this much re-check the budget
@@ -555,7 +565,9 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self.closed = True
-        log.warning("disconnecting %s: %s", self.describe(), why)
+        ident, level = _CLOSE_IDS.get(why.partition(":")[0], (None, logging.WARNING))
+        log.log(level, "disconnecting %s: %s", self.describe(), why,
+                extra=None if ident is None else amps_id(ident))
         self._cancel_hb_timer()
         if self._logon_timer is not None:
             self._logon_timer.cancel()

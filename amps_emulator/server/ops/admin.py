@@ -450,9 +450,7 @@ class AdminServer:
 
     def _transport_action(self, lst: Any, action: str) -> dict:
         if action == "disable":
-            if lst.server is not None:
-                lst.server.close()
-                lst.server = None
+            self.server.disable_listener(lst)
             return {"transport": lst.name, "is_enabled": False}
         if lst.server is None:
             task = asyncio.ensure_future(self.server.enable_listener(lst))
