@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.core.ports import Client, TxLogService
+    from amps_emulator.server.core.processors import Processors
     from amps_emulator.server.core.router import Subscription
 
 log = logging.getLogger("amps_emulator.replay")
@@ -51,6 +52,8 @@ class ReplayHost(Protocol):
     stopping: bool
     #: the server's codecs (a filter or select list reads a typed body with its type's)
     bodies: Bodies
+    #: what a replay reads and sends is counted in ``processors.bookmark``
+    processors: Processors
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
@@ -275,7 +278,7 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
     journal = _journal(broker)
     bodies = broker.bodies
     rate = cursor.rate
-    scanned = 0
+    scanned = read_bytes = 0
     step_end = time.monotonic() + STEP_SECONDS
     for rec in journal.read(cursor.next_pos):
         pos = rec.position
@@ -286,7 +289,9 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
             # a rarely matching subscription over a long log (or a costly filter) must not
             # hold the event loop: the rest goes in a later step
             done = False
+            scanned -= 1  # (read again then)
             break
+        read_bytes += len(rec.body)
         bm = rec.bookmark_str
         if rec.kind not in _DELIVERABLE or not sub.matches_topic(rec.key):
             cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
@@ -316,6 +321,8 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
             if wait > 0:  # this one goes in a later step
                 cursor.delay = wait
                 done = False
+                scanned -= 1
+                read_bytes -= len(rec.body)
                 break
         cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
         head = heads.get(rec.key)
@@ -340,8 +347,12 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
             break
     if last_bm is not None:
         cursor.last_bm = last_bm
+    meter = broker.processors.bookmark
+    meter.take(read_bytes, scanned)
     if out:
-        conn.send(b"".join(out))
+        data = b"".join(out)
+        meter.give(len(data), len(out))
+        conn.send(data)
     if not done:
         if cursor.remaining is not None and cursor.remaining <= 0:
             finish(broker, cursor)

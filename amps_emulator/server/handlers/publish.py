@@ -75,6 +75,7 @@ def _publish(broker: Broker, client: Client, cmd: Command, topic: str,
             broker, topic, cmd.body, cmd.command == "delta_publish", client.client_name or "",
             seq, cmd.correlation_id, cmd.sow_key, cmd.expiration,
             {"o": cmd.options} if cmd.options else None, client)
+        broker.processors.external.received_bytes += len(cmd.body)
     except CommandError as exc:
         if seq is None or "persisted" not in acks:
             raise

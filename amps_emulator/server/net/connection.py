@@ -102,8 +102,12 @@ class Counters(NamedTuple):
     bytes_out: int
     messages_in: int
     messages_out: int
-    queue_depth_out: int  # frames queued for this turn's write
+    queue_depth_out: int  # frames not yet handed to the transport (this turn's, held)
+    #: bytes the server holds for the client: those frames, and what the transport could
+    #: not write because the socket's send buffer is full
     queued_bytes_out: int
+    #: seconds the oldest of those bytes has waited (0: the socket takes everything)
+    queue_max_latency: float
 
 
 class FrameQueue:
@@ -189,6 +193,9 @@ class Connection(asyncio.Protocol):
         self._logon_timer: asyncio.TimerHandle | None = None
         self._in_mark = BUDGET_STEP  # buffered bytes at which the memory budget is checked
         self._out_mark = BUDGET_STEP
+        #: since when the transport has held output the socket would not take (None: it
+        #: holds nothing): the age of the oldest unsent byte, ``queue_max_latency``
+        self._backed_since: float | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -208,8 +215,16 @@ class Connection(asyncio.Protocol):
 
     def counters(self) -> Counters:
         """The monitoring counters, read-only (for :mod:`server.ops.stats`)."""
+        held = self._held
+        waiting = self.transport.get_write_buffer_size() \
+            if self.transport is not None and not self.closed else 0
+        since = self._backed_since
+        if not waiting:
+            since = self._backed_since = None
         return Counters(self.bytes_in, self.bytes_out, self.messages_in, self.messages_out,
-                        len(self._out), self._out_bytes)
+                        len(self._out) + (len(held.frames) if held is not None else 0),
+                        self._out_bytes + (held.nbytes if held is not None else 0) + waiting,
+                        0.0 if since is None else max(0.0, self._timebase.monotonic() - since))
 
     def buffered_bytes(self) -> int:
         """Memory this connection holds in frames: a partial inbound frame, stashed frames,
@@ -298,6 +313,7 @@ class Connection(asyncio.Protocol):
             self._turn.after(self._next_pass)
         if not self._backlog_paused and self.transport is not None:
             self._backlog_paused = True
+            self.listener.throttled += 1  # the processors' throttle_count
             self.transport.pause_reading()
 
     def _next_pass(self) -> None:
@@ -333,6 +349,7 @@ class Connection(asyncio.Protocol):
         self._stash.extend(payloads)
         if self._stash.nbytes > STASH_LIMIT and not self._reading_paused and self.transport:
             self._reading_paused = True
+            self.listener.throttled += 1
             self.transport.pause_reading()
 
     def begin_busy(self) -> None:
@@ -432,7 +449,12 @@ class Connection(asyncio.Protocol):
         self._out_bytes = 0
         data = out[0] if len(out) == 1 else b"".join(out)
         self.bytes_out += len(data)
-        self.transport.write(data)  # type: ignore[union-attr]
+        tr = self.transport
+        if self._backed_since is not None and not tr.get_write_buffer_size():  # type: ignore[union-attr]
+            self._backed_since = None  # it drained since: this write starts afresh
+        tr.write(data)  # type: ignore[union-attr]
+        if self._backed_since is None and tr.get_write_buffer_size():  # type: ignore[union-attr]
+            self._backed_since = self._timebase.monotonic()
         if self.heartbeat.active:
             self.heartbeat.sent(self._timebase.monotonic())
 

@@ -37,6 +37,8 @@ class Listener:
         self.reuse_addr = reuse_addr  # SO_REUSEADDR (Transport/ReuseAddr)
         self.tls = tls
         self.server: asyncio.AbstractServer | None = None
+        #: connections paused for capacity (:attr:`server.core.ports.ListenerInfo.throttled`)
+        self.throttled = 0
 
     @property
     def uri(self) -> str:

@@ -331,11 +331,19 @@ class AdminServer:
         segs, fmt = list(target.segs), target.fmt
         if len(segs) >= 2 and segs[1] == "administrator":
             return _json(self._administrator(segs[2:], target.query))
-        node: Any = tree(self.server, self.sampler)
         steps: list[tuple[str, bool]] = []
-        for seg in segs:
-            node, in_list = _child(node, seg, segs)
-            steps.append((seg, in_list))
+        if "t0" in target.query or "t1" in target.query:  # the statistics' history
+            got = self.sampler.store.select(segs, target.query)
+            if got.series and fmt in ("", "csv"):
+                return 200, "text/csv" if fmt else "text/plain; charset=utf-8", got.csv()
+            node: Any = [{"timestamp": t, "value": v} for t, v in got.node] if got.series \
+                else got.node
+            steps = got.steps
+        else:
+            node = tree(self.server, self.sampler)
+            for seg in segs:
+                node, in_list = _child(node, seg, segs)
+                steps.append((seg, in_list))
         wrapped: Any = node
         for seg, in_list in reversed(steps):
             if in_list:
