@@ -12,7 +12,7 @@ request head, before its body is read; an administrator action needs the ``admin
 permission whatever the method.
 
 Paths (``.json``/``.xml`` on the last segment of any ``/amps`` node, ``.csv`` on a leaf; no
-extension: a browsable page):
+extension: a browsable page; ``?t0=``/``?t1=``: the history, :mod:`server.ops.stats_history`):
 
 * ``/amps``: ``host`` (cpus, memory, disks, network), ``instance`` (clients, processors, sow,
   queues, views, subscriptions, transaction_log, transports, replication: one node per
