@@ -631,7 +631,7 @@ def _xml(obj: Any, name: str | None = None) -> str:
     if isinstance(obj, list):
         item = _SINGULAR.get(name, "item")
         inner = "".join(
-            f"<{item} id='{html.escape(str(e.get('id', '')))}'>"
+            f"<{item}" + (f" id='{html.escape(str(e['id']))}'" if "id" in e else "") + ">"
             + "".join(_xml(v, k) for k, v in e.items() if k != "id") + f"</{item}>"
             if isinstance(e, dict) else f"<{item}>{html.escape(str(e))}</{item}>"
             for e in obj)

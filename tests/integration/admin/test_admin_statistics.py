@@ -131,6 +131,9 @@ def test_time_ranges_answer_from_the_history_of_each_statistic(srv, connect):
     assert topic["id"] == "orders!json"
     assert topic["insert_count"] == [{"timestamp": a, "value": counts[0]},
                                      {"timestamp": b, "value": counts[1]}]
+    xml = srv.http(f"{leaf}.xml?t0={a}&t1={b}")
+    assert xml.startswith("<amps><instance><sow><topic id='orders!json'><insert_count><item>"
+                          f"<timestamp>{a}</timestamp><value>{counts[0]}</value></item>")
     # a node at one sample: as it was then
     node = srv.http(f"/amps/instance/sow/orders!json.json?t0={a}&t1={a}")
     assert node["amps"]["instance"]["sow"][0]["insert_count"] == counts[0]
