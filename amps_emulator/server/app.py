@@ -26,13 +26,19 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
+from amps_emulator.auth import Credentials, LogonContext, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import TOPIC_COMMANDS, check_topic_name, qualify
 from amps_emulator.replication.link import QUEUE_KINDS
 from amps_emulator.server.core import version
+from amps_emulator.server.core.amps_names import (
+    CLIENT_DISCONNECTED,
+    TRANSPORT_DISABLED,
+    amps_id,
+    connection_name,
+)
 from amps_emulator.server.core.clock import SystemClock, TestClock
 from amps_emulator.server.core.ports import Client, Stoppable
 from amps_emulator.server.core.turn import Turn, contain
@@ -374,7 +380,10 @@ class Server:
             self.events.disconnected(client, list(client.subs.values()))
         self.connections.discard(conn)
         self.broker.forget(client)
-        log.debug("connection %d closed", client.conn_id)
+        if known:
+            log.info("client[%s] disconnected.",
+                     client.client_name or connection_name(self.instance_name, client),
+                     extra=amps_id(CLIENT_DISCONNECTED))
         if known and not self.broker.stopping:
             self.actions.client_event(ON_DISCONNECT, conn)
 
@@ -478,14 +487,20 @@ class Server:
         if not chosen:
             raise LookupError(f"no transport {name!r}")
         for lst in chosen:
-            if not enabled and lst.server is not None:
-                lst.server.close()
-                lst.server = None
-            elif enabled and lst.server is None:
+            if not enabled:
+                self.disable_listener(lst)
+            elif lst.server is None:
                 task = self.loop.create_task(self.enable_listener(lst))
                 self._enabling.add(task)
                 task.add_done_callback(self._enabled)
         return [lst.name for lst in chosen]
+
+    def disable_listener(self, lst: Listener) -> None:
+        """Stop accepting connections on the transport ``lst`` (its connections stay)."""
+        if lst.server is not None:
+            log.info("Transport[%s] being disabled.", lst.name, extra=amps_id(TRANSPORT_DISABLED))
+            lst.server.close()
+            lst.server = None
 
     def _enabled(self, task: asyncio.Task[None]) -> None:
         self._enabling.discard(task)
@@ -544,8 +559,13 @@ class Server:
         transport's modules off the event loop; the connection is busy meanwhile. Refused:
         the failure ack, then the connection closes. Accepted: the command runs."""
         explicit = cmd.command == "logon"
-        creds = Credentials(cmd.user_id or "", cmd.password, explicit) if explicit \
-            else Credentials(explicit=False)
+        context = LogonContext(client_name=cmd.client_name or "",
+                               connection_name=connection_name(self.instance_name, client),
+                               correlation_id=cmd.correlation_id or "",
+                               message_type=cmd.message_type or client.message_type or "",
+                               remote_address=client.peer)
+        creds = Credentials(cmd.user_id or "", cmd.password, explicit, context) if explicit \
+            else Credentials(explicit=False, context=context)
         client.begin_busy()
         task = self.loop.create_task(security.transport(client.listener.name).logon(creds))
 

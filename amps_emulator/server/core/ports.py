@@ -8,7 +8,7 @@ an import of a higher layer: the layer contract in ``pyproject.toml`` (``lint-im
 refuses that, ``TYPE_CHECKING`` imports included.
 
 This module imports nothing of ``server/`` at run time, and under ``TYPE_CHECKING`` only
-``core`` (``router``, ``heartbeat``, ``message``), so every layer may import it.
+``core`` (``router``, ``heartbeat``, ``message``, ``processors``), so every layer may import it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.core.heartbeat import Heartbeat
     from amps_emulator.server.core.message import Message
+    from amps_emulator.server.core.processors import Processors
     from amps_emulator.server.core.router import Router, Subscription
     from amps_emulator.sow import Sow, Topic
     from amps_emulator.sow.record import Record
@@ -63,6 +64,9 @@ class ListenerInfo(Protocol):
     message_type: str | None
     max_frame: int
     out_limit: int
+    #: times a connection of this transport stopped being read because the server had more
+    #: of its frames than one pass takes (the processors' ``throttle_count``)
+    throttled: int
 
 
 class Client(Protocol):
@@ -277,6 +281,8 @@ class ServiceHost(Protocol):
     group_name: str
     #: the server's codecs, one table per server (typed topics read and write with them)
     bodies: Bodies
+    #: what each message processor did (:mod:`server.core.processors`)
+    processors: Processors
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...

@@ -25,6 +25,7 @@ from amps_emulator.sow.query import apply_select
 if TYPE_CHECKING:
     from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.server.core.ports import DeliveryWatch
+    from amps_emulator.server.core.processors import Processors
     from amps_emulator.server.core.router import ReadEntitlement, Router, Subscription
     from amps_emulator.sow.query import Select
 
@@ -42,6 +43,8 @@ class FanoutHost(Protocol):
     bodies: Bodies
     #: told of each publish delivered (``on-deliver-message``); None: nobody watches
     delivered: DeliveryWatch | None
+    #: the bytes delivered are counted in ``processors.external``
+    processors: Processors
 
     def wallclock(self) -> float: ...
 
@@ -200,6 +203,7 @@ def _write(broker: FanoutHost, msg: Message, targets: _Targets) -> None:
     head = b'{"c":"p","t":' + json_str(topic) + b',"sids":'
     tail = delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, None)
     stamped_tail = None
+    sent = 0  # bytes of the messages written (the external processor's matches)
     for (conn, shape, sel), ids in targets.items():
         sids = ids[0] if len(ids) == 1 else ",".join(ids)
         if shape == STAMPED or shape == DELTA_STAMPED:
@@ -214,7 +218,9 @@ def _write(broker: FanoutHost, msg: Message, targets: _Targets) -> None:
             frame_tail = tail
         if shape == PLAIN or shape == STAMPED:
             body = msg.body if sel is None else selected(msg.body, sel, msg.doc, encode)
-            conn.send(frame_raw(head + json_str(sids) + frame_tail, body))
+            data = frame_raw(head + json_str(sids) + frame_tail, body)
+            sent += len(data)
+            conn.send(data)
         elif shape == DELTA or shape == DELTA_STAMPED:
             empty = msg.delta_empty
             delta = msg.delta_body
@@ -228,7 +234,9 @@ def _write(broker: FanoutHost, msg: Message, targets: _Targets) -> None:
                 if not ids:
                     continue
                 sids = ",".join(ids)
-            conn.send(frame_raw(head + json_str(sids) + frame_tail, body))
+            data = frame_raw(head + json_str(sids) + frame_tail, body)
+            sent += len(data)
+            conn.send(data)
         elif shape == OOF:
             conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "match",
                                 selected(msg.body, sel, msg.doc, encode), msg.bookmark))
@@ -236,6 +244,7 @@ def _write(broker: FanoutHost, msg: Message, targets: _Targets) -> None:
             previous = msg.previous_doc
             conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "entitlement",
                                 selected(encode(previous), sel, previous, encode), msg.bookmark))
+    broker.processors.external.found_bytes += sent
 
 
 def _entitled(bodies: Bodies, msg: Message, sub: Subscription, ent: ReadEntitlement

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.core.ports import Client, DeliveryWatch, TxLogService
+    from amps_emulator.server.core.processors import Processors
     from amps_emulator.server.core.router import Subscription
 
 log = logging.getLogger("amps_emulator.replay")
@@ -53,6 +54,8 @@ class ReplayHost(Protocol):
     bodies: Bodies
     #: told of each message replayed (``on-deliver-message``); None: nobody watches
     delivered: DeliveryWatch | None
+    #: what a replay reads and sends is counted in ``processors.bookmark``
+    processors: Processors
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
@@ -282,7 +285,7 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
     bodies = broker.bodies
     rate = cursor.rate
     watched: list[Any] | None = [] if broker.delivered is not None else None
-    scanned = 0
+    scanned = read_bytes = 0
     step_end = time.monotonic() + STEP_SECONDS
     for rec in journal.read(cursor.next_pos):
         pos = rec.position
@@ -293,7 +296,9 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
             # a rarely matching subscription over a long log (or a costly filter) must not
             # hold the event loop: the rest goes in a later step
             done = False
+            scanned -= 1  # (read again then)
             break
+        read_bytes += len(rec.body)
         bm = rec.bookmark_str
         if rec.kind not in _DELIVERABLE or not sub.matches_topic(rec.key):
             cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
@@ -323,6 +328,8 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
             if wait > 0:  # this one goes in a later step
                 cursor.delay = wait
                 done = False
+                scanned -= 1
+                read_bytes -= len(rec.body)
                 break
         cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
         head = heads.get(rec.key)
@@ -349,8 +356,12 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
             break
     if last_bm is not None:
         cursor.last_bm = last_bm
+    meter = broker.processors.bookmark
+    meter.take(read_bytes, scanned)
     if out:
-        conn.send(b"".join(out))
+        data = b"".join(out)
+        meter.give(len(data), len(out))
+        conn.send(data)
         watch = broker.delivered
         if watch is not None and watched:
             for rec in watched:

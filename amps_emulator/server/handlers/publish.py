@@ -76,6 +76,7 @@ def _publish(broker: Broker, client: Client, cmd: Command, topic: str,
             broker, topic, cmd.body, cmd.command == "delta_publish", client.client_name or "",
             seq, cmd.correlation_id, cmd.sow_key, cmd.expiration,
             {"o": cmd.options} if cmd.options else None, client)
+        broker.processors.external.received_bytes += len(cmd.body)
     except DuplicatePublish:
         # held already (replication brought it): dropped and acked as a republished one is
         if acks:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.core.amps_names import SESSION_LOGON, amps_id
 from amps_emulator.server.delivery.acks import early as acks_early
 from amps_emulator.server.delivery.acks import final as acks_final
 
@@ -54,6 +55,7 @@ def logon(broker: Broker, client: Client, cmd: Command) -> None:
     client.correlation_id = cmd.correlation_id
     client.logged_on = True
     broker.by_name[name] = client
+    log.info("AMPS client session logon for: %s", name, extra=amps_id(SESSION_LOGON))
     acks = cmd.acks
     extra: dict[str, Any] = {"version": broker.server_version, "client_name": name}
     txlog = broker.txlog

@@ -28,6 +28,7 @@ from amps_emulator.sow.scan import BUILDING
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
+    from amps_emulator.server.core.processors import Meter
 
 
 class ResultsOut(Protocol):
@@ -204,16 +205,21 @@ def batches(records: list[Any], batch: int, opts: dict[str, Any]
 
 
 def send_records(client: ResultsOut, qid: str, topic: str, records: list[Any] | StoredRecords,
-                 batch: int, opts: dict[str, Any]) -> Generator[None, None, int]:
+                 batch: int, opts: dict[str, Any], meter: Meter | None = None
+                 ) -> Generator[None, None, int]:
     """Send ``records`` of ``topic`` in ``sow`` batches, yielding after every
     :data:`SEND_STEP` records framed; returns how many were sent. Records kept as stored
     (a plain query's) are framed straight from their stored values (:func:`sow_frames`,
-    the same frames)."""
+    the same frames). ``meter``: counts the records and the bytes of their batches (the
+    ``sow`` processor's matches)."""
     if isinstance(records, StoredRecords):
-        return (yield from _send_stored(client, qid, topic, records, batch, opts))
+        return (yield from _send_stored(client, qid, topic, records, batch, opts, meter))
     framed = 0
     for chunk in batches(records, batch, opts):
-        client.send(sow_batch(topic, qid, chunk))
+        data = sow_batch(topic, qid, chunk)
+        if meter is not None:
+            meter.give(len(data), len(chunk))
+        client.send(data)
         framed += len(chunk)
         if framed >= SEND_STEP:
             framed = 0
@@ -222,7 +228,7 @@ def send_records(client: ResultsOut, qid: str, topic: str, records: list[Any] | 
 
 
 def _send_stored(client: ResultsOut, qid: str, topic: str, records: StoredRecords, batch: int,
-                 opts: dict[str, Any]) -> Generator[None, None, int]:
+                 opts: dict[str, Any], meter: Meter | None) -> Generator[None, None, int]:
     """:func:`send_records` of stored records: each step frames whole batches of at least
     :data:`SEND_STEP` records (as the general path does) with one :func:`sow_frames` call."""
     prefix = sow_batch_prefix(topic, qid)
@@ -236,8 +242,13 @@ def _send_stored(client: ResultsOut, qid: str, topic: str, records: StoredRecord
     step = -(-SEND_STEP // batch) * batch
     send = client.send
     for start in range(0, n, step):
-        for data in sow_frames(prefix, rows, with_key, stamps, start, min(n, start + step), batch):
+        end = min(n, start + step)
+        for data in sow_frames(prefix, rows, with_key, stamps, start, end, batch):
             send(data)
+            if meter is not None:
+                meter.found_bytes += len(data)
+        if meter is not None:
+            meter.found += end - start
         if start + step < n:
             yield
     return n

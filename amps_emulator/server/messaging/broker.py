@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol.bodies import Bodies
 from amps_emulator.protocol.msgtypes import MessageTypeRegistry, build_registry
+from amps_emulator.server.core.processors import Processors
 from amps_emulator.server.core.router import Router, Subscription
 from amps_emulator.server.core.version import SERVER_VERSION
 from amps_emulator.server.delivery import replay
@@ -88,6 +89,8 @@ class Broker:
         self.security: SecurityLayer | None = None
         #: commands refused by entitlement (the Admin tree's denied_reads / denied_writes)
         self.denied = {"reads": 0, "writes": 0}
+        #: what each message processor did (the Admin tree's processors)
+        self.processors = Processors()
         #: set when the server stops: replays no longer schedule themselves
         self.stopping = False
         #: drop a client's state now, before its transport reports the close (a logon taking

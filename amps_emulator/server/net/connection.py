@@ -49,6 +49,12 @@ from amps_emulator.protocol.filter import compile_filter
 from amps_emulator.protocol.filter.compiler import MAX_TEXT as MAX_FILTER_TEXT
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name
+from amps_emulator.server.core.amps_names import (
+    HEARTBEAT_DISCONNECT,
+    NAME_IN_USE_DISCONNECT,
+    SLOW_CLIENT_DISCONNECT,
+    amps_id,
+)
 from amps_emulator.server.core.heartbeat import Beat, Heartbeat
 from amps_emulator.server.core.ports import ConnectionHost, ListenerInfo
 
@@ -60,6 +66,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("amps_emulator.connection")
 
 _HEARTBEAT_FRAME = frame({"c": "heartbeat"})
+#: the disconnects AMPS logs under an id of their own (reason -> id, level)
+_CLOSE_IDS = {reasons.DISCONNECT_HEARTBEAT: (HEARTBEAT_DISCONNECT, logging.ERROR),
+              reasons.DISCONNECT_NAME_IN_USE: (NAME_IN_USE_DISCONNECT, logging.WARNING),
+              reasons.DISCONNECT_SLOW_CLIENT: (SLOW_CLIENT_DISCONNECT, logging.ERROR)}
 WRITE_HIGH_WATER = 1 << 20  # journal replays pause above this many unsent bytes
 STASH_LIMIT = 4 << 20  # bytes of frames stashed while busy before reading pauses
 BUDGET_STEP = 256 << 10  # a connection's buffers growing by this much re-check the budget
@@ -97,8 +107,12 @@ class Counters(NamedTuple):
     bytes_out: int
     messages_in: int
     messages_out: int
-    queue_depth_out: int  # frames queued for this turn's write
+    queue_depth_out: int  # frames not yet handed to the transport (this turn's, held)
+    #: bytes the server holds for the client: those frames, and what the transport could
+    #: not write because the socket's send buffer is full
     queued_bytes_out: int
+    #: seconds the oldest of those bytes has waited (0: the socket takes everything)
+    queue_max_latency: float
 
 
 class FrameQueue:
@@ -193,6 +207,9 @@ class Connection(asyncio.Protocol):
         #: where its frames wait once offlined (None: online)
         self.spool: Spool | None = None
         self._disk_mark = BUDGET_STEP
+        #: since when the transport has held output the socket would not take (None: it
+        #: holds nothing): the age of the oldest unsent byte, ``queue_max_latency``
+        self._backed_since: float | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -212,8 +229,16 @@ class Connection(asyncio.Protocol):
 
     def counters(self) -> Counters:
         """The monitoring counters, read-only (for :mod:`server.ops.stats`)."""
+        held = self._held
+        waiting = self.transport.get_write_buffer_size() \
+            if self.transport is not None and not self.closed else 0
+        since = self._backed_since
+        if not waiting:
+            since = self._backed_since = None
         return Counters(self.bytes_in, self.bytes_out, self.messages_in, self.messages_out,
-                        len(self._out), self._out_bytes)
+                        len(self._out) + (len(held.frames) if held is not None else 0),
+                        self._out_bytes + (held.nbytes if held is not None else 0) + waiting,
+                        0.0 if since is None else max(0.0, self._timebase.monotonic() - since))
 
     def buffered_bytes(self) -> int:
         """Memory this connection holds in frames: a partial inbound frame, stashed frames,
@@ -311,6 +336,7 @@ class Connection(asyncio.Protocol):
             self._turn.after(self._next_pass)
         if not self._backlog_paused and self.transport is not None:
             self._backlog_paused = True
+            self.listener.throttled += 1  # the processors' throttle_count
             self.transport.pause_reading()
 
     def _next_pass(self) -> None:
@@ -346,6 +372,7 @@ class Connection(asyncio.Protocol):
         self._stash.extend(payloads)
         if self._stash.nbytes > STASH_LIMIT and not self._reading_paused and self.transport:
             self._reading_paused = True
+            self.listener.throttled += 1
             self.transport.pause_reading()
 
     def begin_busy(self) -> None:
@@ -457,7 +484,12 @@ class Connection(asyncio.Protocol):
         self._out_bytes = 0
         data = out[0] if len(out) == 1 else b"".join(out)
         self.bytes_out += len(data)
-        self.transport.write(data)  # type: ignore[union-attr]
+        tr = self.transport
+        if self._backed_since is not None and not tr.get_write_buffer_size():  # type: ignore[union-attr]
+            self._backed_since = None  # it drained since: this write starts afresh
+        tr.write(data)  # type: ignore[union-attr]
+        if self._backed_since is None and tr.get_write_buffer_size():  # type: ignore[union-attr]
+            self._backed_since = self._timebase.monotonic()
         if self.heartbeat.active:
             self.heartbeat.sent(self._timebase.monotonic())
 
@@ -662,7 +694,9 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self.closed = True
-        log.warning("disconnecting %s: %s", self.describe(), why)
+        ident, level = _CLOSE_IDS.get(why.partition(":")[0], (None, logging.WARNING))
+        log.log(level, "disconnecting %s: %s", self.describe(), why,
+                extra=None if ident is None else amps_id(ident))
         self._cancel_hb_timer()
         if self._logon_timer is not None:
             self._logon_timer.cancel()

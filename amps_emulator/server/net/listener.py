@@ -43,6 +43,8 @@ class Listener:
         #: ClientMaxCapacity: the share of the pool's limits one of its clients may use
         self.offline_capacity = offline_capacity
         self.server: asyncio.AbstractServer | None = None
+        #: connections paused for capacity (:attr:`server.core.ports.ListenerInfo.throttled`)
+        self.throttled = 0
 
     @property
     def uri(self) -> str:

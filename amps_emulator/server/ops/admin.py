@@ -12,7 +12,7 @@ request head, before its body is read; an administrator action needs the ``admin
 permission whatever the method.
 
 Paths (``.json``/``.xml`` on the last segment of any ``/amps`` node, ``.csv`` on a leaf; no
-extension: a browsable page):
+extension: a browsable page; ``?t0=``/``?t1=``: the history, :mod:`server.ops.stats_history`):
 
 * ``/amps``: ``host`` (cpus, memory, disks, network), ``instance`` (clients, processors, sow,
   queues, views, subscriptions, transaction_log, transports, replication: one node per
@@ -338,11 +338,19 @@ class AdminServer:
         segs, fmt = list(target.segs), target.fmt
         if len(segs) >= 2 and segs[1] == "administrator":
             return _json(self._administrator(segs[2:], target.query))
-        node: Any = tree(self.server, self.sampler)
         steps: list[tuple[str, bool]] = []
-        for seg in segs:
-            node, in_list = _child(node, seg, segs)
-            steps.append((seg, in_list))
+        if "t0" in target.query or "t1" in target.query:  # the statistics' history
+            got = self.sampler.store.select(segs, target.query)
+            if got.series and fmt in ("", "csv"):
+                return 200, "text/csv" if fmt else "text/plain; charset=utf-8", got.csv()
+            node: Any = [{"timestamp": t, "value": v} for t, v in got.node] if got.series \
+                else got.node
+            steps = got.steps
+        else:
+            node = tree(self.server, self.sampler)
+            for seg in segs:
+                node, in_list = _child(node, seg, segs)
+                steps.append((seg, in_list))
         wrapped: Any = node
         for seg, in_list in reversed(steps):
             if in_list:
@@ -457,9 +465,7 @@ class AdminServer:
 
     def _transport_action(self, lst: Any, action: str) -> dict:
         if action == "disable":
-            if lst.server is not None:
-                lst.server.close()
-                lst.server = None
+            self.server.disable_listener(lst)
             return {"transport": lst.name, "is_enabled": False}
         if lst.server is None:
             task = asyncio.ensure_future(self.server.enable_listener(lst))
@@ -635,7 +641,7 @@ def _xml(obj: Any, name: str | None = None) -> str:
     if isinstance(obj, list):
         item = _SINGULAR.get(name, "item")
         inner = "".join(
-            f"<{item} id='{html.escape(str(e.get('id', '')))}'>"
+            f"<{item}" + (f" id='{html.escape(str(e['id']))}'" if "id" in e else "") + ">"
             + "".join(_xml(v, k) for k, v in e.items() if k != "id") + f"</{item}>"
             if isinstance(e, dict) else f"<{item}>{html.escape(str(e))}</{item}>"
             for e in obj)

@@ -273,6 +273,7 @@ class QueueService:
             else:
                 prio, barrier = None, False
             self._remember(rec)
+            self.broker.processors.queue.take(len(msg.body))  # (one per queue it enters)
             own = q.ownership
             foreign = own is not None and own.entered(rec.position, origin_of(rec), now) != own.local
             self.handle(q, q.engine.enqueue(rec.position, rec.bookmark_str, now,
@@ -488,9 +489,10 @@ class QueueService:
         if "timestamp" in sub.options:  # the time the publish was processed, as everywhere
             header += b',"ts":"' + format_timestamp(rec.timestamp).encode() + b'"'
         bodies = self.broker.bodies
-        sub.conn.send(frame_raw(header + b"}", rec.body if sub.select is None
-                                else selected(rec.body, sub.select, bodies.decode(rec.body, rec.key),
-                                              bodies.encoder(rec.key))))
+        data = frame_raw(header + b"}", rec.body if sub.select is None else selected(
+            rec.body, sub.select, bodies.decode(rec.body, rec.key), bodies.encoder(rec.key)))
+        self.broker.processors.queue.give(len(data))
+        sub.conn.send(data)
         if self.broker.delivered is not None:
             self.broker.delivered(sub.conn, q.key, rec.body, d.bookmark, rec.correlation_id)
 

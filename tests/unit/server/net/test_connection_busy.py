@@ -77,7 +77,7 @@ def test_reading_pauses_when_the_stash_is_large_and_resumes_after():
 
 def test_held_output_counts_toward_the_slow_client_limit():
     srv = FakeServer()
-    conn = Connection(srv, SimpleNamespace(max_frame=1 << 20, out_limit=1000))
+    conn = Connection(srv, SimpleNamespace(max_frame=1 << 20, out_limit=1000, throttled=0))
     conn.connection_made(FakeTransport())
     conn.begin_busy()
     conn.send(b"x" * 600)
