@@ -316,7 +316,9 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
 
     def _send_close(self, code: int, reason: str) -> None:
         if self.ws.state is State.OPEN:
-            self.ws.send_close(code, reason[:120])
+            # a close frame carries at most 123 bytes of reason: cut the UTF-8, not the
+            # characters (a reason quoting a client's bytes may hold 3-byte ones)
+            self.ws.send_close(code, reason.encode()[:120].decode("utf-8", "ignore"))
             self._flush_ws()
 
     def _fail(self, why: str, code: int) -> None:

@@ -185,6 +185,18 @@ def test_bad_framing_closes_only_that_client():
         srv.stop()
 
 
+def test_a_mode_message_of_binary_garbage_gets_its_close_frame():
+    srv = _server()
+    try:
+        garbage = WsPeer(srv.port, mode=None)
+        garbage.binary(bytes(range(128, 256)))  # quoted in the close reason, 3 bytes each
+        assert garbage.closed_by_server() and garbage.closed_code == 1002
+        ok = WsPeer(srv.port)
+        ok.logon("after-garbage")
+    finally:
+        srv.stop()
+
+
 def test_slow_websocket_consumer_is_disconnected():
     srv = _server()
     try:
