@@ -26,6 +26,7 @@ import msgspec
 from .model import (
     DEFAULT_CLIENT_OUTBOUND_LIMIT,
     DEFAULT_MAX_FRAME_SIZE,
+    DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON,
     Admin,
     LogTarget,
     ProtocolDef,
@@ -64,6 +65,8 @@ class InstanceDefaults:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT
     slow_clients: SlowClients = SlowClients()  # (NO_OFFLINING)
+    max_frame_size_before_logon: int = DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON
+    max_connections: int | None = None
 
 
 #: nothing configured: no slow client offlining
@@ -120,6 +123,15 @@ def _as_node(node: Node, ctx: Ctx) -> Node:
     return node
 
 
+#: the emulator's limits on a transport's unauthenticated clients, in a Transport or at the top
+#: level (the default of every transport)
+LIMIT_ELEMENTS = {
+    "MaxFrameSizeBeforeLogon": Elem("max_frame_size_before_logon",
+                                    positive(parse_size, "MaxFrameSizeBeforeLogon")),
+    "MaxConnections": Elem("max_connections", positive(parse_count, "MaxConnections")),
+}
+
+
 def _transport_spec(ctx: Ctx) -> Spec:
     return Spec(
         elems={
@@ -141,6 +153,7 @@ def _transport_spec(ctx: Ctx) -> Spec:
             "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
             "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
             **slow_client_elems(),
+            **LIMIT_ELEMENTS,
             # read by config.security.read_security (the loader's _read_security)
             "Authentication": Elem("authentication", node=_as_node),
             "Entitlement": Elem("entitlement", node=_as_node),
@@ -247,6 +260,9 @@ def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults
         max_frame_size=r.get("max_frame_size", defaults.max_frame_size),
         client_outbound_limit=r.get("client_outbound_limit", defaults.client_outbound_limit),
         slow_clients=slow_clients(r.values, defaults.slow_clients),
+        max_frame_size_before_logon=r.get("max_frame_size_before_logon",
+                                          defaults.max_frame_size_before_logon),
+        max_connections=r.get("max_connections", defaults.max_connections),
         certificate=r.get("certificate"),
         private_key=r.get("private_key"),
         ciphers=r.get("ciphers"),

@@ -32,6 +32,8 @@ MiB = 1024 * 1024
 
 DEFAULT_MAX_FRAME_SIZE = 64 * MiB
 DEFAULT_CLIENT_OUTBOUND_LIMIT = 128 * MiB
+#: MaxFrameSizeBeforeLogon's default: a connection that has not logged on sends no more
+DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON = 1 * MiB
 
 QueueKind = Literal["queue", "local", "group_local"]
 StepKind = Literal["on", "if", "do"]
@@ -94,6 +96,10 @@ class Transport(_Located, frozen=True, kw_only=True):
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # [emulator] MaxFrameSize: largest frame accepted
     client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT  # [emulator] ClientOutboundLimit
     slow_clients: SlowClients = SlowClients()  # MessageMemoryLimit ... (here or instance level)
+    #: [emulator] MaxFrameSizeBeforeLogon: largest frame (and queued output) before a logon
+    max_frame_size_before_logon: int = DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON
+    #: [emulator] MaxConnections: sockets open at once (None: a share of the open-file limit)
+    max_connections: int | None = None
     certificate: str | None = None  # Certificate: PEM file; with PrivateKey the transport is TLS
     private_key: str | None = None  # PrivateKey: PEM file
     ciphers: str | None = None  # Ciphers: OpenSSL cipher list

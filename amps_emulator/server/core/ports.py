@@ -8,7 +8,7 @@ an import of a higher layer: the layer contract in ``pyproject.toml`` (``lint-im
 refuses that, ``TYPE_CHECKING`` imports included.
 
 This module imports nothing of ``server/`` at run time, and under ``TYPE_CHECKING`` only
-``core`` (``router``, ``heartbeat``, ``message``, ``processors``), so every layer may import it.
+``core`` (``router``, ``heartbeat``, ``message``, ``processors``, ``budget``), so every layer may import it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from amps_emulator.journal.record import JournalRecord
     from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.protocol.command import Command
+    from amps_emulator.server.core.budget import MemoryBudget
     from amps_emulator.server.core.heartbeat import Heartbeat
     from amps_emulator.server.core.message import Message
     from amps_emulator.server.core.processors import Processors
@@ -67,6 +68,8 @@ class ListenerInfo(Protocol):
     #: times a connection of this transport stopped being read because the server had more
     #: of its frames than one pass takes (the processors' ``throttle_count``)
     throttled: int
+    #: the largest frame (and queued output) a connection may have before it logs on
+    logon_frame_limit: int
 
 
 class Client(Protocol):
@@ -170,6 +173,11 @@ class ConnectionHost(Protocol):
     publish_runs: Callable[[Client, list[bytes], int], int]
 
     def check_memory(self) -> bool: ...
+
+    @property
+    def budget(self) -> MemoryBudget:
+        """The memory budget every open socket's buffers count in (a socket that is not
+        yet a connection, such as a WebSocket in its HTTP upgrade, registers itself)."""
 
     def filter_pool(self) -> Executor: ...
 

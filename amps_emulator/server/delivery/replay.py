@@ -31,12 +31,13 @@ from amps_emulator.server.core.turn import contain
 from amps_emulator.server.delivery.fanout import delivery_tail, selected
 
 if TYPE_CHECKING:
-    from amps_emulator.journal import FileJournal, MemoryJournal
+    from amps_emulator.journal import FileJournal, JournalRecord, MemoryJournal
     from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.core.ports import Client, DeliveryWatch, TxLogService
     from amps_emulator.server.core.processors import Processors
-    from amps_emulator.server.core.router import Subscription
+    from amps_emulator.server.core.router import ReadEntitlement, Subscription
+    from amps_emulator.sow.query import Select
 
 log = logging.getLogger("amps_emulator.replay")
 
@@ -303,26 +304,10 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
         if rec.kind not in _DELIVERABLE or not sub.matches_topic(rec.key):
             cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
             continue
-        sel = sub.select
-        if ent is not None:  # a regex topic's concrete topics, each with its own grant
-            grant = ent.grant(rec.topic)
-            if grant is None:  # not entitled to this topic: skipped silently, as live
-                cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
-                continue
-            if grant.filter_text is not None:
-                ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
-                                     correlation_id=rec.correlation_id,
-                                     client_name=rec.client_name)
-                if not grant.admits(bodies.decode(rec.body, rec.key), ctx):
-                    cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
-                    continue
-            sel = ent.select(grant, sel)
-        if flt is not None:
-            ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
-                                 correlation_id=rec.correlation_id, client_name=rec.client_name)
-            if not flt(bodies.decode(rec.body, rec.key), ctx):
-                cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
-                continue
+        passed, sel = _passes(rec, bm, flt, ent, sub.select, bodies)
+        if not passed:
+            cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
+            continue
         if rate is not None:
             wait = rate.wait(len(rec.body), rec.timestamp)
             if wait > 0:  # this one goes in a later step
@@ -356,22 +341,50 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
             break
     if last_bm is not None:
         cursor.last_bm = last_bm
-    meter = broker.processors.bookmark
-    meter.take(read_bytes, scanned)
+    broker.processors.bookmark.take(read_bytes, scanned)
     if out:
-        data = b"".join(out)
-        meter.give(len(data), len(out))
-        conn.send(data)
-        watch = broker.delivered
-        if watch is not None and watched:
-            for rec in watched:
-                watch(conn, rec.key, rec.body, rec.bookmark_str, rec.correlation_id)
+        _send_chunk(broker, conn, out, watched)
     if not done:
         if cursor.remaining is not None and cursor.remaining <= 0:
             finish(broker, cursor)
         else:
             schedule(broker, cursor)
     return done
+
+
+def _passes(rec: JournalRecord, bm: str, flt: Callable[..., bool] | None,
+            ent: ReadEntitlement | None, sel: Select | None, bodies: Bodies
+            ) -> tuple[bool, Select | None]:
+    """Whether a replayed record goes to the subscription (the grant of its concrete topic,
+    for a regex topic ``ent``, then the filter ``flt``), and the select list it goes with."""
+    if ent is not None:  # a regex topic's concrete topics, each with its own grant
+        grant = ent.grant(rec.topic)
+        if grant is None:  # not entitled to this topic: skipped silently, as live
+            return False, sel
+        if grant.filter_text is not None:
+            ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
+                                 correlation_id=rec.correlation_id, client_name=rec.client_name)
+            if not grant.admits(bodies.decode(rec.body, rec.key), ctx):
+                return False, sel
+        sel = ent.select(grant, sel)
+    if flt is not None:
+        ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
+                             correlation_id=rec.correlation_id, client_name=rec.client_name)
+        if not flt(bodies.decode(rec.body, rec.key), ctx):
+            return False, sel
+    return True, sel
+
+
+def _send_chunk(broker: ReplayHost, conn: Client, out: list[bytes],
+                watched: list[JournalRecord] | None) -> None:
+    """A step's frames as one write, counted, then told to an ``on-deliver-message`` watch."""
+    data = b"".join(out)
+    broker.processors.bookmark.give(len(data), len(out))
+    conn.send(data)
+    watch = broker.delivered
+    if watch is not None and watched:
+        for rec in watched:
+            watch(conn, rec.key, rec.body, rec.bookmark_str, rec.correlation_id)
 
 
 def schedule(broker: ReplayHost, cursor: Cursor) -> None:
