@@ -345,6 +345,11 @@ REPLICATION_VALIDATIONS = ("txlog", "replicate", "sow", "keys", "cascade", "repl
 REPLICATION_VALIDATIONS_REQUIRED = ("queue", "queue_underlying")
 
 
+#: the replication transport's default MaxConnections: a few peers (each has a link or two
+#: with this instance, and a bootstrap while it starts) with room to spare
+DEFAULT_REPLICATION_MAX_CONNECTIONS = 64
+
+
 class ReplicationListener(_Located, frozen=True, kw_only=True):
     """The instance's one ``Transports/Transport`` of ``Type`` ``amps-replication`` (or
     ``-secure``): where other instances connect to replicate into this one. Clients cannot use it.
@@ -362,6 +367,8 @@ class ReplicationListener(_Located, frozen=True, kw_only=True):
     verify_client: bool = False  # VerifyClient (-secure): a peer must present a certificate we trust
     ca_file: str | None = None  # CAFile: the CAs a peer's certificate is checked against, or
     ca_path: str | None = None  # CAPath (the system's CAs when neither is given)
+    #: [emulator] MaxConnections: peer sockets open at once (one past it is reset at its accept)
+    max_connections: int = DEFAULT_REPLICATION_MAX_CONNECTIONS
 
     @property
     def tls(self) -> bool:

@@ -27,6 +27,7 @@ import os
 
 from .model import (
     DEFAULT_AUTHENTICATOR_MODULE,
+    DEFAULT_REPLICATION_MAX_CONNECTIONS,
     REPLICATION_VALIDATIONS,
     REPLICATION_VALIDATIONS_REQUIRED,
     Bootstrap,
@@ -93,6 +94,7 @@ def _listener_spec() -> Spec:
             "CAFile": Elem("ca_file", text),
             "CAPath": Elem("ca_path", text),
             "ReuseAddr": Elem("reuse_addr", parse_bool),
+            "MaxConnections": Elem("max_connections", positive(parse_count, "MaxConnections")),
             # read by config.security.read_security, as every transport's
             "Authentication": Elem("authentication", node=_node),
             "Entitlement": Elem("entitlement", node=_node),
@@ -147,6 +149,7 @@ def read_replication_listener(node, ctx: Ctx) -> ReplicationListener | None:
             host=host, port=port, inet_addr=r.values["inet_addr"],
             certificate=cert, private_key=key, ciphers=r.get("ciphers"), verify_client=verify,
             ca_file=r.get("ca_file"), ca_path=r.get("ca_path"),
+            max_connections=r.get("max_connections", DEFAULT_REPLICATION_MAX_CONNECTIONS),
         )
     return found
 

@@ -303,3 +303,14 @@ def test_the_secure_listener_takes_verify_client_and_the_plain_one_does_not(tmp_
     dest = loads_config(MESH_NODE.replace("<Type>amps-replication</Type><InetAddr>9109</InetAddr>", client),
                         "us.xml").replication.destinations[0].transports[0]
     assert dest.certificate == str(cert) and dest.client_context() is not None
+
+
+def test_the_replication_transport_takes_max_connections() -> None:
+    listener = "<InetAddr>9009</InetAddr>"
+    default = loads_config(MESH_NODE, "us.xml").replication_listener
+    assert default is not None and default.max_connections == 64
+    got = loads_config(MESH_NODE.replace(listener, listener + "<MaxConnections>5</MaxConnections>"), "us.xml")
+    assert got.replication_listener is not None and got.replication_listener.max_connections == 5
+    assert not [w for w in got.warnings if "MaxConnections" in w.reason]
+    (err,) = errors(MESH_NODE.replace(listener, listener + "<MaxConnections>0</MaxConnections>"))
+    assert err.line == 6 and "MaxConnections must be greater than zero" in err.reason, err
