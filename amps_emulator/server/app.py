@@ -271,7 +271,7 @@ class Server:
                 repl = self.replication = ReplicationService(
                     config, broker, lambda: txlog.journal, self.timebase,
                     apply=apply,
-                    on_event=self.actions.fire, logon_timeout=self.logon_timeout)
+                    on_event=self.actions.fire, logon_timeout=self.logon_timeout, budget=self.budget)
                 # the downgrade/upgrade actions switch the links' sync/async
                 self.actions.replication_control = repl
                 # persisted acks wait for the sync destinations too

@@ -8,9 +8,11 @@ over the limit, the largest holders are closed until it is not. The budget does 
 holders report growth, so a check costs one pass over the open holders and happens once
 per step of growth (``server.net.connection.BUDGET_STEP``), not per read.
 
-Another listener (the replication port, the Admin interface) joins by registering its open
-sockets with :meth:`MemoryBudget.add` when they open and :meth:`MemoryBudget.discard` when
-they close, and by calling :meth:`MemoryBudget.check` when one of them has grown.
+The other listeners join by registering their open sockets with :meth:`MemoryBudget.add`
+when they open and :meth:`MemoryBudget.discard` when they close, and by calling
+:meth:`MemoryBudget.check` when one of them has grown: the replication port
+(``server.services.replication_accept.MeteredLink``: the frame being read, at its announced
+size) and the Admin interface (``server.ops.admin_http.Exchange``: the request held so far).
 """
 
 from __future__ import annotations

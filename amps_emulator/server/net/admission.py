@@ -10,8 +10,9 @@ become a flood of log lines.
 The socket-facing protocol of a transport calls :meth:`ConnectionCap.admit` from its
 ``connection_made`` (not from the protocol factory: a TLS socket whose handshake fails is
 never made, and must not be counted) and :meth:`ConnectionCap.release` from its
-``connection_lost`` when it was admitted. Any other listener (the replication port, the
-Admin interface) can cap its own sockets the same way.
+``connection_lost`` when it was admitted. The replication port caps its sockets the same way
+(its stream server's handler admits ``writer.transport``); the Admin interface has its own
+cap, which answers 503.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ from amps_emulator.replication.bootstrap_link import fill_then_start
 from amps_emulator.replication.gate import AckGate, DestinationState, describe_destination
 from amps_emulator.replication.link import Receiver, Selection, Sender, ack_position
 from amps_emulator.replication.peer_auth import logon_with
-from amps_emulator.replication.stream import read_frame, send
+from amps_emulator.replication.stream import FrameSource, read_frame, send
 from amps_emulator.replication.wire import (
     Hello,
     LinkRefused,
@@ -66,10 +66,11 @@ from amps_emulator.replication.wire import (
     transfer_request,
     transfer_request_frame,
 )
-from amps_emulator.server.services.replication_accept import accept
+from amps_emulator.server.services.replication_accept import Intake, serve
 
 if TYPE_CHECKING:
     from amps_emulator.auth import TransportSecurity
+    from amps_emulator.server.core.budget import MemoryBudget
     from amps_emulator.server.core.clock import SystemClock, TestClock
     from amps_emulator.server.core.ports import ReplicationControl
     from amps_emulator.server.messaging.broker import Broker
@@ -101,9 +102,9 @@ class ReplicationService:
     def __init__(self, config: Config, broker: Broker, journal: Callable[[], Journal],
                  timebase: SystemClock | TestClock, *, apply: Callable[[JournalRecord], None],
                  on_event: Callable[[str, dict[str, str]], None] = _no_event,
-                 logon_timeout: float = 30.0) -> None:
+                 logon_timeout: float = 30.0, budget: MemoryBudget | None = None) -> None:
         """``logon_timeout``: seconds (server clock) an incoming connection has to log on with
-        its hello (0: forever)."""
+        its hello (0: forever); ``budget``: the server's memory budget, where they count."""
         self.config = config
         self.broker = broker
         self.journal = journal
@@ -144,6 +145,7 @@ class ReplicationService:
         #: names of this instance's queues whose records replicate (distributed, group local)
         self.replicated_queues: frozenset[str] = frozenset()
         self.logon_timeout = logon_timeout
+        self.intake = Intake(config.replication_listener, budget)
         listener, layer = config.replication_listener, broker.security
         #: who may log on to the replication transport (None: no Authentication/Entitlement
         #: configured anywhere, every peer is accepted)
@@ -213,7 +215,7 @@ class ReplicationService:
         return out
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await accept(self, reader, writer)
+        await serve(self, reader, writer)
 
     def track(self, task: asyncio.Task[None]) -> None:
         """A task :meth:`stop` cancels (an accepted link's)."""
@@ -558,7 +560,7 @@ class ReplicationService:
         self._progress(st, sender.acked_through)
         return sender
 
-    async def run_link(self, remote: Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    async def run_link(self, remote: Hello, reader: FrameSource, writer: asyncio.StreamWriter,
                        sending: tuple[Sender, DestinationState] | None, *,
                        admit: Callable[[str], bool] | None = None) -> None:
         """One connection after the handshake, in both directions. ``sending`` (if this side
