@@ -97,7 +97,8 @@ def tls_context(t: Any) -> ssl.SSLContext | None:
     try:
         return server_context(t.certificate, t.private_key, t.ciphers,
                               verify_client=getattr(t, "verify_client", False),
-                              ca_file=getattr(t, "ca_file", None), ca_path=getattr(t, "ca_path", None))
+                              ca_file=getattr(t, "ca_file", None), ca_path=getattr(t, "ca_path", None),
+                              protocols=getattr(t, "secure_socket_protocols", None))
     except TLSSetupError as exc:  # the files changed since the config was loaded
         raise ConfigError([ConfigIssue(t.file, t.line, f"<Transport> {t.name!r}: {exc}")]) from None
 

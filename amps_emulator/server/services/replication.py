@@ -166,7 +166,7 @@ class ReplicationService:
         if listener is not None:
             tls = (server_context(listener.certificate, listener.private_key, listener.ciphers,
                                   verify_client=listener.verify_client, ca_file=listener.ca_file,
-                                  ca_path=listener.ca_path)
+                                  ca_path=listener.ca_path, protocols=listener.secure_socket_protocols)
                    if listener.tls and listener.certificate and listener.private_key else None)
             # a TLS handshake never finished is dropped after the logon timeout too
             handshake = self.logon_timeout if tls is not None and self.logon_timeout > 0 else None
