@@ -15,7 +15,8 @@
   A ``Transport`` without ``InetAddr`` is passive: the remote connects to this instance's
   replication transport, which must then exist. A bare-port ``InetAddr`` means localhost.
   Its ``Transport`` of Type ``amps-replication-secure`` takes ``Ciphers`` (what the connection
-  offers).
+  offers); ``Compression`` (with ``CompressionType``) compresses what the link sends
+  (``replication.compression``).
 * An ``Authenticator`` (a ``Destination``'s or ``Bootstrap``'s ``Transport``, or the instance's:
   :func:`read_authenticator`) gives the credentials an outgoing link logs on with.
 * ``Tuning/Replication/MinSyncDestinations`` is read by :func:`read_tuning`; the other
@@ -363,9 +364,6 @@ def read_replication(node, ctx: Ctx, *, has_listener: bool, txlog: TransactionLo
             compression=r.get("compression", False), compression_type=r.get("compression_type", "zlib"),
             ack_conflation_interval=r.get("ack_conflation_interval"),
         )
-        if dest.compression:
-            ctx.warn(r.nodes["compression"], f"<Destination> {dest.name!r}: <Compression> is not "
-                                             "supported by the emulator; the link sends uncompressed")
         clash = next((d for d in out if d.name == dest.name), None)
         if clash is not None:
             ctx.err(child, f"duplicate <Destination> {dest.name!r} (also at {clash.file}:{clash.line})")
