@@ -11,7 +11,9 @@ TLS transports (``tcps``, or
 ``tcp`` with ``Certificate`` and ``PrivateKey``), the ``websocket`` protocol and the legacy
 ``fix``, ``nvfix`` and ``xml`` protocols are served; a certificate or key that cannot be loaded
 is an error at its element's line, and so is a legacy-protocol transport without the
-``MessageType`` it needs.
+``MessageType`` it needs. ``SecureSocketProtocols`` and ``Ciphers`` restrict a TLS
+transport (``config.tls``); ``PerMessageDeflate`` turns a websocket transport's
+permessage-deflate off when it reads ``disabled`` (on otherwise, as in AMPS).
 """
 
 from __future__ import annotations
@@ -117,8 +119,7 @@ BUILTIN_PROTOCOLS = (*_SERVED_PROTOCOLS, *_UNSUPPORTED_PROTOCOLS)
 _PROTOCOL_SYNONYMS = {"json": "amps"}
 
 _TRANSPORT_IGNORED = frozenset({
-    "TransportFilter", "PerMessageDeflate", "HTTPHeader", "FileName",
-    "FileMask",
+    "TransportFilter", "HTTPHeader", "FileName", "FileMask",
 })
 def _as_node(node: Node, ctx: Ctx) -> Node:
     """A structured child kept as it is (the auth layer reads security blocks from the tree)."""
@@ -146,6 +147,7 @@ def _transport_spec(ctx: Ctx) -> Spec:
             "PrivateKey": Elem("private_key", text),
             "Ciphers": Elem("ciphers", text),
             "SecureSocketProtocols": Elem("secure_socket_protocols", parse_protocols),
+            "PerMessageDeflate": Elem("per_message_deflate", text),
             "VerifyClient": Elem("verify_client", parse_bool),
             "CAFile": Elem("ca_file", text),
             "CAPath": Elem("ca_path", text),
@@ -273,7 +275,26 @@ def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults
         verify_client=r.get("verify_client", False),
         ca_file=r.get("ca_file"),
         ca_path=r.get("ca_path"),
+        per_message_deflate=_per_message_deflate(node, r, ctx, base),
     )
+
+
+def _per_message_deflate(node: Node, r, ctx: Ctx, protocol: str) -> bool:
+    """``PerMessageDeflate``: AMPS deflates unless it reads ``disabled`` (absent, or any other
+    value, is enabled); a value that is neither word, or the element on a transport that is
+    not websocket, is warned about."""
+    value = r.get("per_message_deflate")
+    if value is None:
+        return True
+    at = r.nodes["per_message_deflate"]
+    word = value.strip().lower()
+    if protocol != "websocket":
+        ctx.warn(at, f"{label(node)}: <PerMessageDeflate> has no effect: the transport's protocol is "
+                     f"{protocol}, not websocket")
+    elif word not in ("enabled", "disabled"):
+        ctx.warn(at, f"{label(node)}: <PerMessageDeflate> {value.strip()!r} is neither enabled nor "
+                     "disabled: deflate stays enabled, as in AMPS")
+    return word != "disabled"
 
 
 def _tls_usable(node: Node, r, ctx: Ctx) -> bool:

@@ -108,6 +108,8 @@ class Transport(_Located, frozen=True, kw_only=True):
     verify_client: bool = False  # VerifyClient: a TLS client must present a certificate we trust
     ca_file: str | None = None  # CAFile: PEM file of the CAs client certificates are checked against
     ca_path: str | None = None  # CAPath: directory of hashed CA certificates (c_rehash)
+    #: PerMessageDeflate (websocket): negotiate RFC 7692 compression with a client that offers it
+    per_message_deflate: bool = True
 
     @property
     def tls(self) -> bool:

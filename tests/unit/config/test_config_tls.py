@@ -205,3 +205,27 @@ def test_bad_replication_tls_settings_are_refused_at_their_line(pem, listener, d
     text = REPL.format(cert=pem[0], key=pem[1], listener=listener, dest=dest)
     e = only_error(text)
     assert e.line == line_of(text, tag), e
+
+
+# --- PerMessageDeflate ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("value", "enabled", "warned"), [
+    (None, True, None), ("enabled", True, None), ("disabled", False, None), ("Disabled", False, None),
+    ("off", True, "neither enabled nor disabled"),
+])
+def test_per_message_deflate_is_on_unless_disabled(value, enabled, warned) -> None:
+    extra = "" if value is None else f"\n<PerMessageDeflate>{value}</PerMessageDeflate>"
+    text = _transport("tcp", "websocket", extra)
+    cfg = loads_config(text)
+    assert cfg.transports[0].per_message_deflate is enabled
+    if warned is None:
+        assert cfg.warnings == ()
+    else:
+        (w,) = cfg.warnings
+        assert w.line == line_of(text, "<PerMessageDeflate>") and warned in w.reason
+
+
+def test_per_message_deflate_on_an_amps_transport_is_warned_about() -> None:
+    text = _transport("tcp", "amps", "\n<PerMessageDeflate>disabled</PerMessageDeflate>")
+    (w,) = loads_config(text).warnings
+    assert w.line == line_of(text, "<PerMessageDeflate>") and "not websocket" in w.reason
