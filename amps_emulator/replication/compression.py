@@ -13,11 +13,11 @@ recognises a compressed link by itself. The emulator's link does the same, per d
 * the receiving side, on reading that frame, reads the rest of the connection through the
   codec's decompressor (:class:`InflatingReader`).
 
-Decompression is bounded: the reader inflates only as many bytes as the frame it is reading
-needs (its 4-byte length first, then a payload the length limit has already accepted), so a
-peer's compressed stream can never make it hold more than one frame's worth, whatever its
-compression ratio (a "zip bomb" is refused by the frame length check like an oversized plain
-frame).
+Decompression is bounded: the reader inflates only what the frame it is reading needs (its
+4-byte length first, then a payload the length limit has already accepted) plus at most
+:data:`READ_AHEAD` bytes, so a peer's compressed stream can never make it hold more than one
+frame and 64 KiB, whatever its compression ratio (a "zip bomb" is refused by the frame length
+check like an oversized plain frame).
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ CODECS = ("zlib", "zstd")
 SWITCH = "repl_z"
 #: compressed bytes read from the socket at a time
 READ_CHUNK = 64 * 1024
+#: decompressed bytes the reader may hold beyond the frame it reads (inflating a frame at a
+#: time would hand the rest of the input back and forth once per frame)
+READ_AHEAD = 64 * 1024
 
 
 class ByteSource(Protocol):
@@ -118,7 +121,7 @@ class Inflater:
 class InflatingReader:
     """The :class:`~amps_emulator.replication.stream.FrameSource` of a link whose peer
     compresses: reads compressed chunks from ``reader`` and returns decompressed bytes,
-    inflating no more than each read asks for."""
+    inflating no more than each read asks for and :data:`READ_AHEAD`."""
 
     def __init__(self, reader: ByteSource, codec: str) -> None:
         self.reader = reader
@@ -136,7 +139,7 @@ class InflatingReader:
                     raise asyncio.IncompleteReadError(bytes(buf), n)
                 self.wire_bytes += len(data)
                 inflater.feed(data)
-            buf += inflater.take(n - len(buf))
+            buf += inflater.take(max(n - len(buf), READ_AHEAD))
         out = bytes(buf[:n])
         del buf[:n]
         self.bytes += n
