@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from amps_emulator.pair import free_port, pair_config  # noqa: E402
 from bench._support import PersistedPublisher, ServerProcess, machine  # noqa: E402
-from tests.support.proxy import CountingProxy  # noqa: E402
+from tests.support.faultproxy import Proxies  # noqa: E402
 
 SYMBOLS = [f"SYM{i:03d}" for i in range(200)]
 TRADERS = [f"trader-{i:02d}" for i in range(40)]
@@ -46,7 +46,8 @@ def run(base: Path, compression: str | None, bodies: list[bytes], batch: int, wi
     b_xml.write_text(pair_config("B", "A", repl_port=b_port, peer_repl_port=a_port, data_dir=base / "b",
                                  admin_addr=None, sync_type="async"))
     with ServerProcess(str(b_xml)):
-        proxy = CountingProxy(b_port)
+        proxies = Proxies()
+        proxy = proxies.add("A>B", b_port)
         a_text = pair_config("A", "B", repl_port=a_port, peer_repl_port=proxy.port, data_dir=base / "a",
                              admin_addr=None, sync_type="sync")
         if compression is not None:
@@ -69,8 +70,8 @@ def run(base: Path, compression: str | None, bodies: list[bytes], batch: int, wi
                 elapsed = time.perf_counter() - t0
                 pub.s.close()
         finally:
-            proxy.close()
-        return proxy.upstream, len(bodies) / elapsed
+            proxies.close()
+        return proxy.bytes_up, len(bodies) / elapsed
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ import pytest
 
 from amps_emulator.config import loads_config
 from amps_emulator.pair import free_port, pair_config
-from tests.support.proxy import CountingProxy
+from tests.support.faultproxy import Proxies
 from tests.support.servers import ServerThread, until
 
 MESSAGES = 300
@@ -34,7 +34,8 @@ def replicate(tmp_path: Path, compression: str | None) -> tuple[int, int, list[d
     """(bytes A's Destination sent as frames, bytes on the wire from A to B, B's SOW)."""
     a_port, b_port = free_port(), free_port()
     b = ServerThread(loads_config(_config("B", "A", b_port, a_port, tmp_path / "b", None), "b.xml")).start()
-    proxy = CountingProxy(b_port)
+    proxies = Proxies()
+    proxy = proxies.add("A>B", b_port)
     a = ServerThread(loads_config(_config("A", "B", a_port, proxy.port, tmp_path / "a", compression),
                                   "a.xml")).start()
     clients: list[AMPS.Client] = []
@@ -60,12 +61,12 @@ def replicate(tmp_path: Path, compression: str | None) -> tuple[int, int, list[d
         until(lambda: len(sow()) == MESSAGES, timeout=20)
         st = a.call(lambda: a.server.replication.state("B"))
         assert a.call(lambda: st.messages_out) == MESSAGES
-        return a.call(lambda: st.bytes_out), proxy.upstream, sow()
+        return a.call(lambda: st.bytes_out), proxy.bytes_up, sow()
     finally:
         for c in clients:
             c.close()
         a.stop()
-        proxy.close()
+        proxies.close()
         b.stop()
 
 
@@ -88,7 +89,8 @@ def test_a_passive_destination_compresses_over_the_connection_it_was_given(tmp_p
     b_xml = b_xml.replace(f"<InetAddr>127.0.0.1:{a_port}</InetAddr>", "", 1)
     assert f":{a_port}<" not in b_xml
     b = ServerThread(loads_config(b_xml, "b.xml")).start()
-    proxy = CountingProxy(b_port)
+    proxies = Proxies()
+    proxy = proxies.add("A>B", b_port)
     a = ServerThread(loads_config(_config("A", "B", a_port, proxy.port, tmp_path / "a", None), "a.xml")).start()
     clients: list[AMPS.Client] = []
     try:
@@ -107,11 +109,11 @@ def test_a_passive_destination_compresses_over_the_connection_it_was_given(tmp_p
         until(lambda: [records(c) for c in clients] == [2 * MESSAGES] * 2, timeout=20)
         a_sent = a.call(lambda: a.server.replication.state("B").bytes_out)
         b_sent = b.call(lambda: b.server.replication.state("A").bytes_out)
-        assert proxy.upstream >= a_sent  # A to B: plain
-        assert proxy.downstream * 3 < b_sent, (proxy.downstream, b_sent)  # B to A: zstd
+        assert proxy.bytes_up >= a_sent  # A to B: plain
+        assert proxy.bytes_down * 3 < b_sent, (proxy.bytes_down, b_sent)  # B to A: zstd
     finally:
         for c in clients:
             c.close()
         a.stop()
-        proxy.close()
+        proxies.close()
         b.stop()
