@@ -267,7 +267,8 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
         self._in_mark = BUDGET_STEP
         # max_size: one client message; a whole command is checked against it below too
         self.ws = ServerProtocol(max_size=listener.max_frame, logger=log,  # (inflated: ws_deflate)
-                                 extensions=deflate_extensions(listener.per_message_deflate))
+                                 extensions=deflate_extensions(listener.per_message_deflate,
+                                                               self._frame_limit))
         self.sock: StreamSocket | None = None
         self.conn: Connection | None = None
         self.text_bodies = True  # the client's mode: "text" (JSON) or "binary"

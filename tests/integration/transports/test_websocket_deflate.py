@@ -2,8 +2,8 @@
 offers it unless the transport says ``disabled``, seen from the ``websockets`` package's
 client (its ``connect`` offers the extension, as browsers do) and from the official
 JavaScript client on a WebSocket that offers it (``tests/js/deflate_shim.js``); the inflated
-size of a client's message counts against ``MaxFrameSize``, so a small compressed frame cannot
-make the server hold a large message."""
+size of a client's message counts against ``MaxFrameSize`` (``MaxFrameSizeBeforeLogon``
+before the logon), so a small compressed frame cannot make the server hold a large message."""
 
 from __future__ import annotations
 
@@ -28,6 +28,9 @@ CONFIG = """<AMPSConfig>
     <Transport><Name>deflate</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
       <MessageType>json</MessageType><Protocol>websocket</Protocol>
       <MaxFrameSize>64KB</MaxFrameSize></Transport>
+    <Transport><Name>guarded</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
+      <MessageType>json</MessageType><Protocol>websocket</Protocol>
+      <MaxFrameSize>1MB</MaxFrameSize><MaxFrameSizeBeforeLogon>16KB</MaxFrameSizeBeforeLogon></Transport>
     <Transport><Name>plain</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
       <MessageType>json</MessageType><Protocol>websocket</Protocol>
       <PerMessageDeflate>disabled</PerMessageDeflate></Transport>
@@ -162,3 +165,25 @@ def test_the_javascript_client_over_a_deflated_websocket(srv, tmp_path):
     report.unlink()
     run_js("pubsub_filter", srv, env=env, uri=uri(srv, "plain"))
     assert report.read_text().splitlines() == ["", ""]  # offered, not negotiated
+
+
+def test_before_the_logon_a_message_inflates_no_further_than_the_logon_limit(srv):
+    """MaxFrameSizeBeforeLogon is 16 KB: 128 KiB of zeros (a few hundred bytes deflated) is
+    refused with 1009 before the logon, as inflating it would pass that limit; after the
+    logon the same size is a publish like any other (MaxFrameSize 1 MB)."""
+    peer = RawDeflatePeer(uri(srv, "guarded"))
+    peer.ws.send_text(b"text")
+    peer.ws.send_binary((2).to_bytes(4, "little"))
+    peer.ws.send_text(json.dumps({"c": "publish", "t": "ws-sow"}).encode())
+    peer.ws.send_text(json.dumps({"id": 7, "pad": "0" * (128 * 1024)}).encode())
+    peer.flush()
+    assert peer.sent < 4096
+    assert peer.close_code() == CloseCode.MESSAGE_TOO_BIG
+    peer.sock.close()
+    with connect(uri(srv, "guarded")) as ws:
+        ws.send("text")
+        command(ws, {"c": "logon", "cid": "l", "client_name": "guarded-py", "a": "processed"})
+        assert json.loads(ws.recv(timeout=10))["status"] == "success"
+        command(ws, {"c": "publish", "t": "ws-sow", "cid": "p", "a": "processed"},
+                json.dumps({"id": 7, "pad": "0" * (128 * 1024)}).encode())
+        assert json.loads(ws.recv(timeout=10))["status"] == "success"
