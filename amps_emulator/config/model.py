@@ -103,9 +103,13 @@ class Transport(_Located, frozen=True, kw_only=True):
     certificate: str | None = None  # Certificate: PEM file; with PrivateKey the transport is TLS
     private_key: str | None = None  # PrivateKey: PEM file
     ciphers: str | None = None  # Ciphers: OpenSSL cipher list
+    #: SecureSocketProtocols: the TLS versions accepted, oldest first (None: TLSv1.1 to TLSv1.3)
+    secure_socket_protocols: tuple[str, ...] | None = None
     verify_client: bool = False  # VerifyClient: a TLS client must present a certificate we trust
     ca_file: str | None = None  # CAFile: PEM file of the CAs client certificates are checked against
     ca_path: str | None = None  # CAPath: directory of hashed CA certificates (c_rehash)
+    #: PerMessageDeflate (websocket): negotiate RFC 7692 compression with a client that offers it
+    per_message_deflate: bool = True
 
     @property
     def tls(self) -> bool:
@@ -364,6 +368,8 @@ class ReplicationListener(_Located, frozen=True, kw_only=True):
     certificate: str | None = None  # Certificate (required for -secure)
     private_key: str | None = None  # PrivateKey (required for -secure)
     ciphers: str | None = None  # Ciphers
+    #: SecureSocketProtocols (-secure): the TLS versions accepted (None: TLSv1.1 to TLSv1.3)
+    secure_socket_protocols: tuple[str, ...] | None = None
     verify_client: bool = False  # VerifyClient (-secure): a peer must present a certificate we trust
     ca_file: str | None = None  # CAFile: the CAs a peer's certificate is checked against, or
     ca_path: str | None = None  # CAPath (the system's CAs when neither is given)
@@ -436,6 +442,7 @@ class DestinationTransport(_Located, frozen=True, kw_only=True):
     #: destination whose transport has VerifyClient (mutual TLS)
     certificate: str | None = None
     private_key: str | None = None
+    ciphers: str | None = None  # Ciphers (-secure): the OpenSSL cipher list this connection offers
     #: Authenticator: the credentials of the logon (None: the instance's, else the default module's)
     authenticator: ReplicationAuthenticator | None = None
 
@@ -443,7 +450,7 @@ class DestinationTransport(_Located, frozen=True, kw_only=True):
         """The TLS context of a connection to this transport (None: plain TCP, Type
         amps-replication). AMPS checks the destination's certificate only with VerifyClient,
         against CAFile/CAPath, and encrypts without checking otherwise. With a Certificate and
-        PrivateKey the connection presents that certificate."""
+        PrivateKey the connection presents that certificate; Ciphers restricts what it offers."""
         if self.type != "amps-replication-secure":
             return None
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -456,6 +463,8 @@ class DestinationTransport(_Located, frozen=True, kw_only=True):
             ctx.load_verify_locations(cafile=self.ca_file, capath=self.ca_path)
         if self.certificate is not None and self.private_key is not None:
             ctx.load_cert_chain(self.certificate, self.private_key)
+        if self.ciphers:
+            ctx.set_ciphers(self.ciphers)  # ssl.SSLError: nothing selected
         return ctx
 
     @property

@@ -14,8 +14,9 @@ PRE_AUTH_FRAME = 1024 * 1024
 
 
 class FrameSource(Protocol):
-    """What :func:`read_frame` reads from: an ``asyncio.StreamReader``, or a reader that wraps
-    one (the accepted side's, which counts the frame it reads in the server's memory budget)."""
+    """What :func:`read_frame` reads from: an ``asyncio.StreamReader``, a reader that wraps
+    one (the accepted side's, which counts the frame it reads in the server's memory budget),
+    or the decompressing reader of a compressed link (``replication.compression``)."""
 
     async def readexactly(self, n: int) -> bytes: ...
 

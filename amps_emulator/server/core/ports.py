@@ -63,6 +63,8 @@ class ListenerInfo(Protocol):
     name: str
     #: the transport's ``MessageType`` (None: any type the instance knows)
     message_type: str | None
+    #: ``PerMessageDeflate``: a WebSocket client that offers permessage-deflate gets it
+    per_message_deflate: bool
     max_frame: int
     out_limit: int
     #: times a connection of this transport stopped being read because the server had more

@@ -27,6 +27,9 @@ __all__ = ["Listener", "listeners_from_config", "tls_context"]
 class Listener:
     """One configured transport, bound."""
 
+    #: PerMessageDeflate (websocket): negotiated with a client that offers it (AMPS's default)
+    per_message_deflate = True
+
     def __init__(self, name: str, host: str, port: int, message_type: str | None, protocol: str,
                  max_frame: int, out_limit: int, reuse_addr: bool = True,
                  tls: ssl.SSLContext | None = None, offline_pool: OfflinePool | None = None,
@@ -97,7 +100,8 @@ def tls_context(t: Any) -> ssl.SSLContext | None:
     try:
         return server_context(t.certificate, t.private_key, t.ciphers,
                               verify_client=getattr(t, "verify_client", False),
-                              ca_file=getattr(t, "ca_file", None), ca_path=getattr(t, "ca_path", None))
+                              ca_file=getattr(t, "ca_file", None), ca_path=getattr(t, "ca_path", None),
+                              protocols=getattr(t, "secure_socket_protocols", None))
     except TLSSetupError as exc:  # the files changed since the config was loaded
         raise ConfigError([ConfigIssue(t.file, t.line, f"<Transport> {t.name!r}: {exc}")]) from None
 
@@ -127,4 +131,5 @@ def listeners_from_config(config: Any) -> list[Listener]:
                                       DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON),
             max_connections=cap if cap is not None else share,
         ))
+        out[-1].per_message_deflate = getattr(t, "per_message_deflate", True)
     return out

@@ -51,6 +51,7 @@ from amps_emulator.server.core.ports import ListenerInfo
 from amps_emulator.server.net.admission import ConnectionCap, reset
 from amps_emulator.server.net.connection import BUDGET_STEP, Connection
 from amps_emulator.server.net.socket_wrapper import StreamSocket, WrappedSocket
+from amps_emulator.server.net.ws_deflate import deflate_extensions
 
 if TYPE_CHECKING:
     from amps_emulator.server.core.ports import ConnectionHost
@@ -265,7 +266,9 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None  # the upgrade's part of it
         self._in_mark = BUDGET_STEP
         # max_size: one client message; a whole command is checked against it below too
-        self.ws = ServerProtocol(max_size=listener.max_frame, logger=log)
+        self.ws = ServerProtocol(max_size=listener.max_frame, logger=log,  # (inflated: ws_deflate)
+                                 extensions=deflate_extensions(listener.per_message_deflate,
+                                                               self._frame_limit))
         self.sock: StreamSocket | None = None
         self.conn: Connection | None = None
         self.text_bodies = True  # the client's mode: "text" (JSON) or "binary"

@@ -23,7 +23,9 @@ and the sync gate (:class:`~.gate.AckGate`); records the peer sends go to a
 :class:`~.link.Receiver` whose :class:`~.link.ApplyPort` is ``publish.apply_replicated``,
 acknowledged once durable here and acknowledged by this instance's sync destinations that
 forward them, at most once per the peer's AckConflationInterval; a ``repl_qreq`` (a
-replicated queue's transfer request) goes either way and is answered by the queues here.
+replicated queue's transfer request) goes either way and is answered by the queues here. A
+sender whose Destination has Compression writes through :mod:`.compression` (a peer's
+``repl_z`` switches the reading side the same way).
 
 The journal tells the links of new and newly durable records through :meth:`notify`, which
 the server calls at the end of every turn and after every group sync.
@@ -47,10 +49,11 @@ from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.replication.bootstrap import needs_bootstrap
 from amps_emulator.replication.bootstrap_link import fill_then_start
+from amps_emulator.replication.compression import LinkReader, next_frame, outbound
 from amps_emulator.replication.gate import AckGate, DestinationState, describe_destination
 from amps_emulator.replication.link import Receiver, Selection, Sender, ack_position
 from amps_emulator.replication.peer_auth import logon_with
-from amps_emulator.replication.stream import FrameSource, read_frame, send
+from amps_emulator.replication.stream import FrameSource, LinkWriter, read_frame, send
 from amps_emulator.replication.wire import (
     Hello,
     LinkRefused,
@@ -139,7 +142,7 @@ class ReplicationService:
         self.incoming: dict[str, str] = {}
         #: peer instance name -> the open links with it, newest last (a transfer request goes to
         #: the peer that sends us records over one of them; it answers on whichever it sends on)
-        self._upstreams: dict[str, list[asyncio.StreamWriter]] = {}
+        self._upstreams: dict[str, list[LinkWriter]] = {}
         #: the replicated queues (set by the root when this instance has queues)
         self.queue_port: QueueTransferPort | None = None
         #: names of this instance's queues whose records replicate (distributed, group local)
@@ -168,7 +171,7 @@ class ReplicationService:
         if listener is not None:
             tls = (server_context(listener.certificate, listener.private_key, listener.ciphers,
                                   verify_client=listener.verify_client, ca_file=listener.ca_file,
-                                  ca_path=listener.ca_path)
+                                  ca_path=listener.ca_path, protocols=listener.secure_socket_protocols)
                    if listener.tls and listener.certificate and listener.private_key else None)
             # a TLS handshake never finished is dropped after the logon timeout too
             handshake = self.logon_timeout if tls is not None and self.logon_timeout > 0 else None
@@ -560,7 +563,7 @@ class ReplicationService:
         self._progress(st, sender.acked_through)
         return sender
 
-    async def run_link(self, remote: Hello, reader: FrameSource, writer: asyncio.StreamWriter,
+    async def run_link(self, remote: Hello, reader: LinkReader, writer: asyncio.StreamWriter,
                        sending: tuple[Sender, DestinationState] | None, *,
                        admit: Callable[[str], bool] | None = None) -> None:
         """One connection after the handshake, in both directions. ``sending`` (if this side
@@ -577,7 +580,8 @@ class ReplicationService:
         wake = asyncio.Event()
         self.wakeups.add(wake)
         links = self._upstreams.setdefault(remote.name, [])
-        links.append(writer)
+        wire = outbound(writer, sending[0].selection.dest if sending else None, remote.codecs)  # Compression
+        links.append(wire)
         timer_set = False
         resynced = False
 
@@ -588,8 +592,9 @@ class ReplicationService:
 
         async def read() -> None:
             nonlocal receiver
+            source: FrameSource = reader
             while True:
-                payload = await read_frame(reader)
+                source, payload = await next_frame(reader, source)  # decompressed once the peer says
                 h, body = split_frame(payload)
                 c = h.get("c")
                 if c == "repl_ack":
@@ -637,7 +642,7 @@ class ReplicationService:
                             timer_set = True
                             self.timebase.call_later(delay, due)
                 if out:
-                    send(writer, b"".join(out))
+                    send(wire, b"".join(out))
                     await writer.drain()
                     continue  # look again before waiting: a poll sends at most 1000 records
                 waiter = pending = asyncio.ensure_future(wake.wait())
@@ -650,7 +655,7 @@ class ReplicationService:
         finally:
             if receiver is not None and self.receivers.get(remote.name) is receiver:
                 del self.receivers[remote.name]
-            links.remove(writer)
+            links.remove(wire)
             if not links and self._upstreams.get(remote.name) is links:
                 del self._upstreams[remote.name]
             self.wakeups.discard(wake)

@@ -106,6 +106,12 @@ class MeteredLink:
         else:
             self.writer.close()
 
+    async def read(self, n: int = -1) -> bytes:
+        """Compressed bytes, once the peer compresses (at most ``n``: a chunk, not a frame)."""
+        if self.why is not None:
+            raise ConnectionAbortedError(self.why)
+        return await self.reader.read(n)
+
     async def readexactly(self, n: int) -> bytes:
         self.pending = n
         try:
