@@ -2441,9 +2441,9 @@ typedef struct {
     uint64_t exp_u;
 } replayed;
 
-/* Read the payload [p, end) of a publish (MessagePack array of at least 8: topic, type,
+/* Read the payload [p, end) of a record (MessagePack array of at least 8: topic, type,
  * client name, correlation id, SowKey, expiration, headers, body): 1 read, 0 not in the
- * shapes handled here (a correlation id or SowKey that is not ASCII included). */
+ * shapes handled here. */
 static int read_replayed(const unsigned char *p, const unsigned char *end, replayed *r)
 {
     if (p >= end)
@@ -2472,9 +2472,6 @@ static int read_replayed(const unsigned char *p, const unsigned char *end, repla
             || !mp_int(&p, end, &is_nil, &r->exp_neg, &r->exp_v, &r->exp_u))
         return 0;
     r->has_exp = !is_nil;
-    if ((r->corr != NULL && !all_ascii(r->corr, r->corr_len))
-            || (r->key != NULL && !all_ascii(r->key, r->key_len)))
-        return 0;
     if (p >= end)
         return 0;
     b = *p++;
@@ -2527,7 +2524,9 @@ static int read_replayed(const unsigned char *p, const unsigned char *end, repla
  * that one the general way.
  * Returns (offset of the first frame not read, next_pos, last position or 0, last publisher id,
  * last sequence, deliveries, the frames, why it stopped: 0 end of data, 1 limit, 2 budget,
- * 3 a frame for the general way). Twin: server.delivery.replay_frames.replay_frames_py. */
+ * 3 a frame for the general way, the records read (moving the replay on), their bodies'
+ * bytes). A delivery whose correlation id or SowKey is not ASCII is the general way's too.
+ * Twin: server.delivery.replay_frames.replay_frames_py. */
 static PyObject *
 replay_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
@@ -2567,7 +2566,7 @@ replay_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     const unsigned char *head = (const unsigned char *)PyBytes_AS_STRING(args[6]);
     Py_ssize_t head_len = PyBytes_GET_SIZE(args[6]);
     outbuf o = {NULL, 0, 0};
-    Py_ssize_t pos = start, delivered = 0;
+    Py_ssize_t pos = start, delivered = 0, scanned = 0, read_bytes = 0;
     unsigned long long last_pos = 0, last_pub = 0, last_seq = 0;
     int status = 0;
     while (1) {
@@ -2609,15 +2608,21 @@ replay_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
             continue;
         }
         uint64_t pub = get_le64(f + 20), seq = get_le64(f + 28);
-        if (kind == 1 || kind == 2) {
-            replayed r;
-            if (!read_replayed(f + 52, f + total, &r)) {
-                status = 3;
+        replayed r;
+        if (!read_replayed(f + 52, f + total, &r)) {
+            status = 3;
+            break;
+        }
+        if ((kind == 1 || kind == 2) && r.topic_len == name_len
+                && memcmp(r.topic, name, (size_t)name_len) == 0
+                && ((r.mt_len == mt_len && memcmp(r.mt, mt, (size_t)mt_len) == 0)
+                    || (json && r.mt_len == 0))) {
+            if ((r.corr != NULL && !all_ascii(r.corr, r.corr_len))
+                    || (r.key != NULL && !all_ascii(r.key, r.key_len))) {
+                status = 3;  /* (a JSON string of it is the general path's to write) */
                 break;
             }
-            if (r.topic_len == name_len && memcmp(r.topic, name, (size_t)name_len) == 0
-                    && ((r.mt_len == mt_len && memcmp(r.mt, mt, (size_t)mt_len) == 0)
-                        || (json && r.mt_len == 0))) {
+            {
                 Py_ssize_t tail = 7 + 20 + 1 + 20 + 2 + 1;  /* ,"bm":"P|S|" } */
                 if (r.corr != NULL)
                     tail += 5 + json_str_size(r.corr, r.corr_len);
@@ -2673,6 +2678,8 @@ replay_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
         last_pos = position;
         last_pub = pub;
         last_seq = seq;
+        scanned++;
+        read_bytes += r.body_len;
         pos += total;
         if (delivered >= max_records || o.len >= max_bytes) {
             status = 2;
@@ -2683,8 +2690,8 @@ replay_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     PyMem_Free(o.buf);
     if (frames == NULL)
         return NULL;
-    return Py_BuildValue("(nKKKKnNi)", pos, next_pos, last_pos, last_pub, last_seq, delivered,
-                         frames, status);
+    return Py_BuildValue("(nKKKKnNinn)", pos, next_pos, last_pos, last_pub, last_seq, delivered,
+                         frames, status, scanned, read_bytes);
 }
 
 static PyMethodDef methods[] = {

@@ -80,17 +80,42 @@ class _TxLog:
         return [_Rec(start + i + 1, now) for i in range(len(bodies))]
 
 
-class _Broker:
-    """What ``publish_message`` reads of the broker, and nothing more."""
+class _SowService:
+    """The SOW as the message path sees it (``server.core.ports.SowService``): the store,
+    never refusing a write."""
 
     def __init__(self, sow: Sow) -> None:
         self.sow = sow
+
+    def get(self, name: str, create: bool = True) -> object:
+        return self.sow.get(name)
+
+    def topics_for(self, topic: str, literal: bool = False) -> list:
+        found = self.sow.get(topic)
+        return [] if found is None else [found]
+
+    def refusing(self, topic: str) -> bool:
+        return False
+
+
+class _Broker:
+    """What ``publish_message`` reads of the broker, and nothing more."""
+
+    instance_name = "bench"
+    group_name = "bench"
+
+    def __init__(self, sow: Sow) -> None:
+        self.sow_service = _SowService(sow)
+        self.observers: tuple = ()
         self.bodies = Bodies(build_registry())
         self.txlog = _TxLog()
         self.router = _Router()
         self.listeners: tuple = ()
         self.turn = _Turn()
-        self.stats = {"published": 0}
+        self.stats = {"published": 0, "delivered": 0}
+        self.topics_in: dict[str, int] = {}
+        self.topics_out: dict[str, int] = {}
+        self.delivered = None
 
     def wallclock(self) -> float:
         return time.time()

@@ -32,12 +32,12 @@ from .permissions import (
     combine_filters,
     may_take_over_name,
 )
-from .web import DocumentSource, FetchError
+from .web import DocumentSource, FetchError, LogonContext
 
 __all__ = [
     "AUTHENTICATION", "ENTITLEMENT", "ModuleDecl", "SecurityBlock", "SecurityConfig", "block_from_values",
     "load_security", "read_security", "resolve", "PermissionDocument", "PermissionDocumentError",
     "parse_document", "LogonOutcome", "SecurityLayer", "Session", "TransportSecurity", "AuthResult",
     "Credentials", "ALLOW", "Permissions", "SecurityState", "TopicGrant", "combine_filters",
-    "may_take_over_name", "DocumentSource", "FetchError",
+    "may_take_over_name", "DocumentSource", "FetchError", "LogonContext",
 ]

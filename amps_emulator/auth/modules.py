@@ -50,7 +50,7 @@ from .permissions import (
     SecurityState,
     SimpleAccessPermissions,
 )
-from .web import DocumentSource, FetchError
+from .web import DocumentSource, FetchError, LogonContext
 
 __all__ = ["Credentials", "AuthResult", "Authenticator", "DefaultAuthentication", "NoAuthentication",
            "WebAuthentication", "Entitler", "DefaultEntitlement", "SimpleAccessEntitlement",
@@ -59,11 +59,13 @@ __all__ = ["Credentials", "AuthResult", "Authenticator", "DefaultAuthentication"
 
 class Credentials(NamedTuple):
     """What a connection presents: ``explicit`` False for an implicit logon (another command first,
-    user and password then empty)."""
+    user and password then empty); ``context`` what the logon says of its connection, for the
+    web-entitlements ``HTTPHeader`` tokens (None: an Admin request, a replication link)."""
 
     user: str = ""
     password: str | None = None
     explicit: bool = True
+    context: LogonContext | None = None
 
 
 class AuthResult(NamedTuple):
@@ -151,7 +153,7 @@ class WebAuthentication(Authenticator):
             return _refuse(reasons.AUTH_FAILURE, f"{self.name}: logon without a user name "
                                                  f"(ServerAcceptsEmptyAuthId is false)")
         try:
-            doc = await self.source.document(creds.user, creds.password)
+            doc = await self.source.document(creds.user, creds.password, creds.context)
         except (FetchError, PermissionDocumentError) as e:
             return _refuse(reasons.AUTH_FAILURE, f"{self.name}: {e}")
         if doc.password is not None and not hmac.compare_digest(
@@ -207,9 +209,11 @@ class WebEntitlement(Entitler):
         if auth.document is not None and auth.source is self.web:
             return DocumentPermissions(auth.document, user=user_id, state=state), creds.user
         o = self.web.options
-        key, password = (user_id, None) if o.entitlement_only else (creds.user, creds.password)
+        # with EntitlementOnly the request names the identity alone: no logon tokens
+        key, password, context = (user_id, None, None) if o.entitlement_only \
+            else (creds.user, creds.password, creds.context)
         try:
-            doc = await self.web.document(key, password)
+            doc = await self.web.document(key, password, context)
         except (FetchError, PermissionDocumentError) as e:
             raise EntitlementRefused(user_id, f"{self.name}: {e}") from None
         return DocumentPermissions(doc, user=user_id, state=state), key

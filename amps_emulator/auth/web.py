@@ -12,7 +12,11 @@
   ``file:///abs/perms/{{USER_NAME}}.json``). A missing file is "no document".
 
 ``{{USER_NAME}}`` and ``{{AMPS_USER_NAME}}`` in the ResourceURI (URL-quoted; path-quoted and
-without ``/`` for ``file:``) and in each header are replaced by the user name.
+without ``/`` for ``file:``) are replaced by the user name. Each ``HTTPHeader`` takes the
+tokens of the logon it is sent for (:func:`expand_header`): the user name, the password, the
+logon's client name, correlation id and message type, the connection's name and remote
+address (a request made for the identity alone, as ``EntitlementOnly`` makes, knows only the
+user name; a token it has no value for is sent empty).
 
 The blocking work runs in a worker thread: :meth:`DocumentSource.fetch` is ``async`` and awaits it,
 so the event loop never waits on the network or the disk.
@@ -38,13 +42,16 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable
+from typing import NamedTuple
 
 from .config import WebOptions
 from .documents import PermissionDocument, PermissionDocumentError, parse_document
 
-__all__ = ["DocumentSource", "FetchError", "substitute"]
+__all__ = ["DocumentSource", "FetchError", "LogonContext", "expand_header", "substitute"]
 
 _TOKEN = re.compile(r"\{\{\s*(USER_NAME|AMPS_USER_NAME)\s*\}\}")
+_HEADER_TOKEN = re.compile(r"\{\{\s*([A-Z_]+)\s*\}\}")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 #: the largest response body read (a permission document is small)
 MAX_BODY = 4 * 1024 * 1024
 
@@ -57,6 +64,38 @@ class FetchError(Exception):
         self.user = user
         self.reason = reason
         self.status = status
+
+
+class LogonContext(NamedTuple):
+    """What a logon says of itself and its connection, for the ``HTTPHeader`` tokens."""
+
+    client_name: str = ""
+    connection_name: str = ""
+    correlation_id: str = ""
+    message_type: str = ""
+    remote_address: str = ""
+
+
+def expand_header(value: str, user: str, password: str | None,
+                  context: LogonContext | None) -> str:
+    """An ``HTTPHeader`` value with the Configuration Reference's tokens replaced:
+    ``AMPS_USER_NAME`` (and the legacy ``USER_NAME``), ``AMPS_PASSWORD``, ``AMPS_CLIENT_NAME``,
+    ``AMPS_CONNECTION_NAME``, ``AMPS_CORRELATION_ID`` (and the legacy ``CORRELATION_ID``),
+    ``AMPS_MESSAGE_TYPE``, ``AMPS_REMOTE_ADDRESS``. Without a ``context`` only the user name
+    is known, the other tokens are empty; an unknown token is left as written. Control
+    characters in a value are dropped: a correlation id cannot add a header line."""
+    ctx = context if context is not None else LogonContext()
+    values = {"AMPS_USER_NAME": user, "USER_NAME": user,
+              "AMPS_PASSWORD": password or "",
+              "AMPS_CLIENT_NAME": ctx.client_name, "AMPS_CONNECTION_NAME": ctx.connection_name,
+              "AMPS_CORRELATION_ID": ctx.correlation_id, "CORRELATION_ID": ctx.correlation_id,
+              "AMPS_MESSAGE_TYPE": ctx.message_type, "AMPS_REMOTE_ADDRESS": ctx.remote_address}
+
+    def one(m: re.Match[str]) -> str:
+        got = values.get(m.group(1))
+        return m.group(0) if got is None else _CONTROL.sub("", got)
+
+    return _HEADER_TOKEN.sub(one, value)
 
 
 def substitute(template: str, user: str, quote: Callable[[str], str] | None = None) -> str:
@@ -107,11 +146,13 @@ class _Cached:
     """A user's document, the password it was fetched with (a re-check asks with the same
     credentials), when, and how many connections use it."""
 
-    __slots__ = ("document", "password", "fetched", "refs")
+    __slots__ = ("document", "password", "context", "fetched", "refs")
 
-    def __init__(self, document: PermissionDocument, password: str | None, fetched: float) -> None:
+    def __init__(self, document: PermissionDocument, password: str | None, fetched: float,
+                 context: LogonContext | None = None) -> None:
         self.document = document
         self.password = password
+        self.context = context  # the logon it was fetched for (a re-check sends its headers)
         self.fetched = fetched
         self.refs = 0
 
@@ -149,8 +190,10 @@ class DocumentSource:
         # quoted without "/" so a user name cannot step out of the path (file:) or change it
         return substitute(self.options.resource_uri, user, lambda u: urllib.parse.quote(u, safe=""))
 
-    def fetch_sync(self, user: str, password: str | None) -> bytes:
-        """The document's bytes; :class:`FetchError` when there is none. Blocking."""
+    def fetch_sync(self, user: str, password: str | None,
+                   context: LogonContext | None = None) -> bytes:
+        """The document's bytes; :class:`FetchError` when there is none. Blocking.
+        ``context``: the logon the request is made for (its ``HTTPHeader`` tokens)."""
         if self.options.resource_uri.startswith("file:"):
             return self._read_file(user)
         url = self.url_for(user)
@@ -161,7 +204,7 @@ class DocumentSource:
         last: FetchError | None = None
         for _ in range(attempts):
             try:
-                return self._http_get(user, password, parts)
+                return self._http_get(user, password, parts, context)
             except FetchError as e:
                 if e.status is not None and e.status < 500:
                     raise
@@ -191,7 +234,8 @@ class DocumentSource:
             raise FetchError(user, f"{path} is larger than {MAX_BODY} bytes")
         return data
 
-    def _http_get(self, user: str, password: str | None, parts: urllib.parse.SplitResult) -> bytes:
+    def _http_get(self, user: str, password: str | None, parts: urllib.parse.SplitResult,
+                  context: LogonContext | None = None) -> bytes:
         o = self.options
         self.requests += 1
         target = parts.path or "/"
@@ -200,7 +244,7 @@ class DocumentSource:
         headers: dict[str, str] = {"Accept": "application/json", "Connection": "close"}
         for line in o.headers:
             name, _, value = line.partition(":")
-            headers[name.strip()] = substitute(value.strip(), user)
+            headers[name.strip()] = expand_header(value.strip(), user, password, context)
         send_credentials = not o.entitlement_only and password is not None
         if send_credentials:
             token = base64.b64encode(f"{user}:{password}".encode("utf-8", "surrogatepass")).decode()
@@ -243,22 +287,25 @@ class DocumentSource:
             conn.close()
 
     # -- the cache and the async interface
-    async def fetch(self, user: str, password: str | None) -> PermissionDocument:
+    async def fetch(self, user: str, password: str | None,
+                    context: LogonContext | None = None) -> PermissionDocument:
         """Fetch and parse off the event loop; :class:`FetchError` or
         :class:`PermissionDocumentError` when there is no usable document."""
-        data = await asyncio.to_thread(self.fetch_sync, user, password)
+        data = await asyncio.to_thread(self.fetch_sync, user, password, context)
         return parse_document(data, user)
 
-    async def document(self, user: str, password: str | None) -> PermissionDocument:
-        """The user's document: cached (fetched with the same password) or fetched now."""
+    async def document(self, user: str, password: str | None,
+                       context: LogonContext | None = None) -> PermissionDocument:
+        """The user's document: cached (fetched with the same password) or fetched now for
+        the logon ``context``."""
         with self._lock:
             cached = self._cache.get(user)
             if cached is not None and hmac.compare_digest(_secret(cached.password), _secret(password)):
                 return cached.document
-        doc = await self.fetch(user, password)
+        doc = await self.fetch(user, password, context)
         with self._lock:
             old = self._cache.get(user)
-            entry = _Cached(doc, password, self._clock())
+            entry = _Cached(doc, password, self._clock(), context)
             entry.refs = old.refs if old is not None else 0
             self._cache[user] = entry
         return doc
@@ -301,7 +348,8 @@ class DocumentSource:
         changed: list[str] = []
         for user, cached in due:
             try:
-                data = await asyncio.to_thread(self.fetch_sync, user, cached.password)
+                data = await asyncio.to_thread(self.fetch_sync, user, cached.password,
+                                               cached.context)
                 same = data == cached.document.raw
             except (FetchError, PermissionDocumentError):
                 same = False

@@ -104,6 +104,8 @@ _KIND_TAG = {"on": "On", "if": "If", "do": "Do"}
 _ALL_MODULES = {m: kind for kind, table in _CATALOGUE.items() for m in table}
 
 _EXPIRE_REASONS = ("time_limit", "forced_expire", "max_cancels", "max_deliveries")
+#: ``MessageSource`` of ``amps-action-on-publish-message``: where the publishes it watches come from
+_MESSAGE_SOURCES = ("all", "local", "replicated")
 
 
 class _Custom(Exception):
@@ -152,6 +154,11 @@ def _check_option_values(step_node: Node, module: str, options: list[ActionOptio
                 ctx.err(step_node, f"{module}: invalid <Reason> {', '.join(bad)!s} (expected any of "
                                    f"{', '.join(_EXPIRE_REASONS)})")
                 ok = False
+        elif opt.name == "MessageSource" and module == "amps-action-on-publish-message" \
+                and opt.value.strip().lower() not in _MESSAGE_SOURCES:
+            ctx.err(step_node, f"{module}: invalid <MessageSource> {opt.value!r} (expected one of "
+                               f"{', '.join(_MESSAGE_SOURCES)})")
+            ok = False
     return ok
 
 

@@ -25,17 +25,21 @@ from amps_emulator.protocol.msgtypes import VIEWLESS_MODULES, MessageTypeDecl
 from .actions_section import read_actions
 from .errors import ConfigError, ConfigIssue
 from .instance_sections import (
+    LIMIT_ELEMENTS,
     InstanceDefaults,
     read_admin,
     read_logging,
     read_protocols,
     read_transaction_log,
     read_transports,
+    slow_client_elems,
+    slow_clients,
 )
 from .message_types import read_message_types
 from .model import (
     DEFAULT_CLIENT_OUTBOUND_LIMIT,
     DEFAULT_MAX_FRAME_SIZE,
+    DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON,
     Config,
     ConflatedTopic,
     Replication,
@@ -90,20 +94,17 @@ _TOP_SPEC = Spec(
         # emulator extensions
         "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
         "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
+        **LIMIT_ELEMENTS,
         "SOWDirectory": Elem("sow_directory", text),
+        **slow_client_elems(),
     },
     ignored=frozenset({
         "Externals",
         "UserDefinedFunctions", "ProcessName", "Environment",
         "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
         "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
-        "SOWStatisticsInterval", "RegexTopicSupport", "MessageMemoryLimit",
-        "MessageDiskLimit", "MessageDiskPath", "ClientMaxCapacity",
+        "SOWStatisticsInterval", "RegexTopicSupport",
     }),
-    ignore_notes={
-        **{tag: "the emulator disconnects a slow client at ClientOutboundLimit instead"
-           for tag in ("MessageMemoryLimit", "MessageDiskLimit", "MessageDiskPath", "ClientMaxCapacity")},
-    },
 )
 
 
@@ -219,6 +220,11 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         client_message_age_limit=v.get("client_message_age_limit"),
         max_frame_size=v.get("max_frame_size", DEFAULT_MAX_FRAME_SIZE),
         client_outbound_limit=v.get("client_outbound_limit", DEFAULT_CLIENT_OUTBOUND_LIMIT),
+        # (the instance's pool: a transport that sets none of its elements shares it)
+        slow_clients=slow_clients(v, transport=False),
+        max_frame_size_before_logon=v.get("max_frame_size_before_logon",
+                                          DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON),
+        max_connections=v.get("max_connections"),
     )
     if " " in v.get("name", "") or "\t" in v.get("name", ""):
         ctx.warn(top.nodes["name"], f"instance <Name> {v['name']!r} contains spaces; AMPS recommends "

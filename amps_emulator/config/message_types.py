@@ -27,8 +27,9 @@ __all__ = ["read_message_types"]
 
 _SEPARATORS = {"FieldSeparator": "field_separator", "HeaderSeparator": "header_separator",
                "MessageSeparator": "message_separator"}
+#: AMPSVersionCompliance values: AMPS 2.X's tags, 4.X's (the default), 5.X's unified ones
+_COMPLIANCE = ("2", "4", "5")
 _NOTED = {
-    "AMPSVersionCompliance": "the emulator writes /AMPS/SOWStats with the default FIX tags",
     "EarlyTerminationOptimization": "the emulator's JSON reader keeps the last value of a "
                                     "duplicated field",
 }
@@ -44,6 +45,7 @@ def _decl(node: Node, ctx: Ctx) -> MessageTypeDecl | None:
     proto_type: str | None = None
     fields: list[str] = []
     options: str | None = None
+    compliance: int | None = None
     ok = True
     for c in node.children:
         tag, text = c.tag, c.text
@@ -72,6 +74,15 @@ def _decl(node: Node, ctx: Ctx) -> MessageTypeDecl | None:
             fields.append(text)
         elif tag == "Options":
             options = text
+        elif tag == "AMPSVersionCompliance":
+            if text not in _COMPLIANCE:
+                ctx.err(c, f"<AMPSVersionCompliance> must be 2, 4 or 5, not {text!r}")
+                ok = False
+                continue
+            compliance = int(text)
+            if compliance == 2:
+                ctx.warn(c, "<AMPSVersionCompliance>2: AMPS 2.X's FIX tags are not documented; "
+                            "/AMPS/SOWStats is written with the 4.X tags")
         elif tag in _NOTED:
             ctx.warn(c, f"<{tag}> is ignored: {_NOTED[tag]}")
         else:
@@ -85,7 +96,7 @@ def _decl(node: Node, ctx: Ctx) -> MessageTypeDecl | None:
     return MessageTypeDecl(
         name=name, module=module, parts=tuple(parts), proto_paths=tuple(proto_paths),
         proto_file=proto_file, proto_type=proto_type, fields=tuple(fields), options=options,
-        source=f"{node.file}:{node.line}", **seps)
+        version_compliance=compliance, source=f"{node.file}:{node.line}", **seps)
 
 
 def read_message_types(root: Node, ctx: Ctx) -> tuple[MessageTypeDecl, ...]:

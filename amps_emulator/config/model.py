@@ -13,6 +13,7 @@ The element each field comes from is named in the field comment. Fields marked
 
 from __future__ import annotations
 
+import functools
 import getpass
 import os
 import re
@@ -31,15 +32,50 @@ MiB = 1024 * 1024
 
 DEFAULT_MAX_FRAME_SIZE = 64 * MiB
 DEFAULT_CLIENT_OUTBOUND_LIMIT = 128 * MiB
+#: MaxFrameSizeBeforeLogon's default: a connection that has not logged on sends no more
+DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON = 1 * MiB
 
 QueueKind = Literal["queue", "local", "group_local"]
 StepKind = Literal["on", "if", "do"]
 TxLogDurability = Literal["group", "strict", "memory"]
 
 
+
+@functools.lru_cache(maxsize=256)
+def _format_regex(fmt: str) -> re.Pattern[str]:
+    """A ``TopicFormat`` as the regex of the names it gives: ``%n`` the logical topic's name
+    (every ``%n`` the same one)."""
+    parts = [re.escape(p) for p in fmt.split("%n")]
+    return re.compile(parts[0] + "".join(("(.+)" if i == 1 else r"\1") + p
+                                         for i, p in enumerate(parts[1:], 1)))
+
+
 class _Located(msgspec.Struct, frozen=True, kw_only=True):
     file: str = ""  # file the element was read from ("<default>" for built-in defaults)
     line: int = 0  # line of the element's start tag
+
+
+class SlowClients(msgspec.Struct, frozen=True, kw_only=True):
+    """Slow client offlining (``MessageMemoryLimit``, ``MessageDiskLimit``, ``MessageDiskPath``,
+    ``ClientMaxCapacity``), at the instance's level or a transport's own.
+
+    Past its share of ``memory_limit`` (or when the pool's clients together exceed it, the one
+    holding most) a client is offlined: its messages wait in a file under ``disk_path`` until
+    it reads them. Past its share of ``disk_limit`` (or the pool's), it is disconnected.
+    ``memory_limit`` None: not configured, no offlining (the emulator's ``ClientOutboundLimit``
+    and memory budget disconnect a slow client instead)."""
+
+    memory_limit: int | None = None  # MessageMemoryLimit
+    disk_limit: int | None = None  # MessageDiskLimit; None: 1GB or memory_limit, the higher
+    disk_path: str = "/var/tmp"  # MessageDiskPath
+    capacity: float = 0.5  # ClientMaxCapacity, a fraction of the limits one client may use
+    #: the transport sets a pool element of its own (memory, disk, path): its own pool
+    own_pool: bool = False
+
+    @property
+    def disk_bytes(self) -> int:
+        return self.disk_limit if self.disk_limit is not None else max(
+            1 << 30, self.memory_limit or 0)
 
 
 class Transport(_Located, frozen=True, kw_only=True):
@@ -59,12 +95,21 @@ class Transport(_Located, frozen=True, kw_only=True):
     client_message_age_limit: float | None = None  # ClientMessageAgeLimit (here or instance level)
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # [emulator] MaxFrameSize: largest frame accepted
     client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT  # [emulator] ClientOutboundLimit
+    slow_clients: SlowClients = SlowClients()  # MessageMemoryLimit ... (here or instance level)
+    #: [emulator] MaxFrameSizeBeforeLogon: largest frame (and queued output) before a logon
+    max_frame_size_before_logon: int = DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON
+    #: [emulator] MaxConnections: sockets open at once (None: a share of the open-file limit)
+    max_connections: int | None = None
     certificate: str | None = None  # Certificate: PEM file; with PrivateKey the transport is TLS
     private_key: str | None = None  # PrivateKey: PEM file
     ciphers: str | None = None  # Ciphers: OpenSSL cipher list
+    #: SecureSocketProtocols: the TLS versions accepted, oldest first (None: TLSv1.1 to TLSv1.3)
+    secure_socket_protocols: tuple[str, ...] | None = None
     verify_client: bool = False  # VerifyClient: a TLS client must present a certificate we trust
     ca_file: str | None = None  # CAFile: PEM file of the CAs client certificates are checked against
     ca_path: str | None = None  # CAPath: directory of hashed CA certificates (c_rehash)
+    #: PerMessageDeflate (websocket): negotiate RFC 7692 compression with a client that offers it
+    per_message_deflate: bool = True
 
     @property
     def tls(self) -> bool:
@@ -237,6 +282,19 @@ class ConflatedTopic(_Located, frozen=True, kw_only=True):
     hash_indexes: tuple[tuple[str, ...], ...] = ()  # HashIndex/Key...
     topic_format: str | None = None  # TopicFormat
     enrichment: tuple[str, ...] = ()  # Enrichment/Field texts (no OF PREVIOUS)
+    #: the UnderlyingTopic is a Topic with a Pattern: one conflated topic per logical topic,
+    #: named by TopicFormat (``%n``: the logical topic's name)
+    over_pattern: bool = False
+
+    def logical_name(self, topic: str) -> str:
+        """The conflated topic of the underlying logical topic ``topic``."""
+        return (self.topic_format or "%n").replace("%n", topic)
+
+    def underlying_of(self, name: str) -> str | None:
+        """The underlying logical topic whose conflated topic ``name`` would be (None: the
+        format cannot give ``name``)."""
+        m = _format_regex(self.topic_format or "%n").fullmatch(name)
+        return m.group(1) if m is not None else None
 
 
 class ActionOption(NamedTuple):
@@ -291,6 +349,11 @@ REPLICATION_VALIDATIONS = ("txlog", "replicate", "sow", "keys", "cascade", "repl
 REPLICATION_VALIDATIONS_REQUIRED = ("queue", "queue_underlying")
 
 
+#: the replication transport's default MaxConnections: a few peers (each has a link or two
+#: with this instance, and a bootstrap while it starts) with room to spare
+DEFAULT_REPLICATION_MAX_CONNECTIONS = 64
+
+
 class ReplicationListener(_Located, frozen=True, kw_only=True):
     """The instance's one ``Transports/Transport`` of ``Type`` ``amps-replication`` (or
     ``-secure``): where other instances connect to replicate into this one. Clients cannot use it.
@@ -305,9 +368,13 @@ class ReplicationListener(_Located, frozen=True, kw_only=True):
     certificate: str | None = None  # Certificate (required for -secure)
     private_key: str | None = None  # PrivateKey (required for -secure)
     ciphers: str | None = None  # Ciphers
+    #: SecureSocketProtocols (-secure): the TLS versions accepted (None: TLSv1.1 to TLSv1.3)
+    secure_socket_protocols: tuple[str, ...] | None = None
     verify_client: bool = False  # VerifyClient (-secure): a peer must present a certificate we trust
     ca_file: str | None = None  # CAFile: the CAs a peer's certificate is checked against, or
     ca_path: str | None = None  # CAPath (the system's CAs when neither is given)
+    #: [emulator] MaxConnections: peer sockets open at once (one past it is reset at its accept)
+    max_connections: int = DEFAULT_REPLICATION_MAX_CONNECTIONS
 
     @property
     def tls(self) -> bool:
@@ -375,6 +442,7 @@ class DestinationTransport(_Located, frozen=True, kw_only=True):
     #: destination whose transport has VerifyClient (mutual TLS)
     certificate: str | None = None
     private_key: str | None = None
+    ciphers: str | None = None  # Ciphers (-secure): the OpenSSL cipher list this connection offers
     #: Authenticator: the credentials of the logon (None: the instance's, else the default module's)
     authenticator: ReplicationAuthenticator | None = None
 
@@ -382,7 +450,7 @@ class DestinationTransport(_Located, frozen=True, kw_only=True):
         """The TLS context of a connection to this transport (None: plain TCP, Type
         amps-replication). AMPS checks the destination's certificate only with VerifyClient,
         against CAFile/CAPath, and encrypts without checking otherwise. With a Certificate and
-        PrivateKey the connection presents that certificate."""
+        PrivateKey the connection presents that certificate; Ciphers restricts what it offers."""
         if self.type != "amps-replication-secure":
             return None
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -395,6 +463,8 @@ class DestinationTransport(_Located, frozen=True, kw_only=True):
             ctx.load_verify_locations(cafile=self.ca_file, capath=self.ca_path)
         if self.certificate is not None and self.private_key is not None:
             ctx.load_cert_chain(self.certificate, self.private_key)
+        if self.ciphers:
+            ctx.set_ciphers(self.ciphers)  # ssl.SSLError: nothing selected
         return ctx
 
     @property
@@ -547,12 +617,35 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
 
     def pattern_topic(self, topic: str) -> SowTopic | None:
         """The SOW ``Topic`` with a ``Pattern`` that holds ``topic`` as a logical topic, unless a
-        definition of that exact name takes precedence."""
-        others = [*(q.name for q in self.queues), *(v.name for v in self.views),
-                  *(c.name for c in self.conflated_topics)]
-        if any(t.name == topic and t.pattern is None for t in self.sow_topics) or topic in others:
+        definition of that exact name takes precedence (a conflated topic of a logical topic,
+        :meth:`conflated_logical`, included)."""
+        if self._defined(topic) or self.conflated_logical(topic) is not None:
             return None
         return next((t for t in self.sow_topics if t.holds(topic)), None)
+
+    def _defined(self, topic: str) -> bool:
+        others = [*(q.name for q in self.queues), *(v.name for v in self.views),
+                  *(c.name for c in self.conflated_topics)]
+        return any(t.name == topic and t.pattern is None for t in self.sow_topics) or topic in others
+
+    def conflated_logical(self, topic: str, nested: bool = True
+                          ) -> tuple[ConflatedTopic, str] | None:
+        """``(the ConflatedTopic, the logical topic it conflates)`` when ``topic`` is the
+        conflated topic of a logical topic of a ``Pattern`` container (its ``TopicFormat``
+        gives ``topic`` from that logical topic's name, which the container holds and which
+        is not itself such a conflated topic); else None."""
+        for c in self.conflated_topics:
+            if not c.over_pattern:
+                continue
+            under = c.underlying_of(topic)
+            if under is None or self._defined(under):
+                continue
+            if nested and self.conflated_logical(under, nested=False) is not None:
+                continue
+            if any(t.name == c.underlying_topic and t.message_type == c.message_type
+                   and t.holds(under) for t in self.sow_topics):
+                return c, under
+        return None
 
     def queue(self, name: str, message_type: str | None = None) -> Queue | None:
         return next(

@@ -449,18 +449,37 @@ def _read_view(node: Node, ctx: Ctx, result: SowResult) -> View | None:
     )
 
 
+#: characters a TopicFormat may not hold (significant in a regular expression)
+_REGEX_CHARS = frozenset(".^$*+?()[]{}|\\")
+
+
 def _read_conflated(node: Node, ctx: Ctx, result: SowResult) -> ConflatedTopic | None:
     r = read(node, _conflated_spec(ctx), ctx)
     if not r.ok:
         return None
     v = r.values
+    where = label(node)
     if not _check_underlying(r.nodes["underlying_topic"], ctx, result, v["underlying_topic"],
-                             v["message_type"], label(node)):
+                             v["message_type"], where):
         return None
+    # over a Topic with a Pattern: one conflated topic per logical topic, named by TopicFormat
+    over_pattern = (v["underlying_topic"], v["message_type"]) in result.patterns
+    fmt = v.get("topic_format")
+    if over_pattern:
+        if fmt is None:
+            ctx.err(node, f"{where} is missing <TopicFormat>, required when the <UnderlyingTopic> "
+                          f"{v['underlying_topic']!r} is a Topic with a <Pattern>")
+            return None
+        bad = sorted(set(fmt) & _REGEX_CHARS)
+        if "%n" not in fmt or bad:
+            why = f"holds {' '.join(bad)!r}, significant in a regular expression" if bad else \
+                "must contain %n (the name of each logical topic)"
+            ctx.err(r.nodes["topic_format"], f"<TopicFormat> {fmt!r} in {where} {why}")
+            return None
     return ConflatedTopic(
         file=node.file, line=node.line, name=v["name"], message_type=v["message_type"],
         underlying_topic=v["underlying_topic"], interval=v.get("interval", 5.0), filter=v.get("filter"),
-        hash_indexes=tuple(v.get("hash_indexes", ())), topic_format=v.get("topic_format"),
+        hash_indexes=tuple(v.get("hash_indexes", ())), topic_format=fmt, over_pattern=over_pattern,
         enrichment=v.get("enrichment", ()),
     )
 
@@ -504,8 +523,8 @@ def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
     """
     dropped: set[tuple[str, str]] = set()
     # derived topics the emulator cannot build: over an ignored definition (views over views
-    # follow), over a queue, or a conflated topic over a Pattern container
-    queues = {(q.name, q.message_type) for q in result.queues}
+    # follow), or over the conflated topics of a Pattern container's logical topics
+    families = {(c.name, c.message_type) for c in result.conflated if c.over_pattern}
     changed = True
     while changed:
         changed = False
@@ -517,10 +536,9 @@ def one_definition_per_name(result: SowResult, ctx: Ctx) -> None:
                 (side[0], d.message_type) for j in getattr(d, "joins", ()) for side in parse_join(j)}
             if under & dropped:
                 why = "its underlying topic definition is ignored"
-            elif under & queues:
-                why = "views and conflated topics over a queue are not implemented by the emulator"
-            elif isinstance(d, ConflatedTopic) and under & result.patterns:
-                why = "conflated topics over a Topic with a <Pattern> are not implemented by the emulator"
+            elif under & families:
+                why = ("a view or conflated topic over the conflated topics of a Topic with a "
+                       "<Pattern> is not implemented by the emulator")
             else:
                 continue
             dropped.add((d.name, d.message_type))

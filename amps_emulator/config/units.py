@@ -12,6 +12,7 @@ Every parser takes the element text and returns a plain Python value, or raises
 * Counts -> ``int``. AMPS exponent units ``k`` (10**3) and ``M`` (10**6), e.g. ``10k``; the
   result must be a whole number.
 * Switches -> ``bool``: ``true/false enabled/disabled yes/no on/off 1/0``.
+* Percentages -> ``float`` fraction: ``50%`` (or ``50``) is 0.5; above 0, at most 100%.
 """
 
 from __future__ import annotations
@@ -102,3 +103,15 @@ def parse_bool(text: str) -> bool:
     if word in _FALSE:
         return False
     raise ValueError(f"invalid switch {text.strip()!r} (expected enabled/disabled or true/false)")
+
+
+def parse_percent(text: str) -> float:
+    """Parse a percentage (``50%`` or ``50``) as a fraction above 0 and at most 1."""
+    word = text.strip()
+    try:
+        value = float(word[:-1] if word.endswith("%") else word)
+    except ValueError:
+        raise ValueError(f"invalid percentage {word!r} (e.g. 50%)") from None
+    if not 0 < value <= 100:
+        raise ValueError(f"invalid percentage {word!r}: above 0%, at most 100%")
+    return value / 100

@@ -31,6 +31,7 @@ from amps_emulator.protocol.bookmarks import (
 )
 
 from .api import (
+    DuplicatePublish,
     Durability,
     Journal,
     JournalClosedError,
@@ -48,6 +49,7 @@ from .memory_journal import MemoryJournal
 from .record import JournalRecord, RecordKind
 
 __all__ = [
+    "DuplicatePublish",
     "Bookmark",
     "BookmarkError",
     "BookmarkKeyword",

@@ -47,6 +47,7 @@ __all__ = [
     "JournalClosedError",
     "JournalFormatError",
     "JournalSyncError",
+    "DuplicatePublish",
     "RecoveryReport",
     "LostData",
     "RetentionResult",
@@ -86,6 +87,20 @@ class JournalSyncError(JournalError):
     def __init__(self, message: str, error: BaseException) -> None:
         super().__init__(message)
         self.error = error
+
+
+class DuplicatePublish(Exception):
+    """A publish whose ``s`` is at or below the highest this journal holds for its client
+    name, whichever way that one arrived (published here, or replicated from another
+    instance): the same message again, refused with nothing appended. The server drops it
+    and acks it as it acks any republished message. Not a :class:`JournalError`: the journal
+    is fine."""
+
+    def __init__(self, client_name: str, client_seq: int, held: int) -> None:
+        super().__init__(f"publish s={client_seq} of {client_name!r}: s={held} is held already")
+        self.client_name = client_name
+        self.client_seq = client_seq
+        self.held = held
 
 
 class JournalClosedError(JournalError):
@@ -207,7 +222,8 @@ class Journal(Protocol):
     def stored_frames(self, position: int, at: tuple[int, str, int] | None, max_bytes: int
                       ) -> tuple[bytes, str, int] | None: ...
     def record_at(self, position: int) -> JournalRecord | None: ...
-    def position_after_bookmark(self, bookmark: str | BookmarkSpec) -> int | None: ...
+    def position_after_bookmark(self, bookmark: str | BookmarkSpec, *,
+                                resume: bool = False) -> int | None: ...
     def position_at_time(self, timestamp_us: int) -> int: ...
     def range_positions(self, rng: BookmarkRange) -> tuple[int | None, int]: ...
 
@@ -220,6 +236,8 @@ class Journal(Protocol):
     def high_water_marks(self) -> dict[int, int]: ...
     def first_position_missing_from(self, theirs: Mapping[int, int]) -> int | None: ...
     def position_of(self, bm: Bookmark) -> int | None: ...
+    def arrivals_before(self, position: int) -> dict[str, str]: ...
+    def position_for_unheld(self) -> int | None: ...
 
     def enforce_retention(self, pinned_positions: Iterable[int] = (), *,
                           age: float | None = None) -> RetentionResult: ...

@@ -15,7 +15,9 @@ Timestamps: microseconds since the epoch from the injected ``clock`` (seconds, l
 ``time.time``), clamped to be non-decreasing so time lookups can bisect.
 
 De-duplication (wire doc 6.4): per client name (keyed by its publisher id) the highest
-publish ``s`` appended. ``is_duplicate(name, s)`` is ``s <= that``. ``last_seq_for_client``
+publish ``s`` appended, by a publish here or by replication. ``is_duplicate(name, s)`` is
+``s <= that``, and an ``append`` of such an ``s`` raises ``DuplicatePublish`` with nothing
+appended (the server acks it as a republished message). ``last_seq_for_client``
 reports the highest ``s`` whose record is durable (what the logon ack may promise), or with
 ``persisted=False`` the highest appended.
 """
@@ -41,12 +43,14 @@ from amps_emulator.protocol.bookmarks import (
     publisher_id_for,
 )
 
-from .api import Durability, JournalClosedError, RetentionResult
+from . import failover
+from .api import DuplicatePublish, Durability, JournalClosedError, RetentionResult
 from .identity import (
     BEFORE_RETAINED,
     ORIGIN_TS,
     SequenceIndex,
     assign_sequence,
+    sender_of,
 )
 from .record import (
     INTERNAL_KIND_MIN,
@@ -155,7 +159,7 @@ class JournalCore:
         self._last_ts = 0
         self._closed = False
         #: per-publisher sequence -> position; None until built (a reopened FileJournal builds
-        #: it from its records on first use, see ``_sequence_index``)
+        #: it from its records on first use, see ``sequence_index``)
         self._seqidx: SequenceIndex | None = SequenceIndex()
 
     # ------------------------------------------------------------------ properties
@@ -216,6 +220,8 @@ class JournalCore:
         else:
             known = self._pubids.get(client_name)
             pid = known if known is not None else self.publisher_id(client_name)
+            if client_seq is not None:
+                self._refuse_duplicate(client_name, pid, client_seq)
         ts = int(self._clock() * 1_000_000)
         if ts < self._last_ts:
             ts = self._last_ts
@@ -277,6 +283,8 @@ class JournalCore:
             raise ValueError(f"client sequences {client_seqs[0]}..{client_seqs[-1]} are not in "
                              "0..2^64-1")
         pid = self.publisher_id(client_name)  # (once per run: no need to inline these two)
+        if client_seqs is not None:  # (increasing: the first is the one that may be held)
+            self._refuse_duplicate(client_name, pid, client_seqs[0])
         first = self._next_position
         recs, seqs, index = publish_run(buf, JournalRecord, topic, message_type, client_name, pid,
                                         self._now_us(), first, self._pub_last.get(pid, 0), bodies,
@@ -296,6 +304,15 @@ class JournalCore:
             else:  # the run is written (and made durable) as one
                 self._unapplied_s.append((position - 1, pid, top))
         return recs, index
+
+    def _refuse_duplicate(self, client_name: str, pid: int, client_seq: int) -> None:
+        """Raise :class:`DuplicatePublish` when ``client_seq`` is at or below the highest ``s``
+        held for this publisher, published here or replicated (one mark for both, so a stale
+        copy that reaches this instance after replication brought the original is refused,
+        never logged again under a new sequence)."""
+        held = self._client_max.get(pid)
+        if held is not None and client_seq <= held:
+            raise DuplicatePublish(client_name, client_seq, held)
 
     def is_replicated_duplicate(self, publisher_id: int, sequence: int, client_seq: int | None) -> bool:
         """True when this instance already holds that message: its publisher's sequence is at
@@ -360,6 +377,9 @@ class JournalCore:
         self._pub_last[publisher_id] = sequence
         if self._seqidx is not None:
             self._seqidx.add(publisher_id, sequence, position)
+            sender = sender_of(rec)
+            if sender is not None:
+                self._seqidx.arrived(sender, position)
         if client_seq is not None:
             if client_seq > self._client_max.get(publisher_id, 0):
                 self._client_max[publisher_id] = client_seq
@@ -414,7 +434,7 @@ class JournalCore:
         return None if seq is None else Bookmark(pid, seq)
 
     # ------------------------------------------------------------------ bookmark resolution
-    def _sequence_index(self) -> SequenceIndex:
+    def sequence_index(self) -> SequenceIndex:
         """The per-publisher index, built from the retained records on first use after a
         reopen (one pass over the log; kept up to date by every append afterwards)."""
         idx = self._seqidx
@@ -431,14 +451,14 @@ class JournalCore:
     def first_position_missing_from(self, theirs: Mapping[int, int]) -> int | None:
         """The first retained position a peer holding ``theirs`` (publisher id -> last sequence)
         lacks; None when it lacks nothing that is retained here."""
-        return self._sequence_index().first_missing(theirs)
+        return self.sequence_index().first_missing(theirs)
 
     def position_of(self, bm: Bookmark) -> int | None:
         """Position of the record whose bookmark is exactly ``bm`` (None: not retained here)."""
-        found = self._locate(bm)
+        found = self.locate(bm)
         return found[0] if found is not None and found[1] else None
 
-    def _locate(self, bm: Bookmark) -> tuple[int, bool] | None:
+    def locate(self, bm: Bookmark) -> tuple[int, bool] | None:
         """``(position, exact)`` of ``bm`` by (publisher, sequence), see ``SequenceIndex.locate``:
         exact, or the first later record of that publisher, or ``first_position - 1`` when it is
         older than the retained log (known publisher, sequence already removed); None when not
@@ -446,7 +466,7 @@ class JournalCore:
         pid, seq = bm.publisher_id, bm.sequence
         if pid == 0 or seq == 0 or seq > self._pub_last.get(pid, 0):
             return None
-        found = self._sequence_index().locate(pid, seq)
+        found = self.sequence_index().locate(pid, seq)
         if found is None:
             # seq <= the publisher's last sequence, yet nothing of it retained reaches seq: the
             # records up to there were removed by retention
@@ -456,8 +476,12 @@ class JournalCore:
             return self.first_position - 1, False
         return pos, exact
 
-    def position_after_bookmark(self, bookmark: str | BookmarkSpec) -> int | None:
+    def position_after_bookmark(self, bookmark: str | BookmarkSpec, *, resume: bool = False) -> int | None:
         """First position to replay for a subscription starting at ``bookmark``; None = not found.
+
+        ``resume``: a subscriber resuming after the message it names, which it may have read at
+        another instance (a failover): a message replicated here starts before any earlier
+        record here its sender did not hold (``failover.start_after``); else exactly after it.
 
         EPOCH/``recent``: ``first_position``. NOW: ``next_position``. ``P|S|``: the position after
         that record (a bookmark of a known publisher that retention already removed resolves to
@@ -469,29 +493,52 @@ class JournalCore:
         if isinstance(spec, BookmarkRange):
             return self.range_positions(spec)[0]
         # A plain P|S| means "after that message"; a plain timestamp means "at or after".
-        return self._start_of(spec, inclusive=False, time_inclusive=True)
+        return self._start_of(spec, inclusive=False, time_inclusive=True, resume=resume)
 
-    def _start_of(self, spec, *, inclusive: bool, time_inclusive: bool) -> int | None:
+    def _start_of(self, spec, *, inclusive: bool, time_inclusive: bool, resume: bool = False) -> int | None:
         if spec is EPOCH or spec is RECENT:
             return self.first_position
         if spec is NOW:
             return self.next_position
         if isinstance(spec, Bookmark):
-            found = self._locate(spec)
+            found = self.locate(spec)
             if found is None:
                 return None
             pos, exact = found
             if not exact:  # absent (or removed): start at the next record of that publisher
                 return pos if pos >= self.first_position else pos + 1
-            return pos if inclusive and pos >= self.first_position else pos + 1
+            start = pos if inclusive and pos >= self.first_position else pos + 1
+            if resume and pos >= self.first_position and self.sequence_index().senders():
+                rec = self.record_at(pos)  # the subscriber may have read it at another instance
+                if rec is not None:
+                    start = min(start, failover.start_after(self, rec))
+            return start
         if isinstance(spec, BookmarkTimestamp):
             return self.position_at_time(spec.micros if time_inclusive else spec.micros + 1)
         if isinstance(spec, BookmarkList):
-            items = (self._start_of(i, inclusive=inclusive, time_inclusive=time_inclusive)
+            items = (self._start_of(i, inclusive=inclusive, time_inclusive=time_inclusive, resume=resume)
                      for i in spec.items)
             starts = [p for p in items if p is not None]
             return min(starts) if starts else None
         raise TypeError(f"not a bookmark value: {spec!r}")
+
+    def arrivals_before(self, position: int) -> dict[str, str]:
+        """Per instance records were replicated here from, the bookmark of the last one from
+        it before ``position`` (what a sender starting there had received: ``identity.SEEN``)."""
+        index = self.sequence_index()
+        out: dict[str, str] = {}
+        for name in index.senders():
+            pos = index.last_arrival(name, position)
+            rec = None if pos is None else self.record_at(pos)
+            if rec is not None:
+                out[name] = rec.bookmark_str
+        return out
+
+    def position_for_unheld(self) -> int | None:
+        """Where a replay starts for a message bookmark this instance does not hold, when
+        records replicated from other instances are held here (the subscriber failed over
+        from an instance that had more: ``failover.start_for_unheld``); None otherwise."""
+        return failover.start_for_unheld(self)
 
     def range_positions(self, rng: BookmarkRange) -> tuple[int | None, int]:
         """``(start, stop)``: replay positions ``start <= p < stop``. ``start`` None: start bookmark
@@ -505,7 +552,7 @@ class JournalCore:
         elif isinstance(end, BookmarkTimestamp):
             stop = self.position_at_time(end.micros + 1 if rng.end_inclusive else end.micros)
         elif isinstance(end, Bookmark):
-            found = self._locate(end)
+            found = self.locate(end)
             if found is None:
                 stop = self.next_position
             else:
@@ -565,6 +612,9 @@ class JournalCore:
         raise NotImplementedError
 
     def _publisher_at(self, position: int) -> int | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def record_at(self, position: int) -> JournalRecord | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _prepare_append(self) -> Any:  # pragma: no cover - abstract

@@ -13,8 +13,11 @@ sorted and a lookup is one bisect).
 
 Replicated records also keep their origin time and path; they travel in reserved record
 headers (never sent to clients): :data:`ORIGIN_TS` (microseconds at the origin), :data:`PATH`
-(the instance names the message passed through, origin first, comma separated) and
-:data:`UPSTREAM_GROUP` (the Group of the instance it came from). The frame ``timestamp`` stays
+(the instance names the message passed through, origin first, comma separated),
+:data:`UPSTREAM_GROUP` (the Group of the instance it came from) and :data:`SEEN` (what the
+instance that sent it had received before it: see :mod:`.failover`). The index also keeps,
+per instance a record came from, the positions of the records that came from it
+(:meth:`SequenceIndex.arrived`). The frame ``timestamp`` stays
 this instance's log time: it must not decrease in log order (time bookmarks bisect it), and a
 time bookmark means "logged here at or after".
 """
@@ -31,6 +34,9 @@ from .record import JournalRecord
 ORIGIN_TS = "x-emu-repl-origin-ts"
 PATH = "x-emu-repl-path"
 UPSTREAM_GROUP = "x-emu-repl-upstream-group"
+#: JSON {instance name: bookmark}: per instance, the last record the sending instance had
+#: received from it before this one ("" names the receiving instance itself)
+SEEN = "x-emu-repl-seen"
 
 #: ``SequenceIndex.locate``'s position for "older than the retained log"
 BEFORE_RETAINED = 0
@@ -65,6 +71,12 @@ def upstream_group(rec: JournalRecord) -> str | None:
     return rec.headers.get(UPSTREAM_GROUP) if rec.headers else None
 
 
+def sender_of(rec: JournalRecord) -> str | None:
+    """Name of the instance this record was replicated from (None: published here)."""
+    text = rec.headers.get(PATH) if rec.headers else None
+    return text.rsplit(",", 1)[-1] if text else None
+
+
 class SequenceIndex:
     """Per publisher, the sorted ``(sequence, position)`` pairs of the retained log."""
 
@@ -72,6 +84,8 @@ class SequenceIndex:
         self._seqs: dict[int, array] = {}
         self._pos: dict[int, array] = {}
         self._trimmed: dict[int, int] = {}  # publisher id -> highest sequence removed by retention
+        #: instance name -> positions of the records replicated here from it, ascending
+        self._arrivals: dict[str, array] = {}
         #: built over a log whose oldest records were already removed (a reopened journal): a
         #: sequence below a publisher's first retained one may have been among them
         self._head_removed = head_removed
@@ -106,6 +120,36 @@ class SequenceIndex:
     def add_records(self, records: Iterable[JournalRecord]) -> None:
         for rec in records:
             self.add(rec.publisher_id, rec.sequence, rec.position)
+            sender = sender_of(rec)
+            if sender is not None:
+                self.arrived(sender, rec.position)
+
+    def arrived(self, sender: str, position: int) -> None:
+        """The record at ``position`` was replicated here from instance ``sender``."""
+        got = self._arrivals.get(sender)
+        if got is None:
+            got = self._arrivals[sender] = array("Q")
+        got.append(position)
+
+    def senders(self) -> list[str]:
+        """The instances records were replicated here from (retained ones)."""
+        return [name for name, got in self._arrivals.items() if got]
+
+    def last_arrival(self, sender: str, before: int) -> int | None:
+        """Position of the last record from ``sender`` before position ``before``."""
+        got = self._arrivals.get(sender)
+        if not got:
+            return None
+        i = bisect_left(got, before)
+        return got[i - 1] if i else None
+
+    def first_arrival(self, sender: str, after: int) -> int | None:
+        """Position of the first record from ``sender`` after position ``after``."""
+        got = self._arrivals.get(sender)
+        if not got:
+            return None
+        i = bisect_left(got, after + 1)
+        return got[i] if i < len(got) else None
 
     def locate(self, publisher_id: int, sequence: int) -> tuple[int, bool] | None:
         """``(position, exact)`` for ``P|S|``.
@@ -140,6 +184,8 @@ class SequenceIndex:
             self._trimmed[pid] = max(self._trimmed.get(pid, 0), seqs[i - 1])
             del seqs[:i]
             del pos[:i]
+        for got in self._arrivals.values():
+            del got[:bisect_left(got, first_position)]
 
     def high_water(self) -> dict[int, int]:
         """Publisher id -> highest sequence in the retained log."""
@@ -160,5 +206,5 @@ class SequenceIndex:
         return best
 
 
-__all__ = ["BEFORE_RETAINED", "ORIGIN_TS", "PATH", "UPSTREAM_GROUP", "SequenceIndex", "assign_sequence",
-           "origin_timestamp", "path_of", "upstream_group"]
+__all__ = ["BEFORE_RETAINED", "ORIGIN_TS", "PATH", "SEEN", "UPSTREAM_GROUP", "SequenceIndex",
+           "assign_sequence", "origin_timestamp", "path_of", "sender_of", "upstream_group"]

@@ -261,6 +261,12 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buf)
 
+    @property
+    def pending(self) -> int:
+        """The payload length of the frame being received, once its length prefix is read
+        (-1: at a length prefix): what a peer announced before sending it."""
+        return self._need
+
     def feed(self, data: bytes) -> list[bytes]:
         """Add received bytes; return every payload that is now complete, in order.
 

@@ -34,9 +34,11 @@ from amps_emulator.journal import Journal
 from amps_emulator.journal.identity import (
     ORIGIN_TS,
     PATH,
+    SEEN,
     UPSTREAM_GROUP,
     origin_timestamp,
     path_of,
+    sender_of,
     upstream_group,
 )
 from amps_emulator.journal.record import JournalRecord, RecordKind
@@ -46,8 +48,9 @@ from amps_emulator.protocol.filter.context import MessageContext
 from amps_emulator.protocol.filter.runtime import CompiledFilter
 from amps_emulator.replication.wire import LinkRefused
 
-#: headers the link itself carries in fields of their own (the origin time, the path, the Group)
-_LINK_HEADERS = frozenset({ORIGIN_TS, PATH, UPSTREAM_GROUP})
+#: headers the link itself carries in fields of their own (the origin time, the path, the Group;
+#: what the sender had received, which is about one link and is never passed on)
+_LINK_HEADERS = frozenset({ORIGIN_TS, PATH, UPSTREAM_GROUP, SEEN})
 
 #: record kinds that replicate
 REPLICATED_KINDS = frozenset({RecordKind.PUBLISH, RecordKind.DELTA_PUBLISH, RecordKind.SOW_DELETE})
@@ -120,7 +123,9 @@ class Selection:
                 and self.peer_name not in path_of(rec))
 
 
-def record_frame(rec: JournalRecord, *, local_name: str, local_group: str) -> bytes:
+def record_frame(rec: JournalRecord, *, local_name: str, local_group: str, seen: str | None = None) -> bytes:
+    """``seen``: the ``sv`` field (JSON: what this instance had received before the record,
+    per instance it came from, ``""`` for the receiving peer; see ``journal.failover``)."""
     h: dict[str, Any] = {
         "c": "repl_rec", "pos": rec.position, "k": rec.kind, "t": rec.topic, "mt": rec.message_type,
         "pid": str(rec.publisher_id), "seq": str(rec.sequence), "cn": rec.client_name,
@@ -134,6 +139,8 @@ def record_frame(rec: JournalRecord, *, local_name: str, local_group: str) -> by
         h["x"] = rec.sow_key
     if rec.correlation_id is not None:
         h["cid"] = rec.correlation_id
+    if seen is not None:
+        h["sv"] = seen
     own = {k: v for k, v in rec.headers.items() if k not in _LINK_HEADERS}
     if own:  # a sow_delete's filter or keys, a command's options
         h["h"] = msgspec.json.encode(own).decode()
@@ -153,6 +160,10 @@ class Sender:
         self.peer_hw: dict[int, int] = {}
         self.acked_through = 0  # upstream position the peer acknowledged
         self._sent: deque[int] = deque()  # positions sent and not acknowledged yet
+        #: per instance records came here from, the bookmark of the last one read so far
+        #: (the ``sv`` of the next record sent: ``journal.failover``)
+        self._last_from: dict[str, str] = {}
+        self._seen: str | None = None  # _last_from as sent, while it does not change
         self.messages_out = 0
         self.bytes_out = 0
 
@@ -162,6 +173,8 @@ class Sender:
         first = self.journal.first_position_missing_from(self.peer_hw)
         self.next_position = self.journal.next_position if first is None else first
         self.resync_until = self.journal.last_position
+        self._last_from = self.journal.arrivals_before(self.next_position)
+        self._seen = None
         self._sent.clear()
         self.acked_through = self.next_position - 1
         return self.next_position
@@ -177,11 +190,20 @@ class Sender:
             if rec.position > durable or len(out) >= limit:
                 break
             pos = rec.position + 1
+            sender = sender_of(rec)
+            if sender is not None and self._last_from.get(sender) != rec.bookmark_str:
+                self._last_from[sender] = rec.bookmark_str
+                self._seen = None
             if rec.sequence <= self.peer_hw.get(rec.publisher_id, 0):
                 continue  # the peer has it (resync)
             if not self.selection.wants(rec, resync=rec.position <= self.resync_until):
                 continue
-            f = record_frame(rec, local_name=self.local_name, local_group=self.local_group)
+            seen = self._seen
+            if seen is None and self._last_from:
+                peer = self.selection.peer_name
+                seen = self._seen = msgspec.json.encode(
+                    {("" if name == peer else name): bm for name, bm in self._last_from.items()}).decode()
+            f = record_frame(rec, local_name=self.local_name, local_group=self.local_group, seen=seen)
             out.append(f)
             self._sent.append(rec.position)
             self.messages_out += 1
@@ -264,6 +286,8 @@ class Receiver:
                 headers.update(msgspec.json.decode(h["h"], type=dict[str, str]))
             if path:
                 headers[PATH] = path
+            if h.get("sv"):
+                headers[SEEN] = str(h["sv"])
             if ug is not None:
                 headers[UPSTREAM_GROUP] = ug
             rec = self.journal.append_replicated(

@@ -3,7 +3,6 @@ and writing to a link whose peer may have gone."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Protocol
 
 from amps_emulator.protocol.codec import ProtocolError
@@ -12,6 +11,14 @@ from amps_emulator.protocol.codec import ProtocolError
 MAX_FRAME = 64 * 1024 * 1024
 #: the largest frame accepted before the peer has logged on (its hello is small)
 PRE_AUTH_FRAME = 1024 * 1024
+
+
+class FrameSource(Protocol):
+    """What :func:`read_frame` reads from: an ``asyncio.StreamReader``, a reader that wraps
+    one (the accepted side's, which counts the frame it reads in the server's memory budget),
+    or the decompressing reader of a compressed link (``replication.compression``)."""
+
+    async def readexactly(self, n: int) -> bytes: ...
 
 
 class LinkWriter(Protocol):
@@ -29,7 +36,7 @@ def send(writer: LinkWriter, data: bytes) -> None:
     writer.write(data)
 
 
-async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME) -> bytes:
+async def read_frame(reader: FrameSource, limit: int = MAX_FRAME) -> bytes:
     """One frame's payload (without its 4-byte length). A length over ``limit`` is refused
     before any of the payload is read: nothing of an oversized frame is held."""
     size = int.from_bytes(await reader.readexactly(4), "big")
@@ -38,4 +45,4 @@ async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME) -> by
     return await reader.readexactly(size)
 
 
-__all__ = ["MAX_FRAME", "PRE_AUTH_FRAME", "LinkWriter", "read_frame", "send"]
+__all__ = ["MAX_FRAME", "PRE_AUTH_FRAME", "FrameSource", "LinkWriter", "read_frame", "send"]

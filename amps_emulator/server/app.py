@@ -26,13 +26,20 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.auth import Credentials, LogonOutcome, SecurityLayer
+from amps_emulator.auth import Credentials, LogonContext, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import TOPIC_COMMANDS, check_topic_name, qualify
 from amps_emulator.replication.link import QUEUE_KINDS
 from amps_emulator.server.core import version
+from amps_emulator.server.core.amps_names import (
+    CLIENT_DISCONNECTED,
+    TRANSPORT_DISABLED,
+    amps_id,
+    connection_name,
+)
+from amps_emulator.server.core.budget import MemoryBudget
 from amps_emulator.server.core.clock import SystemClock, TestClock
 from amps_emulator.server.core.ports import Client, Stoppable
 from amps_emulator.server.core.turn import Turn, contain
@@ -44,8 +51,14 @@ from amps_emulator.server.messaging.broker import Broker
 from amps_emulator.server.messaging.publish_runs import PublishRuns
 from amps_emulator.server.net.connection import Connection
 from amps_emulator.server.net.listener import Listener, listeners_from_config
+from amps_emulator.server.net.offlining import OfflinePool
 from amps_emulator.server.services.actions import Actions
-from amps_emulator.server.services.actions.engine import ON_CONNECT, ON_DISCONNECT
+from amps_emulator.server.services.actions.engine import (
+    ON_CONNECT,
+    ON_DISCONNECT,
+    ON_OFFLINE_START,
+    ON_OFFLINE_STOP,
+)
 from amps_emulator.server.services.event_topics import EventTopics
 from amps_emulator.server.services.queue_service import QueueService
 from amps_emulator.server.services.replication import ReplicationService
@@ -84,10 +97,11 @@ class Server:
         self.config = config
         self.keep_readable_journal = keep_readable_journal
         self.logon_timeout = logon_timeout
-        #: the most bytes all connections together may hold in buffered frames (partial
-        #: inbound frames, stashed frames, unsent output); past it the largest holders are
-        #: disconnected as slow consumers (``check_memory``)
-        self.memory_budget = memory_budget
+        #: what every open socket buffers (partial inbound frames, stashed frames, unsent
+        #: output; a WebSocket's partial frames and HTTP upgrade), together at most
+        #: ``memory_budget`` bytes: past it the largest holders are disconnected as slow
+        #: consumers (``check_memory``). Other listeners register their sockets with it too.
+        self.budget = MemoryBudget(memory_budget)
         if timebase is None:
             system = SystemClock()
             system.monotonic, system.time = clock, wallclock
@@ -154,6 +168,15 @@ class Server:
         self.queue_service: QueueService | None = None
 
     @property
+    def memory_budget(self) -> int:
+        """The most bytes all open sockets together may hold in buffered frames."""
+        return self.budget.limit
+
+    @memory_budget.setter
+    def memory_budget(self, limit: int) -> None:
+        self.budget.limit = limit
+
+    @property
     def loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is None:
             raise RuntimeError("the server is not started")
@@ -191,35 +214,41 @@ class Server:
                 self, self.config.transaction_log, memory=broker.memory,
                 strict_recovery=broker.strict_recovery)
             txlog.open()  # recovery happens before any client can connect
-        if self.config.sow_topics:
+        if self.config.sow_topics or self.config.views or self.config.conflated_topics:
             sow_service = self.sow_service = broker.sow_service = SowService(
                 broker, self.config, derived_specs,
                 on_removed=lambda topic, records, reason: publish.removed(broker, topic, records,
                                                                           reason))
             sow_service.recover()
             sow_service.start_history_maintenance()
-            if self.config.views or self.config.conflated_topics:
-                derived = DerivedTopics(broker, self.config)
-                derived.start()
-                self.replace_derived(derived)  # the first listener: views over the topic
+        queues = None
         if self.config.queues:
             queues = self.queue_service = broker.queue_service = QueueService(broker, self.config,
                                                   on_expired=self.actions.expired)
             queues.recover()
+        if sow_service is not None and (self.config.views or self.config.conflated_topics):
+            # (after the queues' recovery: a view over a queue starts from what it holds)
+            derived = DerivedTopics(broker, self.config, queues)
+            derived.start()
+            self.replace_derived(derived)  # the first listener: views over the topic
+        if queues is not None:
             publish.register(broker, queues)  # then the queues over it
         self.events.start()  # /AMPS/SOWStats every SOWStatsInterval
         if self.actions.listens:
             publish.register(broker, self.actions)  # then the actions
         if self.actions.watches_clients:
             broker.logon_callbacks.append(self.actions.client_logged_on)
+        if self.actions.watches_deliveries:
+            broker.delivered = self.actions.message_delivered
         given = list(sockets) if sockets is not None else []
         for i, lst in enumerate(self.listeners):
             factory = lst.protocol_factory(self)
+            tls = lst.tls_options(self.logon_timeout)
             if i < len(given):
-                srv = await self.loop.create_server(factory, sock=given[i], ssl=lst.tls)
+                srv = await self.loop.create_server(factory, sock=given[i], **tls)
             else:
                 srv = await self.loop.create_server(
-                    factory, lst.host, lst.port, reuse_address=lst.reuse_addr, ssl=lst.tls)
+                    factory, lst.host, lst.port, reuse_address=lst.reuse_addr, **tls)
             lst.server = srv
             sockname = srv.sockets[0].getsockname()
             lst.host, lst.port = sockname[0], sockname[1]
@@ -242,7 +271,7 @@ class Server:
                 repl = self.replication = ReplicationService(
                     config, broker, lambda: txlog.journal, self.timebase,
                     apply=apply,
-                    on_event=self.actions.fire, logon_timeout=self.logon_timeout)
+                    on_event=self.actions.fire, logon_timeout=self.logon_timeout, budget=self.budget)
                 # the downgrade/upgrade actions switch the links' sync/async
                 self.actions.replication_control = repl
                 # persisted acks wait for the sync destinations too
@@ -299,7 +328,7 @@ class Server:
         if lst.server is None:
             lst.server = await self.loop.create_server(
                 lst.protocol_factory(self), lst.host, lst.port, reuse_address=lst.reuse_addr,
-                ssl=lst.tls)
+                **lst.tls_options(self.logon_timeout))
 
     async def stop(self) -> None:
         self.actions.stop()  # the first step of shutdown: on-shutdown runs, timers stop
@@ -353,6 +382,7 @@ class Server:
         conn.conn_id = next(self._conn_ids)
         conn.connect_time = self.wallclock()
         self.connections.add(conn)
+        self.budget.add(conn)
         log.debug("connection %d from %s", conn.conn_id, conn.peer)
         self.actions.client_event(ON_CONNECT, conn)
 
@@ -362,8 +392,12 @@ class Server:
         if known and not self.broker.stopping:
             self.events.disconnected(client, list(client.subs.values()))
         self.connections.discard(conn)
+        self.budget.discard(conn)
         self.broker.forget(client)
-        log.debug("connection %d closed", client.conn_id)
+        if known:
+            log.info("client[%s] disconnected.",
+                     client.client_name or connection_name(self.instance_name, client),
+                     extra=amps_id(CLIENT_DISCONNECTED))
         if known and not self.broker.stopping:
             self.actions.client_event(ON_DISCONNECT, conn)
 
@@ -371,25 +405,23 @@ class Server:
         """``client``'s transport takes output again: resume its paused journal replays."""
         replay.resume_connection(self.broker, client)
 
+    def offline_changed(self, client: Client, offline: bool) -> None:
+        """A slow client was offlined, or is back online: the on-offline actions."""
+        if not self.broker.stopping:
+            self.actions.client_event(ON_OFFLINE_START if offline else ON_OFFLINE_STOP, client)
+
     def check_memory(self) -> bool:
-        """Keep the frames buffered by all connections within :attr:`memory_budget`: over
-        it, disconnect the connections holding the most until it holds again. False when
-        someone was disconnected. Called when a connection's buffers grew by a step."""
-        held = [(conn.buffered_bytes(), conn) for conn in self.connections if not conn.closed]
-        total = sum(n for n, _ in held)
-        if total <= self.memory_budget:
-            return True
-        held.sort(key=lambda t: t[0], reverse=True)
-        for n, conn in held:
-            if total <= self.memory_budget:
-                break
-            log.warning("memory budget for buffered frames exceeded (%d bytes held, budget "
-                        "%d): disconnecting %s, which holds %d bytes", total,
-                        self.memory_budget, conn.describe(), n)
-            conn.close(f"{reasons.DISCONNECT_SLOW_CLIENT}: server memory budget exceeded",
-                       abort=True)
-            total -= n
-        return False
+        """Keep what every open socket buffers within :attr:`memory_budget` (see
+        :class:`server.core.budget.MemoryBudget`; a connection of a transport with slow client
+        offlining counts its input there, its output answers to its pool's limits instead:
+        :mod:`server.net.offlining`). False when someone was disconnected. Called when a
+        connection's buffers grew by a step."""
+        pools: dict[OfflinePool, list[Connection]] = {}
+        for conn in self.connections:
+            if conn.pool is not None and not conn.closed:
+                pools.setdefault(conn.pool, []).append(conn)
+        pooled_ok = all([pool.enforce(members) for pool, members in pools.items()])
+        return self.budget.check() and pooled_ok
 
     def remove_subscription(self, sub: Subscription) -> None:
         """Take a subscription out of routing (or stop its journal cursor)."""
@@ -451,14 +483,20 @@ class Server:
         if not chosen:
             raise LookupError(f"no transport {name!r}")
         for lst in chosen:
-            if not enabled and lst.server is not None:
-                lst.server.close()
-                lst.server = None
-            elif enabled and lst.server is None:
+            if not enabled:
+                self.disable_listener(lst)
+            elif lst.server is None:
                 task = self.loop.create_task(self.enable_listener(lst))
                 self._enabling.add(task)
                 task.add_done_callback(self._enabled)
         return [lst.name for lst in chosen]
+
+    def disable_listener(self, lst: Listener) -> None:
+        """Stop accepting connections on the transport ``lst`` (its connections stay)."""
+        if lst.server is not None:
+            log.info("Transport[%s] being disabled.", lst.name, extra=amps_id(TRANSPORT_DISABLED))
+            lst.server.close()
+            lst.server = None
 
     def _enabled(self, task: asyncio.Task[None]) -> None:
         self._enabling.discard(task)
@@ -517,8 +555,13 @@ class Server:
         transport's modules off the event loop; the connection is busy meanwhile. Refused:
         the failure ack, then the connection closes. Accepted: the command runs."""
         explicit = cmd.command == "logon"
-        creds = Credentials(cmd.user_id or "", cmd.password, explicit) if explicit \
-            else Credentials(explicit=False)
+        context = LogonContext(client_name=cmd.client_name or "",
+                               connection_name=connection_name(self.instance_name, client),
+                               correlation_id=cmd.correlation_id or "",
+                               message_type=cmd.message_type or client.message_type or "",
+                               remote_address=client.peer)
+        creds = Credentials(cmd.user_id or "", cmd.password, explicit, context) if explicit \
+            else Credentials(explicit=False, context=context)
         client.begin_busy()
         task = self.loop.create_task(security.transport(client.listener.name).logon(creds))
 

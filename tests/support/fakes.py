@@ -121,7 +121,8 @@ class FakeServer:
 
 def connection():
     srv = FakeServer()
-    conn = Connection(srv, SimpleNamespace(max_frame=1 << 24, out_limit=1 << 30))
+    conn = Connection(srv, SimpleNamespace(max_frame=1 << 24, out_limit=1 << 30,
+                                           logon_frame_limit=1 << 20, throttled=0))
     t = FakeTransport()
     conn.connection_made(t)
     return srv, conn, t

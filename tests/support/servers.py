@@ -105,4 +105,33 @@ def turn_held(srv: Any) -> Iterator[None]:
         srv.call(lambda: (setattr(turn, "_scheduled", False), turn.request()))
 
 
-__all__ = ["ServerThread", "config_xml", "start_server", "turn_held", "until"]
+def replicated_pair(data_dir: Any, extra_sow: str = "") -> list[ServerThread]:
+    """Started instances A and B replicating to each other (sync), each with the SOW topic
+    ``orders`` (key ``/id``), ``extra_sow`` in its ``SOW`` block and an Admin interface,
+    once A's link to B is up. The caller stops them."""
+    from pathlib import Path
+
+    from amps_emulator.config import loads_config
+    from amps_emulator.pair import pair_config
+    from tests.support.procserver import free_port
+
+    ports = free_port(), free_port()
+    names = ("A", "B")
+    servers: list[ServerThread] = []
+    try:
+        for i, name in enumerate(names):
+            xml = pair_config(name, names[1 - i], repl_port=ports[i], peer_repl_port=ports[1 - i],
+                              data_dir=Path(data_dir) / name.lower(), sow_topics=[("orders", "/id")])
+            servers.append(ServerThread(loads_config(xml.replace("</SOW>", extra_sow + "</SOW>"),
+                                                     f"{name}.xml")).start())
+        a = servers[0]
+        repl = a.server.replication  # type: ignore[union-attr]
+        assert until(lambda: a.call(lambda: repl.state("B").connected)), "A's link to B is down"
+    except BaseException:
+        for s in servers:
+            s.stop()
+        raise
+    return servers
+
+
+__all__ = ["ServerThread", "config_xml", "replicated_pair", "start_server", "turn_held", "until"]

@@ -161,10 +161,13 @@ class _TagValueCodec(MessageCodec):
 
 
 class FixCodec(_TagValueCodec):
-    """``fix``: numeric tags."""
+    """``fix``: numeric tags. ``version_compliance``: the type's ``AMPSVersionCompliance``,
+    which decides the tags of the ``/AMPS/SOWStats`` messages written in it (4: AMPS 4.X's,
+    the default; 5: the tags unified with ``/AMPS/ClientStatus``)."""
 
     name = "fix"
     numeric_tags = True
+    version_compliance = 4
 
 
 class NvfixCodec(_TagValueCodec):

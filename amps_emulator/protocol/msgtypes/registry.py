@@ -63,6 +63,9 @@ class MessageTypeDecl:
     proto_type: str | None = None
     fields: tuple[str, ...] = ()  # struct: Field elements, in order
     options: str | None = None  # custom modules only
+    #: AMPSVersionCompliance (2, 4 or 5; None: the default, 4): the FIX tags of the
+    #: /AMPS/SOWStats messages written in a fix type (no difference for the other types)
+    version_compliance: int | None = None
     source: str | None = None  # "file:line" of the element, for errors
 
     @property
@@ -216,6 +219,8 @@ class MessageTypeRegistry:
                 raise MessageTypeConfigError(e.reason, d.source) from None
         if c.name != d.name:
             c.name = d.name  # a declared type answers to its own name
+        if isinstance(c, FixCodec) and d.version_compliance is not None:
+            c.version_compliance = d.version_compliance
         return c
 
 

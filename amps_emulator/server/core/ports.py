@@ -8,7 +8,7 @@ an import of a higher layer: the layer contract in ``pyproject.toml`` (``lint-im
 refuses that, ``TYPE_CHECKING`` imports included.
 
 This module imports nothing of ``server/`` at run time, and under ``TYPE_CHECKING`` only
-``core`` (``router``, ``heartbeat``, ``message``), so every layer may import it.
+``core`` (``router``, ``heartbeat``, ``message``, ``processors``, ``budget``), so every layer may import it.
 """
 
 from __future__ import annotations
@@ -25,8 +25,10 @@ if TYPE_CHECKING:
     from amps_emulator.journal.record import JournalRecord
     from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.protocol.command import Command
+    from amps_emulator.server.core.budget import MemoryBudget
     from amps_emulator.server.core.heartbeat import Heartbeat
     from amps_emulator.server.core.message import Message
+    from amps_emulator.server.core.processors import Processors
     from amps_emulator.server.core.router import Router, Subscription
     from amps_emulator.sow import Sow, Topic
     from amps_emulator.sow.record import Record
@@ -61,8 +63,15 @@ class ListenerInfo(Protocol):
     name: str
     #: the transport's ``MessageType`` (None: any type the instance knows)
     message_type: str | None
+    #: ``PerMessageDeflate``: a WebSocket client that offers permessage-deflate gets it
+    per_message_deflate: bool
     max_frame: int
     out_limit: int
+    #: times a connection of this transport stopped being read because the server had more
+    #: of its frames than one pass takes (the processors' ``throttle_count``)
+    throttled: int
+    #: the largest frame (and queued output) a connection may have before it logs on
+    logon_frame_limit: int
 
 
 class Client(Protocol):
@@ -167,10 +176,19 @@ class ConnectionHost(Protocol):
 
     def check_memory(self) -> bool: ...
 
+    @property
+    def budget(self) -> MemoryBudget:
+        """The memory budget every open socket's buffers count in (a socket that is not
+        yet a connection, such as a WebSocket in its HTTP upgrade, registers itself)."""
+
     def filter_pool(self) -> Executor: ...
 
     def writable(self, client: Client) -> None:
         """``client``'s transport takes output again (journal replays paused for it resume)."""
+
+    def offline_changed(self, client: Client, offline: bool) -> None:
+        """``client`` was offlined as a slow client (its messages wait on disk), or is back
+        online (:mod:`server.net.offlining`)."""
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
@@ -249,12 +267,23 @@ class TxLogHost(Protocol):
     def journal_pins(self) -> list[int]: ...
 
 
+#: told of each ``publish`` message delivered to a subscriber: (the connection it went to, a
+#: :class:`Client`; the topic key; the body; its bookmark; its correlation id): the
+#: ``on-deliver-message`` actions
+DeliveryWatch = Callable[[Any, str, bytes, "str | None", "str | None"], None]
+
+
 class ServiceHost(Protocol):
     """What every service built by the root reads of it (:class:`server.messaging.broker.Broker`): the
     routing table and counters, the clock, the turn, the options."""
 
     router: Router
     stats: dict[str, int]
+    #: None unless something watches deliveries (:data:`DeliveryWatch`)
+    delivered: DeliveryWatch | None
+    #: messages in and out per topic (:mod:`server.core.meters`)
+    topics_in: dict[str, int]
+    topics_out: dict[str, int]
     turn: Turn
     memory: bool
     strict_recovery: bool
@@ -262,6 +291,8 @@ class ServiceHost(Protocol):
     group_name: str
     #: the server's codecs, one table per server (typed topics read and write with them)
     bodies: Bodies
+    #: what each message processor did (:mod:`server.core.processors`)
+    processors: Processors
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
@@ -334,6 +365,9 @@ class SowService(Protocol):
 
     #: the engine's store of every topic
     sow: Sow
+    #: told of each conflated topic of a logical topic made (its key, its ConflatedTopic,
+    #: the logical topic's key)
+    conflated_created: Callable[[str, Any, str], None] | None
 
     def get(self, name: str, create: bool = True) -> Topic | None: ...
     def topics_for(self, topic: str, literal: bool = False) -> list[Topic]: ...

@@ -164,3 +164,5 @@ class AggregatedSubscription(LiveState):
                     body = out.data
             sub.conn.send(frame_raw(head + delivery_tail(None, None, out.sow_key, None, None),
                                     body))
+            if self.delivered is not None:
+                self.delivered(sub.conn, name, out.data, None, None)

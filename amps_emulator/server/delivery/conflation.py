@@ -200,6 +200,9 @@ class Conflator:
         head = b'{"c":"p","t":' + json_str(display_name(msg.topic)) + b',"sids":' + json_str(sub.sub_id)
         sub.conn.send(frame_raw(head + delivery_tail(msg.bookmark, msg.correlation_id,
                                                      msg.sow_key, msg.expiration, ts), body))
+        watch = self.broker.delivered
+        if watch is not None:
+            watch(sub.conn, msg.topic, msg.body, msg.bookmark, msg.correlation_id)
 
     def close(self) -> None:
         if self._timer is not None:

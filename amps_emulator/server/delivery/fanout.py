@@ -18,6 +18,7 @@ from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.topics import TYPE_SEP, display_name, type_of
 from amps_emulator.server.core.message import UNDECODED, Message, decode_or_none, encode_json
+from amps_emulator.server.core.meters import count
 from amps_emulator.server.core.router import Subscription
 from amps_emulator.server.delivery.plan import Plan
 from amps_emulator.sow.delta import changed_fields
@@ -25,6 +26,8 @@ from amps_emulator.sow.query import apply_select
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.bodies import Bodies
+    from amps_emulator.server.core.ports import DeliveryWatch
+    from amps_emulator.server.core.processors import Processors
     from amps_emulator.server.core.router import ReadEntitlement, Router
     from amps_emulator.sow.query import Select
 
@@ -35,8 +38,15 @@ class FanoutHost(Protocol):
 
     router: Router
     stats: dict[str, int]
+    #: messages in and out per topic (:mod:`server.core.meters`)
+    topics_in: dict[str, int]
+    topics_out: dict[str, int]
     #: the server's codecs (typed topics are read and written with them)
     bodies: Bodies
+    #: told of each publish delivered (``on-deliver-message``); None: nobody watches
+    delivered: DeliveryWatch | None
+    #: the bytes delivered are counted in ``processors.external``
+    processors: Processors
 
     def wallclock(self) -> float: ...
 
@@ -112,35 +122,55 @@ def fan_out(broker: FanoutHost, msg: Message) -> int:
     (:mod:`server.delivery.plan`: each distinct filter evaluated once, one frame per
     connection from the shared header and body); the others the general way."""
     broker.stats["published"] += 1
+    topic = msg.topic
+    counts = broker.topics_in
+    if topic in counts:
+        counts[topic] += 1
+    else:
+        count(counts, topic, 1)
     router = broker.router
-    subs = router.match(msg.topic)
+    subs = router.match(topic)
     if not subs:
         return 0
-    plan = router.plans.get(msg.topic)
+    plan = router.plans.get(topic)
     if plan is None or plan.subs is not subs or plan.revision != Subscription.revision:
-        plan = router.plans[msg.topic] = Plan(subs, Subscription.revision)
-    sent = 0
+        plan = router.plans[topic] = Plan(subs, Subscription.revision)
+    n = 0
+    targets = None
     if plan.general:
         targets = _targets(broker, msg, plan.general)
         if targets:
             _write(broker, msg, targets)
-            sent = len(targets)
+            n = len(targets)
     if plan.filters:
         doc = msg.doc
         if doc is UNDECODED:
             doc = msg.doc = broker.bodies.decode(msg.body, msg.topic)
         ctx = msg.context()
-        found = plan.targets(tuple([bool(f(doc, ctx)) for f in plan.filters]))
+        found, sids_bytes = plan.targets(tuple([bool(f(doc, ctx)) for f in plan.filters]))
     else:
-        found = plan.targets()
+        found, sids_bytes = plan.targets()
     if found:
         head, tail = _head_tail(broker, msg)
         body = msg.body
         for conn, sids in found:
             conn.send(frame_parts(head, sids, tail, body))
-        sent += len(found)
-    broker.stats["delivered"] += sent
-    return sent
+        # the bytes written (the external processor's matches), as _write counts them
+        broker.processors.external.found_bytes += \
+            len(found) * (4 + len(head) + len(tail) + len(body)) + sids_bytes
+        n += len(found)
+    if not n:
+        return 0
+    broker.stats["delivered"] += n
+    count(broker.topics_out, topic, n)
+    watch = broker.delivered
+    if watch is not None:  # once per connection that got the message (not an oof)
+        conns = [c for c, shape, _ in targets if shape not in (OOF, OOF_ENTITLEMENT)] \
+            if targets else []
+        conns.extend(c for c, _ in found)
+        for conn in dict.fromkeys(conns):
+            watch(conn, topic, msg.body, msg.bookmark, msg.correlation_id)
+    return n
 
 
 def _head_tail(broker: FanoutHost, msg: Message) -> tuple[bytes, bytes]:
@@ -213,6 +243,7 @@ def _write(broker: FanoutHost, msg: Message, targets: _Targets) -> None:
         encode = broker.bodies.encoder(msg.topic)
     head, tail = _head_tail(broker, msg)
     stamped_tail = None
+    sent = 0  # bytes of the messages written (the external processor's matches)
     for (conn, shape, sel), ids in targets.items():
         sids = ids[0] if len(ids) == 1 else ",".join(ids)
         if shape == STAMPED or shape == DELTA_STAMPED:
@@ -227,7 +258,9 @@ def _write(broker: FanoutHost, msg: Message, targets: _Targets) -> None:
             frame_tail = tail
         if shape == PLAIN or shape == STAMPED:
             body = msg.body if sel is None else selected(msg.body, sel, msg.doc, encode)
-            conn.send(frame_raw(head + json_str(sids) + frame_tail, body))
+            data = frame_raw(head + json_str(sids) + frame_tail, body)
+            sent += len(data)
+            conn.send(data)
         elif shape == DELTA or shape == DELTA_STAMPED:
             empty = msg.delta_empty
             delta = msg.delta_body
@@ -241,7 +274,9 @@ def _write(broker: FanoutHost, msg: Message, targets: _Targets) -> None:
                 if not ids:
                     continue
                 sids = ",".join(ids)
-            conn.send(frame_raw(head + json_str(sids) + frame_tail, body))
+            data = frame_raw(head + json_str(sids) + frame_tail, body)
+            sent += len(data)
+            conn.send(data)
         elif shape == OOF:
             conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "match",
                                 selected(msg.body, sel, msg.doc, encode), msg.bookmark))
@@ -249,6 +284,7 @@ def _write(broker: FanoutHost, msg: Message, targets: _Targets) -> None:
             previous = msg.previous_doc
             conn.send(oof_frame(msg.topic, sids, msg.sow_key or "", "entitlement",
                                 selected(encode(previous), sel, previous, encode), msg.bookmark))
+    broker.processors.external.found_bytes += sent
 
 
 def _entitled(bodies: Bodies, msg: Message, sub: Subscription, ent: ReadEntitlement

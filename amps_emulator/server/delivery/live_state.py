@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from amps_emulator.protocol import reasons
 
 if TYPE_CHECKING:
+    from amps_emulator.server.core.ports import DeliveryWatch
     from amps_emulator.server.core.router import ReadEntitlement
 
 __all__ = ["LiveState"]
@@ -28,6 +29,8 @@ class LiveState:
         #: the subscriber's read entitlement when it has a read filter (server.entitle sets
         #: it with the subscription's): it names why a record left, see :meth:`leave_reason`
         self.entitlement: ReadEntitlement | None = None
+        #: told of each message the state delivers (the broker's, set with ``sub``)
+        self.delivered: DeliveryWatch | None = None
 
     def _defer(self, *change: Any) -> bool:
         """Keep ``change`` for :meth:`catch_up` if the query still runs (True)."""

@@ -153,14 +153,19 @@ class PageWindow(LiveState):
                     conn.send(oof_frame(name, self.sub.sub_id, skey, "match",
                                         self._selected(rec), rec.bookmark or None))
         head = b'{"c":"p","t":' + json_str(display_name(name)) + b',"sids":' + sid
+        watch = self.delivered
         for skey in after:
             if skey == changed and msg is not None:
                 conn.send(frame_raw(head + delivery_tail(msg.bookmark, msg.correlation_id,
                                                          skey, msg.expiration, None),
                                     self._selected_msg(msg)))
+                if watch is not None:
+                    watch(conn, name, msg.body, msg.bookmark, msg.correlation_id)
             elif skey not in was:
                 rec = self.topic.get(skey)
                 if rec is not None:
                     conn.send(frame_raw(head + delivery_tail(rec.bookmark or None, None, skey,
                                                              None, None),
                                         self._selected(rec)))
+                    if watch is not None:
+                        watch(conn, name, rec.data, rec.bookmark or None, None)

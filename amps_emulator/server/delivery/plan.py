@@ -32,7 +32,9 @@ if TYPE_CHECKING:
 #: filter outcomes a plan keeps the targets of (more: it starts again)
 MAX_OUTCOMES = 256
 
-Targets = list[tuple[Any, bytes]]
+#: (connection, encoded ``sids``) of each connection a message goes to, and the length of all
+#: those ``sids`` together
+Targets = tuple[list[tuple[Any, bytes]], int]
 
 
 def plain(sub: Subscription) -> bool:
@@ -80,7 +82,7 @@ class Plan:
 
     def targets(self, passed: tuple[bool, ...] = ()) -> Targets:
         """(connection, encoded ``sids``) of each connection a message goes to, the outcome
-        of :attr:`filters` being ``passed``."""
+        of :attr:`filters` being ``passed``, and the length of those ``sids`` together."""
         found = self._targets.get(passed)
         if found is None:
             found = self._build(passed)
@@ -98,5 +100,6 @@ class Plan:
                     by_conn[id(conn)] = (conn, [sub_id])
                 else:
                     entry[1].append(sub_id)
-        return [(conn, json_str(ids[0] if len(ids) == 1 else ",".join(ids)))
-                for conn, ids in by_conn.values()]
+        found = [(conn, json_str(ids[0] if len(ids) == 1 else ",".join(ids)))
+                 for conn, ids in by_conn.values()]
+        return found, sum(len(sids) for _, sids in found)

@@ -32,11 +32,13 @@ from amps_emulator.server.delivery import replay_frames
 from amps_emulator.server.delivery.fanout import delivery_tail, selected
 
 if TYPE_CHECKING:
-    from amps_emulator.journal import FileJournal, MemoryJournal
+    from amps_emulator.journal import FileJournal, JournalRecord, MemoryJournal
     from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.protocol.command import Command
-    from amps_emulator.server.core.ports import Client, TxLogService
-    from amps_emulator.server.core.router import Subscription
+    from amps_emulator.server.core.ports import Client, DeliveryWatch, TxLogService
+    from amps_emulator.server.core.processors import Processors
+    from amps_emulator.server.core.router import ReadEntitlement, Subscription
+    from amps_emulator.sow.query import Select
 
 log = logging.getLogger("amps_emulator.replay")
 
@@ -52,6 +54,10 @@ class ReplayHost(Protocol):
     stopping: bool
     #: the server's codecs (a filter or select list reads a typed body with its type's)
     bodies: Bodies
+    #: told of each message replayed (``on-deliver-message``); None: nobody watches
+    delivered: DeliveryWatch | None
+    #: what a replay reads and sends is counted in ``processors.bookmark``
+    processors: Processors
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
@@ -208,7 +214,11 @@ def start(broker: ReplayHost, client: Client, cmd: Command, sub: Subscription) -
     if isinstance(spec, BookmarkRange):
         begin, stop = journal.range_positions(spec)
     else:
-        begin = journal.position_after_bookmark(spec)
+        begin = journal.position_after_bookmark(spec, resume=True)  # maybe after a failover
+    if begin is None and "bookmark_not_found" not in cmd.opts:
+        # a message this instance does not hold: when the subscriber failed over from an
+        # instance that had more, start where it may have missed nothing held here
+        begin = journal.position_for_unheld()
     if begin is None:
         mode = cmd.opts.get("bookmark_not_found", "now")
         if mode == "epoch":
@@ -284,7 +294,8 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
     journal = _journal(broker)
     bodies = broker.bodies
     rate = cursor.rate
-    scanned = 0
+    watched: list[Any] | None = [] if broker.delivered is not None else None
+    scanned = read_bytes = 0
     step_end = time.monotonic() + STEP_SECONDS
     for rec in journal.read(cursor.next_pos):
         pos = rec.position
@@ -295,36 +306,24 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
             # a rarely matching subscription over a long log (or a costly filter) must not
             # hold the event loop: the rest goes in a later step
             done = False
+            scanned -= 1  # (read again then)
             break
+        read_bytes += len(rec.body)
         bm = rec.bookmark_str
         if rec.kind not in _DELIVERABLE or not sub.matches_topic(rec.key):
             cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
             continue
-        sel = sub.select
-        if ent is not None:  # a regex topic's concrete topics, each with its own grant
-            grant = ent.grant(rec.topic)
-            if grant is None:  # not entitled to this topic: skipped silently, as live
-                cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
-                continue
-            if grant.filter_text is not None:
-                ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
-                                     correlation_id=rec.correlation_id,
-                                     client_name=rec.client_name)
-                if not grant.admits(bodies.decode(rec.body, rec.key), ctx):
-                    cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
-                    continue
-            sel = ent.select(grant, sel)
-        if flt is not None:
-            ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
-                                 correlation_id=rec.correlation_id, client_name=rec.client_name)
-            if not flt(bodies.decode(rec.body, rec.key), ctx):
-                cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
-                continue
+        passed, sel = _passes(rec, bm, flt, ent, sub.select, bodies)
+        if not passed:
+            cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
+            continue
         if rate is not None:
             wait = rate.wait(len(rec.body), rec.timestamp)
             if wait > 0:  # this one goes in a later step
                 cursor.delay = wait
                 done = False
+                scanned -= 1
+                read_bytes -= len(rec.body)
                 break
         cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
         head = heads.get(rec.key)
@@ -339,6 +338,8 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
         out.append(frame_raw(head + tail, rec.body if sel is None
                              else selected(rec.body, sel, bodies.decode(rec.body, rec.key),
                                            bodies.encoder(rec.key))))
+        if watched is not None:
+            watched.append(rec)
         if cursor.remaining is not None:
             cursor.remaining -= 1
             if cursor.remaining <= 0:
@@ -349,8 +350,9 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
             break
     if last_bm is not None:
         cursor.last_bm = last_bm
+    broker.processors.bookmark.take(read_bytes, scanned)
     if out:
-        conn.send(b"".join(out))
+        _send_chunk(broker, conn, out, watched)
     if not done:
         if cursor.remaining is not None and cursor.remaining <= 0:
             finish(broker, cursor)
@@ -359,12 +361,48 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
     return done
 
 
+def _passes(rec: JournalRecord, bm: str, flt: Callable[..., bool] | None,
+            ent: ReadEntitlement | None, sel: Select | None, bodies: Bodies
+            ) -> tuple[bool, Select | None]:
+    """Whether a replayed record goes to the subscription (the grant of its concrete topic,
+    for a regex topic ``ent``, then the filter ``flt``), and the select list it goes with."""
+    if ent is not None:  # a regex topic's concrete topics, each with its own grant
+        grant = ent.grant(rec.topic)
+        if grant is None:  # not entitled to this topic: skipped silently, as live
+            return False, sel
+        if grant.filter_text is not None:
+            ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
+                                 correlation_id=rec.correlation_id, client_name=rec.client_name)
+            if not grant.admits(bodies.decode(rec.body, rec.key), ctx):
+                return False, sel
+        sel = ent.select(grant, sel)
+    if flt is not None:
+        ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
+                             correlation_id=rec.correlation_id, client_name=rec.client_name)
+        if not flt(bodies.decode(rec.body, rec.key), ctx):
+            return False, sel
+    return True, sel
+
+
+def _send_chunk(broker: ReplayHost, conn: Client, out: list[bytes],
+                watched: list[JournalRecord] | None) -> None:
+    """A step's frames as one write, counted, then told to an ``on-deliver-message`` watch."""
+    data = b"".join(out)
+    broker.processors.bookmark.give(len(data), len(out))
+    conn.send(data)
+    watch = broker.delivered
+    if watch is not None and watched:
+        for rec in watched:
+            watch(conn, rec.key, rec.body, rec.bookmark_str, rec.correlation_id)
+
+
 def _from_stored(broker: ReplayHost, cursor: Cursor, limit: int) -> bool | None:
     """:func:`_deliver_chunk` from the journal's stored frames, for a replay they serve
-    (:mod:`server.delivery.replay_frames`); None: the general path goes on from there."""
-    if not replay_frames.eligible(cursor):
+    (:mod:`server.delivery.replay_frames`; not when ``on-deliver-message`` watches, which is
+    told of each record); None: the general path goes on from there."""
+    if broker.delivered is not None or not replay_frames.eligible(cursor):
         return None
-    why = replay_frames.deliver(_journal(broker), cursor, limit)
+    why = replay_frames.deliver(_journal(broker), cursor, limit, broker.processors.bookmark)
     if why is None:
         return None
     if why == replay_frames.LIMIT:

@@ -27,6 +27,7 @@ from amps_emulator.protocol.topics import split_topic
 
 if TYPE_CHECKING:
     from amps_emulator.journal import FileJournal, MemoryJournal
+    from amps_emulator.server.core.processors import Meter
 
 #: frames a step of a replay writes at most (then the loop serves others, and the socket
 #: drains: the connection's flow control pauses the replay while it is backed up)
@@ -45,12 +46,12 @@ _PREFIX_SIZE = 52
 _MAX_RECORDS = 1 << 62
 
 #: what replay_frames returns: (offset, next_pos, last position, last publisher id, last
-#: sequence, deliveries, frames, why)
-Result = tuple[int, int, int, int, int, int, bytes, int]
+#: sequence, deliveries, frames, why, records read, their bodies' bytes)
+Result = tuple[int, int, int, int, int, int, bytes, int, int, int]
 
 
 class _Decline(Exception):
-    """A publish payload outside the shapes :func:`replay_frames_py` handles."""
+    """A payload outside the shapes :func:`replay_frames_py` handles."""
 
 
 def _take(data: bytes, p: int, end: int, n: int) -> int:
@@ -113,7 +114,7 @@ def _count(data: bytes, p: int, end: int, fix_lo: int, fix_mask: int, c16: int) 
 
 def _payload(data: bytes, p: int, end: int) -> tuple[bytes, bytes, bytes | None, bytes | None,
                                                       int | None, bytes]:
-    """(topic, type, correlation id, SowKey, expiration, body) of a publish's payload."""
+    """(topic, type, correlation id, SowKey, expiration, body) of a record's payload."""
     count, p = _count(data, p, end, 0x90, 0x0F, 0xDC)
     if count < 8:
         raise _Decline
@@ -123,8 +124,6 @@ def _payload(data: bytes, p: int, end: int) -> tuple[bytes, bytes, bytes | None,
     corr, p = _str(data, p, end, True)
     key, p = _str(data, p, end, True)
     exp, p = _int(data, p, end)
-    if (corr is not None and not corr.isascii()) or (key is not None and not key.isascii()):
-        raise _Decline
     pairs, p = _count(data, p, end, 0x80, 0x0F, 0xDE)
     for _ in range(pairs * 2):
         _, p = _str(data, p, end)
@@ -152,7 +151,7 @@ def replay_frames_py(data: bytes, start: int, next_pos: int, limit: int, name: b
     out: list[bytes] = []
     out_len = 0
     pos = start
-    delivered = 0
+    delivered = scanned = read_bytes = 0
     last_pos = last_pub = last_seq = 0
     why = END
     while True:
@@ -178,32 +177,37 @@ def replay_frames_py(data: bytes, start: int, next_pos: int, limit: int, name: b
         if kind >= 64:
             pos += total
             continue
-        if kind in (1, 2):
-            try:
-                topic, rec_mt, corr, key, exp, body = _payload(data, pos + _PREFIX_SIZE,
-                                                               pos + total)
-            except _Decline:
-                why = GENERAL
+        try:
+            topic, rec_mt, corr, key, exp, body = _payload(data, pos + _PREFIX_SIZE, pos + total)
+        except _Decline:
+            why = GENERAL
+            break
+        if kind in (1, 2) and topic == name and (rec_mt == mt or (json and not rec_mt)):
+            if (corr is not None and not corr.isascii()) or \
+                    (key is not None and not key.isascii()):
+                why = GENERAL  # (a JSON string of it is the general path's to write)
                 break
-            if topic == name and (rec_mt == mt or (json and not rec_mt)):
-                tail = b',"bm":"%d|%d|"' % (pub, seq)
-                if corr is not None:
-                    tail += b',"x":' + json_str(corr.decode())
-                if key is not None:
-                    tail += b',"k":' + json_str(key.decode())
-                if exp is not None:
-                    tail += b',"e":%d' % exp
-                header = head + tail + b"}"
-                framed = (len(header) + len(body)).to_bytes(4, "big") + header + body
-                out.append(framed)
-                out_len += len(framed)
-                delivered += 1
+            tail = b',"bm":"%d|%d|"' % (pub, seq)
+            if corr is not None:
+                tail += b',"x":' + json_str(corr.decode())
+            if key is not None:
+                tail += b',"k":' + json_str(key.decode())
+            if exp is not None:
+                tail += b',"e":%d' % exp
+            header = head + tail + b"}"
+            framed = (len(header) + len(body)).to_bytes(4, "big") + header + body
+            out.append(framed)
+            out_len += len(framed)
+            delivered += 1
         next_pos, last_pos, last_pub, last_seq = position + 1, position, pub, seq
+        scanned += 1
+        read_bytes += len(body)
         pos += total
         if delivered >= max_records or out_len >= max_bytes:
             why = BUDGET
             break
-    return pos, next_pos, last_pos, last_pub, last_seq, delivered, b"".join(out), why
+    return (pos, next_pos, last_pos, last_pub, last_seq, delivered, b"".join(out), why, scanned,
+            read_bytes)
 
 
 if accel.COMPILED:
@@ -221,17 +225,19 @@ def eligible(cursor: Any) -> bool:
             and cursor.rate is None and not cursor.timestamp)
 
 
-def deliver(journal: FileJournal | MemoryJournal, cursor: Any, limit: int) -> int | None:
+def deliver(journal: FileJournal | MemoryJournal, cursor: Any, limit: int, meter: Meter
+            ) -> int | None:
     """Deliver what ``cursor`` may see up to ``limit`` from the stored frames, one step:
     :data:`LIMIT` (reached it), :data:`BUDGET` (a step's worth: more to do, or ``top_n``
     reached), or None: the general path goes on from where this left the cursor (its
-    deliveries are queued on the connection already)."""
+    deliveries are queued on the connection already). ``meter`` counts the records read and
+    the deliveries sent, as the general path does (the ``bookmark`` processor's)."""
     sub = cursor.sub
     name, mt = split_topic(sub.topic)
     head = b'{"c":"p","t":' + json_str(name) + b',"sids":' + json_str(sub.sub_id)
     name_b, mt_b = name.encode(), mt.encode()
     parts: list[bytes] = []
-    framed = scanned = 0
+    framed = scanned = sent = 0
     result: int | None = None
     while True:
         got = journal.stored_frames(cursor.next_pos, cursor.stored_at, READ_BYTES)
@@ -239,9 +245,11 @@ def deliver(journal: FileJournal | MemoryJournal, cursor: Any, limit: int) -> in
             break
         data, seg, base = got
         remaining = cursor.remaining
-        off, next_pos, last_pos, pub, seq, n, frames, why = replay_frames(
+        off, next_pos, last_pos, pub, seq, n, frames, why, read, read_bytes = replay_frames(
             data, 0, cursor.next_pos, limit, name_b, mt_b, head,
             _MAX_RECORDS if remaining is None else remaining, STEP_BYTES - framed)
+        meter.take(read_bytes, read)
+        sent += n
         if last_pos:
             cursor.next_pos, cursor.last_pos = next_pos, last_pos
             cursor.last_bm = f"{pub}|{seq}|"
@@ -259,5 +267,6 @@ def deliver(journal: FileJournal | MemoryJournal, cursor: Any, limit: int) -> in
             result = None if why == GENERAL or off == 0 else BUDGET
             break
     if parts:
+        meter.give(framed, sent)
         cursor.conn.send(parts[0] if len(parts) == 1 else b"".join(parts))
     return result

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from amps_emulator.journal import DuplicatePublish
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.delivery.acks import early as acks_early
@@ -75,6 +76,12 @@ def _publish(broker: Broker, client: Client, cmd: Command, topic: str,
             broker, topic, cmd.body, cmd.command == "delta_publish", client.client_name or "",
             seq, cmd.correlation_id, cmd.sow_key, cmd.expiration,
             {"o": cmd.options} if cmd.options else None, client)
+        broker.processors.external.received_bytes += len(cmd.body)
+    except DuplicatePublish:
+        # held already (replication brought it): dropped and acked as a republished one is
+        if acks:
+            _publish_acks(broker, client, cmd, seq, None)
+        return
     except CommandError as exc:
         if seq is None or "persisted" not in acks:
             raise

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.core.amps_names import SESSION_LOGON, amps_id
 from amps_emulator.server.delivery.acks import early as acks_early
 from amps_emulator.server.delivery.acks import final as acks_final
 
@@ -26,6 +27,11 @@ log = logging.getLogger("amps_emulator.commands")
 
 def logon(broker: Broker, client: Client, cmd: Command) -> None:
     acks_early(client, cmd)
+    if client.logged_on:
+        # AMPS takes one logon per connection (the first command, or the implicit logon
+        # of another first command); the identity it gave stays for the connection's life
+        raise CommandError(reasons.DUPLICATE_LOGON,
+                           f"already logged on as {client.client_name!r}")
     fixed = client.listener.message_type
     mt = cmd.message_type or fixed or "json"
     if fixed is not None and mt != fixed:  # a transport of one type serves only that type
@@ -54,6 +60,7 @@ def logon(broker: Broker, client: Client, cmd: Command) -> None:
     client.correlation_id = cmd.correlation_id
     client.logged_on = True
     broker.by_name[name] = client
+    log.info("AMPS client session logon for: %s", name, extra=amps_id(SESSION_LOGON))
     acks = cmd.acks
     extra: dict[str, Any] = {"version": broker.server_version, "client_name": name}
     txlog = broker.txlog

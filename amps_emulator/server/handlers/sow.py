@@ -50,6 +50,7 @@ log = logging.getLogger("amps_emulator.sow")
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.core.ports import Client, QueueService
+    from amps_emulator.server.core.processors import Meter
     from amps_emulator.server.messaging.broker import Broker
 
 
@@ -98,7 +99,7 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
     queues = broker.queue_service
     queue = queues.get(topic_name) if queues is not None else None
     if queues is not None and queue is not None:
-        counts = yield from _query_queue(queues, client, cmd, queue, filt)
+        counts = yield from _query_queue(queues, client, cmd, queue, filt, broker.processors.sow)
         if on_snapshot is not None:
             on_snapshot(None)
         return counts
@@ -130,7 +131,7 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
         read = None if filt is None or old is None else compile_filter_for(
             f"({filt.text}) OR ({old.text})")
     # one topic's plain query: its records go out as the scan reads them (if kept as stored)
-    stream = StoredStream(client, topics[0].spec.name, batch, opts) \
+    stream = StoredStream(client, topics[0].spec.name, batch, opts, broker.processors.sow) \
         if len(topics) == 1 and not merged and top_n is None and skip_n is None else None
     steps = [topic.query_steps(read if entitled[i] is filt else entitled[i], sow_keys=cmd.sow_keys,
                                order_by=None if merged else cmd.orderby,
@@ -167,7 +168,8 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
         if stream is not None and records is stream.records:
             returned += yield from stream.send_rest(qid)
         else:
-            returned += yield from send_records(client, qid, name, records, batch, opts)
+            returned += yield from send_records(client, qid, name, records, batch, opts,
+                                                broker.processors.sow)
     client.end_group(cmd, qid)
     if replacing is not None:
         for name, rec in replacing.left:
@@ -207,7 +209,7 @@ def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
 
 
 def _paginated_steps(client: Client, cmd: Command, filt: Any, topic: Any,
-                     window: PageWindow, on_snapshot: Callable[[], None]
+                     window: PageWindow, on_snapshot: Callable[[], None], meter: Meter
                      ) -> Generator[None, None, dict[str, int]]:
     """A paginated ``sow_and_subscribe`` (``top_n`` and ``skip_n``): the subscription's
     ``window`` (:mod:`server.delivery.pagination`) starts from every record matching at the snapshot
@@ -223,7 +225,7 @@ def _paginated_steps(client: Client, cmd: Command, filt: Any, topic: Any,
     records = [by_key[k] for k in window.window()]
     if sel is not None:
         records = [project(r, sel, topic.encode) for r in records]
-    yield from send_records(client, qid, topic.spec.name, records, batch, cmd.opts)
+    yield from send_records(client, qid, topic.spec.name, records, batch, cmd.opts, meter)
     client.end_group(cmd, qid)
     return {"records_returned": len(records), "matches": result.matches,
             "topic_matches": result.topic_matches}
@@ -287,7 +289,7 @@ STEP_SECONDS = 0.01  # how long one step of a query on a queue may send results
 
 
 def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
-                 filt: Any) -> Generator[None, None, dict[str, int]]:
+                 filt: Any, meter: Meter) -> Generator[None, None, dict[str, int]]:
     """A ``sow`` query on a queue: the messages that could be delivered now, read-only
     (in steps: a generator)."""
     batch = sow_results.batch_size(cmd)
@@ -295,8 +297,10 @@ def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
     qid = begin_results(client, cmd, cmd.query_id or cmd.cid or "")
     step_end = time.monotonic() + STEP_SECONDS
     for start in range(0, len(records), batch):
-        client.send(sow_batch(queue.name, qid, [({"bm": r.bookmark_str}, r.body)
-                                              for r in records[start:start + batch]]))
+        chunk = records[start:start + batch]
+        data = sow_batch(queue.name, qid, [({"bm": r.bookmark_str}, r.body) for r in chunk])
+        meter.give(len(data), len(chunk))
+        client.send(data)
         if time.monotonic() > step_end:
             yield
             step_end = time.monotonic() + STEP_SECONDS
@@ -306,6 +310,7 @@ def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
 
 def sow(broker: Broker, client: Client, cmd: Command) -> None:
     acks_early(client, cmd)
+    broker.processors.sow.take(0)  # a query received (the sow processor's messages)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, "sow without a topic")
     refuse_unsupported_options(broker.bodies, cmd)
@@ -315,6 +320,7 @@ def sow(broker: Broker, client: Client, cmd: Command) -> None:
 
 def sow_and_subscribe(broker: Broker, client: Client, cmd: Command) -> None:
     acks_early(client, cmd)
+    broker.processors.sow.take(0)
     if not cmd.topic:
         raise CommandError(reasons.INVALID_TOPIC, f"{cmd.command} without a topic")
     sub_id = cmd.sub_id or cmd.query_id or cmd.cid
@@ -355,7 +361,7 @@ def sow_and_subscribe(broker: Broker, client: Client, cmd: Command) -> None:
         window = PageWindow(None, topic, parse_order_by(cmd.orderby), top_n, skip_n)
         _with_live_state(broker, client, cmd, sub_id, filt, delta, window,
                          lambda subscribe: _paginated_steps(client, cmd, filt, topic, window,
-                                                            subscribe),
+                                                            subscribe, broker.processors.sow),
                          registered, finish, unsubscribe)
         return
 
@@ -409,6 +415,7 @@ def _with_live_state(broker: Broker, client: Client, cmd: Command, sub_id: str,
     def subscribe() -> None:
         sub = register_subscription(broker, client, cmd, sub_id, filt, delta=delta)
         state.sub = sub
+        state.delivered = broker.delivered
         sub.live = state
         registered.append(sub)
 

@@ -124,6 +124,7 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
         if order is not None:
             out = sort_records(out, order)
         out = page(out, top_n, skip_n)
-        returned += yield from send_records(client, qid, name, out, batch, opts)
+        returned += yield from send_records(client, qid, name, out, batch, opts,
+                                            broker.processors.sow)
     client.end_group(cmd, qid)
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}

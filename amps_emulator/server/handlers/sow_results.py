@@ -28,6 +28,7 @@ from amps_emulator.sow.scan import BUILDING
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
+    from amps_emulator.server.core.processors import Meter
 
 
 class ResultsOut(Protocol):
@@ -208,16 +209,21 @@ def batches(records: list[Any], batch: int, opts: dict[str, Any]
 
 
 def send_records(client: ResultsOut, qid: str, topic: str, records: list[Any] | StoredRecords,
-                 batch: int, opts: dict[str, Any]) -> Generator[None, None, int]:
+                 batch: int, opts: dict[str, Any], meter: Meter | None = None
+                 ) -> Generator[None, None, int]:
     """Send ``records`` of ``topic`` in ``sow`` batches, yielding after every
     :data:`SEND_STEP` records framed; returns how many were sent. Records kept as stored
     (a plain query's) are framed straight from their stored values (:func:`sow_frames`,
-    the same frames)."""
+    the same frames). ``meter``: counts the records and the bytes of their batches (the
+    ``sow`` processor's matches)."""
     if isinstance(records, StoredRecords):
-        return (yield from _send_stored(client, qid, topic, records, batch, opts))
+        return (yield from _send_stored(client, qid, topic, records, batch, opts, meter))
     framed = 0
     for chunk in batches(records, batch, opts):
-        client.send(sow_batch(topic, qid, chunk))
+        data = sow_batch(topic, qid, chunk)
+        if meter is not None:
+            meter.give(len(data), len(chunk))
+        client.send(data)
         framed += len(chunk)
         if framed >= SEND_STEP:
             framed = 0
@@ -226,7 +232,8 @@ def send_records(client: ResultsOut, qid: str, topic: str, records: list[Any] | 
 
 
 def _send_stored(client: ResultsOut, qid: str, topic: str, records: StoredRecords, batch: int,
-                 opts: dict[str, Any], start: int = 0) -> Generator[None, None, int]:
+                 opts: dict[str, Any], meter: Meter | None, start: int = 0
+                 ) -> Generator[None, None, int]:
     """:func:`send_records` of stored records (from row ``start`` on): each step frames whole
     batches of at least :data:`SEND_STEP` records (as the general path does) with one
     :func:`sow_frames` call, and queues them as one write. Returns how many were sent."""
@@ -234,22 +241,26 @@ def _send_stored(client: ResultsOut, qid: str, topic: str, records: StoredRecord
     n = len(rows)
     step = -(-SEND_STEP // batch) * batch
     for first in range(start, n, step):
-        _send_rows(client, qid, topic, rows, batch, opts, first, min(n, first + step))
+        _send_rows(client, qid, topic, rows, batch, opts, meter, first, min(n, first + step))
         if first + step < n:
             yield
     return n - start
 
 
 def _send_rows(client: ResultsOut, qid: str, topic: str, rows: list[tuple[bytes, bytes]],
-               batch: int, opts: dict[str, Any], start: int, end: int) -> None:
+               batch: int, opts: dict[str, Any], meter: Meter | None, start: int, end: int
+               ) -> None:
     """The ``sow`` frames of stored ``rows[start:end]``, ``batch`` to a frame, as one write."""
     stamps = None
     if "timestamp" in opts:
         stamps = [b""] * start + [
             format_timestamp(round(stored_timestamp(v) * 1_000_000)).encode()
             for _, v in rows[start:end]]
-    client.send(sow_frames(sow_batch_prefix(topic, qid), rows, "no_sowkey" not in opts, stamps,
-                           start, end, batch, True))
+    data = sow_frames(sow_batch_prefix(topic, qid), rows, "no_sowkey" not in opts, stamps,
+                      start, end, batch, True)
+    if meter is not None:
+        meter.give(len(data), end - start)
+    client.send(data)
 
 
 class StoredStream:
@@ -257,15 +268,17 @@ class StoredStream:
     them to :attr:`records` (``Topic.query_steps(into=...)``) and, after each step,
     :meth:`send_read` frames the whole batches read so far (the scan and the client's read
     then overlap); :meth:`send_rest` sends what is left when the query is done. The frames
-    are those :func:`send_records` makes of the whole result."""
+    are those :func:`send_records` makes of the whole result (``meter``: counted as it does)."""
 
-    __slots__ = ("client", "topic", "batch", "opts", "records", "sent")
+    __slots__ = ("client", "topic", "batch", "opts", "meter", "records", "sent")
 
-    def __init__(self, client: ResultsOut, topic: str, batch: int, opts: dict[str, Any]) -> None:
+    def __init__(self, client: ResultsOut, topic: str, batch: int, opts: dict[str, Any],
+                 meter: Meter | None = None) -> None:
         self.client = client
         self.topic = topic
         self.batch = batch
         self.opts = opts
+        self.meter = meter
         self.records = StoredRecords()
         self.sent = 0  # rows framed so far
 
@@ -273,12 +286,13 @@ class StoredStream:
         rows = self.records.rows
         end = self.sent + (len(rows) - self.sent) // self.batch * self.batch
         if end > self.sent:
-            _send_rows(self.client, qid, self.topic, rows, self.batch, self.opts, self.sent, end)
+            _send_rows(self.client, qid, self.topic, rows, self.batch, self.opts, self.meter,
+                       self.sent, end)
             self.sent = end
 
     def send_rest(self, qid: str) -> Generator[None, None, int]:
         """Send the records not sent yet (in steps); returns how many records there are."""
         yield from _send_stored(self.client, qid, self.topic, self.records, self.batch,
-                                self.opts, self.sent)
+                                self.opts, self.meter, self.sent)
         self.sent = len(self.records)
         return self.sent

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol.bodies import Bodies
 from amps_emulator.protocol.msgtypes import MessageTypeRegistry, build_registry
+from amps_emulator.server.core.processors import Processors
 from amps_emulator.server.core.router import Router, Subscription
 from amps_emulator.server.core.version import SERVER_VERSION
 from amps_emulator.server.delivery import replay
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from amps_emulator.auth import SecurityLayer
     from amps_emulator.server.core.ports import (
         Client,
+        DeliveryWatch,
         PublishObserver,
         QueueService,
         SowService,
@@ -74,11 +76,21 @@ class Broker:
         #: the order they are told; registered by the root (:func:`server.messaging.message_path.register`)
         self.observers: tuple[PublishObserver, ...] = ()
         self.stats = {"published": 0, "delivered": 0}
+        #: told of every ``publish`` delivered to a subscriber (live, conflated, paginated,
+        #: queue, replay); None (the delivery paths pay one test) unless an
+        #: ``on-deliver-message`` action watches them
+        self.delivered: DeliveryWatch | None = None
+        #: messages in (published) and out (delivered to subscriptions) per topic key
+        #: (:mod:`server.core.meters`: at most ``TOPIC_CAP`` topics one by one)
+        self.topics_in: dict[str, int] = {}
+        self.topics_out: dict[str, int] = {}
         #: authentication and entitlements (:mod:`amps_emulator.auth`) when the config has an
         #: Authentication or Entitlement block; None: every logon and command is allowed
         self.security: SecurityLayer | None = None
         #: commands refused by entitlement (the Admin tree's denied_reads / denied_writes)
         self.denied = {"reads": 0, "writes": 0}
+        #: what each message processor did (the Admin tree's processors)
+        self.processors = Processors()
         #: set when the server stops: replays no longer schedule themselves
         self.stopping = False
         #: drop a client's state now, before its transport reports the close (a logon taking

@@ -38,6 +38,7 @@ from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import TYPE_SEP, display_name
 from amps_emulator.server.core.message import UNDECODED, Message
+from amps_emulator.server.core.meters import count
 from amps_emulator.server.delivery.fanout import fan_out, send_oof
 from amps_emulator.server.messaging.registration import compile_filter_for
 from amps_emulator.sow.query import DeleteResult
@@ -157,12 +158,13 @@ def publish_plain(broker: Broker, topic: str, deliver: bool, client_name: str,
             raise RunRefused
     if not deliver:
         broker.stats["published"] += len(bodies)
+        count(broker.topics_in, topic, len(bodies))
     elif keyed is None:
         for i, body in enumerate(bodies):
             _deliver(broker, topic, body, False, None if recs is None else recs[i], client_name,
                      None, None, None, None, UNDECODED, None)
     elif sow_topic is not None and _unread(broker, sow_topic, topic):
-        _upsert_unread(broker, sow_topic, bodies, keyed, recs)  # _deliver's short way, per run
+        _upsert_unread(broker, topic, sow_topic, bodies, keyed, recs)  # _deliver's short way, per run
     else:
         for i, body in enumerate(bodies):
             doc, key = keyed[i]
@@ -177,7 +179,7 @@ def _unread(broker: Broker, sow_topic: Topic, topic: str) -> bool:
     return sow_topic.plain_upserts and not broker.observers and not broker.router.match(topic)
 
 
-def _upsert_unread(broker: Broker, sow_topic: Topic, bodies: list[bytes],
+def _upsert_unread(broker: Broker, topic: str, sow_topic: Topic, bodies: list[bytes],
                    keyed: list[tuple[object, str]], recs: list[JournalRecord] | None,
                    since: float | None = None) -> None:
     """Store keyed publishes that nobody reads (:func:`_unread`: true for a whole run, which
@@ -193,6 +195,7 @@ def _upsert_unread(broker: Broker, sow_topic: Topic, bodies: list[bytes],
         now = int(broker.wallclock() * 1_000_000) / 1_000_000
         sow_topic.upsert_run(keyed, bodies, [""] * n, [0] * n, [now] * n, since)
     broker.stats["published"] += n
+    count(broker.topics_in, topic, n)
 
 
 class RunRefused(Exception):
@@ -207,6 +210,10 @@ def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
     publish or sow_delete (SOW, subscribers, observers), acking no client. The record's
     topic is (type, name): its key. Its body is already enriched (by the instance that
     took the publish): it is stored as it is."""
+    seqs = broker.client_seqs
+    if rec.client_seq is not None and rec.client_seq > seqs.get(rec.client_name, rec.client_seq):
+        # its publisher's stale copy on a connection here is a duplicate from now on
+        seqs[rec.client_name] = rec.client_seq
     sow = broker.sow_service
     topic = rec.key
     sow_topic = sow.get(topic) if sow is not None else None
@@ -238,7 +245,7 @@ def _deliver(broker: Broker, topic: str, body: bytes, delta: bool, rec: JournalR
     if sow_topic is not None and key is not None and expiration is None and not delta \
             and _unread(broker, sow_topic, topic):
         # the keyed upsert nobody reads (no subscriber, no observer): stored, no Message
-        _upsert_unread(broker, sow_topic, [body], [(doc, key)], None if rec is None else [rec],
+        _upsert_unread(broker, topic, sow_topic, [body], [(doc, key)], None if rec is None else [rec],
                        since)
         return
     if sow_topic is not None or broker.router.match(topic) or (
@@ -258,6 +265,7 @@ def _deliver(broker: Broker, topic: str, body: bytes, delta: bool, rec: JournalR
             observer.message_published(msg, rec)
     else:
         broker.stats["published"] += 1
+        count(broker.topics_in, topic, 1)
 
 
 def _covered(observers: tuple[PublishObserver, ...], topic: str) -> bool:

@@ -138,6 +138,7 @@ class PublishRuns:
         try:
             recs = publish_plain(broker, topic, deliver, client_name, bodies, seqs or None,
                                  sow_topic, keyed)
+            broker.processors.external.received_bytes += sum(map(len, bodies))
             if seqs:
                 broker.client_seqs[client_name] = seqs[-1]
             if acked:

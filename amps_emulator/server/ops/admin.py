@@ -12,7 +12,7 @@ request head, before its body is read; an administrator action needs the ``admin
 permission whatever the method.
 
 Paths (``.json``/``.xml`` on the last segment of any ``/amps`` node, ``.csv`` on a leaf; no
-extension: a browsable page):
+extension: a browsable page; ``?t0=``/``?t1=``: the history, :mod:`server.ops.stats_history`):
 
 * ``/amps``: ``host`` (cpus, memory, disks, network), ``instance`` (clients, processors, sow,
   queues, views, subscriptions, transaction_log, transports, replication: one node per
@@ -50,8 +50,8 @@ from amps_emulator.auth import Credentials
 from amps_emulator.config.values import parse_inet_addr
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.core.clock import TestClock
+from amps_emulator.server.ops import metrics, snapshot
 from amps_emulator.server.ops import reset as ops
-from amps_emulator.server.ops import snapshot
 from amps_emulator.server.ops.admin_http import (
     AdminLimits,
     ConnectionCap,
@@ -63,8 +63,9 @@ from amps_emulator.server.ops.admin_http import (
     needs_write,
     parse_target,
 )
-from amps_emulator.server.ops.console import SCRIPT, page
+from amps_emulator.server.ops.console import STATIC, page, static_file
 from amps_emulator.server.ops.faults import FaultConflict, FaultError, Faults
+from amps_emulator.server.ops.history import History
 from amps_emulator.server.ops.stats import Sampler, client_id, tree
 
 if TYPE_CHECKING:
@@ -123,6 +124,8 @@ class AdminServer:
         self.host = host
         self.port = port
         self.sampler = Sampler(server, interval)
+        #: a second-by-second history for the console's charts (its first sample now)
+        self.history = History(server)
         #: what one request and the interface as a whole may use (tests shorten them)
         self.limits = limits if limits is not None else AdminLimits()
         #: the connections open now, and the cap on them
@@ -146,9 +149,11 @@ class AdminServer:
         sock = self._srv.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
         self.sampler.start()
+        self.history.start()
 
     async def stop(self) -> None:
         self.sampler.close()
+        self.history.close()
         self.faults.clear()
         if self._srv is not None:
             self._srv.close()
@@ -164,7 +169,8 @@ class AdminServer:
         task = asyncio.current_task()  # (the server's callback runs as a task)
         if task is not None:
             self._tasks.add(task)
-        ex = Exchange(reader, writer, self.limits)
+        ex = Exchange(reader, writer, self.limits, self.server.budget)
+        self.server.budget.add(ex)
         try:
             while await self._exchange(ex):
                 pass
@@ -183,6 +189,7 @@ class AdminServer:
             log.exception("admin request failed")
         finally:
             self.cap.release()
+            self.server.budget.discard(ex)
             if task is not None:
                 self._tasks.discard(task)
             writer.close()
@@ -246,7 +253,7 @@ class AdminServer:
             ex.extend_deadline(self.limits.snapshot_deadline)
             spool = tempfile.TemporaryFile(dir=snapshot.scratch_dir(self.server))
             try:
-                await ex.body(spool.write, limit)
+                await ex.body(spool.write, limit, spooled=True)
             except BaseException:
                 spool.close()
                 raise
@@ -263,8 +270,10 @@ class AdminServer:
         try:
             if not segs:
                 return 200, "text/html; charset=utf-8", page(self.server, self.faults.listed()).encode()
-            if segs == ("console.js",):
-                return 200, "application/javascript", SCRIPT.encode()
+            if segs[0] in STATIC:
+                return 200, STATIC[segs[0]], static_file(segs[0])
+            if segs == ("metrics",):
+                return 200, metrics.CONTENT_TYPE, metrics.render(self.server).encode()
             if segs[0] == "emulator":
                 if segs[1:] == ("snapshot",):
                     return await self._snapshot(method, query, body)
@@ -331,11 +340,19 @@ class AdminServer:
         segs, fmt = list(target.segs), target.fmt
         if len(segs) >= 2 and segs[1] == "administrator":
             return _json(self._administrator(segs[2:], target.query))
-        node: Any = tree(self.server, self.sampler)
         steps: list[tuple[str, bool]] = []
-        for seg in segs:
-            node, in_list = _child(node, seg, segs)
-            steps.append((seg, in_list))
+        if "t0" in target.query or "t1" in target.query:  # the statistics' history
+            got = self.sampler.store.select(segs, target.query)
+            if got.series and fmt in ("", "csv"):
+                return 200, "text/csv" if fmt else "text/plain; charset=utf-8", got.csv()
+            node: Any = [{"timestamp": t, "value": v} for t, v in got.node] if got.series \
+                else got.node
+            steps = got.steps
+        else:
+            node = tree(self.server, self.sampler)
+            for seg in segs:
+                node, in_list = _child(node, seg, segs)
+                steps.append((seg, in_list))
         wrapped: Any = node
         for seg, in_list in reversed(steps):
             if in_list:
@@ -450,9 +467,7 @@ class AdminServer:
 
     def _transport_action(self, lst: Any, action: str) -> dict:
         if action == "disable":
-            if lst.server is not None:
-                lst.server.close()
-                lst.server = None
+            self.server.disable_listener(lst)
             return {"transport": lst.name, "is_enabled": False}
         if lst.server is None:
             task = asyncio.ensure_future(self.server.enable_listener(lst))
@@ -579,8 +594,11 @@ class AdminServer:
             return ops.subscriptions(s)
         if what == "replication":
             return self._emulator_replication(method, segs[1:])
-        if what == "stats":
-            return {"history": self.sampler.history, "interval": self.sampler.interval}
+        if what == "stats":  # the console's charts: ?seconds= of history, the ?top= topics
+            try:
+                return self.history.series(float(q.get("seconds", 3600)), int(q.get("top", 6)))
+            except ValueError:
+                raise HttpError(400, "stats wants ?seconds=S&top=N") from None
         if what == "clock":
             tb = s.timebase
             if segs[1:] == ("advance",):
@@ -625,7 +643,7 @@ def _xml(obj: Any, name: str | None = None) -> str:
     if isinstance(obj, list):
         item = _SINGULAR.get(name, "item")
         inner = "".join(
-            f"<{item} id='{html.escape(str(e.get('id', '')))}'>"
+            f"<{item}" + (f" id='{html.escape(str(e['id']))}'" if "id" in e else "") + ">"
             + "".join(_xml(v, k) for k, v in e.items() if k != "id") + f"</{item}>"
             if isinstance(e, dict) else f"<{item}>{html.escape(str(e))}</{item}>"
             for e in obj)

@@ -39,6 +39,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from amps_emulator.server.core.amps_names import INITIALIZED, STARTUP_BANNER, amps_id
 from amps_emulator.server.core.version import SERVER_VERSION as DEFAULT_SERVER_VERSION
 
 if TYPE_CHECKING:
@@ -529,6 +530,8 @@ def _install_log_targets(args: argparse.Namespace, config: Any) -> int:
 def _serve(startup: _Startup, args: argparse.Namespace, begun: float) -> int:
     """Run the server until SIGTERM or SIGINT; the exit status."""
     _install_event_loop_policy()
+    log.info("amps-emulator %s, announcing AMPS %s: instance %s starting", emulator_version(),
+             args.server_version, startup.config.name, extra=amps_id(STARTUP_BANNER))
     started: list[bool] = []
 
     async def _amain() -> None:
@@ -552,6 +555,9 @@ def _serve(startup: _Startup, args: argparse.Namespace, begun: float) -> int:
 
         def initialized() -> None:
             print(initialization_line(begun), flush=True)
+            # and to the log targets that take 00-0015 (a stdout one leaves it out: printed)
+            log.info("AMPS initialization completed (%d seconds).", int(time.monotonic() - begun),
+                     extra={**amps_id(INITIALIZED), "on_stdout": True})
 
         await run(startup.config, ready=ready, shutdown=shutdown,
                   keep_readable_journal=args.keep_readable_journal, admin=args.admin,

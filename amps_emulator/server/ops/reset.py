@@ -65,12 +65,6 @@ async def reset_all(server: Server) -> dict:
             records += topic.count()
             topic.clear()
         server.sow_service.sow.commit()
-        if server.derived is not None:
-            from amps_emulator.server.services.views import DerivedTopics
-
-            derived = DerivedTopics(server.broker, server.config)
-            derived.start()
-            server.replace_derived(derived)
     if server.queue_service is not None:
         from amps_emulator.queues import QueueEngine
 
@@ -83,6 +77,12 @@ async def reset_all(server: Server) -> dict:
         svc._cache.clear()
         svc._ckpt_pending = None
         svc._ckpt_written = {}
+    if server.derived is not None:  # rebuilt over the emptied topics and queues
+        from amps_emulator.server.services.views import DerivedTopics
+
+        derived = DerivedTopics(server.broker, server.config, server.queue_service)
+        derived.start()
+        server.replace_derived(derived)
     server.turn.request()
     return {"reset": "all", "clients_disconnected": n, "records_deleted": records}
 
@@ -108,6 +108,8 @@ def reset_queue(server: Server, name: str) -> dict:
     q.subs.clear()
     if q.ownership is not None:
         q.ownership.restore({})
+    if svc.watch is not None:
+        svc.watch(q, [], None)  # the views over it: every message gone
     server.turn.request()
     return {"reset": "queue", "queue": name, "messages_removed": depth, "clients_disconnected": n}
 

@@ -1,10 +1,21 @@
 """Statistics for the Admin interface: the ``/amps`` tree of the AMPS Monitoring Reference.
 
 The message path only bumps integer counters (per connection: bytes and messages in and
-out; per SOW topic: inserts, updates, deletes, queries; the server's published/delivered).
-A :class:`Sampler` on a loop timer takes a sample every ``Admin/Interval`` and turns the
-counter differences into the reference's ``*_per_sec`` rates (interval averages), the way
-AMPS's statistics database does; cumulative counters and snapshots are read live.
+out; per SOW topic: inserts, updates, deletes, queries; per message processor:
+:mod:`server.core.processors`). A :class:`Sampler` on a loop timer takes a sample every
+``Admin/Interval`` and turns the counter differences into the reference's ``*_per_sec``
+rates (interval averages), the way AMPS's statistics database does, and records the whole
+tree in its history (:mod:`server.ops.stats_history`: the ``t0``/``t1`` queries);
+cumulative counters and snapshots are read live.
+
+The processors (``/amps/instance/processors``): ``external`` (publish and subscribe:
+publishes received, messages delivered to subscriptions), ``sow`` (queries received, records
+they returned), ``queue`` (messages entering a queue, messages delivered from one),
+``bookmark`` (records replays read from the transaction log, messages they sent) and ``all``,
+their sum. ``*_bytes`` count the publishes' bodies received, and the frames sent.
+``last_active`` is the time since the sample at which the processor's counters last moved;
+``throttle_count`` the times a connection stopped being read because the server had more of
+its frames than one pass takes (the publishes wait for the next pass).
 
 :func:`tree` builds the whole tree as plain dicts and lists (collections are lists of
 objects with an ``id``, as AMPS's JSON output has them), with values as strings, the way AMPS
@@ -20,6 +31,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol.topics import display_name
+from amps_emulator.server.core.amps_names import connection_name
+from amps_emulator.server.ops.stats_history import StatsHistory, format_time
 
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
@@ -124,12 +137,40 @@ def _disks() -> list[dict]:
     return out
 
 
+#: the processors of ``/amps/instance/processors``, and their descriptions
+PROCESSORS = {"all": "AMPS Aggregate Processor Stats",
+              "bookmark": "transaction log replay (bookmark subscriptions)",
+              "external": "publish and subscribe", "queue": "message queues",
+              "sow": "queries of SOW topics"}
+_FIGURES = ("received", "received_bytes", "found", "found_bytes")
+
+
+def processor_counters(server: Server) -> dict[str, dict[str, int]]:
+    """Each processor's messages received and matches found (and their bytes), now."""
+    broker = server.broker
+    meters = broker.processors
+    ext = meters.external
+    out = {"external": {"received": broker.stats["published"], "received_bytes": ext.received_bytes,
+                        "found": broker.stats["delivered"], "found_bytes": ext.found_bytes}}
+    for pid, m in (("bookmark", meters.bookmark), ("queue", meters.queue), ("sow", meters.sow)):
+        out[pid] = {"received": m.received, "received_bytes": m.received_bytes,
+                    "found": m.found, "found_bytes": m.found_bytes}
+    out["all"] = {f: sum(figures[f] for figures in out.values()) for f in _FIGURES}
+    return out
+
+
 class Sampler:
     """Samples counters every ``interval`` seconds (real time) and keeps the rates."""
 
     def __init__(self, server: Server, interval: float) -> None:
         self.server = server
         self.interval = interval
+        #: when each processor's counters last moved (monotonic), for ``last_active``
+        self._active_at = dict.fromkeys(PROCESSORS, time.monotonic())
+        #: every sample of the tree, for the ``t0``/``t1`` queries (the statistics database)
+        self.store = StatsHistory()
+        self.total_time = 0.0  # seconds spent sampling and recording
+        self.last_time = 0.0  # of the last sample
         self.timer: Any = None
         self.at = time.monotonic()
         self.sampled_at = time.time()
@@ -142,7 +183,6 @@ class Sampler:
         self.net_rates: dict[str, tuple[float, float]] = {}
         self._processed_at = time.monotonic()
         self._processed = 0
-        self.history: list[tuple[float, float]] = []  # (time, messages/s) for the console
         self._counters()
 
     def start(self) -> None:
@@ -156,6 +196,9 @@ class Sampler:
         s = self.server
         c: dict[tuple, int] = {
             ("p", "received"): s.broker.stats["published"], ("p", "matches"): s.broker.stats["delivered"]}
+        for pid, figures in processor_counters(s).items():
+            for name, v in figures.items():
+                c[("p", pid, name)] = v
         for conn in s.connections:
             k = conn.conn_id
             n = conn.counters()
@@ -177,8 +220,9 @@ class Sampler:
         cur = self._counters()
         prev = self._prev
         self.rates = {k: max(0, v - prev.get(k, 0)) / dt for k, v in cur.items()}
-        if cur[("p", "received")] != prev.get(("p", "received")):
-            self._processed_at = now
+        for pid in PROCESSORS:
+            if any(cur[("p", pid, f)] != prev.get(("p", pid, f)) for f in ("received", "found")):
+                self._active_at[pid] = now
         self._prev = cur
         cpu = _cpu_times()
         self.cpus = _cpu_percents(self._cpu_prev, cpu)
@@ -190,20 +234,29 @@ class Sampler:
         self.at = now
         self.sampled_at = time.time()
         self.samples += 1
-        self.history.append((self.sampled_at, self.rates[("p", "received")]))
-        del self.history[:-120]
+
+    def record(self) -> None:
+        """Add the tree as it is now to :attr:`store`, stamped with the sample's time."""
+        started = time.perf_counter()
+        at_us = int(self.sampled_at * 1_000_000)
+        recorded = tree(self.server, self)
+        recorded["amps"]["instance"]["timestamp"] = format_time(at_us)  # (the sample's own)
+        self.store.record(at_us, recorded)
+        self.last_time = time.perf_counter() - started
+        self.total_time += self.last_time
 
     def _tick(self) -> None:
         try:
             self.sample()
+            self.record()
         finally:
             self.timer = self.server.loop.call_later(self.interval, self._tick)
 
     def rate(self, *key: Any) -> str:
         return _n(float(self.rates.get(key, 0.0)))
 
-    def last_active_ms(self) -> int:
-        return int((time.monotonic() - self._processed_at) * 1000)
+    def last_active_ms(self, pid: str) -> int:
+        return int((time.monotonic() - self._active_at[pid]) * 1000)
 
 
 # -- the tree --------------------------------------------------------------------------------
@@ -213,8 +266,8 @@ def client_id(client: Any) -> str:
 
 
 def _socket_queues(client: Any) -> tuple[int, int]:
-    """Bytes in the socket's kernel receive and send queues (Linux ioctls), plus what the
-    transport still buffers for sending."""
+    """Bytes in the socket's kernel receive and send queues (Linux ioctls); what the server
+    still holds for sending is the client's ``queued_bytes_out``."""
     tr = client.transport
     if tr is None or client.closed:
         return 0, 0
@@ -234,7 +287,7 @@ def _socket_queues(client: Any) -> tuple[int, int]:
             tx = buf[0]
         except (ImportError, OSError, ValueError, AttributeError):  # not Linux, or closed
             pass
-    return rx, tx + tr.get_write_buffer_size()
+    return rx, tx
 
 
 def _clients(server: Server, sm: Sampler) -> list[dict]:
@@ -249,7 +302,7 @@ def _clients(server: Server, sm: Sampler) -> list[dict]:
             "bytes_out": _n(n.bytes_out), "bytes_out_per_sec": sm.rate("c", k, "bytes_out"),
             "client_name": conn.client_name or "", "client_version": conn.client_version or "",
             "connect_time": _iso(conn.connect_time),
-            "connection_name": f"{conn.listener.name}-{k}",
+            "connection_name": connection_name(server.instance_name, conn),
             "correlation_id": conn.correlation_id or "",
             "denied_reads": _n(conn.denied_reads), "denied_writes": _n(conn.denied_writes),
             "messages_in": _n(n.messages_in),
@@ -258,7 +311,7 @@ def _clients(server: Server, sm: Sampler) -> list[dict]:
             "messages_out_per_sec": sm.rate("c", k, "messages_out"),
             "queue_depth_out": _n(n.queue_depth_out),
             "queued_bytes_out": _n(n.queued_bytes_out),
-            "queue_max_latency": "0", "remote_address": conn.peer,
+            "queue_max_latency": _n(n.queue_max_latency), "remote_address": conn.peer,
             "subscription_count": _n(len(conn.subs)), "transport_rx_queue": _n(rx),
             "transport_tx_queue": _n(tx),
         })
@@ -266,18 +319,28 @@ def _clients(server: Server, sm: Sampler) -> list[dict]:
 
 
 def _processors(server: Server, sm: Sampler) -> list[dict]:
-    received, found = server.broker.stats["published"], server.broker.stats["delivered"]
+    counters = processor_counters(server)
+    throttled = _n(sum(lst.throttled for lst in server.listeners))
+    denied = server.broker.denied
     out = []
-    for pid, desc in (("all", "AMPS Aggregate Processor Stats"),
-                      ("external", "publish and subscribe")):
+    for pid, desc in PROCESSORS.items():
+        figures = counters[pid]
+        # refusals and throttling are of commands and publishes: the external processor's
+        whole = pid in ("all", "external")
         out.append({
-            "id": pid, "description": desc, "denied_reads": _n(server.broker.denied["reads"]),
-            "denied_writes": _n(server.broker.denied["writes"]),
-            "last_active": _n(sm.last_active_ms()),
-            "matches_found": _n(found), "matches_found_per_sec": sm.rate("p", "matches"),
-            "messages_received": _n(received),
-            "messages_received_per_sec": sm.rate("p", "received"),
-            "throttle_count": "0",
+            "id": pid, "description": desc,
+            "denied_reads": _n(denied["reads"] if whole else 0),
+            "denied_writes": _n(denied["writes"] if whole else 0),
+            "last_active": _n(sm.last_active_ms(pid)),
+            "matches_found": _n(figures["found"]),
+            "matches_found_per_sec": sm.rate("p", pid, "found"),
+            "matches_found_bytes": _n(figures["found_bytes"]),
+            "matches_found_bytes_per_sec": sm.rate("p", pid, "found_bytes"),
+            "messages_received": _n(figures["received"]),
+            "messages_received_per_sec": sm.rate("p", pid, "received"),
+            "messages_received_bytes": _n(figures["received_bytes"]),
+            "messages_received_bytes_per_sec": sm.rate("p", pid, "received_bytes"),
+            "throttle_count": throttled if whole else "0",
         })
     return out
 
@@ -358,9 +421,20 @@ def _subscriptions(server: Server) -> list[dict]:
                 "filter": _sub_text(sub, "filter"), "options": _sub_text(sub, "options"),
                 "bookmark": str(getattr(sub.cursor.cmd, "bookmark", "") or "")
                 if sub.cursor is not None else "",
-                "backlog": "0",
+                "backlog": _n(_leased(conn, sid, sub)),
             })
     return out
+
+
+def _leased(conn: Any, sid: str, sub: Any) -> int:
+    """The messages a queue subscription holds leased (0 for any other subscription)."""
+    q = getattr(sub, "queue", None)
+    if q is None:
+        return 0
+    try:
+        return int(q.engine.subscriber_backlog((conn.conn_id, sid))[0])
+    except KeyError:  # (it left the queue already)
+        return 0
 
 
 def _sub_text(sub: Any, what: str) -> str:
@@ -440,6 +514,8 @@ def tree(server: Server, sm: Sampler) -> dict:
             "statistics": {"file_name": getattr(cfg.admin, "file_name", ":memory:")
                            if cfg.admin is not None else ":memory:",
                            "interval": _n(int(sm.interval * 1000)),
-                           "total_samples": _n(sm.samples)},
+                           "total_samples": _n(sm.samples), "queries": _n(sm.store.queries),
+                           "time_per_sample": _n(sm.last_time),
+                           "total_time": _n(sm.total_time)},
         },
     }}

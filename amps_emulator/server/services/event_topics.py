@@ -16,7 +16,9 @@ them and a SOW topic configured for ``/AMPS/SOWStats`` keeps the latest per key.
   ``sow_delete``; at a disconnect, one ``unsubscribe`` per subscription the client still had,
   then the ``disconnect``.
 * ``/AMPS/SOWStats``: every ``SOWStatsInterval``, one message per SOW topic: its message type,
-  name, record count and the time.
+  name, record count and the time. In a fix type whose ``AMPSVersionCompliance`` is 5, the
+  topic and the record count have the tags unified with ``/AMPS/ClientStatus`` (20068, 20075)
+  rather than AMPS 4.X's (20066, 20067).
 
 NVFIX and BFlat bodies carry the JSON field names, flat (the User Guide lists the names of
 FIX, XML and JSON only) [unverified].
@@ -39,6 +41,7 @@ from amps_emulator.protocol.msgtypes import (
     XmlCodec,
 )
 from amps_emulator.protocol.topics import display_name, qualify
+from amps_emulator.server.core.amps_names import connection_name
 from amps_emulator.server.core.ports import ServiceHost, Timer
 
 if TYPE_CHECKING:
@@ -46,7 +49,8 @@ if TYPE_CHECKING:
     from amps_emulator.server.core.ports import Client, SowService
     from amps_emulator.server.core.router import Subscription
 
-__all__ = ["EventTopics", "CLIENT_STATUS", "SOW_STATS", "CLIENT_STATUS_FIELDS", "SOW_STATS_FIELDS"]
+__all__ = ["EventTopics", "CLIENT_STATUS", "SOW_STATS", "CLIENT_STATUS_FIELDS", "SOW_STATS_FIELDS",
+           "SOW_STATS_UNIFIED_FIELDS"]
 
 log = logging.getLogger("amps_emulator.events")
 
@@ -76,6 +80,10 @@ SOW_STATS_FIELDS: dict[str, tuple[str, str]] = {
     "topic": ("Topic", "20066"),
     "record_count": ("Records", "20067"),
 }
+#: ``/AMPS/SOWStats`` in a fix type whose ``AMPSVersionCompliance`` is 5: the tags unified with
+#: those of ``/AMPS/ClientStatus`` (the topic is 20068 in both)
+SOW_STATS_UNIFIED_FIELDS: dict[str, tuple[str, str]] = {
+    **SOW_STATS_FIELDS, "topic": ("Topic", "20068"), "record_count": ("Records", "20075")}
 
 #: the commands that are a client status event once they succeeded
 SUBSCRIBING = frozenset({"subscribe", "delta_subscribe", "sow_and_subscribe",
@@ -146,10 +154,14 @@ class EventTopics:
         return out
 
     def _emit(self, topic: str, root: str, names: dict[str, tuple[str, str]],
-              fields: dict[str, Any]) -> None:
+              fields: dict[str, Any], unified: dict[str, tuple[str, str]] | None = None) -> None:
+        """``unified``: the names a fix type with ``AMPSVersionCompliance`` 5 writes."""
         for name, codec in self._readers(topic):
+            written = names
+            if unified is not None and isinstance(codec, FixCodec) and codec.version_compliance >= 5:
+                written = unified
             try:
-                body = event_body(codec, root, names, fields)
+                body = event_body(codec, root, written, fields)
             except CodecError as exc:  # a value this type cannot hold: the others still get it
                 log.debug("%s as %s: %s", topic, name, exc)
                 continue
@@ -166,7 +178,7 @@ class EventTopics:
         session = client.session
         return {
             "timestamp": self._now(), "event": event, "client_name": client.client_name,
-            "connection_name": f"{self.broker.instance_name}-{client.listener.name}-{client.conn_id}",
+            "connection_name": connection_name(self.broker.instance_name, client),
             "client_address": client.peer,
             "auth_id": session.user_id if session is not None else client.user_id,
         }
@@ -238,7 +250,7 @@ class EventTopics:
                 continue  # the statistics' own store
             self._emit(SOW_STATS, "SOWStats", SOW_STATS_FIELDS, {
                 "message_type": topic.spec.message_type, "topic": display_name(key),
-                "record_count": topic.count(), "timestamp": now})
+                "record_count": topic.count(), "timestamp": now}, SOW_STATS_UNIFIED_FIELDS)
 
     def close(self) -> None:
         if self._timer is not None:

@@ -17,10 +17,13 @@ Each configured target becomes one handler on the ``amps_emulator`` logger:
 
 Levels: AMPS's ``developer < trace < stats < info < warning < error < critical < emergency``.
 A record passes a target when its level is at or above ``Level``, or is one of ``Levels``
-(``none``: nothing). Python's ``DEBUG`` is ``trace``. ``IncludeErrors`` / ``ExcludeErrors``
+(``none``: nothing); a target with neither takes only its ``IncludeErrors`` (AMPS's logging is
+opt-in). Python's ``DEBUG`` is ``trace``. ``IncludeErrors`` / ``ExcludeErrors``
 match a record's AMPS message id (the ``amps_id`` attribute, e.g. ``00-0015``): an included id
-passes whatever its level, an excluded one never does. The emulator's own messages carry no
-AMPS ids, so these two only act on records that do.
+passes whatever its level, an excluded one never does. The emulator gives its lines the id
+AMPS logs the same event under where 60East documents one (:mod:`server.core.amps_names`:
+``00-0015`` start-up completed, ``07-0013`` a client disconnected, ...); a target writes a
+record's id before its text.
 
 :func:`amps_line` writes a line in AMPS's own event log format (the ``00-0015`` start-up line
 the command line prints).
@@ -45,7 +48,7 @@ _RANK = {name: i for i, name in enumerate(AMPS_LEVELS)}
 PY_LEVEL = {"developer": 1, "trace": logging.DEBUG, "stats": 15, "info": logging.INFO,
             "warning": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL,
             "emergency": logging.CRITICAL + 10}
-_FORMAT = "%(asctime)s [%(threadName)s] %(levelname)s %(name)s: %(message)s"
+_FORMAT = "%(asctime)s [%(threadName)s] %(levelname)s %(name)s: %(amps_tag)s%(message)s"
 _FACILITIES = {"LOG_USER": logging.handlers.SysLogHandler.LOG_USER,
                **{f"LOG_LOCAL{i}": getattr(logging.handlers.SysLogHandler, f"LOG_LOCAL{i}")
                   for i in range(8)}}
@@ -63,6 +66,15 @@ def amps_level(levelno: int) -> str:
         if levelno >= PY_LEVEL[name]:
             best = name
     return best
+
+
+class TargetFormatter(logging.Formatter):
+    """A target's line: the record's AMPS message id, when it has one, before its text."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ident = getattr(record, "amps_id", None)
+        record.amps_tag = f"{ident} " if ident else ""
+        return super().format(record)
 
 
 class TargetFilter(logging.Filter):
@@ -201,6 +213,8 @@ def handler_for(target: Any) -> logging.Handler | None:
     p = target.protocol
     if p == "stdout":
         h: logging.Handler = logging.StreamHandler(sys.stdout)
+        # a line the command line already printed there (the 00-0015 line) is not repeated
+        h.addFilter(lambda record: not getattr(record, "on_stdout", False))
     elif p == "stderr":
         h = logging.StreamHandler(sys.stderr)
     elif p in ("file", "gzip"):
@@ -215,9 +229,10 @@ def handler_for(target: Any) -> logging.Handler | None:
         if "LOG_PID" in target.options:
             ident = f"{ident}[{os.getpid()}]"
         h.ident = ident + ": "
-    h.setFormatter(logging.Formatter(_FORMAT))
-    h.addFilter(TargetFilter(target.level or (None if target.levels else "info"), target.levels,
-                             target.include_errors, target.exclude_errors))
+    h.setFormatter(TargetFormatter(_FORMAT))
+    # logging is opt-in: without Level or Levels a target takes its IncludeErrors alone
+    h.addFilter(TargetFilter(target.level, target.levels, target.include_errors,
+                             target.exclude_errors))
     return h
 
 

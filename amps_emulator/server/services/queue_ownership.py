@@ -94,7 +94,7 @@ class SharedQueues(Protocol[Q]):
 
     def now(self) -> float: ...
 
-    def handle(self, q: Q, actions: list[Action]) -> None: ...
+    def handle(self, q: Q, actions: list[Action], touched: Any = ()) -> None: ...
 
     def journal_events(self, q: Q, events: list[QueueEvent]) -> None: ...
 
@@ -168,7 +168,7 @@ class QueueReplication(Generic[Q]):
             positions, actions = q.engine.remove(gone, now)
             for p in positions:
                 q.ownership.left(p, now)
-            self.svc.handle(q, actions)
+            self.svc.handle(q, actions, positions)
         gained = False
         for ev in events:
             if type(ev) is Transfer:

@@ -193,6 +193,8 @@ class QueueService:
         self._ckpt_written: dict[str, int] = {}
         self._lp_sec = -1
         self._lp_prefix = b""
+        #: the views over queues: told (queue, actions, other positions touched; None: all)
+        self.watch: Callable[[ConfiguredQueue, Any, Any], None] | None = None
         #: ownership and transfers of the queues shared with replicated instances (None: none)
         self.replication: QueueReplication[ConfiguredQueue] | None = None
         if config.replication_listener is not None or config.replication.destinations:
@@ -271,12 +273,13 @@ class QueueService:
             else:
                 prio, barrier = None, False
             self._remember(rec)
+            self.broker.processors.queue.take(len(msg.body))  # (one per queue it enters)
             own = q.ownership
             foreign = own is not None and own.entered(rec.position, origin_of(rec), now) != own.local
             self.handle(q, q.engine.enqueue(rec.position, rec.bookmark_str, now,
                                             timestamp=rec.timestamp / 1_000_000,
                                             expiration=msg.expiration, priority=prio,
-                                            is_barrier=barrier))
+                                            is_barrier=barrier), (rec.position,))
             if foreign:
                 self._foreign_entered(q, rec.position, now)
             if msg.expiration or q.spec.expiration:
@@ -417,7 +420,11 @@ class QueueService:
         return max(0, before - q.engine.depth)
 
     # -- engine actions --------------------------------------------------------------------
-    def handle(self, q: ConfiguredQueue, actions: list[Any]) -> None:
+    def handle(self, q: ConfiguredQueue, actions: list[Any], touched: Any = ()) -> None:
+        """Carry out the engine's ``actions``; ``touched``: positions whose state changed
+        otherwise (entered, removed), for the views over the queue."""
+        if self.watch is not None:
+            self.watch(q, actions, touched)
         if not actions:
             return
         own = q.ownership
@@ -482,9 +489,12 @@ class QueueService:
         if "timestamp" in sub.options:  # the time the publish was processed, as everywhere
             header += b',"ts":"' + format_timestamp(rec.timestamp).encode() + b'"'
         bodies = self.broker.bodies
-        sub.conn.send(frame_raw(header + b"}", rec.body if sub.select is None
-                                else selected(rec.body, sub.select, bodies.decode(rec.body, rec.key),
-                                              bodies.encoder(rec.key))))
+        data = frame_raw(header + b"}", rec.body if sub.select is None else selected(
+            rec.body, sub.select, bodies.decode(rec.body, rec.key), bodies.encoder(rec.key)))
+        self.broker.processors.queue.give(len(data))
+        sub.conn.send(data)
+        if self.broker.delivered is not None:
+            self.broker.delivered(sub.conn, q.key, rec.body, d.bookmark, rec.correlation_id)
 
     def _lease_text(self, when: float) -> bytes:
         """``when`` as an AMPS timestamp; the date-time part is formatted once per second."""

@@ -17,6 +17,9 @@
   persisted ack with ``s`` for a publish store, nothing journalled), the allocation is retried
   every ``PROBE_INTERVAL`` seconds and writes are taken again once it succeeds. One log line
   per change of state, with the count of refused commands.
+* Conflated topics of logical topics: a ``ConflatedTopic`` over a container names one
+  conflated topic per logical topic (its ``TopicFormat``); each is an in-memory topic of its
+  own, created the first time it is named, and the views (``conflated_created``) fill it.
 * Logical topics: a ``Topic`` with a ``Pattern`` (or a ``RegexTopic``) is a container. Each
   topic name the pattern matches becomes a SOW topic of its own the first time it is
   published to or named (queries, subscriptions and keys are per logical topic), sharing the
@@ -36,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from amps_emulator.journal import RecordKind
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import display_name, split_topic, type_of
+from amps_emulator.protocol.topics import display_name, qualify, split_topic, type_of
 from amps_emulator.server.core.ports import ServiceHost
 from amps_emulator.server.core.router import compile_topic_regex, is_regex_topic
 from amps_emulator.sow import Sow, SowDamagedError, Topic, TopicSpec
@@ -87,6 +90,9 @@ class SowService:
             for s in [*self.specs, *map(spec_from_config, self.patterns)] if s.persistent)
         self.sync = not journal_covers
         self._not_logical: set[str] = set()  # names known to match no container
+        #: told of each conflated topic of a logical topic created (its key, its
+        #: ConflatedTopic, the logical topic's key): the views build it
+        self.conflated_created: Callable[[str, Any, str], None] | None = None
         self.sow = self._open_sow()
         self._timer: Any = None
         self._timer_at: float | None = None
@@ -157,6 +163,16 @@ class SowService:
 
     def _logical(self, name: str) -> Topic | None:
         plain, mt = split_topic(name)
+        conflated = self.config.conflated_logical(plain)
+        if conflated is not None and conflated[0].message_type == mt \
+                and self.conflated_created is not None:
+            cfg, under = conflated
+            topic = self.sow.add_topic(TopicSpec(name, message_type=mt, durability=TRANSIENT,
+                                                 hash_indexes=cfg.hash_indexes,
+                                                 enrichment=cfg.enrichment))
+            log.debug("SOW: conflated topic %r of the logical topic %r", name, under)
+            self.conflated_created(name, cfg, qualify(under, mt))
+            return topic
         container = self.config.pattern_topic(plain)
         if container is not None and container.message_type != mt:
             container = None

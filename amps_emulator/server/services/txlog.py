@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator import accel
 from amps_emulator.journal import (
+    DuplicatePublish,
     Durability,
     FileJournal,
     JournalError,
@@ -60,6 +61,7 @@ from amps_emulator.journal.syncing import SyncJob
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name, split_topic, type_of
+from amps_emulator.server.core.meters import AckLatency
 from amps_emulator.server.delivery.acks import refused as acks_refused
 
 if TYPE_CHECKING:
@@ -119,6 +121,8 @@ class TxLog:
         #: the sync replication destinations' gate (``ReplicationService.gate``): how far, of
         #: what is durable here, every sync destination has acknowledged; None = no gate
         self.ack_gate: Callable[[int], int] | None = None
+        #: how long persisted acks waited (the Admin interface's metrics and console read it)
+        self.ack_latency = AckLatency()
 
     @property
     def journal(self) -> FileJournal | MemoryJournal:
@@ -224,6 +228,7 @@ class TxLog:
             if fill is not None:
                 fill(d)
         self._persist_fifo.clear()
+        self.ack_latency.dropped()
         self.cursors.clear()
         self.failed = None
         self._written_unsynced = False
@@ -282,6 +287,8 @@ class TxLog:
                                             bodies, client_seqs)
         except JournalError:  # closed for good: one by one, each fails as a single publish does
             return None
+        except DuplicatePublish:  # one by one: each is dropped and acked as a republished one
+            return None
         # (a roll within the run may have failed to write what came before, the run's first
         # records included: the failures are taken at the end of the turn or by the next
         # publish, once the run's persisted acks wait in the FIFO to be failed)
@@ -299,11 +306,13 @@ class TxLog:
         if not fifo and (last <= self._safe(journal.durable_position) or self._fatal) \
                 and not self.holding_acks:
             client.note_persisted(seqs[-1])  # (the conflated ack covers every one)
+            self.ack_latency.at_once(len(seqs))
             return
         if recs is None:
             fifo.extend((last, client, seq, None) for seq in seqs)
         else:
             fifo.extend((rec.position, client, seq, None) for rec, seq in zip(recs, seqs, strict=True))
+        self.ack_latency.waiting(last, len(seqs))
         self.server.turn.request()
 
     def append_command(self, client: Client, cmd: Command, kind: int,
@@ -326,8 +335,10 @@ class TxLog:
         if not fifo and (pos <= self._safe(journal.durable_position) or self._fatal) \
                 and not self.holding_acks:
             _answer(client, seq, reason)
+            self.ack_latency.at_once(1)
             return
         fifo.append((pos, client, seq, reason))
+        self.ack_latency.waiting(pos, 1)
         self.server.turn.request()  # _mark_turn()
 
     def refuse(self, client: Client, cmd: Command, seq: int | None) -> None:
@@ -585,6 +596,8 @@ class TxLog:
             if answered is not None and conn not in answered:
                 answered[conn] = conn.quiet()
             _answer(conn, item, reason)
+        if not self.holding_acks:
+            self.ack_latency.released(safe)
         for cursor in list(self.cursors):
             if not cursor.live:
                 cursor.pump(safe if cursor.fully_durable else durable)
@@ -605,6 +618,7 @@ class TxLog:
         while fifo:
             _, conn, item, _reason = fifo.popleft()
             _answer(conn, item, self.failed)
+        self.ack_latency.dropped()
 
     def _write_failed(self) -> list[Any]:
         """Take the journal's refused writes: fail the persisted acks of their publishes (in

@@ -6,7 +6,8 @@ query and subscribe to like any SOW topic (filters, ``oof``, delta, select lists
 are not recorded in the transaction log and clients cannot publish or ``sow_delete`` to them.
 
 View
-    ``UnderlyingTopic`` (one topic: a SOW topic, another view or a conflated topic),
+    ``UnderlyingTopic`` (one topic: a SOW topic, another view, a conflated topic, or a queue:
+    then the messages available in it now, :mod:`.queue_views`),
     ``Projection``, ``Grouping``, optional ``Filter`` on the underlying records, ``KeyDomain``
     (seeds the records' SowKeys; default the view's name). A view record per group, computed
     with the aggregated-query engine (:mod:`sow.aggregate`); each change to the underlying
@@ -25,7 +26,7 @@ Join view
     (values compared as strings; NULL matches nothing unless ``JoinNullEquivalency``), NULLs
     where a topic has no match. Projection and Grouping read ``[topic].[/field]``. A change
     to any topic recomputes the rows of the left records it can reach, then each group they
-    touch once. Not implemented: views over a queue (warned at start-up, not created).
+    touch once.
 
 ConflatedTopic
     A copy of ``UnderlyingTopic`` (optionally ``Filter``-ed) that changes at most once per
@@ -46,13 +47,14 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.filter.values import resolve
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.protocol.topics import display_name, qualify
+from amps_emulator.protocol.topics import display_name, qualify, split_topic
 from amps_emulator.server.core.message import UNDECODED, Message
 from amps_emulator.server.core.ports import ServiceHost
 from amps_emulator.server.delivery.aggregated import GroupTracker
 from amps_emulator.server.delivery.fanout import fan_out, send_oof
 from amps_emulator.server.messaging.message_path import store_publish
 from amps_emulator.server.messaging.registration import compile_filter_for
+from amps_emulator.server.services.queue_views import QueueRows, expired_positions
 from amps_emulator.sow import TopicSpec
 from amps_emulator.sow.aggregate import parse_aggregation
 from amps_emulator.sow.delta import encode as encode_doc
@@ -62,6 +64,7 @@ from amps_emulator.sow.record import Record
 if TYPE_CHECKING:
     from amps_emulator.journal.record import JournalRecord
     from amps_emulator.server.core.ports import SowService
+    from amps_emulator.server.services.queue_service import QueueService
     from amps_emulator.sow import Topic
 
 log = logging.getLogger("amps_emulator.views")
@@ -84,6 +87,8 @@ def derived_specs(config: Any) -> list[TopicSpec]:
         out.append(TopicSpec(qualify(d.name, d.message_type), message_type=d.message_type,
                              durability="transient", hash_indexes=d.hash_indexes))
     for c in config.conflated_topics:  # (with the Enrichment it applies to what it publishes)
+        if c.over_pattern:
+            continue  # a topic per logical topic, made as each is named (SowService)
         out.append(TopicSpec(qualify(c.name, c.message_type), message_type=c.message_type,
                              durability="transient", hash_indexes=c.hash_indexes,
                              enrichment=c.enrichment))
@@ -114,23 +119,26 @@ def _unqualified(fields: tuple[str, ...], topic: str) -> str:
 class _Derived:
     """What every derived topic has: its own SOW topic, the SOW topics it reads
     (``sources``), ``build()``, ``published``/``removed`` for changes to a source, ``close()``.
-    A source that is not a SOW topic raises ``LookupError`` with its name."""
+    A source that is not a SOW topic raises ``LookupError`` with its name. ``key``: its own
+    topic's key when it is not the definition's name (a logical topic's conflated topic)."""
 
-    def __init__(self, owner: DerivedTopics, cfg: Any, sources: list[str]) -> None:
+    def __init__(self, owner: DerivedTopics, cfg: Any, sources: list[str],
+                 key: str | None = None) -> None:
         sow = owner.sow_service
         self.owner = owner  # where derived records are written (``store``, ``delete``)
         self.broker = owner.broker
-        self.name = cfg.name
         #: the derived topic's key (its name, and its type unless json)
-        self.key = qualify(cfg.name, cfg.message_type)
+        self.key = qualify(cfg.name, cfg.message_type) if key is None else key
+        self.name = cfg.name if key is None else display_name(key)
         topic = sow.get(self.key)
         if topic is None:  # derived_specs gave every view its SOW topic
             raise LookupError(cfg.name)
         self.topic: Topic = topic
         self.sources = sources
-        self.inputs: list[Topic] = []
+        #: the SOW topics read (or a queue's available messages, :class:`QueueRows`)
+        self.inputs: list[Any] = []
         for name in sources:
-            t = sow.get(name)
+            t = owner.input_topic(name)
             if t is None:
                 raise LookupError(display_name(name))
             self.inputs.append(t)
@@ -413,8 +421,11 @@ def _join_types(joins: tuple[str, ...]) -> dict[str, str]:
 
 
 class _Conflated(_Derived):
-    def __init__(self, owner: DerivedTopics, cfg: Any) -> None:
-        super().__init__(owner, cfg, [source_key(cfg.underlying_topic, cfg.message_type)])
+    def __init__(self, owner: DerivedTopics, cfg: Any, key: str | None = None,
+                 source: str | None = None) -> None:
+        """``key``, ``source``: the conflated topic of the logical topic ``source``."""
+        super().__init__(owner, cfg, [source or source_key(cfg.underlying_topic, cfg.message_type)],
+                         key)
         self.underlying = self.inputs[0]
         self.interval = cfg.interval
         try:
@@ -425,8 +436,9 @@ class _Conflated(_Derived):
         self._enrich_failed = False  # (logged once)
         self._timer: Any = None
 
-    def build(self) -> None:
-        for r in self.underlying.query().records:
+    def build(self, copy: bool = True) -> None:
+        """Copy the underlying topic's records (unless not ``copy``), start the interval."""
+        for r in self.underlying.query().records if copy else ():
             if self.filter is None or self.filter(r.doc, self.underlying._ctx_of(r)):
                 data, doc = self._enriched(r.sow_key, r.data, r.doc)
                 self.topic.upsert(r.sow_key, data, doc, None, r.bookmark, 0, None, r.timestamp)
@@ -482,39 +494,112 @@ class _Conflated(_Derived):
 class DerivedTopics:
     """Every view and conflated topic of the server, fed by the changes to SOW topics."""
 
-    def __init__(self, broker: ViewsHost, config: Any) -> None:
+    def __init__(self, broker: ViewsHost, config: Any, queues: QueueService | None = None) -> None:
+        """``queues``: the server's queues, when views may be over a queue."""
         if broker.sow_service is None:
             raise ValueError("views and conflated topics need the SOW")
         self.broker = broker
         self.sow_service: SowService = broker.sow_service
+        self.queues = queues
+        #: the queues views read, by the queue's key (see :mod:`.queue_views`)
+        self.queue_rows: dict[str, QueueRows] = {}
         self.by_underlying: dict[str, list[_Derived]] = {}
         self.names: set[str] = set()
         self._order: list[_Derived] = []
+        self.config = config
+        #: ConflatedTopics over a Pattern container: (container name, type) -> them
+        self._families: dict[tuple[str, str], list[Any]] = {}
+        self._plain: set[str] = set()  # topics known to have no family's conflated topic
+        self._discovering = False
         for kind, cfg in [("View", v) for v in config.views] + [
                 ("ConflatedTopic", c) for c in config.conflated_topics]:
+            if getattr(cfg, "over_pattern", False):
+                self._families.setdefault((cfg.underlying_topic, cfg.message_type), []).append(cfg)
+                continue
             cls = _Conflated if kind == "ConflatedTopic" else (
                 _View if cfg.underlying_topic is not None else _JoinView)
             try:
                 d = cls(self, cfg)
             except LookupError as exc:
-                log.warning("%s %s (%s:%d): %s is not a SOW topic the emulator keeps (a "
-                            "queue?): it is not created", kind, cfg.name, cfg.file, cfg.line,
-                            exc)
+                log.warning("%s %s (%s:%d): %s is not a SOW topic or queue the emulator "
+                            "keeps: it is not created", kind, cfg.name, cfg.file, cfg.line, exc)
                 continue
-            for name in dict.fromkeys(d.sources):
-                self.by_underlying.setdefault(name, []).append(d)
-            self.names.add(d.key)
-            self._order.append(d)
+            self._add(d)
+        if self._families:
+            self.sow_service.conflated_created = self._conflated_created
+
+    def _add(self, d: _Derived) -> None:
+        for name in dict.fromkeys(d.sources):
+            self.by_underlying.setdefault(name, []).append(d)
+        self.names.add(d.key)
+        self._order.append(d)
+
+    # -- the conflated topics of logical topics (a ConflatedTopic over a Pattern) ----------
+    def _conflated_created(self, key: str, cfg: Any, source: str) -> None:
+        """The SOW made the topic ``key``, the conflated topic of the logical topic
+        ``source``: build it (from the logical topic's records, if any)."""
+        if key in self.names:
+            return
+        d = _Conflated(self, cfg, key, source)
+        self._add(d)
+        # made by the logical topic's first publish (_family_of): that one waits its interval
+        d.build(copy=not self._discovering)
+
+    def _family_of(self, topic: str, publishing: bool = True) -> bool:
+        """Make the conflated topics of ``topic`` if it is a logical topic of a container
+        that has them; whether it is. ``publishing``: its first record is being published
+        (it goes into them at their interval's end, not at once)."""
+        if not self._families or topic in self._plain:
+            return False
+        plain, mt = split_topic(topic)
+        container = self.config.pattern_topic(plain)
+        family = self._families.get((container.name, mt)) if container is not None else None
+        if family is None:
+            if len(self._plain) > 100_000:
+                self._plain.clear()
+            self._plain.add(topic)
+            return False
+        self._discovering = publishing
+        try:
+            for cfg in family:
+                self.sow_service.get(qualify(cfg.logical_name(plain), mt))  # made, and built
+        finally:
+            self._discovering = False
+        return True
+
+    def input_topic(self, name: str) -> Any:
+        """What a derived topic reads as the topic ``name`` (a key): the queue's available
+        messages when it is a queue, else the SOW topic (None: neither)."""
+        q = self.queues.get(name) if self.queues is not None else None
+        if q is None or self.queues is None:
+            return self.sow_service.get(name)
+        rows = self.queue_rows.get(name)
+        if rows is None:
+            rows = self.queue_rows[name] = QueueRows(self.queues, q)
+            self.queues.watch = self._queue_changed
+        return rows
 
     def start(self) -> None:
         """Build every view and conflated topic from its underlying topic (config order, so
         a view over a view sees the first one built)."""
+        for rows in self.queue_rows.values():
+            rows.load()
         for d in self._order:
             d.build()
+        if self._families:  # the logical topics there are now, and their conflated topics
+            for name in list(self.sow_service.sow.topics):
+                plain, mt = split_topic(name)
+                found = self.config.conflated_logical(plain)
+                if found is not None and found[0].message_type == mt:
+                    self._conflated_created(name, found[0], qualify(found[1], mt))
+                elif name not in self.by_underlying:
+                    self._family_of(name, publishing=False)
         if self._order:
             log.info("built %d views/conflated topics", len(self._order))
 
     def check_writable(self, topic: str) -> None:
+        if self._families and topic not in self.names:
+            self.sow_service.get(topic)  # a logical topic's conflated topic is made when named
         if topic in self.names:
             raise CommandError(reasons.INVALID_TOPIC, f"{display_name(topic)!r} is a view or "
                                f"conflated topic: AMPS maintains it")
@@ -534,6 +619,8 @@ class DerivedTopics:
         skey = msg.sow_key
         if skey is None:  # not stored in a SOW topic (storing sets it): no view reads it
             return
+        if topic not in self.by_underlying and not self._family_of(topic):
+            return
         for d in self.by_underlying.get(topic, ()):
             try:
                 d.published(topic, skey, msg)
@@ -547,6 +634,23 @@ class DerivedTopics:
                     d.removed(topic, rec, reason)
                 except Exception:
                     log.exception("%s: removal of %s failed", d.name, rec.sow_key)
+
+    def _queue_changed(self, q: Any, actions: list[Any], touched: Any) -> None:
+        """The queue service's watch: what is available in queue ``q`` may have changed
+        (``touched`` None: anything)."""
+        rows = self.queue_rows.get(q.key)
+        if rows is None:
+            return
+        positions = None if touched is None else [
+            *touched, *(a.position for a in actions if a.position is not None)]
+        entered, left = rows.sync(positions)
+        if left:
+            gone = expired_positions(actions)
+            for rec in left:
+                self.removed(q.key, [rec], reasons.OOF_EXPIRED if rec.position in gone
+                             else reasons.OOF_DELETED)
+        for rec in entered:
+            self.published(q.key, rows.message(rec))
 
     # -- writes to derived topics ---------------------------------------------------------
     def store(self, topic: Topic, skey: str, data: bytes, doc: Any) -> None:
@@ -569,3 +673,5 @@ class DerivedTopics:
     def close(self) -> None:
         for d in self._order:
             d.close()
+        if self.queues is not None and self.queues.watch == self._queue_changed:
+            self.queues.watch = None

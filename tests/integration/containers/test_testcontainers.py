@@ -6,15 +6,13 @@ testcontainers-python talks to the Docker API: these tests start podman's own
 (``podman system service``) on a socket of their own and point ``DOCKER_HOST`` at it, with
 Ryuk (the reaper, an image from Docker Hub) turned off; without podman the mount test uses
 whatever ``DOCKER_HOST`` says, and skips when no engine answers there. The container test runs
-with ``AMPS_EMULATOR_IMAGE_TESTS=1``; ``AMPS_EMULATOR_IMAGE_BUILD_ARGS`` as for
-tests/integration/containers/test_container.py (docs/getting-started/containers.md: running them under podman).
+with ``AMPS_EMULATOR_IMAGE_TESTS=1`` on the image tests/support/images.py builds (as
+test_container.py does; ``.ci/image test`` runs both).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import shutil
 import socket
 import subprocess
@@ -23,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import ROOT
+from tests.support import images
 
 tc = pytest.importorskip("amps_emulator.testcontainers", exc_type=ImportError,
                          reason="the optional extra is not installed: "
@@ -110,16 +108,13 @@ def test_config_and_seeds_are_mounted_into_the_init_directory(tmp_path, engine):
 
 
 @pytest.mark.container
-@pytest.mark.skipif(os.environ.get("AMPS_EMULATOR_IMAGE_TESTS") != "1" or shutil.which("podman") is None,
+@pytest.mark.skipif(not images.enabled() or shutil.which("podman") is None,
                     reason="builds an image: set AMPS_EMULATOR_IMAGE_TESTS=1 (needs podman)")
 def test_container_under_podman_waits_for_00_0015_and_serves_its_seed(tmp_path, engine):
     import AMPS
 
     assert engine is not None
-    tag = "localhost/amps-emulator:test"
-    subprocess.run(["podman", "build", "--format", "docker",
-                    *shlex.split(os.environ.get("AMPS_EMULATOR_IMAGE_BUILD_ARGS", "")),
-                    "-t", tag, str(ROOT)], check=True, timeout=1800, capture_output=True)
+    tag = images.build()
     cfg = tmp_path / "amps.xml"
     cfg.write_text("""<AMPSConfig><Name>tc</Name>
       <Transports><Transport><Name>t</Name><Type>tcp</Type><InetAddr>localhost:9007</InetAddr>

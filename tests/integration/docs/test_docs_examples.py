@@ -29,7 +29,6 @@ import threading
 import time
 import tomllib
 import urllib.request
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -37,13 +36,12 @@ import yaml
 
 from amps_emulator.config import ConfigError, default_config, load_config, loads_config
 from amps_emulator.embedded import EmbeddedServer
+from tests.support.docblocks import Block, blocks_of, normalize
 from tests.support.paths import ROOT
 
 #: the ports the docs show, each standing for a free port of the page
 PORTS = (9007, 9008, 9017, 8085, 8095, 10004, 10005)
 PORT_RE = re.compile(r"(?<![\d.])(" + "|".join(map(str, PORTS)) + r")(?!\d)")
-FENCE = re.compile(r"^(`{3,})\s*([\w-]*)\s*$")
-MARK = re.compile(r"^<!--\s*(not-run|run):\s*(.*?)\s*-->$")
 PARSED = {"json", "yaml", "toml", "ini"}
 RUN = {"python", "sh", "console", "xml"}
 #: commands of the docs, as shell functions on this checkout's code (not whatever is installed)
@@ -54,49 +52,6 @@ FUNCTIONS = (f'py() {{ "{sys.executable}" "$@"; }}; '
              'amps-spark() { py -m amps_emulator.protocol.spark_cli "$@"; }; ')
 #: options after which amps-emulator prints and exits (otherwise the line starts a server)
 EXITS = {"--verify-config", "--sample-config", "--version", "--dump-config", "-h", "--help"}
-
-
-@dataclass
-class Block:
-    page: Path
-    line: int
-    lang: str
-    text: str
-    mark: str | None = None  # "run" or "not-run"
-    options: dict[str, str] = field(default_factory=dict)
-    reason: str = ""
-
-    @property
-    def where(self) -> str:
-        page = self.page.relative_to(ROOT) if self.page.is_relative_to(ROOT) else self.page
-        return f"{page}:{self.line}"
-
-
-def blocks_of(page: Path) -> list[Block]:
-    """The fenced blocks of a Markdown page, with the marker on the line before each."""
-    lines = page.read_text().splitlines()
-    found: list[Block] = []
-    i = 0
-    while i < len(lines):
-        m = FENCE.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        end = next((j for j in range(i + 1, len(lines)) if lines[j].strip() == m[1]), None)
-        assert end is not None, f"{page}:{i + 1}: unclosed fence"
-        block = Block(page, i + 1, m[2], "\n".join(lines[i + 1:end]) + "\n")
-        mark = MARK.match(lines[i - 1].strip()) if i else None
-        if mark:
-            block.mark = mark[1]
-            if mark[1] == "not-run":
-                block.reason = mark[2]
-            else:
-                for word in mark[2].split():
-                    key, _, value = word.partition("=")
-                    block.options[key] = value
-        found.append(block)
-        i = end + 1
-    return found
 
 
 def pages() -> list[Path]:
@@ -111,14 +66,6 @@ def free_port() -> int:
             port = s.getsockname()[1]
         if port not in PORTS:
             return port
-
-
-def normalize(line: str) -> str:
-    """A line of output as compared: what differs from run to run (decimal numbers such as
-    times, rates, numbers of three digits or more such as ports, keys and publisher ids) and
-    runs of blanks aside; small counts are compared as they are."""
-    line = re.sub(r"\d+\.\d+|\d+/s\b|\d{3,}", "N", line)
-    return re.sub(r"\s+", " ", line).strip()
 
 
 class Job:

@@ -114,9 +114,15 @@ def test_derived_topics_the_emulator_cannot_build_are_warned_at_load_time():
       <View><Name>v</Name><MessageType>json</MessageType><UnderlyingTopic>q</UnderlyingTopic>
         <Projection><Field>/k</Field></Projection><Grouping><Field>/k</Field></Grouping></View>
       <ConflatedTopic><Name>c</Name><MessageType>json</MessageType><UnderlyingTopic>All</UnderlyingTopic>
-        <TopicFormat>{{topic}}-c</TopicFormat></ConflatedTopic></SOW>
+        <TopicFormat>%n-c</TopicFormat></ConflatedTopic>
+      <ConflatedTopic><Name>cc</Name><MessageType>json</MessageType><UnderlyingTopic>c</UnderlyingTopic>
+        </ConflatedTopic></SOW>
       <TransactionLog><JournalDirectory>j</JournalDirectory>
         <Topic><Name>q</Name><MessageType>json</MessageType></Topic></TransactionLog>""")
-    assert c.views == () and c.conflated_topics == ()
-    assert ["over a queue" in w.reason for w in c.warnings] == [True, False]
-    assert "<Pattern>" in c.warnings[1].reason
+    assert [v.name for v in c.views] == ["v"]  # a view over a queue is built
+    (family,) = c.conflated_topics  # one conflated topic per logical topic of All
+    assert family.over_pattern and family.logical_name("/x/a") == "/x/a-c"
+    assert c.conflated_logical("/x/a-c") == (family, "/x/a")
+    assert c.pattern_topic("/x/a-c") is None and c.pattern_topic("/x/a").name == "All"
+    assert c.conflated_logical("/x/a-c-c") is None  # not one of a conflated topic
+    assert len(c.warnings) == 1 and "conflated topics of a Topic with a <Pattern>" in c.warnings[0].reason

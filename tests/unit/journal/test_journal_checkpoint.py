@@ -151,7 +151,7 @@ def test_start_from_summaries_equals_full_scan(tmp_path, close):
         assert list(j1.read(include_internal=True)) == list(j2.read(include_internal=True))
         assert [r for r in j1.read()] == recs
         # and both go on identically
-        a, b = fill(j1, 300, 40), fill(j2, 300, 40)
+        a, b = fill(j1, len(recs), 40), fill(j2, len(recs), 40)
         key = [(r.position, r.sequence, r.publisher_id) for r in a]
         assert key == [(r.position, r.sequence, r.publisher_id) for r in b]
     finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from amps_emulator.journal import FileJournal, MemoryJournal
+from amps_emulator.journal import DuplicatePublish, FileJournal, MemoryJournal
 from amps_emulator.journal.identity import ORIGIN_TS, SequenceIndex, origin_timestamp
 from amps_emulator.protocol.bookmarks import NOW, Bookmark, BookmarkRange, parse_bookmark, publisher_id_for
 
@@ -160,3 +160,26 @@ def test_index_forgets_what_retention_removed():
     assert idx.locate(7, 10) is None and len(idx) == 1
     with pytest.raises(ValueError):
         idx.add(7, 9, 4)
+
+
+def test_a_publish_at_or_below_a_replicated_s_is_refused_not_logged_under_a_new_sequence(make):
+    """The publisher's s=6..15 arrived by replication; its stale copies of s=6..10 published
+    here are the same messages: refused (nothing appended), and its s=16 replicated later is
+    taken with its own bookmark, not dropped as a duplicate of a re-logged copy."""
+    a, b = make("a"), make("b")
+    for s in range(1, 6):
+        b.append(topic="t", client_name="P", client_seq=s, body=b"b%d" % s)
+    for s in range(6, 16):
+        a.append(topic="t", client_name="P", client_seq=s, body=b"a%d" % s)
+    replicate(a, b)
+    before = b.next_position
+    for s in range(6, 11):
+        with pytest.raises(DuplicatePublish):
+            b.append(topic="t", client_name="P", client_seq=s, body=b"stale")
+    with pytest.raises(DuplicatePublish):  # a run of them too
+        b.append_publishes("t", "", "P", [b"stale", b"stale"], [9, 10])
+    assert b.next_position == before
+    later = a.append(topic="t", client_name="P", client_seq=16, body=b"a16")
+    got = replicate(a, b, later.position)
+    assert [(r.sequence, r.body) for r in got] == [(16, b"a16")]
+    assert [r.sequence for r in b.read(1)] == list(range(1, 17))

@@ -5,23 +5,28 @@ gives (:mod:`.variables`); a ``Do`` that fails or an ``If`` that does not hold e
 The triggers (``On``) it serves:
 
 * the message path, as a publish observer (:class:`server.core.ports.PublishObserver`):
-  ``on-publish-message`` (``Topic`` regex, ``MessageType``, ``Filter``),
+  ``on-publish-message`` (``Topic`` regex, ``MessageType``, ``Filter``, ``MessageSource``:
+  a record replicated here carries the path it came by, a local publish none),
   ``on-sow-expire-message``, ``on-sow-delete-message``, ``on-oof-message`` (``Type`` match,
   delete, expire or all), and the record watches of ``on-message-condition-timeout`` and
   ``on-alert`` (:mod:`.timers`);
 * the server clock: ``on-schedule`` (:mod:`.timers`);
 * the server's life: ``on-startup`` (the last step of start-up) and ``on-shutdown`` (the
   first step of shutdown);
+* the deliveries (the broker's ``delivered`` watch): ``on-deliver-message`` (``Topic`` regex,
+  ``MessageType``), once per message and client it went to, live, conflated, paginated,
+  from a queue or replayed from the transaction log;
 * clients: ``on-connect-client``, ``on-logon-client``, ``on-disconnect-client``,
-  ``on-subscribe`` and ``on-unsubscribe`` (``Topic``, ``MessageType``);
+  ``on-subscribe`` and ``on-unsubscribe`` (``Topic``, ``MessageType``), and the slow-client
+  offlining of a connection: ``on-offline-start`` / ``on-offline-stop``;
 * the administrator: ``on-admin`` (``Path`` under ``/amps/administrator/actions/``,
   ``RequiredParameter``; the query's parameters are variables);
 * ``on-execute-event`` (run by ``do-execute-event``), ``on-signal`` (``Signal`` USR1 / USR2),
   and any module the rest of the server reports through :meth:`Actions.fire` (the
   replication links' connect, disconnect, resync, downgrade and upgrade events).
 
-``on-minidump``, ``on-offline-start``/``-stop``, ``on-message-affinity`` and
-``on-deliver-message`` have no event here: such an ``On`` never fires (said once at start-up).
+``on-minidump`` and ``on-message-affinity`` have no event here: such an ``On`` never fires
+(said once at start-up).
 
 Actions triggered by actions are followed to a fixed depth, so a configuration that
 publishes into its own trigger cannot loop forever.
@@ -34,7 +39,9 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.config import ConfigError, ConfigIssue
+from amps_emulator.journal.identity import path_of
 from amps_emulator.protocol import reasons
+from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import (
     compile_topic_regex,
@@ -78,10 +85,11 @@ ON_CONDITION_TIMEOUT = "amps-action-on-message-condition-timeout"
 ON_ALERT = "amps-action-on-alert"
 ON_EXECUTE_EVENT = "amps-action-on-execute-event"
 ON_SIGNAL = "amps-action-on-signal"
+ON_DELIVER = "amps-action-on-deliver-message"
+ON_OFFLINE_START = "amps-action-on-offline-start"
+ON_OFFLINE_STOP = "amps-action-on-offline-stop"
 #: triggers with no event in the emulator
-NEVER_FIRE = ("amps-action-on-minidump", "amps-action-on-offline-start",
-              "amps-action-on-offline-stop", "amps-action-on-message-affinity",
-              "amps-action-on-deliver-message")
+NEVER_FIRE = ("amps-action-on-minidump", "amps-action-on-message-affinity")
 #: the signals an ``on-signal`` can name that the server hands to the actions
 SIGNALS = ("SIGUSR1", "SIGUSR2")
 MAX_DEPTH = 8
@@ -91,7 +99,7 @@ _OOF_TYPES = {"match", "delete", "expire", "all"}
 class _Trigger:
     """One ``On`` of an action, with its topic, type and filter compiled."""
 
-    __slots__ = ("step", "action", "topic", "regex", "message_type", "filter")
+    __slots__ = ("step", "action", "topic", "regex", "message_type", "filter", "source")
 
     def __init__(self, step: ActionStep, action: Action) -> None:
         self.step = step
@@ -106,6 +114,12 @@ class _Trigger:
         except CommandError as exc:
             raise ConfigError([ConfigIssue(step.file, step.line,
                                            f"{step.module}: invalid <Filter>: {exc}")]) from None
+        #: ``MessageSource`` of ``on-publish-message``: local, replicated or all (the default)
+        self.source = (step.option("MessageSource") or "all").strip().lower()
+
+    def matches_source(self, replicated: bool) -> bool:
+        source = self.source
+        return source == "all" or (source == "replicated") == replicated
 
     def matches_topic(self, key: str) -> bool:
         name, mt = split_topic(key)
@@ -166,10 +180,6 @@ class Actions(Steps):
                 on.module == ON_SIGNAL and _signal_name(on.option("Signal")) not in SIGNALS):
             log.info("%s:%d: %s never fires in the emulator: it has no such event",
                      on.file, on.line, on.module)
-        source = on.option("MessageSource")
-        if on.module == ON_PUBLISH and source and source.strip().lower() != "all":
-            log.info("%s:%d: %s: <MessageSource> %s is read as all (the emulator does not tell "
-                     "replicated publishes apart here)", on.file, on.line, on.module, source)
 
     def _of(self, module: str) -> list[_Trigger]:
         return self.triggers.get(module, [])
@@ -183,6 +193,10 @@ class Actions(Steps):
     @property
     def watches_clients(self) -> bool:
         return any(m in self.triggers for m in (ON_CONNECT, ON_LOGON, ON_DISCONNECT))
+
+    @property
+    def watches_deliveries(self) -> bool:
+        return ON_DELIVER in self.triggers
 
     @property
     def watches_subscriptions(self) -> bool:
@@ -281,12 +295,18 @@ class Actions(Steps):
     def message_published(self, msg: Message, rec: JournalRecord | None) -> None:
         topic = msg.topic
         doc = msg.doc if msg.doc is not UNDECODED else self.broker.bodies.decode(msg.body, topic)
-        base: Vars = {"AMPS_DATA": msg.body, "AMPS_TOPIC": display_name(topic),
-                      "AMPS_SOW_KEY": msg.sow_key or "", "AMPS_BOOKMARK": msg.bookmark or "",
-                      "AMPS_CLIENT_NAME": msg.client_name or "", "AMPS_REASON": ""}
+        base: Vars = {"AMPS_DATA": msg.body, "AMPS_DATA_LENGTH": str(len(msg.body)),
+                      "AMPS_TOPIC": display_name(topic), "AMPS_SOW_KEY": msg.sow_key or "",
+                      "AMPS_BOOKMARK": msg.bookmark or "", "AMPS_CLIENT_NAME": msg.client_name or "",
+                      "AMPS_CORRELATION_ID": msg.correlation_id or "", "AMPS_REASON": ""}
+        # a record another instance replicated here carries the path it came by
+        replicated = rec is not None and bool(path_of(rec))
         for trig in self._of(ON_PUBLISH):
-            if trig.matches_topic(topic) and trig.matches_doc(doc):
-                self.run(trig.action, dict(base))
+            if trig.matches_topic(topic) and trig.matches_source(replicated) \
+                    and trig.matches_doc(doc):
+                stamp = msg.timestamp
+                self.run(trig.action, {**base, "AMPS_TIMESTAMP": format_timestamp(
+                    int(self.broker.wallclock() * 1_000_000) if stamp is None else stamp)})
         oof = self._of(ON_OOF)
         if oof and msg.sow_key:
             previous = msg.previous_doc
@@ -300,6 +320,17 @@ class Actions(Steps):
             for watch in self.watches:
                 if watch.topic == topic:
                     watch.updated(msg.sow_key, msg.body, doc)
+
+    def message_delivered(self, client: Client, topic: str, body: bytes, bookmark: str | None,
+                          correlation_id: str | None) -> None:
+        """A ``publish`` went to a subscriber of ``client`` (``on-deliver-message``)."""
+        for trig in self._of(ON_DELIVER):
+            if trig.matches_topic(topic):
+                self.run(trig.action, {
+                    "AMPS_TOPIC": display_name(topic), "AMPS_DATA": body,
+                    "AMPS_DATA_LENGTH": str(len(body)), "AMPS_BOOKMARK": bookmark or "",
+                    "AMPS_CLIENT_NAME": client.client_name or "",
+                    "AMPS_CORRELATION_ID": correlation_id or ""})
 
     def records_removed(self, topic: str, records: list[Record], reason: str) -> None:
         if reason == reasons.OOF_EXPIRED:

@@ -12,6 +12,7 @@ from typing import Any
 from amps_emulator.protocol.codec import payloads_of, split_frame
 from amps_emulator.protocol.filter import compile_filter
 from amps_emulator.server.core.message import Message
+from amps_emulator.server.core.processors import Processors
 from amps_emulator.server.core.router import Router, Subscription
 from amps_emulator.server.delivery.fanout import fan_out
 from amps_emulator.server.delivery.plan import Plan
@@ -48,6 +49,10 @@ class Host:
         self.router = Router()
         self.stats: Counter[str] = Counter()
         self.bodies = Bodies()
+        self.topics_in: dict[str, int] = {}
+        self.topics_out: dict[str, int] = {}
+        self.processors = Processors()
+        self.delivered: Any = None
 
     def wallclock(self) -> float:
         return 1_700_000_000.0

@@ -85,11 +85,12 @@ def test_the_compiled_replay_frames_are_the_twins(records, next_pos, limit, whic
 
 
 def _general(data: bytes, offsets: list[int], next_pos: int, limit: int, name: str,
-             mt: str) -> tuple[list[bytes], int]:
-    """What the general path delivers of these frames (a literal topic's plain replay), and
-    the position it goes on from."""
+             mt: str) -> tuple[list[bytes], int, int, int]:
+    """What the general path delivers of these frames (a literal topic's plain replay), the
+    position it goes on from, and the records it read and their bodies' bytes."""
     dec = FrameDecoder()
     out = []
+    read = read_bytes = 0
     for off in offsets:
         prefix = PREFIX.unpack_from(data, off)
         rec = dec.decode(prefix, data[off + PREFIX.size:off + PREFIX.size + prefix[5]])
@@ -98,13 +99,15 @@ def _general(data: bytes, offsets: list[int], next_pos: int, limit: int, name: s
         if rec.position > limit:
             break
         next_pos = rec.position + 1
+        read += 1
+        read_bytes += len(rec.body)
         if rec.kind not in (1, 2) or rec.key != (name if mt == "json" else f"{name}\x1f{mt}"):
             continue
         tail = delivery_tail(rec.bookmark_str, rec.correlation_id, rec.sow_key, rec.expiration,
                              None)
         out.append(frame_raw(b'{"c":"p","t":' + json_str(rec.topic) + b',"sids":"s1"' + tail,
                              rec.body))
-    return out, next_pos
+    return out, next_pos, read, read_bytes
 
 
 @settings(max_examples=300, deadline=None)
@@ -116,16 +119,17 @@ def test_the_twin_delivers_what_the_general_path_does(records, next_pos, limit, 
     name, mt = which
     got = replay_frames_py(data, 0, next_pos, limit, name.encode(), mt.encode(),
                            b'{"c":"p","t":' + json_str(name) + b',"sids":"s1"', 1 << 40, 1 << 40)
-    off, new_pos, _last, _pub, _seq, n, frames, why = got
-    want, want_pos = _general(data, offsets, next_pos, limit, name, mt)
+    off, new_pos, _last, _pub, _seq, n, frames, why, read, read_bytes = got
+    want, want_pos, want_read, want_bytes = _general(data, offsets, next_pos, limit, name, mt)
     if why == GENERAL:  # (a non-ASCII correlation id or SowKey: the general path's from here)
         stop = offsets.index(off)
         assert any(not (s is None or s.isascii()) for s in records[stop][3:5])
-        want, want_pos = _general(data, offsets[:stop], next_pos, limit, name, mt)
+        want, want_pos, want_read, want_bytes = _general(data, offsets[:stop], next_pos, limit,
+                                                         name, mt)
     else:
         assert why in (END, LIMIT)
     assert payloads_of(frames) == [f[4:] for f in want] and n == len(want)
-    assert new_pos == want_pos
+    assert (new_pos, read, read_bytes) == (want_pos, want_read, want_bytes)
 
 
 def test_budgets_stop_right_after_the_delivery_that_reaches_them() -> None:

@@ -44,9 +44,11 @@ class CountingServer(FakeServer):
 
 def _conn(limit: int) -> tuple[CountingServer, Connection, BufferingTransport]:
     srv = CountingServer()
-    conn = Connection(srv, SimpleNamespace(max_frame=1 << 20, out_limit=limit))
+    conn = Connection(srv, SimpleNamespace(max_frame=1 << 20, out_limit=limit,
+                                           logon_frame_limit=1 << 20, throttled=0))
     t = BufferingTransport()
     conn.connection_made(t)
+    conn.logged_on = True  # (the outbound limit, not the one before logon)
     return srv, conn, t
 
 
@@ -73,6 +75,7 @@ def test_a_transport_that_drained_since_its_last_write_is_not_taken_for_full() -
 
 def test_sends_far_from_any_threshold_do_not_ask_the_transport() -> None:
     srv, conn, t = _conn(1 << 30)
+    conn.send(b"x" * 100)  # the first one measures: the threshold is set
     reads = t.size_reads
     for _ in range(1000):
         conn.send(b"x" * 100)
@@ -110,3 +113,17 @@ def test_held_output_of_a_busy_connection_is_counted_too() -> None:
     assert not conn.closed
     conn.send(b"x" * 200)
     assert conn.closed
+
+
+def test_before_logon_the_smaller_limit_holds_and_after_it_the_outbound_one() -> None:
+    srv, conn, t = _conn(1 << 22)
+    conn.logged_on = False
+    conn.send(b"x" * 1000)  # (measured: the first send sets the threshold)
+    assert not conn.closed
+    conn.logged_on = True
+    conn.send(b"x" * (1 << 21))  # over the limit before logon, well within the outbound one
+    assert not conn.closed
+    srv2, early, _ = _conn(1 << 22)
+    early.logged_on = False
+    early.send(b"x" * ((1 << 20) + 1))
+    assert early.closed

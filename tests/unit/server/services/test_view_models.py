@@ -55,6 +55,7 @@ def make_server():
 
     sow = Sow([spec_from_config(t) for t in cfg.sow_topics] + derived_specs(cfg))
     srv = SimpleNamespace(router=Router(), stats=collections.Counter(), derived=None,
+                          topics_in={}, topics_out={},
                           turn=SimpleNamespace(request=lambda: None), wallclock=lambda: 0.0,
                           actions=SimpleNamespace(on_publish=False))
     srv.sow_service = SimpleNamespace(get=sow.get)
