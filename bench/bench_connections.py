@@ -28,6 +28,7 @@ import json
 import resource
 import selectors
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -192,7 +193,7 @@ def main() -> None:
           f"{'max ms':>7} {'p99 vs sink':>11}")
     labels = {"sink": "do-nothing sink", "emulator": "emulator (built-in config)",
               "baseline": f"emulator [baseline {args.baseline}]"}
-    med = {t: {k: sorted(r[k] for r in rs)[len(rs) // 2] for k in rs[0]}
+    med = {t: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
            for t, rs in results.items()}
     for t in targets:
         m = med[t]
