@@ -100,3 +100,21 @@ def test_a_replay_from_a_bookmark_in_the_middle(logged):
     fast = _replay(logged, bookmark=middle)
     assert fast == _replay(logged, bookmark=middle, filter="1=1")
     assert fast == every[len(every) // 2 + 1:]
+
+
+def test_the_bookmark_processor_counts_the_same_either_way(logged):
+    """What the Admin's ``bookmark`` processor counts of a replay (records read and their
+    bytes, messages sent and theirs) does not depend on the path that framed it."""
+    meter = logged.server.broker.processors.bookmark
+
+    def counted(**extra) -> tuple[int, int, int, int]:
+        before = logged.call(lambda: (meter.received, meter.received_bytes, meter.found,
+                                      meter.found_bytes))
+        _replay(logged, bookmark="0", **extra)
+        after = logged.call(lambda: (meter.received, meter.received_bytes, meter.found,
+                                     meter.found_bytes))
+        return tuple(a - b for a, b in zip(after, before, strict=True))  # type: ignore[return-value]
+
+    fast = counted()
+    assert fast == counted(filter="1=1")
+    assert fast[0] >= N and fast[2] == N - N // 3 + 1
