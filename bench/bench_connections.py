@@ -6,7 +6,8 @@ heartbeating (``{"c":"heartbeat","o":"start,N"}``, ``--interval`` seconds) and a
 heartbeat the server sends; it raises its own open-files limit (``resource.setrlimit``) to
 the hard limit. Measured, per target:
 
-* logons/s: from the first connect to the last logon ack;
+* logons/s: from the first connect to the last logon ack (and the server's CPU time a logon,
+  steadier on a shared machine);
 * RSS per connection: the server process's resident memory once every client is logged on,
   less before the first connected, over the number of clients (``/proc/PID/status``);
 * ping round trips while they are all connected (and heartbeating): a separate client sends
@@ -36,7 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._support import RawPeer, frame, launch, machine  # noqa: E402
+from bench._support import RawPeer, cpu_seconds, frame, launch, machine  # noqa: E402
 
 #: logons awaiting their ack at a time: a client connecting faster than the server accepts
 #: overflows its listen backlog, and the kernel then retries the connect a second later
@@ -143,6 +144,7 @@ def _round(target: str, args: argparse.Namespace) -> dict[str, float]:
         pid = srv.proc.pid
         _pings(srv.port, 20, 0)  # warm: the ping path, and the server's first allocations
         before = _rss(pid)
+        cpu0 = cpu_seconds(pid)
         clients = subprocess.Popen(
             [sys.executable, __file__, "--connect", str(srv.port), "--clients", str(args.clients),
              "--interval", str(args.interval)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -152,12 +154,13 @@ def _round(target: str, args: argparse.Namespace) -> dict[str, float]:
         if "error" in got or got["logged_on"] < args.clients:
             clients.kill()
             raise RuntimeError(f"{target}: {got}")
+        cpu = (cpu_seconds(pid) - cpu0) / args.clients
         time.sleep(args.interval)  # a heartbeat round at least
         rss = (_rss(pid) - before) / args.clients
         pings = sorted(_pings(srv.port, args.pings, args.ping_gap))
         clients.stdin.close()
         clients.wait(60)
-    return {"logons": args.clients / got["seconds"], "rss": rss,
+    return {"logons": args.clients / got["seconds"], "cpu": cpu, "rss": rss,
             "p50": pings[len(pings) // 2], "p99": pings[int(len(pings) * 0.99)],
             "max": pings[-1]}
 
@@ -183,21 +186,22 @@ def main() -> None:
         for t in targets if r % 2 == 0 else targets[::-1]:
             res = _round(t, args)
             results.setdefault(t, []).append(res)
-            print(f"round {r + 1}: {t}: {res['logons']:,.0f} logons/s, "
+            print(f"round {r + 1}: {t}: {res['logons']:,.0f} logons/s "
+                  f"({res['cpu'] * 1e6:.0f} us of server CPU each), "
                   f"{res['rss'] / 1024:.1f} KiB/connection, ping p50 {res['p50'] * 1e3:.2f} ms "
                   f"p99 {res['p99'] * 1e3:.2f} ms max {res['max'] * 1e3:.2f} ms", flush=True)
     print(f"\n{args.clients:,} logged-on clients heartbeating every {args.interval:g} s; "
           f"{args.pings} flush pings {args.ping_gap * 1e3:g} ms apart while connected "
           f"(median of {args.rounds} round(s))")
-    print(f"{'target':34} {'logons/s':>9} {'KiB/conn':>9} {'p50 ms':>7} {'p99 ms':>7} "
-          f"{'max ms':>7} {'p99 vs sink':>11}")
+    print(f"{'target':34} {'logons/s':>9} {'CPU us':>7} {'KiB/conn':>9} {'p50 ms':>7} "
+          f"{'p99 ms':>7} {'max ms':>7} {'p99 vs sink':>11}")
     labels = {"sink": "do-nothing sink", "emulator": "emulator (built-in config)",
               "baseline": f"emulator [baseline {args.baseline}]"}
     med = {t: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
            for t, rs in results.items()}
     for t in targets:
         m = med[t]
-        print(f"{labels[t]:34} {m['logons']:>9,.0f} {m['rss'] / 1024:>9.1f} "
+        print(f"{labels[t]:34} {m['logons']:>9,.0f} {m['cpu'] * 1e6:>7.0f} {m['rss'] / 1024:>9.1f} "
               f"{m['p50'] * 1e3:>7.2f} {m['p99'] * 1e3:>7.2f} {m['max'] * 1e3:>7.2f} "
               f"{m['p99'] / med['sink']['p99']:>10.2f}x")
     print("goal: at most 16 KiB per connection, ping p99 at or below 20 ms")
