@@ -4,8 +4,8 @@
 # parse_publish_header's is protocol.codec.parse_command's general path; sow_key's is
 # sow.keys.sow_key_py; sow_frames's is sow.record.sow_frames_py;
 # sow_values's is sow.record.sow_values_py; plain_run's is server.publish_run.plain_run_py;
-# frame_parts's is protocol.codec.frame_parts_py; replay_frames's is
-# server.delivery.replay_frames.replay_frames_py.
+# frame_parts's is protocol.codec.frame_parts_py; fan_send's is server.delivery.plan.fan_send_py;
+# replay_frames's is server.delivery.replay_frames.replay_frames_py.
 from collections.abc import Callable
 from typing import Any, Literal, overload
 
@@ -100,6 +100,8 @@ def sow_values(
     timestamps: list[float],
 ) -> list[bytes]: ...
 def frame_parts(head: bytes, sids: bytes, tail: bytes, body: bytes) -> bytes: ...
+def fan_send(targets: list[tuple[Callable[[bytes], None], bytes, Any]], head: bytes,
+             tail: bytes, body: bytes) -> int: ...
 def replay_frames(
     data: bytes,
     start: int,

@@ -13,14 +13,14 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from amps_emulator.protocol.bookmarks import format_timestamp
-from amps_emulator.protocol.codec import frame_parts, frame_raw, json_str
+from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.topics import TYPE_SEP, display_name, type_of
 from amps_emulator.server.core.message import UNDECODED, Message, decode_or_none, encode_json
 from amps_emulator.server.core.meters import count
 from amps_emulator.server.core.router import Subscription
-from amps_emulator.server.delivery.plan import Plan
+from amps_emulator.server.delivery.plan import Plan, fan_send
 from amps_emulator.sow.delta import changed_fields
 from amps_emulator.sow.query import apply_select
 
@@ -147,17 +147,13 @@ def fan_out(broker: FanoutHost, msg: Message) -> int:
         if doc is UNDECODED:
             doc = msg.doc = broker.bodies.decode(msg.body, msg.topic)
         ctx = msg.context()
-        found, sids_bytes = plan.targets(tuple([bool(f(doc, ctx)) for f in plan.filters]))
+        found = plan.targets(tuple([bool(f(doc, ctx)) for f in plan.filters]))
     else:
-        found, sids_bytes = plan.targets()
+        found = plan.targets()
     if found:
         head, tail = _head_tail(broker, msg)
-        body = msg.body
-        for conn, sids in found:
-            conn.send(frame_parts(head, sids, tail, body))
         # the bytes written (the external processor's matches), as _write counts them
-        broker.processors.external.found_bytes += \
-            len(found) * (4 + len(head) + len(tail) + len(body)) + sids_bytes
+        broker.processors.external.found_bytes += fan_send(found, head, tail, msg.body)
         n += len(found)
     if not n:
         return 0
@@ -167,7 +163,7 @@ def fan_out(broker: FanoutHost, msg: Message) -> int:
     if watch is not None:  # once per connection that got the message (not an oof)
         conns = [c for c, shape, _ in targets if shape not in (OOF, OOF_ENTITLEMENT)] \
             if targets else []
-        conns.extend(c for c, _ in found)
+        conns.extend(conn for _, _, conn in found)
         for conn in dict.fromkeys(conns):
             watch(conn, topic, msg.body, msg.bookmark, msg.correlation_id)
     return n

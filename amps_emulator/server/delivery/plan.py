@@ -8,8 +8,8 @@ one ``p`` frame per connection, whose ``sids`` lists that connection's subscript
 passed, in the order the router gives them. A :class:`Plan` keeps, for each outcome of the
 filters seen so far, that list of (connection, encoded ``sids``), so a message costs one
 evaluation per distinct filter (subscriptions with the same filter text share it) and one
-frame per connection, built from the message's header, that ``sids`` and the body
-(:func:`protocol.codec.frame_parts`).
+frame per connection, built from the message's header, that ``sids`` and the body, and
+sent, all in one call (:func:`fan_send`, compiled when built).
 
 Every other subscription, and every subscription of a connection that has one of those (its
 frames for a message keep the order the general path gives them), goes the general way
@@ -21,10 +21,11 @@ set after it was routed moves it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.protocol.codec import json_str
+from amps_emulator import accel
+from amps_emulator.protocol.codec import frame_parts, json_str
 
 if TYPE_CHECKING:
     from amps_emulator.server.core.router import Subscription
@@ -32,9 +33,9 @@ if TYPE_CHECKING:
 #: filter outcomes a plan keeps the targets of (more: it starts again)
 MAX_OUTCOMES = 256
 
-#: (connection, encoded ``sids``) of each connection a message goes to, and the length of all
-#: those ``sids`` together
-Targets = tuple[list[tuple[Any, bytes]], int]
+#: (the connection's ``send``, encoded ``sids``, the connection) of each connection a message
+#: goes to
+Targets = list[tuple[Callable[[bytes], None], bytes, Any]]
 
 
 def plain(sub: Subscription) -> bool:
@@ -81,8 +82,8 @@ class Plan:
         self._targets: dict[tuple[bool, ...], Targets] = {}
 
     def targets(self, passed: tuple[bool, ...] = ()) -> Targets:
-        """(connection, encoded ``sids``) of each connection a message goes to, the outcome
-        of :attr:`filters` being ``passed``, and the length of those ``sids`` together."""
+        """(the connection's ``send``, encoded ``sids``, the connection) of each connection a
+        message goes to, the outcome of :attr:`filters` being ``passed`` (see :func:`fan_send`)."""
         found = self._targets.get(passed)
         if found is None:
             found = self._build(passed)
@@ -100,6 +101,23 @@ class Plan:
                     by_conn[id(conn)] = (conn, [sub_id])
                 else:
                     entry[1].append(sub_id)
-        found = [(conn, json_str(ids[0] if len(ids) == 1 else ",".join(ids)))
-                 for conn, ids in by_conn.values()]
-        return found, sum(len(sids) for _, sids in found)
+        return [(conn.send, json_str(ids[0] if len(ids) == 1 else ",".join(ids)), conn)
+                for conn, ids in by_conn.values()]
+
+
+def fan_send_py(targets: Targets, head: bytes, tail: bytes, body: bytes) -> int:
+    """Send each connection of ``targets`` its frame of a delivery: ``head``, its ``sids``,
+    ``tail``, then ``body``; returns the bytes sent. The pure-Python twin of
+    ``_speedups.fan_send``."""
+    total = 0
+    for send, sids, _ in targets:
+        data = frame_parts(head, sids, tail, body)
+        total += len(data)
+        send(data)
+    return total
+
+
+if accel.COMPILED:
+    from amps_emulator._speedups import fan_send
+else:
+    fan_send = fan_send_py
