@@ -69,9 +69,11 @@ class Pending:
 
     __slots__ = ("wbuf", "at", "mark")
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = 0) -> None:
+        """``limit``: the outbound limit that holds at first (before logon)."""
         self.wbuf = 0  # the transport's buffer after the last write: at least what it holds
-        self.at = 0  # queued bytes + wbuf above which the real size is measured (0: at once)
+        #: queued bytes + wbuf above which the real size is measured (0: at the next send)
+        self.at = min(limit, BUDGET_STEP)
         self.mark = BUDGET_STEP  # pending bytes at which the memory budget is checked next
 
     def measure(self, queued: int, wbuf: int, limit: int | None) -> int:

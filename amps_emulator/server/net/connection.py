@@ -160,7 +160,7 @@ class Connection(asyncio.Protocol):
         #: bytes of partial input a wrapping framing holds for this connection
         self.inbound_extra: Callable[[], int] = _nothing
         self._in_mark = BUDGET_STEP  # buffered bytes at which the memory budget is checked
-        self._pending = Pending()  # when output is measured (limit, memory budget)
+        self._pending = Pending(min(self.out_limit, listener.logon_frame_limit))  # (see send)
         #: the transport's slow client offlining (None: none, see the module docstring)
         self.pool: OfflinePool | None = getattr(listener, "offline_pool", None)
         #: ClientMaxCapacity: the share of the pool's limits this connection may use
