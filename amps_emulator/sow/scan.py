@@ -59,7 +59,10 @@ __all__ = ["TopicReads", "QUERY_CHUNK", "AUTO_MEMO_LIMIT", "BUILDING"]
 _FORCES = ("auto", "scan", "hash", "memo")
 _json_encode = msgspec.json.encode
 
-QUERY_CHUNK = 20_000  # about 20 ms of scanning: how long a query holds the loop at a time
+#: records a query reads per step (a scan: about half a millisecond of stored bodies, a few
+#: milliseconds when a record is built for each; a driver runs several steps in a slice of
+#: the loop's time); a query of at most this many reads them at once, without a snapshot
+QUERY_CHUNK = 1_000
 
 # A memo index created on first use is built inside that query (about 7 s for a million
 # records; in steps when the query runs in steps). Above this many records a query scans

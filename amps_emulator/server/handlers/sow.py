@@ -26,6 +26,7 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import sow_batch
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.core.router import Subscription, is_regex_topic
+from amps_emulator.server.core.turn import SLICE_SECONDS
 from amps_emulator.server.delivery import replay
 from amps_emulator.server.delivery.acks import early as acks_early
 from amps_emulator.server.delivery.acks import final as acks_final
@@ -246,12 +247,18 @@ def drive(broker: Broker, client: Client, cmd: Command,
 def _step(broker: Broker, client: Client, cmd: Command,
           steps: Generator[None, None, Any], finish: Callable[[Any], None],
           on_failure: Callable[[], None] | None, complete: bool = False) -> None:
+    """Steps of the command for one slice of the loop's time (:data:`SLICE_SECONDS`), then
+    the rest in a later pass."""
     if client.closed and not complete:
         steps.close()
         return
     client._direct = True
+    end = time.monotonic() + SLICE_SECONDS
     try:
-        next(steps)
+        while True:
+            next(steps)
+            if time.monotonic() >= end or (client.closed and not complete):
+                break
     except StopIteration as stop:
         finish(stop.value)
     except CommandError as exc:
@@ -276,9 +283,6 @@ def _failed(client: Client, cmd: Command, reason: str,
     client.fail(cmd, reason)
 
 
-STEP_SECONDS = 0.01  # how long one step of a query on a queue may send results
-
-
 def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
                  filt: Any, meter: Meter) -> Generator[None, None, dict[str, int]]:
     """A ``sow`` query on a queue: the messages that could be delivered now, read-only
@@ -286,15 +290,12 @@ def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
     batch = sow_results.batch_size(cmd)
     records, total = yield from queues.query_records(queue, filt, sow_results.top_n(cmd))
     qid = begin_results(client, cmd, cmd.query_id or cmd.cid or "")
-    step_end = time.monotonic() + STEP_SECONDS
     for start in range(0, len(records), batch):
         chunk = records[start:start + batch]
         data = sow_batch(queue.name, qid, [({"bm": r.bookmark_str}, r.body) for r in chunk])
         meter.give(len(data), len(chunk))
         client.send(data)
-        if time.monotonic() > step_end:
-            yield
-            step_end = time.monotonic() + STEP_SECONDS
+        yield  # (the driver runs steps for a slice of the loop's time: see _step)
     client.end_group(cmd, qid)
     return {"records_returned": len(records), "matches": len(records), "topic_matches": total}
 
