@@ -81,6 +81,10 @@ RETENTION_EVERY = 5  # run retention every this many ack ticks (when configured)
 PROBE_INTERVAL = 1.0  # seconds between attempts to write again after a refused write
 
 
+#: bytes of the journal's buffer written at the end of one turn (a few ms of ``write``)
+WRITE_SLICE = 4 << 20
+
+
 class TxLog:
     def __init__(self, server: TxLogHost, cfg: Any, *, memory: bool = False,
                  strict_recovery: bool = False) -> None:
@@ -359,10 +363,15 @@ class TxLog:
 
     # -- end of turn ---------------------------------------------------------------------
     def end_turn(self) -> None:
-        """Write this turn's records, release what is durable, start the next group sync."""
+        """Write this turn's records, release what is durable, start the next group sync.
+        Past :data:`WRITE_SLICE` bytes the rest is written at the end of later turns, one
+        slice a turn: a 32 MiB publish's record is not one long hold of the event loop (the
+        records count as written once all of them are)."""
         journal = self.journal
         try:
-            journal.flush()
+            if not journal.flush(WRITE_SLICE):
+                turn = self.server.turn
+                turn.after(turn.request)  # the rest after the others' next commands
         except (OSError, JournalError) as exc:
             self._fail(exc)
             return
