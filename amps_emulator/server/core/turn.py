@@ -70,6 +70,13 @@ class Turn:
         self._after.append(callback)
         self.request()
 
+    def settle(self) -> None:
+        """End the turn now if its end is due: a long operation calls this before each slice,
+        so that what the other clients' commands produced since the last one (their replies
+        above all) goes out first instead of waiting behind the slice."""
+        if self._scheduled and self.loop is not None:
+            self.end()
+
     def request(self) -> None:
         if not self._scheduled:
             self._scheduled = True

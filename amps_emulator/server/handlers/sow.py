@@ -83,7 +83,7 @@ class Replacing:
 
 
 def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
-                on_snapshot: Callable[[float | None], None] | None = None,
+                on_snapshot: Callable[[float | None], Any] | None = None,
                 replacing: Replacing | None = None
                 ) -> Generator[None, None, dict[str, int]]:
     """The query as a generator: it sends group_begin / sow frames / group_end and returns
@@ -130,17 +130,17 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
 
         read = None if filt is None or old is None else compile_filter_for(
             f"({filt.text}) OR ({old.text})")
-    steps = [topic.query_steps(read if entitled[i] is filt else entitled[i], sow_keys=cmd.sow_keys,
+    steps = (topic.query_steps(read if entitled[i] is filt else entitled[i], sow_keys=cmd.sow_keys,
                                order_by=None if merged else cmd.orderby,
                                top_n=None if merged else top_n,
                                skip_n=None if merged else skip_n,
                                select=None if merged else sel_texts[i],
                                history_cut=cuts.get(topic.spec.name) if cuts else None,
                                stored=not merged)  # (only sent: kept as stored if it can)
-             for i, topic in enumerate(topics)]
-    qid, results = yield from run_topic_steps(
-        client, cmd, steps,
-        None if on_snapshot is None else lambda: on_snapshot(min(cuts.values()) if cuts else None))
+             for i, topic in enumerate(topics))  # (each made as it starts)
+    snapshot, each = _snapshots(broker, on_snapshot, [t.spec.name for t in topics],
+                                bool(cuts) or replacing is not None, cuts)
+    qid, results = yield from run_topic_steps(client, cmd, steps, snapshot, each)
     matches = sum(res.matches for res in results)
     topic_matches = sum(res.topic_matches for res in results)
     if merged:
@@ -159,7 +159,9 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
                 remaining -= len(records)
             runs.append((topic.spec.name, records))
     returned = 0
-    for name, records in runs:
+    for k, (name, records) in enumerate(runs):
+        if k:
+            yield  # (thousands of topics of a few records each: slices between them too)
         returned += yield from send_records(client, qid, name, records, batch, opts,
                                             broker.processors.sow)
     client.end_group(cmd, qid)
@@ -169,6 +171,34 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
                                 selected(rec.data, sel, rec.doc, broker.bodies.encoder(name)),
                                 rec.bookmark or None))
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
+
+
+def _snapshots(broker: Broker, on_snapshot: Callable[[float | None], Any] | None,
+               keys: list[str], at_once: bool, cuts: dict[str, float] | None
+               ) -> tuple[Callable[[], None] | None, Callable[[int], None] | None]:
+    """How a query's topics take their snapshots (``run_topic_steps``' ``on_snapshot`` and
+    ``each``). A ``sow_and_subscribe`` over several topics (a regex may name thousands)
+    does not take them all in one step: it registers its subscription with the first one,
+    and withholds from it each other topic's messages until that topic's own snapshot, which
+    holds them (:meth:`Router.release`). So no message is lost or seen twice, topic by topic,
+    exactly as when every snapshot and the subscription were taken at one instant.
+    ``at_once``: all in one step, a historical query (it replays the log from one instant,
+    ``cuts``) and one that replaces a subscription (the old one goes at the first snapshot)."""
+    if on_snapshot is None:
+        return None, None
+    if len(keys) < 2 or at_once:
+        return (lambda: on_snapshot(min(cuts.values()) if cuts else None)), None
+    subs: list[Subscription] = []
+
+    def each(i: int) -> None:
+        if i == 0:
+            sub = on_snapshot(None)
+            subs.append(sub)
+            broker.router.withhold(sub, keys[1:])
+        else:
+            broker.router.release(subs[0], keys[i])
+
+    return None, each
 
 
 def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
@@ -252,6 +282,7 @@ def _step(broker: Broker, client: Client, cmd: Command,
     if client.closed and not complete:
         steps.close()
         return
+    broker.turn.settle()  # the others' replies first
     client._direct = True
     end = time.monotonic() + SLICE_SECONDS
     try:
@@ -357,16 +388,17 @@ def sow_and_subscribe(broker: Broker, client: Client, cmd: Command) -> None:
                          registered, finish, unsubscribe)
         return
 
-    def subscribe(cut: float | None) -> None:
+    def subscribe(cut: float | None) -> Subscription:
         if cut is not None:  # historical: replay the log from where the SOW state was read
             registered.append(_historical_subscription(broker, client, cmd, sub_id, filt, delta,
                                                        cut))
-            return
+            return registered[-1]
         # Same loop step as the snapshots: nothing can be published in between. What is
         # published while the query runs is held (busy connection) and goes out after it.
         sub = register_subscription(broker, client, cmd, sub_id, filt, delta=delta)
         sub.queried = True
         registered.append(sub)
+        return sub
 
     drive(broker, client, cmd, query_steps(broker, client, cmd, filt, on_snapshot=subscribe,
                                          replacing=replacing), finish, unsubscribe)

@@ -7,7 +7,7 @@ the server package, so both query modules import it and neither imports the othe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amps_emulator.protocol import reasons
@@ -149,8 +149,9 @@ def begin_results(client: ResultsOut, cmd: Command, qid: str) -> str:
     return qid
 
 
-def run_topic_steps(client: ResultsOut, cmd: Command, steps: list[Generator[None, None, Any]],
-                    on_snapshot: Callable[[], None] | None = None
+def run_topic_steps(client: ResultsOut, cmd: Command, steps: Iterable[Generator[None, None, Any]],
+                    on_snapshot: Callable[[], None] | None = None,
+                    each: Callable[[int], None] | None = None
                     ) -> Generator[None, None, tuple[str, list[Any]]]:
     """Drive topic query generators (:meth:`sow.topic.Topic.query_steps`): the first step of
     each (plan and snapshot; a bad filter, orderby or option raises here, before anything is
@@ -158,30 +159,43 @@ def run_topic_steps(client: ResultsOut, cmd: Command, steps: list[Generator[None
     :data:`sow.scan.BUILDING`, and this yields between them), ``on_snapshot``,
     :func:`begin_results`, then the remaining steps, yielding between them. Returns the query
     id and the results in order; an abandoned query releases every snapshot (and drops a
-    half-built index)."""
-    results: list[Any] = [None] * len(steps)
-    running = []
+    half-built index). ``steps`` is read as it goes (a generator each, made when it starts).
+
+    Topics' first steps: with ``on_snapshot``, all in one step, so that the subscription it
+    registers and every snapshot are taken at one instant; else with a yield between two
+    (a regex may name thousands of topics), and ``each(i)`` right after topic ``i``'s, in
+    the same step (a subscription over many topics registered at the first one's snapshot
+    takes each other topic's messages from its own snapshot on: see ``handlers.sow``)."""
+    results: list[Any] = []
+    running: dict[int, Generator[None, None, Any]] = {}  # (not done in their first step)
     try:
         for i, st in enumerate(steps):
+            if i and on_snapshot is None:
+                yield
+            results.append(None)
+            running[i] = st
             try:
                 while next(st) is BUILDING:
                     yield
-                running.append(i)
             except StopIteration as stop:
                 results[i] = stop.value
+                del running[i]
+            if each is not None:
+                each(i)
         if on_snapshot is not None:
             on_snapshot()
         qid = begin_results(client, cmd, cmd.query_id or cmd.sub_id or cmd.cid or "")
-        for i in running:
+        for i, st in list(running.items()):
             while True:
                 try:
-                    next(steps[i])
+                    next(st)
                 except StopIteration as stop:
                     results[i] = stop.value
+                    del running[i]
                     break
                 yield
     finally:
-        for st in steps:
+        for st in running.values():
             st.close()
     return qid, results
 

@@ -20,6 +20,7 @@ import threading
 import AMPS
 
 from amps_emulator.server.handlers import sow as sow_handlers
+from amps_emulator.sow.scan import BUILDING
 from amps_emulator.server.handlers import sow_results
 from tests.support.clients import logged_on
 from tests.support.raw import RawClient
@@ -169,6 +170,58 @@ def test_sow_and_subscribe_under_publishes_gives_every_update_once(tmp_path, mon
         for k, versions in seen.items():
             # from the version the query read on, each later one once, in order
             assert versions == list(range(versions[0], rounds + 1)), (k, versions)
+    finally:
+        srv.stop()
+
+
+PATTERN = """<SOW><Topic><Name>Prices</Name><Pattern>^px/</Pattern><MessageType>json</MessageType>
+  <Key>/id</Key><Durability>transient</Durability></Topic></SOW>"""
+
+
+def test_a_regex_sow_and_subscribe_over_many_topics_gives_every_update_once(tmp_path):
+    srv = start_server(config_xml(tmp_path, extra=PATTERN))
+    topics = 30
+    try:
+        writer, reader = logged_on(srv.uri, "writer"), logged_on(srv.uri, "reader")
+        for t in range(topics):
+            writer.publish(f"px/{t}", json.dumps({"id": t, "v": 0}))
+        writer.flush(5000)
+        # the query takes the topics' snapshots one by one: it pauses before px/10's
+        paused, release = threading.Event(), threading.Event()
+        topic = srv.server.sow_service.get("px/10")
+        original = topic.query_steps
+
+        def gated(*args, **kwargs):
+            paused.set()
+            while not release.wait(0.001):  # (the server's thread lets the test's run)
+                yield BUILDING  # (what a step before the snapshot yields)
+            return (yield from original(*args, **kwargs))
+
+        topic.query_steps = gated
+        seen: dict[str, list[int]] = {}
+        done = threading.Event()
+
+        def on(m):
+            if m.get_command() in ("sow", "p", "publish"):
+                d = json.loads(m.get_data())
+                seen.setdefault(m.get_topic(), []).append(d["v"])
+                if m.get_topic() == "px/end":
+                    done.set()
+
+        # (the client waits for the processed ack, which comes once every snapshot is read)
+        threading.Thread(target=reader.execute_async, daemon=True, args=(
+            AMPS.Command("sow_and_subscribe").set_topic("^px/").set_batch_size(2), on)).start()
+        assert paused.wait(10)
+        # the topics go in name order: px/0 and px/1 were read before these, the rest after
+        for v in (1, 2):
+            for t in range(topics):
+                writer.publish(f"px/{t}", json.dumps({"id": t, "v": v}))
+        writer.flush(5000)
+        release.set()
+        writer.publish("px/end", json.dumps({"id": -1, "v": 0}))
+        assert done.wait(10)
+        want = {f"px/{t}": [0, 1, 2] if t < 2 else [2] for t in range(topics)}
+        assert {t: v for t, v in seen.items() if t != "px/end"} == want
     finally:
         srv.stop()
 
