@@ -22,6 +22,7 @@ import heapq
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterable
+from functools import lru_cache
 from itertools import islice
 from typing import Any, TypedDict
 
@@ -77,6 +78,18 @@ BUILDING = "building"
 #: a step of such a build indexes this share of ``query_chunk`` records (a record costs about
 #: as much to index as eight to scan)
 BUILD_SHARE = 8
+
+
+_FULL_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+
+
+@lru_cache(maxsize=1024)
+def _fields_decoder(names: frozenset[str]) -> msgspec.json.Decoder[Any]:
+    """A msgspec decoder of only the top-level fields ``names``, shared by every topic (a
+    class and decoder of each topic's own made every logical topic of a ``Pattern`` some
+    twenty objects more for each full pass of the garbage collector to walk)."""
+    td = TypedDict("Fields", {n: Any for n in sorted(names)}, total=False)  # type: ignore
+    return msgspec.json.Decoder(td)
 
 
 def _creations(plan: Plan) -> list[Path]:
@@ -155,8 +168,6 @@ class TopicReads(ABC):
         self.query_chunk = QUERY_CHUNK
         #: an index plan with more candidates than this share of the topic scans instead
         self._fallback = scan_fallback
-        self._decoders: dict[frozenset[str], msgspec.json.Decoder[Any]] = {}
-        self._full_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
         #: the saved versions for historical queries (``History`` configured), else None
         self.history: History | None = None
         if spec.history is not None:
@@ -207,15 +218,10 @@ class TopicReads(ABC):
             return self._tree_decoder
         names = top_level_names(paths)
         if names is None:
-            return self._full_decoder
+            return _FULL_DECODER
         if not names:
             return None
-        key = frozenset(names)
-        dec = self._decoders.get(key)
-        if dec is None:
-            td = TypedDict("Fields", {n: Any for n in sorted(names)}, total=False)  # type: ignore
-            dec = self._decoders[key] = msgspec.json.Decoder(td)
-        return dec
+        return _fields_decoder(frozenset(names))
 
     def _is_expired(self, rec: Record, now: float) -> bool:
         e = rec.expiration
