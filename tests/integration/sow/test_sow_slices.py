@@ -19,12 +19,15 @@ import threading
 
 import AMPS
 
+from amps_emulator.config import loads_config
+from amps_emulator.server.core.clock import TestClock
 from amps_emulator.server.handlers import sow as sow_handlers
+from amps_emulator.server.services import sow_service
 from amps_emulator.sow.scan import BUILDING
 from amps_emulator.server.handlers import sow_results
-from tests.support.clients import logged_on
+from tests.support.clients import Collector, logged_on
 from tests.support.raw import RawClient
-from tests.support.servers import config_xml, start_server
+from tests.support.servers import ServerThread, config_xml, start_server
 from tests.support.sow import SOW_XML, query
 
 N = 100
@@ -243,5 +246,30 @@ def test_a_long_filter_subscription_is_in_place_for_the_next_command(tmp_path):
             got.append((h["c"], h.get("a"), body))
         assert got == [("ack", "processed", b""), ("p", None, b'{"id": 2999, "v": 7}'),
                        ("p", None, b'{"id": 1, "v": 9}')]
+    finally:
+        srv.stop()
+
+
+def test_records_expiring_together_go_a_slice_a_pass_and_every_one_goes(tmp_path, monkeypatch):
+    monkeypatch.setattr(sow_service, "SWEEP_LIMIT", 7)
+    clock = TestClock()
+    srv = ServerThread(loads_config(config_xml(tmp_path, extra=SOW_XML.format(d=tmp_path))),
+                       timebase=clock).start()
+    try:
+        sweeps = []
+        sow = srv.server.sow_service.sow
+        real = sow.sweep_expired
+        monkeypatch.setattr(sow, "sweep_expired", lambda **kw: sweeps.append(1) or real(**kw))
+        watcher, writer = logged_on(srv.uri, "watcher"), logged_on(srv.uri, "writer")
+        gone = Collector(lambda m: (m.get_command(), json.loads(m.get_data())["id"]))
+        watcher.subscribe(gone, "quotes", options="oof")
+        for i in range(50):
+            writer.publish("quotes", json.dumps({"id": i}), expiration=1)
+        writer.flush(5000)
+        assert len(gone.wait_for(50)) == 50
+        srv.call(lambda: clock.advance(2))  # all fifty are due at once
+        assert sorted(i for kind, i in gone.wait_for(100) if kind == "oof") == list(range(50))
+        assert len(sweeps) >= 8  # seven a pass
+        assert query(writer, "quotes") == []
     finally:
         srv.stop()
