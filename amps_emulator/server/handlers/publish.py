@@ -47,7 +47,7 @@ def publish(broker: Broker, client: Client, cmd: Command) -> None:
         broker.client_seqs[client.client_name] = seq
     if len(cmd.body) > LARGE_BODY:
         drive(broker, client, cmd, _in_stages(broker, client, cmd, topic, seq, last),
-              lambda _: None)
+              lambda _: None, complete=True)  # (read whole: published even if it goes away)
         return
     _guarded(broker, client, cmd, topic, seq, last, UNDECODED)
 

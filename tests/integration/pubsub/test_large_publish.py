@@ -9,6 +9,7 @@ import json
 import threading
 from collections.abc import Callable
 
+from amps_emulator.server.handlers import publish as publish_handlers
 from amps_emulator.server.messaging.message_path import LARGE_BODY
 from tests.support.clients import logged_on
 from tests.support.raw import RawClient
@@ -118,6 +119,26 @@ def test_large_publishes_and_other_clients_publishes_agree_everywhere(tmp_path):
         assert seen() == journal  # live: the log's order
         # the SOW holds the last the log has
         assert sow_tags(a) == {1: journal[-2][1], 2: "end"}
+    finally:
+        srv.stop()
+
+
+def test_a_large_publish_read_whole_is_published_when_its_client_goes_away(tmp_path,
+                                                                         monkeypatch):
+    srv = serve(tmp_path)
+    real = publish_handlers.decode_ahead
+
+    def decode_then_drop(broker, topic, body):
+        broker.by_name["a"].close("it went away in the middle", abort=True)
+        return real(broker, topic, body)
+
+    monkeypatch.setattr(publish_handlers, "decode_ahead", decode_then_drop)
+    try:
+        a = RawClient(srv.port)
+        a.logon("a")
+        a.send({"c": "p", "t": "orders"}, big(7, "last words"))
+        assert a.closed_by_server()
+        assert sow_tags(logged_on(srv.uri, "reader")) == {7: "last words"}
     finally:
         srv.stop()
 
