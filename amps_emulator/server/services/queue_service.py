@@ -537,9 +537,8 @@ class QueueService:
     # -- sow queries on a queue ------------------------------------------------------------
     def query_records(self, q: ConfiguredQueue, flt: Any, top_n: int | None
                       ) -> Generator[None, None, tuple[list[Any], int]]:
-        """The deliverable messages (read-only view) as journal records, and the count. A
-        generator that yields every few ms of reading and filtering (a deep queue and a
-        costly filter must not hold the event loop: see ``handlers.sow.drive``)."""
+        """The deliverable messages (read-only view) as journal records, and the count; yields
+        every few ms (a deep queue, a costly filter must not hold the loop: ``sow.drive``)."""
         out = []
         msgs = list(q.engine.messages(include_leased=False, now=self.now()))
         clock = time.monotonic
