@@ -158,9 +158,10 @@ class MemoryJournal(JournalCore):
         seg.count += 1
         seg.last_ts = rec.timestamp
 
-    def flush(self) -> None:
+    def flush(self, limit: int | None = None) -> bool:
         if self._closed:
             raise JournalClosedError("journal is closed")
+        return True
 
     def sync(self) -> int:
         return self.durable_position

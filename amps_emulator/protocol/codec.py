@@ -276,15 +276,25 @@ class FrameDecoder:
         """
         buf = self._buf
         need = self._need
+        first = None
         if buf:
             buf += data
-            if need >= 0 and len(buf) < need:
-                return []  # the rest of a frame still arriving
-            data = bytes(buf)
+            if need >= 0:
+                if len(buf) < need:
+                    return []  # the rest of a frame still arriving
+                # the frame is complete: its payload is the buffer's start (copied once)
+                with memoryview(buf) as view:
+                    first = view[:need].tobytes()
+                    data = view[need:].tobytes()  # (what came after it)
+                need = -1
+            else:
+                data = bytes(buf)
             self._buf = bytearray()
         elif data.__class__ is not bytes:
             data = bytes(data)
         out, pos, need = scan_frames(data, need, self._max)
+        if first is not None:
+            out.insert(0, first)
         if need > self._max:
             self._buf = bytearray()
             self._need = -1

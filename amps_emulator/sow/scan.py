@@ -22,6 +22,7 @@ import heapq
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterable
+from functools import lru_cache
 from itertools import islice
 from typing import Any, TypedDict
 
@@ -59,7 +60,10 @@ __all__ = ["TopicReads", "QUERY_CHUNK", "AUTO_MEMO_LIMIT", "BUILDING"]
 _FORCES = ("auto", "scan", "hash", "memo")
 _json_encode = msgspec.json.encode
 
-QUERY_CHUNK = 20_000  # about 20 ms of scanning: how long a query holds the loop at a time
+#: records a query reads per step (a scan: about half a millisecond of stored bodies, a few
+#: milliseconds when a record is built for each; a driver runs several steps in a slice of
+#: the loop's time); a query of at most this many reads them at once, without a snapshot
+QUERY_CHUNK = 1_000
 
 # A memo index created on first use is built inside that query (about 7 s for a million
 # records; in steps when the query runs in steps). Above this many records a query scans
@@ -74,6 +78,18 @@ BUILDING = "building"
 #: a step of such a build indexes this share of ``query_chunk`` records (a record costs about
 #: as much to index as eight to scan)
 BUILD_SHARE = 8
+
+
+_FULL_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+
+
+@lru_cache(maxsize=1024)
+def _fields_decoder(names: frozenset[str]) -> msgspec.json.Decoder[Any]:
+    """A msgspec decoder of only the top-level fields ``names``, shared by every topic (a
+    class and decoder of each topic's own made every logical topic of a ``Pattern`` some
+    twenty objects more for each full pass of the garbage collector to walk)."""
+    td = TypedDict("Fields", {n: Any for n in sorted(names)}, total=False)  # type: ignore
+    return msgspec.json.Decoder(td)
 
 
 def _creations(plan: Plan) -> list[Path]:
@@ -152,8 +168,6 @@ class TopicReads(ABC):
         self.query_chunk = QUERY_CHUNK
         #: an index plan with more candidates than this share of the topic scans instead
         self._fallback = scan_fallback
-        self._decoders: dict[frozenset[str], msgspec.json.Decoder[Any]] = {}
-        self._full_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
         #: the saved versions for historical queries (``History`` configured), else None
         self.history: History | None = None
         if spec.history is not None:
@@ -204,15 +218,10 @@ class TopicReads(ABC):
             return self._tree_decoder
         names = top_level_names(paths)
         if names is None:
-            return self._full_decoder
+            return _FULL_DECODER
         if not names:
             return None
-        key = frozenset(names)
-        dec = self._decoders.get(key)
-        if dec is None:
-            td = TypedDict("Fields", {n: Any for n in sorted(names)}, total=False)  # type: ignore
-            dec = self._decoders[key] = msgspec.json.Decoder(td)
-        return dec
+        return _fields_decoder(frozenset(names))
 
     def _is_expired(self, rec: Record, now: float) -> bool:
         e = rec.expiration

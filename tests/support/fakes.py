@@ -69,6 +69,9 @@ class FakeTurn:
     def after(self, callback):
         self.server.loop.call_soon(callback)  # (a fake turn has ended at once)
 
+    def settle(self):
+        pass
+
 
 class FakeServer:
     """The ConnectionHost a Connection talks to; its own timebase (timers through ``loop``)."""

@@ -152,6 +152,9 @@ class Turn(Protocol):
         """Run ``callback`` in the loop's next pass once this turn has ended (a connection's
         frames past its budget: their turn starts after this one's end)."""
 
+    def settle(self) -> None:
+        """End the turn now if its end is due (before a long operation's next slice)."""
+
 
 class ConnectionHost(Protocol):
     """What a :class:`server.net.connection.Connection` needs of the server it belongs to."""

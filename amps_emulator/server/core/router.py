@@ -64,7 +64,7 @@ class Subscription:
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
         "prefix", "_live", "select", "conflator", "queried", "message_type", "_entitlement",
-        "internal",
+        "internal", "withheld",
     )
 
     #: moves whenever a subscription's :attr:`live` or :attr:`entitlement` is set, the two
@@ -101,6 +101,9 @@ class Subscription:
         self._entitlement: ReadEntitlement | None = None
         #: the ``select=[...]`` list applied to every delivery (None: whole messages)
         self.select: Select | None = selection(options.get("select"))  # bad: invalid options
+        #: topic keys whose messages it does not get yet (a regex query's topics whose
+        #: snapshots are still to come: :meth:`Router.withhold`); None: none
+        self.withheld: set[str] | None = None
 
     @property
     def live(self) -> Any:
@@ -172,6 +175,23 @@ class Router:
         self._cache.clear()
         self.plans.clear()
 
+    def withhold(self, sub: Subscription, topics: list[str]) -> None:
+        """Match the regex subscription ``sub`` to none of ``topics`` until each is released
+        (its query has not read that topic's snapshot yet, which will hold what is published
+        to it meanwhile)."""
+        sub.withheld = set(topics)
+        for topic in topics:
+            self._cache.pop(topic, None)
+
+    def release(self, sub: Subscription, topic: str) -> None:
+        """``sub`` matches ``topic`` again (see :meth:`withhold`)."""
+        withheld = sub.withheld
+        if withheld is not None:
+            withheld.discard(topic)
+            if not withheld:
+                sub.withheld = None
+            self._cache.pop(topic, None)
+
     def match(self, topic: str) -> tuple[Subscription, ...]:
         """Every subscription whose topic (literal or regex) covers ``topic``."""
         hit = self._cache.get(topic)
@@ -184,7 +204,8 @@ class Router:
             for sub in self._regex:
                 rx = sub.regex
                 if rx is not None and sub.message_type == mt and (sub.internal or not internal) \
-                        and rx.search(name) is not None:
+                        and rx.search(name) is not None \
+                        and (sub.withheld is None or topic not in sub.withheld):
                     found.append(sub)
         result = tuple(found)
         if len(self._cache) >= _CACHE_LIMIT:

@@ -27,7 +27,7 @@ from amps_emulator.protocol.codec import ack as encode_ack
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server.core.turn import contain
+from amps_emulator.server.core.turn import SLICE_SECONDS, contain
 from amps_emulator.server.delivery import replay_frames
 from amps_emulator.server.delivery.fanout import delivery_tail, selected
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("amps_emulator.replay")
 
 CHUNK = 2000
-STEP_SECONDS = 0.01  # how long one replay step may scan the log
+STEP_SECONDS = SLICE_SECONDS  # how long one replay step may scan the log
 _DELIVERABLE = frozenset((int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH)))
 
 

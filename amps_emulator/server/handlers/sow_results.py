@@ -7,7 +7,7 @@ the server package, so both query modules import it and neither imports the othe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amps_emulator.protocol import reasons
@@ -84,8 +84,9 @@ def top_n(cmd: Command) -> int | None:
     return count_option(cmd, "top_n", cmd.top_n)
 
 
-#: records framed between two loop steps while a long result goes out
-SEND_STEP = 5_000
+#: records framed in one step while a long result goes out (a driver runs several steps in
+#: a slice of the loop's time)
+SEND_STEP = 1_000
 
 
 def _bookmark_instant(broker: HasTxLog, text: str) -> float | None:
@@ -148,8 +149,9 @@ def begin_results(client: ResultsOut, cmd: Command, qid: str) -> str:
     return qid
 
 
-def run_topic_steps(client: ResultsOut, cmd: Command, steps: list[Generator[None, None, Any]],
+def run_topic_steps(client: ResultsOut, cmd: Command, steps: Iterable[Generator[None, None, Any]],
                     on_snapshot: Callable[[], None] | None = None,
+                    each: Callable[[int], None] | None = None,
                     after_step: Callable[[str], None] | None = None
                     ) -> Generator[None, None, tuple[str, list[Any]]]:
     """Drive topic query generators (:meth:`sow.topic.Topic.query_steps`): the first step of
@@ -158,33 +160,47 @@ def run_topic_steps(client: ResultsOut, cmd: Command, steps: list[Generator[None
     :data:`sow.scan.BUILDING`, and this yields between them), ``on_snapshot``,
     :func:`begin_results`, then the remaining steps, yielding between them. Returns the query
     id and the results in order; an abandoned query releases every snapshot (and drops a
-    half-built index). ``after_step(qid)`` runs after each step that follows ``group_begin``
-    (:class:`StoredStream` sends the records read so far)."""
-    results: list[Any] = [None] * len(steps)
-    running = []
+    half-built index). ``steps`` is read as it goes (a generator each, made when it starts).
+
+    Topics' first steps: with ``on_snapshot``, all in one step, so that the subscription it
+    registers and every snapshot are taken at one instant; else with a yield between two
+    (a regex may name thousands of topics), and ``each(i)`` right after topic ``i``'s, in
+    the same step (a subscription over many topics registered at the first one's snapshot
+    takes each other topic's messages from its own snapshot on: see ``handlers.sow``).
+    ``after_step(qid)`` runs after each step that follows ``group_begin`` (:class:`StoredStream`
+    sends the records read so far)."""
+    results: list[Any] = []
+    running: dict[int, Generator[None, None, Any]] = {}  # (not done in their first step)
     try:
         for i, st in enumerate(steps):
+            if i and on_snapshot is None:
+                yield
+            results.append(None)
+            running[i] = st
             try:
                 while next(st) is BUILDING:
                     yield
-                running.append(i)
             except StopIteration as stop:
                 results[i] = stop.value
+                del running[i]
+            if each is not None:
+                each(i)
         if on_snapshot is not None:
             on_snapshot()
         qid = begin_results(client, cmd, cmd.query_id or cmd.sub_id or cmd.cid or "")
-        for i in running:
+        for i, st in list(running.items()):
             while True:
                 try:
-                    next(steps[i])
+                    next(st)
                 except StopIteration as stop:
                     results[i] = stop.value
+                    del running[i]
                     break
                 if after_step is not None:
                     after_step(qid)
                 yield
     finally:
-        for st in steps:
+        for st in running.values():
             st.close()
     return qid, results
 
@@ -215,20 +231,23 @@ def send_records(client: ResultsOut, qid: str, topic: str, records: list[Any] | 
     :data:`SEND_STEP` records framed; returns how many were sent. Records kept as stored
     (a plain query's) are framed straight from their stored values (:func:`sow_frames`,
     the same frames). ``meter``: counts the records and the bytes of their batches (the
-    ``sow`` processor's matches)."""
+    ``sow`` processor's matches). The list is used up: the records sent are let go step by
+    step (freeing a result of 200,000 records at once held the loop for tens of ms)."""
     if isinstance(records, StoredRecords):
         return (yield from _send_stored(client, qid, topic, records, batch, opts, meter))
-    framed = 0
+    n = len(records)
+    framed = done = 0
     for chunk in batches(records, batch, opts):
         data = sow_batch(topic, qid, chunk)
         if meter is not None:
             meter.give(len(data), len(chunk))
         client.send(data)
         framed += len(chunk)
-        if framed >= SEND_STEP:
-            framed = 0
+        if framed - done >= SEND_STEP:
+            records[done:framed] = [None] * (framed - done)
+            done = framed
             yield
-    return len(records)
+    return n
 
 
 def _send_stored(client: ResultsOut, qid: str, topic: str, records: StoredRecords, batch: int,
@@ -241,16 +260,17 @@ def _send_stored(client: ResultsOut, qid: str, topic: str, records: StoredRecord
     n = len(rows)
     step = -(-SEND_STEP // batch) * batch
     for first in range(start, n, step):
-        _send_rows(client, qid, topic, rows, batch, opts, meter, first, min(n, first + step))
-        if first + step < n:
+        end = min(n, first + step)
+        _send_rows(client, qid, topic, rows, batch, opts, meter, first, end)
+        if end < n:
             yield
     return n - start
 
 
-def _send_rows(client: ResultsOut, qid: str, topic: str, rows: list[tuple[bytes, bytes]],
-               batch: int, opts: dict[str, Any], meter: Meter | None, start: int, end: int
-               ) -> None:
-    """The ``sow`` frames of stored ``rows[start:end]``, ``batch`` to a frame, as one write."""
+def _send_rows(client: ResultsOut, qid: str, topic: str, rows: list[Any], batch: int,
+               opts: dict[str, Any], meter: Meter | None, start: int, end: int) -> None:
+    """The ``sow`` frames of stored ``rows[start:end]``, ``batch`` to a frame, as one write;
+    those rows are then let go (a long result's memory goes as it is sent)."""
     stamps = None
     if "timestamp" in opts:
         stamps = [b""] * start + [
@@ -258,6 +278,7 @@ def _send_rows(client: ResultsOut, qid: str, topic: str, rows: list[tuple[bytes,
             for _, v in rows[start:end]]
     data = sow_frames(sow_batch_prefix(topic, qid), rows, "no_sowkey" not in opts, stamps,
                       start, end, batch, True)
+    rows[start:end] = [None] * (end - start)
     if meter is not None:
         meter.give(len(data), end - start)
     client.send(data)

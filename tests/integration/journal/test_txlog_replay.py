@@ -349,7 +349,7 @@ def test_a_journal_write_failure_is_reported_on_the_persisted_ack(server):
     c.publish_flush(5000)
 
     def break_disk():
-        def boom():
+        def boom(limit=None):
             raise OSError(errno.ENOSPC, "No space left on device")
         server.server.txlog.journal.flush = boom
 
