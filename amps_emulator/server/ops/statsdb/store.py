@@ -71,12 +71,12 @@ class StatsFile:
 
     def _open(self, index: bool) -> None:
         db = self.db
-        db.execute("PRAGMA journal_mode=WAL").fetchone()
-        db.execute("PRAGMA synchronous=NORMAL")
         names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        if names and not any(_OURS.fullmatch(n) for n in names):
+        if names and not any(_OURS.fullmatch(n) for n in names):  # (left untouched)
             raise sqlite3.DatabaseError(f"it holds other tables ({', '.join(sorted(names)[:3])}"
                                         f"{', ...' if len(names) > 3 else ''})")
+        db.execute("PRAGMA journal_mode=WAL").fetchone()
+        db.execute("PRAGMA synchronous=NORMAL")
         db.execute("BEGIN")
         try:
             for t in TABLES:
