@@ -210,7 +210,8 @@ class Sampler:
         if cfg is None or path == ":memory:":
             return
         try:
-            file, history = await asyncio.to_thread(statsdb.open_history, path)
+            file, history = await asyncio.to_thread(
+                statsdb.open_history, path, index=self.server.config.statistics_indexing)
         except statsdb.StatsFileError as exc:
             raise ConfigError([ConfigIssue(cfg.file, cfg.line,
                                            f"<Admin> <FileName>: {exc}")]) from None

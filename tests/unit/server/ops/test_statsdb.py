@@ -147,6 +147,22 @@ def test_truncate_removes_old_samples_and_the_objects_only_they_had(tmp_path) ->
     f.close()
 
 
+def test_statistics_indexing_enabled_adds_an_index_on_static_id(tmp_path) -> None:
+    from amps_emulator.config import loads_config
+
+    xml = "<AMPSConfig><Name>x</Name>{}</AMPSConfig>"
+    on = "<Statistics><Indexing><Enabled>true</Enabled></Indexing></Statistics>"
+    assert loads_config(xml.format(on), "a.xml").statistics_indexing is True
+    assert loads_config(xml.format(""), "a.xml").statistics_indexing is False
+    path = str(tmp_path / "stats.db")
+    StatsFile(path).close()
+    indexes = "SELECT tbl_name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+    assert _db(path).execute(indexes).fetchall() == []
+    StatsFile(path, index=True).close()
+    got = {t for (t,) in _db(path).execute(indexes)}
+    assert "ICLIENTS_DYNAMIC" in got and all(t.endswith("_DYNAMIC") for t in got)
+
+
 def test_the_history_forgets_samples_before_a_time() -> None:
     h = StatsHistory()
     for i in range(3):
