@@ -29,6 +29,7 @@ import asyncio
 import logging
 import os
 import socket
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -177,6 +178,13 @@ class Sampler:
         self.store = StatsHistory()
         #: the thread writing the statistics database, when ``Admin/FileName`` names a file
         self.writer: statsdb.StatsWriter | None = None
+        #: the file's samples being read back (:meth:`_read_back`), and this run's samples
+        #: taken meanwhile; the time the next sample must follow (the file's last)
+        self.reading: asyncio.Future[None] | None = None
+        self._pending: list[tuple[int, dict]] | None = None
+        self._stop_reading = threading.Event()
+        self._floor = 0
+        self._cut = 0  # samples before this were truncated
         self.total_time = 0.0  # seconds spent sampling and recording
         self.last_time = 0.0  # of the last sample
         self.timer: Any = None
@@ -202,25 +210,51 @@ class Sampler:
 
     # -- the statistics database -----------------------------------------------------------
     async def open_database(self) -> None:
-        """With ``Admin/FileName`` naming a file: open it (off the loop), read its samples back
-        into :attr:`store` and start the thread that writes the next ones. A file that cannot
-        be the statistics database stops the start-up, as a config error at ``<Admin>``."""
+        """With ``Admin/FileName`` naming a file: open it (off the loop) and start the thread
+        that writes the samples; its samples are read back into :attr:`store` in the
+        background (:meth:`_read_back`). A file that cannot be the statistics database stops
+        the start-up, as a config error at ``<Admin>``."""
         cfg = self.server.config.admin
         path = getattr(cfg, "file_name", ":memory:") or ":memory:"
         if cfg is None or path == ":memory:":
             return
         try:
-            file, history = await asyncio.to_thread(
-                statsdb.open_history, path, index=self.server.config.statistics_indexing)
+            file = await asyncio.to_thread(statsdb.StatsFile, path,
+                                           self.server.config.statistics_indexing)
+            last = await asyncio.to_thread(lambda: file.last)
         except statsdb.StatsFileError as exc:
             raise ConfigError([ConfigIssue(cfg.file, cfg.line,
                                            f"<Admin> <FileName>: {exc}")]) from None
-        self.store = history
         self.writer = statsdb.StatsWriter(file).start()
-        log.info("statistics database %s: %d sample(s) read back", path, len(history.times))
+        if last is not None:
+            self._floor = statsdb.from_amps_time(last)
+            self._pending = []
+            self.reading = asyncio.ensure_future(self._read_back(path, last))
+
+    async def _read_back(self, path: str, upto: int) -> None:
+        """Read the file's samples (up to ``upto``) into a history in a worker thread, add
+        this run's samples taken meanwhile, and answer from it from then on."""
+        try:
+            past = await asyncio.to_thread(statsdb.read_history, path, upto,
+                                           stop=self._stop_reading)
+        except statsdb.StatsFileError as exc:
+            log.error("statistics database: %s; the history starts afresh", exc)
+            self._pending = None
+            return
+        pending, self._pending = self._pending or [], None
+        n = len(past.times)
+        for at_us, recorded in pending:
+            past.record(at_us, recorded)
+        past.forget_before(self._cut)
+        past.queries = self.store.queries
+        self.store = past
+        log.info("statistics database %s: %d earlier sample(s) read back", path, n)
 
     async def close_database(self) -> None:
         """Write what is queued and close the file (a slow disk is not waited for long)."""
+        self._stop_reading.set()
+        if self.reading is not None:
+            await asyncio.wait([self.reading], timeout=5.0)
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close)
 
@@ -228,6 +262,7 @@ class Sampler:
         """Remove the samples older than ``age`` seconds (by the server's clock) from the
         history and, in the writer thread, from the statistics database; what was done."""
         cut_us = int((self.server.wallclock() - age) * 1_000_000)
+        self._cut = max(self._cut, cut_us)  # (for the samples still being read back)
         n = self.store.forget_before(cut_us)
         if self.writer is None:
             return f"removed {n} sample(s) before {format_time(cut_us)} from the history in memory"
@@ -284,15 +319,18 @@ class Sampler:
         started = time.perf_counter()
         at_us = int(self.sampled_at * 1_000_000)
         times = self.store.times
-        if self.writer is not None:  # the database's times are whole milliseconds
+        if self.writer is not None:  # the database's times are whole milliseconds, increasing
             at_us -= at_us % 1000
-            if times and at_us <= times[-1]:
-                at_us = times[-1] + 1000
+            last = max(times[-1] if times else 0, self._floor)
+            if at_us <= last:
+                at_us = last + 1000
         recorded = tree(self.server, self)
         recorded["amps"]["instance"]["timestamp"] = format_time(at_us)  # (the sample's own)
         self.store.record(at_us, recorded)
         if self.writer is not None:
             self.writer.submit(statsdb.to_amps_time(at_us), recorded)
+        if self._pending is not None:
+            self._pending.append((at_us, recorded))
         self.last_time = time.perf_counter() - started
         self.total_time += self.last_time
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from amps_emulator.server.ops.statsdb.schema import TABLES, Table, from_amps_time, rows_of
 
-__all__ = ["StatsFile", "StatsFileError"]
+__all__ = ["StatsFile", "StatsFileError", "read_samples"]
 
 _OURS = re.compile(r"[HI][A-Z_]+_(STATIC|DYNAMIC)")
 _SQL_TYPE = {int: "integer", float: "real", str: "text"}
@@ -189,29 +189,40 @@ class StatsFile:
         self.file_size = self._size()
         return removed
 
-    # -- reading ---------------------------------------------------------------------------
-    def samples(self, keep: int) -> Iterator[tuple[int, dict[Table, list[dict[str, Any]]]]]:
-        """The last ``keep`` samples in the file, oldest first: ``(microseconds since the
-        epoch, each table's rows at that sample)``."""
-        union = " UNION ".join(f"SELECT timestamp FROM {_q(t.dynamic)}" for t in TABLES)
-        stamps = [r[0] for r in self.db.execute(
-            f"SELECT timestamp FROM ({union}) ORDER BY timestamp DESC LIMIT ?", (keep,))]
-        if not stamps:
-            return
-        stamps.reverse()
-        readers = [_Rows(self.db, t, stamps[0]) for t in TABLES]
-        for at in stamps:
-            yield from_amps_time(at), {r.table: r.take(at) for r in readers}
+    @property
+    def last(self) -> int | None:
+        """The time of the last sample in the file (a statistics timestamp), if any."""
+        got = [self.db.execute(f"SELECT max(timestamp) FROM {_q(t.dynamic)}").fetchone()[0]
+               for t in TABLES]
+        return max((g for g in got if g is not None), default=None)
+
+
+def read_samples(db: sqlite3.Connection, keep: int, upto: int
+                 ) -> Iterator[tuple[int, dict[Table, list[dict[str, Any]]]]]:
+    """The last ``keep`` samples of the database ``db`` up to ``upto`` (a statistics
+    timestamp, included), oldest first: ``(microseconds since the epoch, each table's rows
+    at that sample)``."""
+    union = " UNION ".join(f"SELECT timestamp FROM {_q(t.dynamic)} WHERE timestamp <= ?"
+                           for t in TABLES)
+    stamps = [r[0] for r in db.execute(
+        f"SELECT timestamp FROM ({union}) ORDER BY timestamp DESC LIMIT ?",
+        (*[upto] * len(TABLES), keep))]
+    if not stamps:
+        return
+    stamps.reverse()
+    readers = [_Rows(db, t, stamps[0], upto) for t in TABLES]
+    for at in stamps:
+        yield from_amps_time(at), {r.table: r.take(at) for r in readers}
 
 
 class _Rows:
     """A table's rows from a time on, in time order (STATIC joined with DYNAMIC)."""
 
-    def __init__(self, db: sqlite3.Connection, t: Table, since: int) -> None:
+    def __init__(self, db: sqlite3.Connection, t: Table, since: int, upto: int) -> None:
         self.table = t
         self._cur = db.execute(
             f"SELECT * FROM {_q(t.dynamic)} JOIN {_q(t.static)} USING (static_id) "
-            "WHERE timestamp >= ? ORDER BY timestamp", (since,))
+            "WHERE timestamp BETWEEN ? AND ? ORDER BY timestamp", (since, upto))
         self._cols = [c[0] for c in self._cur.description]
         self._next = self._cur.fetchone()
 

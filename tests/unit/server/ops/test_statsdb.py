@@ -19,7 +19,7 @@ from amps_emulator.server.ops.statsdb import (
     StatsFileError,
     StatsWriter,
     from_amps_time,
-    open_history,
+    read_history,
     to_amps_time,
 )
 from amps_emulator.server.ops.statsdb.schema import from_sql, to_sql
@@ -117,9 +117,10 @@ def test_the_samples_read_back_answer_the_time_range_queries(tmp_path) -> None:
     f = StatsFile(path)
     for i in range(4):
         f.write(to_amps_time(T0 + i * STEP), _tree({"a": ("t1", str(i))}, cpus=1))
+    f.write(to_amps_time(T0 + 4 * STEP), _tree({"a": ("t1", "4")}, cpus=1))  # (after upto)
+    assert f.last == to_amps_time(T0 + 4 * STEP)
     f.close()
-    f, history = open_history(path, keep=3)  # the last three
-    f.close()
+    history = read_history(path, to_amps_time(T0 + 3 * STEP), keep=3)  # the last three
     stamps = [format_time(T0 + i * STEP) for i in (1, 2, 3)]
     leaf = history.select(["amps", "instance", "clients", "a", "messages_in"], {"t0": "20000101T0"})
     assert leaf.node == [(s, str(i)) for s, i in zip(stamps, (1, 2, 3), strict=True)]
@@ -163,6 +164,18 @@ def test_statistics_indexing_enabled_adds_an_index_on_static_id(tmp_path) -> Non
     assert "ICLIENTS_DYNAMIC" in got and all(t.endswith("_DYNAMIC") for t in got)
 
 
+def test_reading_back_stops_when_asked(tmp_path) -> None:
+    path = str(tmp_path / "stats.db")
+    f = StatsFile(path)
+    for i in range(3):
+        f.write(to_amps_time(T0 + i * STEP), _tree({"a": ("t1", str(i))}))
+    f.close()
+    stop = threading.Event()
+    stop.set()
+    assert len(read_history(path, to_amps_time(T0 + 2 * STEP), stop=stop).times) == 0
+    assert len(read_history(path, to_amps_time(T0 + 2 * STEP)).times) == 3
+
+
 def test_the_history_forgets_samples_before_a_time() -> None:
     h = StatsHistory()
     for i in range(3):
@@ -184,7 +197,7 @@ def test_a_file_that_cannot_be_the_database_is_refused_by_its_path(tmp_path, mak
     make(path)
     before = path.read_bytes() if path.is_file() else None
     with pytest.raises(StatsFileError) as exc:
-        open_history(str(path))
+        StatsFile(str(path))
     assert str(exc.value).startswith(str(path)) and says in str(exc.value)
     assert before is None or path.read_bytes() == before  # left as it was
 
