@@ -453,6 +453,18 @@ def read_admin(node: Node, ctx: Ctx) -> Admin | None:
     )
 
 
+_INDEXING_SPEC = Spec(elems={"Enabled": Elem("enabled", parse_bool)})
+_STATISTICS_SPEC = Spec(elems={
+    "Indexing": Elem("indexing", node=lambda n, c: read(n, _INDEXING_SPEC, c).get("enabled", False)),
+})
+
+
+def read_statistics(node: Node, ctx: Ctx) -> bool:
+    """``Statistics``: whether ``Indexing/Enabled`` asks for an index on ``static_id`` of
+    every DYNAMIC table of the statistics database."""
+    return bool(read(node, _STATISTICS_SPEC, ctx).get("indexing", False))
+
+
 # --- Logging ------------------------------------------------------------------------------
 
 LOG_LEVELS = ("developer", "trace", "stats", "info", "warning", "error", "critical", "emergency", "none")

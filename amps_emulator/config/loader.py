@@ -30,6 +30,7 @@ from .instance_sections import (
     read_admin,
     read_logging,
     read_protocols,
+    read_statistics,
     read_transaction_log,
     read_transports,
     slow_client_elems,
@@ -81,6 +82,7 @@ _TOP_SPEC = Spec(
         "MessageTypes": Elem("message_types", node=_SECTION, multiple=True),
         "Replication": Elem("replication", node=_SECTION),
         "Tuning": Elem("tuning", node=_SECTION),
+        "Statistics": Elem("statistics_indexing", node=read_statistics),
         "Bootstrap": Elem("bootstrap", node=_SECTION),
         # what outgoing replication links log on with when their Transport names no Authenticator
         "Authenticator": Elem("authenticator", node=read_authenticator),
@@ -285,7 +287,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
             authenticator=v.get("authenticator", ReplicationAuthenticator())),
         message_types=tuple(ctx.message_types), message_type_decls=message_type_decls,
         sow_directory=ctx.sow_directory, sow_stats_interval=v.get("sow_stats_interval"),
-        source=source, warnings=tuple(ctx.warnings),
+        statistics_indexing=v.get("statistics_indexing", False), source=source, warnings=tuple(ctx.warnings),
     )
 
 

@@ -592,6 +592,9 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     sow_directory: str | None = None  # [emulator] SOWDirectory: where the emulator keeps SOW data
     #: SOWStatsInterval (seconds): how often /AMPS/SOWStats is published (None: never)
     sow_stats_interval: float | None = None
+    #: Statistics/Indexing/Enabled: an index on static_id of every DYNAMIC table of the
+    #: statistics database (when Admin/FileName is a file)
+    statistics_indexing: bool = False
     #: the Authentication/Entitlement blocks, resolved per transport and for Admin by the auth
     #: layer; None when the configuration has none (nothing is checked)
     security: SecurityConfig | None = None

@@ -41,7 +41,7 @@ from amps_emulator.server.core.amps_names import (
 )
 from amps_emulator.server.core.budget import MemoryBudget
 from amps_emulator.server.core.clock import SystemClock, TestClock
-from amps_emulator.server.core.ports import Client, Stoppable
+from amps_emulator.server.core.ports import AdminInterface, Client
 from amps_emulator.server.core.turn import Turn, contain
 from amps_emulator.server.delivery import replay
 from amps_emulator.server.handlers import entitle
@@ -141,7 +141,7 @@ class Server:
         self.admin_addr = admin
         #: the Admin HTTP interface once an operator tool started it (``admin.start_admin``);
         #: the server stops it with itself
-        self.admin: Stoppable | None = None
+        self.admin: AdminInterface | None = None
         self.ready = False
         #: what a ``do-shutdown`` action asks for: the command line and the embedded server
         #: set it to their own shutdown (default: the server stops itself)
@@ -426,6 +426,9 @@ class Server:
     def remove_subscription(self, sub: Subscription) -> None:
         """Take a subscription out of routing (or stop its journal cursor)."""
         self.broker.remove_subscription(sub)
+
+    def action_truncate_statistics(self, age: float) -> str | None:
+        return self.admin.truncate_statistics(age) if self.admin is not None else None
 
     def journal_pins(self) -> list[int]:
         """Journal positions that retention must keep: replay cursors, queued messages, records

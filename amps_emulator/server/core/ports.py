@@ -40,6 +40,14 @@ class Stoppable(Protocol):
     async def stop(self) -> None: ...
 
 
+class AdminInterface(Stoppable, Protocol):
+    """The Admin interface an operator tool started, as the server sees it."""
+
+    def truncate_statistics(self, age: float) -> str:
+        """Remove the statistics older than ``age`` seconds; what was done."""
+        ...
+
+
 class Timer(Protocol):
     """A scheduled callback (an ``asyncio.TimerHandle`` or a test clock's timer)."""
 

@@ -144,6 +144,7 @@ class AdminServer:
         return f"http://{host}:{self.port}"
 
     async def start(self) -> None:
+        await self.sampler.open_database()
         self._srv = await asyncio.start_server(self._client, self.host, self.port,
                                                reuse_address=True)
         sock = self._srv.sockets[0].getsockname()
@@ -151,9 +152,14 @@ class AdminServer:
         self.sampler.start()
         self.history.start()
 
+    def truncate_statistics(self, age: float) -> str:
+        """``amps-action-do-truncate-statistics``: see :meth:`Sampler.truncate`."""
+        return self.sampler.truncate(age)
+
     async def stop(self) -> None:
         self.sampler.close()
         self.history.close()
+        await self.sampler.close_database()
         self.faults.clear()
         if self._srv is not None:
             self._srv.close()

@@ -28,3 +28,7 @@ class ActionHost(Protocol):
 
     def journal_pins(self) -> list[int]:
         """Journal positions still needed (replays, queued messages): never removed."""
+
+    def action_truncate_statistics(self, age: float) -> str | None:
+        """Remove the Admin statistics older than ``age`` seconds; what was done (None: no
+        statistics are kept, there is no Admin interface)."""

@@ -7,10 +7,11 @@ ends the run, as AMPS ends an action at a failing ``Do``.
 
 Steps that act on the message path publish and delete exactly as a client would (journal,
 SOW, subscribers, the other listeners), as the instance itself and without entitlement
-checks. Housekeeping modules about files the emulator does not keep (logs, statistics,
-minidumps, SOW files) log one INFO line; ``do-remove-journal`` really removes the journal
-segments older than ``Age`` that nothing needs any more, ``do-rotate-logs`` starts the next
-file of every file log target; ``do-execute-system`` never runs anything.
+checks. Housekeeping modules about files the emulator does not keep (logs, minidumps, SOW
+files) log one INFO line; ``do-truncate-statistics`` removes the statistics older than
+``Age`` (``do-vacuum-statistics``, deprecated in AMPS, only says so); ``do-remove-journal``
+really removes the journal segments older than ``Age`` that nothing needs any more,
+``do-rotate-logs`` starts the next file of every file log target; ``do-execute-system`` never runs anything.
 """
 
 from __future__ import annotations
@@ -120,9 +121,10 @@ class Steps:
             table[f"amps-action-do-disable-{what}"] = self._switch(what, False)
             table[f"amps-action-do-reset-{what}"] = self._reset(what)
         table["amps-action-do-rotate-logs"] = self.do_rotate_logs
-        for module in ("compress-files", "remove-files", "truncate-statistics",
-                       "vacuum-statistics", "archive-journal", "compress-journal", "compact-sow",
-                       "minidump"):
+        table["amps-action-do-truncate-statistics"] = self.do_truncate_statistics
+        table["amps-action-do-vacuum-statistics"] = self.do_vacuum_statistics
+        for module in ("compress-files", "remove-files", "archive-journal", "compress-journal",
+                       "compact-sow", "minidump"):
             table[f"amps-action-do-{module}"] = self.do_housekeeping
         return table
 
@@ -345,6 +347,26 @@ class Steps:
         closed = [t.rotate() for t in targets]
         log.info("%s: rotated %d log file(s)%s", step.module, len(closed),
                  f" ({', '.join(closed)})" if closed else "")
+        return True
+
+    def do_truncate_statistics(self, step: ActionStep, v: Vars) -> bool:
+        """Remove the statistics older than ``Age`` (the history, and the statistics database
+        when ``Admin/FileName`` is a file; the file's rows go in its writer thread)."""
+        text = expand_text(step.option("Age"), v)
+        try:
+            age = parse_duration(text)
+        except ValueError as exc:
+            raise StepFailed(f"<Age> {text!r}: {exc}") from None
+        done = self.host.action_truncate_statistics(age) if self.host is not None else None
+        log.info("%s: %s", step.module, done or "no statistics are kept (no Admin interface)")
+        return True
+
+    def do_vacuum_statistics(self, step: ActionStep, v: Vars) -> bool:
+        """Deprecated in AMPS, which no longer vacuums a running instance's statistics: one
+        line, nothing done."""
+        log.warning("%s:%d: %s is deprecated and does nothing: shrink the statistics database "
+                    "offline (sqlite3 FILE VACUUM while the instance is stopped)",
+                    step.file, step.line, step.module)
         return True
 
     def do_housekeeping(self, step: ActionStep, v: Vars) -> bool:
