@@ -332,6 +332,8 @@ class Server:
 
     async def stop(self) -> None:
         self.actions.stop()  # the first step of shutdown: on-shutdown runs, timers stop
+        if self.actions.pending:  # their steps after a system command, bounded
+            await self.actions.settle()
         self.broker.stopping = True
         if self._recheck_timer is not None:
             self._recheck_timer.cancel()

@@ -34,8 +34,10 @@ publishes into its own trigger cannot loop forever.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.config import ConfigError, ConfigIssue
@@ -54,6 +56,7 @@ from amps_emulator.server.core.message import UNDECODED
 from amps_emulator.server.messaging.registration import compile_filter_for
 from amps_emulator.server.services.actions.host import ActionHost
 from amps_emulator.server.services.actions.steps import Step, StepFailed, Steps
+from amps_emulator.server.services.actions.system import DEFAULT_TIMEOUT, CommandRunner
 from amps_emulator.server.services.actions.timers import ConditionWatch, Schedule
 from amps_emulator.server.services.actions.variables import Vars, clock_variables
 
@@ -147,6 +150,9 @@ class Actions(Steps):
         self.schedules: list[Schedule] = []
         self.watches: list[ConditionWatch] = []
         self._depth = 0
+        #: the runs waiting for a step's off-loop work (a system command), by its future
+        self.pending: set[asyncio.Future[bool]] = set()
+        self.commands = CommandRunner()
         #: False: the actions are checked but never run (a dry start-up, ``--verify-config``)
         self.enabled = True
         self.started = False
@@ -245,19 +251,24 @@ class Actions(Steps):
 
     def run(self, action: Action, variables: Vars) -> bool:
         """Run ``action``'s steps in order with ``variables`` (plus the ones always defined);
-        False when a step ended it early."""
+        False when a step ended it early. A step whose work goes on off the event loop (a
+        system command) hands back a future: the steps after it run when it is done."""
         if not self.enabled:
-            return False
-        if self._depth >= MAX_DEPTH:
-            log.warning("%s:%d: actions: not following a chain deeper than %d", action.file,
-                        action.line, MAX_DEPTH)
             return False
         v: Vars = {"AMPS_INSTANCE_NAME": self.instance_name,
                    **clock_variables(self.broker.wallclock())}
         v.update(variables)
+        return self._run_from(action, v, 0)
+
+    def _run_from(self, action: Action, v: Vars, first: int) -> bool:
+        if self._depth >= MAX_DEPTH:
+            log.warning("%s:%d: actions: not following a chain deeper than %d", action.file,
+                        action.line, MAX_DEPTH)
+            return False
         self._depth += 1
         try:
-            for step in action.steps:
+            for i in range(first, len(action.steps)):
+                step = action.steps[i]
                 run_step = self._steps.get(step.module)
                 if run_step is None:
                     if step.kind == "if":  # what cannot be evaluated does not hold
@@ -266,18 +277,50 @@ class Actions(Steps):
                         return False
                     continue
                 try:
-                    if not run_step(step, v):
-                        return False
+                    went_on = run_step(step, v)
                 except (StepFailed, CommandError, ValueError) as exc:
                     log.warning("%s:%d: %s failed: %s", step.file, step.line, step.module, exc)
                     return False
                 except Exception:  # a bug in a step must not take the server down
                     log.exception("%s:%d: %s failed", step.file, step.line, step.module)
                     return False
+                if isinstance(went_on, asyncio.Future):
+                    self.pending.add(went_on)
+                    went_on.add_done_callback(partial(self._resume, action, v, i + 1))
+                    return True
+                if not went_on:
+                    return False
             return True
         finally:
             self._depth -= 1
             self.broker.turn.request()  # what the steps published goes out this turn
+
+    def _resume(self, action: Action, v: Vars, nxt: int, done: asyncio.Future[bool]) -> None:
+        """A step's off-loop work is over: the action goes on from step ``nxt``, if it did."""
+        self.pending.discard(done)
+        if done.cancelled():
+            return
+        exc = done.exception()
+        if exc is not None:
+            step = action.steps[nxt - 1]
+            log.error("%s:%d: %s failed: %r", step.file, step.line, step.module, exc)
+        elif done.result() and nxt < len(action.steps):
+            self._run_from(action, v, nxt)
+
+    async def settle(self, timeout: float = 2 * DEFAULT_TIMEOUT) -> None:
+        """Wait (at most ``timeout`` seconds) for the actions whose steps wait for a command,
+        then stop the commands still running (shutdown, after ``on-shutdown``)."""
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.pending:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            await asyncio.wait(list(self.pending), timeout=left)
+        stopped = list(self.pending)
+        for fut in stopped:
+            fut.cancel()
+        if stopped:  # (their commands are killed as they end)
+            await asyncio.wait(stopped, timeout=1.0)
 
     def execute_event(self, event: str, variables: Vars) -> None:
         for trig in self._of(ON_EXECUTE_EVENT):

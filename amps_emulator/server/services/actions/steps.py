@@ -10,11 +10,13 @@ SOW, subscribers, the other listeners), as the instance itself and without entit
 checks. Housekeeping modules about files the emulator does not keep (logs, statistics,
 minidumps, SOW files) log one INFO line; ``do-remove-journal`` really removes the journal
 segments older than ``Age`` that nothing needs any more, ``do-rotate-logs`` starts the next
-file of every file log target; ``do-execute-system`` never runs anything.
+file of every file log target; ``do-execute-system`` runs its command off the event loop
+(:mod:`.system`), the action's next steps after it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import shutil
@@ -30,6 +32,7 @@ from amps_emulator.protocol.topics import qualify
 from amps_emulator.server.messaging import message_path as publish
 from amps_emulator.server.messaging.registration import compile_filter_for
 from amps_emulator.server.services.actions.host import ActionHost
+from amps_emulator.server.services.actions.system import DEFAULT_TIMEOUT, MAX_WAITING, CommandRunner
 from amps_emulator.server.services.actions.variables import Vars, expand, expand_text, to_text
 from amps_emulator.server.services.log_targets import RotatingFileTarget
 
@@ -43,8 +46,9 @@ log = logging.getLogger("amps_emulator.actions")
 #: AMPS's event id of the line ``do-echo-message`` writes
 ECHO_ID = "29-0103"
 
-#: a step: (step, the run's variables) -> go on?
-Step = Callable[["ActionStep", Vars], bool]
+#: a step: (step, the run's variables) -> go on? (a future: the answer once the step's work,
+#: done off the event loop, is over; the action's next steps wait for it)
+Step = Callable[["ActionStep", Vars], "bool | asyncio.Future[bool]"]
 
 
 class StepFailed(Exception):
@@ -88,6 +92,8 @@ class Steps:
     replication_control: ReplicationControl | None
     #: the replicated queues' proxied-transfer switch, injected by the root when it has one
     proxied_transfer: ProxiedTransferControl | None
+    #: ``do-execute-system``'s commands, run one at a time
+    commands: CommandRunner
     #: run the actions whose ``on-execute-event`` names this event
     execute_event: Callable[[str, Vars], None]
 
@@ -315,10 +321,30 @@ class Steps:
         self.execute_event(event, dict(v))
         return True
 
-    def do_execute_system(self, step: ActionStep, v: Vars) -> bool:
-        log.warning("%s:%d: %s: the emulator never runs system commands (not run: %s)",
-                    step.file, step.line, step.module, expand_text(step.option("Command"), v))
-        return True
+    def do_execute_system(self, step: ActionStep, v: Vars) -> bool | asyncio.Future[bool]:
+        """Run ``Command`` with ``/bin/sh -c`` (:mod:`.system`); the action's next steps run
+        once it has finished. Its variables are expanded as in any option: the command then
+        holds whatever a message put there (AMPS warns against message data in commands)."""
+        command = expand_text(step.option("Command"), v)
+        if not command.strip():
+            raise StepFailed("no <Command>")
+        limit = expand_text(step.option("Timeout"), v)
+        timeout = parse_duration(limit) if limit else DEFAULT_TIMEOUT
+        if timeout <= 0:
+            raise StepFailed(f"<Timeout> {limit!r} is not a positive duration")
+        runner = self.commands
+        if runner.busy():
+            raise StepFailed(f"{MAX_WAITING} commands already wait their turn: {command!r} not run")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise StepFailed("no event loop to run the command on") from None
+
+        async def execute() -> bool:  # not started at all: the action ends as at a failed Do
+            outcome = await runner.run(command, timeout, f"{step.file}:{step.line}: {step.module}")
+            return outcome.status is not None or outcome.timed_out
+
+        return loop.create_task(execute())
 
     # -- housekeeping -------------------------------------------------------------------
     def do_remove_journal(self, step: ActionStep, v: Vars) -> bool:
