@@ -592,6 +592,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     sow_directory: str | None = None  # [emulator] SOWDirectory: where the emulator keeps SOW data
     #: SOWStatsInterval (seconds): how often /AMPS/SOWStats is published (None: never)
     sow_stats_interval: float | None = None
+    #: MiniDumpDirectory: where minidumps go (None: ``/tmp``; ``disabled``: none are written)
+    minidump_directory: str | None = None
+    #: MiniDumpFileMask: the permissions a minidump file gets (None: ``0640``)
+    minidump_file_mask: int | None = None
     #: the Authentication/Entitlement blocks, resolved per transport and for Admin by the auth
     #: layer; None when the configuration has none (nothing is checked)
     security: SecurityConfig | None = None

@@ -25,8 +25,10 @@ The triggers (``On``) it serves:
   and any module the rest of the server reports through :meth:`Actions.fire` (the
   replication links' connect, disconnect, resync, downgrade and upgrade events).
 
-``on-minidump`` and ``on-message-affinity`` have no event here: such an ``On`` never fires
-(said once at start-up).
+* the server's minidumps (an action's, the Admin interface's, SIGQUIT's): ``on-minidump``
+  with ``AMPS_MINIDUMP_PATH``.
+
+``on-message-affinity`` has no event here: such an ``On`` never fires (said once at start-up).
 
 Actions triggered by actions are followed to a fixed depth, so a configuration that
 publishes into its own trigger cannot loop forever.
@@ -91,8 +93,9 @@ ON_SIGNAL = "amps-action-on-signal"
 ON_DELIVER = "amps-action-on-deliver-message"
 ON_OFFLINE_START = "amps-action-on-offline-start"
 ON_OFFLINE_STOP = "amps-action-on-offline-stop"
+ON_MINIDUMP = "amps-action-on-minidump"
 #: triggers with no event in the emulator
-NEVER_FIRE = ("amps-action-on-minidump", "amps-action-on-message-affinity")
+NEVER_FIRE = ("amps-action-on-message-affinity",)
 #: the signals an ``on-signal`` can name that the server hands to the actions
 SIGNALS = ("SIGUSR1", "SIGUSR2")
 MAX_DEPTH = 8
@@ -153,6 +156,7 @@ class Actions(Steps):
         #: the runs waiting for a step's off-loop work (a system command), by its future
         self.pending: set[asyncio.Future[bool]] = set()
         self.commands = CommandRunner()
+        self._dumping = False  # running the on-minidump actions
         #: False: the actions are checked but never run (a dry start-up, ``--verify-config``)
         self.enabled = True
         self.started = False
@@ -460,6 +464,17 @@ class Actions(Steps):
             v: Vars = dict(query)
             self.run(trig.action, v)
         return len(triggers)
+
+    def minidump_written(self, path: str) -> None:
+        """The server wrote a minidump: the ``on-minidump`` actions run (not again for a dump
+        one of them asked for, which would never end)."""
+        if self._dumping or ON_MINIDUMP not in self.triggers:
+            return
+        self._dumping = True
+        try:
+            self.fire(ON_MINIDUMP, {"AMPS_MINIDUMP_PATH": path})
+        finally:
+            self._dumping = False
 
     def wants_signal(self, name: str) -> bool:
         return any(_signal_name(t.step.option("Signal")) == name for t in self._of(ON_SIGNAL))

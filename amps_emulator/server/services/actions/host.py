@@ -28,3 +28,7 @@ class ActionHost(Protocol):
 
     def journal_pins(self) -> list[int]:
         """Journal positions still needed (replays, queued messages): never removed."""
+
+    def write_minidump(self, reason: str) -> str:
+        """Write a minidump (``MiniDumpDirectory``) and run the ``on-minidump`` actions; its
+        path. ``LookupError``: minidumps are disabled; ``OSError``: it could not be written."""

@@ -7,8 +7,9 @@ ends the run, as AMPS ends an action at a failing ``Do``.
 
 Steps that act on the message path publish and delete exactly as a client would (journal,
 SOW, subscribers, the other listeners), as the instance itself and without entitlement
-checks. Housekeeping modules about files the emulator does not keep (logs, statistics,
-minidumps, SOW files) log one INFO line; ``do-remove-journal`` really removes the journal
+checks. ``do-minidump`` writes the emulator's minidump (:mod:`server.core.minidump`).
+Housekeeping modules about files the emulator does not keep (logs, statistics, SOW files)
+log one INFO line; ``do-remove-journal`` really removes the journal
 segments older than ``Age`` that nothing needs any more, ``do-rotate-logs`` starts the next
 file of every file log target; ``do-execute-system`` runs its command off the event loop
 (:mod:`.system`), the action's next steps after it.
@@ -126,9 +127,9 @@ class Steps:
             table[f"amps-action-do-disable-{what}"] = self._switch(what, False)
             table[f"amps-action-do-reset-{what}"] = self._reset(what)
         table["amps-action-do-rotate-logs"] = self.do_rotate_logs
+        table["amps-action-do-minidump"] = self.do_minidump
         for module in ("compress-files", "remove-files", "truncate-statistics",
-                       "vacuum-statistics", "archive-journal", "compress-journal", "compact-sow",
-                       "minidump"):
+                       "vacuum-statistics", "archive-journal", "compress-journal", "compact-sow"):
             table[f"amps-action-do-{module}"] = self.do_housekeeping
         return table
 
@@ -310,6 +311,16 @@ class Steps:
     def do_echo(self, step: ActionStep, v: Vars) -> bool:
         text = expand_text(step.option("Message"), v, step.module)
         log.info("%s", text, extra={"amps_id": ECHO_ID})
+        return True
+
+    def do_minidump(self, step: ActionStep, v: Vars) -> bool:
+        """A minidump into ``MiniDumpDirectory`` (then the ``on-minidump`` actions run)."""
+        try:
+            self._host().write_minidump(f"{step.module} at {step.file}:{step.line}")
+        except LookupError as exc:  # disabled: nothing to do, as AMPS
+            log.info("%s: %s", step.module, exc)
+        except OSError as exc:
+            raise StepFailed(f"cannot write the minidump: {exc}") from None
         return True
 
     def do_execute_event(self, step: ActionStep, v: Vars) -> bool:
