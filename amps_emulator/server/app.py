@@ -189,6 +189,8 @@ class Server:
         place on the message path."""
         old = self.derived
         self.derived = derived
+        if self.actions.affinities:  # they affinitize the records of views too
+            derived.watch = self.actions
         if old is None:
             publish.register(self.broker, derived)
         else:
@@ -404,6 +406,8 @@ class Server:
                      extra=amps_id(CLIENT_DISCONNECTED))
         if known and not self.broker.stopping:
             self.actions.client_event(ON_DISCONNECT, conn)
+            if self.actions.affinities:
+                self.actions.client_closed(conn)
 
     def writable(self, client: Client) -> None:
         """``client``'s transport takes output again: resume its paused journal replays."""

@@ -26,9 +26,10 @@ The triggers (``On``) it serves:
   replication links' connect, disconnect, resync, downgrade and upgrade events).
 
 * the server's minidumps (an action's, the Admin interface's, SIGQUIT's): ``on-minidump``
-  with ``AMPS_MINIDUMP_PATH``.
-
-``on-message-affinity`` has no event here: such an ``On`` never fires (said once at start-up).
+  with ``AMPS_MINIDUMP_PATH``;
+* a SOW topic's records and the subscribers of a control topic: ``on-message-affinity``
+  (:mod:`.affinity`; a view's or conflated topic's records reach it through
+  :meth:`Actions.derived_stored` / :meth:`Actions.derived_removed`).
 
 Actions triggered by actions are followed to a fixed depth, so a configuration that
 publishes into its own trigger cannot loop forever.
@@ -56,6 +57,7 @@ from amps_emulator.protocol.topics import (
 )
 from amps_emulator.server.core.message import UNDECODED
 from amps_emulator.server.messaging.registration import compile_filter_for
+from amps_emulator.server.services.actions.affinity import ON_AFFINITY, Affinity
 from amps_emulator.server.services.actions.host import ActionHost
 from amps_emulator.server.services.actions.steps import Step, StepFailed, Steps
 from amps_emulator.server.services.actions.system import DEFAULT_TIMEOUT, CommandRunner
@@ -94,8 +96,6 @@ ON_DELIVER = "amps-action-on-deliver-message"
 ON_OFFLINE_START = "amps-action-on-offline-start"
 ON_OFFLINE_STOP = "amps-action-on-offline-stop"
 ON_MINIDUMP = "amps-action-on-minidump"
-#: triggers with no event in the emulator
-NEVER_FIRE = ("amps-action-on-message-affinity",)
 #: the signals an ``on-signal`` can name that the server hands to the actions
 SIGNALS = ("SIGUSR1", "SIGUSR2")
 MAX_DEPTH = 8
@@ -152,6 +152,7 @@ class Actions(Steps):
         self.triggers: dict[str, list[_Trigger]] = {}
         self.schedules: list[Schedule] = []
         self.watches: list[ConditionWatch] = []
+        self.affinities: list[Affinity] = []
         self._depth = 0
         #: the runs waiting for a step's off-loop work (a system command), by its future
         self.pending: set[asyncio.Future[bool]] = set()
@@ -186,8 +187,9 @@ class Actions(Steps):
             kind = _oof_type(trig)
             if kind not in _OOF_TYPES:
                 raise ValueError(f"invalid <Type> {kind!r} (match, delete, expire or all)")
-        elif on.module in NEVER_FIRE or (
-                on.module == ON_SIGNAL and _signal_name(on.option("Signal")) not in SIGNALS):
+        elif on.module == ON_AFFINITY:
+            self.affinities.append(Affinity(on, action, self.broker, self.run))
+        elif on.module == ON_SIGNAL and _signal_name(on.option("Signal")) not in SIGNALS:
             log.info("%s:%d: %s never fires in the emulator: it has no such event",
                      on.file, on.line, on.module)
 
@@ -198,7 +200,7 @@ class Actions(Steps):
     def listens(self) -> bool:
         """Whether the message path must tell this engine of publishes and removals."""
         return any(m in self.triggers for m in (ON_PUBLISH, ON_SOW_EXPIRE, ON_SOW_DELETE, ON_OOF,
-                                                ON_CONDITION_TIMEOUT, ON_ALERT))
+                                                ON_CONDITION_TIMEOUT, ON_ALERT, ON_AFFINITY))
 
     @property
     def watches_clients(self) -> bool:
@@ -210,7 +212,8 @@ class Actions(Steps):
 
     @property
     def watches_subscriptions(self) -> bool:
-        return ON_SUBSCRIBE in self.triggers or ON_UNSUBSCRIBE in self.triggers
+        return bool(self.affinities) or ON_SUBSCRIBE in self.triggers \
+            or ON_UNSUBSCRIBE in self.triggers
 
     # -- the server's life ---------------------------------------------------------------
     def start(self) -> None:
@@ -232,6 +235,8 @@ class Actions(Steps):
                             display_name(watch.topic))
                 continue
             watch.recover(topic.query(None).records, topic.decode_body)
+        for aff in self.affinities:
+            aff.start()
         self.fire(ON_STARTUP, {})
 
     def stop(self) -> None:
@@ -245,6 +250,8 @@ class Actions(Steps):
             sched.stop()
         for watch in self.watches:
             watch.stop()
+        for aff in self.affinities:
+            aff.stop()
 
     # -- running -------------------------------------------------------------------------
     def fire(self, module: str, variables: dict[str, str]) -> None:
@@ -367,6 +374,9 @@ class Actions(Steps):
             for watch in self.watches:
                 if watch.topic == topic:
                     watch.updated(msg.sow_key, msg.body, doc)
+            for aff in self.affinities:
+                if aff.data == topic:
+                    aff.updated(msg.sow_key, msg.body, doc)
 
     def message_delivered(self, client: Client, topic: str, body: bytes, bookmark: str | None,
                           correlation_id: str | None) -> None:
@@ -388,6 +398,7 @@ class Actions(Steps):
         oof = [t for t in self._of(ON_OOF) if t.matches_topic(topic)
                and _oof_type(t) in ("all", "expire" if reason == reasons.OOF_EXPIRED else "delete")]
         watches = [w for w in self.watches if w.topic == topic]
+        self._affinity_removed(topic, records)
         for rec in records:
             if oof:
                 doc = self.broker.bodies.decode(rec.data, topic)
@@ -417,6 +428,23 @@ class Actions(Steps):
             for trig in triggers:
                 self.run(trig.action, _record_vars(topic, rec, reason))
 
+    # -- views and conflated topics (their records are not on the message path) ---------
+    def derived_stored(self, topic: str, sow_key: str, data: bytes, doc: Any) -> None:
+        for aff in self.affinities:
+            if aff.data == topic:
+                if doc is UNDECODED:
+                    doc = self.broker.bodies.decode(data, topic)
+                aff.updated(sow_key, data, doc)
+
+    def derived_removed(self, topic: str, records: list[Record]) -> None:
+        self._affinity_removed(topic, records)
+
+    def _affinity_removed(self, topic: str, records: list[Record]) -> None:
+        for aff in self.affinities:
+            if aff.data == topic:
+                for rec in records:
+                    aff.removed(rec.sow_key, rec.data)
+
     # -- clients -------------------------------------------------------------------------
     def client_event(self, module: str, client: Client, reason: str = "") -> None:
         """``on-connect-client``, ``on-logon-client``, ``on-disconnect-client``."""
@@ -441,6 +469,14 @@ class Actions(Steps):
         for trig in self._of(module):
             if module == ON_UNSUBSCRIBE or trig.matches_topic(topic):
                 self.run(trig.action, dict(v))
+        for aff in self.affinities:
+            aff.subscriptions_changed(client)
+
+    def client_closed(self, client: Client) -> None:
+        """``client`` disconnected: no processor of any ``on-message-affinity`` any more."""
+        if not self.stopped:
+            for aff in self.affinities:
+                aff.gone(client)
 
     # -- the administrator and signals ---------------------------------------------------
     def admin_paths(self) -> list[dict[str, Any]]:
