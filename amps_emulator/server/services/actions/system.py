@@ -19,6 +19,7 @@ status, on a kill at the timeout, or when it could not be started.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -105,6 +106,8 @@ async def _execute(command: str, timeout: float) -> Outcome:
         _kill(proc)
         readers.cancel()
         readers.add_done_callback(_retrieved)
+        with contextlib.suppress(BaseException):  # reaped before the loop may close
+            await asyncio.wait_for(proc.wait(), _AFTER_KILL)
         raise
     return Outcome(proc.returncode, bytes(out.kept), bytes(err.kept), out.dropped + err.dropped,
                    timed_out, time.monotonic() - started)
