@@ -7,9 +7,10 @@ ends the run, as AMPS ends an action at a failing ``Do``.
 
 Steps that act on the message path publish and delete exactly as a client would (journal,
 SOW, subscribers, the other listeners), as the instance itself and without entitlement
-checks. ``do-minidump`` writes the emulator's minidump (:mod:`server.core.minidump`).
-Housekeeping modules about files the emulator does not keep (logs, statistics, SOW files)
-log one INFO line; ``do-remove-journal`` really removes the journal
+checks. ``do-minidump`` writes the emulator's minidump (:mod:`server.core.minidump`);
+``do-remove-files`` and ``do-compress-files`` act on those dumps only (:mod:`.files`).
+Housekeeping modules about files the emulator does not keep (statistics, SOW files) log one
+INFO line; ``do-remove-journal`` really removes the journal
 segments older than ``Age`` that nothing needs any more, ``do-rotate-logs`` starts the next
 file of every file log target; ``do-execute-system`` runs its command off the event loop
 (:mod:`.system`), the action's next steps after it.
@@ -21,6 +22,7 @@ import asyncio
 import logging
 import math
 import shutil
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +34,7 @@ from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
 from amps_emulator.server.messaging import message_path as publish
 from amps_emulator.server.messaging.registration import compile_filter_for
+from amps_emulator.server.services.actions import files
 from amps_emulator.server.services.actions.host import ActionHost
 from amps_emulator.server.services.actions.system import DEFAULT_TIMEOUT, MAX_WAITING, CommandRunner
 from amps_emulator.server.services.actions.variables import Vars, expand, expand_text, to_text
@@ -66,6 +69,15 @@ def _percent(text: str) -> float:
         return float(value)
     except ValueError:
         raise StepFailed(f"{text!r} is not a percentage") from None
+
+
+def _count(step: ActionStep, name: str, v: Vars) -> int | None:
+    text = expand_text(step.option(name), v).strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise StepFailed(f"<{name}> {text!r} is not a count")
+    return int(text)
 
 
 def format_value(value: Any) -> str:
@@ -128,7 +140,9 @@ class Steps:
             table[f"amps-action-do-reset-{what}"] = self._reset(what)
         table["amps-action-do-rotate-logs"] = self.do_rotate_logs
         table["amps-action-do-minidump"] = self.do_minidump
-        for module in ("compress-files", "remove-files", "truncate-statistics",
+        table["amps-action-do-remove-files"] = self._dump_files(files.remove, "removed")
+        table["amps-action-do-compress-files"] = self._dump_files(files.compress, "compressed")
+        for module in ("truncate-statistics",
                        "vacuum-statistics", "archive-journal", "compress-journal", "compact-sow"):
             table[f"amps-action-do-{module}"] = self.do_housekeeping
         return table
@@ -387,6 +401,24 @@ class Steps:
     def do_housekeeping(self, step: ActionStep, v: Vars) -> bool:
         log.info("%s: nothing to do in the emulator (it keeps no such files)", step.module)
         return True
+
+    def _dump_files(self, act: Callable[[list[str]], list[str]], done: str) -> Step:
+        def step(step: ActionStep, v: Vars) -> bool:
+            """``do-remove-files`` / ``do-compress-files``: the emulator's own minidumps
+            among the files ``Pattern`` matches (:mod:`.files`)."""
+            pattern = expand_text(step.option("Pattern"), v)
+            if not pattern:
+                raise StepFailed("no <Pattern>")
+            age = parse_duration(expand_text(step.option("Age"), v, "0") or "0")
+            keep, count = (_count(step, name, v) for name in ("Keep", "Count"))
+            paths, others = files.dump_files(pattern, age, time.time(), keep, count,
+                                             compressed=act is files.remove)
+            acted = act(paths)
+            log.info("%s: %s %d minidump file(s) matching %r%s", step.module, done, len(acted),
+                     pattern, f"; {others} other matching file(s) left alone: the emulator "
+                              "acts on its own minidumps only" if others else "")
+            return True
+        return step
 
     def _replication(self, step: ActionStep) -> ReplicationControl | None:
         if self.replication_control is None:
