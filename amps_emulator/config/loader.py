@@ -57,7 +57,7 @@ from .replication_sections import (
 from .schema import Ctx, Elem, Spec, positive, read, text
 from .security import LIBRARIES, SecurityConfig, read_security
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
-from .units import parse_duration, parse_size
+from .units import parse_duration, parse_file_mask, parse_size
 from .values import parse_name
 from .xmlload import AMPS_VERSION, Node, load_tree, read_file, report_missing_env
 
@@ -98,12 +98,14 @@ _TOP_SPEC = Spec(
         "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
         **LIMIT_ELEMENTS,
         "SOWDirectory": Elem("sow_directory", text),
+        "MiniDumpDirectory": Elem("minidump_directory", text),
+        "MiniDumpFileMask": Elem("minidump_file_mask", parse_file_mask),
         **slow_client_elems(),
     },
     ignored=frozenset({
         "Externals",
         "UserDefinedFunctions", "ProcessName", "Environment",
-        "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
+        "SuggestedMinimumVersion", "RequiredMinimumVersion",
         "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
         "SOWStatisticsInterval", "RegexTopicSupport",
     }),
@@ -287,7 +289,10 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
             authenticator=v.get("authenticator", ReplicationAuthenticator())),
         message_types=tuple(ctx.message_types), message_type_decls=message_type_decls,
         sow_directory=ctx.sow_directory, sow_stats_interval=v.get("sow_stats_interval"),
-        statistics_indexing=v.get("statistics_indexing", False), source=source, warnings=tuple(ctx.warnings),
+        statistics_indexing=v.get("statistics_indexing", False),
+        minidump_directory=v.get("minidump_directory"),
+        minidump_file_mask=v.get("minidump_file_mask"),
+        source=source, warnings=tuple(ctx.warnings),
     )
 
 

@@ -595,6 +595,10 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: Statistics/Indexing/Enabled: an index on static_id of every DYNAMIC table of the
     #: statistics database (when Admin/FileName is a file)
     statistics_indexing: bool = False
+    #: MiniDumpDirectory: where minidumps go (None: ``/tmp``; ``disabled``: none are written)
+    minidump_directory: str | None = None
+    #: MiniDumpFileMask: the permissions a minidump file gets (None: ``0640``)
+    minidump_file_mask: int | None = None
     #: the Authentication/Entitlement blocks, resolved per transport and for Admin by the auth
     #: layer; None when the configuration has none (nothing is checked)
     security: SecurityConfig | None = None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import resource
 import socket
 import time
 from collections.abc import Callable, Iterable
@@ -41,6 +42,7 @@ from amps_emulator.server.core.amps_names import (
 )
 from amps_emulator.server.core.budget import MemoryBudget
 from amps_emulator.server.core.clock import SystemClock, TestClock
+from amps_emulator.server.core.minidump import DEFAULT_DIRECTORY, DEFAULT_MASK, write_minidump
 from amps_emulator.server.core.ports import AdminInterface, Client
 from amps_emulator.server.core.turn import Turn, contain
 from amps_emulator.server.delivery import replay
@@ -187,6 +189,8 @@ class Server:
         place on the message path."""
         old = self.derived
         self.derived = derived
+        if self.actions.affinities:  # they affinitize the records of views too
+            derived.watch = self.actions
         if old is None:
             publish.register(self.broker, derived)
         else:
@@ -332,6 +336,8 @@ class Server:
 
     async def stop(self) -> None:
         self.actions.stop()  # the first step of shutdown: on-shutdown runs, timers stop
+        if self.actions.pending:  # their steps after a system command, bounded
+            await self.actions.settle()
         self.broker.stopping = True
         if self._recheck_timer is not None:
             self._recheck_timer.cancel()
@@ -400,6 +406,8 @@ class Server:
                      extra=amps_id(CLIENT_DISCONNECTED))
         if known and not self.broker.stopping:
             self.actions.client_event(ON_DISCONNECT, conn)
+            if self.actions.affinities:
+                self.actions.client_closed(conn)
 
     def writable(self, client: Client) -> None:
         """``client``'s transport takes output again: resume its paused journal replays."""
@@ -526,6 +534,35 @@ class Server:
             self.loop.call_soon(self.on_shutdown_request)
         elif self._stop_task is None:
             self._stop_task = self.loop.create_task(self.stop())
+
+    def write_minidump(self, reason: str) -> str:
+        """A diagnostic dump (:mod:`server.core.minidump`) into ``MiniDumpDirectory``; its
+        path, once the ``on-minidump`` actions ran. ``LookupError``: minidumps are disabled;
+        ``OSError``: it could not be written."""
+        cfg = self.config
+        directory = cfg.minidump_directory or DEFAULT_DIRECTORY
+        if directory.strip().lower() == "disabled":
+            raise LookupError("minidumps are disabled (MiniDumpDirectory)")
+        sow = self.sow_service.sow.topics if self.sow_service is not None else {}
+        summary = {
+            "uptime": f"{self.wallclock() - self.started_at:.1f}s",
+            "transports": ", ".join(f"{x.name} {x.uri}" for x in self.listeners),
+            "clients": f"{len(self.connections)}: " + ", ".join(sorted(
+                c.client_name or c.describe() for c in self.connections)[:50]),
+            "subscriptions": sum(len(c.subs) for c in self.connections),
+            "sow topics": f"{len(sow)}: " + ", ".join(
+                f"{name} ({topic.count()})" for name, topic in list(sow.items())[:50]),
+            "queues": len(self.queue_service.queues) if self.queue_service is not None else 0,
+            "messages": dict(self.broker.stats),
+            "memory": f"connections hold {self.budget.held()} of {self.budget.limit} bytes; "
+                      f"max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} KiB",
+        }
+        path = write_minidump(directory, summary, reason, self.instance_name,
+                              DEFAULT_MASK if cfg.minidump_file_mask is None
+                              else cfg.minidump_file_mask, self._loop)
+        log.warning("minidump (%s) written to %s", reason, path)
+        self.actions.minidump_written(path)
+        return path
 
     def action_switch_security(self, what: str, enabled: bool) -> None:
         """``amps-action-do-{disable,enable}-{authentication,entitlement}``."""

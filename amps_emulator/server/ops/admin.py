@@ -22,7 +22,8 @@ extension: a browsable page; ``?t0=``/``?t1=``: the history, :mod:`server.ops.st
   ``/amps/administrator/transports/<id>/disable`` and ``.../enable`` (GET, as AMPS; or POST),
   ``/amps/administrator/queues/<id>/enable_proxied_transfer`` and ``disable_proxied_transfer``,
   ``/amps/administrator/actions/<Path>?NAME=VALUE`` (runs the ``on-admin`` actions of
-  ``Path``; a missing ``RequiredParameter`` is a 400 and nothing runs)
+  ``Path``; a missing ``RequiredParameter`` is a 400 and nothing runs),
+  ``/amps/administrator/minidump`` (writes a minidump into ``MiniDumpDirectory``; its path)
 * ``/emulator/health``, ``/emulator/reset`` (POST; ``?topic=``, ``?queue=``, ``?client=``),
   ``/emulator/sow/<topic>``, ``/emulator/queues/<queue>``, ``/emulator/journal``,
   ``/emulator/subscriptions``, ``/emulator/clock`` and ``/emulator/clock/advance?seconds=``,
@@ -385,6 +386,7 @@ class AdminServer:
         if not segs:
             return {"administrator": {"clients": [client_id(c) for c in s.connections],
                                       "transports": [lst.name for lst in s.listeners],
+                                      "minidump": "/amps/administrator/minidump",
                                       "actions": s.actions.admin_paths()}}
         kind = segs[0]
         if kind == "actions":  # the on-admin actions; a path runs one (query: its variables)
@@ -396,6 +398,15 @@ class AdminServer:
             except ValueError as exc:
                 raise HttpError(400, str(exc)) from None
             return {"action": path, "ran": ran}
+        if kind == "minidump":  # AMPS writes one on a plain GET
+            if len(segs) > 1:
+                raise HttpError(404, f"no administrator resource {'/'.join(segs)}")
+            try:
+                return {"minidump": s.write_minidump("Admin interface")}
+            except LookupError as exc:
+                raise HttpError(409, str(exc)) from None
+            except OSError as exc:
+                raise HttpError(500, f"cannot write the minidump: {exc}") from None
         if len(segs) > 3:
             raise HttpError(404, f"no administrator resource {'/'.join(segs)}")
         if kind == "clients":

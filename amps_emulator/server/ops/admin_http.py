@@ -26,7 +26,7 @@ for a resource an entitlement entry guards.
 
 **Writes** (:func:`needs_write`). Requests that change the server's state need the ``admin``
 write permission whatever their method: every ``/amps/administrator`` action (AMPS runs them
-on a plain GET) and every method but GET/HEAD.
+on a plain GET; ``/amps/administrator/minidump`` writes a dump) and every method but GET/HEAD.
 """
 
 from __future__ import annotations
@@ -142,6 +142,8 @@ def needs_write(target: Target, method: str) -> bool:
     if segs[:2] != ("amps", "administrator"):
         return False
     rest = segs[2:]
+    if rest[:1] == ("minidump",):
+        return True  # writes a minidump
     if rest[:1] == ("actions",):
         return len(rest) > 1  # runs the on-admin actions of that path
     return len(rest) > 2  # <kind>/<name>/<action>: disconnect, disable, upgrade, ...

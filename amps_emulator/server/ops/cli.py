@@ -310,7 +310,7 @@ async def run(config: Any, *, ready: Any = None, shutdown: asyncio.Event | None 
 def _signal_handlers(server: Any) -> list[int]:
     """AMPS's default signal actions: SIGUSR1 disables authentication and entitlement, SIGUSR2
     enables them (when the config has security blocks), and the ``amps-action-on-signal``
-    actions naming either run (only in the main thread)."""
+    actions naming either run; SIGQUIT writes a minidump (only in the main thread)."""
     loop = asyncio.get_running_loop()
     installed: list[int] = []
     secured = server.broker.security is not None
@@ -329,7 +329,21 @@ def _signal_handlers(server: Any) -> list[int]:
         except (NotImplementedError, RuntimeError, ValueError):
             continue
         installed.append(sig)
+    quit_sig = getattr(signal, "SIGQUIT", None)  # AMPS reserves it: a minidump
+    if quit_sig is not None:
+        try:
+            loop.add_signal_handler(quit_sig, _minidump, server, "SIGQUIT")
+        except (NotImplementedError, RuntimeError, ValueError):
+            return installed
+        installed.append(quit_sig)
     return installed
+
+
+def _minidump(server: Any, reason: str) -> None:
+    try:
+        server.write_minidump(reason)
+    except (LookupError, OSError) as exc:
+        log.warning("no minidump on %s: %s", reason, exc)
 
 
 def _install_event_loop_policy() -> None:

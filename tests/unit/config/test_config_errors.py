@@ -494,7 +494,7 @@ def test_www_authenticate_is_warned_only_where_admin_asks_no_one(instance, admin
     "element",
     [
         "<Modules><Module><Name>m</Name><Library>libm.so</Library><Bogus/></Module></Modules>",
-        "<MiniDumpDirectory>/tmp</MiniDumpDirectory>",
+        "<ProcessName>amps-x</ProcessName>",
     ],
 )
 def test_each_unsupported_top_level_element_warns_exactly_once(element: str) -> None:
@@ -503,6 +503,19 @@ def test_each_unsupported_top_level_element_warns_exactly_once(element: str) -> 
     tag = element[1:element.index(">")]
     assert cfg.warnings == (ConfigIssue(
         "w.xml", line_of(text, element), f"<{tag}> in <AMPSConfig> is not supported by the emulator and is ignored"),)
+
+
+def test_minidump_settings_are_read_and_checked() -> None:
+    text = wrap("<MiniDumpDirectory>/var/tmp/dumps</MiniDumpDirectory>\n"
+                "<MiniDumpFileMask>0644</MiniDumpFileMask>\n"
+                + TRANSPORT.format(addr="9007", mt_tag="MessageType"))
+    cfg = loads_config(text, "m.xml")
+    assert (cfg.minidump_directory, cfg.minidump_file_mask, cfg.warnings) == \
+        ("/var/tmp/dumps", 0o644, ())
+    bad = wrap("<MiniDumpFileMask>0964</MiniDumpFileMask>\n"
+               + TRANSPORT.format(addr="9007", mt_tag="MessageType"))
+    with pytest.raises(ConfigError, match="MiniDumpFileMask.*not an octal permissions mask"):
+        loads_config(bad, "m.xml")
 
 
 def test_unsupported_sow_topic_options_warn_and_topic_still_loads() -> None:

@@ -7,18 +7,23 @@ ends the run, as AMPS ends an action at a failing ``Do``.
 
 Steps that act on the message path publish and delete exactly as a client would (journal,
 SOW, subscribers, the other listeners), as the instance itself and without entitlement
-checks. Housekeeping modules about files the emulator does not keep (logs, minidumps, SOW
-files) log one INFO line; ``do-truncate-statistics`` removes the statistics older than
-``Age`` (``do-vacuum-statistics``, deprecated in AMPS, only says so); ``do-remove-journal``
-really removes the journal segments older than ``Age`` that nothing needs any more,
-``do-rotate-logs`` starts the next file of every file log target; ``do-execute-system`` never runs anything.
+checks. ``do-minidump`` writes the emulator's minidump (:mod:`server.core.minidump`);
+``do-remove-files`` and ``do-compress-files`` act on those dumps only (:mod:`.files`).
+``do-truncate-statistics`` removes the statistics older than ``Age`` (``do-vacuum-statistics``,
+deprecated in AMPS, only says so). Housekeeping modules about files the emulator does not keep
+(SOW files) log one INFO line; ``do-remove-journal`` really removes the journal
+segments older than ``Age`` that nothing needs any more, ``do-rotate-logs`` starts the next
+file of every file log target; ``do-execute-system`` runs its command off the event loop
+(:mod:`.system`), the action's next steps after it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import shutil
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +35,9 @@ from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
 from amps_emulator.server.messaging import message_path as publish
 from amps_emulator.server.messaging.registration import compile_filter_for
+from amps_emulator.server.services.actions import files
 from amps_emulator.server.services.actions.host import ActionHost
+from amps_emulator.server.services.actions.system import DEFAULT_TIMEOUT, MAX_WAITING, CommandRunner
 from amps_emulator.server.services.actions.variables import Vars, expand, expand_text, to_text
 from amps_emulator.server.services.log_targets import RotatingFileTarget
 
@@ -44,8 +51,9 @@ log = logging.getLogger("amps_emulator.actions")
 #: AMPS's event id of the line ``do-echo-message`` writes
 ECHO_ID = "29-0103"
 
-#: a step: (step, the run's variables) -> go on?
-Step = Callable[["ActionStep", Vars], bool]
+#: a step: (step, the run's variables) -> go on? (a future: the answer once the step's work,
+#: done off the event loop, is over; the action's next steps wait for it)
+Step = Callable[["ActionStep", Vars], "bool | asyncio.Future[bool]"]
 
 
 class StepFailed(Exception):
@@ -62,6 +70,15 @@ def _percent(text: str) -> float:
         return float(value)
     except ValueError:
         raise StepFailed(f"{text!r} is not a percentage") from None
+
+
+def _count(step: ActionStep, name: str, v: Vars) -> int | None:
+    text = expand_text(step.option(name), v).strip()
+    if not text:
+        return None
+    if not text.isdigit():
+        raise StepFailed(f"<{name}> {text!r} is not a count")
+    return int(text)
 
 
 def format_value(value: Any) -> str:
@@ -89,6 +106,8 @@ class Steps:
     replication_control: ReplicationControl | None
     #: the replicated queues' proxied-transfer switch, injected by the root when it has one
     proxied_transfer: ProxiedTransferControl | None
+    #: ``do-execute-system``'s commands, run one at a time
+    commands: CommandRunner
     #: run the actions whose ``on-execute-event`` names this event
     execute_event: Callable[[str, Vars], None]
 
@@ -123,8 +142,10 @@ class Steps:
         table["amps-action-do-rotate-logs"] = self.do_rotate_logs
         table["amps-action-do-truncate-statistics"] = self.do_truncate_statistics
         table["amps-action-do-vacuum-statistics"] = self.do_vacuum_statistics
-        for module in ("compress-files", "remove-files", "archive-journal", "compress-journal",
-                       "compact-sow", "minidump"):
+        table["amps-action-do-minidump"] = self.do_minidump
+        table["amps-action-do-remove-files"] = self._dump_files(files.remove, "removed")
+        table["amps-action-do-compress-files"] = self._dump_files(files.compress, "compressed")
+        for module in ("archive-journal", "compress-journal", "compact-sow"):
             table[f"amps-action-do-{module}"] = self.do_housekeeping
         return table
 
@@ -308,6 +329,16 @@ class Steps:
         log.info("%s", text, extra={"amps_id": ECHO_ID})
         return True
 
+    def do_minidump(self, step: ActionStep, v: Vars) -> bool:
+        """A minidump into ``MiniDumpDirectory`` (then the ``on-minidump`` actions run)."""
+        try:
+            self._host().write_minidump(f"{step.module} at {step.file}:{step.line}")
+        except LookupError as exc:  # disabled: nothing to do, as AMPS
+            log.info("%s: %s", step.module, exc)
+        except OSError as exc:
+            raise StepFailed(f"cannot write the minidump: {exc}") from None
+        return True
+
     def do_execute_event(self, step: ActionStep, v: Vars) -> bool:
         event = expand_text(step.option("Event"), v)
         if not event and step.option("EventVariable"):
@@ -317,10 +348,30 @@ class Steps:
         self.execute_event(event, dict(v))
         return True
 
-    def do_execute_system(self, step: ActionStep, v: Vars) -> bool:
-        log.warning("%s:%d: %s: the emulator never runs system commands (not run: %s)",
-                    step.file, step.line, step.module, expand_text(step.option("Command"), v))
-        return True
+    def do_execute_system(self, step: ActionStep, v: Vars) -> bool | asyncio.Future[bool]:
+        """Run ``Command`` with ``/bin/sh -c`` (:mod:`.system`); the action's next steps run
+        once it has finished. Its variables are expanded as in any option: the command then
+        holds whatever a message put there (AMPS warns against message data in commands)."""
+        command = expand_text(step.option("Command"), v)
+        if not command.strip():
+            raise StepFailed("no <Command>")
+        limit = expand_text(step.option("Timeout"), v)
+        timeout = parse_duration(limit) if limit else DEFAULT_TIMEOUT
+        if timeout <= 0:
+            raise StepFailed(f"<Timeout> {limit!r} is not a positive duration")
+        runner = self.commands
+        if runner.busy():
+            raise StepFailed(f"{MAX_WAITING} commands already wait their turn: {command!r} not run")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise StepFailed("no event loop to run the command on") from None
+
+        async def execute() -> bool:  # not started at all: the action ends as at a failed Do
+            outcome = await runner.run(command, timeout, f"{step.file}:{step.line}: {step.module}")
+            return outcome.status is not None or outcome.timed_out
+
+        return loop.create_task(execute())
 
     # -- housekeeping -------------------------------------------------------------------
     def do_remove_journal(self, step: ActionStep, v: Vars) -> bool:
@@ -372,6 +423,24 @@ class Steps:
     def do_housekeeping(self, step: ActionStep, v: Vars) -> bool:
         log.info("%s: nothing to do in the emulator (it keeps no such files)", step.module)
         return True
+
+    def _dump_files(self, act: Callable[[list[str]], list[str]], done: str) -> Step:
+        def step(step: ActionStep, v: Vars) -> bool:
+            """``do-remove-files`` / ``do-compress-files``: the emulator's own minidumps
+            among the files ``Pattern`` matches (:mod:`.files`)."""
+            pattern = expand_text(step.option("Pattern"), v)
+            if not pattern:
+                raise StepFailed("no <Pattern>")
+            age = parse_duration(expand_text(step.option("Age"), v, "0") or "0")
+            keep, count = (_count(step, name, v) for name in ("Keep", "Count"))
+            paths, others = files.dump_files(pattern, age, time.time(), keep, count,
+                                             compressed=act is files.remove)
+            acted = act(paths)
+            log.info("%s: %s %d minidump file(s) matching %r%s", step.module, done, len(acted),
+                     pattern, f"; {others} other matching file(s) left alone: the emulator "
+                              "acts on its own minidumps only" if others else "")
+            return True
+        return step
 
     def _replication(self, step: ActionStep) -> ReplicationControl | None:
         if self.replication_control is None:

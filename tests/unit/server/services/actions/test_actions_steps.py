@@ -198,17 +198,13 @@ def test_server_steps_ask_the_host(engine):
     assert host.calls == []
 
 
-def test_echo_logs_29_0103_and_execute_system_runs_nothing(engine, caplog, tmp_path):
-    marker = tmp_path / "ran"
+def test_echo_logs_29_0103(engine, caplog):
     with caplog.at_level(logging.INFO, logger="amps_emulator.actions"):
         assert run(engine, step("amps-action-do-echo-message", Message="instance={{AMPS_INSTANCE_NAME}}"),
-                   step("amps-action-do-execute-system", Command=f"touch {marker}"),
                    step("amps-action-do-compact-sow"))[0]
     echo = [r for r in caplog.records if getattr(r, "amps_id", None) == ECHO_ID]
     assert [r.getMessage() for r in echo] == ["instance=inst"]
     assert echo[0].levelno == logging.INFO
-    assert not marker.exists()
-    assert any(r.levelno == logging.WARNING and "never runs" in r.getMessage() for r in caplog.records)
     assert any("compact-sow" in r.getMessage() for r in caplog.records)
 
 
