@@ -2,6 +2,9 @@
 each client still sees what it would see if the command ran at once where the server read
 it:
 
+* a regex ``sow_delete`` deletes topic after topic, each journalled when its turn comes: a
+  publish to a topic not yet reached is in the log before that topic's delete (deleted), one
+  to a topic already done after it (kept); the deleter's own later commands wait;
 * a regex ``sow`` ordered and paged as one result (``orderby``, ``top_n``, ``skip_n``) sorts
   and pages in steps, from the snapshots it read.
 
@@ -14,7 +17,9 @@ import json
 import threading
 
 from amps_emulator.server.handlers import sow as sow_handlers
+from amps_emulator.server.handlers import sow_delete as delete_handlers
 from tests.support.clients import logged_on
+from tests.support.raw import RawClient
 from tests.support.servers import config_xml, start_server
 from tests.support.sow import query
 
@@ -47,6 +52,16 @@ class Gate:
             yield
 
 
+def gated_drive(monkeypatch, module, gate: Gate) -> None:
+    """The module's ``drive`` runs its command's steps through ``gate``."""
+    original = module.drive
+
+    def drive(broker, client, cmd, steps, finish, *args, **kwargs):
+        return original(broker, client, cmd, gate.wrap(steps), finish, *args, **kwargs)
+
+    monkeypatch.setattr(module, "drive", drive)
+
+
 def serve(tmp_path):
     return start_server(config_xml(tmp_path / "data", extra=PATTERN))
 
@@ -59,6 +74,38 @@ def load(c, v: int = 0) -> None:
 
 def everything(c) -> dict[int, dict]:
     return {d["id"]: d for _, d in query(c, "^px/")}
+
+
+def test_a_regex_sow_delete_goes_topic_by_topic_while_the_others_are_served(tmp_path,
+                                                                            monkeypatch):
+    gate = Gate(after=2)  # px/00 and px/01 done, the others not yet reached
+    gated_drive(monkeypatch, delete_handlers, gate)
+    srv = serve(tmp_path)
+    try:
+        writer = logged_on(srv.uri, "writer")
+        load(writer)
+        a = RawClient(srv.port)
+        a.logon("a")
+        a.send({"c": "sow_delete", "cid": "d", "t": "^px/", "filter": "1=1",
+                "a": "processed,stats"})
+        a.send({"c": "p", "cid": "p", "t": "px/05", "a": "processed"},
+               json.dumps({"id": 5, "v": "mine"}).encode())  # after the delete: it stays
+        assert gate.paused.wait(10)
+        # served while the delete is in progress, and it has not reached the later topics
+        left = everything(writer)
+        assert sorted(left) == list(range(2, TOPICS))
+        writer.publish("px/00", json.dumps({"id": 0, "v": "again"}))  # after its delete
+        writer.publish("px/20", json.dumps({"id": 20, "v": "changed"}))  # before its delete
+        writer.flush(5000)
+        gate.release.set()
+        got = []
+        while len(got) < 3:
+            h, _ = a.recv_frame()
+            got.append((h["cid"], h["a"], h.get("records_deleted")))
+        assert got == [("d", "processed", None), ("d", "stats", TOPICS), ("p", "processed", None)]
+        assert everything(writer) == {0: {"id": 0, "v": "again"}, 5: {"id": 5, "v": "mine"}}
+    finally:
+        srv.stop()
 
 
 def test_a_regex_sow_ordered_and_paged_sorts_in_steps_from_its_snapshots(tmp_path, monkeypatch):
