@@ -86,7 +86,10 @@ class HeapPolicy:
         self._checked = now
         if gc.get_freeze_count() > max(self.base * self.factor, self.base + self.min_growth):
             self.thaw_due = True  # (until it has run: its own collection comes here too)
-            self.schedule(self.collect_all)
+            try:
+                self.schedule(self.collect_all)
+            except RuntimeError:  # the loop is closed: the process is ending
+                self.thaw_due = False
 
     def collect_all(self) -> int:
         """Thaw the frozen set and collect everything (the callback freezes the survivors

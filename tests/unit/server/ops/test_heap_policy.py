@@ -67,3 +67,19 @@ def test_frozen_cyclic_garbage_is_collected_once_the_frozen_set_has_doubled(poli
     assert gc.get_freeze_count() == policy.base  # frozen again
     gc.collect()
     assert policy.scheduled == []  # the new base: no second complete collection
+
+
+def test_a_closed_loop_leaves_the_collection_to_the_next_time():
+    def closed(_fn):
+        raise RuntimeError("Event loop is closed")
+
+    p = HeapPolicy(closed, factor=2, min_growth=10, check_every=0.0)
+    p.start()
+    try:
+        growth = [Node() for _ in range(p.base + 100)]
+        gc.collect()  # would schedule the complete collection: nothing raised
+        assert not p.thaw_due and p.full >= 1 and growth
+    finally:
+        p.stop()
+        gc.unfreeze()
+        gc.collect()
