@@ -53,6 +53,7 @@ class SegmentSync(JournalCore):
     _firsts: list[int]  # their first positions, for bisect
     _retired: list[Segment]  # rolled segments whose write fd the next sync closes
     _buf: bytearray  # frames not yet flushed
+    _buf_written: int  # of which a sliced flush handed to the OS already
     _pending: list[JournalRecord]  # their records, for readers
     _written_position: int  # last position handed to the OS (or failed: a gap); _lock
     _durable_position: int  # last position fsynced; under _lock
@@ -183,6 +184,7 @@ class SegmentSync(JournalCore):
         durable = self._durable_position
         last = self._next_position - 1
         self._buf = bytearray()
+        self._buf_written = 0  # (a sliced flush's part is past the cut: the next buffer starts at 0)
         self._pending = []
         if last <= durable:
             return None
