@@ -36,7 +36,6 @@ as written (checked at load time: ``config.httpd.headers``).
 
 from __future__ import annotations
 
-import base64
 import logging
 import re
 import secrets
@@ -48,6 +47,7 @@ import h11
 
 from amps_emulator.auth import Credentials
 from amps_emulator.config.httpd.admin import DEFAULT_SESSION_OPTIONS, session_max_age
+from amps_emulator.server.net.ws_upgrade import ADMIN_COOKIE, TOKEN, admin_token, basic_credentials
 from amps_emulator.server.ops.admin_http import HttpError, Target, needs_write
 
 if TYPE_CHECKING:
@@ -60,10 +60,9 @@ log = logging.getLogger("amps_emulator.admin")
 
 #: the challenge a 401 carries when the config names none
 WWW_AUTHENTICATE = 'Basic realm="AMPS Admin"'
-SESSION_COOKIE = "amps_admin_session"
+SESSION_COOKIE = ADMIN_COOKIE
 MAX_SESSIONS = 4096
 SESSIONS_PER_USER = 16
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{43}")  # token_urlsafe(32)
 
 
 @dataclass
@@ -149,39 +148,6 @@ class Grant(NamedTuple):
     cookie: str | None = None
 
 
-def cookie_token(req: h11.Request) -> str | None:
-    """The Admin session token a request's ``Cookie`` headers carry (a well-formed one)."""
-    for name, value in req.headers:
-        if name != b"cookie":
-            continue
-        for part in value.decode("latin-1").split(";"):
-            key, _, token = part.strip().partition("=")
-            if key == SESSION_COOKIE and _TOKEN.fullmatch(token):
-                return token
-    return None
-
-
-def basic_credentials(headers: Any) -> tuple[str, str | None] | None:
-    """``(user, password)`` of an ``Authorization: Basic`` header among ``(name, value)``
-    pairs (names lower-case bytes or any-case str); None without one; ``ValueError`` for one
-    that does not decode."""
-    for name, value in headers:
-        low = name.lower() if isinstance(name, str) else name.decode("latin-1").lower()
-        if low != "authorization":
-            continue
-        text = value if isinstance(value, str) else value.decode("latin-1")
-        scheme, _, encoded = text.strip().partition(" ")
-        if scheme.lower() != "basic":
-            continue
-        try:
-            decoded = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-        except (ValueError, UnicodeDecodeError):
-            raise ValueError("bad Basic credentials") from None
-        user, _, password = decoded.partition(":")
-        return user, password
-    return None
-
-
 class AdminAccess:
     """The log-on, entitlement, anonymous paths and response headers of one Admin interface
     (module docstring). ``cfg``: the config's ``Admin`` (None: started by ``--admin``)."""
@@ -239,7 +205,7 @@ class AdminAccess:
         if not self.secured:
             return Grant(None)
         security = self._security
-        token = cookie_token(req)
+        token = admin_token(req.headers)
         if token is not None:
             entry = self.sessions.find(token, security.generation)
             if entry is not None:
@@ -272,6 +238,6 @@ class AdminAccess:
     def trusted_credentials(self, token: str) -> tuple[str, str | None] | None:
         """For a websocket protocol with ``TrustedAdmin``: the credentials of the live Admin
         session ``token`` names."""
-        if not self.secured or not _TOKEN.fullmatch(token):
+        if not self.secured or not TOKEN.fullmatch(token):
             return None
         return self.sessions.credentials(token, self._security.generation)
