@@ -16,7 +16,8 @@ its own), each until its ``max-age`` has passed on the server's clock (the test 
 (``/amps/administrator/authorization/<authentication|entitlement>/reset``, the reset actions,
 ``POST /emulator/reset``) or a re-check finds a permission document changed: the security
 layer's :attr:`~auth.layer.SecurityLayer.generation` moves on. Entitlement is still checked on
-each request, with the session's permissions. The credentials are kept with the session only
+each request, with the permissions the session's log-on was given (its permission document is
+not held in the cache meanwhile: the user's next logon elsewhere fetches it again). The credentials are kept with the session only
 when a websocket protocol has ``TrustedAdmin`` (:meth:`AdminSessions.credentials`), since its
 connections log on with them.
 
@@ -101,6 +102,9 @@ class AdminSessions:
                 self._drop(token)
             while len(self._entries) >= self.limit:
                 self._drop(next(iter(self._entries)))
+        # its permissions are kept, its cached permission document is not: a live Admin
+        # session does not keep a document from being fetched again at the user's next logon
+        session.close()
         token = secrets.token_urlsafe(32)
         self._entries[token] = _Entry(session.user_id, session,
                                       credentials if self.keep_credentials else None,
