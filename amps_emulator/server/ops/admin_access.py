@@ -17,9 +17,9 @@ its own), each until its ``max-age`` has passed on the server's clock (the test 
 ``POST /emulator/reset``) or a re-check finds a permission document changed: the security
 layer's :attr:`~auth.layer.SecurityLayer.generation` moves on. Entitlement is still checked on
 each request, with the permissions the session's log-on was given (its permission document is
-not held in the cache meanwhile: the user's next logon elsewhere fetches it again). The credentials are kept with the session only
-when a websocket protocol has ``TrustedAdmin`` (:meth:`AdminSessions.credentials`), since its
-connections log on with them.
+not held in the cache meanwhile: the user's next logon elsewhere fetches it again). The
+credentials are kept with the session only when a websocket protocol has ``TrustedAdmin``
+(:meth:`AdminSessions.credentials`), since its connections log on with them.
 
 **Anonymous paths.** A GET or HEAD whose canonical path (``admin_http.parse_target``: decoded
 once, no ``.``/``..`` segment, no query, no format suffix) the ``AnonymousPaths`` regular
@@ -183,8 +183,9 @@ class AdminAccess:
     def allow_origin(self, origin: str | None, sockname: Any) -> str:
         if self.origin is None:
             return "*"
-        if origin is not None and self.origin.search(origin):
-            return origin
+        if origin is not None and origin.isascii() and origin.isprintable() \
+                and self.origin.search(origin):
+            return origin  # (echoed: only printable ASCII, whatever the expression allows)
         if isinstance(sockname, tuple):
             host = sockname[0]
             return f"{self.scheme}://{f'[{host}]' if ':' in host else host}:{sockname[1]}"

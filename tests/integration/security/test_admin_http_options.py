@@ -141,6 +141,19 @@ def test_cors_echoes_a_matching_origin_and_names_the_server_otherwise(srv):
     assert h.get_all("Access-Control-Allow-Origin") == ["https://nyc.my.com"]
 
 
+def test_an_origin_that_is_not_printable_ascii_is_never_echoed(tmp_path):
+    s = start(tmp_path, "<AccessControlAllowOrigin>.*</AccessControlAllowOrigin>")
+    try:
+        for origin in (b"https://\xff.my.com", b"https://a.my.com\x7f"):
+            answer = raw(s, b"GET /amps/instance/name HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+                            b"Authorization: " + basic("root").encode() + b"\r\nOrigin: " + origin
+                            + b"\r\n\r\n")
+            assert answer.startswith(b"HTTP/1.1 200 "), answer[:300]
+            assert b"access-control-allow-origin: " + s.admin_uri.encode() + b"\r\n" in answer
+    finally:
+        s.stop()
+
+
 def test_without_the_option_cors_allows_any_origin(tmp_path):
     s = start(tmp_path)
     try:
