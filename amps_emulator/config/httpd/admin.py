@@ -22,7 +22,7 @@ from ..tls import TLSSetupError, parse_protocols, server_context
 from ..units import parse_bool, parse_duration
 from ..values import parse_regex
 from ..xmlload import Node
-from .headers import MAX_HEADERS, parse_header
+from .headers import MAX_HEADERS, header_value, parse_header
 
 __all__ = ["read_admin", "parse_session_options", "DEFAULT_SESSION_OPTIONS"]
 
@@ -63,7 +63,7 @@ _ADMIN_SPEC = Spec(
         "Interval": Elem("interval", at_least(parse_duration, 1.0, "1s")),
         "SQLTransport": Elem("sql_transport", text),
         "ExternalInetAddr": Elem("external_inet_addr", text),
-        "WWWAuthenticate": Elem("www_authenticate", text),
+        "WWWAuthenticate": Elem("www_authenticate", header_value),
         "Header": Elem("headers", parse_header, multiple=True),
         "AccessControlAllowOrigin": Elem("allow_origin", parse_regex),
         "AnonymousPaths": Elem("anonymous_paths", parse_regex),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["MAX_HEADERS", "MAX_HEADER_BYTES", "parse_header"]
+__all__ = ["MAX_HEADERS", "MAX_HEADER_BYTES", "header_value", "parse_header"]
 
 #: headers one section may add, and the length of one
 MAX_HEADERS = 64
@@ -26,6 +26,16 @@ _RESERVED = frozenset({
     "content-length", "transfer-encoding", "connection", "keep-alive", "proxy-connection",
     "te", "trailer", "upgrade", "host",
 })
+
+
+def header_value(text: str) -> str:
+    """A value the config puts into a header the server writes (``WWWAuthenticate``):
+    printable ASCII, so it cannot end the header line."""
+    value = text.strip(" \t")
+    if len(value) > MAX_HEADER_BYTES or not _VALUE.fullmatch(value):
+        raise ValueError("a header value is at most 4096 printable ASCII characters (no CR, LF "
+                         "or other control character)")
+    return value
 
 
 def parse_header(text: str) -> tuple[str, str]:

@@ -21,7 +21,7 @@ from ..model import ProtocolDef
 from ..schema import Ctx, ignored_element, label, unknown_element
 from ..units import parse_bool
 from ..xmlload import Node
-from .headers import MAX_HEADERS, parse_header
+from .headers import MAX_HEADERS, header_value, parse_header
 
 __all__ = ["read_protocols", "websocket_options"]
 
@@ -67,7 +67,7 @@ def websocket_options(node: Node, ctx: Ctx) -> dict[str, Any]:
 
 def _challenge(opt: Node, ctx: Ctx, where: str) -> str | None:
     """A ``WWWAuthenticate`` the emulator serves (Basic), else None after a warning."""
-    value = opt.text
+    value = header_value(opt.text)
     scheme, _, params = value.partition(" ")
     if scheme.lower() != "basic":
         ctx.warn(opt, f"<WWWAuthenticate> {value!r} in {where}: the emulator's authentication "

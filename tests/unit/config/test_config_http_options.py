@@ -102,6 +102,7 @@ def test_admin_options_are_read():
     ("<SessionOptions>path=/&#10;Set-Cookie: x</SessionOptions>", "without CR or LF"),
     ("<SessionOptions>max-age=a day</SessionOptions>", "not a number of seconds"),
     ("<Galvanometer>maybe</Galvanometer>", "invalid switch"),
+    ('<WWWAuthenticate>Basic realm="x"&#13;&#10;Set-Cookie: a=b</WWWAuthenticate>', "control character"),
 ])
 def test_a_bad_admin_option_is_an_error_at_its_line(element, why):
     text = wrap(element + "\n" + AUTH)
@@ -183,6 +184,7 @@ def test_websocket_protocol_options_are_read():
     ("<HTTPHeader>no colon</HTTPHeader>", "not a header"),
     ("<WWWAuthenticate>Basic</WWWAuthenticate>", "needs realm"),
     ("<TrustedAdmin>sometimes</TrustedAdmin>", "invalid switch"),
+    ('<WWWAuthenticate>Basic realm="x"&#10;X-Injected: 1</WWWAuthenticate>', "control character"),
 ])
 def test_a_bad_websocket_option_is_an_error_at_its_line(option, why):
     text = wrap(AUTH, PORTAL.format(options=option), protocol="portal")
