@@ -9,9 +9,11 @@ the resolved modules (401 with the ``WWWAuthenticate`` challenge otherwise), and
 **Session cookie.** A request whose credentials logged on is answered with a cookie,
 ``amps_admin_session=<token>; <SessionOptions>`` (default ``max-age=86400; path=/; HttpOnly``):
 a browser that sends it back is not asked for credentials again. The token is 256 random bits
-(:func:`secrets.token_urlsafe`); the server keeps at most :data:`MAX_SESSIONS` sessions (and
-:data:`SESSIONS_PER_USER` per user, so a script that never sends the cookie back replaces only
-its own), each until its ``max-age`` has passed on the server's clock (the test clock under
+(:func:`secrets.token_urlsafe`). The same credentials logging on again while their session
+lives get that session's cookie again (a script that never sends it back holds one session,
+and a browser and a script of one user do not push each other out); the server keeps at most
+:data:`MAX_SESSIONS` sessions and :data:`SESSIONS_PER_USER` per user (past them, the oldest
+goes), each until its ``max-age`` has passed on the server's clock (the test clock under
 ``--test-clock``). A session ends early when authentication or entitlement is reset
 (``/amps/administrator/authorization/<authentication|entitlement>/reset``, the reset actions,
 ``POST /emulator/reset``) or a re-check finds a permission document changed: the security
@@ -37,6 +39,8 @@ as written (checked at load time: ``config.httpd.headers``).
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import logging
 import re
 import secrets
@@ -73,6 +77,7 @@ class _Entry:
     credentials: tuple[str, str | None] | None
     expires: float
     generation: int
+    fingerprint: bytes
 
 
 class AdminSessions:
@@ -87,12 +92,28 @@ class AdminSessions:
         self.per_user = per_user
         self._entries: dict[str, _Entry] = {}  # oldest first
         self._by_user: dict[str, list[str]] = {}
+        #: the session of each credentials (a keyed hash of them, the key this process's)
+        self._by_credentials: dict[bytes, str] = {}
+        self._key = secrets.token_bytes(32)
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def issue(self, session: Session, credentials: tuple[str, str | None], generation: int) -> str:
-        """A new session for an accepted log-on; its token."""
+        """The session of an accepted log-on; its token. The same credentials logging on
+        again while their session lives get that session (with the permissions of this
+        log-on) rather than another: a script that never sends its cookie back holds one."""
+        # its permissions are kept, its cached permission document is not: a live Admin
+        # session does not keep a document from being fetched again at the user's next logon
+        session.close()
+        user, password = credentials
+        fingerprint = hmac.new(self._key, f"{user}\0{password}".encode("utf-8", "surrogatepass"),
+                               hashlib.sha256).digest()
+        live = self._by_credentials.get(fingerprint)
+        if live is not None and (entry := self.find(live, generation)) is not None \
+                and entry.user == session.user_id:
+            entry.session = session
+            return live
         mine = self._by_user.get(session.user_id, [])
         while len(mine) >= self.per_user:
             self._drop(mine[0])
@@ -102,14 +123,12 @@ class AdminSessions:
                 self._drop(token)
             while len(self._entries) >= self.limit:
                 self._drop(next(iter(self._entries)))
-        # its permissions are kept, its cached permission document is not: a live Admin
-        # session does not keep a document from being fetched again at the user's next logon
-        session.close()
         token = secrets.token_urlsafe(32)
         self._entries[token] = _Entry(session.user_id, session,
                                       credentials if self.keep_credentials else None,
-                                      self.clock() + self.max_age, generation)
+                                      self.clock() + self.max_age, generation, fingerprint)
         self._by_user.setdefault(session.user_id, []).append(token)
+        self._by_credentials[fingerprint] = token
         return token
 
     def find(self, token: str, generation: int) -> _Entry | None:
@@ -141,6 +160,8 @@ class AdminSessions:
         mine.remove(token)
         if not mine:
             del self._by_user[entry.user]
+        if self._by_credentials.get(entry.fingerprint) == token:
+            del self._by_credentials[entry.fingerprint]
         entry.session.close()
 
 
