@@ -24,12 +24,12 @@ from amps_emulator.protocol.msgtypes import VIEWLESS_MODULES, MessageTypeDecl
 
 from .actions_section import read_actions
 from .errors import ConfigError, ConfigIssue
+from .httpd.admin import read_admin
+from .httpd.protocols import read_protocols
 from .instance_sections import (
     LIMIT_ELEMENTS,
     InstanceDefaults,
-    read_admin,
     read_logging,
-    read_protocols,
     read_statistics,
     read_transaction_log,
     read_transports,
@@ -43,6 +43,7 @@ from .model import (
     DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON,
     Config,
     ConflatedTopic,
+    ProtocolDef,
     Replication,
     ReplicationAuthenticator,
     SowTopic,
@@ -204,11 +205,23 @@ def _warn_unsecured_admin(admin: Node, ctx: Ctx) -> None:
     """A ``WWWAuthenticate`` that no request ever sees: Admin (AMPS's ``amps-admin``
     transport) resolves its modules as a transport does, its own blocks else the instance's,
     and asks for credentials when either gives it one (``SecurityConfig.admin_secured``)."""
-    node = admin.child("WWWAuthenticate")
-    if node is not None:
-        ctx.warn(node, "<WWWAuthenticate> has no effect here: neither <Admin> nor the instance "
-                       "has an <Authentication> or <Entitlement> block, so the Admin interface "
-                       "asks no one for credentials")
+    for tag in ("WWWAuthenticate", "AnonymousPaths", "SessionOptions"):
+        node = admin.child(tag)
+        if node is not None:
+            ctx.warn(node, f"<{tag}> has no effect here: neither <Admin> nor the instance "
+                           "has an <Authentication> or <Entitlement> block, so the Admin interface "
+                           "asks no one for credentials")
+
+
+def _warn_untrusted(protocols: tuple[ProtocolDef, ...], admin_secured: bool, ctx: Ctx) -> None:
+    """``TrustedAdmin`` with no Admin session to trust: the Admin interface hands out session
+    cookies only when it asks for credentials."""
+    if admin_secured:
+        return
+    for p in protocols:
+        if p.trusted_admin:
+            ctx.warn_at(p.file, p.line, f"<Protocol> {p.name!r}: <TrustedAdmin> has no effect: "
+                        "the Admin interface asks no one for credentials, so it has no sessions")
 
 
 def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
@@ -243,9 +256,10 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         read_sow(section, ctx, sow)
     actions = read_actions(v["actions"], ctx) if "actions" in v else ()
     security = _read_security(root, ctx, source)
-    if admin is not None and admin.www_authenticate is not None \
-            and (security is None or not security.admin_secured):
+    admin_secured = admin is not None and security is not None and security.admin_secured
+    if admin is not None and not admin_secured:
         _warn_unsecured_admin(v["admin"], ctx)
+    _warn_untrusted(protocols, admin_secured, ctx)
     if "modules" in v and not _only_security_modules(v["modules"]):
         # (a Modules list of authentication/entitlement libraries only is read, not warned)
         ctx.warn(v["modules"], "<Modules> in <AMPSConfig> is not supported by the emulator and is ignored")

@@ -110,6 +110,8 @@ class Transport(_Located, frozen=True, kw_only=True):
     ca_path: str | None = None  # CAPath: directory of hashed CA certificates (c_rehash)
     #: PerMessageDeflate (websocket): negotiate RFC 7692 compression with a client that offers it
     per_message_deflate: bool = True
+    #: HTTPHeader (websocket): each ``(name, value)`` added to the upgrade's responses
+    http_headers: tuple[tuple[str, str], ...] = ()
 
     @property
     def tls(self) -> bool:
@@ -123,6 +125,13 @@ class ProtocolDef(_Located, frozen=True, kw_only=True):
     name: str  # Name: what a Transport's <Protocol> refers to
     module: str  # Module: the protocol it is built on (amps, websocket, ...; json -> amps)
     options: tuple[tuple[str, str], ...] = ()  # the module's options (WWWAuthenticate, ...) as written
+    #: websocket HTTPHeader: each ``(name, value)`` added to the upgrade's responses
+    http_headers: tuple[tuple[str, str], ...] = ()
+    #: websocket WWWAuthenticate: the upgrade must carry HTTP credentials (None: it need not);
+    #: only a ``Basic`` challenge is served
+    www_authenticate: str | None = None
+    #: websocket TrustedAdmin: an upgrade carrying a valid Admin session cookie logs on as its user
+    trusted_admin: bool = False
 
 
 class Admin(_Located, frozen=True, kw_only=True):
@@ -138,6 +147,26 @@ class Admin(_Located, frozen=True, kw_only=True):
     #: WWWAuthenticate: the challenge of a 401 when Admin has its own Authentication or
     #: Entitlement block (None: ``Basic realm="AMPS Admin"``)
     www_authenticate: str | None = None
+    #: Header: each ``(name, value)`` added to every Admin response
+    headers: tuple[tuple[str, str], ...] = ()
+    #: AccessControlAllowOrigin: a regex; an ``Origin`` it matches is echoed (None: ``*``)
+    allow_origin: str | None = None
+    #: AnonymousPaths: a regex; the paths it matches skip authentication and entitlement
+    anonymous_paths: str | None = None
+    #: SessionOptions: what follows the session cookie's value (None: AMPS's default)
+    session_options: str | None = None
+    certificate: str | None = None  # Certificate: with PrivateKey, Admin is served over HTTPS
+    private_key: str | None = None  # PrivateKey
+    ciphers: str | None = None  # Ciphers: OpenSSL cipher list
+    #: [emulator] SecureSocketProtocols: the TLS versions HTTPS accepts (None: TLSv1.1 to 1.3)
+    secure_socket_protocols: tuple[str, ...] | None = None
+    #: Galvanometer: false turns the emulator's web console (its stand-in) off
+    galvanometer: bool = True
+    sql_transport_inet_addr: str | None = None  # SQLTransportInetAddr (Galvanometer's; no effect)
+
+    @property
+    def tls(self) -> bool:
+        return self.certificate is not None and self.private_key is not None
 
 
 class LogTarget(_Located, frozen=True, kw_only=True):

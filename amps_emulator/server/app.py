@@ -69,6 +69,7 @@ from amps_emulator.server.services.txlog import TxLog
 from amps_emulator.server.services.views import DerivedTopics, derived_specs
 
 if TYPE_CHECKING:
+    from amps_emulator.auth import Session
     from amps_emulator.journal import JournalRecord
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.core.router import Subscription
@@ -144,6 +145,9 @@ class Server:
         #: the Admin HTTP interface once an operator tool started it (``admin.start_admin``);
         #: the server stops it with itself
         self.admin: AdminInterface | None = None
+        #: the credentials of a live Admin session cookie's token (set by the Admin interface):
+        #: a websocket upgrade of a ``TrustedAdmin`` protocol that carries one logs on with them
+        self.admin_credentials: Callable[[str], tuple[str, str | None] | None] = _no_session
         self.ready = False
         #: what a ``do-shutdown`` action asks for: the command line and the embedded server
         #: set it to their own shutdown (default: the server stops itself)
@@ -589,6 +593,17 @@ class Server:
             security.disable_entitlement()
         log.warning("authentication and entitlement %s", "enabled" if enabled else "disabled")
 
+    async def upgrade_logon(self, transport: str, user: str, password: str | None,
+                            peer: str) -> LogonOutcome | None:
+        """A websocket upgrade's credentials (its protocol's ``WWWAuthenticate`` or
+        ``TrustedAdmin``), decided by the transport's modules as a logon's are; None: the
+        config has no security block (anyone is accepted)."""
+        security = self.broker.security
+        if security is None:
+            return None
+        creds = Credentials(user, password, True, LogonContext(remote_address=peer))
+        return await security.transport(transport).logon(creds)
+
     def _authenticate(self, security: SecurityLayer, client: Connection, cmd: Command) -> None:
         """The first command of a connection when the config has security blocks: a logon
         (or, for any other command, an implicit logon with empty credentials) decided by the
@@ -603,7 +618,10 @@ class Server:
         creds = Credentials(cmd.user_id or "", cmd.password, explicit, context) if explicit \
             else Credentials(explicit=False, context=context)
         client.begin_busy()
-        task = self.loop.create_task(security.transport(client.listener.name).logon(creds))
+        upgraded = client.transport.get_extra_info("upgrade_logon") if client.transport else None
+        task = self.loop.create_task(
+            security.transport(client.listener.name).logon(creds) if upgraded is None
+            else _as_upgraded(upgraded, creds))
 
         def decided(done: asyncio.Task[LogonOutcome]) -> None:
             try:
@@ -644,3 +662,18 @@ class Server:
     def contain(self, client: Client, what: str) -> None:
         """See :func:`server.core.turn.contain`."""
         contain(client, what)
+
+
+def _no_session(token: str) -> None:
+    return None
+
+
+async def _as_upgraded(upgraded: tuple[str, Session], creds: Credentials) -> LogonOutcome:
+    """The logon of a connection whose websocket upgrade logged on already (``(user name,
+    session)``): it is that user's, whatever password it carries; naming another user
+    refuses it (``net.websocket``)."""
+    user, session = upgraded
+    if creds.explicit and creds.user not in ("", user):
+        return LogonOutcome(None, reasons.AUTH_FAILURE, f"the logon names user {creds.user!r}, "
+                                                        f"the websocket upgrade logged on {user!r}")
+    return LogonOutcome(session)

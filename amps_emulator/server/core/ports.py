@@ -19,7 +19,7 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from amps_emulator.auth import Session
+    from amps_emulator.auth import LogonOutcome, Session
     from amps_emulator.config.model import TransactionLog
     from amps_emulator.journal import FileJournal, MemoryJournal
     from amps_emulator.journal.record import JournalRecord
@@ -80,6 +80,12 @@ class ListenerInfo(Protocol):
     throttled: int
     #: the largest frame (and queued output) a connection may have before it logs on
     logon_frame_limit: int
+    #: websocket: headers added to the upgrade's responses (``HTTPHeader``), the challenge an
+    #: upgrade without credentials is answered (``WWWAuthenticate``, Basic; None: none asked),
+    #: and whether an Admin session cookie logs an upgrade on (``TrustedAdmin``)
+    http_headers: tuple[tuple[str, str], ...]
+    www_authenticate: str | None
+    trusted_admin: bool
 
 
 class Client(Protocol):
@@ -203,6 +209,15 @@ class ConnectionHost(Protocol):
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    #: the credentials of a live Admin session cookie's token, else None (a websocket protocol
+    #: with ``TrustedAdmin``)
+    admin_credentials: Callable[[str], tuple[str, str | None] | None]
+
+    async def upgrade_logon(self, transport: str, user: str, password: str | None,
+                            peer: str) -> LogonOutcome | None:
+        """A websocket upgrade's credentials, decided by the transport's modules (None: no
+        security is configured, anyone is accepted)."""
 
 
 class PublishObserver(Protocol):
