@@ -332,6 +332,7 @@ class Server:
 
     async def stop(self) -> None:
         self.actions.stop()  # the first step of shutdown: on-shutdown runs, timers stop
+        await self.actions.drain()  # a file copy under way ends before the log closes
         self.broker.stopping = True
         if self._recheck_timer is not None:
             self._recheck_timer.cancel()

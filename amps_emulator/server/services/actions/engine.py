@@ -34,8 +34,9 @@ publishes into its own trigger cannot loop forever.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.config import ConfigError, ConfigIssue
@@ -140,6 +141,8 @@ class Actions(Steps):
         self.broker = broker
         self.host = host
         self.counters = {}
+        #: the actions waiting for a step's file work (:meth:`_resume`)
+        self._tasks: set[asyncio.Future[None]] = set()
         self.replication_control: ReplicationControl | None = None
         self.proxied_transfer: ProxiedTransferControl | None = None
         self._steps: dict[str, Step] = self.step_table()
@@ -245,7 +248,8 @@ class Actions(Steps):
 
     def run(self, action: Action, variables: Vars) -> bool:
         """Run ``action``'s steps in order with ``variables`` (plus the ones always defined);
-        False when a step ended it early."""
+        False when a step ended it early. A step that does file work hands back an awaitable:
+        the rest of the action runs once it is done (:meth:`_resume`), in order."""
         if not self.enabled:
             return False
         if self._depth >= MAX_DEPTH:
@@ -255,9 +259,13 @@ class Actions(Steps):
         v: Vars = {"AMPS_INSTANCE_NAME": self.instance_name,
                    **clock_variables(self.broker.wallclock())}
         v.update(variables)
+        return self._run_steps(action, v, 0)
+
+    def _run_steps(self, action: Action, v: Vars, start: int) -> bool:
         self._depth += 1
         try:
-            for step in action.steps:
+            for i in range(start, len(action.steps)):
+                step = action.steps[i]
                 run_step = self._steps.get(step.module)
                 if run_step is None:
                     if step.kind == "if":  # what cannot be evaluated does not hold
@@ -266,7 +274,13 @@ class Actions(Steps):
                         return False
                     continue
                 try:
-                    if not run_step(step, v):
+                    go_on = run_step(step, v)
+                    if not isinstance(go_on, bool):  # file work under way: the rest after it
+                        task = asyncio.ensure_future(self._resume(action, v, i, go_on))
+                        self._tasks.add(task)
+                        task.add_done_callback(self._tasks.discard)
+                        return True
+                    if not go_on:
                         return False
                 except (StepFailed, CommandError, ValueError) as exc:
                     log.warning("%s:%d: %s failed: %s", step.file, step.line, step.module, exc)
@@ -278,6 +292,26 @@ class Actions(Steps):
         finally:
             self._depth -= 1
             self.broker.turn.request()  # what the steps published goes out this turn
+
+    async def _resume(self, action: Action, v: Vars, i: int, pending: Awaitable[bool]) -> None:
+        """Wait for step ``i``'s file work, then run the steps after it."""
+        step = action.steps[i]
+        try:
+            go_on = await pending
+        except (StepFailed, CommandError, ValueError) as exc:
+            log.warning("%s:%d: %s failed: %s", step.file, step.line, step.module, exc)
+            return
+        except Exception:  # a bug in a step must not take the server down
+            log.exception("%s:%d: %s failed", step.file, step.line, step.module)
+            return
+        if go_on and self.enabled and not self.stopped:
+            self._run_steps(action, v, i + 1)
+
+    async def drain(self, timeout: float = 30.0) -> None:
+        """Let the file work under way finish (bounded): the server's shutdown, before it
+        closes the transaction log. The steps stop at their next file once stopped."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=timeout)
 
     def execute_event(self, event: str, variables: Vars) -> None:
         for trig in self._of(ON_EXECUTE_EVENT):

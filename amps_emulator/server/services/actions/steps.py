@@ -7,10 +7,11 @@ ends the run, as AMPS ends an action at a failing ``Do``.
 
 Steps that act on the message path publish and delete exactly as a client would (journal,
 SOW, subscribers, the other listeners), as the instance itself and without entitlement
-checks. Housekeeping modules about files the emulator does not keep (logs, statistics,
-minidumps, SOW files) log one INFO line; ``do-remove-journal`` really removes the journal
-segments older than ``Age`` that nothing needs any more, ``do-rotate-logs`` starts the next
-file of every file log target; ``do-execute-system`` never runs anything.
+checks. The housekeeping of the journal's files and of arbitrary files is in
+:mod:`.housekeeping` (a step there may hand back an awaitable: its file work runs in worker
+threads and the engine runs the later steps after it); modules about data the emulator does
+not keep (statistics, minidumps, SOW compaction) log one INFO line; ``do-rotate-logs`` starts
+the next file of every file log target; ``do-execute-system`` never runs anything.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.config.units import parse_duration
@@ -30,6 +31,7 @@ from amps_emulator.protocol.topics import qualify
 from amps_emulator.server.messaging import message_path as publish
 from amps_emulator.server.messaging.registration import compile_filter_for
 from amps_emulator.server.services.actions.host import ActionHost
+from amps_emulator.server.services.actions.housekeeping import Housekeeping, StepFailed
 from amps_emulator.server.services.actions.variables import Vars, expand, expand_text, to_text
 from amps_emulator.server.services.log_targets import RotatingFileTarget
 
@@ -43,12 +45,8 @@ log = logging.getLogger("amps_emulator.actions")
 #: AMPS's event id of the line ``do-echo-message`` writes
 ECHO_ID = "29-0103"
 
-#: a step: (step, the run's variables) -> go on?
-Step = Callable[["ActionStep", Vars], bool]
-
-
-class StepFailed(Exception):
-    """A ``Do`` could not do its work: the action ends here."""
+#: a step: (step, the run's variables) -> go on? (or an awaitable of it: file work under way)
+Step = Callable[["ActionStep", Vars], "bool | Awaitable[bool]"]
 
 
 def _flag(value: str | None) -> bool:
@@ -75,7 +73,7 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-class Steps:
+class Steps(Housekeeping):
     """The step modules, as methods of the engine (:class:`.engine.Actions`, which sets
     these attributes)."""
 
@@ -110,6 +108,10 @@ class Steps:
             "amps-action-do-execute-event": self.do_execute_event,
             "amps-action-do-execute-system": self.do_execute_system,
             "amps-action-do-remove-journal": self.do_remove_journal,
+            "amps-action-do-archive-journal": self.do_archive_journal,
+            "amps-action-do-compress-journal": self.do_compress_journal,
+            "amps-action-do-remove-files": self.do_remove_files,
+            "amps-action-do-compress-files": self.do_compress_files,
             "amps-action-do-downgrade-replication": self._switch_replication(False),
             "amps-action-do-upgrade-replication": self._switch_replication(True),
             "amps-action-do-enable-proxied-transfer": self._proxied_transfer(True),
@@ -120,9 +122,7 @@ class Steps:
             table[f"amps-action-do-disable-{what}"] = self._switch(what, False)
             table[f"amps-action-do-reset-{what}"] = self._reset(what)
         table["amps-action-do-rotate-logs"] = self.do_rotate_logs
-        for module in ("compress-files", "remove-files", "truncate-statistics",
-                       "vacuum-statistics", "archive-journal", "compress-journal", "compact-sow",
-                       "minidump"):
+        for module in ("truncate-statistics", "vacuum-statistics", "compact-sow", "minidump"):
             table[f"amps-action-do-{module}"] = self.do_housekeeping
         return table
 
@@ -320,24 +320,7 @@ class Steps:
                     step.file, step.line, step.module, expand_text(step.option("Command"), v))
         return True
 
-    # -- housekeeping -------------------------------------------------------------------
-    def do_remove_journal(self, step: ActionStep, v: Vars) -> bool:
-        """Remove the journal segments whose records are all older than ``Age`` and that no
-        replay, queue or recovery still needs (never the one being written)."""
-        age = parse_duration(expand_text(step.option("Age"), v, "0") or "0")
-        txlog = self.broker.txlog
-        if txlog is None or not txlog.is_open:
-            log.info("%s: no transaction log to remove files from", step.module)
-            return True
-        pins = self.host.journal_pins() if self.host is not None else []
-        result = txlog.journal.enforce_retention(pins, age=age)
-        log.info("%s: removed %d journal file(s) older than %s (%d records, %d bytes)%s",
-                 step.module, len(result.removed), step.option("Age"), result.records_removed,
-                 result.bytes_removed,
-                 f"; kept from position {result.blocked_by_pin} on: still needed"
-                 if result.blocked_by_pin is not None else "")
-        return True
-
+    # -- housekeeping (the journal and other files: .housekeeping) ----------------------
     def do_rotate_logs(self, step: ActionStep, v: Vars) -> bool:
         """Every ``file``/``gzip`` log target starts its next file."""
         targets = [h for h in logging.getLogger("amps_emulator").handlers
@@ -348,7 +331,7 @@ class Steps:
         return True
 
     def do_housekeeping(self, step: ActionStep, v: Vars) -> bool:
-        log.info("%s: nothing to do in the emulator (it keeps no such files)", step.module)
+        log.info("%s: nothing to do in the emulator (it keeps no such data)", step.module)
         return True
 
     def _replication(self, step: ActionStep) -> ReplicationControl | None:
