@@ -3,8 +3,9 @@
 File naming: ``{first_position:020d}.journal`` -- the zero-padded position the segment starts
 at, so lexical order is log order and an empty newest segment still tells recovery the next
 position. A sealed segment may also be ``<name>.journal.gz`` and live in the archive
-directory (``stored.py``): ``path`` is wherever it is now, ``cache`` reads a compressed one. Other files in the directory are ignored (``*.corrupt`` keeps the original bytes
-of a segment salvaged under ``keep_readable_on_corruption``; ``*.tmp`` are unfinished writes;
+directory (``stored.py``): ``path`` is wherever it is now, ``cache`` reads a compressed one.
+Other files in the directory are ignored (``*.corrupt`` keeps the original bytes of a
+segment salvaged under ``keep_readable_on_corruption``; ``*.tmp`` are unfinished writes;
 ``<name>.summary`` is the segment's summary, see ``summary.py``).
 
 File header (24 bytes, little-endian), then frames (layout in ``record.py``)::
