@@ -470,8 +470,11 @@ _TXLOG_SPEC = Spec(
         "Durability": Elem("durability", enum(["group", "strict", "memory"])),
         "RetentionSize": Elem("retention_size", positive(parse_size, "RetentionSize")),
         "RetentionAge": Elem("retention_age", positive(parse_duration, "RetentionAge")),
+        "CompressedJournalCacheMemoryLimit": Elem(
+            "compressed_journal_cache_limit",
+            positive(parse_size, "CompressedJournalCacheMemoryLimit")),
     },
-    ignored=frozenset({"O_DIRECT", "CompressedJournalCacheMemoryLimit"}),
+    ignored=frozenset({"O_DIRECT"}),
 )
 
 
@@ -491,4 +494,5 @@ def read_transaction_log(node: Node, ctx: Ctx) -> TransactionLog | None:
         durability=r.get("durability", "group"),
         retention_size=r.get("retention_size"),
         retention_age=r.get("retention_age"),
+        compressed_journal_cache_limit=r.get("compressed_journal_cache_limit"),
     )

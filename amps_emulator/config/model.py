@@ -215,6 +215,8 @@ class TransactionLog(_Located, frozen=True, kw_only=True):
     durability: TxLogDurability = "group"  # [emulator] Durability: group | strict | memory
     retention_size: int | None = None  # [emulator] RetentionSize: drop oldest files above this
     retention_age: float | None = None  # [emulator] RetentionAge: drop files older than this
+    #: CompressedJournalCacheMemoryLimit: bytes of decompressed journal kept (None: AMPS's default)
+    compressed_journal_cache_limit: int | None = None
 
     def records(self, topic: str, message_type: str) -> bool:
         """True when a publish to ``topic`` of ``message_type`` is recorded in this log."""

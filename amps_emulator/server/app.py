@@ -340,8 +340,8 @@ class Server:
 
     async def stop(self) -> None:
         self.actions.stop()  # the first step of shutdown: on-shutdown runs, timers stop
-        if self.actions.pending:  # their steps after a system command, bounded
-            await self.actions.settle()
+        if self.actions.pending:  # commands, file work and the steps after them, bounded;
+            await self.actions.settle()  # a file copy under way ends before the log closes
         self.broker.stopping = True
         if self._recheck_timer is not None:
             self._recheck_timer.cancel()

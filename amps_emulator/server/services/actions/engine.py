@@ -33,13 +33,19 @@ The triggers (``On``) it serves:
 
 Actions triggered by actions are followed to a fixed depth, so a configuration that
 publishes into its own trigger cannot loop forever.
+
+A step whose work goes on off the event loop (a system command, file housekeeping) hands
+back an awaitable; the engine holds it in :attr:`Actions.pending` and runs the action's later
+steps once it is done (:meth:`Actions._resume`), so the steps keep their order. At shutdown
+(:meth:`Actions.settle`) that work, and the steps after it, gets a bounded time to finish.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -99,6 +105,10 @@ ON_MINIDUMP = "amps-action-on-minidump"
 #: the signals an ``on-signal`` can name that the server hands to the actions
 SIGNALS = ("SIGUSR1", "SIGUSR2")
 MAX_DEPTH = 8
+#: seconds the shutdown waits for the actions whose steps wait for off-loop work
+SETTLE_TIMEOUT = 2 * DEFAULT_TIMEOUT
+#: seconds more for a file step to finish the file in hand once stopped
+SETTLE_GRACE = 30.0
 _OOF_TYPES = {"match", "delete", "expire", "all"}
 
 
@@ -154,7 +164,8 @@ class Actions(Steps):
         self.watches: list[ConditionWatch] = []
         self.affinities: list[Affinity] = []
         self._depth = 0
-        #: the runs waiting for a step's off-loop work (a system command), by its future
+        #: the runs waiting for a step's off-loop work (a system command, file housekeeping),
+        #: by its future (:meth:`_resume`)
         self.pending: set[asyncio.Future[bool]] = set()
         self.commands = CommandRunner()
         self._dumping = False  # running the on-minidump actions
@@ -263,7 +274,8 @@ class Actions(Steps):
     def run(self, action: Action, variables: Vars) -> bool:
         """Run ``action``'s steps in order with ``variables`` (plus the ones always defined);
         False when a step ended it early. A step whose work goes on off the event loop (a
-        system command) hands back a future: the steps after it run when it is done."""
+        system command, file housekeeping) hands back an awaitable: the steps after it run
+        when it is done (:meth:`_resume`), in order."""
         if not self.enabled:
             return False
         v: Vars = {"AMPS_INSTANCE_NAME": self.instance_name,
@@ -289,16 +301,15 @@ class Actions(Steps):
                     continue
                 try:
                     went_on = run_step(step, v)
+                    if inspect.isawaitable(went_on):  # work under way: the rest after it
+                        self._wait_for(action, v, i + 1, went_on)
+                        return True
                 except (StepFailed, CommandError, ValueError) as exc:
                     log.warning("%s:%d: %s failed: %s", step.file, step.line, step.module, exc)
                     return False
                 except Exception:  # a bug in a step must not take the server down
                     log.exception("%s:%d: %s failed", step.file, step.line, step.module)
                     return False
-                if isinstance(went_on, asyncio.Future):
-                    self.pending.add(went_on)
-                    went_on.add_done_callback(partial(self._resume, action, v, i + 1))
-                    return True
                 if not went_on:
                     return False
             return True
@@ -306,32 +317,49 @@ class Actions(Steps):
             self._depth -= 1
             self.broker.turn.request()  # what the steps published goes out this turn
 
+    def _wait_for(self, action: Action, v: Vars, nxt: int, work: Awaitable[bool]) -> None:
+        """Hold the run of ``action`` until ``work`` is done, then go on from step ``nxt``."""
+        try:
+            fut = asyncio.ensure_future(work, loop=asyncio.get_running_loop())
+        except RuntimeError:  # no event loop: the work never starts
+            if inspect.iscoroutine(work):
+                work.close()
+            raise StepFailed("no event loop to run its work on") from None
+        self.pending.add(fut)
+        fut.add_done_callback(partial(self._resume, action, v, nxt))
+
     def _resume(self, action: Action, v: Vars, nxt: int, done: asyncio.Future[bool]) -> None:
-        """A step's off-loop work is over: the action goes on from step ``nxt``, if it did."""
+        """A step's off-loop work is over: the action goes on from step ``nxt``, if it did
+        (also while the server settles at shutdown: ``on-shutdown`` actions end too)."""
         self.pending.discard(done)
         if done.cancelled():
             return
         exc = done.exception()
-        if exc is not None:
-            step = action.steps[nxt - 1]
-            log.error("%s:%d: %s failed: %r", step.file, step.line, step.module, exc)
+        step = action.steps[nxt - 1]
+        if isinstance(exc, (StepFailed, CommandError, ValueError)):
+            log.warning("%s:%d: %s failed: %s", step.file, step.line, step.module, exc)
+        elif exc is not None:  # a bug in a step must not take the server down
+            log.error("%s:%d: %s failed", step.file, step.line, step.module, exc_info=exc)
         elif done.result() and nxt < len(action.steps):
             self._run_from(action, v, nxt)
 
-    async def settle(self, timeout: float = 2 * DEFAULT_TIMEOUT) -> None:
-        """Wait (at most ``timeout`` seconds) for the actions whose steps wait for a command,
-        then stop the commands still running (shutdown, after ``on-shutdown``)."""
-        deadline = asyncio.get_running_loop().time() + timeout
+    async def settle(self, timeout: float = SETTLE_TIMEOUT, grace: float = SETTLE_GRACE) -> None:
+        """Shutdown, after ``on-shutdown`` and before the transaction log closes: wait (at
+        most ``timeout`` seconds) for the work under way and the steps after it, then stop
+        what still runs: a command is killed, a file step stops after the file in hand (at
+        most ``grace`` seconds more)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
         while self.pending:
-            left = deadline - asyncio.get_running_loop().time()
+            left = deadline - loop.time()
             if left <= 0:
                 break
             await asyncio.wait(list(self.pending), timeout=left)
         stopped = list(self.pending)
         for fut in stopped:
             fut.cancel()
-        if stopped:  # (their commands are killed as they end)
-            await asyncio.wait(stopped, timeout=1.0)
+        if stopped:
+            await asyncio.wait(stopped, timeout=grace)
 
     def execute_event(self, event: str, variables: Vars) -> None:
         for trig in self._of(ON_EXECUTE_EVENT):

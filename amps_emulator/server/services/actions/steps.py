@@ -8,13 +8,13 @@ ends the run, as AMPS ends an action at a failing ``Do``.
 Steps that act on the message path publish and delete exactly as a client would (journal,
 SOW, subscribers, the other listeners), as the instance itself and without entitlement
 checks. ``do-minidump`` writes the emulator's minidump (:mod:`server.core.minidump`);
-``do-remove-files`` and ``do-compress-files`` act on those dumps only (:mod:`.files`).
 ``do-truncate-statistics`` removes the statistics older than ``Age`` (``do-vacuum-statistics``,
-deprecated in AMPS, only says so). Housekeeping modules about files the emulator does not keep
-(SOW files) log one INFO line; ``do-remove-journal`` really removes the journal
-segments older than ``Age`` that nothing needs any more, ``do-rotate-logs`` starts the next
-file of every file log target; ``do-execute-system`` runs its command off the event loop
-(:mod:`.system`), the action's next steps after it.
+deprecated in AMPS, only says so). The housekeeping of the journal's files and of arbitrary
+files (minidumps, logs, anything ``Pattern`` names) is in :mod:`.housekeeping`;
+``do-execute-system`` runs its command off the event loop (:mod:`.system`). Such a step may
+hand back an awaitable (its work runs off the event loop) and the engine runs the action's
+later steps after it. ``do-compact-sow`` (the emulator keeps no SOW files to compact) logs one
+INFO line; ``do-rotate-logs`` starts the next file of every file log target.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import asyncio
 import logging
 import math
 import shutil
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.config.units import parse_duration
@@ -35,8 +34,8 @@ from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import qualify
 from amps_emulator.server.messaging import message_path as publish
 from amps_emulator.server.messaging.registration import compile_filter_for
-from amps_emulator.server.services.actions import files
 from amps_emulator.server.services.actions.host import ActionHost
+from amps_emulator.server.services.actions.housekeeping import Housekeeping, StepFailed
 from amps_emulator.server.services.actions.system import DEFAULT_TIMEOUT, MAX_WAITING, CommandRunner
 from amps_emulator.server.services.actions.variables import Vars, expand, expand_text, to_text
 from amps_emulator.server.services.log_targets import RotatingFileTarget
@@ -51,13 +50,9 @@ log = logging.getLogger("amps_emulator.actions")
 #: AMPS's event id of the line ``do-echo-message`` writes
 ECHO_ID = "29-0103"
 
-#: a step: (step, the run's variables) -> go on? (a future: the answer once the step's work,
-#: done off the event loop, is over; the action's next steps wait for it)
-Step = Callable[["ActionStep", Vars], "bool | asyncio.Future[bool]"]
-
-
-class StepFailed(Exception):
-    """A ``Do`` could not do its work: the action ends here."""
+#: a step: (step, the run's variables) -> go on? (or an awaitable of it: the answer once the
+#: step's work, done off the event loop, is over; the action's next steps wait for it)
+Step = Callable[["ActionStep", Vars], "bool | Awaitable[bool]"]
 
 
 def _flag(value: str | None) -> bool:
@@ -72,15 +67,6 @@ def _percent(text: str) -> float:
         raise StepFailed(f"{text!r} is not a percentage") from None
 
 
-def _count(step: ActionStep, name: str, v: Vars) -> int | None:
-    text = expand_text(step.option(name), v).strip()
-    if not text:
-        return None
-    if not text.isdigit():
-        raise StepFailed(f"<{name}> {text!r} is not a count")
-    return int(text)
-
-
 def format_value(value: Any) -> str:
     """An expression's value as a variable's text: NULL is empty, integral numbers have no
     decimals, booleans are ``true``/``false``."""
@@ -93,7 +79,7 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-class Steps:
+class Steps(Housekeeping):
     """The step modules, as methods of the engine (:class:`.engine.Actions`, which sets
     these attributes)."""
 
@@ -130,6 +116,10 @@ class Steps:
             "amps-action-do-execute-event": self.do_execute_event,
             "amps-action-do-execute-system": self.do_execute_system,
             "amps-action-do-remove-journal": self.do_remove_journal,
+            "amps-action-do-archive-journal": self.do_archive_journal,
+            "amps-action-do-compress-journal": self.do_compress_journal,
+            "amps-action-do-remove-files": self.do_remove_files,
+            "amps-action-do-compress-files": self.do_compress_files,
             "amps-action-do-downgrade-replication": self._switch_replication(False),
             "amps-action-do-upgrade-replication": self._switch_replication(True),
             "amps-action-do-enable-proxied-transfer": self._proxied_transfer(True),
@@ -143,10 +133,7 @@ class Steps:
         table["amps-action-do-truncate-statistics"] = self.do_truncate_statistics
         table["amps-action-do-vacuum-statistics"] = self.do_vacuum_statistics
         table["amps-action-do-minidump"] = self.do_minidump
-        table["amps-action-do-remove-files"] = self._dump_files(files.remove, "removed")
-        table["amps-action-do-compress-files"] = self._dump_files(files.compress, "compressed")
-        for module in ("archive-journal", "compress-journal", "compact-sow"):
-            table[f"amps-action-do-{module}"] = self.do_housekeeping
+        table["amps-action-do-compact-sow"] = self.do_housekeeping
         return table
 
     # -- If -------------------------------------------------------------------------------
@@ -373,24 +360,7 @@ class Steps:
 
         return loop.create_task(execute())
 
-    # -- housekeeping -------------------------------------------------------------------
-    def do_remove_journal(self, step: ActionStep, v: Vars) -> bool:
-        """Remove the journal segments whose records are all older than ``Age`` and that no
-        replay, queue or recovery still needs (never the one being written)."""
-        age = parse_duration(expand_text(step.option("Age"), v, "0") or "0")
-        txlog = self.broker.txlog
-        if txlog is None or not txlog.is_open:
-            log.info("%s: no transaction log to remove files from", step.module)
-            return True
-        pins = self.host.journal_pins() if self.host is not None else []
-        result = txlog.journal.enforce_retention(pins, age=age)
-        log.info("%s: removed %d journal file(s) older than %s (%d records, %d bytes)%s",
-                 step.module, len(result.removed), step.option("Age"), result.records_removed,
-                 result.bytes_removed,
-                 f"; kept from position {result.blocked_by_pin} on: still needed"
-                 if result.blocked_by_pin is not None else "")
-        return True
-
+    # -- housekeeping (the journal and other files: .housekeeping) ----------------------
     def do_rotate_logs(self, step: ActionStep, v: Vars) -> bool:
         """Every ``file``/``gzip`` log target starts its next file."""
         targets = [h for h in logging.getLogger("amps_emulator").handlers
@@ -421,26 +391,8 @@ class Steps:
         return True
 
     def do_housekeeping(self, step: ActionStep, v: Vars) -> bool:
-        log.info("%s: nothing to do in the emulator (it keeps no such files)", step.module)
+        log.info("%s: nothing to do in the emulator (it keeps no such data)", step.module)
         return True
-
-    def _dump_files(self, act: Callable[[list[str]], list[str]], done: str) -> Step:
-        def step(step: ActionStep, v: Vars) -> bool:
-            """``do-remove-files`` / ``do-compress-files``: the emulator's own minidumps
-            among the files ``Pattern`` matches (:mod:`.files`)."""
-            pattern = expand_text(step.option("Pattern"), v)
-            if not pattern:
-                raise StepFailed("no <Pattern>")
-            age = parse_duration(expand_text(step.option("Age"), v, "0") or "0")
-            keep, count = (_count(step, name, v) for name in ("Keep", "Count"))
-            paths, others = files.dump_files(pattern, age, time.time(), keep, count,
-                                             compressed=act is files.remove)
-            acted = act(paths)
-            log.info("%s: %s %d minidump file(s) matching %r%s", step.module, done, len(acted),
-                     pattern, f"; {others} other matching file(s) left alone: the emulator "
-                              "acts on its own minidumps only" if others else "")
-            return True
-        return step
 
     def _replication(self, step: ActionStep) -> ReplicationControl | None:
         if self.replication_control is None:
