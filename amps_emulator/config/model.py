@@ -24,6 +24,7 @@ import msgspec
 
 from amps_emulator.protocol.msgtypes import MessageTypeDecl
 
+from .auxiliary.model import AuxModules, ChainingKeys
 from .errors import ConfigIssue
 from .security import SecurityConfig
 from .values import is_regex
@@ -217,6 +218,8 @@ class SowTopic(_Located, frozen=True, kw_only=True):
     #: (run after, may read OF PREVIOUS): each ``<expression> AS /field [HINT ...]``
     preprocessing: tuple[str, ...] = ()
     enrichment: tuple[str, ...] = ()
+    #: KeyGenerator through the chaining key generator (None: the Key fields, if any)
+    key_generator: ChainingKeys | None = None
 
     def holds(self, topic: str) -> bool:
         """True when ``topic`` is one of this container's logical topics."""
@@ -390,13 +393,21 @@ class ReplicationAuthenticator(_Located, frozen=True, kw_only=True):
     whole instance): the credentials this instance logs on with when it connects to another
     instance's replication transport. ``amps-default-authenticator-module``: the ``User``
     option, else the user running the process; a password from ``Password``,
-    ``PasswordFileName`` or ``PasswordEnvironmentVariable`` (read at each connection), else none."""
+    ``PasswordFileName`` or ``PasswordEnvironmentVariable`` (read at each connection), else none.
+    The multimechanism authenticator's LDAP options fill ``user`` and ``password_file``; the
+    exec authenticator's ``command`` prints the password (``replication.exec_auth``)."""
 
     module: str = DEFAULT_AUTHENTICATOR_MODULE  # Module
-    user: str | None = None  # Options/User
+    #: the library the Module loads (None: the default module; else the exec or the
+    #: multimechanism authenticator, config.auxiliary.authenticators)
+    library: str | None = None
+    user: str | None = None  # Options/User (UserName, LDAP.Username)
     password: str | None = None  # Options/Password
     password_file: str | None = None  # Options/PasswordFileName
     password_env: str | None = None  # Options/PasswordEnvironmentVariable
+    #: exec authenticator: Command, split (its output is the password), and MaxLength
+    command: tuple[str, ...] | None = None
+    max_length: int = 1024
 
     def credentials(self) -> tuple[str, str | None]:
         """(user name, password or None); ``OSError``/``KeyError`` when the password file or
@@ -595,6 +606,8 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     #: the Authentication/Entitlement blocks, resolved per transport and for Admin by the auth
     #: layer; None when the configuration has none (nothing is checked)
     security: SecurityConfig | None = None
+    #: the auxiliary modules of Modules the emulator implements (function libraries, lookups)
+    modules: AuxModules = msgspec.field(default_factory=AuxModules)
     source: str = ""  # the configuration file ("<default>" for default_config())
     #: one per ignored-but-real AMPS element; also a queue whose underlying topic is not in the
     #: TransactionLog, and a configuration without any usable transport
