@@ -22,9 +22,9 @@ documents it updates or extends). The generator keeps ``identifier -> head``:
 Values compare as text (:func:`~sow.keys.key_text`: ``1`` and ``"1"`` are one identifier).
 The key is the one a ``Key`` of the primary field would generate for the head
 (:func:`~sow.keys.generate_sow_key`). With a ``FileName`` the pairs recorded are appended to
-that file (one JSON ``[identifier, head]`` a line, flushed as they are recorded) and read
+that file (one JSON ``[identifier, head]`` a line, written as they are recorded) and read
 back when the topic opens, so chains outlive a restart; a line cut short by a crash is
-skipped.
+skipped (and ended, so that the next line starts on its own).
 
 :class:`ValueLookups` -- ``VALUE_LOOKUP`` of ``libamps_udf_experimental.so``
 ----------------------------------------------------------------------------
@@ -94,13 +94,17 @@ class ChainingKeyGenerator:
             os.makedirs(directory, exist_ok=True)
         if os.path.exists(name):
             with open(name, "rb") as f:
-                for line in f:
-                    try:
-                        member, head = msgspec.json.decode(line)
-                    except (msgspec.DecodeError, ValueError, TypeError):
-                        continue  # (a line cut short when the server stopped)
-                    if type(member) is str and type(head) is str:
-                        self._head[member] = head
+                lines = f.read().split(b"\n")
+            if lines[-1]:  # a line cut short: ended, so that the next one starts on its own
+                with open(name, "ab") as f:
+                    f.write(b"\n")
+            for line in lines:
+                try:
+                    member, head = msgspec.json.decode(line)
+                except (msgspec.DecodeError, ValueError, TypeError):
+                    continue  # (a line cut short when the server stopped, or the empty last)
+                if type(member) is str and type(head) is str:
+                    self._head[member] = head
         else:
             open(name, "ab").close()  # (OSError: the topic cannot open, as AMPS would not start)
 

@@ -94,7 +94,11 @@ LOOKUPS = """
   <Enrichment>
     <Field>VALUE_LOOKUP('name-by-id', /customer) AS /customerName HINT OPTIONAL</Field>
   </Enrichment>
-</Topic>"""
+</Topic>
+<ConflatedTopic><Name>orders-slow</Name><MessageType>json</MessageType>
+  <UnderlyingTopic>orders</UnderlyingTopic><Interval>100ms</Interval>
+  <Enrichment><Field>UPPER(VALUE_LOOKUP('name-by-id', /customer)) AS /shout</Field></Enrichment>
+</ConflatedTopic>"""
 
 
 def test_value_lookup_enriches_from_the_lookup_topic_as_it_changes(tmp_path):
@@ -126,6 +130,10 @@ def test_value_lookup_enriches_from_the_lookup_topic_as_it_changes(tmp_path):
         got = {r["order"]: r for r in _sow(c, "orders")}
         assert got[1]["customerName"] == "Acme Corp"
         assert "customerName" not in got[4]
+        slow = Collector(lambda m: json.loads(m.get_data()))
+        c.subscribe(slow, "orders-slow", "/order = 1")
+        c.publish("orders", json.dumps({"order": 1, "customer": 7}))
+        assert slow.wait_for(1)[0]["shout"] == "ACME CORP"  # a conflated topic's Enrichment too
     finally:
         nv.close()
         c.close()
