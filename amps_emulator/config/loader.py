@@ -20,9 +20,12 @@ import os
 from collections.abc import Mapping
 
 from amps_emulator.protocol.filter.construct import parse_field, previous_mark
+from amps_emulator.protocol.filter.modules import function_modules
 from amps_emulator.protocol.msgtypes import VIEWLESS_MODULES, MessageTypeDecl
 
 from .actions_section import read_actions
+from .auxiliary import AuxModules, read_aux_modules
+from .auxiliary.lookups import check_value_lookups
 from .errors import ConfigError, ConfigIssue
 from .httpd.admin import read_admin
 from .httpd.protocols import read_protocols
@@ -56,7 +59,7 @@ from .replication_sections import (
     read_tuning,
 )
 from .schema import Ctx, Elem, Spec, positive, read, text
-from .security import LIBRARIES, SecurityConfig, read_security
+from .security import SecurityConfig, read_security
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
 from .units import parse_duration, parse_file_mask, parse_size
 from .values import parse_name
@@ -168,15 +171,6 @@ def _harvest_message_types(root: Node, ctx: Ctx) -> None:
                 ctx.message_types.append(name.text)
 
 
-def _only_security_modules(modules: Node) -> bool:
-    """Whether every ``Modules/Module`` loads a library the auth layer implements."""
-    for m in modules.children:
-        lib = m.child("Library") if m.tag == "Module" else None
-        if lib is None or os.path.basename(lib.text.strip()) not in LIBRARIES:
-            return False
-    return True
-
-
 def _has_security(root: Node) -> bool:
     """Whether any Authentication or Entitlement block is configured (instance, Transport, Admin)."""
     tags = ("Authentication", "Entitlement")
@@ -230,6 +224,15 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         return None
     _harvest_message_types(root, ctx)
     message_type_decls = read_message_types(root, ctx)
+    # (before the sections: a KeyGenerator or an Authenticator names a declared module, and the
+    # expressions of the sections may call the functions of a loaded library)
+    modules = read_aux_modules(root.child("Modules"), ctx)
+    with function_modules(modules.function_libraries):
+        return _build_sections(root, ctx, source, message_type_decls, modules)
+
+
+def _build_sections(root: Node, ctx: Ctx, source: str, message_type_decls: tuple[MessageTypeDecl, ...],
+                    modules: AuxModules) -> Config | None:
     top = read(root, _TOP_SPEC, ctx, where="<AMPSConfig>")
     v = top.values
     ctx.sow_directory = v.get("sow_directory")
@@ -260,9 +263,6 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
     if admin is not None and not admin_secured:
         _warn_unsecured_admin(v["admin"], ctx)
     _warn_untrusted(protocols, admin_secured, ctx)
-    if "modules" in v and not _only_security_modules(v["modules"]):
-        # (a Modules list of authentication/entitlement libraries only is read, not warned)
-        ctx.warn(v["modules"], "<Modules> in <AMPSConfig> is not supported by the emulator and is ignored")
     listener = read_replication_listener(v["transports"], ctx) if "transports" in v else None
     if listener is not None and listener.port != 0:
         clash = next((t for t in transports if t.port == listener.port
@@ -278,6 +278,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
                                txlog=txlog) if "bootstrap" in v else None
     where_repl = top.nodes.get("replication")
     _refuse_viewless_view_types(sow, message_type_decls, ctx)
+    check_value_lookups(sow, modules, ctx)
     _refuse_unenrichable_types(sow, message_type_decls, ctx)
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
@@ -306,7 +307,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         statistics_indexing=v.get("statistics_indexing", False),
         minidump_directory=v.get("minidump_directory"),
         minidump_file_mask=v.get("minidump_file_mask"),
-        source=source, warnings=tuple(ctx.warnings),
+        modules=modules, source=source, warnings=tuple(ctx.warnings),
     )
 
 

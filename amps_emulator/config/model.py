@@ -24,6 +24,7 @@ import msgspec
 
 from amps_emulator.protocol.msgtypes import MessageTypeDecl
 
+from .auxiliary.model import AuxModules, ChainingKeys
 from .errors import ConfigIssue
 from .security import SecurityConfig
 from .values import is_regex
@@ -38,7 +39,6 @@ DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON = 1 * MiB
 QueueKind = Literal["queue", "local", "group_local"]
 StepKind = Literal["on", "if", "do"]
 TxLogDurability = Literal["group", "strict", "memory"]
-
 
 
 @functools.lru_cache(maxsize=256)
@@ -248,6 +248,8 @@ class SowTopic(_Located, frozen=True, kw_only=True):
     #: (run after, may read OF PREVIOUS): each ``<expression> AS /field [HINT ...]``
     preprocessing: tuple[str, ...] = ()
     enrichment: tuple[str, ...] = ()
+    #: KeyGenerator through the chaining key generator (None: the Key fields, if any)
+    key_generator: ChainingKeys | None = None
 
     def holds(self, topic: str) -> bool:
         """True when ``topic`` is one of this container's logical topics."""
@@ -417,17 +419,22 @@ DEFAULT_AUTHENTICATOR_MODULE = "amps-default-authenticator-module"
 
 
 class ReplicationAuthenticator(_Located, frozen=True, kw_only=True):
-    """An ``Authenticator`` (in a ``Destination``'s or ``Bootstrap``'s ``Transport``, or for the
-    whole instance): the credentials this instance logs on with when it connects to another
-    instance's replication transport. ``amps-default-authenticator-module``: the ``User``
-    option, else the user running the process; a password from ``Password``,
-    ``PasswordFileName`` or ``PasswordEnvironmentVariable`` (read at each connection), else none."""
+    """An ``Authenticator`` (a ``Destination``'s or ``Bootstrap``'s ``Transport``'s, or the
+    instance's): the credentials this instance logs on with to another instance's replication
+    transport. The default module: ``User`` (else the process's user) and a password from
+    ``Password``, ``PasswordFileName`` or ``PasswordEnvironmentVariable`` (read at each
+    connection); the LDAP options of the multimechanism authenticator fill the same fields;
+    the exec authenticator's ``command`` prints the password (``replication.exec_auth``)."""
 
     module: str = DEFAULT_AUTHENTICATOR_MODULE  # Module
-    user: str | None = None  # Options/User
+    library: str | None = None  # the library Module loads (None: the default module)
+    user: str | None = None  # Options/User (UserName, LDAP.Username)
     password: str | None = None  # Options/Password
     password_file: str | None = None  # Options/PasswordFileName
     password_env: str | None = None  # Options/PasswordEnvironmentVariable
+    #: exec authenticator: Command, split (its output is the password), and MaxLength
+    command: tuple[str, ...] | None = None
+    max_length: int = 1024
 
     def credentials(self) -> tuple[str, str | None]:
         """(user name, password or None); ``OSError``/``KeyError`` when the password file or
@@ -623,16 +630,16 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     sow_directory: str | None = None  # [emulator] SOWDirectory: where the emulator keeps SOW data
     #: SOWStatsInterval (seconds): how often /AMPS/SOWStats is published (None: never)
     sow_stats_interval: float | None = None
-    #: Statistics/Indexing/Enabled: an index on static_id of every DYNAMIC table of the
-    #: statistics database (when Admin/FileName is a file)
+    #: Statistics/Indexing/Enabled: index static_id of the statistics database's DYNAMIC tables
     statistics_indexing: bool = False
-    #: MiniDumpDirectory: where minidumps go (None: ``/tmp``; ``disabled``: none are written)
+    #: MiniDumpDirectory (None: ``/tmp``; ``disabled``: none) and MiniDumpFileMask (None: 0640)
     minidump_directory: str | None = None
-    #: MiniDumpFileMask: the permissions a minidump file gets (None: ``0640``)
     minidump_file_mask: int | None = None
     #: the Authentication/Entitlement blocks, resolved per transport and for Admin by the auth
     #: layer; None when the configuration has none (nothing is checked)
     security: SecurityConfig | None = None
+    #: the auxiliary modules of Modules the emulator implements (function libraries, lookups)
+    modules: AuxModules = msgspec.field(default_factory=AuxModules)
     source: str = ""  # the configuration file ("<default>" for default_config())
     #: one per ignored-but-real AMPS element; also a queue whose underlying topic is not in the
     #: TransactionLog, and a configuration without any usable transport

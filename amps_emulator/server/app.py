@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.auth import Credentials, LogonContext, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
+from amps_emulator.protocol.filter.modules import use_function_modules
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import TOPIC_COMMANDS, check_topic_name, qualify
@@ -67,6 +68,7 @@ from amps_emulator.server.services.replication import ReplicationService
 from amps_emulator.server.services.sow_service import SowService
 from amps_emulator.server.services.txlog import TxLog
 from amps_emulator.server.services.views import DerivedTopics, derived_specs
+from amps_emulator.sow.auxiliary import LookupSpec, ValueLookups
 
 if TYPE_CHECKING:
     from amps_emulator.auth import Session
@@ -81,6 +83,20 @@ LOGON_TIMEOUT = 30.0  # seconds a connection may stay open without logging on (0
 MEMORY_BUDGET = 256 << 20  # bytes of buffered frames, all connections together
 _SUBSCRIPTION_COMMANDS = frozenset({"subscribe", "delta_subscribe", "sow_and_subscribe",
                                     "sow_and_delta_subscribe", "unsubscribe"})
+
+
+def _function_libraries(config: Any) -> frozenset[str]:
+    modules = getattr(config, "modules", None)  # (a stand-in config may have none)
+    return modules.function_libraries if modules is not None else frozenset()
+
+
+def _value_lookups(config: Any, sow: SowService) -> ValueLookups | None:
+    """VALUE_LOOKUP's lookups over the SOW topics (None: the config declares none)."""
+    modules = getattr(config, "modules", None)
+    if modules is None or not modules.lookups:
+        return None
+    return ValueLookups((LookupSpec(d.name, qualify(d.topic, d.message_type), d.return_field,
+                                    d.fields) for d in modules.lookups), sow.get)
 
 
 class Server:
@@ -98,6 +114,9 @@ class Server:
         ``Admin/InetAddr``, if any), started above the root by ``admin.start_admin``.
         ``server_version``: the AMPS version logon acks and the Admin tree report."""
         self.config = config
+        # the function libraries of the config's Modules: what its filters and expressions may
+        # call (a context variable, which what the server runs and starts from here inherits)
+        use_function_modules(_function_libraries(config))
         self.keep_readable_journal = keep_readable_journal
         self.logon_timeout = logon_timeout
         #: what every open socket buffers (partial inbound frames, stashed frames, unsent
@@ -211,6 +230,7 @@ class Server:
     async def start(self, sockets: Iterable[socket.socket] | None = None) -> list[str]:
         """Bind every transport (or adopt ``sockets``, in order) and return their URIs."""
         loop = self._loop = asyncio.get_running_loop()
+        use_function_modules(_function_libraries(self.config))  # (started elsewhere than made)
         self.listeners = listeners_from_config(self.config)  # TLS files checked before any recovery
         self.timebase.bind(loop)
         self.turn.bind(loop)
@@ -229,6 +249,7 @@ class Server:
                                                                           reason))
             sow_service.recover()
             sow_service.start_history_maintenance()
+            broker.value_lookup = _value_lookups(self.config, sow_service)
         queues = None
         if self.config.queues:
             queues = self.queue_service = broker.queue_service = QueueService(broker, self.config,

@@ -319,6 +319,8 @@ class ServiceHost(Protocol):
     bodies: Bodies
     #: what each message processor did (:mod:`server.core.processors`)
     processors: Processors
+    #: VALUE_LOOKUP's lookups (None: the config declares none; the function gives NULL)
+    value_lookup: Callable[[str, tuple[Any, ...]], str | None] | None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...

@@ -459,7 +459,7 @@ class _Conflated(_Derived):
             return data, doc
         ctx = MessageContext(topic=self.name, sow_key=skey, timestamp=self.broker.wallclock(),
                              instance_name=self.broker.instance_name,
-                             group_name=self.broker.group_name) \
+                             group_name=self.broker.group_name, lookup=self.broker.value_lookup) \
             if rules.uses_context else None
         try:
             return rules.enrich(data, doc, None, ctx)

@@ -490,13 +490,16 @@ def test_www_authenticate_is_warned_only_where_admin_asks_no_one(instance, admin
     assert cfg.security is None or cfg.security.admin_secured is not warned
 
 
-@pytest.mark.parametrize(
-    "element",
-    [
-        "<Modules><Module><Name>m</Name><Library>libm.so</Library><Bogus/></Module></Modules>",
-        "<ProcessName>amps-x</ProcessName>",
-    ],
-)
+def test_a_module_of_a_library_the_emulator_does_not_implement_is_warned_at_its_element() -> None:
+    element = "<Modules><Module><Name>m</Name><Library>libm.so</Library><Bogus/></Module></Modules>"
+    text = wrap(element + "\n" + TRANSPORT.format(addr="9007", mt_tag="MessageType"))
+    cfg = loads_config(text, "w.xml")
+    assert cfg.warnings == (ConfigIssue(
+        "w.xml", line_of(text, element), "<Module> 'm': library 'libm.so' is not one the emulator "
+                                         "implements; the module is ignored"),)
+
+
+@pytest.mark.parametrize("element", ["<ProcessName>amps-x</ProcessName>"])
 def test_each_unsupported_top_level_element_warns_exactly_once(element: str) -> None:
     text = wrap(element + "\n" + TRANSPORT.format(addr="9007", mt_tag="MessageType"))
     cfg = loads_config(text, "w.xml")
@@ -520,6 +523,7 @@ def test_minidump_settings_are_read_and_checked() -> None:
 
 def test_unsupported_sow_topic_options_warn_and_topic_still_loads() -> None:
     text = wrap("""
+        <Modules><Module><Name>key-generator</Name><Library>libmy_keys.so</Library></Module></Modules>
         <SOW>
             <Topic>
                 <Name>t</Name><MessageType>json</MessageType><FileName>./%n.sow</FileName><Key>/id</Key>
@@ -529,7 +533,8 @@ def test_unsupported_sow_topic_options_warn_and_topic_still_loads() -> None:
         </SOW>
     """)
     cfg = loads_config(text)
-    assert [w.reason.split(" ")[0] for w in cfg.warnings] == ["<SlabSize>", "<KeyGenerator>", "no"]
+    assert [w.reason.split(" ")[0] for w in cfg.warnings] == ["<Module>", "<SlabSize>", "<KeyGenerator>:",
+                                                              "no"]
     assert cfg.sow_topics[0].keys == ("/id",)
 
 
