@@ -82,10 +82,12 @@ class Transport(_Located, frozen=True, kw_only=True):
     """``Transports/Transport``: one listening socket for client connections."""
 
     name: str  # Name
-    type: str  # Type: "tcp" or "tcps" (unix/replication are warned and dropped)
+    type: str  # Type: "tcp", "tcps" or "amps-unix" (replication: Config.replication_listener)
     host: str | None  # InetAddr host part; None = every interface (InetAddr was a bare port)
-    port: int  # InetAddr port (0 = pick a free port)
-    inet_addr: str  # InetAddr as written
+    port: int  # InetAddr port (0 = pick a free port; amps-unix: 0)
+    inet_addr: str  # InetAddr as written ("" for amps-unix)
+    file_name: str | None = None  # FileName: amps-unix's socket path (None: not amps-unix)
+    file_mask: int | None = None  # FileMask: the socket file's mode (None: as the umask makes it)
     message_type: str | None  # MessageType; None = the connection chooses (any message type)
     protocol: str  # base protocol: "amps" ("json" is normalised to "amps") or "websocket", or the
     #              Module of a custom protocol named under <Protocols>

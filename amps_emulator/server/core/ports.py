@@ -72,6 +72,8 @@ class ListenerInfo(Protocol):
     throttled: int
     #: the largest frame (and queued output) a connection may have before it logs on
     logon_frame_limit: int
+    #: an amps-unix transport's socket path (None: a TCP transport)
+    path: str | None
 
 
 class Client(Protocol):
