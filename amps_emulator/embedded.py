@@ -86,7 +86,9 @@ class EmbeddedServer:
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self, timeout: float = 10.0) -> EmbeddedServer:
-        for _ in self.config.transports:
+        for t in self.config.transports:
+            if t.file_name is not None:  # amps-unix: the server binds its socket file
+                continue
             s = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET,
                               socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

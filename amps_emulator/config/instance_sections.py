@@ -4,10 +4,14 @@
 Each ``read_*`` function takes the section element and the :class:`~config.schema.Ctx`,
 reports every problem through it, and returns the frozen structures that could be built.
 
-Transports that the emulator cannot serve (``amps-unix``; the legacy SOAP and FIX-session
-protocols) produce one warning naming the transport and are left out of ``Config.transports``; their
-contents are not validated further. The ``amps-replication`` transport is not a client
-transport: :func:`read_transports` skips it and ``replication_sections`` reads it.
+Transports that the emulator cannot serve (the legacy SOAP and FIX-session protocols) produce
+one warning naming the transport and are left out of ``Config.transports``; their contents are
+not validated further. An ``amps-unix`` transport listens on the Unix-domain socket its
+``FileName`` names (required; ``InetAddr`` is not used), created with ``FileMask``'s
+permissions (an octal mode, applied as chmod would); an existing file there that is not a
+socket is an error at ``FileName``'s line (the server never replaces it). The
+``amps-replication`` transport is not a client transport: :func:`read_transports` skips it
+and ``replication_sections`` reads it.
 TLS transports (``tcps``, or
 ``tcp`` with ``Certificate`` and ``PrivateKey``), the ``websocket`` protocol and the legacy
 ``fix``, ``nvfix`` and ``xml`` protocols are served; a certificate or key that cannot be loaded
@@ -19,7 +23,9 @@ permessage-deflate off when it reads ``disabled`` (on otherwise, as in AMPS).
 
 from __future__ import annotations
 
+import os
 import ssl
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -103,9 +109,8 @@ def slow_clients(values: dict, base: SlowClients = NO_OFFLINING, *,
 
 # --- Transports ---------------------------------------------------------------------------
 
-_UNSUPPORTED_TYPES = {
-    "amps-unix": "unix domain socket transports (Type amps-unix) are not supported",
-}
+#: sun_path's size less its terminating NUL (Linux): the longest socket path that binds
+UNIX_PATH_MAX = 107
 #: the legacy protocols served (server/legacy.py); each needs the transport's MessageType
 LEGACY_PROTOCOLS = ("fix", "nvfix", "xml")
 _SERVED_PROTOCOLS = ("amps", "websocket", *LEGACY_PROTOCOLS)
@@ -117,9 +122,7 @@ _UNSUPPORTED_PROTOCOLS = {
 BUILTIN_PROTOCOLS = (*_SERVED_PROTOCOLS, *_UNSUPPORTED_PROTOCOLS)
 PROTOCOL_SYNONYMS = {"json": "amps"}
 
-_TRANSPORT_IGNORED = frozenset({
-    "TransportFilter", "FileName", "FileMask",
-})
+_TRANSPORT_IGNORED = frozenset({"TransportFilter"})
 def as_node(node: Node, ctx: Ctx) -> Node:
     """A structured child kept as it is (the auth layer reads security blocks from the tree)."""
     return node
@@ -138,8 +141,10 @@ def _transport_spec(ctx: Ctx) -> Spec:
     return Spec(
         elems={
             "Name": Elem("name", text, required=True),
-            "Type": Elem("type", enum(["tcp", "tcps", *_UNSUPPORTED_TYPES]), required=True),
-            "InetAddr": Elem("inet_addr", text, required=True),
+            "Type": Elem("type", enum(["tcp", "tcps", "amps-unix"]), required=True),
+            "InetAddr": Elem("inet_addr", text),  # (required but by amps-unix: see _read_transport)
+            "FileName": Elem("file_name", text),
+            "FileMask": Elem("file_mask", parse_file_mask),
             "MessageType": Elem("message_type", ctx.message_type),
             "Protocol": Elem("protocol", partial(resolve_protocol, ctx)),
             "Certificate": Elem("certificate", text),
@@ -168,9 +173,6 @@ def _transport_spec(ctx: Ctx) -> Spec:
 
 
 def _unsupported_transport(node: Node, ctx: Ctx) -> str | None:
-    t = node.child("Type")
-    if t is not None and t.text.strip().lower() in _UNSUPPORTED_TYPES:
-        return _UNSUPPORTED_TYPES[t.text.strip().lower()]
     p = node.child("Protocol")
     if p is not None and p.text:
         try:
@@ -210,7 +212,13 @@ def read_transports(node: Node, ctx: Ctx, defaults: InstanceDefaults) -> tuple[T
             prev = by_name[t.name]
             ctx.err(child, f"duplicate transport name {t.name!r} (also used at {prev.file}:{prev.line})")
             continue
-        if t.port != 0:
+        if t.file_name is not None:
+            other = next((o for o in out if o.file_name == t.file_name), None)
+            if other is not None:
+                ctx.err(child, f"{label(child)}: <FileName> {t.file_name!r} is also transport "
+                               f"{other.name!r}'s ({other.file}:{other.line})")
+                continue
+        elif t.port != 0:
             clash = next((o for o in bound if o.port == t.port
                           and (o.host is None or t.host is None or o.host == t.host)), None)
             if clash is not None:
@@ -235,13 +243,69 @@ def inet_addr_of(r, where: str, ctx: Ctx) -> tuple[str | None, int] | None:
         return None
 
 
+def parse_file_mask(value: str) -> int:
+    """``FileMask``: an octal mode as chmod takes it (``0660``; up to four digits)."""
+    v = value.strip()
+    if not v or len(v) > 4 or any(ch not in "01234567" for ch in v):
+        raise ValueError(f"{value!r} is not an octal file mode such as 0660")
+    return int(v, 8)
+
+
+def _unix_usable(node: Node, r, ctx: Ctx) -> bool:
+    """An ``amps-unix`` transport: its ``FileName`` (required, short enough to bind, not a
+    file other than a socket); what has no effect on it is warned about."""
+    path = r.get("file_name")
+    if path is None:
+        if "file_name" not in r.nodes:
+            ctx.err(node, f"{label(node)}: Type amps-unix requires <FileName> (the socket's path)")
+        return False
+    at = r.nodes["file_name"]
+    if not path.strip() or len(os.fsencode(path)) > UNIX_PATH_MAX:
+        ctx.err(at, f"{label(node)}: <FileName> {path!r} is not a socket path (1 to "
+                    f"{UNIX_PATH_MAX} bytes)")
+        return False
+    problem = unix_path_problem(path)
+    if problem is not None:
+        ctx.err(at, f"{label(node)}: <FileName> {path!r} {problem}")
+        return False
+    for attr, tag in (("inet_addr", "InetAddr"), *((a, t) for t, a in _TLS_ATTRS.items())):
+        if attr in r.nodes:
+            ctx.warn(r.nodes[attr], f"{label(node)}: <{tag}> has no effect on an amps-unix "
+                                    "transport")
+    return True
+
+
+def unix_path_problem(path: str) -> str | None:
+    """Why the server could not listen at ``path`` (None: it can): a file there that is
+    not a socket (never replaced), or no directory to create it in."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        parent = os.path.dirname(path) or "."
+        return None if os.path.isdir(parent) else f"is in {parent!r}, which is not a directory"
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror}"
+    if not stat.S_ISSOCK(st.st_mode):
+        return "exists and is not a socket: the server does not replace it"
+    return None
+
+
 def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults) -> Transport | None:
     r = read(node, spec, ctx)
-    addr = inet_addr_of(r, label(node), ctx)
+    unix = r.values.get("type") == "amps-unix"
+    if not unix:
+        for attr, tag in (("file_name", "FileName"), ("file_mask", "FileMask")):
+            if attr in r.nodes:
+                ctx.warn(r.nodes[attr], f"{label(node)}: <{tag}> has no effect: the transport "
+                                        "is not amps-unix")
+        if "inet_addr" not in r.nodes and "type" in r.values:
+            ctx.err(node, f"{label(node)} is missing required element <InetAddr>")
+            return None
+    addr = (None, 0) if unix else inet_addr_of(r, label(node), ctx)
     if addr is None or not r.ok:
         return None
     host, port = addr
-    if not _tls_usable(node, r, ctx):
+    if not (_unix_usable(node, r, ctx) if unix else _tls_usable(node, r, ctx)):
         return None
     base = r.get("protocol", ("amps", "amps"))[0]
     if base in LEGACY_PROTOCOLS and r.get("message_type") is None:
@@ -255,7 +319,9 @@ def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults
         type=r.values["type"],
         host=host,
         port=port,
-        inet_addr=r.values["inet_addr"],
+        inet_addr="" if unix else r.values["inet_addr"],
+        file_name=r.get("file_name") if unix else None,
+        file_mask=r.get("file_mask") if unix else None,
         message_type=r.get("message_type"),
         protocol=r.get("protocol", ("amps", "amps"))[0],
         protocol_name=r.get("protocol", ("amps", "amps"))[1],
@@ -268,8 +334,8 @@ def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults
         max_frame_size_before_logon=r.get("max_frame_size_before_logon",
                                           defaults.max_frame_size_before_logon),
         max_connections=r.get("max_connections", defaults.max_connections),
-        certificate=r.get("certificate"),
-        private_key=r.get("private_key"),
+        certificate=None if unix else r.get("certificate"),
+        private_key=None if unix else r.get("private_key"),
         ciphers=r.get("ciphers"),
         secure_socket_protocols=r.get("secure_socket_protocols"),
         verify_client=r.get("verify_client", False),

@@ -82,13 +82,14 @@ class Transport(_Located, frozen=True, kw_only=True):
     """``Transports/Transport``: one listening socket for client connections."""
 
     name: str  # Name
-    type: str  # Type: "tcp" or "tcps" (unix/replication are warned and dropped)
+    type: str  # Type: "tcp", "tcps" or "amps-unix" (replication: Config.replication_listener)
     host: str | None  # InetAddr host part; None = every interface (InetAddr was a bare port)
-    port: int  # InetAddr port (0 = pick a free port)
-    inet_addr: str  # InetAddr as written
+    port: int  # InetAddr port (0 = pick a free port; amps-unix: 0)
+    inet_addr: str  # InetAddr as written ("" for amps-unix)
+    file_name: str | None = None  # FileName: amps-unix's socket path (None: not amps-unix)
+    file_mask: int | None = None  # FileMask: the socket file's mode (None: as the umask makes it)
     message_type: str | None  # MessageType; None = the connection chooses (any message type)
-    protocol: str  # base protocol: "amps" ("json" is normalised to "amps") or "websocket", or the
-    #              Module of a custom protocol named under <Protocols>
+    protocol: str  # "amps" (also for "json"), "websocket", or a <Protocols> custom Module
     protocol_name: str = ""  # Protocol as written (a built-in name or a <Protocols>/<Protocol> Name)
     enabled: bool = True  # InitialState: enabled/disabled
     reuse_addr: bool = True  # ReuseAddr: SO_REUSEADDR on the listening socket
@@ -108,8 +109,7 @@ class Transport(_Located, frozen=True, kw_only=True):
     verify_client: bool = False  # VerifyClient: a TLS client must present a certificate we trust
     ca_file: str | None = None  # CAFile: PEM file of the CAs client certificates are checked against
     ca_path: str | None = None  # CAPath: directory of hashed CA certificates (c_rehash)
-    #: PerMessageDeflate (websocket): negotiate RFC 7692 compression with a client that offers it
-    per_message_deflate: bool = True
+    per_message_deflate: bool = True  # PerMessageDeflate (websocket): RFC 7692 when offered
     #: HTTPHeader (websocket): each ``(name, value)`` added to the upgrade's responses
     http_headers: tuple[tuple[str, str], ...] = ()
 

@@ -269,18 +269,10 @@ class Server:
             broker.logon_callbacks.append(self.actions.client_logged_on)
         if self.actions.watches_deliveries:
             broker.delivered = self.actions.message_delivered
-        given = list(sockets) if sockets is not None else []
-        for i, lst in enumerate(self.listeners):
-            factory = lst.protocol_factory(self)
-            tls = lst.tls_options(self.logon_timeout)
-            if i < len(given):
-                srv = await self.loop.create_server(factory, sock=given[i], **tls)
-            else:
-                srv = await self.loop.create_server(
-                    factory, lst.host, lst.port, reuse_address=lst.reuse_addr, **tls)
-            lst.server = srv
-            sockname = srv.sockets[0].getsockname()
-            lst.host, lst.port = sockname[0], sockname[1]
+        given = list(sockets) if sockets is not None else []  # (the TCP transports', in order)
+        for lst in self.listeners:
+            await lst.listen(self, self.logon_timeout,
+                             given.pop(0) if given and lst.path is None else None)
         # the end of a turn, in order: SOW commit, then the journal (persist, then reply)
         if sow_service is not None:
             self.turn.stage("sow commit", sow_service.commit)
@@ -355,9 +347,7 @@ class Server:
     async def enable_listener(self, lst: Listener) -> None:
         """Listen again on a transport the administrator disabled (same address)."""
         if lst.server is None:
-            lst.server = await self.loop.create_server(
-                lst.protocol_factory(self), lst.host, lst.port, reuse_address=lst.reuse_addr,
-                **lst.tls_options(self.logon_timeout))
+            await lst.listen(self, self.logon_timeout)
 
     async def stop(self) -> None:
         self.actions.stop()  # the first step of shutdown: on-shutdown runs, timers stop
@@ -384,6 +374,7 @@ class Server:
         for lst in self.listeners:
             if lst.server is not None:
                 await lst.server.wait_closed()
+            lst.remove_socket_file()  # (amps-unix)
         broker = self.broker
         if broker.queue_service is not None:
             broker.queue_service.close()

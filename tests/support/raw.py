@@ -13,9 +13,18 @@ from amps_emulator.protocol.codec import split_frame
 class RawClient:
     """A minimal hand-rolled AMPS peer on a plain socket."""
 
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+    def __init__(self, port: int, sock: socket.socket | None = None) -> None:
+        self.sock = sock if sock is not None else socket.create_connection(("127.0.0.1", port),
+                                                                           timeout=10)
         self.buf = b""
+
+    @classmethod
+    def unix(cls, path: str) -> RawClient:
+        """A peer on an amps-unix transport's socket."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(10)
+        sock.connect(path)
+        return cls(0, sock)
 
     def send(self, header: dict, body: bytes = b"") -> None:
         h = json.dumps(header, separators=(",", ":")).encode()

@@ -86,6 +86,8 @@ class ListenerInfo(Protocol):
     http_headers: tuple[tuple[str, str], ...]
     www_authenticate: str | None
     trusted_admin: bool
+    #: an amps-unix transport's socket path (None: a TCP transport)
+    path: str | None
 
 
 class Client(Protocol):

@@ -118,11 +118,15 @@ class GroupTracker:
 
 
 class AggregatedSubscription(LiveState):
-    def __init__(self, topic: Topic, spec: Aggregation, delta: bool) -> None:
+    def __init__(self, topic: Any, spec: Aggregation, delta: bool,
+                 encode: Callable[[Any], bytes] | None = None) -> None:
+        """``topic``: the SOW topic (or what reads like one: a queue's available messages,
+        ``server.services.queue_views``); ``encode`` writes the groups (the topic's type)."""
         super().__init__()
         self.topic = topic
         self.delta = delta
-        self.groups = GroupTracker(topic, spec, topic.spec.name, topic.encode)
+        self.encode = encode = topic.encode if encode is None else encode
+        self.groups = GroupTracker(topic, spec, topic.spec.name, encode)
 
     def load(self, records: list[Record], agg: Aggregator, results: list[Record]) -> None:
         """The records matching at the query's snapshot, and the query's aggregation."""
@@ -159,7 +163,7 @@ class AggregatedSubscription(LiveState):
             if self.delta and previous is not None:
                 change, _ = delta_message(previous.doc, out.doc, self.groups.spec.grouping)
                 try:
-                    body = self.topic.encode(change)
+                    body = self.encode(change)
                 except CodecError:  # the type cannot write this delta: the whole record
                     body = out.data
             sub.conn.send(frame_raw(head + delivery_tail(None, None, out.sow_key, None, None),

@@ -59,6 +59,9 @@ class LiveState:
                 return reasons.OOF_ENTITLEMENT
         return reasons.OOF_MATCH
 
+    def close(self) -> None:
+        """The subscription is gone (or its command failed): stop following its source."""
+
     def published(self, msg: Any) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 

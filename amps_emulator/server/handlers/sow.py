@@ -44,6 +44,8 @@ from amps_emulator.server.handlers.sow_results import (
 )
 from amps_emulator.server.handlers.type_features import refuse_unsupported_options
 from amps_emulator.server.messaging.registration import compile_filter_for, register_subscription
+from amps_emulator.server.services.queue_service import QueueService as Queues
+from amps_emulator.server.services.queue_views import QueueAggregation, QueueWatch
 from amps_emulator.sow.query import page, parse_order_by, project, selection
 from amps_emulator.sow.scan import sorted_page_steps
 
@@ -442,18 +444,33 @@ def _aggregated_subscription(broker: Broker, client: Client, cmd: Command, sub_i
     from amps_emulator.sow.aggregate import parse_aggregation
 
     spec = parse_aggregation(cmd.opts)
-    if topic is None or spec is None:
+    queues = broker.queue_service
+    queue = queues.get(cmd.topic or "") if queues is not None else None
+    if (topic is None and queue is None) or spec is None:
         raise CommandError(reasons.INVALID_OPTIONS,
                            "an aggregated subscription needs grouping, projection and one "
-                           "SOW topic")
-    if cmd.bookmark and topic.history is not None:
+                           "SOW topic or queue")
+    if cmd.bookmark and (queue is not None or topic.history is not None):
         raise CommandError(reasons.INVALID_OPTIONS,
                            "an aggregated subscription cannot start from a historical bookmark")
-    state = AggregatedSubscription(topic, spec, delta)
+    if "select" in cmd.opts:  # (refused by the query too: before following a queue)
+        raise CommandError(reasons.INVALID_OPTIONS,
+                           "select cannot be used with grouping/projection")
+    if queue is None:
+        state = AggregatedSubscription(topic, spec, delta)
+    else:  # (the queue service is the server's, so are its queues)
+        assert isinstance(queues, Queues)
+        state = QueueAggregation(QueueWatch.of(queues), queue, spec, delta,
+                                 broker.bodies.encoder(queue.key))
+
+    def failed() -> None:
+        unsubscribe()
+        state.close()  # (a queue's: it follows the queue from its creation)
+
     _with_live_state(broker, client, cmd, sub_id, filt, delta, state,
                      lambda subscribe: aggregated_query_steps(broker, client, cmd, filt, state,
                                                               subscribe),
-                     registered, finish, unsubscribe)
+                     registered, finish, failed)
 
 
 def _with_live_state(broker: Broker, client: Client, cmd: Command, sub_id: str,
@@ -466,7 +483,8 @@ def _with_live_state(broker: Broker, client: Client, cmd: Command, sub_id: str,
     changes made meanwhile are applied after the query's acks."""
 
     def subscribe() -> None:
-        sub = register_subscription(broker, client, cmd, sub_id, filt, delta=delta)
+        sub = register_subscription(broker, client, cmd, sub_id, filt, delta=delta,
+                                    routed=not isinstance(state, QueueAggregation))
         state.sub = sub
         state.delivered = broker.delivered
         sub.live = state

@@ -15,8 +15,9 @@ Refused, each with a failure ack:
 * a regex topic: AMPS aggregates a single topic only (``regex topic not supported``);
 * ``select=[...]`` together with the aggregation (``invalid options``);
 * an aggregated ``sow_and_subscribe`` / ``sow_and_delta_subscribe`` on anything but one SOW
-  topic (``invalid options``), or with a historical bookmark; on one SOW topic it is an
-  aggregated subscription (:mod:`server.delivery.aggregated`).
+  topic or queue (``invalid options``), or with a bookmark; on one SOW topic it is an
+  aggregated subscription (:mod:`server.delivery.aggregated`), on a queue one over the
+  messages available in it (:class:`server.services.queue_views.QueueAggregation`).
 
 A ``bookmark`` on a topic with ``History`` aggregates the state as of that point (as a plain
 historical query reads it).  A queue can be queried with aggregation too: its deliverable
@@ -80,11 +81,11 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
     queues = broker.queue_service
     queue = queues.get(topic_name) if queues is not None else None
     steps: list[Generator[None, None, Any]] = []
-    if queues is not None and queue is not None:
+    if queue is not None and subscription is not None:  # the queue's available messages,
+        names = [queue.key]  # as the subscription follows them (server.services.queue_views)
+        steps = [subscription.topic.query_steps(filt)]
+    elif queues is not None and queue is not None:
         names = [queue.key]  # (its messages are of the queue's type: read and written so)
-        if subscription is not None:  # refused before the (stepped) read of the queue
-            raise CommandError(reasons.INVALID_OPTIONS,
-                               "an aggregated subscription needs one SOW topic")
         records, total = yield from queues.query_records(queue, filt, None)
         inputs = [[Record("", bytes(r.body), "", r.timestamp / 1_000_000,
                           doc=broker.bodies.decode(r.body, r.key)) for r in records]]
@@ -104,10 +105,10 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
         steps = [t.query_steps(filt, sow_keys=cmd.sow_keys,
                                history_cut=cuts.get(t.spec.name) if cuts else None)
                  for t in topics]
-    if subscription is not None and (queue is not None or len(steps) != 1):
+    if subscription is not None and len(steps) != 1:
         raise CommandError(reasons.INVALID_OPTIONS, "an aggregated subscription needs one SOW topic")
     qid, results = yield from run_topic_steps(client, cmd, steps, on_snapshot)
-    if queue is None:
+    if steps:
         inputs = [res.records for res in results]
         matches = sum(res.matches for res in results)
         topic_matches = sum(res.topic_matches for res in results)

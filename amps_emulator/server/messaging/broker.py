@@ -135,6 +135,8 @@ class Broker:
             self.router.remove(sub)
         if sub.conflator is not None:
             sub.conflator.close()
+        if sub.live is not None:
+            sub.live.close()
 
     def forget(self, client: Client) -> None:
         """``client`` is gone: its subscriptions, queue leases and name go with it."""

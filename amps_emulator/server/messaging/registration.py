@@ -39,13 +39,16 @@ def compile_filter_for(filter_text: str | None) -> Callable[..., bool] | None:
 
 
 def register_subscription(broker: SubscribeHost, client: Client, cmd: Command, sub_id: str,
-                          filt: Any, delta: bool) -> Subscription:
-    """Add a live (non-bookmark) subscription, replacing one with the same id."""
+                          filt: Any, delta: bool, routed: bool = True) -> Subscription:
+    """Add a live (non-bookmark) subscription, replacing one with the same id. ``routed``:
+    published messages reach it through the router (not so an aggregated subscription over
+    a queue: its state follows the queue)."""
     sub = Subscription(client, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
     sub.conflator = conflation_for(broker, sub)  # a bad conflation option fails here
     existing = client.subs.get(sub_id)
     if existing is not None:
         broker.remove_subscription(existing)
     client.subs[sub_id] = sub
-    broker.router.add(sub)
+    if routed:
+        broker.router.add(sub)
     return sub

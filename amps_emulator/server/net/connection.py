@@ -184,7 +184,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        self.peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer or self.listener.path)
         self.host.opened(self)
         timeout = self.host.logon_timeout
         if timeout:

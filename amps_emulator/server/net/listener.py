@@ -1,11 +1,21 @@
 """The listening side of a configured ``Transport``: its address, protocol and TLS context, its
 limits (frame sizes, ``MaxConnections``), and the asyncio protocol factory that puts a
 :class:`Connection` (behind the WebSocket or legacy framing the transport names) on every
-socket it accepts."""
+socket it accepts.
+
+An ``amps-unix`` transport listens on a Unix-domain socket at its ``FileName``
+(:meth:`Listener.listen`): a socket file left there by an earlier server that nobody listens
+on any more is replaced; any other file, or a socket another process listens on, is a
+configuration error (nothing is removed). The socket is bound, given ``FileMask``'s mode,
+then listens, so no client connects before the mode is in place; the file is removed when
+the transport stops listening (if it is still the one bound)."""
 
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
+import socket
 import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -40,8 +50,14 @@ class Listener:
                  tls: ssl.SSLContext | None = None, offline_pool: OfflinePool | None = None,
                  offline_capacity: float = 0.5, *,
                  logon_frame_limit: int = DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON,
-                 max_connections: int | None = None) -> None:
+                 max_connections: int | None = None, path: str | None = None,
+                 file_mask: int | None = None, where: tuple[str, int] = ("", 0)) -> None:
         self.name = name
+        #: amps-unix: the socket's path (FileName) and the mode it is given (FileMask)
+        self.path = path
+        self.file_mask = file_mask
+        self.where = where  # the Transport's file and line (errors found when it binds)
+        self._bound: tuple[int, int] | None = None  # the socket file made: (device, inode)
         self.host = host
         self.port = port
         #: the transport's MessageType; None: any type the instance knows
@@ -65,14 +81,19 @@ class Listener:
 
     @property
     def uri(self) -> str:
-        """What a client connects to: tcp/tcps for amps, ws/wss for websocket."""
+        """What a client connects to: tcp/tcps for amps, ws/wss for websocket; for amps-unix
+        ``unix://localhost:0/...?path=<FileName>`` (the AMPS clients want a host and port
+        there, and read the socket's path from ``path``)."""
+        # (a legacy protocol's client names the protocol, not the type)
+        tail = self.protocol if self.protocol in LEGACY_PROTOCOLS else \
+            f"amps/{self.message_type or 'json'}"
+        if self.path is not None:
+            return f"unix://localhost:0/{tail}?path={self.path}"
         host = f"[{self.host}]" if ":" in self.host else self.host
         scheme = "ws" if self.protocol == "websocket" else "tcp"
         if self.tls is not None:
             scheme += "s"
-        if self.protocol in LEGACY_PROTOCOLS:  # the client names the protocol, not the type
-            return f"{scheme}://{host}:{self.port}/{self.protocol}"
-        return f"{scheme}://{host}:{self.port}/amps/{self.message_type or 'json'}"
+        return f"{scheme}://{host}:{self.port}/{tail}"
 
     def tls_options(self, logon_timeout: float) -> dict[str, Any]:
         """``create_server``'s TLS arguments: the context, and a handshake that must end
@@ -82,6 +103,57 @@ class Listener:
         if not logon_timeout:
             return {"ssl": self.tls}
         return {"ssl": self.tls, "ssl_handshake_timeout": logon_timeout}
+
+    async def listen(self, server: ConnectionHost, logon_timeout: float,
+                     sock: socket.socket | None = None) -> asyncio.AbstractServer:
+        """Start listening (on ``sock``, a TCP socket bound already, if given): sets and
+        returns :attr:`server`."""
+        factory = self.protocol_factory(server)
+        loop = server.loop
+        if self.path is not None:
+            self.server = await loop.create_unix_server(factory, sock=self._bind_unix())
+            return self.server
+        tls = self.tls_options(logon_timeout)
+        if sock is not None:
+            srv = await loop.create_server(factory, sock=sock, **tls)
+        else:
+            srv = await loop.create_server(factory, self.host, self.port,
+                                           reuse_address=self.reuse_addr, **tls)
+        self.server = srv
+        self.host, self.port = srv.sockets[0].getsockname()[:2]
+        return srv
+
+    def _bind_unix(self) -> socket.socket:
+        path = self.path
+        assert path is not None
+        _replace_stale(path, self.where, self.name)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.bind(path)
+            st = os.stat(path)
+            self._bound = (st.st_dev, st.st_ino)
+            if self.file_mask is not None:  # before listen(): no client connects until then
+                os.chmod(path, self.file_mask)
+            sock.listen(128)
+        except OSError as exc:
+            sock.close()
+            self.remove_socket_file()
+            raise _transport_error(self.where, self.name,
+                                   f"cannot listen at {path!r}: {exc.strerror}") from None
+        sock.setblocking(False)
+        return sock
+
+    def remove_socket_file(self) -> None:
+        """amps-unix: remove the socket file this listener made, if it is still that one."""
+        bound, self._bound = self._bound, None
+        if bound is None or self.path is None:
+            return
+        try:
+            st = os.lstat(self.path)
+            if (st.st_dev, st.st_ino) == bound:
+                os.unlink(self.path)
+        except OSError:
+            pass
 
     def protocol_factory(self, server: ConnectionHost) -> Callable[[], asyncio.Protocol]:
         def make_connection() -> Connection:
@@ -94,6 +166,35 @@ class Listener:
             protocol = self.protocol
             return lambda: LegacyProtocol(make_connection, self, protocol, cap)
         return lambda: Connection(server, self, cap)
+
+
+def _replace_stale(path: str, where: tuple[str, int], name: str) -> None:
+    """Make room for the socket at ``path``: remove a socket file nobody listens on; refuse
+    (a configuration error) anything else there."""
+    from amps_emulator.config.instance_sections import unix_path_problem
+
+    problem = unix_path_problem(path)
+    if problem is not None:
+        raise _transport_error(where, name, f"<FileName> {path!r} {problem}")
+    if not os.path.lexists(path):
+        return
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.setblocking(False)
+    try:
+        code = probe.connect_ex(path)
+    finally:
+        probe.close()
+    if code in (errno.ECONNREFUSED, errno.ENOENT):  # left by a server gone: replaced
+        os.unlink(path)
+        return
+    raise _transport_error(where, name, f"<FileName> {path!r}: another process listens "
+                                        "on that socket")
+
+
+def _transport_error(where: tuple[str, int], name: str, reason: str) -> Exception:
+    from amps_emulator.config import ConfigError, ConfigIssue
+
+    return ConfigError([ConfigIssue(where[0], where[1], f"<Transport> {name!r}: {reason}")])
 
 
 def tls_context(t: Any) -> ssl.SSLContext | None:
@@ -135,6 +236,8 @@ def listeners_from_config(config: Any) -> list[Listener]:
             logon_frame_limit=getattr(t, "max_frame_size_before_logon",
                                       DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON),
             max_connections=cap if cap is not None else share,
+            path=getattr(t, "file_name", None), file_mask=getattr(t, "file_mask", None),
+            where=(getattr(t, "file", ""), getattr(t, "line", 0)),
         ))
         out[-1].per_message_deflate = getattr(t, "per_message_deflate", True)
         custom = next((p for p in getattr(config, "protocols", ())

@@ -235,20 +235,21 @@ def _replace(obj: Any, **changes: Any) -> Any:
 
 
 def with_listen_address(cfg: Any, listen: str) -> Any:
-    """``cfg`` with its first transport bound to ``listen`` (``HOST:PORT`` or ``PORT``)."""
+    """``cfg`` with its first TCP transport bound to ``listen`` (``HOST:PORT`` or ``PORT``)."""
     from amps_emulator.config.values import parse_inet_addr
 
     try:
         host, port = parse_inet_addr(listen)
     except ValueError as exc:
         raise SystemExit(f"amps-emulator: --listen wants HOST:PORT: {exc}") from None
-    if not cfg.transports:
-        raise SystemExit("amps-emulator: --listen given but the config has no transport")
-    first = cfg.transports[0]
+    at = next((i for i, t in enumerate(cfg.transports) if t.file_name is None), None)
+    if at is None:
+        raise SystemExit("amps-emulator: --listen given but the config has no TCP transport")
     changes: dict[str, Any] = {"port": port}
     if host is not None:
         changes["host"] = host
-    return _replace(cfg, transports=(_replace(first, **changes), *cfg.transports[1:]))
+    ts = cfg.transports
+    return _replace(cfg, transports=(*ts[:at], _replace(ts[at], **changes), *ts[at + 1:]))
 
 
 def with_durability(cfg: Any, durability: str) -> Any:

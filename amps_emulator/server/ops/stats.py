@@ -555,9 +555,11 @@ def _txlog(server: Server) -> dict:
 
 
 def _transports(server: Server) -> list[dict]:
-    return [{"id": lst.name, "name": lst.name, "type": "tcp", "message_type": lst.message_type,
+    return [{"id": lst.name, "name": lst.name, "type": "tcp" if lst.path is None else "amps-unix",
+             "message_type": lst.message_type,
              "is_enabled": "true" if lst.server is not None else "false",
-             "inet_addr": f"{lst.host}:{lst.port}", "uri": lst.uri}
+             **({"inet_addr": f"{lst.host}:{lst.port}"} if lst.path is None
+                else {"file_name": lst.path}), "uri": lst.uri}
             for lst in server.listeners]
 
 

@@ -1,4 +1,5 @@
-"""A queue as the underlying topic of a view (or a conflated topic): its available messages.
+"""A queue as the underlying topic of a view (or a conflated topic) or of an aggregated
+subscription: its available messages.
 
 AMPS computes a view over a queue from the messages that are available in it now: a message
 leased to a subscriber is not in the view, one returned to the queue (a cancel, an expired
@@ -13,28 +14,52 @@ and the positions that entered or left otherwise); :meth:`QueueRows.sync` checks
 position against the engine and returns what entered and left, in log order. A message that
 leaves ``TargetQueueDepth``'s inactive part is not named by any action: when the inactive
 count falls, every message is checked again.
+
+:class:`QueueWatch` is the queue service's watch: one :class:`QueueRows` per queue that
+something follows, shared by its followers (the views, :mod:`.views`, and each aggregated
+subscription over the queue, :class:`QueueAggregation`), dropped when the last one goes.
+An aggregated subscription over a queue is the same reading as a view: its groups are the
+available messages' (``sow_and_subscribe``/``sow_and_delta_subscribe`` with ``grouping``
+and ``projection``); it leases nothing and no delivery waits for it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from amps_emulator.protocol import reasons
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.topics import display_name
 from amps_emulator.queues import Expired
 from amps_emulator.server.core.message import Message
+from amps_emulator.server.delivery.aggregated import AggregatedSubscription
 from amps_emulator.sow import TopicSpec
 from amps_emulator.sow.record import Record
 
 if TYPE_CHECKING:
     from amps_emulator.server.services.queue_service import ConfiguredQueue, QueueService
+    from amps_emulator.sow.aggregate import Aggregation
 
-__all__ = ["QueueRows"]
+__all__ = ["QueueAggregation", "QueueRows", "QueueWatch"]
+
+log = logging.getLogger("amps_emulator.queues")
 
 
 class _Query(NamedTuple):
     records: list[Record]
+
+
+class _Result(NamedTuple):  # what a SOW topic's query step returns, as the handlers read it
+    records: list[Record]
+    matches: int
+    topic_matches: int
+
+
+#: told of a followed queue's changes: (its rows, records entered, records left, the
+#: positions expired among them), each list in log order
+Follower = Callable[["QueueRows", list[Record], list[Record], set[int]], None]
 
 
 class QueueRows:
@@ -62,6 +87,16 @@ class QueueRows:
     def _ctx_of(self, rec: Record) -> MessageContext:
         return MessageContext(topic=display_name(self.spec.name), bookmark=rec.bookmark,
                               sow_key=rec.sow_key)
+
+    def query_steps(self, flt: Any) -> Generator[None, None, _Result]:
+        """The available messages ``flt`` matches, as a SOW topic's query step returns them
+        (read at once: the rows are in memory)."""
+        ctx = self._ctx_of
+        records = self.query().records
+        if flt is not None:
+            records = [r for r in records if flt(r.doc, ctx(r))]
+        return _Result(records, len(records), len(self.rows))
+        yield  # (a generator, as a topic's query steps are)
 
     def message(self, rec: Record) -> Message:
         """``rec`` as a published message of the queue (what a view over it takes in)."""
@@ -117,6 +152,101 @@ class QueueRows:
         self.rows[bookmark] = rec
         self._key_at[position] = bookmark
         return rec
+
+
+class QueueWatch:
+    """The queue service's ``watch`` (see the module docstring): what is available in each
+    followed queue, kept by its :class:`QueueRows`, and who is told of its changes."""
+
+    def __init__(self, service: QueueService) -> None:
+        self.service = service
+        self._rows: dict[str, QueueRows] = {}
+        self._followers: dict[str, list[Follower]] = {}
+
+    @classmethod
+    def of(cls, service: QueueService) -> QueueWatch:
+        """``service``'s watch, installed on first use."""
+        watch = service.watch
+        if not isinstance(watch, QueueWatch):
+            watch = service.watch = cls(service)
+        return watch
+
+    def follow(self, q: ConfiguredQueue, follower: Follower) -> QueueRows:
+        """``follower`` is told of queue ``q``'s changes from now on; returns its rows
+        (read from the queue when nothing followed it)."""
+        rows = self._rows.get(q.key)
+        if rows is None:
+            rows = self._rows[q.key] = QueueRows(self.service, q)
+            rows.load()
+        followers = self._followers.setdefault(q.key, [])
+        if follower not in followers:
+            followers.append(follower)
+        return rows
+
+    def unfollow(self, q: ConfiguredQueue, follower: Follower) -> None:
+        followers = self._followers.get(q.key, [])
+        if follower in followers:
+            followers.remove(follower)
+        if not followers:
+            self._followers.pop(q.key, None)
+            self._rows.pop(q.key, None)
+
+    def __call__(self, q: ConfiguredQueue, actions: list[Any], touched: Any) -> None:
+        """What is available in queue ``q`` may have changed (``touched`` None: anything)."""
+        rows = self._rows.get(q.key)
+        if rows is None:
+            return
+        positions = None if touched is None else [
+            *touched, *(a.position for a in actions if a.position is not None)]
+        entered, left = rows.sync(positions)
+        if not entered and not left:
+            return
+        gone = expired_positions(actions) if left else set()
+        for follower in list(self._followers.get(q.key, ())):
+            try:
+                follower(rows, entered, left, gone)
+            except Exception:  # the queue's own work goes on: a follower must not fail it
+                log.exception("%s: following the queue failed", q.name)
+
+
+class QueueAggregation(AggregatedSubscription):
+    """An aggregated subscription over queue ``q``: its groups are those of the messages
+    available in the queue (:class:`server.delivery.aggregated.AggregatedSubscription` over
+    the queue's :class:`QueueRows`). Follows the queue from its creation; :meth:`close`
+    (the subscription removed, or the command failed) stops that."""
+
+    def __init__(self, watch: QueueWatch, q: ConfiguredQueue, spec: Aggregation, delta: bool,
+                 encode: Callable[[Any], bytes]) -> None:
+        self._watch = watch
+        self._q = q
+        rows = watch.follow(q, self._changed)
+        super().__init__(rows, spec, delta, encode)
+
+    def _changed(self, rows: QueueRows, entered: list[Record], left: list[Record],
+                 expired: set[int]) -> None:
+        """One queue event's changes: each touched group is recomputed and sent once (the
+        messages that left, then those that entered)."""
+        if self._pending is not None:  # the query still runs: kept for catch_up
+            for rec in left:
+                self.removed(rec, reasons.OOF_EXPIRED if rec.position in expired
+                             else reasons.OOF_DELETED)
+            for rec in entered:
+                self.published(rows.message(rec))
+            return
+        groups = self.groups
+        for reason, out in ((reasons.OOF_EXPIRED, True), (reasons.OOF_DELETED, False)):
+            gone = [(r.sow_key, False, None) for r in left
+                    if (r.position in expired) is out and r.sow_key in groups]
+            if gone:
+                self._send(groups.change_many(gone), reason)
+        if entered:
+            f = self.sub.filter
+            ctx = rows._ctx_of
+            self._send(groups.change_many([(r.sow_key, f is None or bool(f(r.doc, ctx(r))), r.doc)
+                                           for r in entered]), reasons.OOF_MATCH)
+
+    def close(self) -> None:
+        self._watch.unfollow(self._q, self._changed)
 
 
 def expired_positions(actions: Iterable[Any]) -> set[int]:

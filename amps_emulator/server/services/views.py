@@ -54,7 +54,7 @@ from amps_emulator.server.delivery.aggregated import GroupTracker
 from amps_emulator.server.delivery.fanout import fan_out, send_oof
 from amps_emulator.server.messaging.message_path import store_publish
 from amps_emulator.server.messaging.registration import compile_filter_for
-from amps_emulator.server.services.queue_views import QueueRows, expired_positions
+from amps_emulator.server.services.queue_views import QueueRows, QueueWatch
 from amps_emulator.sow import TopicSpec
 from amps_emulator.sow.aggregate import parse_aggregation
 from amps_emulator.sow.delta import encode as encode_doc
@@ -582,10 +582,7 @@ class DerivedTopics:
         q = self.queues.get(name) if self.queues is not None else None
         if q is None or self.queues is None:
             return self.sow_service.get(name)
-        rows = self.queue_rows.get(name)
-        if rows is None:
-            rows = self.queue_rows[name] = QueueRows(self.queues, q)
-            self.queues.watch = self._queue_changed
+        rows = self.queue_rows[name] = QueueWatch.of(self.queues).follow(q, self._queue_changed)
         return rows
 
     def start(self) -> None:
@@ -644,22 +641,15 @@ class DerivedTopics:
                 except Exception:
                     log.exception("%s: removal of %s failed", d.name, rec.sow_key)
 
-    def _queue_changed(self, q: Any, actions: list[Any], touched: Any) -> None:
-        """The queue service's watch: what is available in queue ``q`` may have changed
-        (``touched`` None: anything)."""
-        rows = self.queue_rows.get(q.key)
-        if rows is None:
-            return
-        positions = None if touched is None else [
-            *touched, *(a.position for a in actions if a.position is not None)]
-        entered, left = rows.sync(positions)
-        if left:
-            gone = expired_positions(actions)
-            for rec in left:
-                self.removed(q.key, [rec], reasons.OOF_EXPIRED if rec.position in gone
-                             else reasons.OOF_DELETED)
+    def _queue_changed(self, rows: QueueRows, entered: list[Record], left: list[Record],
+                       expired: set[int]) -> None:
+        """What is available in a queue the views read changed (:class:`QueueWatch`)."""
+        key = rows.spec.name
+        for rec in left:
+            self.removed(key, [rec], reasons.OOF_EXPIRED if rec.position in expired
+                         else reasons.OOF_DELETED)
         for rec in entered:
-            self.published(q.key, rows.message(rec))
+            self.published(key, rows.message(rec))
 
     # -- writes to derived topics ---------------------------------------------------------
     def store(self, topic: Topic, skey: str, data: bytes, doc: Any) -> None:
@@ -686,5 +676,7 @@ class DerivedTopics:
     def close(self) -> None:
         for d in self._order:
             d.close()
-        if self.queues is not None and self.queues.watch == self._queue_changed:
-            self.queues.watch = None
+        if self.queues is not None:
+            watch = QueueWatch.of(self.queues)
+            for rows in self.queue_rows.values():
+                watch.unfollow(rows.q, self._queue_changed)

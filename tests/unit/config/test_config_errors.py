@@ -195,8 +195,8 @@ def test_unset_variable_inside_an_ignored_element_is_not_an_error() -> None:
     cfg = loads_config(wrap("""
         <Transports>
             <Transport>
-                <Name>unix</Name><Type>amps-unix</Type><InetAddr>9443</InetAddr>
-                <FileName>${NO_SUCH_SOCKET_DIR}/amps.sock</FileName>
+                <Name>soap</Name><Type>tcp</Type><InetAddr>9443</InetAddr>
+                <Protocol>soap</Protocol><TransportFilter>${NO_SUCH_FILTER}</TransportFilter>
             </Transport>
         </Transports>
         <Externals><Options><Secret>${NO_SUCH_SECRET}</Secret></Options></Externals>

@@ -91,7 +91,9 @@ def test_no_reference_element_is_an_error_and_each_unimplemented_one_warns_once(
                         "DefaultPublishTarget", "BarrierExpression", "TopicFormat", "Target", "Authentication", "Entitlement",
                         "Preprocessing", "Enrichment", "KeyGenerator"):
         assert implemented not in warned
-    t, tls, ws = cfg.transports  # the unix and replication transports are warned and dropped
+    t, tls, unix, ws = cfg.transports  # (the replication transport is not a client's)
+    assert (unix.type, unix.file_name, unix.file_mask, unix.inet_addr) == (
+        "amps-unix", "./amps.sock", 0o600, "")
     assert (t.protocol, t.protocol_name, t.reuse_addr) == ("amps", "amps-custom", True)
     assert (tls.name, tls.tls, tls.ciphers) == ("tls", True, "HIGH")
     assert (ws.protocol, ws.protocol_name) == ("websocket", "ws-custom")
