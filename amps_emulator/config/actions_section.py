@@ -13,16 +13,33 @@ Option values may contain AMPS action variables such as ``{{AMPS_DATA}}``; they 
 verbatim. ``Age``/``Duration``/``GracePeriod`` options without variables are checked to be
 durations, and so is ``do-execute-system``'s ``Timeout`` (an emulator option: how long its
 command may run).
+
+The ``Options`` of ``on-publish-message`` are the options of the subscription AMPS enters for
+the action: any option a ``subscribe`` takes without a bookmark (:data:`SUBSCRIBE_OPTIONS`).
+They are read with the parser of the clients' commands; an option that needs a bookmark or a
+client's own subscription, an option of another command, or an unknown one is an error at the
+line of ``Options``, with the reason. A conflated action on a literal topic that is not in
+the SOW needs a ``conflation_key``, as a client's subscription does. A ``Topic`` that names a
+queue gets a warning: AMPS would make the action a consumer of the queue.
 """
 
 from __future__ import annotations
 
-from .model import Action, ActionOption, ActionStep, StepKind
+from typing import TYPE_CHECKING
+
+from amps_emulator.protocol.command import parse_options
+from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.protocol.topics import compile_topic_regex, is_regex_topic
+
+from .model import Action, ActionOption, ActionStep, Queue, StepKind
 from .schedule import parse_every
 from .schema import Ctx, check_no_text, unknown_element
 from .units import parse_duration
 from .values import suggest
 from .xmlload import Node
+
+if TYPE_CHECKING:
+    from .sow_sections import SowResult
 
 _TOPIC_MT = ("Topic", "MessageType")
 
@@ -109,6 +126,26 @@ _EXPIRE_REASONS = ("time_limit", "forced_expire", "max_cancels", "max_deliveries
 _MESSAGE_SOURCES = ("all", "local", "replicated")
 
 
+#: the ``subscribe`` options an ``on-publish-message`` takes in its ``Options``
+SUBSCRIBE_OPTIONS = ("none", "bookmark", "conflation", "conflation_key", "max_backlog",
+                     "no_sowkey", "non_regex_topic", "oof", "select", "timestamp")
+_REPLAY_ONLY = "applies only to a bookmark replay, and an action's subscription has no bookmark"
+#: options a client's command may carry that an action's subscription cannot take: why
+NOT_FOR_ACTIONS: dict[str, str] = {
+    **{name: _REPLAY_ONLY for name in ("bookmark_not_found", "fully_durable", "live", "pause",
+                                        "resume", "rate", "rate_max_gap", "top_n")},
+    "replace": "replaces a client's subscription named by its SubId; an action has none to replace",
+    "send_keys": "is a delta_subscribe option; a subscribe does not support it",
+    "no_empties": "is a delta_subscribe option; an action's subscription is a subscribe, "
+                  "which delivers whole messages",
+    **{name: "is an option of a SOW query (sow, sow_and_subscribe), not of subscribe"
+       for name in ("grouping", "projection", "skip_n", "orderby", "batch_size")},
+}
+_VALUED = ("conflation", "conflation_key", "select", "max_backlog")
+#: an action step's place: file, line of its Options option, order
+_Where = tuple[str, int, int]
+
+
 class _Custom(Exception):
     """A step names a non-built-in module."""
 
@@ -128,7 +165,7 @@ def _options(node: Node, ctx: Ctx, prefix: str = "") -> list[ActionOption] | Non
             else:
                 out.extend(nested)
         else:
-            out.append(ActionOption(name, child.text))
+            out.append(ActionOption(name, child.text, child.line))
     return out if ok else None
 
 
@@ -161,10 +198,54 @@ def _check_option_values(step_node: Node, module: str, options: list[ActionOptio
             ctx.err(step_node, f"{module}: invalid <MessageSource> {opt.value!r} (expected one of "
                                f"{', '.join(_MESSAGE_SOURCES)})")
             ok = False
+        elif opt.name == "Options" and module == "amps-action-on-publish-message":
+            where = (step_node.file, opt.line or step_node.line, step_node.seq)
+            ok = _check_subscribe_options(where, module, opt.value, ctx) is not None and ok
     return ok
 
 
-def _step(node: Node, kind: StepKind, ctx: Ctx) -> ActionStep | None:
+def _check_subscribe_options(where: _Where, module: str, text: str,
+                             ctx: Ctx) -> dict[str, str | bool] | None:
+    """The subscribe options of an ``on-publish-message``, parsed as a client's are; None
+    (and an error at ``where``) for an option its subscription cannot take."""
+    file, line, seq = where
+    try:
+        opts = parse_options(text)
+    except CommandError:
+        ctx.error(file, line, f"{module}: invalid <Options> {text!r}: unbalanced brackets", seq)
+        return None
+    ok = True
+    for name, value in opts.items():
+        why = NOT_FOR_ACTIONS.get(name)
+        if why is None and name not in SUBSCRIBE_OPTIONS:
+            hint = suggest(name, (*SUBSCRIBE_OPTIONS, *NOT_FOR_ACTIONS))
+            why = "is not a subscribe option" + (f"; did you mean {hint!r}?" if hint else
+                                                 f" (options: {', '.join(SUBSCRIBE_OPTIONS)})")
+        elif why is None and name in _VALUED and (value is True or not value):
+            why = "needs a value"
+        elif why is None and name == "conflation" and isinstance(value, str):
+            why = _conflation_problem(value)
+        elif why is None and name == "max_backlog" and not (
+                isinstance(value, str) and value.isdigit() and int(value) > 0):
+            why = "must be a positive integer"
+        if why is not None:
+            ctx.error(file, line, f"{module}: option {name!r} in <Options> {why}", seq)
+            ok = False
+    return opts if ok else None
+
+
+def _conflation_problem(value: str) -> str | None:
+    word = value.strip().lower()
+    if word in ("auto", "none"):
+        return None
+    try:
+        seconds = parse_duration(word)
+    except ValueError as e:
+        return f"must be an interval, auto or none: {e}"
+    return None if seconds > 0 else "must be a positive interval"
+
+
+def _step(node: Node, kind: StepKind, ctx: Ctx, sow: SowResult | None) -> ActionStep | None:
     """Read one On/If/Do. Returns None on error; raises _Custom for a custom module."""
     where = f"<{node.tag}>"
     ok = check_no_text(node, ctx, where)
@@ -225,10 +306,61 @@ def _step(node: Node, kind: StepKind, ctx: Ctx) -> ActionStep | None:
         return None
     if not _check_option_values(node, module, options, ctx):
         return None
-    return ActionStep(file=node.file, line=node.line, kind=kind, module=module, options=tuple(options))
+    step = ActionStep(file=node.file, line=node.line, kind=kind, module=module, options=tuple(options))
+    if module == "amps-action-on-publish-message" and sow is not None \
+            and not _check_subscription(node, step, ctx, sow):
+        return None
+    return step
 
 
-def _action(node: Node, ctx: Ctx) -> Action | None:
+def _check_subscription(node: Node, step: ActionStep, ctx: Ctx, sow: SowResult) -> bool:
+    """What an ``on-publish-message``'s subscription needs of the topics configured: a
+    ``conflation_key`` to conflate a literal topic that has no SOW key; a warning when its
+    ``Topic`` names a queue."""
+    topic = (step.option("Topic") or "").strip()
+    mt = (step.option("MessageType") or "").strip()
+    given = next((o for o in step.options if o.name == "Options"), None)
+    opts = parse_options(given.value) if given is not None and "{{" not in given.value else {}
+    if "{{" in topic:
+        return True
+    literal = not is_regex_topic(topic) or "non_regex_topic" in opts
+    try:
+        matcher = None if literal else compile_topic_regex(topic)
+    except CommandError:
+        return True  # (the engine reports the bad pattern)
+    for q in sow.queues:
+        if q.message_type == mt and (q.name == topic if matcher is None
+                                     else matcher.search(q.name) is not None):
+            ctx.warn_at(step.file, _line_of(step, "Topic"), _queue_warning(step.module, q),
+                        node.seq)
+    conflation = opts.get("conflation")
+    if not literal or not isinstance(conflation, str) or conflation.strip().lower() == "none" \
+            or "conflation_key" in opts:
+        return True
+    what = sow.defined.get((topic, mt))
+    if what is not None and not what[0].endswith("Queue>"):
+        return True  # a SOW topic, a view or a conflated topic: its SowKey is the default key
+    ctx.error(step.file, _line_of(step, "Options"),
+              f"{step.module}: conflation on {topic!r}, which is not a SOW topic, needs a "
+              "conflation_key in <Options>", node.seq)
+    return False
+
+
+def _line_of(step: ActionStep, option: str) -> int:
+    return next((o.line for o in step.options if o.name == option and o.line), step.line)
+
+
+def _queue_warning(module: str, q: Queue) -> str:
+    said = (f"{module}: <Topic> names the queue {q.name!r}; AMPS makes this action a consumer "
+            "of the queue, which leases its messages and never acknowledges them (other "
+            "consumers miss them); the emulator takes no lease")
+    if q.underlying_literal or q.underlying_topic == q.name:
+        return said + f": the action runs for every publish to {q.name!r}"
+    return (said + f", and publishes to {q.name!r} go to its underlying topic: name "
+            f"{q.underlying_topic!r} to run the action for the messages that enter the queue")
+
+
+def _action(node: Node, ctx: Ctx, sow: SowResult | None) -> Action | None:
     where = "<Action>"
     ok = check_no_text(node, ctx, where)
     on: list[ActionStep] = []
@@ -243,7 +375,7 @@ def _action(node: Node, ctx: Ctx) -> Action | None:
             continue
         counts[kind] += 1
         try:
-            step = _step(child, kind, ctx)
+            step = _step(child, kind, ctx, sow)
         except _Custom as c:
             custom = custom or str(c)
             continue
@@ -267,7 +399,9 @@ def _action(node: Node, ctx: Ctx) -> Action | None:
     return Action(file=node.file, line=node.line, on=tuple(on), steps=tuple(steps))
 
 
-def read_actions(node: Node, ctx: Ctx) -> tuple[Action, ...]:
+def read_actions(node: Node, ctx: Ctx, sow: SowResult | None = None) -> tuple[Action, ...]:
+    """The ``Actions`` section; ``sow``: the topics configured, which the subscriptions of
+    ``on-publish-message`` actions are checked against."""
     where = "<Actions>"
     check_no_text(node, ctx, where)
     out: list[Action] = []
@@ -275,7 +409,7 @@ def read_actions(node: Node, ctx: Ctx) -> tuple[Action, ...]:
         if child.tag != "Action":
             unknown_element(ctx, child, where, ["Action"])
             continue
-        action = _action(child, ctx)
+        action = _action(child, ctx, sow)
         if action is not None:
             out.append(action)
     return tuple(out)

@@ -257,7 +257,7 @@ def _build_sections(root: Node, ctx: Ctx, source: str, message_type_decls: tuple
     sow = SowResult()
     for section in v.get("sow", []):
         read_sow(section, ctx, sow)
-    actions = read_actions(v["actions"], ctx) if "actions" in v else ()
+    actions = read_actions(v["actions"], ctx, sow) if "actions" in v else ()
     security = _read_security(root, ctx, source)
     admin_secured = admin is not None and security is not None and security.admin_secured
     if admin is not None and not admin_secured:

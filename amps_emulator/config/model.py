@@ -331,10 +331,11 @@ class ConflatedTopic(_Located, frozen=True, kw_only=True):
 
 
 class ActionOption(NamedTuple):
-    """One child of an ``Options`` element; nested children are flattened to ``A/B``."""
+    """One child of an ``Options`` element (``A/B``: nested), and its line (0: not from a file)."""
 
     name: str
     value: str
+    line: int = 0
 
 
 class ActionStep(_Located, frozen=True, kw_only=True):
@@ -352,8 +353,7 @@ class ActionStep(_Located, frozen=True, kw_only=True):
         return default
 
     def option_values(self, name: str) -> tuple[str, ...]:
-        """Every value of a repeatable option (e.g. ``Value`` or ``Case``)."""
-        return tuple(o.value for o in self.options if o.name == name)
+        return tuple(o.value for o in self.options if o.name == name)  # (Value, Case: repeatable)
 
 
 class Action(_Located, frozen=True, kw_only=True):
