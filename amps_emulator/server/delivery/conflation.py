@@ -48,13 +48,15 @@ class ConflationHost(ServiceHost, Protocol):
 
     sow_service: SowService | None
 
-__all__ = ["Conflator", "conflation_for", "AUTO_INTERVAL"]
+__all__ = ["Conflation", "Conflator", "Held", "conflation_for", "parse_interval", "parse_keys",
+           "AUTO_INTERVAL"]
 
 AUTO_INTERVAL = 0.1  # seconds, for conflation=auto
 _encode = msgspec.json.encode
 
 
-def _interval(text: str) -> float | None:
+def parse_interval(text: str) -> float | None:
+    """The seconds of ``conflation=<text>`` (None: ``none``); ``CommandError`` when bad."""
     from amps_emulator.config.units import parse_duration
 
     word = text.strip().lower()
@@ -71,7 +73,8 @@ def _interval(text: str) -> float | None:
     return seconds
 
 
-def _keys(text: str) -> tuple[tuple, ...]:
+def parse_keys(text: str) -> tuple[tuple, ...]:
+    """The field paths of ``conflation_key=[...]``; ``CommandError`` when bad."""
     t = text.strip()
     if t.startswith("[") and t.endswith("]"):
         t = t[1:-1]
@@ -94,11 +97,11 @@ def conflation_for(broker: ConflationHost, sub: Subscription) -> Conflator | Non
     value = opts.get("conflation")
     if not isinstance(value, str):
         return None
-    interval = _interval(value)
+    interval = parse_interval(value)
     if interval is None:
         return None
     key_text = opts.get("conflation_key")
-    keys = _keys(key_text) if isinstance(key_text, str) else None
+    keys = parse_keys(key_text) if isinstance(key_text, str) else None
     sow = broker.sow_service
     topic = None if sub.regex is not None or sow is None else sow.get(sub.topic)
     if keys is not None and topic is not None and topic.spec.keys and \
@@ -113,7 +116,11 @@ def conflation_for(broker: ConflationHost, sub: Subscription) -> Conflator | Non
     return Conflator(broker, sub, interval, keys)
 
 
-class _Held:
+class Held:
+    """What a conflation key retains: the latest message, when its interval ends, when the
+    first message of the interval was processed (seconds) and, for a delta subscription,
+    the merge of the interval's deltas."""
+
     __slots__ = ("deadline", "first_ts", "msg", "delta")
 
     def __init__(self, deadline: float, first_ts: float) -> None:
@@ -123,14 +130,17 @@ class _Held:
         self.delta: Any = None  # merged delta document (delta subscriptions)
 
 
-class Conflator:
-    def __init__(self, broker: ConflationHost, sub: Subscription, interval: float,
+class Conflation:
+    """The latest message of each conflation key (its ``keys`` fields' values, or its SowKey),
+    retained from the key's first message for ``interval`` seconds of the server clock;
+    :meth:`emit` gets it when the interval ends."""
+
+    def __init__(self, broker: ConflationHost, interval: float,
                  keys: tuple[tuple, ...] | None) -> None:
         self.broker = broker
-        self.sub = sub
         self.interval = interval
         self.keys = keys
-        self._held: dict[Any, _Held] = {}
+        self._held: dict[Any, Held] = {}
         self._timer: Any = None
         self._timer_at: float | None = None
 
@@ -147,7 +157,7 @@ class Conflator:
         if held is None:
             now = self.broker.clock()
             first = msg.timestamp  # when the first conflated publish was processed
-            held = self._held[key] = _Held(now + self.interval, self.broker.wallclock()
+            held = self._held[key] = Held(now + self.interval, self.broker.wallclock()
                                            if first is None else first / 1_000_000)
             self._arm(held.deadline)
         held.msg = msg
@@ -172,18 +182,44 @@ class Conflator:
 
     def _fire(self) -> None:
         self._timer = self._timer_at = None
-        if self.sub.conn.closed:
+        if self.gone():
             self._held.clear()
             return
         now = self.broker.clock()
         due = [k for k, h in self._held.items() if h.deadline <= now]
         for k in due:
-            self._send(self._held.pop(k))
+            self.emit(self._held.pop(k))
         if self._held:
             self._arm(min(h.deadline for h in self._held.values()))
         self.broker.turn.request()
 
-    def _send(self, held: _Held) -> None:
+    def gone(self) -> bool:
+        """Whether what it conflates for went away (nothing more is emitted)."""
+        return False
+
+    def emit(self, held: Held) -> None:
+        """The interval of ``held``'s key ended: its latest message goes on."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = self._timer_at = None
+        self._held.clear()
+
+
+class Conflator(Conflation):
+    """A client's conflated subscription: the latest message of a key goes to the client."""
+
+    def __init__(self, broker: ConflationHost, sub: Subscription, interval: float,
+                 keys: tuple[tuple, ...] | None) -> None:
+        super().__init__(broker, interval, keys)
+        self.sub = sub
+
+    def gone(self) -> bool:
+        return bool(self.sub.conn.closed)
+
+    def emit(self, held: Held) -> None:
         msg, sub = held.msg, self.sub
         ts = format_timestamp(round(held.first_ts * 1_000_000)) \
             if "timestamp" in sub.options else None
@@ -203,9 +239,3 @@ class Conflator:
         watch = self.broker.delivered
         if watch is not None:
             watch(sub.conn, msg.topic, msg.body, msg.bookmark, msg.correlation_id)
-
-    def close(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = self._timer_at = None
-        self._held.clear()

@@ -6,7 +6,8 @@ The triggers (``On``) it serves:
 
 * the message path, as a publish observer (:class:`server.core.ports.PublishObserver`):
   ``on-publish-message`` (``Topic`` regex, ``MessageType``, ``Filter``, ``MessageSource``:
-  a record replicated here carries the path it came by, a local publish none),
+  a record replicated here carries the path it came by, a local publish none; its
+  ``Options`` are those of the subscription AMPS makes of it: :mod:`.subscription`),
   ``on-sow-expire-message``, ``on-sow-delete-message``, ``on-oof-message`` (``Type`` match,
   delete, expire or all), and the record watches of ``on-message-condition-timeout`` and
   ``on-alert`` (:mod:`.timers`);
@@ -66,6 +67,7 @@ from amps_emulator.server.messaging.registration import compile_filter_for
 from amps_emulator.server.services.actions.affinity import ON_AFFINITY, Affinity
 from amps_emulator.server.services.actions.host import ActionHost
 from amps_emulator.server.services.actions.steps import Step, StepFailed, Steps
+from amps_emulator.server.services.actions.subscription import ActionSubscription
 from amps_emulator.server.services.actions.system import DEFAULT_TIMEOUT, CommandRunner
 from amps_emulator.server.services.actions.timers import ConditionWatch, Schedule
 from amps_emulator.server.services.actions.variables import Vars, clock_variables
@@ -115,14 +117,19 @@ _OOF_TYPES = {"match", "delete", "expire", "all"}
 class _Trigger:
     """One ``On`` of an action, with its topic, type and filter compiled."""
 
-    __slots__ = ("step", "action", "topic", "regex", "message_type", "filter", "source")
+    __slots__ = ("step", "action", "topic", "regex", "message_type", "filter", "source", "sub")
 
-    def __init__(self, step: ActionStep, action: Action) -> None:
+    def __init__(self, step: ActionStep, action: Action, broker: Broker | None = None) -> None:
         self.step = step
         self.action = action
+        #: the subscription an on-publish-message is (its Options), None for other triggers
+        self.sub = ActionSubscription(step, broker) \
+            if step.module == ON_PUBLISH and broker is not None else None
         topic = step.option("Topic")
         self.topic = topic or None
-        self.regex = compile_topic_regex(topic) if topic and is_regex_topic(topic) else None
+        literal = self.sub is not None and self.sub.literal
+        self.regex = compile_topic_regex(topic) if topic and is_regex_topic(topic) \
+            and not literal else None
         self.message_type = step.option("MessageType") or None
         text = step.option("Filter")
         try:
@@ -185,8 +192,10 @@ class Actions(Steps):
                              step.file, step.line, step.module)
 
     def _add_trigger(self, on: ActionStep, action: Action) -> None:
-        trig = _Trigger(on, action)
+        trig = _Trigger(on, action, self.broker)
         self.triggers.setdefault(on.module, []).append(trig)
+        if trig.sub is not None:
+            trig.sub.conflate(partial(self._published_run, trig))
         timebase = self.broker.timebase
         if on.module == ON_SCHEDULE:
             self.schedules.append(Schedule(on, action, timebase, self.run))
@@ -263,6 +272,9 @@ class Actions(Steps):
             watch.stop()
         for aff in self.affinities:
             aff.stop()
+        for trig in self._of(ON_PUBLISH):
+            if trig.sub is not None:
+                trig.sub.close()  # what a conflation retained is not run
 
     # -- running -------------------------------------------------------------------------
     def fire(self, module: str, variables: dict[str, str]) -> None:
@@ -377,18 +389,18 @@ class Actions(Steps):
     def message_published(self, msg: Message, rec: JournalRecord | None) -> None:
         topic = msg.topic
         doc = msg.doc if msg.doc is not UNDECODED else self.broker.bodies.decode(msg.body, topic)
-        base: Vars = {"AMPS_DATA": msg.body, "AMPS_DATA_LENGTH": str(len(msg.body)),
-                      "AMPS_TOPIC": display_name(topic), "AMPS_SOW_KEY": msg.sow_key or "",
-                      "AMPS_BOOKMARK": msg.bookmark or "", "AMPS_CLIENT_NAME": msg.client_name or "",
-                      "AMPS_CORRELATION_ID": msg.correlation_id or "", "AMPS_REASON": ""}
+        base = _message_vars(msg)
         # a record another instance replicated here carries the path it came by
         replicated = rec is not None and bool(path_of(rec))
         for trig in self._of(ON_PUBLISH):
             if trig.matches_topic(topic) and trig.matches_source(replicated) \
                     and trig.matches_doc(doc):
-                stamp = msg.timestamp
-                self.run(trig.action, {**base, "AMPS_TIMESTAMP": format_timestamp(
-                    int(self.broker.wallclock() * 1_000_000) if stamp is None else stamp)})
+                sub = trig.sub
+                if sub is not None and sub.conflation is not None:
+                    if not self.stopped:  # (its timers are stopped)
+                        sub.conflation.hold(msg, None)  # runs when the key's interval ends
+                else:
+                    self._published_run(trig, msg, None, base, doc)
         oof = self._of(ON_OOF)
         if oof and msg.sow_key:
             previous = msg.previous_doc
@@ -405,6 +417,24 @@ class Actions(Steps):
             for aff in self.affinities:
                 if aff.data == topic:
                     aff.updated(msg.sow_key, msg.body, doc)
+
+    def _published_run(self, trig: _Trigger, msg: Message, stamp: int | None,
+                       base: Vars | None = None, doc: Any = UNDECODED) -> None:
+        """Run an ``on-publish-message`` for ``msg`` as its subscription delivers it
+        (``stamp``: its AMPS_TIMESTAMP in microseconds, by default when it was processed)."""
+        v: Vars = dict(base) if base is not None else _message_vars(msg)
+        if stamp is None:
+            stamp = msg.timestamp
+        v["AMPS_TIMESTAMP"] = format_timestamp(
+            int(self.broker.wallclock() * 1_000_000) if stamp is None else stamp)
+        sub = trig.sub
+        if sub is not None:
+            if sub.select is not None:
+                data = v["AMPS_DATA"] = sub.data(msg, doc)
+                v["AMPS_DATA_LENGTH"] = str(len(data))
+            if sub.no_sowkey:
+                v["AMPS_SOW_KEY"] = ""
+        self.run(trig.action, v)
 
     def message_delivered(self, client: Client, topic: str, body: bytes, bookmark: str | None,
                           correlation_id: str | None) -> None:
@@ -565,6 +595,13 @@ def _admin_path(step: ActionStep) -> str:
 
 def _required(step: ActionStep) -> list[str]:
     return [o.value.strip() for o in step.options if o.name == "RequiredParameter" and o.value.strip()]
+
+
+def _message_vars(msg: Message) -> Vars:
+    return {"AMPS_DATA": msg.body, "AMPS_DATA_LENGTH": str(len(msg.body)),
+            "AMPS_TOPIC": display_name(msg.topic), "AMPS_SOW_KEY": msg.sow_key or "",
+            "AMPS_BOOKMARK": msg.bookmark or "", "AMPS_CLIENT_NAME": msg.client_name or "",
+            "AMPS_CORRELATION_ID": msg.correlation_id or "", "AMPS_REASON": ""}
 
 
 def _record_vars(topic: str, rec: Record, reason: str) -> Vars:
