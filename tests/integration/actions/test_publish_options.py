@@ -150,17 +150,20 @@ def test_a_bad_value_is_a_config_error_at_the_options_line(tmp_path, options, re
 
 
 def test_an_action_on_a_queue_takes_no_lease(started, tmp_path):
-    queue = ("<Queue><Name>work</Name><MessageType>json</MessageType>"
-             "<LeasePeriod>60s</LeasePeriod></Queue>")
-    s = started(on_publish("work", ""), sow=queue)
-    warned = [w for w in s.srv.server.config.warnings if "names the queue 'work'" in w.reason]
-    assert len(warned) == 1
+    queues = ("<Queue><Name>work</Name><MessageType>json</MessageType>"
+              "<LeasePeriod>60s</LeasePeriod></Queue>"
+              "<Queue><Name>jobs</Name><MessageType>json</MessageType>"
+              "<UnderlyingTopic>jobs-in</UnderlyingTopic></Queue>")
+    s = started(on_publish("work", "") + on_publish("jobs", ""), sow=queues)
+    warned = [w for w in s.srv.server.config.warnings if "names the queue" in w.reason]
+    assert len(warned) == 2
     watcher = s.client("watcher")
     box = watch(watcher, "seen")
     publisher = s.client("publisher")
     publisher.publish("work", '{"job":1}')
+    publisher.publish("jobs", '{"job":2}')  # goes to jobs-in: the action on "jobs" sees none
     publisher.flush(5000)
-    assert marked(box, watcher, "seen", 1)[0]["data"] == {"job": 1}
+    assert [r["data"] for r in marked(box, watcher, "seen", 1)] == [{"job": 1}]
     worker = s.client("worker")
     got = Collector(lambda m: m.get_data())
     worker.subscribe(got, "work")
