@@ -25,7 +25,7 @@ from .api import (
 )
 from .base import Clock, merge_checkpoint
 from .index import DEFAULT_INDEX_INTERVAL
-from .reading import SegmentReads
+from .reading import RecentWrites, SegmentReads
 from .record import (
     INTERNAL_KIND_MIN,
     FrameDecoder,
@@ -100,6 +100,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         self._dec = FrameDecoder()
         self._buf = bytearray()  # frames not yet flushed (all for the active segment)
         self._pending: list[JournalRecord] = []  # their records, for readers
+        self._recent = RecentWrites()  # the records of the last writes, for readers of the tail
         self._written_position = 0  # last position handed to the OS (or failed: a gap); _lock
         self._durable_position = 0  # last position fsynced; under _lock
         self._roll_blocked = False  # a roll failed: retry once a flush succeeds again
@@ -501,6 +502,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
             return
         with self._lock:
             self._written_position = records[-1].position
+        self._recent.add(records, len(data))
         active.set_mark()
         self._roll_blocked = False
         if self._summaries and active.size - self._ckpt_size_at >= self._ckpt_every:

@@ -2,6 +2,10 @@
 and the publisher of one position, over sealed segments, the active one and the records still
 in the write buffer.
 
+The records of the last writes stay in memory (:class:`RecentWrites`, a few MiB of frames) so
+readers of the tail, a replication sender above all, which reads each record as soon as it is
+durable, take them without reading and decoding their frames again.
+
 A base class rather than functions: ``read`` is a generator that must see the journal's state
 as it moves on (records appended, written, segments rolled or removed while a reader iterates),
 so it reads the attributes of the one journal object. They are declared here, typed; the
@@ -16,6 +20,59 @@ from collections.abc import Iterator
 from .record import INTERNAL_KIND_MIN, FrameDecoder, JournalRecord
 from .segment import FrameCursor, Segment
 
+#: frame bytes of the last writes whose records :class:`RecentWrites` keeps
+RECENT_BYTES = 8 * 1024 * 1024
+
+
+class RecentWrites:
+    """The records of the journal's last writes (each write's records have consecutive
+    positions), oldest first, up to ``limit`` bytes of their frames. ``gen`` changes when
+    records are forgotten other than from the oldest end (a cut after a failed sync): a
+    reader going through a write's records stops there."""
+
+    __slots__ = ("limit", "_writes", "_firsts", "_sizes", "_size", "gen")
+
+    def __init__(self, limit: int = RECENT_BYTES) -> None:
+        self.limit = limit
+        self._writes: list[list[JournalRecord]] = []
+        self._firsts: list[int] = []  # the first position of each write
+        self._sizes: list[int] = []
+        self._size = 0
+        self.gen = 0
+
+    def add(self, records: list[JournalRecord], size: int) -> None:
+        """The records of a write of ``size`` bytes, which went to the OS."""
+        if not records:
+            return
+        self._writes.append(records)
+        self._firsts.append(records[0].position)
+        self._sizes.append(size)
+        self._size += size
+        if self._size > self.limit:
+            n, drop = 0, 0
+            while n < len(self._sizes) and self._size - drop > self.limit:
+                drop += self._sizes[n]
+                n += 1
+            del self._writes[:n], self._firsts[:n], self._sizes[:n]
+            self._size -= drop
+
+    def clear(self) -> None:
+        self._writes.clear()
+        self._firsts.clear()
+        self._sizes.clear()
+        self._size = 0
+        self.gen += 1
+
+    def find(self, position: int) -> tuple[list[JournalRecord], int] | None:
+        """The write holding ``position`` and its index there, or None (not kept)."""
+        firsts = self._firsts
+        if not firsts or position < firsts[0]:
+            return None
+        i = bisect_right(firsts, position) - 1
+        records = self._writes[i]
+        k = position - firsts[i]
+        return (records, k) if k < len(records) else None
+
 
 class SegmentReads:
     """Reads over ``_segments`` (oldest first), ``_pending`` (records not yet written) and the
@@ -27,6 +84,7 @@ class SegmentReads:
     _written_position: int  # last position handed to the OS (or failed: a gap)
     _next_position: int  # the position the next append takes
     _dec: FrameDecoder
+    _recent: RecentWrites  # the records of the last writes
 
     @property
     def first_position(self) -> int:  # pragma: no cover - the journal defines it
@@ -59,6 +117,20 @@ class SegmentReads:
                     if cursor is not None:
                         cursor.close()
                         cursor = None
+                kept = self._recent.find(pos)
+                if kept is not None:  # (a write still in memory: no file read, no decode)
+                    if cursor is not None:
+                        cursor.close()
+                        cursor = None
+                    records, k = kept
+                    gen = self._recent.gen
+                    while k < len(records) and gen == self._recent.gen:
+                        rec = records[k]
+                        k += 1
+                        pos = rec.position + 1
+                        if include_internal or rec.kind < INTERNAL_KIND_MIN:
+                            yield rec
+                    continue
                 if cursor is None or cursor_seg is None:
                     cursor_seg = self._segments[self._segment_index(pos)]
                     cursor = cursor_seg.cursor_at(pos)

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from . import summary as summaries
 from .api import Durability, JournalError, JournalSyncError, WriteFailure
 from .base import JournalCore
+from .reading import RecentWrites
 from .record import JournalRecord
 from .segment import FileOps, Segment
 
@@ -54,6 +55,7 @@ class SegmentSync(JournalCore):
     _retired: list[Segment]  # rolled segments whose write fd the next sync closes
     _buf: bytearray  # frames not yet flushed
     _pending: list[JournalRecord]  # their records, for readers
+    _recent: RecentWrites  # the records of the last writes, for readers
     _written_position: int  # last position handed to the OS (or failed: a gap); _lock
     _durable_position: int  # last position fsynced; under _lock
     _roll_blocked: bool  # a roll failed: retry once a flush succeeds again
@@ -184,6 +186,7 @@ class SegmentSync(JournalCore):
         last = self._next_position - 1
         self._buf = bytearray()
         self._pending = []
+        self._recent.clear()  # (it may hold records the cut removes)
         if last <= durable:
             return None
         try:

@@ -1,0 +1,56 @@
+"""FileJournal keeps the records of its last writes in memory (``reading.RecentWrites``): a
+reader of the tail gets the very records that were appended, equal to what the files hold,
+and older writes are read from the files again once the memory bound is passed."""
+
+from __future__ import annotations
+
+from amps_emulator.journal import FileJournal
+from amps_emulator.journal.reading import RecentWrites
+
+
+def pub(j: FileJournal, i: int, size: int = 100):
+    return j.append(topic="t", client_name="c", client_seq=i, body=b"%d" % i + b" " * size)
+
+
+def test_the_tail_is_read_from_memory_and_equals_the_files(tmp_path):
+    j, _ = FileJournal.open(tmp_path, segment_size=8192)  # (several segments: rolls in between)
+    recs = []
+    for turn in range(10):
+        recs += [pub(j, turn * 10 + i) for i in range(1, 11)]
+        j.flush()
+    j.sync()
+    got = list(j.read(1))
+    assert got == recs and all(a is b for a, b in zip(got, recs, strict=True))
+    assert j.record_at(recs[-1].position) is recs[-1]
+    j.close()
+    reopened, _ = FileJournal.open(tmp_path, segment_size=8192)
+    assert list(reopened.read(1)) == recs  # (from the files: equal, other objects)
+    reopened.close()
+
+
+def test_older_writes_are_read_from_the_files_past_the_bound(tmp_path):
+    j, _ = FileJournal.open(tmp_path)
+    j._recent = RecentWrites(limit=2000)
+    first = [pub(j, i) for i in range(1, 11)]  # ~1.5 KB of frames
+    j.flush()
+    second = [pub(j, i) for i in range(11, 21)]
+    j.flush()  # the first write is forgotten: both would pass the bound
+    got = list(j.read(1))
+    assert got == first + second
+    assert all(a is not b for a, b in zip(got[:10], first, strict=True))
+    assert all(a is b for a, b in zip(got[10:], second, strict=True))
+    big = pub(j, 21, size=5000)  # a write larger than the bound is not kept at all
+    j.flush()
+    assert j.record_at(big.position) == big and j.record_at(big.position) is not big
+    j.close()
+
+
+def test_a_reader_of_a_write_stops_where_the_write_is_cut(tmp_path):
+    j, _ = FileJournal.open(tmp_path)
+    recs = [pub(j, i) for i in range(1, 11)]
+    j.flush()
+    reader = j.read(1)
+    assert next(reader) is recs[0]
+    j._recent.clear()  # what a cut after a failed sync does (test_journal_disk_full)
+    assert list(reader) == recs[1:]  # (from the files)
+    j.close()
