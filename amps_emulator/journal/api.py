@@ -31,7 +31,7 @@ See ``file_journal.py`` for the double-buffer and lock design.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -214,6 +214,22 @@ class Journal(Protocol):
         headers: Mapping[str, str] | None = None,
     ) -> JournalRecord | None: ...
 
+    def append_replicated_run(self, upstream: Sequence[JournalRecord], via: str, *,
+                              seen: str | None = None,
+                              group: str | None = None) -> tuple[list[JournalRecord], int]:
+        """Records instance ``via`` sent in one batch, as it logged them: the records
+        appended and how many were held here already (``replicated.ReplicatedAppends``)."""
+        ...
+
+    def append_replicated_plain(self, topic: str, message_type: str, client_name: str,
+                                publisher_id: int, origin_timestamp: int, sequences: list[int],
+                                client_seqs: list[int] | None, bodies: list[bytes], via: str, *,
+                                seen: str | None = None,
+                                group: str | None = None) -> tuple[list[JournalRecord], int]:
+        """A run of publishes of one publisher to one topic that instance ``via`` logged at
+        once, with no options or headers, as columns (``replicated.ReplicatedAppends``)."""
+        ...
+
     def flush(self) -> None: ...
     def sync(self) -> int: ...
     def close(self) -> None: ...
@@ -235,6 +251,7 @@ class Journal(Protocol):
     def first_position_missing_from(self, theirs: Mapping[int, int]) -> int | None: ...
     def position_of(self, bm: Bookmark) -> int | None: ...
     def arrivals_before(self, position: int) -> dict[str, str]: ...
+    def arrival_run(self, sender: str, position: int) -> int | None: ...
     def position_for_unheld(self) -> int | None: ...
 
     def enforce_retention(self, pinned_positions: Iterable[int] = (), *,

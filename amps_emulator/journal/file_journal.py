@@ -358,6 +358,42 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
             start = stop
         return recs
 
+    def _append_plain(self, topic: str, message_type: str, client_name: str, publisher_id: int,
+                      sequences: list[int], client_seqs: list[int] | None, headers: dict[str, str],
+                      bodies: list[bytes]) -> list[JournalRecord]:
+        """A plain replicated run (``append_replicated_plain``'s hook), as
+        :meth:`append_publishes` stores a run of publishes: segment by segment, the frames
+        encoded straight into the buffer."""
+        if self._strict:  # each record written and synced before the next
+            recs = []
+            for i, body in enumerate(bodies):
+                part, _ = self._make_replicated_plain(
+                    topic, message_type, client_name, publisher_id, sequences[i:i + 1],
+                    None if client_seqs is None else client_seqs[i:i + 1], headers, [body])
+                self._take(part[0])
+                recs += part
+            return recs
+        recs = []
+        start, n = 0, len(bodies)
+        fixed = frame_size(topic, message_type, client_name, None, None, None, headers, b"")
+        while start < n:
+            self._roll_if_full()
+            active = self._segments[-1]
+            stop = n if self._closed or self._roll_blocked else room_for(
+                bodies, start, fixed, active.size + len(self._buf), active.count, self._segment_size)
+            whole = not start and stop == n
+            index = active.index
+            part, marks = self._make_replicated_plain(
+                topic, message_type, client_name, publisher_id,
+                sequences if whole else sequences[start:stop],
+                None if client_seqs is None else client_seqs if whole else client_seqs[start:stop],
+                headers, bodies if whole else bodies[start:stop], self._buf, active.size,
+                index.next_position, index.interval)
+            self._note_publishes(active, part, marks)
+            recs += part
+            start = stop
+        return recs
+
     def _note_publishes(self, active: Segment, recs: list[JournalRecord],
                         marks: list[tuple[int, int]]) -> None:
         """Note a run's records, whose frames are in the buffer, in ``active`` (``_buffer``'s
@@ -381,6 +417,45 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
     def _keep_appended(self, where: None, rec: JournalRecord) -> None:
         """Buffer ``rec`` (``append_replicated``'s hook; see :meth:`_take`)."""
         self._take(rec)
+
+    def _room(self, where: None) -> int:
+        """Bytes of frames the active segment takes before it is full (``append_replicated_run``'s
+        hook: the record that reaches it is the segment's last)."""
+        return self._segment_size - self._segments[-1].size - len(self._buf)
+
+    def _keep_run(self, where: None, recs: list[JournalRecord]) -> None:
+        """Buffer ``recs``, records just made that all go to the active segment
+        (``append_replicated_run``'s hook): :meth:`_buffer` for each, the segment's
+        bookkeeping once."""
+        if self._strict:  # each written and synced before the next
+            for rec in recs:
+                self._take(rec)
+            return
+        if not recs:
+            return
+        active = self._segments[-1]
+        buf = self._buf
+        base = active.size
+        index = active.index
+        mark = index.next_position
+        for rec in recs:
+            position = rec.position
+            if position >= mark:
+                index.maybe_add(position, base + len(buf), rec.timestamp)
+                mark = index.next_position
+            append_record(
+                buf, rec.kind, position, rec.publisher_id, rec.sequence, rec.timestamp,
+                rec.client_seq, rec.topic, rec.message_type, rec.client_name, rec.correlation_id,
+                rec.sow_key, rec.expiration, rec.headers, rec.body,
+            )
+        self._pending.extend(recs)
+        first, last = recs[0], recs[-1]
+        if not active.count:
+            active.first_record_position = first.position
+            active.first_ts = first.timestamp
+        active.count += len(recs)
+        active.last_position = last.position
+        active.last_ts = last.timestamp
 
     def _roll_if_full(self) -> None:
         """Roll to a new segment once the active one (with the buffer) has reached its size."""

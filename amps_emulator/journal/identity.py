@@ -131,6 +131,36 @@ class SequenceIndex:
             got = self._arrivals[sender] = array("Q")
         got.append(position)
 
+    def arrived_run(self, sender: str, positions: list[int]) -> None:
+        """:meth:`arrived` for records at ``positions`` (ascending), all from ``sender``."""
+        got = self._arrivals.get(sender)
+        if got is None:
+            got = self._arrivals[sender] = array("Q")
+        got.extend(positions)
+
+    def arrival_run(self, sender: str, position: int) -> int | None:
+        """The last position of the run of consecutive positions from ``position`` on whose
+        records all came from ``sender`` (None: the record at ``position`` did not)."""
+        got = self._arrivals.get(sender)
+        if not got:
+            return None
+        i = bisect_left(got, position)
+        if i == len(got) or got[i] != position:
+            return None
+        # positions ascend without repeats, so got[j] - j never decreases: the run is the j
+        # where it is still position - i
+        d = position - i
+        lo, hi = i, len(got) - 1
+        if got[hi] - hi == d:
+            return got[hi]
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if got[mid] - mid == d:
+                lo = mid
+            else:
+                hi = mid
+        return got[lo]
+
     def senders(self) -> list[str]:
         """The instances records were replicated here from (retained ones)."""
         return [name for name, got in self._arrivals.items() if got]

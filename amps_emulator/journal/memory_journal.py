@@ -135,6 +135,32 @@ class MemoryJournal(JournalCore):
             start = stop
         return recs
 
+    def _append_plain(self, topic: str, message_type: str, client_name: str, publisher_id: int,
+                      sequences: list[int], client_seqs: list[int] | None, headers: dict[str, str],
+                      bodies: list[bytes]) -> list[JournalRecord]:
+        """A plain replicated run (``append_replicated_plain``'s hook), as
+        :meth:`append_publishes` keeps a run of publishes."""
+        fixed = frame_size(topic, message_type, client_name, None, None, None, headers, b"")
+        recs: list[JournalRecord] = []
+        start, n = 0, len(bodies)
+        while start < n:
+            seg = self._active()
+            stop = room_for(bodies, start, fixed, seg.size, seg.count, self._segment_size)
+            part, _ = self._make_replicated_plain(
+                topic, message_type, client_name, publisher_id, sequences[start:stop],
+                None if client_seqs is None else client_seqs[start:stop], headers, bodies[start:stop])
+            self._records.extend(part)
+            size = fixed * len(part)
+            for rec in part:  # (as append_publishes counts them)
+                k = len(rec.body)
+                size += k if k < 256 else k + 1 if k < 65536 else k + 3
+            seg.size += size
+            seg.count += len(part)
+            seg.last_ts = part[-1].timestamp
+            recs += part
+            start = stop
+        return recs
+
     def _prepare_append(self) -> _MemSegment:
         """The segment the next record goes to (``append_replicated``'s hook)."""
         return self._active()
@@ -142,6 +168,15 @@ class MemoryJournal(JournalCore):
     def _keep_appended(self, where: _MemSegment, rec: JournalRecord) -> None:
         """Keep ``rec`` in the segment ``where`` (``append_replicated``'s hook)."""
         self._keep(where, rec)
+
+    def _room(self, where: _MemSegment) -> int:
+        """Bytes the segment ``where`` takes before it is full (``append_replicated_run``'s hook)."""
+        return self._segment_size - where.size
+
+    def _keep_run(self, where: _MemSegment, recs: list[JournalRecord]) -> None:
+        """Keep ``recs`` in the segment ``where`` (``append_replicated_run``'s hook)."""
+        for rec in recs:
+            self._keep(where, rec)
 
     def _active(self) -> _MemSegment:
         """The segment the next record goes to (a new one once the last is full)."""
