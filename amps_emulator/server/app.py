@@ -256,9 +256,12 @@ class Server:
                     elif shared is not None:  # a queue's acks and transfers (none here: not ours)
                         shared.apply_replicated(rec)
 
+                def apply_run(recs: list[JournalRecord], each: Callable[[JournalRecord], None]) -> None:
+                    publish.apply_replicated_run(broker, recs, each)  # each: queue records too
+
                 repl = self.replication = ReplicationService(
                     config, broker, lambda: txlog.journal, self.timebase,
-                    apply=apply,
+                    apply=apply, apply_run=apply_run,
                     on_event=self.actions.fire, logon_timeout=self.logon_timeout)
                 # the downgrade/upgrade actions switch the links' sync/async
                 self.actions.replication_control = repl

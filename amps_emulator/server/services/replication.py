@@ -100,6 +100,8 @@ class ReplicationService:
 
     def __init__(self, config: Config, broker: Broker, journal: Callable[[], Journal],
                  timebase: SystemClock | TestClock, *, apply: Callable[[JournalRecord], None],
+                 apply_run: Callable[[list[JournalRecord], Callable[[JournalRecord], None]], None]
+                 | None = None,
                  on_event: Callable[[str, dict[str, str]], None] = _no_event,
                  logon_timeout: float = 30.0) -> None:
         """``logon_timeout``: seconds (server clock) an incoming connection has to log on with
@@ -110,6 +112,9 @@ class ReplicationService:
         self.timebase = timebase
         #: the message path for a replicated record (``publish.apply_replicated``)
         self.apply = apply
+        #: the message path for a replicated batch's records (``publish.apply_replicated_run``),
+        #: handing the ones it does not take itself to the second argument
+        self.apply_run = apply_run
         self.name = config.name
         self.group = config.group_name
         self._server: asyncio.Server | None = None
@@ -199,6 +204,14 @@ class ReplicationService:
         except CommandError as exc:
             log.error("replicated record %s on %r is in the transaction log but could not be "
                       "applied here: %s", rec.bookmark_str, rec.topic, exc)
+
+    def apply_replicated_run(self, recs: list[JournalRecord]) -> None:
+        """The :class:`~.link.ApplyPort`'s batch: :meth:`apply_replicated` for each, in order."""
+        if self.apply_run is None:
+            for rec in recs:
+                self.apply_replicated(rec)
+        else:
+            self.apply_run(recs, self.apply_replicated)
 
     def pins(self) -> list[int]:
         """Journal positions retention must keep (docs/design/replication.md 2.5): per Destination, the

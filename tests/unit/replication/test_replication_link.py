@@ -44,7 +44,9 @@ def dest(*topics: ReplicationTopic, name: str = "B", group: str = "G", pass_thro
 
 
 def pipe(sender: Sender, receiver: Receiver, now: float = 0.0) -> int:
-    """Move every pending frame from sender to receiver and the ack back; returns frames moved."""
+    """Move every pending frame from sender to receiver and the ack back; returns the records
+    moved (a frame carries a batch of them)."""
+    before = sender.messages_out
     frames = sender.poll()
     dec = FrameDecoder()
     for payload in dec.feed(b"".join(frames)):
@@ -53,7 +55,7 @@ def pipe(sender: Sender, receiver: Receiver, now: float = 0.0) -> int:
     if ack is not None:
         (payload,) = FrameDecoder().feed(ack)
         sender.on_ack(ack_position(payload))
-    return len(frames)
+    return sender.messages_out - before
 
 
 def pub(j: MemoryJournal, topic: str = "orders", body: bytes = b'{"a":1}', client: str = "pub",

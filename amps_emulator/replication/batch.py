@@ -1,0 +1,147 @@
+"""What a ``repl_batch`` frame carries: the records a sender selected, in log order, as parts.
+
+A :class:`PlainRun` is the common case in columns: publishes of one publisher to one topic
+that the sender logged at once (a client's run of publishes: one log time) with no correlation
+id, SowKey, expiration or headers; it names the shared fields once and lists the sequences,
+``s`` and bodies, and the receiver journals it in one call
+(``Journal.append_replicated_plain``). Anything else travels as :class:`Records`, each record
+as the sender logged it (``Journal.append_replicated_run``).
+
+The body of the frame is a MessagePack array of parts, each an array whose first element is its
+tag (1: plain run, 2: records).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import msgspec
+
+from amps_emulator.journal.record import JournalRecord, RecordKind
+from amps_emulator.protocol.codec import frame
+
+_PUBLISH = int(RecordKind.PUBLISH)
+
+
+class PlainRun(msgspec.Struct, array_like=True, tag=1, frozen=True, gc=False):
+    """Publishes of one publisher to one topic, logged at once upstream, with no options."""
+
+    topic: str
+    message_type: str
+    client_name: str
+    publisher_id: int
+    timestamp: int  # upstream log time: their origin time
+    last_position: int  # upstream position of the last
+    sequences: list[int]
+    client_seqs: list[int] | None
+    bodies: list[bytes]
+
+
+class Records(msgspec.Struct, array_like=True, tag=2, frozen=True, gc=False):
+    """Records as the sender logged them (upstream positions, log times and headers)."""
+
+    records: list[JournalRecord]
+
+
+Part = PlainRun | Records
+
+encode_parts = msgspec.msgpack.Encoder().encode
+decode_parts = msgspec.msgpack.Decoder(list[Part]).decode
+
+
+def is_plain(rec: JournalRecord) -> bool:
+    """Whether ``rec`` can go in a :class:`PlainRun`: a publish with no options or headers."""
+    return not rec.headers and rec.kind == _PUBLISH and rec.correlation_id is None \
+        and rec.sow_key is None and rec.expiration is None
+
+
+#: a batch frame holds at most this many bytes of bodies (and at least one record)
+BATCH_BYTES = 1 << 20
+
+
+class Frames:
+    """The ``repl_batch`` frames one poll of a sender makes: parts for as long as the records
+    share their ``sv`` and :data:`BATCH_BYTES` is not reached, then a frame. The sender
+    (``via``, of Group ``group``) notes every record sent in ``sent`` (positions in flight);
+    :attr:`messages` and :attr:`bytes` say what went."""
+
+    def __init__(self, via: str, group: str, sent: deque[int]) -> None:
+        self.via = via
+        self.group = group
+        self.sent = sent
+        self.limit = BATCH_BYTES
+        self.frames: list[bytes] = []
+        self.parts: list[Part] = []
+        self.sv: str | None = None
+        self.size = 0  # bytes of bodies in this frame's parts
+        self.count = 0  # records in them
+        self.messages = self.bytes = 0  # records and bytes in the frames made
+        #: the open plain run: its first record, columns (in the poll's hands) and last position
+        self.first: JournalRecord | None = None
+        self.columns: tuple[list[int], list[int] | None, list[bytes]] = ([], None, [])
+        self.last = 0
+        self.records: list[JournalRecord] = []  # the open Records part
+
+    def seen(self, sv: str | None) -> None:
+        """The next record's ``sv``: another one, or a full frame, closes the frame."""
+        if (sv != self.sv or self.size >= self.limit) and (
+                self.first is not None or self.records or self.parts):
+            self._frame()
+        self.sv = sv
+
+    def plain(self, rec: JournalRecord) -> tuple[list[int], list[int] | None, list[bytes]]:
+        """Open a plain run at ``rec`` (:func:`is_plain`); its columns, which the poll extends
+        with the rest of the run (setting :attr:`last` and :attr:`size`)."""
+        self._part()
+        self.first = rec
+        self.last = rec.position
+        self.columns = ([rec.sequence], None if rec.client_seq is None else [rec.client_seq],
+                        [rec.body])
+        self.size += len(rec.body)
+        return self.columns
+
+    def record(self, rec: JournalRecord) -> None:
+        """A record that goes as it is logged (a :class:`Records` part)."""
+        if self.first is not None:
+            self._part()
+        self.records.append(rec)
+        self.size += len(rec.body)
+
+    def _part(self) -> None:
+        """Close the open part."""
+        first = self.first
+        if first is not None:
+            seqs, client_seqs, bodies = self.columns
+            self.parts.append(PlainRun(first.topic, first.message_type, first.client_name,
+                                       first.publisher_id, first.timestamp, self.last, seqs,
+                                       client_seqs, bodies))
+            self.sent.extend(range(self.last - len(seqs) + 1, self.last + 1))  # (consecutive)
+            self.count += len(seqs)
+            self.first = None
+        elif self.records:
+            self.parts.append(Records(self.records))
+            self.sent.extend([rec.position for rec in self.records])
+            self.count += len(self.records)
+            self.records = []
+
+    def _frame(self) -> None:
+        self._part()
+        h: dict[str, Any] = {"c": "repl_batch", "via": self.via, "ug": self.group}
+        if self.sv is not None:
+            h["sv"] = self.sv
+        f = frame(h, encode_parts(self.parts))
+        self.frames.append(f)
+        self.messages += self.count
+        self.bytes += len(f)
+        self.parts = []
+        self.size = self.count = 0
+
+    def close(self) -> list[bytes]:
+        """The frames, the last one closed."""
+        if self.first is not None or self.records or self.parts:
+            self._frame()
+        return self.frames
+
+
+__all__ = ["BATCH_BYTES", "Frames", "Part", "PlainRun", "Records", "decode_parts", "encode_parts", "is_plain"]

@@ -1,0 +1,141 @@
+"""The link streams ``repl_batch`` frames (``replication.batch``): a client's run of publishes
+travels as one plain run in columns, anything else record by record; a frame ends where the
+``sv`` changes or its bytes are reached; what the peer itself sent is stepped over; a
+malformed batch, or a peer of the first protocol version, ends the link."""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+
+from amps_emulator.config.model import ReplicationTopic
+from amps_emulator.journal import MemoryJournal, RecordKind
+from amps_emulator.journal.identity import origin_timestamp, path_of
+from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, frame, split_frame
+from amps_emulator.replication import Hello, NotAnEmulator, Receiver, Selection, Sender, batch
+from amps_emulator.replication.batch import PlainRun, Records, decode_parts, encode_parts
+from amps_emulator.replication.link import ack_position
+from amps_emulator.replication.wire import classify_first_frame
+
+from .test_replication_link import Applied, dest, pipe
+
+
+def parts_of(frames: list[bytes]) -> list[list[PlainRun | Records]]:
+    out = []
+    for payload in FrameDecoder().feed(b"".join(frames)):
+        h, body = split_frame(payload)
+        assert h["c"] == "repl_batch" and h["via"] == "A" and h["ug"] == "G"
+        out.append(decode_parts(body))
+    return out
+
+
+def runs(j: MemoryJournal, client: str, first_s: int, n: int, topic: str = "orders") -> list:
+    """A client's run of ``n`` publishes (bodies of 8 bytes for a one-letter client name)."""
+    return j.append_publishes(topic, "json", client, [b'{"%s":%d} ' % (client.encode(), i % 10)
+                                                      for i in range(n)],
+                              list(range(first_s, first_s + n)))
+
+
+def test_a_run_of_publishes_travels_as_one_plain_run_and_arrives_as_published():
+    a, b = MemoryJournal(), MemoryJournal()
+    sent = runs(a, "p1", 1, 5)
+    sent.append(a.append(topic="orders", client_name="p1", message_type="json", body=b"{}",
+                         correlation_id="c1", client_seq=6))
+    sent.append(a.append(topic="orders", client_name="p1", kind=RecordKind.SOW_DELETE,
+                         message_type="json", headers={"filter": "/a = 1"}))
+    sent += runs(a, "p2", 1, 3) + runs(a, "p1", 7, 2)
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    snd.start({})
+    frames = snd.poll()
+    (parts,) = parts_of(frames)
+    assert [type(p).__name__ for p in parts] == ["PlainRun", "Records", "PlainRun", "PlainRun"]
+    assert [len(p.bodies) if isinstance(p, PlainRun) else len(p.records) for p in parts] == [5, 2, 3, 2]
+    assert snd.messages_out == 12 and snd.in_flight == 12
+    port = Applied()
+    rcv = Receiver(b, port, local_name="B")
+    for payload in FrameDecoder().feed(b"".join(frames)):
+        rcv.handle(payload)
+    got = port.records
+    assert [(r.bookmark, r.client_seq, r.kind, r.body, r.correlation_id) for r in got] == \
+        [(r.bookmark, r.client_seq, r.kind, r.body, r.correlation_id) for r in sent]
+    assert all(path_of(r) == ("A",) and origin_timestamp(r) == s.timestamp
+               for r, s in zip(got, sent, strict=True))
+    assert got[6].headers["filter"] == "/a = 1"
+    (payload,) = FrameDecoder().feed(rcv.take_ack(0.0) or b"")
+    snd.on_ack(ack_position(payload))
+    assert snd.in_flight == 0 and snd.acked_through == a.last_position
+    assert b.last_seq_for_client("p1") == 8 and b.last_seq_for_client("p2") == 3
+
+
+def test_frames_end_at_their_bytes_and_a_poll_at_its_limit(monkeypatch):
+    monkeypatch.setattr(batch, "BATCH_BYTES", 40)
+    a, b = MemoryJournal(), MemoryJournal()
+    runs(a, "p", 1, 10)  # ten bodies of 8 bytes: a frame ends at the fifth
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    snd.start({})
+    frames = snd.poll(limit=7)
+    assert [[len(p.bodies) for p in parts] for parts in parts_of(frames)] == [[5], [2]]
+    assert snd.next_position == 8
+    port = Applied()
+    rcv = Receiver(b, port)
+    for payload in FrameDecoder().feed(b"".join(frames)):
+        rcv.handle(payload)
+    assert pipe(snd, rcv) == 3
+    assert [r.client_seq for r in port.records] == list(range(1, 11))
+
+
+def test_a_filter_decides_for_each_record_of_a_run():
+    a, b = MemoryJournal(), MemoryJournal()
+    a.append_publishes("orders", "json", "p", [b'{"q":%d}' % i for i in range(6)], None)
+    sel = Selection(dest(ReplicationTopic(name="orders", message_type="json", filter="/q > 2")), "B")
+    snd = Sender(a, sel, local_name="A", local_group="G")
+    snd.start({})
+    port = Applied()
+    assert pipe(snd, Receiver(b, port)) == 3
+    assert [r.body for r in port.records] == [b'{"q":3}', b'{"q":4}', b'{"q":5}']
+
+
+def test_what_the_peer_sent_is_stepped_over_and_the_next_sv_names_it():
+    a, b = MemoryJournal(), MemoryJournal()
+    ab = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    ab.start({})
+    from_a = runs(a, "pa", 1, 4)
+    pipe(ab, Receiver(b, Applied(), local_name="B"))
+    runs(b, "pb", 1, 2)
+    ba = Sender(b, Selection(dest(name="A"), "A"), local_name="B", local_group="G")
+    ba.start({})
+    (payload,) = FrameDecoder().feed(b"".join(ba.poll()))
+    h, body = split_frame(payload)
+    assert [len(p.bodies) for p in decode_parts(body)] == [2] and ba.messages_out == 2
+    assert msgspec.json.decode(h["sv"]) == {"": from_a[-1].bookmark_str}
+
+
+def test_plain_runs_of_a_refused_topic_are_dropped_counted_and_acknowledged():
+    a, b = MemoryJournal(), MemoryJournal()
+    runs(a, "p", 1, 3, topic="secret")
+    runs(a, "p", 4, 2, topic="orders")
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    snd.start({})
+    port = Applied()
+    rcv = Receiver(b, port, admit=lambda topic: topic != "secret")
+    assert pipe(snd, rcv) == 5
+    assert rcv.refused == 3 and [r.client_seq for r in port.records] == [4, 5]
+    assert snd.acked_through == a.last_position
+
+
+@pytest.mark.parametrize("body", [
+    b"\x01\x02",  # not MessagePack
+    encode_parts([PlainRun("t", "json", "p", 7, 1, 3, [1, 2], None, [b"x"])]),  # columns differ
+    encode_parts([PlainRun("t", "json", "p", 0, 1, 3, [1], None, [b"x"])]),  # no publisher
+    msgspec.msgpack.encode([[9, "what"]]),  # an unknown part
+])
+def test_a_malformed_batch_ends_the_link(body):
+    rcv = Receiver(MemoryJournal(), Applied())
+    with pytest.raises(ProtocolError):
+        rcv.handle(frame({"c": "repl_batch", "via": "A", "ug": "G"}, body)[4:])
+
+
+def test_a_peer_of_the_first_protocol_version_is_named_and_refused():
+    old = msgspec.structs.replace(Hello(name="A", group="G", hw={}), version="emu-repl/1").encode()
+    with pytest.raises(NotAnEmulator, match="emu-repl/1"):
+        classify_first_frame(old[4:])
