@@ -101,6 +101,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         self._buf = bytearray()  # frames not yet flushed (all for the active segment)
         self._pending: list[JournalRecord] = []  # their records, for readers
         self._recent = RecentWrites()  # the records of the last writes, for readers of the tail
+        self._pending_runs: list[tuple[int, int]] = []  # runs among _pending: (start, end) indexes
         self._written_position = 0  # last position handed to the OS (or failed: a gap); _lock
         self._durable_position = 0  # last position fsynced; under _lock
         self._roll_blocked = False  # a roll failed: retry once a flush succeeds again
@@ -402,7 +403,9 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         index = active.index
         for position, offset in marks:  # (a run's records share their time)
             index.maybe_add(position, offset, first.timestamp)
+        start = len(self._pending)
         self._pending.extend(recs)
+        self._pending_runs.append((start, start + len(recs)))
         if not active.count:
             active.first_record_position = first.position
             active.first_ts = first.timestamp
@@ -567,8 +570,8 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
             return
         data = self._buf
         self._buf = bytearray()
-        records = self._pending
-        self._pending = []
+        records, runs = self._pending, self._pending_runs
+        self._pending, self._pending_runs = [], []
         active = self._segments[-1]
         try:
             active.write(data, self.file_ops)
@@ -577,7 +580,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
             return
         with self._lock:
             self._written_position = records[-1].position
-        self._recent.add(records, len(data))
+        self._recent.add(records, len(data), runs)
         active.set_mark()
         self._roll_blocked = False
         if self._summaries and active.size - self._ckpt_size_at >= self._ckpt_every:

@@ -212,6 +212,10 @@ class MemoryJournal(JournalCore):
             pos += 1
             yield rec
 
+    def run_from(self, position: int) -> list[JournalRecord]:
+        """Nothing (runs are not noted here: a reader takes the records one by one)."""
+        return []
+
     def record_at(self, position: int) -> JournalRecord | None:
         i = position - self._base
         return self._records[i] if 0 <= i < len(self._records) else None

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from operator import itemgetter
 
 from .record import INTERNAL_KIND_MIN, FrameDecoder, JournalRecord
 from .segment import FrameCursor, Segment
 
 #: frame bytes of the last writes whose records :class:`RecentWrites` keeps
 RECENT_BYTES = 8 * 1024 * 1024
+
+_start = itemgetter(0)
 
 
 class RecentWrites:
@@ -30,38 +33,59 @@ class RecentWrites:
     records are forgotten other than from the oldest end (a cut after a failed sync): a
     reader going through a write's records stops there."""
 
-    __slots__ = ("limit", "_writes", "_firsts", "_sizes", "_size", "gen")
+    __slots__ = ("limit", "_writes", "_firsts", "_sizes", "_runs", "_size", "gen")
 
     def __init__(self, limit: int = RECENT_BYTES) -> None:
         self.limit = limit
         self._writes: list[list[JournalRecord]] = []
         self._firsts: list[int] = []  # the first position of each write
         self._sizes: list[int] = []
+        #: per write, its runs: (start, end) indexes of records appended together as a run
+        self._runs: list[list[tuple[int, int]]] = []
         self._size = 0
         self.gen = 0
 
-    def add(self, records: list[JournalRecord], size: int) -> None:
-        """The records of a write of ``size`` bytes, which went to the OS."""
+    def add(self, records: list[JournalRecord], size: int,
+            runs: list[tuple[int, int]] | None = None) -> None:
+        """The records of a write of ``size`` bytes, which went to the OS; ``runs``: the
+        (start, end) indexes, ascending, of the runs among them (a client's run of publishes,
+        a replicated one: records made together, alike but for their sequences and bodies)."""
         if not records:
             return
         self._writes.append(records)
         self._firsts.append(records[0].position)
         self._sizes.append(size)
+        self._runs.append(runs or [])
         self._size += size
         if self._size > self.limit:
             n, drop = 0, 0
             while n < len(self._sizes) and self._size - drop > self.limit:
                 drop += self._sizes[n]
                 n += 1
-            del self._writes[:n], self._firsts[:n], self._sizes[:n]
+            del self._writes[:n], self._firsts[:n], self._sizes[:n], self._runs[:n]
             self._size -= drop
 
     def clear(self) -> None:
         self._writes.clear()
         self._firsts.clear()
         self._sizes.clear()
+        self._runs.clear()
         self._size = 0
         self.gen += 1
+
+    def run_from(self, position: int) -> list[JournalRecord]:
+        """The records from ``position`` to the end of the run it belongs to (empty: it is
+        in none, or not kept)."""
+        firsts = self._firsts
+        if not firsts or position < firsts[0]:
+            return []
+        i = bisect_right(firsts, position) - 1
+        k = position - firsts[i]
+        runs = self._runs[i]
+        j = bisect_right(runs, k, key=_start) - 1
+        if j < 0 or k >= runs[j][1]:
+            return []
+        return self._writes[i][k:runs[j][1]]
 
     def find(self, position: int) -> tuple[list[JournalRecord], int] | None:
         """The write holding ``position`` and its index there, or None (not kept)."""
@@ -153,6 +177,14 @@ class SegmentReads:
         finally:
             if cursor is not None:
                 cursor.close()
+
+    def run_from(self, position: int) -> list[JournalRecord]:
+        """The written records from ``position`` to the end of the run of records appended
+        together that it belongs to (a client's run of publishes, a replicated run), while they
+        are in memory; empty otherwise (then read them one by one)."""
+        if position > self._written_position:
+            return []
+        return self._recent.run_from(position)
 
     def _publisher_at(self, position: int) -> int | None:
         if position > self._written_position:

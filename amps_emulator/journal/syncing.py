@@ -55,6 +55,7 @@ class SegmentSync(JournalCore):
     _retired: list[Segment]  # rolled segments whose write fd the next sync closes
     _buf: bytearray  # frames not yet flushed
     _pending: list[JournalRecord]  # their records, for readers
+    _pending_runs: list[tuple[int, int]]  # runs among them: (start, end) indexes
     _recent: RecentWrites  # the records of the last writes, for readers
     _written_position: int  # last position handed to the OS (or failed: a gap); _lock
     _durable_position: int  # last position fsynced; under _lock
@@ -185,7 +186,7 @@ class SegmentSync(JournalCore):
         durable = self._durable_position
         last = self._next_position - 1
         self._buf = bytearray()
-        self._pending = []
+        self._pending, self._pending_runs = [], []
         self._recent.clear()  # (it may hold records the cut removes)
         if last <= durable:
             return None

@@ -14,7 +14,7 @@ tag (1: plain run, 2: records).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -79,7 +79,7 @@ class Frames:
         self.messages = self.bytes = 0  # records and bytes in the frames made
         #: the open plain run: its first record, columns (in the poll's hands) and last position
         self.first: JournalRecord | None = None
-        self.columns: tuple[list[int], list[int] | None, list[bytes]] = ([], None, [])
+        self.columns: tuple[list[int], list[int | None] | None, list[bytes]] = ([], None, [])
         self.last = 0
         self.records: list[JournalRecord] = []  # the open Records part
 
@@ -90,7 +90,7 @@ class Frames:
             self._frame()
         self.sv = sv
 
-    def plain(self, rec: JournalRecord) -> tuple[list[int], list[int] | None, list[bytes]]:
+    def plain(self, rec: JournalRecord) -> tuple[list[int], list[int | None] | None, list[bytes]]:
         """Open a plain run at ``rec`` (:func:`is_plain`); its columns, which the poll extends
         with the rest of the run (setting :attr:`last` and :attr:`size`)."""
         self._part()
@@ -113,9 +113,10 @@ class Frames:
         first = self.first
         if first is not None:
             seqs, client_seqs, bodies = self.columns
+            # (a run's records all have an ``s``, or none has)
             self.parts.append(PlainRun(first.topic, first.message_type, first.client_name,
                                        first.publisher_id, first.timestamp, self.last, seqs,
-                                       client_seqs, bodies))
+                                       cast("list[int] | None", client_seqs), bodies))
             self.sent.extend(range(self.last - len(seqs) + 1, self.last + 1))  # (consecutive)
             self.count += len(seqs)
             self.first = None
@@ -144,4 +145,5 @@ class Frames:
         return self.frames
 
 
-__all__ = ["BATCH_BYTES", "Frames", "Part", "PlainRun", "Records", "decode_parts", "encode_parts", "is_plain"]
+__all__ = ["BATCH_BYTES", "Frames", "Part", "PlainRun", "Records", "decode_parts", "encode_parts",
+           "is_plain"]

@@ -252,7 +252,7 @@ class Sender:
         resync_until = self.resync_until
         run_h: object = None  # the headers dict of the open plain run's records
         seqs: list[int] = []
-        client_seqs: list[int] | None = None
+        client_seqs: list[int | None] | None = None  # (in a run: all ints, or None)
         bodies: list[bytes] = []
         count = 0
         done = False
@@ -275,7 +275,7 @@ class Sender:
                     seqs.append(rec.sequence)
                     bodies.append(rec.body)
                     if client_seqs is not None:
-                        client_seqs.append(rec.client_seq)  # type: ignore[arg-type]
+                        client_seqs.append(rec.client_seq)
                     out.last = at
                     out.size += len(rec.body)
                     count += 1
@@ -299,12 +299,26 @@ class Sender:
                 if not selection.wants(rec, resync=at <= resync_until):
                     continue
                 out.seen(self._seen_now() if arrived or self._stale else self._seen)
-                if is_plain(rec) and not selection.filters(rec):
-                    seqs, client_seqs, bodies = out.plain(rec)
-                    run_h = rec.headers
-                else:
-                    out.record(rec)
                 count += 1
+                if not is_plain(rec) or selection.filters(rec):
+                    out.record(rec)
+                    continue
+                seqs, client_seqs, bodies = out.plain(rec)
+                run_h = rec.headers
+                rest = journal.run_from(at + 1)[:min(durable - at, limit - count)]
+                more = [r.body for r in rest]
+                size = sum(map(len, more))
+                if rest and out.size + size < limit_bytes:  # the rest of its run, at once
+                    seqs += [r.sequence for r in rest]
+                    bodies += more
+                    if client_seqs is not None:
+                        client_seqs += [r.client_seq for r in rest]
+                    out.last = rest[-1].position
+                    pos = out.last + 1
+                    out.size += size
+                    count += len(rest)
+                    done = False
+                    break  # (read on after the run)
         self.next_position = max(pos, self.next_position)
         frames = out.close()
         self.messages_out += out.messages

@@ -54,3 +54,21 @@ def test_a_reader_of_a_write_stops_where_the_write_is_cut(tmp_path):
     j._recent.clear()  # what a cut after a failed sync does (test_journal_disk_full)
     assert list(reader) == recs[1:]  # (from the files)
     j.close()
+
+
+def test_a_run_appended_together_is_found_from_any_of_its_records(tmp_path):
+    j, _ = FileJournal.open(tmp_path)
+    single = pub(j, 1)
+    run = j.append_publishes("t", "json", "c", [b"%d" % i for i in range(5)], None)
+    after = pub(j, 2)
+    j.flush()
+    assert j.run_from(run[0].position) == run and j.run_from(run[3].position) == run[3:]
+    assert j.run_from(single.position) == [] and j.run_from(after.position) == []
+    replicated, _ = j.append_replicated_plain("t", "json", "up", 99, 7, [1, 2, 3], None,
+                                              [b"a", b"b", b"c"], "A")
+    assert j.run_from(replicated[1].position) == []  # (not written yet)
+    j.flush()
+    assert j.run_from(replicated[1].position) == replicated[1:]
+    j._recent.clear()
+    assert j.run_from(run[0].position) == []  # (no longer in memory: one by one)
+    j.close()

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from amps_emulator.config.model import ReplicationTopic
-from amps_emulator.journal import MemoryJournal, RecordKind
+from amps_emulator.journal import FileJournal, MemoryJournal, RecordKind
 from amps_emulator.journal.identity import origin_timestamp, path_of
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, frame, split_frame
 from amps_emulator.replication import Hello, NotAnEmulator, Receiver, Selection, Sender, batch
@@ -139,3 +139,31 @@ def test_a_peer_of_the_first_protocol_version_is_named_and_refused():
     old = msgspec.structs.replace(Hello(name="A", group="G", hw={}), version="emu-repl/1").encode()
     with pytest.raises(NotAnEmulator, match="emu-repl/1"):
         classify_first_frame(old[4:])
+
+
+def test_runs_read_from_the_journals_memory_travel_whole(tmp_path, monkeypatch):
+    """A file journal hands the sender the rest of a run at once (``run_from``): the same
+    parts and records as one by one, bounded by what is durable, the limit and the bytes."""
+    a, _ = FileJournal.open(tmp_path / "a")
+    first = runs(a, "p", 1, 6)
+    a.flush()
+    a.sync()
+    runs(a, "p", 7, 3)  # written, not durable yet
+    a.flush()
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    snd.start({})
+    (parts,) = parts_of(snd.poll(limit=4))
+    assert [(p.sequences, p.bodies) for p in parts] == [([r.sequence for r in first[:4]],
+                                                         [r.body for r in first[:4]])]
+    (parts,) = parts_of(snd.poll())
+    assert [p.client_seqs for p in parts] == [[5, 6]]  # (the rest of the durable run)
+    a.sync()
+    monkeypatch.setattr(batch, "BATCH_BYTES", 20)  # the rest would pass it: one by one
+    assert [[p.client_seqs for p in parts] for parts in parts_of(snd.poll())] == [[[7, 8, 9]]]
+    b = MemoryJournal()
+    port = Applied()
+    snd2 = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    snd2.start({})
+    assert pipe(snd2, Receiver(b, port)) == 9
+    assert [r.client_seq for r in port.records] == list(range(1, 10))
+    a.close()
