@@ -60,13 +60,51 @@ def is_plain(rec: JournalRecord) -> bool:
 BATCH_BYTES = 1 << 20
 
 
+class InFlight:
+    """The upstream positions a sender sent and its peer has not acknowledged yet, as ranges
+    of consecutive positions (a plain run is one)."""
+
+    def __init__(self) -> None:
+        self._ranges: deque[list[int]] = deque()  # [first, last], ascending
+        self.count = 0  # positions in them
+
+    def add(self, first: int, last: int) -> None:
+        ranges = self._ranges
+        if ranges and ranges[-1][1] == first - 1:
+            ranges[-1][1] = last
+        else:
+            ranges.append([first, last])
+        self.count += last - first + 1
+
+    def ack(self, position: int) -> None:
+        """Everything up to ``position`` is acknowledged."""
+        ranges = self._ranges
+        while ranges and ranges[0][0] <= position:
+            head = ranges[0]
+            if head[1] <= position:
+                ranges.popleft()
+                self.count -= head[1] - head[0] + 1
+            else:
+                self.count -= position + 1 - head[0]
+                head[0] = position + 1
+
+    @property
+    def first(self) -> int | None:
+        """The first position in flight (None: none is)."""
+        return self._ranges[0][0] if self._ranges else None
+
+    def clear(self) -> None:
+        self._ranges.clear()
+        self.count = 0
+
+
 class Frames:
     """The ``repl_batch`` frames one poll of a sender makes: parts for as long as the records
     share their ``sv`` and :data:`BATCH_BYTES` is not reached, then a frame. The sender
     (``via``, of Group ``group``) notes every record sent in ``sent`` (positions in flight);
     :attr:`messages` and :attr:`bytes` say what went."""
 
-    def __init__(self, via: str, group: str, sent: deque[int]) -> None:
+    def __init__(self, via: str, group: str, sent: InFlight) -> None:
         self.via = via
         self.group = group
         self.sent = sent
@@ -117,12 +155,13 @@ class Frames:
             self.parts.append(PlainRun(first.topic, first.message_type, first.client_name,
                                        first.publisher_id, first.timestamp, self.last, seqs,
                                        cast("list[int] | None", client_seqs), bodies))
-            self.sent.extend(range(self.last - len(seqs) + 1, self.last + 1))  # (consecutive)
+            self.sent.add(self.last - len(seqs) + 1, self.last)  # (one run: consecutive)
             self.count += len(seqs)
             self.first = None
         elif self.records:
             self.parts.append(Records(self.records))
-            self.sent.extend([rec.position for rec in self.records])
+            for rec in self.records:
+                self.sent.add(rec.position, rec.position)
             self.count += len(self.records)
             self.records = []
 
@@ -145,5 +184,5 @@ class Frames:
         return self.frames
 
 
-__all__ = ["BATCH_BYTES", "Frames", "Part", "PlainRun", "Records", "decode_parts", "encode_parts",
+__all__ = ["BATCH_BYTES", "Frames", "InFlight", "Part", "PlainRun", "Records", "decode_parts", "encode_parts",
            "is_plain"]

@@ -52,6 +52,7 @@ from amps_emulator.protocol.filter.context import MessageContext
 from amps_emulator.protocol.filter.runtime import CompiledFilter
 from amps_emulator.replication.batch import (
     Frames,
+    InFlight,
     PlainRun,
     decode_parts,
     is_plain,
@@ -179,6 +180,11 @@ def record_frame(rec: JournalRecord, *, local_name: str, local_group: str, seen:
     return frame(h, rec.body)
 
 
+#: records a sender has in flight at most (sent, not acknowledged): it streams without waiting
+#: for acks up to there (a sync pair's publishers wait for far less)
+WINDOW = 200_000
+
+
 class Sender:
     """The upstream half of one link: which records to send next, and what the peer acked."""
 
@@ -191,7 +197,9 @@ class Sender:
         self.resync_until = 0  # records up to here are sent under the resync rules
         self.peer_hw: dict[int, int] = {}
         self.acked_through = 0  # upstream position the peer acknowledged
-        self._sent: deque[int] = deque()  # positions sent and not acknowledged yet
+        self._sent = InFlight()  # positions sent and not acknowledged yet
+        #: at most this many records in flight: then the sender waits for the peer's acks
+        self.window = WINDOW
         #: per instance records came here from, the bookmark of the last one read so far
         #: (the ``sv`` of the next record sent: ``journal.failover``)
         self._last_from: dict[str, str] = {}
@@ -240,6 +248,10 @@ class Sender:
         here is stepped over whole (none of them goes back to it), without reading them; the
         rest of a run of publishes logged here as one (they share their headers dict) goes to
         its :class:`~.batch.PlainRun` with no more checks than the first one had."""
+        room = self.window - self._sent.count
+        if room <= 0:
+            return []
+        limit = min(limit, room)
         out = Frames(self.local_name, self.local_group, self._sent)
         limit_bytes = out.limit
         journal = self.journal
@@ -323,20 +335,25 @@ class Sender:
         frames = out.close()
         self.messages_out += out.messages
         self.bytes_out += out.bytes
-        if not self._sent:  # nothing in flight: everything looked at counts as acknowledged
+        if not self._sent.count:  # nothing in flight: everything looked at counts as acknowledged
             self.acked_through = max(self.acked_through, self.next_position - 1)
         return frames
 
     def on_ack(self, position: int) -> None:
-        sent = self._sent
-        while sent and sent[0] <= position:
-            sent.popleft()
+        self._sent.ack(position)
+        first = self._sent.first
         # records not selected after the acked one count as acknowledged up to the next in flight
-        self.acked_through = max(self.acked_through, (sent[0] - 1) if sent else self.next_position - 1)
+        self.acked_through = max(self.acked_through,
+                                 (first - 1) if first is not None else self.next_position - 1)
 
     @property
     def in_flight(self) -> int:
-        return len(self._sent)
+        return self._sent.count
+
+    @property
+    def window_full(self) -> bool:
+        """No more is sent until the peer acknowledges some of what is in flight."""
+        return self._sent.count >= self.window
 
 
 def _hops(path: str | None, via: str) -> tuple[str, ...]:

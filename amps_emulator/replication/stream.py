@@ -4,6 +4,8 @@ and writing to a link whose peer may have gone."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
 from typing import Protocol
 
 from amps_emulator.protocol.codec import ProtocolError
@@ -29,6 +31,16 @@ def send(writer: LinkWriter, data: bytes) -> None:
     writer.write(data)
 
 
+def no_delay(writer: asyncio.StreamWriter) -> None:
+    """TCP_NODELAY on the link's socket (asyncio and uvloop set it on TCP sockets already; a
+    link must not depend on it): a small frame, an ack above all, is not held back waiting
+    for the peer's ack of the previous segment."""
+    sock = writer.get_extra_info("socket")
+    if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME) -> bytes:
     """One frame's payload (without its 4-byte length). A length over ``limit`` is refused
     before any of the payload is read: nothing of an oversized frame is held."""
@@ -38,4 +50,4 @@ async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME) -> by
     return await reader.readexactly(size)
 
 
-__all__ = ["MAX_FRAME", "PRE_AUTH_FRAME", "LinkWriter", "read_frame", "send"]
+__all__ = ["MAX_FRAME", "PRE_AUTH_FRAME", "LinkWriter", "no_delay", "read_frame", "send"]

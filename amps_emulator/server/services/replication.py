@@ -50,7 +50,7 @@ from amps_emulator.replication.bootstrap_link import fill_then_start
 from amps_emulator.replication.gate import AckGate, DestinationState, describe_destination
 from amps_emulator.replication.link import Receiver, Selection, Sender, ack_position
 from amps_emulator.replication.peer_auth import logon_with
-from amps_emulator.replication.stream import read_frame, send
+from amps_emulator.replication.stream import no_delay, read_frame, send
 from amps_emulator.replication.wire import (
     Hello,
     LinkRefused,
@@ -294,6 +294,15 @@ class ReplicationService:
             self.upgrade_destination(st.name)
         if self.gate.safe(self.journal().durable_position) != before:
             self._gate_moved()
+
+    def _acked(self, sender: Sender, st: DestinationState, position: int, wake: asyncio.Event) -> None:
+        """The peer acknowledged everything up to ``position``: the sync gate moves, and a
+        sender whose window was full may send on (``wake``: its link's)."""
+        full = sender.window_full
+        sender.on_ack(position)
+        self._progress(st, sender.acked_through)
+        if full and not sender.window_full:
+            wake.set()
 
     def fire(self, module: str, st_name: str, reason: str | None = None, **more: str) -> None:
         variables = {"AMPS_DESTINATION_NAME": st_name, **more}
@@ -585,6 +594,7 @@ class ReplicationService:
         topic (a record or transfer request it refuses is dropped)."""
         broker = self.broker
         receiver: Receiver | None = None
+        no_delay(writer)  # a frame (or an ack) goes at once, never held back for the next
         wake = asyncio.Event()
         self.wakeups.add(wake)
         links = self._upstreams.setdefault(remote.name, [])
@@ -606,8 +616,7 @@ class ReplicationService:
                 if c == "repl_ack":
                     if sending is None:
                         raise ProtocolError("replication ack on a link this instance does not send on")
-                    sending[0].on_ack(ack_position(payload))
-                    self._progress(sending[1], sending[0].acked_through)
+                    self._acked(*sending, ack_position(payload), wake)
                     continue
                 if c == "repl_qreq":  # the peer asks for queue messages this instance owns
                     queue, bookmarks = transfer_request(h)

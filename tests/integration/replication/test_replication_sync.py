@@ -14,6 +14,7 @@ import AMPS
 import pytest
 
 from amps_emulator.pair import EmbeddedPair
+from amps_emulator.replication import link
 from tests.support.clients import Collector
 from tests.support.servers import turn_held
 
@@ -337,6 +338,28 @@ def test_publishers_on_both_instances_of_a_sync_pair_get_their_acks(sync_pair):
     finally:
         pa.close()
         pb.close()
+
+
+def test_a_sender_whose_window_is_full_sends_on_as_the_acks_come(tmp_path, monkeypatch):
+    """The link streams without waiting for acks up to its window; past it, the peer's acks
+    (which move no gate on an async destination) let it go on, with nothing else happening."""
+    monkeypatch.setattr(link, "WINDOW", 3)
+    with EmbeddedPair(tmp_path, sync_type="async", memory=False) as pair:
+        wait_connected(pair)
+        pub = publisher(pair.a.uri)
+        sub = AMPS.Client("sub-b")
+        try:
+            for i in range(40):
+                pub.publish("orders", json.dumps({"id": i}))
+            pub.publish_flush(10000)
+            sub.connect(pair.b.uri)
+            sub.logon(5000)
+            got = Collector(lambda m: json.loads(m.get_data())["id"])
+            sub.bookmark_subscribe(got, "orders", AMPS.Client.Bookmarks.EPOCH)
+            assert got.wait_for(40) == list(range(40))
+        finally:
+            pub.close()
+            sub.close()
 
 
 def test_replication_control_downgrades_by_age_and_upgrades_once_caught_up(sync_pair):

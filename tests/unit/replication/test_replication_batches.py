@@ -13,7 +13,7 @@ from amps_emulator.journal import FileJournal, MemoryJournal, RecordKind
 from amps_emulator.journal.identity import origin_timestamp, path_of
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, frame, split_frame
 from amps_emulator.replication import Hello, NotAnEmulator, Receiver, Selection, Sender, batch
-from amps_emulator.replication.batch import PlainRun, Records, decode_parts, encode_parts
+from amps_emulator.replication.batch import InFlight, PlainRun, Records, decode_parts, encode_parts
 from amps_emulator.replication.link import ack_position
 from amps_emulator.replication.wire import classify_first_frame
 
@@ -139,6 +139,37 @@ def test_a_peer_of_the_first_protocol_version_is_named_and_refused():
     old = msgspec.structs.replace(Hello(name="A", group="G", hw={}), version="emu-repl/1").encode()
     with pytest.raises(NotAnEmulator, match="emu-repl/1"):
         classify_first_frame(old[4:])
+
+
+def test_a_sender_keeps_at_most_its_window_in_flight():
+    a, b = MemoryJournal(), MemoryJournal()
+    runs(a, "p", 1, 10)
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    snd.window = 4
+    snd.start({})
+    rcv = Receiver(b, Applied())
+    frames = snd.poll()
+    assert snd.in_flight == 4 and snd.window_full and snd.poll() == []
+    for payload in FrameDecoder().feed(b"".join(frames)):
+        rcv.handle(payload)
+    (ack,) = FrameDecoder().feed(rcv.take_ack(0.0) or b"")
+    snd.on_ack(ack_position(ack))
+    assert not snd.window_full and snd.acked_through == 4
+    assert pipe(snd, rcv) == 4 and pipe(snd, rcv) == 2 and snd.acked_through == 10
+
+
+def test_in_flight_ranges_are_acknowledged_in_part_and_whole():
+    sent = InFlight()
+    sent.add(3, 5)
+    sent.add(6, 6)  # (joins the range before it)
+    sent.add(9, 12)
+    assert sent.count == 8 and sent.first == 3
+    sent.ack(4)
+    assert sent.count == 6 and sent.first == 5
+    sent.ack(10)
+    assert sent.count == 2 and sent.first == 11
+    sent.ack(99)
+    assert sent.count == 0 and sent.first is None
 
 
 def test_runs_read_from_the_journals_memory_travel_whole(tmp_path, monkeypatch):
