@@ -317,7 +317,9 @@ class Sender:
                     continue
                 seqs, client_seqs, bodies = out.plain(rec)
                 run_h = rec.headers
-                rest = journal.run_from(at + 1)[:min(durable - at, limit - count)]
+                run = journal.run_from(at)  # (rec's own run, from rec on: a run made with it)
+                rest = run[1:min(durable - at, limit - count) + 1] \
+                    if run and run[0] is rec and run[-1].headers is run_h else []
                 more = [r.body for r in rest]
                 size = sum(map(len, more))
                 if rest and out.size + size < limit_bytes:  # the rest of its run, at once

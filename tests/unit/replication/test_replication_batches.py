@@ -11,6 +11,7 @@ import pytest
 from amps_emulator.config.model import ReplicationTopic
 from amps_emulator.journal import FileJournal, MemoryJournal, RecordKind
 from amps_emulator.journal.identity import origin_timestamp, path_of
+from amps_emulator.protocol.bookmarks import Bookmark, publisher_id_for
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, frame, split_frame
 from amps_emulator.replication import Hello, NotAnEmulator, Receiver, Selection, Sender, batch
 from amps_emulator.replication.batch import InFlight, PlainRun, Records, decode_parts, encode_parts
@@ -197,4 +198,31 @@ def test_runs_read_from_the_journals_memory_travel_whole(tmp_path, monkeypatch):
     snd2.start({})
     assert pipe(snd2, Receiver(b, port)) == 9
     assert [r.client_seq for r in port.records] == list(range(1, 10))
+    a.close()
+
+
+def test_a_run_taken_at_once_is_only_the_records_made_with_the_first(tmp_path):
+    """A publish made alone, then another client's run, then a run from a peer: each goes as
+    what it is (the one that follows a record is not its run)."""
+    a, _ = FileJournal.open(tmp_path / "a")
+    alone = a.append(topic="orders", client_name="p1", message_type="json", body=b"{}", client_seq=1)
+    other = runs(a, "p2", 1, 3)
+    a.append_replicated_plain("orders", "json", "p3", publisher_id_for("p3"), 5, [1, 2], None,
+                              [b"x", b"y"], "C")
+    a.flush()
+    a.sync()
+    snd = Sender(a, Selection(dest(pass_through=".*"), "B"), local_name="A", local_group="G")
+    snd.start({})
+    frames = snd.poll()
+    assert [[(type(p).__name__, len(p.bodies) if isinstance(p, PlainRun) else len(p.records))
+              for p in parts] for parts in parts_of(frames)] == [
+        [("PlainRun", 1), ("PlainRun", 3)], [("Records", 1)], [("Records", 1)]]  # (each: another sv)
+    port = Applied()
+    rcv = Receiver(MemoryJournal(), port, local_name="B")
+    for payload in FrameDecoder().feed(b"".join(frames)):
+        rcv.handle(payload)
+    assert [(r.client_name, r.bookmark) for r in port.records] == \
+        [("p1", alone.bookmark)] + [("p2", r.bookmark) for r in other] + \
+        [("p3", Bookmark(publisher_id_for("p3"), 1)), ("p3", Bookmark(publisher_id_for("p3"), 2))]
+    assert [path_of(r) for r in port.records] == [("A",)] * 4 + [("C", "A")] * 2
     a.close()
