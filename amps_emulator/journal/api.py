@@ -160,6 +160,13 @@ class RetentionResult:
     reasons: tuple[str, ...] = field(default=())
 
 
+class TailReader(Protocol):
+    """A reader that follows a journal's tail (a replication sender): the first position it
+    has not read yet."""
+
+    next_position: int
+
+
 @runtime_checkable
 class Journal(Protocol):
     """The transaction-log storage API (synchronous; no asyncio, no sockets)."""
@@ -236,6 +243,11 @@ class Journal(Protocol):
 
     def read(self, from_position: int = 1, *, include_internal: bool = False) -> Iterator[JournalRecord]: ...
     def record_at(self, position: int) -> JournalRecord | None: ...
+    def follow_tail(self, reader: TailReader) -> None:
+        """``reader`` (with a ``next_position``) reads each record soon after it is written:
+        the journal may keep what it has not read in memory while it lives."""
+        ...
+
     def run_from(self, position: int) -> list[JournalRecord]:
         """The records from ``position`` to the end of the run appended together that it
         belongs to, while the journal holds them in memory (empty: read them one by one)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 
-from .api import Durability, JournalClosedError, RetentionResult
+from .api import Durability, JournalClosedError, RetentionResult, TailReader
 from .base import Clock, JournalCore
 from .record import INTERNAL_KIND_MIN, JournalRecord, RecordKind, frame_size, room_for
 
@@ -211,6 +211,9 @@ class MemoryJournal(JournalCore):
             rec = self._records[pos - self._base]
             pos += 1
             yield rec
+
+    def follow_tail(self, reader: TailReader) -> None:
+        """Nothing to keep: every record is in memory."""
 
     def run_from(self, position: int) -> list[JournalRecord]:
         """Nothing (runs are not noted here: a reader takes the records one by one)."""

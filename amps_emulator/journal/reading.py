@@ -2,9 +2,9 @@
 and the publisher of one position, over sealed segments, the active one and the records still
 in the write buffer.
 
-The records of the last writes stay in memory (:class:`RecentWrites`, a few MiB of frames) so
-readers of the tail, a replication sender above all, which reads each record as soon as it is
-durable, take them without reading and decoding their frames again.
+The records of the last writes stay in memory (:class:`RecentWrites`) while a reader that follows
+the tail needs them (a replication sender reads each record as soon as it is durable): it takes
+them without reading and decoding their frames again.
 
 A base class rather than functions: ``read`` is a generator that must see the journal's state
 as it moves on (records appended, written, segments rolled or removed while a reader iterates),
@@ -17,11 +17,13 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from operator import itemgetter
+from weakref import WeakSet
 
+from .api import TailReader
 from .record import INTERNAL_KIND_MIN, FrameDecoder, JournalRecord
 from .segment import FrameCursor, Segment
 
-#: frame bytes of the last writes whose records :class:`RecentWrites` keeps
+#: frame bytes of the last writes whose records :class:`RecentWrites` keeps at most
 RECENT_BYTES = 8 * 1024 * 1024
 
 _start = itemgetter(0)
@@ -29,14 +31,18 @@ _start = itemgetter(0)
 
 class RecentWrites:
     """The records of the journal's last writes (each write's records have consecutive
-    positions), oldest first, up to ``limit`` bytes of their frames. ``gen`` changes when
-    records are forgotten other than from the oldest end (a cut after a failed sync): a
-    reader going through a write's records stops there."""
+    positions), oldest first, that a reader following the tail (``readers``, held weakly) has
+    not passed yet, up to ``limit`` bytes of their frames; with no such reader, none. Records
+    kept longer than they are needed cost a process that never reads them (its memory and
+    caches hold them) about as much as the reads save. ``gen`` changes when records are
+    forgotten other than from the oldest end (a cut after a failed sync): a reader going
+    through a write's records stops there."""
 
-    __slots__ = ("limit", "_writes", "_firsts", "_sizes", "_runs", "_size", "gen")
+    __slots__ = ("limit", "readers", "_writes", "_firsts", "_sizes", "_runs", "_size", "gen")
 
     def __init__(self, limit: int = RECENT_BYTES) -> None:
         self.limit = limit
+        self.readers: WeakSet[TailReader] = WeakSet()
         self._writes: list[list[JournalRecord]] = []
         self._firsts: list[int] = []  # the first position of each write
         self._sizes: list[int] = []
@@ -50,19 +56,25 @@ class RecentWrites:
         """The records of a write of ``size`` bytes, which went to the OS; ``runs``: the
         (start, end) indexes, ascending, of the runs among them (a client's run of publishes,
         a replicated one: records made together, alike but for their sequences and bodies)."""
-        if not records:
+        if not self.readers:
+            if self._writes:
+                self.clear()
             return
-        self._writes.append(records)
-        self._firsts.append(records[0].position)
-        self._sizes.append(size)
-        self._runs.append(runs or [])
-        self._size += size
-        if self._size > self.limit:
-            n, drop = 0, 0
-            while n < len(self._sizes) and self._size - drop > self.limit:
-                drop += self._sizes[n]
-                n += 1
-            del self._writes[:n], self._firsts[:n], self._sizes[:n], self._runs[:n]
+        if records:
+            self._writes.append(records)
+            self._firsts.append(records[0].position)
+            self._sizes.append(size)
+            self._runs.append(runs or [])
+            self._size += size
+        # forget the oldest writes while every reader has passed them, or over the limit
+        floor = min(r.next_position for r in self.readers)
+        writes, sizes = self._writes, self._sizes
+        n, drop = 0, 0
+        while n < len(writes) and (writes[n][-1].position < floor or self._size - drop > self.limit):
+            drop += sizes[n]
+            n += 1
+        if n:
+            del writes[:n], self._firsts[:n], sizes[:n], self._runs[:n]
             self._size -= drop
 
     def clear(self) -> None:
@@ -177,6 +189,11 @@ class SegmentReads:
         finally:
             if cursor is not None:
                 cursor.close()
+
+    def follow_tail(self, reader: TailReader) -> None:
+        """``reader`` (a replication sender) reads each record soon after it is written: the
+        last writes are kept in memory from its ``next_position`` on, while it lives."""
+        self._recent.readers.add(reader)
 
     def run_from(self, position: int) -> list[JournalRecord]:
         """The written records from ``position`` to the end of the run of records appended

@@ -209,6 +209,7 @@ class Sender:
         self._stale = True  # _seen is to be made again from _last_from
         self.messages_out = 0
         self.bytes_out = 0
+        journal.follow_tail(self)  # (it reads each record soon after it is durable)
 
     def start(self, peer_hw: Mapping[int, int]) -> int:
         """Begin (or resume after a reconnect) from what the peer holds; returns the position."""

@@ -1,6 +1,7 @@
-"""FileJournal keeps the records of its last writes in memory (``reading.RecentWrites``): a
-reader of the tail gets the very records that were appended, equal to what the files hold,
-and older writes are read from the files again once the memory bound is passed."""
+"""FileJournal keeps the records of its last writes in memory (``reading.RecentWrites``) while
+a reader follows its tail: such a reader gets the very records that were appended, equal to
+what the files hold; what every such reader has passed, older writes past the memory bound,
+and everything once no reader follows, are read from the files again."""
 
 from __future__ import annotations
 
@@ -12,8 +13,17 @@ def pub(j: FileJournal, i: int, size: int = 100):
     return j.append(topic="t", client_name="c", client_seq=i, body=b"%d" % i + b" " * size)
 
 
+class Follower:
+    """A reader of the tail (what a replication sender is to the journal)."""
+
+    def __init__(self, j: FileJournal, next_position: int = 1) -> None:
+        self.next_position = next_position
+        j.follow_tail(self)
+
+
 def test_the_tail_is_read_from_memory_and_equals_the_files(tmp_path):
     j, _ = FileJournal.open(tmp_path, segment_size=8192)  # (several segments: rolls in between)
+    follower = Follower(j)
     recs = []
     for turn in range(10):
         recs += [pub(j, turn * 10 + i) for i in range(1, 11)]
@@ -22,6 +32,7 @@ def test_the_tail_is_read_from_memory_and_equals_the_files(tmp_path):
     got = list(j.read(1))
     assert got == recs and all(a is b for a, b in zip(got, recs, strict=True))
     assert j.record_at(recs[-1].position) is recs[-1]
+    assert follower.next_position == 1
     j.close()
     reopened, _ = FileJournal.open(tmp_path, segment_size=8192)
     assert list(reopened.read(1)) == recs  # (from the files: equal, other objects)
@@ -31,6 +42,7 @@ def test_the_tail_is_read_from_memory_and_equals_the_files(tmp_path):
 def test_older_writes_are_read_from_the_files_past_the_bound(tmp_path):
     j, _ = FileJournal.open(tmp_path)
     j._recent = RecentWrites(limit=2000)
+    follower = Follower(j)
     first = [pub(j, i) for i in range(1, 11)]  # ~1.5 KB of frames
     j.flush()
     second = [pub(j, i) for i in range(11, 21)]
@@ -42,22 +54,26 @@ def test_older_writes_are_read_from_the_files_past_the_bound(tmp_path):
     big = pub(j, 21, size=5000)  # a write larger than the bound is not kept at all
     j.flush()
     assert j.record_at(big.position) == big and j.record_at(big.position) is not big
+    assert follower.next_position == 1
     j.close()
 
 
 def test_a_reader_of_a_write_stops_where_the_write_is_cut(tmp_path):
     j, _ = FileJournal.open(tmp_path)
+    follower = Follower(j)
     recs = [pub(j, i) for i in range(1, 11)]
     j.flush()
     reader = j.read(1)
     assert next(reader) is recs[0]
     j._recent.clear()  # what a cut after a failed sync does (test_journal_disk_full)
     assert list(reader) == recs[1:]  # (from the files)
+    assert follower.next_position == 1
     j.close()
 
 
 def test_a_run_appended_together_is_found_from_any_of_its_records(tmp_path):
     j, _ = FileJournal.open(tmp_path)
+    follower = Follower(j)
     single = pub(j, 1)
     run = j.append_publishes("t", "json", "c", [b"%d" % i for i in range(5)], None)
     after = pub(j, 2)
@@ -71,4 +87,26 @@ def test_a_run_appended_together_is_found_from_any_of_its_records(tmp_path):
     assert j.run_from(replicated[1].position) == replicated[1:]
     j._recent.clear()
     assert j.run_from(run[0].position) == []  # (no longer in memory: one by one)
+    assert follower.next_position == 1
+    j.close()
+
+
+def test_only_what_a_follower_has_not_passed_is_kept_and_nothing_without_one(tmp_path):
+    j, _ = FileJournal.open(tmp_path)
+    first = [pub(j, i) for i in range(1, 4)]
+    j.flush()
+    assert list(j.read(1)) == first and j.read(1).__next__() is not first[0]  # (nobody follows)
+    follower = Follower(j, next_position=j.next_position)
+    second = [pub(j, i) for i in range(4, 7)]
+    j.flush()
+    assert next(j.read(second[0].position)) is second[0]
+    follower.next_position = j.next_position  # it read them all
+    third = [pub(j, i) for i in range(7, 9)]
+    j.flush()
+    assert next(j.read(second[0].position)) is not second[0]  # passed: forgotten
+    assert next(j.read(third[0].position)) is third[0]
+    del follower  # (the last follower is gone: nothing is kept from the next write on)
+    pub(j, 9)
+    j.flush()
+    assert next(j.read(third[0].position)) is not third[0]
     j.close()

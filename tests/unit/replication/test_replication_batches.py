@@ -177,12 +177,12 @@ def test_runs_read_from_the_journals_memory_travel_whole(tmp_path, monkeypatch):
     """A file journal hands the sender the rest of a run at once (``run_from``): the same
     parts and records as one by one, bounded by what is durable, the limit and the bytes."""
     a, _ = FileJournal.open(tmp_path / "a")
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")  # (follows the tail)
     first = runs(a, "p", 1, 6)
     a.flush()
     a.sync()
     runs(a, "p", 7, 3)  # written, not durable yet
     a.flush()
-    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
     snd.start({})
     (parts,) = parts_of(snd.poll(limit=4))
     assert [(p.sequences, p.bodies) for p in parts] == [([r.sequence for r in first[:4]],
@@ -194,7 +194,7 @@ def test_runs_read_from_the_journals_memory_travel_whole(tmp_path, monkeypatch):
     assert [[p.client_seqs for p in parts] for parts in parts_of(snd.poll())] == [[[7, 8, 9]]]
     b = MemoryJournal()
     port = Applied()
-    snd2 = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    snd2 = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")  # (from the files)
     snd2.start({})
     assert pipe(snd2, Receiver(b, port)) == 9
     assert [r.client_seq for r in port.records] == list(range(1, 10))
@@ -205,13 +205,13 @@ def test_a_run_taken_at_once_is_only_the_records_made_with_the_first(tmp_path):
     """A publish made alone, then another client's run, then a run from a peer: each goes as
     what it is (the one that follows a record is not its run)."""
     a, _ = FileJournal.open(tmp_path / "a")
+    snd = Sender(a, Selection(dest(pass_through=".*"), "B"), local_name="A", local_group="G")
     alone = a.append(topic="orders", client_name="p1", message_type="json", body=b"{}", client_seq=1)
     other = runs(a, "p2", 1, 3)
     a.append_replicated_plain("orders", "json", "p3", publisher_id_for("p3"), 5, [1, 2], None,
                               [b"x", b"y"], "C")
     a.flush()
     a.sync()
-    snd = Sender(a, Selection(dest(pass_through=".*"), "B"), local_name="A", local_group="G")
     snd.start({})
     frames = snd.poll()
     assert [[(type(p).__name__, len(p.bodies) if isinstance(p, PlainRun) else len(p.records))
