@@ -84,7 +84,8 @@ def _files(j) -> dict[str, bytes]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(upstream=batches(), held=st.integers(0, 4), memory=st.booleans(), seen=st.sampled_from([None, '{"":"1|2|"}']))
+@given(upstream=batches(), held=st.integers(0, 4), memory=st.booleans(),
+       seen=st.sampled_from([None, '{"":"1|2|"}']))
 def test_a_run_appends_what_one_by_one_appends(tmp_path_factory, upstream, held, memory, seen):
     tmp = tmp_path_factory.mktemp("run")
     ref, run = _journals(tmp, "ref", memory), _journals(tmp, "run", memory)
@@ -119,8 +120,8 @@ def test_a_plain_run_appends_what_the_records_would(tmp_path_factory, n, skip, w
     client_seqs = [50 + i for i in range(n)] if with_s else None
     for j in (ref, run):  # holds the first ``skip`` of them already
         if skip:
-            j.append_replicated(topic="t", client_name="pub-a", publisher_id=pid, sequence=seqs[0] + 2 * skip - 2,
-                                origin_timestamp=1, message_type="json")
+            j.append_replicated(topic="t", client_name="pub-a", publisher_id=pid,
+                                sequence=seqs[0] + 2 * skip - 2, origin_timestamp=1, message_type="json")
     upstream = [JournalRecord(position=i + 1, kind=1, topic="t", publisher_id=pid, sequence=seqs[i],
                               timestamp=777, client_name="pub-a",
                               client_seq=None if client_seqs is None else client_seqs[i],
