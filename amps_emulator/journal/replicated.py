@@ -106,16 +106,23 @@ def _link_headers(via: str, seen: str | None, group: str | None) -> dict[str, st
     return link
 
 
+def _check_message(kind: int, pid: int, seq: int, cs: int | None, expiration: int | None) -> None:
+    """ValueError unless these are a replicable message's: a kind that is not journal-internal,
+    a bookmark, an ``s`` and an expiration its frame can hold."""
+    if not 0 <= kind < INTERNAL_KIND_MIN:
+        raise ValueError(f"record kind {kind} is journal-internal or no kind")
+    if not 0 < pid < _LIMIT or not 0 < seq < _LIMIT:
+        raise ValueError(f"replicated bookmark {pid}|{seq}| is not a message's bookmark")
+    if cs is not None and not 0 <= cs < _LIMIT:
+        raise ValueError(f"client sequence {cs} is not in 0..2^64-1")
+    if expiration is not None and not -_LIMIT // 2 <= expiration < _LIMIT:
+        raise ValueError(f"expiration {expiration} is out of range")
+
+
 def _check_messages(upstream: Sequence[JournalRecord]) -> None:
     """ValueError for the first of ``upstream`` that is not a replicable message."""
     for up in upstream:
-        kind, pid, seq, cs = up.kind, up.publisher_id, up.sequence, up.client_seq
-        if kind >= INTERNAL_KIND_MIN:
-            raise ValueError(f"record kind {kind} is journal-internal")
-        if pid == 0 or not 0 < seq < _LIMIT:
-            raise ValueError(f"replicated bookmark {pid}|{seq}| is not a message's bookmark")
-        if cs is not None and not 0 <= cs < _LIMIT:
-            raise ValueError(f"client sequence {cs} is not in 0..2^64-1")
+        _check_message(up.kind, up.publisher_id, up.sequence, up.client_seq, up.expiration)
 
 
 class ReplicatedAppends:
@@ -191,12 +198,7 @@ class ReplicatedAppends:
         where = self._prepare_append()
         if self._closed:
             raise self._closed_error()
-        if kind >= INTERNAL_KIND_MIN:
-            raise ValueError(f"record kind {kind} is journal-internal")
-        if publisher_id == 0 or not 0 < sequence < _LIMIT:
-            raise ValueError(f"replicated bookmark {publisher_id}|{sequence}| is not a message's bookmark")
-        if client_seq is not None and not 0 <= client_seq < _LIMIT:
-            raise ValueError(f"client sequence {client_seq} is not in 0..2^64-1")
+        _check_message(int(kind), publisher_id, sequence, client_seq, expiration)
         if self.is_replicated_duplicate(publisher_id, sequence, client_seq):
             return None
         position = self._next_position
@@ -293,7 +295,7 @@ class ReplicatedAppends:
             raise ValueError("a replicated run's columns differ in length")
         rising = all(map(lt, sequences, sequences[1:])) and (
             client_seqs is None or (client_seqs[0] > 0 and all(map(lt, client_seqs, client_seqs[1:]))))
-        if not rising or publisher_id == 0 or not 0 < sequences[0] < _LIMIT \
+        if not rising or not 0 < publisher_id < _LIMIT or not 0 < sequences[0] < _LIMIT \
                 or not sequences[-1] < _LIMIT or (client_seqs is not None and client_seqs[-1] >= _LIMIT):
             return self.append_replicated_run(
                 [JournalRecord(0, _PUBLISH, topic, publisher_id, seq, origin_timestamp, client_name,

@@ -151,7 +151,8 @@ def test_a_plain_run_whose_sequences_do_not_rise_is_taken_record_by_record():
 
 
 @pytest.mark.parametrize("bad", [
-    {"kind": int(RecordKind.CHECKPOINT)}, {"publisher_id": 0}, {"sequence": 0}, {"client_seq": 1 << 64}])
+    {"kind": int(RecordKind.CHECKPOINT)}, {"kind": -1}, {"publisher_id": 0}, {"publisher_id": 1 << 64},
+    {"sequence": 0}, {"client_seq": 1 << 64}, {"expiration": 1 << 64}])
 def test_a_bad_record_refuses_the_whole_run(bad):
     j = MemoryJournal()
     good = JournalRecord(position=1, kind=1, topic="t", publisher_id=7, sequence=1, timestamp=1,
@@ -205,3 +206,12 @@ def test_the_compiled_run_declines_what_it_does_not_know():
     args = (None, JournalRecord, "t", "json", "p", 1, 1, 1, [1], None, {"k": 1}, [b"x"], 0, 0, 1)
     assert _speedups.replicated_run(*args) is None
     assert replicated_run(*args) == replicated_run_py(*args)
+
+
+@pytest.mark.parametrize("memory", [True, False])
+def test_a_plain_run_a_frame_cannot_hold_is_refused_with_nothing_appended(tmp_path, memory):
+    j = MemoryJournal() if memory else FileJournal.open(tmp_path)[0]
+    for pid, seqs, s in ((1 << 64, [1, 2], None), (7, [1, 1 << 64], None), (7, [1, 2], [1, 1 << 64])):
+        with pytest.raises(ValueError):
+            j.append_replicated_plain("t", "json", "p", pid, 1, seqs, s, [b"a", b"b"], "A")
+    assert j.last_position == 0 and j.high_water_marks() == {}

@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from amps_emulator.config.model import ReplicationTopic
-from amps_emulator.journal import FileJournal, MemoryJournal, RecordKind
+from amps_emulator.journal import FileJournal, JournalRecord, MemoryJournal, RecordKind
 from amps_emulator.journal.identity import origin_timestamp, path_of
 from amps_emulator.protocol.bookmarks import Bookmark, publisher_id_for
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, frame, split_frame
@@ -128,6 +128,9 @@ def test_plain_runs_of_a_refused_topic_are_dropped_counted_and_acknowledged():
     b"\x01\x02",  # not MessagePack
     encode_parts([PlainRun("t", "json", "p", 7, 1, 3, [1, 2], None, [b"x"])]),  # columns differ
     encode_parts([PlainRun("t", "json", "p", 0, 1, 3, [1], None, [b"x"])]),  # no publisher
+    encode_parts([PlainRun("t", "json", "p", -1, 1, 3, [1], None, [b"x"])]),  # nor one
+    encode_parts([Records([JournalRecord(position=1, kind=-1, topic="t", publisher_id=7, sequence=1,
+                                         timestamp=1, client_name="p")])]),  # no kind
     msgspec.msgpack.encode([[9, "what"]]),  # an unknown part
 ])
 def test_a_malformed_batch_ends_the_link(body):
