@@ -22,12 +22,15 @@ the body). Header ``c`` says what it is:
                 ``h`` the record's other headers as JSON (a sow_delete's filter or keys)
                 (body: the message)
 ``repl_batch``  ``via`` the sender's Name, ``ug`` its Group, ``sv`` (as in ``repl_rec``) for
-                every record of the batch (body: a MessagePack array of records as the sender
-                logged them, each a map of the fields of ``journal.record.JournalRecord``:
-                ``position`` is the upstream position; the origin time is the record's
-                ``x-emu-repl-origin-ts`` header, else its ``timestamp``; its path is its
-                ``x-emu-repl-path`` header, then ``via``). What a link streams: one frame
-                per run of records, no ack awaited before the next
+                every record of the batch (body: a MessagePack array of parts, :mod:`.batch`:
+                ``[1, topic, message type, client name, publisher id, log time, last
+                position, [sequences], [s] or nil, [bodies]]`` a client's run of publishes
+                logged at once; ``[2, [records]]`` records as the sender logged them, each a
+                map of the fields of ``journal.record.JournalRecord``: ``position`` is the
+                upstream position; the origin time is the record's ``x-emu-repl-origin-ts``
+                header, else its ``timestamp``; its path is its ``x-emu-repl-path`` header,
+                then ``via``). What a link streams: a frame per run of records sharing their
+                ``sv``, no ack awaited before the next
 ``repl_ack``    ``pos``: every record up to this upstream position is applied downstream
 ``repl_qreq``   (downstream to upstream) ``q`` queue, ``bm`` comma list of bookmarks: a
                 transfer request, asking the upstream, which owns those messages of a
