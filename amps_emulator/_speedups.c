@@ -43,6 +43,15 @@
  * Syncer: the transaction log's group fdatasync on a thread that never takes the GIL (no
  *   pure-Python twin: without it the log syncs in a worker thread, server/txlog.py).
  *
+ * frame_parts: a fan-out delivery's frame from its shared header parts, its sids and the body,
+ *   in one allocation; twin: protocol.codec.frame_parts_py.
+ *
+ * fan_send: a fan-out's deliveries to the connections of a plan (frame_parts and a send each)
+ *   in one call; twin: server.delivery.plan.fan_send_py.
+ *
+ * replay_frames: a bookmark replay's p frames straight from the journal's frames as stored (no
+ *   record decoded); twin: server.delivery.replay_frames.replay_frames_py.
+ *
  * sow_frames: the batched sow frames of a query's results straight from the stored SOW values
  *   (no Record built, no header dict encoded per record); twin: sow.record.sow_frames_py.
  */
@@ -1246,11 +1255,81 @@ static int stamp_item(PyObject *list, Py_ssize_t i, const unsigned char **s, Py_
     return 0;
 }
 
+/* The payload size of the sow frame of rows [first, last) (-1 and an exception set: a row or
+ * stamp that is not what sow_frames takes, or a frame over 4 GiB). */
+static Py_ssize_t batch_payload(PyObject *rows, PyObject *stamps, int with_key,
+                                Py_ssize_t pre_len, Py_ssize_t first, Py_ssize_t last)
+{
+    Py_ssize_t size = pre_len;
+    stored rec;
+    const unsigned char *s;
+    Py_ssize_t n;
+    for (Py_ssize_t i = first; i < last; i++) {
+        if (read_stored(PyList_GET_ITEM(rows, i), i, &rec) < 0)
+            return -1;
+        size += 12 + json_str_size(rec.bm, rec.bm_len) + dec_size(rec.body_len)
+                + rec.body_len;  /* { "bm": ,"l": } */
+        if (with_key)
+            size += 5 + json_str_size(rec.key, rec.key_len);  /* "k": , */
+        if (stamps != Py_None) {
+            if (stamp_item(stamps, i, &s, &n) < 0)
+                return -1;
+            size += 8 + n;  /* ,"ts":"" */
+        }
+    }
+    if (size > 0xFFFFFFFFu) {
+        PyErr_SetString(PyExc_ValueError, "sow_frames: a frame over 4 GiB");
+        return -1;
+    }
+    return size;
+}
+
+/* Write the sow frame of rows [first, last), its payload ``size`` bytes (batch_payload's: the
+ * rows are checked), at p; returns the end. */
+static unsigned char *put_batch(unsigned char *p, PyObject *rows, PyObject *stamps, int with_key,
+                                const unsigned char *pre, Py_ssize_t pre_len, Py_ssize_t size,
+                                Py_ssize_t first, Py_ssize_t last)
+{
+    stored rec;
+    const unsigned char *s = NULL;  /* (set by stamp_item: initialised for the compiler) */
+    Py_ssize_t n = 0;
+    p = put_be32(p, (uint32_t)size);
+    memcpy(p, pre, (size_t)pre_len);
+    p += pre_len;
+    for (Py_ssize_t i = first; i < last; i++) {
+        read_stored(PyList_GET_ITEM(rows, i), i, &rec);  /* checked by batch_payload */
+        *p++ = '{';
+        if (with_key) {
+            memcpy(p, "\"k\":", 4);
+            p = put_json_str(p + 4, rec.key, rec.key_len);
+            *p++ = ',';
+        }
+        memcpy(p, "\"bm\":", 5);
+        p = put_json_str(p + 5, rec.bm, rec.bm_len);
+        if (stamps != Py_None) {
+            stamp_item(stamps, i, &s, &n);
+            memcpy(p, ",\"ts\":\"", 7);
+            memcpy(p + 7, s, (size_t)n);
+            p += 7 + n;
+            *p++ = '"';
+        }
+        memcpy(p, ",\"l\":", 5);
+        p = put_dec(p + 5, rec.body_len);
+        *p++ = '}';
+        memcpy(p, rec.body, (size_t)rec.body_len);
+        p += rec.body_len;
+    }
+    return p;
+}
+
+/* sow_frames(prefix, rows, with_key, stamps, start, end, batch, joined=False): the frames, a
+ * list of bytes, or with ``joined`` one bytes of them all back to back (one allocation: what a
+ * write of them all takes, without the join). */
 static PyObject *
 sow_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 7) {
-        PyErr_Format(PyExc_TypeError, "sow_frames() takes 7 arguments (%zd given)", nargs);
+    if (nargs != 7 && nargs != 8) {
+        PyErr_Format(PyExc_TypeError, "sow_frames() takes 7 or 8 arguments (%zd given)", nargs);
         return NULL;
     }
     PyObject *prefix = args[0], *rows = args[1], *stamps = args[3];
@@ -1258,11 +1337,14 @@ sow_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
             || (stamps != Py_None && !PyList_Check(stamps))) {
         PyErr_SetString(PyExc_TypeError,
                         "sow_frames(prefix: bytes, rows: list, with_key: bool, "
-                        "stamps: list | None, start, end, batch)");
+                        "stamps: list | None, start, end, batch, joined=False)");
         return NULL;
     }
     int with_key = PyObject_IsTrue(args[2]);
     if (with_key < 0)
+        return NULL;
+    int joined = nargs == 8 ? PyObject_IsTrue(args[7]) : 0;
+    if (joined < 0)
         return NULL;
     Py_ssize_t start = PyLong_AsSsize_t(args[4]);
     if (start == -1 && PyErr_Occurred())
@@ -1280,61 +1362,44 @@ sow_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
     }
     const unsigned char *pre = (const unsigned char *)PyBytes_AS_STRING(prefix);
     Py_ssize_t pre_len = PyBytes_GET_SIZE(prefix);
+    if (joined) {
+        Py_ssize_t total = 0;
+        for (Py_ssize_t first = start; first < end; first += batch) {
+            Py_ssize_t last = end - first > batch ? first + batch : end;
+            Py_ssize_t size = batch_payload(rows, stamps, with_key, pre_len, first, last);
+            if (size < 0)
+                return NULL;
+            total += 4 + size;
+        }
+        PyObject *all = PyBytes_FromStringAndSize(NULL, total);
+        if (all == NULL)
+            return NULL;
+        unsigned char *p = (unsigned char *)PyBytes_AS_STRING(all);
+        for (Py_ssize_t first = start; first < end; first += batch) {
+            Py_ssize_t last = end - first > batch ? first + batch : end;
+            Py_ssize_t size = batch_payload(rows, stamps, with_key, pre_len, first, last);
+            p = put_batch(p, rows, stamps, with_key, pre, pre_len, size, first, last);
+        }
+        if (p != (unsigned char *)PyBytes_AS_STRING(all) + total) {  /* never */
+            Py_DECREF(all);
+            PyErr_SetString(PyExc_SystemError, "sow_frames: frame size miscounted");
+            return NULL;
+        }
+        return all;
+    }
     PyObject *out = PyList_New(0);
     if (out == NULL)
         return NULL;
     for (Py_ssize_t first = start; first < end; first += batch) {
         Py_ssize_t last = end - first > batch ? first + batch : end;
-        Py_ssize_t size = pre_len;
-        stored rec;
-        const unsigned char *s = NULL;  /* (set by stamp_item: initialised for the compiler) */
-        Py_ssize_t n = 0;
-        for (Py_ssize_t i = first; i < last; i++) {  /* sized first */
-            if (read_stored(PyList_GET_ITEM(rows, i), i, &rec) < 0)
-                goto fail;
-            size += 12 + json_str_size(rec.bm, rec.bm_len) + dec_size(rec.body_len)
-                    + rec.body_len;  /* { "bm": ,"l": } */
-            if (with_key)
-                size += 5 + json_str_size(rec.key, rec.key_len);  /* "k": , */
-            if (stamps != Py_None) {
-                if (stamp_item(stamps, i, &s, &n) < 0)
-                    goto fail;
-                size += 8 + n;  /* ,"ts":"" */
-            }
-        }
-        if (size > 0xFFFFFFFFu) {
-            PyErr_SetString(PyExc_ValueError, "sow_frames: a frame over 4 GiB");
+        Py_ssize_t size = batch_payload(rows, stamps, with_key, pre_len, first, last);
+        if (size < 0)
             goto fail;
-        }
         PyObject *frame = PyBytes_FromStringAndSize(NULL, 4 + size);
         if (frame == NULL)
             goto fail;
-        unsigned char *p = put_be32((unsigned char *)PyBytes_AS_STRING(frame), (uint32_t)size);
-        memcpy(p, pre, (size_t)pre_len);
-        p += pre_len;
-        for (Py_ssize_t i = first; i < last; i++) {
-            read_stored(PyList_GET_ITEM(rows, i), i, &rec);  /* checked above */
-            *p++ = '{';
-            if (with_key) {
-                memcpy(p, "\"k\":", 4);
-                p = put_json_str(p + 4, rec.key, rec.key_len);
-                *p++ = ',';
-            }
-            memcpy(p, "\"bm\":", 5);
-            p = put_json_str(p + 5, rec.bm, rec.bm_len);
-            if (stamps != Py_None) {
-                stamp_item(stamps, i, &s, &n);
-                memcpy(p, ",\"ts\":\"", 7);
-                memcpy(p + 7, s, (size_t)n);
-                p += 7 + n;
-                *p++ = '"';
-            }
-            memcpy(p, ",\"l\":", 5);
-            p = put_dec(p + 5, rec.body_len);
-            *p++ = '}';
-            memcpy(p, rec.body, (size_t)rec.body_len);
-            p += rec.body_len;
-        }
+        unsigned char *p = put_batch((unsigned char *)PyBytes_AS_STRING(frame), rows, stamps,
+                                     with_key, pre, pre_len, size, first, last);
         if (p != (unsigned char *)PyBytes_AS_STRING(frame) + 4 + size) {  /* never */
             Py_DECREF(frame);
             PyErr_SetString(PyExc_SystemError, "sow_frames: frame size miscounted");
@@ -2308,6 +2373,513 @@ static PyTypeObject SyncerType = {
 #endif  /* !_WIN32 */
 
 
+/* frame_parts(head, sids, tail, body): one AMPS frame whose header is head + sids + tail and
+ * whose body is body: the 4-byte big-endian length, then the four, in one allocation (a
+ * fan-out delivery: every subscriber's frame shares the header but for the sids).
+ * Twin: protocol.codec.frame_parts_py. */
+static PyObject *
+frame_parts(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "frame_parts(head, sids, tail, body) takes 4 arguments");
+        return NULL;
+    }
+    Py_buffer views[4];
+    int got = 0;
+    PyObject *out = NULL;
+    Py_ssize_t total = 0;
+    for (; got < 4; got++) {
+        if (PyObject_GetBuffer(args[got], &views[got], PyBUF_SIMPLE) < 0)
+            goto done;
+        total += views[got].len;
+    }
+    if ((unsigned long long)total > 0xFFFFFFFFULL) {
+        PyErr_SetString(PyExc_OverflowError, "int too big to convert");
+        goto done;
+    }
+    out = PyBytes_FromStringAndSize(NULL, total + 4);
+    if (out == NULL)
+        goto done;
+    unsigned char *w = (unsigned char *)PyBytes_AS_STRING(out);
+    w[0] = (unsigned char)(total >> 24);
+    w[1] = (unsigned char)(total >> 16);
+    w[2] = (unsigned char)(total >> 8);
+    w[3] = (unsigned char)total;
+    w += 4;
+    for (int i = 0; i < 4; i++) {
+        memcpy(w, views[i].buf, (size_t)views[i].len);
+        w += views[i].len;
+    }
+done:
+    while (got > 0)
+        PyBuffer_Release(&views[--got]);
+    return out;
+}
+
+/* fan_send(targets, head, tail, body): for each (send, sids, ...) tuple of the list ``targets``,
+ * send(frame_parts(head, sids, tail, body)); returns the bytes of the frames sent (a fan-out's
+ * deliveries to the connections of a plan, without a Python loop).
+ * Twin: server.delivery.plan.fan_send_py. */
+static PyObject *
+fan_send(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyList_Check(args[0]) || !PyBytes_Check(args[1])
+            || !PyBytes_Check(args[2]) || !PyBytes_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "fan_send(targets: list, head: bytes, tail: bytes, body: bytes)");
+        return NULL;
+    }
+    PyObject *targets = args[0];
+    const char *head = PyBytes_AS_STRING(args[1]), *tail = PyBytes_AS_STRING(args[2]);
+    const char *body = PyBytes_AS_STRING(args[3]);
+    Py_ssize_t head_len = PyBytes_GET_SIZE(args[1]), tail_len = PyBytes_GET_SIZE(args[2]);
+    Py_ssize_t body_len = PyBytes_GET_SIZE(args[3]);
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(targets); i++) {
+        PyObject *item = PyList_GET_ITEM(targets, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) < 2
+                || !PyBytes_Check(PyTuple_GET_ITEM(item, 1))) {
+            PyErr_SetString(PyExc_TypeError, "fan_send() needs (send, sids: bytes, ...) tuples");
+            return NULL;
+        }
+        PyObject *send = PyTuple_GET_ITEM(item, 0), *sids = PyTuple_GET_ITEM(item, 1);
+        Py_ssize_t sids_len = PyBytes_GET_SIZE(sids);
+        Py_ssize_t size = head_len + sids_len + tail_len + body_len;
+        if ((unsigned long long)size > 0xFFFFFFFFULL) {
+            PyErr_SetString(PyExc_OverflowError, "int too big to convert");
+            return NULL;
+        }
+        PyObject *frame = PyBytes_FromStringAndSize(NULL, size + 4);
+        if (frame == NULL)
+            return NULL;
+        unsigned char *w = put_be32((unsigned char *)PyBytes_AS_STRING(frame), (uint32_t)size);
+        memcpy(w, head, (size_t)head_len);
+        w += head_len;
+        memcpy(w, PyBytes_AS_STRING(sids), (size_t)sids_len);
+        w += sids_len;
+        memcpy(w, tail, (size_t)tail_len);
+        memcpy(w + tail_len, body, (size_t)body_len);
+        Py_INCREF(send);  /* (the send may drop the plan that holds it) */
+        PyObject *r = PyObject_CallOneArg(send, frame);
+        Py_DECREF(send);
+        Py_DECREF(frame);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+        total += size + 4;
+    }
+    return PyLong_FromSsize_t(total);
+}
+
+/* ---- replay_frames: journal frames straight to a replay's p frames ---------------------- */
+
+/* A growing output buffer (PyMem). */
+typedef struct {
+    unsigned char *buf;
+    Py_ssize_t len, cap;
+} outbuf;
+
+static unsigned char *out_reserve(outbuf *o, Py_ssize_t n)
+{
+    if (o->len + n > o->cap) {
+        Py_ssize_t cap = o->cap ? o->cap : 65536;
+        while (cap < o->len + n)
+            cap *= 2;
+        unsigned char *b = PyMem_Realloc(o->buf, (size_t)cap);
+        if (b == NULL) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        o->buf = b;
+        o->cap = cap;
+    }
+    return o->buf + o->len;
+}
+
+static inline uint32_t get_le32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t get_le64(const unsigned char *p)
+{
+    return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
+}
+
+static inline uint32_t get_be(const unsigned char *p, int n)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A MessagePack str at *pp (nil too when nil_ok: then *s is NULL): 1 read, 0 anything else
+ * (or too short). */
+static int mp_str(const unsigned char **pp, const unsigned char *end, int nil_ok,
+                  const unsigned char **s, Py_ssize_t *n)
+{
+    const unsigned char *p = *pp;
+    if (p >= end)
+        return 0;
+    unsigned char b = *p++;
+    Py_ssize_t len;
+    if (b >= 0xa0 && b <= 0xbf) {
+        len = b & 0x1f;
+    } else if (b == 0xd9 || b == 0xda || b == 0xdb) {
+        int w = b == 0xd9 ? 1 : b == 0xda ? 2 : 4;
+        if (end - p < w)
+            return 0;
+        len = (Py_ssize_t)get_be(p, w);
+        p += w;
+    } else if (b == 0xc0 && nil_ok) {
+        *s = NULL;
+        *n = 0;
+        *pp = p;
+        return 1;
+    } else {
+        return 0;
+    }
+    if (end - p < len)
+        return 0;
+    *s = p;
+    *n = len;
+    *pp = p + len;
+    return 1;
+}
+
+/* A MessagePack int or nil at *pp: 1 read (*is_nil, *neg: the value is the int64 *v, else
+ * the uint64 *u), 0 anything else. */
+static int mp_int(const unsigned char **pp, const unsigned char *end, int *is_nil, int *neg,
+                  int64_t *v, uint64_t *u)
+{
+    const unsigned char *p = *pp;
+    if (p >= end)
+        return 0;
+    unsigned char b = *p++;
+    *is_nil = 0;
+    *neg = 0;
+    if (b <= 0x7f) {
+        *u = b;
+    } else if (b >= 0xe0) {
+        *neg = 1;
+        *v = (int8_t)b;
+    } else if (b == 0xc0) {
+        *is_nil = 1;
+    } else if (b >= 0xcc && b <= 0xcf) {
+        int w = 1 << (b - 0xcc);
+        if (end - p < w)
+            return 0;
+        uint64_t x = 0;
+        for (int i = 0; i < w; i++)
+            x = x << 8 | p[i];
+        p += w;
+        *u = x;
+    } else if (b >= 0xd0 && b <= 0xd3) {
+        int w = 1 << (b - 0xd0);
+        if (end - p < w)
+            return 0;
+        uint64_t x = 0;
+        for (int i = 0; i < w; i++)
+            x = x << 8 | p[i];
+        p += w;
+        int64_t sx = w == 1 ? (int8_t)x : w == 2 ? (int16_t)x : w == 4 ? (int32_t)x : (int64_t)x;
+        if (sx < 0) {
+            *neg = 1;
+            *v = sx;
+        } else {
+            *u = (uint64_t)sx;
+        }
+    } else {
+        return 0;
+    }
+    *pp = p;
+    return 1;
+}
+
+static int all_ascii(const unsigned char *s, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (s[i] >= 0x80)
+            return 0;
+    return 1;
+}
+
+static unsigned char *put_u64(unsigned char *p, uint64_t v)
+{
+    char tmp[20];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = (unsigned char)tmp[--n];
+    return p;
+}
+
+/* What replay_frames read of one publish's payload. */
+typedef struct {
+    const unsigned char *topic, *mt, *corr, *key, *body;
+    Py_ssize_t topic_len, mt_len, corr_len, key_len, body_len;
+    int has_exp, exp_neg;
+    int64_t exp_v;
+    uint64_t exp_u;
+} replayed;
+
+/* Read the payload [p, end) of a record (MessagePack array of at least 8: topic, type,
+ * client name, correlation id, SowKey, expiration, headers, body): 1 read, 0 not in the
+ * shapes handled here. */
+static int read_replayed(const unsigned char *p, const unsigned char *end, replayed *r)
+{
+    if (p >= end)
+        return 0;
+    unsigned char b = *p++;
+    uint32_t count;
+    if (b >= 0x90 && b <= 0x9f) {
+        count = b & 0x0f;
+    } else if (b == 0xdc || b == 0xdd) {
+        int w = b == 0xdc ? 2 : 4;
+        if (end - p < w)
+            return 0;
+        count = get_be(p, w);
+        p += w;
+    } else {
+        return 0;
+    }
+    const unsigned char *cname;
+    Py_ssize_t cname_len;
+    int is_nil;
+    if (count < 8 || !mp_str(&p, end, 0, &r->topic, &r->topic_len)
+            || !mp_str(&p, end, 0, &r->mt, &r->mt_len)
+            || !mp_str(&p, end, 0, &cname, &cname_len)
+            || !mp_str(&p, end, 1, &r->corr, &r->corr_len)
+            || !mp_str(&p, end, 1, &r->key, &r->key_len)
+            || !mp_int(&p, end, &is_nil, &r->exp_neg, &r->exp_v, &r->exp_u))
+        return 0;
+    r->has_exp = !is_nil;
+    if (p >= end)
+        return 0;
+    b = *p++;
+    uint32_t pairs;
+    if (b >= 0x80 && b <= 0x8f) {
+        pairs = b & 0x0f;
+    } else if (b == 0xde || b == 0xdf) {
+        int w = b == 0xde ? 2 : 4;
+        if (end - p < w)
+            return 0;
+        pairs = get_be(p, w);
+        p += w;
+    } else {
+        return 0;
+    }
+    for (uint32_t i = 0; i < pairs; i++) {
+        const unsigned char *s;
+        Py_ssize_t n;
+        if (!mp_str(&p, end, 0, &s, &n) || !mp_str(&p, end, 0, &s, &n))
+            return 0;
+    }
+    if (p >= end)
+        return 0;
+    b = *p++;
+    if (b != 0xc4 && b != 0xc5 && b != 0xc6)
+        return 0;
+    int w = b == 0xc4 ? 1 : b == 0xc5 ? 2 : 4;
+    if (end - p < w)
+        return 0;
+    Py_ssize_t len = (Py_ssize_t)get_be(p, w);
+    p += w;
+    if (end - p < len)
+        return 0;
+    r->body = p;
+    r->body_len = len;
+    return 1;
+}
+
+/* replay_frames(data, start, next_pos, limit, name, mt, head, max_records, max_bytes): the
+ * p frames a bookmark replay of the literal topic ``name`` (of message type ``mt``; json also
+ * takes records that name no type) delivers from the journal frames in ``data`` (a segment's
+ * bytes as on disk) from offset ``start``: records before position ``next_pos`` are passed
+ * over, the replay stops before the first past ``limit``. Each delivery is ``head`` (the
+ * header up to the sids value, included), then ``,"bm":"PUB|SEQ|"`` with ``"x"``, ``"k"``,
+ * ``"e"`` when the record has them, ``}``, then the body. Journal-internal records (kind 64 and
+ * up) are passed over; every other record read moves the replay on (next_pos, the last
+ * position and bookmark). Stops after ``max_records`` deliveries or once ``max_bytes`` are
+ * framed, at the end of the whole frames in ``data``, or at a frame it does not handle (a bad
+ * magic, CRC or version, a publish's payload outside the plain shapes): the caller reads
+ * that one the general way.
+ * Returns (offset of the first frame not read, next_pos, last position or 0, last publisher id,
+ * last sequence, deliveries, the frames, why it stopped: 0 end of data, 1 limit, 2 budget,
+ * 3 a frame for the general way, the records read (moving the replay on), their bodies'
+ * bytes). A delivery whose correlation id or SowKey is not ASCII is the general way's too.
+ * Twin: server.delivery.replay_frames.replay_frames_py. */
+static PyObject *
+replay_frames(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 9 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[4])
+            || !PyBytes_Check(args[5]) || !PyBytes_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "replay_frames(data: bytes, start, next_pos, limit, name: bytes, "
+                        "mt: bytes, head: bytes, max_records, max_bytes)");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred())
+        return NULL;
+    unsigned long long next_pos = PyLong_AsUnsignedLongLong(args[2]);
+    if (next_pos == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    long long limit = PyLong_AsLongLong(args[3]);
+    if (limit == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t max_records = PyLong_AsSsize_t(args[7]);
+    if (max_records == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t max_bytes = PyLong_AsSsize_t(args[8]);
+    if (max_bytes == -1 && PyErr_Occurred())
+        return NULL;
+    const unsigned char *data = (const unsigned char *)PyBytes_AS_STRING(args[0]);
+    Py_ssize_t size = PyBytes_GET_SIZE(args[0]);
+    if (start < 0 || start > size) {
+        PyErr_SetString(PyExc_ValueError, "replay_frames: start out of range");
+        return NULL;
+    }
+    const unsigned char *name = (const unsigned char *)PyBytes_AS_STRING(args[4]);
+    Py_ssize_t name_len = PyBytes_GET_SIZE(args[4]);
+    const unsigned char *mt = (const unsigned char *)PyBytes_AS_STRING(args[5]);
+    Py_ssize_t mt_len = PyBytes_GET_SIZE(args[5]);
+    int json = mt_len == 4 && memcmp(mt, "json", 4) == 0;
+    const unsigned char *head = (const unsigned char *)PyBytes_AS_STRING(args[6]);
+    Py_ssize_t head_len = PyBytes_GET_SIZE(args[6]);
+    outbuf o = {NULL, 0, 0};
+    Py_ssize_t pos = start, delivered = 0, scanned = 0, read_bytes = 0;
+    unsigned long long last_pos = 0, last_pub = 0, last_seq = 0;
+    int status = 0;
+    while (1) {
+        if (size - pos < 52) {
+            status = 0;
+            break;
+        }
+        const unsigned char *f = data + pos;
+        uint32_t n = get_le32(f + 8);
+        if (f[4] != 0xA7) {
+            status = 3;
+            break;
+        }
+        if ((uint64_t)(size - pos - 52) < n) {
+            status = 0;
+            break;
+        }
+        if (crc32_update(0, f + 4, (size_t)n + 48) != get_le32(f)) {
+            status = 3;
+            break;
+        }
+        if (f[5] != 1) {
+            status = 3;
+            break;
+        }
+        uint64_t position = get_le64(f + 12);
+        unsigned char kind = f[6];
+        Py_ssize_t total = 52 + (Py_ssize_t)n;
+        if (position < next_pos) {
+            pos += total;
+            continue;
+        }
+        if (limit < 0 || position > (unsigned long long)limit) {
+            status = 1;
+            break;
+        }
+        if (kind >= 64) {
+            pos += total;
+            continue;
+        }
+        uint64_t pub = get_le64(f + 20), seq = get_le64(f + 28);
+        replayed r;
+        if (!read_replayed(f + 52, f + total, &r)) {
+            status = 3;
+            break;
+        }
+        if ((kind == 1 || kind == 2) && r.topic_len == name_len
+                && memcmp(r.topic, name, (size_t)name_len) == 0
+                && ((r.mt_len == mt_len && memcmp(r.mt, mt, (size_t)mt_len) == 0)
+                    || (json && r.mt_len == 0))) {
+            if ((r.corr != NULL && !all_ascii(r.corr, r.corr_len))
+                    || (r.key != NULL && !all_ascii(r.key, r.key_len))) {
+                status = 3;  /* (a JSON string of it is the general path's to write) */
+                break;
+            }
+            {
+                Py_ssize_t tail = 7 + 20 + 1 + 20 + 2 + 1;  /* ,"bm":"P|S|" } */
+                if (r.corr != NULL)
+                    tail += 5 + json_str_size(r.corr, r.corr_len);
+                if (r.key != NULL)
+                    tail += 5 + json_str_size(r.key, r.key_len);
+                if (r.has_exp)
+                    tail += 5 + 21;
+                unsigned char *w = out_reserve(&o, 4 + head_len + tail + r.body_len);
+                if (w == NULL) {
+                    PyMem_Free(o.buf);
+                    return NULL;
+                }
+                unsigned char *p = w + 4;
+                memcpy(p, head, (size_t)head_len);
+                p += head_len;
+                memcpy(p, ",\"bm\":\"", 7);
+                p = put_u64(p + 7, pub);
+                *p++ = '|';
+                p = put_u64(p, seq);
+                *p++ = '|';
+                *p++ = '"';
+                if (r.corr != NULL) {
+                    memcpy(p, ",\"x\":", 5);
+                    p = put_json_str(p + 5, r.corr, r.corr_len);
+                }
+                if (r.key != NULL) {
+                    memcpy(p, ",\"k\":", 5);
+                    p = put_json_str(p + 5, r.key, r.key_len);
+                }
+                if (r.has_exp) {
+                    memcpy(p, ",\"e\":", 5);
+                    p += 5;
+                    if (r.exp_neg) {
+                        *p++ = '-';
+                        p = put_u64(p, (uint64_t)0 - (uint64_t)r.exp_v);
+                    } else {
+                        p = put_u64(p, r.exp_u);
+                    }
+                }
+                *p++ = '}';
+                memcpy(p, r.body, (size_t)r.body_len);
+                p += r.body_len;
+                if ((uint64_t)(p - w - 4) > 0xFFFFFFFFu) {
+                    status = 3;  /* (a frame over 4 GiB: never from a journal frame) */
+                    break;
+                }
+                put_be32(w, (uint32_t)(p - w - 4));
+                o.len = p - o.buf;
+                delivered++;
+            }
+        }
+        next_pos = position + 1;
+        last_pos = position;
+        last_pub = pub;
+        last_seq = seq;
+        scanned++;
+        read_bytes += r.body_len;
+        pos += total;
+        if (delivered >= max_records || o.len >= max_bytes) {
+            status = 2;
+            break;
+        }
+    }
+    PyObject *frames = PyBytes_FromStringAndSize((const char *)o.buf, o.len);
+    PyMem_Free(o.buf);
+    if (frames == NULL)
+        return NULL;
+    return Py_BuildValue("(nKKKKnNinn)", pos, next_pos, last_pos, last_pub, last_seq, delivered,
+                         frames, status, scanned, read_bytes);
+}
+
 static PyMethodDef methods[] = {
     {"append_record", (PyCFunction)(void (*)(void))append_record, METH_FASTCALL,
      "Append one journal frame to a bytearray; return its size."},
@@ -2334,13 +2906,19 @@ static PyMethodDef methods[] = {
     {"bookmark_strs", (PyCFunction)bookmark_strs, METH_O,
      "The bookmark_str of each journal record of a list, or None (then journal/record.py's)."},
     {"sow_frames", (PyCFunction)(void (*)(void))sow_frames, METH_FASTCALL,
-     "The sow frames of query results kept as stored SOW values."},
+     "The sow frames of query results kept as stored SOW values (joined: as one bytes)."},
     {"sow_values", (PyCFunction)(void (*)(void))sow_values, METH_FASTCALL,
      "The stored SOW values of records without expiration or headers."},
     {"publish_run", (PyCFunction)(void (*)(void))publish_run, METH_FASTCALL,
      "The journal records of a run of plain publishes, and their frames appended."},
     {"replicated_run", (PyCFunction)(void (*)(void))replicated_run, METH_FASTCALL,
      "The journal records of a run of replicated publishes, and their frames appended."},
+    {"frame_parts", (PyCFunction)(void (*)(void))frame_parts, METH_FASTCALL,
+     "One frame whose header is head + sids + tail, then the body (a fan-out delivery)."},
+    {"fan_send", (PyCFunction)(void (*)(void))fan_send, METH_FASTCALL,
+     "Send each (send, sids) target its frame of a fan-out delivery; the bytes sent."},
+    {"replay_frames", (PyCFunction)(void (*)(void))replay_frames, METH_FASTCALL,
+     "The p frames a literal-topic replay delivers from journal frames as stored."},
     {"set_fallbacks", (PyCFunction)(void (*)(void))set_fallbacks, METH_FASTCALL,
      "Register the pure-Python append_record and frame_size that unusual arguments go to."},
     {NULL, NULL, 0, NULL},

@@ -4,9 +4,11 @@
 # and protocol.codec.scan_frames_py;
 # parse_publish_header's is protocol.codec.parse_command's general path; sow_key's is
 # sow.keys.sow_key_py; sow_frames's is sow.record.sow_frames_py;
-# sow_values's is sow.record.sow_values_py; plain_run's is server.publish_run.plain_run_py.
+# sow_values's is sow.record.sow_values_py; plain_run's is server.publish_run.plain_run_py;
+# frame_parts's is protocol.codec.frame_parts_py; fan_send's is server.delivery.plan.fan_send_py;
+# replay_frames's is server.delivery.replay_frames.replay_frames_py.
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 def append_record(
     buf: bytearray,
@@ -86,6 +88,7 @@ def crc32(data: bytes | bytearray | memoryview, value: int = 0) -> int: ...
 
 #: 1 when crc32 (and the journal frames' CRC) folds with PCLMULQDQ, 0 when it uses tables
 crc_clmul: int
+@overload
 def sow_frames(
     prefix: bytes,
     rows: list[tuple[bytes, bytes]],
@@ -94,7 +97,19 @@ def sow_frames(
     start: int,
     end: int,
     batch: int,
+    joined: Literal[False] = ...,
 ) -> list[bytes]: ...
+@overload
+def sow_frames(
+    prefix: bytes,
+    rows: list[tuple[bytes, bytes]],
+    with_key: bool,
+    stamps: list[bytes] | None,
+    start: int,
+    end: int,
+    batch: int,
+    joined: Literal[True],
+) -> bytes: ...
 def sow_values(
     version: int,
     bodies: list[bytes | memoryview],
@@ -102,6 +117,20 @@ def sow_values(
     positions: list[int],
     timestamps: list[float],
 ) -> list[bytes]: ...
+def frame_parts(head: bytes, sids: bytes, tail: bytes, body: bytes) -> bytes: ...
+def fan_send(targets: list[tuple[Callable[[bytes], None], bytes, Any]], head: bytes,
+             tail: bytes, body: bytes) -> int: ...
+def replay_frames(
+    data: bytes,
+    start: int,
+    next_pos: int,
+    limit: int,
+    name: bytes,
+    mt: bytes,
+    head: bytes,
+    max_records: int,
+    max_bytes: int,
+) -> tuple[int, int, int, int, int, int, bytes, int, int, int]: ...
 def set_fallbacks(append_record: Callable[..., int], frame_size: Callable[..., int]) -> None: ...
 
 class Syncer:

@@ -2,8 +2,10 @@
 
 The compiled half is ``amps_emulator._speedups`` (``_speedups.c``): the journal frame encoder
 (``journal.record.append_record``, and ``journal.base.publish_run`` for a run of plain
-publishes), the framing loop (``protocol.codec.scan_frames``) and the
-SowKey of a one-field Key (``sow.keys.sow_key``). It is
+publishes), the framing loop (``protocol.codec.scan_frames``), the
+SowKey of a one-field Key (``sow.keys.sow_key``), a fan-out delivery's frame
+(``protocol.codec.frame_parts``) and a plain replay's frames from the journal's stored ones
+(``server.delivery.replay_frames``). It is
 built when the package is installed on a machine with a C compiler (``hatch_build.py``; in a
 source checkout ``python hatch_build.py --inplace``), and is optional: without it, or with
 ``AMPS_EMULATOR_PURE=1`` in the environment, the pure-Python twins run, which give the same

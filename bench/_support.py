@@ -17,6 +17,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -326,3 +327,107 @@ class PersistedPublisher:
                     raise RuntimeError(self.error)
                 if not self.progress.wait(max(0.0, deadline - time.monotonic())):
                     raise TimeoutError(f"acked {self.acked} of {seq}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time the process ``pid`` has used so far, all its threads (Linux: ns resolution
+    from ``/proc/PID/task/*/schedstat``; elsewhere 0): on a machine shared with other work, the
+    cost of a run is steadier than its wall time."""
+    total = 0
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+    except OSError:
+        return 0.0
+    return total / 1e9
+
+
+class SinkProcess:
+    """``bench/sink.py`` in a subprocess (``fanout``: with ``--fanout``): the do-nothing
+    baseline. ``uri`` and ``port`` as :class:`ServerProcess`."""
+
+    def __init__(self, fanout: bool = False) -> None:
+        args = [sys.executable, str(ROOT / "bench" / "sink.py")] + (["--fanout"] if fanout else [])
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+        if not line.startswith("ready: "):
+            self.proc.kill()
+            raise RuntimeError(f"sink did not start: {line!r}")
+        self.uri = line.split()[1]
+        self.port = int(self.uri.split(":")[2].split("/")[0])
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+    def __enter__(self) -> SinkProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def launch(target: str, baseline: Path | None = None, extra: list[str] | None = None,
+           config: str | None = None) -> ServerProcess | SinkProcess:
+    """The process a side-by-side bench measures: ``sink`` (the fan-out sink), ``emulator``
+    (this checkout) or ``baseline`` (the checkout at ``baseline``)."""
+    if target == "sink":
+        return SinkProcess(fanout=True)
+    return ServerProcess(config, extra, root=baseline if target == "baseline" else None)
+
+
+class FrameCounter:
+    """Counts the frames arriving on many sockets, in as little Python per frame as it can
+    (the compiled frame scanner when built): what a reader that only counts costs, so that a
+    bench measures the server's delivery rate, not a client library's."""
+
+    def __init__(self) -> None:
+        try:
+            from amps_emulator._speedups import scan_frames
+        except ImportError:
+            from amps_emulator.protocol.codec import scan_frames_py as scan_frames
+        self._scan = scan_frames
+
+    def run(self, socks: list[socket.socket], expected: int, deadline: float,
+            done: Callable[[bytes], bool] | None = None) -> tuple[list[int], float, float]:
+        """Read every socket until ``expected`` frames arrived on each (or ``done(frame)`` is
+        true of a frame on every socket; or ``deadline``). Returns the counts per socket and
+        the monotonic times of the first and the last byte read."""
+        import selectors
+
+        sel = selectors.DefaultSelector()
+        scan = self._scan
+        state = []
+        for i, s in enumerate(socks):
+            s.setblocking(False)
+            sel.register(s, selectors.EVENT_READ, i)
+            state.append([b"", -1, 0, False])  # leftover, pending length, count, done
+        open_ = len(socks)
+        first = last = 0.0
+        while open_ and time.monotonic() < deadline:
+            for key, _ in sel.select(0.5):
+                i = key.data
+                st = state[i]
+                try:
+                    chunk = key.fileobj.recv(1 << 20)  # type: ignore[union-attr]
+                except BlockingIOError:
+                    continue
+                last = time.perf_counter()
+                if not first:
+                    first = last
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    open_ -= 1
+                    continue
+                data = st[0] + chunk if st[0] else chunk
+                frames, pos, st[1] = scan(data, st[1], 1 << 30)
+                st[0] = data[pos:]
+                st[2] += len(frames)
+                if done is not None and frames and not st[3] and any(map(done, frames)):
+                    st[3] = True
+                if st[2] >= expected or st[3]:
+                    sel.unregister(key.fileobj)
+                    open_ -= 1
+        sel.close()
+        return [st[2] for st in state], first, last

@@ -11,11 +11,14 @@ TLS transports (``tcps``, or
 ``tcp`` with ``Certificate`` and ``PrivateKey``), the ``websocket`` protocol and the legacy
 ``fix``, ``nvfix`` and ``xml`` protocols are served; a certificate or key that cannot be loaded
 is an error at its element's line, and so is a legacy-protocol transport without the
-``MessageType`` it needs.
+``MessageType`` it needs. ``SecureSocketProtocols`` and ``Ciphers`` restrict a TLS
+transport (``config.tls``); ``PerMessageDeflate`` turns a websocket transport's
+permessage-deflate off when it reads ``disabled`` (on otherwise, as in AMPS).
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -26,6 +29,7 @@ import msgspec
 from .model import (
     DEFAULT_CLIENT_OUTBOUND_LIMIT,
     DEFAULT_MAX_FRAME_SIZE,
+    DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON,
     Admin,
     LogTarget,
     ProtocolDef,
@@ -49,6 +53,7 @@ from .schema import (
     text,
     unknown_element,
 )
+from .tls import TLSSetupError, parse_protocols, server_context, unavailable_protocols
 from .units import parse_bool, parse_count, parse_duration, parse_percent, parse_size
 from .values import enum, parse_comma_list, parse_inet_addr, parse_regex, suggest
 from .xmlload import Node
@@ -64,6 +69,8 @@ class InstanceDefaults:
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE
     client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT
     slow_clients: SlowClients = SlowClients()  # (NO_OFFLINING)
+    max_frame_size_before_logon: int = DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON
+    max_connections: int | None = None
 
 
 #: nothing configured: no slow client offlining
@@ -112,12 +119,20 @@ BUILTIN_PROTOCOLS = (*_SERVED_PROTOCOLS, *_UNSUPPORTED_PROTOCOLS)
 _PROTOCOL_SYNONYMS = {"json": "amps"}
 
 _TRANSPORT_IGNORED = frozenset({
-    "TransportFilter", "PerMessageDeflate", "HTTPHeader", "FileName",
-    "FileMask", "SecureSocketProtocols",
+    "TransportFilter", "HTTPHeader", "FileName", "FileMask",
 })
 def _as_node(node: Node, ctx: Ctx) -> Node:
     """A structured child kept as it is (the auth layer reads security blocks from the tree)."""
     return node
+
+
+#: the emulator's limits on a transport's unauthenticated clients, in a Transport or at the top
+#: level (the default of every transport)
+LIMIT_ELEMENTS = {
+    "MaxFrameSizeBeforeLogon": Elem("max_frame_size_before_logon",
+                                    positive(parse_size, "MaxFrameSizeBeforeLogon")),
+    "MaxConnections": Elem("max_connections", positive(parse_count, "MaxConnections")),
+}
 
 
 def _transport_spec(ctx: Ctx) -> Spec:
@@ -131,6 +146,8 @@ def _transport_spec(ctx: Ctx) -> Spec:
             "Certificate": Elem("certificate", text),
             "PrivateKey": Elem("private_key", text),
             "Ciphers": Elem("ciphers", text),
+            "SecureSocketProtocols": Elem("secure_socket_protocols", parse_protocols),
+            "PerMessageDeflate": Elem("per_message_deflate", text),
             "VerifyClient": Elem("verify_client", parse_bool),
             "CAFile": Elem("ca_file", text),
             "CAPath": Elem("ca_path", text),
@@ -141,6 +158,7 @@ def _transport_spec(ctx: Ctx) -> Spec:
             "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
             "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
             **slow_client_elems(),
+            **LIMIT_ELEMENTS,
             # read by config.security.read_security (the loader's _read_security)
             "Authentication": Elem("authentication", node=_as_node),
             "Entitlement": Elem("entitlement", node=_as_node),
@@ -247,19 +265,48 @@ def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults
         max_frame_size=r.get("max_frame_size", defaults.max_frame_size),
         client_outbound_limit=r.get("client_outbound_limit", defaults.client_outbound_limit),
         slow_clients=slow_clients(r.values, defaults.slow_clients),
+        max_frame_size_before_logon=r.get("max_frame_size_before_logon",
+                                          defaults.max_frame_size_before_logon),
+        max_connections=r.get("max_connections", defaults.max_connections),
         certificate=r.get("certificate"),
         private_key=r.get("private_key"),
         ciphers=r.get("ciphers"),
+        secure_socket_protocols=r.get("secure_socket_protocols"),
         verify_client=r.get("verify_client", False),
         ca_file=r.get("ca_file"),
         ca_path=r.get("ca_path"),
+        per_message_deflate=_per_message_deflate(node, r, ctx, base),
     )
 
 
+def _per_message_deflate(node: Node, r, ctx: Ctx, protocol: str) -> bool:
+    """``PerMessageDeflate``: AMPS deflates unless it reads ``disabled`` (absent, or any other
+    value, is enabled); a value that is neither word, or the element on a transport that is
+    not websocket, is warned about."""
+    value = r.get("per_message_deflate")
+    if value is None:
+        return True
+    at = r.nodes["per_message_deflate"]
+    word = value.strip().lower()
+    if protocol != "websocket":
+        ctx.warn(at, f"{label(node)}: <PerMessageDeflate> has no effect: the transport's protocol is "
+                     f"{protocol}, not websocket")
+    elif word not in ("enabled", "disabled"):
+        ctx.warn(at, f"{label(node)}: <PerMessageDeflate> {value.strip()!r} is neither enabled nor "
+                     "disabled: deflate stays enabled, as in AMPS")
+    return word != "disabled"
+
+
 def _tls_usable(node: Node, r, ctx: Ctx) -> bool:
-    """Check a TLS transport's certificate, key and ciphers now, at their element's line."""
+    """Check a TLS transport's certificate, key, ciphers and protocols now, at their element's
+    line."""
     cert, key = r.get("certificate"), r.get("private_key")
     if cert is None and key is None:
+        for tag in ("Ciphers", "SecureSocketProtocols"):
+            at = r.nodes.get(_TLS_ATTRS[tag])
+            if at is not None and r.values["type"] == "tcp":  # (tcps without them: an error below)
+                ctx.warn(at, f"{label(node)}: <{tag}> has no effect: the transport is not TLS "
+                             "(no <Certificate> and <PrivateKey>)")
         if r.get("verify_client", False):
             ctx.err(r.nodes["verify_client"], f"{label(node)}: <VerifyClient> needs a TLS transport "
                                               "(<Certificate> and <PrivateKey>)")
@@ -272,17 +319,31 @@ def _tls_usable(node: Node, r, ctx: Ctx) -> bool:
         have, missing = ("Certificate", "PrivateKey") if key is None else ("PrivateKey", "Certificate")
         ctx.err(node, f"{label(node)}: <{have}> without <{missing}>")
         return False
-    from .tls import TLSSetupError, server_context
-
+    protocols = r.get("secure_socket_protocols")
     try:
         server_context(cert, key, r.get("ciphers"), verify_client=r.get("verify_client", False),
-                       ca_file=r.get("ca_file"), ca_path=r.get("ca_path"))
+                       ca_file=r.get("ca_file"), ca_path=r.get("ca_path"), protocols=protocols)
     except TLSSetupError as exc:
-        attr = {"Certificate": "certificate", "PrivateKey": "private_key", "Ciphers": "ciphers",
-                "VerifyClient": "verify_client", "CAFile": "ca_file", "CAPath": "ca_path"}
-        ctx.err(r.nodes.get(attr[exc.element], node), f"{label(node)}: {exc}")
+        ctx.err(r.nodes.get(_TLS_ATTRS[exc.element], node), f"{label(node)}: {exc}")
         return False
+    warn_unavailable_protocols(ctx, node, r.nodes.get("secure_socket_protocols"), protocols)
     return True
+
+
+#: the attribute each TLS element is read into (where a TLSSetupError is reported)
+_TLS_ATTRS = {"Certificate": "certificate", "PrivateKey": "private_key", "Ciphers": "ciphers",
+              "SecureSocketProtocols": "secure_socket_protocols", "VerifyClient": "verify_client",
+              "CAFile": "ca_file", "CAPath": "ca_path"}
+
+
+def warn_unavailable_protocols(ctx: Ctx, node: Node, at: Node | None,
+                               protocols: tuple[str, ...] | None) -> None:
+    """One warning at ``SecureSocketProtocols`` for the versions it lists that the OpenSSL the
+    emulator runs on cannot negotiate (the others are served)."""
+    gone = unavailable_protocols(protocols or ())
+    if gone and at is not None:
+        ctx.warn(at, f"{label(node)}: {' '.join(gone)} cannot be negotiated with {ssl.OPENSSL_VERSION}: "
+                     "the transport accepts the other protocols listed")
 
 
 # --- Protocols ----------------------------------------------------------------------------

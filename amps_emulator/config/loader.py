@@ -25,6 +25,7 @@ from amps_emulator.protocol.msgtypes import VIEWLESS_MODULES, MessageTypeDecl
 from .actions_section import read_actions
 from .errors import ConfigError, ConfigIssue
 from .instance_sections import (
+    LIMIT_ELEMENTS,
     InstanceDefaults,
     read_admin,
     read_logging,
@@ -38,6 +39,7 @@ from .message_types import read_message_types
 from .model import (
     DEFAULT_CLIENT_OUTBOUND_LIMIT,
     DEFAULT_MAX_FRAME_SIZE,
+    DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON,
     Config,
     ConflatedTopic,
     Replication,
@@ -92,6 +94,7 @@ _TOP_SPEC = Spec(
         # emulator extensions
         "MaxFrameSize": Elem("max_frame_size", positive(parse_size, "MaxFrameSize")),
         "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
+        **LIMIT_ELEMENTS,
         "SOWDirectory": Elem("sow_directory", text),
         **slow_client_elems(),
     },
@@ -219,6 +222,9 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         client_outbound_limit=v.get("client_outbound_limit", DEFAULT_CLIENT_OUTBOUND_LIMIT),
         # (the instance's pool: a transport that sets none of its elements shares it)
         slow_clients=slow_clients(v, transport=False),
+        max_frame_size_before_logon=v.get("max_frame_size_before_logon",
+                                          DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON),
+        max_connections=v.get("max_connections"),
     )
     if " " in v.get("name", "") or "\t" in v.get("name", ""):
         ctx.warn(top.nodes["name"], f"instance <Name> {v['name']!r} contains spaces; AMPS recommends "

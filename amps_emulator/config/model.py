@@ -32,6 +32,8 @@ MiB = 1024 * 1024
 
 DEFAULT_MAX_FRAME_SIZE = 64 * MiB
 DEFAULT_CLIENT_OUTBOUND_LIMIT = 128 * MiB
+#: MaxFrameSizeBeforeLogon's default: a connection that has not logged on sends no more
+DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON = 1 * MiB
 
 QueueKind = Literal["queue", "local", "group_local"]
 StepKind = Literal["on", "if", "do"]
@@ -94,12 +96,20 @@ class Transport(_Located, frozen=True, kw_only=True):
     max_frame_size: int = DEFAULT_MAX_FRAME_SIZE  # [emulator] MaxFrameSize: largest frame accepted
     client_outbound_limit: int = DEFAULT_CLIENT_OUTBOUND_LIMIT  # [emulator] ClientOutboundLimit
     slow_clients: SlowClients = SlowClients()  # MessageMemoryLimit ... (here or instance level)
+    #: [emulator] MaxFrameSizeBeforeLogon: largest frame (and queued output) before a logon
+    max_frame_size_before_logon: int = DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON
+    #: [emulator] MaxConnections: sockets open at once (None: a share of the open-file limit)
+    max_connections: int | None = None
     certificate: str | None = None  # Certificate: PEM file; with PrivateKey the transport is TLS
     private_key: str | None = None  # PrivateKey: PEM file
     ciphers: str | None = None  # Ciphers: OpenSSL cipher list
+    #: SecureSocketProtocols: the TLS versions accepted, oldest first (None: TLSv1.1 to TLSv1.3)
+    secure_socket_protocols: tuple[str, ...] | None = None
     verify_client: bool = False  # VerifyClient: a TLS client must present a certificate we trust
     ca_file: str | None = None  # CAFile: PEM file of the CAs client certificates are checked against
     ca_path: str | None = None  # CAPath: directory of hashed CA certificates (c_rehash)
+    #: PerMessageDeflate (websocket): negotiate RFC 7692 compression with a client that offers it
+    per_message_deflate: bool = True
 
     @property
     def tls(self) -> bool:
@@ -339,6 +349,11 @@ REPLICATION_VALIDATIONS = ("txlog", "replicate", "sow", "keys", "cascade", "repl
 REPLICATION_VALIDATIONS_REQUIRED = ("queue", "queue_underlying")
 
 
+#: the replication transport's default MaxConnections: a few peers (each has a link or two
+#: with this instance, and a bootstrap while it starts) with room to spare
+DEFAULT_REPLICATION_MAX_CONNECTIONS = 64
+
+
 class ReplicationListener(_Located, frozen=True, kw_only=True):
     """The instance's one ``Transports/Transport`` of ``Type`` ``amps-replication`` (or
     ``-secure``): where other instances connect to replicate into this one. Clients cannot use it.
@@ -353,9 +368,13 @@ class ReplicationListener(_Located, frozen=True, kw_only=True):
     certificate: str | None = None  # Certificate (required for -secure)
     private_key: str | None = None  # PrivateKey (required for -secure)
     ciphers: str | None = None  # Ciphers
+    #: SecureSocketProtocols (-secure): the TLS versions accepted (None: TLSv1.1 to TLSv1.3)
+    secure_socket_protocols: tuple[str, ...] | None = None
     verify_client: bool = False  # VerifyClient (-secure): a peer must present a certificate we trust
     ca_file: str | None = None  # CAFile: the CAs a peer's certificate is checked against, or
     ca_path: str | None = None  # CAPath (the system's CAs when neither is given)
+    #: [emulator] MaxConnections: peer sockets open at once (one past it is reset at its accept)
+    max_connections: int = DEFAULT_REPLICATION_MAX_CONNECTIONS
 
     @property
     def tls(self) -> bool:
@@ -423,6 +442,7 @@ class DestinationTransport(_Located, frozen=True, kw_only=True):
     #: destination whose transport has VerifyClient (mutual TLS)
     certificate: str | None = None
     private_key: str | None = None
+    ciphers: str | None = None  # Ciphers (-secure): the OpenSSL cipher list this connection offers
     #: Authenticator: the credentials of the logon (None: the instance's, else the default module's)
     authenticator: ReplicationAuthenticator | None = None
 
@@ -430,7 +450,7 @@ class DestinationTransport(_Located, frozen=True, kw_only=True):
         """The TLS context of a connection to this transport (None: plain TCP, Type
         amps-replication). AMPS checks the destination's certificate only with VerifyClient,
         against CAFile/CAPath, and encrypts without checking otherwise. With a Certificate and
-        PrivateKey the connection presents that certificate."""
+        PrivateKey the connection presents that certificate; Ciphers restricts what it offers."""
         if self.type != "amps-replication-secure":
             return None
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
@@ -443,6 +463,8 @@ class DestinationTransport(_Located, frozen=True, kw_only=True):
             ctx.load_verify_locations(cafile=self.ca_file, capath=self.ca_path)
         if self.certificate is not None and self.private_key is not None:
             ctx.load_cert_chain(self.certificate, self.private_key)
+        if self.ciphers:
+            ctx.set_ciphers(self.ciphers)  # ssl.SSLError: nothing selected
         return ctx
 
     @property

@@ -8,11 +8,15 @@
   ignored (replication carries every message type); 60East's positions demo writes a stray
   ``<Protocol>amps</Protocol>`` there.
   Its ``Authentication``/``Entitlement`` are read with every other transport's by
-  :mod:`config.security`; ``-secure`` takes ``VerifyClient`` with ``CAFile``/``CAPath`` (mutual TLS).
+  :mod:`config.security`; ``-secure`` takes ``Ciphers``, ``SecureSocketProtocols`` and
+  ``VerifyClient`` with ``CAFile``/``CAPath`` (mutual TLS), as a client TLS transport does.
 * Each ``Destination`` is one outgoing link (:func:`read_replication`). ``Name`` and ``Group``
   default to each other; ``SyncType``, ``Transport`` and at least one ``Topic`` are required.
   A ``Transport`` without ``InetAddr`` is passive: the remote connects to this instance's
   replication transport, which must then exist. A bare-port ``InetAddr`` means localhost.
+  Its ``Transport`` of Type ``amps-replication-secure`` takes ``Ciphers`` (what the connection
+  offers); ``Compression`` (with ``CompressionType``) compresses what the link sends
+  (``replication.compression``).
 * An ``Authenticator`` (a ``Destination``'s or ``Bootstrap``'s ``Transport``, or the instance's:
   :func:`read_authenticator`) gives the credentials an outgoing link logs on with.
 * ``Tuning/Replication/MinSyncDestinations`` is read by :func:`read_tuning`; the other
@@ -24,9 +28,11 @@ Every problem is reported through :class:`~config.schema.Ctx` at its element's l
 from __future__ import annotations
 
 import os
+import ssl
 
 from .model import (
     DEFAULT_AUTHENTICATOR_MODULE,
+    DEFAULT_REPLICATION_MAX_CONNECTIONS,
     REPLICATION_VALIDATIONS,
     REPLICATION_VALIDATIONS_REQUIRED,
     Bootstrap,
@@ -55,6 +61,7 @@ from .schema import (
     text,
     unknown_element,
 )
+from .tls import TLSSetupError, parse_protocols, server_context, set_ciphers, unavailable_protocols
 from .units import parse_bool, parse_count, parse_duration
 from .values import enum, is_regex, parse_comma_list, parse_inet_addr, parse_regex
 
@@ -89,15 +96,16 @@ def _listener_spec() -> Spec:
             "Certificate": Elem("certificate", text),
             "PrivateKey": Elem("private_key", text),
             "Ciphers": Elem("ciphers", text),
+            "SecureSocketProtocols": Elem("secure_socket_protocols", parse_protocols),
             "VerifyClient": Elem("verify_client", parse_bool),
             "CAFile": Elem("ca_file", text),
             "CAPath": Elem("ca_path", text),
             "ReuseAddr": Elem("reuse_addr", parse_bool),
+            "MaxConnections": Elem("max_connections", positive(parse_count, "MaxConnections")),
             # read by config.security.read_security, as every transport's
             "Authentication": Elem("authentication", node=_node),
             "Entitlement": Elem("entitlement", node=_node),
         },
-        ignored=frozenset({"SecureSocketProtocols"}),
     )
 
 
@@ -124,20 +132,28 @@ def read_replication_listener(node, ctx: Ctx) -> ReplicationListener | None:
                 ctx.err(child, f"{label(child)}: Type amps-replication-secure requires <Certificate> "
                                "and <PrivateKey>")
                 continue
-            from .tls import TLSSetupError, server_context
-
             try:
                 server_context(cert, key, r.get("ciphers"), verify_client=verify,
-                               ca_file=r.get("ca_file"), ca_path=r.get("ca_path"))
+                               ca_file=r.get("ca_file"), ca_path=r.get("ca_path"),
+                               protocols=r.get("secure_socket_protocols"))
             except TLSSetupError as exc:
                 attr = {"Certificate": "certificate", "PrivateKey": "private_key", "Ciphers": "ciphers",
-                        "CAFile": "ca_file", "CAPath": "ca_path"}
+                        "SecureSocketProtocols": "secure_socket_protocols", "CAFile": "ca_file",
+                        "CAPath": "ca_path"}
                 ctx.err(r.nodes.get(attr[exc.element], child), f"{label(child)}: {exc}")
                 continue
+            gone = unavailable_protocols(r.get("secure_socket_protocols") or ())
+            if gone:
+                ctx.warn(r.nodes["secure_socket_protocols"], f"{label(child)}: {' '.join(gone)} cannot be "
+                         f"negotiated with {ssl.OPENSSL_VERSION}: the transport accepts the other "
+                         "protocols listed")
         elif cert is not None or key is not None or verify:
             ctx.err(child, f"{label(child)}: <Certificate>/<PrivateKey>/<VerifyClient> need Type "
                            "amps-replication-secure")
             continue
+        else:
+            _no_effect_without_tls(ctx, child, r.nodes, ("Ciphers", "ciphers"),
+                                   ("SecureSocketProtocols", "secure_socket_protocols"))
         if found is not None:
             ctx.err(child, f"{label(child)}: only one replication transport is allowed per instance "
                            f"(already {found.name!r} at {found.file}:{found.line})")
@@ -145,10 +161,20 @@ def read_replication_listener(node, ctx: Ctx) -> ReplicationListener | None:
         found = ReplicationListener(
             file=child.file, line=child.line, name=r.values["name"], type=r.values["type"],
             host=host, port=port, inet_addr=r.values["inet_addr"],
-            certificate=cert, private_key=key, ciphers=r.get("ciphers"), verify_client=verify,
+            certificate=cert, private_key=key, ciphers=r.get("ciphers"),
+            secure_socket_protocols=r.get("secure_socket_protocols"), verify_client=verify,
             ca_file=r.get("ca_file"), ca_path=r.get("ca_path"),
+            max_connections=r.get("max_connections", DEFAULT_REPLICATION_MAX_CONNECTIONS),
         )
     return found
+
+
+def _no_effect_without_tls(ctx: Ctx, node, nodes: dict, *tags: tuple[str, str]) -> None:
+    """A warning for each TLS-only element given on a Type amps-replication transport."""
+    for tag, attr in tags:
+        if attr in nodes:
+            ctx.warn(nodes[attr], f"{label(node)}: <{tag}> has no effect on Type amps-replication "
+                                  "(only amps-replication-secure is TLS)")
 
 
 def read_authenticator(node, ctx: Ctx) -> ReplicationAuthenticator | object:
@@ -241,11 +267,14 @@ def _read_dest_transport(node, ctx: Ctx) -> DestinationTransport | object:
             "CAPath": Elem("ca_path", text),
             "Certificate": Elem("certificate", text),
             "PrivateKey": Elem("private_key", text),
+            "Ciphers": Elem("ciphers", text),
             "Authenticator": Elem("authenticator", node=read_authenticator),
         },
-        ignored=frozenset({"IpProtocolPrefer", "Authentication", "Entitlement", "Ciphers",
+        ignored=frozenset({"IpProtocolPrefer", "Authentication", "Entitlement",
                            "SecureSocketProtocols"}),
-        ignore_notes={tag: _INCOMING_NOTE for tag in ("Authentication", "Entitlement")},
+        ignore_notes={**{tag: _INCOMING_NOTE for tag in ("Authentication", "Entitlement")},
+                      "SecureSocketProtocols": "AMPS documents it for the replication transport a "
+                                               "destination connects to, which decides the protocol"},
     )
     r = read(node, spec, ctx, where="<Destination> <Transport>")
     if not r.ok:
@@ -270,10 +299,21 @@ def _read_dest_transport(node, ctx: Ctx) -> DestinationTransport | object:
         ctx.err(node, "<Destination> <Transport>: a client <Certificate> needs its <PrivateKey> and "
                       "Type amps-replication-secure")
         return MISSING
+    ciphers = r.get("ciphers")
+    if ciphers is not None and not secure:
+        _no_effect_without_tls(ctx, node, r.nodes, ("Ciphers", "ciphers"))
+        ciphers = None
+    elif ciphers is not None:
+        try:
+            set_ciphers(ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT), ciphers)
+        except TLSSetupError as exc:
+            ctx.err(r.nodes["ciphers"], f"<Destination> <Transport>: {exc}")
+            return MISSING
     found = DestinationTransport(file=node.file, line=node.line, type=r.values["type"],
                                  addresses=addresses, reconnect_timeouts=timeouts,
                                  verify=r.get("verify", False), ca_file=ca_file, ca_path=ca_path,
-                                 certificate=cert, private_key=key, authenticator=r.get("authenticator"))
+                                 certificate=cert, private_key=key, ciphers=ciphers,
+                                 authenticator=r.get("authenticator"))
     try:
         found.client_context()
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
@@ -327,9 +367,6 @@ def read_replication(node, ctx: Ctx, *, has_listener: bool, txlog: TransactionLo
             compression=r.get("compression", False), compression_type=r.get("compression_type", "zlib"),
             ack_conflation_interval=r.get("ack_conflation_interval"),
         )
-        if dest.compression:
-            ctx.warn(r.nodes["compression"], f"<Destination> {dest.name!r}: <Compression> is not "
-                                             "supported by the emulator; the link sends uncompressed")
         clash = next((d for d in out if d.name == dest.name), None)
         if clash is not None:
             ctx.err(child, f"duplicate <Destination> {dest.name!r} (also at {clash.file}:{clash.line})")

@@ -99,6 +99,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         self._enc = FrameEncoder()
         self._dec = FrameDecoder()
         self._buf = bytearray()  # frames not yet flushed (all for the active segment)
+        self._buf_written = 0  # of which handed to the OS already (flush with a limit)
         self._pending: list[JournalRecord] = []  # their records, for readers
         self._recent = RecentWrites()  # the records of the last writes, for readers of the tail
         self._pending_runs: list[tuple[int, int]] = []  # runs among _pending: (start, end) indexes
@@ -297,7 +298,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
 
     @property
     def pending_bytes(self) -> int:
-        return len(self._buf)
+        return len(self._buf) - self._buf_written
 
     # ------------------------------------------------------------------ write path
     def append(
@@ -562,22 +563,39 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
             self._written_position = last  # nothing is there: a gap the next sync covers
         self.write_failures.append(WriteFailure(first, last, exc))
 
-    def flush(self) -> None:
-        """Hand the buffered frames to the OS (one write). Owner thread only."""
+    def flush(self, limit: int | None = None) -> bool:
+        """Hand the buffered frames to the OS (one write); whether all of them went. Owner
+        thread only. ``limit``: at most this many bytes now (the server's end of a turn: one
+        write of a 32 MiB record held its event loop for tens of ms); the records count as
+        written (and readers see them) once every byte of the buffer is, with a later call."""
         if self._unapplied_s:
             self._apply_durable_s()  # bounded: holds at most the not-yet-durable turns
         if not self._buf:
-            return
-        data = self._buf
-        self._buf = bytearray()
-        records, runs = self._pending, self._pending_runs
-        self._pending, self._pending_runs = [], []
+            return True
         active = self._segments[-1]
+        done = self._buf_written
+        if limit is not None and len(self._buf) - done > limit:
+            try:
+                with memoryview(self._buf) as view:
+                    active.write_ahead(view[done:done + limit], self.file_ops)
+            except OSError as exc:
+                self._write_failed(self._take_buffer(), exc)
+                return True
+            self._buf_written = done + limit
+            return False
+        data = self._buf
+        runs = self._pending_runs
+        records = self._take_buffer()
         try:
-            active.write(data, self.file_ops)
+            if done:
+                with memoryview(data) as view:
+                    active.write_ahead(view[done:], self.file_ops)
+                active.size += len(data)
+            else:
+                active.write(data, self.file_ops)
         except OSError as exc:
             self._write_failed(records, exc)
-            return
+            return True
         with self._lock:
             self._written_position = records[-1].position
         self._recent.add(records, len(data), runs)
@@ -585,6 +603,15 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         self._roll_blocked = False
         if self._summaries and active.size - self._ckpt_size_at >= self._ckpt_every:
             self._snapshot(active, sealed=False)
+        return True
+
+    def _take_buffer(self) -> list[JournalRecord]:
+        """Empty the write buffer; the records whose frames it held."""
+        records = self._pending
+        self._buf = bytearray()
+        self._buf_written = 0
+        self._pending, self._pending_runs = [], []
+        return records
 
     def close(self) -> None:
         """Flush, fsync (unless memory mode) and close. Idempotent."""

@@ -193,9 +193,10 @@ class MemoryJournal(JournalCore):
         seg.count += 1
         seg.last_ts = rec.timestamp
 
-    def flush(self) -> None:
+    def flush(self, limit: int | None = None) -> bool:
         if self._closed:
             raise JournalClosedError("journal is closed")
+        return True
 
     def sync(self) -> int:
         return self.durable_position
@@ -218,6 +219,12 @@ class MemoryJournal(JournalCore):
     def run_from(self, position: int) -> list[JournalRecord]:
         """Nothing (runs are not noted here: a reader takes the records one by one)."""
         return []
+
+    def stored_frames(self, position: int, at: tuple[int, str, int] | None, max_bytes: int
+                      ) -> tuple[bytes, str, int] | None:
+        """None: nothing is kept as frames here (a streaming reader reads records, :meth:`read`;
+        see ``FileJournal.stored_frames``)."""
+        return None
 
     def record_at(self, position: int) -> JournalRecord | None:
         i = position - self._base

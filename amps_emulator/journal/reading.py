@@ -14,6 +14,7 @@ journal's ``__init__`` sets them. Readers run on the owner thread.
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from operator import itemgetter
@@ -21,7 +22,11 @@ from weakref import WeakSet
 
 from .api import TailReader
 from .record import INTERNAL_KIND_MIN, FrameDecoder, JournalRecord
-from .segment import FrameCursor, Segment
+from .segment import HEADER_SIZE, O_CLOEXEC, FrameCursor, Segment
+
+#: where a reader of stored frames stopped (:meth:`SegmentReads.stored_frames`): the position
+#: it goes on from, the segment's file name and the offset of the next frame to read
+StoredAt = tuple[int, str, int]
 
 #: frame bytes of the last writes whose records :class:`RecentWrites` keeps at most
 RECENT_BYTES = 8 * 1024 * 1024
@@ -202,6 +207,34 @@ class SegmentReads:
         if position > self._written_position:
             return []
         return self._recent.run_from(position)
+
+    def stored_frames(self, position: int, at: StoredAt | None, max_bytes: int
+                      ) -> tuple[bytes, str, int] | None:
+        """The frames of the segment that holds ``position``, as they are in its file: about
+        ``max_bytes`` from a frame at or before ``position`` (the one ``at`` names, when it was
+        left there for ``position``; else the index's). Returns the bytes, the segment's file
+        name and the file offset they start at; None when ``position`` is not in a written
+        segment (before the first record, or still in the write buffer) or its segment has
+        nothing more: :meth:`read` then (for a streaming reader that frames records itself,
+        ``server.delivery.replay_frames``; the frames are checked by their reader)."""
+        if position > self._written_position or position < self.first_position:
+            return None
+        i = self._segment_index(position)
+        seg = self._segments[i]
+        if at is not None and at[0] == position and at[1] == seg.name:
+            off = at[2]
+        else:
+            found = seg.index.offset_for_position(position)
+            off = HEADER_SIZE if found is None else found
+        size = seg.size
+        if off >= size:
+            return None
+        fd = os.open(seg.path, os.O_RDONLY | O_CLOEXEC)
+        try:
+            data = os.pread(fd, min(max_bytes, size - off), off)
+        finally:
+            os.close(fd)
+        return data, seg.name, off
 
     def _publisher_at(self, position: int) -> int | None:
         if position > self._written_position:

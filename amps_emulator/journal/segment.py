@@ -176,10 +176,17 @@ class Segment:
         self.fd = os.open(self.path, os.O_WRONLY | O_CLOEXEC)
         os.lseek(self.fd, self.size, os.SEEK_SET)
 
-    def write(self, data: bytearray, ops: FileOps) -> None:
+    def write(self, data: Bytes, ops: FileOps) -> None:
         """Hand ``data`` to the OS at the end of the file, looping over short writes. ``size``
         grows only once all of it is written; an OSError leaves it (and maybe part of the
         bytes in the file: see :meth:`truncate`)."""
+        self.write_ahead(data, ops)
+        self.size += len(data)
+
+    def write_ahead(self, data: Bytes, ops: FileOps) -> None:
+        """:meth:`write` without growing ``size``: the first part of frames handed over in
+        several writes (``size`` grows by all of them with the last; until then readers do
+        not see them, and a failed write cuts them off with the rest)."""
         view = memoryview(data)
         fd = self.fd
         write = ops.write
@@ -189,7 +196,6 @@ class Segment:
                 view = view[n:]
         finally:
             view.release()
-        self.size += len(data)
 
     def sync(self, ops: FileOps) -> None:
         ops.fdatasync(self.fd)

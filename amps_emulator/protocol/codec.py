@@ -261,6 +261,12 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buf)
 
+    @property
+    def pending(self) -> int:
+        """The payload length of the frame being received, once its length prefix is read
+        (-1: at a length prefix): what a peer announced before sending it."""
+        return self._need
+
     def feed(self, data: bytes) -> list[bytes]:
         """Add received bytes; return every payload that is now complete, in order.
 
@@ -270,15 +276,25 @@ class FrameDecoder:
         """
         buf = self._buf
         need = self._need
+        first = None
         if buf:
             buf += data
-            if need >= 0 and len(buf) < need:
-                return []  # the rest of a frame still arriving
-            data = bytes(buf)
+            if need >= 0:
+                if len(buf) < need:
+                    return []  # the rest of a frame still arriving
+                # the frame is complete: its payload is the buffer's start (copied once)
+                with memoryview(buf) as view:
+                    first = view[:need].tobytes()
+                    data = view[need:].tobytes()  # (what came after it)
+                need = -1
+            else:
+                data = bytes(buf)
             self._buf = bytearray()
         elif data.__class__ is not bytes:
             data = bytes(data)
         out, pos, need = scan_frames(data, need, self._max)
+        if first is not None:
+            out.insert(0, first)
         if need > self._max:
             self._buf = bytearray()
             self._need = -1
@@ -302,6 +318,20 @@ def frame(header: dict[str, Any], body: bytes = b"") -> bytes:
 def frame_raw(header_bytes: bytes, body: bytes = b"") -> bytes:
     """Frame an already encoded header."""
     return (len(header_bytes) + len(body)).to_bytes(4, "big") + header_bytes + body
+
+
+def frame_parts_py(head: bytes, sids: bytes, tail: bytes, body: bytes) -> bytes:
+    """One frame whose header is ``head + sids + tail``: a fan-out delivery, its header
+    shared by every subscriber but for the ``sids``. The pure-Python twin of
+    ``_speedups.frame_parts``."""
+    return b"".join(((len(head) + len(sids) + len(tail) + len(body)).to_bytes(4, "big"),
+                     head, sids, tail, body))
+
+
+if accel.COMPILED:
+    from amps_emulator._speedups import frame_parts
+else:
+    frame_parts = frame_parts_py
 
 
 def json_str(value: str) -> bytes:

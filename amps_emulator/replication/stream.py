@@ -16,6 +16,14 @@ MAX_FRAME = 64 * 1024 * 1024
 PRE_AUTH_FRAME = 1024 * 1024
 
 
+class FrameSource(Protocol):
+    """What :func:`read_frame` reads from: an ``asyncio.StreamReader``, a reader that wraps
+    one (the accepted side's, which counts the frame it reads in the server's memory budget),
+    or the decompressing reader of a compressed link (``replication.compression``)."""
+
+    async def readexactly(self, n: int) -> bytes: ...
+
+
 class LinkWriter(Protocol):
     """What :func:`send` needs of a stream writer."""
 
@@ -41,7 +49,7 @@ def no_delay(writer: asyncio.StreamWriter) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME) -> bytes:
+async def read_frame(reader: FrameSource, limit: int = MAX_FRAME) -> bytes:
     """One frame's payload (without its 4-byte length). A length over ``limit`` is refused
     before any of the payload is read: nothing of an oversized frame is held."""
     size = int.from_bytes(await reader.readexactly(4), "big")
@@ -50,4 +58,4 @@ async def read_frame(reader: asyncio.StreamReader, limit: int = MAX_FRAME) -> by
     return await reader.readexactly(size)
 
 
-__all__ = ["MAX_FRAME", "PRE_AUTH_FRAME", "LinkWriter", "no_delay", "read_frame", "send"]
+__all__ = ["MAX_FRAME", "PRE_AUTH_FRAME", "FrameSource", "LinkWriter", "no_delay", "read_frame", "send"]

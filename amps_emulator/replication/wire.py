@@ -9,7 +9,8 @@ the body). Header ``c`` says what it is:
 ``repl_hello``  ``v`` protocol version, ``name``, ``group``, ``hw`` {publisher id: last
                 sequence} (as strings), ``facts`` the validation facts, ``txlog`` the
                 recorded topics, ``routes`` the Destinations (see :class:`Hello`), ``aci``
-                (connecting side only) the Destination's AckConflationInterval; connecting
+                (connecting side only) the Destination's AckConflationInterval; ``z`` the
+                compression codecs it decodes (``replication.compression``); connecting
                 side only: ``user`` and ``pw``, the logon (:class:`Logon`) its Authenticator
                 gives, checked before anything is answered
 ``repl_refuse`` ``reason``: the link is refused; the side that decided logs it too
@@ -36,6 +37,8 @@ the body). Header ``c`` says what it is:
                 transfer request, asking the upstream, which owns those messages of a
                 replicated queue, to give them to the downstream (answered, if granted, by
                 a journaled transfer record that replicates like any record)
+``repl_z``      ``z`` a codec: every byte the sender writes after this frame is compressed
+                with it (``replication.compression``)
 ``repl_boot``   ``n``: a bootstrap source sent all ``n`` records it had (the hello asked for a
                 ``bootstrap``: SOW records no longer in its log, then its log, as ``repl_rec``)
 ==============  ===========================================================================
@@ -61,6 +64,7 @@ import msgspec
 from amps_emulator.config.model import topic_matches
 from amps_emulator.config.values import is_regex
 from amps_emulator.protocol.codec import ProtocolError, frame, split_frame
+from amps_emulator.replication.compression import CODECS
 
 PROTOCOL_VERSION = "emu-repl/2"
 
@@ -149,6 +153,8 @@ class Hello(msgspec.Struct, frozen=True):
     version: str = PROTOCOL_VERSION
     #: the connecting side's AckConflationInterval for this link (seconds; None: once a turn)
     ack_interval: float | None = None
+    #: the compression codecs this side decodes (a peer from before compression lists none)
+    codecs: tuple[str, ...] = CODECS
 
     def encode(self, logon: Logon | None = None) -> bytes:
         """The ``repl_hello`` frame; ``logon``: the connecting side's credentials."""
@@ -161,6 +167,8 @@ class Hello(msgspec.Struct, frozen=True):
             h["bootstrap"] = msgspec.json.encode(self.bootstrap).decode()
         if self.ack_interval is not None:
             h["aci"] = self.ack_interval
+        if self.codecs:
+            h["z"] = ",".join(self.codecs)
         if logon is not None:
             h["user"] = logon.user
             if logon.password is not None:
@@ -178,7 +186,8 @@ class Hello(msgspec.Struct, frozen=True):
             aci = h.get("aci")
             return cls(name=str(h["name"]), group=str(h["group"]), hw=hw, facts=facts, txlog=txlog,
                        routes=routes, bootstrap=boot, version=str(h["v"]),
-                       ack_interval=None if aci is None else float(aci))
+                       ack_interval=None if aci is None else float(aci),
+                       codecs=tuple(c for c in str(h.get("z") or "").split(",") if c))
         except (KeyError, ValueError, TypeError, AttributeError, msgspec.DecodeError) as exc:
             raise NotAnEmulator(f"malformed replication hello: {exc}") from None
 

@@ -39,6 +39,7 @@ from amps_emulator.server.core.amps_names import (
     amps_id,
     connection_name,
 )
+from amps_emulator.server.core.budget import MemoryBudget
 from amps_emulator.server.core.clock import SystemClock, TestClock
 from amps_emulator.server.core.ports import Client, Stoppable
 from amps_emulator.server.core.turn import Turn, contain
@@ -96,10 +97,11 @@ class Server:
         self.config = config
         self.keep_readable_journal = keep_readable_journal
         self.logon_timeout = logon_timeout
-        #: the most bytes all connections together may hold in buffered frames (partial
-        #: inbound frames, stashed frames, unsent output); past it the largest holders are
-        #: disconnected as slow consumers (``check_memory``)
-        self.memory_budget = memory_budget
+        #: what every open socket buffers (partial inbound frames, stashed frames, unsent
+        #: output; a WebSocket's partial frames and HTTP upgrade), together at most
+        #: ``memory_budget`` bytes: past it the largest holders are disconnected as slow
+        #: consumers (``check_memory``). Other listeners register their sockets with it too.
+        self.budget = MemoryBudget(memory_budget)
         if timebase is None:
             system = SystemClock()
             system.monotonic, system.time = clock, wallclock
@@ -164,6 +166,15 @@ class Server:
         self.txlog: TxLog | None = None
         self.sow_service: SowService | None = None
         self.queue_service: QueueService | None = None
+
+    @property
+    def memory_budget(self) -> int:
+        """The most bytes all open sockets together may hold in buffered frames."""
+        return self.budget.limit
+
+    @memory_budget.setter
+    def memory_budget(self, limit: int) -> None:
+        self.budget.limit = limit
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop:
@@ -232,11 +243,12 @@ class Server:
         given = list(sockets) if sockets is not None else []
         for i, lst in enumerate(self.listeners):
             factory = lst.protocol_factory(self)
+            tls = lst.tls_options(self.logon_timeout)
             if i < len(given):
-                srv = await self.loop.create_server(factory, sock=given[i], ssl=lst.tls)
+                srv = await self.loop.create_server(factory, sock=given[i], **tls)
             else:
                 srv = await self.loop.create_server(
-                    factory, lst.host, lst.port, reuse_address=lst.reuse_addr, ssl=lst.tls)
+                    factory, lst.host, lst.port, reuse_address=lst.reuse_addr, **tls)
             lst.server = srv
             sockname = srv.sockets[0].getsockname()
             lst.host, lst.port = sockname[0], sockname[1]
@@ -262,7 +274,7 @@ class Server:
                 repl = self.replication = ReplicationService(
                     config, broker, lambda: txlog.journal, self.timebase,
                     apply=apply, apply_run=apply_run,
-                    on_event=self.actions.fire, logon_timeout=self.logon_timeout)
+                    on_event=self.actions.fire, logon_timeout=self.logon_timeout, budget=self.budget)
                 # the downgrade/upgrade actions switch the links' sync/async
                 self.actions.replication_control = repl
                 # persisted acks wait for the sync destinations too
@@ -319,7 +331,7 @@ class Server:
         if lst.server is None:
             lst.server = await self.loop.create_server(
                 lst.protocol_factory(self), lst.host, lst.port, reuse_address=lst.reuse_addr,
-                ssl=lst.tls)
+                **lst.tls_options(self.logon_timeout))
 
     async def stop(self) -> None:
         self.actions.stop()  # the first step of shutdown: on-shutdown runs, timers stop
@@ -373,6 +385,7 @@ class Server:
         conn.conn_id = next(self._conn_ids)
         conn.connect_time = self.wallclock()
         self.connections.add(conn)
+        self.budget.add(conn)
         log.debug("connection %d from %s", conn.conn_id, conn.peer)
         self.actions.client_event(ON_CONNECT, conn)
 
@@ -382,6 +395,7 @@ class Server:
         if known and not self.broker.stopping:
             self.events.disconnected(client, list(client.subs.values()))
         self.connections.discard(conn)
+        self.budget.discard(conn)
         self.broker.forget(client)
         if known:
             log.info("client[%s] disconnected.",
@@ -400,35 +414,17 @@ class Server:
             self.actions.client_event(ON_OFFLINE_START if offline else ON_OFFLINE_STOP, client)
 
     def check_memory(self) -> bool:
-        """Keep the frames buffered by all connections within :attr:`memory_budget`: over
-        it, disconnect the connections holding the most until it holds again. False when
-        someone was disconnected. Called when a connection's buffers grew by a step. The
-        connections of a transport with slow client offlining answer to their pool's limits
-        instead (:mod:`server.net.offlining`)."""
+        """Keep what every open socket buffers within :attr:`memory_budget` (see
+        :class:`server.core.budget.MemoryBudget`; a connection of a transport with slow client
+        offlining counts its input there, its output answers to its pool's limits instead:
+        :mod:`server.net.offlining`). False when someone was disconnected. Called when a
+        connection's buffers grew by a step."""
         pools: dict[OfflinePool, list[Connection]] = {}
-        held = []
         for conn in self.connections:
-            if conn.closed:
-                continue
-            if conn.pool is not None:
+            if conn.pool is not None and not conn.closed:
                 pools.setdefault(conn.pool, []).append(conn)
-            else:
-                held.append((conn.buffered_bytes(), conn))
         pooled_ok = all([pool.enforce(members) for pool, members in pools.items()])
-        total = sum(n for n, _ in held)
-        if total <= self.memory_budget:
-            return pooled_ok
-        held.sort(key=lambda t: t[0], reverse=True)
-        for n, conn in held:
-            if total <= self.memory_budget:
-                break
-            log.warning("memory budget for buffered frames exceeded (%d bytes held, budget "
-                        "%d): disconnecting %s, which holds %d bytes", total,
-                        self.memory_budget, conn.describe(), n)
-            conn.close(f"{reasons.DISCONNECT_SLOW_CLIENT}: server memory budget exceeded",
-                       abort=True)
-            total -= n
-        return False
+        return self.budget.check() and pooled_ok
 
     def remove_subscription(self, sub: Subscription) -> None:
         """Take a subscription out of routing (or stop its journal cursor)."""

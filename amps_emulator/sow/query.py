@@ -335,10 +335,12 @@ class DeleteResult:
     matches: int
     topic_matches: int
     plan: str = ""
+    #: the count, when ``records`` does not hold them (a delete in steps yielded them)
+    deleted: int | None = None
 
     @property
     def records_deleted(self) -> int:
-        return len(self.records)
+        return len(self.records) if self.deleted is None else self.deleted
 
 
 @dataclass

@@ -251,14 +251,16 @@ _LAYOUT = struct.Struct(">xBH28xI")
 
 
 def sow_frames_py(prefix: bytes, rows: list[tuple[bytes, bytes]], with_key: bool,
-                  stamps: list[bytes] | None, start: int, end: int, batch: int) -> list[bytes]:
+                  stamps: list[bytes] | None, start: int, end: int, batch: int,
+                  joined: bool = False) -> Any:
     """The ``sow`` frames of stored rows ``start..end-1`` ((LMDB key, stored value) pairs, as
     :class:`StoredRecords` keeps them: the SowKey follows the key's 8-byte insert sequence),
     ``batch`` to a frame: ``prefix`` (the outer header), then for each record its header
     ``{"k":KEY,"bm":BOOKMARK[,"ts":STAMP],"l":LENGTH}`` and its body, as
     :func:`protocol.codec.sow_batch` writes them. ``with_key``: write ``k`` (not with the
-    ``no_sowkey`` option); ``stamps``: the ``ts`` texts by row (``None``: no ``ts``). The
-    pure-Python twin of ``_speedups.sow_frames``."""
+    ``no_sowkey`` option); ``stamps``: the ``ts`` texts by row (``None``: no ``ts``);
+    ``joined``: one ``bytes`` of the frames back to back instead of the list (what one write
+    of them takes). The pure-Python twin of ``_speedups.sow_frames``."""
     if not 0 <= start <= end <= len(rows) or batch < 1 \
             or (stamps is not None and len(stamps) < end):
         raise ValueError("sow_frames: bad range")
@@ -303,7 +305,7 @@ def sow_frames_py(prefix: bytes, rows: list[tuple[bytes, bytes]], with_key: bool
         if len(payload) > 0xFFFFFFFF:
             raise ValueError("sow_frames: a frame over 4 GiB")
         frames.append(len(payload).to_bytes(4, "big") + payload)
-    return frames
+    return b"".join(frames) if joined else frames
 
 
 if accel.COMPILED:

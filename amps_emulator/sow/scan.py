@@ -22,6 +22,7 @@ import heapq
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Generator, Iterable
+from functools import lru_cache
 from itertools import islice
 from typing import Any, TypedDict
 
@@ -59,7 +60,10 @@ __all__ = ["TopicReads", "QUERY_CHUNK", "AUTO_MEMO_LIMIT", "BUILDING"]
 _FORCES = ("auto", "scan", "hash", "memo")
 _json_encode = msgspec.json.encode
 
-QUERY_CHUNK = 20_000  # about 20 ms of scanning: how long a query holds the loop at a time
+#: records a query reads per step (a scan: about half a millisecond of stored bodies, a few
+#: milliseconds when a record is built for each; a driver runs several steps in a slice of
+#: the loop's time); a query of at most this many reads them at once, without a snapshot
+QUERY_CHUNK = 1_000
 
 # A memo index created on first use is built inside that query (about 7 s for a million
 # records; in steps when the query runs in steps). Above this many records a query scans
@@ -74,6 +78,18 @@ BUILDING = "building"
 #: a step of such a build indexes this share of ``query_chunk`` records (a record costs about
 #: as much to index as eight to scan)
 BUILD_SHARE = 8
+
+
+_FULL_DECODER: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
+
+
+@lru_cache(maxsize=1024)
+def _fields_decoder(names: frozenset[str]) -> msgspec.json.Decoder[Any]:
+    """A msgspec decoder of only the top-level fields ``names``, shared by every topic (a
+    class and decoder of each topic's own made every logical topic of a ``Pattern`` some
+    twenty objects more for each full pass of the garbage collector to walk)."""
+    td = TypedDict("Fields", {n: Any for n in sorted(names)}, total=False)  # type: ignore
+    return msgspec.json.Decoder(td)
 
 
 def _creations(plan: Plan) -> list[Path]:
@@ -152,8 +168,6 @@ class TopicReads(ABC):
         self.query_chunk = QUERY_CHUNK
         #: an index plan with more candidates than this share of the topic scans instead
         self._fallback = scan_fallback
-        self._decoders: dict[frozenset[str], msgspec.json.Decoder[Any]] = {}
-        self._full_decoder: msgspec.json.Decoder[Any] = msgspec.json.Decoder()
         #: the saved versions for historical queries (``History`` configured), else None
         self.history: History | None = None
         if spec.history is not None:
@@ -204,15 +218,10 @@ class TopicReads(ABC):
             return self._tree_decoder
         names = top_level_names(paths)
         if names is None:
-            return self._full_decoder
+            return _FULL_DECODER
         if not names:
             return None
-        key = frozenset(names)
-        dec = self._decoders.get(key)
-        if dec is None:
-            td = TypedDict("Fields", {n: Any for n in sorted(names)}, total=False)  # type: ignore
-            dec = self._decoders[key] = msgspec.json.Decoder(td)
-        return dec
+        return _fields_decoder(frozenset(names))
 
     def _is_expired(self, rec: Record, now: float) -> bool:
         e = rec.expiration
@@ -316,7 +325,8 @@ class TopicReads(ABC):
         return _drain(self._match_steps(flt, sow_keys, now, order_paths, force, None))
 
     def _match_steps(self, flt, sow_keys, now: float, order_paths, force: str,
-                     chunk: int | None, stored: bool = False, build: bool = False):
+                     chunk: int | None, stored: bool = False, build: bool = False,
+                     into: StoredRecords | None = None):
         """:meth:`_match` as a generator.  With ``chunk``, a scan of more than ``chunk``
         records (or a candidate list longer than ``chunk // 4``) runs over a snapshot taken in
         the first step, that many records per step (a yield between steps); anything smaller
@@ -327,7 +337,8 @@ class TopicReads(ABC):
         pairs. ``build`` (a query, with ``chunk``): a memo index the plan creates is built in
         steps first, each yielding :data:`BUILDING`, unless the topic is small enough to
         index in one step (a delete builds it at once: what it matches is the state when it
-        was logged)."""
+        was logged). ``into``: the stored records are appended to it as they are read (and
+        it is what is returned), so that a caller may send them between the steps."""
         if force not in _FORCES:
             raise ValueError(f"plan must be one of {_FORCES}")
         f = self._compile(flt)
@@ -380,7 +391,7 @@ class TopicReads(ABC):
             found: StoredRecords | list[tuple[Record, Any]]
             if stored and isinstance(backend, LmdbBackend):
                 found = yield from self._read_stored(backend, snap, step, cands, f, decoder,
-                                                     dead, names)
+                                                     dead, names, into)
             else:
                 found = yield from self._read_rows(snap, step, cands, f, decoder, dead, ctx_of,
                                                    names)
@@ -419,14 +430,18 @@ class TopicReads(ABC):
 
     @staticmethod
     def _read_stored(backend: LmdbBackend, snap, step: int, cands: list[str] | None, f,
-                     decoder, dead: set, names) -> Generator[None, None, StoredRecords]:
-        """:meth:`_read_rows` keeping the matching rows as stored (:class:`StoredRecords`);
-        the snapshot ``snap`` reads ``bytes``."""
+                     decoder, dead: set, names, into: StoredRecords | None = None
+                     ) -> Generator[None, None, StoredRecords]:
+        """:meth:`_read_rows` keeping the matching rows as stored (:class:`StoredRecords`,
+        ``into`` when given: appended to as they are read); the snapshot ``snap`` reads
+        ``bytes``."""
+        found = StoredRecords() if into is None else into
         if snap is None:
             if cands is None:
-                return backend.scan_stored(f, decoder, dead, names)
-            return backend.check_stored(backend.get_stored(cands), f, decoder, dead)
-        found = StoredRecords()
+                found.extend(backend.scan_stored(f, decoder, dead, names))
+            else:
+                found.extend(backend.check_stored(backend.get_stored(cands), f, decoder, dead))
+            return found
         if cands is None:
             for got in backend.scan_stored_steps(snap, step, f, decoder, dead, names,
                                                  as_bytes=True):
@@ -457,7 +472,8 @@ class TopicReads(ABC):
                     order_by: str | OrderBy | None = None, top_n: int | None = None,
                     skip_n: int | None = None, select: str | Select | None = None,
                     now: float | None = None, plan: str = "auto", chunk: int | None = None,
-                    history_cut: float | None = None, stored: bool = False
+                    history_cut: float | None = None, stored: bool = False,
+                    into: StoredRecords | None = None
                     ) -> Generator[None, None, QueryResult]:
         """:meth:`query` as a generator that returns the :class:`QueryResult`: the first step
         parses, plans and takes the snapshot (errors are raised there); a query that reads
@@ -467,7 +483,9 @@ class TopicReads(ABC):
         state just before that instant (see :meth:`history_cut`; needs ``History``).
         ``stored``: the caller only sends the records (the server's plain query): a query
         without ``orderby`` or a projecting ``select`` may then return them as
-        :class:`StoredRecords` (see :meth:`_match_steps`)."""
+        :class:`StoredRecords` (see :meth:`_match_steps`); with ``into`` (and neither
+        ``top_n`` nor ``skip_n``), those are appended to ``into`` as they are read, and it is
+        the result's records: its caller may send them between the steps."""
         self.query_count += 1
         if now is None:
             now = self._clock()
@@ -481,7 +499,8 @@ class TopicReads(ABC):
         else:
             rows, topic_matches, desc = yield from self._match_steps(
                 filter, sow_keys, now, order.paths if order else (), plan, chunk,
-                stored and order is None and (sel is None or sel.identity), build=True)
+                stored and order is None and (sel is None or sel.identity), build=True,
+                into=into if top_n is None and skip_n is None else None)
             if isinstance(rows, StoredRecords):
                 return QueryResult(page(rows, top_n, skip_n), len(rows), topic_matches, desc)
         if order is not None and chunk and len(rows) > chunk:

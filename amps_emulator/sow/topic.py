@@ -29,7 +29,7 @@ from amps_emulator.sow.expiry import deadline, expiry_key
 from amps_emulator.sow.index import KeyHashIndex
 from amps_emulator.sow.keys import KeyGenerator, validate_sow_key
 from amps_emulator.sow.query import DeleteResult, PublishResult
-from amps_emulator.sow.record import Record
+from amps_emulator.sow.record import Record, StoredRecords
 from amps_emulator.sow.scan import AUTO_MEMO_LIMIT
 from amps_emulator.sow.spec import TopicSpec
 from amps_emulator.sow.storage.backend import NEW, Backend
@@ -40,8 +40,16 @@ __all__ = ["Topic"]
 log = logging.getLogger("amps_emulator.sow")
 
 _UNSET: Any = object()
+#: a record deleted costs about as much as this many read by a scan (its indexes, its
+#: expiry row, the write): a delete in steps removes ``query_chunk // DELETE_SHARE`` a step
+DELETE_SHARE = 4
 _json_decode = msgspec.json.decode
 _json_encode = msgspec.json.encode
+
+
+def _records(rows: StoredRecords | list[tuple[Record, Any]]) -> Iterable[Record]:
+    """The records of a match (see ``TopicReads._match_steps``): stored rows or pairs."""
+    return rows if isinstance(rows, StoredRecords) else (r for r, _ in rows)
 
 
 def _decode(data: bytes) -> Any:
@@ -502,30 +510,33 @@ class Topic(TopicIndexes):
                      plan: str = "auto", chunk: int | None = None
                      ) -> Generator[list[Record], None, DeleteResult]:
         """:meth:`delete_by_filter` as a generator: matching reads a snapshot in steps (as a
-        query does), then the matches are deleted ``chunk`` per step; each step yields the
-        records it removed, for OOF and actions (at most ``chunk`` matches are deleted at once
-        and not yielded: they are in the result). A match that changed since the snapshot is
-        kept: the change came after the delete. Until the last step the topic records its
-        applied position as just before ``position``, so a server stopped half-way replays
-        the delete (then what followed it) from the transaction log."""
+        query does), then the matches are deleted ``chunk // DELETE_SHARE`` per step; each
+        step yields the records it removed, for OOF and actions (that many matches or fewer
+        are deleted at once and not yielded: they are in the result). A match that changed
+        since the snapshot is kept: the change came after the delete. Until the last step the
+        topic records its applied position as just before ``position``, so a server stopped
+        half-way replays the delete (then what followed it) from the transaction log."""
         if now is None:
             now = self._clock()
         chunk = self.query_chunk if chunk is None else chunk or None
         if not chunk:  # no steps: the caller reports result.records
             return self.delete_by_filter(filter, now=now, position=position, plan=plan)
-        match = self._match_steps(filter, None, now, (), plan, chunk)
+        # the matches as stored rows where it can (bytes: no object for the garbage
+        # collector to walk, however many), a Record built as each is deleted
+        match = self._match_steps(filter, None, now, (), plan, chunk, stored=True)
+        part_size = max(1, chunk // DELETE_SHARE)
         try:
             next(match)
         except StopIteration as stop:  # matched at once
             rows, topic_matches, desc = stop.value
-            if len(rows) <= chunk:  # at once: the caller reports result.records
+            if len(rows) <= part_size:  # at once: the caller reports result.records
                 return self._delete_rows(rows, topic_matches, desc, position, now)
             match = None
         if position:  # from now on other writes may commit before the delete is done
             self._applied_hold = position - 1
             self._applied_dirty = False
             self._mark_meta_dirty()
-        removed: list[Record] = []
+        deleted = 0
         try:
             while match is not None:
                 yield []
@@ -534,26 +545,32 @@ class Topic(TopicIndexes):
                 except StopIteration as stop:
                     rows, topic_matches, desc = stop.value
                     match = None
-            for start in range(0, len(rows), chunk):
+            matches = len(rows)
+            held: list[Any] = rows.rows if isinstance(rows, StoredRecords) else rows
+            for start in range(0, matches, part_size):
                 part = []
-                for rec, _ in rows[start:start + chunk]:
+                for rec in _records(rows[start:start + part_size]):
                     cur = self._b.get(rec.sow_key)
                     if cur is not None and cur.position == rec.position \
                             and cur.timestamp == rec.timestamp and cur.data == rec.data:
                         self._remove(cur, now)
                         part.append(cur)
-                removed.extend(part)
+                # let go of the rows done (freeing them all at the end held the loop)
+                end = min(matches, start + part_size)
+                held[start:end] = [None] * (end - start)
+                deleted += len(part)
                 yield part
         finally:
             self._applied_hold = None
             self._applied_dirty = False
             self._mark_meta_dirty()
         self._note_position(position)
-        return DeleteResult(removed, len(rows), topic_matches, desc + " deleted in steps")
+        # (the records went out with the steps: only their count is kept)
+        return DeleteResult([], matches, topic_matches, desc + " deleted in steps", deleted)
 
     def _delete_rows(self, rows, topic_matches: int, desc: str, position: int,
                      now: float) -> DeleteResult:
-        recs = [r for r, _ in rows]
+        recs = list(_records(rows))
         for r in recs:
             self._remove(r, now)
         self._note_position(position)

@@ -69,6 +69,9 @@ class FakeTurn:
     def after(self, callback):
         self.server.loop.call_soon(callback)  # (a fake turn has ended at once)
 
+    def settle(self):
+        pass
+
 
 class FakeServer:
     """The ConnectionHost a Connection talks to; its own timebase (timers through ``loop``)."""
@@ -121,7 +124,8 @@ class FakeServer:
 
 def connection():
     srv = FakeServer()
-    conn = Connection(srv, SimpleNamespace(max_frame=1 << 24, out_limit=1 << 30, throttled=0))
+    conn = Connection(srv, SimpleNamespace(max_frame=1 << 24, out_limit=1 << 30,
+                                           logon_frame_limit=1 << 20, throttled=0))
     t = FakeTransport()
     conn.connection_made(t)
     return srv, conn, t

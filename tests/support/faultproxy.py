@@ -11,6 +11,9 @@ target is configured with the proxy's port instead. Its mode says what the netwo
   stacks would once their retransmissions gave up, and the link connects again;
 * ``delay``: bytes pass both ways, each chunk ``delay`` seconds late, in order.
 
+``bytes_up`` and ``bytes_down`` count what it forwarded to the target and back: what the link
+really carried (a replication link's compression, say).
+
 :class:`Proxies` runs any number of them on one event loop in a thread, so a test or a bench
 drives them with plain calls (``proxies.set("A>B", "cut")``). No root, no network namespace.
 """
@@ -39,6 +42,8 @@ class LinkProxy:
         self._conns: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter | None]] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self.connections = 0  # accepted so far (what a test can wait on)
+        self.bytes_up = 0  # forwarded to the target
+        self.bytes_down = 0  # forwarded back from it
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accepted, self.host, 0)
@@ -89,8 +94,8 @@ class LinkProxy:
         pair = (writer, t_writer)
         self._conns.add(pair)
         done = asyncio.Event()
-        for src, dst in ((reader, t_writer), (t_reader, writer)):
-            task = asyncio.get_running_loop().create_task(self._pump(src, dst, pair, done))
+        for up, src, dst in ((True, reader, t_writer), (False, t_reader, writer)):
+            task = asyncio.get_running_loop().create_task(self._pump(src, dst, pair, done, up))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         await done.wait()
@@ -100,7 +105,7 @@ class LinkProxy:
 
     async def _pump(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter,
                     pair: tuple[asyncio.StreamWriter, asyncio.StreamWriter | None],
-                    done: asyncio.Event) -> None:
+                    done: asyncio.Event, up: bool) -> None:
         """Copy one direction; in order, each chunk held back by the delay in force when it
         was read; nothing passes while blackholed."""
         loop = asyncio.get_running_loop()
@@ -115,6 +120,10 @@ class LinkProxy:
                 if self.mode == "blackhole" or pair not in self._conns:
                     continue
                 dst.write(data)
+                if up:
+                    self.bytes_up += len(data)
+                else:
+                    self.bytes_down += len(data)
                 await dst.drain()
 
         out = loop.create_task(writer())

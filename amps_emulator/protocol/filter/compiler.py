@@ -49,6 +49,7 @@ from functools import lru_cache
 from typing import Any
 
 from . import ast as A
+from . import pieces
 from . import values as V
 from .context import MessageContext
 from .errors import FilterError
@@ -56,6 +57,7 @@ from .functions import FUNCTIONS, regex
 from .interpreter import evaluate as _interpret
 from .interpreter import matches as _interpret_matches
 from .parser import MAX_DEPTH, parse
+from .pieces import exec_pieces, runs, weight
 from .runtime import HELPERS, NOT_COMPUTED, CompiledFilter, InSpec, Interpreted, LiteralValue, Runner
 
 __all__ = ["compile_filter", "compile_expression", "compile_ast", "CACHE_SIZE",
@@ -138,6 +140,7 @@ class Gen:
         self.hoisted: dict[tuple, str] = {}
         self.const_memo: dict = {}
         self.path_fns: dict[tuple, str] = {}
+        self.weights: dict[int, int] = {}  # see .pieces
 
     # ---- names and constants
     def tmp(self) -> str:
@@ -301,6 +304,9 @@ class Gen:
                 return "True" if r is want else "False"
         if isinstance(n, A.And) or isinstance(n, A.Or):
             joiner = " and " if isinstance(n, A.And) == want else " or "
+            if self.fields is None and weight(n, self.weights) > pieces.SPLIT_WEIGHT:
+                parts = (self.part(run, n, want) for run in runs(n.terms, self.weights))
+                return "(" + joiner.join(parts) + ")"
             return "(" + joiner.join(self.mode(t, want) for t in n.terms) + ")"
         if isinstance(n, A.Not):
             return self.mode(n.operand, not want)
@@ -319,6 +325,22 @@ class Gen:
         if isinstance(n, A.PREDICATES):  # pragma: no cover - all predicates handled above
             return f"({self.val(n)} is {want})"
         return f"(_truth({self.val(n)}) is {want})"
+
+    def part(self, terms: tuple[A.Expr, ...], node: A.And | A.Or, want: bool) -> str:
+        """A run of the terms of a heavy AND/OR as the call of a function of its own (see
+        :mod:`.pieces`), which reads the fields it uses itself."""
+        sub = terms[0] if len(terms) == 1 else type(node)(terms)
+        saved = self.pre, self.hoisted
+        self.pre, self.hoisted = [], {}
+        try:
+            self.prepare(sub)
+            body = self.mode(sub, want)
+            name = f"_part{self.prefix}{len(self.defs)}"  # (after the parts inside this one)
+            self.defs.append("\n".join([f"def {name}(d, ctx=None):",
+                                        *("    " + p for p in self.pre), f"    return {body}"]))
+        finally:
+            self.pre, self.hoisted = saved
+        return f"{name}(d, ctx)"
 
     # ---- comparisons
     def compare(self, n: A.Compare, want: bool) -> str:
@@ -536,23 +558,20 @@ def _build(root: A.Expr, value_mode: bool) -> tuple[CompiledFilter, str]:
         g.prepare(root)
     body_fast = fast.val(root) if value_mode else fast.T(root)
     body_generic = generic.val(root) if value_mode else generic.T(root)
-    src = []
-    src.extend(fast.defs)
-    src.append("def _generic(d, ctx=None):")
-    src.extend("    " + s for s in generic.pre)
-    src.append(f"    return {body_generic}")
-    src.append("def _compiled(d, ctx=None):")
-    src.append("    try:")
-    src.append("        if type(d) is not dict:")
-    src.append("            return _generic(d, ctx)")
-    src.extend("        " + s for s in fast.pre)
-    src.append(f"        return {body_fast}")
-    src.append("    except Exception:")  # zero cost until raised (CPython 3.11+)
-    src.append("        return _recover(d, ctx)")
+    src = ["\n".join(["def _generic(d, ctx=None):", *("    " + s for s in generic.pre),
+                      f"    return {body_generic}"]),
+           "\n".join(["def _compiled(d, ctx=None):",
+                      "    try:",
+                      "        if type(d) is not dict:",
+                      "            return _generic(d, ctx)",
+                      *("        " + s for s in fast.pre),
+                      f"        return {body_fast}",
+                      "    except Exception:",  # zero cost until raised (CPython 3.11+)
+                      "        return _recover(d, ctx)"])]
     ns["_recover"] = recovery(root, value_mode)
-    source = "\n".join(src) + "\n"
-    code = compile(source, "<amps-filter>", "exec")
-    exec(code, ns)  # noqa: S102 - source built only from generated names and repr()s
+    pieces = fast.defs + generic.defs + src
+    exec_pieces(pieces, ns, "<amps-filter>")  # source built only from generated names, repr()s
+    source = "\n".join(pieces) + "\n"
     fn: CompiledFilter = ns["_compiled"]  # a plain function: compile_ast sets its attributes
     return fn, source
 

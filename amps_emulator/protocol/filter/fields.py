@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 
 from . import ast as A
+from . import pieces
 from .compiler import Gen, recovery
 from .runtime import HELPERS, NOT_COMPUTED, CompiledFilter
 
@@ -141,6 +142,8 @@ def fields_filter(fn: CompiledFilter) -> FieldsFilter | None:
 def _make_fields_filter(fn: CompiledFilter) -> FieldsFilter | None:
     root = fn.ast
     if fn.source is None or fn.value_mode or fn.uses_context:
+        return None
+    if pieces.weight(root, {}) > pieces.SPLIT_WEIGHT:  # its loop: one long compile() (.pieces)
         return None
     names: dict[str, str] = {}
     for node in A.walk(root):

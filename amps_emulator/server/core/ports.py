@@ -8,7 +8,7 @@ an import of a higher layer: the layer contract in ``pyproject.toml`` (``lint-im
 refuses that, ``TYPE_CHECKING`` imports included.
 
 This module imports nothing of ``server/`` at run time, and under ``TYPE_CHECKING`` only
-``core`` (``router``, ``heartbeat``, ``message``, ``processors``), so every layer may import it.
+``core`` (``router``, ``heartbeat``, ``message``, ``processors``, ``budget``), so every layer may import it.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from amps_emulator.journal.record import JournalRecord
     from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.protocol.command import Command
+    from amps_emulator.server.core.budget import MemoryBudget
     from amps_emulator.server.core.heartbeat import Heartbeat
     from amps_emulator.server.core.message import Message
     from amps_emulator.server.core.processors import Processors
@@ -62,11 +63,15 @@ class ListenerInfo(Protocol):
     name: str
     #: the transport's ``MessageType`` (None: any type the instance knows)
     message_type: str | None
+    #: ``PerMessageDeflate``: a WebSocket client that offers permessage-deflate gets it
+    per_message_deflate: bool
     max_frame: int
     out_limit: int
     #: times a connection of this transport stopped being read because the server had more
     #: of its frames than one pass takes (the processors' ``throttle_count``)
     throttled: int
+    #: the largest frame (and queued output) a connection may have before it logs on
+    logon_frame_limit: int
 
 
 class Client(Protocol):
@@ -147,6 +152,9 @@ class Turn(Protocol):
         """Run ``callback`` in the loop's next pass once this turn has ended (a connection's
         frames past its budget: their turn starts after this one's end)."""
 
+    def settle(self) -> None:
+        """End the turn now if its end is due (before a long operation's next slice)."""
+
 
 class ConnectionHost(Protocol):
     """What a :class:`server.net.connection.Connection` needs of the server it belongs to."""
@@ -170,6 +178,11 @@ class ConnectionHost(Protocol):
     publish_runs: Callable[[Client, list[bytes], int], int]
 
     def check_memory(self) -> bool: ...
+
+    @property
+    def budget(self) -> MemoryBudget:
+        """The memory budget every open socket's buffers count in (a socket that is not
+        yet a connection, such as a WebSocket in its HTTP upgrade, registers itself)."""
 
     def filter_pool(self) -> Executor: ...
 

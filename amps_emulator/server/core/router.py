@@ -10,7 +10,7 @@ message body at most once however many subscriptions test it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from amps_emulator.protocol.topics import (
     compile_topic_regex,
@@ -63,9 +63,14 @@ class Subscription:
 
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
-        "prefix", "live", "select", "conflator", "queried", "message_type", "entitlement",
-        "internal",
+        "prefix", "_live", "select", "conflator", "queried", "message_type", "_entitlement",
+        "internal", "withheld",
     )
+
+    #: moves whenever a subscription's :attr:`live` or :attr:`entitlement` is set, the two
+    #: things that change how it is delivered to once it is routed: what the fan-out
+    #: derived from a set of subscriptions (``Router.plans``) is derived again then
+    revision: ClassVar[int] = 0
 
     def __init__(self, conn: Any, sub_id: str, topic: str, filter: Callable[..., bool] | None,
                  options: dict[str, Any], delta: bool = False) -> None:
@@ -87,15 +92,39 @@ class Subscription:
         self.prefix: bytes | None = None  # queue deliveries: the header up to the bookmark
         #: state kept from the query's snapshot on (server.live.LiveState: a paginated
         #: window, an aggregated subscription's groups); it decides what is delivered
-        self.live: Any = None
+        self._live: Any = None
         self.conflator: Any = None  # server.conflation.Conflator (conflation=...)
         self.queried = False  # entered by sow_and_subscribe: the client holds its query's records
         #: what the subscriber may read, when security is configured (server.entitle): a
         #: regex topic's concrete topics are checked on delivery, an update leaving the
         #: read filter is an OOF with reason ``entitlement``
-        self.entitlement: ReadEntitlement | None = None
+        self._entitlement: ReadEntitlement | None = None
         #: the ``select=[...]`` list applied to every delivery (None: whole messages)
         self.select: Select | None = selection(options.get("select"))  # bad: invalid options
+        #: topic keys whose messages it does not get yet (a regex query's topics whose
+        #: snapshots are still to come: :meth:`Router.withhold`); None: none
+        self.withheld: set[str] | None = None
+
+    @property
+    def live(self) -> Any:
+        """State kept from the query's snapshot on (server.live.LiveState: a paginated
+        window, an aggregated subscription's groups); it decides what is delivered."""
+        return self._live
+
+    @live.setter
+    def live(self, value: Any) -> None:
+        self._live = value
+        Subscription.revision += 1
+
+    @property
+    def entitlement(self) -> ReadEntitlement | None:
+        """What the subscriber may read, when security is configured (server.entitle)."""
+        return self._entitlement
+
+    @entitlement.setter
+    def entitlement(self, value: ReadEntitlement | None) -> None:
+        self._entitlement = value
+        Subscription.revision += 1
 
     def matches_topic(self, topic: str) -> bool:
         if self.regex is None:
@@ -116,6 +145,9 @@ class Router:
         self._literal: dict[str, list[Subscription]] = {}
         self._regex: list[Subscription] = []
         self._cache: dict[str, tuple[Subscription, ...]] = {}
+        #: what the fan-out derived from a topic's subscriptions (its delivery plan, see
+        #: :mod:`server.delivery.fanout`), forgotten with them
+        self.plans: dict[str, Any] = {}
 
     def add(self, sub: Subscription) -> None:
         if sub.regex is None:
@@ -123,6 +155,7 @@ class Router:
         else:
             self._regex.append(sub)
         self._cache.clear()
+        self.plans.clear()
 
     def remove(self, sub: Subscription) -> None:
         if sub.regex is None:
@@ -140,6 +173,24 @@ class Router:
             except ValueError:
                 pass
         self._cache.clear()
+        self.plans.clear()
+
+    def withhold(self, sub: Subscription, topics: list[str]) -> None:
+        """Match the regex subscription ``sub`` to none of ``topics`` until each is released
+        (its query has not read that topic's snapshot yet, which will hold what is published
+        to it meanwhile)."""
+        sub.withheld = set(topics)
+        for topic in topics:
+            self._cache.pop(topic, None)
+
+    def release(self, sub: Subscription, topic: str) -> None:
+        """``sub`` matches ``topic`` again (see :meth:`withhold`)."""
+        withheld = sub.withheld
+        if withheld is not None:
+            withheld.discard(topic)
+            if not withheld:
+                sub.withheld = None
+            self._cache.pop(topic, None)
 
     def match(self, topic: str) -> tuple[Subscription, ...]:
         """Every subscription whose topic (literal or regex) covers ``topic``."""
@@ -153,10 +204,12 @@ class Router:
             for sub in self._regex:
                 rx = sub.regex
                 if rx is not None and sub.message_type == mt and (sub.internal or not internal) \
-                        and rx.search(name) is not None:
+                        and rx.search(name) is not None \
+                        and (sub.withheld is None or topic not in sub.withheld):
                     found.append(sub)
         result = tuple(found)
         if len(self._cache) >= _CACHE_LIMIT:
             self._cache.clear()
+            self.plans.clear()
         self._cache[topic] = result
         return result

@@ -22,6 +22,12 @@ from amps_emulator.server.core.ports import Client
 
 log = logging.getLogger("amps_emulator.server")
 
+#: how long one long operation (a query, a delete, a replay, a queue query) holds the event
+#: loop at a time: past it, the operation goes on in the loop's next pass, after the end of
+#: the turn and the other clients' input. Each step of such an operation is well under it
+#: (about a thousand records), so a pass lasts at most a few milliseconds more.
+SLICE_SECONDS = 0.004
+
 
 def contain(client: Client, what: str) -> None:
     """Call from an ``except`` block: an unforeseen error in work for one client is logged
@@ -63,6 +69,13 @@ class Turn:
         another pass of frames."""
         self._after.append(callback)
         self.request()
+
+    def settle(self) -> None:
+        """End the turn now if its end is due: a long operation calls this before each slice,
+        so that what the other clients' commands produced since the last one (their replies
+        above all) goes out first instead of waiting behind the slice."""
+        if self._scheduled and self.loop is not None:
+            self.end()
 
     def request(self) -> None:
         if not self._scheduled:

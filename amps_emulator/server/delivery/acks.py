@@ -45,3 +45,19 @@ def refused(client: Client, cmd: Command, seq: int | None, reason: str,
             client.persisted_failure(seq, reason)
     elif cmd.acks:
         client.fail(cmd, reason)
+
+
+def persisted(client: Client, item: Any, reason: str | None) -> None:
+    """The persisted ack of one entry of the transaction log's FIFO: a publish's sequence
+    number, or the ``flush`` command that waits for everything before it."""
+    if type(item) is int:
+        if reason is None:
+            client.note_persisted(item)
+        else:
+            client.persisted_failure(item, reason)
+    elif not client.closed:
+        if reason is None:
+            client.emit_persisted()  # the conflated ack of the publishes before the flush first
+            client.ack(item, "persisted")
+        else:
+            client.ack(item, "persisted", "failure", reason)

@@ -19,6 +19,8 @@ from amps_emulator.protocol.msgtypes import CodecError
 from amps_emulator.protocol.topics import TYPE_SEP, display_name, type_of
 from amps_emulator.server.core.message import UNDECODED, Message, decode_or_none, encode_json
 from amps_emulator.server.core.meters import count
+from amps_emulator.server.core.router import Subscription
+from amps_emulator.server.delivery.plan import Plan, fan_send
 from amps_emulator.sow.delta import changed_fields
 from amps_emulator.sow.query import apply_select
 
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.server.core.ports import DeliveryWatch
     from amps_emulator.server.core.processors import Processors
-    from amps_emulator.server.core.router import ReadEntitlement, Router, Subscription
+    from amps_emulator.server.core.router import ReadEntitlement, Router
     from amps_emulator.sow.query import Select
 
 
@@ -114,7 +116,11 @@ _Targets = dict[tuple[Receiver, int, "Select | None"], list[str]]
 
 
 def fan_out(broker: FanoutHost, msg: Message) -> int:
-    """Deliver ``msg`` to every matching live subscription; returns frames queued."""
+    """Deliver ``msg`` to every matching live subscription; returns frames queued.
+
+    The subscriptions that take messages as they are go by the topic's delivery plan
+    (:mod:`server.delivery.plan`: each distinct filter evaluated once, one frame per
+    connection from the shared header and body); the others the general way."""
     broker.stats["published"] += 1
     topic = msg.topic
     counts = broker.topics_in
@@ -122,21 +128,54 @@ def fan_out(broker: FanoutHost, msg: Message) -> int:
         counts[topic] += 1
     else:
         count(counts, topic, 1)
-    subs = broker.router.match(topic)
+    router = broker.router
+    subs = router.match(topic)
     if not subs:
         return 0
-    targets = _targets(broker, msg, subs)
-    if not targets:
+    plan = router.plans.get(topic)
+    if plan is None or plan.subs is not subs or plan.revision != Subscription.revision:
+        plan = router.plans[topic] = Plan(subs, Subscription.revision)
+    n = 0
+    targets = None
+    if plan.general:
+        targets = _targets(broker, msg, plan.general)
+        if targets:
+            _write(broker, msg, targets)
+            n = len(targets)
+    if plan.filters:
+        doc = msg.doc
+        if doc is UNDECODED:
+            doc = msg.doc = broker.bodies.decode(msg.body, msg.topic)
+        ctx = msg.context()
+        found = plan.targets(tuple([bool(f(doc, ctx)) for f in plan.filters]))
+    else:
+        found = plan.targets()
+    if found:
+        head, tail = _head_tail(broker, msg)
+        # the bytes written (the external processor's matches), as _write counts them
+        broker.processors.external.found_bytes += fan_send(found, head, tail, msg.body)
+        n += len(found)
+    if not n:
         return 0
-    _write(broker, msg, targets)
-    n = len(targets)
     broker.stats["delivered"] += n
-    count(broker.topics_out, msg.topic, n)
+    count(broker.topics_out, topic, n)
     watch = broker.delivered
     if watch is not None:  # once per connection that got the message (not an oof)
-        for conn in dict.fromkeys(c for c, shape, _ in targets if shape not in (OOF, OOF_ENTITLEMENT)):
-            watch(conn, msg.topic, msg.body, msg.bookmark, msg.correlation_id)
+        conns = [c for c, shape, _ in targets if shape not in (OOF, OOF_ENTITLEMENT)] \
+            if targets else []
+        conns.extend(conn for _, _, conn in found)
+        for conn in dict.fromkeys(conns):
+            watch(conn, topic, msg.body, msg.bookmark, msg.correlation_id)
     return n
+
+
+def _head_tail(broker: FanoutHost, msg: Message) -> tuple[bytes, bytes]:
+    """A ``p`` frame's header for ``msg`` up to its ``sids`` value, and after it."""
+    topic = msg.topic
+    if TYPE_SEP in topic:  # another type than json: its name on the wire
+        topic = display_name(topic)
+    return (b'{"c":"p","t":' + json_str(topic) + b',"sids":',
+            delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, None))
 
 
 def _targets(broker: FanoutHost, msg: Message, subs: Iterable[Subscription]) -> _Targets:
@@ -195,13 +234,10 @@ def _targets(broker: FanoutHost, msg: Message, subs: Iterable[Subscription]) -> 
 
 def _write(broker: FanoutHost, msg: Message, targets: _Targets) -> None:
     """One frame per target, in the shape chosen for it."""
-    topic = msg.topic
     encode: Callable[[Any], bytes] = encode_json
-    if TYPE_SEP in topic:  # another type than json: its name on the wire, its own writer
-        encode = broker.bodies.encoder(topic)
-        topic = display_name(topic)
-    head = b'{"c":"p","t":' + json_str(topic) + b',"sids":'
-    tail = delivery_tail(msg.bookmark, msg.correlation_id, msg.sow_key, msg.expiration, None)
+    if TYPE_SEP in msg.topic:  # another type than json: its own writer
+        encode = broker.bodies.encoder(msg.topic)
+    head, tail = _head_tail(broker, msg)
     stamped_tail = None
     sent = 0  # bytes of the messages written (the external processor's matches)
     for (conn, shape, sel), ids in targets.items():

@@ -27,21 +27,23 @@ from amps_emulator.protocol.codec import ack as encode_ack
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server.core.turn import contain
+from amps_emulator.server.core.turn import SLICE_SECONDS, contain
+from amps_emulator.server.delivery import replay_frames
 from amps_emulator.server.delivery.fanout import delivery_tail, selected
 
 if TYPE_CHECKING:
-    from amps_emulator.journal import FileJournal, MemoryJournal
+    from amps_emulator.journal import FileJournal, JournalRecord, MemoryJournal
     from amps_emulator.protocol.bodies import Bodies
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.core.ports import Client, DeliveryWatch, TxLogService
     from amps_emulator.server.core.processors import Processors
-    from amps_emulator.server.core.router import Subscription
+    from amps_emulator.server.core.router import ReadEntitlement, Subscription
+    from amps_emulator.sow.query import Select
 
 log = logging.getLogger("amps_emulator.replay")
 
 CHUNK = 2000
-STEP_SECONDS = 0.01  # how long one replay step may scan the log
+STEP_SECONDS = SLICE_SECONDS  # how long one replay step may scan the log
 _DELIVERABLE = frozenset((int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH)))
 
 
@@ -155,6 +157,7 @@ class Cursor:
         "sub", "conn", "cmd", "next_pos", "stop_pos", "live", "remaining", "want_completed",
         "want_persisted", "caught_up", "paused", "blocked", "done", "scheduled", "last_pos",
         "last_bm", "acked_bm", "timestamp", "rate", "delay", "catch_up_pos", "host", "fully_durable",
+        "stored_at",
     )
 
     def __init__(self, host: ReplayHost, sub: Subscription, cmd: Command, next_pos: int,
@@ -186,6 +189,8 @@ class Cursor:
         # The log's end when the subscription arrived: ``completed`` goes once everything up to
         # here was replayed, also when part of it was still waiting for its fsync.
         self.catch_up_pos = 0
+        #: where the replay from stored frames stopped in the log (replay_frames.deliver)
+        self.stored_at: tuple[int, str, int] | None = None
 
     # what the transaction log calls (ports.JournalCursor)
     def pump(self, limit: int) -> None:
@@ -270,7 +275,12 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
 
     The chunk's frames are queued as one write; the ``p`` header prefix is built once per
     topic, and a record with nothing but a bookmark gets its tail without JSON encoding
-    (a bookmark is digits and ``|``)."""
+    (a bookmark is digits and ``|``). A plain replay of a literal topic is framed from the
+    journal's stored frames instead (:mod:`server.delivery.replay_frames`), as far as it
+    can go; this goes on from where that stops."""
+    stored = _from_stored(broker, cursor, limit)
+    if stored is not None:
+        return stored
     sub = cursor.sub
     conn = cursor.conn
     flt = sub.filter
@@ -303,26 +313,10 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
         if rec.kind not in _DELIVERABLE or not sub.matches_topic(rec.key):
             cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
             continue
-        sel = sub.select
-        if ent is not None:  # a regex topic's concrete topics, each with its own grant
-            grant = ent.grant(rec.topic)
-            if grant is None:  # not entitled to this topic: skipped silently, as live
-                cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
-                continue
-            if grant.filter_text is not None:
-                ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
-                                     correlation_id=rec.correlation_id,
-                                     client_name=rec.client_name)
-                if not grant.admits(bodies.decode(rec.body, rec.key), ctx):
-                    cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
-                    continue
-            sel = ent.select(grant, sel)
-        if flt is not None:
-            ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
-                                 correlation_id=rec.correlation_id, client_name=rec.client_name)
-            if not flt(bodies.decode(rec.body, rec.key), ctx):
-                cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
-                continue
+        passed, sel = _passes(rec, bm, flt, ent, sub.select, bodies)
+        if not passed:
+            cursor.next_pos, cursor.last_pos, last_bm = pos + 1, pos, bm
+            continue
         if rate is not None:
             wait = rate.wait(len(rec.body), rec.timestamp)
             if wait > 0:  # this one goes in a later step
@@ -356,22 +350,68 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
             break
     if last_bm is not None:
         cursor.last_bm = last_bm
-    meter = broker.processors.bookmark
-    meter.take(read_bytes, scanned)
+    broker.processors.bookmark.take(read_bytes, scanned)
     if out:
-        data = b"".join(out)
-        meter.give(len(data), len(out))
-        conn.send(data)
-        watch = broker.delivered
-        if watch is not None and watched:
-            for rec in watched:
-                watch(conn, rec.key, rec.body, rec.bookmark_str, rec.correlation_id)
+        _send_chunk(broker, conn, out, watched)
     if not done:
         if cursor.remaining is not None and cursor.remaining <= 0:
             finish(broker, cursor)
         else:
             schedule(broker, cursor)
     return done
+
+
+def _passes(rec: JournalRecord, bm: str, flt: Callable[..., bool] | None,
+            ent: ReadEntitlement | None, sel: Select | None, bodies: Bodies
+            ) -> tuple[bool, Select | None]:
+    """Whether a replayed record goes to the subscription (the grant of its concrete topic,
+    for a regex topic ``ent``, then the filter ``flt``), and the select list it goes with."""
+    if ent is not None:  # a regex topic's concrete topics, each with its own grant
+        grant = ent.grant(rec.topic)
+        if grant is None:  # not entitled to this topic: skipped silently, as live
+            return False, sel
+        if grant.filter_text is not None:
+            ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
+                                 correlation_id=rec.correlation_id, client_name=rec.client_name)
+            if not grant.admits(bodies.decode(rec.body, rec.key), ctx):
+                return False, sel
+        sel = ent.select(grant, sel)
+    if flt is not None:
+        ctx = MessageContext(topic=rec.topic, bookmark=bm, sow_key=rec.sow_key,
+                             correlation_id=rec.correlation_id, client_name=rec.client_name)
+        if not flt(bodies.decode(rec.body, rec.key), ctx):
+            return False, sel
+    return True, sel
+
+
+def _send_chunk(broker: ReplayHost, conn: Client, out: list[bytes],
+                watched: list[JournalRecord] | None) -> None:
+    """A step's frames as one write, counted, then told to an ``on-deliver-message`` watch."""
+    data = b"".join(out)
+    broker.processors.bookmark.give(len(data), len(out))
+    conn.send(data)
+    watch = broker.delivered
+    if watch is not None and watched:
+        for rec in watched:
+            watch(conn, rec.key, rec.body, rec.bookmark_str, rec.correlation_id)
+
+
+def _from_stored(broker: ReplayHost, cursor: Cursor, limit: int) -> bool | None:
+    """:func:`_deliver_chunk` from the journal's stored frames, for a replay they serve
+    (:mod:`server.delivery.replay_frames`; not when ``on-deliver-message`` watches, which is
+    told of each record); None: the general path goes on from there."""
+    if broker.delivered is not None or not replay_frames.eligible(cursor):
+        return None
+    why = replay_frames.deliver(_journal(broker), cursor, limit, broker.processors.bookmark)
+    if why is None:
+        return None
+    if why == replay_frames.LIMIT:
+        return True
+    if cursor.remaining is not None and cursor.remaining <= 0:  # top_n reached
+        finish(broker, cursor)
+    else:  # a step's worth
+        schedule(broker, cursor)
+    return False
 
 
 def schedule(broker: ReplayHost, cursor: Cursor) -> None:

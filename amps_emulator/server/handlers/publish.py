@@ -3,14 +3,22 @@ number, queue targets, the message path, and the acks the publisher asked for.""
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import TYPE_CHECKING
 
 from amps_emulator.journal import DuplicatePublish
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.server.core.message import UNDECODED
 from amps_emulator.server.delivery.acks import early as acks_early
 from amps_emulator.server.delivery.acks import refused as acks_refused
-from amps_emulator.server.messaging.message_path import check_writable, publish_message
+from amps_emulator.server.handlers.sow import drive
+from amps_emulator.server.messaging.message_path import (
+    LARGE_BODY,
+    check_writable,
+    decode_ahead,
+    publish_message,
+)
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -37,8 +45,31 @@ def publish(broker: Broker, client: Client, cmd: Command) -> None:
             _publish_acks(broker, client, cmd, seq, None)
             return
         broker.client_seqs[client.client_name] = seq
+    if len(cmd.body) > LARGE_BODY:
+        drive(broker, client, cmd, _in_stages(broker, client, cmd, topic, seq, last),
+              lambda _: None, complete=True)  # (read whole: published even if it goes away)
+        return
+    _guarded(broker, client, cmd, topic, seq, last, UNDECODED)
+
+
+def _in_stages(broker: Broker, client: Client, cmd: Command, topic: str, seq: int | None,
+               last: int | None) -> Generator[None, None, None]:
+    """A large body's publish, each part in a loop pass of its own (the pass that read the
+    frame copied it already): the decode, then the publish itself. Meanwhile the connection
+    is busy (its next commands wait, see ``handlers.sow.drive``); nothing about the message
+    is journalled or stored before the last part, which does it all as a small one would."""
+    yield
+    queues = broker.queue_service
+    doc = decode_ahead(broker, queues.publish_target(topic) if queues is not None else topic,
+                       cmd.body)
+    yield
+    _guarded(broker, client, cmd, topic, seq, last, doc)
+
+
+def _guarded(broker: Broker, client: Client, cmd: Command, topic: str, seq: int | None,
+             last: int | None, doc: object) -> None:
     try:
-        _publish(broker, client, cmd, topic, acks, seq)
+        _publish(broker, client, cmd, topic, cmd.acks, seq, doc)
     except BaseException:
         # Not stored: its sequence must not mark a later resend of it as a duplicate.
         if seq is not None and client.client_name is not None \
@@ -58,7 +89,7 @@ def _journaled(broker: Broker, client_name: str, seq: int) -> bool:
 
 
 def _publish(broker: Broker, client: Client, cmd: Command, topic: str,
-             acks: frozenset[str], seq: int | None) -> None:
+             acks: frozenset[str], seq: int | None, doc: object) -> None:
     if broker.queue_service is not None:
         topic = broker.queue_service.publish_target(topic)  # a queue's own name: where it feeds from
     txlog = broker.txlog
@@ -71,11 +102,11 @@ def _publish(broker: Broker, client: Client, cmd: Command, topic: str,
     check_writable(broker, topic)  # not a view's own topic
     try:
         # positional: (broker, topic, body, delta, client_name, client_seq, correlation_id,
-        # sow_key, expiration, headers)
+        # sow_key, expiration, headers, client, doc)
         position = publish_message(
             broker, topic, cmd.body, cmd.command == "delta_publish", client.client_name or "",
             seq, cmd.correlation_id, cmd.sow_key, cmd.expiration,
-            {"o": cmd.options} if cmd.options else None, client)
+            {"o": cmd.options} if cmd.options else None, client, doc)
         broker.processors.external.received_bytes += len(cmd.body)
     except DuplicatePublish:
         # held already (replication brought it): dropped and acked as a republished one is

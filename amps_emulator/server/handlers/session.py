@@ -27,6 +27,11 @@ log = logging.getLogger("amps_emulator.commands")
 
 def logon(broker: Broker, client: Client, cmd: Command) -> None:
     acks_early(client, cmd)
+    if client.logged_on:
+        # AMPS takes one logon per connection (the first command, or the implicit logon
+        # of another first command); the identity it gave stays for the connection's life
+        raise CommandError(reasons.DUPLICATE_LOGON,
+                           f"already logged on as {client.client_name!r}")
     fixed = client.listener.message_type
     mt = cmd.message_type or fixed or "json"
     if fixed is not None and mt != fixed:  # a transport of one type serves only that type

@@ -26,6 +26,7 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import sow_batch
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.core.router import Subscription, is_regex_topic
+from amps_emulator.server.core.turn import SLICE_SECONDS
 from amps_emulator.server.delivery import replay
 from amps_emulator.server.delivery.acks import early as acks_early
 from amps_emulator.server.delivery.acks import final as acks_final
@@ -35,6 +36,7 @@ from amps_emulator.server.delivery.pagination import PageWindow
 from amps_emulator.server.handlers import entitle, sow_results
 from amps_emulator.server.handlers.sow_aggregate import aggregated_query_steps
 from amps_emulator.server.handlers.sow_results import (
+    StoredStream,
     begin_results,
     history_cuts,
     run_topic_steps,
@@ -82,7 +84,7 @@ class Replacing:
 
 
 def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
-                on_snapshot: Callable[[float | None], None] | None = None,
+                on_snapshot: Callable[[float | None], Any] | None = None,
                 replacing: Replacing | None = None
                 ) -> Generator[None, None, dict[str, int]]:
     """The query as a generator: it sends group_begin / sow frames / group_end and returns
@@ -129,17 +131,22 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
 
         read = None if filt is None or old is None else compile_filter_for(
             f"({filt.text}) OR ({old.text})")
-    steps = [topic.query_steps(read if entitled[i] is filt else entitled[i], sow_keys=cmd.sow_keys,
+    # one topic's plain query: its records go out as the scan reads them (if kept as stored)
+    stream = StoredStream(client, topics[0].spec.name, batch, opts, broker.processors.sow) \
+        if len(topics) == 1 and not merged and top_n is None and skip_n is None else None
+    steps = (topic.query_steps(read if entitled[i] is filt else entitled[i], sow_keys=cmd.sow_keys,
                                order_by=None if merged else cmd.orderby,
                                top_n=None if merged else top_n,
                                skip_n=None if merged else skip_n,
                                select=None if merged else sel_texts[i],
                                history_cut=cuts.get(topic.spec.name) if cuts else None,
-                               stored=not merged)  # (only sent: kept as stored if it can)
-             for i, topic in enumerate(topics)]
-    qid, results = yield from run_topic_steps(
-        client, cmd, steps,
-        None if on_snapshot is None else lambda: on_snapshot(min(cuts.values()) if cuts else None))
+                               stored=not merged,  # (only sent: kept as stored if it can)
+                               into=None if stream is None else stream.records)
+             for i, topic in enumerate(topics))  # (each made as it starts)
+    snapshot, each = _snapshots(broker, on_snapshot, [t.spec.name for t in topics],
+                                bool(cuts) or replacing is not None, cuts)
+    qid, results = yield from run_topic_steps(client, cmd, steps, snapshot, each,
+                                              None if stream is None else stream.send_read)
     matches = sum(res.matches for res in results)
     topic_matches = sum(res.topic_matches for res in results)
     if merged:
@@ -158,9 +165,14 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
                 remaining -= len(records)
             runs.append((topic.spec.name, records))
     returned = 0
-    for name, records in runs:
-        returned += yield from send_records(client, qid, name, records, batch, opts,
-                                            broker.processors.sow)
+    for k, (name, records) in enumerate(runs):
+        if k:
+            yield  # (thousands of topics of a few records each: slices between them too)
+        if stream is not None and records is stream.records:
+            returned += yield from stream.send_rest(qid)
+        else:
+            returned += yield from send_records(client, qid, name, records, batch, opts,
+                                                broker.processors.sow)
     client.end_group(cmd, qid)
     if replacing is not None:
         for name, rec in replacing.left:
@@ -168,6 +180,34 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
                                 selected(rec.data, sel, rec.doc, broker.bodies.encoder(name)),
                                 rec.bookmark or None))
     return {"records_returned": returned, "matches": matches, "topic_matches": topic_matches}
+
+
+def _snapshots(broker: Broker, on_snapshot: Callable[[float | None], Any] | None,
+               keys: list[str], at_once: bool, cuts: dict[str, float] | None
+               ) -> tuple[Callable[[], None] | None, Callable[[int], None] | None]:
+    """How a query's topics take their snapshots (``run_topic_steps``' ``on_snapshot`` and
+    ``each``). A ``sow_and_subscribe`` over several topics (a regex may name thousands)
+    does not take them all in one step: it registers its subscription with the first one,
+    and withholds from it each other topic's messages until that topic's own snapshot, which
+    holds them (:meth:`Router.release`). So no message is lost or seen twice, topic by topic,
+    exactly as when every snapshot and the subscription were taken at one instant.
+    ``at_once``: all in one step, a historical query (it replays the log from one instant,
+    ``cuts``) and one that replaces a subscription (the old one goes at the first snapshot)."""
+    if on_snapshot is None:
+        return None, None
+    if len(keys) < 2 or at_once:
+        return (lambda: on_snapshot(min(cuts.values()) if cuts else None)), None
+    subs: list[Subscription] = []
+
+    def each(i: int) -> None:
+        if i == 0:
+            sub = on_snapshot(None)
+            subs.append(sub)
+            broker.router.withhold(sub, keys[1:])
+        else:
+            broker.router.release(subs[0], keys[i])
+
+    return None, each
 
 
 def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
@@ -246,12 +286,19 @@ def drive(broker: Broker, client: Client, cmd: Command,
 def _step(broker: Broker, client: Client, cmd: Command,
           steps: Generator[None, None, Any], finish: Callable[[Any], None],
           on_failure: Callable[[], None] | None, complete: bool = False) -> None:
+    """Steps of the command for one slice of the loop's time (:data:`SLICE_SECONDS`), then
+    the rest in a later pass."""
     if client.closed and not complete:
         steps.close()
         return
+    broker.turn.settle()  # the others' replies first
     client._direct = True
+    end = time.monotonic() + SLICE_SECONDS
     try:
-        next(steps)
+        while True:
+            next(steps)
+            if time.monotonic() >= end or (client.closed and not complete):
+                break
     except StopIteration as stop:
         finish(stop.value)
     except CommandError as exc:
@@ -276,9 +323,6 @@ def _failed(client: Client, cmd: Command, reason: str,
     client.fail(cmd, reason)
 
 
-STEP_SECONDS = 0.01  # how long one step of a query on a queue may send results
-
-
 def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
                  filt: Any, meter: Meter) -> Generator[None, None, dict[str, int]]:
     """A ``sow`` query on a queue: the messages that could be delivered now, read-only
@@ -286,15 +330,12 @@ def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
     batch = sow_results.batch_size(cmd)
     records, total = yield from queues.query_records(queue, filt, sow_results.top_n(cmd))
     qid = begin_results(client, cmd, cmd.query_id or cmd.cid or "")
-    step_end = time.monotonic() + STEP_SECONDS
     for start in range(0, len(records), batch):
         chunk = records[start:start + batch]
         data = sow_batch(queue.name, qid, [({"bm": r.bookmark_str}, r.body) for r in chunk])
         meter.give(len(data), len(chunk))
         client.send(data)
-        if time.monotonic() > step_end:
-            yield
-            step_end = time.monotonic() + STEP_SECONDS
+        yield  # (the driver runs steps for a slice of the loop's time: see _step)
     client.end_group(cmd, qid)
     return {"records_returned": len(records), "matches": len(records), "topic_matches": total}
 
@@ -356,16 +397,17 @@ def sow_and_subscribe(broker: Broker, client: Client, cmd: Command) -> None:
                          registered, finish, unsubscribe)
         return
 
-    def subscribe(cut: float | None) -> None:
+    def subscribe(cut: float | None) -> Subscription:
         if cut is not None:  # historical: replay the log from where the SOW state was read
             registered.append(_historical_subscription(broker, client, cmd, sub_id, filt, delta,
                                                        cut))
-            return
+            return registered[-1]
         # Same loop step as the snapshots: nothing can be published in between. What is
         # published while the query runs is held (busy connection) and goes out after it.
         sub = register_subscription(broker, client, cmd, sub_id, filt, delta=delta)
         sub.queried = True
         registered.append(sub)
+        return sub
 
     drive(broker, client, cmd, query_steps(broker, client, cmd, filt, on_snapshot=subscribe,
                                          replacing=replacing), finish, unsubscribe)

@@ -7,7 +7,7 @@ the server package, so both query modules import it and neither imports the othe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 from amps_emulator.protocol import reasons
@@ -84,8 +84,9 @@ def top_n(cmd: Command) -> int | None:
     return count_option(cmd, "top_n", cmd.top_n)
 
 
-#: records framed between two loop steps while a long result goes out
-SEND_STEP = 5_000
+#: records framed in one step while a long result goes out (a driver runs several steps in
+#: a slice of the loop's time)
+SEND_STEP = 1_000
 
 
 def _bookmark_instant(broker: HasTxLog, text: str) -> float | None:
@@ -148,8 +149,10 @@ def begin_results(client: ResultsOut, cmd: Command, qid: str) -> str:
     return qid
 
 
-def run_topic_steps(client: ResultsOut, cmd: Command, steps: list[Generator[None, None, Any]],
-                    on_snapshot: Callable[[], None] | None = None
+def run_topic_steps(client: ResultsOut, cmd: Command, steps: Iterable[Generator[None, None, Any]],
+                    on_snapshot: Callable[[], None] | None = None,
+                    each: Callable[[int], None] | None = None,
+                    after_step: Callable[[str], None] | None = None
                     ) -> Generator[None, None, tuple[str, list[Any]]]:
     """Drive topic query generators (:meth:`sow.topic.Topic.query_steps`): the first step of
     each (plan and snapshot; a bad filter, orderby or option raises here, before anything is
@@ -157,30 +160,47 @@ def run_topic_steps(client: ResultsOut, cmd: Command, steps: list[Generator[None
     :data:`sow.scan.BUILDING`, and this yields between them), ``on_snapshot``,
     :func:`begin_results`, then the remaining steps, yielding between them. Returns the query
     id and the results in order; an abandoned query releases every snapshot (and drops a
-    half-built index)."""
-    results: list[Any] = [None] * len(steps)
-    running = []
+    half-built index). ``steps`` is read as it goes (a generator each, made when it starts).
+
+    Topics' first steps: with ``on_snapshot``, all in one step, so that the subscription it
+    registers and every snapshot are taken at one instant; else with a yield between two
+    (a regex may name thousands of topics), and ``each(i)`` right after topic ``i``'s, in
+    the same step (a subscription over many topics registered at the first one's snapshot
+    takes each other topic's messages from its own snapshot on: see ``handlers.sow``).
+    ``after_step(qid)`` runs after each step that follows ``group_begin`` (:class:`StoredStream`
+    sends the records read so far)."""
+    results: list[Any] = []
+    running: dict[int, Generator[None, None, Any]] = {}  # (not done in their first step)
     try:
         for i, st in enumerate(steps):
+            if i and on_snapshot is None:
+                yield
+            results.append(None)
+            running[i] = st
             try:
                 while next(st) is BUILDING:
                     yield
-                running.append(i)
             except StopIteration as stop:
                 results[i] = stop.value
+                del running[i]
+            if each is not None:
+                each(i)
         if on_snapshot is not None:
             on_snapshot()
         qid = begin_results(client, cmd, cmd.query_id or cmd.sub_id or cmd.cid or "")
-        for i in running:
+        for i, st in list(running.items()):
             while True:
                 try:
-                    next(steps[i])
+                    next(st)
                 except StopIteration as stop:
                     results[i] = stop.value
+                    del running[i]
                     break
+                if after_step is not None:
+                    after_step(qid)
                 yield
     finally:
-        for st in steps:
+        for st in running.values():
             st.close()
     return qid, results
 
@@ -211,44 +231,89 @@ def send_records(client: ResultsOut, qid: str, topic: str, records: list[Any] | 
     :data:`SEND_STEP` records framed; returns how many were sent. Records kept as stored
     (a plain query's) are framed straight from their stored values (:func:`sow_frames`,
     the same frames). ``meter``: counts the records and the bytes of their batches (the
-    ``sow`` processor's matches)."""
+    ``sow`` processor's matches). The list is used up: the records sent are let go step by
+    step (freeing a result of 200,000 records at once held the loop for tens of ms)."""
     if isinstance(records, StoredRecords):
         return (yield from _send_stored(client, qid, topic, records, batch, opts, meter))
-    framed = 0
+    n = len(records)
+    framed = done = 0
     for chunk in batches(records, batch, opts):
         data = sow_batch(topic, qid, chunk)
         if meter is not None:
             meter.give(len(data), len(chunk))
         client.send(data)
         framed += len(chunk)
-        if framed >= SEND_STEP:
-            framed = 0
+        if framed - done >= SEND_STEP:
+            records[done:framed] = [None] * (framed - done)
+            done = framed
             yield
-    return len(records)
+    return n
 
 
 def _send_stored(client: ResultsOut, qid: str, topic: str, records: StoredRecords, batch: int,
-                 opts: dict[str, Any], meter: Meter | None) -> Generator[None, None, int]:
-    """:func:`send_records` of stored records: each step frames whole batches of at least
-    :data:`SEND_STEP` records (as the general path does) with one :func:`sow_frames` call."""
-    prefix = sow_batch_prefix(topic, qid)
+                 opts: dict[str, Any], meter: Meter | None, start: int = 0
+                 ) -> Generator[None, None, int]:
+    """:func:`send_records` of stored records (from row ``start`` on): each step frames whole
+    batches of at least :data:`SEND_STEP` records (as the general path does) with one
+    :func:`sow_frames` call, and queues them as one write. Returns how many were sent."""
     rows = records.rows
-    with_key = "no_sowkey" not in opts
-    stamps = None
-    if "timestamp" in opts:
-        stamps = [format_timestamp(round(stored_timestamp(v) * 1_000_000)).encode()
-                  for _, v in rows]
     n = len(rows)
     step = -(-SEND_STEP // batch) * batch
-    send = client.send
-    for start in range(0, n, step):
-        end = min(n, start + step)
-        for data in sow_frames(prefix, rows, with_key, stamps, start, end, batch):
-            send(data)
-            if meter is not None:
-                meter.found_bytes += len(data)
-        if meter is not None:
-            meter.found += end - start
-        if start + step < n:
+    for first in range(start, n, step):
+        end = min(n, first + step)
+        _send_rows(client, qid, topic, rows, batch, opts, meter, first, end)
+        if end < n:
             yield
-    return n
+    return n - start
+
+
+def _send_rows(client: ResultsOut, qid: str, topic: str, rows: list[Any], batch: int,
+               opts: dict[str, Any], meter: Meter | None, start: int, end: int) -> None:
+    """The ``sow`` frames of stored ``rows[start:end]``, ``batch`` to a frame, as one write;
+    those rows are then let go (a long result's memory goes as it is sent)."""
+    stamps = None
+    if "timestamp" in opts:
+        stamps = [b""] * start + [
+            format_timestamp(round(stored_timestamp(v) * 1_000_000)).encode()
+            for _, v in rows[start:end]]
+    data = sow_frames(sow_batch_prefix(topic, qid), rows, "no_sowkey" not in opts, stamps,
+                      start, end, batch, True)
+    rows[start:end] = [None] * (end - start)
+    if meter is not None:
+        meter.give(len(data), end - start)
+    client.send(data)
+
+
+class StoredStream:
+    """A plain query's stored records sent as the scan reads them: the topic's query appends
+    them to :attr:`records` (``Topic.query_steps(into=...)``) and, after each step,
+    :meth:`send_read` frames the whole batches read so far (the scan and the client's read
+    then overlap); :meth:`send_rest` sends what is left when the query is done. The frames
+    are those :func:`send_records` makes of the whole result (``meter``: counted as it does)."""
+
+    __slots__ = ("client", "topic", "batch", "opts", "meter", "records", "sent")
+
+    def __init__(self, client: ResultsOut, topic: str, batch: int, opts: dict[str, Any],
+                 meter: Meter | None = None) -> None:
+        self.client = client
+        self.topic = topic
+        self.batch = batch
+        self.opts = opts
+        self.meter = meter
+        self.records = StoredRecords()
+        self.sent = 0  # rows framed so far
+
+    def send_read(self, qid: str) -> None:
+        rows = self.records.rows
+        end = self.sent + (len(rows) - self.sent) // self.batch * self.batch
+        if end > self.sent:
+            _send_rows(self.client, qid, self.topic, rows, self.batch, self.opts, self.meter,
+                       self.sent, end)
+            self.sent = end
+
+    def send_rest(self, qid: str) -> Generator[None, None, int]:
+        """Send the records not sent yet (in steps); returns how many records there are."""
+        yield from _send_stored(self.client, qid, self.topic, self.records, self.batch,
+                                self.opts, self.meter, self.sent)
+        self.sent = len(self.records)
+        return self.sent

@@ -76,24 +76,41 @@ def check_writable(broker: Broker, topic: str) -> None:
 
 # -- in ------------------------------------------------------------------------------------
 
+#: a body larger than this is published in stages, each in a loop pass of its own (see
+#: ``handlers.publish``): the decode of a 32 MiB body alone holds the loop for tens of ms
+LARGE_BODY = 1 << 20
+
+
+def decode_ahead(broker: Broker, topic: str, body: bytes) -> object:
+    """The document :func:`publish_message` reads of ``body`` published to ``topic`` (a SOW
+    topic's), decoded ahead of it; ``UNDECODED`` when it reads none."""
+    sow = broker.sow_service
+    if sow is None or sow.get(topic) is None:
+        return UNDECODED
+    return decode_json(body) if TYPE_SEP not in topic else broker.bodies.decode(body, topic)
+
+
 def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False,
                     client_name: str = "", client_seq: int | None = None,
                     correlation_id: str | None = None, sow_key: str | None = None,
                     expiration: int | None = None,
-                    headers: dict[str, str] | None = None, client: Client | None = None) -> int | None:
+                    headers: dict[str, str] | None = None, client: Client | None = None,
+                    doc: object = UNDECODED) -> int | None:
     """Everything a publish does, for clients and for actions alike: enrich it (a SOW topic
     with Preprocessing or Enrichment), journal it (when the topic is recorded), store it in
     its SOW topic, fan it out, then tell the observers (the views over the topic, the queues
     over it, the on-publish actions). ``client``: the publisher's connection, for the
     enrichment fields that read it (USER(), ...). Returns the journal position (None: not
     recorded). Raises ``bad sow key`` (or ``sow store failed``: an enriched message its type
-    cannot write) before anything happened."""
+    cannot write) before anything happened. ``doc``: the body's document when
+    :func:`decode_ahead` read it already."""
     sow = broker.sow_service
     sow_topic = sow.get(topic) if sow is not None else None
-    doc = UNDECODED
     key = None
     if sow_topic is not None:
-        doc = decode_json(body) if TYPE_SEP not in topic else broker.bodies.decode(body, topic)
+        if doc is UNDECODED:
+            doc = decode_json(body) if TYPE_SEP not in topic \
+                else broker.bodies.decode(body, topic)
         rules = sow_topic.enrichment
         if rules is None:
             key = sow_topic.key_for(doc, sow_key)  # refuse a message without its SowKey up front

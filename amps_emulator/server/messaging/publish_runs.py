@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from amps_emulator import accel
@@ -31,7 +32,12 @@ from amps_emulator.protocol.bodies import decode_json_run
 from amps_emulator.protocol.codec import plain_publish
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import TYPE_SEP, qualify, valid_topic_name
-from amps_emulator.server.messaging.message_path import RunRefused, check_writable, publish_plain
+from amps_emulator.server.messaging.message_path import (
+    LARGE_BODY,
+    RunRefused,
+    check_writable,
+    publish_plain,
+)
 
 if TYPE_CHECKING:
     from amps_emulator.server.core.ports import Client
@@ -61,6 +67,11 @@ class PublishRuns:
         plans: dict[str, _Plan] = {}
         i = start
         n = len(payloads)
+        if max(map(len, islice(payloads, start, None)), default=0) > LARGE_BODY:
+            # a large publish goes the general way, in stages (handlers.publish): the run
+            # ends before it
+            n = next(k for k in range(start, n) if len(payloads[k]) > LARGE_BODY)
+            payloads = payloads[:n]
         while i < n:
             run = plain_run(payloads, i, named, last)
             if run is None:

@@ -8,9 +8,13 @@ so a burst of deliveries costs one ``write`` call.
 
 Outbound memory is bounded: when the bytes queued here plus the transport's own buffer exceed
 the transport's limit, the client is disconnected as a slow consumer and its buffers are
-dropped. All connections together share a memory
-budget for buffered frames (``ConnectionHost.check_memory``), and a connection that does not
-log on within ``ConnectionHost.logon_timeout`` is closed. A transport with slow client
+dropped. All connections together share a memory budget for buffered frames
+(``ConnectionHost.check_memory``, :mod:`server.core.budget`), which counts the partial frames
+a wrapping framing (WebSocket, legacy) holds too (``inbound_extra``). A connection that does
+not log on within ``ConnectionHost.logon_timeout`` of its socket's accept is closed. Before
+its logon a connection is held to a small size (``ListenerInfo.logon_frame_limit``): a frame
+announcing more is refused as soon as its length is read, and queued output past it
+disconnects the client (:meth:`Connection.frame_before_logon`). A transport with slow client
 offlining (a ``MessageMemoryLimit``: :mod:`.offlining`) works otherwise: its connections write
 only what the socket takes, keep the rest, and are offlined (the rest goes to a file) or
 disconnected by their pool's limits. A filter too long to compile in a few
@@ -37,9 +41,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
-import struct
-from typing import TYPE_CHECKING, Any, NamedTuple
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, frame, parse_command
@@ -55,8 +58,11 @@ from amps_emulator.server.core.amps_names import (
     SLOW_CLIENT_DISCONNECT,
     amps_id,
 )
-from amps_emulator.server.core.heartbeat import Beat, Heartbeat
+from amps_emulator.server.core.heartbeat import Heartbeat
 from amps_emulator.server.core.ports import ConnectionHost, ListenerInfo
+from amps_emulator.server.net.admission import ConnectionCap, reset
+from amps_emulator.server.net.beat_timer import BeatTimer
+from amps_emulator.server.net.buffers import BUDGET_STEP, OVER_LIMIT, OVER_MARK, Counters, FrameQueue, Pending
 
 if TYPE_CHECKING:
     from amps_emulator.auth import Session
@@ -72,10 +78,8 @@ _CLOSE_IDS = {reasons.DISCONNECT_HEARTBEAT: (HEARTBEAT_DISCONNECT, logging.ERROR
               reasons.DISCONNECT_SLOW_CLIENT: (SLOW_CLIENT_DISCONNECT, logging.ERROR)}
 WRITE_HIGH_WATER = 1 << 20  # journal replays pause above this many unsent bytes
 STASH_LIMIT = 4 << 20  # bytes of frames stashed while busy before reading pauses
-BUDGET_STEP = 256 << 10  # a connection's buffers growing by this much re-check the budget
 PUMP_BYTES = 256 << 10  # what a connection of an offlining pool writes at a time
 INLINE_FILTER = 2048  # longer filter texts compile off the event loop (~20 us a character)
-_LINGER_RESET = struct.pack("ii", 1, 0)
 
 
 def _precompile(text: str) -> None:
@@ -85,14 +89,8 @@ def _precompile(text: str) -> None:
         pass  # reported when the command runs
 
 
-def _reset_on_close(transport: asyncio.BaseTransport) -> None:
-    """Make the close send a reset: a dropped slow consumer gets no stale half-backlog."""
-    sock = transport.get_extra_info("socket")
-    if sock is not None:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-        except OSError:
-            pass
+def _nothing() -> int:
+    return 0
 
 
 #: frames one connection handles per event-loop pass before yielding (see the module docstring):
@@ -100,54 +98,14 @@ def _reset_on_close(transport: asyncio.BaseTransport) -> None:
 FRAMES_PER_PASS = 256
 
 
-class Counters(NamedTuple):
-    """A connection's monitoring counters at one moment (:meth:`Connection.counters`)."""
-
-    bytes_in: int
-    bytes_out: int
-    messages_in: int
-    messages_out: int
-    queue_depth_out: int  # frames not yet handed to the transport (this turn's, held)
-    #: bytes the server holds for the client: those frames, and what the transport could
-    #: not write because the socket's send buffer is full
-    queued_bytes_out: int
-    #: seconds the oldest of those bytes has waited (0: the socket takes everything)
-    queue_max_latency: float
-
-
-class FrameQueue:
-    """Frames kept for later, with their total size (the memory budget counts it)."""
-
-    __slots__ = ("frames", "nbytes")
-
-    def __init__(self) -> None:
-        self.frames: list[bytes] = []
-        self.nbytes = 0
-
-    def __bool__(self) -> bool:
-        return bool(self.frames)
-
-    def append(self, frame: bytes) -> None:
-        self.frames.append(frame)
-        self.nbytes += len(frame)
-
-    def extend(self, frames: list[bytes]) -> None:
-        self.frames.extend(frames)
-        self.nbytes += sum(map(len, frames))
-
-    def push_front(self, frames: list[bytes]) -> None:
-        self.frames[:0] = frames
-        self.nbytes += sum(map(len, frames))
-
-    def take(self) -> list[bytes]:
-        """Every frame, in order, leaving the queue empty."""
-        frames, self.frames, self.nbytes = self.frames, [], 0
-        return frames
-
-
 class Connection(asyncio.Protocol):
-    def __init__(self, host: ConnectionHost, listener: ListenerInfo) -> None:
+    def __init__(self, host: ConnectionHost, listener: ListenerInfo,
+                 cap: ConnectionCap | None = None) -> None:
+        """``cap``: the transport's connection cap, when this connection faces the socket
+        itself (a wrapping framing admits its socket itself)."""
         self.host = host
+        self._cap = cap
+        self._admitted = False
         self._turn = host.turn  # where this connection's output waits for the end of the turn
         self._timebase = host.timebase
         self.listener = listener
@@ -165,7 +123,7 @@ class Connection(asyncio.Protocol):
         self.closed = False
         self.subs: dict[str, Subscription] = {}
         self.heartbeat = Heartbeat()
-        self._hb_timer: asyncio.TimerHandle | None = None
+        self.beats = BeatTimer(self.heartbeat, self._timebase, self._send_beat, self._beat_silent)
         self._out: list[bytes] = []
         self._out_bytes = 0
         self.persisted_seq: int | None = None  # highest publish seq to ack as persisted
@@ -196,8 +154,13 @@ class Connection(asyncio.Protocol):
         self.correlation_id: str | None = None
         self._ready_filter: str | None = None  # a long filter compiled aside (_compile_aside)
         self._logon_timer: asyncio.TimerHandle | None = None
+        #: when the logon timeout ends (loop time); a wrapping framing sets it to its
+        #: socket's accept time plus the timeout, else it starts at connection_made
+        self.logon_deadline: float | None = None
+        #: bytes of partial input a wrapping framing holds for this connection
+        self.inbound_extra: Callable[[], int] = _nothing
         self._in_mark = BUDGET_STEP  # buffered bytes at which the memory budget is checked
-        self._out_mark = BUDGET_STEP
+        self._pending = Pending(min(self.out_limit, listener.logon_frame_limit))  # (see send)
         #: the transport's slow client offlining (None: none, see the module docstring)
         self.pool: OfflinePool | None = getattr(listener, "offline_pool", None)
         #: ClientMaxCapacity: the share of the pool's limits this connection may use
@@ -213,6 +176,11 @@ class Connection(asyncio.Protocol):
 
     # -- asyncio.Protocol -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self._cap is not None:
+            if not self._cap.admit(transport):  # over the transport's MaxConnections
+                self.closed = True
+                return
+            self._admitted = True
         self.transport = transport  # type: ignore[assignment]
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)  # type: ignore[attr-defined]
         peer = transport.get_extra_info("peername")
@@ -220,7 +188,11 @@ class Connection(asyncio.Protocol):
         self.host.opened(self)
         timeout = self.host.logon_timeout
         if timeout:
-            self._logon_timer = self.host.loop.call_later(timeout, self._logon_expired)
+            loop = self.host.loop
+            deadline = self.logon_deadline
+            if deadline is None:
+                deadline = loop.time() + timeout
+            self._logon_timer = loop.call_at(deadline, self._logon_expired)
 
     def _logon_expired(self) -> None:
         self._logon_timer = None
@@ -245,8 +217,17 @@ class Connection(asyncio.Protocol):
         and output not yet taken by the kernel."""
         wbuf = self.transport.get_write_buffer_size() if self.transport is not None else 0
         held = self._held.nbytes if self._held is not None else 0
-        return (self.decoder.buffered + self._stash.nbytes + self._backlog.nbytes + self._out_bytes
-                + held + wbuf + self._waiting.nbytes)
+        return (self.decoder.buffered + self.inbound_extra() + self._stash.nbytes
+                + self._backlog.nbytes + self._out_bytes + held + wbuf + self._waiting.nbytes)
+
+    def budget_bytes(self) -> int:
+        """What the server's memory budget counts of this connection: all it buffers, or,
+        for a connection of an offlining pool (whose output the pool's limits govern), its
+        input only."""
+        if self.pool is None:
+            return self.buffered_bytes()
+        return (self.decoder.buffered + self.inbound_extra() + self._stash.nbytes
+                + self._backlog.nbytes)
 
     def queued_bytes(self) -> int:
         """Bytes of frames not yet handed to the socket: what offlining moves to disk."""
@@ -266,13 +247,37 @@ class Connection(asyncio.Protocol):
             self.close(f"{reasons.DISCONNECT_PROTOCOL}: {exc}")
             return
         self.bytes_in += len(data)
-        if self.decoder.buffered > self._in_mark:  # a large frame is arriving
-            self._in_mark = self.decoder.buffered + BUDGET_STEP
-            if not self.host.check_memory() and self.closed:
-                return
-        elif self._in_mark > BUDGET_STEP and self.decoder.buffered < BUDGET_STEP:
-            self._in_mark = BUDGET_STEP
+        if not self.note_inbound(self.decoder.buffered):
+            return
         self.received(payloads)
+        if not self.logged_on and self.decoder.pending > self.listener.logon_frame_limit:
+            self.frame_before_logon(self.decoder.pending)
+
+    def note_inbound(self, buffered: int) -> bool:
+        """``buffered`` bytes of a partial inbound frame are held for this connection now
+        (by its decoder, or a wrapping framing's): each step of growth checks the memory
+        budget. False when that closed this connection."""
+        if buffered > self._in_mark:  # a large frame is arriving
+            self._in_mark = buffered + BUDGET_STEP
+            if not self.host.check_memory() and self.closed:
+                return False
+        elif self._in_mark > BUDGET_STEP and buffered < BUDGET_STEP:
+            self._in_mark = BUDGET_STEP
+        return True
+
+    def frame_before_logon(self, size: int) -> None:
+        """A frame of ``size`` bytes, more than the transport takes before a logon, is
+        arriving: refused, and the connection closed, before it is buffered. While a logon
+        is being decided (the connection is busy) reading pauses instead, until it is."""
+        if self.closed or self.logged_on:
+            return
+        if self.busy:
+            if not self._reading_paused and self.transport is not None:
+                self._reading_paused = True  # (end_busy resumes reading)
+                self.transport.pause_reading()
+            return
+        self.close(f"{reasons.DISCONNECT_PROTOCOL}: a frame of {size} bytes before logon "
+                   f"(at most {self.listener.logon_frame_limit} before logon)", abort=True)
 
     def received(self, payloads: list[bytes]) -> None:
         """Bytes arrived (a heartbeat's worth of liveness) carrying these complete command
@@ -370,7 +375,9 @@ class Connection(asyncio.Protocol):
     # -- a command over several loop steps -----------------------------------------------
     def _stash_frames(self, payloads: list[bytes]) -> None:
         self._stash.extend(payloads)
-        if self._stash.nbytes > STASH_LIMIT and not self._reading_paused and self.transport:
+        # (before a logon: what arrives while it is decided, at most the small limit)
+        limit = STASH_LIMIT if self.logged_on else self.listener.logon_frame_limit
+        if self._stash.nbytes > limit and not self._reading_paused and self.transport:
             self._reading_paused = True
             self.listener.throttled += 1
             self.transport.pause_reading()
@@ -412,15 +419,21 @@ class Connection(asyncio.Protocol):
         self.host.writable(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._cap is not None:
+            if not self._admitted:  # refused at connection_made: never opened
+                return
+            self._admitted = False
+            self._cap.release()
         self.closed = True
-        self._cancel_hb_timer()
+        self._release()
+        self.host.closed(self)
+
+    def _release(self) -> None:
+        """Closed: its timers stop and its buffers go."""
+        self.beats.cancel()
         if self._logon_timer is not None:
             self._logon_timer.cancel()
             self._logon_timer = None
-        self._drop_buffers()
-        self.host.closed(self)
-
-    def _drop_buffers(self) -> None:
         if self.decoder.buffered:
             self.decoder = FrameDecoder(self.listener.max_frame)  # a partial frame's memory
         self._out.clear()
@@ -439,33 +452,33 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         self.messages_out += 1
-        held = self._held
-        holding = False
-        if held is not None and not self._direct:
-            held.append(data)
-            holding = True
-        elif self.spool is not None:  # offlined: to its file, after what waits there
+        if self._held is not None and not self._direct:
+            self._held.append(data)
+            self._measure()
+            return
+        if self.spool is not None:  # offlined: to its file, after what waits there
             self._spool_frames([data])
             return
-        else:
-            self._out.append(data)
-            self._out_bytes += len(data)
-        pending = (self._out_bytes + (held.nbytes if held is not None else 0) + self._waiting.nbytes
-                   + self.transport.get_write_buffer_size())  # type: ignore[union-attr]
-        if pending > self.out_limit and self.pool is None:  # (a pool's limits decide)
-            self.close(
-                f"{reasons.DISCONNECT_SLOW_CLIENT}: more than {self.out_limit} bytes pending",
-                abort=True,
-            )
-            return
-        if pending > self._out_mark:
-            self._out_mark = pending + BUDGET_STEP
-            if not self.host.check_memory() and self.closed:
-                return
-        elif self._out_mark > BUDGET_STEP and pending < BUDGET_STEP:
-            self._out_mark = BUDGET_STEP
-        if not holding and len(self._out) == 1:
+        if not self._out:
             self._turn.dirty(self)
+        self._out.append(data)
+        self._out_bytes += len(data)
+        # measured only near a threshold (see buffers.Pending)
+        if self._out_bytes + self._waiting.nbytes + self._pending.wbuf > self._pending.at \
+                or self._held is not None:
+            self._measure()
+
+    def _measure(self) -> None:
+        limit = self.out_limit if self.logged_on else min(self.out_limit, self.listener.logon_frame_limit)
+        # (once logged on, a connection of an offlining pool answers to the pool's limits)
+        wbuf = self.transport.get_write_buffer_size()  # type: ignore[union-attr]
+        found = self._pending.measure(self.queued_bytes(), wbuf,
+                                      limit if self.pool is None or not self.logged_on else None)
+        if found == OVER_LIMIT:
+            self.close(f"{reasons.DISCONNECT_SLOW_CLIENT}: more than {limit} bytes pending"
+                       + ("" if self.logged_on else " before logon"), abort=True)
+        elif found == OVER_MARK:
+            self.host.check_memory()
 
     def flush_output(self) -> None:
         """Write everything queued this turn (called by the server once per turn)."""
@@ -488,7 +501,8 @@ class Connection(asyncio.Protocol):
         if self._backed_since is not None and not tr.get_write_buffer_size():  # type: ignore[union-attr]
             self._backed_since = None  # it drained since: this write starts afresh
         tr.write(data)  # type: ignore[union-attr]
-        if self._backed_since is None and tr.get_write_buffer_size():  # type: ignore[union-attr]
+        self._pending.written(tr.get_write_buffer_size())  # type: ignore[union-attr]
+        if self._backed_since is None and self._pending.wbuf:
             self._backed_since = self._timebase.monotonic()
         if self.heartbeat.active:
             self.heartbeat.sent(self._timebase.monotonic())
@@ -553,6 +567,7 @@ class Connection(asyncio.Protocol):
     def _write(self, data: bytes) -> None:
         self.bytes_out += len(data)
         self.transport.write(data)  # type: ignore[union-attr]
+        self._pending.written(self.transport.get_write_buffer_size())  # type: ignore[union-attr]
 
     def go_offline(self, spool: Spool) -> None:
         """From now on what waits for this connection, and what comes after, waits in
@@ -653,38 +668,18 @@ class Connection(asyncio.Protocol):
 
     # -- heartbeats --------------------------------------------------------------------
     def start_heartbeat(self, interval: float) -> None:
-        self.heartbeat.start(interval, self._timebase.monotonic())
-        self._arm_hb_timer()
+        if not self.closed:
+            self.beats.start(interval)
 
     def stop_heartbeat(self) -> None:
-        self.heartbeat.stop()
-        self._cancel_hb_timer()
+        self.beats.stop()
 
-    def _arm_hb_timer(self) -> None:
-        self._cancel_hb_timer()
-        deadline = self.heartbeat.next_deadline()
-        if deadline is None or self.closed:
-            return
-        delay = max(0.0, deadline - self._timebase.monotonic())
-        self._hb_timer = self._timebase.call_later(delay + 0.001, self._hb_tick)
+    def _send_beat(self) -> None:
+        self.send_direct(_HEARTBEAT_FRAME)  # not held back by a query in progress
 
-    def _cancel_hb_timer(self) -> None:
-        if self._hb_timer is not None:
-            self._hb_timer.cancel()
-            self._hb_timer = None
-
-    def _hb_tick(self) -> None:
-        self._hb_timer = None
-        action = self.heartbeat.poll(self._timebase.monotonic())
-        if action is Beat.TIMEOUT:
-            silent = self.heartbeat.silent_for(self._timebase.monotonic())
-            self.close(f"{reasons.DISCONNECT_HEARTBEAT}: nothing received for {silent:.3g}s "
-                       f"(heartbeat interval {self.heartbeat.interval or 0:g}s)")
-            return
-        if action is Beat.SEND:
-            self.send_direct(_HEARTBEAT_FRAME)  # not held back by a query in progress
-            self.heartbeat.sent(self._timebase.monotonic())
-        self._arm_hb_timer()
+    def _beat_silent(self, silent: float) -> None:
+        self.close(f"{reasons.DISCONNECT_HEARTBEAT}: nothing received for {silent:.3g}s "
+                   f"(heartbeat interval {self.heartbeat.interval or 0:g}s)")
 
     # -- lifecycle ---------------------------------------------------------------------
     def describe(self) -> str:
@@ -697,14 +692,9 @@ class Connection(asyncio.Protocol):
         ident, level = _CLOSE_IDS.get(why.partition(":")[0], (None, logging.WARNING))
         log.log(level, "disconnecting %s: %s", self.describe(), why,
                 extra=None if ident is None else amps_id(ident))
-        self._cancel_hb_timer()
-        if self._logon_timer is not None:
-            self._logon_timer.cancel()
-            self._logon_timer = None
-        self._drop_buffers()
+        self._release()
         if self.transport is not None:
             if abort:
-                _reset_on_close(self.transport)
-                self.transport.abort()
+                reset(self.transport)
             else:
                 self.transport.close()

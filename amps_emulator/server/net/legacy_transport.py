@@ -18,6 +18,7 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError
 from amps_emulator.protocol.legacy_headers import LegacyFormatError, from_amps_frames, to_amps_payload
 from amps_emulator.server.core.ports import ListenerInfo
+from amps_emulator.server.net.admission import ConnectionCap
 from amps_emulator.server.net.connection import Connection
 from amps_emulator.server.net.socket_wrapper import StreamSocket, WrappedSocket
 
@@ -29,15 +30,27 @@ class LegacyProtocol(WrappedSocket, asyncio.Protocol, asyncio.Transport):
     transport of its Connection."""
 
     def __init__(self, make_connection: Callable[[], Connection], listener: ListenerInfo,
-                 protocol: str) -> None:
+                 protocol: str, cap: ConnectionCap | None = None) -> None:
         asyncio.Transport.__init__(self)
         self.protocol = protocol
+        self.listener = listener
         self.decoder = FrameDecoder(listener.max_frame)
         self.conn = make_connection()
+        self.conn.inbound_extra = self._partial
         self.sock: StreamSocket | None = None
+        self._cap = cap
+        self._admitted = False
+
+    def _partial(self) -> int:
+        return self.decoder.buffered
 
     # -- asyncio.Protocol (socket facing) -------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self._cap is not None:
+            if not self._cap.admit(transport):  # over the transport's MaxConnections
+                self.conn.closed = True
+                return
+            self._admitted = True
         self.attach(transport)
         self.conn.connection_made(self)
 
@@ -45,15 +58,25 @@ class LegacyProtocol(WrappedSocket, asyncio.Protocol, asyncio.Transport):
         conn = self.conn
         if conn.closed:
             return
+        decoder = self.decoder
         try:
-            payloads = [to_amps_payload(self.protocol, p) for p in self.decoder.feed(data)]
+            payloads = [to_amps_payload(self.protocol, p) for p in decoder.feed(data)]
         except (ProtocolError, LegacyFormatError) as exc:
             conn.close(f"{reasons.DISCONNECT_PROTOCOL}: {self.protocol}: {exc}")
             return
         conn.bytes_in += len(data)
+        if not conn.note_inbound(decoder.buffered):
+            return
         conn.received(payloads)
+        if not conn.logged_on and decoder.pending > self.listener.logon_frame_limit:
+            conn.frame_before_logon(decoder.pending)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._cap is not None:
+            if not self._admitted:  # refused at connection_made: never opened
+                return
+            self._admitted = False
+            self._cap.release()
         self.conn.connection_lost(exc)
 
     def pause_writing(self) -> None:

@@ -1,6 +1,7 @@
-"""The listening side of a configured ``Transport``: its address, protocol and TLS context, and
-the asyncio protocol factory that puts a :class:`Connection` (behind the WebSocket or legacy
-framing the transport names) on every socket it accepts."""
+"""The listening side of a configured ``Transport``: its address, protocol and TLS context, its
+limits (frame sizes, ``MaxConnections``), and the asyncio protocol factory that puts a
+:class:`Connection` (behind the WebSocket or legacy framing the transport names) on every
+socket it accepts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from amps_emulator.config.model import DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON
 from amps_emulator.protocol.legacy_headers import LEGACY_PROTOCOLS
+from amps_emulator.server.net.admission import ConnectionCap, descriptor_share
 from amps_emulator.server.net.connection import Connection
 from amps_emulator.server.net.legacy_transport import LegacyProtocol
 from amps_emulator.server.net.offlining import OfflinePool
@@ -24,10 +27,15 @@ __all__ = ["Listener", "listeners_from_config", "tls_context"]
 class Listener:
     """One configured transport, bound."""
 
+    #: PerMessageDeflate (websocket): negotiated with a client that offers it (AMPS's default)
+    per_message_deflate = True
+
     def __init__(self, name: str, host: str, port: int, message_type: str | None, protocol: str,
                  max_frame: int, out_limit: int, reuse_addr: bool = True,
                  tls: ssl.SSLContext | None = None, offline_pool: OfflinePool | None = None,
-                 offline_capacity: float = 0.5) -> None:
+                 offline_capacity: float = 0.5, *,
+                 logon_frame_limit: int = DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON,
+                 max_connections: int | None = None) -> None:
         self.name = name
         self.host = host
         self.port = port
@@ -36,6 +44,10 @@ class Listener:
         self.protocol = protocol  # "amps", "websocket", or a legacy "fix", "nvfix", "xml"
         self.max_frame = max_frame
         self.out_limit = out_limit
+        #: MaxFrameSizeBeforeLogon: the largest frame (and output) before a logon
+        self.logon_frame_limit = min(logon_frame_limit, max_frame)
+        #: MaxConnections: the sockets this transport keeps open at once
+        self.cap = ConnectionCap(name, max_connections)
         self.reuse_addr = reuse_addr  # SO_REUSEADDR (Transport/ReuseAddr)
         self.tls = tls
         #: slow client offlining of its connections (None: none configured)
@@ -57,16 +69,26 @@ class Listener:
             return f"{scheme}://{host}:{self.port}/{self.protocol}"
         return f"{scheme}://{host}:{self.port}/amps/{self.message_type or 'json'}"
 
+    def tls_options(self, logon_timeout: float) -> dict[str, Any]:
+        """``create_server``'s TLS arguments: the context, and a handshake that must end
+        within the logon timeout (a handshake is the first part of a logon)."""
+        if self.tls is None:
+            return {}
+        if not logon_timeout:
+            return {"ssl": self.tls}
+        return {"ssl": self.tls, "ssl_handshake_timeout": logon_timeout}
+
     def protocol_factory(self, server: ConnectionHost) -> Callable[[], asyncio.Protocol]:
         def make_connection() -> Connection:
             return Connection(server, self)
 
+        cap = self.cap
         if self.protocol == "websocket":
-            return lambda: WebSocketProtocol(make_connection, self)
+            return lambda: WebSocketProtocol(make_connection, self, server, cap)
         if self.protocol in LEGACY_PROTOCOLS:
             protocol = self.protocol
-            return lambda: LegacyProtocol(make_connection, self, protocol)
-        return make_connection
+            return lambda: LegacyProtocol(make_connection, self, protocol, cap)
+        return lambda: Connection(server, self, cap)
 
 
 def tls_context(t: Any) -> ssl.SSLContext | None:
@@ -78,17 +100,19 @@ def tls_context(t: Any) -> ssl.SSLContext | None:
     try:
         return server_context(t.certificate, t.private_key, t.ciphers,
                               verify_client=getattr(t, "verify_client", False),
-                              ca_file=getattr(t, "ca_file", None), ca_path=getattr(t, "ca_path", None))
+                              ca_file=getattr(t, "ca_file", None), ca_path=getattr(t, "ca_path", None),
+                              protocols=getattr(t, "secure_socket_protocols", None))
     except TLSSetupError as exc:  # the files changed since the config was loaded
         raise ConfigError([ConfigIssue(t.file, t.line, f"<Transport> {t.name!r}: {exc}")]) from None
 
 
 def listeners_from_config(config: Any) -> list[Listener]:
+    enabled = [t for t in config.transports if getattr(t, "enabled", True)]
+    share = descriptor_share(len(enabled))  # a transport without MaxConnections
     out = []
     shared: OfflinePool | None = None  # the instance's pool, for the transports without one
-    for t in config.transports:
-        if not getattr(t, "enabled", True):
-            continue
+    for t in enabled:
+        cap = getattr(t, "max_connections", None)
         policy = getattr(t, "slow_clients", None)
         pool = None
         if policy is not None and policy.memory_limit is not None:
@@ -103,5 +127,9 @@ def listeners_from_config(config: Any) -> list[Listener]:
             reuse_addr=getattr(t, "reuse_addr", True),
             tls=tls_context(t), offline_pool=pool,
             offline_capacity=policy.capacity if policy is not None else 0.5,
+            logon_frame_limit=getattr(t, "max_frame_size_before_logon",
+                                      DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON),
+            max_connections=cap if cap is not None else share,
         ))
+        out[-1].per_message_deflate = getattr(t, "per_message_deflate", True)
     return out

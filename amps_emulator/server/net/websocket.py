@@ -19,6 +19,14 @@ otherwise only translates:
 
 Everything else (commands, acks, heartbeats, flow control, the slow-consumer limit, which
 counts the bytes queued here through :meth:`get_write_buffer_size`) is the TCP code path.
+
+Bounds: :class:`FrameSizes` follows the inbound byte stream (the HTTP request head, then each
+frame's header) without keeping it, so that what the ``websockets`` protocol holds for the
+client (a partial request or frame) is known: it counts in the server's memory budget, and
+before the logon a frame announcing more than the transport's ``MaxFrameSizeBeforeLogon``
+closes the connection as soon as its header arrives. Until the upgrade is done the socket is
+its own holder in the budget (:class:`_Upgrading`) and the logon timeout runs from the
+accept, so an upgrade trickled a byte at a time is closed when it ends.
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import msgspec
 from websockets.exceptions import InvalidState
@@ -39,8 +48,13 @@ from websockets.typing import BytesLike
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import header_end, payloads_of
 from amps_emulator.server.core.ports import ListenerInfo
-from amps_emulator.server.net.connection import Connection
+from amps_emulator.server.net.admission import ConnectionCap, reset
+from amps_emulator.server.net.connection import BUDGET_STEP, Connection
 from amps_emulator.server.net.socket_wrapper import StreamSocket, WrappedSocket
+from amps_emulator.server.net.ws_deflate import deflate_extensions
+
+if TYPE_CHECKING:
+    from amps_emulator.server.core.ports import ConnectionHost
 
 log = logging.getLogger("amps_emulator.websocket")
 
@@ -110,16 +124,151 @@ def _sow_messages(outer: bytes, rest: bytes) -> list[tuple[bytes, bool]]:
     return [(head, False), *records]
 
 
+_HEAD_END = b"\r\n\r\n"
+_LONGEST_HEADER = 14  # 2 bytes, an 8-byte length, a 4-byte mask
+
+
+class FrameSizes:
+    """Where a WebSocket client's inbound byte stream is, without keeping any of it: in the
+    HTTP request head (:attr:`head` bytes so far), or in a frame (its header bytes, the
+    payload length it announced and the payload bytes still to come)."""
+
+    __slots__ = ("_hdr", "_left", "_size", "_tail", "head", "in_head")
+
+    def __init__(self) -> None:
+        self.in_head = True
+        self.head = 0  # bytes of the request head received so far
+        self._tail = b""  # its last 3 bytes (the end marker may span two reads)
+        self._hdr = bytearray()  # the header of the next frame, as far as it has arrived
+        self._size = 0  # payload length of the frame being received (0: between frames)
+        self._left = 0  # its payload bytes still to come
+
+    @property
+    def receiving(self) -> int:
+        """The payload length the frame being received announced (0: between frames)."""
+        return 0 if self.in_head else self._size
+
+    @property
+    def partial(self) -> int:
+        """Bytes of the unfinished request head or frame: what the WebSocket protocol
+        holds until it is whole."""
+        if self.in_head:
+            return self.head
+        return len(self._hdr) + self._size - self._left
+
+    def feed(self, data: bytes) -> int:
+        """Follow ``data``; return the largest payload length a frame header in it announced
+        (0: none was completed)."""
+        pos = 0
+        n = len(data)
+        if self.in_head:
+            seen = self._tail + data
+            end = seen.find(_HEAD_END)
+            if end < 0:
+                self.head += n
+                self._tail = seen[-3:]
+                return 0
+            pos = end + len(_HEAD_END) - len(self._tail)
+            self.head += pos
+            self.in_head = False
+            self._tail = b""
+        largest = 0
+        hdr = self._hdr
+        size, left = self._size, self._left
+        while pos < n:
+            if left:  # inside a payload: skip it
+                step = left if left < n - pos else n - pos
+                pos += step
+                left -= step
+                if not left:
+                    size = 0
+                continue
+            if not hdr and n - pos >= _LONGEST_HEADER:  # a whole header here: read it in place
+                second = data[pos + 1]
+                short = second & 0x7F
+                if short < 126:
+                    size, head_len = short, 2
+                elif short == 126:
+                    size, head_len = int.from_bytes(data[pos + 2:pos + 4], "big"), 4
+                else:
+                    size, head_len = int.from_bytes(data[pos + 2:pos + 10], "big"), 10
+                pos += head_len + (4 if second & 0x80 else 0)
+            else:  # a header split across reads
+                take = min(_header_size(hdr) - len(hdr), n - pos)
+                hdr += data[pos:pos + take]
+                pos += take
+                if len(hdr) < _header_size(hdr):
+                    continue
+                size = _payload_size(hdr)
+                hdr.clear()
+            left = size
+            if size > largest:
+                largest = size
+        self._size, self._left = size, left
+        return largest
+
+
+def _header_size(hdr: bytearray) -> int:
+    """The length of a frame header whose first bytes are ``hdr`` (2 until it has them)."""
+    if len(hdr) < 2:
+        return 2
+    second = hdr[1]
+    short = second & 0x7F
+    extended = 2 if short == 126 else 8 if short == 127 else 0
+    return 2 + extended + (4 if second & 0x80 else 0)
+
+
+def _payload_size(hdr: bytearray) -> int:
+    short = hdr[1] & 0x7F
+    if short == 126:
+        return int.from_bytes(hdr[2:4], "big")
+    if short == 127:
+        return int.from_bytes(hdr[2:10], "big")
+    return short
+
+
+class _Upgrading:
+    """A WebSocket socket in its HTTP upgrade, as the memory budget sees it (once upgraded,
+    its Connection counts the same bytes)."""
+
+    def __init__(self, ws: WebSocketProtocol) -> None:
+        self.ws = ws
+
+    @property
+    def closed(self) -> bool:
+        return self.ws.sock is None or self.ws.sock.is_closing()
+
+    def budget_bytes(self) -> int:
+        return self.ws.inbound_buffered()
+
+    def describe(self) -> str:
+        return self.ws.describe()
+
+    def close(self, why: str, abort: bool = False) -> None:
+        self.ws.refuse(why)
+
+
 class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
     """The socket side of one WebSocket client; the transport of its :class:`Connection`."""
 
-    def __init__(self, make_connection: Callable[[], Connection], listener: ListenerInfo) -> None:
+    def __init__(self, make_connection: Callable[[], Connection], listener: ListenerInfo,
+                 host: ConnectionHost, cap: ConnectionCap | None = None) -> None:
         #: builds the Connection behind this socket once the upgrade succeeds (the server's
         #: ``Listener.protocol_factory`` binds it to its host and listener)
         self.make_connection = make_connection
         self.listener = listener
+        self.host = host
+        self._cap = cap
+        self._admitted = False
+        self.sizes = FrameSizes()
+        self._upgrading: _Upgrading | None = None  # in the budget until the upgrade
+        self._deadline: float | None = None  # the logon timeout's end (loop time)
+        self._timer: asyncio.TimerHandle | None = None  # the upgrade's part of it
+        self._in_mark = BUDGET_STEP
         # max_size: one client message; a whole command is checked against it below too
-        self.ws = ServerProtocol(max_size=listener.max_frame, logger=log)
+        self.ws = ServerProtocol(max_size=listener.max_frame, logger=log,  # (inflated: ws_deflate)
+                                 extensions=deflate_extensions(listener.per_message_deflate,
+                                                               self._frame_limit))
         self.sock: StreamSocket | None = None
         self.conn: Connection | None = None
         self.text_bodies = True  # the client's mode: "text" (JSON) or "binary"
@@ -137,9 +286,80 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
 
     # -- asyncio.Protocol (socket facing) -------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self._cap is not None:
+            if not self._cap.admit(transport):  # over the transport's MaxConnections
+                return
+            self._admitted = True
         self.attach(transport)
+        self._upgrading = _Upgrading(self)
+        self.host.budget.add(self._upgrading)
+        timeout = self.host.logon_timeout
+        if timeout:
+            loop = self.host.loop
+            self._deadline = loop.time() + timeout
+            self._timer = loop.call_at(self._deadline, self._upgrade_expired)
+
+    def describe(self) -> str:
+        peer = self.get_extra_info("peername")
+        where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+        return f"websocket client (upgrade unfinished) [{where}]"
+
+    def inbound_buffered(self) -> int:
+        """Bytes held for the client's input: the unfinished request head or frame in the
+        WebSocket protocol, the fragments of an unfinished message, the parts of an
+        unfinished command."""
+        return self.sizes.partial + sum(map(len, self._msg)) + self._size
+
+    def _frame_limit(self) -> int:
+        conn = self.conn
+        if conn is None or not conn.logged_on:
+            return self.listener.logon_frame_limit
+        return self.listener.max_frame
+
+    def _upgrade_expired(self) -> None:
+        self._timer = None
+        if self.conn is None:
+            self.refuse(f"no logon within {self.host.logon_timeout:g}s (the HTTP upgrade did "
+                        "not finish)")
+
+    def refuse(self, why: str) -> None:
+        """Close a socket whose upgrade is unfinished (its Connection closes itself)."""
+        if self.conn is not None:
+            self.conn.close(why, abort=True)
+            return
+        if self.sock is None or self.sock.is_closing():
+            return
+        log.warning("disconnecting %s: %s", self.describe(), why)
+        self._leave_budget()
+        reset(self.sock)
+
+    def _leave_budget(self) -> None:
+        if self._upgrading is not None:
+            self.host.budget.discard(self._upgrading)
+            self._upgrading = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def data_received(self, data: bytes) -> None:
+        if not self._admitted and self._cap is not None:
+            return
+        sizes = self.sizes
+        largest = sizes.feed(data)
+        conn = self.conn
+        if conn is None:
+            limit = self.listener.logon_frame_limit
+            if largest > limit or (sizes.in_head and sizes.head > limit):
+                what = f"a frame of {largest}" if largest > limit else \
+                    f"an HTTP request head of {sizes.head}"
+                self.refuse(f"{reasons.DISCONNECT_PROTOCOL}: {what} bytes before the upgrade "
+                            f"(at most {limit} before logon)")
+                return
+            buffered = self.inbound_buffered()
+            if buffered > self._in_mark:
+                self._in_mark = buffered + BUDGET_STEP
+                if not self.host.check_memory() and (self.sock is None or self.sock.is_closing()):
+                    return
         ws = self.ws
         ws.receive_data(data)
         payloads: list[bytes] = []
@@ -160,7 +380,12 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
         if conn is None:
             return
         conn.bytes_in += len(data)
+        if not conn.note_inbound(self.inbound_buffered()):
+            return
         conn.received(payloads)
+        announced = max(largest, sizes.receiving)
+        if not conn.logged_on and announced > self.listener.logon_frame_limit:
+            conn.frame_before_logon(announced)
         if ws.state is not State.OPEN and not conn.closed:
             if ws.parser_exc is not None:  # broken framing, oversized message: already closed
                 conn.close(f"{reasons.DISCONNECT_PROTOCOL}: websocket: {ws.parser_exc}")
@@ -172,6 +397,12 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
         return None  # close the socket
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._cap is not None:
+            if not self._admitted:  # refused at connection_made: never opened
+                return
+            self._admitted = False
+            self._cap.release()
+        self._leave_budget()
         if self.conn is not None:
             self.conn.connection_lost(exc)
 
@@ -214,8 +445,11 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
         if response.status_code != 101:  # not a valid upgrade request
             return
         self._flush_ws()
-        self.conn = self.make_connection()
-        self.conn.connection_made(self)  # type: ignore[arg-type]
+        self._leave_budget()  # the Connection counts these bytes from now on
+        conn = self.conn = self.make_connection()
+        conn.inbound_extra = self.inbound_buffered
+        conn.logon_deadline = self._deadline
+        conn.connection_made(self)  # type: ignore[arg-type]
 
     # -- inbound commands -----------------------------------------------------------------------
     def _frame(self, frame: Frame) -> bytes | None:
@@ -224,8 +458,9 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
             self._msg_binary = frame.opcode is Opcode.BINARY
         if not frame.fin:
             self._msg.append(frame.data)
-            if self._size + sum(map(len, self._msg)) > self.listener.max_frame:
-                raise _Framing(f"command larger than {self.listener.max_frame} bytes")
+            limit = self._frame_limit()
+            if self._size + sum(map(len, self._msg)) > limit:
+                raise _Framing(f"command larger than {limit} bytes")
             return None
         msg: BytesLike
         if self._msg:
@@ -257,8 +492,9 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
             return None
         self._parts.append(msg)
         self._size += len(msg)
-        if self._size > self.listener.max_frame:
-            raise _Framing(f"command larger than {self.listener.max_frame} bytes")
+        limit = self._frame_limit()
+        if self._size > limit:
+            raise _Framing(f"command larger than {limit} bytes")
         self._expect -= 1
         if self._expect:
             return None
@@ -316,7 +552,9 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
 
     def _send_close(self, code: int, reason: str) -> None:
         if self.ws.state is State.OPEN:
-            self.ws.send_close(code, reason[:120])
+            # a close frame carries at most 123 bytes of reason: cut the UTF-8, not the
+            # characters (a reason quoting a client's bytes may hold 3-byte ones)
+            self.ws.send_close(code, reason.encode()[:120].decode("utf-8", "ignore"))
             self._flush_ws()
 
     def _fail(self, why: str, code: int) -> None:

@@ -169,7 +169,8 @@ class AdminServer:
         task = asyncio.current_task()  # (the server's callback runs as a task)
         if task is not None:
             self._tasks.add(task)
-        ex = Exchange(reader, writer, self.limits)
+        ex = Exchange(reader, writer, self.limits, self.server.budget)
+        self.server.budget.add(ex)
         try:
             while await self._exchange(ex):
                 pass
@@ -188,6 +189,7 @@ class AdminServer:
             log.exception("admin request failed")
         finally:
             self.cap.release()
+            self.server.budget.discard(ex)
             if task is not None:
                 self._tasks.discard(task)
             writer.close()
@@ -251,7 +253,7 @@ class AdminServer:
             ex.extend_deadline(self.limits.snapshot_deadline)
             spool = tempfile.TemporaryFile(dir=snapshot.scratch_dir(self.server))
             try:
-                await ex.body(spool.write, limit)
+                await ex.body(spool.write, limit, spooled=True)
             except BaseException:
                 spool.close()
                 raise

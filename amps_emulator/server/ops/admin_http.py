@@ -8,7 +8,10 @@ a client that trickles a byte at a time is cut when it runs out. The head is at 
 caller entitled to write ``/emulator/snapshot`` may send up to ``max_snapshot`` bytes of (it
 is spooled to a file, never held in memory, and has ``snapshot_deadline`` to arrive). At most
 ``max_connections`` connections are served at once: past that a new one is answered 503 and
-closed, so a flood cannot take every descriptor. Credentials and entitlements are checked on
+closed, so a flood cannot take every descriptor. What a connection holds of its request (the
+head and an in-memory body received so far) counts in the server's memory budget while it is
+open (:class:`Exchange` is a budget holder): everything held together past the budget closes
+the largest holders, an Admin request among them. Credentials and entitlements are checked on
 the request head: a refused request is answered and its connection closed without its body
 being read.
 
@@ -34,10 +37,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote
 
 import h11
+
+if TYPE_CHECKING:
+    from amps_emulator.server.core.budget import MemoryBudget
 
 log = logging.getLogger("amps_emulator.admin")
 
@@ -48,6 +54,7 @@ _FORMATS = ("json", "xml", "csv")
 _ROOTS = frozenset({"amps", "emulator", "console.js", "console.css", "metrics"})
 _FILES = frozenset({"console.js", "console.css", "metrics"})  # a resource of one segment
 _MIN_SEND_RATE = 1 << 20  # bytes/s a response is given to drain, beyond the request deadline
+_BUDGET_STEP = 64 * 1024  # a request's held bytes growing by this much check the memory budget
 
 
 @dataclass
@@ -141,13 +148,20 @@ def needs_write(target: Target, method: str) -> bool:
 
 
 class Exchange:
-    """One connection's requests, read and answered with h11 within :class:`AdminLimits`."""
+    """One connection's requests, read and answered with h11 within :class:`AdminLimits`; a
+    holder of the server's memory ``budget`` (:class:`~amps_emulator.server.core.budget.Holder`)
+    for what it holds of the current request, checked each time that grows by a read."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 limits: AdminLimits) -> None:
+                 limits: AdminLimits, budget: MemoryBudget | None = None) -> None:
         self.reader = reader
         self.writer = writer
         self.limits = limits
+        self.budget = budget
+        #: bytes of the current request held in memory: its head, and its body unless spooled
+        self.held = 0
+        self._mark = _BUDGET_STEP  # held bytes at which the budget is checked next
+        self.why: str | None = None  # why the budget closed it
         self.conn = h11.Connection(h11.SERVER, max_incomplete_event_size=limits.max_head)
         self._loop = asyncio.get_running_loop()
         self._deadline = 0.0
@@ -174,11 +188,16 @@ class Exchange:
                 raise Deadline from None
             self.received += len(data)
             self.conn.receive_data(data)
+            self.held += len(data)
+            if self.held >= self._mark and self.budget is not None:
+                self._mark = self.held + _BUDGET_STEP
+                self.budget.check()
 
     async def head(self) -> h11.Request | None:
         """The next request's head (None: the peer closed between requests)."""
         self._deadline = self._loop.time() + self.limits.request_deadline
-        self.received = 0
+        self.received = self.held = 0
+        self._mark = _BUDGET_STEP
         self._answered = False
         event = await self._event()
         if isinstance(event, h11.Request):
@@ -192,8 +211,9 @@ class Exchange:
                 return int(value)  # (h11 checked it is a number)
         return None
 
-    async def body(self, sink: Callable[[bytes], Any], limit: int) -> None:
-        """Read the body into ``sink`` (``TooLarge`` past ``limit`` bytes)."""
+    async def body(self, sink: Callable[[bytes], Any], limit: int, *, spooled: bool = False) -> None:
+        """Read the body into ``sink`` (``TooLarge`` past ``limit`` bytes; ``spooled``: the
+        sink keeps it out of memory, so it is not counted as held)."""
         if self.conn.they_are_waiting_for_100_continue:
             self.writer.write(self.conn.send(h11.InformationalResponse(status_code=100, headers=[])))
         got = 0
@@ -204,10 +224,27 @@ class Exchange:
                 if got > limit:
                     raise TooLarge
                 sink(event.data)
+                if spooled:
+                    self.held -= len(event.data)
             elif isinstance(event, h11.EndOfMessage):
                 return
             else:
                 raise ConnectionError("closed in the middle of a request body")
+
+    @property
+    def closed(self) -> bool:
+        return self.why is not None or self.writer.is_closing()
+
+    def budget_bytes(self) -> int:
+        return self.held
+
+    def describe(self) -> str:
+        return f"Admin connection {self.writer.get_extra_info('peername')}"
+
+    def close(self, why: str, abort: bool = False) -> None:
+        if self.why is None:
+            self.why = why
+            self.writer.transport.abort()
 
     async def send(self, status: int, headers: list[tuple[str, str]], payload: bytes,
                    close: bool = False) -> bool:

@@ -19,8 +19,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from amps_emulator.protocol.topics import split_topic
+from amps_emulator.server.core.amps_names import connection_name
 from amps_emulator.server.core.meters import OTHER_TOPICS
-from amps_emulator.server.ops.stats import client_id
+from amps_emulator.server.ops.stats import client_id, processor_counters
 
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
@@ -94,11 +95,13 @@ def _instance(out: _Text, s: Server) -> None:
                [({"instance": s.instance_name, "version": b.server_version}, 1)])
     out.family("amps_uptime_seconds", "gauge", "Seconds since the server started (its clock).",
                [({}, round(s.wallclock() - s.started_at, 3))])
-    out.family("amps_messages_received", "counter", "Messages published to the instance "
-               "(clients, replication, actions), as processors/all/messages_received.",
-               [({}, b.stats["published"])])
-    out.family("amps_matches_found", "counter", "Messages delivered to subscriptions, as "
-               "processors/all/matches_found.", [({}, b.stats["delivered"])])
+    whole = processor_counters(s)["all"]
+    out.family("amps_messages_received", "counter", "Messages the instance's processors took "
+               "in (publishes, replays, queue and SOW reads), as "
+               "processors/all/messages_received.", [({}, whole["received"])])
+    out.family("amps_matches_found", "counter", "Messages the instance's processors sent out "
+               "(deliveries, replays, queue and SOW results), as processors/all/matches_found.",
+               [({}, whole["found"])])
     out.family("amps_denied_reads", "counter", "Reads refused by entitlement.",
                [({}, b.denied["reads"])])
     out.family("amps_denied_writes", "counter", "Writes refused by entitlement (Admin "
@@ -109,7 +112,7 @@ def _clients(out: _Text, s: Server) -> None:
     conns = sorted(s.connections, key=lambda c: c.conn_id)
     out.family("amps_clients", "gauge", "Connected clients, as /amps/instance/clients.",
                [({}, len(conns))])
-    rows = [({"client": client_id(c), "connection": f"{c.listener.name}-{c.conn_id}"},
+    rows = [({"client": client_id(c), "connection": connection_name(s.instance_name, c)},
              c.counters(), len(c.subs)) for c in conns]
     for field, kind, text in (
             ("messages_in", "counter", "Messages received from the client."),

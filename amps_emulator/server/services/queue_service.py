@@ -58,6 +58,7 @@ from amps_emulator.queues.ownership import Ownership
 from amps_emulator.server.core.message import UNDECODED
 from amps_emulator.server.core.ports import ServiceHost
 from amps_emulator.server.core.router import compile_topic_regex, is_regex_topic
+from amps_emulator.server.core.turn import SLICE_SECONDS
 from amps_emulator.server.delivery.fanout import selected
 from amps_emulator.server.messaging.registration import compile_filter_for
 from amps_emulator.server.services.queue_ownership import (
@@ -85,7 +86,7 @@ class QueueHost(ServiceHost, Protocol):
 
 
 log = logging.getLogger("amps_emulator.queues")
-STEP_SECONDS = 0.01  # how long a sow query on a queue holds the event loop at a time
+STEP_SECONDS = SLICE_SECONDS  # how long a sow query on a queue holds the event loop at a time
 
 CACHE_RECORDS = 65_536  # recent published records kept for deliveries (bounded)
 READ_AHEAD = 4_096  # records read in one go when a delivery misses the cache
@@ -536,9 +537,8 @@ class QueueService:
     # -- sow queries on a queue ------------------------------------------------------------
     def query_records(self, q: ConfiguredQueue, flt: Any, top_n: int | None
                       ) -> Generator[None, None, tuple[list[Any], int]]:
-        """The deliverable messages (read-only view) as journal records, and the count. A
-        generator that yields every ~10 ms of reading and filtering (a deep queue and a
-        costly filter must not hold the event loop: see ``handlers.sow.drive``)."""
+        """The deliverable messages (read-only view) as journal records, and the count; yields
+        every few ms (a deep queue, a costly filter must not hold the loop: ``sow.drive``)."""
         out = []
         msgs = list(q.engine.messages(include_leased=False, now=self.now()))
         clock = time.monotonic

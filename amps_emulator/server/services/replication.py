@@ -23,7 +23,9 @@ and the sync gate (:class:`~.gate.AckGate`); records the peer sends go to a
 :class:`~.link.Receiver` whose :class:`~.link.ApplyPort` is ``publish.apply_replicated``,
 acknowledged once durable here and acknowledged by this instance's sync destinations that
 forward them, at most once per the peer's AckConflationInterval; a ``repl_qreq`` (a
-replicated queue's transfer request) goes either way and is answered by the queues here.
+replicated queue's transfer request) goes either way and is answered by the queues here. A
+sender whose Destination has Compression writes through :mod:`.compression` (a peer's
+``repl_z`` switches the reading side the same way).
 
 The journal tells the links of new and newly durable records through :meth:`notify`, which
 the server calls at the end of every turn and after every group sync.
@@ -47,10 +49,11 @@ from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.replication.bootstrap import needs_bootstrap
 from amps_emulator.replication.bootstrap_link import fill_then_start
+from amps_emulator.replication.compression import LinkReader, next_frame, outbound
 from amps_emulator.replication.gate import AckGate, DestinationState, describe_destination
 from amps_emulator.replication.link import Receiver, Selection, Sender, ack_position
 from amps_emulator.replication.peer_auth import logon_with
-from amps_emulator.replication.stream import no_delay, read_frame, send
+from amps_emulator.replication.stream import FrameSource, LinkWriter, no_delay, read_frame, send
 from amps_emulator.replication.wire import (
     Hello,
     LinkRefused,
@@ -66,10 +69,11 @@ from amps_emulator.replication.wire import (
     transfer_request,
     transfer_request_frame,
 )
-from amps_emulator.server.services.replication_accept import accept
+from amps_emulator.server.services.replication_accept import Intake, serve
 
 if TYPE_CHECKING:
     from amps_emulator.auth import TransportSecurity
+    from amps_emulator.server.core.budget import MemoryBudget
     from amps_emulator.server.core.clock import SystemClock, TestClock
     from amps_emulator.server.core.ports import ReplicationControl
     from amps_emulator.server.messaging.broker import Broker
@@ -103,9 +107,9 @@ class ReplicationService:
                  apply_run: Callable[[list[JournalRecord], Callable[[JournalRecord], None]], None]
                  | None = None,
                  on_event: Callable[[str, dict[str, str]], None] = _no_event,
-                 logon_timeout: float = 30.0) -> None:
+                 logon_timeout: float = 30.0, budget: MemoryBudget | None = None) -> None:
         """``logon_timeout``: seconds (server clock) an incoming connection has to log on with
-        its hello (0: forever)."""
+        its hello (0: forever); ``budget``: the server's memory budget, where they count."""
         self.config = config
         self.broker = broker
         self.journal = journal
@@ -143,12 +147,13 @@ class ReplicationService:
         self.incoming: dict[str, str] = {}
         #: peer instance name -> the open links with it, newest last (a transfer request goes to
         #: the peer that sends us records over one of them; it answers on whichever it sends on)
-        self._upstreams: dict[str, list[asyncio.StreamWriter]] = {}
+        self._upstreams: dict[str, list[LinkWriter]] = {}
         #: the replicated queues (set by the root when this instance has queues)
         self.queue_port: QueueTransferPort | None = None
         #: names of this instance's queues whose records replicate (distributed, group local)
         self.replicated_queues: frozenset[str] = frozenset()
         self.logon_timeout = logon_timeout
+        self.intake = Intake(config.replication_listener, budget)
         listener, layer = config.replication_listener, broker.security
         #: who may log on to the replication transport (None: no Authentication/Entitlement
         #: configured anywhere, every peer is accepted)
@@ -171,7 +176,7 @@ class ReplicationService:
         if listener is not None:
             tls = (server_context(listener.certificate, listener.private_key, listener.ciphers,
                                   verify_client=listener.verify_client, ca_file=listener.ca_file,
-                                  ca_path=listener.ca_path)
+                                  ca_path=listener.ca_path, protocols=listener.secure_socket_protocols)
                    if listener.tls and listener.certificate and listener.private_key else None)
             # a TLS handshake never finished is dropped after the logon timeout too
             handshake = self.logon_timeout if tls is not None and self.logon_timeout > 0 else None
@@ -226,7 +231,7 @@ class ReplicationService:
         return out
 
     async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await accept(self, reader, writer)
+        await serve(self, reader, writer)
 
     def track(self, task: asyncio.Task[None]) -> None:
         """A task :meth:`stop` cancels (an accepted link's)."""
@@ -580,7 +585,7 @@ class ReplicationService:
         self._progress(st, sender.acked_through)
         return sender
 
-    async def run_link(self, remote: Hello, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+    async def run_link(self, remote: Hello, reader: LinkReader, writer: asyncio.StreamWriter,
                        sending: tuple[Sender, DestinationState] | None, *,
                        admit: Callable[[str], bool] | None = None) -> None:
         """One connection after the handshake, in both directions. ``sending`` (if this side
@@ -598,7 +603,8 @@ class ReplicationService:
         wake = asyncio.Event()
         self.wakeups.add(wake)
         links = self._upstreams.setdefault(remote.name, [])
-        links.append(writer)
+        wire = outbound(writer, sending[0].selection.dest if sending else None, remote.codecs)  # Compression
+        links.append(wire)
         timer_set = False
         resynced = False
 
@@ -609,8 +615,9 @@ class ReplicationService:
 
         async def read() -> None:
             nonlocal receiver
+            source: FrameSource = reader
             while True:
-                payload = await read_frame(reader)
+                source, payload = await next_frame(reader, source)  # decompressed once the peer says
                 h, body = split_frame(payload)
                 c = h.get("c")
                 if c == "repl_ack":
@@ -657,7 +664,7 @@ class ReplicationService:
                             timer_set = True
                             self.timebase.call_later(delay, due)
                 if out:
-                    send(writer, b"".join(out))
+                    send(wire, b"".join(out))
                     await writer.drain()
                     continue  # look again before waiting: a poll sends at most 1000 records
                 waiter = pending = asyncio.ensure_future(wake.wait())
@@ -670,7 +677,7 @@ class ReplicationService:
         finally:
             if receiver is not None and self.receivers.get(remote.name) is receiver:
                 del self.receivers[remote.name]
-            links.remove(writer)
+            links.remove(wire)
             if not links and self._upstreams.get(remote.name) is links:
                 del self._upstreams[remote.name]
             self.wakeups.discard(wake)

@@ -12,6 +12,12 @@ Until the peer has logged on the connection is bounded and served nothing:
   (:func:`~amps_emulator.replication.peer_auth.log_on_peer`); a refused peer gets a
   ``repl_refuse`` naming the reason, logged on both sides, and the connection closes.
 
+The listener's handler is :func:`serve`: the transport keeps at most its ``MaxConnections``
+sockets open (one past it is reset at its accept, with the rate-limited log line of
+:class:`~amps_emulator.server.net.admission.ConnectionCap`), and what each connection makes
+the server hold counts in the server's memory budget (:class:`MeteredLink`), which closes the
+largest holders when everything held together is over it.
+
 Only then is anything answered: the validation checks, a bootstrap (served and closed), or
 this instance's hello and the link itself, both ways (``ReplicationService._run_link``): a
 passive Destination (no InetAddr) that names the peer replicates over this connection, and
@@ -27,13 +33,13 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from amps_emulator.config.model import Destination
+from amps_emulator.config.model import Destination, ReplicationListener
 from amps_emulator.protocol.codec import ProtocolError
 from amps_emulator.replication.bootstrap_link import serve_bootstrap
 from amps_emulator.replication.gate import DestinationState
 from amps_emulator.replication.link import Sender
 from amps_emulator.replication.peer_auth import LogonRefused, PeerIdentity, log_on_peer
-from amps_emulator.replication.stream import PRE_AUTH_FRAME, read_frame, send
+from amps_emulator.replication.stream import PRE_AUTH_FRAME, FrameSource, read_frame, send
 from amps_emulator.replication.wire import (
     Hello,
     LinkRefused,
@@ -42,14 +48,101 @@ from amps_emulator.replication.wire import (
     classify_hello,
     refuse_frame,
 )
+from amps_emulator.server.net.admission import ConnectionCap
+from amps_emulator.server.net.connection import BUDGET_STEP
 
 if TYPE_CHECKING:
+    from amps_emulator.server.core.budget import MemoryBudget
     from amps_emulator.server.services.replication import ReplicationService
 
 log = logging.getLogger("amps_emulator.replication")
 
 ON_CONNECT_INCOMING = "amps-action-on-connect-incoming-replication"
 ON_DISCONNECT_INCOMING = "amps-action-on-disconnect-incoming-replication"
+
+
+class Intake:
+    """What the replication transport lets in: at most its ``MaxConnections`` sockets at once,
+    each counted in the server's memory ``budget`` (None: none is kept)."""
+
+    def __init__(self, listener: ReplicationListener | None, budget: MemoryBudget | None) -> None:
+        self.cap = ConnectionCap(listener.name if listener is not None else "amps-replication",
+                                 listener.max_connections if listener is not None else None)
+        self.budget = budget
+
+
+class MeteredLink:
+    """An accepted connection as the memory budget sees it (a
+    :class:`~amps_emulator.server.core.budget.Holder`), and the :class:`FrameSource` its frames
+    are read through. The server holds for it the frame it is reading, counted at its announced
+    size from the moment its length has arrived (a frame of ``BUDGET_STEP`` or more checks the
+    budget before any of it is read), and the output not yet written to it."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str,
+                 budget: MemoryBudget | None) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.peer = peer
+        self.budget = budget
+        self.pending = 0  # the size of the frame (or length prefix) being read
+        self.why: str | None = None  # why the budget closed it
+
+    @property
+    def closed(self) -> bool:
+        return self.why is not None or self.writer.is_closing()
+
+    def budget_bytes(self) -> int:
+        return self.pending + self.writer.transport.get_write_buffer_size()
+
+    def describe(self) -> str:
+        return f"replication link from {self.peer}"
+
+    def close(self, why: str, abort: bool = False) -> None:
+        if self.why is not None:
+            return
+        self.why = why
+        if abort:
+            self.writer.transport.abort()
+        else:
+            self.writer.close()
+
+    async def read(self, n: int = -1) -> bytes:
+        """Compressed bytes, once the peer compresses (at most ``n``: a chunk, not a frame)."""
+        if self.why is not None:
+            raise ConnectionAbortedError(self.why)
+        return await self.reader.read(n)
+
+    async def readexactly(self, n: int) -> bytes:
+        self.pending = n
+        try:
+            if n >= BUDGET_STEP and self.budget is not None:
+                self.budget.check()
+            if self.why is None:
+                return await self.reader.readexactly(n)
+        except asyncio.IncompleteReadError:
+            if self.why is None:
+                raise
+        finally:
+            self.pending = 0
+        raise ConnectionAbortedError(self.why)
+
+
+async def serve(service: ReplicationService, reader: asyncio.StreamReader,
+                writer: asyncio.StreamWriter) -> None:
+    """The replication transport's connection handler: admitted within ``MaxConnections`` (one
+    past it is reset now) and counted in the memory budget while it is open (:func:`accept`)."""
+    intake = service.intake
+    if not intake.cap.admit(writer.transport):
+        return
+    link = MeteredLink(reader, writer, str(writer.get_extra_info("peername")), intake.budget)
+    if intake.budget is not None:
+        intake.budget.add(link)
+    try:
+        await accept(service, link, writer)
+    finally:
+        intake.cap.release()
+        if intake.budget is not None:
+            intake.budget.discard(link)
 
 
 def passive_for(service: ReplicationService, remote: Hello) -> Destination | None:
@@ -60,7 +153,7 @@ def passive_for(service: ReplicationService, remote: Hello) -> Destination | Non
     return None
 
 
-async def log_on(service: ReplicationService, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+async def log_on(service: ReplicationService, reader: FrameSource, writer: asyncio.StreamWriter,
                  peer: str) -> tuple[Hello, PeerIdentity] | None:
     """The peer's hello and identity once it has logged on; None when it was refused or gave up
     (logged here). The logon timeout runs on the server clock until the decision."""
@@ -100,10 +193,10 @@ async def log_on(service: ReplicationService, reader: asyncio.StreamReader, writ
     return remote, identity
 
 
-async def accept(service: ReplicationService, reader: asyncio.StreamReader,
-                 writer: asyncio.StreamWriter) -> None:
-    """One connection to the replication transport, from its first byte to its close."""
-    peer = str(writer.get_extra_info("peername"))
+async def accept(service: ReplicationService, link: MeteredLink, writer: asyncio.StreamWriter) -> None:
+    """One connection to the replication transport, from its first byte to its close (its
+    frames read through ``link``)."""
+    peer = link.peer
     me = asyncio.current_task()
     if me is not None:  # stop() cancels the links it accepted too
         service.track(me)
@@ -112,7 +205,7 @@ async def accept(service: ReplicationService, reader: asyncio.StreamReader,
     identity: PeerIdentity | None = None
     reason: str | None = None
     try:
-        admitted = await log_on(service, reader, writer, peer)
+        admitted = await log_on(service, link, writer, peer)
         if admitted is None:
             return
         remote, identity = admitted
@@ -127,7 +220,7 @@ async def accept(service: ReplicationService, reader: asyncio.StreamReader,
         if remote.bootstrap is not None:
             send(writer, local.encode())
             await writer.drain()
-            await serve_bootstrap(service, remote, remote.bootstrap, writer, reader)
+            await serve_bootstrap(service, remote, remote.bootstrap, writer, link.reader)
             return
         dest = passive_for(service, remote)
         # what a passive destination sends is acked at most once per its AckConflationInterval
@@ -153,7 +246,7 @@ async def accept(service: ReplicationService, reader: asyncio.StreamReader,
                     service.link_opened(dest.name, writer)
                 except LinkRefused as exc:
                     log.error("replication destination %r (passive) refused: %s", dest.name, exc.reason)
-        await service.run_link(remote, reader, writer, sending,
+        await service.run_link(remote, link, writer, sending,
                                admit=identity.admits if identity.checks_topics else None)
     except NotAnEmulator as exc:
         log.error("replication transport: connection from %s closed: %s", peer, exc)
@@ -179,4 +272,5 @@ async def accept(service: ReplicationService, reader: asyncio.StreamReader,
             service.untrack(me)
 
 
-__all__ = ["ON_CONNECT_INCOMING", "ON_DISCONNECT_INCOMING", "accept", "log_on", "passive_for"]
+__all__ = ["ON_CONNECT_INCOMING", "ON_DISCONNECT_INCOMING", "Intake", "MeteredLink", "accept", "log_on",
+           "passive_for", "serve"]

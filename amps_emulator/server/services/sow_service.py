@@ -61,6 +61,10 @@ log = logging.getLogger("amps_emulator.sow")
 
 #: history rows a maintenance pass reads per topic (about 20 ms)
 PRUNE_ROWS = 20_000
+#: expired records one pass of the expiration sweep removes from a topic (a few ms: 200,000
+#: records expiring together are removed over many passes, between the others' commands;
+#: reads never return an expired record meanwhile)
+SWEEP_LIMIT = 250
 PROBE_INTERVAL = 1.0  # seconds between attempts to allocate room on a full file system
 
 _APPLIED_KINDS = (int(RecordKind.PUBLISH), int(RecordKind.DELTA_PUBLISH), int(RecordKind.SOW_DELETE))
@@ -96,6 +100,7 @@ class SowService:
         self.sow = self._open_sow()
         self._timer: Any = None
         self._timer_at: float | None = None
+        self._sweeping = False  # an expiration sweep goes on in the next pass
         self._prune_timer: Any = None
         self._prune_at: dict[str, bytes | None] = {}  # where each topic's next pass starts
         self._full: dict[str, int] = {}  # environment path -> commands refused since full
@@ -314,7 +319,10 @@ class SowService:
         self.arm()
 
     def arm(self) -> None:
-        """Arm the single expiry timer for the earliest deadline."""
+        """Arm the single expiry timer for the earliest deadline (none while a sweep goes on
+        in later passes: it arms it when it is done)."""
+        if self._sweeping:
+            return
         due = self.sow.next_expiration()
         if due is None:
             return
@@ -327,19 +335,30 @@ class SowService:
         self._timer = self.broker.call_later(delay, self._expire)
 
     def _expire(self) -> None:
+        if self._timer is not None:  # (the next pass of a sweep: a timer armed before it)
+            self._timer.cancel()
         self._timer = None
         self._timer_at = None
+        self._sweeping = False
         try:
-            self.sweep()
+            if self.sweep(SWEEP_LIMIT):  # more are due: the rest in the next passes
+                self._sweeping = True
+                self.broker.turn.after(self._expire)
         except Exception:  # keep the expiry timer alive whatever one sweep hit
             log.exception("SOW expiration sweep failed")
             self.arm()
         self.broker.turn.request()
 
-    def sweep(self) -> None:
-        for topic, records in self.sow.sweep_expired():
+    def sweep(self, limit: int | None = None) -> bool:
+        """Remove the records whose expiration is due, at most ``limit`` of each topic (None:
+        all); whether some were left."""
+        more = False
+        for topic, records in self.sow.sweep_expired(limit=limit):
             self.on_removed(topic.spec.name, records, reasons.OOF_EXPIRED)
-        self.arm()
+            more = more or (limit is not None and len(records) >= limit)
+        if not more:
+            self.arm()
+        return more
 
     def close(self) -> None:
         if self._probe_timer is not None:

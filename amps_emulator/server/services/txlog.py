@@ -62,6 +62,7 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name, split_topic, type_of
 from amps_emulator.server.core.meters import AckLatency
+from amps_emulator.server.delivery.acks import persisted as acks_persisted
 from amps_emulator.server.delivery.acks import refused as acks_refused
 
 if TYPE_CHECKING:
@@ -79,6 +80,8 @@ else:
 SUBSCRIPTION_ACK_INTERVAL = 1.0  # seconds between persisted acks for bookmark subscriptions
 RETENTION_EVERY = 5  # run retention every this many ack ticks (when configured)
 PROBE_INTERVAL = 1.0  # seconds between attempts to write again after a refused write
+#: bytes of the journal's buffer written at the end of one turn (a few ms of ``write``)
+WRITE_SLICE = 4 << 20
 
 
 class TxLog:
@@ -334,7 +337,7 @@ class TxLog:
         fifo = self._persist_fifo
         if not fifo and (pos <= self._safe(journal.durable_position) or self._fatal) \
                 and not self.holding_acks:
-            _answer(client, seq, reason)
+            acks_persisted(client, seq, reason)
             self.ack_latency.at_once(1)
             return
         fifo.append((pos, client, seq, reason))
@@ -359,10 +362,15 @@ class TxLog:
 
     # -- end of turn ---------------------------------------------------------------------
     def end_turn(self) -> None:
-        """Write this turn's records, release what is durable, start the next group sync."""
+        """Write this turn's records, release what is durable, start the next group sync.
+        Past :data:`WRITE_SLICE` bytes the rest is written at the end of later turns, one
+        slice a turn: a 32 MiB publish's record is not one long hold of the event loop (the
+        records count as written once all of them are)."""
         journal = self.journal
         try:
-            journal.flush()
+            if not journal.flush(WRITE_SLICE):
+                turn = self.server.turn
+                turn.after(turn.request)  # the rest after the others' next commands
         except (OSError, JournalError) as exc:
             self._fail(exc)
             return
@@ -595,7 +603,7 @@ class TxLog:
             _, conn, item, reason = fifo.popleft()
             if answered is not None and conn not in answered:
                 answered[conn] = conn.quiet()
-            _answer(conn, item, reason)
+            acks_persisted(conn, item, reason)
         if not self.holding_acks:
             self.ack_latency.released(safe)
         for cursor in list(self.cursors):
@@ -617,7 +625,7 @@ class TxLog:
         fifo = self._persist_fifo
         while fifo:
             _, conn, item, _reason = fifo.popleft()
-            _answer(conn, item, self.failed)
+            acks_persisted(conn, item, self.failed)
         self.ack_latency.dropped()
 
     def _write_failed(self) -> list[Any]:
@@ -684,17 +692,3 @@ class TxLog:
                      ", ".join(result.removed), result.records_removed, result.bytes_removed)
         return result
 
-
-def _answer(client: Client, item: Any, reason: str | None) -> None:
-    """The persisted ack of one FIFO entry: a publish's sequence number or a ``flush``."""
-    if type(item) is int:
-        if reason is None:
-            client.note_persisted(item)
-        else:
-            client.persisted_failure(item, reason)
-    elif not client.closed:
-        if reason is None:
-            client.emit_persisted()  # the conflated ack of the publishes before the flush first
-            client.ack(item, "persisted")
-        else:
-            client.ack(item, "persisted", "failure", reason)

@@ -318,7 +318,10 @@ def test_retention_removes_old_segments_but_never_what_a_replay_is_reading(tmp_p
         assert result.removed, result
         after = srv.call(lambda: len(journal.segments))
         assert after < before
-        assert srv.call(lambda: sum(s.size for s in journal.segments)) <= 256 * 1024 + 64 * 1024
+        # at most the limit plus the oldest segment kept; a segment may pass JournalSize by
+        # the run of publishes written into it (longer runs on a busy machine)
+        sizes = srv.call(lambda: [s.size for s in journal.segments])
+        assert sum(sizes) <= 256 * 1024 + max(sizes)
         # What is left still replays in order, from the oldest retained message.
         tail = Recorder()
         c.execute_async(AMPS.Command("subscribe").set_topic("ret").set_bookmark("0")
@@ -346,7 +349,7 @@ def test_a_journal_write_failure_is_reported_on_the_persisted_ack(server):
     c.publish_flush(5000)
 
     def break_disk():
-        def boom():
+        def boom(limit=None):
             raise OSError(errno.ENOSPC, "No space left on device")
         server.server.txlog.journal.flush = boom
 

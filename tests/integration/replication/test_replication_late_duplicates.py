@@ -2,7 +2,11 @@
 (a paused or slow instance working off an old connection of a client that failed over): they
 are duplicates of what the instance holds, refused per publisher (client name and ``s``)
 whichever way the originals arrived, and the publisher's later messages, replicated from
-the other instance, are taken, not dropped as duplicates of the stale copies."""
+the other instance, are taken, not dropped as duplicates of the stale copies.
+
+The pair is sync, so a persisted ack from B means A holds the message too: with async links
+P could fail over to A before B's 2..5 reached it, and those would then arrive below the
+s A already holds for P."""
 
 from __future__ import annotations
 
@@ -23,9 +27,9 @@ def pair(tmp_path):
     nodes = Nodes()
     a_port, b_port = free_port(), free_port()
     a = nodes.start("A", node_xml("A", tmp_path / "a", listen=a_port,
-                                  dests=[Dest(group="B", port=b_port)], group="A"))
+                                  dests=[Dest(group="B", port=b_port, sync=True)], group="A"))
     b = nodes.start("B", node_xml("B", tmp_path / "b", listen=b_port,
-                                  dests=[Dest(group="A", port=a_port)], group="B"))
+                                  dests=[Dest(group="A", port=a_port, sync=True)], group="B"))
     yield a, b
     nodes.close()
 

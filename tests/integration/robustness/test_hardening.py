@@ -362,6 +362,7 @@ def test_a_sow_query_on_a_deep_queue_runs_in_steps(tmp_path, monkeypatch):
     from tests.support.servers import config_xml, start_server
 
     monkeypatch.setattr(queue_service, "STEP_SECONDS", 0.0)  # yield at every chance
+    monkeypatch.setattr(sow_handlers, "SLICE_SECONDS", 0.0)  # and a step a loop pass
     steps = []
     real_step = sow_handlers._step
     monkeypatch.setattr(sow_handlers, "_step", lambda *a: (steps.append(1), real_step(*a)))

@@ -372,3 +372,34 @@ def test_a_snapshot_member_that_leaves_the_staging_directory_is_refused(quick, m
             tar.addfile(info, io.BytesIO(b"x"))
     status, body = request(quick, "/emulator/snapshot", method="POST", body=buf.getvalue())
     assert status == 400 and reason in json.loads(body)["error"], body
+
+
+def test_a_request_body_held_in_memory_counts_in_the_memory_budget(tmp_path, caplog):
+    """What an Admin connection holds of its request is in the server's one memory budget: past
+    it (512 KiB here) the largest holder, this request, is closed; the interface serves on."""
+    from amps_emulator.config import loads_config
+    from amps_emulator.server.ops.admin_http import AdminLimits
+    from tests.integration.admin.test_admin import EXTRA
+    from tests.support.servers import config_xml
+
+    xml = config_xml(tmp_path, extra=EXTRA.format(d=tmp_path))
+    srv = ServerThread(loads_config(xml, "admin.xml"), admin_limits=AdminLimits(max_body=1 << 20)).start()
+    srv.call(lambda: setattr(srv.server, "memory_budget", 512 << 10))
+    budget = srv.server.budget
+    try:
+        with admin_socket(srv) as s:
+            s.sendall(b"POST /emulator/faults HTTP/1.1\r\nHost: x\r\nContent-Length: 900000\r\n\r\n"
+                      + b"a" * (300 << 10))
+            assert until(lambda: srv.call(budget.held) >= 300 << 10)
+            with caplog.at_level(logging.WARNING, logger="amps_emulator.server"):
+                try:
+                    s.sendall(b"a" * (300 << 10))
+                except OSError:
+                    pass  # closed under us: what the test wants
+                assert read_all(s) == b""  # reset, unanswered
+            lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("memory budget")]
+            assert len(lines) == 1 and "Admin connection" in lines[0], lines
+        assert until(lambda: srv.call(lambda: len(budget)) == 0)
+        assert srv.http("/emulator/health")["ready"]
+    finally:
+        srv.stop()

@@ -3,7 +3,9 @@
 inherits): a peer logs on with its hello before anything is answered, needs
 ``replication-logon``, may replicate only its ``replicated-topics``; the secure transport can
 demand a client certificate; a connection that never logs on, or announces a huge frame
-before it has, is closed. Raw sockets play the attacker; the official client checks that a
+before it has, is closed; frames announced after an (anonymous) logon count in the server's
+memory budget, and connections past the transport's MaxConnections are reset. Raw sockets
+play the attacker; the official client checks that a
 properly configured pair still replicates."""
 
 from __future__ import annotations
@@ -288,3 +290,98 @@ def test_a_huge_frame_before_the_logon_is_refused_unread(secured, caplog):
         assert read_all(s) == b""  # closed at once, without waiting for (or holding) the rest
     assert until(lambda: any(f"frame of {60 << 20} bytes" in r.getMessage() for r in caplog.records))
     assert sow_of(pub, "orders") == [{"id": 1, "secret": "s"}]
+
+
+# -- memory and descriptors -------------------------------------------------------------------
+
+MiB = 1 << 20
+
+
+def logged_on_link(port: int) -> socket.socket:
+    """A raw connection to the replication port that has logged on (anonymously: the instance
+    is not secured) and read the instance's hello."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(hello())
+    size = struct.unpack(">I", s.recv(4, socket.MSG_WAITALL))[0]
+    assert commands(struct.pack(">I", size) + s.recv(size, socket.MSG_WAITALL)) == ["repl_hello"]
+    return s
+
+
+def closed_by_server(s: socket.socket, timeout: float = 5.0) -> bool:
+    s.settimeout(timeout)
+    try:
+        return s.recv(1) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def announce(s: socket.socket, size: int, sent: int) -> None:
+    """The start of a frame of ``size`` bytes, ``sent`` of them."""
+    try:
+        s.sendall(struct.pack(">I", size) + b"x" * sent)
+    except OSError:  # the server already closed it: what the tests want
+        pass
+
+
+def test_large_frames_after_an_anonymous_logon_count_in_the_memory_budget(tmp_path, caplog):
+    port = free_port()
+    srv = start(node("B", tmp_path / "B", port, secured=False), "B")
+    srv.call(lambda: setattr(srv.server, "memory_budget", 5 * MiB))
+    budget = srv.server.budget
+    small = logged_on_link(port)
+    large = [logged_on_link(port) for _ in range(6)]
+    try:
+        announce(small, 2 * MiB, MiB)  # (a peer may send frames up to 64 MiB once logged on)
+        assert until(lambda: srv.call(budget.held) >= 2 * MiB)
+        with caplog.at_level(logging.WARNING, logger="amps_emulator.server"):
+            for s in large:
+                announce(s, 8 * MiB, MiB)
+            assert all(closed_by_server(s) for s in large), "8 MiB frames past the budget were kept"
+        drops = [r.getMessage() for r in caplog.records if r.getMessage().startswith("memory budget")]
+        assert len(drops) == 6 and all("replication link from" in m for m in drops), drops
+        assert not closed_by_server(small, timeout=0.5)  # within the budget: still open
+        assert srv.call(lambda: len(budget)) == 1
+    finally:
+        for s in [small, *large]:
+            s.close()
+        assert until(lambda: srv.call(lambda: len(budget)) == 0)  # discarded at their close
+        srv.stop()
+
+
+def test_a_flood_past_max_connections_is_reset_and_the_pair_still_replicates(tmp_path, caplog):
+    a_port, b_port = free_port(), free_port()
+    capped = "<Type>amps-replication</Type><MaxConnections>3</MaxConnections>"
+    b = start(node("B", tmp_path / "B", b_port, listener=capped, secured=False), "B")
+    a = start(node("A", tmp_path / "A", a_port, peer=("B", b_port), secured=False), "A")
+    cap = b.server.replication.intake.cap
+    held: list[socket.socket] = []
+    try:
+        assert until(lambda: a.call(lambda: a.server.replication.state("B").connected))
+        held = [socket.create_connection(("127.0.0.1", b_port)) for _ in range(2)]  # the cap's rest
+        assert until(lambda: b.call(lambda: cap.open) == 3)
+        with caplog.at_level(logging.WARNING, logger="amps_emulator.connection"):
+            flood = [socket.create_connection(("127.0.0.1", b_port)) for _ in range(30)]
+            assert all(closed_by_server(f) for f in flood), "a connection past MaxConnections was kept"
+            for f in flood:
+                f.close()
+        refusals = [r.getMessage() for r in caplog.records if "MaxConnections" in r.getMessage()]
+        assert len(refusals) == 1 and "'amps-replication'" in refusals[0], refusals
+        assert b.call(lambda: cap.refused) == 30
+        # the pair's link, admitted before the flood, still replicates
+        sub = app(b, "sub")
+        got = Collector(lambda m: json.loads(m.get_data()))
+        sub.subscribe(got, "orders")
+        pub = app(a, "pub")
+        pub.publish("orders", json.dumps({"id": 7}))
+        assert got.wait_for(1) == [{"id": 7}]
+        pub.close()
+        sub.close()
+        held.pop().close()  # a place frees up when a connection closes
+        assert until(lambda: b.call(lambda: cap.open) == 2)
+    finally:
+        for h in held:
+            h.close()
+        a.stop()
+        b.stop()

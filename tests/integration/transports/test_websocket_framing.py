@@ -1,20 +1,15 @@
-"""The WebSocket framing seen from a bare peer (the websockets package's sans-IO client on a
-plain socket, no Node needed): the message layout the JavaScript client expects, and bad
-input closing only that client."""
+"""The WebSocket framing seen from a bare peer (:class:`tests.support.ws.WsPeer`: the
+websockets package's sans-IO client on a plain socket, no Node needed): the message layout the
+JavaScript client expects, and bad input closing only that client."""
 
 from __future__ import annotations
 
 import json
 import socket
-import time
-
-from websockets.client import ClientProtocol
-from websockets.frames import Opcode
-from websockets.http11 import Response
-from websockets.uri import parse_uri
 
 from amps_emulator.config import loads_config
 from tests.support.servers import ServerThread
+from tests.support.ws import WsPeer
 
 CONFIG = """<AMPSConfig>
   <Name>ws-framing</Name>
@@ -26,97 +21,6 @@ CONFIG = """<AMPSConfig>
   <SOW><Topic><Name>recs</Name><MessageType>json</MessageType><Key>/id</Key>
     <Durability>transient</Durability></Topic></SOW>
 </AMPSConfig>"""
-
-
-class WsPeer:
-    """A minimal client of the AMPS WebSocket framing."""
-
-    def __init__(self, port: int, rcvbuf: int | None = None, mode: str | None = "text") -> None:
-        self.sock = socket.socket()
-        if rcvbuf is not None:
-            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
-        self.sock.settimeout(10)
-        self.sock.connect(("127.0.0.1", port))
-        self.ws = ClientProtocol(parse_uri(f"ws://127.0.0.1:{port}/amps/json"), max_size=None)
-        self.events: list = []
-        self.closed_code: int | None = None
-        self.ws.send_request(self.ws.connect())
-        self._flush()
-        ev = self._next_event()
-        assert isinstance(ev, Response) and ev.status_code == 101, ev
-        if mode is not None:
-            self.text(mode)
-
-    def _flush(self) -> None:
-        data = b"".join(self.ws.data_to_send())
-        if data:
-            self.sock.sendall(data)
-
-    def text(self, s: str) -> None:
-        self.ws.send_text(s.encode())
-        self._flush()
-
-    def binary(self, b: bytes) -> None:
-        self.ws.send_binary(b)
-        self._flush()
-
-    def command(self, header: dict, body: str | None = None) -> None:
-        self.binary((1 if body is None else 2).to_bytes(4, "little"))
-        self.text(json.dumps(header))
-        if body is not None:
-            self.text(body)
-
-    def _next_event(self, timeout: float = 10.0):
-        deadline = time.monotonic() + timeout
-        while not self.events:
-            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
-            data = self.sock.recv(65536)
-            if data:
-                self.ws.receive_data(data)
-            else:
-                self.ws.receive_eof()
-            self.events.extend(self.ws.events_received())
-            if not data and not self.events:
-                return None
-        return self.events.pop(0)
-
-    def message(self) -> str | bytes | None:
-        """The next whole message; None once the server has closed."""
-        parts: list[bytes] = []
-        binary = False
-        while True:
-            ev = self._next_event()
-            if ev is None or ev.opcode is Opcode.CLOSE:
-                if self.ws.close_rcvd is not None:
-                    self.closed_code = self.ws.close_rcvd.code
-                return None
-            if ev.opcode in (Opcode.TEXT, Opcode.BINARY, Opcode.CONT):
-                if ev.opcode is not Opcode.CONT:
-                    binary = ev.opcode is Opcode.BINARY
-                parts.append(ev.data)
-                if ev.fin:
-                    data = b"".join(parts)
-                    return data if binary else data.decode()
-
-    def header(self) -> dict:
-        m = self.message()
-        assert isinstance(m, str), m
-        return json.loads(m)
-
-    def logon(self, name: str) -> None:
-        self.command({"c": "logon", "cid": "l", "client_name": name, "a": "processed"})
-        ack = self.header()
-        assert ack["status"] == "success" and ack["a"] == "processed", ack
-
-    def closed_by_server(self) -> bool:
-        try:
-            while True:
-                if self.message() is None:
-                    return True
-        except (ConnectionResetError, BrokenPipeError):
-            return True
-        except TimeoutError:
-            return False
 
 
 def _server() -> ServerThread:
@@ -181,6 +85,18 @@ def test_bad_framing_closes_only_that_client():
         assert ok.header()["status"] == "failure"  # a bad command is answered, not fatal
         names = srv.call(lambda: sorted(c.client_name for c in srv.server.connections))
         assert names == ["still-served"]
+    finally:
+        srv.stop()
+
+
+def test_a_mode_message_of_binary_garbage_gets_its_close_frame():
+    srv = _server()
+    try:
+        garbage = WsPeer(srv.port, mode=None)
+        garbage.binary(bytes(range(128, 256)))  # quoted in the close reason, 3 bytes each
+        assert garbage.closed_by_server() and garbage.closed_code == 1002
+        ok = WsPeer(srv.port)
+        ok.logon("after-garbage")
     finally:
         srv.stop()
 

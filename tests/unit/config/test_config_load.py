@@ -365,6 +365,33 @@ def test_units_in_context() -> None:
     assert (q.lease_period, q.expiration, q.max_backlog, q.deferred_ack_expiration) == (0.5, 3600.0, 10_000, 120.0)
 
 
+def test_limits_before_logon_and_connection_caps() -> None:
+    cfg = loads_config(xml("""
+        <AMPSConfig>
+            <Name>u</Name>
+            <MaxFrameSizeBeforeLogon>64KB</MaxFrameSizeBeforeLogon>
+            <MaxConnections>1k</MaxConnections>
+            <Transports>
+                <Transport><Name>default</Name><Type>tcp</Type><InetAddr>9007</InetAddr></Transport>
+                <Transport><Name>own</Name><Type>tcp</Type><InetAddr>9008</InetAddr>
+                    <MaxFrameSizeBeforeLogon>2MB</MaxFrameSizeBeforeLogon>
+                    <MaxConnections>5</MaxConnections></Transport>
+            </Transports>
+        </AMPSConfig>
+    """))
+    default, own = cfg.transports
+    assert (default.max_frame_size_before_logon, default.max_connections) == (64 * 1024, 1000)
+    assert (own.max_frame_size_before_logon, own.max_connections) == (2 * MiB, 5)
+    plain = loads_config(xml("""<AMPSConfig><Name>p</Name><Transports><Transport><Name>t</Name>
+        <Type>tcp</Type><InetAddr>9007</InetAddr></Transport></Transports></AMPSConfig>"""))
+    assert (plain.transports[0].max_frame_size_before_logon, plain.transports[0].max_connections) \
+        == (1 * MiB, None)  # None: a share of the open-file limit (server.net.admission)
+    with pytest.raises(ConfigError, match="MaxConnections must be greater than zero"):
+        loads_config(xml("""<AMPSConfig><Name>p</Name><Transports><Transport><Name>t</Name>
+            <Type>tcp</Type><InetAddr>9007</InetAddr><MaxConnections>0</MaxConnections>
+            </Transport></Transports></AMPSConfig>"""))
+
+
 # --- sample and default ------------------------------------------------------------------
 
 def test_sample_config_loads_cleanly() -> None:

@@ -225,19 +225,25 @@ def test_bootstrap_errors(change: tuple[str, str], reason: str) -> None:
     assert any(reason in e.reason for e in errors(text)), errors(text)
 
 
-def test_what_replication_does_not_do_warns_where_it_is_configured() -> None:
-    """Replication runs in full but for Compression, warned at its element (a -secure
-    Destination Transport is served: no warning)."""
+def test_compression_and_a_secure_transport_are_read_without_warnings() -> None:
+    """Compression (zlib by default, or zstd) and a -secure Destination Transport are served:
+    no warning."""
     text = MESH_NODE.replace(
         "<SyncType>async</SyncType><Transport><Type>amps-replication</Type><InetAddr>9109",
         "<SyncType>async</SyncType><Compression>enabled</Compression>"
         "<Transport><Type>amps-replication-secure</Type><InetAddr>9109")
-    assert text != MESH_NODE
+    text = text.replace("<SyncType>async</SyncType><Transport><Type>amps-replication</Type><InetAddr>9209",
+                        "<SyncType>async</SyncType><Compression>enabled</Compression>"
+                        "<CompressionType>zstd</CompressionType>"
+                        "<Transport><Type>amps-replication</Type><InetAddr>9209")
     cfg = loads_config(text, "us.xml")
-    got = [(w.line, w.reason) for w in cfg.warnings if "TLS" in w.reason or "Compression" in w.reason]
-    assert [line for line, _ in got] == [12]
-    assert any("<Compression> is not supported" in r and "'UK'" in r for _, r in got)
-    assert not any("Compression" in w.reason or "TLS" in w.reason for w in loads_config(MESH_NODE, "us.xml").warnings)
+    assert cfg.warnings == ()
+    assert [(d.compression, d.compression_type) for d in cfg.replication.destinations] == [
+        (True, "zlib"), (True, "zstd")]
+    assert [(d.compression, d.compression_type) for d in loads_config(MESH_NODE).replication.destinations] == [
+        (False, "zlib"), (False, "zlib")]
+    (e,) = errors(text.replace("<CompressionType>zstd</CompressionType>", "<CompressionType>lz4</CompressionType>"))
+    assert e.line == 14 and "lz4" in e.reason, e
 
 
 UK_TRANSPORT = "<Transport><Type>amps-replication</Type><InetAddr>9109</InetAddr></Transport>"
@@ -303,3 +309,14 @@ def test_the_secure_listener_takes_verify_client_and_the_plain_one_does_not(tmp_
     dest = loads_config(MESH_NODE.replace("<Type>amps-replication</Type><InetAddr>9109</InetAddr>", client),
                         "us.xml").replication.destinations[0].transports[0]
     assert dest.certificate == str(cert) and dest.client_context() is not None
+
+
+def test_the_replication_transport_takes_max_connections() -> None:
+    listener = "<InetAddr>9009</InetAddr>"
+    default = loads_config(MESH_NODE, "us.xml").replication_listener
+    assert default is not None and default.max_connections == 64
+    got = loads_config(MESH_NODE.replace(listener, listener + "<MaxConnections>5</MaxConnections>"), "us.xml")
+    assert got.replication_listener is not None and got.replication_listener.max_connections == 5
+    assert not [w for w in got.warnings if "MaxConnections" in w.reason]
+    (err,) = errors(MESH_NODE.replace(listener, listener + "<MaxConnections>0</MaxConnections>"))
+    assert err.line == 6 and "MaxConnections must be greater than zero" in err.reason, err

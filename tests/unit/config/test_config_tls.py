@@ -104,3 +104,128 @@ def test_sample_config_has_a_websocket_transport_and_a_tls_example() -> None:
     cfg = loads_config(text, "sample.xml")
     assert [t.protocol for t in cfg.transports if t.protocol == "websocket"] == ["websocket"]
     assert "<Type>tcps</Type>" in text and "<Certificate>" in text  # commented out: no files
+
+
+# --- SecureSocketProtocols and Ciphers -----------------------------------------------------
+
+def _tls(pem, extra: str = "", type_: str = "tcps") -> str:
+    return _transport(type_, extra=f"<Certificate>{pem[0]}</Certificate><PrivateKey>{pem[1]}</PrivateKey>"
+                                   + extra)
+
+
+def test_secure_socket_protocols_are_read_oldest_first(pem) -> None:
+    cfg = loads_config(_tls(pem, "<SecureSocketProtocols>TLSv1.3  tlsv1.2</SecureSocketProtocols>"))
+    (t,) = cfg.transports
+    assert cfg.warnings == () and t.secure_socket_protocols == ("TLSv1.2", "TLSv1.3")
+    (plain,) = loads_config(_tls(pem)).transports
+    assert plain.secure_socket_protocols is None  # AMPS's default: TLSv1.1 TLSv1.2 TLSv1.3
+
+
+def test_the_server_context_negotiates_only_the_protocols_listed(pem) -> None:
+    import ssl
+
+    from amps_emulator.config.tls import server_context
+
+    only13 = server_context(str(pem[0]), str(pem[1]), protocols=("TLSv1.3",))
+    assert (only13.minimum_version, only13.maximum_version) == (ssl.TLSVersion.TLSv1_3, ssl.TLSVersion.TLSv1_3)
+    default = server_context(str(pem[0]), str(pem[1]))
+    assert (default.minimum_version, default.maximum_version) == (ssl.TLSVersion.TLSv1_1, ssl.TLSVersion.TLSv1_3)
+    gap = server_context(str(pem[0]), str(pem[1]), protocols=("TLSv1.1", "TLSv1.3"))
+    assert gap.options & ssl.OP_NO_TLSv1_2 and not gap.options & ssl.OP_NO_TLSv1_3
+
+
+@pytest.mark.parametrize(("value", "says"), [("TLSv1.3 TLSv2", "unknown protocol 'TLSv2'"),
+                                             ("TLS1.2", "unknown protocol 'TLS1.2'"),
+                                             (" ", "empty <SecureSocketProtocols>")])
+def test_a_bad_protocol_list_is_refused_at_its_line(pem, value, says) -> None:
+    text = _tls(pem, f"\n<SecureSocketProtocols>{value}</SecureSocketProtocols>")
+    e = only_error(text)
+    assert e.line == line_of(text, "<SecureSocketProtocols>") and says in e.reason, e
+
+
+def test_protocols_this_openssl_cannot_negotiate_are_warned_about(pem) -> None:
+    text = _tls(pem, "\n<SecureSocketProtocols>SSLv2 TLSv1.3</SecureSocketProtocols>")
+    cfg = loads_config(text)
+    (w,) = cfg.warnings
+    assert w.line == line_of(text, "<SecureSocketProtocols>") and "SSLv2 cannot be negotiated" in w.reason
+    assert cfg.transports[0].secure_socket_protocols == ("SSLv2", "TLSv1.3")
+    text = _tls(pem, "\n<SecureSocketProtocols>SSLv2</SecureSocketProtocols>")
+    e = only_error(text)
+    assert e.line == line_of(text, "<SecureSocketProtocols>") and "none of SSLv2" in e.reason
+
+
+def test_tls_settings_on_a_plain_transport_are_warned_about() -> None:
+    text = _transport("tcp", extra="\n<SecureSocketProtocols>TLSv1.3</SecureSocketProtocols>")
+    (w,) = loads_config(text).warnings
+    assert w.line == line_of(text, "<SecureSocketProtocols>") and "the transport is not TLS" in w.reason
+
+
+REPL = """<AMPSConfig>
+  <Name>A</Name>
+  <Transports>
+    <Transport><Name>clients</Name><Type>tcp</Type><InetAddr>0</InetAddr></Transport>
+    <Transport><Name>amps-replication</Name><Type>amps-replication-secure</Type><InetAddr>0</InetAddr>
+      <Certificate>{cert}</Certificate><PrivateKey>{key}</PrivateKey>
+      {listener}
+    </Transport>
+  </Transports>
+  <TransactionLog><JournalDirectory>j</JournalDirectory>
+    <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
+  <Replication>
+    <Destination><Group>B</Group><SyncType>async</SyncType>
+      <Topic><Name>.*</Name><MessageType>json</MessageType></Topic>
+      <Transport><Type>amps-replication-secure</Type><InetAddr>9109</InetAddr>
+        {dest}
+      </Transport>
+    </Destination>
+  </Replication>
+</AMPSConfig>
+"""
+
+
+def test_the_replication_transport_takes_protocols_and_ciphers(pem) -> None:
+    text = REPL.format(cert=pem[0], key=pem[1], dest="<Ciphers>ECDHE+AESGCM</Ciphers>",
+                       listener="<SecureSocketProtocols>TLSv1.3</SecureSocketProtocols>"
+                                "<Ciphers>ECDHE+AESGCM</Ciphers>")
+    cfg = loads_config(text)
+    assert cfg.warnings == ()
+    listener = cfg.replication_listener
+    assert (listener.secure_socket_protocols, listener.ciphers) == (("TLSv1.3",), "ECDHE+AESGCM")
+    (tr,) = cfg.replication.destinations[0].transports
+    assert tr.ciphers == "ECDHE+AESGCM"
+    offered = {c["name"] for c in tr.client_context().get_ciphers() if c["protocol"] != "TLSv1.3"}
+    assert offered and all("ECDHE" in n and "GCM" in n for n in offered), offered
+
+
+@pytest.mark.parametrize(("listener", "dest", "tag"), [
+    ("<SecureSocketProtocols>TLSv9</SecureSocketProtocols>", "", "<SecureSocketProtocols>"),
+    ("", "<Ciphers>NO-SUCH-CIPHER</Ciphers>", "<Ciphers>"),
+])
+def test_bad_replication_tls_settings_are_refused_at_their_line(pem, listener, dest, tag) -> None:
+    text = REPL.format(cert=pem[0], key=pem[1], listener=listener, dest=dest)
+    e = only_error(text)
+    assert e.line == line_of(text, tag), e
+
+
+# --- PerMessageDeflate ---------------------------------------------------------------------
+
+@pytest.mark.parametrize(("value", "enabled", "warned"), [
+    (None, True, None), ("enabled", True, None), ("disabled", False, None), ("Disabled", False, None),
+    ("off", True, "neither enabled nor disabled"),
+])
+def test_per_message_deflate_is_on_unless_disabled(value, enabled, warned) -> None:
+    extra = "" if value is None else f"\n<PerMessageDeflate>{value}</PerMessageDeflate>"
+    text = _transport("tcp", "websocket", extra)
+    cfg = loads_config(text)
+    assert cfg.transports[0].per_message_deflate is enabled
+    if warned is None:
+        assert cfg.warnings == ()
+    else:
+        (w,) = cfg.warnings
+        assert w.line == line_of(text, "<PerMessageDeflate>") and warned in w.reason
+
+
+def test_per_message_deflate_on_an_amps_transport_is_warned_about() -> None:
+    text = _transport("tcp", "amps", "\n<PerMessageDeflate>disabled</PerMessageDeflate>")
+    (w,) = loads_config(text).warnings
+    assert w.line == line_of(text, "<PerMessageDeflate>") and "not websocket" in w.reason

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from amps_emulator.protocol.codec import sow_batch, sow_batch_prefix, split_frame
+from amps_emulator.protocol.codec import payloads_of, sow_batch, sow_batch_prefix, split_frame
 from amps_emulator.server.handlers.sow_results import batches, send_records
 from amps_emulator.sow import SowStore, TopicSpec
 from amps_emulator.sow.record import (
@@ -112,8 +112,11 @@ def test_both_framers_write_the_general_paths_frames(rows, batch: int, no_key: b
     args = (sow_batch_prefix("orders", "q"), stored.rows, not no_key, None, 0, len(recs), batch)
     want = _general(recs, batch, opts)
     assert sow_frames_py(*args) == want
+    assert sow_frames_py(*args, True) == b"".join(want)  # joined: one bytes, one write
     if _speedups is not None:
         assert _speedups.sow_frames(*args) == want
+        assert _speedups.sow_frames(*args, True) == b"".join(want)
+        assert _speedups.sow_frames(*args, False) == want
 
 
 def _bad_values() -> list[bytes]:
@@ -130,8 +133,9 @@ def test_a_value_that_is_no_record_is_refused_by_both(framer, bad: int) -> None:
     good = encode_record(Record("k", b"{}", "1|1|", 1.0))
     rows = [(bytes(8) + b"a", good), (bytes(8) + b"b", _bad_values()[bad]),
             (bytes(8) + b"c", good)]
-    with pytest.raises(ValueError, match="stored SOW record 1: not a version 1 record"):
-        framer(b"{}", rows, True, None, 0, 3, 10)
+    for joined in (False, True):
+        with pytest.raises(ValueError, match="stored SOW record 1: not a version 1 record"):
+            framer(b"{}", rows, True, None, 0, 3, 10, joined)
 
 
 @pytest.mark.parametrize("framer", FRAMERS)
@@ -151,8 +155,9 @@ def test_other_types_are_refused_by_both(framer) -> None:
     for rows, stamps in (([(k, "text")], None), ([("k", good)], None),
                          ([(k, good)], ["ts"]), ([[k, good]], None),
                          ([(k, good, b"")], None), ([k], None)):
-        with pytest.raises(TypeError):
-            framer(b"{}", rows, True, stamps, 0, 1, 1)
+        for joined in (False, True):
+            with pytest.raises(TypeError):
+                framer(b"{}", rows, True, stamps, 0, 1, 1, joined)
 
 
 def test_stored_records_read_as_records() -> None:
@@ -248,7 +253,8 @@ class _Out:
 @pytest.mark.parametrize("opts", [{}, {"timestamp": True, "no_sowkey": True}])
 def test_send_records_sends_the_same_frames_in_steps(topic, batch: int, opts: dict) -> None:
     """Stored records go out as the same frames as the Records they are, a step (a yield)
-    after every SEND_STEP records or more, in whole batches."""
+    after every SEND_STEP records or more, in whole batches, each step's frames as one
+    write."""
     import amps_emulator.server.handlers.sow_results as sow_results
 
     want, stored = _Out(), _Out()
@@ -262,10 +268,11 @@ def test_send_records_sends_the_same_frames_in_steps(topic, batch: int, opts: di
         yields, sent = _steps(send_records(stored, "q", "orders", stored_records, batch, opts))
     finally:
         sow_results.SEND_STEP = old
-    assert stored.sent == want.sent
+    assert b"".join(stored.sent) == b"".join(want.sent)
     assert sent == len(records) == b"".join(stored.sent).count(b'"l":')
     step = -(-20 // batch) * batch  # whole batches, at least SEND_STEP records
     assert yields == -(-len(records) // step) - 1  # a yield between two steps
+    assert len(stored.sent) == yields + 1  # one write a step
 
 
 def _steps(gen) -> tuple[int, int]:
@@ -283,8 +290,8 @@ def test_the_frames_parse_as_json_records(topic) -> None:
     out = _Out()
     _steps(send_records(out, "q", "orders", stored_records, 10, {}))
     keys = []
-    for frame in out.sent:
-        outer, rest = split_frame(frame[4:])
+    for frame in payloads_of(b"".join(out.sent)):
+        outer, rest = split_frame(frame)
         while rest:
             header, rest = split_frame(rest)
             doc = msgspec.json.decode(rest[:header["l"]])
@@ -347,3 +354,40 @@ def test_a_row_without_its_insert_sequence_is_refused_by_both(framer) -> None:
     good = encode_record(Record("k", b"{}", "", 1.0))
     with pytest.raises(ValueError, match="stored SOW row 1: no insert sequence"):
         framer(b"{}", [(bytes(8) + b"k", good), (b"k", good)], True, None, 0, 2, 10)
+
+
+@pytest.mark.parametrize("batch", [1, 10, 333])
+@pytest.mark.parametrize("opts", [{}, {"timestamp": True, "no_sowkey": True}])
+def test_a_query_read_in_steps_is_sent_as_it_reads_the_same_frames(topic, batch: int,
+                                                                   opts: dict) -> None:
+    """A plain query's records go out between the steps of its scan (``into``, then
+    ``StoredStream.send_read`` after each step): whole batches of what was read so far, then
+    the rest; the frames are those of the whole result sent at once, none missing."""
+    from amps_emulator.server.handlers.sow_results import StoredStream
+
+    want = _Out()
+    _steps(send_records(want, "q", "orders", topic.query().records, batch, opts))
+    out = _Out()
+    stream = StoredStream(out, "orders", batch, opts)
+    steps = topic.query_steps(stored=True, chunk=7, into=stream.records)
+    next(steps)  # the snapshot: nothing read yet
+    sent_between = []
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            result = stop.value
+            break
+        stream.send_read("q")
+        sent_between.append(stream.sent)
+    assert result.records is stream.records
+    assert all(n % batch == 0 for n in sent_between)
+    assert sent_between[-1] > 0 or batch > len(stream.records)  # (sent before the end)
+    assert _steps(stream.send_rest("q"))[1] == len(topic.query().records)
+    assert b"".join(out.sent) == b"".join(want.sent)
+
+
+def test_a_paged_query_is_not_sent_as_it_reads(topic) -> None:
+    into = StoredRecords()
+    result = _run(topic.query_steps(stored=True, chunk=7, into=into, top_n=5))
+    assert len(into) == 0 and len(result.records) == 5

@@ -50,7 +50,7 @@ def test_output_is_held_until_the_command_ends_except_its_own_and_heartbeats():
     conn.heartbeat.start(1.0, 0.0)
     conn.heartbeat.sent(-10.0)  # a heartbeat is due
     srv.loop = SimpleNamespace(call_later=lambda *a: None)
-    conn._hb_tick()
+    conn.beats.tick()
     srv.flush()
     assert b"".join(t.written).startswith(b"before")
     assert b"query-records" in b"".join(t.written) and b"heartbeat" in b"".join(t.written)
@@ -64,6 +64,7 @@ def test_output_is_held_until_the_command_ends_except_its_own_and_heartbeats():
 
 def test_reading_pauses_when_the_stash_is_large_and_resumes_after():
     srv, conn, t = connection()
+    conn.logged_on = True  # (before a logon the stash is held to the small limit)
     conn.begin_busy()
     big = frame({"c": "publish", "cid": "big", "t": "x"}, b"x" * (STASH_LIMIT // 4))
     for _ in range(3):
@@ -77,7 +78,8 @@ def test_reading_pauses_when_the_stash_is_large_and_resumes_after():
 
 def test_held_output_counts_toward_the_slow_client_limit():
     srv = FakeServer()
-    conn = Connection(srv, SimpleNamespace(max_frame=1 << 20, out_limit=1000, throttled=0))
+    conn = Connection(srv, SimpleNamespace(max_frame=1 << 20, out_limit=1000,
+                                           logon_frame_limit=1 << 20, throttled=0))
     conn.connection_made(FakeTransport())
     conn.begin_busy()
     conn.send(b"x" * 600)

@@ -1,0 +1,148 @@
+"""A publish of a large body runs in stages, each in a loop pass of its own (the decode, then
+the publish), so that it does not hold the other clients up; for its client and everyone
+else it is still one publish in its place: the client's next commands wait for it, and the
+transaction log, the SOW and the subscribers see every message in the same order."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+
+from amps_emulator.server.handlers import publish as publish_handlers
+from amps_emulator.server.messaging.message_path import LARGE_BODY
+from tests.support.clients import logged_on
+from tests.support.raw import RawClient
+from tests.support.servers import config_xml, start_server
+
+SOW = """<SOW><Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
+  <FileName>{d}/sow/%n.sow</FileName></Topic></SOW>"""
+
+
+def big(i: int, tag: str) -> bytes:
+    return json.dumps({"id": i, "tag": tag, "blob": "y" * (LARGE_BODY + 1000)}).encode()
+
+
+def serve(tmp_path):
+    return start_server(config_xml(tmp_path, extra=SOW.format(d=tmp_path)))
+
+
+def replayed(port: int) -> list[tuple[int, str]]:
+    """Every message of ``orders`` in the transaction log, in its order (a replay)."""
+    c = RawClient(port)
+    c.logon("replayer")
+    c.send({"c": "subscribe", "t": "orders", "sub_id": "r", "cid": "r", "bm": "0",
+            "a": "completed"})
+    out = []
+    while True:
+        h, body = c.recv_frame()
+        if h["c"] == "ack":
+            c.close()
+            return out
+        d = json.loads(body)
+        out.append((d["id"], d["tag"]))
+
+
+def watch(port: int, until: int) -> Callable[[], list[tuple[int, str]]]:
+    """A subscriber to ``orders``, subscribed when this returns: a call then reads its live
+    messages (as ``replayed``) up to the first with id ``until``."""
+    c = RawClient(port)
+    c.logon("watcher")
+    c.send({"c": "subscribe", "t": "orders", "sub_id": "s", "cid": "s", "a": "processed"})
+    c.recv_frame()
+    out: list[tuple[int, str]] = []
+
+    def read() -> list[tuple[int, str]]:
+        while not out or out[-1][0] != until:
+            _, body = c.recv_frame()
+            d = json.loads(body)
+            out.append((d["id"], d["tag"]))
+        c.close()
+        return out
+
+    return read
+
+
+def sow_tags(c) -> dict[int, str]:
+    """The SOW of ``orders``: each record's tag by id (an official client's query)."""
+    docs = [json.loads(m.get_data()) for m in c.sow("orders", timeout=5000)
+            if m.get_command() == "sow"]
+    return {d["id"]: d["tag"] for d in docs}
+
+
+def test_a_large_publish_keeps_its_place_among_its_clients_commands(tmp_path):
+    srv = serve(tmp_path)
+    try:
+        seen = watch(srv.port, until=2)
+        a = RawClient(srv.port)
+        a.logon("a")
+        a.send_raw(b"".join(_frame({"c": "p", "t": "orders"}, body) for body in (
+            json.dumps({"id": 1, "tag": "before"}).encode(), big(1, "large"),
+            json.dumps({"id": 1, "tag": "after"}).encode(),
+            json.dumps({"id": 2, "tag": "after"}).encode())))
+        a.send({"c": "flush", "cid": "f", "a": "processed"})
+        h, _ = a.recv_frame()
+        assert (h["cid"], h["a"]) == ("f", "processed")
+        want = [(1, "before"), (1, "large"), (1, "after"), (2, "after")]
+        assert seen() == want
+        assert replayed(srv.port) == want
+        assert sow_tags(logged_on(srv.uri, "reader")) == {1: "after", 2: "after"}
+    finally:
+        srv.stop()
+
+
+def test_large_publishes_and_other_clients_publishes_agree_everywhere(tmp_path):
+    srv = serve(tmp_path)
+    try:
+        a, b = logged_on(srv.uri, "a"), logged_on(srv.uri, "b")
+        seen = watch(srv.port, until=2)
+        stop = threading.Event()
+
+        def small() -> None:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                b.publish("orders", json.dumps({"id": 1, "tag": f"b{n}"}))
+            b.flush(10000)
+
+        t = threading.Thread(target=small)
+        t.start()
+        for k in range(5):
+            a.publish("orders", big(1, f"a{k}").decode())
+        a.flush(20000)
+        stop.set()
+        t.join(20)
+        b.publish("orders", json.dumps({"id": 2, "tag": "end"}))
+        b.flush(5000)
+        journal = replayed(srv.port)
+        assert sum(tag.startswith("a") for _, tag in journal) == 5
+        assert seen() == journal  # live: the log's order
+        # the SOW holds the last the log has
+        assert sow_tags(a) == {1: journal[-2][1], 2: "end"}
+    finally:
+        srv.stop()
+
+
+def test_a_large_publish_read_whole_is_published_when_its_client_goes_away(tmp_path,
+                                                                         monkeypatch):
+    srv = serve(tmp_path)
+    real = publish_handlers.decode_ahead
+
+    def decode_then_drop(broker, topic, body):
+        broker.by_name["a"].close("it went away in the middle", abort=True)
+        return real(broker, topic, body)
+
+    monkeypatch.setattr(publish_handlers, "decode_ahead", decode_then_drop)
+    try:
+        a = RawClient(srv.port)
+        a.logon("a")
+        a.send({"c": "p", "t": "orders"}, big(7, "last words"))
+        assert a.closed_by_server()
+        assert sow_tags(logged_on(srv.uri, "reader")) == {7: "last words"}
+    finally:
+        srv.stop()
+
+
+def _frame(header: dict, body: bytes) -> bytes:
+    h = json.dumps(header, separators=(",", ":")).encode()
+    return (len(h) + len(body)).to_bytes(4, "big") + h + body

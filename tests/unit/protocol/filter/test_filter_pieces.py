@@ -1,0 +1,62 @@
+"""A long filter is compiled in pieces (``protocol.filter.pieces``): ``compile()`` holds the
+interpreter lock for the whole call, so one call for a filter of thousands of clauses stopped
+every other thread (the server's event loop too) for most of a second. Split or not, the
+compiled filter answers as the reference interpreter does."""
+
+from __future__ import annotations
+
+import builtins
+from unittest import mock
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from amps_emulator.protocol.filter import ast as A
+from amps_emulator.protocol.filter import compile_ast, compiler, interpret_filter, parse, pieces, to_text
+from amps_emulator.protocol.filter.fields import fields_filter
+from tests.support.filter_corpus import contexts, documents, expressions
+
+
+@settings(max_examples=300, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(expressions, min_size=2, max_size=6), st.sampled_from(["AND", "OR"]),
+       st.lists(documents, min_size=1, max_size=4), contexts)
+def test_split_filter_agrees_with_interpreter(terms, joiner, docs, ctx):
+    # every AND/OR heavier than 2 nodes becomes part functions, nested ones included
+    text = f" {joiner} ".join(f"({to_text(t)})" for t in terms)
+    root = parse(text)
+    before = compiler.recoveries
+    with mock.patch.object(pieces, "SPLIT_WEIGHT", 2):
+        f = compile_ast(root, text)
+        g = compile_ast(A.Not(root))  # the FALSE mode
+    for doc in docs:
+        assert f(doc, ctx) is interpret_filter(root, doc, ctx), (text, doc)
+        assert g(doc, ctx) is interpret_filter(A.Not(root), doc, ctx), (text, doc)
+    assert compiler.recoveries == before, "compiled code raised; interpreter answered"
+
+
+def test_a_filter_of_ten_thousand_clauses_compiles_in_small_calls(monkeypatch):
+    sizes: list[int] = []
+
+    def compile_spy(source, *args, **kwargs):
+        sizes.append(len(source))
+        return builtins.compile(source, *args, **kwargs)
+
+    monkeypatch.setattr(pieces, "compile", compile_spy, raising=False)
+    text = " OR ".join(f"(/id = {i} AND /sym != 'S{i}')" for i in range(10_000))
+    f = compile_ast(parse(text), text)
+    assert sum(sizes) > 1_000_000  # megabytes of generated source...
+    assert max(sizes) < 64_000, max(sizes)  # ...none of it in one long hold of the lock
+    assert f({"id": 9_999, "sym": "X"}) is True
+    assert f({"id": 9_999, "sym": "S9999"}) is False
+    assert f({"id": 10_000}) is False
+    assert f([1]) is False  # not an object: the generic function, split too
+    assert compile_ast(A.Not(parse(text)))({"id": 5}) is False
+    # a scan's fields mode inlines the whole test in one loop (one compile): not for this
+    assert fields_filter(f) is None
+
+
+def test_a_short_filter_is_one_function():
+    f = compile_ast(parse("/a = 1 OR /b = 2"))
+    assert f.source is not None and "_part" not in f.source
+    assert fields_filter(f) is not None
