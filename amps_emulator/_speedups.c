@@ -2516,6 +2516,31 @@ static inline uint32_t get_be(const unsigned char *p, int n)
 
 /* A MessagePack str at *pp (nil too when nil_ok: then *s is NULL): 1 read, 0 anything else
  * (or too short). */
+/* The length of the MessagePack array or map at *pp: ``fix`` is its fix family's first byte
+ * (0x90 arrays, 0x80 maps: 16 lengths), ``wide`` its 16-bit tag (0xdc, 0xde; the 32-bit tag
+ * follows it). 1 read (*pp past it), 0 another type or too short. */
+static int mp_len(const unsigned char **pp, const unsigned char *end, unsigned char fix,
+                  unsigned char wide, uint32_t *len)
+{
+    const unsigned char *p = *pp;
+    if (p >= end)
+        return 0;
+    unsigned char b = *p++;
+    if (b >= fix && b <= fix + 0x0f) {
+        *len = b & 0x0f;
+    } else if (b == wide || b == wide + 1) {
+        int w = b == wide ? 2 : 4;
+        if (end - p < w)
+            return 0;
+        *len = get_be(p, w);
+        p += w;
+    } else {
+        return 0;
+    }
+    *pp = p;
+    return 1;
+}
+
 static int mp_str(const unsigned char **pp, const unsigned char *end, int nil_ok,
                   const unsigned char **s, Py_ssize_t *n)
 {
@@ -2632,21 +2657,9 @@ typedef struct {
  * shapes handled here. */
 static int read_replayed(const unsigned char *p, const unsigned char *end, replayed *r)
 {
-    if (p >= end)
-        return 0;
-    unsigned char b = *p++;
     uint32_t count;
-    if (b >= 0x90 && b <= 0x9f) {
-        count = b & 0x0f;
-    } else if (b == 0xdc || b == 0xdd) {
-        int w = b == 0xdc ? 2 : 4;
-        if (end - p < w)
-            return 0;
-        count = get_be(p, w);
-        p += w;
-    } else {
+    if (!mp_len(&p, end, 0x90, 0xdc, &count))
         return 0;
-    }
     const unsigned char *cname;
     Py_ssize_t cname_len;
     int is_nil;
@@ -2658,21 +2671,9 @@ static int read_replayed(const unsigned char *p, const unsigned char *end, repla
             || !mp_int(&p, end, &is_nil, &r->exp_neg, &r->exp_v, &r->exp_u))
         return 0;
     r->has_exp = !is_nil;
-    if (p >= end)
-        return 0;
-    b = *p++;
     uint32_t pairs;
-    if (b >= 0x80 && b <= 0x8f) {
-        pairs = b & 0x0f;
-    } else if (b == 0xde || b == 0xdf) {
-        int w = b == 0xde ? 2 : 4;
-        if (end - p < w)
-            return 0;
-        pairs = get_be(p, w);
-        p += w;
-    } else {
+    if (!mp_len(&p, end, 0x80, 0xde, &pairs))
         return 0;
-    }
     for (uint32_t i = 0; i < pairs; i++) {
         const unsigned char *s;
         Py_ssize_t n;
@@ -2681,7 +2682,7 @@ static int read_replayed(const unsigned char *p, const unsigned char *end, repla
     }
     if (p >= end)
         return 0;
-    b = *p++;
+    unsigned char b = *p++;
     if (b != 0xc4 && b != 0xc5 && b != 0xc6)
         return 0;
     int w = b == 0xc4 ? 1 : b == 0xc5 ? 2 : 4;

@@ -388,9 +388,12 @@ def test_a_sow_query_on_a_deep_queue_runs_in_steps(tmp_path, monkeypatch):
 
 
 def test_a_replay_over_a_long_log_runs_in_steps(server, monkeypatch):
-    from amps_emulator.server.delivery import replay
+    from amps_emulator.server.delivery import replay, replay_frames
 
     monkeypatch.setattr(replay, "STEP_SECONDS", 0.0)
+    # a plain replay reads the journal's stored frames: READ_BYTES at a time, SCAN_BYTES a step
+    monkeypatch.setattr(replay_frames, "READ_BYTES", 4096)
+    monkeypatch.setattr(replay_frames, "SCAN_BYTES", 4096)
     scheduled = []
     real = replay.schedule
     monkeypatch.setattr(replay, "schedule", lambda s, c: (scheduled.append(1), real(s, c)))
