@@ -250,9 +250,11 @@ class Journal(Protocol):
         the journal may keep what it has not read in memory while it lives."""
         ...
 
-    def run_from(self, position: int) -> list[JournalRecord]:
-        """The records from ``position`` to the end of the run appended together that it
-        belongs to, while the journal holds them in memory (empty: read them one by one)."""
+    def run_columns(self, position: int, count: int
+                    ) -> tuple[list[int], list[int] | None, list[bytes]] | None:
+        """The sequences, ``s`` (None: none has one) and bodies of up to ``count`` records
+        from ``position`` on, within the run of plain publishes appended together that it
+        belongs to, while the journal holds them in memory (None: read the records)."""
         ...
     def position_after_bookmark(self, bookmark: str | BookmarkSpec, *,
                                 resume: bool = False) -> int | None: ...

@@ -272,13 +272,14 @@ class JournalCore(ReplicatedAppends):
     def _make_publish_records(self, topic: str, message_type: str, client_name: str,
                               bodies: list[bytes], client_seqs: list[int] | None,
                               buf: bytearray | None = None, base: int = 0, mark: int = 0,
-                              interval: int = 1) -> tuple[list[JournalRecord], list[tuple[int, int]]]:
+                              interval: int = 1
+                              ) -> tuple[list[JournalRecord], list[tuple[int, int]], list[int]]:
         """The records of a run of plain publishes of one client to one topic (no correlation
         id, SowKey, expiration or headers): what ``_make_record`` gives for each in turn, with
         the per-publisher bookkeeping done once for the run. ``client_seqs``: their ``s``
         (increasing), or None when none carries one. With ``buf``, their frames are appended
         to it, and the second value is the segment index's entries for them (``base``, ``mark``
-        and ``interval``: see :func:`publish_run_py`)."""
+        and ``interval``: see :func:`publish_run_py`); the third is their sequences."""
         if self._closed:
             raise JournalClosedError(
                 "journal is closed" if self._failure is None else f"journal failed: {self._failure}")
@@ -306,7 +307,7 @@ class JournalCore(ReplicatedAppends):
                     self._client_durable[pid] = top
             else:  # the run is written (and made durable) as one
                 self._unapplied_s.append((position - 1, pid, top))
-        return recs, index
+        return recs, index, seqs
 
     def _refuse_duplicate(self, client_name: str, pid: int, client_seq: int) -> None:
         """Raise :class:`DuplicatePublish` when ``client_seq`` is at or below the highest ``s``

@@ -25,7 +25,7 @@ from .api import (
 )
 from .base import Clock, merge_checkpoint
 from .index import DEFAULT_INDEX_INTERVAL
-from .reading import RecentWrites, SegmentReads
+from .reading import Columns, RecentWrites, Run, SegmentReads
 from .record import (
     INTERNAL_KIND_MIN,
     FrameDecoder,
@@ -102,7 +102,8 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         self._buf_written = 0  # of which handed to the OS already (flush with a limit)
         self._pending: list[JournalRecord] = []  # their records, for readers
         self._recent = RecentWrites()  # the records of the last writes, for readers of the tail
-        self._pending_runs: list[tuple[int, int]] = []  # runs among _pending: (start, end) indexes
+        #: runs among _pending: (start, end) indexes, a plain run's columns
+        self._pending_runs: list[Run] = []
         self._written_position = 0  # last position handed to the OS (or failed: a gap); _lock
         self._durable_position = 0  # last position fsynced; under _lock
         self._roll_blocked = False  # a roll failed: retry once a flush succeeds again
@@ -351,11 +352,13 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
                 bodies, start, frame_size(topic, message_type, client_name, None, None, None, {}, b""),
                 active.size + len(self._buf), active.count, self._segment_size)
             index = active.index
-            part, marks = self._make_publish_records(
-                topic, message_type, client_name, bodies[start:stop] if start or stop < n else bodies,
-                None if client_seqs is None else client_seqs[start:stop], self._buf, active.size,
+            whole = not start and stop == n
+            some = bodies if whole else bodies[start:stop]
+            some_s = client_seqs if client_seqs is None or whole else client_seqs[start:stop]
+            part, marks, seqs = self._make_publish_records(
+                topic, message_type, client_name, some, some_s, self._buf, active.size,
                 index.next_position, index.interval)
-            self._note_publishes(active, part, marks)
+            self._note_publishes(active, part, marks, (seqs, some_s, some))
             recs += part
             start = stop
         return recs
@@ -397,16 +400,18 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         return recs
 
     def _note_publishes(self, active: Segment, recs: list[JournalRecord],
-                        marks: list[tuple[int, int]]) -> None:
+                        marks: list[tuple[int, int]], columns: Columns | None = None) -> None:
         """Note a run's records, whose frames are in the buffer, in ``active`` (``_buffer``'s
-        bookkeeping for each, done once): its index's entries ``marks``, its counts and times."""
+        bookkeeping for each, done once): its index's entries ``marks``, its counts and times;
+        ``columns``: a run of plain publishes' sequences, ``s`` and bodies, kept with the run
+        for a reader of the tail (``run_columns``)."""
         first, last = recs[0], recs[-1]
         index = active.index
         for position, offset in marks:  # (a run's records share their time)
             index.maybe_add(position, offset, first.timestamp)
         start = len(self._pending)
         self._pending.extend(recs)
-        self._pending_runs.append((start, start + len(recs)))
+        self._pending_runs.append((start, start + len(recs), columns))
         if not active.count:
             active.first_record_position = first.position
             active.first_ts = first.timestamp

@@ -120,7 +120,7 @@ class MemoryJournal(JournalCore):
         while start < n:
             seg = self._active()
             stop = room_for(bodies, start, fixed, seg.size, seg.count, self._segment_size)
-            part, _ = self._make_publish_records(
+            part, _, _ = self._make_publish_records(
                 topic, message_type, client_name, bodies[start:stop] if start or stop < n else bodies,
                 None if client_seqs is None else client_seqs[start:stop])
             self._records.extend(part)
@@ -216,9 +216,10 @@ class MemoryJournal(JournalCore):
     def follow_tail(self, reader: TailReader) -> None:
         """Nothing to keep: every record is in memory."""
 
-    def run_from(self, position: int) -> list[JournalRecord]:
-        """Nothing (runs are not noted here: a reader takes the records one by one)."""
-        return []
+    def run_columns(self, position: int, count: int
+                    ) -> tuple[list[int], list[int] | None, list[bytes]] | None:
+        """None (runs are not noted here: a reader takes the records one by one)."""
+        return None
 
     def stored_frames(self, position: int, at: tuple[int, str, int] | None, max_bytes: int
                       ) -> tuple[bytes, str, int] | None:

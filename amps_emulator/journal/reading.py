@@ -28,6 +28,14 @@ from .segment import HEADER_SIZE, O_CLOEXEC, FrameCursor, Segment
 #: it goes on from, the segment's file name and the offset of the next frame to read
 StoredAt = tuple[int, str, int]
 
+#: a run of plain publishes in columns: their sequences, their ``s`` (None: none has one) and
+#: their bodies, as the journal made the records
+Columns = tuple[list[int], list[int] | None, list[bytes]]
+
+#: a run among a write's records: its (start, end) indexes there and, for a run of plain
+#: publishes, its columns
+Run = tuple[int, int, Columns | None]
+
 #: frame bytes of the last writes whose records :class:`RecentWrites` keeps at most
 RECENT_BYTES = 8 * 1024 * 1024
 
@@ -51,16 +59,17 @@ class RecentWrites:
         self._writes: list[list[JournalRecord]] = []
         self._firsts: list[int] = []  # the first position of each write
         self._sizes: list[int] = []
-        #: per write, its runs: (start, end) indexes of records appended together as a run
-        self._runs: list[list[tuple[int, int]]] = []
+        #: per write, its runs: (start, end) indexes of records appended together as a run,
+        #: and a plain run's columns
+        self._runs: list[list[Run]] = []
         self._size = 0
         self.gen = 0
 
-    def add(self, records: list[JournalRecord], size: int,
-            runs: list[tuple[int, int]] | None = None) -> None:
+    def add(self, records: list[JournalRecord], size: int, runs: list[Run] | None = None) -> None:
         """The records of a write of ``size`` bytes, which went to the OS; ``runs``: the
         (start, end) indexes, ascending, of the runs among them (a client's run of publishes,
-        a replicated one: records made together, alike but for their sequences and bodies)."""
+        a replicated one: records made together, alike but for their sequences and bodies),
+        each with its columns when it has them."""
         if not self.readers:
             if self._writes:
                 self.clear()
@@ -90,19 +99,25 @@ class RecentWrites:
         self._size = 0
         self.gen += 1
 
-    def run_from(self, position: int) -> list[JournalRecord]:
-        """The records from ``position`` to the end of the run it belongs to (empty: it is
-        in none, or not kept)."""
+    def run_columns(self, position: int, count: int) -> Columns | None:
+        """The columns of up to ``count`` records from ``position`` on, within the run of
+        plain publishes it belongs to (None: it is in none, or not kept)."""
         firsts = self._firsts
         if not firsts or position < firsts[0]:
-            return []
+            return None
         i = bisect_right(firsts, position) - 1
         k = position - firsts[i]
         runs = self._runs[i]
         j = bisect_right(runs, k, key=_start) - 1
-        if j < 0 or k >= runs[j][1]:
-            return []
-        return self._writes[i][k:runs[j][1]]
+        if j < 0:
+            return None
+        start, end, columns = runs[j]
+        if columns is None or k >= end:
+            return None
+        a = k - start
+        b = min(end - start, a + count)
+        seqs, client_seqs, bodies = columns
+        return seqs[a:b], None if client_seqs is None else client_seqs[a:b], bodies[a:b]
 
     def find(self, position: int) -> tuple[list[JournalRecord], int] | None:
         """The write holding ``position`` and its index there, or None (not kept)."""
@@ -200,13 +215,13 @@ class SegmentReads:
         last writes are kept in memory from its ``next_position`` on, while it lives."""
         self._recent.readers.add(reader)
 
-    def run_from(self, position: int) -> list[JournalRecord]:
-        """The written records from ``position`` to the end of the run of records appended
-        together that it belongs to (a client's run of publishes, a replicated run), while they
-        are in memory; empty otherwise (then read them one by one)."""
+    def run_columns(self, position: int, count: int) -> Columns | None:
+        """The sequences, ``s`` and bodies of up to ``count`` written records from
+        ``position`` on, within the run of plain publishes it belongs to (a client's run of
+        publishes), while they are in memory; None otherwise (then read the records)."""
         if position > self._written_position:
-            return []
-        return self._recent.run_from(position)
+            return None
+        return self._recent.run_columns(position, count)
 
     def stored_frames(self, position: int, at: StoredAt | None, max_bytes: int
                       ) -> tuple[bytes, str, int] | None:

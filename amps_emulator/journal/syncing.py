@@ -23,7 +23,7 @@ from collections.abc import Callable
 from . import summary as summaries
 from .api import Durability, JournalError, JournalSyncError, WriteFailure
 from .base import JournalCore
-from .reading import RecentWrites
+from .reading import RecentWrites, Run
 from .record import JournalRecord
 from .segment import FileOps, Segment
 
@@ -55,7 +55,7 @@ class SegmentSync(JournalCore):
     _retired: list[Segment]  # rolled segments whose write fd the next sync closes
     _buf: bytearray  # frames not yet flushed
     _pending: list[JournalRecord]  # their records, for readers
-    _pending_runs: list[tuple[int, int]]  # runs among them: (start, end) indexes
+    _pending_runs: list[Run]  # runs among them: (start, end) indexes, a plain run's columns
     _recent: RecentWrites  # the records of the last writes, for readers
     _written_position: int  # last position handed to the OS (or failed: a gap); _lock
     _durable_position: int  # last position fsynced; under _lock

@@ -128,15 +128,25 @@ class Frames:
             self._frame()
         self.sv = sv
 
-    def plain(self, rec: JournalRecord) -> tuple[list[int], list[int | None] | None, list[bytes]]:
+    def plain(self, rec: JournalRecord,
+              columns: tuple[list[int], list[int] | None, list[bytes]] | None = None, size: int = 0
+              ) -> tuple[list[int], list[int | None] | None, list[bytes]]:
         """Open a plain run at ``rec`` (:func:`is_plain`); its columns, which the poll extends
-        with the rest of the run (setting :attr:`last` and :attr:`size`)."""
+        with the rest of the run (setting :attr:`last` and :attr:`size`). ``columns``: the
+        sequences, ``s`` and bodies of ``rec`` and the records after it in its run (the
+        journal's, ``Journal.run_columns``), taken as they are, ``size`` bytes of bodies."""
         self._part()
         self.first = rec
-        self.last = rec.position
-        self.columns = ([rec.sequence], None if rec.client_seq is None else [rec.client_seq],
-                        [rec.body])
-        self.size += len(rec.body)
+        if columns is None:
+            self.last = rec.position
+            self.columns = ([rec.sequence], None if rec.client_seq is None else [rec.client_seq],
+                            [rec.body])
+            self.size += len(rec.body)
+        else:
+            seqs, client_seqs, bodies = columns
+            self.last = rec.position + len(bodies) - 1
+            self.columns = (seqs, cast("list[int | None] | None", client_seqs), bodies)
+            self.size += size
         return self.columns
 
     def record(self, rec: JournalRecord) -> None:

@@ -248,7 +248,8 @@ class Sender:
         :data:`~.batch.BATCH_BYTES` of bodies each). A run of records the peer itself sent
         here is stepped over whole (none of them goes back to it), without reading them; the
         rest of a run of publishes logged here as one (they share their headers dict) goes to
-        its :class:`~.batch.PlainRun` with no more checks than the first one had."""
+        its :class:`~.batch.PlainRun` with no more checks than the first one had (its columns
+        at once, ``Journal.run_columns``, while the journal holds them)."""
         room = self.window - self._sent.count
         if room <= 0:
             return []
@@ -316,24 +317,17 @@ class Sender:
                 if not is_plain(rec) or selection.filters(rec):
                     out.record(rec)
                     continue
-                seqs, client_seqs, bodies = out.plain(rec)
                 run_h = rec.headers
-                run = journal.run_from(at)  # (rec's own run, from rec on: a run made with it)
-                rest = run[1:min(durable - at, limit - count) + 1] \
-                    if run and run[0] is rec and run[-1].headers is run_h else []
-                more = [r.body for r in rest]
-                size = sum(map(len, more))
-                if rest and out.size + size < limit_bytes:  # the rest of its run, at once
-                    seqs += [r.sequence for r in rest]
-                    bodies += more
-                    if client_seqs is not None:
-                        client_seqs += [r.client_seq for r in rest]
-                    out.last = rest[-1].position
+                # rec's own run from rec on, as the journal made it (a run of publishes)
+                cols = journal.run_columns(at, min(durable - at, limit - count) + 1)
+                if cols is not None and len(cols[2]) > 1 \
+                        and out.size + (size := sum(map(len, cols[2]))) < limit_bytes:  # at once
+                    seqs, client_seqs, bodies = out.plain(rec, cols, size)
                     pos = out.last + 1
-                    out.size += size
-                    count += len(rest)
+                    count += len(bodies) - 1
                     done = False
                     break  # (read on after the run)
+                seqs, client_seqs, bodies = out.plain(rec)
         self.next_position = max(pos, self.next_position)
         frames = out.close()
         self.messages_out += out.messages

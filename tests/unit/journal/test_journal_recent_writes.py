@@ -71,22 +71,50 @@ def test_a_reader_of_a_write_stops_where_the_write_is_cut(tmp_path):
     j.close()
 
 
-def test_a_run_appended_together_is_found_from_any_of_its_records(tmp_path):
+def columns(recs):
+    return ([r.sequence for r in recs],
+            None if recs[0].client_seq is None else [r.client_seq for r in recs],
+            [r.body for r in recs])
+
+
+def test_a_run_of_publishes_is_found_in_columns_from_any_of_its_records(tmp_path):
     j, _ = FileJournal.open(tmp_path)
     follower = Follower(j)
     single = pub(j, 1)
     run = j.append_publishes("t", "json", "c", [b"%d" % i for i in range(5)], None)
+    counted = j.append_publishes("t", "json", "d", [b"x", b"y", b"z"], [7, 8, 9])
     after = pub(j, 2)
+    assert j.run_columns(run[0].position, 9) is None  # (not written yet)
     j.flush()
-    assert j.run_from(run[0].position) == run and j.run_from(run[3].position) == run[3:]
-    assert j.run_from(single.position) == [] and j.run_from(after.position) == []
+    assert j.run_columns(run[0].position, 9) == columns(run)
+    assert j.run_columns(run[1].position, 2) == columns(run[1:3])  # (at most ``count``)
+    assert j.run_columns(run[4].position, 9) == columns(run[4:])
+    assert j.run_columns(counted[1].position, 9) == columns(counted[1:]) == ([8, 9], [8, 9], [b"y", b"z"])
+    assert j.run_columns(single.position, 9) is None and j.run_columns(after.position, 9) is None
     replicated, _ = j.append_replicated_plain("t", "json", "up", 99, 7, [1, 2, 3], None,
                                               [b"a", b"b", b"c"], "A")
-    assert j.run_from(replicated[1].position) == []  # (not written yet)
     j.flush()
-    assert j.run_from(replicated[1].position) == replicated[1:]
+    assert j.run_columns(replicated[1].position, 9) is None  # (a replicated run: records only)
     j._recent.clear()
-    assert j.run_from(run[0].position) == []  # (no longer in memory: one by one)
+    assert j.run_columns(run[0].position, 9) is None  # (no longer in memory: read the records)
+    assert follower.next_position == 1
+    j.close()
+
+
+def test_a_run_split_by_segment_rolls_is_a_run_per_segment(tmp_path):
+    j, _ = FileJournal.open(tmp_path, segment_size=4096)
+    follower = Follower(j)
+    pub(j, 0)  # (a segment rolls before a record, once it holds one)
+    run = j.append_publishes("t", "json", "c", [b"%d" % i + b" " * 200 for i in range(40)],
+                             list(range(1, 41)))
+    j.flush()
+    parts, k = [], 0
+    while k < len(run):  # (one run per segment)
+        part = j.run_columns(run[k].position, 99)
+        assert part is not None and part == columns(run[k:k + len(part[0])])
+        parts.append(part)
+        k += len(part[0])
+    assert len(parts) > 1
     assert follower.next_position == 1
     j.close()
 

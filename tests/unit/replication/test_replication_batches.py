@@ -177,7 +177,7 @@ def test_in_flight_ranges_are_acknowledged_in_part_and_whole():
 
 
 def test_runs_read_from_the_journals_memory_travel_whole(tmp_path, monkeypatch):
-    """A file journal hands the sender the rest of a run at once (``run_from``): the same
+    """A file journal hands the sender the rest of a run at once (``run_columns``): the same
     parts and records as one by one, bounded by what is durable, the limit and the bytes."""
     a, _ = FileJournal.open(tmp_path / "a")
     snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")  # (follows the tail)
