@@ -19,7 +19,6 @@ from typing import Any, cast
 import msgspec
 
 from amps_emulator.journal.record import JournalRecord, RecordKind
-from amps_emulator.protocol.codec import frame
 
 _PUBLISH = int(RecordKind.PUBLISH)
 
@@ -46,7 +45,10 @@ class Records(msgspec.Struct, array_like=True, tag=2, frozen=True, gc=False):
 
 Part = PlainRun | Records
 
-encode_parts = msgspec.msgpack.Encoder().encode
+_encoder = msgspec.msgpack.Encoder()
+encode_parts = _encoder.encode
+_encode_parts_into = _encoder.encode_into
+_json_encode = msgspec.json.encode
 decode_parts = msgspec.msgpack.Decoder(list[Part]).decode
 
 
@@ -109,7 +111,7 @@ class Frames:
         self.group = group
         self.sent = sent
         self.limit = BATCH_BYTES
-        self.frames: list[bytes] = []
+        self.frames: list[bytes | bytearray] = []
         self.parts: list[Part] = []
         self.sv: str | None = None
         self.size = 0  # bytes of bodies in this frame's parts
@@ -180,14 +182,17 @@ class Frames:
         h: dict[str, Any] = {"c": "repl_batch", "via": self.via, "ug": self.group}
         if self.sv is not None:
             h["sv"] = self.sv
-        f = frame(h, encode_parts(self.parts))
+        f = bytearray(4)  # (the length prefix, set below) + header, then the parts encoded onto it
+        f += _json_encode(h)
+        _encode_parts_into(self.parts, f, -1)
+        f[:4] = (len(f) - 4).to_bytes(4, "big")  # (``protocol.codec.frame``'s layout)
         self.frames.append(f)
         self.messages += self.count
         self.bytes += len(f)
         self.parts = []
         self.size = self.count = 0
 
-    def close(self) -> list[bytes]:
+    def close(self) -> list[bytes | bytearray]:
         """The frames, the last one closed."""
         if self.first is not None or self.records or self.parts:
             self._frame()

@@ -242,7 +242,7 @@ class Sender:
             ).decode() if self._last_from else None
         return self._seen
 
-    def poll(self, limit: int = 1000) -> list[bytes]:
+    def poll(self, limit: int = 1000) -> list[bytes | bytearray]:
         """``repl_batch`` frames for up to ``limit`` more selected records, durable ones only
         (a frame per run of records sharing their ``sv``, at most
         :data:`~.batch.BATCH_BYTES` of bodies each). A run of records the peer itself sent

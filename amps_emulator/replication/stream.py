@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+from collections.abc import Iterable
 from typing import Protocol
 
 from amps_emulator.protocol.codec import ProtocolError
@@ -28,14 +29,22 @@ class LinkWriter(Protocol):
     """What :func:`send` needs of a stream writer."""
 
     def is_closing(self) -> bool: ...
-    def write(self, data: bytes) -> None: ...
+    def write(self, data: bytes | bytearray) -> None: ...
+    def writelines(self, data: Iterable[bytes | bytearray]) -> None: ...
 
 
-def send(writer: LinkWriter, data: bytes) -> None:
-    """Write to a link; a link whose peer went away raises ``ConnectionResetError`` (uvloop
-    raises RuntimeError for a write on a closed transport, which would end the connector)."""
+def send(writer: LinkWriter, data: bytes | bytearray | list[bytes | bytearray]) -> None:
+    """Write to a link (``data``: one frame, or several, given to the transport as they
+    are, without joining them first); a link whose peer went away raises
+    ``ConnectionResetError`` (uvloop raises RuntimeError for a write on a closed transport,
+    which would end the connector)."""
     if writer.is_closing():
         raise ConnectionResetError("replication peer closed the link")
+    if isinstance(data, list):
+        if len(data) != 1:
+            writer.writelines(data)
+            return
+        data = data[0]
     writer.write(data)
 
 

@@ -642,7 +642,7 @@ class ReplicationService:
         try:
             while True:
                 wake.clear()
-                out: list[bytes] = []
+                out: list[bytes | bytearray] = []
                 if sending is not None:
                     sender, st = sending
                     before = sender.messages_out, sender.bytes_out
@@ -664,7 +664,7 @@ class ReplicationService:
                             timer_set = True
                             self.timebase.call_later(delay, due)
                 if out:
-                    send(wire, b"".join(out))
+                    send(wire, out)
                     await writer.drain()
                     continue  # look again before waiting: a poll sends at most 1000 records
                 waiter = pending = asyncio.ensure_future(wake.wait())
