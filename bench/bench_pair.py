@@ -4,13 +4,19 @@ ratio of the two) and persisted-ack latency.
 Each set-up runs in subprocesses on the same config (a file journal recording every JSON
 topic, group commit + fsync): "single" is one instance without replication; "sync pair" is
 instance A replicating to B and B to A, both ``sync``, so A acks a publish only once it is
-durable on A *and* B acknowledged it (B's own fsync included). All three run throughout; the
-raw publisher of ``bench_persisted_publish`` drives them in turn, ``--rounds`` times (single,
-then pair, each round with a new publisher): as fast as acks come (``--window`` in flight),
-printing each round's messages/s, the servers' CPU per message (user + system, all threads,
-from /proc) and the pair's ratio to the single instance, then the median ratio. Last, paced at
-``--rate`` for the p50/p99 of the persisted ack. On a machine other work shares, the rounds
-differ: the median says more than any one of them."""
+durable on A *and* B acknowledged it (B's own fsync included). All three run throughout.
+
+Each round publishes ``--messages`` to the single instance and to A, interleaved (the order
+alternates round by round, so a drift of the machine's load weighs on both alike), with each
+``--client``: ``official``, the official Python client with a publish store, awaiting the
+persisted acks (``publish_flush``) every ``--flush-every`` messages; ``raw``, the raw
+publisher of ``bench_persisted_publish``, as fast as acks come (``--window`` in flight). It
+prints each round's messages/s, the CPU per message (user + system, all threads, from /proc
+and ``os.times``) of the servers and of the publishing client, and the pair's ratio to the
+single instance; then per client the median ratio and the best round of each (best pair over
+best single), with the load average before and after. Last, paced at ``--rate`` for the
+p50/p99 of the persisted ack. On a machine other work shares, the rounds differ: the median
+says more than any one of them; the best-of rounds is the figure nearest a quiet machine."""
 
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from amps_emulator.pair import free_port, pair_config  # noqa: E402
-from bench._support import PersistedPublisher, ServerProcess, machine  # noqa: E402
+from bench._support import BODY, PersistedPublisher, ServerProcess, machine  # noqa: E402
 from bench.bench_persisted_publish import Publisher  # noqa: E402
 
 
@@ -50,12 +56,14 @@ def cpu_seconds(pid: int) -> float:
 
 def ingest(port: int, name: str, n: int, window: int, batch: int,
            pids: list[int]) -> tuple[float, list[float]]:
-    """(messages/s, CPU microseconds per message of each of ``pids``) of ``n`` persisted
-    publishes to ``port``, at most ``window`` unacknowledged."""
+    """(messages/s, CPU microseconds per message of each of ``pids`` then of this process) of
+    ``n`` persisted publishes to ``port`` by the raw publisher, at most ``window``
+    unacknowledged."""
     pub = NamedPublisher(port, name)
     pub.send_batch(1)  # warm-up: also waits for the pair's link, which gates the first ack
     pub.wait_acked(1)
     cpu0 = [cpu_seconds(p) for p in pids]
+    me0 = os.times()
     t0 = time.perf_counter()
     start = pub.seq
     while pub.seq < start + n:
@@ -63,8 +71,42 @@ def ingest(port: int, name: str, n: int, window: int, batch: int,
         pub.send_batch(min(batch, start + n - pub.seq))
     pub.wait_acked(pub.seq)
     dt = time.perf_counter() - t0
-    cpu = [(cpu_seconds(p) - c) / n * 1e6 for p, c in zip(pids, cpu0, strict=True)]
     pub.s.close()
+    return n / dt, _cpu(pids, cpu0, me0, n)
+
+
+def _cpu(pids: list[int], cpu0: list[float], me0: os.times_result, n: int) -> list[float]:
+    """CPU microseconds per message since ``cpu0``/``me0`` of each of ``pids``, then of this
+    process (the client)."""
+    me = os.times()
+    mine = me.user - me0.user + me.system - me0.system
+    return [(cpu_seconds(p) - c) / n * 1e6 for p, c in zip(pids, cpu0, strict=True)] + [mine / n * 1e6]
+
+
+def ingest_official(port: int, name: str, n: int, every: int,
+                    pids: list[int]) -> tuple[float, list[float]]:
+    """:func:`ingest` by the official Python client with a publish store, awaiting the
+    persisted acks of what it published every ``every`` messages."""
+    import AMPS
+
+    client = AMPS.Client(name)
+    client.set_publish_store(AMPS.MemoryPublishStore())
+    client.connect(f"tcp://127.0.0.1:{port}/amps/json")
+    client.logon()
+    client.publish("persisted", BODY % 0)  # warm-up: also waits for the pair's link
+    client.publish_flush()
+    cpu0 = [cpu_seconds(p) for p in pids]
+    me0 = os.times()
+    t0 = time.perf_counter()
+    publish = client.publish
+    for i in range(1, n + 1):
+        publish("persisted", BODY % i)
+        if i % every == 0:
+            client.publish_flush()
+    client.publish_flush()
+    dt = time.perf_counter() - t0
+    cpu = _cpu(pids, cpu0, me0, n)
+    client.close()
     return n / dt, cpu
 
 
@@ -92,13 +134,18 @@ def latency(port: int, name: str, rate: int, seconds: float) -> tuple[float, flo
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=100_000)
-    ap.add_argument("--batch", type=int, default=200)
-    ap.add_argument("--window", type=int, default=20_000, help="max unacked messages in flight")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--client", choices=("official", "raw", "both"), default="both")
+    ap.add_argument("--flush-every", type=int, default=1000,
+                    help="official client: await the persisted acks every this many messages")
+    ap.add_argument("--batch", type=int, default=200, help="raw publisher: messages per write")
+    ap.add_argument("--window", type=int, default=20_000,
+                    help="raw publisher: max unacked messages in flight")
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--rate", type=int, default=10_000, help="latency phase: messages/s")
     ap.add_argument("--seconds", type=float, default=3.0, help="latency phase: duration")
     args = ap.parse_args()
     n = args.messages
+    clients = ("official", "raw") if args.client == "both" else (args.client,)
     with tempfile.TemporaryDirectory(prefix="amps-bench-pair-") as tmp:
         base = Path(tmp)
         single = base / "single.xml"
@@ -113,17 +160,39 @@ def main() -> None:
             paths.append(path)
         with ServerProcess(str(single)) as s, ServerProcess(str(paths[1])) as b, \
                 ServerProcess(str(paths[0])) as a:
-            ratios = []
-            print(f"{n:,} persisted publishes of 200 B a round, {args.window:,} in flight")
+            load0 = os.getloadavg()
+            print(f"{n:,} persisted publishes of 200 B a round to each; {os.cpu_count()} CPUs, "
+                  f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
+            print("clients: " + "; ".join(
+                {"official": f"official: official Python client, publish store, persisted acks "
+                             f"awaited every {args.flush_every:,}",
+                 "raw": f"raw: raw publisher, {args.window:,} in flight"}[c] for c in clients))
+            rates: dict[str, dict[str, list[float]]] = {c: {"single": [], "pair": []} for c in clients}
             for r in range(1, args.rounds + 1):
-                one, (cpu_s,) = ingest(s.port, f"single-{r}", n, args.window, args.batch, [s.proc.pid])
-                two, (cpu_a, cpu_b) = ingest(a.port, f"pair-{r}", n, args.window, args.batch,
-                                             [a.proc.pid, b.proc.pid])
-                ratios.append(two / one)
-                print(f"round {r}: single {one:,.0f} messages/s ({cpu_s:.2f} us CPU/message); "
-                      f"sync pair {two:,.0f} messages/s (A {cpu_a:.2f}, B {cpu_b:.2f} us CPU/message); "
-                      f"pair/single {two / one:.2f}")
-            print(f"pair/single, median of {args.rounds}: {statistics.median(ratios):.2f}")
+                for client in clients:
+                    got = {}
+                    order = ("single", "pair") if r % 2 else ("pair", "single")
+                    for what in order:
+                        port, pids = (s.port, [s.proc.pid]) if what == "single" else \
+                            (a.port, [a.proc.pid, b.proc.pid])
+                        name = f"{client}-{what}-{r}"
+                        got[what] = ingest_official(port, name, n, args.flush_every, pids) \
+                            if client == "official" else ingest(port, name, n, args.window, args.batch, pids)
+                        rates[client][what].append(got[what][0])
+                    one, (cpu_s, cpu_c1) = got["single"]
+                    two, (cpu_a, cpu_b, cpu_c2) = got["pair"]
+                    print(f"round {r} {client:>8}: single {one:8,.0f}/s (S {cpu_s:.2f}, client "
+                          f"{cpu_c1:.2f} us CPU/msg); pair {two:8,.0f}/s (A {cpu_a:.2f}, B {cpu_b:.2f}, "
+                          f"client {cpu_c2:.2f} us CPU/msg); pair/single {two / one:.2f}")
+            load1 = os.getloadavg()
+            for client in clients:
+                ones, twos = rates[client]["single"], rates[client]["pair"]
+                ratios = [t / o for o, t in zip(ones, twos, strict=True)]
+                print(f"{client:>8}: pair/single median of {args.rounds} rounds "
+                      f"{statistics.median(ratios):.2f} "
+                      f"(rounds {min(ratios):.2f}..{max(ratios):.2f}); best-of rounds: single "
+                      f"{max(ones):,.0f}/s, pair {max(twos):,.0f}/s, ratio {max(twos) / max(ones):.2f}")
+            print(f"load average before {load0[0]:.2f}, after {load1[0]:.2f} (1 min)")
             for what, port in (("single", s.port), ("sync pair", a.port)):
                 p50, p99 = latency(port, f"paced-{what}", args.rate, args.seconds)
                 print(f"{what:>9}: persisted-ack latency at {args.rate:,}/s: p50 {p50:.2f} ms, "
