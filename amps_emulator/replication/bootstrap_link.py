@@ -15,7 +15,7 @@ from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.replication.bootstrap import BootstrapSource, mark
 from amps_emulator.replication.link import Receiver
-from amps_emulator.replication.stream import read_frame, send
+from amps_emulator.replication.stream import Wakeup, read_frame, send
 from amps_emulator.replication.wire import (
     BootstrapAsk,
     Hello,
@@ -57,7 +57,7 @@ class BootstrapHost(Protocol):
     group: str
     stopping: bool
     #: set by the service when records become durable (the waits here look again)
-    wakeups: set[asyncio.Event]
+    wakeups: set[Wakeup]
 
     @property
     def broker(self) -> BootstrapBroker: ...
@@ -126,7 +126,7 @@ async def _fill(host: BootstrapHost, boot: Bootstrap, reader: asyncio.StreamRead
             break
         receiver.handle_frame(h, body)
         host.broker.turn.request()
-    wake = asyncio.Event()
+    wake = Wakeup()
     host.wakeups.add(wake)
     try:
         target = journal.last_position

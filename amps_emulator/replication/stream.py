@@ -58,6 +58,41 @@ def no_delay(writer: asyncio.StreamWriter) -> None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+class Wakeup:
+    """What a link's loop waits on between its turns: :meth:`set` by whatever gives it work
+    (records appended or made durable, the peer's acks, a timer, its reader ending). One
+    future per wait, none while set (an ``asyncio.Event`` waited on alongside the reader,
+    with ``asyncio.wait``, made a task and two callbacks per wait)."""
+
+    __slots__ = ("_flag", "_waiter")
+
+    def __init__(self) -> None:
+        self._flag = False
+        self._waiter: asyncio.Future[None] | None = None
+
+    def set(self) -> None:
+        self._flag = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def clear(self) -> None:
+        self._flag = False
+
+    def is_set(self) -> bool:
+        return self._flag
+
+    async def wait(self) -> None:
+        """Return once set (at once if it is)."""
+        if self._flag:
+            return
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await waiter
+        finally:
+            self._waiter = None
+
+
 async def read_frame(reader: FrameSource, limit: int = MAX_FRAME) -> bytes:
     """One frame's payload (without its 4-byte length). A length over ``limit`` is refused
     before any of the payload is read: nothing of an oversized frame is held."""
@@ -67,4 +102,5 @@ async def read_frame(reader: FrameSource, limit: int = MAX_FRAME) -> bytes:
     return await reader.readexactly(size)
 
 
-__all__ = ["MAX_FRAME", "PRE_AUTH_FRAME", "FrameSource", "LinkWriter", "no_delay", "read_frame", "send"]
+__all__ = ["MAX_FRAME", "PRE_AUTH_FRAME", "FrameSource", "LinkWriter", "Wakeup", "no_delay", "read_frame",
+           "send"]

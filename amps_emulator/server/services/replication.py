@@ -37,7 +37,7 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -53,7 +53,7 @@ from amps_emulator.replication.compression import LinkReader, next_frame, outbou
 from amps_emulator.replication.gate import AckGate, DestinationState, describe_destination
 from amps_emulator.replication.link import Receiver, Selection, Sender, ack_position
 from amps_emulator.replication.peer_auth import logon_with
-from amps_emulator.replication.stream import FrameSource, LinkWriter, no_delay, read_frame, send
+from amps_emulator.replication.stream import FrameSource, LinkWriter, Wakeup, no_delay, read_frame, send
 from amps_emulator.replication.wire import (
     Hello,
     LinkRefused,
@@ -123,7 +123,7 @@ class ReplicationService:
         self.group = config.group_name
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.wakeups: set[asyncio.Event] = set()
+        self.wakeups: set[Wakeup] = set()
         self.stopping = False
         #: destination name -> the connected peer's instance name (for the Admin and tests)
         self.connected: dict[str, str] = {}
@@ -300,7 +300,7 @@ class ReplicationService:
         if self.gate.safe(self.journal().durable_position) != before:
             self._gate_moved()
 
-    def _acked(self, sender: Sender, st: DestinationState, position: int, wake: asyncio.Event) -> None:
+    def _acked(self, sender: Sender, st: DestinationState, position: int, wake: Wakeup) -> None:
         """The peer acknowledged everything up to ``position``: the sync gate moves, and a
         sender whose window was full may send on (``wake``: its link's)."""
         full = sender.window_full
@@ -600,7 +600,7 @@ class ReplicationService:
         broker = self.broker
         receiver: Receiver | None = None
         no_delay(writer)  # a frame (or an ack) goes at once, never held back for the next
-        wake = asyncio.Event()
+        wake = Wakeup()
         self.wakeups.add(wake)
         links = self._upstreams.setdefault(remote.name, [])
         wire = outbound(writer, sending[0].selection.dest if sending else None, remote.codecs)  # Compression
@@ -638,7 +638,7 @@ class ReplicationService:
                 broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
 
         reading = asyncio.get_running_loop().create_task(read())
-        pending: asyncio.Task[Literal[True]] | None = None  # the wait for a wake-up
+        reading.add_done_callback(lambda _: wake.set())  # (the link is gone: the loop hears it)
         try:
             while True:
                 wake.clear()
@@ -667,11 +667,8 @@ class ReplicationService:
                     send(wire, out)
                     await writer.drain()
                     continue  # look again before waiting: a poll sends at most 1000 records
-                waiter = pending = asyncio.ensure_future(wake.wait())
-                done, _ = await asyncio.wait({waiter, reading}, return_when=asyncio.FIRST_COMPLETED)
-                pending = None
-                if reading in done:
-                    waiter.cancel()
+                await wake.wait()
+                if reading.done():
                     reading.result()  # the link is gone: raises what ended it
                     raise ConnectionResetError("replication peer closed the link")
         finally:
@@ -682,8 +679,6 @@ class ReplicationService:
                 del self._upstreams[remote.name]
             self.wakeups.discard(wake)
             reading.cancel()
-            if pending is not None:  # cancelled (the server stops) while waiting: not left pending
-                pending.cancel()
 
 
 if TYPE_CHECKING:
