@@ -251,8 +251,8 @@ class Sender:
         its :class:`~.batch.PlainRun` with no more checks than the first one had (its columns
         at once, ``Journal.run_columns``, while the journal holds them)."""
         room = self.window - self._sent.count
-        if room <= 0:
-            return []
+        if room <= 0 or self.next_position > self.journal.durable_position:
+            return []  # (the window is full, or nothing more is durable: nothing to look at)
         limit = min(limit, room)
         out = Frames(self.local_name, self.local_group, self._sent)
         limit_bytes = out.limit
