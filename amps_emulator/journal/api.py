@@ -165,6 +165,9 @@ class TailReader(Protocol):
     has not read yet."""
 
     next_position: int
+    #: the instance whose records it steps over without reading them, but for the last of a
+    #: run (a sender's peer: none goes back to it); None: it reads every record
+    steps_over: str | None
 
 
 @runtime_checkable

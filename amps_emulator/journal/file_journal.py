@@ -24,6 +24,7 @@ from .api import (
     WriteFailure,
 )
 from .base import Clock, merge_checkpoint
+from .identity import PATH
 from .index import DEFAULT_INDEX_INTERVAL
 from .reading import Columns, RecentWrites, Run, SegmentReads
 from .record import (
@@ -104,6 +105,8 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         self._recent = RecentWrites()  # the records of the last writes, for readers of the tail
         #: runs among _pending: (start, end) indexes, a plain run's columns
         self._pending_runs: list[Run] = []
+        #: the instance every record of _pending was replicated from ("": not one; None: none yet)
+        self._pending_via: str | None = None
         self._written_position = 0  # last position handed to the OS (or failed: a gap); _lock
         self._durable_position = 0  # last position fsynced; under _lock
         self._roll_blocked = False  # a roll failed: retry once a flush succeeds again
@@ -394,17 +397,19 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
                 None if client_seqs is None else client_seqs if whole else client_seqs[start:stop],
                 headers, bodies if whole else bodies[start:stop], self._buf, active.size,
                 index.next_position, index.interval)
-            self._note_publishes(active, part, marks)
+            self._note_publishes(active, part, marks, via=headers.get(PATH))  # (published at via)
             recs += part
             start = stop
         return recs
 
     def _note_publishes(self, active: Segment, recs: list[JournalRecord],
-                        marks: list[tuple[int, int]], columns: Columns | None = None) -> None:
+                        marks: list[tuple[int, int]], columns: Columns | None = None,
+                        via: str | None = None) -> None:
         """Note a run's records, whose frames are in the buffer, in ``active`` (``_buffer``'s
         bookkeeping for each, done once): its index's entries ``marks``, its counts and times;
         ``columns``: a run of plain publishes' sequences, ``s`` and bodies, kept with the run
-        for a reader of the tail (``run_columns``)."""
+        for a reader of the tail (``run_columns``); ``via``: the instance a replicated run came
+        from."""
         first, last = recs[0], recs[-1]
         index = active.index
         for position, offset in marks:  # (a run's records share their time)
@@ -412,6 +417,8 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         start = len(self._pending)
         self._pending.extend(recs)
         self._pending_runs.append((start, start + len(recs), columns))
+        held = self._pending_via
+        self._pending_via = via if via is not None and held in (None, via) else ""
         if not active.count:
             active.first_record_position = first.position
             active.first_ts = first.timestamp
@@ -458,6 +465,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
                 rec.sow_key, rec.expiration, rec.headers, rec.body,
             )
         self._pending.extend(recs)
+        self._pending_via = ""  # (records of any origin)
         first, last = recs[0], recs[-1]
         if not active.count:
             active.first_record_position = first.position
@@ -494,6 +502,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
             rec.headers, rec.body,
         )
         self._pending.append(rec)
+        self._pending_via = ""  # (a record of its own: any origin)
         # Segment.note_record, inlined
         if not active.count:
             active.first_record_position = position
@@ -589,7 +598,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
             self._buf_written = done + limit
             return False
         data = self._buf
-        runs = self._pending_runs
+        runs, via = self._pending_runs, self._pending_via
         records = self._take_buffer()
         try:
             if done:
@@ -603,7 +612,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
             return True
         with self._lock:
             self._written_position = records[-1].position
-        self._recent.add(records, len(data), runs)
+        self._recent.add(records, len(data), runs, via)
         active.set_mark()
         self._roll_blocked = False
         if self._summaries and active.size - self._ckpt_size_at >= self._ckpt_every:
@@ -615,7 +624,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         records = self._pending
         self._buf = bytearray()
         self._buf_written = 0
-        self._pending, self._pending_runs = [], []
+        self._pending, self._pending_runs, self._pending_via = [], [], None
         return records
 
     def close(self) -> None:

@@ -65,15 +65,22 @@ class RecentWrites:
         self._size = 0
         self.gen = 0
 
-    def add(self, records: list[JournalRecord], size: int, runs: list[Run] | None = None) -> None:
+    def add(self, records: list[JournalRecord], size: int, runs: list[Run] | None = None,
+            via: str | None = None) -> None:
         """The records of a write of ``size`` bytes, which went to the OS; ``runs``: the
         (start, end) indexes, ascending, of the runs among them (a client's run of publishes,
         a replicated one: records made together, alike but for their sequences and bodies),
-        each with its columns when it has them."""
+        each with its columns when it has them; ``via``: the instance every one of them was
+        replicated from, if one was. Records that every reader steps over unread (they came
+        from its peer: ``TailReader.steps_over``) are not kept, but for the last one."""
         if not self.readers:
             if self._writes:
                 self.clear()
             return
+        if via and len(records) > 1 and all(getattr(r, "steps_over", None) == via for r in self.readers):
+            size //= len(records)
+            records = records[-1:]  # (what the reader says it had received from there)
+            runs = None
         if records:
             self._writes.append(records)
             self._firsts.append(records[0].position)

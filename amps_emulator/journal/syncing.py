@@ -56,6 +56,7 @@ class SegmentSync(JournalCore):
     _buf: bytearray  # frames not yet flushed
     _pending: list[JournalRecord]  # their records, for readers
     _pending_runs: list[Run]  # runs among them: (start, end) indexes, a plain run's columns
+    _pending_via: str | None  # the instance all of them came from ("": not one; None: none)
     _recent: RecentWrites  # the records of the last writes, for readers
     _written_position: int  # last position handed to the OS (or failed: a gap); _lock
     _durable_position: int  # last position fsynced; under _lock
@@ -186,7 +187,7 @@ class SegmentSync(JournalCore):
         durable = self._durable_position
         last = self._next_position - 1
         self._buf = bytearray()
-        self._pending, self._pending_runs = [], []
+        self._pending, self._pending_runs, self._pending_via = [], [], None
         self._recent.clear()  # (it may hold records the cut removes)
         if last <= durable:
             return None

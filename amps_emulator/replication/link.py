@@ -209,6 +209,8 @@ class Sender:
         self._stale = True  # _seen is to be made again from _last_from
         self.messages_out = 0
         self.bytes_out = 0
+        #: the peer's records are stepped over unread, but for the last of a run (``poll``)
+        self.steps_over: str | None = selection.peer_name
         journal.follow_tail(self)  # (it reads each record soon after it is durable)
 
     def start(self, peer_hw: Mapping[int, int]) -> int:

@@ -18,6 +18,7 @@ class Follower:
 
     def __init__(self, j: FileJournal, next_position: int = 1) -> None:
         self.next_position = next_position
+        self.steps_over: str | None = None
         j.follow_tail(self)
 
 
@@ -137,4 +138,32 @@ def test_only_what_a_follower_has_not_passed_is_kept_and_nothing_without_one(tmp
     pub(j, 9)
     j.flush()
     assert next(j.read(third[0].position)) is not third[0]
+    j.close()
+
+
+def test_a_write_of_records_every_follower_steps_over_keeps_only_its_last(tmp_path):
+    """A sender steps over what came from its peer unread, but for the last record of a run:
+    a write of only such records keeps that one; one with anything else keeps them all."""
+    j, _ = FileJournal.open(tmp_path)
+    follower = Follower(j)
+    follower.steps_over = "A"
+    from_a, _ = j.append_replicated_plain("t", "json", "up", 99, 7, [1, 2, 3], None,
+                                          [b"a", b"b", b"c"], "A")
+    more, _ = j.append_replicated_plain("t", "json", "up", 99, 7, [4, 5], None, [b"d", b"e"], "A")
+    j.flush()
+    assert j.record_at(more[-1].position) is more[-1]
+    got = list(j.read(from_a[0].position))
+    assert got == from_a + more and all(a is not b for a, b in zip(got[:-1], from_a + more[:-1], strict=True))
+    from_c, _ = j.append_replicated_plain("t", "json", "up", 99, 7, [6, 7], None, [b"f", b"g"], "C")
+    j.flush()
+    assert next(j.read(from_c[0].position)) is from_c[0]  # (from another instance: kept)
+    mixed, _ = j.append_replicated_plain("t", "json", "up", 99, 7, [8, 9], None, [b"h", b"i"], "A")
+    own = pub(j, 1)
+    j.flush()
+    assert next(j.read(mixed[0].position)) is mixed[0] and j.record_at(own.position) is own
+    other = Follower(j)  # (reads every record: everything is kept)
+    last, _ = j.append_replicated_plain("t", "json", "up", 99, 7, [10, 11], None, [b"j", b"k"], "A")
+    j.flush()
+    assert next(j.read(last[0].position)) is last[0]
+    assert follower.next_position == other.next_position == 1
     j.close()
