@@ -131,7 +131,7 @@ class SequenceIndex:
             got = self._arrivals[sender] = array("Q")
         got.append(position)
 
-    def arrived_run(self, sender: str, positions: list[int]) -> None:
+    def arrived_run(self, sender: str, positions: Iterable[int]) -> None:
         """:meth:`arrived` for records at ``positions`` (ascending), all from ``sender``."""
         got = self._arrivals.get(sender)
         if got is None:

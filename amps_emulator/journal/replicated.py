@@ -319,7 +319,7 @@ class ReplicatedAppends:
         recs = self._append_plain(topic, message_type, client_name, publisher_id, sequences,
                                   client_seqs, headers, bodies)
         if self._seqidx is not None and recs:
-            self._seqidx.arrived_run(via, [r.position for r in recs])
+            self._seqidx.arrived_run(via, range(recs[0].position, recs[-1].position + 1))  # (consecutive)
         return recs, k
 
     def append_replicated_run(self, upstream: Sequence[JournalRecord], via: str, *,
