@@ -23,7 +23,11 @@ raw client, one expensive operation at a time, with a pause between them:
 * a bookmark ``subscribe`` from EPOCH on ``ticks``: the replay of ``--replay`` messages,
   until its completed ack;
 * one publish of a ``--body-mib`` MiB body to ``orders``, until a ``flush`` ack;
-* ``sow_delete`` with the filter ``1=1`` on ``orders`` (every record), until its stats ack.
+* ``sow_delete`` with the filter ``1=1`` on ``orders`` (every record), until its stats ack;
+* a regex ``sow`` ordered and paged as one result (``orderby``, ``top_n``, ``skip_n``);
+* replays of ``ticks`` with a filter, with ``select`` and ``timestamp``, from a timestamp
+  bookmark, with a ``rate``, and of the regex topic ``^/px/.*7$``;
+* a regex ``sow_delete`` (``1=1``) over the ``--topics`` logical topics.
 
 For each, the ping round trips under way at some point while it ran: their count, worst and
 99th percentile, beside the same figures for a quiet period (nothing else running) measured
@@ -178,6 +182,49 @@ class Worker(RawPeer):
         self.wait_ack(cid, "completed", count)
         assert got[0] == self.args.replay, got
 
+    def _replay_with(self, label: str, extra: dict[str, Any], expect: int | None) -> None:
+        got = [0]
+
+        def count(_payload: bytes) -> None:
+            got[0] += 1
+
+        cid = self.cid()
+        self.s.sendall(frame({"c": "subscribe", "t": "ticks", "sub_id": label, "bm": "0",
+                              "cid": cid, "a": "processed,completed", **extra}))
+        self.wait_ack(cid, "completed", count)
+        assert expect is None or got[0] == expect, (label, got)
+
+    def replay_filter(self) -> None:
+        self._replay_with("rf", {"filter": "/qty > 488"}, None)
+
+    def replay_select(self) -> None:
+        self._replay_with("rsel", {"opts": "select=[+/id,+/px],timestamp"}, self.args.replay)
+
+    def replay_from_timestamp(self) -> None:
+        self._replay_with("rts", {"bm": "20000101T000000"}, self.args.replay)
+
+    def replay_rate(self) -> None:  # (a pace it keeps up with: only the pacing's cost)
+        self._replay_with("rrate", {"opts": "rate=100000000"}, self.args.replay)
+
+    def replay_regex(self) -> None:
+        got = [0]
+        cid = self.cid()
+        self.s.sendall(frame({"c": "subscribe", "t": "^/px/.*7$", "sub_id": "rrx", "bm": "0",
+                              "cid": cid, "a": "processed,completed"}))
+        self.wait_ack(cid, "completed", lambda _p: got.__setitem__(0, got[0] + 1))
+        assert got[0] == self.args.topics // 10, got
+
+    def regex_sow_ordered(self) -> None:
+        h = self.command({"c": "sow", "t": "^/px/", "query_id": "qo", "batch_size": 100,
+                          "orderby": "/px DESC", "top_n": 1000, "skip_n": 10,
+                          "a": "processed,completed"}, "completed")
+        assert int(h["records_returned"]) == min(1000, self.args.topics - 10), h
+
+    def regex_sow_delete(self) -> None:
+        h = self.command({"c": "sow_delete", "t": "^/px/", "filter": "1=1",
+                          "a": "processed,stats"}, "stats")
+        assert int(h["records_deleted"]) == self.args.topics, h
+
     def big_publish(self) -> None:
         size = self.args.body_mib << 20
         blob = b'{"id":-1,"blob":"' + b"y" * (size - 20) + b'"}'
@@ -195,9 +242,16 @@ OPERATIONS = [
     ("regex subscribe ({topics:,} topics)", "regex_subscribe", "rx"),
     ("regex sow_and_subscribe ({topics:,} topics)", "regex_sow_and_subscribe", "rs"),
     ("sow ({records:,} records)", "sow", None),
+    ("regex sow orderby top_n skip_n ({topics:,})", "regex_sow_ordered", None),
     ("replay ({replay:,} messages)", "replay", "r"),
+    ("replay with a filter", "replay_filter", "rf"),
+    ("replay with select and timestamp", "replay_select", "rsel"),
+    ("replay from a timestamp bookmark", "replay_from_timestamp", "rts"),
+    ("replay with a rate", "replay_rate", "rrate"),
+    ("replay of a regex topic ({topics:,} topics)", "replay_regex", "rrx"),
     ("publish ({body_mib} MiB body)", "big_publish", None),
     ("sow_delete 1=1 ({records:,} records)", "sow_delete_all", None),
+    ("regex sow_delete 1=1 ({topics:,} topics)", "regex_sow_delete", None),
 ]
 
 

@@ -120,6 +120,10 @@ class SecurityLayer:
     def __init__(self, config: SecurityConfig, transport_names: Iterable[str] = ()) -> None:
         self.config = config
         self.state = SecurityState()
+        #: counts the resets (:meth:`reload`) and the re-checks that changed a document: a
+        #: session kept across requests (an Admin session cookie) is valid only in the
+        #: generation it was made in
+        self.generation = 0
         self._sources: dict[object, DocumentSource] = {}
         self._built: dict[tuple[SecurityBlock, SecurityBlock], TransportSecurity] = {}
         self._transports: dict[str, TransportSecurity] = {}
@@ -167,6 +171,7 @@ class SecurityLayer:
     def reload(self) -> None:
         """Forget every cached document (``POST /emulator/reset``, the reset actions; the caller
         disconnects the clients, as AMPS's reset does)."""
+        self.generation += 1
         for source in self._sources.values():
             source.reload()
 
@@ -183,4 +188,6 @@ class SecurityLayer:
         changed: set[str] = set()
         for source in list(self._sources.values()):
             changed.update(await source.recheck())
+        if changed:
+            self.generation += 1
         return changed

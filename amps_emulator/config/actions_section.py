@@ -11,7 +11,8 @@ default, per step kind, together with the options each module requires:
 
 Option values may contain AMPS action variables such as ``{{AMPS_DATA}}``; they are kept
 verbatim. ``Age``/``Duration``/``GracePeriod`` options without variables are checked to be
-durations.
+durations, and so is ``do-execute-system``'s ``Timeout`` (an emulator option: how long its
+command may run).
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ def _check_option_values(step_node: Node, module: str, options: list[ActionOptio
     for opt in options:
         if "{{" in opt.value:
             continue  # expanded by AMPS at run time
-        if opt.name in ("Age", "Duration", "GracePeriod"):
+        if opt.name in ("Age", "Duration", "GracePeriod") or (
+                opt.name == "Timeout" and module == "amps-action-do-execute-system"):
             try:
                 parse_duration(opt.value)
             except ValueError as e:

@@ -115,4 +115,8 @@ def dump_config_object(cfg: Config, notes: Iterable[str] = ()) -> str:
             for t in cfg.sow_topics)))
     if cfg.sow_stats_interval is not None:
         root.children.append(_elem("SOWStatsInterval", f"{cfg.sow_stats_interval:g}s"))
+    if cfg.minidump_directory is not None:
+        root.children.append(_elem("MiniDumpDirectory", cfg.minidump_directory))
+    if cfg.minidump_file_mask is not None:
+        root.children.append(_elem("MiniDumpFileMask", f"{cfg.minidump_file_mask:04o}"))
     return node_to_xml(root, notes)

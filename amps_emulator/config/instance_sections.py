@@ -1,4 +1,5 @@
-"""Readers for the instance-level sections: ``Transports``, ``Admin``, ``Logging``, ``TransactionLog``.
+"""Readers for the instance-level sections: ``Transports``, ``Logging``, ``TransactionLog``
+(``Admin`` and ``Protocols``: :mod:`config.httpd`).
 
 Each ``read_*`` function takes the section element and the :class:`~config.schema.Ctx`,
 reports every problem through it, and returns the frozen structures that could be built.
@@ -26,13 +27,12 @@ from typing import Any
 
 import msgspec
 
+from .httpd.headers import parse_header
 from .model import (
     DEFAULT_CLIENT_OUTBOUND_LIMIT,
     DEFAULT_MAX_FRAME_SIZE,
     DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON,
-    Admin,
     LogTarget,
-    ProtocolDef,
     SlowClients,
     TransactionLog,
     Transport,
@@ -46,7 +46,6 @@ from .schema import (
     Spec,
     at_least,
     each,
-    ignored_element,
     label,
     positive,
     read,
@@ -116,12 +115,12 @@ _UNSUPPORTED_PROTOCOLS = {
 }
 #: protocol modules AMPS loads by default, and the synonym it accepts
 BUILTIN_PROTOCOLS = (*_SERVED_PROTOCOLS, *_UNSUPPORTED_PROTOCOLS)
-_PROTOCOL_SYNONYMS = {"json": "amps"}
+PROTOCOL_SYNONYMS = {"json": "amps"}
 
 _TRANSPORT_IGNORED = frozenset({
-    "TransportFilter", "HTTPHeader", "FileName", "FileMask",
+    "TransportFilter", "FileName", "FileMask",
 })
-def _as_node(node: Node, ctx: Ctx) -> Node:
+def as_node(node: Node, ctx: Ctx) -> Node:
     """A structured child kept as it is (the auth layer reads security blocks from the tree)."""
     return node
 
@@ -148,6 +147,7 @@ def _transport_spec(ctx: Ctx) -> Spec:
             "Ciphers": Elem("ciphers", text),
             "SecureSocketProtocols": Elem("secure_socket_protocols", parse_protocols),
             "PerMessageDeflate": Elem("per_message_deflate", text),
+            "HTTPHeader": Elem("http_headers", parse_header, multiple=True),
             "VerifyClient": Elem("verify_client", parse_bool),
             "CAFile": Elem("ca_file", text),
             "CAPath": Elem("ca_path", text),
@@ -160,8 +160,8 @@ def _transport_spec(ctx: Ctx) -> Spec:
             **slow_client_elems(),
             **LIMIT_ELEMENTS,
             # read by config.security.read_security (the loader's _read_security)
-            "Authentication": Elem("authentication", node=_as_node),
-            "Entitlement": Elem("entitlement", node=_as_node),
+            "Authentication": Elem("authentication", node=as_node),
+            "Entitlement": Elem("entitlement", node=as_node),
         },
         ignored=_TRANSPORT_IGNORED,
     )
@@ -223,7 +223,7 @@ def read_transports(node: Node, ctx: Ctx, defaults: InstanceDefaults) -> tuple[T
     return tuple(out)
 
 
-def _inet_addr(r, where: str, ctx: Ctx) -> tuple[str | None, int] | None:
+def inet_addr_of(r, where: str, ctx: Ctx) -> tuple[str | None, int] | None:
     """``(host, port)`` of the section's ``InetAddr`` (``(None, 0)`` without one); ``None``
     after reporting a malformed one."""
     if "inet_addr" not in r.values:
@@ -237,7 +237,7 @@ def _inet_addr(r, where: str, ctx: Ctx) -> tuple[str | None, int] | None:
 
 def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults) -> Transport | None:
     r = read(node, spec, ctx)
-    addr = _inet_addr(r, label(node), ctx)
+    addr = inet_addr_of(r, label(node), ctx)
     if addr is None or not r.ok:
         return None
     host, port = addr
@@ -276,7 +276,17 @@ def _read_transport(node: Node, spec: Spec, ctx: Ctx, defaults: InstanceDefaults
         ca_file=r.get("ca_file"),
         ca_path=r.get("ca_path"),
         per_message_deflate=_per_message_deflate(node, r, ctx, base),
+        http_headers=_http_headers(node, r, ctx, base),
     )
+
+
+def _http_headers(node: Node, r, ctx: Ctx, protocol: str) -> tuple[tuple[str, str], ...]:
+    """``HTTPHeader``: the websocket upgrade's extra headers (warned about elsewhere)."""
+    headers = tuple(r.get("http_headers", ()))
+    if headers and protocol != "websocket":
+        ctx.warn(r.nodes["http_headers"], f"{label(node)}: <HTTPHeader> has no effect: the "
+                                          f"transport's protocol is {protocol}, not websocket")
+    return headers
 
 
 def _per_message_deflate(node: Node, r, ctx: Ctx, protocol: str) -> bool:
@@ -346,55 +356,7 @@ def warn_unavailable_protocols(ctx: Ctx, node: Node, at: Node | None,
                      "the transport accepts the other protocols listed")
 
 
-# --- Protocols ----------------------------------------------------------------------------
-
-_PROTOCOL_OPTION_NOTE = "protocol options are not implemented"
-
-
-def read_protocols(node: Node, ctx: Ctx) -> tuple[ProtocolDef, ...]:
-    """``Protocols/Protocol``: ``Name`` + ``Module`` (the protocol it is built on) + module options.
-
-    The names are recorded in ``ctx`` first, so transports can refer to them. Options are
-    module-specific (``WWWAuthenticate``, ``TrustedAdmin``, ``HTTPHeader`` for websocket, or a
-    custom module's own); the emulator implements none and warns once per option.
-    """
-    where = "<Protocols>"
-    if node.text:
-        ctx.err(node, f"unexpected text {node.text[:40]!r} in {where}")
-    out: list[ProtocolDef] = []
-    for child in node.children:
-        if child.tag != "Protocol":
-            unknown_element(ctx, child, where, ["Protocol"])
-            continue
-        name_node, module_node = child.child("Name"), child.child("Module")
-        ok = True
-        for tag, n in (("Name", name_node), ("Module", module_node)):
-            if n is None:
-                ctx.err(child, f"<Protocol> in {where} is missing required element <{tag}>")
-                ok = False
-            elif not n.text or n.children:
-                ctx.err(n, f"<{tag}> in <Protocol> must hold a name")
-                ok = False
-        options = []
-        for opt in child.children:
-            if opt.tag in ("Name", "Module"):
-                continue
-            ignored_element(ctx, opt, label(child), _PROTOCOL_OPTION_NOTE)
-            options.append((opt.tag, opt.text))
-        if not ok or name_node is None or module_node is None:  # reported above
-            continue
-        name, module = name_node.text, module_node.text
-        if name in ctx.protocols:
-            ctx.err(name_node, f"duplicate protocol name {name!r} in {where}")
-            continue
-        low = module.lower()
-        builtin = low in (*BUILTIN_PROTOCOLS, *_PROTOCOL_SYNONYMS)
-        base = _PROTOCOL_SYNONYMS.get(low, low) if builtin else module
-        ctx.protocols[name] = base
-        out.append(ProtocolDef(file=child.file, line=child.line, name=name, module=base,
-                               options=tuple(options)))
-    return tuple(out)
-
+# --- Protocols (read by config.httpd.protocols) ---------------------------------------
 
 def resolve_protocol(ctx: Ctx, text: str) -> tuple[str, str]:
     """``(base protocol, name as written)`` for a Transport's ``Protocol``."""
@@ -402,8 +364,8 @@ def resolve_protocol(ctx: Ctx, text: str) -> tuple[str, str]:
     if written in ctx.protocols:
         return ctx.protocols[written], written
     low = written.lower()
-    if low in BUILTIN_PROTOCOLS or low in _PROTOCOL_SYNONYMS:
-        return _PROTOCOL_SYNONYMS.get(low, low), written
+    if low in BUILTIN_PROTOCOLS or low in PROTOCOL_SYNONYMS:
+        return PROTOCOL_SYNONYMS.get(low, low), written
     known = [*BUILTIN_PROTOCOLS, *ctx.protocols]
     hint = suggest(written, known)
     extra = f"; did you mean {hint!r}?" if hint else ""
@@ -411,46 +373,16 @@ def resolve_protocol(ctx: Ctx, text: str) -> tuple[str, str]:
                      f"({', '.join(BUILTIN_PROTOCOLS)}) nor a <Protocol> declared under <Protocols>{extra}")
 
 
-# --- Admin --------------------------------------------------------------------------------
-
-_ADMIN_SPEC = Spec(
-    elems={
-        "InetAddr": Elem("inet_addr", text),
-        "FileName": Elem("file_name", text),
-        "Interval": Elem("interval", at_least(parse_duration, 1.0, "1s")),
-        "SQLTransport": Elem("sql_transport", text),
-        "ExternalInetAddr": Elem("external_inet_addr", text),
-        "WWWAuthenticate": Elem("www_authenticate", text),
-        # read by config.security.read_security (the loader's _read_security)
-        "Authentication": Elem("authentication", node=_as_node),
-        "Entitlement": Elem("entitlement", node=_as_node),
-    },
-    ignored=frozenset({
-        "AnonymousPaths", "Header",
-        "AccessControlAllowOrigin", "SessionOptions", "Certificate", "PrivateKey", "Ciphers",
-        "Galvanometer", "SQLTransportInetAddr",
-    }),
-)
+_INDEXING_SPEC = Spec(elems={"Enabled": Elem("enabled", parse_bool)})
+_STATISTICS_SPEC = Spec(elems={
+    "Indexing": Elem("indexing", node=lambda n, c: read(n, _INDEXING_SPEC, c).get("enabled", False)),
+})
 
 
-def read_admin(node: Node, ctx: Ctx) -> Admin | None:
-    """``Admin``; ``None`` without an ``InetAddr`` (AMPS then runs no admin server)."""
-    r = read(node, _ADMIN_SPEC, ctx)
-    addr = _inet_addr(r, "<Admin>", ctx)
-    if addr is None or not r.ok or "inet_addr" not in r.values:
-        return None
-    host, port = addr
-    challenge = r.get("www_authenticate")
-    if challenge is not None:  # (whether it has an effect: loader._warn_unsecured_admin)
-        if challenge.split(" ", 1)[0].lower() != "basic":
-            ctx.warn(r.nodes["www_authenticate"], f"<WWWAuthenticate> {challenge!r}: the "
-                     "emulator sends this challenge but reads only Basic credentials")
-    return Admin(
-        file=node.file, line=node.line, host=host, port=port, inet_addr=r.values["inet_addr"],
-        file_name=r.get("file_name", ":memory:"), interval=r.get("interval", 10.0),
-        sql_transport=r.get("sql_transport"), external_inet_addr=r.get("external_inet_addr"),
-        www_authenticate=challenge,
-    )
+def read_statistics(node: Node, ctx: Ctx) -> bool:
+    """``Statistics``: whether ``Indexing/Enabled`` asks for an index on ``static_id`` of
+    every DYNAMIC table of the statistics database."""
+    return bool(read(node, _STATISTICS_SPEC, ctx).get("indexing", False))
 
 
 # --- Logging ------------------------------------------------------------------------------
@@ -538,8 +470,11 @@ _TXLOG_SPEC = Spec(
         "Durability": Elem("durability", enum(["group", "strict", "memory"])),
         "RetentionSize": Elem("retention_size", positive(parse_size, "RetentionSize")),
         "RetentionAge": Elem("retention_age", positive(parse_duration, "RetentionAge")),
+        "CompressedJournalCacheMemoryLimit": Elem(
+            "compressed_journal_cache_limit",
+            positive(parse_size, "CompressedJournalCacheMemoryLimit")),
     },
-    ignored=frozenset({"O_DIRECT", "CompressedJournalCacheMemoryLimit"}),
+    ignored=frozenset({"O_DIRECT"}),
 )
 
 
@@ -559,4 +494,5 @@ def read_transaction_log(node: Node, ctx: Ctx) -> TransactionLog | None:
         durability=r.get("durability", "group"),
         retention_size=r.get("retention_size"),
         retention_age=r.get("retention_age"),
+        compressed_journal_cache_limit=r.get("compressed_journal_cache_limit"),
     )

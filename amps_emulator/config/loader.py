@@ -20,16 +20,20 @@ import os
 from collections.abc import Mapping
 
 from amps_emulator.protocol.filter.construct import parse_field, previous_mark
+from amps_emulator.protocol.filter.modules import function_modules
 from amps_emulator.protocol.msgtypes import VIEWLESS_MODULES, MessageTypeDecl
 
 from .actions_section import read_actions
+from .auxiliary import AuxModules, read_aux_modules
+from .auxiliary.lookups import check_value_lookups
 from .errors import ConfigError, ConfigIssue
+from .httpd.admin import read_admin
+from .httpd.protocols import read_protocols
 from .instance_sections import (
     LIMIT_ELEMENTS,
     InstanceDefaults,
-    read_admin,
     read_logging,
-    read_protocols,
+    read_statistics,
     read_transaction_log,
     read_transports,
     slow_client_elems,
@@ -42,6 +46,7 @@ from .model import (
     DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON,
     Config,
     ConflatedTopic,
+    ProtocolDef,
     Replication,
     ReplicationAuthenticator,
     SowTopic,
@@ -54,9 +59,9 @@ from .replication_sections import (
     read_tuning,
 )
 from .schema import Ctx, Elem, Spec, positive, read, text
-from .security import LIBRARIES, SecurityConfig, read_security
+from .security import SecurityConfig, read_security
 from .sow_sections import SowResult, check_queue_logging, one_definition_per_name, read_sow
-from .units import parse_duration, parse_size
+from .units import parse_duration, parse_file_mask, parse_size
 from .values import parse_name
 from .xmlload import AMPS_VERSION, Node, load_tree, read_file, report_missing_env
 
@@ -81,6 +86,7 @@ _TOP_SPEC = Spec(
         "MessageTypes": Elem("message_types", node=_SECTION, multiple=True),
         "Replication": Elem("replication", node=_SECTION),
         "Tuning": Elem("tuning", node=_SECTION),
+        "Statistics": Elem("statistics_indexing", node=read_statistics),
         "Bootstrap": Elem("bootstrap", node=_SECTION),
         # what outgoing replication links log on with when their Transport names no Authenticator
         "Authenticator": Elem("authenticator", node=read_authenticator),
@@ -96,12 +102,14 @@ _TOP_SPEC = Spec(
         "ClientOutboundLimit": Elem("client_outbound_limit", positive(parse_size, "ClientOutboundLimit")),
         **LIMIT_ELEMENTS,
         "SOWDirectory": Elem("sow_directory", text),
+        "MiniDumpDirectory": Elem("minidump_directory", text),
+        "MiniDumpFileMask": Elem("minidump_file_mask", parse_file_mask),
         **slow_client_elems(),
     },
     ignored=frozenset({
         "Externals",
         "UserDefinedFunctions", "ProcessName", "Environment",
-        "MiniDumpDirectory", "MiniDumpFileMask", "SuggestedMinimumVersion", "RequiredMinimumVersion",
+        "SuggestedMinimumVersion", "RequiredMinimumVersion",
         "ConfigIncludeCommentDefault", "ConfigCycleDetectionThreshold", "ConfigValidation",
         "SOWStatisticsInterval", "RegexTopicSupport",
     }),
@@ -163,15 +171,6 @@ def _harvest_message_types(root: Node, ctx: Ctx) -> None:
                 ctx.message_types.append(name.text)
 
 
-def _only_security_modules(modules: Node) -> bool:
-    """Whether every ``Modules/Module`` loads a library the auth layer implements."""
-    for m in modules.children:
-        lib = m.child("Library") if m.tag == "Module" else None
-        if lib is None or os.path.basename(lib.text.strip()) not in LIBRARIES:
-            return False
-    return True
-
-
 def _has_security(root: Node) -> bool:
     """Whether any Authentication or Entitlement block is configured (instance, Transport, Admin)."""
     tags = ("Authentication", "Entitlement")
@@ -200,11 +199,23 @@ def _warn_unsecured_admin(admin: Node, ctx: Ctx) -> None:
     """A ``WWWAuthenticate`` that no request ever sees: Admin (AMPS's ``amps-admin``
     transport) resolves its modules as a transport does, its own blocks else the instance's,
     and asks for credentials when either gives it one (``SecurityConfig.admin_secured``)."""
-    node = admin.child("WWWAuthenticate")
-    if node is not None:
-        ctx.warn(node, "<WWWAuthenticate> has no effect here: neither <Admin> nor the instance "
-                       "has an <Authentication> or <Entitlement> block, so the Admin interface "
-                       "asks no one for credentials")
+    for tag in ("WWWAuthenticate", "AnonymousPaths", "SessionOptions"):
+        node = admin.child(tag)
+        if node is not None:
+            ctx.warn(node, f"<{tag}> has no effect here: neither <Admin> nor the instance "
+                           "has an <Authentication> or <Entitlement> block, so the Admin interface "
+                           "asks no one for credentials")
+
+
+def _warn_untrusted(protocols: tuple[ProtocolDef, ...], admin_secured: bool, ctx: Ctx) -> None:
+    """``TrustedAdmin`` with no Admin session to trust: the Admin interface hands out session
+    cookies only when it asks for credentials."""
+    if admin_secured:
+        return
+    for p in protocols:
+        if p.trusted_admin:
+            ctx.warn_at(p.file, p.line, f"<Protocol> {p.name!r}: <TrustedAdmin> has no effect: "
+                        "the Admin interface asks no one for credentials, so it has no sessions")
 
 
 def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
@@ -213,6 +224,15 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         return None
     _harvest_message_types(root, ctx)
     message_type_decls = read_message_types(root, ctx)
+    # (before the sections: a KeyGenerator or an Authenticator names a declared module, and the
+    # expressions of the sections may call the functions of a loaded library)
+    modules = read_aux_modules(root.child("Modules"), ctx)
+    with function_modules(modules.function_libraries):
+        return _build_sections(root, ctx, source, message_type_decls, modules)
+
+
+def _build_sections(root: Node, ctx: Ctx, source: str, message_type_decls: tuple[MessageTypeDecl, ...],
+                    modules: AuxModules) -> Config | None:
     top = read(root, _TOP_SPEC, ctx, where="<AMPSConfig>")
     v = top.values
     ctx.sow_directory = v.get("sow_directory")
@@ -239,12 +259,10 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
         read_sow(section, ctx, sow)
     actions = read_actions(v["actions"], ctx) if "actions" in v else ()
     security = _read_security(root, ctx, source)
-    if admin is not None and admin.www_authenticate is not None \
-            and (security is None or not security.admin_secured):
+    admin_secured = admin is not None and security is not None and security.admin_secured
+    if admin is not None and not admin_secured:
         _warn_unsecured_admin(v["admin"], ctx)
-    if "modules" in v and not _only_security_modules(v["modules"]):
-        # (a Modules list of authentication/entitlement libraries only is read, not warned)
-        ctx.warn(v["modules"], "<Modules> in <AMPSConfig> is not supported by the emulator and is ignored")
+    _warn_untrusted(protocols, admin_secured, ctx)
     listener = read_replication_listener(v["transports"], ctx) if "transports" in v else None
     if listener is not None and listener.port != 0:
         clash = next((t for t in transports if t.port == listener.port
@@ -260,6 +278,7 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
                                txlog=txlog) if "bootstrap" in v else None
     where_repl = top.nodes.get("replication")
     _refuse_viewless_view_types(sow, message_type_decls, ctx)
+    check_value_lookups(sow, modules, ctx)
     _refuse_unenrichable_types(sow, message_type_decls, ctx)
     if not ctx.errors:
         one_definition_per_name(sow, ctx)
@@ -285,7 +304,10 @@ def _build(root: Node, ctx: Ctx, source: str) -> Config | None:
             authenticator=v.get("authenticator", ReplicationAuthenticator())),
         message_types=tuple(ctx.message_types), message_type_decls=message_type_decls,
         sow_directory=ctx.sow_directory, sow_stats_interval=v.get("sow_stats_interval"),
-        source=source, warnings=tuple(ctx.warnings),
+        statistics_indexing=v.get("statistics_indexing", False),
+        minidump_directory=v.get("minidump_directory"),
+        minidump_file_mask=v.get("minidump_file_mask"),
+        modules=modules, source=source, warnings=tuple(ctx.warnings),
     )
 
 

@@ -24,6 +24,7 @@ import msgspec
 
 from amps_emulator.protocol.msgtypes import MessageTypeDecl
 
+from .auxiliary.model import AuxModules, ChainingKeys
 from .errors import ConfigIssue
 from .security import SecurityConfig
 from .values import is_regex
@@ -38,7 +39,6 @@ DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON = 1 * MiB
 QueueKind = Literal["queue", "local", "group_local"]
 StepKind = Literal["on", "if", "do"]
 TxLogDurability = Literal["group", "strict", "memory"]
-
 
 
 @functools.lru_cache(maxsize=256)
@@ -110,6 +110,8 @@ class Transport(_Located, frozen=True, kw_only=True):
     ca_path: str | None = None  # CAPath: directory of hashed CA certificates (c_rehash)
     #: PerMessageDeflate (websocket): negotiate RFC 7692 compression with a client that offers it
     per_message_deflate: bool = True
+    #: HTTPHeader (websocket): each ``(name, value)`` added to the upgrade's responses
+    http_headers: tuple[tuple[str, str], ...] = ()
 
     @property
     def tls(self) -> bool:
@@ -123,6 +125,13 @@ class ProtocolDef(_Located, frozen=True, kw_only=True):
     name: str  # Name: what a Transport's <Protocol> refers to
     module: str  # Module: the protocol it is built on (amps, websocket, ...; json -> amps)
     options: tuple[tuple[str, str], ...] = ()  # the module's options (WWWAuthenticate, ...) as written
+    #: websocket HTTPHeader: each ``(name, value)`` added to the upgrade's responses
+    http_headers: tuple[tuple[str, str], ...] = ()
+    #: websocket WWWAuthenticate: the upgrade must carry HTTP credentials (None: it need not);
+    #: only a ``Basic`` challenge is served
+    www_authenticate: str | None = None
+    #: websocket TrustedAdmin: an upgrade carrying a valid Admin session cookie logs on as its user
+    trusted_admin: bool = False
 
 
 class Admin(_Located, frozen=True, kw_only=True):
@@ -138,6 +147,26 @@ class Admin(_Located, frozen=True, kw_only=True):
     #: WWWAuthenticate: the challenge of a 401 when Admin has its own Authentication or
     #: Entitlement block (None: ``Basic realm="AMPS Admin"``)
     www_authenticate: str | None = None
+    #: Header: each ``(name, value)`` added to every Admin response
+    headers: tuple[tuple[str, str], ...] = ()
+    #: AccessControlAllowOrigin: a regex; an ``Origin`` it matches is echoed (None: ``*``)
+    allow_origin: str | None = None
+    #: AnonymousPaths: a regex; the paths it matches skip authentication and entitlement
+    anonymous_paths: str | None = None
+    #: SessionOptions: what follows the session cookie's value (None: AMPS's default)
+    session_options: str | None = None
+    certificate: str | None = None  # Certificate: with PrivateKey, Admin is served over HTTPS
+    private_key: str | None = None  # PrivateKey
+    ciphers: str | None = None  # Ciphers: OpenSSL cipher list
+    #: [emulator] SecureSocketProtocols: the TLS versions HTTPS accepts (None: TLSv1.1 to 1.3)
+    secure_socket_protocols: tuple[str, ...] | None = None
+    #: Galvanometer: false turns the emulator's web console (its stand-in) off
+    galvanometer: bool = True
+    sql_transport_inet_addr: str | None = None  # SQLTransportInetAddr (Galvanometer's; no effect)
+
+    @property
+    def tls(self) -> bool:
+        return self.certificate is not None and self.private_key is not None
 
 
 class LogTarget(_Located, frozen=True, kw_only=True):
@@ -186,6 +215,8 @@ class TransactionLog(_Located, frozen=True, kw_only=True):
     durability: TxLogDurability = "group"  # [emulator] Durability: group | strict | memory
     retention_size: int | None = None  # [emulator] RetentionSize: drop oldest files above this
     retention_age: float | None = None  # [emulator] RetentionAge: drop files older than this
+    #: CompressedJournalCacheMemoryLimit: bytes of decompressed journal kept (None: AMPS's default)
+    compressed_journal_cache_limit: int | None = None
 
     def records(self, topic: str, message_type: str) -> bool:
         """True when a publish to ``topic`` of ``message_type`` is recorded in this log."""
@@ -217,6 +248,8 @@ class SowTopic(_Located, frozen=True, kw_only=True):
     #: (run after, may read OF PREVIOUS): each ``<expression> AS /field [HINT ...]``
     preprocessing: tuple[str, ...] = ()
     enrichment: tuple[str, ...] = ()
+    #: KeyGenerator through the chaining key generator (None: the Key fields, if any)
+    key_generator: ChainingKeys | None = None
 
     def holds(self, topic: str) -> bool:
         """True when ``topic`` is one of this container's logical topics."""
@@ -386,17 +419,22 @@ DEFAULT_AUTHENTICATOR_MODULE = "amps-default-authenticator-module"
 
 
 class ReplicationAuthenticator(_Located, frozen=True, kw_only=True):
-    """An ``Authenticator`` (in a ``Destination``'s or ``Bootstrap``'s ``Transport``, or for the
-    whole instance): the credentials this instance logs on with when it connects to another
-    instance's replication transport. ``amps-default-authenticator-module``: the ``User``
-    option, else the user running the process; a password from ``Password``,
-    ``PasswordFileName`` or ``PasswordEnvironmentVariable`` (read at each connection), else none."""
+    """An ``Authenticator`` (a ``Destination``'s or ``Bootstrap``'s ``Transport``'s, or the
+    instance's): the credentials this instance logs on with to another instance's replication
+    transport. The default module: ``User`` (else the process's user) and a password from
+    ``Password``, ``PasswordFileName`` or ``PasswordEnvironmentVariable`` (read at each
+    connection); the LDAP options of the multimechanism authenticator fill the same fields;
+    the exec authenticator's ``command`` prints the password (``replication.exec_auth``)."""
 
     module: str = DEFAULT_AUTHENTICATOR_MODULE  # Module
-    user: str | None = None  # Options/User
+    library: str | None = None  # the library Module loads (None: the default module)
+    user: str | None = None  # Options/User (UserName, LDAP.Username)
     password: str | None = None  # Options/Password
     password_file: str | None = None  # Options/PasswordFileName
     password_env: str | None = None  # Options/PasswordEnvironmentVariable
+    #: exec authenticator: Command, split (its output is the password), and MaxLength
+    command: tuple[str, ...] | None = None
+    max_length: int = 1024
 
     def credentials(self) -> tuple[str, str | None]:
         """(user name, password or None); ``OSError``/``KeyError`` when the password file or
@@ -592,9 +630,16 @@ class Config(msgspec.Struct, frozen=True, kw_only=True):
     sow_directory: str | None = None  # [emulator] SOWDirectory: where the emulator keeps SOW data
     #: SOWStatsInterval (seconds): how often /AMPS/SOWStats is published (None: never)
     sow_stats_interval: float | None = None
+    #: Statistics/Indexing/Enabled: index static_id of the statistics database's DYNAMIC tables
+    statistics_indexing: bool = False
+    #: MiniDumpDirectory (None: ``/tmp``; ``disabled``: none) and MiniDumpFileMask (None: 0640)
+    minidump_directory: str | None = None
+    minidump_file_mask: int | None = None
     #: the Authentication/Entitlement blocks, resolved per transport and for Admin by the auth
     #: layer; None when the configuration has none (nothing is checked)
     security: SecurityConfig | None = None
+    #: the auxiliary modules of Modules the emulator implements (function libraries, lookups)
+    modules: AuxModules = msgspec.field(default_factory=AuxModules)
     source: str = ""  # the configuration file ("<default>" for default_config())
     #: one per ignored-but-real AMPS element; also a queue whose underlying topic is not in the
     #: TransactionLog, and a configuration without any usable transport

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import os
 import ssl
+from typing import Any
 
+from .auxiliary.authenticators import AUTHENTICATOR_LIBRARIES, read_library_authenticator
 from .model import (
     DEFAULT_AUTHENTICATOR_MODULE,
     DEFAULT_REPLICATION_MAX_CONNECTIONS,
@@ -178,22 +180,34 @@ def _no_effect_without_tls(ctx: Ctx, node, nodes: dict, *tags: tuple[str, str]) 
 
 
 def read_authenticator(node, ctx: Ctx) -> ReplicationAuthenticator | object:
-    """An ``Authenticator``: ``Module`` (``amps-default-authenticator-module``, the one the
-    emulator implements) and its ``Options``. A password file or variable is read at each
-    connection attempt: one that is not there yet is a warning now (the link is refused until
-    it is)."""
+    """An ``Authenticator``: ``Module`` (``amps-default-authenticator-module``, or a declared
+    module of the exec or multimechanism authenticator library:
+    :mod:`config.auxiliary.authenticators`) and its ``Options``. A password file or variable
+    is read at each connection attempt: one that is not there yet is a warning now (the link
+    is refused until it is)."""
     where = "<Authenticator>"
     r = read(node, Spec(elems={"Module": Elem("module", text, required=True),
                                "Options": Elem("options", node=_node)}), ctx, where=where)
     if not r.ok:
         return MISSING
     module = r.values["module"].strip()
-    if module != DEFAULT_AUTHENTICATOR_MODULE:
-        ctx.err(r.nodes["module"], f"{where}: module {module!r} is not implemented by the emulator "
-                                   f"(it implements {DEFAULT_AUTHENTICATOR_MODULE})")
-        return MISSING
-    values: dict[str, str] = {}
     options = r.get("options")
+    if module != DEFAULT_AUTHENTICATOR_MODULE:
+        library = ctx.module_libraries.get(module)
+        if library not in AUTHENTICATOR_LIBRARIES:
+            what = f"loads {library}, which" if library is not None else "is neither built in nor " \
+                "declared in <Modules>: it"
+            ctx.err(r.nodes["module"], f"{where}: module {module!r} {what} is not implemented by "
+                                       f"the emulator (it implements {DEFAULT_AUTHENTICATOR_MODULE}, "
+                                       f"{' and '.join(sorted(AUTHENTICATOR_LIBRARIES))})")
+            return MISSING
+        fields = read_library_authenticator(library, options, node, ctx)
+        if fields is MISSING:
+            return MISSING
+        found = ReplicationAuthenticator(file=node.file, line=node.line, module=module,
+                                         library=library, **fields)
+        return found if found.command is not None else _check_password(found, node, ctx)
+    values: dict[str, Any] = {}
     for opt in options.children if options is not None else ():
         attr = _AUTHENTICATOR_OPTIONS.get(opt.tag)
         if attr is None:
@@ -201,6 +215,12 @@ def read_authenticator(node, ctx: Ctx) -> ReplicationAuthenticator | object:
             return MISSING
         values[attr] = opt.text.strip()
     found = ReplicationAuthenticator(file=node.file, line=node.line, module=module, **values)
+    return _check_password(found, node, ctx)
+
+
+def _check_password(found: ReplicationAuthenticator, node, ctx: Ctx) -> ReplicationAuthenticator:
+    """``found``, warned about when its password file or variable is not there yet."""
+    where = "<Authenticator>"
     try:
         found.credentials()
     except OSError as exc:

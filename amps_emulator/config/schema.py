@@ -48,6 +48,8 @@ class Ctx:
         self.sow_directory: str | None = None
         #: <Protocols>/<Protocol> names -> the protocol module each is built on
         self.protocols: dict[str, str] = {}
+        #: <Modules>/<Module> names -> the library file name each loads
+        self.module_libraries: dict[str, str] = {}
 
     # the xmlload.Issues protocol
     def error(self, file: str, line: int, reason: str, seq: int = 0) -> None:

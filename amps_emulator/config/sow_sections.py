@@ -29,6 +29,7 @@ from urllib.parse import quote
 from amps_emulator.protocol.filter import FilterError
 from amps_emulator.protocol.filter.construct import parse_field, previous_mark
 
+from .auxiliary.chaining import read_key_generator
 from .model import ConflatedTopic, Queue, QueueKind, SowTopic, TransactionLog, View
 from .schema import (
     MISSING,
@@ -131,8 +132,9 @@ def _topic_spec(ctx: Ctx) -> Spec:
             "Pattern": Elem("pattern", parse_regex),
             "Preprocessing": Elem("preprocessing", node=_fields("<Topic>/<Preprocessing>", False)),
             "Enrichment": Elem("enrichment", node=_fields("<Topic>/<Enrichment>", True)),
+            "KeyGenerator": Elem("key_generator", node=read_key_generator),
         },
-        ignored=frozenset({"KeyGenerator", "SlabSize", "InitialSlabCount", "ExpectedKeyCountHint"}),
+        ignored=frozenset({"SlabSize", "InitialSlabCount", "ExpectedKeyCountHint"}),
     )
 
 
@@ -313,6 +315,17 @@ def _read_topic(node: Node, ctx: Ctx, regex_topic: bool = False) -> SowTopic | N
             return None
         file_name = f"{ctx.sow_directory.rstrip('/')}/%n.sow"
     keys = tuple(r.get("keys", ()))
+    hash_indexes = tuple(r.get("hash_indexes", ()))
+    key_generator = r.get("key_generator")
+    if key_generator is not None:
+        if "key_domain" in r.values:
+            ctx.err(r.nodes["key_domain"], f"<KeyDomain> in {label(node)} is not valid with a "
+                                           "<KeyGenerator>")
+            return None
+        if keys:
+            ctx.warn(r.nodes["keys"], f"{label(node)}: its <KeyGenerator> makes the SowKey; the "
+                                      "<Key> fields are only indexed (as a <HashIndex>)")
+            hash_indexes, keys = (*hash_indexes, keys), ()
     if "key_domain" in r.values and not keys:
         ctx.err(r.nodes["key_domain"], f"<KeyDomain> in {label(node)} needs at least one <Key>")
         return None
@@ -322,9 +335,10 @@ def _read_topic(node: Node, ctx: Ctx, regex_topic: bool = False) -> SowTopic | N
         resolved_file_name=resolve_file_name(file_name, name, mt) if file_name else None,
         durability=durability, keys=keys, key_domain=r.get("key_domain"),
         expiration_enabled=enabled, expiration=expiration,
-        hash_indexes=tuple(r.get("hash_indexes", ())), indexes=tuple(r.get("indexes", ())),
+        hash_indexes=hash_indexes, indexes=tuple(r.get("indexes", ())),
         recovery_point=r.get("recovery_point", "epoch"), history=r.get("history"), pattern=pattern,
         preprocessing=r.get("preprocessing", ()), enrichment=r.get("enrichment", ()),
+        key_generator=key_generator,
     )
 
 

@@ -115,3 +115,11 @@ def parse_percent(text: str) -> float:
     if not 0 < value <= 100:
         raise ValueError(f"invalid percentage {word!r}: above 0%, at most 100%")
     return value / 100
+
+
+def parse_file_mask(text: str) -> int:
+    """Parse a permissions mask as ``chmod`` takes it (octal: ``0640``, ``644``)."""
+    value = text.strip()
+    if not value or len(value) > 4 or any(c not in "01234567" for c in value):
+        raise ValueError(f"{value!r} is not an octal permissions mask such as 0640")
+    return int(value, 8)

@@ -24,6 +24,7 @@ from .api import (
     WriteFailure,
 )
 from .base import Clock, merge_checkpoint
+from .housekeeping import SegmentHousekeeping
 from .identity import PATH
 from .index import DEFAULT_INDEX_INTERVAL
 from .reading import Columns, RecentWrites, Run, SegmentReads
@@ -40,6 +41,7 @@ from .record import (
 from .recovery import Recovery
 from .retention import RETAINED_FROM, SegmentRetention, check_oldest
 from .segment import HEADER_SIZE, O_CLOEXEC, FileOps, Segment, fdatasync
+from .stored import CompressedCache
 from .syncing import SegmentSync
 
 if sys.platform != "win32":
@@ -56,7 +58,7 @@ DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
 DEFAULT_CHECKPOINT_BYTES = 8 * 1024 * 1024
 
 
-class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
+class FileJournal(SegmentReads, SegmentSync, SegmentRetention, SegmentHousekeeping):
     """Segmented, checksummed, append-only transaction log. Build with :meth:`open`."""
 
     # ------------------------------------------------------------------ construction
@@ -72,6 +74,8 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         index_interval: int = DEFAULT_INDEX_INTERVAL,
         checkpoint_bytes: int | None = DEFAULT_CHECKPOINT_BYTES,
         defer_summaries: bool = False,
+        archive_directory: str | None = None,
+        compressed_cache_limit: int | None = None,
     ) -> None:
         """The journal's state, with no file touched: :meth:`open` constructs, then recovers."""
         self._init_core(clock=clock, durability=Durability(durability))
@@ -90,6 +94,10 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         self._strict = self._durability is Durability.STRICT  # write and fsync in every append
         #: the file calls of the write path (tests swap in one that fails on demand)
         self.file_ops = FileOps()
+        # -- archived and compressed segments (housekeeping.py, stored.py)
+        self.archive_directory = archive_directory  # JournalArchiveDirectory (None: none)
+        self.compressed_cache = CompressedCache(compressed_cache_limit)  # reads .journal.gz
+        self._busy: set[int] = set()  # segments being archived or compressed (by first position)
         # -- files (owner thread; fds handed between threads under _lock)
         self._dir_fd = -1  # the directory (flock'd; fsynced after segments come and go)
         self._segments: list[Segment] = []  # oldest first; the last is the active one
@@ -136,6 +144,8 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         checkpoint_bytes: int | None = DEFAULT_CHECKPOINT_BYTES,
         defer_summaries: bool = False,
         strict: bool = False,
+        archive_directory: str | None = None,
+        compressed_cache_limit: int | None = None,
     ) -> tuple[FileJournal, RecoveryReport]:
         """Open (creating if needed) and recover the journal in ``directory``.
 
@@ -148,13 +158,16 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         durable; call :meth:`write_summaries` (any thread) when :attr:`summaries_due`.
         ``strict``: a missing oldest segment (positions before the oldest segment that retention
         did not remove, see ``RETAINED_FROM``) raises ``JournalError`` instead of a warning in
-        the report.
+        the report. ``archive_directory``: where archived segments are (read at start-up with
+        the journal directory's); ``compressed_cache_limit``: bytes of decompressed segments
+        kept in memory (None: AMPS's default; see ``stored.py``).
         """
         t0 = time.perf_counter()
         self = cls(
             directory, segment_size=segment_size, durability=durability, retention_bytes=retention_bytes,
             retention_age=retention_age, clock=clock, index_interval=index_interval,
             checkpoint_bytes=checkpoint_bytes, defer_summaries=defer_summaries,
+            archive_directory=archive_directory, compressed_cache_limit=compressed_cache_limit,
         )
         report = self._recover(t0, keep_readable_on_corruption, strict)
         if self.first_position < self.next_position:
@@ -189,6 +202,8 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
             client_max=self._client_max,
             on_checkpoint=self._merge_checkpoint_bytes,
             fsync=self._summaries,
+            archive=self.archive_directory,
+            cache=self.compressed_cache,
         )
         rec.run()
         missing = check_oldest(self._dir, rec.segments[0].first_position if rec.segments else None,
@@ -196,13 +211,18 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention):
         if missing is not None:
             rec.warnings.append(missing)
         created = not rec.segments
+        last = rec.last_position
         if created:
             self._install(Segment.create(self._dir, 1, self.file_ops, self._index_interval))
         else:
             self._segments = rec.segments
             self._firsts = [s.first_position for s in self._segments]
-            self._segments[-1].open_for_append()
-        last = rec.last_position
+            newest = self._segments[-1]
+            if newest.cache is None and os.path.dirname(newest.path) == self._dir:
+                newest.open_for_append()
+            else:  # archived or compressed: the log goes on in a new segment
+                self._install(Segment.create(self._dir, max(last + 1, newest.first_position + 1),
+                                             self.file_ops, self._index_interval))
         self._next_position = max(last + 1, self._segments[-1].first_position)
         self._last_ts = max((s.last_ts for s in self._segments if s.count), default=0)
         self._written_position = self._next_position - 1

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from operator import itemgetter
 from weakref import WeakSet
 
-from .api import TailReader
+from .api import JournalCorruptError, TailReader
 from .record import INTERNAL_KIND_MIN, FrameDecoder, JournalRecord
 from .segment import HEADER_SIZE, O_CLOEXEC, FrameCursor, Segment
 
@@ -196,11 +196,17 @@ class SegmentReads:
                     continue
                 if cursor is None or cursor_seg is None:
                     cursor_seg = self._segments[self._segment_index(pos)]
-                    cursor = cursor_seg.cursor_at(pos)
-                frame = cursor.next(cursor_seg.size)
+                    try:
+                        cursor = cursor_seg.cursor_at(pos)
+                    except JournalCorruptError:
+                        if cursor_seg.cache is None:
+                            raise
+                        cursor = None  # a compressed segment refused (said once): a gap
+                frame = cursor.next(cursor_seg.size) if cursor is not None else None
                 if frame is None:  # end of this segment's flushed bytes: go on in the next one
-                    cursor.close()
-                    cursor = None
+                    if cursor is not None:
+                        cursor.close()
+                        cursor = None
                     j = bisect_right(self._firsts, cursor_seg.first_position)
                     if j < len(self._segments):
                         pos = max(pos, self._segments[j].first_position)
@@ -236,13 +242,15 @@ class SegmentReads:
         ``max_bytes`` from a frame at or before ``position`` (the one ``at`` names, when it was
         left there for ``position``; else the index's). Returns the bytes, the segment's file
         name and the file offset they start at; None when ``position`` is not in a written
-        segment (before the first record, or still in the write buffer) or its segment has
-        nothing more: :meth:`read` then (for a streaming reader that frames records itself,
+        segment (before the first record, or still in the write buffer), or its segment is
+        compressed or has nothing more: :meth:`read` then (for a streaming reader that frames records itself,
         ``server.delivery.replay_frames``; the frames are checked by their reader)."""
         if position > self._written_position or position < self.first_position:
             return None
         i = self._segment_index(position)
         seg = self._segments[i]
+        if seg.cache is not None:  # compressed: the general path reads it (decompressed)
+            return None
         if at is not None and at[0] == position and at[1] == seg.name:
             off = at[2]
         else:

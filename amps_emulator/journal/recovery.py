@@ -53,7 +53,8 @@ from .api import JournalCorruptError, JournalFormatError, LostData
 from .base import merge_checkpoint
 from .index import DEFAULT_INDEX_INTERVAL
 from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE, RecordKind, crc32
-from .segment import HEADER_SIZE, Segment, check_header, encode_header, parse_segment_name
+from .segment import HEADER_SIZE, Segment, check_header, encode_header, parse_stored_name
+from .stored import GZ_SUFFIX, CompressedCache, decompress, gzip_size, remove_stored
 from .summary import SUMMARY_SUFFIX, SegmentSummary
 
 log = logging.getLogger("amps_emulator.journal.recovery")
@@ -216,8 +217,12 @@ class Recovery:
         client_max: dict,
         on_checkpoint: Callable[[bytes], None],
         fsync: bool = True,
+        archive: str | None = None,
+        cache: CompressedCache | None = None,
     ) -> None:
         self.directory = directory
+        self.archive = archive  # JournalArchiveDirectory (None: none)
+        self.cache = cache if cache is not None else CompressedCache()  # compressed segments' reader
         self.keep_readable = keep_readable
         self.index_interval = index_interval
         self.pub_last = pub_last
@@ -243,32 +248,57 @@ class Recovery:
         self.warnings.append(msg)
 
     def run(self) -> None:
-        listing = os.listdir(self.directory)
-        names = sorted((pos, name) for name in listing if (pos := parse_segment_name(name)) is not None)
-        present = {name for _, name in names}
-        have_summary = set()
-        for name in listing:
-            if name.endswith(SUMMARY_SUFFIX + ".tmp"):
-                stem, leftover = name[: -len(SUMMARY_SUFFIX + ".tmp")], True
-            elif name.endswith(SUMMARY_SUFFIX):
-                stem, leftover = name[: -len(SUMMARY_SUFFIX)], False
-            else:
-                continue
-            if parse_segment_name(stem) is None:
-                continue
-            if leftover or stem not in present:  # an unfinished write, or its segment is gone
-                try:
-                    os.unlink(os.path.join(self.directory, name))
-                except OSError:  # pragma: no cover - harmless leftover
-                    pass
-            else:
-                have_summary.add(stem)
-        paths = [os.path.join(self.directory, name) for _, name in names]
+        found = self._listing()
+        names = sorted(found)
+        paths = [found[first] for first in names]
         sizes = [os.path.getsize(p) for p in paths]
-        for i, ((first, name), path) in enumerate(zip(names, paths, strict=True)):
+        for i, (first, path) in enumerate(zip(names, paths, strict=True)):
             later_has_data = any(sz > HEADER_SIZE for sz in sizes[i + 1 :])
-            self._recover_segment(path, first, later_has_data, sizes[i], name in have_summary,
+            if path.endswith(GZ_SUFFIX):
+                self._recover_compressed(path, first)
+                continue
+            self._recover_segment(path, first, later_has_data, sizes[i],
+                                  os.path.exists(summaries.summary_path(path)),
                                   i == len(names) - 1)
+
+    def _listing(self) -> dict[int, str]:
+        """The segment files of the journal and archive directories, one per first position:
+        a second copy of one (an archive or compression that a crash interrupted) is deleted,
+        keeping the original (uncompressed before compressed, journal directory before
+        archive). Summaries of no segment and unfinished writes are deleted too."""
+        dirs = [self.directory] + ([self.archive] if self.archive and os.path.isdir(self.archive)
+                                   and not os.path.samefile(self.archive, self.directory) else [])
+        copies: dict[int, list[tuple[bool, int, str]]] = {}
+        for rank, d in enumerate(dirs):
+            listing = os.listdir(d)
+            present = set()
+            for name in listing:
+                parsed = parse_stored_name(name)
+                if parsed is not None:
+                    present.add(name)
+                    copies.setdefault(parsed[0], []).append((parsed[1], rank, os.path.join(d, name)))
+                elif name.endswith(".tmp") and parse_stored_name(name[:-4]) is not None:
+                    _unlink(os.path.join(d, name))  # a write interrupted before its rename
+            for name in listing:
+                if name.endswith(SUMMARY_SUFFIX + ".tmp"):
+                    stem, leftover = name[: -len(SUMMARY_SUFFIX + ".tmp")], True
+                elif name.endswith(SUMMARY_SUFFIX):
+                    stem, leftover = name[: -len(SUMMARY_SUFFIX)], False
+                else:
+                    continue
+                if parse_stored_name(stem) is None:
+                    continue
+                if leftover or stem not in present:  # an unfinished write, or its segment is gone
+                    _unlink(os.path.join(d, name))
+        found: dict[int, str] = {}
+        for first, options in copies.items():
+            options.sort()
+            found[first] = options[0][2]
+            for _, _, extra in options[1:]:
+                self._warn(f"journal recovery: {extra} is a second copy of {options[0][2]} "
+                           "(an archive or compression was interrupted); deleted it")
+                remove_stored(extra)
+        return found
 
     # ------------------------------------------------------------------ per segment
     def _recover_segment(
@@ -357,6 +387,49 @@ class Recovery:
             else:
                 crc = summaries.file_crc(path, seg.size)
             self._summarise(seg, crc, newest)
+
+    def _recover_compressed(self, path: str, first: int) -> None:
+        """A compressed segment (sealed by construction): from its summary when it has a usable
+        one (its bytes are checked when read: gzip's checksum and each frame's), else
+        decompressed and scanned. One that does not decompress or holds a bad frame is left
+        out with a warning: its positions are a gap, the file stays for the operator."""
+        prev_last = self.last_position
+        if self.segments and first <= prev_last:
+            raise JournalCorruptError(
+                f"{path}: segment starts at position {first} but the previous segment "
+                f"{self.segments[-1].name} already holds position {prev_last}", path=path, offset=0)
+        if prev_last and first != prev_last + 1:
+            self._warn(f"{path}: positions {prev_last + 1}..{first - 1} are absent between segments")
+        seg = Segment(path, first, self.index_interval)
+        seg.cache = self.cache
+        summ, _why = summaries.read(summaries.summary_path(path))
+        if summ is not None and summ.sealed and summ.first_position == first \
+                and summ.index_interval == self.index_interval \
+                and gzip_size(path) == summ.size & 0xFFFFFFFF \
+                and not (summ.count and summ.first_record_position <= prev_last):
+            summaries.apply_to(summ, seg)
+            merge_checkpoint(summ, self.pub_last, self.client_max)
+            self.summarised += 1
+        else:
+            try:
+                data = decompress(path)
+                if check_header(data, path, first) is not None:
+                    raise JournalCorruptError(f"{path}: bad file header", path=path, offset=0)
+            except JournalCorruptError as exc:
+                self._warn(f"journal recovery: {exc}; left out (its positions are a gap)")
+                return
+            self.scanned_bytes += len(data)
+            end, problem = scan_frames(data, HEADER_SIZE, prev_last, seg, self.pub_last,
+                                       self.client_max, self.on_checkpoint)
+            if problem is not None:
+                self._warn(f"journal recovery: {path}: {problem} at offset {end} (decompressed); "
+                           "left out (its positions are a gap)")
+                return
+            seg.size = len(data)
+            self._summarise(seg, crc32(data), False)
+        self.segments.append(seg)
+        if seg.count:
+            self.last_position = seg.last_position
 
     # ------------------------------------------------------------------ summaries
     def _summarise(self, seg: Segment, crc: int, newest: bool) -> None:
@@ -524,3 +597,10 @@ class Recovery:
                                       offset=end)
         seg.size = len(new_data)
         return seg
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:  # pragma: no cover - harmless leftover
+        pass

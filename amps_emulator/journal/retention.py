@@ -72,6 +72,8 @@ def remove_segments(segments: list[Segment]) -> None:
     for seg in segments:
         os.unlink(seg.path)
         summaries.remove(seg.path)
+        if seg.cache is not None:
+            seg.cache.forget(seg.path)
         log.info("journal retention: removed %s (%d bytes, %d records)", seg.path, seg.size, seg.count)
 
 
@@ -84,6 +86,7 @@ class SegmentRetention(JournalCore):
     _dir: str  # the journal directory
     _dir_fd: int  # the directory, open (fsynced after segments come and go)
     _dir_dirty: bool  # segments were created or removed since the directory's fsync
+    _busy: set[int]  # first positions of segments being archived or compressed: kept
 
     def enforce_retention(self, pinned_positions: Iterable[int] = (), *,
                           age: float | None = None) -> RetentionResult:
@@ -98,6 +101,8 @@ class SegmentRetention(JournalCore):
         durable = self.durable_position
 
         def can_remove(i: int) -> bool:
+            if self._segments[i].first_position in self._busy:
+                return False  # being archived or compressed: later (no gaps: nor the ones after)
             nxt = self._segments[i + 1]
             return nxt.count == 0 or nxt.first_record_position <= durable
 

@@ -2,8 +2,10 @@
 
 File naming: ``{first_position:020d}.journal`` -- the zero-padded position the segment starts
 at, so lexical order is log order and an empty newest segment still tells recovery the next
-position. Other files in the directory are ignored (``*.corrupt`` keeps the original bytes
-of a segment salvaged under ``keep_readable_on_corruption``; ``*.tmp`` are unfinished writes;
+position. A sealed segment may also be ``<name>.journal.gz`` and live in the archive
+directory (``stored.py``): ``path`` is wherever it is now, ``cache`` reads a compressed one.
+Other files in the directory are ignored (``*.corrupt`` keeps the original bytes of a
+segment salvaged under ``keep_readable_on_corruption``; ``*.tmp`` are unfinished writes;
 ``<name>.summary`` is the segment's summary, see ``summary.py``).
 
 File header (24 bytes, little-endian), then frames (layout in ``record.py``)::
@@ -34,6 +36,7 @@ from collections.abc import Callable
 from .api import JournalCorruptError, JournalFormatError
 from .index import DEFAULT_INDEX_INTERVAL, SparseIndex
 from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE, crc32
+from .stored import CompressedCache, FdSource, Source
 
 SEGMENT_SUFFIX = ".journal"
 FILE_MAGIC = b"AMPSJRNL"
@@ -41,6 +44,7 @@ FILE_VERSION = 1
 FILE_HEADER = struct.Struct("<8sIIQ")
 HEADER_SIZE = FILE_HEADER.size  # 24
 _NAME_RE = re.compile(r"([0-9]{20})\.journal")
+_STORED_RE = re.compile(r"([0-9]{20})\.journal(\.gz)?")
 READ_CHUNK = 1 << 20
 fdatasync = getattr(os, "fdatasync", os.fsync)
 O_CLOEXEC: int = getattr(os, "O_CLOEXEC", 0)
@@ -76,6 +80,12 @@ def segment_name(first_position: int) -> str:
 def parse_segment_name(name: str) -> int | None:
     m = _NAME_RE.fullmatch(name)
     return int(m.group(1)) if m else None
+
+
+def parse_stored_name(name: str) -> tuple[int, bool] | None:
+    """``(first_position, compressed)`` of a segment file name, plain or ``.journal.gz``."""
+    m = _STORED_RE.fullmatch(name)
+    return (int(m.group(1)), m.group(2) is not None) if m else None
 
 
 def encode_header(first_position: int) -> bytes:
@@ -119,6 +129,7 @@ class Segment:
         "last_ts",
         "index",
         "fd",
+        "cache",
         "_mark",
     )
 
@@ -133,6 +144,8 @@ class Segment:
         self.last_ts = 0
         self.index = SparseIndex(index_interval)
         self.fd = -1
+        #: a compressed segment's reader (None: the file at ``path`` holds the frames as is)
+        self.cache: CompressedCache | None = None
         self._mark: Mark = (0, 0, 0, 0, 0, 0, 0)  # the metadata as of the last successful write
 
     @classmethod
@@ -249,17 +262,29 @@ class Segment:
         self.set_mark()
 
     # ------------------------------------------------------------------ reader half
+    def open_cursor(self, offset: int) -> FrameCursor:
+        """A cursor at ``offset`` of the segment's frames (a compressed one decompressed: see
+        ``stored.py``; JournalCorruptError when it does not decompress)."""
+        if self.cache is None:
+            return FrameCursor(self.path, offset)
+        return FrameCursor(self.path, offset, self.cache.open(self.path, self.size))
+
     def cursor_at(self, position: int) -> FrameCursor:
         """A cursor at the last indexed frame at or before ``position``."""
         off = self.index.offset_for_position(position)
-        return FrameCursor(self.path, HEADER_SIZE if off is None else off)
+        return self.open_cursor(HEADER_SIZE if off is None else off)
 
     def scan(
         self, start_offset: int | None, predicate: Callable[[tuple[int, ...]], bool]
     ) -> tuple[int, ...] | None:
         """The prefix of the first flushed frame from ``start_offset`` (None: the first frame)
-        that ``predicate`` accepts, or None."""
-        cursor = FrameCursor(self.path, HEADER_SIZE if start_offset is None else start_offset)
+        that ``predicate`` accepts, or None (also for a compressed segment that is refused)."""
+        try:
+            cursor = self.open_cursor(HEADER_SIZE if start_offset is None else start_offset)
+        except JournalCorruptError:
+            if self.cache is None:
+                raise
+            return None
         try:
             while True:
                 frame = cursor.next(self.size, payload=False)
@@ -275,18 +300,20 @@ class Segment:
 
 
 class FrameCursor:
-    """Sequential, verified frame reader over one segment file (own fd, big ``pread`` chunks).
+    """Sequential, verified frame reader over one segment file (own fd, big ``pread`` chunks;
+    or over ``source``, a compressed segment's decompressed bytes).
 
     ``next(limit)`` returns ``(prefix_tuple, frame_offset, payload_bytes)`` or None when the
     next frame would start at or beyond ``limit`` (the segment's flushed size, re-read by the
     caller each time, so a cursor keeps working while the segment grows).
     """
 
-    __slots__ = ("path", "fd", "_buf", "_base", "_pos")
+    __slots__ = ("path", "_src", "_buf", "_base", "_pos")
 
-    def __init__(self, path: str, offset: int) -> None:
+    def __init__(self, path: str, offset: int, source: Source | None = None) -> None:
         self.path = path
-        self.fd = os.open(path, os.O_RDONLY | O_CLOEXEC)
+        self._src: Source = FdSource(os.open(path, os.O_RDONLY | O_CLOEXEC)) if source is None \
+            else source
         self._buf = b""
         self._base = offset
         self._pos = 0
@@ -296,13 +323,11 @@ class FrameCursor:
         return self._base + self._pos
 
     def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        self._src.close()
 
     def _fill(self, off: int, need: int, limit: int) -> None:
         n = min(max(need, READ_CHUNK), limit - off)
-        data = os.pread(self.fd, n, off)
+        data = self._src.pread(n, off)
         if len(data) < need:
             raise JournalCorruptError(
                 f"{self.path}: file ends at offset {off + len(data)} inside a frame expected to end "

@@ -54,6 +54,7 @@ class SegmentSync(JournalCore):
     _firsts: list[int]  # their first positions, for bisect
     _retired: list[Segment]  # rolled segments whose write fd the next sync closes
     _buf: bytearray  # frames not yet flushed
+    _buf_written: int  # of which a sliced flush handed to the OS already
     _pending: list[JournalRecord]  # their records, for readers
     _pending_runs: list[Run]  # runs among them: (start, end) indexes, a plain run's columns
     _pending_via: str | None  # the instance all of them came from ("": not one; None: none)
@@ -187,6 +188,7 @@ class SegmentSync(JournalCore):
         durable = self._durable_position
         last = self._next_position - 1
         self._buf = bytearray()
+        self._buf_written = 0  # (a sliced flush's part is past the cut: the next buffer starts at 0)
         self._pending, self._pending_runs, self._pending_via = [], [], None
         self._recent.clear()  # (it may hold records the cut removes)
         if last <= durable:

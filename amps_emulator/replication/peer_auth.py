@@ -8,7 +8,9 @@ the identity must be accepted and hold ``replication-logon``; a refusal is a
 this side's log line. Without any Authentication/Entitlement configured (``security`` None)
 every peer is accepted, as the default modules would.
 
-The connecting side's logon is :func:`logon_with` its Authenticator.
+The connecting side's logon is :func:`logon_for_link` its Authenticator (the default and
+multimechanism authenticators' credentials: :func:`logon_with`; the exec authenticator's:
+:mod:`.exec_auth`).
 
 A :class:`PeerIdentity` then answers, per record, whether its topic is one the identity may
 replicate here (``replicated-topics``). A refused record is dropped; the first refusal on a
@@ -23,6 +25,7 @@ import logging
 from amps_emulator.auth import Credentials, Session, TransportSecurity
 from amps_emulator.config.model import ReplicationAuthenticator
 
+from .exec_auth import run_exec_authenticator
 from .wire import LinkRefused, Logon
 
 log = logging.getLogger("amps_emulator.replication")
@@ -104,4 +107,12 @@ def logon_with(authenticator: ReplicationAuthenticator) -> Logon:
                           "is not set") from None
 
 
-__all__ = ["LogonRefused", "PeerIdentity", "log_on_peer", "logon_with"]
+async def logon_for_link(authenticator: ReplicationAuthenticator) -> Logon:
+    """What one attempt of an outgoing link logs on with: :func:`logon_with`, or for the
+    exec authenticator the output of its program (run now, off the event loop)."""
+    if authenticator.command is not None:
+        return Logon(*await run_exec_authenticator(authenticator))
+    return logon_with(authenticator)
+
+
+__all__ = ["LogonRefused", "PeerIdentity", "log_on_peer", "logon_for_link", "logon_with"]

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import resource
 import socket
 import time
 from collections.abc import Callable, Iterable
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.auth import Credentials, LogonContext, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
+from amps_emulator.protocol.filter.modules import use_function_modules
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import TOPIC_COMMANDS, check_topic_name, qualify
@@ -41,7 +43,8 @@ from amps_emulator.server.core.amps_names import (
 )
 from amps_emulator.server.core.budget import MemoryBudget
 from amps_emulator.server.core.clock import SystemClock, TestClock
-from amps_emulator.server.core.ports import Client, Stoppable
+from amps_emulator.server.core.minidump import DEFAULT_DIRECTORY, DEFAULT_MASK, write_minidump
+from amps_emulator.server.core.ports import AdminInterface, Client
 from amps_emulator.server.core.turn import Turn, contain
 from amps_emulator.server.delivery import replay
 from amps_emulator.server.handlers import entitle
@@ -65,8 +68,10 @@ from amps_emulator.server.services.replication import ReplicationService
 from amps_emulator.server.services.sow_service import SowService
 from amps_emulator.server.services.txlog import TxLog
 from amps_emulator.server.services.views import DerivedTopics, derived_specs
+from amps_emulator.sow.auxiliary import LookupSpec, ValueLookups
 
 if TYPE_CHECKING:
+    from amps_emulator.auth import Session
     from amps_emulator.journal import JournalRecord
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.core.router import Subscription
@@ -78,6 +83,20 @@ LOGON_TIMEOUT = 30.0  # seconds a connection may stay open without logging on (0
 MEMORY_BUDGET = 256 << 20  # bytes of buffered frames, all connections together
 _SUBSCRIPTION_COMMANDS = frozenset({"subscribe", "delta_subscribe", "sow_and_subscribe",
                                     "sow_and_delta_subscribe", "unsubscribe"})
+
+
+def _function_libraries(config: Any) -> frozenset[str]:
+    modules = getattr(config, "modules", None)  # (a stand-in config may have none)
+    return modules.function_libraries if modules is not None else frozenset()
+
+
+def _value_lookups(config: Any, sow: SowService) -> ValueLookups | None:
+    """VALUE_LOOKUP's lookups over the SOW topics (None: the config declares none)."""
+    modules = getattr(config, "modules", None)
+    if modules is None or not modules.lookups:
+        return None
+    return ValueLookups((LookupSpec(d.name, qualify(d.topic, d.message_type), d.return_field,
+                                    d.fields) for d in modules.lookups), sow.get)
 
 
 class Server:
@@ -95,6 +114,9 @@ class Server:
         ``Admin/InetAddr``, if any), started above the root by ``admin.start_admin``.
         ``server_version``: the AMPS version logon acks and the Admin tree report."""
         self.config = config
+        # the function libraries of the config's Modules: what its filters and expressions may
+        # call (a context variable, which what the server runs and starts from here inherits)
+        use_function_modules(_function_libraries(config))
         self.keep_readable_journal = keep_readable_journal
         self.logon_timeout = logon_timeout
         #: what every open socket buffers (partial inbound frames, stashed frames, unsent
@@ -141,7 +163,10 @@ class Server:
         self.admin_addr = admin
         #: the Admin HTTP interface once an operator tool started it (``admin.start_admin``);
         #: the server stops it with itself
-        self.admin: Stoppable | None = None
+        self.admin: AdminInterface | None = None
+        #: the credentials of a live Admin session cookie's token (set by the Admin interface):
+        #: a websocket upgrade of a ``TrustedAdmin`` protocol that carries one logs on with them
+        self.admin_credentials: Callable[[str], tuple[str, str | None] | None] = _no_session
         self.ready = False
         #: what a ``do-shutdown`` action asks for: the command line and the embedded server
         #: set it to their own shutdown (default: the server stops itself)
@@ -187,6 +212,8 @@ class Server:
         place on the message path."""
         old = self.derived
         self.derived = derived
+        if self.actions.affinities:  # they affinitize the records of views too
+            derived.watch = self.actions
         if old is None:
             publish.register(self.broker, derived)
         else:
@@ -203,6 +230,7 @@ class Server:
     async def start(self, sockets: Iterable[socket.socket] | None = None) -> list[str]:
         """Bind every transport (or adopt ``sockets``, in order) and return their URIs."""
         loop = self._loop = asyncio.get_running_loop()
+        use_function_modules(_function_libraries(self.config))  # (started elsewhere than made)
         self.listeners = listeners_from_config(self.config)  # TLS files checked before any recovery
         self.timebase.bind(loop)
         self.turn.bind(loop)
@@ -221,6 +249,7 @@ class Server:
                                                                           reason))
             sow_service.recover()
             sow_service.start_history_maintenance()
+            broker.value_lookup = _value_lookups(self.config, sow_service)
         queues = None
         if self.config.queues:
             queues = self.queue_service = broker.queue_service = QueueService(broker, self.config,
@@ -268,12 +297,9 @@ class Server:
                     elif shared is not None:  # a queue's acks and transfers (none here: not ours)
                         shared.apply_replicated(rec)
 
-                def apply_run(recs: list[JournalRecord], each: Callable[[JournalRecord], None]) -> None:
-                    publish.apply_replicated_run(broker, recs, each)  # each: queue records too
-
-                repl = self.replication = ReplicationService(
+                repl = self.replication = ReplicationService(  # (apply_run's each: queue records too)
                     config, broker, lambda: txlog.journal, self.timebase,
-                    apply=apply, apply_run=apply_run,
+                    apply=apply, apply_run=lambda rs, each: publish.apply_replicated_run(broker, rs, each),
                     on_event=self.actions.fire, logon_timeout=self.logon_timeout, budget=self.budget)
                 # the downgrade/upgrade actions switch the links' sync/async
                 self.actions.replication_control = repl
@@ -335,6 +361,8 @@ class Server:
 
     async def stop(self) -> None:
         self.actions.stop()  # the first step of shutdown: on-shutdown runs, timers stop
+        if self.actions.pending:  # commands, file work and the steps after them, bounded;
+            await self.actions.settle()  # a file copy under way ends before the log closes
         self.broker.stopping = True
         if self._recheck_timer is not None:
             self._recheck_timer.cancel()
@@ -403,6 +431,8 @@ class Server:
                      extra=amps_id(CLIENT_DISCONNECTED))
         if known and not self.broker.stopping:
             self.actions.client_event(ON_DISCONNECT, conn)
+            if self.actions.affinities:
+                self.actions.client_closed(conn)
 
     def writable(self, client: Client) -> None:
         """``client``'s transport takes output again: resume its paused journal replays."""
@@ -429,6 +459,9 @@ class Server:
     def remove_subscription(self, sub: Subscription) -> None:
         """Take a subscription out of routing (or stop its journal cursor)."""
         self.broker.remove_subscription(sub)
+
+    def action_truncate_statistics(self, age: float) -> str | None:
+        return self.admin.truncate_statistics(age) if self.admin is not None else None
 
     def journal_pins(self) -> list[int]:
         """Journal positions that retention must keep: replay cursors, queued messages, records
@@ -527,6 +560,35 @@ class Server:
         elif self._stop_task is None:
             self._stop_task = self.loop.create_task(self.stop())
 
+    def write_minidump(self, reason: str) -> str:
+        """A diagnostic dump (:mod:`server.core.minidump`) into ``MiniDumpDirectory``; its
+        path, once the ``on-minidump`` actions ran. ``LookupError``: minidumps are disabled;
+        ``OSError``: it could not be written."""
+        cfg = self.config
+        directory = cfg.minidump_directory or DEFAULT_DIRECTORY
+        if directory.strip().lower() == "disabled":
+            raise LookupError("minidumps are disabled (MiniDumpDirectory)")
+        sow = self.sow_service.sow.topics if self.sow_service is not None else {}
+        summary = {
+            "uptime": f"{self.wallclock() - self.started_at:.1f}s",
+            "transports": ", ".join(f"{x.name} {x.uri}" for x in self.listeners),
+            "clients": f"{len(self.connections)}: " + ", ".join(sorted(
+                c.client_name or c.describe() for c in self.connections)[:50]),
+            "subscriptions": sum(len(c.subs) for c in self.connections),
+            "sow topics": f"{len(sow)}: " + ", ".join(
+                f"{name} ({topic.count()})" for name, topic in list(sow.items())[:50]),
+            "queues": len(self.queue_service.queues) if self.queue_service is not None else 0,
+            "messages": dict(self.broker.stats),
+            "memory": f"connections hold {self.budget.held()} of {self.budget.limit} bytes; "
+                      f"max RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss} KiB",
+        }
+        path = write_minidump(directory, summary, reason, self.instance_name,
+                              DEFAULT_MASK if cfg.minidump_file_mask is None
+                              else cfg.minidump_file_mask, self._loop)
+        log.warning("minidump (%s) written to %s", reason, path)
+        self.actions.minidump_written(path)
+        return path
+
     def action_switch_security(self, what: str, enabled: bool) -> None:
         """``amps-action-do-{disable,enable}-{authentication,entitlement}``."""
         security = self.broker.security
@@ -552,6 +614,17 @@ class Server:
             security.disable_entitlement()
         log.warning("authentication and entitlement %s", "enabled" if enabled else "disabled")
 
+    async def upgrade_logon(self, transport: str, user: str, password: str | None,
+                            peer: str) -> LogonOutcome | None:
+        """A websocket upgrade's credentials (its protocol's ``WWWAuthenticate`` or
+        ``TrustedAdmin``), decided by the transport's modules as a logon's are; None: the
+        config has no security block (anyone is accepted)."""
+        security = self.broker.security
+        if security is None:
+            return None
+        creds = Credentials(user, password, True, LogonContext(remote_address=peer))
+        return await security.transport(transport).logon(creds)
+
     def _authenticate(self, security: SecurityLayer, client: Connection, cmd: Command) -> None:
         """The first command of a connection when the config has security blocks: a logon
         (or, for any other command, an implicit logon with empty credentials) decided by the
@@ -566,7 +639,10 @@ class Server:
         creds = Credentials(cmd.user_id or "", cmd.password, explicit, context) if explicit \
             else Credentials(explicit=False, context=context)
         client.begin_busy()
-        task = self.loop.create_task(security.transport(client.listener.name).logon(creds))
+        upgraded = client.transport.get_extra_info("upgrade_logon") if client.transport else None
+        task = self.loop.create_task(
+            security.transport(client.listener.name).logon(creds) if upgraded is None
+            else _as_upgraded(upgraded, creds))
 
         def decided(done: asyncio.Task[LogonOutcome]) -> None:
             try:
@@ -607,3 +683,18 @@ class Server:
     def contain(self, client: Client, what: str) -> None:
         """See :func:`server.core.turn.contain`."""
         contain(client, what)
+
+
+def _no_session(token: str) -> None:
+    return None
+
+
+async def _as_upgraded(upgraded: tuple[str, Session], creds: Credentials) -> LogonOutcome:
+    """The logon of a connection whose websocket upgrade logged on already (``(user name,
+    session)``): it is that user's, whatever password it carries; naming another user
+    refuses it (``net.websocket``)."""
+    user, session = upgraded
+    if creds.explicit and creds.user not in ("", user):
+        return LogonOutcome(None, reasons.AUTH_FAILURE, f"the logon names user {creds.user!r}, "
+                                                        f"the websocket upgrade logged on {user!r}")
+    return LogonOutcome(session)

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amps_emulator.protocol.filter import ast as A
-from amps_emulator.protocol.filter.functions import FUNCTIONS, regex
+from amps_emulator.protocol.filter.functions import regex
+from amps_emulator.protocol.filter.modules import find_function
 from amps_emulator.protocol.filter.values import to_str
 from amps_emulator.sow.index import HashIndex, MemoIndex, like_prefix, ranges_for_between, ranges_for_compare
 
@@ -79,7 +80,7 @@ def needs_context(node) -> bool:
     """True if the filter calls a function that reads the message context (SOW_KEY(), ...)."""
     for n in A.walk(node):
         if isinstance(n, A.Call):
-            fn = FUNCTIONS.get(n.name)
+            fn = find_function(n.name)
             if fn is None or fn.kind == "context":
                 return True
     return False

@@ -55,7 +55,7 @@ from amps_emulator.sow.spec import TopicSpec
 from amps_emulator.sow.storage.backend import Backend
 from amps_emulator.sow.storage.lmdb_backend import LmdbBackend
 
-__all__ = ["TopicReads", "QUERY_CHUNK", "AUTO_MEMO_LIMIT", "BUILDING"]
+__all__ = ["TopicReads", "QUERY_CHUNK", "AUTO_MEMO_LIMIT", "BUILDING", "sorted_page_steps"]
 
 _FORCES = ("auto", "scan", "hash", "memo")
 _json_encode = msgspec.json.encode
@@ -108,7 +108,7 @@ def _drain(steps: Generator[Any, None, Any]) -> Any:
             return stop.value
 
 
-def _sorted_page_steps(rows: list[tuple[Record, Any]], order: OrderBy, top_n: int | None,
+def sorted_page_steps(rows: list[tuple[Record, Any]], order: OrderBy, top_n: int | None,
                        skip_n: int | None, chunk: int):
     """``page(sort_records(...))`` of a long result in steps: each step sorts ``chunk`` rows
     (by :func:`sow.query.order_key`, ties in natural order), then the sorted parts are merged,
@@ -504,7 +504,7 @@ class TopicReads(ABC):
             if isinstance(rows, StoredRecords):
                 return QueryResult(page(rows, top_n, skip_n), len(rows), topic_matches, desc)
         if order is not None and chunk and len(rows) > chunk:
-            out = yield from _sorted_page_steps(rows, order, top_n, skip_n, chunk)
+            out = yield from sorted_page_steps(rows, order, top_n, skip_n, chunk)
         else:
             if order is not None:
                 docs = {id(r): d for r, d in rows}

@@ -22,6 +22,8 @@ Fields
                     seconds), ``None`` = no history, no historical queries.
 ``preprocessing``   the ``Preprocessing/Field`` texts; ``enrichment`` the ``Enrichment/Field``
                     texts (:mod:`sow.enrichment`); empty = none.
+``chaining``        ``KeyGenerator`` through the chaining key generator
+                    (:class:`sow.auxiliary.ChainSpec`), ``None`` = none.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 from typing import Protocol, TypeAlias
 
 from amps_emulator.protocol.topics import qualify
+from amps_emulator.sow.auxiliary import ChainSpec
 from amps_emulator.sow.history import HistorySpec
 
 __all__ = ["TopicSpec", "TopicConfig", "spec_from_config", "expand_file_name", "PERSISTENT",
@@ -57,6 +60,7 @@ class TopicSpec:
     history: HistorySpec | None = None
     preprocessing: tuple[str, ...] = ()
     enrichment: tuple[str, ...] = ()
+    chaining: ChainSpec | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -153,6 +157,21 @@ class TopicConfig(Protocol):
     def preprocessing(self) -> Iterable[str]: ...
     @property
     def enrichment(self) -> Iterable[str]: ...
+    @property
+    def key_generator(self) -> ChainingConfig | None: ...
+
+
+class ChainingConfig(Protocol):
+    """The chaining ``KeyGenerator`` of a configuration topic (``config.auxiliary.ChainingKeys``)."""
+
+    @property
+    def primary(self) -> str: ...
+    @property
+    def secondary(self) -> Iterable[str]: ...
+    @property
+    def file_name(self) -> str | None: ...
+    @property
+    def validation(self) -> bool: ...
 
 
 def spec_from_config(t: TopicConfig) -> TopicSpec:
@@ -169,4 +188,6 @@ def spec_from_config(t: TopicConfig) -> TopicSpec:
         hash_indexes=tuple(tuple(h) for h in t.hash_indexes), indexes=tuple(t.indexes),
         history=None if t.history is None else HistorySpec(*t.history),
         preprocessing=tuple(t.preprocessing), enrichment=tuple(t.enrichment),
+        chaining=None if (kg := t.key_generator) is None else ChainSpec(
+            kg.primary, tuple(kg.secondary), kg.file_name, kg.validation),
     )

@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 
 from amps_emulator.protocol.msgtypes import CodecError, MessageCodec
+from amps_emulator.sow.auxiliary import ChainingKeyGenerator
 from amps_emulator.sow.delta import merge
 from amps_emulator.sow.enrichment import Enrichment
 from amps_emulator.sow.expiry import deadline, expiry_key
@@ -73,7 +74,9 @@ class Topic(TopicIndexes):
                          codec=codec)
         #: monitoring counters (the Admin interface's insert/update/delete counts)
         self.insert_count = self.update_count = self.delete_count = 0
-        self._keygen = KeyGenerator(spec.domain, spec.keys) if spec.keys else None
+        self._keygen: KeyGenerator | ChainingKeyGenerator | None = \
+            KeyGenerator(spec.domain, spec.keys) if spec.keys else \
+            ChainingKeyGenerator(spec.domain, spec.chaining) if spec.chaining is not None else None
         #: the fields every delta message carries (the Key fields; a view sets its Grouping)
         self.delta_keys: tuple[str, ...] = spec.keys
         self._pending_expired: list[Record] = []
@@ -116,7 +119,10 @@ class Topic(TopicIndexes):
             return None
 
     def _check_key_definition(self) -> None:
-        keydef = [self.spec.domain, list(self.spec.keys)]
+        keydef: list[Any] = [self.spec.domain, list(self.spec.keys)]
+        chain = self.spec.chaining
+        if chain is not None:  # (a topic without one keeps the definition it always had)
+            keydef.append(["chaining", chain.primary, *chain.secondary])
         stored = self._b.meta_get("keydef")
         if stored is not None and stored != keydef and self._b.count():
             log.warning("SOW topic %s: Key/KeyDomain changed (%s -> %s); the stored records "

@@ -17,6 +17,7 @@ from collections.abc import Generator
 from typing import Any
 
 from amps_emulator.protocol.reasons import BAD_FILTER, CommandError
+from amps_emulator.sow.auxiliary import ChainingKeyGenerator
 from amps_emulator.sow.index import HashIndex, KeyHashIndex, MemoIndex
 from amps_emulator.sow.keys import KeyGenerator
 from amps_emulator.sow.paths import Path, parse_path, path_text
@@ -47,7 +48,8 @@ class TopicIndexes(TopicReads):
     """Index set-up and management of one SOW topic (see the module docstring); the
     attributes declared here are set by :class:`sow.topic.Topic`."""
 
-    _keygen: KeyGenerator | None  # the SowKey of a body (None: from the ``k`` header)
+    #: the SowKey of a body (None: from the ``k`` header)
+    _keygen: KeyGenerator | ChainingKeyGenerator | None
     _index_dec: tuple | None  # ((#hash, #memo), decoder): see _index_decoder
     _plain_decoder: Any  # what Topic.upsert_run reads a replaced record with
 
@@ -69,7 +71,8 @@ class TopicIndexes(TopicReads):
         to_build: list[HashIndex | MemoIndex] = []
         for fields in wanted_hash:
             keygen = self._keygen
-            if keygen is not None and len(fields) == 1 and fields == tuple(self.spec.keys):
+            if isinstance(keygen, KeyGenerator) and len(fields) == 1 \
+                    and fields == tuple(self.spec.keys):
                 kind = "keyhash"  # the Key field's own index: rows the SowKey implies left out
                 ix: HashIndex = KeyHashIndex(fields, self._b.hash_table(
                     _index_table_name(_TABLE_KIND[kind], fields)), keygen.of_text)

@@ -21,6 +21,7 @@ from functools import lru_cache
 from . import ast as A
 from .compiler import CACHE_SIZE, compile_filter
 from .errors import FilterError
+from .modules import active_modules
 from .runtime import CompiledFilter
 
 __all__ = ["conjoin", "conjoin_ast"]
@@ -44,11 +45,12 @@ def conjoin(first: str, second: str) -> CompiledFilter:
     are longer than a filter may be). ``second`` empty or blank: ``first`` alone."""
     if not second or not second.strip():
         return compile_filter(first)
-    return _conjoined(first, second)
+    return _conjoined(first, second, active_modules())
 
 
 @lru_cache(maxsize=CACHE_SIZE)
-def _conjoined(first: str, second: str) -> CompiledFilter:
+def _conjoined(first: str, second: str, _modules: frozenset[str]) -> CompiledFilter:
+    # (``_modules``: the function libraries loaded, a part of what a text means)
     # (a FilterError is not cached here: compile_filter caches it by text already)
     a = compile_filter(first).ast
     b = compile_filter(second).ast

@@ -53,9 +53,10 @@ from . import pieces
 from . import values as V
 from .context import MessageContext
 from .errors import FilterError
-from .functions import FUNCTIONS, regex
+from .functions import regex
 from .interpreter import evaluate as _interpret
 from .interpreter import matches as _interpret_matches
+from .modules import active_modules, function
 from .parser import MAX_DEPTH, parse
 from .pieces import exec_pieces, runs, weight
 from .runtime import HELPERS, NOT_COMPUTED, CompiledFilter, InSpec, Interpreted, LiteralValue, Runner
@@ -115,7 +116,7 @@ def _const_node(node: A.Expr, memo: dict[int, bool]) -> bool:
     if isinstance(node, A.Identifier):
         r = False
     elif isinstance(node, A.Call):
-        fn = FUNCTIONS[node.name]
+        fn = function(node.name)
         r = fn.kind != "context" and fn.deterministic and all(_const_node(a, memo)
                                                               for a in node.args)
     else:
@@ -251,10 +252,10 @@ class Gen:
         if isinstance(n, A.If):
             return f"({self.val(n.then)} if {self.T(n.cond)} else {self.val(n.otherwise)})"
         if isinstance(n, A.Call):
-            fn = FUNCTIONS[n.name]
+            fn = function(n.name)
             name = self.const(fn.impl, "f")
             if fn.kind == "context":
-                return f"{name}(ctx)"
+                return f"{name}({', '.join(['ctx', *(self.val(a) for a in n.args)])})"
             if n.name in ("UPPER", "LOWER") and len(n.args) == 1:
                 # AMPS case mapping is ASCII-only: str.upper/lower agree on ASCII text
                 first, rest = self.bind(self.val(n.args[0]))
@@ -418,7 +419,7 @@ class Gen:
         first, rest = self.bind(self.val(left.args[0]))
         P = self.const(pre, "set")
         fast = f"{rest} in {P}" if equal else f"({rest} not in {P} and {rest} != '')"
-        impl = self.const(FUNCTIONS[left.name].impl, "f")
+        impl = self.const(function(left.name).impl, "f")
         return f"({fast} if type({first}) is str else {general.format(f'{impl}({rest})')})"
 
     # ---- arithmetic
@@ -615,8 +616,8 @@ def compile_ast(root: A.Expr, text: str | None = None, value_mode: bool = False
     fn.ast = root
     fn.source = source
     fn.value_mode = value_mode
-    fn.deterministic = all(FUNCTIONS[c.name].deterministic for c in calls)
-    fn.uses_context = any(FUNCTIONS[c.name].kind == "context" for c in calls)
+    fn.deterministic = all(function(c.name).deterministic for c in calls)
+    fn.uses_context = any(function(c.name).kind == "context" for c in calls)
     fn.fields_cache = NOT_COMPUTED
     return fn
 
@@ -627,9 +628,12 @@ MAX_TEXT = 256 * 1024
 
 
 @lru_cache(maxsize=CACHE_SIZE)
-def _compile_cached(text: str, value_mode: bool) -> CompiledFilter | FilterError:
+def _compile_cached(text: str, value_mode: bool, modules: frozenset[str]
+                    ) -> CompiledFilter | FilterError:
     """The compiled callable, or the :class:`FilterError` (cached too: refusing the same long
-    bad filter again must not cost a second parse)."""
+    bad filter again must not cost a second parse). ``modules``: the function libraries
+    loaded (:func:`~.modules.active_modules`), which parsing reads: a text may be valid
+    under one set and not another."""
     try:
         try:
             root = parse(text)
@@ -648,7 +652,7 @@ def _compiled(text: Any, value_mode: bool) -> CompiledFilter:
         raise FilterError(f"{what} must be text, not {type(text).__name__}")
     if len(text) > MAX_TEXT:
         raise FilterError(f"{what} is {len(text)} characters long, more than {MAX_TEXT}")
-    fn = _compile_cached(text, value_mode)
+    fn = _compile_cached(text, value_mode, active_modules())
     if isinstance(fn, FilterError):
         raise FilterError(fn.detail, fn.position, fn.text)
     return fn

@@ -17,6 +17,8 @@ class MessageContext:
     ``last_leased`` LAST_LEASED, ``lease_count`` LEASE_COUNT, ``client_name`` CLIENT_NAME,
     ``user`` USER, ``remote_address`` REMOTE_ADDRESS, ``client_version`` CLIENT_VERSION,
     ``instance_name`` AMPS_INSTANCE_NAME, ``group_name`` AMPS_GROUP_NAME.
+    ``lookup`` VALUE_LOOKUP (``lookup(name, values) -> str | None``, the loaded
+    ``libamps_udf_experimental.so`` module's lookups: :mod:`~protocol.filter.modules`).
     ``timestamp`` (the message's time as UNIX seconds), ``sub_id`` and ``lease_period``
     are carried for the server's use.
     """
@@ -25,14 +27,14 @@ class MessageContext:
         "topic", "bookmark", "sow_key", "sow_key_hash", "correlation_id", "message_size",
         "timestamp", "last_updated", "last_read", "last_leased", "lease_count", "lease_period",
         "client_name", "user", "remote_address", "client_version", "sub_id",
-        "instance_name", "group_name",
+        "instance_name", "group_name", "lookup",
     )
 
     def __init__(self, topic=None, bookmark=None, sow_key=None, correlation_id=None,
                  client_name=None, timestamp=None, sub_id=None, lease_period=None, *,
                  sow_key_hash=None, message_size=None, last_updated=None, last_read=None,
                  last_leased=None, lease_count=None, user=None, remote_address=None,
-                 client_version=None, instance_name=None, group_name=None) -> None:
+                 client_version=None, instance_name=None, group_name=None, lookup=None) -> None:
         self.topic = topic
         self.bookmark = bookmark
         self.sow_key = sow_key
@@ -52,6 +54,7 @@ class MessageContext:
         self.client_version = client_version
         self.instance_name = instance_name
         self.group_name = group_name
+        self.lookup = lookup
 
     def __repr__(self) -> str:
         set_ = ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from . import ast as A
 from . import values as V
-from .functions import FUNCTIONS, regex
+from .functions import regex
+from .modules import function
 
 __all__ = ["evaluate", "matches"]
 
@@ -76,8 +77,8 @@ def evaluate(node: A.Expr, doc, ctx=None):
             return ev(n.then, doc, ctx)
         return ev(n.otherwise, doc, ctx)
     if isinstance(n, A.Call):
-        fn = FUNCTIONS[n.name]
+        fn = function(n.name)
         if fn.kind == "context":
-            return fn.impl(ctx)
+            return fn.impl(ctx, *[ev(a, doc, ctx) for a in n.args])
         return fn.impl(*[ev(a, doc, ctx) for a in n.args])
     raise TypeError(f"not an AST node: {n!r}")

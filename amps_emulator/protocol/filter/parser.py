@@ -13,7 +13,8 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, Unex
 
 from . import ast as A
 from .errors import FilterError
-from .functions import FUNCTIONS, regex
+from .functions import regex
+from .modules import find_function
 
 __all__ = ["parse", "unescape", "MAX_DEPTH"]
 
@@ -242,7 +243,7 @@ class _ToAst(Transformer):
             if len(args) != 3:
                 raise FilterError(f"IF takes 3 arguments, got {len(args)}", name_tok.start_pos)
             return A.If(*args)
-        fn = FUNCTIONS.get(name)
+        fn = find_function(name)
         if fn is None:
             raise FilterError(f"unknown function {str(name_tok)!r}", name_tok.start_pos)
         if len(args) < fn.min_args or (fn.max_args is not None and len(args) > fn.max_args):

@@ -19,7 +19,7 @@ from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from amps_emulator.auth import Session
+    from amps_emulator.auth import LogonOutcome, Session
     from amps_emulator.config.model import TransactionLog
     from amps_emulator.journal import FileJournal, MemoryJournal
     from amps_emulator.journal.record import JournalRecord
@@ -38,6 +38,14 @@ class Stoppable(Protocol):
     """Something the server stops with itself (the Admin interface an operator tool started)."""
 
     async def stop(self) -> None: ...
+
+
+class AdminInterface(Stoppable, Protocol):
+    """The Admin interface an operator tool started, as the server sees it."""
+
+    def truncate_statistics(self, age: float) -> str:
+        """Remove the statistics older than ``age`` seconds; what was done."""
+        ...
 
 
 class Timer(Protocol):
@@ -72,6 +80,12 @@ class ListenerInfo(Protocol):
     throttled: int
     #: the largest frame (and queued output) a connection may have before it logs on
     logon_frame_limit: int
+    #: websocket: headers added to the upgrade's responses (``HTTPHeader``), the challenge an
+    #: upgrade without credentials is answered (``WWWAuthenticate``, Basic; None: none asked),
+    #: and whether an Admin session cookie logs an upgrade on (``TrustedAdmin``)
+    http_headers: tuple[tuple[str, str], ...]
+    www_authenticate: str | None
+    trusted_admin: bool
 
 
 class Client(Protocol):
@@ -196,6 +210,15 @@ class ConnectionHost(Protocol):
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...
 
+    #: the credentials of a live Admin session cookie's token, else None (a websocket protocol
+    #: with ``TrustedAdmin``)
+    admin_credentials: Callable[[str], tuple[str, str | None] | None]
+
+    async def upgrade_logon(self, transport: str, user: str, password: str | None,
+                            peer: str) -> LogonOutcome | None:
+        """A websocket upgrade's credentials, decided by the transport's modules (None: no
+        security is configured, anyone is accepted)."""
+
 
 class PublishObserver(Protocol):
     """A consumer of the message path (:mod:`server.messaging.message_path`): views, queues,
@@ -296,6 +319,8 @@ class ServiceHost(Protocol):
     bodies: Bodies
     #: what each message processor did (:mod:`server.core.processors`)
     processors: Processors
+    #: VALUE_LOOKUP's lookups (None: the config declares none; the function gives NULL)
+    value_lookup: Callable[[str, tuple[Any, ...]], str | None] | None
 
     @property
     def loop(self) -> asyncio.AbstractEventLoop: ...

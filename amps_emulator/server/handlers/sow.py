@@ -44,9 +44,14 @@ from amps_emulator.server.handlers.sow_results import (
 )
 from amps_emulator.server.handlers.type_features import refuse_unsupported_options
 from amps_emulator.server.messaging.registration import compile_filter_for, register_subscription
-from amps_emulator.sow.query import page, parse_order_by, project, selection, sort_records
+from amps_emulator.sow.query import page, parse_order_by, project, selection
+from amps_emulator.sow.scan import sorted_page_steps
 
 log = logging.getLogger("amps_emulator.sow")
+
+#: records a step of a merged (ordered or paged) result over several topics gathers, sorts
+#: or projects
+MERGE_CHUNK = 1_000
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -67,10 +72,14 @@ class Replacing:
         self.left: list[tuple[str, Any]] = []  # (topic, record) out of focus
         self.matches = 0  # records the new filter matches
 
-    def split(self, topic: Any, records: list[Any], new_filter: Any) -> list[Any]:
-        """The records to return; the ones leaving the subscription go to :attr:`left`."""
+    def split_steps(self, topic: Any, records: list[Any], new_filter: Any
+                    ) -> Generator[None, None, list[Any]]:
+        """The records to return, :data:`MERGE_CHUNK` records a step; the ones leaving the
+        subscription go to :attr:`left`."""
         out = []
-        for rec in records:
+        for i, rec in enumerate(records):
+            if i and i % MERGE_CHUNK == 0:
+                yield
             ctx = topic._ctx_of(rec)
             doc = rec.doc
             was = self.old is None or self.old(doc, ctx)
@@ -152,11 +161,11 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
     if merged:
         if replacing is not None:
             for topic, res in zip(topics, results, strict=True):
-                res.records = replacing.split(topic, res.records, filt)
+                res.records = yield from replacing.split_steps(topic, res.records, filt)
             matches = replacing.matches
         sels = {topic.spec.name: sel if text is sel_text else selection(text)
                 for topic, text in zip(topics, sel_texts, strict=True)}
-        runs = _merged_runs(topics, results, cmd.orderby, top_n, skip_n, sels)
+        runs = yield from _merged_runs(topics, results, cmd.orderby, top_n, skip_n, sels)
     else:
         runs, remaining = [], top_n
         for topic, res in zip(topics, results, strict=True):
@@ -212,22 +221,33 @@ def _snapshots(broker: Broker, on_snapshot: Callable[[float | None], Any] | None
 
 def _merged_runs(topics: list[Any], results: list[Any], orderby: str | None,
                  top_n: int | None, skip_n: int | None, sels: dict[str, Any]
-                 ) -> list[tuple[str, list[Any]]]:
+                 ) -> Generator[None, None, list[tuple[str, list[Any]]]]:
     """The matches of several topics ordered and paged as one result, as runs of
-    consecutive records of the same topic (one ``sow`` batch names one topic)."""
+    consecutive records of the same topic (one ``sow`` batch names one topic). In steps of
+    :data:`MERGE_CHUNK` records: gathering, sorting (sorted parts, then merged up to the
+    page's end: :func:`sow.scan.sorted_page_steps`) and projecting each go a slice at a
+    time, so a regex over thousands of topics or a large result does not hold the loop."""
     owner: dict[int, str] = {}
     encoders = {t.spec.name: t.encode for t in topics}  # select lists write in each type
-    records = []
-    for topic, res in zip(topics, results, strict=True):
-        for rec in res.records:
-            owner[id(rec)] = topic.spec.name
-            records.append(rec)
     order = parse_order_by(orderby)
+    rows: list[Any] = []
+    n = 0
+    for topic, res in zip(topics, results, strict=True):
+        name = topic.spec.name
+        for rec in res.records:
+            owner[id(rec)] = name
+            rows.append((rec, rec.doc) if order is not None else rec)
+            n += 1
+            if n % MERGE_CHUNK == 0:
+                yield
     if order is not None:
-        records = sort_records(records, order)
-    records = page(records, top_n, skip_n)
+        records = yield from sorted_page_steps(rows, order, top_n, skip_n, MERGE_CHUNK)
+    else:
+        records = page(rows, top_n, skip_n)
     runs: list[tuple[str, list[Any]]] = []
-    for rec in records:
+    for i, rec in enumerate(records):
+        if i and i % MERGE_CHUNK == 0:
+            yield
         name = owner[id(rec)]
         sel = sels.get(name)  # each topic's select list (its entitlement's, then the query's)
         if sel is not None:

@@ -21,6 +21,9 @@ from amps_emulator.server.messaging.message_path import check_writable, removed
 from amps_emulator.server.messaging.registration import compile_filter_for
 from amps_emulator.sow.keys import parse_sow_keys
 
+#: topics of a regex delete whose grants one step reads
+PLAN_CHUNK = 256
+
 if TYPE_CHECKING:
     from amps_emulator.auth import TopicGrant
     from amps_emulator.protocol.command import Command
@@ -81,24 +84,9 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
         position, at = logged.position, logged.timestamp / 1_000_000
     broker.turn.request()  # the SOW commits at the end of this turn
     if "filter" in headers:  # in steps when it matches many records
-        def steps() -> Generator[None, None, Any]:
-            deleting = topic.delete_steps(filt, position=position, now=at)
-            reported = 0
-            while True:
-                try:
-                    deleted = next(deleting)
-                except StopIteration as stop:
-                    result = stop.value
-                    if reported < result.records_deleted:  # deleted at once
-                        removed(broker, topic_name, result.records, reasons.OOF_DELETED)
-                    return result
-                if deleted:
-                    reported += len(deleted)
-                    removed(broker, topic_name, deleted, reasons.OOF_DELETED)
-                    broker.turn.request()
-                yield
-
-        drive(broker, client, cmd, steps(), lambda result: _delete_acks(
+        steps = _filtered_delete(broker, topic_name,
+                                 topic.delete_steps(filt, position=position, now=at))
+        drive(broker, client, cmd, steps, lambda result: _delete_acks(
             client, cmd, {"records_deleted": result.records_deleted, "matches": result.matches,
                           "topic_matches": result.topic_matches}, broker, position),
               complete=True)
@@ -117,17 +105,41 @@ def _delete_across(broker: Broker, client: Client, cmd: Command, topics: list[To
     """A ``sow_delete`` whose topic is a regex: the delete applies to each SOW topic it
     matches that the user may write, under that topic's write filter (AMPS checks them topic
     by topic, and the transaction log keeps one delete per topic with the filter or keys it
-    applied). One set of acks counts them all. Deletes by filter run in steps, as on one
-    topic; each topic's delete is journalled, and its snapshot taken, when the command is
-    read."""
+    applied). One set of acks counts them all.
+
+    A regex may name thousands of topics, so all of it runs in steps (:func:`drive`): first
+    the plan (each topic's grant), a slice of topics at a time, then topic after topic its
+    delete, journalled and its snapshot taken when that topic's turn comes, then deleted in
+    steps as on one topic. A publish to a topic whose delete has not come yet is in the log
+    before that delete, so the delete applies to it: the SOW ends as a replay of the log
+    gives it. The client's own later commands wait for the whole of it (busy connection)."""
     sow_service = broker.sow_service
     assert sow_service is not None  # (the caller found the topics there)
     if cmd.filter:
         compile_filter_for(cmd.filter)  # a bad filter is refused before anything is deleted
     elif not cmd.sow_keys and not cmd.body:
         raise CommandError(reasons.MISSING_FIELDS, "sow_delete needs a filter, sow_keys or data")
+    last = [0]  # the position of the last delete journalled (for the persisted ack)
+
+    def finish(counts: dict[str, int] | None) -> None:
+        if counts is None:  # a disk is full
+            acks_refused(client, cmd, cmd.seq, reasons.TX_STORE_FAILURE, broker.txlog)
+        else:
+            _delete_acks(client, cmd, counts, broker, last[0])
+
+    drive(broker, client, cmd, _across_steps(broker, client, cmd, topics, last), finish,
+          complete=True)
+
+
+def _across_steps(broker: Broker, client: Client, cmd: Command, topics: list[Topic],
+                  last: list[int]) -> Generator[None, None, dict[str, int] | None]:
+    """:func:`_delete_across` as steps; its counts (None: refused, a disk is full)."""
+    sow_service = broker.sow_service
+    assert sow_service is not None
     plans: list[tuple[Topic, dict[str, str]]] = []
-    for topic in topics:
+    for i, topic in enumerate(topics):
+        if i and i % PLAN_CHUNK == 0:
+            yield
         name = topic.spec.name
         grant = entitle.topic_delete_grant(client, name)
         if grant is None:
@@ -141,12 +153,12 @@ def _delete_across(broker: Broker, client: Client, cmd: Command, topics: list[To
                 else _admitted(topic, name, keys, grant)
         plans.append((topic, headers))
     if any(sow_service.refusing(topic.spec.name) for topic, _ in plans):  # a disk is full
-        acks_refused(client, cmd, cmd.seq, reasons.TX_STORE_FAILURE, broker.txlog)
-        return
+        return None
     txlog = broker.txlog
-    position = 0
-    deleting: list[tuple[str, Generator[list[Any], None, Any] | None, Any]] = []
-    for topic, headers in plans:
+    counts = {"records_deleted": 0, "matches": 0, "topic_matches": 0}
+    for k, (topic, headers) in enumerate(plans):
+        if k:
+            yield  # (thousands of topics of a record or two each: a slice holds many)
         name = topic.spec.name
         pos, at = 0, None
         if txlog is not None and txlog.recorded(name):
@@ -155,50 +167,39 @@ def _delete_across(broker: Broker, client: Client, cmd: Command, topics: list[To
                                   correlation_id=cmd.correlation_id,
                                   headers={**headers, "o": cmd.options} if cmd.options else headers)
             pos, at = logged.position, logged.timestamp / 1_000_000
-            position = pos
+            last[0] = pos
+        broker.turn.request()  # the SOW commits at the end of this turn
         if "sow_keys" in headers:
             result = topic.delete_by_keys(headers["sow_keys"], position=pos, now=at)
             removed(broker, name, result.records, reasons.OOF_DELETED)
-            deleting.append((name, None, result))
-            continue
-        steps = topic.delete_steps(compile_filter_for(headers["filter"]), position=pos, now=at)
+        else:
+            result = yield from _filtered_delete(
+                broker, name, topic.delete_steps(compile_filter_for(headers["filter"]),
+                                                 position=pos, now=at))
+        counts["records_deleted"] += result.records_deleted
+        counts["matches"] += result.matches
+        counts["topic_matches"] += result.topic_matches
+    return counts
+
+
+def _filtered_delete(broker: Broker, name: str, deleting: Generator[list[Any], None, Any]
+                     ) -> Generator[None, None, Any]:
+    """A topic's delete by filter (``topic.delete_steps``) in steps, each step's removed
+    records reported (out-of-focus messages); its result."""
+    reported = 0
+    while True:
         try:
-            first = next(steps)  # the snapshot: now, in the journal's order
-        except StopIteration as stop:  # deleted at once: reported below, with the others
-            removed(broker, name, stop.value.records, reasons.OOF_DELETED)
-            deleting.append((name, None, stop.value))
-            continue
-        if first:
-            removed(broker, name, first, reasons.OOF_DELETED)
-        deleting.append((name, steps, len(first)))
-    broker.turn.request()  # the SOW commits at the end of this turn
-
-    def rest() -> Generator[None, None, dict[str, int]]:
-        counts = {"records_deleted": 0, "matches": 0, "topic_matches": 0}
-        for name, running, state in deleting:
-            result = state
-            if running is not None:
-                reported = state
-                while True:
-                    try:
-                        part = next(running)
-                    except StopIteration as stop:
-                        result = stop.value
-                        break
-                    if part:
-                        reported += len(part)
-                        removed(broker, name, part, reasons.OOF_DELETED)
-                        broker.turn.request()
-                    yield
-                if reported < result.records_deleted:  # the rest went at once
-                    removed(broker, name, result.records, reasons.OOF_DELETED)
-            counts["records_deleted"] += result.records_deleted
-            counts["matches"] += result.matches
-            counts["topic_matches"] += result.topic_matches
-        return counts
-
-    drive(broker, client, cmd, rest(),
-          lambda counts: _delete_acks(client, cmd, counts, broker, position), complete=True)
+            deleted = next(deleting)
+        except StopIteration as stop:
+            result = stop.value
+            if reported < result.records_deleted:  # deleted at once
+                removed(broker, name, result.records, reasons.OOF_DELETED)
+            return result
+        if deleted:
+            reported += len(deleted)
+            removed(broker, name, deleted, reasons.OOF_DELETED)
+            broker.turn.request()
+        yield
 
 
 def _admitted(topic: Topic, topic_name: str, sow_keys: str, grant: TopicGrant) -> str:

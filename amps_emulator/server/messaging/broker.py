@@ -87,6 +87,9 @@ class Broker:
         #: authentication and entitlements (:mod:`amps_emulator.auth`) when the config has an
         #: Authentication or Entitlement block; None: every logon and command is allowed
         self.security: SecurityLayer | None = None
+        #: VALUE_LOOKUP's lookups (``lookup(name, values) -> str | None``) when the config
+        #: loads libamps_udf_experimental.so with some; None: the function gives NULL
+        self.value_lookup: Callable[[str, tuple[Any, ...]], str | None] | None = None
         #: commands refused by entitlement (the Admin tree's denied_reads / denied_writes)
         self.denied = {"reads": 0, "writes": 0}
         #: what each message processor did (the Admin tree's processors)

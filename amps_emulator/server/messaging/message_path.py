@@ -149,7 +149,7 @@ def _context(broker: Broker, topic: str, body: bytes, client_name: str,
     ctx = MessageContext(topic=display_name(topic), correlation_id=correlation_id,
                          client_name=client_name or None, timestamp=broker.wallclock(),
                          message_size=len(body), instance_name=broker.instance_name,
-                         group_name=broker.group_name)
+                         group_name=broker.group_name, lookup=broker.value_lookup)
     if client is not None:
         ctx.user = client.user_id
         ctx.remote_address = client.peer

@@ -40,8 +40,10 @@ persisted acks of everyone waited with them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable
+from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
@@ -82,11 +84,9 @@ PUMP_BYTES = 256 << 10  # what a connection of an offlining pool writes at a tim
 INLINE_FILTER = 2048  # longer filter texts compile off the event loop (~20 us a character)
 
 
-def _precompile(text: str) -> None:
-    try:
-        compile_filter(text)  # fills the compile cache, errors included
-    except Exception:
-        pass  # reported when the command runs
+def _precompile(text: str, context: Context) -> None:  # (context: the function libraries)
+    with contextlib.suppress(Exception):  # (reported when the command runs)
+        context.run(compile_filter, text)  # fills the compile cache, errors included
 
 
 def _nothing() -> int:
@@ -362,7 +362,7 @@ class Connection(asyncio.Protocol):
         connection is busy, and its command runs when the compiled filter is cached."""
         self.begin_busy()
         self._stash_frames(payloads)
-        fut = self.host.loop.run_in_executor(self.host.filter_pool(), _precompile, text)
+        fut = self.host.loop.run_in_executor(self.host.filter_pool(), _precompile, text, copy_context())
 
         def compiled(_fut: Any) -> None:
             if self.closed:

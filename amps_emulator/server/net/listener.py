@@ -29,6 +29,11 @@ class Listener:
 
     #: PerMessageDeflate (websocket): negotiated with a client that offers it (AMPS's default)
     per_message_deflate = True
+    #: websocket: the transport's and its protocol's HTTPHeader, the protocol's WWWAuthenticate
+    #: and TrustedAdmin (:class:`~server.core.ports.ListenerInfo`)
+    http_headers: tuple[tuple[str, str], ...] = ()
+    www_authenticate: str | None = None
+    trusted_admin = False
 
     def __init__(self, name: str, host: str, port: int, message_type: str | None, protocol: str,
                  max_frame: int, out_limit: int, reuse_addr: bool = True,
@@ -132,4 +137,9 @@ def listeners_from_config(config: Any) -> list[Listener]:
             max_connections=cap if cap is not None else share,
         ))
         out[-1].per_message_deflate = getattr(t, "per_message_deflate", True)
+        custom = next((p for p in getattr(config, "protocols", ())
+                       if p.name == getattr(t, "protocol_name", None)), None)
+        out[-1].http_headers = (*getattr(custom, "http_headers", ()), *getattr(t, "http_headers", ()))
+        out[-1].www_authenticate = getattr(custom, "www_authenticate", None)
+        out[-1].trusted_admin = getattr(custom, "trusted_admin", False)
     return out

@@ -35,12 +35,12 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from websockets.exceptions import InvalidState
 from websockets.frames import CloseCode, Frame, Opcode
-from websockets.http11 import Request
+from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.server import ServerProtocol
 from websockets.typing import BytesLike
@@ -52,8 +52,10 @@ from amps_emulator.server.net.admission import ConnectionCap, reset
 from amps_emulator.server.net.connection import BUDGET_STEP, Connection
 from amps_emulator.server.net.socket_wrapper import StreamSocket, WrappedSocket
 from amps_emulator.server.net.ws_deflate import deflate_extensions
+from amps_emulator.server.net.ws_upgrade import Verdict, decide
 
 if TYPE_CHECKING:
+    from amps_emulator.auth import Session
     from amps_emulator.server.core.ports import ConnectionHost
 
 log = logging.getLogger("amps_emulator.websocket")
@@ -283,6 +285,10 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
         self._expect = 0
         self._parts: list[bytes] = []
         self._size = 0
+        #: the user and session the upgrade logged on (``ws_upgrade``), until the connection's
+        #: logon takes them (``get_extra_info("upgrade_logon")``)
+        self._upgrade_logon: tuple[str, Session] | None = None
+        self._held: list = []  # events after a request whose log-on is being decided
 
     # -- asyncio.Protocol (socket facing) -------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -300,9 +306,7 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
             self._timer = loop.call_at(self._deadline, self._upgrade_expired)
 
     def describe(self) -> str:
-        peer = self.get_extra_info("peername")
-        where = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
-        return f"websocket client (upgrade unfinished) [{where}]"
+        return f"websocket client (upgrade unfinished) [{self.peer()}]"
 
     def inbound_buffered(self) -> int:
         """Bytes held for the client's input: the unfinished request head or frame in the
@@ -362,11 +366,18 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
                     return
         ws = self.ws
         ws.receive_data(data)
+        self._events(ws.events_received(), len(data), largest)
+
+    def _events(self, events: list, received: int, largest: int) -> None:
+        """Handle what the WebSocket protocol made of ``received`` bytes (``largest``: the
+        largest payload a frame header among them announced)."""
         payloads: list[bytes] = []
         try:
-            for ev in ws.events_received():
+            for i, ev in enumerate(events):
                 if isinstance(ev, Request):
-                    self._upgrade(ev)
+                    if self._upgrade(ev):  # its log-on is being decided: the rest waits
+                        self._held = events[i + 1:]
+                        break
                 elif isinstance(ev, Frame) and ev.opcode in _DATA_OPCODES:
                     payload = self._frame(ev)
                     if payload is not None:
@@ -379,11 +390,12 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
         conn = self.conn
         if conn is None:
             return
-        conn.bytes_in += len(data)
+        conn.bytes_in += received
         if not conn.note_inbound(self.inbound_buffered()):
             return
         conn.received(payloads)
-        announced = max(largest, sizes.receiving)
+        ws = self.ws
+        announced = max(largest, self.sizes.receiving)
         if not conn.logged_on and announced > self.listener.logon_frame_limit:
             conn.frame_before_logon(announced)
         if ws.state is not State.OPEN and not conn.closed:
@@ -403,6 +415,9 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
             self._admitted = False
             self._cap.release()
         self._leave_budget()
+        if self._upgrade_logon is not None:  # (never taken by a logon)
+            self._upgrade_logon[1].close()
+            self._upgrade_logon = None
         if self.conn is not None:
             self.conn.connection_lost(exc)
 
@@ -426,7 +441,9 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
             self.sock.close()
 
     # -- the upgrade ------------------------------------------------------------------------
-    def _upgrade(self, req: Request) -> None:
+    def _upgrade(self, req: Request) -> bool:
+        """Answer the upgrade request; whether its log-on is still being decided (the
+        protocol's ``WWWAuthenticate`` / ``TrustedAdmin``: :mod:`server.net.ws_upgrade`)."""
         path = req.path.split("?", 1)[0].rstrip("/")
         parts = path.split("/")
         want = self.listener.message_type
@@ -434,14 +451,68 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
             expected = f"/amps/{want}" if want else "/amps/<message type>"
             log.info("websocket: refused upgrade for %r (this transport serves %s)",
                      req.path, expected)
-            self.ws.send_response(self.ws.reject(
-                404, f"AMPS websocket transport: connect to {expected}\n"))
-            return
-        # An Authorization: Basic header (the Node client sends one for user:password@ in
-        # the URI) is accepted; the logon command carries the same user, as over TCP.
+            self._respond(self.ws.reject(404, f"AMPS websocket transport: connect to {expected}\n"))
+            return False
         self.path_type = parts[-1]
-        response = self.ws.accept(req)
+        if self.listener.www_authenticate is None and not self.listener.trusted_admin:
+            # An Authorization: Basic header (the Node client sends one for user:password@ in
+            # the URI) is accepted; the logon command carries the same user, as over TCP.
+            self._accept(req)
+            return False
+        if self.sock is not None:
+            self.sock.pause_reading()  # (until decided: nothing more is parsed meanwhile)
+        task = self.host.loop.create_task(decide(list(req.headers.raw_items()), self.listener,
+                                                 self.host, self.peer()))
+        task.add_done_callback(lambda done: self._decided(req, done))
+        return True
+
+    def peer(self) -> str:
+        peer = self.get_extra_info("peername")
+        return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+    def _decided(self, req: Request, done: asyncio.Task[Verdict]) -> None:
+        try:
+            verdict = done.result()
+        except Exception as exc:  # a module's bug refuses the upgrade, never the server
+            log.exception("websocket: the upgrade's log-on check failed")
+            verdict = Verdict(False, detail=f"internal error: {exc!r}")
+        if self.sock is None or self.sock.is_closing():  # (the logon timeout, the peer)
+            if verdict.session is not None:
+                verdict.session.close()
+            return
+        if not verdict.accepted:
+            log.warning("websocket: refused upgrade from %s (%s): %s", self.peer(),
+                        self.listener.name, verdict.detail)
+            response = self.ws.reject(401, "AMPS websocket transport: credentials required\n")
+            response.headers["WWW-Authenticate"] = self.listener.www_authenticate or "Basic"
+            self._respond(response)
+            self._flush_ws()
+            return
+        if verdict.user is not None and verdict.session is not None:
+            self._upgrade_logon = (verdict.user, verdict.session)
+        self._accept(req)
+        held, self._held = self._held, []
+        self._events(held, 0, 0)
+        if self.sock is not None and not self.sock.is_closing():
+            self.sock.resume_reading()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        """The socket's, and ``upgrade_logon``: the ``(user, session)`` the upgrade logged on,
+        handed over once (to the connection's logon, ``Server._authenticate``)."""
+        if name == "upgrade_logon":
+            got, self._upgrade_logon = self._upgrade_logon, None
+            return got if got is not None else default
+        return super().get_extra_info(name, default)
+
+    def _respond(self, response: Response) -> None:
+        """Send an upgrade answer with the configured ``HTTPHeader`` lines."""
+        for name, value in self.listener.http_headers:
+            response.headers[name] = value
         self.ws.send_response(response)
+
+    def _accept(self, req: Request) -> None:
+        response = self.ws.accept(req)
+        self._respond(response)
         if response.status_code != 101:  # not a valid upgrade request
             return
         self._flush_ws()

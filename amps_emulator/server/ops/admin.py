@@ -22,7 +22,8 @@ extension: a browsable page; ``?t0=``/``?t1=``: the history, :mod:`server.ops.st
   ``/amps/administrator/transports/<id>/disable`` and ``.../enable`` (GET, as AMPS; or POST),
   ``/amps/administrator/queues/<id>/enable_proxied_transfer`` and ``disable_proxied_transfer``,
   ``/amps/administrator/actions/<Path>?NAME=VALUE`` (runs the ``on-admin`` actions of
-  ``Path``; a missing ``RequiredParameter`` is a 400 and nothing runs)
+  ``Path``; a missing ``RequiredParameter`` is a 400 and nothing runs),
+  ``/amps/administrator/minidump`` (writes a minidump into ``MiniDumpDirectory``; its path)
 * ``/emulator/health``, ``/emulator/reset`` (POST; ``?topic=``, ``?queue=``, ``?client=``),
   ``/emulator/sow/<topic>``, ``/emulator/queues/<queue>``, ``/emulator/journal``,
   ``/emulator/subscriptions``, ``/emulator/clock`` and ``/emulator/clock/advance?seconds=``,
@@ -36,7 +37,6 @@ extension: a browsable page; ``?t0=``/``?t1=``: the history, :mod:`server.ops.st
 from __future__ import annotations
 
 import asyncio
-import base64
 import html
 import json
 import logging
@@ -46,12 +46,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 import h11
 
-from amps_emulator.auth import Credentials
 from amps_emulator.config.values import parse_inet_addr
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.core.clock import TestClock
 from amps_emulator.server.ops import metrics, snapshot
 from amps_emulator.server.ops import reset as ops
+from amps_emulator.server.ops.admin_access import WWW_AUTHENTICATE, AdminAccess, admin_tls
 from amps_emulator.server.ops.admin_http import (
     AdminLimits,
     ConnectionCap,
@@ -60,7 +60,6 @@ from amps_emulator.server.ops.admin_http import (
     HttpError,
     Target,
     TooLarge,
-    needs_write,
     parse_target,
 )
 from amps_emulator.server.ops.console import STATIC, page, static_file
@@ -69,13 +68,9 @@ from amps_emulator.server.ops.history import History
 from amps_emulator.server.ops.stats import Sampler, client_id, tree
 
 if TYPE_CHECKING:
-    from amps_emulator.auth.layer import Session
     from amps_emulator.server.app import Server
 
-__all__ = ["AdminLimits", "AdminServer", "HttpError", "start_admin"]
-
-#: the challenge a 401 carries when Admin has its own Authentication/Entitlement
-WWW_AUTHENTICATE = 'Basic realm="AMPS Admin"'
+__all__ = ["AdminLimits", "AdminServer", "HttpError", "start_admin", "WWW_AUTHENTICATE"]
 
 log = logging.getLogger("amps_emulator.admin")
 
@@ -128,37 +123,55 @@ class AdminServer:
         self.history = History(server)
         #: what one request and the interface as a whole may use (tests shorten them)
         self.limits = limits if limits is not None else AdminLimits()
-        #: the connections open now, and the cap on them
-        self.cap = ConnectionCap(self.limits)
         #: the faults injected through ``/emulator/faults`` (undone when the interface stops)
         self.faults = Faults(server)
         self._srv: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task] = set()
         cfg = getattr(server.config, "admin", None)
+        #: HTTPS (the config's ``Certificate`` and ``PrivateKey``), else None: plain HTTP
+        self.tls = admin_tls(cfg)
+        #: log-on, entitlement, anonymous paths, session cookies and the headers every answer
+        #: carries (:mod:`server.ops.admin_access`)
+        self.access = AdminAccess(server, cfg, "https" if self.tls is not None else "http")
         #: the ``WWW-Authenticate`` of a 401 (the config's ``WWWAuthenticate``)
-        self.challenge: str = getattr(cfg, "www_authenticate", None) or WWW_AUTHENTICATE
+        self.challenge = self.access.challenge
+        #: the connections open now, and the cap on them
+        self.cap = ConnectionCap(self.limits, self.access.headers)
 
     @property
     def uri(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.access.scheme}://{host}:{self.port}"
 
     async def start(self) -> None:
-        self._srv = await asyncio.start_server(self._client, self.host, self.port,
-                                               reuse_address=True)
+        await self.sampler.open_database()
+        # a TLS handshake must end within a request's deadline: a peer that opens one and
+        # stalls is closed then, as one that trickles its request is
+        self._srv = await asyncio.start_server(
+            self._client, self.host, self.port, reuse_address=True, ssl=self.tls,
+            ssl_handshake_timeout=self.limits.request_deadline if self.tls is not None else None)
+        self.server.admin_credentials = self.access.trusted_credentials
         sock = self._srv.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
         self.sampler.start()
         self.history.start()
 
+    def truncate_statistics(self, age: float) -> str:
+        """``amps-action-do-truncate-statistics``: see :meth:`Sampler.truncate`."""
+        return self.sampler.truncate(age)
+
     async def stop(self) -> None:
         self.sampler.close()
         self.history.close()
+        await self.sampler.close_database()
         self.faults.clear()
         if self._srv is not None:
             self._srv.close()
-        for t in list(self._tasks):
+        tasks = list(self._tasks)
+        for t in tasks:
             t.cancel()
+        if tasks:  # (let them end before the loop does; a TLS connection takes a step more)
+            await asyncio.wait(tasks, timeout=1.0)
         if self._srv is not None:
             await self._srv.wait_closed()
 
@@ -170,6 +183,7 @@ class AdminServer:
         if task is not None:
             self._tasks.add(task)
         ex = Exchange(reader, writer, self.limits, self.server.budget)
+        ex.extra = self.access.response_headers(None, writer.get_extra_info("sockname"))
         self.server.budget.add(ex)
         try:
             while await self._exchange(ex):
@@ -202,15 +216,21 @@ class AdminServer:
         if req is None:
             return False
         method = req.method.decode("ascii", "replace")
+        ex.extra = self.access.response_headers(req, ex.writer.get_extra_info("sockname"))
         body: bytes | IO[bytes] = b""
         try:
-            session = await self._logon(req, method)
             try:
-                target = parse_target(req.target)
-                self._entitle(session, method, target)
-            finally:
-                if session is not None:
-                    session.close()
+                target: Target | None = parse_target(req.target)
+            except HttpError as exc:  # reported once credentials are checked (401 first)
+                target, bad = None, exc
+            if not self.access.is_anonymous(target, method):
+                grant = await self.access.logon(req, method)
+                if grant.cookie is not None:
+                    ex.extra.append(("set-cookie", grant.cookie))
+                if target is None:
+                    raise bad
+                self.access.entitle(grant.session, method, target)
+            assert target is not None  # (anonymous: it has a canonical form)
             body = await self._read_body(ex, req, method, target)
         except HttpError as exc:
             if exc.status in (400, 404):  # (401, 403, 413: logged where refused)
@@ -228,7 +248,7 @@ class AdminServer:
     async def _send(self, ex: Exchange, status: int, ctype: str, payload: bytes,
                     close: bool = False) -> bool:
         headers = [("content-type", ctype), ("content-length", str(len(payload))),
-                   ("cache-control", "no-store"), ("access-control-allow-origin", "*")]
+                   ("cache-control", "no-store")]  # (+ ex.extra: CORS, the configured ones)
         if status == 401:
             headers.append(("www-authenticate", self.challenge))
         return await ex.send(status, headers, payload, close)
@@ -268,6 +288,8 @@ class AdminServer:
                        ) -> tuple[int, str, bytes]:
         segs, query = target.segs, target.query
         try:
+            if not self.access.console and (not segs or segs[0] in STATIC):
+                raise HttpError(404, "the web console is off (<Galvanometer>disabled</Galvanometer>)")
             if not segs:
                 return 200, "text/html; charset=utf-8", page(self.server, self.faults.listed()).encode()
             if segs[0] in STATIC:
@@ -294,46 +316,6 @@ class AdminServer:
         except Exception as exc:  # contained: reported to the caller, logged once
             log.exception("admin %s %s failed", method, target.path)
             return _error(500, str(exc))
-
-    async def _logon(self, req: h11.Request, method: str) -> Session | None:
-        """The Admin interface is AMPS's ``amps-admin`` transport: its own Authentication /
-        Entitlement blocks, else the instance's, else the default modules (User Guide,
-        "Securing AMPS"). When any of these is configured, the HTTP Basic credentials log on
-        through the resolved modules (401 otherwise); :meth:`_entitle` then checks the path.
-        With the defaults alone (no block anywhere) every request is served, as the default
-        modules accept anyone (None)."""
-        security = self.server.broker.security
-        if security is None or not security.config.admin_secured:
-            return None
-        user, password = "", None
-        for name, value in req.headers:
-            if name == b"authorization":
-                scheme, _, encoded = value.decode("latin-1").partition(" ")
-                if scheme.lower() == "basic":
-                    try:
-                        text = base64.b64decode(encoded.strip(), validate=True).decode("utf-8")
-                    except (ValueError, UnicodeDecodeError):
-                        raise HttpError(401, "bad Basic credentials") from None
-                    user, _, password = text.partition(":")
-        outcome = await security.admin().logon(Credentials(user, password))
-        if outcome.session is None:
-            log.warning("admin %s %s refused (%s): %s", method, req.target.decode("latin-1"),
-                        outcome.reason, outcome.detail)
-            raise HttpError(401, outcome.reason)
-        return outcome.session
-
-    def _entitle(self, session: Session | None, method: str, target: Target) -> None:
-        """The user's ``admin`` permissions on the canonical path: read, or write for a
-        request that changes state (:func:`admin_http.needs_write`), whatever its method."""
-        if session is None:
-            return
-        write = needs_write(target, method)
-        if not session.permissions.check_admin(target.path, write=write):
-            self.server.broker.denied["writes" if write else "reads"] += 1
-            log.warning("admin %s %s refused: user %r may not %s it", method, target.path,
-                        session.user_id, "write" if write else "read")
-            raise HttpError(403, f"user {session.user_id!r} is not entitled to "
-                                 f"{'write' if write else 'read'} {target.path}")
 
     # -- /amps ----------------------------------------------------------------------------
     def _amps(self, method: str, target: Target) -> tuple[int, str, bytes]:
@@ -379,6 +361,7 @@ class AdminServer:
         if not segs:
             return {"administrator": {"clients": [client_id(c) for c in s.connections],
                                       "transports": [lst.name for lst in s.listeners],
+                                      "minidump": "/amps/administrator/minidump",
                                       "actions": s.actions.admin_paths()}}
         kind = segs[0]
         if kind == "actions":  # the on-admin actions; a path runs one (query: its variables)
@@ -390,6 +373,15 @@ class AdminServer:
             except ValueError as exc:
                 raise HttpError(400, str(exc)) from None
             return {"action": path, "ran": ran}
+        if kind == "minidump":  # AMPS writes one on a plain GET
+            if len(segs) > 1:
+                raise HttpError(404, f"no administrator resource {'/'.join(segs)}")
+            try:
+                return {"minidump": s.write_minidump("Admin interface")}
+            except LookupError as exc:
+                raise HttpError(409, str(exc)) from None
+            except OSError as exc:
+                raise HttpError(500, f"cannot write the minidump: {exc}") from None
         if len(segs) > 3:
             raise HttpError(404, f"no administrator resource {'/'.join(segs)}")
         if kind == "clients":
@@ -417,9 +409,29 @@ class AdminServer:
             return {"transport": lst.name, "actions": ["disable", "enable"]}
         if kind == "replication":
             return self._replication_action(segs[1:])
+        if kind == "authorization":
+            return self._authorization(segs[1:])
         if kind == "queues":
             return self._queue_action(segs[1:])
         raise HttpError(404, f"no administrator resource {kind!r}")
+
+    def _authorization(self, segs: list[str]) -> dict:
+        """``/amps/administrator/authorization/<authentication|entitlement>/reset``: the
+        permission documents are read again, the clients logged on are disconnected (as the
+        reset actions do) and every Admin session cookie ends."""
+        kinds = ["authentication", "entitlement"]
+        if not segs:
+            return {"authorization": kinds}
+        if segs[0] not in kinds:
+            raise LookupError(f"no authorization resource {segs[0]!r}")
+        if len(segs) == 1:
+            return {segs[0]: {"actions": ["reset"]}}
+        if segs[1] != "reset":
+            raise HttpError(404, f"no {segs[0]} action {segs[1]!r}")
+        clients = self.server.action_reset_security(segs[0], None, None)
+        log.warning("admin: %s reset: %d clients disconnected, %d Admin sessions ended",
+                    segs[0], clients, self.access.sessions.clear())
+        return {segs[0]: "reset", "clients_disconnected": clients}
 
     def _replication_action(self, segs: list[str]) -> dict:
         """``/amps/administrator/replication/<destination>/downgrade|upgrade|reconnect``."""

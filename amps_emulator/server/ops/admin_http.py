@@ -26,7 +26,7 @@ for a resource an entitlement entry guards.
 
 **Writes** (:func:`needs_write`). Requests that change the server's state need the ``admin``
 write permission whatever their method: every ``/amps/administrator`` action (AMPS runs them
-on a plain GET) and every method but GET/HEAD.
+on a plain GET; ``/amps/administrator/minidump`` writes a dump) and every method but GET/HEAD.
 """
 
 from __future__ import annotations
@@ -142,6 +142,8 @@ def needs_write(target: Target, method: str) -> bool:
     if segs[:2] != ("amps", "administrator"):
         return False
     rest = segs[2:]
+    if rest[:1] == ("minidump",):
+        return True  # writes a minidump
     if rest[:1] == ("actions",):
         return len(rest) > 1  # runs the on-admin actions of that path
     return len(rest) > 2  # <kind>/<name>/<action>: disconnect, disable, upgrade, ...
@@ -169,6 +171,9 @@ class Exchange:
         self.received = 0
         self._head_only = False
         self._answered = False  # a response of this request is under way
+        #: headers every answer on this connection carries (CORS, the configured ones; the
+        #: Admin interface sets them for each request)
+        self.extra: list[tuple[str, str]] = []
 
     def extend_deadline(self, seconds: float) -> None:
         """Give the rest of this request ``seconds`` from now (a restore's upload)."""
@@ -249,8 +254,9 @@ class Exchange:
     async def send(self, status: int, headers: list[tuple[str, str]], payload: bytes,
                    close: bool = False) -> bool:
         """Answer the request; whether the connection may carry another one."""
+        headers = [*headers, *self.extra]
         if close:
-            headers = [*headers, ("connection", "close")]
+            headers.append(("connection", "close"))
         self._answered = True
         self.writer.write(self.conn.send(h11.Response(status_code=status, headers=headers)))
         if not self._head_only:  # (a HEAD's answer has the headers alone)
@@ -299,22 +305,29 @@ class Exchange:
         self._answered = True
         body = json.dumps({"error": message}).encode()
         self.writer.write(b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
-                          b"content-length: %d\r\nconnection: close\r\n\r\n%s"
-                          % (status, HTTPStatus(status).phrase.encode(), len(body), body))
+                          b"content-length: %d\r\n%sconnection: close\r\n\r\n%s"
+                          % (status, HTTPStatus(status).phrase.encode(), len(body),
+                             header_lines(self.extra), body))
+
+
+def header_lines(headers: list[tuple[str, str]]) -> bytes:
+    """``headers`` as the lines of a response head (each checked at load time: no CR/LF)."""
+    return b"".join(b"%s: %s\r\n" % (n.encode("ascii"), v.encode("latin-1")) for n, v in headers)
 
 
 _BUSY_BODY = b'{"error": "too many Admin connections; try again"}'
-_BUSY = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
-         b"content-length: %d\r\nretry-after: 1\r\nconnection: close\r\n\r\n%s"
-         % (len(_BUSY_BODY), _BUSY_BODY))
 
 
 class ConnectionCap:
     """How many Admin connections are open; a new one past ``limit`` is answered 503 and
     closed, with one log line each time the cap is reached (not per refused connection)."""
 
-    def __init__(self, limits: AdminLimits) -> None:
+    def __init__(self, limits: AdminLimits, headers: list[tuple[str, str]] | None = None) -> None:
         self.limits = limits
+        #: the 503's bytes (``headers``: the configured ones it carries as every answer does)
+        self.busy = (b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+                     b"content-length: %d\r\nretry-after: 1\r\n%sconnection: close\r\n\r\n%s"
+                     % (len(_BUSY_BODY), header_lines(headers or []), _BUSY_BODY))
         self.open = 0
         self.refused = 0
         self._full = False
@@ -328,7 +341,7 @@ class ConnectionCap:
             self._full = True
             log.warning("admin: %d connections open, the most allowed; new connections are "
                         "refused (503) until one closes", self.open)
-        writer.write(_BUSY)
+        writer.write(self.busy)
         writer.close()
         return False
 

@@ -2,7 +2,8 @@
 
 A snapshot is a tar archive (gzip on request) of the files that hold the state: the
 transaction log's directory (journal segments, their summaries, the queues' low-water
-checkpoint ``queues.ack``) under ``journal/``, and each persistent SOW topic's LMDB
+checkpoint ``queues.ack``) under ``journal/``, with the segments archived to
+``JournalArchiveDirectory`` (restored into the journal directory), and each persistent SOW topic's LMDB
 environment (``data.mdb``) under ``sow/<n>/``, with ``manifest.json`` naming the topics each
 environment holds. It is taken on the event loop between two turns, after the SOW commit and
 the journal's flush and sync, so no command is half applied in it.
@@ -31,6 +32,8 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from amps_emulator.journal.segment import parse_stored_name
+from amps_emulator.journal.summary import SUMMARY_SUFFIX
 from amps_emulator.protocol.topics import qualify
 
 if TYPE_CHECKING:
@@ -136,6 +139,11 @@ async def take(server: Server, gzip: bool = False) -> bytes:
                 path = os.path.join(d, name)
                 if os.path.isfile(path) and not name.endswith(".tmp"):
                     tar.add(path, f"journal/{name}")
+            archive = tx.cfg.journal_archive_directory
+            if archive and os.path.isdir(archive):  # archived segments: restored beside the rest
+                for name in sorted(os.listdir(archive)):
+                    if parse_stored_name(name.removesuffix(SUMMARY_SUFFIX)) is not None:
+                        tar.add(os.path.join(archive, name), f"journal/{name}")
         if svc is not None:
             for i, (d, st) in enumerate(sorted(svc.sow.stores.items())):
                 st.sync()

@@ -25,17 +25,24 @@ is an empty list or object rather than invented numbers.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import socket
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+from amps_emulator.config import ConfigError, ConfigIssue
 from amps_emulator.protocol.topics import display_name
 from amps_emulator.server.core.amps_names import connection_name
+from amps_emulator.server.ops import statsdb
 from amps_emulator.server.ops.stats_history import StatsHistory, format_time
 
 if TYPE_CHECKING:
     from amps_emulator.server.app import Server
+
+log = logging.getLogger("amps_emulator.admin")
 
 
 def _n(v: float | int) -> str:
@@ -169,11 +176,20 @@ class Sampler:
         self._active_at = dict.fromkeys(PROCESSORS, time.monotonic())
         #: every sample of the tree, for the ``t0``/``t1`` queries (the statistics database)
         self.store = StatsHistory()
+        #: the thread writing the statistics database, when ``Admin/FileName`` names a file
+        self.writer: statsdb.StatsWriter | None = None
+        #: the file's samples being read back (:meth:`_read_back`), and this run's samples
+        #: taken meanwhile; the time the next sample must follow (the file's last)
+        self.reading: asyncio.Future[None] | None = None
+        self._pending: list[tuple[int, dict]] | None = None
+        self._stop_reading = threading.Event()
+        self._floor = 0
+        self._cut = 0  # samples before this were truncated
         self.total_time = 0.0  # seconds spent sampling and recording
         self.last_time = 0.0  # of the last sample
         self.timer: Any = None
         self.at = time.monotonic()
-        self.sampled_at = time.time()
+        self.sampled_at = server.wallclock()
         self.samples = 0
         self.rates: dict[tuple, float] = {}
         self._prev: dict[tuple, int] = {}
@@ -191,6 +207,68 @@ class Sampler:
     def close(self) -> None:
         if self.timer is not None:
             self.timer.cancel()
+
+    # -- the statistics database -----------------------------------------------------------
+    async def open_database(self) -> None:
+        """With ``Admin/FileName`` naming a file: open it (off the loop) and start the thread
+        that writes the samples; its samples are read back into :attr:`store` in the
+        background (:meth:`_read_back`). A file that cannot be the statistics database stops
+        the start-up, as a config error at ``<Admin>``."""
+        cfg = self.server.config.admin
+        path = getattr(cfg, "file_name", ":memory:") or ":memory:"
+        if cfg is None or path == ":memory:":
+            return
+        try:
+            file = await asyncio.to_thread(statsdb.StatsFile, path,
+                                           self.server.config.statistics_indexing)
+            last = await asyncio.to_thread(lambda: file.last)
+        except statsdb.StatsFileError as exc:
+            raise ConfigError([ConfigIssue(cfg.file, cfg.line,
+                                           f"<Admin> <FileName>: {exc}")]) from None
+        self.writer = statsdb.StatsWriter(file).start()
+        if last is not None:
+            self._floor = statsdb.from_amps_time(last)
+            self._pending = []
+            self.reading = asyncio.ensure_future(self._read_back(path, last))
+
+    async def _read_back(self, path: str, upto: int) -> None:
+        """Read the file's samples (up to ``upto``) into a history in a worker thread, add
+        this run's samples taken meanwhile, and answer from it from then on."""
+        try:
+            past = await asyncio.to_thread(statsdb.read_history, path, upto,
+                                           stop=self._stop_reading)
+        except statsdb.StatsFileError as exc:
+            log.error("statistics database: %s; the history starts afresh", exc)
+            self._pending = None
+            return
+        pending, self._pending = self._pending or [], None
+        n = len(past.times)
+        for at_us, recorded in pending:
+            past.record(at_us, recorded)
+        past.forget_before(self._cut)
+        past.queries = self.store.queries
+        self.store = past
+        log.info("statistics database %s: %d earlier sample(s) read back", path, n)
+
+    async def close_database(self) -> None:
+        """Write what is queued and close the file (a slow disk is not waited for long)."""
+        self._stop_reading.set()
+        if self.reading is not None:
+            await asyncio.wait([self.reading], timeout=5.0)
+        if self.writer is not None:
+            await asyncio.to_thread(self.writer.close)
+
+    def truncate(self, age: float) -> str:
+        """Remove the samples older than ``age`` seconds (by the server's clock) from the
+        history and, in the writer thread, from the statistics database; what was done."""
+        cut_us = int((self.server.wallclock() - age) * 1_000_000)
+        self._cut = max(self._cut, cut_us)  # (for the samples still being read back)
+        n = self.store.forget_before(cut_us)
+        if self.writer is None:
+            return f"removed {n} sample(s) before {format_time(cut_us)} from the history in memory"
+        self.writer.truncate(statsdb.to_amps_time(cut_us))
+        return (f"removing the samples before {format_time(cut_us)} from {self.writer.file.path}"
+                f" ({n} in the history)")
 
     def _counters(self) -> dict[tuple, int]:
         s = self.server
@@ -232,16 +310,27 @@ class Sampler:
                               (v[1] - self._net_prev.get(n, v)[1]) / dt) for n, v in net.items()}
         self._net_prev = net
         self.at = now
-        self.sampled_at = time.time()
+        self.sampled_at = self.server.wallclock()  # (an injected clock's, in tests)
         self.samples += 1
 
     def record(self) -> None:
-        """Add the tree as it is now to :attr:`store`, stamped with the sample's time."""
+        """Add the tree as it is now to :attr:`store` (and the statistics database, when
+        there is one), stamped with the sample's time."""
         started = time.perf_counter()
         at_us = int(self.sampled_at * 1_000_000)
+        times = self.store.times
+        if self.writer is not None:  # the database's times are whole milliseconds, increasing
+            at_us -= at_us % 1000
+            last = max(times[-1] if times else 0, self._floor)
+            if at_us <= last:
+                at_us = last + 1000
         recorded = tree(self.server, self)
         recorded["amps"]["instance"]["timestamp"] = format_time(at_us)  # (the sample's own)
         self.store.record(at_us, recorded)
+        if self.writer is not None:
+            self.writer.submit(statsdb.to_amps_time(at_us), recorded)
+        if self._pending is not None:
+            self._pending.append((at_us, recorded))
         self.last_time = time.perf_counter() - started
         self.total_time += self.last_time
 
@@ -511,11 +600,21 @@ def tree(server: Server, sm: Sampler) -> dict:
             "sow": _sow(server, sm), "views": _views(server), "queues": _queues(server),
             "subscriptions": _subscriptions(server), "transaction_log": _txlog(server),
             "replication": _replication(server), "transports": _transports(server),
-            "statistics": {"file_name": getattr(cfg.admin, "file_name", ":memory:")
-                           if cfg.admin is not None else ":memory:",
-                           "interval": _n(int(sm.interval * 1000)),
-                           "total_samples": _n(sm.samples), "queries": _n(sm.store.queries),
-                           "time_per_sample": _n(sm.last_time),
-                           "total_time": _n(sm.total_time)},
+            "statistics": _statistics(server, sm),
         },
     }}
+
+
+def _statistics(server: Server, sm: Sampler) -> dict:
+    """``/amps/instance/statistics``; the file's figures when the database is a file (read
+    from the writer thread's last write)."""
+    cfg = server.config.admin
+    out = {"file_name": getattr(cfg, "file_name", ":memory:") if cfg is not None else ":memory:",
+           "interval": _n(int(sm.interval * 1000)),
+           "total_samples": _n(sm.samples), "queries": _n(sm.store.queries),
+           "time_per_sample": _n(sm.last_time), "total_time": _n(sm.total_time)}
+    if sm.writer is not None:
+        f = sm.writer.file
+        out.update(file_size=_n(f.file_size), disk_per_sample=_n(f.disk_per_sample),
+                   total_commit_time=_n(f.total_commit_time))
+    return out

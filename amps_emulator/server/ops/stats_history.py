@@ -6,8 +6,10 @@ Every ``Admin/Interval`` the sampler (:class:`server.ops.stats.Sampler`) records
 only: a value is stored when it differs from the one before, so a name that never changes
 costs one entry whatever the number of samples, and an idle instance costs almost nothing.
 The last :data:`KEEP` samples are kept (a day at the default 10 s interval); a resource that
-disappeared (a client that left) goes once its last sample is older than that. The history
-lives in memory: ``Admin/FileName`` is not written, and a restart starts it afresh.
+disappeared (a client that left) goes once its last sample is older than that. With the
+default ``Admin/FileName`` (``:memory:``) the history lives in memory only and a restart
+starts it afresh; with a file (:mod:`server.ops.statsdb`) every sample is written to it too,
+and at start-up its last samples are read back into the history.
 
 Queries (:meth:`StatsHistory.select`), as the Monitoring Reference describes them:
 
@@ -133,6 +135,18 @@ class StatsHistory:
             self._first += 1
             if self._first % max(1, self.keep // 8) == 0:
                 self._prune()
+
+    def forget_before(self, at_us: int) -> int:
+        """Drop the samples taken before ``at_us`` (``amps-action-do-truncate-statistics``);
+        how many."""
+        n = 0
+        while self.times and self.times[0] < at_us:
+            self.times.popleft()
+            self._first += 1
+            n += 1
+        if n:
+            self._prune()
+        return n
 
     def _leaves(self, node: Any, path: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
         """Each leaf of ``node`` with its path; a collection's entries are named by their

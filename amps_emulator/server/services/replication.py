@@ -52,7 +52,7 @@ from amps_emulator.replication.bootstrap_link import fill_then_start
 from amps_emulator.replication.compression import LinkReader, next_frame, outbound
 from amps_emulator.replication.gate import AckGate, DestinationState, describe_destination
 from amps_emulator.replication.link import Receiver, Selection, Sender, ack_position
-from amps_emulator.replication.peer_auth import logon_with
+from amps_emulator.replication.peer_auth import logon_for_link
 from amps_emulator.replication.stream import FrameSource, LinkWriter, Wakeup, no_delay, read_frame, send
 from amps_emulator.replication.wire import (
     Hello,
@@ -250,10 +250,11 @@ class ReplicationService:
             del self._links[st.name]
         self._link_down(st, reason)
 
-    def logon_for(self, transport: DestinationTransport) -> Logon:
+    async def logon_for(self, transport: DestinationTransport) -> Logon:
         """What a link through ``transport`` logs on with: its Authenticator's credentials,
-        else the instance's (:class:`LinkRefused` when a password source has gone)."""
-        return logon_with(self.config.replication.authenticator_for(transport))
+        else the instance's (:class:`LinkRefused` when a password source has gone or the
+        exec authenticator's program fails)."""
+        return await logon_for_link(self.config.replication.authenticator_for(transport))
 
     def _forget_sender(self, dest_name: str) -> None:
         sender = self.senders.pop(dest_name, None)
@@ -489,7 +490,7 @@ class ReplicationService:
                 reason: str | None = None
                 self._links[dest.name] = writer
                 try:
-                    await self._run_upstream(dest, st, reader, writer, self.logon_for(tr))
+                    await self._run_upstream(dest, st, reader, writer, await self.logon_for(tr))
                 except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator) as exc:
                     reason = str(exc) or type(exc).__name__
                     log.warning("replication destination %r (%s): link lost: %s", dest.name,

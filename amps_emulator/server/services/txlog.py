@@ -57,6 +57,7 @@ from amps_emulator.journal import (
     RecordKind,
 )
 from amps_emulator.journal.segment import FileOps
+from amps_emulator.journal.stored import remove_journal_files
 from amps_emulator.journal.syncing import SyncJob
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.reasons import CommandError
@@ -170,6 +171,8 @@ class TxLog:
             strict=self.strict_recovery,
             defer_summaries=True,
             clock=self.server.wallclock,  # record times follow the server's (test) clock
+            archive_directory=cfg.journal_archive_directory,
+            compressed_cache_limit=cfg.compressed_journal_cache_limit,
         )
         for w in report.warnings:
             log.warning("transaction log: %s", w)
@@ -224,10 +227,7 @@ class TxLog:
         self._journal = None
         d = self.cfg.journal_directory
         if not self.memory:  # (in memory the journal had no files, and a new one is empty)
-            for name in os.listdir(d):
-                path = os.path.join(d, name)
-                if os.path.isfile(path):
-                    os.remove(path)
+            remove_journal_files(d, self.cfg.journal_archive_directory)
             if fill is not None:
                 fill(d)
         self._persist_fifo.clear()

@@ -69,6 +69,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("amps_emulator.views")
 
+class DerivedWatch(Protocol):
+    """Told of each record a view or conflated topic stores or deletes (the actions)."""
+
+    def derived_stored(self, topic: str, sow_key: str, data: bytes, doc: Any) -> None: ...
+
+    def derived_removed(self, topic: str, records: list[Record]) -> None: ...
+
+
 class ViewsHost(ServiceHost, Protocol):
     """What the views read of the broker: its SOW (here, not in ``ports``: it names
     :class:`server.services.sow_service.SowService`)."""
@@ -451,7 +459,7 @@ class _Conflated(_Derived):
             return data, doc
         ctx = MessageContext(topic=self.name, sow_key=skey, timestamp=self.broker.wallclock(),
                              instance_name=self.broker.instance_name,
-                             group_name=self.broker.group_name) \
+                             group_name=self.broker.group_name, lookup=self.broker.value_lookup) \
             if rules.uses_context else None
         try:
             return rules.enrich(data, doc, None, ctx)
@@ -507,6 +515,7 @@ class DerivedTopics:
         self.names: set[str] = set()
         self._order: list[_Derived] = []
         self.config = config
+        self.watch: DerivedWatch | None = None
         #: ConflatedTopics over a Pattern container: (container name, type) -> them
         self._families: dict[tuple[str, str], list[Any]] = {}
         self._plain: set[str] = set()  # topics known to have no family's conflated topic
@@ -661,6 +670,8 @@ class DerivedTopics:
         store_publish(self.broker.turn, topic, msg, False, 0, skey, msg.timestamp / 1_000_000)
         fan_out(self.broker, msg)
         self.published(name, msg)  # views over this one
+        if self.watch is not None:
+            self.watch.derived_stored(name, skey, msg.body, msg.doc)
 
     def delete(self, topic: Topic, skey: str, reason: str) -> None:
         name = topic.spec.name
@@ -669,6 +680,8 @@ class DerivedTopics:
         if recs:
             send_oof(self.broker, name, recs, reason)
             self.removed(name, recs, reason)
+            if self.watch is not None:
+                self.watch.derived_removed(name, recs)
 
     def close(self) -> None:
         for d in self._order:

@@ -175,6 +175,7 @@ STATE_CHANGING = [
     ("GET", "/amps/administrator/replication/peer/reconnect"),
     ("GET", "/amps/administrator/queues/work/enable_proxied_transfer"),
     ("GET", "/amps/administrator/queues/work/disable_proxied_transfer"),
+    ("GET", "/amps/administrator/minidump"),
     ("POST", "/emulator/reset"),
     ("POST", "/emulator/reset?client=victim"),
     ("POST", "/emulator/faults"),

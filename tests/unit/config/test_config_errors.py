@@ -490,13 +490,16 @@ def test_www_authenticate_is_warned_only_where_admin_asks_no_one(instance, admin
     assert cfg.security is None or cfg.security.admin_secured is not warned
 
 
-@pytest.mark.parametrize(
-    "element",
-    [
-        "<Modules><Module><Name>m</Name><Library>libm.so</Library><Bogus/></Module></Modules>",
-        "<MiniDumpDirectory>/tmp</MiniDumpDirectory>",
-    ],
-)
+def test_a_module_of_a_library_the_emulator_does_not_implement_is_warned_at_its_element() -> None:
+    element = "<Modules><Module><Name>m</Name><Library>libm.so</Library><Bogus/></Module></Modules>"
+    text = wrap(element + "\n" + TRANSPORT.format(addr="9007", mt_tag="MessageType"))
+    cfg = loads_config(text, "w.xml")
+    assert cfg.warnings == (ConfigIssue(
+        "w.xml", line_of(text, element), "<Module> 'm': library 'libm.so' is not one the emulator "
+                                         "implements; the module is ignored"),)
+
+
+@pytest.mark.parametrize("element", ["<ProcessName>amps-x</ProcessName>"])
 def test_each_unsupported_top_level_element_warns_exactly_once(element: str) -> None:
     text = wrap(element + "\n" + TRANSPORT.format(addr="9007", mt_tag="MessageType"))
     cfg = loads_config(text, "w.xml")
@@ -505,8 +508,22 @@ def test_each_unsupported_top_level_element_warns_exactly_once(element: str) -> 
         "w.xml", line_of(text, element), f"<{tag}> in <AMPSConfig> is not supported by the emulator and is ignored"),)
 
 
+def test_minidump_settings_are_read_and_checked() -> None:
+    text = wrap("<MiniDumpDirectory>/var/tmp/dumps</MiniDumpDirectory>\n"
+                "<MiniDumpFileMask>0644</MiniDumpFileMask>\n"
+                + TRANSPORT.format(addr="9007", mt_tag="MessageType"))
+    cfg = loads_config(text, "m.xml")
+    assert (cfg.minidump_directory, cfg.minidump_file_mask, cfg.warnings) == \
+        ("/var/tmp/dumps", 0o644, ())
+    bad = wrap("<MiniDumpFileMask>0964</MiniDumpFileMask>\n"
+               + TRANSPORT.format(addr="9007", mt_tag="MessageType"))
+    with pytest.raises(ConfigError, match="MiniDumpFileMask.*not an octal permissions mask"):
+        loads_config(bad, "m.xml")
+
+
 def test_unsupported_sow_topic_options_warn_and_topic_still_loads() -> None:
     text = wrap("""
+        <Modules><Module><Name>key-generator</Name><Library>libmy_keys.so</Library></Module></Modules>
         <SOW>
             <Topic>
                 <Name>t</Name><MessageType>json</MessageType><FileName>./%n.sow</FileName><Key>/id</Key>
@@ -516,7 +533,8 @@ def test_unsupported_sow_topic_options_warn_and_topic_still_loads() -> None:
         </SOW>
     """)
     cfg = loads_config(text)
-    assert [w.reason.split(" ")[0] for w in cfg.warnings] == ["<SlabSize>", "<KeyGenerator>", "no"]
+    assert [w.reason.split(" ")[0] for w in cfg.warnings] == ["<Module>", "<SlabSize>", "<KeyGenerator>:",
+                                                              "no"]
     assert cfg.sow_topics[0].keys == ("/id",)
 
 

@@ -89,7 +89,7 @@ def test_no_reference_element_is_an_error_and_each_unimplemented_one_warns_once(
     # what the emulator implements is read, not warned about
     for implemented in ("ReuseAddr", "Pattern", "RegexTopic", "Logging", "Protocols", "History",
                         "DefaultPublishTarget", "BarrierExpression", "TopicFormat", "Target", "Authentication", "Entitlement",
-                        "Preprocessing", "Enrichment"):
+                        "Preprocessing", "Enrichment", "KeyGenerator"):
         assert implemented not in warned
     t, tls, ws = cfg.transports  # the unix and replication transports are warned and dropped
     assert (t.protocol, t.protocol_name, t.reuse_addr) == ("amps", "amps-custom", True)
@@ -99,3 +99,5 @@ def test_no_reference_element_is_an_error_and_each_unimplemented_one_warns_once(
     assert [x.protocol for x in cfg.logging] == ["file", "syslog"]
     assert {t.name: t.pattern for t in cfg.sow_topics if t.pattern} == {"Books": "^/books/", "^tick\\.": "^tick\\."}
     assert cfg.admin is not None and cfg.admin.interval == 10.0
+    chained = next(t for t in cfg.sow_topics if t.name == "generated").key_generator
+    assert chained is not None and (chained.primary, chained.secondary) == ("/a", ("/parent",))

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import os
 
-from amps_emulator.journal import FileJournal
+import pytest
+
+from amps_emulator.journal import FileJournal, JournalSyncError
 from amps_emulator.journal.testing import DiskFull
 
 BIG = b'{"blob":"' + b"x" * 100_000 + b'"}'
@@ -82,4 +84,40 @@ def test_a_roll_writes_what_a_slice_left(tmp_path):
     assert report.clean, report
     assert [r.client_seq for r in j.read()] == list(range(1, 40))
     assert len(j.segments) > 1
+    j.close()
+
+
+def test_a_failed_sync_during_a_sliced_flush_discards_the_slices_and_later_writes_land(tmp_path):
+    """The cut after a failed sync drops the buffer a sliced flush was part-way through: the
+    next buffer is written from its first byte, and a reopen replays it."""
+    j, _ = FileJournal.open(tmp_path)
+    disk = j.file_ops = DiskFull()
+    pub(j, 1)
+    j.flush()
+    j.sync()
+    pub(j, 2)
+    j.flush()  # written, not durable
+    pub(j, 3, BIG)
+    assert not j.flush(4096) and not j.flush(4096)  # two slices of it in the file
+    disk.failing_fsyncs = 1
+    with pytest.raises(JournalSyncError) as info:
+        j.sync()
+    f = j.discard_unsynced(info.value.error)
+    assert f is not None and j.pending_bytes == 0
+    assert [r.client_seq for r in j.read()] == [1]
+    size = j.segments[-1].size
+    assert os.path.getsize(j.segments[-1].path) == size
+    small = [pub(j, i) for i in (4, 5)]  # a buffer shorter than the slices were
+    assert j.flush(4096)
+    assert os.path.getsize(j.segments[-1].path) == j.segments[-1].size > size
+    big = [pub(j, 6, BIG), pub(j, 7)]  # and one longer, in slices again
+    while not j.flush(4096):
+        pass
+    assert [r.client_seq for r in j.read()] == [1, 4, 5, 6, 7]
+    assert j.sync() == big[-1].position > small[-1].position
+    j.close()
+    j, report = FileJournal.open(tmp_path)
+    assert report.clean, report
+    assert [(r.client_seq, r.body) for r in j.read()] == \
+        [(1, b'{"i":1}'), (4, b'{"i":1}'), (5, b'{"i":1}'), (6, BIG), (7, b'{"i":1}')]
     j.close()

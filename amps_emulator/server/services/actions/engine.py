@@ -25,17 +25,28 @@ The triggers (``On``) it serves:
   and any module the rest of the server reports through :meth:`Actions.fire` (the
   replication links' connect, disconnect, resync, downgrade and upgrade events).
 
-``on-minidump`` and ``on-message-affinity`` have no event here: such an ``On`` never fires
-(said once at start-up).
+* the server's minidumps (an action's, the Admin interface's, SIGQUIT's): ``on-minidump``
+  with ``AMPS_MINIDUMP_PATH``;
+* a SOW topic's records and the subscribers of a control topic: ``on-message-affinity``
+  (:mod:`.affinity`; a view's or conflated topic's records reach it through
+  :meth:`Actions.derived_stored` / :meth:`Actions.derived_removed`).
 
 Actions triggered by actions are followed to a fixed depth, so a configuration that
 publishes into its own trigger cannot loop forever.
+
+A step whose work goes on off the event loop (a system command, file housekeeping) hands
+back an awaitable; the engine holds it in :attr:`Actions.pending` and runs the action's later
+steps once it is done (:meth:`Actions._resume`), so the steps keep their order. At shutdown
+(:meth:`Actions.settle`) that work, and the steps after it, gets a bounded time to finish.
 """
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.config import ConfigError, ConfigIssue
@@ -52,8 +63,10 @@ from amps_emulator.protocol.topics import (
 )
 from amps_emulator.server.core.message import UNDECODED
 from amps_emulator.server.messaging.registration import compile_filter_for
+from amps_emulator.server.services.actions.affinity import ON_AFFINITY, Affinity
 from amps_emulator.server.services.actions.host import ActionHost
 from amps_emulator.server.services.actions.steps import Step, StepFailed, Steps
+from amps_emulator.server.services.actions.system import DEFAULT_TIMEOUT, CommandRunner
 from amps_emulator.server.services.actions.timers import ConditionWatch, Schedule
 from amps_emulator.server.services.actions.variables import Vars, clock_variables
 
@@ -88,11 +101,14 @@ ON_SIGNAL = "amps-action-on-signal"
 ON_DELIVER = "amps-action-on-deliver-message"
 ON_OFFLINE_START = "amps-action-on-offline-start"
 ON_OFFLINE_STOP = "amps-action-on-offline-stop"
-#: triggers with no event in the emulator
-NEVER_FIRE = ("amps-action-on-minidump", "amps-action-on-message-affinity")
+ON_MINIDUMP = "amps-action-on-minidump"
 #: the signals an ``on-signal`` can name that the server hands to the actions
 SIGNALS = ("SIGUSR1", "SIGUSR2")
 MAX_DEPTH = 8
+#: seconds the shutdown waits for the actions whose steps wait for off-loop work
+SETTLE_TIMEOUT = 2 * DEFAULT_TIMEOUT
+#: seconds more for a file step to finish the file in hand once stopped
+SETTLE_GRACE = 30.0
 _OOF_TYPES = {"match", "delete", "expire", "all"}
 
 
@@ -146,7 +162,13 @@ class Actions(Steps):
         self.triggers: dict[str, list[_Trigger]] = {}
         self.schedules: list[Schedule] = []
         self.watches: list[ConditionWatch] = []
+        self.affinities: list[Affinity] = []
         self._depth = 0
+        #: the runs waiting for a step's off-loop work (a system command, file housekeeping),
+        #: by its future (:meth:`_resume`)
+        self.pending: set[asyncio.Future[bool]] = set()
+        self.commands = CommandRunner()
+        self._dumping = False  # running the on-minidump actions
         #: False: the actions are checked but never run (a dry start-up, ``--verify-config``)
         self.enabled = True
         self.started = False
@@ -176,8 +198,9 @@ class Actions(Steps):
             kind = _oof_type(trig)
             if kind not in _OOF_TYPES:
                 raise ValueError(f"invalid <Type> {kind!r} (match, delete, expire or all)")
-        elif on.module in NEVER_FIRE or (
-                on.module == ON_SIGNAL and _signal_name(on.option("Signal")) not in SIGNALS):
+        elif on.module == ON_AFFINITY:
+            self.affinities.append(Affinity(on, action, self.broker, self.run))
+        elif on.module == ON_SIGNAL and _signal_name(on.option("Signal")) not in SIGNALS:
             log.info("%s:%d: %s never fires in the emulator: it has no such event",
                      on.file, on.line, on.module)
 
@@ -188,7 +211,7 @@ class Actions(Steps):
     def listens(self) -> bool:
         """Whether the message path must tell this engine of publishes and removals."""
         return any(m in self.triggers for m in (ON_PUBLISH, ON_SOW_EXPIRE, ON_SOW_DELETE, ON_OOF,
-                                                ON_CONDITION_TIMEOUT, ON_ALERT))
+                                                ON_CONDITION_TIMEOUT, ON_ALERT, ON_AFFINITY))
 
     @property
     def watches_clients(self) -> bool:
@@ -200,7 +223,8 @@ class Actions(Steps):
 
     @property
     def watches_subscriptions(self) -> bool:
-        return ON_SUBSCRIBE in self.triggers or ON_UNSUBSCRIBE in self.triggers
+        return bool(self.affinities) or ON_SUBSCRIBE in self.triggers \
+            or ON_UNSUBSCRIBE in self.triggers
 
     # -- the server's life ---------------------------------------------------------------
     def start(self) -> None:
@@ -222,6 +246,8 @@ class Actions(Steps):
                             display_name(watch.topic))
                 continue
             watch.recover(topic.query(None).records, topic.decode_body)
+        for aff in self.affinities:
+            aff.start()
         self.fire(ON_STARTUP, {})
 
     def stop(self) -> None:
@@ -235,6 +261,8 @@ class Actions(Steps):
             sched.stop()
         for watch in self.watches:
             watch.stop()
+        for aff in self.affinities:
+            aff.stop()
 
     # -- running -------------------------------------------------------------------------
     def fire(self, module: str, variables: dict[str, str]) -> None:
@@ -245,19 +273,25 @@ class Actions(Steps):
 
     def run(self, action: Action, variables: Vars) -> bool:
         """Run ``action``'s steps in order with ``variables`` (plus the ones always defined);
-        False when a step ended it early."""
+        False when a step ended it early. A step whose work goes on off the event loop (a
+        system command, file housekeeping) hands back an awaitable: the steps after it run
+        when it is done (:meth:`_resume`), in order."""
         if not self.enabled:
-            return False
-        if self._depth >= MAX_DEPTH:
-            log.warning("%s:%d: actions: not following a chain deeper than %d", action.file,
-                        action.line, MAX_DEPTH)
             return False
         v: Vars = {"AMPS_INSTANCE_NAME": self.instance_name,
                    **clock_variables(self.broker.wallclock())}
         v.update(variables)
+        return self._run_from(action, v, 0)
+
+    def _run_from(self, action: Action, v: Vars, first: int) -> bool:
+        if self._depth >= MAX_DEPTH:
+            log.warning("%s:%d: actions: not following a chain deeper than %d", action.file,
+                        action.line, MAX_DEPTH)
+            return False
         self._depth += 1
         try:
-            for step in action.steps:
+            for i in range(first, len(action.steps)):
+                step = action.steps[i]
                 run_step = self._steps.get(step.module)
                 if run_step is None:
                     if step.kind == "if":  # what cannot be evaluated does not hold
@@ -266,18 +300,66 @@ class Actions(Steps):
                         return False
                     continue
                 try:
-                    if not run_step(step, v):
-                        return False
+                    went_on = run_step(step, v)
+                    if inspect.isawaitable(went_on):  # work under way: the rest after it
+                        self._wait_for(action, v, i + 1, went_on)
+                        return True
                 except (StepFailed, CommandError, ValueError) as exc:
                     log.warning("%s:%d: %s failed: %s", step.file, step.line, step.module, exc)
                     return False
                 except Exception:  # a bug in a step must not take the server down
                     log.exception("%s:%d: %s failed", step.file, step.line, step.module)
                     return False
+                if not went_on:
+                    return False
             return True
         finally:
             self._depth -= 1
             self.broker.turn.request()  # what the steps published goes out this turn
+
+    def _wait_for(self, action: Action, v: Vars, nxt: int, work: Awaitable[bool]) -> None:
+        """Hold the run of ``action`` until ``work`` is done, then go on from step ``nxt``."""
+        try:
+            fut = asyncio.ensure_future(work, loop=asyncio.get_running_loop())
+        except RuntimeError:  # no event loop: the work never starts
+            if inspect.iscoroutine(work):
+                work.close()
+            raise StepFailed("no event loop to run its work on") from None
+        self.pending.add(fut)
+        fut.add_done_callback(partial(self._resume, action, v, nxt))
+
+    def _resume(self, action: Action, v: Vars, nxt: int, done: asyncio.Future[bool]) -> None:
+        """A step's off-loop work is over: the action goes on from step ``nxt``, if it did
+        (also while the server settles at shutdown: ``on-shutdown`` actions end too)."""
+        self.pending.discard(done)
+        if done.cancelled():
+            return
+        exc = done.exception()
+        step = action.steps[nxt - 1]
+        if isinstance(exc, (StepFailed, CommandError, ValueError)):
+            log.warning("%s:%d: %s failed: %s", step.file, step.line, step.module, exc)
+        elif exc is not None:  # a bug in a step must not take the server down
+            log.error("%s:%d: %s failed", step.file, step.line, step.module, exc_info=exc)
+        elif done.result() and nxt < len(action.steps):
+            self._run_from(action, v, nxt)
+
+    async def settle(self, timeout: float = SETTLE_TIMEOUT, grace: float = SETTLE_GRACE) -> None:
+        """Shutdown, after ``on-shutdown`` and before the transaction log closes: wait (at
+        most ``timeout`` seconds) for the work under way and the steps after it, then stop
+        what still runs: a command is killed, a file step stops after the file in hand (at
+        most ``grace`` seconds more)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self.pending:
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            await asyncio.wait(list(self.pending), timeout=left)
+        stopped = list(self.pending)
+        for fut in stopped:
+            fut.cancel()
+        if stopped:
+            await asyncio.wait(stopped, timeout=grace)
 
     def execute_event(self, event: str, variables: Vars) -> None:
         for trig in self._of(ON_EXECUTE_EVENT):
@@ -320,6 +402,9 @@ class Actions(Steps):
             for watch in self.watches:
                 if watch.topic == topic:
                     watch.updated(msg.sow_key, msg.body, doc)
+            for aff in self.affinities:
+                if aff.data == topic:
+                    aff.updated(msg.sow_key, msg.body, doc)
 
     def message_delivered(self, client: Client, topic: str, body: bytes, bookmark: str | None,
                           correlation_id: str | None) -> None:
@@ -341,6 +426,7 @@ class Actions(Steps):
         oof = [t for t in self._of(ON_OOF) if t.matches_topic(topic)
                and _oof_type(t) in ("all", "expire" if reason == reasons.OOF_EXPIRED else "delete")]
         watches = [w for w in self.watches if w.topic == topic]
+        self._affinity_removed(topic, records)
         for rec in records:
             if oof:
                 doc = self.broker.bodies.decode(rec.data, topic)
@@ -370,6 +456,23 @@ class Actions(Steps):
             for trig in triggers:
                 self.run(trig.action, _record_vars(topic, rec, reason))
 
+    # -- views and conflated topics (their records are not on the message path) ---------
+    def derived_stored(self, topic: str, sow_key: str, data: bytes, doc: Any) -> None:
+        for aff in self.affinities:
+            if aff.data == topic:
+                if doc is UNDECODED:
+                    doc = self.broker.bodies.decode(data, topic)
+                aff.updated(sow_key, data, doc)
+
+    def derived_removed(self, topic: str, records: list[Record]) -> None:
+        self._affinity_removed(topic, records)
+
+    def _affinity_removed(self, topic: str, records: list[Record]) -> None:
+        for aff in self.affinities:
+            if aff.data == topic:
+                for rec in records:
+                    aff.removed(rec.sow_key, rec.data)
+
     # -- clients -------------------------------------------------------------------------
     def client_event(self, module: str, client: Client, reason: str = "") -> None:
         """``on-connect-client``, ``on-logon-client``, ``on-disconnect-client``."""
@@ -394,6 +497,14 @@ class Actions(Steps):
         for trig in self._of(module):
             if module == ON_UNSUBSCRIBE or trig.matches_topic(topic):
                 self.run(trig.action, dict(v))
+        for aff in self.affinities:
+            aff.subscriptions_changed(client)
+
+    def client_closed(self, client: Client) -> None:
+        """``client`` disconnected: no processor of any ``on-message-affinity`` any more."""
+        if not self.stopped:
+            for aff in self.affinities:
+                aff.gone(client)
 
     # -- the administrator and signals ---------------------------------------------------
     def admin_paths(self) -> list[dict[str, Any]]:
@@ -417,6 +528,17 @@ class Actions(Steps):
             v: Vars = dict(query)
             self.run(trig.action, v)
         return len(triggers)
+
+    def minidump_written(self, path: str) -> None:
+        """The server wrote a minidump: the ``on-minidump`` actions run (not again for a dump
+        one of them asked for, which would never end)."""
+        if self._dumping or ON_MINIDUMP not in self.triggers:
+            return
+        self._dumping = True
+        try:
+            self.fire(ON_MINIDUMP, {"AMPS_MINIDUMP_PATH": path})
+        finally:
+            self._dumping = False
 
     def wants_signal(self, name: str) -> bool:
         return any(_signal_name(t.step.option("Signal")) == name for t in self._of(ON_SIGNAL))

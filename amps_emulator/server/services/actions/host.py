@@ -28,3 +28,11 @@ class ActionHost(Protocol):
 
     def journal_pins(self) -> list[int]:
         """Journal positions still needed (replays, queued messages): never removed."""
+
+    def action_truncate_statistics(self, age: float) -> str | None:
+        """Remove the Admin statistics older than ``age`` seconds; what was done (None: no
+        statistics are kept, there is no Admin interface)."""
+
+    def write_minidump(self, reason: str) -> str:
+        """Write a minidump (``MiniDumpDirectory``) and run the ``on-minidump`` actions; its
+        path. ``LookupError``: minidumps are disabled; ``OSError``: it could not be written."""

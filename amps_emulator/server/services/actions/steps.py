@@ -7,18 +7,23 @@ ends the run, as AMPS ends an action at a failing ``Do``.
 
 Steps that act on the message path publish and delete exactly as a client would (journal,
 SOW, subscribers, the other listeners), as the instance itself and without entitlement
-checks. Housekeeping modules about files the emulator does not keep (logs, statistics,
-minidumps, SOW files) log one INFO line; ``do-remove-journal`` really removes the journal
-segments older than ``Age`` that nothing needs any more, ``do-rotate-logs`` starts the next
-file of every file log target; ``do-execute-system`` never runs anything.
+checks. ``do-minidump`` writes the emulator's minidump (:mod:`server.core.minidump`);
+``do-truncate-statistics`` removes the statistics older than ``Age`` (``do-vacuum-statistics``,
+deprecated in AMPS, only says so). The housekeeping of the journal's files and of arbitrary
+files (minidumps, logs, anything ``Pattern`` names) is in :mod:`.housekeeping`;
+``do-execute-system`` runs its command off the event loop (:mod:`.system`). Such a step may
+hand back an awaitable (its work runs off the event loop) and the engine runs the action's
+later steps after it. ``do-compact-sow`` (the emulator keeps no SOW files to compact) logs one
+INFO line; ``do-rotate-logs`` starts the next file of every file log target.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import shutil
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.config.units import parse_duration
@@ -30,6 +35,8 @@ from amps_emulator.protocol.topics import qualify
 from amps_emulator.server.messaging import message_path as publish
 from amps_emulator.server.messaging.registration import compile_filter_for
 from amps_emulator.server.services.actions.host import ActionHost
+from amps_emulator.server.services.actions.housekeeping import Housekeeping, StepFailed
+from amps_emulator.server.services.actions.system import DEFAULT_TIMEOUT, MAX_WAITING, CommandRunner
 from amps_emulator.server.services.actions.variables import Vars, expand, expand_text, to_text
 from amps_emulator.server.services.log_targets import RotatingFileTarget
 
@@ -43,12 +50,9 @@ log = logging.getLogger("amps_emulator.actions")
 #: AMPS's event id of the line ``do-echo-message`` writes
 ECHO_ID = "29-0103"
 
-#: a step: (step, the run's variables) -> go on?
-Step = Callable[["ActionStep", Vars], bool]
-
-
-class StepFailed(Exception):
-    """A ``Do`` could not do its work: the action ends here."""
+#: a step: (step, the run's variables) -> go on? (or an awaitable of it: the answer once the
+#: step's work, done off the event loop, is over; the action's next steps wait for it)
+Step = Callable[["ActionStep", Vars], "bool | Awaitable[bool]"]
 
 
 def _flag(value: str | None) -> bool:
@@ -75,7 +79,7 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-class Steps:
+class Steps(Housekeeping):
     """The step modules, as methods of the engine (:class:`.engine.Actions`, which sets
     these attributes)."""
 
@@ -88,6 +92,8 @@ class Steps:
     replication_control: ReplicationControl | None
     #: the replicated queues' proxied-transfer switch, injected by the root when it has one
     proxied_transfer: ProxiedTransferControl | None
+    #: ``do-execute-system``'s commands, run one at a time
+    commands: CommandRunner
     #: run the actions whose ``on-execute-event`` names this event
     execute_event: Callable[[str, Vars], None]
 
@@ -110,6 +116,10 @@ class Steps:
             "amps-action-do-execute-event": self.do_execute_event,
             "amps-action-do-execute-system": self.do_execute_system,
             "amps-action-do-remove-journal": self.do_remove_journal,
+            "amps-action-do-archive-journal": self.do_archive_journal,
+            "amps-action-do-compress-journal": self.do_compress_journal,
+            "amps-action-do-remove-files": self.do_remove_files,
+            "amps-action-do-compress-files": self.do_compress_files,
             "amps-action-do-downgrade-replication": self._switch_replication(False),
             "amps-action-do-upgrade-replication": self._switch_replication(True),
             "amps-action-do-enable-proxied-transfer": self._proxied_transfer(True),
@@ -120,10 +130,10 @@ class Steps:
             table[f"amps-action-do-disable-{what}"] = self._switch(what, False)
             table[f"amps-action-do-reset-{what}"] = self._reset(what)
         table["amps-action-do-rotate-logs"] = self.do_rotate_logs
-        for module in ("compress-files", "remove-files", "truncate-statistics",
-                       "vacuum-statistics", "archive-journal", "compress-journal", "compact-sow",
-                       "minidump"):
-            table[f"amps-action-do-{module}"] = self.do_housekeeping
+        table["amps-action-do-truncate-statistics"] = self.do_truncate_statistics
+        table["amps-action-do-vacuum-statistics"] = self.do_vacuum_statistics
+        table["amps-action-do-minidump"] = self.do_minidump
+        table["amps-action-do-compact-sow"] = self.do_housekeeping
         return table
 
     # -- If -------------------------------------------------------------------------------
@@ -306,6 +316,16 @@ class Steps:
         log.info("%s", text, extra={"amps_id": ECHO_ID})
         return True
 
+    def do_minidump(self, step: ActionStep, v: Vars) -> bool:
+        """A minidump into ``MiniDumpDirectory`` (then the ``on-minidump`` actions run)."""
+        try:
+            self._host().write_minidump(f"{step.module} at {step.file}:{step.line}")
+        except LookupError as exc:  # disabled: nothing to do, as AMPS
+            log.info("%s: %s", step.module, exc)
+        except OSError as exc:
+            raise StepFailed(f"cannot write the minidump: {exc}") from None
+        return True
+
     def do_execute_event(self, step: ActionStep, v: Vars) -> bool:
         event = expand_text(step.option("Event"), v)
         if not event and step.option("EventVariable"):
@@ -315,29 +335,32 @@ class Steps:
         self.execute_event(event, dict(v))
         return True
 
-    def do_execute_system(self, step: ActionStep, v: Vars) -> bool:
-        log.warning("%s:%d: %s: the emulator never runs system commands (not run: %s)",
-                    step.file, step.line, step.module, expand_text(step.option("Command"), v))
-        return True
+    def do_execute_system(self, step: ActionStep, v: Vars) -> bool | asyncio.Future[bool]:
+        """Run ``Command`` with ``/bin/sh -c`` (:mod:`.system`); the action's next steps run
+        once it has finished. Its variables are expanded as in any option: the command then
+        holds whatever a message put there (AMPS warns against message data in commands)."""
+        command = expand_text(step.option("Command"), v)
+        if not command.strip():
+            raise StepFailed("no <Command>")
+        limit = expand_text(step.option("Timeout"), v)
+        timeout = parse_duration(limit) if limit else DEFAULT_TIMEOUT
+        if timeout <= 0:
+            raise StepFailed(f"<Timeout> {limit!r} is not a positive duration")
+        runner = self.commands
+        if runner.busy():
+            raise StepFailed(f"{MAX_WAITING} commands already wait their turn: {command!r} not run")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise StepFailed("no event loop to run the command on") from None
 
-    # -- housekeeping -------------------------------------------------------------------
-    def do_remove_journal(self, step: ActionStep, v: Vars) -> bool:
-        """Remove the journal segments whose records are all older than ``Age`` and that no
-        replay, queue or recovery still needs (never the one being written)."""
-        age = parse_duration(expand_text(step.option("Age"), v, "0") or "0")
-        txlog = self.broker.txlog
-        if txlog is None or not txlog.is_open:
-            log.info("%s: no transaction log to remove files from", step.module)
-            return True
-        pins = self.host.journal_pins() if self.host is not None else []
-        result = txlog.journal.enforce_retention(pins, age=age)
-        log.info("%s: removed %d journal file(s) older than %s (%d records, %d bytes)%s",
-                 step.module, len(result.removed), step.option("Age"), result.records_removed,
-                 result.bytes_removed,
-                 f"; kept from position {result.blocked_by_pin} on: still needed"
-                 if result.blocked_by_pin is not None else "")
-        return True
+        async def execute() -> bool:  # not started at all: the action ends as at a failed Do
+            outcome = await runner.run(command, timeout, f"{step.file}:{step.line}: {step.module}")
+            return outcome.status is not None or outcome.timed_out
 
+        return loop.create_task(execute())
+
+    # -- housekeeping (the journal and other files: .housekeeping) ----------------------
     def do_rotate_logs(self, step: ActionStep, v: Vars) -> bool:
         """Every ``file``/``gzip`` log target starts its next file."""
         targets = [h for h in logging.getLogger("amps_emulator").handlers
@@ -347,8 +370,28 @@ class Steps:
                  f" ({', '.join(closed)})" if closed else "")
         return True
 
+    def do_truncate_statistics(self, step: ActionStep, v: Vars) -> bool:
+        """Remove the statistics older than ``Age`` (the history, and the statistics database
+        when ``Admin/FileName`` is a file; the file's rows go in its writer thread)."""
+        text = expand_text(step.option("Age"), v)
+        try:
+            age = parse_duration(text)
+        except ValueError as exc:
+            raise StepFailed(f"<Age> {text!r}: {exc}") from None
+        done = self.host.action_truncate_statistics(age) if self.host is not None else None
+        log.info("%s: %s", step.module, done or "no statistics are kept (no Admin interface)")
+        return True
+
+    def do_vacuum_statistics(self, step: ActionStep, v: Vars) -> bool:
+        """Deprecated in AMPS, which no longer vacuums a running instance's statistics: one
+        line, nothing done."""
+        log.warning("%s:%d: %s is deprecated and does nothing: shrink the statistics database "
+                    "offline (sqlite3 FILE VACUUM while the instance is stopped)",
+                    step.file, step.line, step.module)
+        return True
+
     def do_housekeeping(self, step: ActionStep, v: Vars) -> bool:
-        log.info("%s: nothing to do in the emulator (it keeps no such files)", step.module)
+        log.info("%s: nothing to do in the emulator (it keeps no such data)", step.module)
         return True
 
     def _replication(self, step: ActionStep) -> ReplicationControl | None:

@@ -35,7 +35,7 @@ def test_verify_good_config_exits_zero_and_prints_warnings(tmp_path: Path) -> No
     out, err = io.StringIO(), io.StringIO()
     assert run_verify_config(str(path), out, err) == 0
     assert "configuration OK (1 transport(s)" in out.getvalue()
-    assert err.getvalue() == f"warning: {path}:6: <Modules> in <AMPSConfig> is not supported by the emulator and is ignored\n"
+    assert err.getvalue() == f"warning: {path}:6: <Module> needs a <Name> and a <Library>; the module is ignored\n"
 
 
 def test_verify_bad_config_lists_every_error_and_exits_non_zero(tmp_path: Path) -> None:

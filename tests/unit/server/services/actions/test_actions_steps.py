@@ -56,6 +56,10 @@ class _Host:
     def journal_pins(self):
         return []
 
+    def action_truncate_statistics(self, age):
+        self.calls.append(("truncate-statistics", age))
+        return "removed what was older"
+
 
 def step(module: str, kind: str = "do", **options: str | list[str]) -> ActionStep:
     opts = []
@@ -194,18 +198,26 @@ def test_server_steps_ask_the_host(engine):
     assert host.calls == []
 
 
-def test_echo_logs_29_0103_and_execute_system_runs_nothing(engine, caplog, tmp_path):
-    marker = tmp_path / "ran"
+def test_echo_logs_29_0103(engine, caplog):
     with caplog.at_level(logging.INFO, logger="amps_emulator.actions"):
         assert run(engine, step("amps-action-do-echo-message", Message="instance={{AMPS_INSTANCE_NAME}}"),
-                   step("amps-action-do-execute-system", Command=f"touch {marker}"),
                    step("amps-action-do-compact-sow"))[0]
     echo = [r for r in caplog.records if getattr(r, "amps_id", None) == ECHO_ID]
     assert [r.getMessage() for r in echo] == ["instance=inst"]
     assert echo[0].levelno == logging.INFO
-    assert not marker.exists()
-    assert any(r.levelno == logging.WARNING and "never runs" in r.getMessage() for r in caplog.records)
     assert any("compact-sow" in r.getMessage() for r in caplog.records)
+
+
+def test_truncate_statistics_asks_the_host_and_vacuum_is_deprecated(engine, caplog):
+    with caplog.at_level(logging.INFO, logger="amps_emulator.actions"):
+        assert run(engine, step("amps-action-do-truncate-statistics", Age="{{AGE}}"), AGE="2h")[0]
+        assert run(engine, step("amps-action-do-vacuum-statistics"))[0]
+        assert not run(engine, step("amps-action-do-truncate-statistics", Age="soon"))[0]
+    assert engine.host.calls == [("truncate-statistics", 7200.0)]
+    said = [(r.levelno, r.getMessage()) for r in caplog.records]
+    assert (logging.INFO, "amps-action-do-truncate-statistics: removed what was older") in said
+    assert any(level == logging.WARNING and "vacuum-statistics is deprecated" in text
+               for level, text in said)
 
 
 def test_execute_event_runs_the_actions_listening_for_it(engine):

@@ -1,0 +1,277 @@
+"""Sealed segments stored elsewhere: archived to ``JournalArchiveDirectory``, compressed to
+``<name>.journal.gz``, and read back transparently.
+
+An archived or compressed segment is still part of the log: it stays in the journal's segment
+list, only its ``path`` changes (and, compressed, its reader). So replays, queue recovery,
+replication resync and retention see it as before.
+
+* Archiving and compressing (:func:`store_copy`, run in a worker thread) write the new file
+  as ``<final>.tmp``, fsync it, rename it into place and fsync its directory, and copy the
+  segment's summary beside it the same way; only then does the journal (owner thread) switch
+  the segment to the new file and delete the old one. A crash in between leaves two copies of
+  one segment; recovery keeps the original (uncompressed before compressed, the journal
+  directory before the archive) and deletes the copy.
+* A compressed segment is gzip (what ``gzip -d`` reads). Reading one decompresses the whole
+  file once into memory, kept in a least-recently-used cache bounded by
+  ``CompressedJournalCacheMemoryLimit`` (:class:`CompressedCache`); a segment bigger than the
+  whole limit is decompressed into an unlinked temporary file for the reader that opened it
+  instead. The gzip checksum and every frame's CRC are checked as it is read, not at start-up
+  (start-up trusts the summary copied with it). A file that does not decompress is refused:
+  one ERROR line with its path, and readers step over the segment as over a gap.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import BinaryIO, Protocol
+
+from . import summary as summaries
+from .api import JournalCorruptError
+
+log = logging.getLogger("amps_emulator.journal")
+
+#: what compressing adds to a segment's file name
+GZ_SUFFIX = ".gz"
+_COPY_CHUNK = 1 << 20
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+#: a segment's file name, plain or compressed (as ``segment.parse_stored_name`` reads it)
+_SEGMENT_FILE = re.compile(r"[0-9]{20}\.journal(\.gz)?")
+
+
+def default_cache_limit() -> int:
+    """AMPS's default: a tenth of the machine's memory, at most 10 GB (256 MiB when unknown)."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return 256 << 20
+    return max(min(total // 10, 10 << 30), 1 << 20)
+
+
+class Source(Protocol):
+    """Where a cursor reads a segment's bytes from."""
+
+    def pread(self, n: int, offset: int) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class FdSource:
+    """An open file (a plain segment, or a compressed one decompressed into a temp file)."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def pread(self, n: int, offset: int) -> bytes:
+        return os.pread(self.fd, n, offset)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+class BytesSource:
+    """A compressed segment's bytes, decompressed (shared with the cache)."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def pread(self, n: int, offset: int) -> bytes:
+        return self.data[offset:offset + n]
+
+    def close(self) -> None:
+        self.data = b""
+
+
+def _refused(path: str, exc: BaseException) -> JournalCorruptError:
+    return JournalCorruptError(f"{path}: compressed journal segment is unreadable ({exc})",
+                               path=path, offset=0)
+
+
+def decompress(path: str) -> bytes:
+    """The whole decompressed content of ``path``; JournalCorruptError when it is not gzip,
+    is cut short or fails its checksum."""
+    try:
+        with gzip.open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise
+    except (OSError, EOFError, zlib.error) as exc:  # BadGzipFile is an OSError
+        raise _refused(path, exc) from None
+
+
+def _spill(path: str) -> FdSource:
+    """Decompress ``path`` into an unlinked temporary file (a segment over the cache limit)."""
+    tmp = tempfile.TemporaryFile()
+    try:
+        with gzip.open(path, "rb") as f:
+            shutil.copyfileobj(f, tmp, _COPY_CHUNK)
+        tmp.flush()
+        fd = os.dup(tmp.fileno())
+    except FileNotFoundError:
+        raise
+    except (OSError, EOFError, zlib.error) as exc:
+        raise _refused(path, exc) from None
+    finally:
+        tmp.close()
+    return FdSource(fd)
+
+
+class CompressedCache:
+    """Decompressed segments by file (path and identity), least recently used first out, at
+    most ``limit`` bytes in all. Thread-safe; a refused file is said once."""
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = default_cache_limit() if limit is None else max(int(limit), 0)
+        self._entries: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
+        self._bytes = 0
+        self._refused: set[tuple[str, int, int, int]] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def cached_bytes(self) -> int:
+        return self._bytes
+
+    def open(self, path: str, size: int) -> Source:
+        """A reader of the decompressed ``path`` (``size``: its expected length)."""
+        st = os.stat(path)
+        key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
+        with self._lock:
+            data = self._entries.get(key)
+            if data is not None:
+                self._entries.move_to_end(key)
+                return BytesSource(data)
+        try:
+            if size > self.limit:
+                return _spill(path)
+            data = decompress(path)
+        except JournalCorruptError as exc:
+            with self._lock:
+                first = key not in self._refused
+                self._refused.add(key)
+            if first:
+                log.error("journal: refused %s; its records are skipped", exc)
+            raise
+        with self._lock:
+            if key not in self._entries:
+                self._entries[key] = data
+                self._bytes += len(data)
+                while self._bytes > self.limit and self._entries:
+                    _, old = self._entries.popitem(last=False)
+                    self._bytes -= len(old)
+        return BytesSource(data)
+
+    def forget(self, path: str) -> None:
+        """Drop what is cached of ``path`` (the segment was removed)."""
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == path]:
+                self._bytes -= len(self._entries.pop(key))
+
+
+def _fsync_dir(directory: str) -> None:
+    fd = os.open(directory, os.O_RDONLY | _O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(dst: str, fill: Callable[[BinaryIO], None], fsync: bool) -> None:
+    tmp = dst + ".tmp"
+    try:
+        with open(tmp, "wb") as out:
+            fill(out)
+            out.flush()
+            if fsync:
+                os.fsync(out.fileno())
+        os.replace(tmp, dst)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def gzip_size(path: str) -> int:
+    """The size a gzip file says its content has (modulo 2**32; -1: unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(-4, os.SEEK_END)
+            return int.from_bytes(f.read(4), "little")
+    except OSError:
+        return -1
+
+
+def _sealed_summary(src: str, size: int) -> bool:
+    summ, _ = summaries.read(summaries.summary_path(src))
+    return summ is not None and summ.sealed and summ.size == size
+
+
+def store_copy(src: str, dst: str, *, compress: bool, size: int, fsync: bool = True) -> int:
+    """Write ``src`` (a sealed segment of ``size`` bytes) as ``dst``, gzip-compressed when
+    ``compress``, and its summary beside it when that covers the whole segment; atomically
+    (temp file, fsync, rename, fsync of the directory). ``src`` is left as it is. The bytes
+    written. Any thread."""
+    def fill(out: BinaryIO) -> None:
+        with open(src, "rb") as f:
+            if compress:
+                with gzip.GzipFile(filename=os.path.basename(src), mode="wb", fileobj=out,
+                                   compresslevel=6, mtime=0) as z:
+                    shutil.copyfileobj(f, z, _COPY_CHUNK)
+            else:
+                shutil.copyfileobj(f, out, _COPY_CHUNK)
+
+    _write_atomic(dst, fill, fsync)
+    summary = summaries.summary_path(src)
+    if _sealed_summary(src, size):
+        def copy_summary(out: BinaryIO) -> None:
+            with open(summary, "rb") as f:
+                shutil.copyfileobj(f, out, _COPY_CHUNK)
+        _write_atomic(summaries.summary_path(dst), copy_summary, fsync)
+    else:
+        summaries.remove(dst)  # (a leftover of an earlier attempt): start-up scans this one
+    if fsync:
+        _fsync_dir(os.path.dirname(dst) or ".")
+    return os.path.getsize(dst)
+
+
+def remove_stored(path: str) -> None:
+    """Delete a segment file and its summary (missing ones are fine)."""
+    for p in (path, path + ".tmp"):
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+    summaries.remove(path)
+
+
+def remove_journal_files(directory: str, archive: str | None) -> None:
+    """Empty a journal: every file of ``directory``, and the segments (and their summaries)
+    in the archive directory ``archive``."""
+    for name in os.listdir(directory):
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            os.remove(path)
+    if archive and os.path.isdir(archive):
+        for name in os.listdir(archive):
+            stem = name.removesuffix(".tmp").removesuffix(summaries.SUMMARY_SUFFIX)
+            if _SEGMENT_FILE.fullmatch(stem):
+                os.remove(os.path.join(archive, name))
+
+
+__all__ = ["GZ_SUFFIX", "BytesSource", "CompressedCache", "FdSource", "Source", "decompress",
+           "default_cache_limit", "gzip_size", "remove_journal_files", "remove_stored", "store_copy"]

@@ -1,0 +1,232 @@
+"""Archived and compressed journal segments (``journal/stored.py``, ``housekeeping.py``): they
+stay part of the log for every reader, across a restart, with or without their summaries;
+removal by age takes them too; a compressed file that does not decompress is refused with
+one log line, never an exception; an interrupted copy is resolved at start-up."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import shutil
+
+import pytest
+
+from amps_emulator.journal import FileJournal
+from amps_emulator.journal.housekeeping import perform
+from amps_emulator.journal.segment import segment_name
+from amps_emulator.journal.stored import remove_journal_files
+from amps_emulator.sow.testing import FakeClock
+
+N = 300
+
+
+def _open(tmp_path, clock, **kw):
+    kw.setdefault("archive_directory", str(tmp_path / "archive"))
+    return FileJournal.open(str(tmp_path / "journal"), segment_size=4096, clock=clock, **kw)
+
+
+def _fill(j, clock, start=0, n=N):
+    for i in range(start, start + n):
+        j.append(topic="orders", client_name="pub", body=b'{"i":%d}' % i, message_type="json")
+        if i % 10 == 9:
+            j.flush()
+            j.sync()
+    j.flush()
+    j.sync()
+
+
+def _store(j, what, age=10.0):
+    moves = j.plan_store(what, age)
+    for m in moves:
+        perform(m)
+        assert j.finish_store(m), m.error
+    return moves
+
+
+def _bodies(j):
+    return [r.body for r in j.read(1)]
+
+
+@pytest.fixture
+def clock():
+    return FakeClock(1_800_000_000.0)
+
+
+def test_archive_then_compress_keeps_every_record_in_order_across_a_restart(tmp_path, clock):
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock)
+    expected = _bodies(j)
+    assert len(expected) == N and len(j.segments) > 3
+    clock.advance(100)
+    archived = _store(j, "archive")
+    compressed = _store(j, "compress")
+    assert len(archived) == len(compressed) == len(j.segments) - 1  # never the active one
+    assert _store(j, "archive") == [] and _store(j, "compress") == []  # done already
+    assert all(s.path.endswith(".journal.gz") and "archive" in s.path for s in j.segments[:-1])
+    with gzip.open(j.segments[0].path) as f:  # what gzip reads
+        assert f.read(8) == b"AMPSJRNL"
+    assert _bodies(j) == expected
+    middle = j.segments[1]
+    assert next(j.read(middle.first_position, include_internal=True)).position == \
+        middle.first_record_position  # a replay from the middle
+    assert j.position_at_time(0) == 1
+    journal_dir = os.listdir(tmp_path / "journal")
+    assert [n for n in journal_dir if n.endswith(".journal")] == [j.segments[-1].name]
+    j.close()
+    j, report = _open(tmp_path, clock)
+    assert report.summarised_segments >= len(compressed)  # no decompression at start-up
+    assert _bodies(j) == expected
+    _fill(j, clock, N, 20)  # the log goes on after them
+    assert len(_bodies(j)) == N + 20
+    j.close()
+
+
+def test_compressed_segments_without_summaries_are_scanned_at_start_up(tmp_path, clock):
+    j, _ = _open(tmp_path, clock, compressed_cache_limit=1)  # every read spills to a temp file
+    _fill(j, clock)
+    expected = _bodies(j)
+    clock.advance(100)
+    _store(j, "compress")
+    assert _bodies(j) == expected
+    j.close()
+    for name in os.listdir(tmp_path / "journal"):
+        if name.endswith(".summary"):
+            os.unlink(tmp_path / "journal" / name)
+    j, report = _open(tmp_path, clock)
+    assert report.summarised_segments == 0 and not report.warnings
+    assert _bodies(j) == expected
+    j.close()
+
+
+def test_only_segments_older_than_age_and_not_the_active_one(tmp_path, clock):
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock, 0, 100)
+    old = len(j.segments) - 1
+    clock.advance(1000)
+    _fill(j, clock, 100, 100)
+    assert len(_store(j, "compress", age=500)) == old
+    assert _store(j, "compress", age=5000) == []
+    clock.advance(1000)
+    assert len(_store(j, "compress", age=500)) == len(j.segments) - 1 - old
+    assert not j.segments[-1].path.endswith(".gz")
+    j.close()
+
+
+def test_archiving_needs_an_archive_directory(tmp_path, clock):
+    j, _ = _open(tmp_path, clock, archive_directory=None)
+    _fill(j, clock)
+    with pytest.raises(ValueError, match="JournalArchiveDirectory"):
+        j.plan_store("archive", 0)
+    j.close()
+
+
+def test_remove_by_age_takes_archived_and_compressed_segments(tmp_path, clock):
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock)
+    clock.advance(100)
+    _store(j, "archive")
+    _store(j, "compress", age=0)
+    assert j.enforce_retention([200], age=10).blocked_by_pin == 200  # a replay still needs it
+    res = j.enforce_retention([], age=10)
+    assert len(res.removed) == len(j.segments) + len(res.removed) - 1
+    assert os.listdir(tmp_path / "archive") == []
+    assert j.compressed_cache.cached_bytes == 0
+    j.close()
+
+
+def test_a_segment_being_copied_is_not_removed(tmp_path, clock):
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock)
+    clock.advance(100)
+    moves = j.plan_store("compress", 10)
+    assert j.enforce_retention([], age=10).removed == ()  # the oldest is busy: no gap either
+    for m in moves:
+        perform(m)
+        j.finish_store(m)
+    assert j.enforce_retention([], age=10).removed
+    j.close()
+
+
+def test_a_copy_finished_after_close_is_deleted(tmp_path, clock):
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock)
+    clock.advance(100)
+    moves = j.plan_store("archive", 10)
+    perform(moves[0])
+    j.close()
+    assert not j.finish_store(moves[0])
+    assert os.listdir(tmp_path / "archive") == []
+    assert os.path.exists(moves[0].src)
+
+
+def test_a_corrupt_compressed_segment_is_refused_in_one_line(tmp_path, clock, caplog):
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock)
+    expected = _bodies(j)
+    clock.advance(100)
+    _store(j, "compress")
+    bad = j.segments[1]
+    j.close()
+    with open(bad.path, "r+b") as f:
+        f.write(b"not gzip at all")
+    j, _ = _open(tmp_path, clock)
+    caplog.set_level(logging.ERROR, logger="amps_emulator.journal")
+    got = _bodies(j)
+    got_again = _bodies(j)
+    lost = bad.last_position - bad.first_position + 1
+    assert got == got_again and len(got) >= len(expected) - lost and got[0] == expected[0]
+    refusals = [r for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refusals) == 1 and bad.path in refusals[0].getMessage()
+    assert j.record_at(bad.first_record_position) is None
+    j.close()
+
+
+def test_an_interrupted_copy_keeps_the_original(tmp_path, clock):
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock)
+    expected = _bodies(j)
+    first = j.segments[0]
+    src = first.path
+    j.close()
+    os.makedirs(tmp_path / "archive")
+    shutil.copy(src, tmp_path / "archive" / first.name)  # archived, the original not deleted
+    with open(src, "rb") as f, gzip.open(src + ".gz", "wb") as z:  # and compressed
+        z.write(f.read())
+    (tmp_path / "archive" / "00000000000000000099.journal.tmp").write_bytes(b"half")
+    j, report = _open(tmp_path, clock)
+    assert sum("second copy" in w for w in report.warnings) == 2
+    assert j.segments[0].path == src
+    assert sorted(os.listdir(tmp_path / "archive")) == []
+    assert _bodies(j) == expected
+    j.close()
+
+
+def test_a_log_whose_newest_segment_was_archived_goes_on_in_a_new_one(tmp_path, clock):
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock)
+    expected = _bodies(j)
+    last = j.segments[-1]
+    j.close()
+    os.makedirs(tmp_path / "archive")
+    os.replace(last.path, tmp_path / "archive" / last.name)
+    os.replace(last.path + ".summary", tmp_path / "archive" / (last.name + ".summary"))
+    j, _ = _open(tmp_path, clock)
+    assert j.segments[-1].path == str(tmp_path / "journal" / segment_name(j.next_position))
+    _fill(j, clock, N, 5)
+    assert _bodies(j) == expected + [b'{"i":%d}' % i for i in range(N, N + 5)]
+    j.close()
+
+
+def test_reset_empties_the_archive_of_its_segments(tmp_path, clock):
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock)
+    clock.advance(100)
+    _store(j, "archive")
+    j.close()
+    (tmp_path / "archive" / "notes.txt").write_text("kept")
+    remove_journal_files(str(tmp_path / "journal"), str(tmp_path / "archive"))
+    assert os.listdir(tmp_path / "archive") == ["notes.txt"]
+    j, _ = _open(tmp_path, clock)
+    assert _bodies(j) == []
+    j.close()
