@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -131,6 +133,21 @@ def latency(port: int, name: str, rate: int, seconds: float) -> tuple[float, flo
     return lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.99)] * 1000
 
 
+def profilers(where: str | None, procs: dict[str, int]) -> list[subprocess.Popen[bytes]]:
+    """With ``--profile DIR``: one py-spy sampler per server (``DIR/<name>.txt``, collapsed
+    stacks, idle samples left out) for the ingest rounds; py-spy must be on PATH."""
+    if not where:
+        return []
+    spy = shutil.which("py-spy")
+    if spy is None:
+        raise SystemExit("--profile needs py-spy on PATH (pip install --user py-spy)")
+    os.makedirs(where, exist_ok=True)
+    return [subprocess.Popen([spy, "record", "--pid", str(pid), "--format", "raw", "--rate", "250",
+                              "--nonblocking", "-o", os.path.join(where, f"{name}.txt")],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for name, pid in procs.items()]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--messages", type=int, default=100_000)
@@ -143,6 +160,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--rate", type=int, default=10_000, help="latency phase: messages/s")
     ap.add_argument("--seconds", type=float, default=3.0, help="latency phase: duration")
+    ap.add_argument("--profile", metavar="DIR",
+                    help="sample S, A and B with py-spy during the ingest rounds into DIR/<name>.txt")
     args = ap.parse_args()
     n = args.messages
     clients = ("official", "raw") if args.client == "both" else (args.client,)
@@ -168,6 +187,7 @@ def main() -> None:
                              f"awaited every {args.flush_every:,}",
                  "raw": f"raw: raw publisher, {args.window:,} in flight"}[c] for c in clients))
             rates: dict[str, dict[str, list[float]]] = {c: {"single": [], "pair": []} for c in clients}
+            spies = profilers(args.profile, {"S": s.proc.pid, "A": a.proc.pid, "B": b.proc.pid})
             for r in range(1, args.rounds + 1):
                 for client in clients:
                     got = {}
@@ -185,6 +205,9 @@ def main() -> None:
                           f"{cpu_c1:.2f} us CPU/msg); pair {two:8,.0f}/s (A {cpu_a:.2f}, B {cpu_b:.2f}, "
                           f"client {cpu_c2:.2f} us CPU/msg); pair/single {two / one:.2f}")
             load1 = os.getloadavg()
+            for spy in spies:
+                spy.send_signal(2)  # py-spy writes its file on SIGINT
+                spy.wait(30)
             for client in clients:
                 ones, twos = rates[client]["single"], rates[client]["pair"]
                 ratios = [t / o for o, t in zip(ones, twos, strict=True)]
