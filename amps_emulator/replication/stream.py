@@ -15,6 +15,10 @@ from amps_emulator.protocol.codec import ProtocolError
 MAX_FRAME = 64 * 1024 * 1024
 #: the largest frame accepted before the peer has logged on (its hello is small)
 PRE_AUTH_FRAME = 1024 * 1024
+#: a link's stream reader buffers up to twice this before it stops reading the socket: room
+#: for a whole ``repl_batch`` frame (``batch.BATCH_BYTES`` of bodies), where the asyncio
+#: default (64 KiB) paused and resumed the socket a few times within each frame
+READ_LIMIT = 1024 * 1024
 
 
 class FrameSource(Protocol):
@@ -102,5 +106,5 @@ async def read_frame(reader: FrameSource, limit: int = MAX_FRAME) -> bytes:
     return await reader.readexactly(size)
 
 
-__all__ = ["MAX_FRAME", "PRE_AUTH_FRAME", "FrameSource", "LinkWriter", "Wakeup", "no_delay", "read_frame",
-           "send"]
+__all__ = ["MAX_FRAME", "PRE_AUTH_FRAME", "READ_LIMIT", "FrameSource", "LinkWriter", "Wakeup", "no_delay",
+           "read_frame", "send"]

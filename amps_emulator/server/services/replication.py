@@ -47,6 +47,7 @@ from amps_emulator.config.values import is_regex
 from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.replication import stream as link_stream
 from amps_emulator.replication.bootstrap import needs_bootstrap
 from amps_emulator.replication.bootstrap_link import fill_then_start
 from amps_emulator.replication.compression import LinkReader, next_frame, outbound
@@ -181,7 +182,8 @@ class ReplicationService:
             # a TLS handshake never finished is dropped after the logon timeout too
             handshake = self.logon_timeout if tls is not None and self.logon_timeout > 0 else None
             self._server = await asyncio.start_server(self._accepted, listener.host, listener.port, ssl=tls,
-                                                      reuse_address=True, ssl_handshake_timeout=handshake)
+                                                      reuse_address=True, ssl_handshake_timeout=handshake,
+                                                      limit=link_stream.READ_LIMIT)
             self.listen_port = self._server.sockets[0].getsockname()[1]
             log.info("replication transport %r listening on port %d", listener.name, self.listen_port)
         for dest in self.config.replication.destinations:
@@ -478,7 +480,8 @@ class ReplicationService:
                 while st.cut:  # an emulator ``cut``: no connection until restored
                     await restored.wait()
                 try:
-                    reader, writer = await asyncio.open_connection(addr.host, addr.port, ssl=tls)
+                    reader, writer = await asyncio.open_connection(addr.host, addr.port, ssl=tls,
+                                                                   limit=link_stream.READ_LIMIT)
                 except OSError as exc:  # ssl.SSLError too: a certificate VerifyClient refuses
                     log.debug("replication destination %r: %s unreachable (%s)", dest.name,
                               addr.inet_addr, exc)

@@ -396,3 +396,29 @@ def test_admin_reconnect_drops_the_link_and_it_comes_back(sync_pair):
     with pytest.raises(urllib.error.HTTPError) as err:
         admin(sync_pair.a, "/amps/administrator/replication/nowhere/downgrade")
     assert err.value.code == 404
+
+
+def test_a_link_reads_a_whole_batch_frame_without_pausing_its_socket(sync_pair):
+    """Both ends of a link buffer a whole ``repl_batch`` frame: with asyncio's 64 KiB default
+    the reader paused and resumed the socket a few times within each frame."""
+    import asyncio
+    import gc
+
+    from amps_emulator.replication.batch import BATCH_BYTES
+    from amps_emulator.replication.stream import READ_LIMIT
+
+    ports = {s.server.replication.listen_port for s in sync_pair.servers}
+
+    def link_readers() -> list[asyncio.StreamReader]:
+        out = []
+        for o in gc.get_objects():
+            if isinstance(o, asyncio.StreamReader) and o._transport is not None:
+                ends = {o._transport.get_extra_info(k) for k in ("sockname", "peername")}
+                if any(e and e[1] in ports for e in ends):
+                    out.append(o)
+        return out
+
+    readers = sync_pair.a.call(link_readers)
+    assert len(readers) >= 2  # (A's end of each link; B's ends are in the same process)
+    assert all(r._limit == READ_LIMIT for r in readers)
+    assert READ_LIMIT >= BATCH_BYTES
