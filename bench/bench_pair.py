@@ -16,7 +16,10 @@ and ``os.times``) of the servers and of the publishing client, and the pair's ra
 single instance; then per client the median ratio and the best round of each (best pair over
 best single), with the load average before and after. Last, paced at ``--rate`` for the
 p50/p99 of the persisted ack. On a machine other work shares, the rounds differ: the median
-says more than any one of them; the best-of rounds is the figure nearest a quiet machine."""
+says more than any one of them; the best-of rounds is the figure nearest a quiet machine.
+``--profile DIR`` samples S, A and B with py-spy (on PATH, e.g. ``pip install --user py-spy``)
+during the ingest rounds, as collapsed stacks in ``DIR/<name>.txt``: where each server's CPU
+per message goes (the compiled sync thread and the kernel's side of a syscall are not seen)."""
 
 from __future__ import annotations
 
