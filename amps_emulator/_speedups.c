@@ -516,8 +516,9 @@ set_fallbacks(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
  * with the 14 fields positionally) and its bookmark sequence, and, when ``buf`` is a
  * bytearray, every record's frame appended to it (one resize; the bytes append_record writes
  * for each). ``index``: (position, base + its frame's offset in buf) of each record at or past
- * ``mark``, the mark moving ``interval`` past each. None, with nothing done, for any argument
- * outside these plain shapes (then the twin runs). */
+ * ``mark``, the mark moving ``interval`` past each. The records share one empty headers dict
+ * (so a reader can tell a run's records apart: ``rec.headers is first.headers``). None, with
+ * nothing done, for any argument outside these plain shapes (then the twin runs). */
 #define S_LIMIT ((uint64_t)1 << 63)  /* journal.identity.SEQUENCE_FROM_S_LIMIT */
 
 static PyObject *
@@ -562,8 +563,9 @@ publish_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     PyObject *recs = PyList_New(n), *out_seqs = PyList_New(n), *index = PyList_New(0);
     PyObject *kind = PyLong_FromLong(1);  /* RecordKind.PUBLISH */
     PyObject *pid_o = PyLong_FromUnsignedLongLong(pid), *ts_o = PyLong_FromLongLong(ts);
+    PyObject *headers = PyDict_New();  /* (empty, and one for the run: its records share it) */
     if (recs == NULL || out_seqs == NULL || index == NULL || kind == NULL || pid_o == NULL
-            || ts_o == NULL)
+            || ts_o == NULL || headers == NULL)
         goto fail;
     /* the records first: nothing is appended to buf unless they all could be made */
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -577,9 +579,8 @@ publish_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
             last = pos > last ? pos : last + 1;
         PyObject *pos_o = PyLong_FromUnsignedLongLong(pos);
         PyObject *seq_o = PyLong_FromUnsignedLongLong(last);
-        PyObject *headers = PyDict_New();
-        if (pos_o == NULL || seq_o == NULL || headers == NULL) {
-            Py_XDECREF(pos_o); Py_XDECREF(seq_o); Py_XDECREF(headers);
+        if (pos_o == NULL || seq_o == NULL) {
+            Py_XDECREF(pos_o); Py_XDECREF(seq_o);
             goto fail;
         }
         PyObject *fields[14] = {pos_o, kind, args[2], pid_o, seq_o, ts_o, args[4], cs_o,
@@ -587,7 +588,6 @@ publish_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
                                 PyList_GET_ITEM(bodies, i)};
         PyObject *rec = PyObject_Vectorcall(record_type, fields, 14, NULL);
         Py_DECREF(pos_o);
-        Py_DECREF(headers);
         if (rec == NULL) {
             Py_DECREF(seq_o);
             goto fail;
@@ -634,6 +634,7 @@ publish_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     Py_DECREF(kind);
     Py_DECREF(pid_o);
     Py_DECREF(ts_o);
+    Py_DECREF(headers);
     return Py_BuildValue("(NNN)", recs, out_seqs, index);
 fail:
     Py_XDECREF(recs);  /* (unset items are NULL: list_dealloc skips them) */
@@ -641,6 +642,133 @@ fail:
     Py_XDECREF(index);
     Py_XDECREF(kind);
     Py_XDECREF(pid_o);
+    Py_XDECREF(ts_o);
+    Py_XDECREF(headers);
+    return NULL;
+}
+
+/* replicated_run(buf, record_type, topic, message_type, client_name, publisher_id, timestamp,
+ *                position, sequences, client_seqs, headers, bodies, base, mark, interval)
+ *   -> (records, index) | None
+ *
+ * A run of replicated publishes of one publisher to one topic (journal.replicated.
+ * replicated_run_py is the twin, and says what each argument is): each body's JournalRecord
+ * (``record_type`` called with the 14 fields positionally, its sequence from ``sequences``,
+ * every record sharing the one ``headers`` dict) and, when ``buf`` is a bytearray, their frames
+ * appended to it (one resize; the bytes append_record writes for each), with the index entries
+ * as publish_run gives them. None, with nothing done, for any argument outside the plain
+ * shapes (then the twin runs). */
+static PyObject *
+replicated_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 15) {
+        PyErr_Format(PyExc_TypeError, "replicated_run() takes 15 arguments (%zd given)", nargs);
+        return NULL;
+    }
+    PyObject *buf = args[0], *record_type = args[1], *seqs = args[8], *css = args[9];
+    PyObject *headers = args[10], *bodies = args[11];
+    payload_fields f;  /* what every frame of the run shares; the body is set per frame */
+    f.has_corr = f.has_key = f.has_exp = 0;
+    f.nh = 0;
+    uint64_t pid, position, mark, interval;
+    int64_t ts, base;
+    if ((buf != Py_None && !PyByteArray_CheckExact(buf)) || as_str(args[2], &f.topic)
+            || as_str(args[3], &f.message_type) || as_str(args[4], &f.client_name)
+            || as_u64(args[5], &pid) || as_i64(args[6], &ts) || as_u64(args[7], &position)
+            || !PyList_CheckExact(seqs) || !PyDict_CheckExact(headers)
+            || PyDict_GET_SIZE(headers) > MAX_HEADERS || !PyList_CheckExact(bodies)
+            || as_i64(args[12], &base) || as_u64(args[13], &mark) || as_u64(args[14], &interval))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(bodies);
+    if (PyList_GET_SIZE(seqs) != n
+            || (css != Py_None && (!PyList_CheckExact(css) || PyList_GET_SIZE(css) != n)))
+        Py_RETURN_NONE;
+    Py_ssize_t it = 0;
+    PyObject *hk, *hv;
+    while (PyDict_Next(headers, &it, &hk, &hv)) {
+        if (as_str(hk, &f.hk[f.nh]) || as_str(hv, &f.hv[f.nh]))
+            Py_RETURN_NONE;
+        f.nh++;
+    }
+    Py_ssize_t total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *b = PyList_GET_ITEM(bodies, i);
+        uint64_t v;
+        if (!PyBytes_CheckExact(b) || as_u64(PyList_GET_ITEM(seqs, i), &v)
+                || (css != Py_None && as_u64(PyList_GET_ITEM(css, i), &v)))
+            Py_RETURN_NONE;
+        f.body.len = PyBytes_GET_SIZE(b);
+        Py_ssize_t size = payload_size(&f);
+        if (size > 0xFFFFFFFF)
+            Py_RETURN_NONE;  /* (the twin raises what append_record_py raises) */
+        total += PREFIX_SIZE + size;
+    }
+    if (position + (uint64_t)n < position)
+        Py_RETURN_NONE;
+
+    PyObject *recs = PyList_New(n), *index = PyList_New(0);
+    PyObject *kind = PyLong_FromLong(1);  /* RecordKind.PUBLISH */
+    PyObject *ts_o = PyLong_FromLongLong(ts);
+    if (recs == NULL || index == NULL || kind == NULL || ts_o == NULL)
+        goto fail;
+    /* the records first: nothing is appended to buf unless they all could be made */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pos_o = PyLong_FromUnsignedLongLong(position + (uint64_t)i);
+        if (pos_o == NULL)
+            goto fail;
+        PyObject *fields[14] = {pos_o, kind, args[2], args[5], PyList_GET_ITEM(seqs, i), ts_o,
+                                args[4], css == Py_None ? Py_None : PyList_GET_ITEM(css, i),
+                                Py_None, Py_None, Py_None, args[3], headers,
+                                PyList_GET_ITEM(bodies, i)};
+        PyObject *rec = PyObject_Vectorcall(record_type, fields, 14, NULL);
+        Py_DECREF(pos_o);
+        if (rec == NULL)
+            goto fail;
+        PyList_SET_ITEM(recs, i, rec);
+    }
+    if (buf != Py_None && n) {
+        /* the index entries, then the frames: nothing can fail once buf has grown */
+        Py_ssize_t start = PyByteArray_GET_SIZE(buf), off = start;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t pos = position + (uint64_t)i;
+            if (pos >= mark) {
+                PyObject *entry = Py_BuildValue("(Kn)", (unsigned long long)pos,
+                                                (Py_ssize_t)(base + off));
+                if (entry == NULL || PyList_Append(index, entry) < 0) {
+                    Py_XDECREF(entry);
+                    goto fail;
+                }
+                Py_DECREF(entry);
+                mark = pos + interval;
+            }
+            f.body.len = PyBytes_GET_SIZE(PyList_GET_ITEM(bodies, i));
+            off += PREFIX_SIZE + payload_size(&f);
+        }
+        if (PyByteArray_Resize(buf, start + total) < 0)
+            goto fail;
+        unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(buf) + start;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            uint64_t cs = 0, seq = 0;
+            PyObject *cs_o = css == Py_None ? Py_None : PyList_GET_ITEM(css, i);
+            if (cs_o != Py_None)
+                as_u64(cs_o, &cs);  /* (checked above) */
+            as_u64(PyList_GET_ITEM(seqs, i), &seq);
+            PyObject *b = PyList_GET_ITEM(bodies, i);
+            f.body.data = PyBytes_AS_STRING(b);
+            f.body.len = PyBytes_GET_SIZE(b);
+            Py_ssize_t size = payload_size(&f);
+            put_frame(p, 1 /* RecordKind.PUBLISH */, position + (uint64_t)i, pid, seq, ts,
+                      cs_o != Py_None, cs, &f, size);
+            p += PREFIX_SIZE + size;
+        }
+    }
+    Py_DECREF(kind);
+    Py_DECREF(ts_o);
+    return Py_BuildValue("(NN)", recs, index);
+fail:
+    Py_XDECREF(recs);  /* (unset items are NULL: list_dealloc skips them) */
+    Py_XDECREF(index);
+    Py_XDECREF(kind);
     Py_XDECREF(ts_o);
     return NULL;
 }
@@ -2784,6 +2912,8 @@ static PyMethodDef methods[] = {
      "The stored SOW values of records without expiration or headers."},
     {"publish_run", (PyCFunction)(void (*)(void))publish_run, METH_FASTCALL,
      "The journal records of a run of plain publishes, and their frames appended."},
+    {"replicated_run", (PyCFunction)(void (*)(void))replicated_run, METH_FASTCALL,
+     "The journal records of a run of replicated publishes, and their frames appended."},
     {"frame_parts", (PyCFunction)(void (*)(void))frame_parts, METH_FASTCALL,
      "One frame whose header is head + sids + tail, then the body (a fan-out delivery)."},
     {"fan_send", (PyCFunction)(void (*)(void))fan_send, METH_FASTCALL,

@@ -1,5 +1,6 @@
 # Types of the compiled extension (_speedups.c); its pure-Python twins are
-# journal.record.append_record_py, journal.record.frame_size_py, journal.base.publish_run_py
+# journal.record.append_record_py, journal.record.frame_size_py, journal.base.publish_run_py,
+# journal.replicated.replicated_run_py
 # and protocol.codec.scan_frames_py;
 # parse_publish_header's is protocol.codec.parse_command's general path; sow_key's is
 # sow.keys.sow_key_py; sow_frames's is sow.record.sow_frames_py;
@@ -52,6 +53,23 @@ def publish_run(
     mark: int,
     interval: int,
 ) -> tuple[list[Any], list[int], list[tuple[int, int]]] | None: ...
+def replicated_run(
+    buf: bytearray | None,
+    record_type: type[Any],
+    topic: str,
+    message_type: str,
+    client_name: str,
+    publisher_id: int,
+    timestamp: int,
+    position: int,
+    sequences: list[int],
+    client_seqs: list[int] | None,
+    headers: dict[str, str],
+    bodies: list[bytes],
+    base: int,
+    mark: int,
+    interval: int,
+) -> tuple[list[Any], list[tuple[int, int]]] | None: ...
 def plain_run(
     payloads: list[bytes], start: int, named: bool, last: int | None
 ) -> tuple[int, str, list[bytes], list[int] | None, list[int]] | None: ...

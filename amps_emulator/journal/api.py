@@ -31,7 +31,7 @@ See ``file_journal.py`` for the double-buffer and lock design.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -160,6 +160,16 @@ class RetentionResult:
     reasons: tuple[str, ...] = field(default=())
 
 
+class TailReader(Protocol):
+    """A reader that follows a journal's tail (a replication sender): the first position it
+    has not read yet."""
+
+    next_position: int
+    #: the instance whose records it steps over without reading them, but for the last of a
+    #: run (a sender's peer: none goes back to it); None: it reads every record
+    steps_over: str | None
+
+
 @runtime_checkable
 class Journal(Protocol):
     """The transaction-log storage API (synchronous; no asyncio, no sockets)."""
@@ -214,6 +224,22 @@ class Journal(Protocol):
         headers: Mapping[str, str] | None = None,
     ) -> JournalRecord | None: ...
 
+    def append_replicated_run(self, upstream: Sequence[JournalRecord], via: str, *,
+                              seen: str | None = None,
+                              group: str | None = None) -> tuple[list[JournalRecord], int]:
+        """Records instance ``via`` sent in one batch, as it logged them: the records
+        appended and how many were held here already (``replicated.ReplicatedAppends``)."""
+        ...
+
+    def append_replicated_plain(self, topic: str, message_type: str, client_name: str,
+                                publisher_id: int, origin_timestamp: int, sequences: list[int],
+                                client_seqs: list[int] | None, bodies: list[bytes], via: str, *,
+                                seen: str | None = None,
+                                group: str | None = None) -> tuple[list[JournalRecord], int]:
+        """A run of publishes of one publisher to one topic that instance ``via`` logged at
+        once, with no options or headers, as columns (``replicated.ReplicatedAppends``)."""
+        ...
+
     def flush(self, limit: int | None = None) -> bool: ...
     def sync(self) -> int: ...
     def close(self) -> None: ...
@@ -222,6 +248,17 @@ class Journal(Protocol):
     def stored_frames(self, position: int, at: tuple[int, str, int] | None, max_bytes: int
                       ) -> tuple[bytes, str, int] | None: ...
     def record_at(self, position: int) -> JournalRecord | None: ...
+    def follow_tail(self, reader: TailReader) -> None:
+        """``reader`` (with a ``next_position``) reads each record soon after it is written:
+        the journal may keep what it has not read in memory while it lives."""
+        ...
+
+    def run_columns(self, position: int, count: int
+                    ) -> tuple[list[int], list[int] | None, list[bytes]] | None:
+        """The sequences, ``s`` (None: none has one) and bodies of up to ``count`` records
+        from ``position`` on, within the run of plain publishes appended together that it
+        belongs to, while the journal holds them in memory (None: read the records)."""
+        ...
     def position_after_bookmark(self, bookmark: str | BookmarkSpec, *,
                                 resume: bool = False) -> int | None: ...
     def position_at_time(self, timestamp_us: int) -> int: ...
@@ -237,6 +274,7 @@ class Journal(Protocol):
     def first_position_missing_from(self, theirs: Mapping[int, int]) -> int | None: ...
     def position_of(self, bm: Bookmark) -> int | None: ...
     def arrivals_before(self, position: int) -> dict[str, str]: ...
+    def arrival_run(self, sender: str, position: int) -> int | None: ...
     def position_for_unheld(self) -> int | None: ...
 
     def enforce_retention(self, pinned_positions: Iterable[int] = (), *,

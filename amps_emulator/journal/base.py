@@ -27,7 +27,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from amps_emulator import accel
 from amps_emulator.protocol.bookmarks import (
@@ -47,10 +47,8 @@ from . import failover
 from .api import DuplicatePublish, Durability, JournalClosedError, RetentionResult
 from .identity import (
     BEFORE_RETAINED,
-    ORIGIN_TS,
     SequenceIndex,
     assign_sequence,
-    sender_of,
 )
 from .record import (
     INTERNAL_KIND_MIN,
@@ -59,6 +57,7 @@ from .record import (
     RecordKind,
     append_record_py,
 )
+from .replicated import ReplicatedAppends
 
 Clock = Callable[[], float]
 
@@ -88,16 +87,19 @@ def publish_run_py(
     each sequence by :func:`identity.assign_sequence`. Returns the records, their sequences,
     and the index entries: (position, ``base`` + the frame's offset in ``buf``) of each record
     at or past ``mark``, which moves ``interval`` past each (``index.SparseIndex.maybe_add``'s
-    rule). The pure-Python twin of ``_speedups.publish_run``, which gives the same records and
-    writes the same bytes."""
+    rule). The records share one empty headers dict (nothing changes a record's headers): a
+    reader can tell the records of one run by it (``rec.headers is first.headers``). The
+    pure-Python twin of ``_speedups.publish_run``, which gives the same records and writes the
+    same bytes."""
     recs: list[JournalRecord] = []
     seqs: list[int] = []
     index: list[tuple[int, int]] = []
+    headers: dict[str, str] = {}  # one for the run: a reader tells its records by it
     for i, body in enumerate(bodies):
         cs = None if client_seqs is None else client_seqs[i]
         last = assign_sequence(position, last, cs)
         recs.append(record_type(position, _PUBLISH, topic, publisher_id, last, timestamp,
-                                client_name, cs, None, None, None, message_type, {}, body))
+                                client_name, cs, None, None, None, message_type, headers, body))
         seqs.append(last)
         if buf is not None:
             if position >= mark:
@@ -143,8 +145,9 @@ def merge_checkpoint(cp: SequenceMarks, pub_last: dict, client_max: dict) -> Non
             client_max[pid] = s
 
 
-class JournalCore:
-    """Mixin with the storage-independent half of a journal."""
+class JournalCore(ReplicatedAppends):
+    """Mixin with the storage-independent half of a journal (the replicated appends: the
+    mixin :class:`.replicated.ReplicatedAppends`)."""
 
     def _init_core(self, *, clock: Clock | None, durability: Durability) -> None:
         self._clock: Clock = clock or time.time
@@ -269,13 +272,14 @@ class JournalCore:
     def _make_publish_records(self, topic: str, message_type: str, client_name: str,
                               bodies: list[bytes], client_seqs: list[int] | None,
                               buf: bytearray | None = None, base: int = 0, mark: int = 0,
-                              interval: int = 1) -> tuple[list[JournalRecord], list[tuple[int, int]]]:
+                              interval: int = 1
+                              ) -> tuple[list[JournalRecord], list[tuple[int, int]], list[int]]:
         """The records of a run of plain publishes of one client to one topic (no correlation
         id, SowKey, expiration or headers): what ``_make_record`` gives for each in turn, with
         the per-publisher bookkeeping done once for the run. ``client_seqs``: their ``s``
         (increasing), or None when none carries one. With ``buf``, their frames are appended
         to it, and the second value is the segment index's entries for them (``base``, ``mark``
-        and ``interval``: see :func:`publish_run_py`)."""
+        and ``interval``: see :func:`publish_run_py`); the third is their sequences."""
         if self._closed:
             raise JournalClosedError(
                 "journal is closed" if self._failure is None else f"journal failed: {self._failure}")
@@ -303,7 +307,7 @@ class JournalCore:
                     self._client_durable[pid] = top
             else:  # the run is written (and made durable) as one
                 self._unapplied_s.append((position - 1, pid, top))
-        return recs, index
+        return recs, index, seqs
 
     def _refuse_duplicate(self, client_name: str, pid: int, client_seq: int) -> None:
         """Raise :class:`DuplicatePublish` when ``client_seq`` is at or below the highest ``s``
@@ -313,83 +317,6 @@ class JournalCore:
         held = self._client_max.get(pid)
         if held is not None and client_seq <= held:
             raise DuplicatePublish(client_name, client_seq, held)
-
-    def is_replicated_duplicate(self, publisher_id: int, sequence: int, client_seq: int | None) -> bool:
-        """True when this instance already holds that message: its publisher's sequence is at
-        or below the last one here, or its ``s`` is at or below the highest ``s`` appended for
-        that publisher (the same publish reached us by another route, e.g. resent by the
-        publisher's store after a failover)."""
-        if sequence <= self._pub_last.get(publisher_id, 0):
-            return True
-        return bool(client_seq) and client_seq is not None \
-            and client_seq <= self._client_max.get(publisher_id, 0)
-
-    def append_replicated(
-        self,
-        *,
-        topic: str,
-        client_name: str,
-        publisher_id: int,
-        sequence: int,
-        origin_timestamp: int,
-        body: bytes = b"",
-        kind: int = RecordKind.PUBLISH,
-        client_seq: int | None = None,
-        correlation_id: str | None = None,
-        sow_key: str | None = None,
-        expiration: int | None = None,
-        message_type: str = "",
-        headers: Mapping[str, str] | None = None,
-    ) -> JournalRecord | None:
-        """Append a record replicated from another instance with its original bookmark, origin
-        time (in the ``identity.ORIGIN_TS`` header) and expiration; None (nothing appended)
-        when this instance already holds it (:meth:`is_replicated_duplicate`), which the
-        caller still acknowledges. The storage keeps it through the hooks
-        :meth:`_prepare_append` and :meth:`_keep_appended`."""
-        where = self._prepare_append()
-        if self._closed:
-            raise JournalClosedError(
-                "journal is closed" if self._failure is None else f"journal failed: {self._failure}")
-        if kind >= INTERNAL_KIND_MIN:
-            raise ValueError(f"record kind {kind} is journal-internal")
-        if publisher_id == 0 or not 0 < sequence < 1 << 64:
-            raise ValueError(f"replicated bookmark {publisher_id}|{sequence}| is not a message's bookmark")
-        if client_seq is not None and not 0 <= client_seq < 1 << 64:
-            raise ValueError(f"client sequence {client_seq} is not in 0..2^64-1")
-        if self.is_replicated_duplicate(publisher_id, sequence, client_seq):
-            return None
-        position = self._next_position
-        ts = int(self._clock() * 1_000_000)
-        if ts < self._last_ts:
-            ts = self._last_ts
-        self._last_ts = ts
-        if client_name:
-            self._pubids.setdefault(client_name, publisher_id)
-        all_headers = dict(headers) if headers else {}
-        all_headers.setdefault(ORIGIN_TS, str(origin_timestamp))
-        rec = JournalRecord(
-            position=position, kind=int(kind), topic=topic, publisher_id=publisher_id,
-            sequence=sequence, timestamp=ts, client_name=client_name, client_seq=client_seq,
-            correlation_id=correlation_id, sow_key=sow_key, expiration=expiration,
-            message_type=message_type, headers=all_headers, body=bytes(body),
-        )
-        self._next_position = position + 1
-        self._pub_last[publisher_id] = sequence
-        if self._seqidx is not None:
-            self._seqidx.add(publisher_id, sequence, position)
-            sender = sender_of(rec)
-            if sender is not None:
-                self._seqidx.arrived(sender, position)
-        if client_seq is not None:
-            if client_seq > self._client_max.get(publisher_id, 0):
-                self._client_max[publisher_id] = client_seq
-            if self._durability is Durability.MEMORY:
-                if client_seq > self._client_durable.get(publisher_id, 0):
-                    self._client_durable[publisher_id] = client_seq
-            else:
-                self._unapplied_s.append((position, publisher_id, client_seq))
-        self._keep_appended(where, rec)
-        return rec
 
     def _checkpoint(self) -> Checkpoint:
         return Checkpoint(
@@ -534,6 +461,11 @@ class JournalCore:
                 out[name] = rec.bookmark_str
         return out
 
+    def arrival_run(self, sender: str, position: int) -> int | None:
+        """The last position of the run of records from ``position`` on that were all
+        replicated here from instance ``sender`` (None: the one at ``position`` was not)."""
+        return self.sequence_index().arrival_run(sender, position)
+
     def position_for_unheld(self) -> int | None:
         """Where a replay starts for a message bookmark this instance does not hold, when
         records replicated from other instances are held here (the subscriber failed over
@@ -615,15 +547,6 @@ class JournalCore:
         raise NotImplementedError
 
     def record_at(self, position: int) -> JournalRecord | None:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def _prepare_append(self) -> Any:  # pragma: no cover - abstract
-        """Make room for the next record (roll or begin a segment); what
-        :meth:`_keep_appended` needs."""
-        raise NotImplementedError
-
-    def _keep_appended(self, where: Any, rec: JournalRecord) -> None:  # pragma: no cover
-        """Store ``rec``, a record just made (``where``: from :meth:`_prepare_append`)."""
         raise NotImplementedError
 
     def read(self, from_position: int = 1, *,

@@ -25,8 +25,9 @@ from .api import (
 )
 from .base import Clock, merge_checkpoint
 from .housekeeping import SegmentHousekeeping
+from .identity import PATH
 from .index import DEFAULT_INDEX_INTERVAL
-from .reading import SegmentReads
+from .reading import Columns, RecentWrites, Run, SegmentReads
 from .record import (
     INTERNAL_KIND_MIN,
     FrameDecoder,
@@ -109,6 +110,11 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention, SegmentHousekeepi
         self._buf = bytearray()  # frames not yet flushed (all for the active segment)
         self._buf_written = 0  # of which handed to the OS already (flush with a limit)
         self._pending: list[JournalRecord] = []  # their records, for readers
+        self._recent = RecentWrites()  # the records of the last writes, for readers of the tail
+        #: runs among _pending: (start, end) indexes, a plain run's columns
+        self._pending_runs: list[Run] = []
+        #: the instance every record of _pending was replicated from ("": not one; None: none yet)
+        self._pending_via: str | None = None
         self._written_position = 0  # last position handed to the OS (or failed: a gap); _lock
         self._durable_position = 0  # last position fsynced; under _lock
         self._roll_blocked = False  # a roll failed: retry once a flush succeeds again
@@ -369,24 +375,70 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention, SegmentHousekeepi
                 bodies, start, frame_size(topic, message_type, client_name, None, None, None, {}, b""),
                 active.size + len(self._buf), active.count, self._segment_size)
             index = active.index
-            part, marks = self._make_publish_records(
-                topic, message_type, client_name, bodies[start:stop] if start or stop < n else bodies,
-                None if client_seqs is None else client_seqs[start:stop], self._buf, active.size,
+            whole = not start and stop == n
+            some = bodies if whole else bodies[start:stop]
+            some_s = client_seqs if client_seqs is None or whole else client_seqs[start:stop]
+            part, marks, seqs = self._make_publish_records(
+                topic, message_type, client_name, some, some_s, self._buf, active.size,
                 index.next_position, index.interval)
-            self._note_publishes(active, part, marks)
+            self._note_publishes(active, part, marks, (seqs, some_s, some))
+            recs += part
+            start = stop
+        return recs
+
+    def _append_plain(self, topic: str, message_type: str, client_name: str, publisher_id: int,
+                      sequences: list[int], client_seqs: list[int] | None, headers: dict[str, str],
+                      bodies: list[bytes]) -> list[JournalRecord]:
+        """A plain replicated run (``append_replicated_plain``'s hook), as
+        :meth:`append_publishes` stores a run of publishes: segment by segment, the frames
+        encoded straight into the buffer."""
+        if self._strict:  # each record written and synced before the next
+            recs = []
+            for i, body in enumerate(bodies):
+                part, _ = self._make_replicated_plain(
+                    topic, message_type, client_name, publisher_id, sequences[i:i + 1],
+                    None if client_seqs is None else client_seqs[i:i + 1], headers, [body])
+                self._take(part[0])
+                recs += part
+            return recs
+        recs = []
+        start, n = 0, len(bodies)
+        fixed = frame_size(topic, message_type, client_name, None, None, None, headers, b"")
+        while start < n:
+            self._roll_if_full()
+            active = self._segments[-1]
+            stop = n if self._closed or self._roll_blocked else room_for(
+                bodies, start, fixed, active.size + len(self._buf), active.count, self._segment_size)
+            whole = not start and stop == n
+            index = active.index
+            part, marks = self._make_replicated_plain(
+                topic, message_type, client_name, publisher_id,
+                sequences if whole else sequences[start:stop],
+                None if client_seqs is None else client_seqs if whole else client_seqs[start:stop],
+                headers, bodies if whole else bodies[start:stop], self._buf, active.size,
+                index.next_position, index.interval)
+            self._note_publishes(active, part, marks, via=headers.get(PATH))  # (published at via)
             recs += part
             start = stop
         return recs
 
     def _note_publishes(self, active: Segment, recs: list[JournalRecord],
-                        marks: list[tuple[int, int]]) -> None:
+                        marks: list[tuple[int, int]], columns: Columns | None = None,
+                        via: str | None = None) -> None:
         """Note a run's records, whose frames are in the buffer, in ``active`` (``_buffer``'s
-        bookkeeping for each, done once): its index's entries ``marks``, its counts and times."""
+        bookkeeping for each, done once): its index's entries ``marks``, its counts and times;
+        ``columns``: a run of plain publishes' sequences, ``s`` and bodies, kept with the run
+        for a reader of the tail (``run_columns``); ``via``: the instance a replicated run came
+        from."""
         first, last = recs[0], recs[-1]
         index = active.index
         for position, offset in marks:  # (a run's records share their time)
             index.maybe_add(position, offset, first.timestamp)
+        start = len(self._pending)
         self._pending.extend(recs)
+        self._pending_runs.append((start, start + len(recs), columns))
+        held = self._pending_via
+        self._pending_via = via if via is not None and held in (None, via) else ""
         if not active.count:
             active.first_record_position = first.position
             active.first_ts = first.timestamp
@@ -401,6 +453,46 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention, SegmentHousekeepi
     def _keep_appended(self, where: None, rec: JournalRecord) -> None:
         """Buffer ``rec`` (``append_replicated``'s hook; see :meth:`_take`)."""
         self._take(rec)
+
+    def _room(self, where: None) -> int:
+        """Bytes of frames the active segment takes before it is full (``append_replicated_run``'s
+        hook: the record that reaches it is the segment's last)."""
+        return self._segment_size - self._segments[-1].size - len(self._buf)
+
+    def _keep_run(self, where: None, recs: list[JournalRecord]) -> None:
+        """Buffer ``recs``, records just made that all go to the active segment
+        (``append_replicated_run``'s hook): :meth:`_buffer` for each, the segment's
+        bookkeeping once."""
+        if self._strict:  # each written and synced before the next
+            for rec in recs:
+                self._take(rec)
+            return
+        if not recs:
+            return
+        active = self._segments[-1]
+        buf = self._buf
+        base = active.size
+        index = active.index
+        mark = index.next_position
+        for rec in recs:
+            position = rec.position
+            if position >= mark:
+                index.maybe_add(position, base + len(buf), rec.timestamp)
+                mark = index.next_position
+            append_record(
+                buf, rec.kind, position, rec.publisher_id, rec.sequence, rec.timestamp,
+                rec.client_seq, rec.topic, rec.message_type, rec.client_name, rec.correlation_id,
+                rec.sow_key, rec.expiration, rec.headers, rec.body,
+            )
+        self._pending.extend(recs)
+        self._pending_via = ""  # (records of any origin)
+        first, last = recs[0], recs[-1]
+        if not active.count:
+            active.first_record_position = first.position
+            active.first_ts = first.timestamp
+        active.count += len(recs)
+        active.last_position = last.position
+        active.last_ts = last.timestamp
 
     def _roll_if_full(self) -> None:
         """Roll to a new segment once the active one (with the buffer) has reached its size."""
@@ -430,6 +522,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention, SegmentHousekeepi
             rec.headers, rec.body,
         )
         self._pending.append(rec)
+        self._pending_via = ""  # (a record of its own: any origin)
         # Segment.note_record, inlined
         if not active.count:
             active.first_record_position = position
@@ -525,6 +618,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention, SegmentHousekeepi
             self._buf_written = done + limit
             return False
         data = self._buf
+        runs, via = self._pending_runs, self._pending_via
         records = self._take_buffer()
         try:
             if done:
@@ -538,6 +632,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention, SegmentHousekeepi
             return True
         with self._lock:
             self._written_position = records[-1].position
+        self._recent.add(records, len(data), runs, via)
         active.set_mark()
         self._roll_blocked = False
         if self._summaries and active.size - self._ckpt_size_at >= self._ckpt_every:
@@ -549,7 +644,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention, SegmentHousekeepi
         records = self._pending
         self._buf = bytearray()
         self._buf_written = 0
-        self._pending = []
+        self._pending, self._pending_runs, self._pending_via = [], [], None
         return records
 
     def close(self) -> None:

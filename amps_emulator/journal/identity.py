@@ -25,7 +25,7 @@ time bookmark means "logged here at or after".
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping
 
 from .record import JournalRecord
@@ -77,6 +77,68 @@ def sender_of(rec: JournalRecord) -> str | None:
     return text.rsplit(",", 1)[-1] if text else None
 
 
+class Arrivals:
+    """The positions of the records replicated here from one instance, ascending, as runs of
+    consecutive positions (``starts[i]..ends[i]``, adjacent runs merged): a run of records a
+    link appended at once is noted in one step, and a reader steps over it in one look."""
+
+    __slots__ = ("ends", "starts")
+
+    def __init__(self) -> None:
+        self.starts = array("Q")
+        self.ends = array("Q")
+
+    def __bool__(self) -> bool:
+        return bool(self.ends)
+
+    def add_range(self, first: int, last: int) -> None:
+        """Positions ``first..last`` (after every one noted so far)."""
+        ends = self.ends
+        if ends and ends[-1] + 1 >= first:
+            ends[-1] = max(ends[-1], last)
+        else:
+            self.starts.append(first)
+            ends.append(last)
+
+    def add_all(self, positions: Iterable[int]) -> None:
+        """``positions`` (ascending, after every one noted so far)."""
+        if isinstance(positions, range) and positions.step == 1:
+            if positions:
+                self.add_range(positions.start, positions.stop - 1)
+            return
+        first = last = -2
+        for p in positions:
+            if p != last + 1:
+                if first >= 0:
+                    self.add_range(first, last)
+                first = p
+            last = p
+        if first >= 0:
+            self.add_range(first, last)
+
+    def run_end(self, position: int) -> int | None:
+        """The last position of the run holding ``position`` (None: it did not arrive)."""
+        i = bisect_right(self.starts, position) - 1
+        if i < 0 or position > self.ends[i]:
+            return None
+        return self.ends[i]
+
+    def last_before(self, before: int) -> int | None:
+        i = bisect_left(self.starts, before) - 1
+        return None if i < 0 else min(self.ends[i], before - 1)
+
+    def first_after(self, after: int) -> int | None:
+        i = bisect_right(self.ends, after)
+        return max(self.starts[i], after + 1) if i < len(self.ends) else None
+
+    def trim(self, first_position: int) -> None:
+        """Forget positions before ``first_position``."""
+        i = bisect_left(self.ends, first_position)
+        del self.starts[:i], self.ends[:i]
+        if self.starts and self.starts[0] < first_position:
+            self.starts[0] = first_position
+
+
 class SequenceIndex:
     """Per publisher, the sorted ``(sequence, position)`` pairs of the retained log."""
 
@@ -84,8 +146,8 @@ class SequenceIndex:
         self._seqs: dict[int, array] = {}
         self._pos: dict[int, array] = {}
         self._trimmed: dict[int, int] = {}  # publisher id -> highest sequence removed by retention
-        #: instance name -> positions of the records replicated here from it, ascending
-        self._arrivals: dict[str, array] = {}
+        #: instance name -> positions of the records replicated here from it
+        self._arrivals: dict[str, Arrivals] = {}
         #: built over a log whose oldest records were already removed (a reopened journal): a
         #: sequence below a publisher's first retained one may have been among them
         self._head_removed = head_removed
@@ -128,8 +190,21 @@ class SequenceIndex:
         """The record at ``position`` was replicated here from instance ``sender``."""
         got = self._arrivals.get(sender)
         if got is None:
-            got = self._arrivals[sender] = array("Q")
-        got.append(position)
+            got = self._arrivals[sender] = Arrivals()
+        got.add_range(position, position)
+
+    def arrived_run(self, sender: str, positions: Iterable[int]) -> None:
+        """:meth:`arrived` for records at ``positions`` (ascending), all from ``sender``."""
+        got = self._arrivals.get(sender)
+        if got is None:
+            got = self._arrivals[sender] = Arrivals()
+        got.add_all(positions)
+
+    def arrival_run(self, sender: str, position: int) -> int | None:
+        """The last position of the run of consecutive positions from ``position`` on whose
+        records all came from ``sender`` (None: the record at ``position`` did not)."""
+        got = self._arrivals.get(sender)
+        return got.run_end(position) if got else None
 
     def senders(self) -> list[str]:
         """The instances records were replicated here from (retained ones)."""
@@ -138,18 +213,12 @@ class SequenceIndex:
     def last_arrival(self, sender: str, before: int) -> int | None:
         """Position of the last record from ``sender`` before position ``before``."""
         got = self._arrivals.get(sender)
-        if not got:
-            return None
-        i = bisect_left(got, before)
-        return got[i - 1] if i else None
+        return got.last_before(before) if got else None
 
     def first_arrival(self, sender: str, after: int) -> int | None:
         """Position of the first record from ``sender`` after position ``after``."""
         got = self._arrivals.get(sender)
-        if not got:
-            return None
-        i = bisect_left(got, after + 1)
-        return got[i] if i < len(got) else None
+        return got.first_after(after) if got else None
 
     def locate(self, publisher_id: int, sequence: int) -> tuple[int, bool] | None:
         """``(position, exact)`` for ``P|S|``.
@@ -185,7 +254,7 @@ class SequenceIndex:
             del seqs[:i]
             del pos[:i]
         for got in self._arrivals.values():
-            del got[:bisect_left(got, first_position)]
+            got.trim(first_position)
 
     def high_water(self) -> dict[int, int]:
         """Publisher id -> highest sequence in the retained log."""
@@ -206,5 +275,5 @@ class SequenceIndex:
         return best
 
 
-__all__ = ["BEFORE_RETAINED", "ORIGIN_TS", "PATH", "SEEN", "UPSTREAM_GROUP", "SequenceIndex",
+__all__ = ["BEFORE_RETAINED", "ORIGIN_TS", "Arrivals", "PATH", "SEEN", "UPSTREAM_GROUP", "SequenceIndex",
            "assign_sequence", "origin_timestamp", "path_of", "sender_of", "upstream_group"]

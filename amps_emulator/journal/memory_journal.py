@@ -13,7 +13,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Mapping
 
-from .api import Durability, JournalClosedError, RetentionResult
+from .api import Durability, JournalClosedError, RetentionResult, TailReader
 from .base import Clock, JournalCore
 from .record import INTERNAL_KIND_MIN, JournalRecord, RecordKind, frame_size, room_for
 
@@ -120,12 +120,38 @@ class MemoryJournal(JournalCore):
         while start < n:
             seg = self._active()
             stop = room_for(bodies, start, fixed, seg.size, seg.count, self._segment_size)
-            part, _ = self._make_publish_records(
+            part, _, _ = self._make_publish_records(
                 topic, message_type, client_name, bodies[start:stop] if start or stop < n else bodies,
                 None if client_seqs is None else client_seqs[start:stop])
             self._records.extend(part)
             size = fixed * len(part)
             for rec in part:  # a body's bytes, and a longer bin length past 255 and 65,535 bytes
+                k = len(rec.body)
+                size += k if k < 256 else k + 1 if k < 65536 else k + 3
+            seg.size += size
+            seg.count += len(part)
+            seg.last_ts = part[-1].timestamp
+            recs += part
+            start = stop
+        return recs
+
+    def _append_plain(self, topic: str, message_type: str, client_name: str, publisher_id: int,
+                      sequences: list[int], client_seqs: list[int] | None, headers: dict[str, str],
+                      bodies: list[bytes]) -> list[JournalRecord]:
+        """A plain replicated run (``append_replicated_plain``'s hook), as
+        :meth:`append_publishes` keeps a run of publishes."""
+        fixed = frame_size(topic, message_type, client_name, None, None, None, headers, b"")
+        recs: list[JournalRecord] = []
+        start, n = 0, len(bodies)
+        while start < n:
+            seg = self._active()
+            stop = room_for(bodies, start, fixed, seg.size, seg.count, self._segment_size)
+            part, _ = self._make_replicated_plain(
+                topic, message_type, client_name, publisher_id, sequences[start:stop],
+                None if client_seqs is None else client_seqs[start:stop], headers, bodies[start:stop])
+            self._records.extend(part)
+            size = fixed * len(part)
+            for rec in part:  # (as append_publishes counts them)
                 k = len(rec.body)
                 size += k if k < 256 else k + 1 if k < 65536 else k + 3
             seg.size += size
@@ -142,6 +168,15 @@ class MemoryJournal(JournalCore):
     def _keep_appended(self, where: _MemSegment, rec: JournalRecord) -> None:
         """Keep ``rec`` in the segment ``where`` (``append_replicated``'s hook)."""
         self._keep(where, rec)
+
+    def _room(self, where: _MemSegment) -> int:
+        """Bytes the segment ``where`` takes before it is full (``append_replicated_run``'s hook)."""
+        return self._segment_size - where.size
+
+    def _keep_run(self, where: _MemSegment, recs: list[JournalRecord]) -> None:
+        """Keep ``recs`` in the segment ``where`` (``append_replicated_run``'s hook)."""
+        for rec in recs:
+            self._keep(where, rec)
 
     def _active(self) -> _MemSegment:
         """The segment the next record goes to (a new one once the last is full)."""
@@ -177,6 +212,14 @@ class MemoryJournal(JournalCore):
             rec = self._records[pos - self._base]
             pos += 1
             yield rec
+
+    def follow_tail(self, reader: TailReader) -> None:
+        """Nothing to keep: every record is in memory."""
+
+    def run_columns(self, position: int, count: int
+                    ) -> tuple[list[int], list[int] | None, list[bytes]] | None:
+        """None (runs are not noted here: a reader takes the records one by one)."""
+        return None
 
     def stored_frames(self, position: int, at: tuple[int, str, int] | None, max_bytes: int
                       ) -> tuple[bytes, str, int] | None:

@@ -2,6 +2,10 @@
 and the publisher of one position, over sealed segments, the active one and the records still
 in the write buffer.
 
+The records of the last writes stay in memory (:class:`RecentWrites`) while a reader that follows
+the tail needs them (a replication sender reads each record as soon as it is durable): it takes
+them without reading and decoding their frames again.
+
 A base class rather than functions: ``read`` is a generator that must see the journal's state
 as it moves on (records appended, written, segments rolled or removed while a reader iterates),
 so it reads the attributes of the one journal object. They are declared here, typed; the
@@ -13,14 +17,124 @@ from __future__ import annotations
 import os
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
+from operator import itemgetter
+from weakref import WeakSet
 
-from .api import JournalCorruptError
+from .api import JournalCorruptError, TailReader
 from .record import INTERNAL_KIND_MIN, FrameDecoder, JournalRecord
 from .segment import HEADER_SIZE, O_CLOEXEC, FrameCursor, Segment
 
 #: where a reader of stored frames stopped (:meth:`SegmentReads.stored_frames`): the position
 #: it goes on from, the segment's file name and the offset of the next frame to read
 StoredAt = tuple[int, str, int]
+
+#: a run of plain publishes in columns: their sequences, their ``s`` (None: none has one) and
+#: their bodies, as the journal made the records
+Columns = tuple[list[int], list[int] | None, list[bytes]]
+
+#: a run among a write's records: its (start, end) indexes there and, for a run of plain
+#: publishes, its columns
+Run = tuple[int, int, Columns | None]
+
+#: frame bytes of the last writes whose records :class:`RecentWrites` keeps at most
+RECENT_BYTES = 8 * 1024 * 1024
+
+_start = itemgetter(0)
+
+
+class RecentWrites:
+    """The records of the journal's last writes (each write's records have consecutive
+    positions), oldest first, that a reader following the tail (``readers``, held weakly) has
+    not passed yet, up to ``limit`` bytes of their frames; with no such reader, none. Records
+    kept longer than they are needed cost a process that never reads them (its memory and
+    caches hold them) about as much as the reads save. ``gen`` changes when records are
+    forgotten other than from the oldest end (a cut after a failed sync): a reader going
+    through a write's records stops there."""
+
+    __slots__ = ("limit", "readers", "_writes", "_firsts", "_sizes", "_runs", "_size", "gen")
+
+    def __init__(self, limit: int = RECENT_BYTES) -> None:
+        self.limit = limit
+        self.readers: WeakSet[TailReader] = WeakSet()
+        self._writes: list[list[JournalRecord]] = []
+        self._firsts: list[int] = []  # the first position of each write
+        self._sizes: list[int] = []
+        #: per write, its runs: (start, end) indexes of records appended together as a run,
+        #: and a plain run's columns
+        self._runs: list[list[Run]] = []
+        self._size = 0
+        self.gen = 0
+
+    def add(self, records: list[JournalRecord], size: int, runs: list[Run] | None = None,
+            via: str | None = None) -> None:
+        """The records of a write of ``size`` bytes, which went to the OS; ``runs``: the
+        (start, end) indexes, ascending, of the runs among them (a client's run of publishes,
+        a replicated one: records made together, alike but for their sequences and bodies),
+        each with its columns when it has them; ``via``: the instance every one of them was
+        replicated from, if one was. Records that every reader steps over unread (they came
+        from its peer: ``TailReader.steps_over``) are not kept, but for the last one."""
+        if not self.readers:
+            if self._writes:
+                self.clear()
+            return
+        if via and len(records) > 1 and all(getattr(r, "steps_over", None) == via for r in self.readers):
+            size //= len(records)
+            records = records[-1:]  # (what the reader says it had received from there)
+            runs = None
+        if records:
+            self._writes.append(records)
+            self._firsts.append(records[0].position)
+            self._sizes.append(size)
+            self._runs.append(runs or [])
+            self._size += size
+        # forget the oldest writes while every reader has passed them, or over the limit
+        floor = min(r.next_position for r in self.readers)
+        writes, sizes = self._writes, self._sizes
+        n, drop = 0, 0
+        while n < len(writes) and (writes[n][-1].position < floor or self._size - drop > self.limit):
+            drop += sizes[n]
+            n += 1
+        if n:
+            del writes[:n], self._firsts[:n], sizes[:n], self._runs[:n]
+            self._size -= drop
+
+    def clear(self) -> None:
+        self._writes.clear()
+        self._firsts.clear()
+        self._sizes.clear()
+        self._runs.clear()
+        self._size = 0
+        self.gen += 1
+
+    def run_columns(self, position: int, count: int) -> Columns | None:
+        """The columns of up to ``count`` records from ``position`` on, within the run of
+        plain publishes it belongs to (None: it is in none, or not kept)."""
+        firsts = self._firsts
+        if not firsts or position < firsts[0]:
+            return None
+        i = bisect_right(firsts, position) - 1
+        k = position - firsts[i]
+        runs = self._runs[i]
+        j = bisect_right(runs, k, key=_start) - 1
+        if j < 0:
+            return None
+        start, end, columns = runs[j]
+        if columns is None or k >= end:
+            return None
+        a = k - start
+        b = min(end - start, a + count)
+        seqs, client_seqs, bodies = columns
+        return seqs[a:b], None if client_seqs is None else client_seqs[a:b], bodies[a:b]
+
+    def find(self, position: int) -> tuple[list[JournalRecord], int] | None:
+        """The write holding ``position`` and its index there, or None (not kept)."""
+        firsts = self._firsts
+        if not firsts or position < firsts[0]:
+            return None
+        i = bisect_right(firsts, position) - 1
+        records = self._writes[i]
+        k = position - firsts[i]
+        return (records, k) if k < len(records) else None
 
 
 class SegmentReads:
@@ -33,6 +147,7 @@ class SegmentReads:
     _written_position: int  # last position handed to the OS (or failed: a gap)
     _next_position: int  # the position the next append takes
     _dec: FrameDecoder
+    _recent: RecentWrites  # the records of the last writes
 
     @property
     def first_position(self) -> int:  # pragma: no cover - the journal defines it
@@ -65,6 +180,20 @@ class SegmentReads:
                     if cursor is not None:
                         cursor.close()
                         cursor = None
+                kept = self._recent.find(pos)
+                if kept is not None:  # (a write still in memory: no file read, no decode)
+                    if cursor is not None:
+                        cursor.close()
+                        cursor = None
+                    records, k = kept
+                    gen = self._recent.gen
+                    while k < len(records) and gen == self._recent.gen:
+                        rec = records[k]
+                        k += 1
+                        pos = rec.position + 1
+                        if include_internal or rec.kind < INTERNAL_KIND_MIN:
+                            yield rec
+                    continue
                 if cursor is None or cursor_seg is None:
                     cursor_seg = self._segments[self._segment_index(pos)]
                     try:
@@ -93,6 +222,19 @@ class SegmentReads:
         finally:
             if cursor is not None:
                 cursor.close()
+
+    def follow_tail(self, reader: TailReader) -> None:
+        """``reader`` (a replication sender) reads each record soon after it is written: the
+        last writes are kept in memory from its ``next_position`` on, while it lives."""
+        self._recent.readers.add(reader)
+
+    def run_columns(self, position: int, count: int) -> Columns | None:
+        """The sequences, ``s`` and bodies of up to ``count`` written records from
+        ``position`` on, within the run of plain publishes it belongs to (a client's run of
+        publishes), while they are in memory; None otherwise (then read the records)."""
+        if position > self._written_position:
+            return None
+        return self._recent.run_columns(position, count)
 
     def stored_frames(self, position: int, at: StoredAt | None, max_bytes: int
                       ) -> tuple[bytes, str, int] | None:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from . import summary as summaries
 from .api import Durability, JournalError, JournalSyncError, WriteFailure
 from .base import JournalCore
+from .reading import RecentWrites, Run
 from .record import JournalRecord
 from .segment import FileOps, Segment
 
@@ -55,6 +56,9 @@ class SegmentSync(JournalCore):
     _buf: bytearray  # frames not yet flushed
     _buf_written: int  # of which a sliced flush handed to the OS already
     _pending: list[JournalRecord]  # their records, for readers
+    _pending_runs: list[Run]  # runs among them: (start, end) indexes, a plain run's columns
+    _pending_via: str | None  # the instance all of them came from ("": not one; None: none)
+    _recent: RecentWrites  # the records of the last writes, for readers
     _written_position: int  # last position handed to the OS (or failed: a gap); _lock
     _durable_position: int  # last position fsynced; under _lock
     _roll_blocked: bool  # a roll failed: retry once a flush succeeds again
@@ -185,7 +189,8 @@ class SegmentSync(JournalCore):
         last = self._next_position - 1
         self._buf = bytearray()
         self._buf_written = 0  # (a sliced flush's part is past the cut: the next buffer starts at 0)
-        self._pending = []
+        self._pending, self._pending_runs, self._pending_via = [], [], None
+        self._recent.clear()  # (it may hold records the cut removes)
         if last <= durable:
             return None
         try:

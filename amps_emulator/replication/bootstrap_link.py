@@ -15,7 +15,7 @@ from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.replication.bootstrap import BootstrapSource, mark
 from amps_emulator.replication.link import Receiver
-from amps_emulator.replication.stream import read_frame, send
+from amps_emulator.replication.stream import READ_LIMIT, Wakeup, read_frame, send
 from amps_emulator.replication.wire import (
     BootstrapAsk,
     Hello,
@@ -57,7 +57,7 @@ class BootstrapHost(Protocol):
     group: str
     stopping: bool
     #: set by the service when records become durable (the waits here look again)
-    wakeups: set[asyncio.Event]
+    wakeups: set[Wakeup]
 
     @property
     def broker(self) -> BootstrapBroker: ...
@@ -79,7 +79,8 @@ async def fill_then_start(host: BootstrapHost, boot: Bootstrap, directory: str |
     while not done and not host.stopping:
         for addr, retry, tls, tr in addresses:
             try:
-                reader, writer = await asyncio.open_connection(addr.host, addr.port, ssl=tls)
+                reader, writer = await asyncio.open_connection(addr.host, addr.port, ssl=tls,
+                                                               limit=READ_LIMIT)
             except OSError as exc:
                 log.warning("bootstrap: %s unreachable (%s)", addr.inet_addr, exc)
                 await host.wait(retry)
@@ -126,7 +127,7 @@ async def _fill(host: BootstrapHost, boot: Bootstrap, reader: asyncio.StreamRead
             break
         receiver.handle_frame(h, body)
         host.broker.turn.request()
-    wake = asyncio.Event()
+    wake = Wakeup()
     host.wakeups.add(wake)
     try:
         target = journal.last_position

@@ -26,6 +26,7 @@ import asyncio
 import logging
 import sys
 import zlib
+from collections.abc import Iterable
 from typing import Protocol
 
 from amps_emulator.config.model import Destination
@@ -69,7 +70,7 @@ class Deflater:
         else:
             raise ValueError(f"unknown compression type {codec!r}")
 
-    def compress(self, data: bytes) -> bytes:
+    def compress(self, data: bytes | bytearray) -> bytes:
         if self.codec == "zstd":
             c = self._zstd
             return c.compress(data) + c.flush(zstd.ZstdCompressor.FLUSH_BLOCK)
@@ -159,11 +160,14 @@ class DeflatingWriter:
     def is_closing(self) -> bool:
         return self.writer.is_closing()
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         z = self.deflater.compress(data)
         self.bytes += len(data)
         self.wire_bytes += len(z)
         self.writer.write(z)
+
+    def writelines(self, data: Iterable[bytes | bytearray]) -> None:
+        self.write(b"".join(data))
 
 
 def switch_frame(codec: str) -> bytes:

@@ -4,17 +4,22 @@ the upstream side (:class:`Sender`) and the downstream side (:class:`Receiver`).
 Sender: after the handshake it starts at the first retained record the peer lacks according
 to the peer's per-publisher high-water marks (``Journal.first_position_missing_from``) and
 skips records the peer already holds, so a resync sends only what is missing; then it keeps
-reading the log as it grows, up to ``durable_position``. Each selected record is one
-``repl_rec`` frame carrying its bookmark, origin time, expiration and path.
+reading the log as it grows, up to ``durable_position``. The selected records go in
+``repl_batch`` frames, each a run of records as they are logged (bookmark, origin time,
+expiration, path and headers included) sharing one ``sv``, up to 1 MiB of bodies: one write
+per poll, however many records it holds. A sender does not wait for acks: it sends what is
+durable as it becomes durable, and the peer's cumulative acks catch up behind it.
 
 Receiver: a record the journal already holds (publisher + sequence, or ``s``) is dropped but
-acknowledged; a new one is appended with its original bookmark (``Journal.append_replicated``)
-and handed to the :class:`ApplyPort`, which applies it like a local publish (SOW, subscribers,
-views) without acking any client and without sending it back upstream. A record whose topic the
-peer may not replicate here (``admit``: its identity's ``replicated-topics``) is dropped but
-acknowledged. Acks are cumulative per
-upstream position, sent once the record is durable here, at most once per
-``AckConflationInterval`` (or once per call when it is None: once per event-loop turn).
+acknowledged; a new one is appended with its original bookmark (``Journal.append_replicated``;
+a batch's records by runs of one path, ``Journal.append_replicated_run``) and handed to the
+:class:`ApplyPort`, which applies it like a local publish (SOW, subscribers, views) without
+acking any client and without sending it back upstream. A record whose topic the peer may not
+replicate here (``admit``: its identity's ``replicated-topics``) is dropped but acknowledged.
+Acks are cumulative per upstream position, sent once the records are durable here (the
+journal's group commit: one sync for everything that arrived meanwhile), at most once per
+``AckConflationInterval`` (or once per call when it is None: once per event-loop turn). A
+single ``repl_rec`` frame (what a bootstrap source sends) is taken too.
 
 Journal records travel as publishes, delta publishes (as logged) and sow_deletes, and, for the
 replicated queues a :class:`Selection` names, the queue records that must reach every instance
@@ -38,7 +43,6 @@ from amps_emulator.journal.identity import (
     UPSTREAM_GROUP,
     origin_timestamp,
     path_of,
-    sender_of,
     upstream_group,
 )
 from amps_emulator.journal.record import JournalRecord, RecordKind
@@ -46,6 +50,13 @@ from amps_emulator.protocol.codec import ProtocolError, frame, split_frame
 from amps_emulator.protocol.filter import compile_filter, decode_body
 from amps_emulator.protocol.filter.context import MessageContext
 from amps_emulator.protocol.filter.runtime import CompiledFilter
+from amps_emulator.replication.batch import (
+    Frames,
+    InFlight,
+    PlainRun,
+    decode_parts,
+    is_plain,
+)
 from amps_emulator.replication.wire import LinkRefused
 
 #: headers the link itself carries in fields of their own (the origin time, the path, the Group;
@@ -68,6 +79,8 @@ class ApplyPort(Protocol):
 
     def apply_replicated(self, rec: JournalRecord) -> None: ...
 
+    # optional: ``apply_replicated_run(records)``, a batch's records at once, in order
+
 
 class Selection:
     """Whether a record goes to one destination, whose remote instance is ``peer_name``.
@@ -87,6 +100,8 @@ class Selection:
         #: (topic, message type) -> the Topic that selects it (Destination.selects, per record
         #: otherwise: a regex test per Topic)
         self._selected: dict[tuple[str, str], ReplicationTopic | None] = {}
+        #: (upstream Group, resync) -> Destination.passes
+        self._passing: dict[tuple[str, bool], bool] = {}
         for t in dest.topics:
             if t.filter is not None:
                 self._filters[t.filter] = compile_filter(t.filter)  # FilterError: a bad filter
@@ -104,10 +119,13 @@ class Selection:
             topic = self._selected[key] = self.dest.selects(rec.topic, rec.message_type)
         if topic is None:
             return False
-        if not self.dest.passes(upstream_group(rec), resync=resync):
-            return False
-        if self.peer_name in path_of(rec):  # loop prevention: it already passed through the peer
-            return False
+        headers = rec.headers
+        if headers:  # (a record published here has neither a path nor an upstream Group)
+            group = headers.get(UPSTREAM_GROUP)
+            if group is not None and not self._passes(group, resync):
+                return False
+            if self.peer_name in path_of(rec):  # loop prevention: it already passed through the peer
+                return False
         if topic.filter is not None and rec.kind != RecordKind.SOW_DELETE:
             ctx = MessageContext(topic=rec.topic, bookmark=rec.bookmark_str, sow_key=rec.sow_key)
             decode = self._decode
@@ -115,6 +133,21 @@ class Selection:
             return bool(self._filters[topic.filter](doc, ctx))
         return True
 
+
+    def filters(self, rec: JournalRecord) -> bool:
+        """Whether a Filter decides, record by record, if a record ``wants`` selected goes."""
+        topic = self._selected.get((rec.topic, rec.message_type))
+        return topic is not None and topic.filter is not None and rec.kind != RecordKind.SOW_DELETE
+
+    def _passes(self, group: str, resync: bool) -> bool:
+        """``Destination.passes`` of a record from an instance of ``group`` (remembered)."""
+        key = (group, resync)
+        hit = self._passing.get(key)
+        if hit is None:
+            if len(self._passing) > 10_000:
+                self._passing.clear()
+            hit = self._passing[key] = self.dest.passes(group, resync=resync)
+        return hit
 
     def _wants_queue_record(self, rec: JournalRecord, resync: bool) -> bool:
         """A queue record goes where its queue topic goes (no Filter: it is not a message)."""
@@ -147,6 +180,11 @@ def record_frame(rec: JournalRecord, *, local_name: str, local_group: str, seen:
     return frame(h, rec.body)
 
 
+#: records a sender has in flight at most (sent, not acknowledged): it streams without waiting
+#: for acks up to there (a sync pair's publishers wait for far less)
+WINDOW = 200_000
+
+
 class Sender:
     """The upstream half of one link: which records to send next, and what the peer acked."""
 
@@ -159,13 +197,21 @@ class Sender:
         self.resync_until = 0  # records up to here are sent under the resync rules
         self.peer_hw: dict[int, int] = {}
         self.acked_through = 0  # upstream position the peer acknowledged
-        self._sent: deque[int] = deque()  # positions sent and not acknowledged yet
+        self._sent = InFlight()  # positions sent and not acknowledged yet
+        #: at most this many records in flight: then the sender waits for the peer's acks
+        self.window = WINDOW
         #: per instance records came here from, the bookmark of the last one read so far
         #: (the ``sv`` of the next record sent: ``journal.failover``)
         self._last_from: dict[str, str] = {}
+        #: per instance, the last record from it read since ``_last_from`` was brought up to date
+        self._arrived: dict[str, JournalRecord] = {}
         self._seen: str | None = None  # _last_from as sent, while it does not change
+        self._stale = True  # _seen is to be made again from _last_from
         self.messages_out = 0
         self.bytes_out = 0
+        #: the peer's records are stepped over unread, but for the last of a run (``poll``)
+        self.steps_over: str | None = selection.peer_name
+        journal.follow_tail(self)  # (it reads each record soon after it is durable)
 
     def start(self, peer_hw: Mapping[int, int]) -> int:
         """Begin (or resume after a reconnect) from what the peer holds; returns the position."""
@@ -174,55 +220,144 @@ class Sender:
         self.next_position = self.journal.next_position if first is None else first
         self.resync_until = self.journal.last_position
         self._last_from = self.journal.arrivals_before(self.next_position)
-        self._seen = None
+        self._arrived.clear()
+        self._stale = True
         self._sent.clear()
         self.acked_through = self.next_position - 1
         return self.next_position
 
-    def poll(self, limit: int = 1000) -> list[bytes]:
-        """Frames for up to ``limit`` more selected records, durable ones only."""
-        out: list[bytes] = []
-        durable = self.journal.durable_position
+    def _seen_now(self) -> str | None:
+        """The ``sv`` of the next record sent: what this instance had received before it."""
+        arrived = self._arrived
+        if arrived:
+            for name, rec in arrived.items():
+                bm = rec.bookmark_str
+                if self._last_from.get(name) != bm:
+                    self._last_from[name] = bm
+                    self._stale = True
+            arrived.clear()
+        if self._stale:
+            self._stale = False
+            peer = self.selection.peer_name
+            self._seen = msgspec.json.encode(
+                {("" if name == peer else name): bm for name, bm in self._last_from.items()}
+            ).decode() if self._last_from else None
+        return self._seen
+
+    def poll(self, limit: int = 1000) -> list[bytes | bytearray]:
+        """``repl_batch`` frames for up to ``limit`` more selected records, durable ones only
+        (a frame per run of records sharing their ``sv``, at most
+        :data:`~.batch.BATCH_BYTES` of bodies each). A run of records the peer itself sent
+        here is stepped over whole (none of them goes back to it), without reading them; the
+        rest of a run of publishes logged here as one (they share their headers dict) goes to
+        its :class:`~.batch.PlainRun` with no more checks than the first one had (its columns
+        at once, ``Journal.run_columns``, while the journal holds them)."""
+        room = self.window - self._sent.count
+        if room <= 0 or self.next_position > self.journal.durable_position:
+            return []  # (the window is full, or nothing more is durable: nothing to look at)
+        limit = min(limit, room)
+        out = Frames(self.local_name, self.local_group, self._sent)
+        limit_bytes = out.limit
+        journal = self.journal
+        durable = journal.durable_position
         pos = self.next_position
-        if pos > durable:
-            return out
-        for rec in self.journal.read(pos):
-            if rec.position > durable or len(out) >= limit:
-                break
-            pos = rec.position + 1
-            sender = sender_of(rec)
-            if sender is not None and self._last_from.get(sender) != rec.bookmark_str:
-                self._last_from[sender] = rec.bookmark_str
-                self._seen = None
-            if rec.sequence <= self.peer_hw.get(rec.publisher_id, 0):
-                continue  # the peer has it (resync)
-            if not self.selection.wants(rec, resync=rec.position <= self.resync_until):
+        peer = self.selection.peer_name
+        peer_hw = self.peer_hw
+        arrived = self._arrived
+        selection = self.selection
+        resync_until = self.resync_until
+        run_h: object = None  # the headers dict of the open plain run's records
+        seqs: list[int] = []
+        client_seqs: list[int | None] | None = None  # (in a run: all ints, or None)
+        bodies: list[bytes] = []
+        count = 0
+        done = False
+        while not done and pos <= durable:
+            end = journal.arrival_run(peer, pos)
+            if end is not None:  # (what the next record's ``sv`` says was received from it)
+                end = min(end, durable)
+                last = journal.record_at(end)
+                if last is not None:
+                    arrived[peer] = last
+                pos = end + 1
                 continue
-            seen = self._seen
-            if seen is None and self._last_from:
-                peer = self.selection.peer_name
-                seen = self._seen = msgspec.json.encode(
-                    {("" if name == peer else name): bm for name, bm in self._last_from.items()}).decode()
-            f = record_frame(rec, local_name=self.local_name, local_group=self.local_group, seen=seen)
-            out.append(f)
-            self._sent.append(rec.position)
-            self.messages_out += 1
-            self.bytes_out += len(f)
+            done = True  # unless the reading stops at a run of records from the peer
+            for rec in journal.read(pos):
+                at = rec.position
+                if at > durable or count >= limit:
+                    break
+                if rec.headers is run_h and out.size < limit_bytes:  # the open plain run goes on
+                    pos = at + 1
+                    seqs.append(rec.sequence)
+                    bodies.append(rec.body)
+                    if client_seqs is not None:
+                        client_seqs.append(rec.client_seq)
+                    out.last = at
+                    out.size += len(rec.body)
+                    count += 1
+                    continue
+                run_h = None
+                path = rec.headers.get(PATH) if rec.headers else None
+                if path:  # replicated here: what the next record's ``sv`` says was received
+                    sender = path[path.rfind(",") + 1:]
+                    if sender == peer and at > pos:
+                        pos = at  # a run from the peer: stepped over above
+                        done = False
+                        break
+                    pos = at + 1
+                    arrived[sender] = rec
+                    if peer in path.split(","):
+                        continue  # loop prevention: it already passed through the peer
+                else:
+                    pos = at + 1
+                if rec.sequence <= peer_hw.get(rec.publisher_id, 0):
+                    continue  # the peer has it (resync)
+                if not selection.wants(rec, resync=at <= resync_until):
+                    continue
+                out.seen(self._seen_now() if arrived or self._stale else self._seen)
+                count += 1
+                if not is_plain(rec) or selection.filters(rec):
+                    out.record(rec)
+                    continue
+                run_h = rec.headers
+                # rec's own run from rec on, as the journal made it (a run of publishes)
+                cols = journal.run_columns(at, min(durable - at, limit - count) + 1)
+                if cols is not None and len(cols[2]) > 1 \
+                        and out.size + (size := sum(map(len, cols[2]))) < limit_bytes:  # at once
+                    seqs, client_seqs, bodies = out.plain(rec, cols, size)
+                    pos = out.last + 1
+                    count += len(bodies) - 1
+                    done = False
+                    break  # (read on after the run)
+                seqs, client_seqs, bodies = out.plain(rec)
         self.next_position = max(pos, self.next_position)
-        if not self._sent:  # nothing in flight: everything looked at counts as acknowledged
+        frames = out.close()
+        self.messages_out += out.messages
+        self.bytes_out += out.bytes
+        if not self._sent.count:  # nothing in flight: everything looked at counts as acknowledged
             self.acked_through = max(self.acked_through, self.next_position - 1)
-        return out
+        return frames
 
     def on_ack(self, position: int) -> None:
-        sent = self._sent
-        while sent and sent[0] <= position:
-            sent.popleft()
+        self._sent.ack(position)
+        first = self._sent.first
         # records not selected after the acked one count as acknowledged up to the next in flight
-        self.acked_through = max(self.acked_through, (sent[0] - 1) if sent else self.next_position - 1)
+        self.acked_through = max(self.acked_through,
+                                 (first - 1) if first is not None else self.next_position - 1)
 
     @property
     def in_flight(self) -> int:
-        return len(self._sent)
+        return self._sent.count
+
+    @property
+    def window_full(self) -> bool:
+        """No more is sent until the peer acknowledges some of what is in flight."""
+        return self._sent.count >= self.window
+
+
+def _hops(path: str | None, via: str) -> tuple[str, ...]:
+    """The instances a record passed through: its ``path`` upstream, then ``via``."""
+    return (*path.split(","), via) if path else (via,)
 
 
 def _opt_int(h: dict[str, Any], key: str) -> int | None:
@@ -241,6 +376,9 @@ class Receiver:
         #: ``replicated-topics``); a record it refuses is dropped, counted and acknowledged
         self.admit = admit
         self.port = port
+        #: the port's ``apply_replicated_run(records)``, if it has one: a batch's records at once
+        self._apply_run: Callable[[list[JournalRecord]], None] | None = \
+            getattr(port, "apply_replicated_run", None)
         self.ack_interval = ack_interval
         #: ``safe(path, upstream group)``: how far a record that came along ``path`` may be
         #: acknowledged: durable here and acknowledged by this instance's sync destinations that
@@ -264,9 +402,13 @@ class Receiver:
 
     def handle_frame(self, h: dict[str, Any], body: bytes) -> None:
         """:meth:`handle` of a frame already split into header and body."""
-        if h.get("c") == "repl_refuse":  # the upstream's validation failed
+        c = h.get("c")
+        if c == "repl_batch":
+            self.handle_batch(h, body)
+            return
+        if c == "repl_refuse":  # the upstream's validation failed
             raise LinkRefused(str(h.get("reason")))
-        if h.get("c") != "repl_rec":
+        if c != "repl_rec":
             raise ProtocolError(f"unexpected replication command {h.get('c')!r}")
         try:
             upstream_pos = int(h["pos"])
@@ -305,6 +447,90 @@ class Receiver:
         self.applied += 1
         self._pending.append((rec.position, upstream_pos, hops, ug))
         self.port.apply_replicated(rec)
+
+    def handle_batch(self, h: dict[str, Any], body: bytes) -> None:
+        """A ``repl_batch`` (:class:`~.batch.Frames`): its records are taken in runs of one path,
+        each appended with one journal call, applied, and acknowledged as one."""
+        try:
+            parts = decode_parts(body)
+            via = str(h["via"])
+            ug = None if h.get("ug") is None else str(h["ug"])
+            seen = str(h["sv"]) if h.get("sv") else None
+        except (KeyError, msgspec.DecodeError) as exc:  # (ValidationError is a DecodeError)
+            raise ProtocolError(f"malformed replicated batch: {exc}") from None
+        for part in parts:
+            if isinstance(part, PlainRun):
+                self._take_plain(part, via, seen, ug)
+            else:
+                self._take_records(part.records, via, seen, ug)
+
+    def _take_plain(self, run: PlainRun, via: str, seen: str | None, ug: str | None) -> None:
+        """A plain run (published at ``via``: its path is ``via``)."""
+        hops = (via,)
+        if self.local_name == via:
+            self.looped += len(run.bodies)  # (an upstream that has this instance's Name)
+        elif self.admit is not None and not self.admit(run.topic):
+            self.refused += len(run.bodies)  # neither journaled nor applied; acknowledged
+        else:
+            try:
+                appended, held = self.journal.append_replicated_plain(
+                    run.topic, run.message_type, run.client_name, run.publisher_id, run.timestamp,
+                    run.sequences, run.client_seqs, run.bodies, via, seen=seen, group=ug)
+            except ValueError as exc:
+                raise ProtocolError(f"malformed replicated run: {exc}") from None
+            self._applied(appended, held)
+        self._pending.append((self.journal.last_position, run.last_position, hops, ug))
+
+    def _applied(self, appended: list[JournalRecord], held: int) -> None:
+        """Records appended (and ``held`` found held already): applied, counted."""
+        self.duplicates += held  # held already: acknowledged once what we hold is durable
+        self.applied += len(appended)
+        if appended:
+            apply_run = self._apply_run
+            if apply_run is not None:
+                apply_run(appended)
+            else:
+                for rec in appended:
+                    self.port.apply_replicated(rec)
+
+    def _take_records(self, recs: list[JournalRecord], via: str, seen: str | None,
+                      ug: str | None) -> None:
+        """Records of a batch part, taken in runs of one path."""
+        admit = self.admit
+        run: list[JournalRecord] = []
+        run_path: str | None = None
+        for rec in recs:
+            path = rec.headers.get(PATH) if rec.headers else None
+            if run and path != run_path:
+                self._take_run(run, run_path, via, seen, ug)
+                run = []
+            run_path = path
+            if admit is not None and not admit(rec.topic):
+                if run:
+                    self._take_run(run, run_path, via, seen, ug)
+                    run = []
+                self.refused += 1  # neither journaled nor applied; acknowledged, so the link goes on
+                self._pending.append((self.journal.last_position, rec.position,
+                                      _hops(path, via), ug))
+                continue
+            run.append(rec)
+        if run:
+            self._take_run(run, run_path, via, seen, ug)
+
+    def _take_run(self, run: list[JournalRecord], path: str | None, via: str, seen: str | None,
+                  ug: str | None) -> None:
+        """Records of one batch that came along the same ``path`` (then ``via``)."""
+        hops = _hops(path, via)
+        if self.local_name is not None and self.local_name in hops:
+            self.looped += len(run)  # an upstream without loop prevention: held here already
+            self._pending.append((self.journal.last_position, run[-1].position, hops, ug))
+            return
+        try:
+            appended, held = self.journal.append_replicated_run(run, via, seen=seen, group=ug)
+        except ValueError as exc:
+            raise ProtocolError(f"malformed replicated record: {exc}") from None
+        self._pending.append((self.journal.last_position, run[-1].position, hops, ug))
+        self._applied(appended, held)
 
     @property
     def pending(self) -> bool:

@@ -22,6 +22,16 @@ the body). Header ``c`` says what it is:
                 {name: bookmark}, ``""`` for the receiver; see ``journal.failover``),
                 ``h`` the record's other headers as JSON (a sow_delete's filter or keys)
                 (body: the message)
+``repl_batch``  ``via`` the sender's Name, ``ug`` its Group, ``sv`` (as in ``repl_rec``) for
+                every record of the batch (body: a MessagePack array of parts, :mod:`.batch`:
+                ``[1, topic, message type, client name, publisher id, log time, last
+                position, [sequences], [s] or nil, [bodies]]`` a client's run of publishes
+                logged at once; ``[2, [records]]`` records as the sender logged them, each a
+                map of the fields of ``journal.record.JournalRecord``: ``position`` is the
+                upstream position; the origin time is the record's ``x-emu-repl-origin-ts``
+                header, else its ``timestamp``; its path is its ``x-emu-repl-path`` header,
+                then ``via``). What a link streams: a frame per run of records sharing their
+                ``sv``, no ack awaited before the next
 ``repl_ack``    ``pos``: every record up to this upstream position is applied downstream
 ``repl_qreq``   (downstream to upstream) ``q`` queue, ``bm`` comma list of bookmarks: a
                 transfer request, asking the upstream, which owns those messages of a
@@ -32,6 +42,9 @@ the body). Header ``c`` says what it is:
 ``repl_boot``   ``n``: a bootstrap source sent all ``n`` records it had (the hello asked for a
                 ``bootstrap``: SOW records no longer in its log, then its log, as ``repl_rec``)
 ==============  ===========================================================================
+
+Version 2 (``emu-repl/2``) added ``repl_batch``; an instance of version 1 is refused at the
+handshake (its version is named).
 
 A real AMPS (or anything else) that connects sends something that is not a ``repl_hello`` of
 this version: :func:`classify_first_frame` names it, the listener logs one line and closes.
@@ -53,7 +66,7 @@ from amps_emulator.config.values import is_regex
 from amps_emulator.protocol.codec import ProtocolError, frame, split_frame
 from amps_emulator.replication.compression import CODECS
 
-PROTOCOL_VERSION = "emu-repl/1"
+PROTOCOL_VERSION = "emu-repl/2"
 
 
 class NotAnEmulator(Exception):

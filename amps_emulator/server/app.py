@@ -289,9 +289,9 @@ class Server:
                     elif shared is not None:  # a queue's acks and transfers (none here: not ours)
                         shared.apply_replicated(rec)
 
-                repl = self.replication = ReplicationService(
+                repl = self.replication = ReplicationService(  # (apply_run's each: queue records too)
                     config, broker, lambda: txlog.journal, self.timebase,
-                    apply=apply,
+                    apply=apply, apply_run=lambda rs, each: publish.apply_replicated_run(broker, rs, each),
                     on_event=self.actions.fire, logon_timeout=self.logon_timeout, budget=self.budget)
                 # the downgrade/upgrade actions switch the links' sync/async
                 self.actions.replication_control = repl

@@ -27,6 +27,7 @@ them in a tuple: with none registered the path costs one truth test of an empty 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from amps_emulator.journal import JournalRecord, RecordKind
@@ -227,10 +228,7 @@ def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
     publish or sow_delete (SOW, subscribers, observers), acking no client. The record's
     topic is (type, name): its key. Its body is already enriched (by the instance that
     took the publish): it is stored as it is."""
-    seqs = broker.client_seqs
-    if rec.client_seq is not None and rec.client_seq > seqs.get(rec.client_name, rec.client_seq):
-        # its publisher's stale copy on a connection here is a duplicate from now on
-        seqs[rec.client_name] = rec.client_seq
+    _seen_publisher(broker.client_seqs, rec)
     sow = broker.sow_service
     topic = rec.key
     sow_topic = sow.get(topic) if sow is not None else None
@@ -250,6 +248,45 @@ def apply_replicated(broker: Broker, rec: JournalRecord) -> None:
     _deliver(broker, topic, rec.body, rec.kind == _DELTA, rec, rec.client_name,
              rec.correlation_id, rec.sow_key, rec.expiration, sow_topic, doc, key,
              origin_timestamp(rec) / 1_000_000)
+
+
+def _seen_publisher(seqs: dict[str, int], rec: JournalRecord) -> None:
+    if rec.client_seq is not None and rec.client_seq > seqs.get(rec.client_name, rec.client_seq):
+        # its publisher's stale copy on a connection here is a duplicate from now on
+        seqs[rec.client_name] = rec.client_seq
+
+
+def apply_replicated_run(broker: Broker, recs: list[JournalRecord],
+                         each: Callable[[JournalRecord], None]) -> None:
+    """:func:`apply_replicated` for the records of one replicated batch, in order. A run of
+    publishes to one topic that nothing stores, subscribes to or observes is counted with one
+    look at the topic (nothing can subscribe in the middle of the batch); the rest go one by
+    one to ``each`` (the caller's :func:`apply_replicated`, which handles its failures)."""
+    seqs = broker.client_seqs
+    sow = broker.sow_service
+    observers = broker.observers
+    i, n = 0, len(recs)
+    while i < n:
+        rec = recs[i]
+        j = i + 1
+        if rec.kind == _PUBLISH:
+            topic, mt = rec.topic, rec.message_type
+            while j < n and recs[j].kind == _PUBLISH and recs[j].topic == topic \
+                    and recs[j].message_type == mt:
+                j += 1
+            key = rec.key
+            if (sow is None or sow.get(key) is None) and not broker.router.match(key) \
+                    and not (observers and _covered(observers, key)):
+                if seqs:
+                    for r in recs[i:j]:
+                        _seen_publisher(seqs, r)
+                broker.stats["published"] += j - i
+                count(broker.topics_in, key, j - i)
+                i = j
+                continue
+        for r in recs[i:j]:
+            each(r)
+        i = j
 
 
 def _deliver(broker: Broker, topic: str, body: bytes, delta: bool, rec: JournalRecord | None,

@@ -581,11 +581,11 @@ class Connection(asyncio.Protocol):
         self._turn.after(lambda: self.host.offline_changed(self, True))
 
     def note_persisted(self, seq: int) -> None:
-        """Record that publishes up to ``seq`` are persisted; one conflated ack per turn."""
-        if self.persisted_seq is None or seq > self.persisted_seq:
+        """Publishes up to ``seq`` are persisted: one conflated ack per turn, marked for once."""
+        if (held := self.persisted_seq) is None or seq > held:
             self.persisted_seq = seq
-        if not self._out:
-            self._turn.dirty(self)
+            if held is None and not self._out:  # (not again for each of a run's, one by one)
+                self._turn.dirty(self)
 
     def quiet(self) -> bool:
         """Nothing is queued for this turn's write (see ``TxLog._between_turns``)."""

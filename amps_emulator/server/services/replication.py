@@ -37,7 +37,7 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
@@ -47,13 +47,14 @@ from amps_emulator.config.values import is_regex
 from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.protocol.reasons import CommandError
+from amps_emulator.replication import stream as link_stream
 from amps_emulator.replication.bootstrap import needs_bootstrap
 from amps_emulator.replication.bootstrap_link import fill_then_start
 from amps_emulator.replication.compression import LinkReader, next_frame, outbound
 from amps_emulator.replication.gate import AckGate, DestinationState, describe_destination
 from amps_emulator.replication.link import Receiver, Selection, Sender, ack_position
 from amps_emulator.replication.peer_auth import logon_for_link
-from amps_emulator.replication.stream import FrameSource, LinkWriter, read_frame, send
+from amps_emulator.replication.stream import FrameSource, LinkWriter, Wakeup, no_delay, read_frame, send
 from amps_emulator.replication.wire import (
     Hello,
     LinkRefused,
@@ -104,6 +105,8 @@ class ReplicationService:
 
     def __init__(self, config: Config, broker: Broker, journal: Callable[[], Journal],
                  timebase: SystemClock | TestClock, *, apply: Callable[[JournalRecord], None],
+                 apply_run: Callable[[list[JournalRecord], Callable[[JournalRecord], None]], None]
+                 | None = None,
                  on_event: Callable[[str, dict[str, str]], None] = _no_event,
                  logon_timeout: float = 30.0, budget: MemoryBudget | None = None) -> None:
         """``logon_timeout``: seconds (server clock) an incoming connection has to log on with
@@ -114,11 +117,14 @@ class ReplicationService:
         self.timebase = timebase
         #: the message path for a replicated record (``publish.apply_replicated``)
         self.apply = apply
+        #: the message path for a replicated batch's records (``publish.apply_replicated_run``),
+        #: handing the ones it does not take itself to the second argument
+        self.apply_run = apply_run
         self.name = config.name
         self.group = config.group_name
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
-        self.wakeups: set[asyncio.Event] = set()
+        self.wakeups: set[Wakeup] = set()
         self.stopping = False
         #: destination name -> the connected peer's instance name (for the Admin and tests)
         self.connected: dict[str, str] = {}
@@ -176,7 +182,8 @@ class ReplicationService:
             # a TLS handshake never finished is dropped after the logon timeout too
             handshake = self.logon_timeout if tls is not None and self.logon_timeout > 0 else None
             self._server = await asyncio.start_server(self._accepted, listener.host, listener.port, ssl=tls,
-                                                      reuse_address=True, ssl_handshake_timeout=handshake)
+                                                      reuse_address=True, ssl_handshake_timeout=handshake,
+                                                      limit=link_stream.READ_LIMIT)
             self.listen_port = self._server.sockets[0].getsockname()[1]
             log.info("replication transport %r listening on port %d", listener.name, self.listen_port)
         for dest in self.config.replication.destinations:
@@ -204,6 +211,14 @@ class ReplicationService:
         except CommandError as exc:
             log.error("replicated record %s on %r is in the transaction log but could not be "
                       "applied here: %s", rec.bookmark_str, rec.topic, exc)
+
+    def apply_replicated_run(self, recs: list[JournalRecord]) -> None:
+        """The :class:`~.link.ApplyPort`'s batch: :meth:`apply_replicated` for each, in order."""
+        if self.apply_run is None:
+            for rec in recs:
+                self.apply_replicated(rec)
+        else:
+            self.apply_run(recs, self.apply_replicated)
 
     def pins(self) -> list[int]:
         """Journal positions retention must keep (docs/design/replication.md 2.5): per Destination, the
@@ -287,6 +302,15 @@ class ReplicationService:
             self.upgrade_destination(st.name)
         if self.gate.safe(self.journal().durable_position) != before:
             self._gate_moved()
+
+    def _acked(self, sender: Sender, st: DestinationState, position: int, wake: Wakeup) -> None:
+        """The peer acknowledged everything up to ``position``: the sync gate moves, and a
+        sender whose window was full may send on (``wake``: its link's)."""
+        full = sender.window_full
+        sender.on_ack(position)
+        self._progress(st, sender.acked_through)
+        if full and not sender.window_full:
+            wake.set()
 
     def fire(self, module: str, st_name: str, reason: str | None = None, **more: str) -> None:
         variables = {"AMPS_DESTINATION_NAME": st_name, **more}
@@ -456,7 +480,8 @@ class ReplicationService:
                 while st.cut:  # an emulator ``cut``: no connection until restored
                     await restored.wait()
                 try:
-                    reader, writer = await asyncio.open_connection(addr.host, addr.port, ssl=tls)
+                    reader, writer = await asyncio.open_connection(addr.host, addr.port, ssl=tls,
+                                                                   limit=link_stream.READ_LIMIT)
                 except OSError as exc:  # ssl.SSLError too: a certificate VerifyClient refuses
                     log.debug("replication destination %r: %s unreachable (%s)", dest.name,
                               addr.inet_addr, exc)
@@ -578,7 +603,8 @@ class ReplicationService:
         topic (a record or transfer request it refuses is dropped)."""
         broker = self.broker
         receiver: Receiver | None = None
-        wake = asyncio.Event()
+        no_delay(writer)  # a frame (or an ack) goes at once, never held back for the next
+        wake = Wakeup()
         self.wakeups.add(wake)
         links = self._upstreams.setdefault(remote.name, [])
         wire = outbound(writer, sending[0].selection.dest if sending else None, remote.codecs)  # Compression
@@ -601,8 +627,7 @@ class ReplicationService:
                 if c == "repl_ack":
                     if sending is None:
                         raise ProtocolError("replication ack on a link this instance does not send on")
-                    sending[0].on_ack(ack_position(payload))
-                    self._progress(sending[1], sending[0].acked_through)
+                    self._acked(*sending, ack_position(payload), wake)
                     continue
                 if c == "repl_qreq":  # the peer asks for queue messages this instance owns
                     queue, bookmarks = transfer_request(h)
@@ -617,11 +642,11 @@ class ReplicationService:
                 broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
 
         reading = asyncio.get_running_loop().create_task(read())
-        pending: asyncio.Task[Literal[True]] | None = None  # the wait for a wake-up
+        reading.add_done_callback(lambda _: wake.set())  # (the link is gone: the loop hears it)
         try:
             while True:
                 wake.clear()
-                out: list[bytes] = []
+                out: list[bytes | bytearray] = []
                 if sending is not None:
                     sender, st = sending
                     before = sender.messages_out, sender.bytes_out
@@ -643,14 +668,11 @@ class ReplicationService:
                             timer_set = True
                             self.timebase.call_later(delay, due)
                 if out:
-                    send(wire, b"".join(out))
+                    send(wire, out)
                     await writer.drain()
                     continue  # look again before waiting: a poll sends at most 1000 records
-                waiter = pending = asyncio.ensure_future(wake.wait())
-                done, _ = await asyncio.wait({waiter, reading}, return_when=asyncio.FIRST_COMPLETED)
-                pending = None
-                if reading in done:
-                    waiter.cancel()
+                await wake.wait()
+                if reading.done():
                     reading.result()  # the link is gone: raises what ended it
                     raise ConnectionResetError("replication peer closed the link")
         finally:
@@ -661,8 +683,6 @@ class ReplicationService:
                 del self._upstreams[remote.name]
             self.wakeups.discard(wake)
             reading.cancel()
-            if pending is not None:  # cancelled (the server stops) while waiting: not left pending
-                pending.cancel()
 
 
 if TYPE_CHECKING:

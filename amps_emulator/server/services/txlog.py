@@ -14,13 +14,14 @@ things may be said to clients:
   ``memory`` never syncs; in both, ``durable_position`` is the last appended position, and in
   ``memory`` a persisted ack promises nothing across a crash (the journal module says so).
 * Persisted acks are cumulative per connection, so they are released strictly in the order
-  the publishes arrived: one FIFO of ``(position, connection, seq)`` across the server, popped
-  as the durable position advances. A republished duplicate, or a publish to a topic that is
-  not recorded, waits behind everything already appended, so no ack ever claims more than
-  what happened. Acks released between turns (the loop hears that a sync ended, or a sync
-  replication destination acknowledges) are written at once to each connection that had
-  nothing queued; one with output queued this turn keeps them behind it until the turn's
-  end, so an ack never overtakes earlier output of its connection.
+  the publishes arrived: one FIFO of ``(position, connection, seq)`` across the server (a
+  run of publishes: one entry, :mod:`.persist_runs`), popped as the durable position
+  advances. A republished duplicate, or a publish to a topic that is not recorded, waits
+  behind everything already appended, so no ack ever claims more than what happened. Acks
+  released between turns (the loop hears that a sync ended, or a sync replication
+  destination acknowledges) are written at once to each connection that had nothing
+  queued; one with output queued this turn keeps them behind it until the turn's end, so an
+  ack never overtakes earlier output of its connection.
 * Bookmark subscriptions are journal cursors (:mod:`server.delivery.replay`), pumped after each turn.
 * Disk full (or any refused write; or a failed fsync, after which the journal cuts everything
   not yet durable): the journal cuts the refused records out of the file
@@ -65,6 +66,7 @@ from amps_emulator.protocol.topics import display_name, split_topic, type_of
 from amps_emulator.server.core.meters import AckLatency
 from amps_emulator.server.delivery.acks import persisted as acks_persisted
 from amps_emulator.server.delivery.acks import refused as acks_refused
+from amps_emulator.server.services.persist_runs import ack_entry, expand_failed, run_entry, split_front
 
 if TYPE_CHECKING:
     from amps_emulator.protocol.command import Command
@@ -302,7 +304,7 @@ class TxLog:
         """``wait_persisted`` for each of a run's publishes: ``seqs`` their sequence numbers,
         ``recs`` their records (None: not recorded: each waits for everything appended so
         far). One entry each, so a write that fails fails each of them (the client's
-        failed-write handler hears of every one)."""
+        failed-write handler hears of every one; :mod:`.persist_runs`)."""
         journal = self.journal
         last = journal.last_position if recs is None else recs[-1].position
         fifo = self._persist_fifo
@@ -311,10 +313,7 @@ class TxLog:
             client.note_persisted(seqs[-1])  # (the conflated ack covers every one)
             self.ack_latency.at_once(len(seqs))
             return
-        if recs is None:
-            fifo.extend((last, client, seq, None) for seq in seqs)
-        else:
-            fifo.extend((rec.position, client, seq, None) for rec, seq in zip(recs, seqs, strict=True))
+        fifo.append(run_entry(client, seqs, recs, last))
         self.ack_latency.waiting(last, len(seqs))
         self.server.turn.request()
 
@@ -599,11 +598,11 @@ class TxLog:
         fifo = self._persist_fifo
         safe = self._safe(durable)
         answered = self._answered
-        while fifo and fifo[0][0] <= safe and not self.holding_acks:
+        while fifo and not self.holding_acks and (fifo[0][0] <= safe or split_front(fifo, safe)):
             _, conn, item, reason = fifo.popleft()
             if answered is not None and conn not in answered:
                 answered[conn] = conn.quiet()
-            acks_persisted(conn, item, reason)
+            ack_entry(conn, item, reason)
         if not self.holding_acks:
             self.ack_latency.released(safe)
         for cursor in list(self.cursors):
@@ -625,7 +624,7 @@ class TxLog:
         fifo = self._persist_fifo
         while fifo:
             _, conn, item, _reason = fifo.popleft()
-            acks_persisted(conn, item, self.failed)
+            ack_entry(conn, item, self.failed)
         self.ack_latency.dropped()
 
     def _write_failed(self) -> list[Any]:
@@ -636,6 +635,7 @@ class TxLog:
         reason = reasons.TX_STORE_FAILURE
         for f in failures:
             self._refused += f.last - f.first + 1
+            expand_failed(fifo, f.first)
             for i in range(len(fifo) - 1, -1, -1):
                 pos, conn, seq, why = fifo[i]
                 if pos < f.first:

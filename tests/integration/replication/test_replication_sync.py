@@ -14,6 +14,7 @@ import AMPS
 import pytest
 
 from amps_emulator.pair import EmbeddedPair
+from amps_emulator.replication import link
 from tests.support.clients import Collector
 from tests.support.servers import turn_held
 
@@ -339,6 +340,28 @@ def test_publishers_on_both_instances_of_a_sync_pair_get_their_acks(sync_pair):
         pb.close()
 
 
+def test_a_sender_whose_window_is_full_sends_on_as_the_acks_come(tmp_path, monkeypatch):
+    """The link streams without waiting for acks up to its window; past it, the peer's acks
+    (which move no gate on an async destination) let it go on, with nothing else happening."""
+    monkeypatch.setattr(link, "WINDOW", 3)
+    with EmbeddedPair(tmp_path, sync_type="async", memory=False) as pair:
+        wait_connected(pair)
+        pub = publisher(pair.a.uri)
+        sub = AMPS.Client("sub-b")
+        try:
+            for i in range(40):
+                pub.publish("orders", json.dumps({"id": i}))
+            pub.publish_flush(10000)
+            sub.connect(pair.b.uri)
+            sub.logon(5000)
+            got = Collector(lambda m: json.loads(m.get_data())["id"])
+            sub.bookmark_subscribe(got, "orders", AMPS.Client.Bookmarks.EPOCH)
+            assert got.wait_for(40) == list(range(40))
+        finally:
+            pub.close()
+            sub.close()
+
+
 def test_replication_control_downgrades_by_age_and_upgrades_once_caught_up(sync_pair):
     """What the downgrade/upgrade actions call (server.ports.ReplicationControl)."""
     pub = publisher(sync_pair.a.uri)
@@ -373,3 +396,29 @@ def test_admin_reconnect_drops_the_link_and_it_comes_back(sync_pair):
     with pytest.raises(urllib.error.HTTPError) as err:
         admin(sync_pair.a, "/amps/administrator/replication/nowhere/downgrade")
     assert err.value.code == 404
+
+
+def test_a_link_reads_a_whole_batch_frame_without_pausing_its_socket(sync_pair):
+    """Both ends of a link buffer a whole ``repl_batch`` frame: with asyncio's 64 KiB default
+    the reader paused and resumed the socket a few times within each frame."""
+    import asyncio
+    import gc
+
+    from amps_emulator.replication.batch import BATCH_BYTES
+    from amps_emulator.replication.stream import READ_LIMIT
+
+    ports = {s.server.replication.listen_port for s in sync_pair.servers}
+
+    def link_readers() -> list[asyncio.StreamReader]:
+        out = []
+        for o in gc.get_objects():
+            if isinstance(o, asyncio.StreamReader) and o._transport is not None:
+                ends = {o._transport.get_extra_info(k) for k in ("sockname", "peername")}
+                if any(e and e[1] in ports for e in ends):
+                    out.append(o)
+        return out
+
+    readers = sync_pair.a.call(link_readers)
+    assert len(readers) >= 2  # (A's end of each link; B's ends are in the same process)
+    assert all(r._limit == READ_LIMIT for r in readers)
+    assert READ_LIMIT >= BATCH_BYTES

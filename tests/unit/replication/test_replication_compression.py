@@ -26,7 +26,7 @@ from amps_emulator.replication.compression import (
     compressing,
     inflating,
 )
-from amps_emulator.replication.stream import read_frame
+from amps_emulator.replication.stream import read_frame, send
 from amps_emulator.replication.wire import Hello
 
 if sys.version_info >= (3, 14):
@@ -40,12 +40,18 @@ class Sink:
 
     def __init__(self) -> None:
         self.data = bytearray()
+        self.writes: list[bytes] = []
 
     def is_closing(self) -> bool:
         return False
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | bytearray) -> None:
         self.data += data
+        self.writes.append(bytes(data))
+
+    def writelines(self, data: list[bytes | bytearray]) -> None:
+        for d in data:
+            self.write(d)
 
 
 def _reader(chunks: list[bytes]) -> asyncio.StreamReader:
@@ -79,7 +85,7 @@ def test_frames_survive_the_round_trip(codec, frames, writes, cuts) -> None:
     out = DeflatingWriter(sink, codec)
     step = max(1, len(sent) // writes)
     for i in range(0, len(sent), step):  # several frames per write, as a sender's poll
-        out.write(b"".join(sent[i:i + step]))
+        send(out, sent[i:i + step])
     assert out.bytes == sum(map(len, sent)) and out.wire_bytes == len(sink.data)
 
     async def read_all() -> list[bytes]:
@@ -91,6 +97,22 @@ def test_frames_survive_the_round_trip(codec, frames, writes, cuts) -> None:
 
     got = asyncio.run(read_all())
     assert got == [f[4:] for f in sent]
+
+
+def test_frames_sent_together_go_to_the_transport_as_they_are() -> None:
+    """Several frames are handed over together (``writelines``: not joined into one copy
+    first); a compressing writer compresses them as one write."""
+    frames = [frame({"c": "repl_batch"}, b"x" * 10), bytearray(frame({"c": "repl_ack"}))]
+    sink = Sink()
+    send(sink, frames)
+    send(sink, [frames[0]])
+    send(sink, frames[1])
+    assert sink.writes == [frames[0], frames[1], frames[0], frames[1]]
+    plain = Sink()
+    out = DeflatingWriter(plain, "zlib")
+    send(out, frames)
+    assert len(plain.writes) == 1 and out.bytes == len(frames[0]) + len(frames[1])
+    assert zlib.decompressobj().decompress(plain.writes[0]) == b"".join(frames)
 
 
 @pytest.mark.parametrize("codec", CODECS)

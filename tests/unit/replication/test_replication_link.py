@@ -44,7 +44,9 @@ def dest(*topics: ReplicationTopic, name: str = "B", group: str = "G", pass_thro
 
 
 def pipe(sender: Sender, receiver: Receiver, now: float = 0.0) -> int:
-    """Move every pending frame from sender to receiver and the ack back; returns frames moved."""
+    """Move every pending frame from sender to receiver and the ack back; returns the records
+    moved (a frame carries a batch of them)."""
+    before = sender.messages_out
     frames = sender.poll()
     dec = FrameDecoder()
     for payload in dec.feed(b"".join(frames)):
@@ -53,7 +55,7 @@ def pipe(sender: Sender, receiver: Receiver, now: float = 0.0) -> int:
     if ack is not None:
         (payload,) = FrameDecoder().feed(ack)
         sender.on_ack(ack_position(payload))
-    return len(frames)
+    return sender.messages_out - before
 
 
 def pub(j: MemoryJournal, topic: str = "orders", body: bytes = b'{"a":1}', client: str = "pub",
@@ -333,3 +335,33 @@ def test_a_write_to_a_link_whose_peer_went_away_is_a_connection_error():
 
     with pytest.raises(ConnectionResetError):
         send(Closed(), b"x")
+
+
+def test_a_links_wakeup_returns_once_set_and_leaves_nothing_behind():
+    """``stream.Wakeup``: a wait returns at once while it is set, else once it is set; a
+    cancelled wait (the server stops) leaves no future to set."""
+    import asyncio
+
+    from amps_emulator.replication.stream import Wakeup
+
+    async def run() -> None:
+        wake = Wakeup()
+        wake.set()
+        await asyncio.wait_for(wake.wait(), 1)  # (set: at once)
+        wake.clear()
+        assert not wake.is_set()
+        waiting = asyncio.ensure_future(wake.wait())
+        await asyncio.sleep(0)
+        assert not waiting.done()
+        asyncio.get_running_loop().call_soon(wake.set)
+        await asyncio.wait_for(waiting, 1)
+        wake.clear()
+        waiting = asyncio.ensure_future(wake.wait())
+        await asyncio.sleep(0)
+        waiting.cancel()
+        await asyncio.gather(waiting, return_exceptions=True)
+        assert wake._waiter is None
+        wake.set()  # (nobody waits: nothing to wake)
+        assert wake.is_set()
+
+    asyncio.run(run())

@@ -126,3 +126,22 @@ def test_before_logon_the_smaller_limit_holds_and_after_it_the_outbound_one() ->
     early.logged_on = False
     early.send(b"x" * ((1 << 20) + 1))
     assert early.closed
+
+
+def test_persisted_acks_mark_the_connection_for_the_turns_writes_once() -> None:
+    """The persisted acks of a run of publishes, released one by one, make one conflated ack
+    and one entry in the turn's writes (not one per publish); after that write, the next
+    one marks it again."""
+    srv, conn, t = _conn(1 << 20)
+    for seq in range(1, 1001):
+        conn.note_persisted(seq)
+    assert srv.turn.dirty_clients == [conn]
+    conn.flush_output()
+    data = b"".join(t.written)
+    assert data.count(b'"persisted"') == 1 and b'"s":1000' in data
+    conn.note_persisted(1001)
+    conn.note_persisted(1000)  # (an older one changes nothing)
+    assert srv.turn.dirty_clients == [conn, conn]
+    conn.flush_output()
+    data = b"".join(t.written)
+    assert data.count(b'"persisted"') == 2 and b'"s":1001' in data
