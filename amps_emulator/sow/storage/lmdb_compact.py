@@ -209,7 +209,7 @@ class Compaction:
         env, target = self.env, self._target
         if target is None:
             raise RuntimeError("finish() before copy()")
-        if env.snapshots or env._rtxn is not None:
+        if env.reading_open:
             raise RuntimeError("finish() while a read of the environment is open")
         env.commit()
         if self.stale:

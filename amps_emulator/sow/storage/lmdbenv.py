@@ -255,6 +255,11 @@ class LmdbEnv:
     def in_write(self) -> bool:
         return self._wtxn is not None
 
+    @property
+    def reading_open(self) -> bool:
+        """A read transaction is open: a :meth:`snapshot`, or a :meth:`reading` block."""
+        return bool(self.snapshots) or self._rtxn is not None
+
     def _write_txn(self) -> lmdb.Transaction:
         t = self._wtxn
         if t is None:
