@@ -23,7 +23,7 @@ from typing import Any
 
 import lmdb
 
-from amps_emulator.sow.storage.lmdb_compact import Compacted, Compaction
+from amps_emulator.sow.storage.lmdb_compact import LOG_LIMIT, Compacted, Compaction
 from amps_emulator.sow.storage.lmdbenv import LmdbEnv
 
 __all__ = ["compact", "RETRIES", "PAUSED_COPY_LIMIT", "QUIET_SECONDS"]
@@ -71,13 +71,14 @@ async def _quiet(env: LmdbEnv, turn: Any) -> str | None:
         await asyncio.sleep(_POLL)
 
 
-async def _attempt(env: LmdbEnv, turn: Any, in_thread: InThread) -> Compacted | str | None:
+async def _attempt(env: LmdbEnv, turn: Any, in_thread: InThread, log_limit: int
+                   ) -> Compacted | str | None:
     """One copy in a worker thread, brought up to date and swapped in: what it did, why it
     stopped (a reason), or None (stale: to be made again)."""
     await _end_of_turn(turn)
     if env.closed:
         return "the SOW was closed"
-    job = Compaction(env)
+    job = Compaction(env, log_limit=log_limit)
     job.start()
     try:
         try:
@@ -99,14 +100,16 @@ async def _attempt(env: LmdbEnv, turn: Any, in_thread: InThread) -> Compacted | 
         raise
 
 
-async def compact(env: LmdbEnv, turn: Any, in_thread: InThread) -> Compacted | str:
+async def compact(env: LmdbEnv, turn: Any, in_thread: InThread, *,
+                  log_limit: int = LOG_LIMIT) -> Compacted | str:
     """Compact ``env`` (see the module docstring): what was done, or why it was not.
     ``turn``: the server's :class:`~amps_emulator.server.core.turn.Turn`; ``in_thread``:
-    runs a function in a worker thread (which it lets finish, if cancelled)."""
+    runs a function in a worker thread (which it lets finish, if cancelled); ``log_limit``:
+    of the writes made during a copy (:class:`~amps_emulator.sow.storage.lmdb_compact.CommitLog`)."""
     if env.log is not None or env.copying:
         return "a compaction of it is already under way"
     for _ in range(RETRIES + 1):
-        done = await _attempt(env, turn, in_thread)
+        done = await _attempt(env, turn, in_thread, log_limit)
         if done is not None:
             return done
     used = env.used_bytes()
