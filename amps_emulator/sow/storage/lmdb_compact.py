@@ -164,8 +164,8 @@ class Compaction:
         if env.log is not None or env.copying:
             raise RuntimeError(f"{env.path} is already being compacted")
         env.commit()
-        lmdb_swap.remove_tree(self.tmp)
-        lmdb_swap.remove_tree(self.new)
+        for leftover in (self.tmp, self.new, self.old):  # (-old: an earlier one's)
+            lmdb_swap.remove_tree(leftover)
         os.makedirs(self.tmp)
         self.started = time.monotonic()
         self.file_before = os.path.getsize(os.path.join(self.base, "data.mdb"))
@@ -190,7 +190,9 @@ class Compaction:
             raise
         finally:
             env.copying = False
-        size = os.path.getsize(os.path.join(self.tmp, "data.mdb"))
+        data = os.path.join(self.tmp, "data.mdb")
+        fsync_file(data)  # the bulk of the flush, here rather than in finish()
+        size = os.path.getsize(data)
         self._target = lmdb.open(self.tmp, map_size=max(size * 2, 1 << 20),
                                  max_dbs=env._max_dbs, sync=True, writemap=False,
                                  readahead=False, subdir=True)
@@ -202,10 +204,11 @@ class Compaction:
         _apply(self._target, self.log.ops[self._applied:end])
         self._applied = end
 
-    def finish(self) -> Compacted | None:
+    def finish(self, remove_old: bool = True) -> Compacted | None:
         """Bring the copy up to date and put it in place (caller's thread; no snapshot or
         read of the environment open). None: the copy is stale (:attr:`stale`), nothing
-        changed."""
+        changed. ``remove_old=False``: the old environment, moved to ``-compact-old``, is
+        left for :meth:`remove_old` (a worker thread: deleting a large file takes a while)."""
         env, target = self.env, self._target
         if target is None:
             raise RuntimeError("finish() before copy()")
@@ -215,7 +218,9 @@ class Compaction:
         if self.stale:
             self.abandon()
             return None
-        env.close()  # (its last commit is logged too)
+        # its last commit is logged too; its pages are not flushed (it may be chosen again
+        # only after a crash before the swap: then as an environment not closed cleanly)
+        env.close(flush=False)
         env.log = None
         try:
             replayed = len(self.log.ops)
@@ -236,17 +241,21 @@ class Compaction:
             env.reopen()
             raise
         env.reopen()
-        lmdb_swap.remove_tree(self.old)
+        if remove_old:
+            self.remove_old()
         return Compacted(self.base, self.file_before,
                          os.path.getsize(os.path.join(self.base, "data.mdb")),
                          self.used_before, env.used_bytes(), time.monotonic() - self.started,
                          replayed)
 
+    def remove_old(self) -> None:
+        """Delete the old environment (after :meth:`finish`; any thread)."""
+        lmdb_swap.remove_tree(self.old)
+
     def _complete(self, target: lmdb.Environment) -> None:
-        """The rest of the log into the copy; flushed, marked clean, and renamed
-        ``-compact-new`` (complete)."""
+        """The rest of the log into the copy (its commits are synchronous); flushed, marked
+        clean, and renamed ``-compact-new`` (complete)."""
         _apply(target, self.log.ops[self._applied:])
-        target.sync(True)
         target.close()
         self._target = None
         env = self.env

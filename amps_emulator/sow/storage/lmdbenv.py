@@ -607,19 +607,23 @@ class LmdbEnv:
     def sync(self) -> None:
         self.env.sync(True)
 
-    def close(self) -> None:
+    def close(self, flush: bool = True) -> None:
+        """Commit and close. ``flush=False`` (a compaction replacing the files): without
+        ``sync`` the pages are not flushed, so the environment is not marked clean."""
         if self.closed:
             return
         if self._rtxn is not None:
             self._rtxn.abort()
             self._rtxn = None
         self.commit()
-        if not self.sync_commits:
+        flush = flush or self.sync_commits
+        if flush and not self.sync_commits:
             self.env.sync(True)
         with self.map_lock:  # (waits for a compaction's copy)
             self.env.close()
         self.closed = True
-        self._write_state(clean=True)
+        if flush:
+            self._write_state(clean=True)
 
 
 def _verify(env: lmdb.Environment) -> None:

@@ -247,7 +247,9 @@ def test_a_crash_during_the_swap_leaves_one_complete_environment(tmp_path, point
     job.copy()
     with pytest.raises(SimulatedCrash):
         job.finish()
-    assert os.path.exists(path + NEW) or os.path.exists(path + OLD)
+    # the copy is flushed and marked clean; the old one (sync off) was closed unflushed
+    assert _state(path if point == "swapped" else path + NEW)["clean"] is True
+    assert _state(path if point == "copied" else path + OLD)["clean"] is False
     sow = Sow(specs, default_dir=str(root), sync=False, clock=FakeClock(), on_missing=missing)
     st = sow.stores[path]
     assert not any(os.path.exists(path + s) for s in (TMP, NEW, OLD))

@@ -94,10 +94,13 @@ async def _attempt(env: LmdbEnv, turn: Any, in_thread: InThread, log_limit: int
         if why is not None:
             job.abandon()
             return why
-        return job.finish()  # (abandons itself when stale)
+        done = job.finish(remove_old=False)  # (abandons itself when stale)
     except BaseException:
         job.abandon()
         raise
+    if done is not None:
+        await in_thread(job.remove_old)
+    return done
 
 
 async def compact(env: LmdbEnv, turn: Any, in_thread: InThread, *,
