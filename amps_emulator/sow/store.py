@@ -40,6 +40,7 @@ from amps_emulator.sow.query import DeleteResult, PublishResult, QueryResult
 from amps_emulator.sow.record import Record
 from amps_emulator.sow.spec import TopicSpec
 from amps_emulator.sow.storage.lmdb_backend import LmdbBackend
+from amps_emulator.sow.storage.lmdb_swap import recover as recover_compaction
 from amps_emulator.sow.storage.lmdbenv import LmdbEnv, SowDamagedError, move_aside
 from amps_emulator.sow.storage.memory_backend import MemoryBackend
 from amps_emulator.sow.topic import Topic
@@ -318,6 +319,7 @@ class Sow(_Topics):
     def _open_store(self, d: str, specs: list[TopicSpec]) -> None:
         """Open the environment ``d`` with its topics ``specs``; damage: see the class doc."""
         names = [s.name for s in specs]
+        recover_compaction(d)  # before looking for data.mdb: a compaction cut short
         manifest = d.rstrip(os.sep) + ".topics"
         if not os.path.exists(os.path.join(d, "data.mdb")) and os.path.exists(manifest):
             try:
@@ -401,6 +403,14 @@ class Sow(_Topics):
     def retry_full(self, path: str) -> bool:
         """Try to allocate the room the environment at ``path`` lacks; True once it has it."""
         return self.stores[path].env.ensure_room()
+
+    def stores_of(self, names: Iterable[str] | None = None) -> dict[str, SowStore]:
+        """The environments (path -> store) that hold the persistent topics ``names`` (None:
+        every environment). The unit of compaction: one holds every topic stored there."""
+        if names is None:
+            return dict(self.stores)
+        wanted = set(names)
+        return {d: st for d, st in self.stores.items() if any(n in st for n in wanted)}
 
     def store_path(self, name: str) -> str | None:
         """The environment directory of the persistent topic ``name`` (None: transient)."""

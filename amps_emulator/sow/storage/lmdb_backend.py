@@ -75,6 +75,16 @@ class LmdbBackend:
             self._move_from(old)
         self.reload_keys()
         env.on_discard.append(self.reload_keys)
+        env.on_reopen.append(self._reopened)
+
+    def _reopened(self) -> None:
+        """The environment was reopened on new files (a compacted copy: same keys and
+        values): open every database handle again."""
+        self.rec_db = self.env.open_db(self.base + ":s")
+        self.meta_db = self.env.open_db(self.base + ":m")
+        for name, t in self._tables.items():
+            t.db = self._db(name)
+        self._gone.clear()  # (no snapshot survives a reopen)
 
     def _move_from(self, old) -> None:
         """Move the records of the earlier layout (keyed by SowKey) into :attr:`rec_db`."""

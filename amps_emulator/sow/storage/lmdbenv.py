@@ -38,6 +38,15 @@ Modelled on synapse ``lib/lmdbslab.py``:
 Named databases are opened in a write transaction that is committed at once (a DBI only
 becomes visible to other transactions after its creating transaction commits), so opening a
 topic commits any pending batch first.
+
+**Compaction** (:mod:`sow.storage.lmdb_compact`) replaces the files with a compacted copy
+and reopens the environment (:meth:`LmdbEnv.reopen`): the owners of database handles open
+them again (:attr:`LmdbEnv.on_reopen`). While the copy is taken in another thread the map
+is not grown ahead and a growth or a close waits for the copy (:attr:`LmdbEnv.map_lock`);
+every committed batch is also written to :attr:`LmdbEnv.log` by database name, to be
+replayed into the copy. A compaction
+cut short by a crash is settled when the environment is next opened
+(:func:`sow.storage.lmdb_swap.recover`).
 """
 
 from __future__ import annotations
@@ -46,19 +55,23 @@ import errno
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from itertools import repeat
 from operator import length_hint
+from typing import Protocol
 
 import lmdb
+
+from amps_emulator.sow.storage.lmdb_swap import recover, write_state
 
 __all__ = ["LmdbEnv", "SowDamagedError", "move_aside"]
 
 log = logging.getLogger("amps_emulator.sow.lmdb")
 
-_PUT, _DEL, _DROP = 0, 1, 2
+_PUT, _DEL, _DROP, _CREATE = 0, 1, 2, 3  # (_CREATE: only in a compaction's log)
 _MAX_DOUBLE = 64 << 30
 #: errors of posix_fallocate that mean "this file system cannot do it" (not "no space")
 _NO_FALLOCATE = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
@@ -99,6 +112,14 @@ def boot_id() -> str:
         return ""
 
 
+class CommitLogLike(Protocol):
+    """What the environment tells a compaction's log (:class:`.lmdb_compact.CommitLog`)."""
+
+    def add(self, ops: list[tuple], names: dict) -> None: ...
+
+    def create(self, name: str) -> None: ...
+
+
 class LmdbEnv:
     """One LMDB environment (see the module docstring).
 
@@ -116,8 +137,11 @@ class LmdbEnv:
     def __init__(self, path: str, *, map_size: int = 4 << 20, sync: bool = True,
                  max_dbs: int = 4096, max_map_size: int | None = None,
                  boot: str | None = None, on_damage=None) -> None:
+        recover(path)  # a compaction cut short: the complete environment it left
         os.makedirs(path, exist_ok=True)
         self.path = path
+        self._init_map_size = map_size
+        self._max_dbs = max_dbs
         self.sync_commits = sync
         self.max_map_size = max_map_size
         self.boot = boot_id() if boot is None else boot
@@ -128,6 +152,20 @@ class LmdbEnv:
         self.full: OSError | None = None
         self._allocated = 0  # bytes of data.mdb known to have their blocks allocated
         self._fallocate = True
+        #: every named database opened: handle -> name (to log writes by name)
+        self._names: dict = {}
+        #: called (no arguments) once the environment was reopened on new files
+        #: (:meth:`reopen`): every handle opened before must be opened again
+        self.on_reopen: list = []
+        #: while a compaction's copy is current: told of every committed batch
+        #: (``add(ops, names)``) and database created (``create(name)``)
+        self.log: CommitLogLike | None = None
+        #: a compaction's copy is to be made or under way: the map is not grown ahead
+        self.copying = False
+        #: held while the map is resized or closed, and by a compaction's copy: LMDB's
+        #: binding ends every transaction of the environment then, the copy's too
+        self.map_lock = threading.Lock()
+        self.closed = False
         self.env = self._open(map_size, max_dbs)
         self.map_size = self.env.info()["map_size"]
         self._psize = self.env.stat()["psize"]
@@ -178,6 +216,26 @@ class LmdbEnv:
         self._write_state(clean=False)
         return env
 
+    def reopen(self) -> None:
+        """Open the environment again, on the files now at :attr:`path` (a compacted copy,
+        after the old ones were closed): the map sized for them and its blocks allocated as
+        at open; then :attr:`on_reopen`."""
+        self._allocated = 0
+        self.full = None
+        self._names = {}
+        self.env = self._open(self._init_map_size, self._max_dbs)
+        self.map_size = self.env.info()["map_size"]
+        self._psize = self.env.stat()["psize"]
+        self.closed = False
+        self._fit_map()
+        self.ensure_room()
+        for hook in self.on_reopen:
+            hook()
+
+    def used_bytes(self) -> int:
+        """The bytes of ``data.mdb`` in use (up to its last page)."""
+        return (self.env.info()["last_pgno"] + 1) * self._psize
+
     def _read_state(self) -> dict:
         try:
             with open(os.path.join(self.path, _STATE_FILE), "rb") as f:
@@ -189,19 +247,18 @@ class LmdbEnv:
     def _write_state(self, clean: bool) -> None:
         """Record whether the environment is closed cleanly (flushed), and in which boot it
         was last written; replaced atomically."""
-        final = os.path.join(self.path, _STATE_FILE)
-        tmp = final + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"boot": self.boot, "clean": clean}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
+        write_state(self.path, {"boot": self.boot, "clean": clean})
 
     # ---- transactions -----------------------------------------------------------------------
 
     @property
     def in_write(self) -> bool:
         return self._wtxn is not None
+
+    @property
+    def reading_open(self) -> bool:
+        """A read transaction is open: a :meth:`snapshot`, or a :meth:`reading` block."""
+        return bool(self.snapshots) or self._rtxn is not None
 
     def _write_txn(self) -> lmdb.Transaction:
         t = self._wtxn
@@ -393,6 +450,8 @@ class LmdbEnv:
             except lmdb.MapFullError:
                 t = self._grow()  # aborts, grows, replays into a new txn
         self._wtxn = None
+        if self.log is not None:
+            self.log.add(self._ops, self._names)
         self._ops.clear()
         self.commits += 1
         self.ensure_room()
@@ -404,7 +463,7 @@ class LmdbEnv:
         :attr:`full` set) while the file system refuses them, else ``True`` (cleared)."""
         err = self._allocate(self.map_size)  # nothing to do unless refused at open
         if err is None:
-            if self.snapshots or self._wtxn is not None:
+            if self.snapshots or self._wtxn is not None or self.copying:
                 return self.full is None  # cannot grow now: no change
             used = (self.env.info()["last_pgno"] + 1) * self._psize
             new = self._next_map_size()
@@ -477,7 +536,8 @@ class LmdbEnv:
 
     def _set_map_size(self, new: int) -> None:
         log.info("SOW LMDB %s: growing map to %d MiB", self.path, new >> 20)
-        self.env.set_mapsize(new)
+        with self.map_lock:  # (waits for a compaction's copy)
+            self.env.set_mapsize(new)
         self.map_size = new
         self.grows += 1
 
@@ -522,15 +582,20 @@ class LmdbEnv:
         except BaseException:
             txn.abort()
             raise
+        self._names[db] = name
+        if self.log is not None:
+            self.log.create(name)
         return db
 
     def find_db(self, name: str):
         """The named database if it exists, else None (nothing created)."""
         self.commit()
         try:
-            return self.env.open_db(name.encode("utf-8"), create=False)
+            db = self.env.open_db(name.encode("utf-8"), create=False)
         except lmdb.NotFoundError:
             return None
+        self._names[db] = name
+        return db
 
     def db_names(self) -> list[str]:
         with self.env.begin() as txn:
@@ -542,15 +607,23 @@ class LmdbEnv:
     def sync(self) -> None:
         self.env.sync(True)
 
-    def close(self) -> None:
+    def close(self, flush: bool = True) -> None:
+        """Commit and close. ``flush=False`` (a compaction replacing the files): without
+        ``sync`` the pages are not flushed, so the environment is not marked clean."""
+        if self.closed:
+            return
         if self._rtxn is not None:
             self._rtxn.abort()
             self._rtxn = None
         self.commit()
-        if not self.sync_commits:
+        flush = flush or self.sync_commits
+        if flush and not self.sync_commits:
             self.env.sync(True)
-        self.env.close()
-        self._write_state(clean=True)
+        with self.map_lock:  # (waits for a compaction's copy)
+            self.env.close()
+        self.closed = True
+        if flush:
+            self._write_state(clean=True)
 
 
 def _verify(env: lmdb.Environment) -> None:

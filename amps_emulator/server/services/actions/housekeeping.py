@@ -1,5 +1,5 @@
-"""The housekeeping steps of actions: the journal's files (remove, archive, compress) and
-arbitrary files (remove, compress).
+"""The housekeeping steps of actions: the journal's files (remove, archive, compress),
+arbitrary files (remove, compress) and the SOW's files (compact: :mod:`.sow_compaction`).
 
 ``do-remove-journal`` removes at once (the journal decides what nothing needs any more). The
 others do their file work in worker threads, one file at a time, and hand the engine an
@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from amps_emulator.config.units import parse_count, parse_duration
 from amps_emulator.journal import FileJournal
 from amps_emulator.journal.housekeeping import StoreMove, perform
+from amps_emulator.protocol.topics import qualify
 from amps_emulator.server.services.actions import files
 from amps_emulator.server.services.actions.host import ActionHost
+from amps_emulator.server.services.actions.sow_compaction import compact
 from amps_emulator.server.services.actions.variables import Vars, expand_text
 from amps_emulator.server.services.log_targets import RotatingFileTarget
 
@@ -149,6 +151,45 @@ class Housekeeping:
         log.info("%s: %s %d of %d journal file(s) (%d bytes in, %d bytes written)", step.module,
                  "archived" if what == "archive" else "compressed", done, len(moves), before,
                  written)
+        return True
+
+    # -- the SOW's files --------------------------------------------------------------------
+    def do_compact_sow(self, step: ActionStep, v: Vars) -> bool | Awaitable[bool]:
+        """Compact the SOW environments holding ``Topic`` (of ``MessageType``; a regex
+        matches several), or every one when neither is given. Topics kept in memory
+        (transient, or every one under ``--memory``) have nothing to compact."""
+        topic = expand_text(step.option("Topic"), v)
+        mtype = expand_text(step.option("MessageType"), v)
+        if bool(topic) != bool(mtype):
+            raise StepFailed("<Topic> and <MessageType> go together (neither: every topic)")
+        svc = self.broker.sow_service
+        memory = "--memory" if self.broker.memory else "transient"
+        names = None
+        if topic:
+            topics = svc.topics_for(qualify(topic, mtype)) if svc is not None else []
+            names = [t.spec.name for t in topics if t.spec.persistent]
+            if not names:
+                log.info("%s: nothing to compact: %s", step.module,
+                         f"the SOW topics matching {topic!r} are kept in memory ({memory})"
+                         if topics else f"no SOW topic matches {topic!r} ({mtype})")
+                return True
+        if svc is None or not svc.sow.stores:
+            log.info("%s: nothing to compact: %s", step.module,
+                     "the SOW is kept in memory (--memory)" if self.broker.memory
+                     else "no SOW topic is persistent")
+            return True
+        return self._compact_sow(step, svc.sow.stores_of(names))
+
+    async def _compact_sow(self, step: ActionStep, stores: dict[str, Any]) -> bool:
+        for path, store in stores.items():
+            done = await compact(store.env, self.broker.turn, _in_thread)
+            if isinstance(done, str):
+                log.warning("%s: SOW file %s not compacted: %s", step.module, path, done)
+                continue
+            log.info("%s: compacted SOW file %s (topics %s): %d -> %d bytes (%d -> %d in use) "
+                     "in %.3f s", step.module, path, ", ".join(sorted(store.topics)),
+                     done.file_before, done.file_after, done.used_before, done.used_after,
+                     done.seconds)
         return True
 
     # -- any files --------------------------------------------------------------------------

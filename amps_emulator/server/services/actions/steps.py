@@ -13,8 +13,8 @@ deprecated in AMPS, only says so). The housekeeping of the journal's files and o
 files (minidumps, logs, anything ``Pattern`` names) is in :mod:`.housekeeping`;
 ``do-execute-system`` runs its command off the event loop (:mod:`.system`). Such a step may
 hand back an awaitable (its work runs off the event loop) and the engine runs the action's
-later steps after it. ``do-compact-sow`` (the emulator keeps no SOW files to compact) logs one
-INFO line; ``do-rotate-logs`` starts the next file of every file log target.
+later steps after it. ``do-compact-sow`` compacts the SOW's files (:mod:`.housekeeping`,
+:mod:`.sow_compaction`); ``do-rotate-logs`` starts the next file of every file log target.
 """
 
 from __future__ import annotations
@@ -133,7 +133,7 @@ class Steps(Housekeeping):
         table["amps-action-do-truncate-statistics"] = self.do_truncate_statistics
         table["amps-action-do-vacuum-statistics"] = self.do_vacuum_statistics
         table["amps-action-do-minidump"] = self.do_minidump
-        table["amps-action-do-compact-sow"] = self.do_housekeeping
+        table["amps-action-do-compact-sow"] = self.do_compact_sow
         return table
 
     # -- If -------------------------------------------------------------------------------
@@ -388,10 +388,6 @@ class Steps(Housekeeping):
         log.warning("%s:%d: %s is deprecated and does nothing: shrink the statistics database "
                     "offline (sqlite3 FILE VACUUM while the instance is stopped)",
                     step.file, step.line, step.module)
-        return True
-
-    def do_housekeeping(self, step: ActionStep, v: Vars) -> bool:
-        log.info("%s: nothing to do in the emulator (it keeps no such data)", step.module)
         return True
 
     def _replication(self, step: ActionStep) -> ReplicationControl | None:

@@ -208,6 +208,38 @@ def test_echo_logs_29_0103(engine, caplog):
     assert any("compact-sow" in r.getMessage() for r in caplog.records)
 
 
+def test_compact_sow_skips_what_is_in_memory_and_wants_topic_with_message_type(engine, caplog):
+    """Nothing on disk to compact: one line saying why (no SOW; --memory; a transient topic);
+    a Topic without its MessageType (or the reverse) fails the step."""
+    from types import SimpleNamespace
+
+    from amps_emulator.sow import Sow, TopicSpec
+
+    def lines():
+        return [r.getMessage() for r in caplog.records if "compact-sow" in r.getMessage()]
+
+    with caplog.at_level(logging.INFO, logger="amps_emulator.actions"):
+        assert run(engine, step("amps-action-do-compact-sow"))[0]
+        assert lines()[-1].endswith("no SOW topic is persistent")
+        sow = Sow([TopicSpec("scratch", durability="transient")])
+        engine.broker.sow_service = SimpleNamespace(  # type: ignore[assignment]
+            sow=sow, topics_for=lambda name: [sow.topic(name)] if name in sow else [])
+        engine.broker.memory = True
+        assert run(engine, step("amps-action-do-compact-sow"))[0]
+        assert lines()[-1].endswith("the SOW is kept in memory (--memory)")
+        engine.broker.memory = False
+        assert run(engine, step("amps-action-do-compact-sow", Topic="scratch",
+                                MessageType="json"))[0]
+        assert lines()[-1].endswith("'scratch' are kept in memory (transient)")
+        assert run(engine, step("amps-action-do-compact-sow", Topic="nope",
+                                MessageType="json"))[0]
+        assert lines()[-1].endswith("no SOW topic matches 'nope' (json)")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="amps_emulator.actions"):
+        assert not run(engine, step("amps-action-do-compact-sow", Topic="scratch"))[0]
+    assert "go together" in caplog.records[-1].getMessage()
+
+
 def test_truncate_statistics_asks_the_host_and_vacuum_is_deprecated(engine, caplog):
     with caplog.at_level(logging.INFO, logger="amps_emulator.actions"):
         assert run(engine, step("amps-action-do-truncate-statistics", Age="{{AGE}}"), AGE="2h")[0]
