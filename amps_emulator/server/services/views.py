@@ -161,6 +161,11 @@ class _Derived:
     def removed(self, topic: str, rec: Record, reason: str) -> None:  # pragma: no cover
         raise NotImplementedError
 
+    def removed_many(self, topic: str, records: list[Record], reason: str) -> None:
+        """The records one command removed from the source ``topic``."""
+        for rec in records:
+            self.removed(topic, rec, reason)
+
     def close(self) -> None:
         pass
 
@@ -198,6 +203,12 @@ class _View(_Derived):
         if rec.sow_key in self.groups:
             _apply_groups(self.owner, self.topic, self.groups.change(rec.sow_key, False, None),
                           reason)
+
+    def removed_many(self, topic: str, records: list[Record], reason: str) -> None:
+        """Each group the records leave is published (or deleted) once."""
+        gone = [(r.sow_key, False, None) for r in records if r.sow_key in self.groups]
+        if gone:
+            _apply_groups(self.owner, self.topic, self.groups.change_many(gone), reason)
 
 
 def _apply_groups(derived: DerivedTopics, topic: Topic, touched: list, reason: str) -> None:
@@ -635,11 +646,10 @@ class DerivedTopics:
 
     def removed(self, topic: str, records: list[Record], reason: str) -> None:
         for d in self.by_underlying.get(topic, ()):
-            for rec in records:
-                try:
-                    d.removed(topic, rec, reason)
-                except Exception:
-                    log.exception("%s: removal of %s failed", d.name, rec.sow_key)
+            try:
+                d.removed_many(topic, records, reason)
+            except Exception:
+                log.exception("%s: removal of %d records failed", d.name, len(records))
 
     def _queue_changed(self, rows: QueueRows, entered: list[Record], left: list[Record],
                        expired: set[int]) -> None:
