@@ -610,10 +610,12 @@ class Aggregator:
                                 g[0], g[1])
                 for key, g in self.groups.items()]
 
-    def record_for(self, key: Any, values: list, last_rec: Any, timestamp: float) -> Record:
+    def record_for(self, key: Any, values: list, last_rec: Any, timestamp: float,
+                   sow_key: str | None = None) -> Record:
         """The aggregated record of group ``key``: ``values`` of the aggregates
         (:attr:`Aggregation.aggs` order), the other fields read of ``last_rec`` (the group's
-        last record in the topic's order), ``timestamp`` (its latest)."""
+        last record in the topic's order), ``timestamp`` (its latest); ``sow_key``: the
+        group's SowKey when known (:meth:`sow_key_of`)."""
         spec = self.spec
         last = last_rec.doc
         ctx = self._ctx(last_rec) if self._ctx is not None else None
@@ -629,11 +631,16 @@ class Aggregator:
                     env[_SLOT.format(slot)] = values[gi]
                 v = f.expr(env, ctx)
             set_field(body, f.target, output_value(v))
-        keys = key if len(spec.grouping) > 1 else (key,)
-        sow_key = generate_sow_key(self.domain, [_key_text(k) for k in keys])
+        if sow_key is None:
+            sow_key = self.sow_key_of(key)
         try:
             data = self._write(body)
         except CodecError as exc:  # e.g. a FIX body cannot have a tag named TotalCost
             raise _bad(f"the projection cannot be written in the output message type: "
                        f"{exc}") from None
         return Record(sow_key, data, "", timestamp, doc=body)
+
+    def sow_key_of(self, key: Any) -> str:
+        """The SowKey of group ``key``."""
+        keys = key if len(self.spec.grouping) > 1 else (key,)
+        return generate_sow_key(self.domain, [_key_text(k) for k in keys])

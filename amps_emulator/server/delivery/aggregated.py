@@ -158,8 +158,10 @@ class GroupTracker:
         if last_rec is None:  # (removed, and not told yet): from the records there are
             return self._recompute(group, [*state.members, *state.ghosts])
         previous = self.last.get(group)
+        if state.sow_key is None:
+            state.sow_key = self._agg.sow_key_of(group)
         out = self.last[group] = self._agg.record_for(group, state.values(), last_rec,
-                                                      state.latest())
+                                                      state.latest(), state.sow_key)
         return out, previous
 
     def _recompute(self, group: Any, keys: Any = None) -> tuple[Record | None, Record | None]:

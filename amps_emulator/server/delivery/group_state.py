@@ -298,7 +298,7 @@ class Group:
     """One group: its members (SowKey -> :class:`Member`), the aggregates' states, and the
     heaps that find its last record and its latest timestamp."""
 
-    __slots__ = ("members", "ghosts", "states", "arg_of", "_last", "_latest")
+    __slots__ = ("members", "ghosts", "states", "arg_of", "sow_key", "_last", "_latest")
 
     def __init__(self, aggs: tuple[tuple[str, int], ...]) -> None:
         self.members: dict[str, Member] = {}
@@ -306,6 +306,7 @@ class Group:
         self.ghosts: set[str] = set()
         self.states = new_states(aggs)
         self.arg_of = [ai for _, ai in aggs]
+        self.sow_key: str | None = None  # (the group's, once computed)
         self._last: list[tuple] = []  # (-seq, reversed SowKey, SowKey, token)
         self._latest: list[tuple] = []  # (-timestamp, SowKey, token)
 
