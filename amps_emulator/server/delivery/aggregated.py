@@ -178,6 +178,9 @@ class GroupTracker:
 
 
 class AggregatedSubscription(LiveState):
+    #: what of its command a replace must keep (set by the handler that made it)
+    definition: Any = None
+
     def __init__(self, topic: Any, spec: Aggregation, delta: bool,
                  encode: Callable[[Any], bytes] | None = None) -> None:
         """``topic``: the SOW topic (or what reads like one: a queue's available messages,
