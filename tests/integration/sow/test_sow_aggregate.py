@@ -282,3 +282,14 @@ def test_a_plain_subscription_cannot_be_replaced_by_an_aggregated_one(aggregate_
             .set_options("replace," + AGG))
     c.publish("orders", json.dumps({"id": 9, "sym": "X", "desk": "a", "qty": 1}))
     assert plain.take() == [("p", {"id": 9, "sym": "X", "desk": "a", "qty": 1})]
+
+
+def test_records_one_delete_removes_change_each_group_once(aggregate_clients):
+    """A ``sow_delete`` of several records of a group sends the group once, as it is after
+    the delete (not once per record)."""
+    c = aggregate_clients()
+    publish_orders(c)
+    g = Groups(c, "sow_and_subscribe", "grouping=[/sym],projection=[/sym,COUNT(/id) AS /n]")
+    assert len(g.take()) == 3
+    c.sow_delete("orders", "/id IN (1, 2, 3)", 5000)  # two of IBM's three, one of MSFT's two
+    assert sorted(d["sym"] for _, d in g.take()) == ["IBM", "MSFT"]
