@@ -7,9 +7,10 @@ subscription then keeps the groups up to date, as a view with the same definitio
 * each change to the topic (publish, delete, expiration) updates the groups it touches: the
   group the record left and the group it joined (the subscription's filter decides whether
   the record counts at all);
-* a touched group that still has records is recomputed from its records' current state and
-  delivered (its SowKey in ``k``); for ``sow_and_delta_subscribe`` only the fields that
-  changed, plus the grouping fields;
+* a touched group that still has records is brought up to date (its running state, see
+  :class:`GroupTracker`: the record's old contribution out, its new one in) and delivered
+  (its SowKey in ``k``); for ``sow_and_delta_subscribe`` only the fields that changed, plus
+  the grouping fields;
 * a group left without records is gone: ``oof`` subscriptions get its last aggregated record,
   reason ``deleted`` or ``expired`` when a removal emptied it, ``match`` otherwise.
 

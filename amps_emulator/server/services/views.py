@@ -11,7 +11,8 @@ View
     ``Projection``, ``Grouping``, optional ``Filter`` on the underlying records, ``KeyDomain``
     (seeds the records' SowKeys; default the view's name). A view record per group, computed
     with the aggregated-query engine (:mod:`sow.aggregate`); each change to the underlying
-    topic recomputes the groups it touches (:class:`server.delivery.aggregated.GroupTracker`)
+    topic updates the groups it touches, at the cost of the records changed, not of the
+    groups' sizes (:class:`server.delivery.aggregated.GroupTracker`)
     and publishes them on the view, and a group left empty is deleted from the view (``oof``
     reason ``deleted``/``expired`` when a removal emptied it, ``match`` when its records moved
     or stopped matching the filter). Views are processed at once, in publish order
