@@ -20,6 +20,7 @@ import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import msgspec
@@ -35,7 +36,8 @@ from amps_emulator.sow.record import Record
 
 __all__ = [
     "AGGREGATE_FUNCTIONS", "Aggregation", "Aggregator", "ProjectedField", "parse_aggregation",
-    "parse_grouping", "parse_projection",
+    "SCALE", "clamp_sum", "distinct_key", "exact_total", "parse_grouping", "parse_projection",
+    "scalar", "scaled", "stddev_of",
 ]
 
 _encode = msgspec.json.encode
@@ -45,6 +47,22 @@ _SLOT = "\x00agg{}"
 
 
 # ---- aggregate functions (lists of raw argument values -> result) ---------------------------
+
+def scalar(v: Any) -> Any:
+    """The value an aggregate reads of one record's argument value ``v``: a scalar (an array
+    as its first element), ``None`` when it is NULL (missing, ``''``, an object)."""
+    t = type(v)
+    if t is int or t is float or t is bool:
+        return v
+    if t is str:
+        return v if v else None
+    if t is list:
+        f = first(v)
+        tf = type(f)
+        if tf is int or tf is float or tf is bool or (tf is str and f):
+            return f
+    return None
+
 
 def _scalars(vals: list) -> list:
     """The non-NULL scalar values among ``vals`` (arrays as their first element)."""
@@ -75,13 +93,45 @@ def _numbers(vals: list) -> list:
 
 
 _INT_LIMIT = 1 << 64  # as protocol.filter.values: beyond it an integer is carried as a double
+_FSUM_EXACT = 1 << 53  # an integer below it is a double exactly
 
 
-def _sum(vals: list) -> Any:
-    nums = _numbers(vals)
-    if not nums:
-        return None
-    s = sum(nums)
+def exact_total(nums: list) -> Any:
+    """The sum of ``nums`` (ints and floats): an int when all are ints, else the exact sum
+    rounded once to a double (so it depends on the values only, never on their order);
+    NaN when a NaN is there or both infinities are, +-inf when it overflows."""
+    ints = 0
+    floats = []
+    for x in nums:
+        if type(x) is int:
+            ints += x
+        else:
+            floats.append(x)
+    if not floats:
+        return ints
+    if -_FSUM_EXACT < ints < _FSUM_EXACT:
+        if ints:
+            floats.append(float(ints))
+        try:
+            return math.fsum(floats)  # correctly rounded
+        except ValueError:  # inf + -inf
+            return math.nan
+        except OverflowError:  # an intermediate sum beyond a double: exactly, below
+            if ints:
+                floats.pop()
+    if any(x != x for x in floats) or (math.inf in floats and -math.inf in floats):
+        return math.nan
+    if math.inf in floats or -math.inf in floats:
+        return math.inf if math.inf in floats else -math.inf
+    total = sum(map(Fraction, floats), Fraction(ints))
+    try:
+        return float(total)
+    except OverflowError:
+        return math.inf if total > 0 else -math.inf
+
+
+def clamp_sum(s: Any) -> Any:
+    """A SUM's value as AMPS carries it: an integer beyond 64 bits as a double."""
     if type(s) is int and not -_INT_LIMIT < s < _INT_LIMIT:
         try:
             return float(s)
@@ -90,13 +140,44 @@ def _sum(vals: list) -> Any:
     return s
 
 
+def _sum(vals: list) -> Any:
+    nums = _numbers(vals)
+    if not nums:
+        return None
+    return clamp_sum(exact_total(nums))
+
+
 def _avg(vals: list) -> Any:
     nums = _numbers(vals)
     if not nums:
         return None
     try:
-        return sum(nums) / len(nums)
+        return exact_total(nums) / len(nums)
     except OverflowError:  # an integer sum beyond a double's range
+        return math.nan
+
+
+#: floats times 2**SCALE are integers: exact sums of floats (and of their squares) as ints
+SCALE = 1074
+
+
+def scaled(x: float) -> int:
+    """The finite double ``x`` times ``2**SCALE``, exactly, as an int."""
+    n, d = x.as_integer_ratio()
+    return n << (SCALE + 1 - d.bit_length())
+
+
+def stddev_of(n: int, s1: int, s2: int, sample: bool) -> Any:
+    """The standard deviation of ``n`` doubles whose :func:`scaled` values sum to ``s1`` and
+    their squares to ``s2``: the exact variance, rounded once, then its square root."""
+    if n == 0 or (sample and n == 1):
+        return None
+    num = n * s2 - s1 * s1
+    if num <= 0:
+        return 0.0
+    try:
+        return math.sqrt(num / (n * (n - 1 if sample else n) << (2 * SCALE)))
+    except OverflowError:  # a variance beyond a double
         return math.nan
 
 
@@ -106,14 +187,18 @@ def _stddev(sample: bool) -> Callable[[list], Any]:
         n = len(nums)
         if n == 0 or (sample and n == 1):
             return None
+        s1 = s2 = 0
         try:
-            xs = [float(x) for x in nums]
-            mean = math.fsum(xs) / n
-            if not math.isfinite(mean):
-                return math.nan
-            return math.sqrt(math.fsum((x - mean) ** 2 for x in xs) / (n - 1 if sample else n))
-        except (OverflowError, ValueError):  # infinities, integers beyond a double
+            for x in nums:
+                x = float(x)
+                if not math.isfinite(x):
+                    return math.nan
+                sx = scaled(x)
+                s1 += sx
+                s2 += sx * sx
+        except OverflowError:  # an integer beyond a double
             return math.nan
+        return stddev_of(n, s1, s2, sample)
     return stddev
 
 
@@ -124,7 +209,8 @@ def _count(vals: list) -> int:
 _NAN_KEY = ("NaN",)
 
 
-def _distinct_key(v: Any) -> Any:
+def distinct_key(v: Any) -> Any:
+    """What COUNT_DISTINCT tells scalars apart by (a numeric string as its number)."""
     t = type(v)
     if t is str:
         n = parse_number(v)
@@ -138,7 +224,7 @@ def _distinct_key(v: Any) -> Any:
 
 
 def _count_distinct(vals: list) -> int:
-    return len({_distinct_key(v) for v in _scalars(vals)})
+    return len({distinct_key(v) for v in _scalars(vals)})
 
 
 def _extreme(sign: int) -> Callable[[list], Any]:
@@ -508,35 +594,53 @@ class Aggregator:
                               sow_key=getattr(rec, "sow_key", None) or None,
                               timestamp=getattr(rec, "timestamp", None))
 
+    def arg_values(self, rec: Any) -> list:
+        """The aggregates' argument values for the record ``rec`` (one per argument)."""
+        doc = rec.doc
+        if self._ctx is None:
+            return [arg(doc) for arg in self.spec.args]
+        ctx = self._ctx(rec)
+        return [arg(doc, ctx) for arg in self.spec.args]
+
     def results(self) -> list[Record]:
         spec = self.spec
         fns = [AGGREGATE_FUNCTIONS[name] for name, _ in spec.aggs]
         arg_of = [ai for _, ai in spec.aggs]
-        multi = len(spec.grouping) > 1
-        out = []
-        for key, g in self.groups.items():
-            values = [fn(g[ai + 2]) for fn, ai in zip(fns, arg_of, strict=False)]
-            last_rec = g[0]
-            last = last_rec.doc
-            ctx = self._ctx(last_rec) if self._ctx is not None else None
-            body: dict[str, Any] = {}
-            for f in spec.fields:
-                if f.expr is None:
-                    v = values[f.aggs[0]]
-                elif not f.aggs:
-                    v = f.expr(last, ctx)
-                else:
-                    env = dict(last) if type(last) is dict else {}
-                    for slot, gi in enumerate(f.aggs):
-                        env[_SLOT.format(slot)] = values[gi]
-                    v = f.expr(env, ctx)
-                set_field(body, f.target, output_value(v))
-            keys = key if multi else (key,)
-            sow_key = generate_sow_key(self.domain, [_key_text(k) for k in keys])
-            try:
-                data = self._write(body)
-            except CodecError as exc:  # e.g. a FIX body cannot have a tag named TotalCost
-                raise _bad(f"the projection cannot be written in the output message type: "
-                           f"{exc}") from None
-            out.append(Record(sow_key, data, "", g[1], doc=body))
-        return out
+        return [self.record_for(key, [fn(g[ai + 2]) for fn, ai in zip(fns, arg_of, strict=False)],
+                                g[0], g[1])
+                for key, g in self.groups.items()]
+
+    def record_for(self, key: Any, values: list, last_rec: Any, timestamp: float,
+                   sow_key: str | None = None) -> Record:
+        """The aggregated record of group ``key``: ``values`` of the aggregates
+        (:attr:`Aggregation.aggs` order), the other fields read of ``last_rec`` (the group's
+        last record in the topic's order), ``timestamp`` (its latest); ``sow_key``: the
+        group's SowKey when known (:meth:`sow_key_of`)."""
+        spec = self.spec
+        last = last_rec.doc
+        ctx = self._ctx(last_rec) if self._ctx is not None else None
+        body: dict[str, Any] = {}
+        for f in spec.fields:
+            if f.expr is None:
+                v = values[f.aggs[0]]
+            elif not f.aggs:
+                v = f.expr(last, ctx)
+            else:
+                env = dict(last) if type(last) is dict else {}
+                for slot, gi in enumerate(f.aggs):
+                    env[_SLOT.format(slot)] = values[gi]
+                v = f.expr(env, ctx)
+            set_field(body, f.target, output_value(v))
+        if sow_key is None:
+            sow_key = self.sow_key_of(key)
+        try:
+            data = self._write(body)
+        except CodecError as exc:  # e.g. a FIX body cannot have a tag named TotalCost
+            raise _bad(f"the projection cannot be written in the output message type: "
+                       f"{exc}") from None
+        return Record(sow_key, data, "", timestamp, doc=body)
+
+    def sow_key_of(self, key: Any) -> str:
+        """The SowKey of group ``key``."""
+        keys = key if len(self.spec.grouping) > 1 else (key,)
+        return generate_sow_key(self.domain, [_key_text(k) for k in keys])

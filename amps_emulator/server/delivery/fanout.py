@@ -330,8 +330,7 @@ def send_oof(broker: FanoutHost, topic: str, records: list[Any], reason: str) ->
     subs = []
     for s in broker.router.match(topic):
         if s.live is not None:
-            for rec in records:
-                s.live.removed(rec, reason)
+            s.live.removed_many(records, reason)
         elif "oof" in s.options:
             subs.append(s)
     if not subs:

@@ -67,3 +67,8 @@ class LiveState:
 
     def removed(self, rec: Any, reason: str) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def removed_many(self, records: list[Any], reason: str) -> None:
+        """:meth:`removed` for the records one command removed, together."""
+        for rec in records:
+            self.removed(rec, reason)

@@ -34,7 +34,11 @@ from amps_emulator.server.delivery.aggregated import AggregatedSubscription
 from amps_emulator.server.delivery.fanout import oof_frame, selected
 from amps_emulator.server.delivery.pagination import PageWindow
 from amps_emulator.server.handlers import entitle, sow_results
-from amps_emulator.server.handlers.sow_aggregate import aggregated_query_steps
+from amps_emulator.server.handlers.sow_aggregate import (
+    aggregated_query_steps,
+    aggregation_definition,
+    refuse_aggregated_replace,
+)
 from amps_emulator.server.handlers.sow_results import (
     StoredStream,
     begin_results,
@@ -384,6 +388,7 @@ def sow_and_subscribe(broker: Broker, client: Client, cmd: Command) -> None:
     existing = client.subs.get(sub_id)
     if existing is not None and "replace" not in cmd.opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
+    refuse_aggregated_replace(existing, cmd)
     filt = compile_filter_for(cmd.filter)
     refuse_unsupported_options(broker.bodies, cmd)
     registered: list[Subscription] = []
@@ -462,6 +467,7 @@ def _aggregated_subscription(broker: Broker, client: Client, cmd: Command, sub_i
         assert isinstance(queues, Queues)
         state = QueueAggregation(QueueWatch.of(queues), queue, spec, delta,
                                  broker.bodies.encoder(queue.key))
+    state.definition = aggregation_definition(cmd)
 
     def failed() -> None:
         unsubscribe()

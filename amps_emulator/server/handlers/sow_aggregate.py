@@ -19,6 +19,12 @@ Refused, each with a failure ack:
   aggregated subscription (:mod:`server.delivery.aggregated`), on a queue one over the
   messages available in it (:class:`server.services.queue_views.QueueAggregation`).
 
+``replace`` of an aggregated subscription only changes its pagination: a replacing command
+that differs in anything else (its command, topic, filter or any option but ``top_n``,
+``skip_n``; ``OrderBy`` and ``TopN`` are headers), or an aggregated one that would replace a
+plain subscription, is refused with ``invalid options`` and the subscription is left as it
+was (:func:`refuse_aggregated_replace`).
+
 A ``bookmark`` on a topic with ``History`` aggregates the state as of that point (as a plain
 historical query reads it).  A queue can be queried with aggregation too: its deliverable
 messages are aggregated, read-only, as a plain ``sow`` query on a queue reads them.
@@ -50,6 +56,31 @@ if TYPE_CHECKING:
 
 #: underlying records folded into the groups between two loop steps
 AGGREGATE_STEP = 20_000
+
+#: the options a replace of an aggregated subscription may change (its pagination)
+_PAGINATION = frozenset(("replace", "top_n", "skip_n"))
+
+
+def aggregation_definition(cmd: Command) -> tuple:
+    """What of an aggregated subscription's command a ``replace`` must keep."""
+    return (cmd.command, cmd.topic, cmd.filter or None,
+            sorted((k, str(v)) for k, v in cmd.opts.items() if k not in _PAGINATION))
+
+
+def refuse_aggregated_replace(existing: Any, cmd: Command) -> None:
+    """AMPS supports ``replace`` of a subscription that uses aggregation only to change its
+    pagination: ``CommandError(invalid options)`` for any other replace that involves one
+    (``existing``: the subscription ``cmd`` replaces, None: none)."""
+    if existing is None:
+        return
+    was = getattr(existing.live, "definition", None)
+    aggregating = "grouping" in cmd.opts or "projection" in cmd.opts
+    if was is None and not aggregating:
+        return
+    if was is None or was != aggregation_definition(cmd):
+        raise CommandError(reasons.INVALID_OPTIONS,
+                           f"subscription {existing.sub_id!r} uses aggregation: a replace may "
+                           f"change only its pagination (top_n, skip_n, OrderBy)")
 
 
 def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,

@@ -11,6 +11,7 @@ from amps_emulator.server.core.router import Subscription
 from amps_emulator.server.delivery import replay
 from amps_emulator.server.delivery.acks import early as acks_early
 from amps_emulator.server.delivery.acks import final as acks_final
+from amps_emulator.server.handlers.sow_aggregate import refuse_aggregated_replace
 from amps_emulator.server.handlers.type_features import refuse_unsupported_options
 from amps_emulator.server.messaging.registration import compile_filter_for, register_subscription
 
@@ -46,6 +47,7 @@ def subscribe(broker: Broker, client: Client, cmd: Command) -> None:
     existing = client.subs.get(sub_id)
     if existing is not None and "replace" not in opts:
         raise CommandError(reasons.SUBID_IN_USE, sub_id)
+    refuse_aggregated_replace(existing, cmd)
     queues = broker.queue_service
     queue = queues.get(topic) if queues is not None else None
     if queues is not None and queue is not None and cmd.bookmark is None:

@@ -293,12 +293,6 @@ async def _replace(server: Server, manifest: dict, files: str) -> dict:
         tx.reopen_empty(fill=lambda d: _write_files(files, "journal/", d))
     if svc is not None:
         svc.reopen()
-    if server.derived is not None:
-        from amps_emulator.server.services.views import DerivedTopics
-
-        derived = DerivedTopics(server.broker, server.config)
-        derived.start()
-        server.replace_derived(derived)
     if queues is not None:  # each queue replays the restored journal from its checkpoint
         for q in queues.queues.values():
             q.subs.clear()
@@ -306,6 +300,12 @@ async def _replace(server: Server, manifest: dict, files: str) -> dict:
         queues._ckpt_pending = None
         queues._ckpt_written = {}
         queues.recover()
+    if server.derived is not None:  # (after the queues: a view over one reads what it holds)
+        from amps_emulator.server.services.views import DerivedTopics
+
+        derived = DerivedTopics(server.broker, server.config, queues)
+        derived.start()
+        server.replace_derived(derived)
     server.turn.request()
     return {"restored": True, "clients_disconnected": n,
             "journal_last_position": tx.journal.last_position if tx is not None and tx.is_open

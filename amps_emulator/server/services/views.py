@@ -11,7 +11,8 @@ View
     ``Projection``, ``Grouping``, optional ``Filter`` on the underlying records, ``KeyDomain``
     (seeds the records' SowKeys; default the view's name). A view record per group, computed
     with the aggregated-query engine (:mod:`sow.aggregate`); each change to the underlying
-    topic recomputes the groups it touches (:class:`server.delivery.aggregated.GroupTracker`)
+    topic updates the groups it touches, at the cost of the records changed, not of the
+    groups' sizes (:class:`server.delivery.aggregated.GroupTracker`)
     and publishes them on the view, and a group left empty is deleted from the view (``oof``
     reason ``deleted``/``expired`` when a removal emptied it, ``match`` when its records moved
     or stopped matching the filter). Views are processed at once, in publish order
@@ -161,6 +162,11 @@ class _Derived:
     def removed(self, topic: str, rec: Record, reason: str) -> None:  # pragma: no cover
         raise NotImplementedError
 
+    def removed_many(self, topic: str, records: list[Record], reason: str) -> None:
+        """The records one command removed from the source ``topic``."""
+        for rec in records:
+            self.removed(topic, rec, reason)
+
     def close(self) -> None:
         pass
 
@@ -198,6 +204,12 @@ class _View(_Derived):
         if rec.sow_key in self.groups:
             _apply_groups(self.owner, self.topic, self.groups.change(rec.sow_key, False, None),
                           reason)
+
+    def removed_many(self, topic: str, records: list[Record], reason: str) -> None:
+        """Each group the records leave is published (or deleted) once."""
+        gone = [(r.sow_key, False, None) for r in records if r.sow_key in self.groups]
+        if gone:
+            _apply_groups(self.owner, self.topic, self.groups.change_many(gone), reason)
 
 
 def _apply_groups(derived: DerivedTopics, topic: Topic, touched: list, reason: str) -> None:
@@ -635,11 +647,10 @@ class DerivedTopics:
 
     def removed(self, topic: str, records: list[Record], reason: str) -> None:
         for d in self.by_underlying.get(topic, ()):
-            for rec in records:
-                try:
-                    d.removed(topic, rec, reason)
-                except Exception:
-                    log.exception("%s: removal of %s failed", d.name, rec.sow_key)
+            try:
+                d.removed_many(topic, records, reason)
+            except Exception:
+                log.exception("%s: removal of %d records failed", d.name, len(records))
 
     def _queue_changed(self, rows: QueueRows, entered: list[Record], left: list[Record],
                        expired: set[int]) -> None:

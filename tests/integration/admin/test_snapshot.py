@@ -162,3 +162,39 @@ def test_a_snapshot_restores_into_another_server_of_the_same_config(srv, tmp_pat
         assert replay(c, "events") == [{"e": 7}]
     finally:
         other.stop()
+
+
+QUEUE_VIEW = EXTRA.replace("</SOW>", """
+  <View><Name>jobs</Name><UnderlyingTopic>work</UnderlyingTopic><MessageType>json</MessageType>
+    <Projection><Field>/kind</Field><Field>COUNT(/job) AS /n</Field></Projection>
+    <Grouping><Field>/kind</Field></Grouping></View>
+</SOW>""")
+
+
+def test_a_view_over_a_queue_is_rebuilt_by_a_restore(tmp_path):
+    """The restored server's views read the restored queues too: the view over ``work``
+    holds what the snapshot's queue holds, and follows it after."""
+    xml = config_xml(tmp_path, extra=QUEUE_VIEW.format(d=tmp_path))
+    s = ServerThread(loads_config(xml, "admin.xml")).start()
+    try:
+        make = clients_for(s.uri)
+        connect = next(make)
+        pub = connect("pub")
+        for job in (1, 2):
+            pub.publish("work", json.dumps({"job": job, "kind": "k"}))
+        pub.flush(5000)
+        status, _, archive = request(s, "/emulator/snapshot")
+        assert status == 200
+        pub.publish("work", json.dumps({"job": 3, "kind": "k"}))
+        pub.flush(5000)
+        status, _, body = request(s, "/emulator/snapshot", "POST", archive)
+        assert status == 200, body
+        c = connect("after")
+        assert [json.loads(m.get_data()) for m in c.sow("jobs") if m.get_command() == "sow"] \
+            == [{"kind": "k", "n": 2}]
+        c.publish("work", json.dumps({"job": 4, "kind": "k"}))
+        c.flush(5000)
+        assert [json.loads(m.get_data()) for m in c.sow("jobs") if m.get_command() == "sow"] \
+            == [{"kind": "k", "n": 3}]
+    finally:
+        s.stop()

@@ -232,3 +232,64 @@ def test_an_aggregated_delta_subscription_sends_what_changed(aggregate_clients):
     assert len(g.take()) == 3
     c.publish("orders", json.dumps({"id": 8, "sym": "MSFT", "desk": "a", "qty": 1, "px": 1}))
     assert g.take() == [("p", {"sym": "MSFT", "qty": 41})]  # px (MAX) did not change
+
+
+AGG = "oof,grouping=[/sym],projection=[/sym,SUM(/qty) AS /qty]"
+
+
+@pytest.mark.parametrize("command, options, flt", [
+    ("sow_and_subscribe", AGG, "/desk = 'b'"),                            # another filter
+    ("sow_and_subscribe", AGG.replace("SUM", "MAX"), "/desk = 'a'"),      # another projection
+    ("sow_and_subscribe", "oof", "/desk = 'a'"),                         # no aggregation
+    ("sow_and_delta_subscribe", AGG, "/desk = 'a'"),                      # another command
+    ("subscribe", "", None),                                              # a plain subscribe
+])
+def test_a_replace_of_an_aggregated_subscription_changes_only_its_pagination(
+        aggregate_clients, command, options, flt):
+    """AMPS: a subscription using per-subscription aggregation supports ``replace`` only to
+    change its pagination; any other replace fails (invalid options), the groups go on."""
+    c = aggregate_clients()
+    publish_orders(c)
+    first = AMPS.Command("sow_and_subscribe").set_topic("orders").set_sub_id("agg") \
+        .set_options(AGG).set_filter("/desk = 'a'").set_batch_size(10)
+    g = Inbox.of(c, first)
+    assert len(g.take()) == 3
+    # (the client forgets the handler of a sub_id whose command failed: still collected)
+    c.set_unhandled_message_handler(lambda m: g.q.put((m.get_command(), m.get_data())))
+    other = AMPS.Command(command).set_topic("orders").set_sub_id("agg") \
+        .set_options(",".join(o for o in ("replace", options) if o))
+    if flt:
+        other.set_filter(flt)
+    with pytest.raises(AMPS.InvalidOptionsException):
+        run(c, other)
+    c.publish("orders", json.dumps({"id": 7, "sym": "IBM", "desk": "a", "qty": 5}))
+    assert g.take() == [("p", {"sym": "IBM", "qty": 105})]
+    # changing the pagination is a replace it takes: the query again, top_n of it
+    paged = AMPS.Command("sow_and_subscribe").set_topic("orders").set_sub_id("agg") \
+        .set_options("replace," + AGG).set_filter("/desk = 'a'").set_top_n(1) \
+        .set_order_by("/qty DESC")
+    assert Inbox.of(c, paged).take() == [("sow", {"sym": "IBM", "qty": 105})]
+
+
+def test_a_plain_subscription_cannot_be_replaced_by_an_aggregated_one(aggregate_clients):
+    c = aggregate_clients()
+    publish_orders(c)
+    plain = Inbox.of(c, AMPS.Command("sow_and_subscribe").set_topic("orders").set_sub_id("s"))
+    assert len(plain.take()) == 6
+    c.set_unhandled_message_handler(lambda m: plain.q.put((m.get_command(), m.get_data())))
+    with pytest.raises(AMPS.InvalidOptionsException):
+        run(c, AMPS.Command("sow_and_subscribe").set_topic("orders").set_sub_id("s")
+            .set_options("replace," + AGG))
+    c.publish("orders", json.dumps({"id": 9, "sym": "X", "desk": "a", "qty": 1}))
+    assert plain.take() == [("p", {"id": 9, "sym": "X", "desk": "a", "qty": 1})]
+
+
+def test_records_one_delete_removes_change_each_group_once(aggregate_clients):
+    """A ``sow_delete`` of several records of a group sends the group once, as it is after
+    the delete (not once per record)."""
+    c = aggregate_clients()
+    publish_orders(c)
+    g = Groups(c, "sow_and_subscribe", "grouping=[/sym],projection=[/sym,COUNT(/id) AS /n]")
+    assert len(g.take()) == 3
+    c.sow_delete("orders", "/id IN (1, 2, 3)", 5000)  # two of IBM's three, one of MSFT's two
+    assert sorted(d["sym"] for _, d in g.take()) == ["IBM", "MSFT"]
