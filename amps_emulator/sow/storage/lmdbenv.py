@@ -54,6 +54,8 @@ from operator import length_hint
 
 import lmdb
 
+from amps_emulator.journal.atomic import replace_file
+
 __all__ = ["LmdbEnv", "SowDamagedError", "move_aside"]
 
 log = logging.getLogger("amps_emulator.sow.lmdb")
@@ -189,13 +191,8 @@ class LmdbEnv:
     def _write_state(self, clean: bool) -> None:
         """Record whether the environment is closed cleanly (flushed), and in which boot it
         was last written; replaced atomically."""
-        final = os.path.join(self.path, _STATE_FILE)
-        tmp = final + ".tmp"
-        with open(tmp, "w") as f:
-            json.dump({"boot": self.boot, "clean": clean}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
+        replace_file(os.path.join(self.path, _STATE_FILE),
+                     json.dumps({"boot": self.boot, "clean": clean}).encode())
 
     # ---- transactions -----------------------------------------------------------------------
 
