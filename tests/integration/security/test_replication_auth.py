@@ -86,6 +86,18 @@ def app(srv: ServerThread, name: str) -> AMPS.Client:
     return logged_on(with_user(srv.uri, "app", "app-pw"), name)
 
 
+def replicates(a: ServerThread, b: ServerThread) -> None:
+    """A message published at ``a`` reaches a subscriber at ``b``."""
+    sub = app(b, "sub")
+    got = Collector(lambda m: json.loads(m.get_data()))
+    sub.subscribe(got, "orders")
+    pub = app(a, "pub")
+    pub.publish("orders", json.dumps({"id": 5}))
+    assert got.wait_for(1) == [{"id": 5}]
+    pub.close()
+    sub.close()
+
+
 def sow_of(client: AMPS.Client, topic: str) -> list[dict]:
     return [json.loads(m.get_data()) for m in client.sow(topic, timeout=5000) if m.get_command() == "sow"]
 
@@ -190,14 +202,7 @@ def test_a_properly_secured_pair_replicates(tmp_path):
     a = ServerThread(cfg_a).start()
     b = start(xml_b, "B")
     try:
-        sub = app(b, "sub")
-        got = Collector(lambda m: json.loads(m.get_data()))
-        sub.subscribe(got, "orders")
-        pub = app(a, "pub")
-        pub.publish("orders", json.dumps({"id": 5}))
-        assert got.wait_for(1) == [{"id": 5}]
-        pub.close()
-        sub.close()
+        replicates(a, b)
     finally:
         b.stop()
         a.stop()
