@@ -507,6 +507,78 @@ set_fallbacks(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
 }
 
+/* The bytes the frames of a run of publishes take (publish_run, replicated_run): -1 (no
+ * exception) when a body is not bytes, an item of ``a`` or ``b`` (lists as long as ``bodies``,
+ * or None) is not a uint64, a frame is too long, or the run's positions would wrap. */
+static Py_ssize_t
+run_size(payload_fields *f, uint64_t position, PyObject *bodies, PyObject *a, PyObject *b)
+{
+    Py_ssize_t n = PyList_GET_SIZE(bodies), total = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *body = PyList_GET_ITEM(bodies, i);
+        uint64_t v;
+        if (!PyBytes_CheckExact(body) || (a != Py_None && as_u64(PyList_GET_ITEM(a, i), &v))
+                || (b != Py_None && as_u64(PyList_GET_ITEM(b, i), &v)))
+            return -1;
+        f->body.len = PyBytes_GET_SIZE(body);
+        Py_ssize_t size = payload_size(f);
+        if (size > 0xFFFFFFFF)
+            return -1;  /* (the twin raises what append_record_py raises) */
+        total += PREFIX_SIZE + size;
+    }
+    if (position + (uint64_t)n < position)
+        return -1;
+    return total;
+}
+
+/* The frames of a run of publishes (publish_run, replicated_run; both checked every argument
+ * already): the index entries (position, base + the frame's offset in buf) of each record at or
+ * past ``mark`` (moving ``interval`` past each) added to ``index``, then every frame appended to
+ * ``buf`` (``total`` bytes, one resize). ``seqs``: each record's bookmark sequence; ``css``: each
+ * one's ``s``, or None. -1 with an exception set, buf unchanged, when the index entries or the
+ * resize fail: nothing can fail once buf has grown. */
+static int
+append_run_frames(PyObject *buf, payload_fields *f, uint64_t position, uint64_t pid, int64_t ts,
+                  PyObject *seqs, PyObject *css, PyObject *bodies, Py_ssize_t total,
+                  int64_t base, uint64_t mark, uint64_t interval, PyObject *index)
+{
+    Py_ssize_t n = PyList_GET_SIZE(bodies);
+    Py_ssize_t start = PyByteArray_GET_SIZE(buf), off = start;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t pos = position + (uint64_t)i;
+        if (pos >= mark) {
+            PyObject *entry = Py_BuildValue("(Kn)", (unsigned long long)pos,
+                                            (Py_ssize_t)(base + off));
+            if (entry == NULL || PyList_Append(index, entry) < 0) {
+                Py_XDECREF(entry);
+                return -1;
+            }
+            Py_DECREF(entry);
+            mark = pos + interval;
+        }
+        f->body.len = PyBytes_GET_SIZE(PyList_GET_ITEM(bodies, i));
+        off += PREFIX_SIZE + payload_size(f);
+    }
+    if (PyByteArray_Resize(buf, start + total) < 0)
+        return -1;
+    unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(buf) + start;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        uint64_t cs = 0, seq = 0;
+        PyObject *cs_o = css == Py_None ? Py_None : PyList_GET_ITEM(css, i);
+        if (cs_o != Py_None)
+            as_u64(cs_o, &cs);  /* (checked by the caller) */
+        as_u64(PyList_GET_ITEM(seqs, i), &seq);
+        PyObject *b = PyList_GET_ITEM(bodies, i);
+        f->body.data = PyBytes_AS_STRING(b);
+        f->body.len = PyBytes_GET_SIZE(b);
+        Py_ssize_t size = payload_size(f);
+        put_frame(p, 1 /* RecordKind.PUBLISH */, position + (uint64_t)i, pid, seq, ts,
+                  cs_o != Py_None, cs, f, size);
+        p += PREFIX_SIZE + size;
+    }
+    return 0;
+}
+
 /* publish_run(buf, record_type, topic, message_type, client_name, publisher_id, timestamp,
  *             position, last, bodies, client_seqs, base, mark, interval)
  *   -> (records, sequences, index) | None
@@ -544,20 +616,8 @@ publish_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
     Py_ssize_t n = PyList_GET_SIZE(bodies);
     if (seqs != Py_None && (!PyList_CheckExact(seqs) || PyList_GET_SIZE(seqs) != n))
         Py_RETURN_NONE;
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *b = PyList_GET_ITEM(bodies, i);
-        uint64_t cs;
-        if (!PyBytes_CheckExact(b)
-                || (seqs != Py_None && as_u64(PyList_GET_ITEM(seqs, i), &cs)))
-            Py_RETURN_NONE;
-        f.body.len = PyBytes_GET_SIZE(b);
-        Py_ssize_t size = payload_size(&f);
-        if (size > 0xFFFFFFFF)
-            Py_RETURN_NONE;  /* (the twin raises what append_record_py raises) */
-        total += PREFIX_SIZE + size;
-    }
-    if (position + (uint64_t)n < position)
+    Py_ssize_t total = run_size(&f, position, bodies, seqs, Py_None);
+    if (total < 0)
         Py_RETURN_NONE;
 
     PyObject *recs = PyList_New(n), *out_seqs = PyList_New(n), *index = PyList_New(0);
@@ -595,42 +655,9 @@ publish_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t nargs
         PyList_SET_ITEM(recs, i, rec);
         PyList_SET_ITEM(out_seqs, i, seq_o);
     }
-    if (buf != Py_None && n) {
-        /* the index entries, then the frames: nothing can fail once buf has grown */
-        Py_ssize_t start = PyByteArray_GET_SIZE(buf), off = start;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint64_t pos = position + (uint64_t)i;
-            if (pos >= mark) {
-                PyObject *entry = Py_BuildValue("(Kn)", (unsigned long long)pos,
-                                                (Py_ssize_t)(base + off));
-                if (entry == NULL || PyList_Append(index, entry) < 0) {
-                    Py_XDECREF(entry);
-                    goto fail;
-                }
-                Py_DECREF(entry);
-                mark = pos + interval;
-            }
-            f.body.len = PyBytes_GET_SIZE(PyList_GET_ITEM(bodies, i));
-            off += PREFIX_SIZE + payload_size(&f);
-        }
-        if (PyByteArray_Resize(buf, start + total) < 0)
-            goto fail;
-        unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(buf) + start;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint64_t cs = 0, seq = 0;
-            PyObject *cs_o = seqs == Py_None ? Py_None : PyList_GET_ITEM(seqs, i);
-            if (cs_o != Py_None)
-                as_u64(cs_o, &cs);
-            as_u64(PyList_GET_ITEM(out_seqs, i), &seq);
-            PyObject *b = PyList_GET_ITEM(bodies, i);
-            f.body.data = PyBytes_AS_STRING(b);
-            f.body.len = PyBytes_GET_SIZE(b);
-            Py_ssize_t size = payload_size(&f);
-            put_frame(p, 1 /* RecordKind.PUBLISH */, position + (uint64_t)i, pid, seq, ts,
-                      cs_o != Py_None, cs, &f, size);
-            p += PREFIX_SIZE + size;
-        }
-    }
+    if (buf != Py_None && n && append_run_frames(buf, &f, position, pid, ts, out_seqs, seqs, bodies,
+                                                 total, base, mark, interval, index) < 0)
+        goto fail;
     Py_DECREF(kind);
     Py_DECREF(pid_o);
     Py_DECREF(ts_o);
@@ -690,20 +717,8 @@ replicated_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
             Py_RETURN_NONE;
         f.nh++;
     }
-    Py_ssize_t total = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *b = PyList_GET_ITEM(bodies, i);
-        uint64_t v;
-        if (!PyBytes_CheckExact(b) || as_u64(PyList_GET_ITEM(seqs, i), &v)
-                || (css != Py_None && as_u64(PyList_GET_ITEM(css, i), &v)))
-            Py_RETURN_NONE;
-        f.body.len = PyBytes_GET_SIZE(b);
-        Py_ssize_t size = payload_size(&f);
-        if (size > 0xFFFFFFFF)
-            Py_RETURN_NONE;  /* (the twin raises what append_record_py raises) */
-        total += PREFIX_SIZE + size;
-    }
-    if (position + (uint64_t)n < position)
+    Py_ssize_t total = run_size(&f, position, bodies, seqs, css);
+    if (total < 0)
         Py_RETURN_NONE;
 
     PyObject *recs = PyList_New(n), *index = PyList_New(0);
@@ -726,42 +741,9 @@ replicated_run(PyObject *Py_UNUSED(module), PyObject *const *args, Py_ssize_t na
             goto fail;
         PyList_SET_ITEM(recs, i, rec);
     }
-    if (buf != Py_None && n) {
-        /* the index entries, then the frames: nothing can fail once buf has grown */
-        Py_ssize_t start = PyByteArray_GET_SIZE(buf), off = start;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint64_t pos = position + (uint64_t)i;
-            if (pos >= mark) {
-                PyObject *entry = Py_BuildValue("(Kn)", (unsigned long long)pos,
-                                                (Py_ssize_t)(base + off));
-                if (entry == NULL || PyList_Append(index, entry) < 0) {
-                    Py_XDECREF(entry);
-                    goto fail;
-                }
-                Py_DECREF(entry);
-                mark = pos + interval;
-            }
-            f.body.len = PyBytes_GET_SIZE(PyList_GET_ITEM(bodies, i));
-            off += PREFIX_SIZE + payload_size(&f);
-        }
-        if (PyByteArray_Resize(buf, start + total) < 0)
-            goto fail;
-        unsigned char *p = (unsigned char *)PyByteArray_AS_STRING(buf) + start;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            uint64_t cs = 0, seq = 0;
-            PyObject *cs_o = css == Py_None ? Py_None : PyList_GET_ITEM(css, i);
-            if (cs_o != Py_None)
-                as_u64(cs_o, &cs);  /* (checked above) */
-            as_u64(PyList_GET_ITEM(seqs, i), &seq);
-            PyObject *b = PyList_GET_ITEM(bodies, i);
-            f.body.data = PyBytes_AS_STRING(b);
-            f.body.len = PyBytes_GET_SIZE(b);
-            Py_ssize_t size = payload_size(&f);
-            put_frame(p, 1 /* RecordKind.PUBLISH */, position + (uint64_t)i, pid, seq, ts,
-                      cs_o != Py_None, cs, &f, size);
-            p += PREFIX_SIZE + size;
-        }
-    }
+    if (buf != Py_None && n && append_run_frames(buf, &f, position, pid, ts, seqs, css, bodies,
+                                                 total, base, mark, interval, index) < 0)
+        goto fail;
     Py_DECREF(kind);
     Py_DECREF(ts_o);
     return Py_BuildValue("(NN)", recs, index);

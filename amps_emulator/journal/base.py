@@ -44,7 +44,7 @@ from amps_emulator.protocol.bookmarks import (
 )
 
 from . import failover
-from .api import DuplicatePublish, Durability, JournalClosedError, RetentionResult
+from .api import DuplicatePublish, Durability, RetentionResult
 from .identity import (
     BEFORE_RETAINED,
     SequenceIndex,
@@ -207,8 +207,7 @@ class JournalCore(ReplicatedAppends):
         headers: Mapping[str, str] | None,
     ) -> JournalRecord:
         if self._closed:
-            raise JournalClosedError(
-                "journal is closed" if self._failure is None else f"journal failed: {self._failure}")
+            raise self._closed_error()
         if client_seq is not None and not 0 <= client_seq < 1 << 64:
             # checked before any state changes: a record that cannot be framed must not
             # consume a position or raise the client's de-duplication mark
@@ -281,8 +280,7 @@ class JournalCore(ReplicatedAppends):
         to it, and the second value is the segment index's entries for them (``base``, ``mark``
         and ``interval``: see :func:`publish_run_py`); the third is their sequences."""
         if self._closed:
-            raise JournalClosedError(
-                "journal is closed" if self._failure is None else f"journal failed: {self._failure}")
+            raise self._closed_error()
         if client_seqs is not None and not (0 <= client_seqs[0] and client_seqs[-1] < 1 << 64):
             raise ValueError(f"client sequences {client_seqs[0]}..{client_seqs[-1]} are not in "
                              "0..2^64-1")
@@ -293,21 +291,32 @@ class JournalCore(ReplicatedAppends):
         recs, seqs, index = publish_run(buf, JournalRecord, topic, message_type, client_name, pid,
                                         self._now_us(), first, self._pub_last.get(pid, 0), bodies,
                                         client_seqs, base, mark, interval)
-        position = first + len(recs)
-        self._next_position = position
-        self._pub_last[pid] = seqs[-1]
-        if self._seqidx is not None:
-            self._seqidx.extend(pid, seqs, range(first, position))
-        if client_seqs is not None:
-            top = client_seqs[-1]
-            if top > self._client_max.get(pid, 0):
-                self._client_max[pid] = top
-            if self._memory_durable:
-                if top > self._client_durable.get(pid, 0):
-                    self._client_durable[pid] = top
-            else:  # the run is written (and made durable) as one
-                self._unapplied_s.append((position - 1, pid, top))
+        self._note_run(pid, first, seqs, client_seqs)
         return recs, index, seqs
+
+    def _note_run(self, pid: int, first: int, sequences: list[int],
+                  client_seqs: list[int] | None) -> None:
+        """The bookkeeping for a run of records of publisher ``pid`` just made at positions
+        from ``first`` on with these sequences (and ``s``, increasing): what
+        :meth:`_make_record` does for each, done once for the run."""
+        position = first + len(sequences)
+        self._next_position = position
+        self._pub_last[pid] = sequences[-1]
+        if self._seqidx is not None:
+            self._seqidx.extend(pid, sequences, range(first, position))
+        if client_seqs is not None:  # the run is written (and made durable) as one
+            self._note_client_seq(position - 1, pid, client_seqs[-1])
+
+    def _note_client_seq(self, position: int, pid: int, client_seq: int) -> None:
+        """Note ``client_seq``, the ``s`` of the record of publisher ``pid`` at ``position``
+        (in memory durability durable at once, else once ``position`` is)."""
+        if client_seq > self._client_max.get(pid, 0):
+            self._client_max[pid] = client_seq
+        if self._memory_durable:
+            if client_seq > self._client_durable.get(pid, 0):
+                self._client_durable[pid] = client_seq
+        else:  # applied to _client_durable once durable (trimmed at every flush)
+            self._unapplied_s.append((position, pid, client_seq))
 
     def _refuse_duplicate(self, client_name: str, pid: int, client_seq: int) -> None:
         """Raise :class:`DuplicatePublish` when ``client_seq`` is at or below the highest ``s``

@@ -439,12 +439,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention, SegmentHousekeepi
         self._pending_runs.append((start, start + len(recs), columns))
         held = self._pending_via
         self._pending_via = via if via is not None and held in (None, via) else ""
-        if not active.count:
-            active.first_record_position = first.position
-            active.first_ts = first.timestamp
-        active.count += len(recs)
-        active.last_position = last.position
-        active.last_ts = last.timestamp
+        active.note_run(first, last, len(recs))
 
     def _prepare_append(self) -> None:
         """Roll a full segment before a record is made (``append_replicated``'s hook)."""
@@ -486,13 +481,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention, SegmentHousekeepi
             )
         self._pending.extend(recs)
         self._pending_via = ""  # (records of any origin)
-        first, last = recs[0], recs[-1]
-        if not active.count:
-            active.first_record_position = first.position
-            active.first_ts = first.timestamp
-        active.count += len(recs)
-        active.last_position = last.position
-        active.last_ts = last.timestamp
+        active.note_run(recs[0], recs[-1], len(recs))
 
     def _roll_if_full(self) -> None:
         """Roll to a new segment once the active one (with the buffer) has reached its size."""

@@ -11,7 +11,7 @@ size/age removes whole oldest groups exactly like the file journal. Positions ar
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from .api import Durability, JournalClosedError, RetentionResult, TailReader
 from .base import Clock, JournalCore
@@ -114,44 +114,41 @@ class MemoryJournal(JournalCore):
                          bodies: list[bytes], client_seqs: list[int] | None) -> list[JournalRecord]:
         """See ``Journal.append_publishes``: a new segment starts before the same record as
         one by one; each record counted at the size its frame would have."""
-        fixed = frame_size(topic, message_type, client_name, None, None, None, {}, b"")
-        recs: list[JournalRecord] = []
-        start, n = 0, len(bodies)
-        while start < n:
-            seg = self._active()
-            stop = room_for(bodies, start, fixed, seg.size, seg.count, self._segment_size)
-            part, _, _ = self._make_publish_records(
+        n = len(bodies)
+        return self._keep_in_parts(
+            bodies, frame_size(topic, message_type, client_name, None, None, None, {}, b""),
+            lambda start, stop: self._make_publish_records(
                 topic, message_type, client_name, bodies[start:stop] if start or stop < n else bodies,
-                None if client_seqs is None else client_seqs[start:stop])
-            self._records.extend(part)
-            size = fixed * len(part)
-            for rec in part:  # a body's bytes, and a longer bin length past 255 and 65,535 bytes
-                k = len(rec.body)
-                size += k if k < 256 else k + 1 if k < 65536 else k + 3
-            seg.size += size
-            seg.count += len(part)
-            seg.last_ts = part[-1].timestamp
-            recs += part
-            start = stop
-        return recs
+                None if client_seqs is None else client_seqs[start:stop])[0])
 
     def _append_plain(self, topic: str, message_type: str, client_name: str, publisher_id: int,
                       sequences: list[int], client_seqs: list[int] | None, headers: dict[str, str],
                       bodies: list[bytes]) -> list[JournalRecord]:
         """A plain replicated run (``append_replicated_plain``'s hook), as
         :meth:`append_publishes` keeps a run of publishes."""
-        fixed = frame_size(topic, message_type, client_name, None, None, None, headers, b"")
+        return self._keep_in_parts(
+            bodies, frame_size(topic, message_type, client_name, None, None, None, headers, b""),
+            lambda start, stop: self._make_replicated_plain(
+                topic, message_type, client_name, publisher_id, sequences[start:stop],
+                None if client_seqs is None else client_seqs[start:stop], headers,
+                bodies[start:stop])[0])
+
+    def _keep_in_parts(self, bodies: list[bytes], fixed: int,
+                       make: Callable[[int, int], list[JournalRecord]]) -> list[JournalRecord]:
+        """Keep a run of records with these ``bodies`` segment by segment: a new segment
+        starts before the same record as one by one. ``make(start, stop)`` makes the records
+        of ``bodies[start:stop]``; each is counted at the size its frame would have: ``fixed``
+        (the frame's size with an empty body) plus its body's bytes, and a longer bin length
+        past 255 and 65,535 bytes."""
         recs: list[JournalRecord] = []
         start, n = 0, len(bodies)
         while start < n:
             seg = self._active()
             stop = room_for(bodies, start, fixed, seg.size, seg.count, self._segment_size)
-            part, _ = self._make_replicated_plain(
-                topic, message_type, client_name, publisher_id, sequences[start:stop],
-                None if client_seqs is None else client_seqs[start:stop], headers, bodies[start:stop])
+            part = make(start, stop)
             self._records.extend(part)
             size = fixed * len(part)
-            for rec in part:  # (as append_publishes counts them)
+            for rec in part:
                 k = len(rec.body)
                 size += k if k < 256 else k + 1 if k < 65536 else k + 3
             seg.size += size

@@ -50,6 +50,7 @@ from collections.abc import Callable
 
 from . import summary as summaries
 from .api import JournalCorruptError, JournalFormatError, LostData
+from .atomic import fsync_path
 from .base import merge_checkpoint
 from .index import DEFAULT_INDEX_INTERVAL
 from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE, RecordKind, crc32
@@ -194,14 +195,6 @@ def count_frames(data: bytes, start: int, stop: int) -> int:
             break
         off += PREFIX_SIZE + prefix[5]
     return count
-
-
-def _fsync_path(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Recovery:
@@ -540,7 +533,7 @@ class Recovery:
         self._warn(msg)
         os.truncate(path, offset)
         if self.fsync:
-            _fsync_path(path)
+            fsync_path(path)
         self.truncated.append(LostData(path, offset, lost_bytes, lost_records, problem))
 
     def _salvage(
@@ -587,7 +580,7 @@ class Recovery:
         os.rename(path, keep)
         os.rename(tmp, path)
         if self.fsync:
-            _fsync_path(self.directory)
+            fsync_path(self.directory)
         # Re-index the rewritten file (map updates are idempotent: same records, same order).
         seg = Segment(path, first, self.index_interval)
         end, problem = scan_frames(new_data, HEADER_SIZE, prev_last, seg, self.pub_last, self.client_max,

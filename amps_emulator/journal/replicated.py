@@ -160,6 +160,16 @@ class ReplicatedAppends:
         """Store ``recs``, records just made, all in ``where``."""
         raise NotImplementedError
 
+    def _note_run(self, pid: int, first: int, sequences: list[int],
+                  client_seqs: list[int] | None) -> None:  # pragma: no cover - in JournalCore
+        """The per-publisher bookkeeping for a run of records just made (``base.JournalCore``)."""
+        raise NotImplementedError
+
+    def _note_client_seq(self, position: int, pid: int,
+                         client_seq: int) -> None:  # pragma: no cover - in JournalCore
+        """Note the ``s`` of a record just made (``base.JournalCore``)."""
+        raise NotImplementedError
+
     def _closed_error(self) -> JournalClosedError:
         return JournalClosedError(
             "journal is closed" if self._failure is None else f"journal failed: {self._failure}")
@@ -228,15 +238,6 @@ class ReplicatedAppends:
         self._keep_appended(where, rec)
         return rec
 
-    def _note_client_seq(self, position: int, publisher_id: int, client_seq: int) -> None:
-        if client_seq > self._client_max.get(publisher_id, 0):
-            self._client_max[publisher_id] = client_seq
-        if self._durability is Durability.MEMORY:
-            if client_seq > self._client_durable.get(publisher_id, 0):
-                self._client_durable[publisher_id] = client_seq
-        else:
-            self._unapplied_s.append((position, publisher_id, client_seq))
-
     def _append_plain(self, topic: str, message_type: str, client_name: str, publisher_id: int,
                       sequences: list[int], client_seqs: list[int] | None, headers: dict[str, str],
                       bodies: list[bytes]) -> list[JournalRecord]:  # pragma: no cover - abstract
@@ -262,20 +263,7 @@ class ReplicatedAppends:
         recs, index = replicated_run(buf, JournalRecord, topic, message_type, client_name,
                                      publisher_id, ts, first, sequences, client_seqs, headers, bodies,
                                      base, mark, interval)
-        position = first + len(recs)
-        self._next_position = position
-        self._pub_last[publisher_id] = sequences[-1]
-        if self._seqidx is not None:
-            self._seqidx.extend(publisher_id, sequences, range(first, position))
-        if client_seqs is not None:
-            top = client_seqs[-1]
-            if top > self._client_max.get(publisher_id, 0):
-                self._client_max[publisher_id] = top
-            if self._durability is Durability.MEMORY:
-                if top > self._client_durable.get(publisher_id, 0):
-                    self._client_durable[publisher_id] = top
-            else:  # (made durable as one)
-                self._unapplied_s.append((position - 1, publisher_id, top))
+        self._note_run(publisher_id, first, sequences, client_seqs)
         return recs, index
 
     def append_replicated_plain(self, topic: str, message_type: str, client_name: str,

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from . import summary as summaries
 from .api import Durability, JournalError, RetentionResult
+from .atomic import replace_file
 from .base import JournalCore
 from .segment import Segment
 
@@ -37,14 +38,7 @@ def read_retained_from(directory: str) -> int:
 
 def write_retained_from(directory: str, dir_fd: int, position: int, *, fsync: bool) -> None:
     """Atomically record ``position`` as the first one retention keeps (temp file, rename)."""
-    path = os.path.join(directory, RETAINED_FROM)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(f"{position}\n")
-        f.flush()
-        if fsync:
-            os.fsync(f.fileno())
-    os.replace(tmp, path)
+    replace_file(os.path.join(directory, RETAINED_FROM), f"{position}\n".encode(), fsync=fsync)
     if fsync:
         os.fsync(dir_fd)
 

@@ -35,7 +35,7 @@ from collections.abc import Callable
 
 from .api import JournalCorruptError, JournalFormatError
 from .index import DEFAULT_INDEX_INTERVAL, SparseIndex
-from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE, crc32
+from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE, JournalRecord, crc32
 from .stored import CompressedCache, FdSource, Source
 
 SEGMENT_SUFFIX = ".journal"
@@ -182,6 +182,16 @@ class Segment:
         self.last_position = position
         self.last_ts = timestamp
         self.index.maybe_add(position, offset, timestamp)
+
+    def note_run(self, first: JournalRecord, last: JournalRecord, count: int) -> None:
+        """:meth:`note_record`'s counts and times for ``count`` records from ``first`` to
+        ``last`` (their index entries are the caller's)."""
+        if not self.count:
+            self.first_record_position = first.position
+            self.first_ts = first.timestamp
+        self.count += count
+        self.last_position = last.position
+        self.last_ts = last.timestamp
 
     # ------------------------------------------------------------------ writer half
     def open_for_append(self) -> None:

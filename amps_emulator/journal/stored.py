@@ -31,11 +31,11 @@ import tempfile
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
 from . import summary as summaries
 from .api import JournalCorruptError
+from .atomic import fsync_path, replace_file
 
 log = logging.getLogger("amps_emulator.journal")
 
@@ -181,31 +181,6 @@ class CompressedCache:
                 self._bytes -= len(self._entries.pop(key))
 
 
-def _fsync_dir(directory: str) -> None:
-    fd = os.open(directory, os.O_RDONLY | _O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(dst: str, fill: Callable[[BinaryIO], None], fsync: bool) -> None:
-    tmp = dst + ".tmp"
-    try:
-        with open(tmp, "wb") as out:
-            fill(out)
-            out.flush()
-            if fsync:
-                os.fsync(out.fileno())
-        os.replace(tmp, dst)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-
-
 def gzip_size(path: str) -> int:
     """The size a gzip file says its content has (modulo 2**32; -1: unreadable)."""
     try:
@@ -235,17 +210,17 @@ def store_copy(src: str, dst: str, *, compress: bool, size: int, fsync: bool = T
             else:
                 shutil.copyfileobj(f, out, _COPY_CHUNK)
 
-    _write_atomic(dst, fill, fsync)
+    replace_file(dst, fill, fsync=fsync)
     summary = summaries.summary_path(src)
     if _sealed_summary(src, size):
         def copy_summary(out: BinaryIO) -> None:
             with open(summary, "rb") as f:
                 shutil.copyfileobj(f, out, _COPY_CHUNK)
-        _write_atomic(summaries.summary_path(dst), copy_summary, fsync)
+        replace_file(summaries.summary_path(dst), copy_summary, fsync=fsync)
     else:
         summaries.remove(dst)  # (a leftover of an earlier attempt): start-up scans this one
     if fsync:
-        _fsync_dir(os.path.dirname(dst) or ".")
+        fsync_path(os.path.dirname(dst) or ".")
     return os.path.getsize(dst)
 
 

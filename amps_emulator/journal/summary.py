@@ -64,6 +64,7 @@ from collections.abc import Callable
 
 import msgspec
 
+from .atomic import fsync_path, replace_file
 from .index import SparseIndex
 from .record import crc32
 
@@ -233,25 +234,7 @@ def file_crc(path: str, size: int, start: int = 0, crc: int = 0) -> int:
 def write(segment_path: str, summary: SegmentSummary, *, fsync: bool = True) -> None:
     """Atomically replace ``segment_path``'s summary (temp file, fsync, rename)."""
     path = summary_path(segment_path)
-    tmp = path + ".tmp"
-    data = encode(summary)
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_CLOEXEC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_file(path, encode(summary), fsync=fsync, mode=0o644)
 
 
 def remove(segment_path: str) -> None:
@@ -315,11 +298,7 @@ class SummaryQueue:
                     start, crc = 0, 0
                 try:
                     if recovered:  # crc known; the bytes were read, maybe not yet durable
-                        fd = os.open(path, os.O_RDONLY | _O_CLOEXEC)
-                        try:
-                            os.fsync(fd)
-                        finally:
-                            os.close(fd)
+                        fsync_path(path)
                     else:
                         summ.file_crc = file_crc(path, summ.size, start, crc)
                     write(path, summ)

@@ -35,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import lmdb
 
+from amps_emulator.journal.atomic import replace_file
 from amps_emulator.protocol.msgtypes import MessageCodec, MessageTypeRegistry, build_registry
 from amps_emulator.sow.query import DeleteResult, PublishResult, QueryResult
 from amps_emulator.sow.record import Record
@@ -248,15 +249,12 @@ def _write_manifest(path: str, names: list[str]) -> None:
     """Record which topics the environment next to ``path`` holds (see :class:`Sow`)."""
     text = "\n".join(sorted(names))
     try:
-        with open(path) as f:
+        with open(path, encoding="utf-8") as f:
             if f.read() == text:
                 return
     except OSError:
         pass
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    replace_file(path, text.encode(), fsync=False)
 
 
 class Sow(_Topics):
@@ -323,7 +321,7 @@ class Sow(_Topics):
         manifest = d.rstrip(os.sep) + ".topics"
         if not os.path.exists(os.path.join(d, "data.mdb")) and os.path.exists(manifest):
             try:
-                with open(manifest) as f:
+                with open(manifest, encoding="utf-8") as f:
                     had = set(f.read().split("\n"))
             except OSError:
                 had = set()

@@ -32,6 +32,7 @@ import zlib
 from collections.abc import Callable, Iterable
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from amps_emulator.journal.atomic import fsync_path
 from amps_emulator.journal.segment import parse_stored_name
 from amps_emulator.journal.summary import SUMMARY_SUFFIX
 from amps_emulator.protocol.topics import qualify
@@ -327,5 +328,4 @@ def _write_files(files: str, prefix: str, directory: str) -> None:
             continue
         target = os.path.join(directory, name)
         shutil.move(path, target)  # a rename when on the same disk
-        with open(target, "rb") as f:
-            os.fsync(f.fileno())
+        fsync_path(target)

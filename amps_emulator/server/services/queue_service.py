@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from amps_emulator.journal import RecordKind
+from amps_emulator.journal.atomic import replace_file
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.protocol.codec import frame_raw, json_str
@@ -672,13 +673,8 @@ class QueueService:
             return
         data = {n: {"recovery_point": self.queues[n].spec.recovery_point, "low_water": lw}
                 for n, lw in marks.items()}
-        tmp = self._ckpt_path + ".tmp"
         try:
-            with open(tmp, "w", encoding="utf-8") as f:
-                json.dump(data, f)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self._ckpt_path)
+            replace_file(self._ckpt_path, json.dumps(data).encode("utf-8"))
             self._ckpt_written = marks
         except OSError as exc:
             log.warning("could not write %s: %s", self._ckpt_path, exc)

@@ -25,6 +25,8 @@ import logging
 import os
 import shutil
 
+from amps_emulator.journal.atomic import fsync_path, replace_file
+
 __all__ = ["TMP", "NEW", "OLD", "recover", "fsync_dir", "fsync_file", "write_state",
            "remove_tree"]
 
@@ -36,30 +38,16 @@ STATE_FILE = "emulator-state.json"
 
 def fsync_dir(path: str) -> None:
     """Make the entries of the directory ``path`` (renames, new files) durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(path)
 
 
 def fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDWR)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_path(path)
 
 
 def write_state(path: str, state: dict) -> None:
     """Write the environment's state file in ``path``, replaced atomically."""
-    final = os.path.join(path, STATE_FILE)
-    tmp = final + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(state, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, final)
+    replace_file(os.path.join(path, STATE_FILE), json.dumps(state).encode())
 
 
 def remove_tree(path: str) -> None:

@@ -86,6 +86,18 @@ def app(srv: ServerThread, name: str) -> AMPS.Client:
     return logged_on(with_user(srv.uri, "app", "app-pw"), name)
 
 
+def replicates(a: ServerThread, b: ServerThread) -> None:
+    """A message published at ``a`` reaches a subscriber at ``b``."""
+    sub = app(b, "sub")
+    got = Collector(lambda m: json.loads(m.get_data()))
+    sub.subscribe(got, "orders")
+    pub = app(a, "pub")
+    pub.publish("orders", json.dumps({"id": 5}))
+    assert got.wait_for(1) == [{"id": 5}]
+    pub.close()
+    sub.close()
+
+
 def sow_of(client: AMPS.Client, topic: str) -> list[dict]:
     return [json.loads(m.get_data()) for m in client.sow(topic, timeout=5000) if m.get_command() == "sow"]
 
@@ -190,14 +202,7 @@ def test_a_properly_secured_pair_replicates(tmp_path):
     a = ServerThread(cfg_a).start()
     b = start(xml_b, "B")
     try:
-        sub = app(b, "sub")
-        got = Collector(lambda m: json.loads(m.get_data()))
-        sub.subscribe(got, "orders")
-        pub = app(a, "pub")
-        pub.publish("orders", json.dumps({"id": 5}))
-        assert got.wait_for(1) == [{"id": 5}]
-        pub.close()
-        sub.close()
+        replicates(a, b)
     finally:
         b.stop()
         a.stop()
@@ -369,15 +374,7 @@ def test_a_flood_past_max_connections_is_reset_and_the_pair_still_replicates(tmp
         refusals = [r.getMessage() for r in caplog.records if "MaxConnections" in r.getMessage()]
         assert len(refusals) == 1 and "'amps-replication'" in refusals[0], refusals
         assert b.call(lambda: cap.refused) == 30
-        # the pair's link, admitted before the flood, still replicates
-        sub = app(b, "sub")
-        got = Collector(lambda m: json.loads(m.get_data()))
-        sub.subscribe(got, "orders")
-        pub = app(a, "pub")
-        pub.publish("orders", json.dumps({"id": 7}))
-        assert got.wait_for(1) == [{"id": 7}]
-        pub.close()
-        sub.close()
+        replicates(a, b)  # the pair's link, admitted before the flood, still replicates
         held.pop().close()  # a place frees up when a connection closes
         assert until(lambda: b.call(lambda: cap.open) == 2)
     finally:

@@ -5,7 +5,6 @@ a program that fails refuses the link with one log line that never holds its out
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import stat
@@ -15,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from amps_emulator.pair import free_port
-from tests.integration.security.test_replication_auth import app, node, start
-from tests.support.clients import Collector
+from tests.integration.security.test_replication_auth import node, replicates, start
 from tests.support.servers import until
 
 pytest.importorskip("AMPS")
@@ -40,17 +38,6 @@ def with_module(xml: str, module: str) -> str:
 def exec_logon(program: Path) -> str:
     return ("<Authenticator><Module>run-proc-authenticator</Module><Options><UserName>peer</UserName>"
             f"<Command>{program} --user \"{{{{AMPS_USER_NAME}}}}\"</Command></Options></Authenticator>")
-
-
-def replicates(a, b) -> None:
-    sub = app(b, "sub")
-    got = Collector(lambda m: json.loads(m.get_data()))
-    sub.subscribe(got, "orders")
-    pub = app(a, "pub")
-    pub.publish("orders", json.dumps({"id": 5}))
-    assert got.wait_for(1) == [{"id": 5}]
-    pub.close()
-    sub.close()
 
 
 def test_the_exec_authenticator_logs_on_with_what_its_program_prints(tmp_path):

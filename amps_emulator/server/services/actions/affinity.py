@@ -33,11 +33,9 @@ from collections import deque
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from amps_emulator.config import ConfigError, ConfigIssue
-from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import display_name, qualify
 from amps_emulator.server.core.turn import SLICE_SECONDS
-from amps_emulator.server.messaging.registration import compile_filter_for
+from amps_emulator.server.services.actions.steps import step_filter
 from amps_emulator.server.services.actions.variables import Vars
 
 if TYPE_CHECKING:
@@ -72,12 +70,7 @@ class Affinity:
         mt = step.option("MessageType") or "json"
         self.control = qualify(step.option("ControlTopic") or "", mt)
         self.data = qualify(step.option("DataTopic") or "", mt)
-        text = step.option("DataFilter")
-        try:
-            self.filter = compile_filter_for(text) if text else None
-        except CommandError as exc:
-            raise ConfigError([ConfigIssue(step.file, step.line,
-                                           f"{step.module}: invalid <DataFilter>: {exc}")]) from None
+        self.filter = step_filter(step, "DataFilter")
         self.where = f"{step.file}:{step.line}"
         #: processor -> the SOW keys assigned to it (in the order they became processors)
         self.processors: dict[Client, set[str]] = {}

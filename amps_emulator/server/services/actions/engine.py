@@ -63,10 +63,9 @@ from amps_emulator.protocol.topics import (
     split_topic,
 )
 from amps_emulator.server.core.message import UNDECODED
-from amps_emulator.server.messaging.registration import compile_filter_for
 from amps_emulator.server.services.actions.affinity import ON_AFFINITY, Affinity
 from amps_emulator.server.services.actions.host import ActionHost
-from amps_emulator.server.services.actions.steps import Step, StepFailed, Steps
+from amps_emulator.server.services.actions.steps import Step, StepFailed, Steps, step_filter
 from amps_emulator.server.services.actions.subscription import ActionSubscription
 from amps_emulator.server.services.actions.system import DEFAULT_TIMEOUT, CommandRunner
 from amps_emulator.server.services.actions.timers import ConditionWatch, Schedule
@@ -131,12 +130,7 @@ class _Trigger:
         self.regex = compile_topic_regex(topic) if topic and is_regex_topic(topic) \
             and not literal else None
         self.message_type = step.option("MessageType") or None
-        text = step.option("Filter")
-        try:
-            self.filter = compile_filter_for(text) if text else None
-        except CommandError as exc:
-            raise ConfigError([ConfigIssue(step.file, step.line,
-                                           f"{step.module}: invalid <Filter>: {exc}")]) from None
+        self.filter = step_filter(step, "Filter")
         #: ``MessageSource`` of ``on-publish-message``: local, replicated or all (the default)
         self.source = (step.option("MessageSource") or "all").strip().lower()
 

@@ -29,6 +29,9 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Collection
+from typing import BinaryIO
+
+from amps_emulator.journal.atomic import replace_file
 
 JOURNAL_SUFFIX = ".journal"
 GZ_SUFFIX = ".gz"
@@ -132,33 +135,21 @@ def compress(path: str, *, fsync: bool = True) -> tuple[int, int]:
         st = os.fstat(src.fileno())
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path} is not a regular file")
+        dst = path + GZ_SUFFIX
+        if os.path.lexists(dst):
+            raise FileExistsError(f"{dst} exists")
+
+        def fill(out: BinaryIO) -> None:
+            with gzip.GzipFile(filename=os.path.basename(path), mode="wb", fileobj=out,
+                               mtime=int(st.st_mtime)) as z:
+                shutil.copyfileobj(src, z, 1 << 20)
+            out.flush()
+            os.utime(out.fileno(), ns=(st.st_atime_ns, st.st_mtime_ns))  # (nothing writes after)
+
         tmp_fd, tmp = tempfile.mkstemp(dir=directory, prefix="." + os.path.basename(path),
                                        suffix=".gz.tmp")
-        try:
-            with os.fdopen(tmp_fd, "wb") as out:
-                with gzip.GzipFile(filename=os.path.basename(path), mode="wb", fileobj=out,
-                                   mtime=int(st.st_mtime)) as z:
-                    shutil.copyfileobj(src, z, 1 << 20)
-                out.flush()
-                if fsync:
-                    os.fsync(out.fileno())
-            os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-            dst = path + GZ_SUFFIX
-            if os.path.lexists(dst):
-                raise FileExistsError(f"{dst} exists")
-            os.replace(tmp, dst)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
-    if fsync:
-        dfd = os.open(directory, os.O_RDONLY | _O_CLOEXEC)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        os.close(tmp_fd)
+        replace_file(dst, fill, fsync=fsync, sync_dir=True, tmp=tmp)
     os.unlink(path)
     return st.st_size, os.path.getsize(dst)
 

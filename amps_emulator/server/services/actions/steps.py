@@ -26,6 +26,7 @@ import shutil
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from amps_emulator.config import ConfigError, ConfigIssue
 from amps_emulator.config.units import parse_duration
 from amps_emulator.protocol.bodies import decode_json
 from amps_emulator.protocol.filter import FilterError, compile_filter, evaluate_expression
@@ -53,6 +54,17 @@ ECHO_ID = "29-0103"
 #: a step: (step, the run's variables) -> go on? (or an awaitable of it: the answer once the
 #: step's work, done off the event loop, is over; the action's next steps wait for it)
 Step = Callable[["ActionStep", Vars], "bool | Awaitable[bool]"]
+
+
+def step_filter(step: ActionStep, option: str) -> Callable[..., bool] | None:
+    """The compiled filter of a trigger's ``option`` (None: none given); a ConfigError that
+    names the step's place for one that does not compile."""
+    text = step.option(option)
+    try:
+        return compile_filter_for(text) if text else None
+    except CommandError as exc:
+        raise ConfigError([ConfigIssue(step.file, step.line,
+                                       f"{step.module}: invalid <{option}>: {exc}")]) from None
 
 
 def _flag(value: str | None) -> bool:
