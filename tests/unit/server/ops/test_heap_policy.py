@@ -64,7 +64,9 @@ def test_frozen_cyclic_garbage_is_collected_once_the_frozen_set_has_doubled(poli
     policy.scheduled.pop()()
     assert dead() is None
     assert policy.thaws == 1 and policy.base >= len(growth)
-    assert gc.get_freeze_count() == policy.base  # frozen again
+    # frozen again (objects freed since, by reference counting here or in another thread,
+    # leave the permanent generation: the count may only have fallen below the new base)
+    assert len(growth) <= gc.get_freeze_count() <= policy.base
     gc.collect()
     assert policy.scheduled == []  # the new base: no second complete collection
 
