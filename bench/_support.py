@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,6 +35,36 @@ def machine() -> str:
         pass
     return (f"{cpu}, {os.cpu_count()} cores, {platform.system()} {platform.release()}, "
             f"Python {platform.python_version()}")
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, as a bench prints them beside its figures."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def percentiles(values: list[float]) -> dict[str, float]:
+    """``p50``, ``p99`` and ``max`` of ``values`` (at least one)."""
+    s = sorted(values)
+    return {"p50": s[len(s) // 2], "p99": s[int(len(s) * 0.99)], "max": s[-1]}
+
+
+def side_by_side(baseline: Path | None) -> list[str]:
+    """The targets a side-by-side bench measures (see :func:`launch`)."""
+    return ["sink", "emulator"] + (["baseline"] if baseline else [])
+
+
+def interleaved(targets: list[str], rounds: int) -> Iterator[tuple[int, str]]:
+    """``(round, target)`` for each round, the targets in turn, every other round reversed
+    (so neither side always runs on a machine the other has just warmed or loaded)."""
+    for r in range(rounds):
+        for t in targets if r % 2 == 0 else targets[::-1]:
+            yield r, t
+
+
+def target_labels(baseline: Path | None, sink: str = "do-nothing fan-out sink") -> dict[str, str]:
+    """How a side-by-side bench's table names each target."""
+    return {"sink": sink, "emulator": "emulator (built-in config)",
+            "baseline": f"emulator [baseline {baseline}]"}
 
 
 class ServerProcess:

@@ -37,7 +37,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._support import RawPeer, cpu_seconds, frame, launch, machine  # noqa: E402
+from bench._support import (  # noqa: E402
+    RawPeer,
+    cpu_seconds,
+    frame,
+    interleaved,
+    launch,
+    machine,
+    percentiles,
+    side_by_side,
+    target_labels,
+)
 
 #: logons awaiting their ack at a time: a client connecting faster than the server accepts
 #: overflows its listen backlog, and the kernel then retries the connect a second later
@@ -160,9 +170,7 @@ def _round(target: str, args: argparse.Namespace) -> dict[str, float]:
         pings = sorted(_pings(srv.port, args.pings, args.ping_gap))
         clients.stdin.close()
         clients.wait(60)
-    return {"logons": args.clients / got["seconds"], "cpu": cpu, "rss": rss,
-            "p50": pings[len(pings) // 2], "p99": pings[int(len(pings) * 0.99)],
-            "max": pings[-1]}
+    return {"logons": args.clients / got["seconds"], "cpu": cpu, "rss": rss, **percentiles(pings)}
 
 
 def main() -> None:
@@ -180,23 +188,21 @@ def main() -> None:
         _clients_main(args.connect, args.clients, args.interval)
         return
     _raise_nofile()
-    targets = ["sink", "emulator"] + (["baseline"] if args.baseline else [])
+    targets = side_by_side(args.baseline)
     results: dict[str, list[dict[str, float]]] = {}
-    for r in range(args.rounds):
-        for t in targets if r % 2 == 0 else targets[::-1]:
-            res = _round(t, args)
-            results.setdefault(t, []).append(res)
-            print(f"round {r + 1}: {t}: {res['logons']:,.0f} logons/s "
-                  f"({res['cpu'] * 1e6:.0f} us of server CPU each), "
-                  f"{res['rss'] / 1024:.1f} KiB/connection, ping p50 {res['p50'] * 1e3:.2f} ms "
-                  f"p99 {res['p99'] * 1e3:.2f} ms max {res['max'] * 1e3:.2f} ms", flush=True)
+    for r, t in interleaved(targets, args.rounds):
+        res = _round(t, args)
+        results.setdefault(t, []).append(res)
+        print(f"round {r + 1}: {t}: {res['logons']:,.0f} logons/s "
+              f"({res['cpu'] * 1e6:.0f} us of server CPU each), "
+              f"{res['rss'] / 1024:.1f} KiB/connection, ping p50 {res['p50'] * 1e3:.2f} ms "
+              f"p99 {res['p99'] * 1e3:.2f} ms max {res['max'] * 1e3:.2f} ms", flush=True)
     print(f"\n{args.clients:,} logged-on clients heartbeating every {args.interval:g} s; "
           f"{args.pings} flush pings {args.ping_gap * 1e3:g} ms apart while connected "
           f"(median of {args.rounds} round(s))")
     print(f"{'target':34} {'logons/s':>9} {'CPU us':>7} {'KiB/conn':>9} {'p50 ms':>7} "
           f"{'p99 ms':>7} {'max ms':>7} {'p99 vs sink':>11}")
-    labels = {"sink": "do-nothing sink", "emulator": "emulator (built-in config)",
-              "baseline": f"emulator [baseline {args.baseline}]"}
+    labels = target_labels(args.baseline, sink="do-nothing sink")
     med = {t: {k: statistics.median(r[k] for r in rs) for k in rs[0]}
            for t, rs in results.items()}
     for t in targets:

@@ -22,7 +22,6 @@ Prints CPU microseconds per message (best of ``--rounds``), and each one's ratio
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -34,7 +33,7 @@ from amps_emulator.protocol.msgtypes import build_registry  # noqa: E402
 from amps_emulator.protocol.topics import qualify  # noqa: E402
 from amps_emulator.server.messaging.message_path import publish_message, publish_plain  # noqa: E402
 from amps_emulator.sow import Sow, TopicSpec  # noqa: E402
-from bench._support import BODY, machine  # noqa: E402
+from bench._support import BODY, load_average, machine  # noqa: E402
 
 NOTIONAL = "/qty * /px AS /notional"
 RULES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -133,7 +132,7 @@ def main() -> None:
     for rules, us in best.items():
         print(f"  {rules:11s} {us:6.2f} us/msg ({1e6 / us:>9,.0f}/s)  x{us / base:4.2f} of none",
               flush=True)
-    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average: {load_average()}")
     print(f"machine: {machine()}")
 
 

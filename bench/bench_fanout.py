@@ -37,9 +37,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench._support import (  # noqa: E402
     FrameCounter,
     cpu_seconds,
+    interleaved,
     launch,
     machine,
     raw_subscriber,
+    side_by_side,
+    target_labels,
     warm_publisher,
 )
 
@@ -102,23 +105,21 @@ def main() -> None:
     if args.reader is not None:
         _reader_main(args.reader, args.subscribers, args.messages, args.filter, args.distinct)
         return
-    targets = ["sink", "emulator"] + (["baseline"] if args.baseline else [])
+    targets = side_by_side(args.baseline)
     best: dict[str, float] = {}
     cpu_best: dict[str, float] = {}
-    for r in range(args.rounds):
-        for t in targets if r % 2 == 0 else targets[::-1]:
-            rate, cpu = _round(t, args)
-            best[t] = max(best.get(t, 0.0), rate)
-            cpu_best[t] = min(cpu_best.get(t, cpu), cpu)
-            print(f"round {r + 1}: {t}: {rate:,.0f} deliveries/s, server CPU {cpu:.2f} us "
-                  f"a delivery", flush=True)
+    for r, t in interleaved(targets, args.rounds):
+        rate, cpu = _round(t, args)
+        best[t] = max(best.get(t, 0.0), rate)
+        cpu_best[t] = min(cpu_best.get(t, cpu), cpu)
+        print(f"round {r + 1}: {t}: {rate:,.0f} deliveries/s, server CPU {cpu:.2f} us "
+              f"a delivery", flush=True)
     what = "no filter" if not args.filter else \
         f"filter {args.filter!r}" + (", distinct per subscriber" if args.distinct else ", the same for all")
     print(f"\nfan-out: 1 publisher (official client) x {args.messages:,} messages to "
           f"{args.subscribers} subscribers ({what}), best of {args.rounds} interleaved rounds")
     print(f"{'target':34} {'deliveries/s':>13} {'vs sink':>8} {'CPU us/delivery':>16}")
-    labels = {"sink": "do-nothing fan-out sink", "emulator": "emulator (built-in config)",
-              "baseline": f"emulator [baseline {args.baseline}]"}
+    labels = target_labels(args.baseline)
     for t in targets:
         print(f"{labels[t]:34} {best[t]:>13,.0f} {best[t] / best['sink']:>7.2f}x "
               f"{cpu_best[t]:>16.2f}")

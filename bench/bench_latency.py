@@ -28,7 +28,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench._support import RawPeer, launch, machine, raw_subscriber  # noqa: E402
+from bench._support import (  # noqa: E402
+    RawPeer,
+    interleaved,
+    launch,
+    machine,
+    percentiles,
+    raw_subscriber,
+    side_by_side,
+    target_labels,
+)
 
 TOPIC = "latency"
 PAD = "x" * 150
@@ -93,11 +102,6 @@ def _round(target: str, args: argparse.Namespace) -> list[float]:
     return lat[int(args.rate):]  # the first second is warm-up
 
 
-def _pct(lat: list[float]) -> dict[str, float]:
-    s = sorted(lat)
-    return {"p50": s[len(s) // 2], "p99": s[int(len(s) * 0.99)], "max": s[-1]}
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rate", type=int, default=10_000)
@@ -112,21 +116,19 @@ def main() -> None:
     if args.subscribe is not None:
         _subscriber_main(args.subscribe, args.count)
         return
-    targets = ["sink", "emulator"] + (["baseline"] if args.baseline else [])
+    targets = side_by_side(args.baseline)
     best: dict[str, dict[str, float]] = {}
-    for r in range(args.rounds):
-        for t in targets if r % 2 == 0 else targets[::-1]:
-            got = _pct(_round(t, args))
-            print(f"round {r + 1}: {t}: p50 {got['p50'] * 1e3:.2f} ms, p99 "
-                  f"{got['p99'] * 1e3:.2f} ms, max {got['max'] * 1e3:.2f} ms", flush=True)
-            if t not in best or got["p99"] < best[t]["p99"]:
-                best[t] = got
+    for r, t in interleaved(targets, args.rounds):
+        got = percentiles(_round(t, args))
+        print(f"round {r + 1}: {t}: p50 {got['p50'] * 1e3:.2f} ms, p99 "
+              f"{got['p99'] * 1e3:.2f} ms, max {got['max'] * 1e3:.2f} ms", flush=True)
+        if t not in best or got["p99"] < best[t]["p99"]:
+            best[t] = got
     sink = best["sink"]["p99"]
     print(f"\nend-to-end latency at {args.rate:,} msg/s (bursts of {args.burst}), "
           f"{args.seconds:g} s, best p99 of {args.rounds} interleaved rounds")
     print(f"{'target':34} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} {'p99 / (3 sink p99 + 1 ms)':>26}")
-    labels = {"sink": "do-nothing fan-out sink", "emulator": "emulator (built-in config)",
-              "baseline": f"emulator [baseline {args.baseline}]"}
+    labels = target_labels(args.baseline)
     for t in targets:
         b = best[t]
         print(f"{labels[t]:34} {b['p50'] * 1e3:>7.2f} {b['p99'] * 1e3:>7.2f} "

@@ -29,7 +29,7 @@ from amps_emulator.protocol.bodies import Bodies, decode_json_run  # noqa: E402
 from amps_emulator.protocol.msgtypes import build_registry  # noqa: E402
 from amps_emulator.server.messaging.message_path import publish_message, publish_plain  # noqa: E402
 from amps_emulator.sow import Sow, TopicSpec  # noqa: E402
-from bench._support import BODY, machine  # noqa: E402
+from bench._support import BODY, load_average, machine  # noqa: E402
 
 
 class _Router:
@@ -164,7 +164,7 @@ def main() -> None:
             print(f"keyed SOW {durability:10s} {how:10s}: inserts {best_i:6.2f} us/msg "
                   f"({1e6 / best_i:>9,.0f}/s), updates {best_u:6.2f} us/msg "
                   f"({1e6 / best_u:>9,.0f}/s)", flush=True)
-    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average: {load_average()}")
     print(f"machine: {machine()}")
 
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import AMPS  # noqa: E402
 
-from bench._support import ServerProcess, machine  # noqa: E402
+from bench._support import ServerProcess, load_average, machine  # noqa: E402
 
 PROJECTION = ["/g", "/sym", "COUNT(/id) AS /n", "SUM(/qty) AS /qty", "AVG(/px) AS /avg_px",
               "MIN(/px) AS /min_px", "MAX(/px) AS /max_px", "STDDEV_POP(/px) AS /sd_px"]
@@ -139,7 +139,7 @@ def main() -> None:
         for topic, rate in best.items():
             print(f"    {topic:7s} {rate:>9,.0f} publishes/s  x{rate / best['plain']:5.3f} of plain",
                   flush=True)
-    print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average: {load_average()}")
     print(f"machine: {machine()}")
 
 
