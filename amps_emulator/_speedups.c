@@ -2488,9 +2488,10 @@ static inline uint64_t get_le64(const unsigned char *p)
     return (uint64_t)get_le32(p) | (uint64_t)get_le32(p + 4) << 32;
 }
 
-static inline uint32_t get_be(const unsigned char *p, int n)
+/* The big-endian unsigned int of the ``n`` (at most 8) bytes at ``p``. */
+static inline uint64_t get_be(const unsigned char *p, int n)
 {
-    uint32_t v = 0;
+    uint64_t v = 0;
     for (int i = 0; i < n; i++)
         v = v << 8 | p[i];
     return v;
@@ -2514,7 +2515,7 @@ static int mp_len(const unsigned char **pp, const unsigned char *end, unsigned c
         int w = b == wide ? 2 : 4;
         if (end - p < w)
             return 0;
-        *len = get_be(p, w);
+        *len = (uint32_t)get_be(p, w);
         p += w;
     } else {
         return 0;
@@ -2577,18 +2578,13 @@ static int mp_int(const unsigned char **pp, const unsigned char *end, int *is_ni
         int w = 1 << (b - 0xcc);
         if (end - p < w)
             return 0;
-        uint64_t x = 0;
-        for (int i = 0; i < w; i++)
-            x = x << 8 | p[i];
+        *u = get_be(p, w);
         p += w;
-        *u = x;
     } else if (b >= 0xd0 && b <= 0xd3) {
         int w = 1 << (b - 0xd0);
         if (end - p < w)
             return 0;
-        uint64_t x = 0;
-        for (int i = 0; i < w; i++)
-            x = x << 8 | p[i];
+        uint64_t x = get_be(p, w);
         p += w;
         int64_t sx = w == 1 ? (int8_t)x : w == 2 ? (int16_t)x : w == 4 ? (int32_t)x : (int64_t)x;
         if (sx < 0) {

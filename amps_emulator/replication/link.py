@@ -456,7 +456,8 @@ class Receiver:
             via = str(h["via"])
             ug = None if h.get("ug") is None else str(h["ug"])
             seen = str(h["sv"]) if h.get("sv") else None
-        except (KeyError, msgspec.DecodeError) as exc:  # (ValidationError is a DecodeError)
+        except (KeyError, ValueError) as exc:  # (a DecodeError is one; so is msgspec's
+            # UnicodeDecodeError for a str that is not UTF-8)
             raise ProtocolError(f"malformed replicated batch: {exc}") from None
         for part in parts:
             if isinstance(part, PlainRun):

@@ -132,6 +132,8 @@ def test_plain_runs_of_a_refused_topic_are_dropped_counted_and_acknowledged():
     encode_parts([Records([JournalRecord(position=1, kind=-1, topic="t", publisher_id=7, sequence=1,
                                          timestamp=1, client_name="p")])]),  # no kind
     msgspec.msgpack.encode([[9, "what"]]),  # an unknown part
+    # a topic that is not UTF-8 (msgspec raises UnicodeDecodeError, not a DecodeError)
+    encode_parts([PlainRun("t", "json", "p", 7, 1, 3, [1], None, [b"x"])]).replace(b"\xa1t", b"\xa1\xff"),
 ])
 def test_a_malformed_batch_ends_the_link(body):
     rcv = Receiver(MemoryJournal(), Applied())
