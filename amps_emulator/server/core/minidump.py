@@ -48,12 +48,10 @@ def write_minidump(directory: str, summary: Mapping[str, Any], reason: str,
     os.makedirs(directory, exist_ok=True)
     name = f"amps-emulator-{now:%Y%m%dT%H%M%S}Z-{os.getpid()}-{secrets.token_hex(4)}.dmp"
     path = os.path.join(os.path.abspath(directory), name)
-    text = _bounded(_render(now, summary, reason, instance, loop))
+    data = _bounded(_render(now, summary, reason, instance, loop))
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, text.encode("utf-8", "replace"))
-    finally:
-        os.close(fd)
+    with os.fdopen(fd, "wb") as out:  # (writes it all, unlike one os.write)
+        out.write(data)
     os.chmod(path, mask)
     return path
 
@@ -98,9 +96,11 @@ def _lines(formatted: list[str]) -> list[str]:
     return [line for chunk in formatted for line in chunk.rstrip("\n").split("\n")]
 
 
-def _bounded(lines: list[str]) -> str:
-    text = "\n".join(lines) + "\n"
-    if len(text) <= MAX_BYTES:
-        return text
-    cut = text[:MAX_BYTES]
-    return cut[:cut.rfind("\n") + 1] + f"... cut at {MAX_BYTES} bytes\n"
+def _bounded(lines: list[str]) -> bytes:
+    """The dump's bytes, cut at the last whole line within :data:`MAX_BYTES` (counted in
+    bytes: a character may take several)."""
+    data = ("\n".join(lines) + "\n").encode("utf-8", "replace")
+    if len(data) <= MAX_BYTES:
+        return data
+    cut = data[:MAX_BYTES]
+    return cut[:cut.rfind(b"\n") + 1] + f"... cut at {MAX_BYTES} bytes\n".encode()

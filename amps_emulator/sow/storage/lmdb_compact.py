@@ -37,8 +37,9 @@ from dataclasses import dataclass
 
 import lmdb
 
+from amps_emulator.journal.atomic import fsync_path
 from amps_emulator.sow.storage import lmdb_swap
-from amps_emulator.sow.storage.lmdb_swap import NEW, OLD, TMP, fsync_dir, fsync_file
+from amps_emulator.sow.storage.lmdb_swap import NEW, OLD, TMP
 from amps_emulator.sow.storage.lmdbenv import _CREATE, _DEL, _DROP, _PUT, LmdbEnv
 
 __all__ = ["Compaction", "CommitLog", "Compacted", "SimulatedCrash", "LOG_LIMIT", "POINTS"]
@@ -191,7 +192,7 @@ class Compaction:
         finally:
             env.copying = False
         data = os.path.join(self.tmp, "data.mdb")
-        fsync_file(data)  # the bulk of the flush, here rather than in finish()
+        fsync_path(data)  # the bulk of the flush, here rather than in finish()
         size = os.path.getsize(data)
         self._target = lmdb.open(self.tmp, map_size=max(size * 2, 1 << 20),
                                  max_dbs=env._max_dbs, sync=True, writemap=False,
@@ -228,10 +229,10 @@ class Compaction:
             parent = os.path.dirname(os.path.abspath(self.base))
             self._point("copied")
             os.replace(self.base, self.old)
-            fsync_dir(parent)
+            fsync_path(parent)
             self._point("moved-out")
             os.replace(self.new, self.base)
-            fsync_dir(parent)
+            fsync_path(parent)
             self._point("swapped")
         except SimulatedCrash:
             raise
@@ -260,10 +261,10 @@ class Compaction:
         self._target = None
         env = self.env
         lmdb_swap.write_state(self.tmp, {"boot": env.boot, "clean": True})
-        fsync_file(os.path.join(self.tmp, "data.mdb"))
-        fsync_dir(self.tmp)
+        fsync_path(os.path.join(self.tmp, "data.mdb"))
+        fsync_path(self.tmp)
         os.replace(self.tmp, self.new)
-        fsync_dir(os.path.dirname(os.path.abspath(self.base)))
+        fsync_path(os.path.dirname(os.path.abspath(self.base)))
 
     def _point(self, name: str) -> None:
         if self.crash_at == name:

@@ -27,22 +27,12 @@ import shutil
 
 from amps_emulator.journal.atomic import fsync_path, replace_file
 
-__all__ = ["TMP", "NEW", "OLD", "recover", "fsync_dir", "fsync_file", "write_state",
-           "remove_tree"]
+__all__ = ["TMP", "NEW", "OLD", "recover", "write_state", "remove_tree"]
 
 log = logging.getLogger("amps_emulator.sow.lmdb")
 
 TMP, NEW, OLD = ".compact-tmp", ".compact-new", ".compact-old"
 STATE_FILE = "emulator-state.json"
-
-
-def fsync_dir(path: str) -> None:
-    """Make the entries of the directory ``path`` (renames, new files) durable."""
-    fsync_path(path)
-
-
-def fsync_file(path: str) -> None:
-    fsync_path(path)
 
 
 def write_state(path: str, state: dict) -> None:
@@ -76,7 +66,7 @@ def recover(path: str) -> str | None:
         elif os.path.exists(new):
             os.replace(new, base)
             done.append("the compacted environment put in place")
-        fsync_dir(_parent(base))
+        fsync_path(_parent(base))
     if os.path.exists(new):
         remove_tree(new)
         done.append("the unused compacted copy removed")

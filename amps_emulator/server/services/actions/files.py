@@ -31,12 +31,11 @@ import tempfile
 from collections.abc import Collection
 from typing import BinaryIO
 
-from amps_emulator.journal.atomic import replace_file
+from amps_emulator.journal.atomic import O_CLOEXEC, replace_file
 
 JOURNAL_SUFFIX = ".journal"
 GZ_SUFFIX = ".gz"
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclasses.dataclass
@@ -130,7 +129,7 @@ def remove(path: str) -> int:
 def compress(path: str, *, fsync: bool = True) -> tuple[int, int]:
     """Replace ``path`` by ``<path>.gz`` (see the module docstring); its size before and after."""
     directory = os.path.dirname(path) or "."
-    fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+    fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | O_CLOEXEC)
     with os.fdopen(fd, "rb") as src:
         st = os.fstat(src.fileno())
         if not stat.S_ISREG(st.st_mode):

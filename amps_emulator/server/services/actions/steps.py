@@ -19,7 +19,6 @@ later steps after it. ``do-compact-sow`` compacts the SOW's files (:mod:`.housek
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import shutil
@@ -347,7 +346,7 @@ class Steps(Housekeeping):
         self.execute_event(event, dict(v))
         return True
 
-    def do_execute_system(self, step: ActionStep, v: Vars) -> bool | asyncio.Future[bool]:
+    def do_execute_system(self, step: ActionStep, v: Vars) -> Awaitable[bool]:
         """Run ``Command`` with ``/bin/sh -c`` (:mod:`.system`); the action's next steps run
         once it has finished. Its variables are expanded as in any option: the command then
         holds whatever a message put there (AMPS warns against message data in commands)."""
@@ -361,16 +360,12 @@ class Steps(Housekeeping):
         runner = self.commands
         if runner.busy():
             raise StepFailed(f"{MAX_WAITING} commands already wait their turn: {command!r} not run")
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            raise StepFailed("no event loop to run the command on") from None
 
         async def execute() -> bool:  # not started at all: the action ends as at a failed Do
             outcome = await runner.run(command, timeout, f"{step.file}:{step.line}: {step.module}")
             return outcome.status is not None or outcome.timed_out
 
-        return loop.create_task(execute())
+        return execute()  # (the engine schedules it, or fails the step without a loop)
 
     # -- housekeeping (the journal and other files: .housekeeping) ----------------------
     def do_rotate_logs(self, step: ActionStep, v: Vars) -> bool:

@@ -57,3 +57,11 @@ def test_each_dump_has_a_new_name_and_a_bounded_size(tmp_path, monkeypatch):
         text = open(path).read()
         assert len(text) <= 2000 + 40 and text.endswith("... cut at 2000 bytes\n")
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o640  # the default mask
+
+
+def test_the_bound_counts_bytes_not_characters(tmp_path, monkeypatch):
+    monkeypatch.setattr(minidump, "MAX_BYTES", 2000)
+    lines = {f"k{i}": "\u20ac" * 50 for i in range(100)}  # 3 bytes each
+    path = write_minidump(str(tmp_path), lines, "r")
+    data = open(path, "rb").read()
+    assert len(data) <= 2000 + 40 and data.endswith(b"... cut at 2000 bytes\n")
