@@ -70,6 +70,9 @@ _DATA_OPCODES = (Opcode.TEXT, Opcode.BINARY, Opcode.CONT)
 _decode_header = msgspec.json.Decoder(dict).decode
 
 
+#: the upgrades whose log-on check is running
+_DECIDING: set[asyncio.Task] = set()
+
 class _Framing(Exception):
     """The peer broke the client's command framing; the connection closes."""
 
@@ -463,6 +466,8 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
             self.sock.pause_reading()  # (until decided: nothing more is parsed meanwhile)
         task = self.host.loop.create_task(decide(list(req.headers.raw_items()), self.listener,
                                                  self.host, self.peer()))
+        _DECIDING.add(task)  # (the loop keeps only a weak reference to a task)
+        task.add_done_callback(_DECIDING.discard)
         task.add_done_callback(lambda done: self._decided(req, done))
         return True
 
