@@ -34,7 +34,7 @@ from amps_emulator.protocol.topics import compile_topic_regex, is_regex_topic
 from .model import Action, ActionOption, ActionStep, Queue, StepKind
 from .schedule import parse_every
 from .schema import Ctx, check_no_text, unknown_element
-from .units import parse_duration
+from .units import parse_conflation, parse_duration
 from .values import suggest
 from .xmlload import Node
 
@@ -235,14 +235,11 @@ def _check_subscribe_options(where: _Where, module: str, text: str,
 
 
 def _conflation_problem(value: str) -> str | None:
-    word = value.strip().lower()
-    if word in ("auto", "none"):
-        return None
     try:
-        seconds = parse_duration(word)
+        parse_conflation(value)
     except ValueError as e:
-        return f"must be an interval, auto or none: {e}"
-    return None if seconds > 0 else "must be a positive interval"
+        return str(e)
+    return None
 
 
 def _step(node: Node, kind: StepKind, ctx: Ctx, sow: SowResult | None) -> ActionStep | None:

@@ -63,6 +63,27 @@ def parse_duration(text: str) -> float:
     return number * factor
 
 
+#: the seconds of ``conflation=auto`` (AMPS tunes it to the client; the emulator does not)
+AUTO_CONFLATION = 0.1
+
+
+def parse_conflation(text: str) -> float | None:
+    """The seconds of a ``conflation`` option (None: ``none``; ``auto``:
+    :data:`AUTO_CONFLATION`); ValueError unless a positive interval, ``auto`` or ``none``."""
+    word = text.strip().lower()
+    if word == "none":
+        return None
+    if word == "auto":
+        return AUTO_CONFLATION
+    try:
+        seconds = parse_duration(word)
+    except ValueError as exc:
+        raise ValueError(f"must be an interval, auto or none: {exc}") from None
+    if seconds <= 0:
+        raise ValueError("must be a positive interval")
+    return seconds
+
+
 def parse_size(text: str, *, binary: bool = True) -> int:
     """Parse a byte size (``10MB``, ``2G``, ``512KB``, ``1GB``, ``10k``; bare = bytes)."""
     number, unit = _split(text, "size", "512KB, 10MB or 2GB")

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
+from amps_emulator.config.units import AUTO_CONFLATION, parse_conflation
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.protocol.codec import frame_raw, json_str
@@ -51,26 +52,16 @@ class ConflationHost(ServiceHost, Protocol):
 __all__ = ["Conflation", "Conflator", "Held", "conflation_for", "parse_interval", "parse_keys",
            "AUTO_INTERVAL"]
 
-AUTO_INTERVAL = 0.1  # seconds, for conflation=auto
+AUTO_INTERVAL = AUTO_CONFLATION  # seconds, for conflation=auto
 _encode = msgspec.json.encode
 
 
 def parse_interval(text: str) -> float | None:
     """The seconds of ``conflation=<text>`` (None: ``none``); ``CommandError`` when bad."""
-    from amps_emulator.config.units import parse_duration
-
-    word = text.strip().lower()
-    if word == "none":
-        return None
-    if word == "auto":
-        return AUTO_INTERVAL
     try:
-        seconds = parse_duration(word)
+        return parse_conflation(text)
     except ValueError as exc:
         raise CommandError(reasons.INVALID_OPTIONS, f"conflation={text}: {exc}") from None
-    if seconds <= 0:
-        raise CommandError(reasons.INVALID_OPTIONS, f"conflation={text}: must be positive")
-    return seconds
 
 
 def parse_keys(text: str) -> tuple[tuple, ...]:

@@ -171,8 +171,12 @@ class StatsHistory:
         """Forget what no kept sample needs: entries before the first kept sample (but the
         one in force at it) and resources gone before it."""
         first = self._first
-        for path in [p for p, s in self._series.items() if s.seen < first]:
+        gone = [p for p, s in self._series.items() if s.seen < first]
+        for path in gone:
             del self._series[path]
+        if gone:  # and the collections only they were in (a passing client's own lists)
+            kept = {path[:i] for path in self._series for i in range(len(path) + 1)}
+            self._lists &= kept
         for s in self._series.values():
             i = bisect.bisect_right(s.at, first) - 1
             if i > 0:

@@ -380,8 +380,21 @@ class Actions(Steps):
     def check_writable(self, topic: str) -> None:
         pass  # actions refuse no publish
 
+    def _watches_publish(self, topic: str, keyed: bool) -> bool:
+        """Whether anything here looks at a message published to ``topic`` (``keyed``: it
+        has a SowKey): an ``on-publish-message``, or for a SOW record an ``on-oof-message``,
+        a subscription's watch or a message affinity. (The message path tells every observer
+        of a message that any observer covers: another one's topic is no reason to decode.)"""
+        if any(t.matches_topic(topic) for t in self._of(ON_PUBLISH)):
+            return True
+        return keyed and (any(t.matches_topic(topic) for t in self._of(ON_OOF))
+                          or any(w.topic == topic for w in self.watches)
+                          or any(a.data == topic for a in self.affinities))
+
     def message_published(self, msg: Message, rec: JournalRecord | None) -> None:
         topic = msg.topic
+        if not self._watches_publish(topic, bool(msg.sow_key)):
+            return
         doc = msg.doc if msg.doc is not UNDECODED else self.broker.bodies.decode(msg.body, topic)
         base = _message_vars(msg)
         # a record another instance replicated here carries the path it came by

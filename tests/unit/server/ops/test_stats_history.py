@@ -83,3 +83,17 @@ def test_only_the_last_samples_are_kept_and_what_left_is_forgotten() -> None:
     assert len(passing) <= 2 * 8 + 2  # (pruned every keep // 8 samples)
     # a value that never changed is one entry however many samples it spans
     assert len(h._series[("amps", "instance", "clients", "steady", "bytes_in")].at) == 1
+
+
+def test_the_collections_of_resources_long_gone_are_forgotten_too() -> None:
+    h = StatsHistory(keep=8)
+    for i in range(40):  # each passing client has a collection of its own
+        tree = _tree({"steady": "1"})
+        tree["amps"]["instance"]["clients"].append(
+            {"id": f"passing-{i}", "subscriptions": [{"id": "s1", "topic": "t"}]})
+        h.record(T0 + i * 10_000_000, tree)
+    own = [p for p in h._lists if p[3:4] and p[3].startswith("passing-")]
+    assert 0 < len(own) <= 2 * 8 + 2  # (pruned every keep // 8 samples, as their series are)
+    assert ("amps", "instance", "clients") in h._lists
+    entry = h.select(["amps", "instance", "clients", "passing-39"], {"t0": _at(39), "t1": _at(39)})
+    assert entry.node == {"subscriptions": [{"id": "s1", "topic": "t"}]}

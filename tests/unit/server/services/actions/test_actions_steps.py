@@ -356,3 +356,31 @@ def test_a_dry_start_reads_the_actions_but_runs_none():
     assert dry_start(loads_config(xml("/x = 2"), "ok.xml")) == ([], [])  # no step ran: no warning
     issues, _ = dry_start(loads_config(xml("/x = = 2"), "bad.xml"))
     assert [(i.line, "invalid <Filter>" in i.reason) for i in issues] == [(3, True)]
+
+
+def test_a_message_no_trigger_watches_is_not_decoded(engine, monkeypatch):
+    """The message path tells every observer of a message another observer covers (a view
+    over ``other``, say): the actions decode only what one of theirs looks at."""
+    from amps_emulator.server.core.message import Message
+    from amps_emulator.server.services.actions.engine import _Trigger
+
+    got = []
+    engine._steps["test-record"] = lambda s, v: got.append(v["AMPS_TOPIC"]) or True
+    on = step("amps-action-on-publish-message", "on", Topic="orders", MessageType="json",
+              Filter="/qty > 1")
+    engine.triggers["amps-action-on-publish-message"] = [_Trigger(on, action(step("test-record"),
+                                                                             on=on))]
+    decoded = []
+    real = engine.broker.bodies
+
+    class Counting:
+        def decode(self, body, topic):
+            decoded.append(topic)
+            return real.decode(body, topic)
+
+    monkeypatch.setattr(engine.broker, "bodies", Counting())
+    engine.message_published(Message("other", b'{"qty":5}'), None)
+    engine.message_published(Message("other", b'{"qty":5}', sow_key="k1"), None)
+    assert decoded == [] and got == []
+    engine.message_published(Message("orders", b'{"qty":5}'), None)
+    assert decoded == ["orders"] and got == ["orders"]
