@@ -20,7 +20,9 @@ frame and 64 KiB, whatever its compression ratio (a "zip bomb" is refused by the
 check like an oversized plain frame). The frame being inflated counts where a plain frame
 does: a byte source with a ``hold`` method (the accepted side's, which reports to the
 server's memory budget) is told its size before any of it is inflated, and may refuse it
-(:class:`InflatingReader`).
+(:class:`InflatingReader`). A zstd stream may ask for a window of at most
+:data:`ZSTD_WINDOW_LOG_MAX` (the decoder keeps that much history per link; this emulator's
+compressor asks for 2 MiB): a larger one is refused as a corrupt stream.
 """
 
 from __future__ import annotations
@@ -52,6 +54,9 @@ READ_CHUNK = 64 * 1024
 #: decompressed bytes the reader may hold beyond the frame it reads (inflating a frame at a
 #: time would hand the rest of the input back and forth once per frame)
 READ_AHEAD = 64 * 1024
+#: the largest zstd window a peer's stream may ask for (2**23: 8 MiB; the decoder's own
+#: default, 2**27, let a few kilobytes of input make it hold 128 MiB per link)
+ZSTD_WINDOW_LOG_MAX = 23
 
 
 class ByteSource(Protocol):
@@ -91,7 +96,8 @@ class Inflater:
     def __init__(self, codec: str) -> None:
         self.codec = codec
         if codec == "zstd":
-            self._zstd = zstd.ZstdDecompressor()
+            self._zstd = zstd.ZstdDecompressor(
+                options={zstd.DecompressionParameter.window_log_max: ZSTD_WINDOW_LOG_MAX})
         elif codec == "zlib":
             self._zlib = zlib.decompressobj()
         else:
@@ -247,6 +253,6 @@ def inflating(reader: ByteSource, source: FrameSource, header: dict[str, object]
     return InflatingReader(reader, str(header.get("z")))
 
 
-__all__ = ["CODECS", "SWITCH", "ByteSource", "Deflater", "DeflatingWriter", "Inflater",
+__all__ = ["CODECS", "SWITCH", "ZSTD_WINDOW_LOG_MAX", "ByteSource", "Deflater", "DeflatingWriter", "Inflater",
            "InflatingReader", "LinkReader", "compressing", "inflating", "next_frame", "outbound",
            "switch_frame"]

@@ -226,6 +226,22 @@ def test_a_frame_the_budget_refuses_is_not_inflated(codec) -> None:
     assert source.bytes == 4 and len(source._buf) <= READ_AHEAD
 
 
+def test_a_zstd_stream_asking_for_a_larger_window_is_refused() -> None:
+    """A zstd frame header may ask for a window the decoder then keeps per link (up to 128 MiB
+    by default, from a few kilobytes of input): past 8 MiB the stream is refused."""
+    wide = zstd.ZstdCompressor(options={zstd.CompressionParameter.window_log: 27})
+    data = wide.compress(frame({"c": "repl_ack", "pos": 1})) + wide.flush(zstd.ZstdCompressor.FLUSH_BLOCK)
+
+    async def first_frame(chunks: list[bytes]) -> bytes:
+        return await read_frame(InflatingReader(_reader(chunks), "zstd"))
+
+    with pytest.raises(ProtocolError, match="corrupt zstd stream"):
+        asyncio.run(first_frame([data]))
+    sink = Sink()  # this emulator's compressor asks for less, whatever it sends
+    DeflatingWriter(sink, "zstd").write(frame({"c": "repl_ack", "pos": 1}) + bytes(16 << 20))
+    assert asyncio.run(first_frame([bytes(sink.data)])) == b'{"c":"repl_ack","pos":1}'
+
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_a_corrupt_stream_is_a_protocol_error(codec) -> None:
     async def read() -> None:
