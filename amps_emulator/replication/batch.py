@@ -69,8 +69,10 @@ class InFlight:
     def __init__(self) -> None:
         self._ranges: deque[list[int]] = deque()  # [first, last], ascending
         self.count = 0  # positions in them
+        self.last = 0  # the last position sent (0: none since :meth:`clear`)
 
     def add(self, first: int, last: int) -> None:
+        self.last = last
         ranges = self._ranges
         if ranges and ranges[-1][1] == first - 1:
             ranges[-1][1] = last
@@ -98,6 +100,7 @@ class InFlight:
     def clear(self) -> None:
         self._ranges.clear()
         self.count = 0
+        self.last = 0
 
 
 class Frames:

@@ -17,7 +17,12 @@ Decompression is bounded: the reader inflates only what the frame it is reading 
 4-byte length first, then a payload the length limit has already accepted) plus at most
 :data:`READ_AHEAD` bytes, so a peer's compressed stream can never make it hold more than one
 frame and 64 KiB, whatever its compression ratio (a "zip bomb" is refused by the frame length
-check like an oversized plain frame).
+check like an oversized plain frame). The frame being inflated counts where a plain frame
+does: a byte source with a ``hold`` method (the accepted side's, which reports to the
+server's memory budget) is told its size before any of it is inflated, and may refuse it
+(:class:`InflatingReader`). A zstd stream may ask for a window of at most
+:data:`ZSTD_WINDOW_LOG_MAX` (the decoder keeps that much history per link; this emulator's
+compressor asks for 2 MiB): a larger one is refused as a corrupt stream.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import asyncio
 import logging
 import sys
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 from amps_emulator.config.model import Destination
@@ -49,10 +54,17 @@ READ_CHUNK = 64 * 1024
 #: decompressed bytes the reader may hold beyond the frame it reads (inflating a frame at a
 #: time would hand the rest of the input back and forth once per frame)
 READ_AHEAD = 64 * 1024
+#: the largest zstd window a peer's stream may ask for (2**23: 8 MiB; the decoder's own
+#: default, 2**27, let a few kilobytes of input make it hold 128 MiB per link)
+ZSTD_WINDOW_LOG_MAX = 23
 
 
 class ByteSource(Protocol):
-    """What :class:`InflatingReader` reads compressed bytes from (an ``asyncio.StreamReader``)."""
+    """What :class:`InflatingReader` reads compressed bytes from (an ``asyncio.StreamReader``).
+
+    It may also have ``hold(n)``: the reader holds ``n`` bytes of an inflated frame for the link
+    from now on (0: none any more), told before it inflates them; raising there (an
+    ``OSError``: the link was closed for it) refuses them."""
 
     async def read(self, n: int = -1) -> bytes: ...
 
@@ -84,7 +96,8 @@ class Inflater:
     def __init__(self, codec: str) -> None:
         self.codec = codec
         if codec == "zstd":
-            self._zstd = zstd.ZstdDecompressor()
+            self._zstd = zstd.ZstdDecompressor(
+                options={zstd.DecompressionParameter.window_log_max: ZSTD_WINDOW_LOG_MAX})
         elif codec == "zlib":
             self._zlib = zlib.decompressobj()
         else:
@@ -122,7 +135,9 @@ class Inflater:
 class InflatingReader:
     """The :class:`~amps_emulator.replication.stream.FrameSource` of a link whose peer
     compresses: reads compressed chunks from ``reader`` and returns decompressed bytes,
-    inflating no more than each read asks for and :data:`READ_AHEAD`."""
+    inflating no more than each read asks for and :data:`READ_AHEAD`. A read that inflates
+    (a frame's length, then the frame) is reported to the reader's ``hold`` first, if it has
+    one (:class:`ByteSource`), as a plain frame being read is."""
 
     def __init__(self, reader: ByteSource, codec: str) -> None:
         self.reader = reader
@@ -130,8 +145,19 @@ class InflatingReader:
         self._buf = bytearray()
         self.wire_bytes = 0  # compressed bytes read
         self.bytes = 0  # decompressed bytes returned
+        self._hold: Callable[[int], None] | None = getattr(reader, "hold", None)
 
     async def readexactly(self, n: int) -> bytes:
+        hold = self._hold
+        if hold is None or len(self._buf) >= n:
+            return await self._inflate(n)
+        hold(n)  # before any of it is inflated: a memory budget may refuse it
+        try:
+            return await self._inflate(n)
+        finally:
+            hold(0)
+
+    async def _inflate(self, n: int) -> bytes:
         buf, inflater = self._buf, self.inflater
         while len(buf) < n:
             if inflater.starved:
@@ -227,5 +253,6 @@ def inflating(reader: ByteSource, source: FrameSource, header: dict[str, object]
     return InflatingReader(reader, str(header.get("z")))
 
 
-__all__ = ["CODECS", "SWITCH", "Deflater", "DeflatingWriter", "Inflater", "InflatingReader", "LinkReader",
-           "compressing", "inflating", "next_frame", "outbound", "switch_frame"]
+__all__ = ["CODECS", "SWITCH", "ZSTD_WINDOW_LOG_MAX", "ByteSource", "Deflater", "DeflatingWriter", "Inflater",
+           "InflatingReader", "LinkReader", "compressing", "inflating", "next_frame", "outbound",
+           "switch_frame"]

@@ -339,6 +339,13 @@ class Sender:
         return frames
 
     def on_ack(self, position: int) -> None:
+        """The peer acknowledged everything it was sent up to ``position``. A position beyond
+        the last one sent on this link is a :class:`ProtocolError` that changes nothing: the
+        peer cannot hold what it was never sent, and counting it would release the persisted
+        acks a sync destination gates for records it may not have."""
+        if position > self._sent.last:
+            raise ProtocolError(f"malformed replication ack: acknowledges position {position}, "
+                                f"beyond {self._sent.last}, the last sent")
         self._sent.ack(position)
         first = self._sent.first
         # records not selected after the acked one count as acknowledged up to the next in flight
@@ -574,10 +581,16 @@ class Receiver:
 
 
 def ack_position(payload: bytes) -> int:
+    """The upstream position a ``repl_ack`` acknowledges (:class:`ProtocolError`: not an ack,
+    or no position that is a non-negative JSON integer)."""
     h, _ = split_frame(payload)
     if h.get("c") != "repl_ack":
         raise ProtocolError(f"expected repl_ack, got {h.get('c')!r}")
-    return int(h["pos"])
+    pos = h.get("pos")
+    if type(pos) is not int or pos < 0:  # (a bool is an int; "12" or 1.5 is no position)
+        raise ProtocolError(f"malformed replication ack: pos {pos!r}" if "pos" in h
+                            else "malformed replication ack: no pos")
+    return pos
 
 
 __all__ = ["QUEUE_KINDS", "REPLICATED_KINDS", "ApplyPort", "Receiver", "Selection", "Sender", "ack_position",

@@ -12,7 +12,8 @@ The other listeners join by registering their open sockets with :meth:`MemoryBud
 when they open and :meth:`MemoryBudget.discard` when they close, and by calling
 :meth:`MemoryBudget.check` when one of them has grown: the replication port
 (``server.services.replication_accept.MeteredLink``: the frame being read, at its announced
-size) and the Admin interface (``server.ops.admin_http.Exchange``: the request held so far).
+size, or inflated, at its inflated size) and the Admin interface
+(``server.ops.admin_http.Exchange``: the request held so far).
 """
 
 from __future__ import annotations

@@ -76,7 +76,8 @@ class MeteredLink:
     :class:`~amps_emulator.server.core.budget.Holder`), and the :class:`FrameSource` its frames
     are read through. The server holds for it the frame it is reading, counted at its announced
     size from the moment its length has arrived (a frame of ``BUDGET_STEP`` or more checks the
-    budget before any of it is read), and the output not yet written to it."""
+    budget before any of it is read; once the peer compresses, the frame being inflated, told
+    by :meth:`hold`), and the output not yet written to it."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str,
                  budget: MemoryBudget | None) -> None:
@@ -112,19 +113,28 @@ class MeteredLink:
             raise ConnectionAbortedError(self.why)
         return await self.reader.read(n)
 
-    async def readexactly(self, n: int) -> bytes:
+    def hold(self, n: int) -> None:
+        """The server holds a frame of ``n`` bytes for the link from now on (0: none any more):
+        one being read, or inflated (a compressed link's, ``replication.compression``). A frame
+        of ``BUDGET_STEP`` or more checks the budget first; ``ConnectionAbortedError`` when
+        the budget has closed the link."""
         self.pending = n
+        if n >= BUDGET_STEP and self.budget is not None:
+            self.budget.check()
+        if n and self.why is not None:
+            self.pending = 0
+            raise ConnectionAbortedError(self.why)
+
+    async def readexactly(self, n: int) -> bytes:
+        self.hold(n)
         try:
-            if n >= BUDGET_STEP and self.budget is not None:
-                self.budget.check()
-            if self.why is None:
-                return await self.reader.readexactly(n)
+            return await self.reader.readexactly(n)
         except asyncio.IncompleteReadError:
             if self.why is None:
                 raise
+            raise ConnectionAbortedError(self.why) from None
         finally:
             self.pending = 0
-        raise ConnectionAbortedError(self.why)
 
 
 async def serve(service: ReplicationService, reader: asyncio.StreamReader,
@@ -255,7 +265,9 @@ async def accept(service: ReplicationService, link: MeteredLink, writer: asyncio
         log.error("replication link from %s refused by the upstream: %s", peer, exc.reason)
     except (OSError, asyncio.IncompleteReadError, ProtocolError) as exc:
         reason = str(exc) or type(exc).__name__
-        log.warning("replication link from %s lost: %s", peer, reason)
+        # (the memory budget that closed it has said so, naming the link)
+        log.log(logging.WARNING if link.why is None else logging.DEBUG,
+                "replication link from %s lost: %s", peer, reason)
     except asyncio.CancelledError:
         # stop(): ends normally, since asyncio's stream server logs a cancelled handler
         log.debug("replication link from %s closed: the server stops", peer)

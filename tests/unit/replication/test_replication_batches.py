@@ -231,3 +231,39 @@ def test_a_run_taken_at_once_is_only_the_records_made_with_the_first(tmp_path):
         [("p3", Bookmark(publisher_id_for("p3"), 1)), ("p3", Bookmark(publisher_id_for("p3"), 2))]
     assert [path_of(r) for r in port.records] == [("A",)] * 4 + [("C", "A")] * 2
     a.close()
+
+
+@pytest.mark.parametrize("fields", [
+    {},  # no position
+    {"pos": "x"}, {"pos": "12"}, {"pos": 1.5}, {"pos": None}, {"pos": True}, {"pos": [3]},  # not an integer
+    {"pos": -1},
+])
+def test_a_malformed_ack_ends_the_link(fields):
+    with pytest.raises(ProtocolError, match="malformed replication ack"):
+        ack_position(frame({"c": "repl_ack", **fields})[4:])
+
+
+def test_an_ack_beyond_what_was_sent_ends_the_link_and_changes_nothing():
+    """The peer cannot have what it was never sent: acknowledging it would count records in
+    flight (and, at a sync destination, the publishers' persisted acks) as held by a peer that
+    may not hold them."""
+    a = MemoryJournal()
+    runs(a, "p", 1, 3)
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    snd.start({})
+    with pytest.raises(ProtocolError, match="beyond"):
+        snd.on_ack(1)  # nothing sent yet
+    snd.poll()
+    runs(a, "p", 4, 2)  # logged, not sent
+    for position in (4, 10**9):
+        with pytest.raises(ProtocolError, match=f"acknowledges position {position}, beyond 3"):
+            snd.on_ack(position)
+        assert (snd.in_flight, snd.acked_through) == (3, 0)
+    snd.on_ack(0)  # (what the peer had before: nothing moves)
+    snd.on_ack(2)
+    assert (snd.in_flight, snd.acked_through) == (1, 2)
+    snd.on_ack(1)  # an older ack again: nothing moves back
+    assert (snd.in_flight, snd.acked_through) == (1, 2)
+    snd.poll()
+    snd.on_ack(5)
+    assert (snd.in_flight, snd.acked_through) == (0, 5)

@@ -174,6 +174,74 @@ def test_reading_a_frame_inflates_that_frame_only(codec) -> None:
     assert source.bytes == 1004 and len(source._buf) <= READ_AHEAD
 
 
+class _Metered:
+    """A byte source that is told what the reader holds (the accepted side's, which counts it
+    in the memory budget), and refuses a frame over ``most`` as a budget closing the link."""
+
+    def __init__(self, chunks: list[bytes], most: int) -> None:
+        self.reader = _reader(chunks)
+        self.most = most
+        self.told: list[tuple[int, int]] = []  # (held, what was inflated already when told)
+        self.source: InflatingReader | None = None
+
+    async def read(self, n: int = -1) -> bytes:
+        return await self.reader.read(n)
+
+    def hold(self, n: int) -> None:
+        assert self.source is not None
+        self.told.append((n, len(self.source._buf)))
+        if n > self.most:
+            raise ConnectionAbortedError("memory budget exceeded")
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_the_frame_being_inflated_is_held_at_its_size_before_it_is_inflated(codec) -> None:
+    bomb = _bomb(codec, 1 << 20, 64 << 20)
+
+    async def read() -> _Metered:
+        metered = _Metered([bomb], most=1 << 20)
+        metered.source = InflatingReader(metered, codec)
+        assert await read_frame(metered.source) == bytes(1 << 20)
+        return metered
+
+    told = asyncio.run(read()).told
+    assert [n for n, _ in told] == [4, 0, 1 << 20, 0]  # the length, then the frame; then none
+    assert told[0][1] == 0 and told[2][1] <= READ_AHEAD  # told before inflating it
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_frame_the_budget_refuses_is_not_inflated(codec) -> None:
+    """A frame within the length limit that the memory budget refuses when told of it: the
+    reader stops there, holding no more than its read-ahead."""
+    bomb = _bomb(codec, 8 << 20, 16 << 20)
+
+    async def read() -> InflatingReader:
+        metered = _Metered([bomb], most=1 << 20)
+        source = metered.source = InflatingReader(metered, codec)
+        with pytest.raises(ConnectionAbortedError):
+            await read_frame(source)
+        return source
+
+    source = asyncio.run(read())
+    assert source.bytes == 4 and len(source._buf) <= READ_AHEAD
+
+
+def test_a_zstd_stream_asking_for_a_larger_window_is_refused() -> None:
+    """A zstd frame header may ask for a window the decoder then keeps per link (up to 128 MiB
+    by default, from a few kilobytes of input): past 8 MiB the stream is refused."""
+    wide = zstd.ZstdCompressor(options={zstd.CompressionParameter.window_log: 27})
+    data = wide.compress(frame({"c": "repl_ack", "pos": 1})) + wide.flush(zstd.ZstdCompressor.FLUSH_BLOCK)
+
+    async def first_frame(chunks: list[bytes]) -> bytes:
+        return await read_frame(InflatingReader(_reader(chunks), "zstd"))
+
+    with pytest.raises(ProtocolError, match="corrupt zstd stream"):
+        asyncio.run(first_frame([data]))
+    sink = Sink()  # this emulator's compressor asks for less, whatever it sends
+    DeflatingWriter(sink, "zstd").write(frame({"c": "repl_ack", "pos": 1}) + bytes(16 << 20))
+    assert asyncio.run(first_frame([bytes(sink.data)])) == b'{"c":"repl_ack","pos":1}'
+
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_a_corrupt_stream_is_a_protocol_error(codec) -> None:
     async def read() -> None:
