@@ -7,12 +7,15 @@ the other transports and the Admin interface. The first refusal logs one line; r
 after it are counted and logged as one line per :data:`LOG_INTERVAL`, so a flood does not
 become a flood of log lines.
 
-The socket-facing protocol of a transport calls :meth:`ConnectionCap.admit` from its
-``connection_made`` (not from the protocol factory: a TLS socket whose handshake fails is
-never made, and must not be counted) and :meth:`ConnectionCap.release` from its
-``connection_lost`` when it was admitted. The replication port caps its sockets the same way
-(its stream server's handler admits ``writer.transport``); the Admin interface has its own
-cap, which answers 503.
+The socket-facing protocol of a plain transport calls :meth:`ConnectionCap.admit` from its
+``connection_made`` and :meth:`ConnectionCap.release` from its ``connection_lost`` when it
+was admitted. A TLS transport counts a socket from its accept instead, its handshake included
+(:mod:`.tls_listen`: a peer that never finishes one holds a descriptor and TLS state all the
+same): the cap is taken at the accept (:meth:`ConnectionCap.take`) and held by the socket's
+:class:`Ticket`, which its protocol is given in the cap's place, and which gives the place
+back once, whichever way the socket ends (a failed or timed-out handshake, a close). The
+replication port caps its sockets the same way (its stream server's handler admits
+``writer.transport``); the Admin interface has its own cap, which answers 503 over HTTP.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ from typing import Any, Protocol, runtime_checkable
 
 log = logging.getLogger("amps_emulator.connection")
 
-__all__ = ["LOG_INTERVAL", "RESERVED_DESCRIPTORS", "ConnectionCap", "descriptor_share", "reset"]
+__all__ = ["LOG_INTERVAL", "RESERVED_DESCRIPTORS", "Admits", "ConnectionCap", "Gate", "Ticket",
+           "descriptor_share", "reset"]
 
 #: seconds between two log lines about refused connections on one transport
 LOG_INTERVAL = 10.0
@@ -44,6 +48,47 @@ class _Socket(Protocol):
     def get_extra_info(self, name: str, default: Any = None) -> Any: ...
 
     def abort(self) -> None: ...
+
+
+class Admits(Protocol):
+    """What a socket-facing protocol is given to count itself under its transport's cap: a
+    :class:`ConnectionCap` (counted at ``connection_made``) or a :class:`Ticket` (counted at
+    the accept already)."""
+
+    def admit(self, transport: asyncio.BaseTransport) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+class Gate(Protocol):
+    """A cap as the accepting side sees it (:meth:`ConnectionCap.take`, ``release``)."""
+
+    def take(self) -> bool: ...
+
+    def release(self) -> None: ...
+
+
+class Ticket:
+    """One socket's place under ``gate``, taken at its accept: its protocol's ``admit`` finds
+    it counted already, and :meth:`release` gives the place back once, whoever calls it first
+    (the protocol's ``connection_lost``, or the accepting side when the handshake fails, times
+    out or is cancelled)."""
+
+    __slots__ = ("_gate", "held")
+
+    def __init__(self, gate: Gate) -> None:
+        self._gate = gate
+        self.held = True
+
+    def admit(self, transport: asyncio.BaseTransport) -> bool:
+        if not self.held:  # (given back already: the accepting side gave up on it)
+            reset(transport)
+        return self.held
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self._gate.release()
 
 
 def reset(transport: asyncio.BaseTransport | _Socket) -> None:
@@ -92,6 +137,14 @@ class ConnectionCap:
 
     def admit(self, transport: asyncio.BaseTransport) -> bool:
         """Count a socket just accepted; past the cap, reset it and return False."""
+        if self.take():
+            return True
+        reset(transport)
+        return False
+
+    def take(self) -> bool:
+        """Count one more socket; past the cap, count and log the refusal (rate-limited) and
+        return False: the caller closes the socket."""
         if self.limit is None or self.open < self.limit:
             self.open += 1
             return True
@@ -107,7 +160,6 @@ class ConnectionCap:
                             "%d)", self.name, self._unlogged, now - self._logged_at, self.limit)
             self._logged_at = now
             self._unlogged = 0
-        reset(transport)
         return False
 
     def release(self) -> None:

@@ -62,7 +62,7 @@ from amps_emulator.server.core.amps_names import (
 )
 from amps_emulator.server.core.heartbeat import Heartbeat
 from amps_emulator.server.core.ports import ConnectionHost, ListenerInfo
-from amps_emulator.server.net.admission import ConnectionCap, reset
+from amps_emulator.server.net.admission import Admits, reset
 from amps_emulator.server.net.beat_timer import BeatTimer
 from amps_emulator.server.net.buffers import BUDGET_STEP, OVER_LIMIT, OVER_MARK, Counters, FrameQueue, Pending
 
@@ -100,7 +100,7 @@ FRAMES_PER_PASS = 256
 
 class Connection(asyncio.Protocol):
     def __init__(self, host: ConnectionHost, listener: ListenerInfo,
-                 cap: ConnectionCap | None = None) -> None:
+                 cap: Admits | None = None) -> None:
         """``cap``: the transport's connection cap, when this connection faces the socket
         itself (a wrapping framing admits its socket itself)."""
         self.host = host

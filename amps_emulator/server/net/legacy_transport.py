@@ -18,7 +18,7 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError
 from amps_emulator.protocol.legacy_headers import LegacyFormatError, from_amps_frames, to_amps_payload
 from amps_emulator.server.core.ports import ListenerInfo
-from amps_emulator.server.net.admission import ConnectionCap
+from amps_emulator.server.net.admission import Admits
 from amps_emulator.server.net.connection import Connection
 from amps_emulator.server.net.socket_wrapper import StreamSocket, WrappedSocket
 
@@ -30,7 +30,7 @@ class LegacyProtocol(WrappedSocket, asyncio.Protocol, asyncio.Transport):
     transport of its Connection."""
 
     def __init__(self, make_connection: Callable[[], Connection], listener: ListenerInfo,
-                 protocol: str, cap: ConnectionCap | None = None) -> None:
+                 protocol: str, cap: Admits | None = None) -> None:
         asyncio.Transport.__init__(self)
         self.protocol = protocol
         self.listener = listener

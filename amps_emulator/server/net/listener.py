@@ -1,7 +1,8 @@
 """The listening side of a configured ``Transport``: its address, protocol and TLS context, its
 limits (frame sizes, ``MaxConnections``), and the asyncio protocol factory that puts a
 :class:`Connection` (behind the WebSocket or legacy framing the transport names) on every
-socket it accepts.
+socket it accepts. A TLS transport accepts through :class:`~.tls_listen.TLSServer`, so a
+socket counts against ``MaxConnections`` from its accept, its handshake included.
 
 An ``amps-unix`` transport listens on a Unix-domain socket at its ``FileName``
 (:meth:`Listener.listen`): a socket file left there by an earlier server that nobody listens
@@ -22,10 +23,11 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.config.model import DEFAULT_MAX_FRAME_SIZE_BEFORE_LOGON
 from amps_emulator.protocol.legacy_headers import LEGACY_PROTOCOLS
-from amps_emulator.server.net.admission import ConnectionCap, descriptor_share
+from amps_emulator.server.net.admission import Admits, ConnectionCap, descriptor_share
 from amps_emulator.server.net.connection import Connection
 from amps_emulator.server.net.legacy_transport import LegacyProtocol
 from amps_emulator.server.net.offlining import OfflinePool
+from amps_emulator.server.net.tls_listen import TLSServer, bind_tcp
 from amps_emulator.server.net.websocket import WebSocketProtocol
 
 if TYPE_CHECKING:
@@ -95,30 +97,28 @@ class Listener:
             scheme += "s"
         return f"{scheme}://{host}:{self.port}/{tail}"
 
-    def tls_options(self, logon_timeout: float) -> dict[str, Any]:
-        """``create_server``'s TLS arguments: the context, and a handshake that must end
-        within the logon timeout (a handshake is the first part of a logon)."""
-        if self.tls is None:
-            return {}
-        if not logon_timeout:
-            return {"ssl": self.tls}
-        return {"ssl": self.tls, "ssl_handshake_timeout": logon_timeout}
-
     async def listen(self, server: ConnectionHost, logon_timeout: float,
                      sock: socket.socket | None = None) -> asyncio.AbstractServer:
         """Start listening (on ``sock``, a TCP socket bound already, if given): sets and
-        returns :attr:`server`."""
-        factory = self.protocol_factory(server)
+        returns :attr:`server`. A TLS transport's sockets count against ``MaxConnections``
+        from their accept (:class:`~.tls_listen.TLSServer`), and a handshake must end within
+        the logon timeout (a handshake is the first part of a logon; 0: the loop's default)."""
         loop = server.loop
         if self.path is not None:
-            self.server = await loop.create_unix_server(factory, sock=self._bind_unix())
+            self.server = await loop.create_unix_server(self.protocol_factory(server),
+                                                        sock=self._bind_unix())
             return self.server
-        tls = self.tls_options(logon_timeout)
-        if sock is not None:
-            srv = await loop.create_server(factory, sock=sock, **tls)
+        srv: asyncio.Server | TLSServer
+        if self.tls is not None:
+            socks = [sock] if sock is not None else bind_tcp(self.host, self.port, self.reuse_addr)
+            srv = TLSServer(loop, socks, lambda ticket: self.protocol_factory(server, ticket)(),
+                            self.tls, logon_timeout or None, self.cap)
+            srv.start()
+        elif sock is not None:
+            srv = await loop.create_server(self.protocol_factory(server), sock=sock)
         else:
-            srv = await loop.create_server(factory, self.host, self.port,
-                                           reuse_address=self.reuse_addr, **tls)
+            srv = await loop.create_server(self.protocol_factory(server), self.host, self.port,
+                                           reuse_address=self.reuse_addr)
         self.server = srv
         self.host, self.port = srv.sockets[0].getsockname()[:2]
         return srv
@@ -155,11 +155,15 @@ class Listener:
         except OSError:
             pass
 
-    def protocol_factory(self, server: ConnectionHost) -> Callable[[], asyncio.Protocol]:
+    def protocol_factory(self, server: ConnectionHost, cap: Admits | None = None
+                         ) -> Callable[[], asyncio.Protocol]:
+        """What faces an accepted socket, counted by ``cap`` (the transport's cap, unless the
+        socket was counted at its accept: its :class:`~.admission.Ticket`)."""
         def make_connection() -> Connection:
             return Connection(server, self)
 
-        cap = self.cap
+        if cap is None:
+            cap = self.cap
         if self.protocol == "websocket":
             return lambda: WebSocketProtocol(make_connection, self, server, cap)
         if self.protocol in LEGACY_PROTOCOLS:

@@ -48,7 +48,7 @@ from websockets.typing import BytesLike
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import header_end, payloads_of
 from amps_emulator.server.core.ports import ListenerInfo
-from amps_emulator.server.net.admission import ConnectionCap, reset
+from amps_emulator.server.net.admission import Admits, reset
 from amps_emulator.server.net.connection import BUDGET_STEP, Connection
 from amps_emulator.server.net.socket_wrapper import StreamSocket, WrappedSocket
 from amps_emulator.server.net.ws_deflate import deflate_extensions
@@ -257,7 +257,7 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
     """The socket side of one WebSocket client; the transport of its :class:`Connection`."""
 
     def __init__(self, make_connection: Callable[[], Connection], listener: ListenerInfo,
-                 host: ConnectionHost, cap: ConnectionCap | None = None) -> None:
+                 host: ConnectionHost, cap: Admits | None = None) -> None:
         #: builds the Connection behind this socket once the upgrade succeeds (the server's
         #: ``Listener.protocol_factory`` binds it to its host and listener)
         self.make_connection = make_connection

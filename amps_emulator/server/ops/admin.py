@@ -49,6 +49,8 @@ import h11
 from amps_emulator.config.values import parse_inet_addr
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.core.clock import TestClock
+from amps_emulator.server.net.admission import Ticket
+from amps_emulator.server.net.tls_listen import TLSServer, bind_tcp, stream_protocol
 from amps_emulator.server.ops import metrics, snapshot
 from amps_emulator.server.ops import reset as ops
 from amps_emulator.server.ops.admin_access import WWW_AUTHENTICATE, AdminAccess, admin_tls
@@ -145,11 +147,17 @@ class AdminServer:
 
     async def start(self) -> None:
         await self.sampler.open_database()
-        # a TLS handshake must end within a request's deadline: a peer that opens one and
-        # stalls is closed then, as one that trickles its request is
-        self._srv = await asyncio.start_server(
-            self._client, self.host, self.port, reuse_address=True, ssl=self.tls,
-            ssl_handshake_timeout=self.limits.request_deadline if self.tls is not None else None)
+        if self.tls is None:
+            self._srv = await asyncio.start_server(self._client, self.host, self.port,
+                                                   reuse_address=True)
+        else:  # a socket counts under the cap from its accept, its handshake included; the
+            # handshake must end within a request's deadline: a peer that opens one and
+            # stalls is closed then, as one that trickles its request is
+            tls = TLSServer(asyncio.get_running_loop(), bind_tcp(self.host, self.port),
+                            stream_protocol(self._client), self.tls,
+                            self.limits.request_deadline, self.cap)
+            tls.start()
+            self._srv = tls
         self.server.admin_credentials = self.access.trusted_credentials
         sock = self._srv.sockets[0].getsockname()
         self.host, self.port = sock[0], sock[1]
@@ -176,8 +184,10 @@ class AdminServer:
             await self._srv.wait_closed()
 
     # -- HTTP -----------------------------------------------------------------------------
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if not self.cap.admit(writer):
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      ticket: Ticket | None = None) -> None:
+        """One connection (``ticket``: its place under the cap, taken at its accept)."""
+        if ticket is None and not self.cap.admit(writer):
             return
         task = asyncio.current_task()  # (the server's callback runs as a task)
         if task is not None:
@@ -202,7 +212,7 @@ class AdminServer:
         except Exception:  # one bad request must not take the admin interface down
             log.exception("admin request failed")
         finally:
-            self.cap.release()
+            (ticket or self.cap).release()
             self.server.budget.discard(ex)
             if task is not None:
                 self._tasks.discard(task)

@@ -320,7 +320,9 @@ _BUSY_BODY = b'{"error": "too many Admin connections; try again"}'
 
 class ConnectionCap:
     """How many Admin connections are open; a new one past ``limit`` is answered 503 and
-    closed, with one log line each time the cap is reached (not per refused connection)."""
+    closed (over HTTPS: reset at its accept, before any handshake, by
+    :class:`~amps_emulator.server.net.tls_listen.TLSServer`, which counts a socket from its
+    accept), with one log line each time the cap is reached (not per refused connection)."""
 
     def __init__(self, limits: AdminLimits, headers: list[tuple[str, str]] | None = None) -> None:
         self.limits = limits
@@ -333,6 +335,15 @@ class ConnectionCap:
         self._full = False
 
     def admit(self, writer: asyncio.StreamWriter) -> bool:
+        if self.take():
+            return True
+        writer.write(self.busy)
+        writer.close()
+        return False
+
+    def take(self) -> bool:
+        """Count one more connection; past the cap, count the refusal (logged when the cap is
+        reached) and return False: the caller refuses it."""
         if self.open < self.limits.max_connections:
             self.open += 1
             return True
@@ -340,9 +351,7 @@ class ConnectionCap:
         if not self._full:
             self._full = True
             log.warning("admin: %d connections open, the most allowed; new connections are "
-                        "refused (503) until one closes", self.open)
-        writer.write(self.busy)
-        writer.close()
+                        "refused until one closes", self.open)
         return False
 
     def release(self) -> None:

@@ -70,7 +70,7 @@ from amps_emulator.replication.wire import (
     transfer_request,
     transfer_request_frame,
 )
-from amps_emulator.server.services.replication_accept import Intake, serve
+from amps_emulator.server.services.replication_accept import Intake, listen
 
 if TYPE_CHECKING:
     from amps_emulator.auth import TransportSecurity
@@ -122,7 +122,7 @@ class ReplicationService:
         self.apply_run = apply_run
         self.name = config.name
         self.group = config.group_name
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.AbstractServer | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.wakeups: set[Wakeup] = set()
         self.stopping = False
@@ -179,12 +179,8 @@ class ReplicationService:
                                   verify_client=listener.verify_client, ca_file=listener.ca_file,
                                   ca_path=listener.ca_path, protocols=listener.secure_socket_protocols)
                    if listener.tls and listener.certificate and listener.private_key else None)
-            # a TLS handshake never finished is dropped after the logon timeout too
-            handshake = self.logon_timeout if tls is not None and self.logon_timeout > 0 else None
-            self._server = await asyncio.start_server(self._accepted, listener.host, listener.port, ssl=tls,
-                                                      reuse_address=True, ssl_handshake_timeout=handshake,
-                                                      limit=link_stream.READ_LIMIT)
-            self.listen_port = self._server.sockets[0].getsockname()[1]
+            server = self._server = await listen(self, listener, tls)
+            self.listen_port = server.sockets[0].getsockname()[1]
             log.info("replication transport %r listening on port %d", listener.name, self.listen_port)
         for dest in self.config.replication.destinations:
             if not dest.passive:
@@ -231,9 +227,6 @@ class ReplicationService:
             acked = sender.acked_through if sender is not None else self.acked.get(dest.name)
             out.append(journal.first_position if acked is None else acked + 1)
         return out
-
-    async def _accepted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await serve(self, reader, writer)
 
     def track(self, task: asyncio.Task[None]) -> None:
         """A task :meth:`stop` cancels (an accepted link's)."""

@@ -29,12 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from amps_emulator.config.model import Destination, ReplicationListener
 from amps_emulator.protocol.codec import ProtocolError
+from amps_emulator.replication import stream as link_stream
 from amps_emulator.replication.bootstrap_link import serve_bootstrap
 from amps_emulator.replication.gate import DestinationState
 from amps_emulator.replication.link import Sender
@@ -48,8 +50,9 @@ from amps_emulator.replication.wire import (
     classify_hello,
     refuse_frame,
 )
-from amps_emulator.server.net.admission import ConnectionCap
+from amps_emulator.server.net.admission import Admits, ConnectionCap, Ticket
 from amps_emulator.server.net.connection import BUDGET_STEP
+from amps_emulator.server.net.tls_listen import TLSServer, bind_tcp, stream_protocol
 
 if TYPE_CHECKING:
     from amps_emulator.server.core.budget import MemoryBudget
@@ -137,12 +140,35 @@ class MeteredLink:
             self.pending = 0
 
 
+async def listen(service: ReplicationService, listener: ReplicationListener,
+                 tls: ssl.SSLContext | None) -> asyncio.Server | TLSServer:
+    """The replication transport's server. With TLS a socket counts under ``MaxConnections``
+    from its accept (:class:`~amps_emulator.server.net.tls_listen.TLSServer`), and a handshake
+    never finished is dropped after the logon timeout too."""
+
+    async def serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                        ticket: Ticket | None = None) -> None:
+        await serve(service, reader, writer, ticket)
+
+    if tls is None:
+        return await asyncio.start_server(serve_one, listener.host, listener.port,
+                                          reuse_address=True, limit=link_stream.READ_LIMIT)
+    timeout = service.logon_timeout if service.logon_timeout > 0 else None
+    server = TLSServer(asyncio.get_running_loop(), bind_tcp(listener.host, listener.port),
+                       stream_protocol(serve_one, link_stream.READ_LIMIT), tls, timeout,
+                       service.intake.cap)
+    server.start()
+    return server
+
+
 async def serve(service: ReplicationService, reader: asyncio.StreamReader,
-                writer: asyncio.StreamWriter) -> None:
+                writer: asyncio.StreamWriter, ticket: Ticket | None = None) -> None:
     """The replication transport's connection handler: admitted within ``MaxConnections`` (one
-    past it is reset now) and counted in the memory budget while it is open (:func:`accept`)."""
+    past it is reset now; ``ticket``: its place taken at its accept already) and counted in
+    the memory budget while it is open (:func:`accept`)."""
     intake = service.intake
-    if not intake.cap.admit(writer.transport):
+    gate: Admits = ticket if ticket is not None else intake.cap
+    if not gate.admit(writer.transport):
         return
     link = MeteredLink(reader, writer, str(writer.get_extra_info("peername")), intake.budget)
     if intake.budget is not None:
@@ -150,7 +176,7 @@ async def serve(service: ReplicationService, reader: asyncio.StreamReader,
     try:
         await accept(service, link, writer)
     finally:
-        intake.cap.release()
+        gate.release()
         if intake.budget is not None:
             intake.budget.discard(link)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from amps_emulator.server.net.admission import LOG_INTERVAL, ConnectionCap, descriptor_share
+from amps_emulator.server.net.admission import LOG_INTERVAL, ConnectionCap, Ticket, descriptor_share
 
 
 class Sock:
@@ -27,6 +27,25 @@ def test_the_cap_admits_up_to_its_limit_and_resets_the_rest():
     assert cap.open == 2 and cap.refused == 2
     cap.release()
     assert cap.admit(Sock())
+
+
+def test_a_place_taken_at_the_accept_is_given_back_once_whoever_releases_it():
+    """A TLS socket's :class:`Ticket`: its protocol finds it counted, and the handshake's
+    failure and the connection's end may both release it; the cap counts one release."""
+    cap = ConnectionCap("t", 2)
+    assert cap.take() and cap.take() and not cap.take()  # the third: refused at its accept
+    assert cap.open == 2 and cap.refused == 1
+    first, second = Ticket(cap), Ticket(cap)
+    sock = Sock()
+    assert first.admit(sock) and not sock.aborted  # counted already: not counted again
+    assert cap.open == 2
+    first.release()
+    first.release()  # (e.g. the handshake's cancellation, then connection_lost)
+    assert cap.open == 1
+    late = Sock()
+    assert not first.admit(late) and late.aborted  # given back before it was made: reset
+    second.release()
+    assert cap.open == 0
 
 
 def test_no_limit_admits_everyone():
