@@ -11,14 +11,19 @@ def self_signed(directory: Path, name: str = "localhost") -> tuple[Path, Path]:
     """Write ``cert.pem`` and ``key.pem`` for ``localhost``/``127.0.0.1`` into ``directory``.
 
     The certificate is its own CA (clients trust it as a root: Python's ``ssl`` with
-    ``load_verify_locations``, Node with ``NODE_EXTRA_CA_CERTS``)."""
+    ``load_verify_locations``, Node with ``NODE_EXTRA_CA_CERTS``). Its subject is its own
+    too: the official client's TLS context is process-wide, and a second self-signed root
+    with the same subject in one trust store makes OpenSSL check a peer against the first."""
+    import uuid
+
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
     from cryptography.x509.oid import NameOID
 
     key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name),
+                         x509.NameAttribute(NameOID.ORGANIZATION_NAME, f"test {uuid.uuid4()}")])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
