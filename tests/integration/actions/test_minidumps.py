@@ -73,6 +73,27 @@ def test_do_minidump_writes_one_and_the_action_goes_on(tmp_path):
         srv.stop()
 
 
+def test_a_chain_of_dumps_through_a_command_stops_at_the_depth_limit(tmp_path, caplog):
+    """on-minidump runs a command, then asks for a dump: the rest of an action after its
+    command is as deep in the chain as its start, so the chain ends at the depth limit
+    instead of dumping for ever."""
+    from amps_emulator.server.services.actions import MAX_DEPTH
+
+    where = tmp_path / "dumps"
+    loop = action(module("On", "on-minidump"), module("Do", "do-execute-system", Command="true"),
+                  module("Do", "do-minidump"))
+    srv = ServerThread(loads_config(xml(str(where), ON_ADMIN_DUMP + loop), "d.xml")).start()
+    try:
+        actions = srv.server.actions
+        with caplog.at_level(logging.WARNING, logger="amps_emulator.actions"):
+            assert srv.http("/amps/administrator/actions/dump")["ran"] == 1
+            until(lambda: any("deeper than" in r.getMessage() for r in caplog.records), timeout=30)
+            until(lambda: not actions.pending, timeout=30)
+        assert 2 <= len(dumps_in(where)) <= MAX_DEPTH + 1
+    finally:
+        srv.stop()
+
+
 def test_disabled_minidumps_write_nothing(tmp_path, caplog):
     srv = ServerThread(loads_config(xml("disabled", ON_ADMIN_DUMP + ON_DUMP), "d.xml")).start()
     try:

@@ -308,7 +308,7 @@ class Actions(Steps):
                 try:
                     went_on = run_step(step, v)
                     if inspect.isawaitable(went_on):  # work under way: the rest after it
-                        self._wait_for(action, v, i + 1, went_on)
+                        self._wait_for(action, v, i + 1, went_on, self._depth)
                         return True
                 except (StepFailed, CommandError, ValueError) as exc:
                     log.warning("%s:%d: %s failed: %s", step.file, step.line, step.module, exc)
@@ -323,8 +323,11 @@ class Actions(Steps):
             self._depth -= 1
             self.broker.turn.request()  # what the steps published goes out this turn
 
-    def _wait_for(self, action: Action, v: Vars, nxt: int, work: Awaitable[bool]) -> None:
-        """Hold the run of ``action`` until ``work`` is done, then go on from step ``nxt``."""
+    def _wait_for(self, action: Action, v: Vars, nxt: int, work: Awaitable[bool],
+                  depth: int = 1) -> None:
+        """Hold the run of ``action`` until ``work`` is done, then go on from step ``nxt``
+        at the chain's ``depth`` (the rest of a run is as deep in its chain as its start: a
+        chain through a command, say, is not a new one)."""
         try:
             fut = asyncio.ensure_future(work, loop=asyncio.get_running_loop())
         except RuntimeError:  # no event loop: the work never starts
@@ -332,9 +335,10 @@ class Actions(Steps):
                 work.close()
             raise StepFailed("no event loop to run its work on") from None
         self.pending.add(fut)
-        fut.add_done_callback(partial(self._resume, action, v, nxt))
+        fut.add_done_callback(partial(self._resume, action, v, nxt, depth))
 
-    def _resume(self, action: Action, v: Vars, nxt: int, done: asyncio.Future[bool]) -> None:
+    def _resume(self, action: Action, v: Vars, nxt: int, depth: int,
+                done: asyncio.Future[bool]) -> None:
         """A step's off-loop work is over: the action goes on from step ``nxt``, if it did
         (also while the server settles at shutdown: ``on-shutdown`` actions end too)."""
         self.pending.discard(done)
@@ -347,7 +351,11 @@ class Actions(Steps):
         elif exc is not None:  # a bug in a step must not take the server down
             log.error("%s:%d: %s failed", step.file, step.line, step.module, exc_info=exc)
         elif done.result() and nxt < len(action.steps):
-            self._run_from(action, v, nxt)
+            outer, self._depth = self._depth, depth - 1  # (_run_from counts this run again)
+            try:
+                self._run_from(action, v, nxt)
+            finally:
+                self._depth = outer
 
     async def settle(self, timeout: float = SETTLE_TIMEOUT, grace: float = SETTLE_GRACE) -> None:
         """Shutdown, after ``on-shutdown`` and before the transaction log closes: wait (at
