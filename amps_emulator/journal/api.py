@@ -33,11 +33,14 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from amps_emulator.protocol.bookmarks import Bookmark, BookmarkRange, BookmarkSpec
 
 from .record import JournalRecord, RecordKind
+
+if TYPE_CHECKING:
+    from .stored import ReadHold
 
 __all__ = [
     "Durability",
@@ -244,10 +247,14 @@ class Journal(Protocol):
     def sync(self) -> int: ...
     def close(self) -> None: ...
 
-    def read(self, from_position: int = 1, *, include_internal: bool = False) -> Iterator[JournalRecord]: ...
+    def read(self, from_position: int = 1, *, include_internal: bool = False,
+             hold: ReadHold | None = None) -> Iterator[JournalRecord]:
+        """Records from ``from_position`` on, in log order (``hold``: a reader that must not
+        block; see ``stored.ReadHold``)."""
+        ...
     def stored_frames(self, position: int, at: tuple[int, str, int] | None, max_bytes: int
                       ) -> tuple[bytes, str, int] | None: ...
-    def record_at(self, position: int) -> JournalRecord | None: ...
+    def record_at(self, position: int, hold: ReadHold | None = None) -> JournalRecord | None: ...
     def follow_tail(self, reader: TailReader) -> None:
         """``reader`` (with a ``next_position``) reads each record soon after it is written:
         the journal may keep what it has not read in memory while it lives."""

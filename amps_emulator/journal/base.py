@@ -58,6 +58,7 @@ from .record import (
     append_record_py,
 )
 from .replicated import ReplicatedAppends
+from .stored import ReadHold
 
 Clock = Callable[[], float]
 
@@ -555,11 +556,12 @@ class JournalCore(ReplicatedAppends):
     def _publisher_at(self, position: int) -> int | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def record_at(self, position: int) -> JournalRecord | None:  # pragma: no cover - abstract
+    def record_at(self, position: int,
+                  hold: ReadHold | None = None) -> JournalRecord | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def read(self, from_position: int = 1, *,
-             include_internal: bool = False) -> Iterator[JournalRecord]:  # pragma: no cover - abstract
+    def read(self, from_position: int = 1, *, include_internal: bool = False,
+             hold: ReadHold | None = None) -> Iterator[JournalRecord]:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def position_at_time(self, timestamp_us: int) -> int:  # pragma: no cover - abstract

@@ -16,6 +16,7 @@ import AMPS
 from amps_emulator.config import loads_config
 from amps_emulator.server.core.clock import TestClock
 from tests.support.clients import Collector
+from tests.support.journals import SlowGunzip
 from tests.support.servers import ServerThread, until
 
 N = 1500  # ~300 KB of journal: several 64 KB segments
@@ -201,4 +202,49 @@ def test_a_snapshot_carries_the_archived_segments(tmp_path):
         assert replay_from_epoch(c) == list(range(N))
         c.close()
     finally:
+        srv.stop()
+
+
+def compressed_log(srv, c, n: int) -> None:
+    """``n`` + 1 messages on ``orders`` (``i`` 0..n), all but the newest segment archived
+    and compressed."""
+    pad = "x" * 150
+    for i in range(n):
+        c.publish("orders", json.dumps({"i": i, "pad": pad}))
+    c.flush(5000)
+    srv.http("/emulator/clock/advance?seconds=7200", "POST")
+    c.publish("orders", json.dumps({"i": n, "pad": pad}))
+    c.flush(5000)
+    journal = srv.server.txlog.journal
+    assert until(lambda: srv.call(lambda: all(s.fd < 0 for s in journal.segments[:-1])
+                                  and not journal._summq.pending))
+    run_admin_action(srv, "housekeep", c)
+    assert srv.call(lambda: journal.segments[0].path.endswith(".journal.gz"))
+
+
+def test_a_replay_waits_for_a_compressed_segment_without_holding_the_others(tmp_path, monkeypatch):
+    srv = start(tmp_path)
+    slow = SlowGunzip()
+    try:
+        c = client(srv, "publisher")
+        compressed_log(srv, c, N)
+        slow.install(monkeypatch)
+        r = Replay()
+        sub = client(srv, "replayer")
+        sub.execute_async(AMPS.Command("subscribe").set_topic("orders").set_bookmark("0")
+                          .add_ack_type("completed").set_timeout(10000), r)
+        assert slow.entered.wait(30)  # the replay reached the oldest segment: compressed
+        # meanwhile another client publishes and is answered (its persisted acks, the flush)
+        for i in range(N + 1, N + 6):
+            c.publish("orders", json.dumps({"i": i}))
+        c.flush(5000)
+        assert not slow.release.is_set() and slow.calls == 1 and r.ids == []
+        slow.release.set()
+        assert r.completed.wait(30)
+        assert until(lambda: len(r.ids) >= N + 6)
+        assert r.ids == list(range(N + 6))  # every record in order, then the live ones
+        sub.close()
+        c.close()
+    finally:
+        slow.release.set()
         srv.stop()
