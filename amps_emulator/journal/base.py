@@ -180,6 +180,11 @@ class JournalCore(ReplicatedAppends):
         """Last appended position (0 when nothing was ever appended)."""
         return self._next_position - 1
 
+    @property
+    def last_timestamp(self) -> int:
+        """When the last record was logged (microseconds since the epoch; 0: none)."""
+        return self._last_ts
+
     # ------------------------------------------------------------------ assignment
     def publisher_id(self, client_name: str) -> int:
         pid = self._pubids.get(client_name)

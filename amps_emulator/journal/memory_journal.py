@@ -73,6 +73,11 @@ class MemoryJournal(JournalCore):
         return self._base
 
     @property
+    def first_timestamp(self) -> int:
+        """When the oldest retained record was logged (microseconds; 0: none)."""
+        return self._records[0].timestamp if self._records else 0
+
+    @property
     def durable_position(self) -> int:
         return self._next_position - 1
 

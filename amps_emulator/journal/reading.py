@@ -154,6 +154,15 @@ class SegmentReads:
     def first_position(self) -> int:  # pragma: no cover - the journal defines it
         raise NotImplementedError
 
+    @property
+    def first_timestamp(self) -> int:
+        """When the oldest retained record was logged (microseconds since the epoch; 0: none),
+        from the segments' metadata: no file is read (the oldest may be compressed)."""
+        for seg in self._segments:
+            if seg.count:
+                return seg.first_ts
+        return self._pending[0].timestamp if self._pending else 0
+
     def _segment_index(self, position: int) -> int:
         return max(bisect_right(self._firsts, position) - 1, 0)
 

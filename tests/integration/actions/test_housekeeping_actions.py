@@ -15,6 +15,7 @@ import AMPS
 
 from amps_emulator.config import loads_config
 from amps_emulator.server.core.clock import TestClock
+from amps_emulator.server.ops.stats import tree
 from tests.support.clients import Collector
 from tests.support.journals import SlowGunzip
 from tests.support.servers import ServerThread, until
@@ -238,6 +239,10 @@ def test_a_replay_waits_for_a_compressed_segment_without_holding_the_others(tmp_
         for i in range(N + 1, N + 6):
             c.publish("orders", json.dumps({"i": i}))
         c.flush(5000)
+        # and the statistics the admin interface records are taken (the log's time span)
+        recorded = srv.call(lambda: tree(srv.server, srv.server.admin.sampler))
+        span = recorded["amps"]["instance"]["transaction_log"]
+        assert "" < span["min_timestamp"] < span["max_timestamp"]
         assert not slow.release.is_set() and slow.calls == 1 and r.ids == []
         slow.release.set()
         assert r.completed.wait(30)
