@@ -569,7 +569,8 @@ class JournalCore(ReplicatedAppends):
              hold: ReadHold | None = None) -> Iterator[JournalRecord]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def position_at_time(self, timestamp_us: int) -> int:  # pragma: no cover - abstract
+    def position_at_time(self, timestamp_us: int,
+                         hold: ReadHold | None = None) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def enforce_retention(self, pinned_positions: Iterable[int] = (), *,

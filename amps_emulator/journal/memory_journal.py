@@ -240,7 +240,7 @@ class MemoryJournal(JournalCore):
         rec = self.record_at(position)
         return None if rec is None else rec.publisher_id
 
-    def position_at_time(self, timestamp_us: int) -> int:
+    def position_at_time(self, timestamp_us: int, hold: ReadHold | None = None) -> int:
         i = bisect_left(self._records, timestamp_us, key=lambda r: r.timestamp)
         return self._records[i].position if i < len(self._records) else self._next_position
 

@@ -297,12 +297,14 @@ class SegmentReads:
             return rec if rec.position == position else None
         return None
 
-    def position_at_time(self, timestamp_us: int) -> int:
-        """Position of the first record with timestamp >= ``timestamp_us`` (``next_position`` if none)."""
+    def position_at_time(self, timestamp_us: int, hold: ReadHold | None = None) -> int:
+        """Position of the first record with timestamp >= ``timestamp_us`` (``next_position`` if
+        none; ``hold``: see :meth:`read`)."""
         segs = [s for s in self._segments if s.count]
         i = bisect_left([s.last_ts for s in segs], timestamp_us)
         for seg in segs[i:]:
-            prefix = seg.scan(seg.index.offset_before_time(timestamp_us), lambda p: p[9] >= timestamp_us)
+            prefix = seg.scan(seg.index.offset_before_time(timestamp_us), lambda p: p[9] >= timestamp_us,
+                              hold)
             if prefix is not None:
                 return prefix[6]
             break  # the match (if any) is still in the write buffer

@@ -286,12 +286,14 @@ class Segment:
         return self.open_cursor(HEADER_SIZE if off is None else off, hold)
 
     def scan(
-        self, start_offset: int | None, predicate: Callable[[tuple[int, ...]], bool]
+        self, start_offset: int | None, predicate: Callable[[tuple[int, ...]], bool],
+        hold: ReadHold | None = None,
     ) -> tuple[int, ...] | None:
         """The prefix of the first flushed frame from ``start_offset`` (None: the first frame)
-        that ``predicate`` accepts, or None (also for a compressed segment that is refused)."""
+        that ``predicate`` accepts, or None (also for a compressed segment that is refused).
+        ``hold``: see :meth:`open_cursor`."""
         try:
-            cursor = self.open_cursor(HEADER_SIZE if start_offset is None else start_offset)
+            cursor = self.open_cursor(HEADER_SIZE if start_offset is None else start_offset, hold)
         except JournalCorruptError:
             if self.cache is None:
                 raise

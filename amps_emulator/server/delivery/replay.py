@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from amps_emulator.journal import ReadHold, RecordKind, SegmentPending
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.bookmarks import BookmarkError, BookmarkRange, format_timestamp, parse_bookmark
+from amps_emulator.protocol.bookmarks import (
+    BookmarkError,
+    BookmarkRange,
+    BookmarkTimestamp,
+    format_timestamp,
+    parse_bookmark,
+)
 from amps_emulator.protocol.codec import ack as encode_ack
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
@@ -161,7 +167,7 @@ class Cursor:
         "sub", "conn", "cmd", "next_pos", "stop_pos", "live", "remaining", "want_completed",
         "want_persisted", "caught_up", "paused", "blocked", "done", "scheduled", "last_pos",
         "last_bm", "acked_bm", "timestamp", "rate", "delay", "catch_up_pos", "host", "fully_durable",
-        "stored_at", "hold", "waiting", "__weakref__",
+        "stored_at", "hold", "waiting", "since", "__weakref__",
     )
 
     def __init__(self, host: ReplayHost, sub: Subscription, cmd: Command, next_pos: int,
@@ -199,6 +205,9 @@ class Cursor:
         self.hold = ReadHold(partial(_woken, weakref.ref(self)))
         #: stopped until the segment at ``next_pos`` is decompressed (``_woken`` goes on)
         self.waiting = False
+        #: a timestamp bookmark's time and the log's next position when it came, until the
+        #: first step finds where its replay starts (``_resolve``)
+        self.since: tuple[int, int] | None = None
 
     # what the transaction log calls (ports.JournalCursor)
     def pump(self, limit: int) -> None:
@@ -221,6 +230,8 @@ def start(broker: ReplayHost, client: Client, cmd: Command, sub: Subscription) -
     stop: int | None = None
     if isinstance(spec, BookmarkRange):
         begin, stop = journal.range_positions(spec)
+    elif isinstance(spec, BookmarkTimestamp):  # found by the first step (_resolve): that may
+        begin = journal.first_position  # wait for a compressed segment; until then, pin all
     else:
         begin = journal.position_after_bookmark(spec, resume=True)  # maybe after a failover
     if begin is None and "bookmark_not_found" not in cmd.opts:
@@ -237,6 +248,8 @@ def start(broker: ReplayHost, client: Client, cmd: Command, sub: Subscription) -
             begin = journal.next_position
     cursor = Cursor(broker, sub, cmd, begin, stop)
     cursor.catch_up_pos = journal.last_position
+    if isinstance(spec, BookmarkTimestamp):
+        cursor.since = (spec.micros, journal.next_position)
     rate = cmd.opts.get("rate")
     if rate is not None:
         if cursor.live or not isinstance(rate, str):
@@ -279,8 +292,28 @@ def _records(journal: FileJournal | MemoryJournal, cursor: Cursor) -> Iterator[J
         cursor.waiting = True
 
 
+def _resolve(broker: ReplayHost, cursor: Cursor) -> bool:
+    """Start the cursor of a timestamp bookmark at the first record at or after its time, as
+    the log was when the subscription came (records logged since come after it); False while
+    the segment that holds it is being decompressed."""
+    assert cursor.since is not None
+    micros, then_next = cursor.since
+    try:
+        found = _journal(broker).position_at_time(micros, cursor.hold)
+    except SegmentPending:
+        cursor.waiting = True
+        return False
+    cursor.next_pos = min(found, then_next)
+    cursor.since = None
+    return True
+
+
 def _pump(broker: ReplayHost, cursor: Cursor, limit: int) -> None:
-    if cursor.done or cursor.paused or cursor.waiting or cursor.conn.closed:
+    if cursor.done or cursor.waiting or cursor.conn.closed:
+        return
+    if cursor.since is not None and not _resolve(broker, cursor):
+        return
+    if cursor.paused:
         return
     if cursor.conn.writing_paused:
         cursor.blocked = True

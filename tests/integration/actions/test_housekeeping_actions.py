@@ -12,8 +12,10 @@ import threading
 import urllib.request
 
 import AMPS
+import pytest
 
 from amps_emulator.config import loads_config
+from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.server.core.clock import TestClock
 from amps_emulator.server.ops.stats import tree
 from tests.support.clients import Collector
@@ -206,11 +208,16 @@ def test_a_snapshot_carries_the_archived_segments(tmp_path):
         srv.stop()
 
 
-def compressed_log(srv, c, n: int) -> None:
+def compressed_log(srv, c, n: int) -> str:
     """``n`` + 1 messages on ``orders`` (``i`` 0..n), all but the newest segment archived
-    and compressed."""
+    and compressed; returns a timestamp bookmark between the first 100 and the others."""
     pad = "x" * 150
+    since = ""
     for i in range(n):
+        if i == 100:
+            c.flush(5000)
+            srv.http("/emulator/clock/advance?seconds=60", "POST")
+            since = format_timestamp(int(srv.call(srv.server.timebase.time) * 1_000_000))
         c.publish("orders", json.dumps({"i": i, "pad": pad}))
     c.flush(5000)
     srv.http("/emulator/clock/advance?seconds=7200", "POST")
@@ -220,21 +227,27 @@ def compressed_log(srv, c, n: int) -> None:
     assert until(lambda: srv.call(lambda: all(s.fd < 0 for s in journal.segments[:-1])
                                   and not journal._summq.pending))
     run_admin_action(srv, "housekeep", c)
-    assert srv.call(lambda: journal.segments[0].path.endswith(".journal.gz"))
+    assert srv.call(lambda: journal.segments[0].path.endswith(".journal.gz")
+                    and journal.segments[0].last_position > 100)
+    return since
 
 
-def test_a_replay_waits_for_a_compressed_segment_without_holding_the_others(tmp_path, monkeypatch):
+@pytest.mark.parametrize("since", ["epoch", "time"])
+def test_a_replay_waits_for_a_compressed_segment_without_holding_the_others(tmp_path, monkeypatch,
+                                                                           since):
     srv = start(tmp_path)
     slow = SlowGunzip()
     try:
         c = client(srv, "publisher")
-        compressed_log(srv, c, N)
+        at_time = compressed_log(srv, c, N)
         slow.install(monkeypatch)
         r = Replay()
         sub = client(srv, "replayer")
-        sub.execute_async(AMPS.Command("subscribe").set_topic("orders").set_bookmark("0")
+        sub.execute_async(AMPS.Command("subscribe").set_topic("orders")
+                          .set_bookmark("0" if since == "epoch" else at_time)
                           .add_ack_type("completed").set_timeout(10000), r)
-        assert slow.entered.wait(30)  # the replay reached the oldest segment: compressed
+        # the replay reached the oldest segment (a timestamp bookmark: to find where it starts)
+        assert slow.entered.wait(30)
         # meanwhile another client publishes and is answered (its persisted acks, the flush)
         for i in range(N + 1, N + 6):
             c.publish("orders", json.dumps({"i": i}))
@@ -246,8 +259,9 @@ def test_a_replay_waits_for_a_compressed_segment_without_holding_the_others(tmp_
         assert not slow.release.is_set() and slow.calls == 1 and r.ids == []
         slow.release.set()
         assert r.completed.wait(30)
-        assert until(lambda: len(r.ids) >= N + 6)
-        assert r.ids == list(range(N + 6))  # every record in order, then the live ones
+        first = 0 if since == "epoch" else 100
+        assert until(lambda: len(r.ids) >= N + 6 - first)
+        assert r.ids == list(range(first, N + 6))  # every record in order, then the live ones
         sub.close()
         c.close()
     finally:
