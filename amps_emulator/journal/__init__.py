@@ -47,6 +47,7 @@ from .api import (
 from .file_journal import FileJournal
 from .memory_journal import MemoryJournal
 from .record import JournalRecord, RecordKind
+from .stored import ReadHold, SegmentPending
 
 __all__ = [
     "DuplicatePublish",
@@ -72,9 +73,11 @@ __all__ = [
     "MemoryJournal",
     "NOW",
     "RECENT",
+    "ReadHold",
     "RecordKind",
     "RecoveryReport",
     "RetentionResult",
+    "SegmentPending",
     "format_bookmark",
     "format_timestamp",
     "parse_bookmark",

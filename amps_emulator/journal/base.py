@@ -58,6 +58,7 @@ from .record import (
     append_record_py,
 )
 from .replicated import ReplicatedAppends
+from .stored import ReadHold
 
 Clock = Callable[[], float]
 
@@ -178,6 +179,11 @@ class JournalCore(ReplicatedAppends):
     def last_position(self) -> int:
         """Last appended position (0 when nothing was ever appended)."""
         return self._next_position - 1
+
+    @property
+    def last_timestamp(self) -> int:
+        """When the last record was logged (microseconds since the epoch; 0: none)."""
+        return self._last_ts
 
     # ------------------------------------------------------------------ assignment
     def publisher_id(self, client_name: str) -> int:
@@ -555,14 +561,16 @@ class JournalCore(ReplicatedAppends):
     def _publisher_at(self, position: int) -> int | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def record_at(self, position: int) -> JournalRecord | None:  # pragma: no cover - abstract
+    def record_at(self, position: int,
+                  hold: ReadHold | None = None) -> JournalRecord | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def read(self, from_position: int = 1, *,
-             include_internal: bool = False) -> Iterator[JournalRecord]:  # pragma: no cover - abstract
+    def read(self, from_position: int = 1, *, include_internal: bool = False,
+             hold: ReadHold | None = None) -> Iterator[JournalRecord]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def position_at_time(self, timestamp_us: int) -> int:  # pragma: no cover - abstract
+    def position_at_time(self, timestamp_us: int,
+                         hold: ReadHold | None = None) -> int:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def enforce_retention(self, pinned_positions: Iterable[int] = (), *,

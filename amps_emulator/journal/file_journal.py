@@ -659,6 +659,7 @@ class FileJournal(SegmentReads, SegmentSync, SegmentRetention, SegmentHousekeepi
                 if self._dir_fd >= 0:
                     os.close(self._dir_fd)
                     self._dir_fd = -1
+            self.compressed_cache.close()
 
     def __repr__(self) -> str:
         return (

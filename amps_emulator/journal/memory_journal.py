@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from .api import Durability, JournalClosedError, RetentionResult, TailReader
 from .base import Clock, JournalCore
 from .record import INTERNAL_KIND_MIN, JournalRecord, RecordKind, frame_size, room_for
+from .stored import ReadHold
 
 DEFAULT_SEGMENT_SIZE = 64 * 1024 * 1024
 
@@ -70,6 +71,11 @@ class MemoryJournal(JournalCore):
     @property
     def first_position(self) -> int:
         return self._base
+
+    @property
+    def first_timestamp(self) -> int:
+        """When the oldest retained record was logged (microseconds; 0: none)."""
+        return self._records[0].timestamp if self._records else 0
 
     @property
     def durable_position(self) -> int:
@@ -201,7 +207,9 @@ class MemoryJournal(JournalCore):
     def close(self) -> None:
         self._closed = True
 
-    def read(self, from_position: int = 1, *, include_internal: bool = False) -> Iterator[JournalRecord]:
+    def read(self, from_position: int = 1, *, include_internal: bool = False,
+             hold: ReadHold | None = None) -> Iterator[JournalRecord]:
+        """(``hold``: nothing is compressed here, nothing waits.)"""
         pos = max(from_position, 1)
         while pos < self._next_position:
             if pos < self._base:
@@ -224,7 +232,7 @@ class MemoryJournal(JournalCore):
         see ``FileJournal.stored_frames``)."""
         return None
 
-    def record_at(self, position: int) -> JournalRecord | None:
+    def record_at(self, position: int, hold: ReadHold | None = None) -> JournalRecord | None:
         i = position - self._base
         return self._records[i] if 0 <= i < len(self._records) else None
 
@@ -232,7 +240,7 @@ class MemoryJournal(JournalCore):
         rec = self.record_at(position)
         return None if rec is None else rec.publisher_id
 
-    def position_at_time(self, timestamp_us: int) -> int:
+    def position_at_time(self, timestamp_us: int, hold: ReadHold | None = None) -> int:
         i = bisect_left(self._records, timestamp_us, key=lambda r: r.timestamp)
         return self._records[i].position if i < len(self._records) else self._next_position
 

@@ -23,6 +23,7 @@ from weakref import WeakSet
 from .api import JournalCorruptError, TailReader
 from .record import INTERNAL_KIND_MIN, FrameDecoder, JournalRecord
 from .segment import HEADER_SIZE, O_CLOEXEC, FrameCursor, Segment
+from .stored import ReadHold
 
 #: where a reader of stored frames stopped (:meth:`SegmentReads.stored_frames`): the position
 #: it goes on from, the segment's file name and the offset of the next frame to read
@@ -153,12 +154,24 @@ class SegmentReads:
     def first_position(self) -> int:  # pragma: no cover - the journal defines it
         raise NotImplementedError
 
+    @property
+    def first_timestamp(self) -> int:
+        """When the oldest retained record was logged (microseconds since the epoch; 0: none),
+        from the segments' metadata: no file is read (the oldest may be compressed)."""
+        for seg in self._segments:
+            if seg.count:
+                return seg.first_ts
+        return self._pending[0].timestamp if self._pending else 0
+
     def _segment_index(self, position: int) -> int:
         return max(bisect_right(self._firsts, position) - 1, 0)
 
-    def read(self, from_position: int = 1, *, include_internal: bool = False) -> Iterator[JournalRecord]:
+    def read(self, from_position: int = 1, *, include_internal: bool = False,
+             hold: ReadHold | None = None) -> Iterator[JournalRecord]:
         """Records with position >= ``from_position`` in log order, including ones appended while
-        iterating; ends when caught up. CHECKPOINT records are skipped unless ``include_internal``."""
+        iterating; ends when caught up. CHECKPOINT records are skipped unless ``include_internal``.
+        ``hold``: a reader that must not block; a compressed segment not decompressed yet then
+        raises ``stored.SegmentPending`` (read again from after the last record taken)."""
         pos = max(from_position, 1)
         cursor: FrameCursor | None = None
         cursor_seg: Segment | None = None
@@ -197,7 +210,7 @@ class SegmentReads:
                 if cursor is None or cursor_seg is None:
                     cursor_seg = self._segments[self._segment_index(pos)]
                     try:
-                        cursor = cursor_seg.cursor_at(pos)
+                        cursor = cursor_seg.cursor_at(pos, hold)
                     except JournalCorruptError:
                         if cursor_seg.cache is None:
                             raise
@@ -275,20 +288,23 @@ class SegmentReads:
         prefix = seg.scan(seg.index.offset_for_position(position), lambda p: p[6] >= position)
         return prefix[7] if prefix is not None and prefix[6] == position else None
 
-    def record_at(self, position: int) -> JournalRecord | None:
-        """The record at exactly ``position`` (internal ones included), or None."""
+    def record_at(self, position: int, hold: ReadHold | None = None) -> JournalRecord | None:
+        """The record at exactly ``position`` (internal ones included), or None (``hold``: see
+        :meth:`read`)."""
         if position < 1 or position >= self._next_position:
             return None
-        for rec in self.read(position, include_internal=True):
+        for rec in self.read(position, include_internal=True, hold=hold):
             return rec if rec.position == position else None
         return None
 
-    def position_at_time(self, timestamp_us: int) -> int:
-        """Position of the first record with timestamp >= ``timestamp_us`` (``next_position`` if none)."""
+    def position_at_time(self, timestamp_us: int, hold: ReadHold | None = None) -> int:
+        """Position of the first record with timestamp >= ``timestamp_us`` (``next_position`` if
+        none; ``hold``: see :meth:`read`)."""
         segs = [s for s in self._segments if s.count]
         i = bisect_left([s.last_ts for s in segs], timestamp_us)
         for seg in segs[i:]:
-            prefix = seg.scan(seg.index.offset_before_time(timestamp_us), lambda p: p[9] >= timestamp_us)
+            prefix = seg.scan(seg.index.offset_before_time(timestamp_us), lambda p: p[9] >= timestamp_us,
+                              hold)
             if prefix is not None:
                 return prefix[6]
             break  # the match (if any) is still in the write buffer

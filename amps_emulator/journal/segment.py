@@ -36,7 +36,7 @@ from collections.abc import Callable
 from .api import JournalCorruptError, JournalFormatError
 from .index import DEFAULT_INDEX_INTERVAL, SparseIndex
 from .record import FRAME_MAGIC, FRAME_VERSION, PREFIX, PREFIX_SIZE, JournalRecord, crc32
-from .stored import CompressedCache, FdSource, Source
+from .stored import CompressedCache, FdSource, ReadHold, Source
 
 SEGMENT_SUFFIX = ".journal"
 FILE_MAGIC = b"AMPSJRNL"
@@ -272,25 +272,28 @@ class Segment:
         self.set_mark()
 
     # ------------------------------------------------------------------ reader half
-    def open_cursor(self, offset: int) -> FrameCursor:
+    def open_cursor(self, offset: int, hold: ReadHold | None = None) -> FrameCursor:
         """A cursor at ``offset`` of the segment's frames (a compressed one decompressed: see
-        ``stored.py``; JournalCorruptError when it does not decompress)."""
+        ``stored.py``; JournalCorruptError when it does not decompress; with ``hold``,
+        SegmentPending while it is being decompressed)."""
         if self.cache is None:
             return FrameCursor(self.path, offset)
-        return FrameCursor(self.path, offset, self.cache.open(self.path, self.size))
+        return FrameCursor(self.path, offset, self.cache.open(self.path, self.size, hold))
 
-    def cursor_at(self, position: int) -> FrameCursor:
+    def cursor_at(self, position: int, hold: ReadHold | None = None) -> FrameCursor:
         """A cursor at the last indexed frame at or before ``position``."""
         off = self.index.offset_for_position(position)
-        return self.open_cursor(HEADER_SIZE if off is None else off)
+        return self.open_cursor(HEADER_SIZE if off is None else off, hold)
 
     def scan(
-        self, start_offset: int | None, predicate: Callable[[tuple[int, ...]], bool]
+        self, start_offset: int | None, predicate: Callable[[tuple[int, ...]], bool],
+        hold: ReadHold | None = None,
     ) -> tuple[int, ...] | None:
         """The prefix of the first flushed frame from ``start_offset`` (None: the first frame)
-        that ``predicate`` accepts, or None (also for a compressed segment that is refused)."""
+        that ``predicate`` accepts, or None (also for a compressed segment that is refused).
+        ``hold``: see :meth:`open_cursor`."""
         try:
-            cursor = self.open_cursor(HEADER_SIZE if start_offset is None else start_offset)
+            cursor = self.open_cursor(HEADER_SIZE if start_offset is None else start_offset, hold)
         except JournalCorruptError:
             if self.cache is None:
                 raise

@@ -18,6 +18,14 @@ replication resync and retention see it as before.
   instead. The gzip checksum and every frame's CRC are checked as it is read, not at start-up
   (start-up trusts the summary copied with it). A file that does not decompress is refused:
   one ERROR line with its path, and readers step over the segment as over a gap.
+* A reader that must not block (the event loop of a running server) reads with a
+  :class:`ReadHold`: a compressed segment that is not in the cache is then decompressed in
+  the cache's worker thread, and the read stops with :class:`SegmentPending` (the reader keeps
+  its position, and reads on from there once the hold's ``wake`` is called). Readers without
+  a hold (start-up, tools) decompress in their own thread as before. Either way a file is
+  decompressed by one thread at a time however many readers want it: the others wait for it.
+  A reader keeps the temporary file of a segment over the limit between its reads (a replay
+  goes through it in steps), not the bytes of one under it (those are the cache's to drop).
 """
 
 from __future__ import annotations
@@ -29,12 +37,15 @@ import re
 import shutil
 import tempfile
 import threading
+import weakref
 import zlib
 from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO, Protocol
 
 from . import summary as summaries
-from .api import JournalCorruptError
+from .api import JournalClosedError, JournalCorruptError
 from .atomic import fsync_path, replace_file
 
 log = logging.getLogger("amps_emulator.journal")
@@ -130,23 +141,84 @@ def _spill(path: str) -> FdSource:
     return FdSource(fd)
 
 
+#: a compressed file as the cache knows it: its path, inode, size and modification time
+Key = tuple[str, int, int, int]
+
+
+class SegmentPending(Exception):  # noqa: N818 - not an error: the reader comes back later
+    """A read with a :class:`ReadHold` reached a compressed segment that is being
+    decompressed in the cache's worker: the reader stops there and reads on from where it
+    stopped (with the same hold) once the hold's ``wake`` is called."""
+
+
+class _Job:
+    """One decompression of one file (shared by every reader that wants it meanwhile): its
+    bytes (``data``), or an unlinked temporary file holding them (``fd``, a segment over the
+    cache's limit; closed once no reader holds the job)."""
+
+    __slots__ = ("key", "path", "size", "future", "data", "fd", "keep", "__weakref__")
+
+    def __init__(self, key: Key, path: str, size: int) -> None:
+        self.key = key
+        self.path = path
+        self.size = size
+        self.future: Future[None] = Future()
+        self.data: bytes | None = None
+        self.fd = -1
+        self.keep = True  # the bytes go into the cache (False: the segment was forgotten)
+
+    def source(self) -> Source:
+        """A reader of the result (the job's error when it failed)."""
+        self.future.result()
+        if self.data is not None:
+            return BytesSource(self.data)
+        return FdSource(os.dup(self.fd))
+
+
+class ReadHold:
+    """What a reader that must not block keeps between its reads: the decompression it waits
+    for or last read from. ``wake`` (None: the reader looks again by itself) is called, from
+    any thread, once a decompression the reader stopped for is over (done or failed)."""
+
+    __slots__ = ("wake", "job")
+
+    def __init__(self, wake: Callable[[], None] | None = None) -> None:
+        self.wake = wake
+        self.job: _Job | None = None
+
+    @property
+    def waiting(self) -> bool:
+        """A decompression the reader stopped for is still running."""
+        return self.job is not None and not self.job.future.done()
+
+
 class CompressedCache:
     """Decompressed segments by file (path and identity), least recently used first out, at
-    most ``limit`` bytes in all. Thread-safe; a refused file is said once."""
+    most ``limit`` bytes in all. Thread-safe; one decompression per file at a time (a reader
+    that wants a file being decompressed waits for it); a refused file is said once and not
+    tried again (a new file at that path is)."""
 
     def __init__(self, limit: int | None = None) -> None:
         self.limit = default_cache_limit() if limit is None else max(int(limit), 0)
-        self._entries: OrderedDict[tuple[str, int, int, int], bytes] = OrderedDict()
+        self._entries: OrderedDict[Key, bytes] = OrderedDict()
         self._bytes = 0
-        self._refused: set[tuple[str, int, int, int]] = set()
+        self._refused: dict[Key, str] = {}  # why each file refused was
+        self._running: dict[Key, _Job] = {}  # decompressions under way
         self._lock = threading.Lock()
+        self._worker: ThreadPoolExecutor | None = None  # for readers with a hold (made on use)
+        self._closed = False
+        #: decompressions run so far (tests: readers of one file share one)
+        self.decompressions = 0
 
     @property
     def cached_bytes(self) -> int:
         return self._bytes
 
-    def open(self, path: str, size: int) -> Source:
-        """A reader of the decompressed ``path`` (``size``: its expected length)."""
+    def open(self, path: str, size: int, hold: ReadHold | None = None) -> Source:
+        """A reader of the decompressed ``path`` (``size``: its expected length). Without
+        ``hold``, decompressed in this thread (or waited for, when another is at it); with
+        one, in the worker: then SegmentPending until it is done (see :class:`ReadHold`).
+        JournalCorruptError: the file does not decompress."""
         st = os.stat(path)
         key = (path, st.st_ino, st.st_size, st.st_mtime_ns)
         with self._lock:
@@ -154,31 +226,96 @@ class CompressedCache:
             if data is not None:
                 self._entries.move_to_end(key)
                 return BytesSource(data)
-        try:
-            if size > self.limit:
-                return _spill(path)
-            data = decompress(path)
-        except JournalCorruptError as exc:
-            with self._lock:
-                first = key not in self._refused
-                self._refused.add(key)
-            if first:
-                log.error("journal: refused %s; its records are skipped", exc)
-            raise
+            refused = self._refused.get(key)
+            if refused is not None:  # (a new exception: raising one again would grow its traceback)
+                raise JournalCorruptError(refused, path=path, offset=0)
+            job = hold.job if hold is not None else None
+            if job is None or job.key != key:
+                job = self._running.get(key)
+            new = job is None
+            if job is None:
+                job = self._running[key] = _Job(key, path, size)
+        if hold is None:
+            if new:
+                self._run(job)
+            return job.source()  # (waits for the reader that is at it)
+        if new and not self._submit(job):
+            self._run(job)  # (closed: no worker any more)
+        if not job.future.done():
+            if hold.job is not job:
+                hold.job = job
+                wake = hold.wake
+                if wake is not None:
+                    job.future.add_done_callback(lambda _f: wake())
+            raise SegmentPending(path)
+        hold.job = job if job.data is None and job.fd >= 0 else None  # (a temp file: kept)
+        return job.source()
+
+    def _submit(self, job: _Job) -> bool:
         with self._lock:
-            if key not in self._entries:
-                self._entries[key] = data
+            if self._closed:
+                return False
+            if self._worker is None:
+                self._worker = ThreadPoolExecutor(1, thread_name_prefix="amps-gunzip")
+            self._worker.submit(self._run, job, True)
+            return True
+
+    def _run(self, job: _Job, worker: bool = False) -> None:
+        """Decompress ``job``'s file (any thread): into the cache, or into a temporary file
+        when it is bigger than the whole limit; a refusal is logged once. In the ``worker``
+        once the cache is closed, not: the job fails with JournalClosedError."""
+        error: BaseException | None = None
+        with self._lock:
+            closed = worker and self._closed
+            if not closed:
+                self.decompressions += 1
+        try:
+            if closed:
+                error = JournalClosedError(f"{job.path}: the journal is closed")
+            elif job.size > self.limit:
+                src = _spill(job.path)
+                job.fd = src.fd
+                weakref.finalize(job, os.close, src.fd)
+            else:
+                job.data = decompress(job.path)
+        except JournalCorruptError as exc:
+            log.error("journal: refused %s; its records are skipped", exc)
+            error = exc
+        except Exception as exc:  # the readers get it (the file removed meanwhile, no memory)
+            error = exc
+        with self._lock:
+            self._running.pop(job.key, None)
+            if isinstance(error, JournalCorruptError):
+                self._refused[job.key] = str(error)
+            data = job.data
+            if data is not None and job.keep and job.key not in self._entries:
+                self._entries[job.key] = data
                 self._bytes += len(data)
                 while self._bytes > self.limit and self._entries:
                     _, old = self._entries.popitem(last=False)
                     self._bytes -= len(old)
-        return BytesSource(data)
+        if error is None:
+            job.future.set_result(None)
+        else:
+            job.future.set_exception(error)
 
     def forget(self, path: str) -> None:
         """Drop what is cached of ``path`` (the segment was removed)."""
         with self._lock:
             for key in [k for k in self._entries if k[0] == path]:
                 self._bytes -= len(self._entries.pop(key))
+            for job in self._running.values():
+                if job.path == path:
+                    job.keep = False
+
+    def close(self) -> None:
+        """Stop the worker (the journal closed): the decompressions it has not started fail
+        (JournalClosedError, their readers woken); later ones run in the reader's thread."""
+        with self._lock:
+            self._closed = True
+            worker, self._worker = self._worker, None
+        if worker is not None:
+            worker.shutdown(wait=False)
 
 
 def gzip_size(path: str) -> int:
@@ -248,5 +385,6 @@ def remove_journal_files(directory: str, archive: str | None) -> None:
                 os.remove(os.path.join(archive, name))
 
 
-__all__ = ["GZ_SUFFIX", "BytesSource", "CompressedCache", "FdSource", "Source", "decompress",
+__all__ = ["GZ_SUFFIX", "BytesSource", "CompressedCache", "FdSource", "ReadHold", "SegmentPending",
+           "Source", "decompress",
            "default_cache_limit", "gzip_size", "remove_journal_files", "remove_stored", "store_copy"]

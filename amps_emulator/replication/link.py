@@ -29,13 +29,13 @@ holding the queue (:data:`QUEUE_KINDS`).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 import msgspec
 
 from amps_emulator.config.model import Destination, ReplicationTopic
-from amps_emulator.journal import Journal
+from amps_emulator.journal import Journal, ReadHold, SegmentPending
 from amps_emulator.journal.identity import (
     ORIGIN_TS,
     PATH,
@@ -211,6 +211,9 @@ class Sender:
         self.bytes_out = 0
         #: the peer's records are stepped over unread, but for the last of a run (``poll``)
         self.steps_over: str | None = selection.peer_name
+        #: a compressed segment is decompressed off the caller's thread: ``poll`` stops there
+        #: and goes on once the hold's ``wake`` (set by the link) is called
+        self.hold = ReadHold()
         journal.follow_tail(self)  # (it reads each record soon after it is durable)
 
     def start(self, peer_hw: Mapping[int, int]) -> int:
@@ -251,7 +254,8 @@ class Sender:
         here is stepped over whole (none of them goes back to it), without reading them; the
         rest of a run of publishes logged here as one (they share their headers dict) goes to
         its :class:`~.batch.PlainRun` with no more checks than the first one had (its columns
-        at once, ``Journal.run_columns``, while the journal holds them)."""
+        at once, ``Journal.run_columns``, while the journal holds them). It stops where the
+        log goes on in a compressed segment still being decompressed (``hold``)."""
         room = self.window - self._sent.count
         if room <= 0 or self.next_position > self.journal.durable_position:
             return []  # (the window is full, or nothing more is durable: nothing to look at)
@@ -276,13 +280,16 @@ class Sender:
             end = journal.arrival_run(peer, pos)
             if end is not None:  # (what the next record's ``sv`` says was received from it)
                 end = min(end, durable)
-                last = journal.record_at(end)
+                try:
+                    last = journal.record_at(end, self.hold)
+                except SegmentPending:
+                    break  # (the link polls again once it is decompressed)
                 if last is not None:
                     arrived[peer] = last
                 pos = end + 1
                 continue
             done = True  # unless the reading stops at a run of records from the peer
-            for rec in journal.read(pos):
+            for rec in _reading(journal, pos, self.hold):
                 at = rec.position
                 if at > durable or count >= limit:
                     break
@@ -360,6 +367,15 @@ class Sender:
     def window_full(self) -> bool:
         """No more is sent until the peer acknowledges some of what is in flight."""
         return self._sent.count >= self.window
+
+
+def _reading(journal: Journal, pos: int, hold: ReadHold) -> Iterator[JournalRecord]:
+    """``journal.read(pos)``, ending early at a compressed segment still being decompressed
+    (then ``hold.wake`` is called once it is)."""
+    try:
+        yield from journal.read(pos, hold=hold)
+    except SegmentPending:
+        return
 
 
 def _hops(path: str | None, via: str) -> tuple[str, ...]:

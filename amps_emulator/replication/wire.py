@@ -57,7 +57,7 @@ replication transport's Authentication and Entitlement before it answers (its ow
 from __future__ import annotations
 
 import re
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import msgspec
 
@@ -65,6 +65,9 @@ from amps_emulator.config.model import topic_matches
 from amps_emulator.config.values import is_regex
 from amps_emulator.protocol.codec import ProtocolError, frame, split_frame
 from amps_emulator.replication.compression import CODECS
+
+if TYPE_CHECKING:
+    from amps_emulator.config.model import Destination
 
 PROTOCOL_VERSION = "emu-repl/2"
 
@@ -242,6 +245,21 @@ def transfer_request(h: dict[str, Any]) -> tuple[str, list[str]]:
         raise ProtocolError(f"malformed transfer request: no {exc}") from None
 
 
+def destination_checks(dest: Destination, local: Hello
+                       ) -> tuple[dict[str, frozenset[str]], dict[str, str | None]]:
+    """Per topic ``dest`` selects, the validation checks and the Filter it keeps (what
+    :func:`check_peer` takes)."""
+    keep: dict[str, frozenset[str]] = {}
+    filters: dict[str, str | None] = {}
+    for key in local.facts:
+        topic, mtype = key.split("\x00", 1)
+        selected = dest.selects(topic, mtype)
+        if selected is not None:
+            keep[key] = selected.validations
+            filters[key] = selected.filter
+    return keep, filters
+
+
 def check_peer(local: Hello, remote: Hello, *, expected_group: str | None, expected_name: str | None,
                checks: dict[str, frozenset[str]], filters: dict[str, str | None] | None = None) -> None:
     """Raise :class:`LinkRefused` when the link must not be made.
@@ -311,5 +329,5 @@ def _check_topic(local: Hello, remote: Hello, topic: str, mtype: str, mine: Topi
 
 
 __all__ = ["PROTOCOL_VERSION", "BootstrapAsk", "Hello", "LinkRefused", "Logon", "NotAnEmulator", "Route",
-           "RouteTopic", "TopicFacts", "check_peer", "classify_first_frame", "classify_hello", "fact_key",
-           "refuse_frame", "transfer_request", "transfer_request_frame"]
+           "RouteTopic", "TopicFacts", "check_peer", "classify_first_frame", "classify_hello",
+           "destination_checks", "fact_key", "refuse_frame", "transfer_request", "transfer_request_frame"]

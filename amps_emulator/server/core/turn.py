@@ -38,6 +38,16 @@ def contain(client: Client, what: str) -> None:
     client.close(f"internal error in {what}", abort=True)
 
 
+def from_any_thread(loop: asyncio.AbstractEventLoop, callback: Callable[..., None],
+                    *args: object) -> None:
+    """Run ``callback(*args)`` in ``loop``'s next pass; any thread may call this (a worker's
+    result is applied on the loop). Nothing happens once the loop is closed (server stopped)."""
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:
+        pass
+
+
 class Turn:
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None  # bound when the server starts

@@ -9,7 +9,9 @@ publishes keep arriving during the replay.
 
 A cursor delivers at most ``CHUNK`` messages per step and yields to the event loop between
 steps; it stops while the client's socket is backed up and resumes when it drains, so a
-replay of a large log keeps memory bounded and other clients served.
+replay of a large log keeps memory bounded and other clients served. It also stops where it
+reaches a compressed segment that is not decompressed yet: that is done in a worker thread
+(``journal.stored``), and the cursor goes on from the same position once it is.
 """
 
 from __future__ import annotations
@@ -17,17 +19,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Iterator
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
-from amps_emulator.journal import RecordKind
+from amps_emulator.journal import ReadHold, RecordKind, SegmentPending
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.bookmarks import BookmarkError, BookmarkRange, format_timestamp, parse_bookmark
+from amps_emulator.protocol.bookmarks import (
+    BookmarkError,
+    BookmarkRange,
+    BookmarkTimestamp,
+    format_timestamp,
+    parse_bookmark,
+)
 from amps_emulator.protocol.codec import ack as encode_ack
 from amps_emulator.protocol.codec import frame_raw, json_str
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
-from amps_emulator.server.core.turn import SLICE_SECONDS, contain
+from amps_emulator.server.core.turn import SLICE_SECONDS, contain, from_any_thread
 from amps_emulator.server.delivery import replay_frames
 from amps_emulator.server.delivery.fanout import delivery_tail, selected
 
@@ -157,7 +167,7 @@ class Cursor:
         "sub", "conn", "cmd", "next_pos", "stop_pos", "live", "remaining", "want_completed",
         "want_persisted", "caught_up", "paused", "blocked", "done", "scheduled", "last_pos",
         "last_bm", "acked_bm", "timestamp", "rate", "delay", "catch_up_pos", "host", "fully_durable",
-        "stored_at",
+        "stored_at", "hold", "waiting", "since", "__weakref__",
     )
 
     def __init__(self, host: ReplayHost, sub: Subscription, cmd: Command, next_pos: int,
@@ -191,6 +201,13 @@ class Cursor:
         self.catch_up_pos = 0
         #: where the replay from stored frames stopped in the log (replay_frames.deliver)
         self.stored_at: tuple[int, str, int] | None = None
+        #: the compressed segment decompressed for the cursor (its reads never block the loop)
+        self.hold = ReadHold(partial(_woken, weakref.ref(self)))
+        #: stopped until the segment at ``next_pos`` is decompressed (``_woken`` goes on)
+        self.waiting = False
+        #: a timestamp bookmark's time and the log's next position when it came, until the
+        #: first step finds where its replay starts (``_resolve``)
+        self.since: tuple[int, int] | None = None
 
     # what the transaction log calls (ports.JournalCursor)
     def pump(self, limit: int) -> None:
@@ -213,6 +230,8 @@ def start(broker: ReplayHost, client: Client, cmd: Command, sub: Subscription) -
     stop: int | None = None
     if isinstance(spec, BookmarkRange):
         begin, stop = journal.range_positions(spec)
+    elif isinstance(spec, BookmarkTimestamp):  # found by the first step (_resolve): that may
+        begin = journal.first_position  # wait for a compressed segment; until then, pin all
     else:
         begin = journal.position_after_bookmark(spec, resume=True)  # maybe after a failover
     if begin is None and "bookmark_not_found" not in cmd.opts:
@@ -229,6 +248,8 @@ def start(broker: ReplayHost, client: Client, cmd: Command, sub: Subscription) -
             begin = journal.next_position
     cursor = Cursor(broker, sub, cmd, begin, stop)
     cursor.catch_up_pos = journal.last_position
+    if isinstance(spec, BookmarkTimestamp):
+        cursor.since = (spec.micros, journal.next_position)
     rate = cmd.opts.get("rate")
     if rate is not None:
         if cursor.live or not isinstance(rate, str):
@@ -249,8 +270,50 @@ def pump(broker: ReplayHost, cursor: Cursor, limit: int) -> None:
         contain(cursor.conn, f"subscription {cursor.sub.sub_id}")
 
 
+def _woken(ref: weakref.ref[Cursor]) -> None:
+    """(any thread) The compressed segment a cursor stopped at is decompressed (or refused):
+    it goes on from where it stopped, on the loop."""
+    cursor = ref()
+    if cursor is not None:
+        from_any_thread(cursor.host.loop, _resume, cursor)
+
+
+def _resume(cursor: Cursor) -> None:
+    cursor.waiting = False
+    schedule(cursor.host, cursor)
+
+
+def _records(journal: FileJournal | MemoryJournal, cursor: Cursor) -> Iterator[JournalRecord]:
+    """The log from the cursor's position on; ends early, ``cursor.waiting`` set, at a
+    compressed segment still being decompressed (it wakes the cursor once it is)."""
+    try:
+        yield from journal.read(cursor.next_pos, hold=cursor.hold)
+    except SegmentPending:
+        cursor.waiting = True
+
+
+def _resolve(broker: ReplayHost, cursor: Cursor) -> bool:
+    """Start the cursor of a timestamp bookmark at the first record at or after its time, as
+    the log was when the subscription came (records logged since come after it); False while
+    the segment that holds it is being decompressed."""
+    assert cursor.since is not None
+    micros, then_next = cursor.since
+    try:
+        found = _journal(broker).position_at_time(micros, cursor.hold)
+    except SegmentPending:
+        cursor.waiting = True
+        return False
+    cursor.next_pos = min(found, then_next)
+    cursor.since = None
+    return True
+
+
 def _pump(broker: ReplayHost, cursor: Cursor, limit: int) -> None:
-    if cursor.done or cursor.paused or cursor.conn.closed:
+    if cursor.done or cursor.waiting or cursor.conn.closed:
+        return
+    if cursor.since is not None and not _resolve(broker, cursor):
+        return
+    if cursor.paused:
         return
     if cursor.conn.writing_paused:
         cursor.blocked = True
@@ -297,7 +360,7 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
     watched: list[Any] | None = [] if broker.delivered is not None else None
     scanned = read_bytes = 0
     step_end = time.monotonic() + STEP_SECONDS
-    for rec in journal.read(cursor.next_pos):
+    for rec in _records(journal, cursor):
         pos = rec.position
         if pos > limit:
             break
@@ -350,6 +413,7 @@ def _deliver_chunk(broker: ReplayHost, cursor: Cursor, limit: int) -> bool:
             break
     if last_bm is not None:
         cursor.last_bm = last_bm
+    done = done and not cursor.waiting
     broker.processors.bookmark.take(read_bytes, scanned)
     if out:
         _send_chunk(broker, conn, out, watched)
@@ -416,8 +480,8 @@ def _from_stored(broker: ReplayHost, cursor: Cursor, limit: int) -> bool | None:
 
 def schedule(broker: ReplayHost, cursor: Cursor) -> None:
     """Run another step of the cursor on a later loop iteration (after ``cursor.delay``
-    seconds when its rate holds it back)."""
-    if cursor.scheduled or cursor.done:
+    seconds when its rate holds it back; once its segment is decompressed when it waits)."""
+    if cursor.scheduled or cursor.done or cursor.waiting:
         return
     cursor.scheduled = True
 

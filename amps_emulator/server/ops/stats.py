@@ -547,10 +547,10 @@ def _txlog(server: Server) -> dict:
     except OSError:
         pass
     out["journals"] = [{"id": f, "file_name": f} for f in files]
-    first = j.record_at(j.first_position) if j.last_position else None
-    last = j.record_at(j.last_position) if j.last_position else None
-    out["min_timestamp"] = _iso(first.timestamp / 1e6) if first is not None else ""
-    out["max_timestamp"] = _iso(last.timestamp / 1e6) if last is not None else ""
+    # (from what the journal keeps in memory: its oldest segment may be compressed)
+    first, last = j.first_timestamp, j.last_timestamp
+    out["min_timestamp"] = _iso(first / 1e6) if first else ""
+    out["max_timestamp"] = _iso(last / 1e6) if last else ""
     return out
 
 

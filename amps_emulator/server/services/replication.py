@@ -37,6 +37,7 @@ import contextlib
 import logging
 import ssl
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
 import msgspec
@@ -65,11 +66,13 @@ from amps_emulator.replication.wire import (
     TopicFacts,
     check_peer,
     classify_first_frame,
+    destination_checks,
     fact_key,
     refuse_frame,
     transfer_request,
     transfer_request_frame,
 )
+from amps_emulator.server.core.turn import from_any_thread
 from amps_emulator.server.services.replication_accept import Intake, listen
 
 if TYPE_CHECKING:
@@ -446,19 +449,6 @@ class ReplicationService:
         return Hello(name=self.name, group=self.group, hw=journal.high_water_marks(), facts=facts,
                      txlog=txlog, routes=routes)
 
-    @staticmethod
-    def checks(dest: Destination, local: Hello) -> tuple[dict[str, frozenset[str]], dict[str, str | None]]:
-        """Per topic this Destination selects, the validation checks and the Filter it keeps."""
-        keep: dict[str, frozenset[str]] = {}
-        filters: dict[str, str | None] = {}
-        for key in local.facts:
-            topic, mtype = key.split("\x00", 1)
-            selected = dest.selects(topic, mtype)
-            if selected is not None:
-                keep[key] = selected.validations
-                filters[key] = selected.filter
-        return keep, filters
-
     # -- upstream ------------------------------------------------------------------------------
     async def _connector(self, dest: Destination) -> None:
         addresses: list[tuple[ReplicationAddress, float, ssl.SSLContext | None, DestinationTransport]] = []
@@ -564,7 +554,7 @@ class ReplicationService:
     def start_sender(self, dest: Destination, st: DestinationState, local: Hello, remote: Hello) -> Sender:
         """Check the peer for this Destination (:class:`LinkRefused`), then a sender started at
         what the peer lacks (resync), registered as the destination's, its state connected."""
-        keep, filters = self.checks(dest, local)
+        keep, filters = destination_checks(dest, local)
         check_peer(local, remote, expected_group=dest.group, expected_name=dest.name,
                    checks=keep, filters=filters)
         # a Filter reads a typed record with this instance's codecs
@@ -634,7 +624,10 @@ class ReplicationService:
                 receiver.handle_frame(h, body)  # raises LinkRefused on repl_refuse
                 broker.turn.request()  # the journal writes (and syncs) what arrived at the turn's end
 
-        reading = asyncio.get_running_loop().create_task(read())
+        loop = asyncio.get_running_loop()
+        if sending is not None:  # (a compressed segment it reads is decompressed in a worker)
+            sending[0].hold.wake = partial(from_any_thread, loop, wake.set)
+        reading = loop.create_task(read())
         reading.add_done_callback(lambda _: wake.set())  # (the link is gone: the loop hears it)
         try:
             while True:

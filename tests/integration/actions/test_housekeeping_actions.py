@@ -12,10 +12,14 @@ import threading
 import urllib.request
 
 import AMPS
+import pytest
 
 from amps_emulator.config import loads_config
+from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.server.core.clock import TestClock
+from amps_emulator.server.ops.stats import tree
 from tests.support.clients import Collector
+from tests.support.journals import SlowGunzip
 from tests.support.servers import ServerThread, until
 
 N = 1500  # ~300 KB of journal: several 64 KB segments
@@ -201,4 +205,65 @@ def test_a_snapshot_carries_the_archived_segments(tmp_path):
         assert replay_from_epoch(c) == list(range(N))
         c.close()
     finally:
+        srv.stop()
+
+
+def compressed_log(srv, c, n: int) -> str:
+    """``n`` + 1 messages on ``orders`` (``i`` 0..n), all but the newest segment archived
+    and compressed; returns a timestamp bookmark between the first 100 and the others."""
+    pad = "x" * 150
+    since = ""
+    for i in range(n):
+        if i == 100:
+            c.flush(5000)
+            srv.http("/emulator/clock/advance?seconds=60", "POST")
+            since = format_timestamp(int(srv.call(srv.server.timebase.time) * 1_000_000))
+        c.publish("orders", json.dumps({"i": i, "pad": pad}))
+    c.flush(5000)
+    srv.http("/emulator/clock/advance?seconds=7200", "POST")
+    c.publish("orders", json.dumps({"i": n, "pad": pad}))
+    c.flush(5000)
+    journal = srv.server.txlog.journal
+    assert until(lambda: srv.call(lambda: all(s.fd < 0 for s in journal.segments[:-1])
+                                  and not journal._summq.pending))
+    run_admin_action(srv, "housekeep", c)
+    assert srv.call(lambda: journal.segments[0].path.endswith(".journal.gz")
+                    and journal.segments[0].last_position > 100)
+    return since
+
+
+@pytest.mark.parametrize("since", ["epoch", "time"])
+def test_a_replay_waits_for_a_compressed_segment_without_holding_the_others(tmp_path, monkeypatch,
+                                                                           since):
+    srv = start(tmp_path)
+    slow = SlowGunzip()
+    try:
+        c = client(srv, "publisher")
+        at_time = compressed_log(srv, c, N)
+        slow.install(monkeypatch)
+        r = Replay()
+        sub = client(srv, "replayer")
+        sub.execute_async(AMPS.Command("subscribe").set_topic("orders")
+                          .set_bookmark("0" if since == "epoch" else at_time)
+                          .add_ack_type("completed").set_timeout(10000), r)
+        # the replay reached the oldest segment (a timestamp bookmark: to find where it starts)
+        assert slow.entered.wait(30)
+        # meanwhile another client publishes and is answered (its persisted acks, the flush)
+        for i in range(N + 1, N + 6):
+            c.publish("orders", json.dumps({"i": i}))
+        c.flush(5000)
+        # and the statistics the admin interface records are taken (the log's time span)
+        recorded = srv.call(lambda: tree(srv.server, srv.server.admin.sampler))
+        span = recorded["amps"]["instance"]["transaction_log"]
+        assert "" < span["min_timestamp"] < span["max_timestamp"]
+        assert not slow.release.is_set() and slow.calls == 1 and r.ids == []
+        slow.release.set()
+        assert r.completed.wait(30)
+        first = 0 if since == "epoch" else 100
+        assert until(lambda: len(r.ids) >= N + 6 - first)
+        assert r.ids == list(range(first, N + 6))  # every record in order, then the live ones
+        sub.close()
+        c.close()
+    finally:
+        slow.release.set()
         srv.stop()

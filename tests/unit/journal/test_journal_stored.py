@@ -9,14 +9,17 @@ import gzip
 import logging
 import os
 import shutil
+import threading
 
 import pytest
 
-from amps_emulator.journal import FileJournal
+from amps_emulator.journal import FileJournal, ReadHold, SegmentPending
 from amps_emulator.journal.housekeeping import perform
 from amps_emulator.journal.segment import segment_name
 from amps_emulator.journal.stored import remove_journal_files
 from amps_emulator.sow.testing import FakeClock
+from tests.support.journals import SlowGunzip
+from tests.support.servers import until
 
 N = 300
 
@@ -229,4 +232,132 @@ def test_reset_empties_the_archive_of_its_segments(tmp_path, clock):
     assert os.listdir(tmp_path / "archive") == ["notes.txt"]
     j, _ = _open(tmp_path, clock)
     assert _bodies(j) == []
+    j.close()
+
+
+def _read_with(j, hold, start=1):
+    """The records a non-blocking reader gets from ``start`` on, and whether it stopped at a
+    segment still being decompressed."""
+    got = []
+    try:
+        for rec in j.read(start, hold=hold):
+            got.append(rec)
+    except SegmentPending:
+        return got, True
+    return got, False
+
+
+def _read_all(j, hold, woken):
+    """Every body, the reader going on from where it stopped each time ``woken``."""
+    got, stopped = _read_with(j, hold)
+    while stopped:
+        assert woken.wait(10)
+        woken.clear()
+        more, stopped = _read_with(j, hold, got[-1].position + 1 if got else 1)
+        got += more
+    return [r.body for r in got]
+
+
+def test_two_readers_of_one_compressed_segment_decompress_it_once(tmp_path, clock, monkeypatch):
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock)
+    expected = _bodies(j)
+    clock.advance(100)
+    _store(j, "compress")
+    slow = SlowGunzip().install(monkeypatch)
+    got: list[bytes] = []
+    readers = [threading.Thread(target=lambda: got.append(j.record_at(1).body)) for _ in range(2)]
+    try:
+        readers[0].start()
+        assert slow.entered.wait(10)
+        readers[1].start()  # while the first one's decompression is under way
+        readers[1].join(0.2)  # (time for it to start a second one, if it were to)
+    finally:
+        slow.release.set()
+    for t in readers:
+        t.join(30)
+    assert got == expected[:1] * 2
+    assert slow.calls == 1
+    j.close()
+
+
+def test_readers_with_a_hold_share_one_decompression_in_a_worker(tmp_path, clock, monkeypatch):
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock)
+    expected = _bodies(j)
+    clock.advance(100)
+    _store(j, "compress")
+    slow = SlowGunzip().install(monkeypatch)
+    woken = [threading.Event(), threading.Event()]
+    holds = [ReadHold(w.set) for w in woken]
+    try:
+        assert _read_with(j, holds[0]) == ([], True)  # returns at once: the worker decompresses
+        assert slow.entered.wait(10)
+        assert _read_with(j, holds[1]) == ([], True)  # joins the decompression under way
+        assert _read_with(j, holds[0]) == ([], True)  # (asking again starts nothing either)
+        blocking: list[bytes] = []  # a reader without a hold waits for that one too
+        waiter = threading.Thread(target=lambda: blocking.append(j.record_at(1).body))
+        waiter.start()
+        assert not any(w.is_set() for w in woken) and holds[0].waiting
+    finally:
+        slow.release.set()
+    assert all(w.wait(10) for w in woken)
+    waiter.join(30)
+    assert slow.calls == 1 and j.compressed_cache.decompressions == 1
+    segments = len(j.segments) - 1
+    for w in woken:
+        w.clear()
+    for hold, w in zip(holds, woken, strict=True):  # each goes on from where it stopped
+        assert _read_all(j, hold, w) == expected
+    assert blocking == expected[:1]
+    assert slow.calls == j.compressed_cache.decompressions == segments  # once each
+    j.close()
+
+
+def test_a_segment_over_the_cache_limit_is_spilled_once_for_its_reader(tmp_path, clock):
+    j, _ = _open(tmp_path, clock, compressed_cache_limit=1)  # nothing fits: temp files
+    _fill(j, clock)
+    expected = _bodies(j)
+    clock.advance(100)
+    _store(j, "compress")
+    before = j.compressed_cache.decompressions
+    hold = ReadHold()
+    got: list[bytes] = []
+    pos = rounds = 1
+    while True:  # a reader that comes back in small steps, as a replay does
+        rounds += 1
+        try:
+            for n, rec in enumerate(j.read(pos, hold=hold)):
+                got.append(rec.body)
+                pos = rec.position + 1
+                if n == 9:
+                    break
+            else:
+                break
+        except SegmentPending:
+            assert until(lambda: not hold.waiting)
+    assert got == expected and rounds > 3 * len(j.segments)
+    assert j.compressed_cache.decompressions - before == len(j.segments) - 1
+    assert j.compressed_cache.cached_bytes == 0
+    j.close()
+
+
+def test_a_corrupt_segment_read_with_a_hold_is_refused_once_and_stepped_over(tmp_path, clock, caplog):
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock)
+    expected = _bodies(j)
+    clock.advance(100)
+    _store(j, "compress")
+    bad = j.segments[0]
+    with open(bad.path, "r+b") as f:
+        f.write(b"not gzip at all")
+    caplog.set_level(logging.ERROR, logger="amps_emulator.journal")
+    woken = threading.Event()
+    hold = ReadHold(woken.set)
+    got = _read_all(j, hold, woken)
+    assert got[:1] == [b'{"i":%d}' % bad.count]  # the first segment's records are a gap
+    assert got == expected[bad.count:]
+    refusals = [r for r in caplog.records if "refused" in r.getMessage()]
+    assert len(refusals) == 1 and bad.path in refusals[0].getMessage()
+    assert _read_with(j, ReadHold(), 1)[0][0].body == got[0]  # refused at once, not tried again
     j.close()

@@ -4,10 +4,13 @@ that sends only what is missing, duplicates dropped but acknowledged, conflated 
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from amps_emulator.config.model import Destination, DestinationTransport, ReplicationAddress, ReplicationTopic
-from amps_emulator.journal import MemoryJournal
+from amps_emulator.journal import FileJournal, MemoryJournal
+from amps_emulator.journal.housekeeping import perform
 from amps_emulator.journal.identity import origin_timestamp, path_of, upstream_group
 from amps_emulator.journal.record import JournalRecord, RecordKind
 from amps_emulator.protocol.codec import FrameDecoder, frame
@@ -21,6 +24,8 @@ from amps_emulator.replication.wire import (
     classify_first_frame,
     fact_key,
 )
+from amps_emulator.sow.testing import FakeClock
+from tests.support.journals import SlowGunzip
 
 
 class Applied:
@@ -365,3 +370,34 @@ def test_a_links_wakeup_returns_once_set_and_leaves_nothing_behind():
         assert wake.is_set()
 
     asyncio.run(run())
+
+
+def test_a_resync_through_compressed_segments_never_waits_in_poll(tmp_path, monkeypatch):
+    clock = FakeClock(1_800_000_000.0)
+    a, _ = FileJournal.open(str(tmp_path / "a"), segment_size=4096, clock=clock)
+    sent = [pub(a, body=b'{"i":%d}' % i, s=i + 1) for i in range(300)]
+    a.flush()
+    a.sync()
+    clock.advance(100)
+    for move in a.plan_store("compress", 10):
+        assert a.finish_store(perform(move))
+    assert len(a.segments) > 3 and a.segments[0].path.endswith(".gz")
+    slow = SlowGunzip().install(monkeypatch)
+    b, port = MemoryJournal(), Applied()
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    woken = threading.Event()
+    snd.hold.wake = woken.set  # (the link wakes its loop so)
+    rcv = Receiver(b, port)
+    snd.start(b.high_water_marks())
+    try:
+        assert pipe(snd, rcv) == 0  # at once: the oldest segment is being decompressed
+        assert slow.entered.wait(10) and not woken.is_set()
+    finally:
+        slow.release.set()
+    while len(port.records) < len(sent):
+        if pipe(snd, rcv) == 0:
+            assert woken.wait(10)
+            woken.clear()
+    assert [r.bookmark for r in port.records] == [r.bookmark for r in sent]
+    assert snd.acked_through == a.last_position
+    a.close()
