@@ -66,3 +66,17 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def closed_by_server(sock: socket.socket, timeout: float = 10.0) -> bool:
+    """The server closed ``sock`` (end of stream or reset) within ``timeout``; whatever it
+    wrote before is read and dropped."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+    return True

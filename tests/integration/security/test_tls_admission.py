@@ -25,7 +25,7 @@ from amps_emulator import embedded
 from amps_emulator.config import loads_config
 from amps_emulator.server.ops.admin_http import AdminLimits
 from tests.support.clients import Collector, logged_on
-from tests.support.raw import RawClient
+from tests.support.raw import RawClient, closed_by_server
 from tests.support.servers import ServerThread, until
 from tests.support.tls import self_signed
 
@@ -89,19 +89,6 @@ def _silent(port: int, n: int) -> list[socket.socket]:
     return [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(n)]
 
 
-def _closed(sock: socket.socket, timeout: float = 5.0) -> bool:
-    """The server closed ``sock`` (end of stream or reset) within ``timeout``."""
-    sock.settimeout(timeout)
-    try:
-        while sock.recv(65536):
-            pass
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
-    return True
-
-
 def _refused(port: int) -> bool:
     """A new connection to ``port`` is closed by the server without a byte sent (reset as it
     connects, or right after)."""
@@ -110,7 +97,7 @@ def _refused(port: int) -> bool:
     except ConnectionResetError:
         return True
     with sock:
-        return _closed(sock)
+        return closed_by_server(sock, 5)
 
 
 def _pub_sub(uri: str) -> None:
@@ -161,7 +148,7 @@ def test_a_handshake_that_times_out_gives_its_place_back(certs, loop_kind):
     stalled = _silent(_listener(s, "tcps").port, CAP)
     try:
         assert until(lambda: _open(s, "tcps") == CAP)  # counted while their handshake lasts
-        assert all(_closed(x, timeout=10) for x in stalled), "a stalled handshake outlived its timeout"
+        assert all(closed_by_server(x, 10) for x in stalled), "a stalled handshake outlived its timeout"
         assert until(lambda: _open(s, "tcps") == 0)
         _pub_sub(_listener(s, "tcps").uri)
     finally:
@@ -176,7 +163,7 @@ def test_a_disabled_transport_drops_its_handshakes_and_serves_once_enabled(certs
     try:
         assert until(lambda: _open(s, "tcps") == CAP)
         s.call(lambda: s.server.action_set_transport("tcps", False))
-        assert all(_closed(x) for x in stalled), "a handshake outlived its transport's disable"
+        assert all(closed_by_server(x, 5) for x in stalled), "a handshake outlived its transport's disable"
         assert until(lambda: _open(s, "tcps") == 0)
         s.call(lambda: s.server.action_set_transport("tcps", True))
         assert until(lambda: s.call(lambda: lst.server is not None))

@@ -21,7 +21,7 @@ import pytest
 from amps_emulator.config import loads_config
 from amps_emulator.protocol.codec import frame
 from tests.support.entitlements import web_config, with_user
-from tests.support.raw import RawClient
+from tests.support.raw import RawClient, closed_by_server
 from tests.support.servers import ServerThread, until
 from tests.support.tls import self_signed
 from tests.support.ws import WsPeer, ws_frame_header
@@ -72,19 +72,6 @@ def _open_names(server: ServerThread) -> list[str | None]:
     return server.call(lambda: [c.client_name for c in server.server.connections if not c.closed])
 
 
-def _closed(sock: socket.socket, timeout: float = 10.0) -> bool:
-    """The server closed ``sock`` (end of stream or reset) within ``timeout``."""
-    sock.settimeout(timeout)
-    try:
-        while sock.recv(65536):
-            pass
-    except (ConnectionResetError, BrokenPipeError):
-        return True
-    except TimeoutError:
-        return False
-    return True
-
-
 def _send_partial(sock: socket.socket, data: bytes) -> None:
     try:
         sock.sendall(data)
@@ -109,7 +96,7 @@ def _attack(server: ServerThread, transport: str) -> socket.socket:
 def test_a_large_frame_before_logon_is_refused_at_its_header(srv, transport):
     socks = [_attack(srv, transport) for _ in range(6)]
     try:
-        assert all(_closed(s) for s in socks), "an unauthenticated 60 MiB frame was kept"
+        assert all(closed_by_server(s) for s in socks), "an unauthenticated 60 MiB frame was kept"
         assert until(lambda: not _open_names(srv))
         assert _held(srv) == 0
     finally:
@@ -155,7 +142,7 @@ def test_output_a_client_never_reads_before_logon_is_bounded(srv):
                                     "a": "processed"}))
             except OSError:
                 break
-        assert _closed(sock), "an unauthenticated client's unread output was kept"
+        assert closed_by_server(sock), "an unauthenticated client's unread output was kept"
     finally:
         sock.close()
 
@@ -200,12 +187,12 @@ def test_a_tls_handshake_that_never_starts_is_closed_at_the_logon_timeout(tmp_pa
     s = ServerThread(loads_config(_config(tls), "tls.xml"), logon_timeout=0.5).start()
     try:
         silent = socket.create_connection(("127.0.0.1", s.port), timeout=10)
-        assert _closed(silent, timeout=5), "a silent TLS connection outlived the logon timeout"
+        assert closed_by_server(silent, timeout=5), "a silent TLS connection outlived the logon timeout"
         silent.close()
         ctx = ssl.create_default_context()
         ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
         with ctx.wrap_socket(socket.create_connection(("127.0.0.1", s.port), timeout=10)) as ok:
-            assert _closed(ok, timeout=5)  # handshake done, no logon: the logon timeout
+            assert closed_by_server(ok, timeout=5)  # handshake done, no logon: the logon timeout
     finally:
         s.stop()
 
@@ -231,7 +218,7 @@ def test_connections_past_max_connections_are_refused_with_one_log_line(caplog):
                 held += [socket.create_connection(("127.0.0.1", port)) for _ in range(cap)]
                 assert until(lambda n=name, k=cap: _open_sockets(s, n) == k)
                 flood = [socket.create_connection(("127.0.0.1", port)) for _ in range(30)]
-                assert all(_closed(f, timeout=5) for f in flood), "a connection past the cap was kept"
+                assert all(closed_by_server(f, 5) for f in flood), "a connection past the cap was kept"
                 for f in flood:
                     f.close()
             refusals = [r.getMessage() for r in caplog.records if "MaxConnections" in r.getMessage()]
