@@ -164,11 +164,7 @@ def test_a_copy_finished_after_close_is_deleted(tmp_path, clock):
 
 
 def test_a_corrupt_compressed_segment_is_refused_in_one_line(tmp_path, clock, caplog):
-    j, _ = _open(tmp_path, clock)
-    _fill(j, clock)
-    expected = _bodies(j)
-    clock.advance(100)
-    _store(j, "compress")
+    j, expected = _compressed(tmp_path, clock)
     bad = j.segments[1]
     j.close()
     with open(bad.path, "r+b") as f:
@@ -235,6 +231,16 @@ def test_reset_empties_the_archive_of_its_segments(tmp_path, clock):
     j.close()
 
 
+def _compressed(tmp_path, clock):
+    """A journal of a few segments, all but the active one compressed, and its bodies."""
+    j, _ = _open(tmp_path, clock)
+    _fill(j, clock)
+    expected = _bodies(j)
+    clock.advance(100)
+    _store(j, "compress")
+    return j, expected
+
+
 def _read_with(j, hold, start=1):
     """The records a non-blocking reader gets from ``start`` on, and whether it stopped at a
     segment still being decompressed."""
@@ -259,11 +265,7 @@ def _read_all(j, hold, woken):
 
 
 def test_two_readers_of_one_compressed_segment_decompress_it_once(tmp_path, clock, monkeypatch):
-    j, _ = _open(tmp_path, clock)
-    _fill(j, clock)
-    expected = _bodies(j)
-    clock.advance(100)
-    _store(j, "compress")
+    j, expected = _compressed(tmp_path, clock)
     slow = SlowGunzip().install(monkeypatch)
     got: list[bytes] = []
     readers = [threading.Thread(target=lambda: got.append(j.record_at(1).body)) for _ in range(2)]
@@ -282,11 +284,7 @@ def test_two_readers_of_one_compressed_segment_decompress_it_once(tmp_path, cloc
 
 
 def test_readers_with_a_hold_share_one_decompression_in_a_worker(tmp_path, clock, monkeypatch):
-    j, _ = _open(tmp_path, clock)
-    _fill(j, clock)
-    expected = _bodies(j)
-    clock.advance(100)
-    _store(j, "compress")
+    j, expected = _compressed(tmp_path, clock)
     slow = SlowGunzip().install(monkeypatch)
     woken = [threading.Event(), threading.Event()]
     holds = [ReadHold(w.set) for w in woken]
@@ -343,11 +341,7 @@ def test_a_segment_over_the_cache_limit_is_spilled_once_for_its_reader(tmp_path,
 
 
 def test_a_corrupt_segment_read_with_a_hold_is_refused_once_and_stepped_over(tmp_path, clock, caplog):
-    j, _ = _open(tmp_path, clock)
-    _fill(j, clock)
-    expected = _bodies(j)
-    clock.advance(100)
-    _store(j, "compress")
+    j, expected = _compressed(tmp_path, clock)
     bad = j.segments[0]
     with open(bad.path, "r+b") as f:
         f.write(b"not gzip at all")
