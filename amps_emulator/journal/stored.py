@@ -225,6 +225,9 @@ class CompressedCache:
             data = self._entries.get(key)
             if data is not None:
                 self._entries.move_to_end(key)
+                if hold is not None and hold.job is not None and hold.job.data is not None \
+                        and hold.job.future.done():
+                    hold.job = None  # (its bytes are the cache's to drop now)
                 return BytesSource(data)
             refused = self._refused.get(key)
             if refused is not None:  # (a new exception: raising one again would grow its traceback)

@@ -355,3 +355,14 @@ def test_a_corrupt_segment_read_with_a_hold_is_refused_once_and_stepped_over(tmp
     assert len(refusals) == 1 and bad.path in refusals[0].getMessage()
     assert _read_with(j, ReadHold(), 1)[0][0].body == got[0]  # refused at once, not tried again
     j.close()
+
+
+def test_a_reader_with_a_hold_keeps_no_bytes_the_cache_may_drop(tmp_path, clock):
+    # a replay that went through compressed segments (then follows live records for as long
+    # as its subscription lives) must not pin a decompressed segment beside the cache's limit
+    j, expected = _compressed(tmp_path, clock)
+    woken = threading.Event()
+    hold = ReadHold(woken.set)
+    assert _read_all(j, hold, woken) == expected
+    assert hold.job is None or hold.job.data is None
+    j.close()
