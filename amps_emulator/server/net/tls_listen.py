@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import socket
 import ssl
@@ -200,7 +201,16 @@ class TLSServer(asyncio.AbstractServer):
             ticket = Ticket(self._gate)
             task = self._loop.create_task(self._handshake(conn, ticket))
             self.handshakes.add(task)
-            task.add_done_callback(self.handshakes.discard)
+            task.add_done_callback(functools.partial(self._ended, conn, ticket))
+
+    def _ended(self, conn: socket.socket, ticket: Ticket, task: asyncio.Task[None]) -> None:
+        self.handshakes.discard(task)
+        if task.cancelled() and ticket.held:
+            # cancelled before its first step (``close`` in the accept's turn): nothing of
+            # :meth:`_handshake` ran, so the socket never reached a transport (one that ran
+            # gives its place back when cancelled; its transport closes the socket)
+            ticket.release()
+            _refuse(conn)
 
     async def _handshake(self, conn: socket.socket, ticket: Ticket) -> None:
         """Hand ``conn`` to a TLS transport; its place is given back here if the handshake
