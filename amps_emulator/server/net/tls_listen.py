@@ -30,7 +30,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from amps_emulator.server.net.admission import Gate, Ticket
+from amps_emulator.server.net.admission import Gate, Ticket, linger_reset
 
 __all__ = ["BACKLOG", "TLSServer", "bind_tcp", "stream_protocol"]
 
@@ -41,7 +41,6 @@ BACKLOG = 100
 #: seconds before accepting again once the process is out of descriptors (asyncio's)
 RETRY_DELAY = 1.0
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
-_LINGER_RESET = b"\x01\x00\x00\x00\x00\x00\x00\x00"  # struct.pack("ii", 1, 0)
 
 
 def bind_tcp(host: str | None, port: int, reuse_addr: bool = True) -> list[socket.socket]:
@@ -95,10 +94,7 @@ def stream_protocol(handler: Callable[[asyncio.StreamReader, asyncio.StreamWrite
 
 def _refuse(conn: socket.socket) -> None:
     """Close a socket refused at its accept with a reset (no TIME_WAIT kept)."""
-    try:
-        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-    except OSError:
-        pass
+    linger_reset(conn)
     conn.close()
 
 
