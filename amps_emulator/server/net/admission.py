@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 log = logging.getLogger("amps_emulator.connection")
 
 __all__ = ["LOG_INTERVAL", "RESERVED_DESCRIPTORS", "Admits", "ConnectionCap", "Gate", "Ticket",
-           "descriptor_share", "reset"]
+           "descriptor_share", "linger_reset", "reset"]
 
 #: seconds between two log lines about refused connections on one transport
 LOG_INTERVAL = 10.0
@@ -95,14 +95,19 @@ def reset(transport: asyncio.BaseTransport | _Socket) -> None:
     """Close ``transport`` with a reset: nothing buffered is sent, no TIME_WAIT is kept."""
     sock = transport.get_extra_info("socket")
     if sock is not None:
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-        except OSError:
-            pass
+        linger_reset(sock)
     if isinstance(transport, _Socket):
         transport.abort()
     else:  # (every stream transport aborts; a bare BaseTransport can only close)
         transport.close()
+
+
+def linger_reset(sock: socket.socket) -> None:
+    """Make closing ``sock`` a reset (SO_LINGER with a zero timeout), where it can be."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
+    except OSError:
+        pass
 
 
 def descriptor_share(transports: int) -> int | None:

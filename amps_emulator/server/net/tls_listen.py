@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import socket
 import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from amps_emulator.server.net.admission import Gate, Ticket
+from amps_emulator.server.net.admission import Gate, Ticket, linger_reset
 
 __all__ = ["BACKLOG", "TLSServer", "bind_tcp", "stream_protocol"]
 
@@ -40,7 +41,6 @@ BACKLOG = 100
 #: seconds before accepting again once the process is out of descriptors (asyncio's)
 RETRY_DELAY = 1.0
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
-_LINGER_RESET = b"\x01\x00\x00\x00\x00\x00\x00\x00"  # struct.pack("ii", 1, 0)
 
 
 def bind_tcp(host: str | None, port: int, reuse_addr: bool = True) -> list[socket.socket]:
@@ -94,10 +94,7 @@ def stream_protocol(handler: Callable[[asyncio.StreamReader, asyncio.StreamWrite
 
 def _refuse(conn: socket.socket) -> None:
     """Close a socket refused at its accept with a reset (no TIME_WAIT kept)."""
-    try:
-        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RESET)
-    except OSError:
-        pass
+    linger_reset(conn)
     conn.close()
 
 
@@ -200,7 +197,16 @@ class TLSServer(asyncio.AbstractServer):
             ticket = Ticket(self._gate)
             task = self._loop.create_task(self._handshake(conn, ticket))
             self.handshakes.add(task)
-            task.add_done_callback(self.handshakes.discard)
+            task.add_done_callback(functools.partial(self._ended, conn, ticket))
+
+    def _ended(self, conn: socket.socket, ticket: Ticket, task: asyncio.Task[None]) -> None:
+        self.handshakes.discard(task)
+        if task.cancelled() and ticket.held:
+            # cancelled before its first step (``close`` in the accept's turn): nothing of
+            # :meth:`_handshake` ran, so the socket never reached a transport (one that ran
+            # gives its place back when cancelled; its transport closes the socket)
+            ticket.release()
+            _refuse(conn)
 
     async def _handshake(self, conn: socket.socket, ticket: Ticket) -> None:
         """Hand ``conn`` to a TLS transport; its place is given back here if the handshake
