@@ -110,7 +110,7 @@ class Listener:
             return self.server
         srv: asyncio.Server | TLSServer
         if self.tls is not None:
-            socks = [sock] if sock is not None else bind_tcp(self.host, self.port, self.reuse_addr)
+            socks = [sock] if sock is not None else await bind_tcp(self.host, self.port, self.reuse_addr)
             srv = TLSServer(loop, socks, lambda ticket: self.protocol_factory(server, ticket)(),
                             self.tls, logon_timeout or None, self.cap)
             srv.start()

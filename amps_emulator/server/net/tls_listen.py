@@ -43,12 +43,14 @@ RETRY_DELAY = 1.0
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
-def bind_tcp(host: str | None, port: int, reuse_addr: bool = True) -> list[socket.socket]:
+async def bind_tcp(host: str | None, port: int, reuse_addr: bool = True) -> list[socket.socket]:
     """Sockets bound to every address of ``host`` (None or "": every interface) at ``port``
     and listening, non-blocking (``OSError`` naming the address when one cannot be bound;
-    none is left open then)."""
-    infos = socket.getaddrinfo(host or None, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
-                               socket.AI_PASSIVE)
+    none is left open then). The name is looked up off the event loop, as ``create_server``
+    does: a transport enabled at run time must not hold every client behind a DNS query."""
+    infos = await asyncio.get_running_loop().getaddrinfo(
+        host or None, port, family=socket.AF_UNSPEC, type=socket.SOCK_STREAM,
+        flags=socket.AI_PASSIVE)
     socks: list[socket.socket] = []
     seen: set[tuple[Any, ...]] = set()
     try:

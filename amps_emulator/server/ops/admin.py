@@ -153,7 +153,7 @@ class AdminServer:
         else:  # a socket counts under the cap from its accept, its handshake included; the
             # handshake must end within a request's deadline: a peer that opens one and
             # stalls is closed then, as one that trickles its request is
-            tls = TLSServer(asyncio.get_running_loop(), bind_tcp(self.host, self.port),
+            tls = TLSServer(asyncio.get_running_loop(), await bind_tcp(self.host, self.port),
                             stream_protocol(self._client), self.tls,
                             self.limits.request_deadline, self.cap)
             tls.start()

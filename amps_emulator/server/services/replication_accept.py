@@ -154,7 +154,7 @@ async def listen(service: ReplicationService, listener: ReplicationListener,
         return await asyncio.start_server(serve_one, listener.host, listener.port,
                                           reuse_address=True, limit=link_stream.READ_LIMIT)
     timeout = service.logon_timeout if service.logon_timeout > 0 else None
-    server = TLSServer(asyncio.get_running_loop(), bind_tcp(listener.host, listener.port),
+    server = TLSServer(asyncio.get_running_loop(), await bind_tcp(listener.host, listener.port),
                        stream_protocol(serve_one, link_stream.READ_LIMIT), tls, timeout,
                        service.intake.cap)
     server.start()

@@ -26,7 +26,7 @@ async def test_a_handshake_dropped_by_close_before_it_ran_gives_its_place_and_so
     # close() in the same turn as the accept: the handshake's task is cancelled before its
     # first step, so nothing in it runs
     cap = ConnectionCap("t", 4)
-    srv = TLSServer(asyncio.get_running_loop(), bind_tcp("127.0.0.1", 0),
+    srv = TLSServer(asyncio.get_running_loop(), await bind_tcp("127.0.0.1", 0),
                     lambda ticket: asyncio.Protocol(), tls, 5.0, cap)
     srv.start()
     listening = srv.sockets[0]
@@ -41,3 +41,25 @@ async def test_a_handshake_dropped_by_close_before_it_ran_gives_its_place_and_so
             assert peer.recv(1) == b""  # the server's end is closed, not left open
         except ConnectionResetError:
             pass
+
+
+async def test_the_listening_address_is_looked_up_off_the_event_loop(monkeypatch):
+    """A transport enabled at run time names a host: its DNS query must not hold the loop
+    (and every client on it) as a blocking ``getaddrinfo`` would."""
+    import threading
+
+    looked_up_in = []
+    real = socket.getaddrinfo
+
+    def recording(*args, **kwargs):
+        looked_up_in.append(threading.current_thread())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", recording)
+    socks = await bind_tcp("localhost", 0)
+    try:
+        assert socks and looked_up_in
+        assert threading.main_thread() not in looked_up_in
+    finally:
+        for s in socks:
+            s.close()
