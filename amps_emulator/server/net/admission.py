@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 log = logging.getLogger("amps_emulator.connection")
 
 __all__ = ["LOG_INTERVAL", "RESERVED_DESCRIPTORS", "Admits", "ConnectionCap", "Gate", "Ticket",
-           "descriptor_share", "linger_reset", "reset"]
+           "accepted_at", "descriptor_share", "linger_reset", "reset"]
 
 #: seconds between two log lines about refused connections on one transport
 LOG_INTERVAL = 10.0
@@ -74,11 +74,14 @@ class Ticket:
     (the protocol's ``connection_lost``, or the accepting side when the handshake fails, times
     out or is cancelled)."""
 
-    __slots__ = ("_gate", "held")
+    __slots__ = ("_gate", "accepted", "held")
 
-    def __init__(self, gate: Gate) -> None:
+    def __init__(self, gate: Gate, accepted: float | None = None) -> None:
         self._gate = gate
         self.held = True
+        #: when its socket was accepted (loop time; None: not known): its logon timeout
+        #: counts from then, a TLS handshake included (:func:`accepted_at`)
+        self.accepted = accepted
 
     def admit(self, transport: asyncio.BaseTransport) -> bool:
         if not self.held:  # (given back already: the accepting side gave up on it)
@@ -89,6 +92,14 @@ class Ticket:
         if self.held:
             self.held = False
             self._gate.release()
+
+
+def accepted_at(cap: Admits | None, now: float) -> float:
+    """When the socket ``cap`` counts was accepted: a :class:`Ticket`'s accept time (so a
+    TLS handshake the protocol never saw counts toward the logon timeout, which bounds the
+    whole time before a logon), else ``now`` (``connection_made`` is the accept)."""
+    accepted = getattr(cap, "accepted", None)
+    return now if accepted is None else accepted
 
 
 def reset(transport: asyncio.BaseTransport | _Socket) -> None:

@@ -62,7 +62,7 @@ from amps_emulator.server.core.amps_names import (
 )
 from amps_emulator.server.core.heartbeat import Heartbeat
 from amps_emulator.server.core.ports import ConnectionHost, ListenerInfo
-from amps_emulator.server.net.admission import Admits, reset
+from amps_emulator.server.net.admission import Admits, accepted_at, reset
 from amps_emulator.server.net.beat_timer import BeatTimer
 from amps_emulator.server.net.buffers import BUDGET_STEP, OVER_LIMIT, OVER_MARK, Counters, FrameQueue, Pending
 
@@ -191,7 +191,7 @@ class Connection(asyncio.Protocol):
             loop = self.host.loop
             deadline = self.logon_deadline
             if deadline is None:
-                deadline = loop.time() + timeout
+                deadline = accepted_at(self._cap, loop.time()) + timeout
             self._logon_timer = loop.call_at(deadline, self._logon_expired)
 
     def _logon_expired(self) -> None:

@@ -18,7 +18,7 @@ from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import FrameDecoder, ProtocolError
 from amps_emulator.protocol.legacy_headers import LegacyFormatError, from_amps_frames, to_amps_payload
 from amps_emulator.server.core.ports import ListenerInfo
-from amps_emulator.server.net.admission import Admits
+from amps_emulator.server.net.admission import Admits, accepted_at
 from amps_emulator.server.net.connection import Connection
 from amps_emulator.server.net.socket_wrapper import StreamSocket, WrappedSocket
 
@@ -52,6 +52,9 @@ class LegacyProtocol(WrappedSocket, asyncio.Protocol, asyncio.Transport):
                 return
             self._admitted = True
         self.attach(transport)
+        host = self.conn.host
+        if host.logon_timeout:  # (from its socket's accept: a TLS handshake counts)
+            self.conn.logon_deadline = accepted_at(self._cap, host.loop.time()) + host.logon_timeout
         self.conn.connection_made(self)
 
     def data_received(self, data: bytes) -> None:

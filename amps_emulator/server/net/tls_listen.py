@@ -196,7 +196,7 @@ class TLSServer(asyncio.AbstractServer):
                 _refuse(conn)
                 continue
             conn.setblocking(False)
-            ticket = Ticket(self._gate)
+            ticket = Ticket(self._gate, self._loop.time())
             task = self._loop.create_task(self._handshake(conn, ticket))
             self.handshakes.add(task)
             task.add_done_callback(functools.partial(self._ended, conn, ticket))

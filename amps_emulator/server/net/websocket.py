@@ -48,7 +48,7 @@ from websockets.typing import BytesLike
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import header_end, payloads_of
 from amps_emulator.server.core.ports import ListenerInfo
-from amps_emulator.server.net.admission import Admits, reset
+from amps_emulator.server.net.admission import Admits, accepted_at, reset
 from amps_emulator.server.net.connection import BUDGET_STEP, Connection
 from amps_emulator.server.net.socket_wrapper import StreamSocket, WrappedSocket
 from amps_emulator.server.net.ws_deflate import deflate_extensions
@@ -305,7 +305,7 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
         timeout = self.host.logon_timeout
         if timeout:
             loop = self.host.loop
-            self._deadline = loop.time() + timeout
+            self._deadline = accepted_at(self._cap, loop.time()) + timeout
             self._timer = loop.call_at(self._deadline, self._upgrade_expired)
 
     def describe(self) -> str:

@@ -63,3 +63,29 @@ async def test_the_listening_address_is_looked_up_off_the_event_loop(monkeypatch
     finally:
         for s in socks:
             s.close()
+
+
+def test_the_logon_timeout_counts_from_the_sockets_accept_its_handshake_included():
+    """The logon timeout bounds everything before a logon: a TLS socket's starts at its
+    accept (the ticket's time), not when its handshake is over and the protocol hears of it."""
+    from types import SimpleNamespace
+
+    from amps_emulator.server.net.admission import Ticket
+    from amps_emulator.server.net.connection import Connection
+    from tests.support.fakes import FakeServer, FakeTransport
+
+    timers = []
+    srv = FakeServer()
+    srv.logon_timeout = 5.0
+    def call_at(when, callback):
+        timers.append(when)
+        return SimpleNamespace(cancel=lambda: None)
+
+    srv.loop = SimpleNamespace(time=lambda: 100.0, call_at=call_at)
+    cap = ConnectionCap("t", 4)
+    assert cap.take()
+    listener = SimpleNamespace(max_frame=1 << 24, out_limit=1 << 30, logon_frame_limit=1 << 20,
+                               throttled=0)
+    Connection(srv, listener, Ticket(cap, accepted=97.0)).connection_made(FakeTransport())
+    Connection(srv, listener).connection_made(FakeTransport())  # a plain socket: accepted now
+    assert timers == [102.0, 105.0]
