@@ -193,9 +193,9 @@ class AdminServer:
         if task is not None:
             self._tasks.add(task)
         ex = Exchange(reader, writer, self.limits, self.server.budget)
-        ex.extra = self.access.response_headers(None, writer.get_extra_info("sockname"))
-        self.server.budget.add(ex)
-        try:
+        try:  # (from here on, whatever happens gives the place back)
+            ex.extra = self.access.response_headers(None, writer.get_extra_info("sockname"))
+            self.server.budget.add(ex)
             while await self._exchange(ex):
                 pass
         except Deadline:

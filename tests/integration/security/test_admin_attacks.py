@@ -294,6 +294,27 @@ def test_connections_past_the_cap_are_answered_503_with_one_log_line(quick, capl
     held.pop().close()
 
 
+def test_a_connection_that_fails_before_its_first_request_gives_its_place_back(quick, monkeypatch):
+    """Whatever fails once a connection is counted gives its place under the cap back: the
+    headers every answer carries are made before the first request."""
+    admin = quick.server.admin
+    real = admin.access.response_headers
+    failed = []
+
+    def failing_once(req, sockname):
+        if not failed:
+            failed.append(True)
+            raise RuntimeError("made to fail")
+        return real(req, sockname)
+
+    monkeypatch.setattr(admin.access, "response_headers", failing_once)
+    with admin_socket(quick) as s:
+        assert read_all(s) == b""  # closed by the server, with nothing said
+    assert failed
+    assert until(lambda: quick.call(lambda: admin.cap.open) == 0)
+    assert quick.http("/emulator/health")["ready"]
+
+
 def test_a_body_past_its_limit_is_refused_as_it_arrives(quick):
     """Chunked, so no length announces it: the server stops at the limit (1 KiB here)."""
     with admin_socket(quick) as s:
