@@ -106,7 +106,7 @@ def test_compaction_shrinks_the_sow_while_the_server_serves(tmp_path, caplog):
         workers = [threading.Thread(target=publish), threading.Thread(target=query)]
         for w in workers:
             w.start()
-        until(lambda: query_sizes and len(published) >= 100, 30)  # both going on
+        assert until(lambda: query_sizes and len(published) >= 100, 30)  # both going on
         done = Collector()
         c.subscribe(done, "compact-done")
         with caplog.at_level(logging.INFO, logger="amps_emulator.actions"):

@@ -87,8 +87,8 @@ def test_a_chain_of_dumps_through_a_command_stops_at_the_depth_limit(tmp_path, c
         actions = srv.server.actions
         with caplog.at_level(logging.WARNING, logger="amps_emulator.actions"):
             assert srv.http("/amps/administrator/actions/dump")["ran"] == 1
-            until(lambda: any("deeper than" in r.getMessage() for r in caplog.records), timeout=30)
-            until(lambda: not actions.pending, timeout=30)
+            assert until(lambda: any("deeper than" in r.getMessage() for r in caplog.records), timeout=30)
+            assert until(lambda: not actions.pending, timeout=30)
         assert 2 <= len(dumps_in(where)) <= MAX_DEPTH + 1
     finally:
         srv.stop()

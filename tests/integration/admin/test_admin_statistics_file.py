@@ -128,7 +128,7 @@ def test_the_history_survives_a_restart(made, tmp_path):
 
     again = made()  # the file's samples are read back in the background
     sample(again)  # (taken while they are, or after: either way it follows them)
-    until(lambda: again.server.admin.sampler.reading.done())
+    assert until(lambda: again.server.admin.sampler.reading.done())
     assert stamps(again)[:2] == before and len(stamps(again)) == 3
     assert again.http(leaf).startswith(series)  # read back from the file
     assert again.http(client_leaf) == clients  # a client of the last run

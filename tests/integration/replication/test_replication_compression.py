@@ -58,7 +58,7 @@ def replicate(tmp_path: Path, compression: str | None) -> tuple[int, int, list[d
             return [json.loads(m.get_data()) for m in reader.sow("orders", timeout=5000)
                     if m.get_command() == "sow"]
 
-        until(lambda: len(sow()) == MESSAGES, timeout=20)
+        assert until(lambda: len(sow()) == MESSAGES, timeout=20)
         st = a.call(lambda: a.server.replication.state("B"))
         assert a.call(lambda: st.messages_out) == MESSAGES
         return a.call(lambda: st.bytes_out), proxy.bytes_up, sow()
@@ -106,7 +106,7 @@ def test_a_passive_destination_compresses_over_the_connection_it_was_given(tmp_p
         def records(client: AMPS.Client) -> int:
             return sum(m.get_command() == "sow" for m in client.sow("orders", timeout=5000))
 
-        until(lambda: [records(c) for c in clients] == [2 * MESSAGES] * 2, timeout=20)
+        assert until(lambda: [records(c) for c in clients] == [2 * MESSAGES] * 2, timeout=20)
         a_sent = a.call(lambda: a.server.replication.state("B").bytes_out)
         b_sent = b.call(lambda: b.server.replication.state("A").bytes_out)
         assert proxy.bytes_up >= a_sent  # A to B: plain

@@ -50,12 +50,12 @@ def test_failed_over_subscriber_gets_what_the_survivor_took_while_the_link_was_c
     pa, pb = connect(a.uri, "pub-a"), connect(b.uri, "pub-b")
     publish(pa, "a", range(1, 5))
     publish(pb, "b", range(1, 5))
-    until(lambda: count(a) == 8 and count(b) == 8)
+    assert until(lambda: count(a) == 8 and count(b) == 8)
     a.call(lambda: a.server.replication.cut("B"))  # A -> B: A's messages no longer reach B
     publish(pa, "a", range(5, 25))
-    until(lambda: count(a) == 28)
+    assert until(lambda: count(a) == 28)
     publish(pb, "b", range(5, 10))  # B -> A still up: logged on A after a5..a24
-    until(lambda: count(a) == 33 and count(b) == 13)
+    assert until(lambda: count(a) == 33 and count(b) == 13)
 
     sub = AMPS.HAClient("subscriber")
     chooser = AMPS.DefaultServerChooser()

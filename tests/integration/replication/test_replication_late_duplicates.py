@@ -67,7 +67,7 @@ def test_stale_copies_after_replication_are_refused_and_later_messages_kept(pair
     for s in range(6, 16):
         publish(new, s, "A")
     acked_through(new, 15)
-    until(lambda: len(records(b)) == 15)
+    assert until(lambda: len(records(b)) == 15)
     for s in range(6, 11):  # B now reads the stale copies the old connection carried
         publish(old, s, "stale")
     acked_through(old, 10)  # duplicates: dropped, and acked
@@ -75,7 +75,7 @@ def test_stale_copies_after_replication_are_refused_and_later_messages_kept(pair
         publish(new, s, "A")
     acked_through(new, 20)
     want = [(s, {"s": s, "via": "B" if s < 6 else "A"}) for s in range(1, 21)]
-    until(lambda: len(records(b)) >= 20)
+    assert until(lambda: len(records(b)) >= 20)
     assert records(b) == want
     assert records(a) == want
     old.close()

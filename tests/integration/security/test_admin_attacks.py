@@ -203,7 +203,7 @@ def test_a_read_only_admin_user_reads_and_a_writer_acts(secured):
     assert request(secured, "/emulator/subscriptions", "viewer")[0] == 200
     status, body = request(secured, "/amps/administrator/actions/stamp", "root")
     assert status == 200 and json.loads(body)["ran"] == 1
-    until(lambda: json.loads(request(secured, "/emulator/sow/test", "root")[1])["count"] == 1)
+    assert until(lambda: json.loads(request(secured, "/emulator/sow/test", "root")[1])["count"] == 1)
     assert request(secured, "/emulator/reset?topic=test", "root", "POST", b"")[0] == 200
 
 
@@ -282,14 +282,14 @@ def test_connections_past_the_cap_are_answered_503_with_one_log_line(quick, capl
     caplog.set_level(logging.WARNING, "amps_emulator.admin")
     admin = quick.server.admin
     held = [admin_socket(quick), admin_socket(quick)]
-    until(lambda: quick.call(lambda: admin.cap.open) == 2)
+    assert until(lambda: quick.call(lambda: admin.cap.open) == 2)
     for _ in range(3):
         with admin_socket(quick) as s:
             assert read_all(s).startswith(b"HTTP/1.1 503 ")
     lines = [r.getMessage() for r in caplog.records if "connections open" in r.getMessage()]
     assert len(lines) == 1, lines
     held.pop().close()
-    until(lambda: quick.call(lambda: admin.cap.open) == 1)
+    assert until(lambda: quick.call(lambda: admin.cap.open) == 1)
     assert quick.http("/emulator/health")["ready"]
     held.pop().close()
 

@@ -118,7 +118,7 @@ def test_answers_written_without_a_request_carry_them_too(tmp_path):
         assert bad.startswith(b"HTTP/1.1 400 ") and b'X-Special-Information: "AMPS Admin"\r\n' in bad
         u = urlsplit(s.admin_uri)
         with socket.create_connection((u.hostname, u.port), timeout=10):
-            until(lambda: s.call(lambda: s.server.admin.cap.open) == 1)
+            assert until(lambda: s.call(lambda: s.server.admin.cap.open) == 1)
             busy = raw(s, b"")
         assert busy.startswith(b"HTTP/1.1 503 ") and b"X-Other: abc;123\r\n" in busy
     finally:

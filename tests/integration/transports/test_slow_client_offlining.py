@@ -119,7 +119,7 @@ def test_past_its_share_of_memory_and_disk_a_slow_client_is_disconnected(tmp_pat
         publisher = logged_on(s.uri, "publisher")
         flood(publisher)
         assert events.wait_until(lambda items: of(items, "slow"))
-        until(lambda: not any(c.client_name == "slow" for c in s.server.connections))
+        assert until(lambda: not any(c.client_name == "slow" for c in s.server.connections))
         handler.release.set()
         publisher.publish("offline", '{"event":"marker","client":"slow"}')
         assert events.wait_until(lambda items: len(of(items, "slow")) == 2)
