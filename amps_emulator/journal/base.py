@@ -418,7 +418,8 @@ class JournalCore(ReplicatedAppends):
             return self.first_position - 1, False
         return pos, exact
 
-    def position_after_bookmark(self, bookmark: str | BookmarkSpec, *, resume: bool = False) -> int | None:
+    def position_after_bookmark(self, bookmark: str | BookmarkSpec, *, resume: bool = False,
+                                hold: ReadHold | None = None) -> int | None:
         """First position to replay for a subscription starting at ``bookmark``; None = not found.
 
         ``resume``: a subscriber resuming after the message it names, which it may have read at
@@ -429,15 +430,17 @@ class JournalCore(ReplicatedAppends):
         that record (a bookmark of a known publisher that retention already removed resolves to
         ``first_position``: replaying a little too much is safe, too little is not). Timestamp:
         ``position_at_time``. List: the earliest of the items that resolve (None if none does).
-        Range: its start (see ``range_positions``).
+        Range: its start (see ``range_positions``). ``hold``: a reader that must not block
+        (see ``read``: ``stored.SegmentPending`` while a record it reads is decompressed).
         """
         spec = parse_bookmark(bookmark) if isinstance(bookmark, str) else bookmark
         if isinstance(spec, BookmarkRange):
-            return self.range_positions(spec)[0]
+            return self.range_positions(spec, hold)[0]
         # A plain P|S| means "after that message"; a plain timestamp means "at or after".
-        return self._start_of(spec, inclusive=False, time_inclusive=True, resume=resume)
+        return self._start_of(spec, inclusive=False, time_inclusive=True, resume=resume, hold=hold)
 
-    def _start_of(self, spec, *, inclusive: bool, time_inclusive: bool, resume: bool = False) -> int | None:
+    def _start_of(self, spec, *, inclusive: bool, time_inclusive: bool, resume: bool = False,
+                  hold: ReadHold | None = None) -> int | None:
         if spec is EPOCH or spec is RECENT:
             return self.first_position
         if spec is NOW:
@@ -451,15 +454,15 @@ class JournalCore(ReplicatedAppends):
                 return pos if pos >= self.first_position else pos + 1
             start = pos if inclusive and pos >= self.first_position else pos + 1
             if resume and pos >= self.first_position and self.sequence_index().senders():
-                rec = self.record_at(pos)  # the subscriber may have read it at another instance
+                rec = self.record_at(pos, hold)  # the subscriber may have read it at another instance
                 if rec is not None:
-                    start = min(start, failover.start_after(self, rec))
+                    start = min(start, failover.start_after(self, rec, hold))
             return start
         if isinstance(spec, BookmarkTimestamp):
-            return self.position_at_time(spec.micros if time_inclusive else spec.micros + 1)
+            return self.position_at_time(spec.micros if time_inclusive else spec.micros + 1, hold)
         if isinstance(spec, BookmarkList):
-            items = (self._start_of(i, inclusive=inclusive, time_inclusive=time_inclusive, resume=resume)
-                     for i in spec.items)
+            items = (self._start_of(i, inclusive=inclusive, time_inclusive=time_inclusive, resume=resume,
+                                    hold=hold) for i in spec.items)
             starts = [p for p in items if p is not None]
             return min(starts) if starts else None
         raise TypeError(f"not a bookmark value: {spec!r}")
@@ -487,17 +490,19 @@ class JournalCore(ReplicatedAppends):
         from an instance that had more: ``failover.start_for_unheld``); None otherwise."""
         return failover.start_for_unheld(self)
 
-    def range_positions(self, rng: BookmarkRange) -> tuple[int | None, int]:
+    def range_positions(self, rng: BookmarkRange,
+                        hold: ReadHold | None = None) -> tuple[int | None, int]:
         """``(start, stop)``: replay positions ``start <= p < stop``. ``start`` None: start bookmark
-        not found. An end bookmark that is not found (yet) gives ``stop = next_position``."""
+        not found. An end bookmark that is not found (yet) gives ``stop = next_position``.
+        ``hold``: see ``position_after_bookmark``."""
         # For the start, "[" includes the named record / instant; "(" starts after it.
         inc = rng.start_inclusive
-        start = self._start_of(rng.start, inclusive=inc, time_inclusive=inc)
+        start = self._start_of(rng.start, inclusive=inc, time_inclusive=inc, hold=hold)
         end = rng.end
         if end is NOW:
             stop = self.next_position
         elif isinstance(end, BookmarkTimestamp):
-            stop = self.position_at_time(end.micros + 1 if rng.end_inclusive else end.micros)
+            stop = self.position_at_time(end.micros + 1 if rng.end_inclusive else end.micros, hold)
         elif isinstance(end, Bookmark):
             found = self.locate(end)
             if found is None:

@@ -46,6 +46,7 @@ from .record import JournalRecord
 
 if TYPE_CHECKING:
     from .base import JournalCore
+    from .stored import ReadHold
 
 
 def seen_of(rec: JournalRecord) -> dict[str, str]:
@@ -78,9 +79,10 @@ def _bound(journal: JournalCore, text: str | None, unheld: int) -> int:
     return pos if exact else pos - 1
 
 
-def start_after(journal: JournalCore, rec: JournalRecord) -> int:
+def start_after(journal: JournalCore, rec: JournalRecord, hold: ReadHold | None = None) -> int:
     """The first position to replay for a subscriber whose last message is ``rec`` (held here),
-    which it may have read at another instance (see the module docstring)."""
+    which it may have read at another instance (see the module docstring); ``hold``: see
+    ``JournalCore.read``."""
     position = rec.position
     sender = sender_of(rec)
     if sender is None:
@@ -94,7 +96,7 @@ def start_after(journal: JournalCore, rec: JournalRecord) -> int:
             if first is not None and first < start:
                 start = first
     mine = _bound(journal, seen.get(""), 0)
-    for r in journal.read(max(mine + 1, journal.first_position)):
+    for r in journal.read(max(mine + 1, journal.first_position), hold=hold):
         if r.position >= start:
             break
         if sender_of(r) is None:  # published here, after what the sender had of ours

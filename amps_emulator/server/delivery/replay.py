@@ -50,6 +50,9 @@ if TYPE_CHECKING:
     from amps_emulator.server.core.router import ReadEntitlement, Subscription
     from amps_emulator.sow.query import Select
 
+    #: the journal a cursor reads
+    Journal = FileJournal | MemoryJournal
+
 log = logging.getLogger("amps_emulator.replay")
 
 CHUNK = 2000
@@ -77,7 +80,11 @@ class ReplayHost(Protocol):
     def call_later(self, delay: float, callback: Callable[[], Any]) -> Any: ...
 
 
-def _journal(broker: ReplayHost) -> FileJournal | MemoryJournal:
+#: where a replay starts (None: the bookmark was not found) and, for a range, where it stops
+Positions = tuple[int | None, int | None]
+
+
+def _journal(broker: ReplayHost) -> Journal:
     """The journal a cursor reads (a cursor exists only on a server with a transaction log)."""
     txlog = broker.txlog
     if txlog is None:
@@ -205,9 +212,10 @@ class Cursor:
         self.hold = ReadHold(partial(_woken, weakref.ref(self)))
         #: stopped until the segment at ``next_pos`` is decompressed (``_woken`` goes on)
         self.waiting = False
-        #: a timestamp bookmark's time and the log's next position when it came, until the
-        #: first step finds where its replay starts (``_resolve``)
-        self.since: tuple[int, int] | None = None
+        #: how to find where the replay starts (and a range's stop), and the log's next
+        #: position when the subscription came, until the first step finds it (``_resolve``):
+        #: a timestamp bookmark, or one whose resolving waits for a compressed segment
+        self.since: tuple[Callable[[Journal, ReadHold], Positions], int] | None = None
 
     # what the transaction log calls (ports.JournalCursor)
     def pump(self, limit: int) -> None:
@@ -228,12 +236,15 @@ def start(broker: ReplayHost, client: Client, cmd: Command, sub: Subscription) -
         raise CommandError(reasons.INVALID_BOOKMARK, str(exc)) from None
     journal = txlog.journal
     stop: int | None = None
-    if isinstance(spec, BookmarkRange):
-        begin, stop = journal.range_positions(spec)
-    elif isinstance(spec, BookmarkTimestamp):  # found by the first step (_resolve): that may
-        begin = journal.first_position  # wait for a compressed segment; until then, pin all
-    else:
-        begin = journal.position_after_bookmark(spec, resume=True)  # maybe after a failover
+    resolve = partial(_positions, spec=spec)
+    later = isinstance(spec, BookmarkTimestamp)  # found by the first step (_resolve)
+    if not later:
+        try:
+            begin, stop = resolve(journal, ReadHold())
+        except SegmentPending:  # a record it reads is being decompressed: also found later
+            later = True
+    if later:  # (that may wait for a compressed segment; until then, pin all)
+        begin, stop = journal.first_position, None
     if begin is None and "bookmark_not_found" not in cmd.opts:
         # a message this instance does not hold: when the subscriber failed over from an
         # instance that had more, start where it may have missed nothing held here
@@ -248,8 +259,8 @@ def start(broker: ReplayHost, client: Client, cmd: Command, sub: Subscription) -
             begin = journal.next_position
     cursor = Cursor(broker, sub, cmd, begin, stop)
     cursor.catch_up_pos = journal.last_position
-    if isinstance(spec, BookmarkTimestamp):
-        cursor.since = (spec.micros, journal.next_position)
+    if later:
+        cursor.since = (resolve, journal.next_position)
     rate = cmd.opts.get("rate")
     if rate is not None:
         if cursor.live or not isinstance(rate, str):
@@ -292,18 +303,31 @@ def _records(journal: FileJournal | MemoryJournal, cursor: Cursor) -> Iterator[J
         cursor.waiting = True
 
 
+def _positions(journal: Journal, hold: ReadHold, *, spec: Any) -> Positions:
+    """Where a replay from bookmark ``spec`` starts (None: not found) and, for a range, where
+    it stops (``hold``: see ``journal.read``)."""
+    if isinstance(spec, BookmarkRange):
+        return journal.range_positions(spec, hold)
+    if isinstance(spec, BookmarkTimestamp):
+        return journal.position_at_time(spec.micros, hold), None
+    return journal.position_after_bookmark(spec, resume=True, hold=hold), None  # maybe after a failover
+
+
 def _resolve(broker: ReplayHost, cursor: Cursor) -> bool:
-    """Start the cursor of a timestamp bookmark at the first record at or after its time, as
-    the log was when the subscription came (records logged since come after it); False while
-    the segment that holds it is being decompressed."""
+    """Start (and stop, a range) the cursor where its bookmark says, as the log was when the
+    subscription came (records logged since come after it): the first record at or after a
+    timestamp, or what waited for a compressed segment; False while a segment it reads is
+    being decompressed."""
     assert cursor.since is not None
-    micros, then_next = cursor.since
+    resolve, then_next = cursor.since
     try:
-        found = _journal(broker).position_at_time(micros, cursor.hold)
+        begin, stop = resolve(_journal(broker), cursor.hold)
     except SegmentPending:
         cursor.waiting = True
         return False
-    cursor.next_pos = min(found, then_next)
+    cursor.next_pos = then_next if begin is None else min(begin, then_next)
+    if stop is not None:
+        cursor.stop_pos = min(stop, then_next)
     cursor.since = None
     return True
 

@@ -20,13 +20,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Generator
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.codec import sow_batch
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.server.core.router import Subscription, is_regex_topic
-from amps_emulator.server.core.turn import SLICE_SECONDS
+from amps_emulator.server.core.turn import SLICE_SECONDS, from_any_thread
 from amps_emulator.server.delivery import replay
 from amps_emulator.server.delivery.acks import early as acks_early
 from amps_emulator.server.delivery.acks import final as acks_final
@@ -54,6 +55,8 @@ from amps_emulator.sow.query import page, parse_order_by, project, selection
 from amps_emulator.sow.scan import sorted_page_steps
 
 log = logging.getLogger("amps_emulator.sow")
+#: a command's steps (``drive``): None to go on, or a read done off the loop to wait for
+Steps = Generator[Future[None] | None, None, Any]
 
 #: records a step of a merged (ordered or paged) result over several topics gathers, sorts
 #: or projects
@@ -101,7 +104,7 @@ class Replacing:
 def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
                 on_snapshot: Callable[[float | None], Any] | None = None,
                 replacing: Replacing | None = None
-                ) -> Generator[None, None, dict[str, int]]:
+                ) -> Generator[Future[None] | None, None, dict[str, int]]:
     """The query as a generator: it sends group_begin / sow frames / group_end and returns
     the counts, yielding between steps of a long scan or a long result. ``on_snapshot`` runs
     once every topic's snapshot is taken, before any result is sent (``sow_and_subscribe``
@@ -182,7 +185,7 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
     returned = 0
     for k, (name, records) in enumerate(runs):
         if k:
-            yield  # (thousands of topics of a few records each: slices between them too)
+            yield None  # (thousands of topics of a few records each: slices between them too)
         if stream is not None and records is stream.records:
             returned += yield from stream.send_rest(qid)
         else:
@@ -289,7 +292,7 @@ def _paginated_steps(client: Client, cmd: Command, filt: Any, topic: Any,
 
 
 def drive(broker: Broker, client: Client, cmd: Command,
-          steps: Generator[None, None, Any], finish: Callable[[Any], None],
+          steps: Steps, finish: Callable[[Any], None],
           on_failure: Callable[[], None] | None = None, complete: bool = False) -> None:
     """Run ``steps``: the first step now; if it is not done, the rest in later loop steps
     while the connection is busy (see :mod:`server.net.connection`). ``finish(result)`` sends
@@ -310,7 +313,7 @@ def drive(broker: Broker, client: Client, cmd: Command,
 
 
 def _step(broker: Broker, client: Client, cmd: Command,
-          steps: Generator[None, None, Any], finish: Callable[[Any], None],
+          steps: Steps, finish: Callable[[Any], None],
           on_failure: Callable[[], None] | None, complete: bool = False) -> None:
     """Steps of the command for one slice of the loop's time (:data:`SLICE_SECONDS`), then
     the rest in a later pass."""
@@ -322,7 +325,11 @@ def _step(broker: Broker, client: Client, cmd: Command,
     end = time.monotonic() + SLICE_SECONDS
     try:
         while True:
-            next(steps)
+            waited = next(steps)
+            if waited is not None:  # a read being done off the loop: the rest once it is
+                waited.add_done_callback(lambda _f: from_any_thread(
+                    broker.loop, _step, broker, client, cmd, steps, finish, on_failure, complete))
+                return
             if time.monotonic() >= end or (client.closed and not complete):
                 break
     except StopIteration as stop:
@@ -350,7 +357,7 @@ def _failed(client: Client, cmd: Command, reason: str,
 
 
 def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
-                 filt: Any, meter: Meter) -> Generator[None, None, dict[str, int]]:
+                 filt: Any, meter: Meter) -> Generator[Future[None] | None, None, dict[str, int]]:
     """A ``sow`` query on a queue: the messages that could be delivered now, read-only
     (in steps: a generator)."""
     batch = sow_results.batch_size(cmd)
@@ -361,7 +368,7 @@ def _query_queue(queues: QueueService, client: Client, cmd: Command, queue: Any,
         data = sow_batch(queue.name, qid, [({"bm": r.bookmark_str}, r.body) for r in chunk])
         meter.give(len(data), len(chunk))
         client.send(data)
-        yield  # (the driver runs steps for a slice of the loop's time: see _step)
+        yield None  # (the driver runs steps for a slice of the loop's time: see _step)
     client.end_group(cmd, qid)
     return {"records_returned": len(records), "matches": len(records), "topic_matches": total}
 
@@ -481,7 +488,7 @@ def _aggregated_subscription(broker: Broker, client: Client, cmd: Command, sub_i
 
 def _with_live_state(broker: Broker, client: Client, cmd: Command, sub_id: str,
                      filt: Any, delta: bool, state: Any,
-                     steps: Callable[[Callable[[], None]], Generator[None, None, Any]],
+                     steps: Callable[[Callable[[], None]], Steps],
                      registered: list[Subscription], finish: Callable[[dict[str, int]], None],
                      unsubscribe: Callable[[], None]) -> None:
     """Run a query whose subscription keeps :mod:`server.delivery.live_state` state: the subscription is

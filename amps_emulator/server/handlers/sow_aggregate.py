@@ -33,6 +33,7 @@ messages are aggregated, read-only, as a plain ``sow`` query on a queue reads th
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
@@ -86,7 +87,7 @@ def refuse_aggregated_replace(existing: Any, cmd: Command) -> None:
 def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
                            subscription: AggregatedSubscription | None = None,
                            on_snapshot: Callable[[], None] | None = None
-                           ) -> Generator[None, None, dict[str, int]]:
+                           ) -> Generator[Future[None] | None, None, dict[str, int]]:
     """The aggregated query as a generator, with the contract of
     :func:`server.handlers.sow.query_steps` (frames sent, counts returned). For an aggregated
     ``sow_and_subscribe``: ``on_snapshot`` registers the subscription at the snapshot and
@@ -149,7 +150,7 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
         for start in range(0, len(records), AGGREGATE_STEP):
             agg.add(records[start:start + AGGREGATE_STEP])
             if start + AGGREGATE_STEP < len(records):
-                yield
+                yield None
         out = agg.results()
         if subscription is not None:
             subscription.load(records, agg, out)

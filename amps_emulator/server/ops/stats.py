@@ -478,10 +478,9 @@ def _queues(server: Server) -> list[dict]:
         e = q.engine
         msgs = list(e.messages(include_leased=True))
         oldest = 0.0
-        if msgs:
-            rec = svc._record(msgs[0].position)
-            if rec is not None:
-                oldest = max(0.0, now - rec.timestamp / 1_000_000)
+        logged = svc.logged_at(q, msgs[0].position) if msgs else None
+        if logged is not None:
+            oldest = max(0.0, now - logged)
         spec = q.spec
         own = q.ownership  # a queue shared with replicated instances: some messages are theirs
         out.append({

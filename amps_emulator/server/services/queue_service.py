@@ -26,13 +26,13 @@ import collections
 import json
 import logging
 import os
-import time
 from collections.abc import Callable, Generator
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
-from amps_emulator.journal import RecordKind
+from amps_emulator.journal import ReadHold, RecordKind, SegmentPending
 from amps_emulator.journal.atomic import replace_file
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.bookmarks import format_timestamp
@@ -59,9 +59,9 @@ from amps_emulator.queues.ownership import Ownership
 from amps_emulator.server.core.message import UNDECODED
 from amps_emulator.server.core.ports import ServiceHost
 from amps_emulator.server.core.router import compile_topic_regex, is_regex_topic
-from amps_emulator.server.core.turn import SLICE_SECONDS
 from amps_emulator.server.delivery.fanout import selected
 from amps_emulator.server.messaging.registration import compile_filter_for
+from amps_emulator.server.services.queue_held import HeldWork, query_steps
 from amps_emulator.server.services.queue_ownership import (
     DOMAIN_HEADER,
     QueueReplication,
@@ -87,7 +87,6 @@ class QueueHost(ServiceHost, Protocol):
 
 
 log = logging.getLogger("amps_emulator.queues")
-STEP_SECONDS = SLICE_SECONDS  # how long a sow query on a queue holds the event loop at a time
 
 CACHE_RECORDS = 65_536  # recent published records kept for deliveries (bounded)
 READ_AHEAD = 4_096  # records read in one go when a delivery misses the cache
@@ -146,6 +145,8 @@ class ConfiguredQueue:
         self.domain: str | None = None
         #: the headers of the queue records this queue journals (its identity, if group local)
         self.record_headers: dict[str, str] | None = None
+        #: the position and log time of the oldest message, as the statistics last read it
+        self.oldest: tuple[int, float | None] | None = None
 
     def covers(self, topic: str) -> bool:
         if self.regex is None:
@@ -185,6 +186,8 @@ class QueueService:
             self.queues[q.key] = q
         self._cache: collections.OrderedDict[int, Any] = collections.OrderedDict()
         self._covering: dict[str, tuple[ConfiguredQueue, ...]] = {}
+        self._sampling = ReadHold()  # (the statistics' reads: logged_at)
+        self.held = HeldWork(lambda: broker.loop, self._record, self._carry_out)
         self._timer: Any = None
         self._timer_at: float | None = None
         self._ckpt_timer: Any = None
@@ -193,8 +196,7 @@ class QueueService:
             config.transaction_log.journal_directory, "queues.ack")
         self._ckpt_pending: tuple[int, dict[str, int]] | None = None
         self._ckpt_written: dict[str, int] = {}
-        self._lp_sec = -1
-        self._lp_prefix = b""
+        self._lp_sec, self._lp_prefix = -1, b""
         #: the views over queues: told (queue, actions, other positions touched; None: all)
         self.watch: Callable[[ConfiguredQueue, Any, Any], None] | None = None
         #: ownership and transfers of the queues shared with replicated instances (None: none)
@@ -304,24 +306,41 @@ class QueueService:
         if len(cache) > CACHE_RECORDS:
             cache.popitem(last=False)
 
-    def _record(self, position: int) -> Any:
+    def _record(self, position: int, hold: ReadHold | None = None) -> Any:
         """The journal record at ``position``: from the cache of recent records, or read
         from the journal together with the records after it (queues deliver mostly in log
-        order, so one sequential read serves the next deliveries too)."""
+        order, so one sequential read serves the next deliveries too); ``hold``: see read."""
         rec = self._cache.get(position)
         if rec is not None:
             return rec
         found = None
-        for n, r in enumerate(self.txlog.journal.read(position)):
-            if n == 0 and r.position != position:
-                break  # not in the log (removed by retention, or never written)
-            if r.kind in _PUBLISH_KINDS:
-                self._remember(r)
-            if n == 0:
-                found = r
-            if n >= READ_AHEAD:
-                break
+        try:
+            for n, r in enumerate(self.txlog.journal.read(position, hold=hold)):
+                if n == 0 and r.position != position:
+                    break  # not in the log (removed by retention, or never written)
+                if r.kind in _PUBLISH_KINDS:
+                    self._remember(r)
+                if n == 0:
+                    found = r
+                if n >= READ_AHEAD:
+                    break
+        except SegmentPending:  # (when a record was found, only the read ahead stopped)
+            if found is None:
+                raise
         return found
+
+    def logged_at(self, q: ConfiguredQueue, position: int) -> float | None:
+        """When the message at ``position`` of ``q`` was logged (seconds; None: not in the
+        log), for a statistic sampled on the loop: a record in a compressed segment is read
+        once it is decompressed off the loop; meanwhile, what the last sample read."""
+        if q.oldest is not None and q.oldest[0] == position:
+            return q.oldest[1]
+        try:
+            rec = self._record(position, self._sampling)
+        except SegmentPending:
+            return None if q.oldest is None else q.oldest[1]
+        q.oldest = (position, None if rec is None else rec.timestamp / 1_000_000)
+        return q.oldest[1]
 
     # -- subscriptions ---------------------------------------------------------------------
     @staticmethod
@@ -437,7 +456,7 @@ class QueueService:
         for a in actions:
             t = type(a)
             if t is Deliver:
-                self._deliver(q, a)
+                self.held.run(q, a)  # (its record may be in a segment being decompressed)
                 lease = a.lease_expiry
                 if lease is not None and (earliest is None or lease < earliest):
                     earliest = lease
@@ -445,9 +464,7 @@ class QueueService:
                 # every instance expires its copy; the owner alone runs the on-sow-expire
                 # actions, so a dead letter is written once across the instances
                 if self.on_expired is not None and (own is None or own.owns(a.position)):
-                    rec = self._record(a.position)
-                    self.on_expired(q.name, rec.body if rec is not None else b"", a.reason, "",
-                                    a.bookmark)
+                    self.held.run(q, a)
                 if own is not None:
                     own.left(a.position, self.now())
             elif t is Acked and own is not None and a.position is not None:
@@ -470,11 +487,16 @@ class QueueService:
         txlog.append(q.key, payload, kind, client_name=self.broker.instance_name,
                      headers=q.record_headers)
 
-    def _deliver(self, q: ConfiguredQueue, d: Deliver) -> None:
+    def _carry_out(self, q: ConfiguredQueue, a: Any, rec: Any) -> None:
+        if type(a) is Deliver:
+            self._deliver(q, a, rec)
+        elif self.on_expired is not None:
+            self.on_expired(q.name, rec.body if rec is not None else b"", a.reason, "", a.bookmark)
+
+    def _deliver(self, q: ConfiguredQueue, d: Deliver, rec: Any) -> None:
         sub = q.subs.get(d.sub_key)
         if sub is None or sub.conn.closed:
             return
-        rec = self._record(d.position)
         if rec is None:
             log.error("queue %s: message at %d is no longer in the journal", q.name, d.position)
             return
@@ -537,28 +559,11 @@ class QueueService:
 
     # -- sow queries on a queue ------------------------------------------------------------
     def query_records(self, q: ConfiguredQueue, flt: Any, top_n: int | None
-                      ) -> Generator[None, None, tuple[list[Any], int]]:
-        """The deliverable messages (read-only view) as journal records, and the count; yields
-        every few ms (a deep queue, a costly filter must not hold the loop: ``sow.drive``)."""
-        out = []
+                      ) -> Generator[Future[None] | None, None, tuple[list[Any], int]]:
+        """The deliverable messages (read-only view) as journal records, and the count; in
+        steps (``queue_held.query_steps``)."""
         msgs = list(q.engine.messages(include_leased=False, now=self.now()))
-        clock = time.monotonic
-        step_end = clock() + STEP_SECONDS
-        for m in msgs:
-            if clock() > step_end:  # (a record can be a megabyte read from disk)
-                yield
-                step_end = clock() + STEP_SECONDS
-            rec = self._record(m.position)
-            if rec is None:
-                continue
-            if flt is not None and not flt(self.broker.bodies.decode(rec.body, rec.key),
-                                           MessageContext(topic=rec.topic)):
-                continue
-            out.append(rec)
-        total = len(msgs)
-        if top_n is not None:
-            out = out[:top_n]
-        return out, total
+        return (yield from query_steps(self._record, self.broker.bodies.decode, msgs, flt, top_n))
 
     # -- recovery and checkpoints ------------------------------------------------------------
     def recover(self) -> None:
@@ -689,8 +694,4 @@ class QueueService:
 
 def _ack_option(cmd: Any) -> str | None:
     opts = cmd.opts
-    if "cancel" in opts:
-        return "cancel"
-    if "expire" in opts:
-        return "expire"
-    return None
+    return "cancel" if "cancel" in opts else "expire" if "expire" in opts else None

@@ -18,6 +18,7 @@ from amps_emulator.config import loads_config
 from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.server.core.clock import TestClock
 from amps_emulator.server.ops.stats import tree
+from amps_emulator.server.services import queue_service
 from tests.support.clients import Collector
 from tests.support.journals import SlowGunzip
 from tests.support.servers import ServerThread, until
@@ -232,7 +233,7 @@ def compressed_log(srv, c, n: int) -> str:
     return since
 
 
-@pytest.mark.parametrize("since", ["epoch", "time"])
+@pytest.mark.parametrize("since", ["epoch", "time", "range", "list"])
 def test_a_replay_waits_for_a_compressed_segment_without_holding_the_others(tmp_path, monkeypatch,
                                                                            since):
     srv = start(tmp_path)
@@ -243,8 +244,9 @@ def test_a_replay_waits_for_a_compressed_segment_without_holding_the_others(tmp_
         slow.install(monkeypatch)
         r = Replay()
         sub = client(srv, "replayer")
-        sub.execute_async(AMPS.Command("subscribe").set_topic("orders")
-                          .set_bookmark("0" if since == "epoch" else at_time)
+        bookmark = {"epoch": "0", "time": at_time, "range": f"[{at_time}:0|1|]",
+                    "list": f"{at_time},0|1|"}[since]
+        sub.execute_async(AMPS.Command("subscribe").set_topic("orders").set_bookmark(bookmark)
                           .add_ack_type("completed").set_timeout(10000), r)
         # the replay reached the oldest segment (a timestamp bookmark: to find where it starts)
         assert slow.entered.wait(30)
@@ -260,9 +262,65 @@ def test_a_replay_waits_for_a_compressed_segment_without_holding_the_others(tmp_
         slow.release.set()
         assert r.completed.wait(30)
         first = 0 if since == "epoch" else 100
-        assert until(lambda: len(r.ids) >= N + 6 - first)
-        assert r.ids == list(range(first, N + 6))  # every record in order, then the live ones
+        last = N if since == "range" else N + 5  # (a range stops where the log was)
+        assert until(lambda: len(r.ids) >= last + 1 - first)
+        assert r.ids == list(range(first, last + 1))  # every record in order, then the live ones
         sub.close()
+        c.close()
+    finally:
+        slow.release.set()
+        srv.stop()
+
+
+class SowQuery:
+    """The ``i`` of every record a sow query returned, and its group_end."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.done = threading.Event()
+
+    def __call__(self, m) -> None:
+        if m.get_command() == "sow":
+            self.ids.append(json.loads(m.get_data())["i"])
+        elif m.get_command() == "group_end":
+            self.done.set()
+
+
+@pytest.mark.parametrize("read", ["delivery", "sow"])
+def test_a_queue_waits_for_a_compressed_segment_without_holding_the_others(tmp_path, monkeypatch,
+                                                                           read):
+    monkeypatch.setattr(queue_service, "CACHE_RECORDS", 4)  # queue reads go to the journal
+    srv = start(tmp_path)
+    slow = SlowGunzip()
+    try:
+        c = client(srv, "publisher")
+        for i in range(QUEUED):
+            c.publish("work", json.dumps({"i": i}))
+        compressed_log(srv, c, N)  # the queued messages are in the oldest, compressed segment
+        slow.install(monkeypatch)
+        work, query = Collector(take), SowQuery()
+        consumer = client(srv, "consumer")
+        if read == "delivery":
+            consumer.subscribe(work, "work-q")
+        else:
+            # (the client waits for the query's processed ack: the query runs meanwhile)
+            threading.Thread(target=consumer.execute_async, daemon=True,
+                             args=(AMPS.Command("sow").set_topic("work-q"), query)).start()
+        assert slow.entered.wait(30)  # the first message read reached the compressed segment
+        # meanwhile another client publishes and is answered
+        for i in range(N + 1, N + 6):
+            c.publish("orders", json.dumps({"i": i}))
+        c.flush(5000)
+        assert not slow.release.is_set() and slow.calls == 1
+        assert work.items == [] and query.ids == [] and not query.done.is_set()
+        slow.release.set()
+        if read == "delivery":
+            assert work.wait_until(lambda items: len([i for i in items if i is not None]) >= QUEUED, 20)
+            assert [i for i in work.items if i is not None] == list(range(QUEUED))  # all, in order
+        else:
+            assert query.done.wait(20)
+            assert query.ids == list(range(QUEUED))
+        consumer.close()
         c.close()
     finally:
         slow.release.set()

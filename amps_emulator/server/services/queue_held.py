@@ -1,0 +1,115 @@
+"""Queue work that waits, off the event loop, for a record in a compressed journal segment.
+
+A delivery (or the on-sow-expire actions of a message that left a queue) needs the message's
+record. One that is neither in the queue service's cache of recent records nor in a plain
+segment may be in a compressed segment (``<segment>.journal.gz``) that is not decompressed
+yet: it is then decompressed in the journal cache's worker thread (a :class:`ReadHold`), and
+the work waits here meanwhile, in the order the queue engines asked for it. Any work asked for
+while some waits, waits behind it (a subscriber gets its messages in the order it would have
+without the wait); once the segment is decompressed, the waiting work is carried out on the
+loop, in order, and may stop again at the next compressed segment.
+
+The engines' state does not wait: a message is leased (and its lease period runs) when the
+engine delivers it, as before; only the sending waits.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from collections.abc import Callable, Generator
+from concurrent.futures import Future
+from typing import Any
+
+from amps_emulator.journal import JournalClosedError, ReadHold, SegmentPending
+from amps_emulator.protocol.filter import MessageContext
+from amps_emulator.server.core.turn import SLICE_SECONDS, from_any_thread
+
+log = logging.getLogger("amps_emulator.queues")
+STEP_SECONDS = SLICE_SECONDS  # how long a sow query on a queue holds the event loop at a time
+
+#: reads the record at a position (None: not in the log), with a hold (SegmentPending)
+Read = Callable[[int, ReadHold], Any]
+#: carries out an engine action for a queue with the action's record (or None)
+Carry = Callable[[Any, Any, Any], None]
+
+
+class HeldWork:
+    """Engine actions (a delivery, an expiry) that need their message's record, carried out
+    in order; those whose record is being decompressed wait (see the module)."""
+
+    def __init__(self, loop: Callable[[], Any], read: Read, carry: Carry) -> None:
+        self._loop = loop
+        self._read = read
+        self._carry = carry
+        self.hold = ReadHold(self._woken)
+        #: (queue, action) waiting, oldest first
+        self.waiting: collections.deque[tuple[Any, Any]] = collections.deque()
+
+    def run(self, q: Any, action: Any) -> None:
+        """Carry out ``action`` for ``q`` now, or once what waits before it was."""
+        if self.waiting:
+            self.waiting.append((q, action))
+            return
+        try:
+            rec = self._read(action.position, self.hold)
+        except SegmentPending:
+            self.waiting.append((q, action))
+            return
+        self._carry(q, action, rec)
+
+    def _woken(self) -> None:
+        """(the decompressing thread) The segment is decompressed (or refused)."""
+        from_any_thread(self._loop(), self.drain)
+
+    def drain(self) -> None:
+        """Carry out what waits, in order, until a record is pending again."""
+        waiting = self.waiting
+        while waiting:
+            q, action = waiting[0]
+            try:
+                rec = self._read(action.position, self.hold)
+            except SegmentPending:
+                return  # (woken again once that one is decompressed)
+            except JournalClosedError:
+                waiting.clear()  # the server stops
+                return
+            waiting.popleft()
+            try:
+                self._carry(q, action, rec)
+            except Exception:  # one action's failure must not keep the others waiting
+                log.exception("queue %s: a delivery that waited for its record failed", q.name)
+
+
+def query_steps(read: Read, decode: Callable[[bytes, str], Any], msgs: list[Any], flt: Any,
+                top_n: int | None) -> Generator[Future[None] | None, None, tuple[list[Any], int]]:
+    """The records of ``msgs`` (a queue's messages) that pass ``flt`` (at most ``top_n``), and
+    how many messages there are. Yields (None) every few ms: a deep queue, a costly filter
+    must not hold the loop (``sow.drive``); and yields the decompression it waits for when a
+    record is in a compressed segment not decompressed yet (the driver goes on once it is)."""
+    out = []
+    clock = time.monotonic
+    step_end = clock() + STEP_SECONDS
+    hold = ReadHold()
+    for m in msgs:
+        if clock() > step_end:  # (a record can be a megabyte read from disk)
+            yield None
+            step_end = clock() + STEP_SECONDS
+        while True:
+            try:
+                rec = read(m.position, hold)
+                break
+            except SegmentPending:
+                yield hold.job.future if hold.job is not None else None
+        if rec is None:
+            continue
+        if flt is not None and not flt(decode(rec.body, rec.key), MessageContext(topic=rec.topic)):
+            continue
+        out.append(rec)
+    if top_n is not None:
+        out = out[:top_n]
+    return out, len(msgs)
+
+
+__all__ = ["HeldWork", "query_steps"]
