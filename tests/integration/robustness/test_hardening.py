@@ -358,10 +358,10 @@ def test_a_logon_taking_a_name_over_is_a_warning_naming_both_peers(server, caplo
 
 def test_a_sow_query_on_a_deep_queue_runs_in_steps(tmp_path, monkeypatch):
     from amps_emulator.server.handlers import sow as sow_handlers
-    from amps_emulator.server.services import queue_service as queue_service
+    from amps_emulator.server.services import queue_held
     from tests.support.servers import config_xml, start_server
 
-    monkeypatch.setattr(queue_service, "STEP_SECONDS", 0.0)  # yield at every chance
+    monkeypatch.setattr(queue_held, "STEP_SECONDS", 0.0)  # yield at every chance
     monkeypatch.setattr(sow_handlers, "SLICE_SECONDS", 0.0)  # and a step a loop pass
     steps = []
     real_step = sow_handlers._step
