@@ -75,6 +75,11 @@ class HeldWork:
             except JournalClosedError:
                 waiting.clear()  # the server stops
                 return
+            except Exception:  # (an unreadable record: that action only is given up)
+                waiting.popleft()
+                log.exception("queue %s: the record of a delivery that waited could not be read",
+                              q.name)
+                continue
             waiting.popleft()
             try:
                 self._carry(q, action, rec)
