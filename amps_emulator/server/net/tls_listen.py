@@ -79,11 +79,11 @@ async def bind_tcp(host: str | None, port: int, reuse_addr: bool = True) -> list
 
 
 def stream_protocol(handler: Callable[[asyncio.StreamReader, asyncio.StreamWriter, Ticket],
-                                      Awaitable[None]],
+                                      Awaitable[None] | None],
                     limit: int = 2 ** 16) -> Callable[[Ticket], asyncio.BaseProtocol]:
     """A :class:`TLSServer` factory for a stream handler (what ``asyncio.start_server``
-    runs): ``handler(reader, writer, ticket)`` runs as a task once the handshake is over, and
-    releases the ticket when it ends."""
+    runs): ``handler(reader, writer, ticket)`` is called once the handshake is over (a
+    coroutine it returns runs as a task) and releases the ticket when the connection ends."""
 
     def make(ticket: Ticket) -> asyncio.BaseProtocol:
         loop = asyncio.get_running_loop()

@@ -171,7 +171,7 @@ class ReplicationService:
         directory = txcfg.journal_directory if txcfg is not None else None
         if boot is not None and needs_bootstrap(self.journal(), directory):
             # filled from the source first: the links (and peers' links in) start afterwards
-            self._spawn(fill_then_start(self, boot, directory))
+            self.spawn(fill_then_start(self, boot, directory))
             return
         await self.start_links()
 
@@ -182,23 +182,34 @@ class ReplicationService:
                                   verify_client=listener.verify_client, ca_file=listener.ca_file,
                                   ca_path=listener.ca_path, protocols=listener.secure_socket_protocols)
                    if listener.tls and listener.certificate and listener.private_key else None)
+            # bound, not yet serving: stop() closes it even if it stops while it starts
             server = self._server = await listen(self, listener, tls)
+            if self.stopping:  # (a bootstrap that ended as the server stops)
+                return
+            await server.start_serving()
             self.listen_port = server.sockets[0].getsockname()[1]
             log.info("replication transport %r listening on port %d", listener.name, self.listen_port)
         for dest in self.config.replication.destinations:
             if not dest.passive:
-                self._spawn(self._connector(dest))
+                self.spawn(self._connector(dest))
 
     async def stop(self) -> None:
+        """Cancel every task of the service and await it; none starts from now on (:meth:`spawn`,
+        and no connection is accepted: :func:`.replication_accept.serve`)."""
         self.stopping = True
         if self._server is not None:
             self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if self._server is not None:
+        while self._tasks:  # until none is left, each awaited
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+                if task.done():
+                    self._tasks.discard(task)
+        if self._server is not None:  # (again: the bootstrap's start_links may have opened it)
+            self._server.close()
             await self._server.wait_closed()
 
     def apply_replicated(self, rec: JournalRecord) -> None:
@@ -230,13 +241,6 @@ class ReplicationService:
             acked = sender.acked_through if sender is not None else self.acked.get(dest.name)
             out.append(journal.first_position if acked is None else acked + 1)
         return out
-
-    def track(self, task: asyncio.Task[None]) -> None:
-        """A task :meth:`stop` cancels (an accepted link's)."""
-        self._tasks.add(task)
-
-    def untrack(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
 
     def link_opened(self, dest_name: str, writer: asyncio.StreamWriter) -> None:
         """``dest_name`` replicates over ``writer`` (closed by :meth:`cut`, :meth:`reconnect`)."""
@@ -411,10 +415,17 @@ class ReplicationService:
         plus the emulator's ``held``/``cut``/``acked_position``."""
         return describe_destination(self.gate, self.state(name), self.name, self.timebase.monotonic())
 
-    def _spawn(self, coro: Coroutine[object, object, None]) -> None:
+    def spawn(self, coro: Coroutine[object, object, None]) -> asyncio.Task[None] | None:
+        """``coro`` as a task :meth:`stop` cancels and awaits, counted from its creation (not
+        from its first step, which may come after stop() has begun); None once stop() has
+        begun (``coro`` is closed, never run)."""
+        if self.stopping:
+            coro.close()
+            return None
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        return task
 
     # -- what this instance says about itself ------------------------------------------------
     def hello(self) -> Hello:

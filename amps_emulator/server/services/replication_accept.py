@@ -142,43 +142,63 @@ class MeteredLink:
 
 async def listen(service: ReplicationService, listener: ReplicationListener,
                  tls: ssl.SSLContext | None) -> asyncio.Server | TLSServer:
-    """The replication transport's server. With TLS a socket counts under ``MaxConnections``
-    from its accept (:class:`~amps_emulator.server.net.tls_listen.TLSServer`), and a handshake
-    never finished is dropped after the logon timeout too."""
+    """The replication transport's server, bound but not yet serving (``start_serving``). With
+    TLS a socket counts under ``MaxConnections`` from its accept
+    (:class:`~amps_emulator.server.net.tls_listen.TLSServer`), and a handshake never finished
+    is dropped after the logon timeout too."""
 
-    async def serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                        ticket: Ticket | None = None) -> None:
-        await serve(service, reader, writer, ticket)
+    def serve_one(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                  ticket: Ticket | None = None) -> None:
+        serve(service, reader, writer, ticket)
 
     if tls is None:
-        return await asyncio.start_server(serve_one, listener.host, listener.port,
+        return await asyncio.start_server(serve_one, listener.host, listener.port, start_serving=False,
                                           reuse_address=True, limit=link_stream.READ_LIMIT)
     timeout = service.logon_timeout if service.logon_timeout > 0 else None
-    server = TLSServer(asyncio.get_running_loop(), await bind_tcp(listener.host, listener.port),
-                       stream_protocol(serve_one, link_stream.READ_LIMIT), tls, timeout,
-                       service.intake.cap)
-    server.start()
-    return server
+    return TLSServer(asyncio.get_running_loop(), await bind_tcp(listener.host, listener.port),
+                     stream_protocol(serve_one, link_stream.READ_LIMIT), tls, timeout,
+                     service.intake.cap)
 
 
-async def serve(service: ReplicationService, reader: asyncio.StreamReader,
-                writer: asyncio.StreamWriter, ticket: Ticket | None = None) -> None:
-    """The replication transport's connection handler: admitted within ``MaxConnections`` (one
-    past it is reset now; ``ticket``: its place taken at its accept already) and counted in
-    the memory budget while it is open (:func:`accept`)."""
+def serve(service: ReplicationService, reader: asyncio.StreamReader,
+          writer: asyncio.StreamWriter, ticket: Ticket | None = None) -> None:
+    """The replication transport's connection handler, called as the connection is made:
+    admitted within ``MaxConnections`` (one past it is reset now; ``ticket``: its place taken
+    at its accept already), counted in the memory budget while it is open, and served by a
+    task of the service (:func:`accept`), which its ``stop()`` counts from now on, so it
+    cancels and awaits the task even if its first step comes after stop() has begun. Once
+    stop() has begun, the connection is closed at once and nothing runs for it."""
     intake = service.intake
     gate: Admits = ticket if ticket is not None else intake.cap
+    if service.stopping:
+        log.debug("replication transport: connection from %s closed: the server stops",
+                  writer.get_extra_info("peername"))
+        writer.transport.abort()
+        if ticket is not None:
+            ticket.release()
+        return
     if not gate.admit(writer.transport):
         return
     link = MeteredLink(reader, writer, str(writer.get_extra_info("peername")), intake.budget)
     if intake.budget is not None:
         intake.budget.add(link)
-    try:
-        await accept(service, link, writer)
-    finally:
+
+    def release() -> None:
+        writer.close()
         gate.release()
         if intake.budget is not None:
             intake.budget.discard(link)
+
+    def ended(task: asyncio.Task[None]) -> None:  # (also when cancelled before its first step)
+        release()
+        if not task.cancelled() and task.exception() is not None:
+            log.error("replication link from %s failed", link.peer, exc_info=task.exception())
+
+    task = service.spawn(accept(service, link, writer))
+    if task is None:  # (never: stop() has not begun, as checked above)
+        release()
+    else:
+        task.add_done_callback(ended)
 
 
 def passive_for(service: ReplicationService, remote: Hello) -> Destination | None:
@@ -233,9 +253,6 @@ async def accept(service: ReplicationService, link: MeteredLink, writer: asyncio
     """One connection to the replication transport, from its first byte to its close (its
     frames read through ``link``)."""
     peer = link.peer
-    me = asyncio.current_task()
-    if me is not None:  # stop() cancels the links it accepted too
-        service.track(me)
     passive: DestinationState | None = None  # the passive destination replicating over this link
     upstream: str | None = None  # the peer's name once its link is accepted
     identity: PeerIdentity | None = None
@@ -306,8 +323,6 @@ async def accept(service: ReplicationService, link: MeteredLink, writer: asyncio
         if identity is not None:
             identity.close()
         writer.close()
-        if me is not None:
-            service.untrack(me)
 
 
 __all__ = ["ON_CONNECT_INCOMING", "ON_DISCONNECT_INCOMING", "Intake", "MeteredLink", "accept", "log_on",
