@@ -11,10 +11,14 @@ the caller (the event loop) for long:
    by database name (:class:`CommitLog`, bounded in bytes: past :data:`LOG_LIMIT` it gives
    up and the copy is stale).
 2. :meth:`Compaction.copy` (a worker thread): the compacting copy of that read transaction
-   into ``<env>.compact-tmp``. The map must not move meanwhile: the environment does not
-   grow it ahead, and a batch that finds it full waits for the copy
+   into ``<env>.compact-tmp/stage``. The map must not move meanwhile: the environment does
+   not grow it ahead, and a batch that finds it full waits for the copy
    (:attr:`LmdbEnv.map_lock`). Had it grown between ``start`` and ``copy`` (which ends the
-   read transaction), ``copy`` raises ``lmdb.Error``: the copy must be started again.
+   read transaction), ``copy`` raises ``lmdb.Error``: the copy must be started again. A
+   compacting copy keeps each page as it was, so after scattered deletes its pages stay
+   mostly empty (several times the live data): the stage is then rewritten, every database
+   in key order, into ``<env>.compact-tmp`` (:func:`rewrite`: full pages) and removed. Both
+   are private to the compaction (no handle of the live environment is opened).
 3. :meth:`Compaction.catch_up` (a worker thread, any number of times): the logged batches
    so far are written into the copy.
 4. :meth:`Compaction.finish` (caller's thread; no snapshot of the environment may be open):
@@ -33,6 +37,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import lmdb
@@ -42,7 +47,7 @@ from amps_emulator.sow.storage import lmdb_swap
 from amps_emulator.sow.storage.lmdb_swap import NEW, OLD, TMP
 from amps_emulator.sow.storage.lmdbenv import _CREATE, _DEL, _DROP, _PUT, LmdbEnv
 
-__all__ = ["Compaction", "CommitLog", "Compacted", "SimulatedCrash", "LOG_LIMIT", "POINTS"]
+__all__ = ["Compaction", "CommitLog", "Compacted", "SimulatedCrash", "LOG_LIMIT", "POINTS", "rewrite"]
 
 #: bytes of keys and values written since the copy's read transaction past which the log
 #: gives up (the copy is then made again, or the compaction given up)
@@ -118,6 +123,75 @@ def _apply(env: lmdb.Environment, ops: list[tuple]) -> None:
             raise
 
 
+#: the subdirectory of ``<env>.compact-tmp`` that LMDB's compacting copy is made in
+STAGE = "stage"
+#: rows written into the rewritten copy per transaction (bounds a transaction's dirty pages)
+REWRITE_ROWS = 50_000
+
+
+def rewrite(source: str, dest: str, max_dbs: int) -> lmdb.Environment:
+    """Write every named database of the environment at ``source`` (closed, private) into a
+    new one at ``dest``, in key order with LMDB's append mode: its pages are full. Returns
+    ``dest`` open (synchronous commits) for the log's writes."""
+    src = lmdb.open(source, readonly=True, lock=False, max_dbs=max_dbs, subdir=True)
+    try:
+        size = os.path.getsize(os.path.join(source, "data.mdb"))
+        dst = lmdb.open(dest, map_size=max(size * 2, 1 << 20), max_dbs=max_dbs, sync=True,
+                        writemap=False, readahead=False, subdir=True)
+        try:
+            with src.begin(buffers=True) as rtxn:
+                for name in [bytes(k) for k, _ in rtxn.cursor()]:
+                    sdb = src.open_db(name, txn=rtxn, create=False)
+                    _rewrite_db(dst, name, sdb.flags(), rtxn.cursor(sdb))
+        except BaseException:
+            dst.close()
+            raise
+    finally:
+        src.close()
+    return dst
+
+
+def _rewrite_db(dst: lmdb.Environment, name: bytes, flags: Mapping[str, object],
+                rows: lmdb.Cursor) -> None:
+    """One database's ``rows`` (a cursor at its first) into ``dst``, created with ``flags``,
+    :data:`REWRITE_ROWS` a transaction; the map doubles when it is full (the rows of the
+    transaction that found it full are written again)."""
+    dups = bool(flags["dupsort"])
+    more = rows.first()
+    db = None
+    while True:
+        txn = dst.begin(write=True)
+        created = db is None  # (a handle opened in a transaction aborted is gone with it)
+        at = (bytes(rows.key()), bytes(rows.value())) if more else None
+        try:
+            if db is None:
+                db = dst.open_db(name, txn=txn, create=True, dupsort=dups,
+                                 reverse_key=bool(flags["reverse_key"]),
+                                 integerkey=bool(flags["integerkey"]),
+                                 integerdup=bool(flags["integerdup"]),
+                                 dupfixed=bool(flags["dupfixed"]))
+            cur = txn.cursor(db)
+            n = 0
+            while more and n < REWRITE_ROWS:
+                cur.put(rows.key(), rows.value(), dupdata=dups, append=not dups)
+                more = rows.next()
+                n += 1
+            txn.commit()
+        except lmdb.MapFullError:
+            txn.abort()
+            if created:
+                db = None
+            dst.set_mapsize(dst.info()["map_size"] * 2)
+            if at is not None:
+                more = rows.set_key_dup(*at) if dups else rows.set_key(at[0])
+            continue
+        except BaseException:
+            txn.abort()
+            raise
+        if not more:
+            return
+
+
 @dataclass
 class Compacted:
     """What a compaction did."""
@@ -135,7 +209,7 @@ class Compaction:
     """One compaction of ``env`` (see the module docstring)."""
 
     def __init__(self, env: LmdbEnv, *, log_limit: int = LOG_LIMIT,
-                 crash_at: str | None = None) -> None:
+                 crash_at: str | None = None, pack: bool = True) -> None:
         if crash_at is not None and crash_at not in POINTS:
             raise ValueError(f"crash_at: one of {POINTS}")
         self.env = env
@@ -143,6 +217,9 @@ class Compaction:
         self.base, self.tmp, self.new, self.old = base, base + TMP, base + NEW, base + OLD
         self.log = CommitLog(log_limit)
         self.crash_at = crash_at
+        #: the compacting copy is rewritten with full pages (:func:`rewrite`); False: kept
+        #: as LMDB made it (quicker: for a copy made with the caller held)
+        self.pack = pack
         self.started = 0.0
         self.file_before = self.used_before = 0
         self._txn: lmdb.Transaction | None = None
@@ -180,10 +257,12 @@ class Compaction:
         env, txn = self.env, self._txn
         if txn is None:
             raise RuntimeError("copy() before start(), or after abandon()")
+        stage = os.path.join(self.tmp, STAGE) if self.pack else self.tmp
         try:
+            os.makedirs(stage, exist_ok=True)
             with env.map_lock:  # the map cannot move (nor the txn end) while LMDB copies
                 txn.id()  # lmdb.Error: the map moved since start(); the copy is stale
-                env.env.copy(self.tmp, compact=True, txn=txn)
+                env.env.copy(stage, compact=True, txn=txn)
                 self._txn = None
                 txn.abort()
         except BaseException as exc:
@@ -192,11 +271,20 @@ class Compaction:
         finally:
             env.copying = False
         data = os.path.join(self.tmp, "data.mdb")
-        fsync_path(data)  # the bulk of the flush, here rather than in finish()
-        size = os.path.getsize(data)
-        self._target = lmdb.open(self.tmp, map_size=max(size * 2, 1 << 20),
-                                 max_dbs=env._max_dbs, sync=True, writemap=False,
-                                 readahead=False, subdir=True)
+        if self.pack:
+            try:
+                target = rewrite(stage, self.tmp, env._max_dbs)
+            except BaseException as exc:
+                self.error = exc
+                raise
+            lmdb_swap.remove_tree(stage)
+            fsync_path(data)  # the bulk of the flush, here rather than in finish()
+        else:
+            fsync_path(data)
+            target = lmdb.open(self.tmp, map_size=max(os.path.getsize(data) * 2, 1 << 20),
+                               max_dbs=env._max_dbs, sync=True, writemap=False,
+                               readahead=False, subdir=True)
+        self._target = target
 
     def catch_up(self) -> None:
         """Write the batches logged so far into the copy (in a worker thread)."""

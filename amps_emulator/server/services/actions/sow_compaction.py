@@ -122,7 +122,7 @@ async def compact(env: LmdbEnv, turn: Any, in_thread: InThread, *,
     why = await _quiet(env, turn)
     if why is not None:
         return why
-    job = Compaction(env)
+    job = Compaction(env, pack=False)  # (its pages as LMDB copies them: a shorter hold)
     job.start()
     try:
         job.copy()
