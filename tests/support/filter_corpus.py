@@ -78,6 +78,14 @@ def _calls(children):
     return make()
 
 
+def _chain(pairs):
+    """An arithmetic chain as the parser builds it, left to right."""
+    node = pairs[0][1]
+    for op, t in pairs[1:]:
+        node = A.Arith.binary(op, node, t)
+    return node
+
+
 def _extend(children):
     items = st.lists(children, min_size=1, max_size=4).map(tuple)
     neg = st.booleans()
@@ -100,7 +108,9 @@ def _extend(children):
                   .map(tuple), neg),
         st.builds(A.IsNull, children, neg),
         st.builds(A.IsNaN, children, neg),
-        st.builds(A.Arith, st.sampled_from(A.ARITH_OPS), children, children),
+        st.builds(A.Arith.binary, st.sampled_from(A.ARITH_OPS), children, children),
+        st.lists(st.tuples(st.sampled_from(A.ARITH_OPS), children), min_size=2, max_size=6)
+        .map(_chain),
         st.builds(A.Negate, children),
         st.builds(A.If, children, children, children),
         _calls(children),

@@ -26,7 +26,10 @@ Node summary (``Expr`` is any node):
 ``EndsWith``       ``operand ENDS WITH (items...)``.
 ``IsNull``         ``operand IS NULL`` (``negated``: IS NOT NULL / NOT NULL).
 ``IsNaN``          ``operand IS NAN`` (``negated``: IS NOT NAN).
-``Arith``          binary arithmetic, ``op`` in ``+ - * / %`` (MOD is ``%``).
+``Arith``          a left-to-right arithmetic chain of one precedence level:
+                   ``terms[0] ops[0] terms[1] ops[1] ...``, ``ops`` all in ``+ -``
+                   or all in ``* / %`` (MOD is ``%``); n-ary so that a long sum
+                   is one level of nesting, not one per operator.
 ``Negate``         unary minus on a non-literal (``-5`` is folded to ``Literal(-5)``).
 ``If``             ``IF(cond, then, otherwise)``.
 ``Call``           any other function; ``name`` upper-case, ``args`` a tuple.
@@ -49,7 +52,7 @@ from dataclasses import dataclass, field
 __all__ = [
     "Expr", "Literal", "Identifier", "And", "Or", "Not", "Compare", "Between", "In", "Like",
     "BeginsWith", "EndsWith", "IsNull", "IsNaN", "Arith", "Negate", "If", "Call",
-    "COMPARE_OPS", "ARITH_OPS", "NODES", "PREDICATES", "to_text", "walk", "children", "depth",
+    "COMPARE_OPS", "ARITH_OPS", "same_level", "NODES", "PREDICATES", "to_text", "walk", "children", "depth",
 ]
 
 COMPARE_OPS = ("=", "!=", "<", "<=", ">", ">=")
@@ -156,9 +159,21 @@ class IsNaN:
 
 @dataclass(frozen=True, slots=True)
 class Arith:
-    op: str
-    left: Expr
-    right: Expr
+    ops: tuple[str, ...]  # len(ops) == len(terms) - 1 >= 1
+    terms: tuple[Expr, ...]
+
+    @staticmethod
+    def binary(op: str, left: Expr, right: Expr) -> Arith:
+        """``left op right``; a left operand that is a chain of the same precedence level is
+        extended (the parser's shape: ``a + b - c`` is one node)."""
+        if isinstance(left, Arith) and same_level(left.ops[0], op):
+            return Arith(left.ops + (op,), left.terms + (right,))
+        return Arith((op,), (left, right))
+
+
+def same_level(a: str, b: str) -> bool:
+    """Whether two arithmetic operators have the same precedence (``+ -`` / ``* / %``)."""
+    return (a in "+-") == (b in "+-")
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,11 +227,11 @@ def depth(node: Expr) -> int:
 
 def children(n: Expr) -> tuple:
     """Direct sub-expressions of a node, in source order."""
-    if isinstance(n, (And, Or)):
+    if isinstance(n, (And, Or, Arith)):
         return n.terms
     if isinstance(n, (Not, Negate, IsNull, IsNaN, Like)):
         return (n.operand,)
-    if isinstance(n, (Compare, Arith)):
+    if isinstance(n, Compare):
         return (n.left, n.right)
     if isinstance(n, Between):
         return (n.operand, n.low, n.high)
@@ -287,7 +302,7 @@ def _prec(n: Expr) -> int:
     if isinstance(n, PREDICATES):
         return 4
     if isinstance(n, Arith):
-        return 5 if n.op in "+-" else 6
+        return 5 if n.ops[0] in "+-" else 6
     if isinstance(n, Negate):
         return 7
     if isinstance(n, Literal) and isinstance(n.value, (int, float)) and not isinstance(
@@ -341,8 +356,10 @@ def to_text(node: Expr) -> str:
         return f"{sub(n.operand, 5)} IS{neg} NAN"
     if isinstance(n, Arith):
         p = _prec(n)
-        op = "MOD" if n.op == "%" else n.op
-        return f"{sub(n.left, p)} {op} {sub(n.right, p + 1)}"
+        out = [sub(n.terms[0], p)]  # (a same-level chain there re-parses merged: same value)
+        for op, t in zip(n.ops, n.terms[1:], strict=True):
+            out.append(f" {'MOD' if op == '%' else op} {sub(t, p + 1)}")
+        return "".join(out)
     if isinstance(n, Negate):
         return "-" + sub(n.operand, 7)
     if isinstance(n, If):

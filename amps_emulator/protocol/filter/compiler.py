@@ -54,57 +54,27 @@ from . import values as V
 from .context import MessageContext
 from .errors import FilterError
 from .functions import regex
+from .inline import is_num as _is_num
+from .inline import literal_values as _literal_values
+from .inline import plain_like as _plain_like
 from .interpreter import evaluate as _interpret
 from .interpreter import matches as _interpret_matches
 from .modules import active_modules, function
 from .parser import MAX_DEPTH, parse
 from .pieces import exec_pieces, runs, weight
-from .runtime import HELPERS, NOT_COMPUTED, CompiledFilter, InSpec, Interpreted, LiteralValue, Runner
+from .runtime import HELPERS, NOT_COMPUTED, CompiledFilter, InSpec, Interpreted, Runner
 
 __all__ = ["compile_filter", "compile_expression", "compile_ast", "CACHE_SIZE",
            "CompiledFilter", "MAX_TEXT"]
 
 CACHE_SIZE = 4096
+#: an arithmetic chain of more terms is evaluated by one ``_chain`` call, not inline steps
+INLINE_CHAIN = 8
 
 _FLIP = {"=": "=", "!=": "!=", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 _NEGATE = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
 _PYOP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _SIMPLE = re.compile(r"[A-Za-z_]\w*|-?\d+|'[^'\\]*'")
-
-
-def _is_num(first: str, rest: str) -> str:
-    """Code testing that a value is an ``int`` or a ``float`` (not a ``bool``); ``first`` is
-    the code evaluating it (maybe binding it to ``rest``), ``rest`` its later uses.  Cheaper
-    than ``type(x) in {int, float}`` for the common int."""
-    return f"(type({first}) is int or type({rest}) is float)"
-
-
-_REGEX_META = frozenset(".^$*+?{}[]()|\\#")
-
-
-def _plain_like(pattern: str):
-    """A LIKE pattern that is a literal, optionally anchored at one end, as
-    ``("in" | "begins" | "ends", text)``; ``None`` when it needs the regex engine.
-    (``$`` also matches before a final newline, which the "ends" test honours.)"""
-    kind = "in"
-    body = pattern
-    if body.startswith("^"):
-        kind, body = "begins", body[1:]
-    elif body.endswith("$") and not body.endswith("\\$"):
-        kind, body = "ends", body[:-1]
-    if not body or any(c in _REGEX_META for c in body) or body.isspace():
-        return None
-    return kind, body
-
-
-def _literal_values(items: tuple[A.Expr, ...]) -> list[LiteralValue] | None:
-    """The values of ``items`` if all are literals, else ``None``."""
-    values: list[LiteralValue] = []
-    for i in items:
-        if not isinstance(i, A.Literal):
-            return None
-        values.append(i.value)
-    return values
 
 
 def _const_node(node: A.Expr, memo: dict[int, bool]) -> bool:
@@ -177,8 +147,9 @@ class Gen:
         return f"({name} := {code})", name
 
     # ---- identifiers
-    def prepare(self, root: A.Expr) -> None:
-        counts = Counter(n.path for n in A.walk(root) if isinstance(n, A.Identifier))
+    def prepare(self, *roots: A.Expr) -> None:
+        counts = Counter(n.path for root in roots for n in A.walk(root)
+                         if isinstance(n, A.Identifier))
         for path, k in counts.items():
             if k > 1:
                 name = f"_v{len(self.hoisted)}"
@@ -343,6 +314,21 @@ class Gen:
             self.pre, self.hoisted = saved
         return f"{name}(d, ctx)"
 
+    def values_part(self, terms: tuple[A.Expr, ...]) -> str:
+        """A run of the operands of a long arithmetic chain as the call of a function of its
+        own returning their values (a tuple), as :meth:`part` does for AND / OR."""
+        saved = self.pre, self.hoisted
+        self.pre, self.hoisted = [], {}
+        try:
+            self.prepare(*terms)
+            body = ", ".join(self.val(t) for t in terms)
+            name = f"_part{self.prefix}{len(self.defs)}"
+            self.defs.append("\n".join([f"def {name}(d, ctx=None):",
+                                        *("    " + p for p in self.pre), f"    return ({body},)"]))
+        finally:
+            self.pre, self.hoisted = saved
+        return f"{name}(d, ctx)"
+
     # ---- comparisons
     def compare(self, n: A.Compare, want: bool) -> str:
         op, left, right = n.op, n.left, n.right
@@ -424,11 +410,38 @@ class Gen:
 
     # ---- arithmetic
     def arith(self, n: A.Arith) -> str:
-        """``+ - *`` inline on two ints inside the 64-bit range (the result too, else a
-        double, as :func:`values.arith` gives) or on two floats; anything else the helper."""
-        op = n.op
+        """A chain: nested inline steps (see :meth:`step`) up to :data:`INLINE_CHAIN` terms,
+        a longer one a single ``_chain`` call over its operands (flat code: Python's own
+        parser refuses deep nesting, and compiling a step per term would cost seconds)."""
         memo = self.const_memo
-        right = n.right
+        if len(n.terms) > INLINE_CHAIN:
+            ops = self.const(n.ops, "o")
+            if self.fields is None and weight(n, self.weights) > pieces.SPLIT_WEIGHT:
+                parts = (self.values_part(run) for run in runs(n.terms, self.weights))
+                return f"_chain({ops}, ({', '.join('*' + p for p in parts)},))"
+            return f"_chain({ops}, ({', '.join(self.val(t) for t in n.terms)},))"
+        first = n.terms[0]
+        const = _const_node(first, memo)
+        value = _interpret(first, None, None) if const else None  # (val folds it too)
+        code = self.val(first)
+        for op, right in zip(n.ops, n.terms[1:], strict=True):
+            if const and _const_node(right, memo):  # a constant prefix is folded
+                try:
+                    value = V.arith(op, value, _interpret(right, None, None))
+                except Exception:  # pragma: no cover - fold only what evaluates cleanly
+                    pass
+                else:
+                    code = self.lit(value)
+                    continue
+            code = self.step(op, code, const, right)
+            const = False
+        return code
+
+    def step(self, op: str, left: str, left_const: bool, right: A.Expr) -> str:
+        """``left op right`` (``left``: code, ``left_const``: whether it is a constant):
+        ``+ - *`` inline on two ints inside the 64-bit range (the result too, else a
+        double, as :func:`values.arith` gives) or on two floats; anything else the helper."""
+        memo = self.const_memo
         general = f"_arith({op!r}, {{a}}, {{b}})"
         int_lit: int | None = None  # an int literal inside the 64-bit range
         float_lit: float | None = None  # a finite float literal
@@ -438,10 +451,10 @@ class Gen:
                 int_lit = value
             elif type(value) is float and math.isfinite(value):
                 float_lit = value
-        if op not in ("+", "-", "*") or _const_node(n.left, memo) or (
+        if op not in ("+", "-", "*") or left_const or (
                 _const_node(right, memo) and int_lit is None and float_lit is None):
-            return general.format(a=self.val(n.left), b=self.val(right))
-        a1, a = self.bind(self.val(n.left))
+            return general.format(a=left, b=self.val(right))
+        a1, a = self.bind(left)
         r = self.tmp()
         ints = f"({r} if _NL < ({r} := {a} {op} {{b}}) < _L else _float({r}))"
         if int_lit is not None:

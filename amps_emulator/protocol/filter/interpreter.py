@@ -69,7 +69,10 @@ def evaluate(node: A.Expr, doc, ctx=None):
         r = V.is_nan(ev(n.operand, doc, ctx))
         return not r if n.negated else r
     if isinstance(n, A.Arith):
-        return V.arith(n.op, ev(n.left, doc, ctx), ev(n.right, doc, ctx))
+        result = ev(n.terms[0], doc, ctx)
+        for op, t in zip(n.ops, n.terms[1:], strict=True):  # left to right: ((a + b) - c) ...
+            result = V.arith(op, result, ev(t, doc, ctx))
+        return result
     if isinstance(n, A.Negate):
         return V.negate(ev(n.operand, doc, ctx))
     if isinstance(n, A.If):

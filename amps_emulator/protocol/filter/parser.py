@@ -18,8 +18,9 @@ from .modules import find_function
 
 __all__ = ["parse", "unescape", "MAX_DEPTH"]
 
-#: Deepest accepted expression tree.  AND / OR / IN lists are n-ary, so long generated
-#: filters stay shallow; this only refuses pathological nesting such as 500 nested NOTs.
+#: Deepest accepted expression tree.  AND / OR / IN lists and arithmetic chains (``/a + /b
+#: - /c ...``) are n-ary, so long generated filters stay shallow; this only refuses
+#: pathological nesting such as 500 nested NOTs.
 MAX_DEPTH = 128
 
 _GRAMMAR = (Path(__file__).with_name("grammar.lark")).read_text(encoding="utf-8")
@@ -107,6 +108,30 @@ def _flat(cls, a, b):
     return cls(tuple(terms))
 
 
+class _Chain:
+    """An arithmetic chain while the parser is still adding to it (lists: appending is O(1),
+    where extending a tuple at each operator would make a long sum quadratic).  A chain is
+    the child of exactly one reduction, so it is extended in place; every other callback
+    receives it finished (:func:`_done`)."""
+
+    __slots__ = ("ops", "terms")
+
+    def __init__(self, ops: list[str], terms: list) -> None:
+        self.ops = ops
+        self.terms = terms
+
+
+def _done(x):
+    return A.Arith(tuple(x.ops), tuple(x.terms)) if type(x) is _Chain else x
+
+
+def _finishing(fn):
+    def callback(self, c):
+        return fn(self, [_done(x) for x in c])
+    callback.__name__ = fn.__name__
+    return callback
+
+
 class _ToAst(Transformer):
     """Inline LALR callbacks: lark children (tokens and already-built nodes) -> AST nodes."""
 
@@ -177,10 +202,14 @@ class _ToAst(Transformer):
 
     # -- arithmetic
     def arith(self, c):
-        op = str(c[1])
-        if _is_tok(c[1], "MOD"):
-            op = "%"
-        return A.Arith(op, c[0], c[2])
+        left, tok, right = c
+        op = "%" if _is_tok(tok, "MOD") else str(tok)
+        right = _done(right)
+        if type(left) is _Chain and A.same_level(left.ops[0], op):
+            left.ops.append(op)  # (a parenthesised left operand too: same value)
+            left.terms.append(right)
+            return left
+        return _Chain([op], [_done(left), right])
 
     def unary(self, c):
         op, x = c
@@ -262,6 +291,10 @@ class _ToAst(Transformer):
         return A.Call(name, tuple(args))
 
 
+for _name, _fn in list(vars(_ToAst).items()):
+    if callable(_fn) and not _name.startswith("_") and _name != "arith":
+        setattr(_ToAst, _name, _finishing(_fn))
+
 _PARSER = Lark(_GRAMMAR, parser="lalr", lexer="contextual", maybe_placeholders=True,
                transformer=_ToAst(), cache=False)
 
@@ -285,7 +318,7 @@ def parse(text: str) -> A.Expr:
     if not isinstance(text, str):
         raise FilterError(f"filter must be text, not {type(text).__name__}")
     try:
-        root = _PARSER.parse(text)
+        root = _done(_PARSER.parse(text))
     except FilterError as exc:
         exc.text = text
         raise

@@ -22,6 +22,8 @@ __all__ = ["HELPERS", "CompiledFilter", "Interpreted", "NOT_COMPUTED", "Runner",
            "LiteralValue"]
 
 _NUM = frozenset((int, float))
+_L = 1 << 64
+_NL = -(1 << 64)
 
 LiteralValue = bool | int | float | str | None
 #: ``IN (literals)`` pre-split: non-empty strings, numbers, numbers the strings spell, whether
@@ -75,13 +77,35 @@ def _in_lit3(v, spec):
     return None  # NULL or an object: not ordered against any literal
 
 
+def _chain(ops: tuple[str, ...], values: tuple) -> Any:
+    """A long arithmetic chain, left to right: what nested :func:`values.arith` calls give,
+    with the generated code's fast path for ``+ - *`` on two ints inside the 64-bit range
+    (the result too, else a double) or two floats."""
+    r = values[0]
+    i = 1
+    for op in ops:
+        b = values[i]
+        i += 1
+        if op == "%" or op == "/":
+            r = V.arith(op, r, b)
+        elif type(r) is int and type(b) is int and _NL < r < _L and _NL < b < _L:
+            r = r + b if op == "+" else r - b if op == "-" else r * b
+            if not _NL < r < _L:
+                r = float(r)
+        elif type(r) is float and type(b) is float:
+            r = r + b if op == "+" else r - b if op == "-" else r * b
+        else:
+            r = V.arith(op, r, b)
+    return r
+
+
 HELPERS = {
     "_resolve": V.resolve, "_truth": V.truth, "_cmp3": V.compare3, "_cmp_t": _cmp_t,
     "_cmp_f": _cmp_f, "_all3": _all3, "_any3": V.any3, "_not3": V.not3, "_in3": V.in3,
     "_in_lit3": _in_lit3, "_between3": V.between3,
     "_like3": V.like3, "_begins3": V.begins3, "_ends3": V.ends3, "_is_null": V.is_null,
     "_is_nan": V.is_nan, "_arith": V.arith, "_negate": V.negate, "_NUM": _NUM,
-    "_NAN": V.NAN, "_L": 1 << 64, "_NL": -(1 << 64), "_float": float,
+    "_NAN": V.NAN, "_L": 1 << 64, "_NL": -(1 << 64), "_float": float, "_chain": _chain,
 }
 
 

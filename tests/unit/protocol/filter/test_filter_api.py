@@ -60,7 +60,7 @@ def test_ast_is_planner_friendly():
     assert parse("/a == 1").op == "=" and parse("/a <> 1").op == "!="
     assert parse("/a > -5").right == A.Literal(-5)  # negative literals are folded
     assert parse("/l[2]/x = 1").left == A.Identifier(("l", 2, "x"))
-    assert parse("/a MOD 2 = 0").left.op == "%"
+    assert parse("/a MOD 2 = 0").left.ops == ("%",)
     assert parse("IF(/a, 1, 2) = 1").left == A.If(A.Identifier(("a",)), A.Literal(1),
                                                   A.Literal(2))
     assert parse("upper(/a) = 'X'").left.name == "UPPER"

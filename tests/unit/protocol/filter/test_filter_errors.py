@@ -109,8 +109,11 @@ def test_deep_nesting_is_handled():
     assert f({"a": 2}) is False
     with pytest.raises(FilterError, match="nested too deeply"):
         compile_filter("NOT " * 500 + "/a = 1")
+    assert compile_filter(" + ".join(["/a"] * 500) + " = 500")({"a": 1}) is True  # n-ary
     with pytest.raises(FilterError, match="nested too deeply"):
-        compile_filter(" + ".join(["/a"] * 500) + " = 1")
+        compile_filter("(/a + " * 500 + "/a" + ")" * 500 + " = 1")
+    very_deep = "(" * 50_000 + "/a = 1" + ")" * 50_000  # bounded: answered, not crashed
+    assert compile_filter(very_deep)({"a": 1}) is True
 
 
 def test_filter_text_cannot_inject_code():
