@@ -77,12 +77,15 @@ _PYOP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _SIMPLE = re.compile(r"[A-Za-z_]\w*|-?\d+|'[^'\\]*'")
 
 
-def _const_node(node: A.Expr, memo: dict[int, bool]) -> bool:
-    """True if the node's value depends on neither the message nor the context."""
+def _const_node(node: A.Expr, memo: dict[int, tuple[A.Expr, bool]]) -> bool:
+    """True if the node's value depends on neither the message nor the context. ``memo`` is
+    by ``id(node)`` and holds the node: an id is only unique while its node lives, and the
+    generator makes short-lived nodes (a run of an AND's terms): another one made later at
+    the same address must not be taken for it."""
     key = id(node)
-    r = memo.get(key)
-    if r is not None:
-        return r
+    seen = memo.get(key)
+    if seen is not None and seen[0] is node:
+        return seen[1]
     if isinstance(node, A.Identifier):
         r = False
     elif isinstance(node, A.Call):
@@ -91,7 +94,7 @@ def _const_node(node: A.Expr, memo: dict[int, bool]) -> bool:
                                                               for a in node.args)
     else:
         r = all(_const_node(c, memo) for c in A.children(node))
-    memo[key] = r
+    memo[key] = (node, r)
     return r
 
 
@@ -109,9 +112,9 @@ class Gen:
         self.pre: list[str] = []  # statements before the return (hoisted identifiers)
         self.defs: list[str] = []  # module-level helper defs (path step functions)
         self.hoisted: dict[tuple, str] = {}
-        self.const_memo: dict = {}
+        self.const_memo: dict[int, tuple[A.Expr, bool]] = {}
         self.path_fns: dict[tuple, str] = {}
-        self.weights: dict[int, int] = {}  # see .pieces
+        self.weights: dict[int, tuple[A.Expr, int]] = {}  # see .pieces
 
     # ---- names and constants
     def tmp(self) -> str:

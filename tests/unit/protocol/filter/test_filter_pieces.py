@@ -8,6 +8,7 @@ from __future__ import annotations
 import builtins
 from unittest import mock
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,6 +34,21 @@ def test_split_filter_agrees_with_interpreter(terms, joiner, docs, ctx):
         assert f(doc, ctx) is interpret_filter(root, doc, ctx), (text, doc)
         assert g(doc, ctx) is interpret_filter(A.Not(root), doc, ctx), (text, doc)
     assert compiler.recoveries == before, "compiled code raised; interpreter answered"
+
+
+@pytest.mark.parametrize("text", [
+    " AND ".join(["1 = 1"] * 100 + ["/a = 1"] * 100),
+    " OR ".join(["1 = 2"] * 100 + ["/a = 1"] * 100),
+    " AND ".join(["/a = 1"] * 100 + ["1 = 1"] * 90 + ["/b = 1"] * 100),
+], ids=["and", "or", "and-around"])
+def test_the_runs_of_a_split_filter_are_not_taken_for_one_another(text):
+    # each run of a heavy AND/OR is a node made for the time of its part; the next run's node
+    # can be made at the same address: a constant run's "constant" was then given to it, and
+    # the run that reads /a was folded to a constant (TRUE for OR, FALSE for AND)
+    root = parse(text)
+    f = compile_ast(root, text)
+    for doc in ({"a": 1, "b": 1}, {"a": 2, "b": 2}, {"a": 1, "b": 2}, {}):
+        assert f(doc) is interpret_filter(root, doc, None), doc
 
 
 def test_a_filter_of_ten_thousand_clauses_compiles_in_small_calls(monkeypatch):
