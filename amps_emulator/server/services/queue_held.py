@@ -10,7 +10,13 @@ without the wait); once the segment is decompressed, the waiting work is carried
 loop, in order, and may stop again at the next compressed segment.
 
 The engines' state does not wait: a message is leased (and its lease period runs) when the
-engine delivers it, as before; only the sending waits.
+engine delivers it, as before; only the sending waits. A delivery whose lease ended while it
+waited is not sent: the lease's end returned the message to the queue, which delivers it
+again (with a lease of its own), so it is neither sent twice nor sent with a lease already over.
+
+A subscription's content filter (:class:`HeldFilter`) reads the records it tests the same way:
+a record being decompressed is not eligible yet, nor anything after it for that subscription
+(its messages keep their order); once decompressed, the queue dispatches again.
 """
 
 from __future__ import annotations
@@ -33,16 +39,20 @@ STEP_SECONDS = SLICE_SECONDS  # how long a sow query on a queue holds the event 
 Read = Callable[[int, ReadHold], Any]
 #: carries out an engine action for a queue with the action's record (or None)
 Carry = Callable[[Any, Any, Any], None]
+#: the time now, on the engines' clock
+Now = Callable[[], float]
 
 
 class HeldWork:
     """Engine actions (a delivery, an expiry) that need their message's record, carried out
     in order; those whose record is being decompressed wait (see the module)."""
 
-    def __init__(self, loop: Callable[[], Any], read: Read, carry: Carry) -> None:
+    def __init__(self, loop: Callable[[], Any], read: Read, carry: Carry,
+                 now: Now | None = None) -> None:
         self._loop = loop
         self._read = read
         self._carry = carry
+        self._now = now
         self.hold = ReadHold(self._woken)
         #: (queue, action) waiting, oldest first
         self.waiting: collections.deque[tuple[Any, Any]] = collections.deque()
@@ -81,10 +91,53 @@ class HeldWork:
                               q.name)
                 continue
             waiting.popleft()
+            lease = getattr(action, "lease_expiry", None)
+            if lease is not None and self._now is not None and lease <= self._now():
+                continue  # (returned to the queue when its lease ended: delivered again)
             try:
                 self._carry(q, action, rec)
             except Exception:  # one action's failure must not keep the others waiting
                 log.exception("queue %s: a delivery that waited for its record failed", q.name)
+
+
+class HeldFilter:
+    """``eligible(position)`` of a queue subscription with a content filter, as the engine
+    asks it while it dispatches: ``test(record)`` of the message's record. A record in a
+    compressed segment not decompressed yet is read off the loop (see the module): meanwhile
+    neither it nor any later message is eligible for the subscription, and once it is
+    decompressed ``ready()`` (on the loop) has the queue dispatch again."""
+
+    def __init__(self, loop: Callable[[], Any], read: Read, test: Callable[[Any], bool],
+                 ready: Callable[[], None]) -> None:
+        self._loop = loop
+        self._read = read
+        self._test = test
+        self._ready = ready
+        self.hold = ReadHold(self._woken)
+        self.pending = False
+
+    def __call__(self, position: int) -> bool:
+        if self.pending:
+            return False  # (behind a message whose record is being decompressed)
+        try:
+            rec = self._read(position, self.hold)
+        except SegmentPending:
+            self.pending = True
+            return False
+        return rec is not None and self._test(rec)
+
+    def _woken(self) -> None:
+        """(the decompressing thread) The segment is decompressed (or refused)."""
+        from_any_thread(self._loop(), self._go_on)
+
+    def _go_on(self) -> None:
+        if not self.pending:
+            return  # (a read ahead's segment: nothing waited for it)
+        self.pending = False
+        try:
+            self._ready()
+        except Exception:  # (the server stops, the record cannot be read): logged, not raised
+            log.exception("queue dispatch after a decompressed segment failed")
 
 
 def query_steps(read: Read, decode: Callable[[bytes, str], Any], msgs: list[Any], flt: Any,
@@ -117,4 +170,4 @@ def query_steps(read: Read, decode: Callable[[bytes, str], Any], msgs: list[Any]
     return out, len(msgs)
 
 
-__all__ = ["HeldWork", "query_steps"]
+__all__ = ["HeldFilter", "HeldWork", "query_steps"]

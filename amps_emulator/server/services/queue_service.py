@@ -61,7 +61,7 @@ from amps_emulator.server.core.ports import ServiceHost
 from amps_emulator.server.core.router import compile_topic_regex, is_regex_topic
 from amps_emulator.server.delivery.fanout import selected
 from amps_emulator.server.messaging.registration import compile_filter_for
-from amps_emulator.server.services.queue_held import HeldWork, query_steps
+from amps_emulator.server.services.queue_held import HeldFilter, HeldWork, query_steps
 from amps_emulator.server.services.queue_ownership import (
     DOMAIN_HEADER,
     QueueReplication,
@@ -187,7 +187,7 @@ class QueueService:
         self._cache: collections.OrderedDict[int, Any] = collections.OrderedDict()
         self._covering: dict[str, tuple[ConfiguredQueue, ...]] = {}
         self._sampling = ReadHold()  # (the statistics' reads: logged_at)
-        self.held = HeldWork(lambda: broker.loop, self._record, self._carry_out)
+        self.held = HeldWork(lambda: broker.loop, self._record, self._carry_out, self.now)
         self._timer: Any = None
         self._timer_at: float | None = None
         self._ckpt_timer: Any = None
@@ -364,7 +364,7 @@ class QueueService:
     def subscribe(self, q: ConfiguredQueue, client: Client, sub: Subscription, cmd: Any,
                   max_backlog: int | None) -> None:
         key = (client.conn_id, sub.sub_id)
-        eligible = self._eligible(sub.filter, q.name) if sub.filter is not None else None
+        eligible = self._eligible(sub.filter, q) if sub.filter is not None else None
         if q.ownership is not None:  # only what this instance owns
             eligible = owned_only(q.ownership, eligible)
         sub.queue = q
@@ -380,15 +380,19 @@ class QueueService:
         if self.replication is not None and q.ownership is not None:
             self.replication.arm()  # room for messages owned elsewhere
 
-    def _eligible(self, flt: Any, queue_name: str) -> Any:
-        def eligible(position: int) -> bool:
-            rec = self._record(position)
-            if rec is None:
-                return False
+    def _eligible(self, flt: Any, q: ConfiguredQueue) -> Any:
+        """``flt`` over the record at a position (read off the loop: ``HeldFilter``)."""
+        def test(rec: Any) -> bool:
             ctx = MessageContext(topic=rec.topic, bookmark=rec.bookmark_str, sow_key=rec.sow_key,
                                  correlation_id=rec.correlation_id, client_name=rec.client_name)
             return bool(flt(self.broker.bodies.decode(rec.body, rec.key), ctx))
-        return eligible
+        return HeldFilter(lambda: self.broker.loop, self._record, test, lambda: self._redispatch(q))
+
+    def _redispatch(self, q: ConfiguredQueue) -> None:
+        """A filter's record was decompressed: what it now admits is delivered."""
+        self.handle(q, q.engine.dispatch(self.now()))
+        if self.replication is not None and q.ownership is not None:
+            self.replication.arm()
 
     def room(self, q: ConfiguredQueue) -> int:
         """How many more messages this instance's subscriptions to ``q`` can take now."""
@@ -407,7 +411,7 @@ class QueueService:
             leased, limit = q.engine.subscriber_backlog(key)
             if leased >= limit:
                 continue
-            if sub.filter is None or self._eligible(sub.filter, q.name)(position):
+            if sub.filter is None or self._eligible(sub.filter, q)(position):
                 return True
         return False
 
@@ -420,24 +424,23 @@ class QueueService:
             self.handle(q, q.engine.disconnect(client, now))
 
     # -- acknowledgements ------------------------------------------------------------------
-    def ack(self, q: ConfiguredQueue, client: Client, cmd: Any) -> int:
-        """``sow_delete`` on a queue: by bookmark(s), or by filter. Returns messages removed."""
+    def ack(self, q: ConfiguredQueue, client: Client, cmd: Any
+            ) -> Generator[Future[None] | None, None, int]:
+        """``sow_delete`` on a queue: by bookmark(s), or by filter (its records read in steps,
+        off the loop when compressed: ``query_steps``). Returns messages removed."""
         option = _ack_option(cmd)
-        now = self.now()
-        before = q.engine.depth
         if cmd.bookmark:
-            self.handle(q, q.engine.ack(client, cmd.bookmark, now, option))
+            positions = None
         elif cmd.filter is not None:
             flt = compile_filter_for(cmd.filter)
-            positions = []
-            for m in list(q.engine.messages(include_leased=True, now=now)):
-                rec = self._record(m.position)
-                if rec is not None and (flt is None or flt(
-                        self.broker.bodies.decode(rec.body, rec.key), MessageContext(topic=rec.topic))):
-                    positions.append(m.position)
-            self.handle(q, q.engine.ack_positions(client, positions, now, option))
+            msgs = list(q.engine.messages(include_leased=True, now=self.now()))
+            recs, _ = yield from query_steps(self._record, self.broker.bodies.decode, msgs, flt, None)
+            positions = [r.position for r in recs]
         else:
             raise CommandError(reasons.MISSING_FIELDS, "a queue sow_delete needs a bookmark or a filter")
+        before, now = q.engine.depth, self.now()
+        self.handle(q, q.engine.ack(client, cmd.bookmark, now, option) if positions is None
+                    else q.engine.ack_positions(client, positions, now, option))
         return max(0, before - q.engine.depth)
 
     # -- engine actions --------------------------------------------------------------------

@@ -13,7 +13,10 @@ The queue service tells it what changed (:attr:`QueueService.watch`: the engine'
 and the positions that entered or left otherwise); :meth:`QueueRows.sync` checks each
 position against the engine and returns what entered and left, in log order. A message that
 leaves ``TargetQueueDepth``'s inactive part is not named by any action: when the inactive
-count falls, every message is checked again.
+count falls, every message is checked again. A message's record in a compressed journal
+segment not decompressed yet is read off the loop: the check stops there, the positions
+still to check (and any asked for meanwhile) wait, and once the segment is decompressed they
+are checked and the followers told, in order (``QueueRows.later``).
 
 :class:`QueueWatch` is the queue service's watch: one :class:`QueueRows` per queue that
 something follows, shared by its followers (the views, :mod:`.views`, and each aggregated
@@ -29,11 +32,13 @@ import logging
 from collections.abc import Callable, Generator, Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from amps_emulator.journal import ReadHold, SegmentPending
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.topics import display_name
 from amps_emulator.queues import Expired
 from amps_emulator.server.core.message import Message
+from amps_emulator.server.core.turn import from_any_thread
 from amps_emulator.server.delivery.aggregated import AggregatedSubscription
 from amps_emulator.sow import TopicSpec
 from amps_emulator.sow.record import Record
@@ -66,9 +71,18 @@ class QueueRows:
     """The available messages of queue ``q``, as the records of a SOW topic (see the module
     docstring)."""
 
-    def __init__(self, service: QueueService, q: ConfiguredQueue) -> None:
+    def __init__(self, service: QueueService, q: ConfiguredQueue,
+                 ready: Callable[[QueueRows], None] | None = None) -> None:
         self.service = service
         self.q = q
+        #: called (on the loop) once a record the check waited for is decompressed
+        self.ready = ready
+        self._hold = ReadHold(self._woken)
+        #: while a record is being decompressed: the positions still to check (None: all),
+        #: and those that left expired meanwhile
+        self.later: set[int] | None = None
+        self.waiting = False
+        self.gone: set[int] = set()
         #: the queue as a topic: its key (name and type), so a view names it as any topic
         self.spec = TopicSpec(q.key, message_type=q.message_type, durability="transient")
         self.rows: dict[str, Record] = {}  # bookmark -> record
@@ -115,6 +129,12 @@ class QueueRows:
     def sync(self, positions: Iterable[int] | None) -> tuple[list[Record], list[Record]]:
         """Check ``positions`` (None: every message) against the queue; returns the records
         that became available and those that are no longer, each in log order."""
+        if self.waiting:  # (checked once the record waited for is decompressed)
+            if positions is None or self.later is None:
+                self.later = None
+            else:
+                self.later.update(positions)
+            return [], []
         engine = self.q.engine
         inactive = engine.inactive_count
         if positions is None or inactive < self._inactive:  # promoted from the inactive part
@@ -127,11 +147,15 @@ class QueueRows:
         self._inactive = inactive
         entered: list[Record] = []
         left: list[Record] = []
-        for pos in check:
+        for i, pos in enumerate(check):
             now_in = pos in available if available is not None else engine.is_available(pos)
             key = self._key_at.get(pos)
             if now_in and key is None:
-                rec = self._read(pos)
+                try:
+                    rec = self._read(pos)
+                except SegmentPending:  # the rest waits (woken: ``_go_on``)
+                    self.waiting, self.later = True, set(check[i:])
+                    break
                 if rec is not None:
                     entered.append(rec)
             elif key is not None and not now_in:
@@ -141,8 +165,19 @@ class QueueRows:
                     left.append(gone)
         return entered, left
 
+    def _woken(self) -> None:
+        """(the decompressing thread) The segment is decompressed (or refused)."""
+        from_any_thread(self.service.broker.loop, self._go_on)
+
+    def _go_on(self) -> None:
+        if not self.waiting:
+            return  # (a read ahead's segment: nothing waited for it)
+        self.waiting = False
+        if self.ready is not None:
+            self.ready(self)
+
     def _read(self, position: int) -> Record | None:
-        jrec = self.service._record(position)
+        jrec = self.service._record(position, self._hold)
         if jrec is None:  # no longer in the journal: nothing a view can show
             return None
         bookmark = jrec.bookmark_str
@@ -176,7 +211,7 @@ class QueueWatch:
         (read from the queue when nothing followed it)."""
         rows = self._rows.get(q.key)
         if rows is None:
-            rows = self._rows[q.key] = QueueRows(self.service, q)
+            rows = self._rows[q.key] = QueueRows(self.service, q, self._ready)
             rows.load()
         followers = self._followers.setdefault(q.key, [])
         if follower not in followers:
@@ -198,10 +233,25 @@ class QueueWatch:
             return
         positions = None if touched is None else [
             *touched, *(a.position for a in actions if a.position is not None)]
-        entered, left = rows.sync(positions)
+        rows.gone |= expired_positions(actions)
+        self._tell(q, rows, rows.sync(positions))
+
+    def _ready(self, rows: QueueRows) -> None:
+        """The record ``rows`` waited for is decompressed: the check goes on."""
+        if self._rows.get(rows.q.key) is rows:
+            later, rows.later = rows.later, set()
+            self._tell(rows.q, rows, rows.sync(later))
+
+    def _tell(self, q: ConfiguredQueue, rows: QueueRows,
+              changes: tuple[list[Record], list[Record]]) -> None:
+        """Tell ``q``'s followers what entered and left (those that left expired: noted in
+        ``rows.gone``, kept while a check waits)."""
+        entered, left = changes
+        gone = {r.position for r in left if r.position in rows.gone} if left else set()
+        if not rows.waiting:
+            rows.gone.clear()
         if not entered and not left:
             return
-        gone = expired_positions(actions) if left else set()
         for follower in list(self._followers.get(q.key, ())):
             try:
                 follower(rows, entered, left, gone)

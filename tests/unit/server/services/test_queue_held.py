@@ -8,7 +8,7 @@ import logging
 from types import SimpleNamespace
 
 from amps_emulator.journal import SegmentPending
-from amps_emulator.server.services.queue_held import HeldWork
+from amps_emulator.server.services.queue_held import HeldFilter, HeldWork
 
 
 def test_waiting_work_goes_on_in_order_past_a_record_that_cannot_be_read(caplog):
@@ -34,3 +34,45 @@ def test_waiting_work_goes_on_in_order_past_a_record_that_cannot_be_read(caplog)
     assert carried == ["rec-1", "rec-3"] and not work.waiting
     assert [r.getMessage() for r in caplog.records] == [
         "queue jobs: the record of a delivery that waited could not be read"]
+
+
+def test_a_delivery_whose_lease_ended_while_it_waited_is_not_sent():
+    pending = {1}
+    clock = [100.0]
+
+    def read(position, hold):
+        if position in pending:
+            raise SegmentPending(f"segment of {position}")
+        return f"rec-{position}"
+
+    carried = []
+    work = HeldWork(lambda: None, read, lambda q, action, rec: carried.append((rec, action.lease_expiry)),
+                    lambda: clock[0])
+    q = SimpleNamespace(name="jobs")
+    work.run(q, SimpleNamespace(position=1, lease_expiry=110.0))
+    clock[0] = 115.0  # the lease ended: the message returned and was delivered again
+    work.run(q, SimpleNamespace(position=1, lease_expiry=125.0))
+    work.run(q, SimpleNamespace(position=2, lease_expiry=None))  # (no lease period)
+    pending.clear()
+    work.drain()
+    assert carried == [("rec-1", 125.0), ("rec-2", None)]
+
+
+def test_a_filter_waits_for_its_record_then_the_queue_dispatches_again():
+    pending = {2}
+    ready = []
+
+    def read(position, hold):
+        if position in pending:
+            raise SegmentPending(f"segment of {position}")
+        return position
+
+    flt = HeldFilter(lambda: None, read, lambda rec: rec % 2 == 0, lambda: ready.append(True))
+    # in order: what comes after the record being decompressed waits behind it
+    assert [flt(p) for p in (0, 1, 2, 4)] == [True, False, False, False]
+    pending.clear()
+    flt._go_on()  # (woken on the loop)
+    assert ready == [True]
+    assert [flt(p) for p in (2, 3, 4)] == [True, False, True]
+    flt._go_on()  # a wake nothing waited for dispatches nothing
+    assert ready == [True]

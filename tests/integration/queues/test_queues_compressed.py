@@ -1,0 +1,191 @@
+"""A queue whose messages are in a compressed journal segment, on a real server driven by the
+official Python client and the test clock: a subscription's filter, a ``sow_delete`` by
+filter and a view over the queue read those messages with the segment decompressed off the
+event loop (another client is answered meanwhile), with the results they had before; and a
+delivery that waited longer than its lease is sent once, with a lease of its own."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import AMPS
+import pytest
+
+from amps_emulator.config import loads_config
+from amps_emulator.protocol.bookmarks import format_timestamp
+from amps_emulator.server.core.clock import TestClock
+from amps_emulator.server.services import queue_service
+from tests.integration.actions.test_housekeeping_actions import N, SowQuery, client, compressed_log
+from tests.support.clients import Collector
+from tests.support.journals import SlowGunzip
+from tests.support.servers import ServerThread, until
+
+QUEUED = 40
+
+
+def config(d) -> str:
+    return f"""<AMPSConfig><Name>compressed-queue-test</Name>
+<Admin><InetAddr>127.0.0.1:0</InetAddr></Admin>
+<Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
+  <MessageType>json</MessageType><Protocol>amps</Protocol></Transport></Transports>
+<TransactionLog><JournalDirectory>{d}/journal</JournalDirectory>
+  <JournalArchiveDirectory>{d}/archive</JournalArchiveDirectory>
+  <JournalSize>64KB</JournalSize><CompressedJournalCacheMemoryLimit>1MB</CompressedJournalCacheMemoryLimit>
+  <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
+<SOW><Queue><Name>work-q</Name><MessageType>json</MessageType><UnderlyingTopic>work</UnderlyingTopic>
+  <LeasePeriod>10s</LeasePeriod><MaxPerSubscriptionBacklog>100</MaxPerSubscriptionBacklog></Queue>
+  <View><Name>waiting</Name><MessageType>json</MessageType><UnderlyingTopic>work-q</UnderlyingTopic>
+    <Projection><Field>/i</Field><Field>/odd</Field></Projection><Grouping><Field>/i</Field></Grouping>
+  </View></SOW>
+<Actions><Action>
+  <On><Module>amps-action-on-admin</Module><Options><Path>housekeep</Path></Options></On>
+  <Do><Module>amps-action-do-archive-journal</Module><Options><Age>1h</Age></Options></Do>
+  <Do><Module>amps-action-do-compress-journal</Module><Options><Age>1h</Age></Options></Do>
+  <Do><Module>amps-action-do-publish-message</Module>
+    <Options><Topic>housekeeping-done</Topic><MessageType>json</MessageType><Data>{{"step":"journal"}}</Data></Options></Do>
+</Action></Actions>
+</AMPSConfig>"""
+
+
+@pytest.fixture
+def srv(tmp_path, monkeypatch):
+    monkeypatch.setattr(queue_service, "CACHE_RECORDS", 4)  # queue reads go to the journal
+    s = ServerThread(loads_config(config(tmp_path), "compressed-queue.xml"),
+                     timebase=TestClock()).start()
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def slow():
+    s = SlowGunzip()
+    yield s
+    s.release.set()
+
+
+@pytest.fixture
+def publisher(srv):
+    """A client whose ``QUEUED`` messages on ``work`` (``i``, ``odd``) are in the oldest
+    segment, compressed."""
+    c = client(srv, "publisher")
+    for i in range(QUEUED):
+        c.publish("work", json.dumps({"i": i, "odd": i % 2}))
+    compressed_log(srv, c, N)
+    yield c
+    c.close()
+
+
+def answered_meanwhile(slow: SlowGunzip, c) -> None:
+    """The decompression began and is held: another client's publishes are answered."""
+    assert slow.entered.wait(30)
+    for i in range(N + 1, N + 6):
+        c.publish("orders", json.dumps({"i": i}))
+    c.flush(5000)
+    assert not slow.release.is_set() and slow.calls == 1
+
+
+def off_the_loop(slow: SlowGunzip) -> bool:
+    return bool(slow.threads) and all(t.startswith("amps-gunzip") for t in slow.threads)
+
+
+def taken(m) -> int | None:
+    """A queue message's ``i``, acknowledged (so the next one comes)."""
+    if m.get_command() not in ("p", "publish"):
+        return None
+    m.ack()
+    return json.loads(m.get_data())["i"]
+
+
+def ids(items) -> list[int]:
+    return [i for i in items if i is not None]
+
+
+def test_a_subscription_filter_reads_a_compressed_segment_off_the_loop(srv, publisher, slow,
+                                                                      monkeypatch):
+    slow.install(monkeypatch)
+    work = Collector(taken)
+    consumer = client(srv, "consumer")
+    consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q").set_filter("/odd = 0"),
+                           work)
+    answered_meanwhile(slow, publisher)
+    assert ids(work.items) == []
+    slow.release.set()
+    evens = list(range(0, QUEUED, 2))
+    assert work.wait_until(lambda items: len(ids(items)) >= len(evens), 20)
+    assert ids(work.items) == evens  # what the filter takes, in order
+    assert off_the_loop(slow)
+    consumer.close()
+
+
+def test_a_sow_delete_by_filter_reads_a_compressed_segment_off_the_loop(srv, publisher, slow,
+                                                                       monkeypatch):
+    slow.install(monkeypatch)
+    consumer = client(srv, "consumer")
+    done = threading.Event()
+
+    def delete() -> None:
+        consumer.sow_delete("work-q", "/i < 25", 30000)
+        done.set()
+
+    threading.Thread(target=delete, daemon=True).start()
+    answered_meanwhile(slow, publisher)
+    assert not done.is_set()  # its acks come after the work they report
+    slow.release.set()
+    assert done.wait(20)
+    query = SowQuery()
+    consumer.execute_async(AMPS.Command("sow").set_topic("work-q"), query)
+    assert query.done.wait(20)
+    assert query.ids == list(range(25, QUEUED))  # the others acknowledged, none twice
+    assert off_the_loop(slow)
+    consumer.close()
+
+
+def view_ids(c) -> list[int]:
+    return sorted(json.loads(m.get_data())["i"] for m in c.sow("waiting", timeout=5000)
+                  if m.get_command() == "sow")
+
+
+def test_a_view_over_a_queue_reads_a_compressed_segment_off_the_loop(srv, publisher, slow,
+                                                                    monkeypatch):
+    viewer = client(srv, "viewer")
+    assert view_ids(viewer) == list(range(QUEUED))
+    # every message leased (so out of the view), then the decompressed segment forgotten
+    leased = Collector(lambda m: m.get_command() in ("p", "publish") or None)
+    consumer = client(srv, "consumer")
+    consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q")
+                           .set_options(f"max_backlog={QUEUED}"), leased)
+    assert leased.wait_until(lambda items: len(ids(items)) >= QUEUED, 20)
+    assert until(lambda: view_ids(viewer) == [])
+    journal = srv.server.txlog.journal
+    srv.call(lambda: [s.cache.forget(s.path) for s in journal.segments if s.cache is not None])
+    slow.install(monkeypatch)
+    consumer.close()  # its leases end: the messages are in the view again
+    answered_meanwhile(slow, publisher)
+    slow.release.set()
+    assert until(lambda: view_ids(viewer) == list(range(QUEUED)))
+    assert off_the_loop(slow)
+    viewer.close()
+
+
+def test_a_delivery_that_waited_past_its_lease_is_sent_once(srv, publisher, slow, monkeypatch):
+    slow.install(monkeypatch)
+    got = Collector(lambda m: (json.loads(m.get_data())["i"], m.get_lease_period())
+                    if m.get_command() in ("p", "publish") else None)
+    consumer = client(srv, "consumer")
+    consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q"), got)  # (backlog 1)
+    assert slow.entered.wait(30)  # the first delivery waits for its record
+    srv.http("/emulator/clock/advance?seconds=15", "POST")  # its 10 s lease ends meanwhile
+    # the lease's end returned the message, which was delivered again (and waits too)
+    queue = srv.server.queue_service.queues["work-q"]
+    assert until(lambda: srv.call(lambda: len(srv.server.queue_service.held.waiting)) == 2)
+    assert srv.call(lambda: queue.engine.leased_count) == 1
+    slow.release.set()
+    assert got.wait_until(lambda items: len(ids(items)) >= 1, 20)
+    consumer.flush(5000)  # (anything sent with the first is in by now)
+    first = ids(got.items)
+    assert [i for i, _ in first] == [0]  # once, not once per lease
+    now = srv.call(srv.server.timebase.time)
+    lease_end = first[0][1]
+    assert lease_end and lease_end > format_timestamp(int(now * 1_000_000))
+    consumer.close()
