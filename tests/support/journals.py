@@ -10,11 +10,13 @@ from amps_emulator.journal import stored
 
 class SlowGunzip:
     """Put in place of ``journal.stored.decompress`` (``install``): each call says it began
-    (``entered``) and waits for ``release`` before it decompresses; ``calls`` counts them."""
+    (``entered``) and waits for ``release`` before it decompresses; ``calls`` counts them and
+    ``threads`` says which thread made each."""
 
     def __init__(self) -> None:
         self.real = stored.decompress
         self.calls = 0
+        self.threads: list[threading.Thread] = []
         self.entered = threading.Event()
         self.release = threading.Event()
 
@@ -24,6 +26,7 @@ class SlowGunzip:
 
     def __call__(self, path: str) -> bytes:
         self.calls += 1
+        self.threads.append(threading.current_thread())
         self.entered.set()
         if not self.release.wait(60):
             raise AssertionError("SlowGunzip was never released")
