@@ -11,12 +11,12 @@ from amps_emulator.journal import stored
 class SlowGunzip:
     """Put in place of ``journal.stored.decompress`` (``install``): each call says it began
     (``entered``) and waits for ``release`` before it decompresses; ``calls`` counts them,
-    ``threads`` names the thread each ran in (a running server's: its worker, never its loop)."""
+    ``threads`` says which thread made each (a running server's: its worker, never its loop)."""
 
     def __init__(self) -> None:
         self.real = stored.decompress
         self.calls = 0
-        self.threads: list[str] = []
+        self.threads: list[threading.Thread] = []
         self.entered = threading.Event()
         self.release = threading.Event()
 
@@ -26,7 +26,7 @@ class SlowGunzip:
 
     def __call__(self, path: str) -> bytes:
         self.calls += 1
-        self.threads.append(threading.current_thread().name)
+        self.threads.append(threading.current_thread())
         self.entered.set()
         if not self.release.wait(60):
             raise AssertionError("SlowGunzip was never released")

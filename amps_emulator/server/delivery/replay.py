@@ -313,6 +313,12 @@ def _positions(journal: Journal, hold: ReadHold, *, spec: Any) -> Positions:
     return journal.position_after_bookmark(spec, resume=True, hold=hold), None  # maybe after a failover
 
 
+def at_time(micros: int) -> Callable[[Journal, ReadHold], Positions]:
+    """A cursor's ``since`` (with the log's next position then) for a replay from the first
+    record logged at or after ``micros`` (microseconds since the epoch)."""
+    return partial(_positions, spec=BookmarkTimestamp(micros))
+
+
 def _resolve(broker: ReplayHost, cursor: Cursor) -> bool:
     """Start (and stop, a range) the cursor where its bookmark says, as the log was when the
     subscription came (records logged since come after it): the first record at or after a

@@ -13,7 +13,14 @@ command is read, and between steps the loop serves other clients. The querying c
 busy meanwhile (:mod:`server.net.connection`): its later commands wait, its other output is held
 and written after the query's. ``sow_and_subscribe`` registers the subscription in the same
 loop step as the snapshots, so nothing published is missed or seen twice: everything
-published after the command was read is delivered after ``group_end``."""
+published after the command was read is delivered after ``group_end``.
+
+The transaction log is read for a historical query (``bookmark``): when the message it names
+was logged, and where a historical ``sow_and_subscribe`` replays from. A record in a
+compressed segment not decompressed yet is read once the journal cache's worker thread has
+decompressed it (the query waits meanwhile, its connection busy; the subscription's journal
+cursor finds where it starts in its first step, see :mod:`server.delivery.replay`), so the
+event loop never decompresses."""
 
 from __future__ import annotations
 
@@ -134,7 +141,7 @@ def query_steps(broker: Broker, client: Client, cmd: Command, filt: Any,
     # and its select list
     topics, entitled, sel_texts = entitle.sow_topics(
         client, cmd, topics, [t.spec.name for t in topics], filt, sel_text)
-    cuts = history_cuts(broker, cmd, topics, common=on_snapshot is not None)
+    cuts = yield from history_cuts(broker, cmd, topics, common=on_snapshot is not None)
     batch = sow_results.batch_size(cmd)
     top_n = sow_results.top_n(cmd)
     skip_n = sow_results.count_option(cmd, "skip_n", cmd.skip_n)
@@ -300,7 +307,7 @@ def drive(broker: Broker, client: Client, cmd: Command,
     ``on_failure``). A failure in the first step propagates to the dispatcher as usual.
     ``complete``: run to the end even if the client goes away (a write already logged)."""
     try:
-        next(steps)
+        waited = next(steps)
     except StopIteration as stop:
         finish(stop.value)
         return
@@ -309,7 +316,17 @@ def drive(broker: Broker, client: Client, cmd: Command,
             on_failure()
         raise
     client.begin_busy()
-    broker.loop.call_soon(_step, broker, client, cmd, steps, finish, on_failure, complete)
+    _later(broker, waited, client, cmd, steps, finish, on_failure, complete)
+
+
+def _later(broker: Broker, waited: Future[None] | None, *args: Any) -> None:
+    """The next :func:`_step` (``args``: its arguments after ``broker``): in the loop's next
+    pass, or once ``waited`` (a read done off the loop: a compressed journal segment being
+    decompressed) is done."""
+    if waited is None:
+        broker.loop.call_soon(_step, broker, *args)
+    else:
+        waited.add_done_callback(lambda _f: from_any_thread(broker.loop, _step, broker, *args))
 
 
 def _step(broker: Broker, client: Client, cmd: Command,
@@ -327,8 +344,7 @@ def _step(broker: Broker, client: Client, cmd: Command,
         while True:
             waited = next(steps)
             if waited is not None:  # a read being done off the loop: the rest once it is
-                waited.add_done_callback(lambda _f: from_any_thread(
-                    broker.loop, _step, broker, client, cmd, steps, finish, on_failure, complete))
+                _later(broker, waited, client, cmd, steps, finish, on_failure, complete)
                 return
             if time.monotonic() >= end or (client.closed and not complete):
                 break
@@ -521,7 +537,11 @@ def _historical_subscription(broker: Broker, client: Client, cmd: Command, sub_i
         raise CommandError(reasons.TX_LOG_NOT_FOUND,
                            f"a historical {cmd.command} needs {cmd.topic!r} in the transaction log")
     sub = Subscription(client, sub_id, cmd.topic or "", filt, cmd.opts, delta=delta)
-    cursor = replay.Cursor(broker, sub, cmd, txlog.journal.position_at_time(round(cut * 1_000_000)), None)
+    journal = txlog.journal
+    # where that is is found by the cursor's first step, which may wait (off the loop) for a
+    # compressed segment to be decompressed; until then it holds the whole log
+    cursor = replay.Cursor(broker, sub, cmd, journal.first_position, None)
+    cursor.since = (replay.at_time(round(cut * 1_000_000)), journal.next_position)
     cursor.want_completed = False  # the query's completed ack is the one
     cursor.remaining = None  # top_n is the query's
     existing = client.subs.get(sub_id)

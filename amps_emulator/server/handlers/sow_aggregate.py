@@ -133,7 +133,7 @@ def aggregated_query_steps(broker: Broker, client: Client, cmd: Command, filt: A
         if not topics:
             raise CommandError(reasons.INVALID_TOPIC, f"{cmd.topic!r} is not a SOW topic")
         names = [t.spec.name for t in topics]
-        cuts = history_cuts(broker, cmd, topics, common=False)
+        cuts = yield from history_cuts(broker, cmd, topics, common=False)
         steps = [t.query_steps(filt, sow_keys=cmd.sow_keys,
                                history_cut=cuts.get(t.spec.name) if cuts else None)
                  for t in topics]

@@ -8,8 +8,10 @@ the server package, so both query modules import it and neither imports the othe
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
+from amps_emulator.journal import ReadHold, SegmentPending
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.bookmarks import (
     EPOCH,
@@ -89,11 +91,17 @@ def top_n(cmd: Command) -> int | None:
 SEND_STEP = 1_000
 
 
-def _bookmark_instant(broker: HasTxLog, text: str) -> float | None:
+#: what a query's step that reads the journal yields: None to go on, or the decompression
+#: it waits for
+Waited = Future[None] | None
+
+
+def _bookmark_instant(broker: HasTxLog, text: str) -> Generator[Waited, None, float | None]:
     """The instant (UNIX seconds) a historical query names in its ``bookmark`` header:
     a timestamp, ``0``/``epoch`` (the beginning), a ``P|S|`` bookmark of the transaction log
     (the time that message was logged) or a list (the earliest). ``None``: ``now``/``recent``,
-    the current state."""
+    the current state. A generator: reading when a message was logged may wait for its
+    compressed segment (:func:`_first_record`)."""
     try:
         spec = parse_bookmark(text)
     except BookmarkError as exc:
@@ -110,23 +118,37 @@ def _bookmark_instant(broker: HasTxLog, text: str) -> float | None:
             after = journal.position_after_bookmark(item) if journal is not None else None
             if journal is None or after is None:
                 raise CommandError(reasons.INVALID_BOOKMARK, f"bookmark {text!r} not found")
-            logged = next(iter(journal.read(after - 1)), None) if after > 1 else None
+            logged = (yield from _first_record(journal, after - 1)) if after > 1 else None
             instants.append(0.0 if logged is None else logged.timestamp / 1_000_000)
         elif isinstance(item, BookmarkRange):
             raise CommandError(reasons.INVALID_BOOKMARK, f"a SOW query takes no range: {text!r}")
     return min(instants) if instants else None
 
 
+def _first_record(journal: Any, position: int) -> Generator[Waited, None, Any]:
+    """The first record logged at or after ``position`` (None: none). A record in a
+    compressed segment not decompressed yet is read once the journal cache's worker thread
+    has decompressed it: meanwhile this yields that decompression (the query's driver goes
+    on once it is done, ``handlers.sow.drive``), so the event loop never decompresses."""
+    hold = ReadHold()
+    while True:
+        try:
+            return next(iter(journal.read(position, hold=hold)), None)
+        except SegmentPending:
+            yield hold.job.future if hold.job is not None else None
+
+
 def history_cuts(broker: HasTxLog, cmd: Command, topics: list[Any], common: bool
-                 ) -> dict[str, float] | None:
+                 ) -> Generator[Waited, None, dict[str, float] | None]:
     """For a ``sow``/``sow_and_subscribe`` with a ``bookmark``: the instant each topic with
     ``History`` is read as of (None: a current query; topics without History ignore the
     bookmark, as AMPS does). ``common``: one instant for all topics, the earliest (a
     historical subscription replays the transaction log from there), and only when every
-    topic keeps history."""
+    topic keeps history. A generator (see :func:`_bookmark_instant`): returns the
+    ``{topic: instant}`` map or None."""
     if not cmd.bookmark or not any(t.history is not None for t in topics):
         return None
-    at = _bookmark_instant(broker, cmd.bookmark)
+    at = yield from _bookmark_instant(broker, cmd.bookmark)
     if at is None:
         return None
     if not common:

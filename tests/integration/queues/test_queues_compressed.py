@@ -86,7 +86,7 @@ def answered_meanwhile(slow: SlowGunzip, c) -> None:
 
 
 def off_the_loop(slow: SlowGunzip) -> bool:
-    return bool(slow.threads) and all(t.startswith("amps-gunzip") for t in slow.threads)
+    return bool(slow.threads) and all(t.name.startswith("amps-gunzip") for t in slow.threads)
 
 
 def taken(m) -> int | None:
