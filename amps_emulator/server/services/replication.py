@@ -475,12 +475,14 @@ class ReplicationService:
                     continue
                 reason: str | None = None
                 self._links[dest.name] = writer
+                # (what the peer sends counts in the memory budget, as on an accepted link)
+                link = self.intake.meter(reader, writer, addr.inet_addr, f"replication link to {dest.name!r}")
                 try:
-                    await self._run_upstream(dest, st, reader, writer, await self.logon_for(tr))
+                    await self._run_upstream(dest, st, link, writer, await self.logon_for(tr))
                 except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator) as exc:
-                    reason = str(exc) or type(exc).__name__
-                    log.warning("replication destination %r (%s): link lost: %s", dest.name,
-                                addr.inet_addr, reason)
+                    reason = str(exc) or type(exc).__name__  # (the budget that closed it said so)
+                    log.log(logging.WARNING if link.why is None else logging.DEBUG, "replication "
+                            "destination %r (%s): link lost: %s", dest.name, addr.inet_addr, reason)
                 except LinkRefused as exc:
                     reason = exc.reason
                     # once per reason: the link is retried every ReconnectTimeout
@@ -493,10 +495,9 @@ class ReplicationService:
                     log.exception("replication destination %r (%s): link failed", dest.name,
                                   addr.inet_addr)
                 finally:
-                    if self._links.get(dest.name) is writer:
-                        del self._links[dest.name]
                     writer.close()
-                    self._link_down(st, reason)
+                    self.intake.unmeter(link)
+                    self.link_closed(st, writer, reason)
                 await self._retry(st, retry)
 
     def _link_down(self, st: DestinationState, reason: str | None) -> None:
@@ -518,8 +519,7 @@ class ReplicationService:
 
     async def wait(self, seconds: float) -> None:
         """Wait ``seconds`` on the server clock (a test clock advances it by hand)."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def elapsed() -> None:
             if not done.done():
@@ -531,7 +531,7 @@ class ReplicationService:
         finally:
             handle.cancel()
 
-    async def _run_upstream(self, dest: Destination, st: DestinationState, reader: asyncio.StreamReader,
+    async def _run_upstream(self, dest: Destination, st: DestinationState, reader: LinkReader,
                             writer: asyncio.StreamWriter, logon: Logon) -> None:
         local = self.hello()
         # the hello logs on; the peer acks what this Destination sends at most once per its
