@@ -626,7 +626,7 @@ class ReplicationService:
 
         loop = asyncio.get_running_loop()
         if sending is not None:  # (a compressed segment it reads is decompressed in a worker)
-            sending[0].hold.wake = partial(from_any_thread, loop, wake.set)
+            sending[0].wake = partial(from_any_thread, loop, wake.set)
         reading = loop.create_task(read())
         reading.add_done_callback(lambda _: wake.set())  # (the link is gone: the loop hears it)
         try:
