@@ -15,8 +15,10 @@ from amps_emulator.journal.identity import PATH, SEEN, origin_timestamp, path_of
 from amps_emulator.journal.record import JournalRecord, RecordKind
 from amps_emulator.protocol.codec import FrameDecoder, frame
 from amps_emulator.replication import Hello, LinkRefused, NotAnEmulator, Receiver, Selection, Sender
+from amps_emulator.replication.bootstrap import BootstrapSource
 from amps_emulator.replication.link import ack_position
 from amps_emulator.replication.wire import (
+    BootstrapAsk,
     Route,
     RouteTopic,
     TopicFacts,
@@ -458,3 +460,50 @@ def test_a_sender_finds_where_to_resume_without_decompressing_on_the_callers_thr
     assert received(snd, woken) == want
     assert (snd.acked_through, snd.resync_until) == (reference.acked_through, reference.resync_until)
     a.close()
+
+
+def test_a_bootstrap_source_reads_compressed_segments_off_the_callers_thread(tmp_path, monkeypatch):
+    """A bootstrap source over a reopened journal whose segments are all compressed: the
+    sequence index its SOW part looks records up in, and the transaction log it sends, are
+    read while the segments are decompressed in the worker (it stops, is woken, reads on from
+    where it stopped), and it sends what it sends from plain segments, in order."""
+    clock = FakeClock(1_800_000_000.0)
+    path = str(tmp_path / "a")
+    a, _ = FileJournal.open(path, segment_size=4096, clock=clock)
+    for i in range(300):
+        pub(a, topic="orders" if i % 3 else "other", body=b'{"i":%d}' % i, s=i + 1)
+    a.flush()
+    a.sync()
+    ask = BootstrapAsk(topics=(("orders", "json"),), data_types=("sow", "txlog"))
+    want = list(BootstrapSource(ask, a, {}, local_name="A", local_group="G").log_frames(a.durable_position))
+    assert len(want) == 200
+    clock.advance(100)
+    for move in a.plan_store("compress", 10):
+        assert a.finish_store(perform(move))
+    a.close()
+
+    for part in ("index", "log"):  # each on a journal just reopened (nothing decompressed yet)
+        a, _ = FileJournal.open(path, segment_size=4096, clock=clock)  # (its index: built on use)
+        assert len(a.segments) > 3 and a.segments[0].path.endswith(".gz")
+        slow = SlowGunzip().install(monkeypatch)
+        source = BootstrapSource(ask, a, {}, local_name="A", local_group="G")
+        woken = threading.Event()
+        source.hold.wake = woken.set
+        try:  # at once: the oldest segment is being decompressed
+            if part == "index":
+                assert not source.ready()
+            else:
+                assert list(source.log_frames(a.durable_position)) == [] and source.waiting
+            assert slow.entered.wait(10)
+        finally:
+            slow.release.set()
+        while not source.ready():
+            assert woken.wait(10)
+            woken.clear()
+        got = list(source.log_frames(a.durable_position))
+        while source.waiting:
+            assert woken.wait(10)
+            woken.clear()
+            got += source.log_frames(a.durable_position)
+        assert got == want and source.sent == 200
+        a.close()
