@@ -58,7 +58,7 @@ from .record import (
     append_record_py,
 )
 from .replicated import ReplicatedAppends
-from .stored import ReadHold
+from .stored import ReadHold, SegmentPending
 
 Clock = Callable[[], float]
 
@@ -165,6 +165,9 @@ class JournalCore(ReplicatedAppends):
         #: per-publisher sequence -> position; None until built (a reopened FileJournal builds
         #: it from its records on first use, see ``sequence_index``)
         self._seqidx: SequenceIndex | None = SequenceIndex()
+        #: while it is being built by readers with a hold: (where it started, the index so far,
+        #: the next position to read)
+        self._seqbuild: tuple[int, SequenceIndex, int] | None = None
 
     # ------------------------------------------------------------------ properties
     @property
@@ -376,24 +379,39 @@ class JournalCore(ReplicatedAppends):
         return None if seq is None else Bookmark(pid, seq)
 
     # ------------------------------------------------------------------ bookmark resolution
-    def sequence_index(self) -> SequenceIndex:
+    def sequence_index(self, hold: ReadHold | None = None) -> SequenceIndex:
         """The per-publisher index, built from the retained records on first use after a
-        reopen (one pass over the log; kept up to date by every append afterwards)."""
+        reopen (one pass over the log; kept up to date by every append afterwards). ``hold``:
+        a reader that must not block (``stored.SegmentPending`` where the pass reaches a
+        compressed segment still being decompressed; the next call goes on from there)."""
         idx = self._seqidx
-        if idx is None:
-            idx = SequenceIndex(head_removed=self.first_position > 1)
-            idx.add_records(self.read(self.first_position))
-            self._seqidx = idx
+        if idx is not None:
+            return idx
+        first = self.first_position
+        build = self._seqbuild
+        if build is None or build[0] != first:  # (retention moved the head: start again)
+            build = (first, SequenceIndex(head_removed=first > 1), first)
+        start, idx, pos = build
+        try:
+            for rec in self.read(pos, hold=hold):
+                idx.add_records((rec,))
+                pos = rec.position + 1
+        except SegmentPending:
+            self._seqbuild = (start, idx, pos)
+            raise
+        self._seqidx, self._seqbuild = idx, None
         return idx
 
     def high_water_marks(self) -> dict[int, int]:
         """Publisher id -> last sequence held here (what a replication peer compares against)."""
         return dict(self._pub_last)
 
-    def first_position_missing_from(self, theirs: Mapping[int, int]) -> int | None:
+    def first_position_missing_from(self, theirs: Mapping[int, int],
+                                    hold: ReadHold | None = None) -> int | None:
         """The first retained position a peer holding ``theirs`` (publisher id -> last sequence)
-        lacks; None when it lacks nothing that is retained here."""
-        return self.sequence_index().first_missing(theirs)
+        lacks; None when it lacks nothing that is retained here. ``hold``: see
+        :meth:`sequence_index`."""
+        return self.sequence_index(hold).first_missing(theirs)
 
     def position_of(self, bm: Bookmark) -> int | None:
         """Position of the record whose bookmark is exactly ``bm`` (None: not retained here)."""
@@ -467,14 +485,15 @@ class JournalCore(ReplicatedAppends):
             return min(starts) if starts else None
         raise TypeError(f"not a bookmark value: {spec!r}")
 
-    def arrivals_before(self, position: int) -> dict[str, str]:
+    def arrivals_before(self, position: int, hold: ReadHold | None = None) -> dict[str, str]:
         """Per instance records were replicated here from, the bookmark of the last one from
-        it before ``position`` (what a sender starting there had received: ``identity.SEEN``)."""
-        index = self.sequence_index()
+        it before ``position`` (what a sender starting there had received: ``identity.SEEN``).
+        ``hold``: see ``read`` (``stored.SegmentPending``: call again once woken)."""
+        index = self.sequence_index(hold)
         out: dict[str, str] = {}
         for name in index.senders():
             pos = index.last_arrival(name, position)
-            rec = None if pos is None else self.record_at(pos)
+            rec = None if pos is None else self.record_at(pos, hold)
             if rec is not None:
                 out[name] = rec.bookmark_str
         return out

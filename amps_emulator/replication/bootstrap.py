@@ -27,7 +27,7 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from amps_emulator.journal import Journal
+from amps_emulator.journal import Journal, ReadHold, SegmentPending
 from amps_emulator.journal.record import RecordKind
 from amps_emulator.protocol.bookmarks import Bookmark
 from amps_emulator.protocol.codec import frame
@@ -94,6 +94,21 @@ class BootstrapSource:
         self.local_group = local_group
         self.sent = 0
         self.without_bookmark = 0  # SOW records not copied: no identity to journal them under
+        #: a compressed segment is decompressed in the journal cache's worker: :meth:`ready`
+        #: and :meth:`log_frames` stop there (``waiting``) and go on once ``hold.wake`` is called
+        self.hold = ReadHold()
+        self.waiting = False
+        self._next = journal.first_position  # the next record :meth:`log_frames` reads
+
+    def ready(self) -> bool:
+        """Whether the journal's sequence index, where :meth:`sow_frames` looks up whether a
+        SOW record's message is in the transaction log, is built (False: it is being built,
+        a segment it reads is being decompressed; call again once ``hold.wake`` is called)."""
+        try:
+            self.journal.first_position_missing_from({}, self.hold)  # (builds it)
+        except SegmentPending:
+            return False
+        return True
 
     def sow_frames(self) -> Iterator[bytes]:
         if "sow" not in self.ask.data_types:
@@ -115,15 +130,23 @@ class BootstrapSource:
             yield sow_record_frame(key, rec, bm, local_name=self.local_name, local_group=self.local_group)
 
     def log_frames(self, upto: int) -> Iterator[bytes]:
+        """The selected records up to ``upto``, from where the previous call stopped: it stops
+        (with :attr:`waiting`) where the log goes on in a compressed segment still being
+        decompressed."""
+        self.waiting = False
         if "txlog" not in self.ask.data_types:
             return
         journal = self.journal
-        for rec in journal.read(journal.first_position):
-            if rec.position > upto:
-                break
-            if rec.kind in REPLICATED_KINDS and self.ask.selects(rec.topic, rec.message_type):
-                self.sent += 1
-                yield record_frame(rec, local_name=self.local_name, local_group=self.local_group)
+        try:
+            for rec in journal.read(max(self._next, journal.first_position), hold=self.hold):
+                if rec.position > upto:
+                    break
+                self._next = rec.position + 1
+                if rec.kind in REPLICATED_KINDS and self.ask.selects(rec.topic, rec.message_type):
+                    self.sent += 1
+                    yield record_frame(rec, local_name=self.local_name, local_group=self.local_group)
+        except SegmentPending:
+            self.waiting = True
 
     def done_frame(self) -> bytes:
         return frame({"c": "repl_boot", "n": self.sent})

@@ -7,7 +7,9 @@ logon is accepted (:func:`serve_bootstrap`)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from amps_emulator.config.model import Bootstrap, DestinationTransport
@@ -139,17 +141,38 @@ async def _fill(host: BootstrapHost, boot: Bootstrap, reader: asyncio.StreamRead
         host.wakeups.discard(wake)
     return receiver.applied
 
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+    """``callback`` in ``loop``'s next pass, from any thread (nothing once the loop is closed)."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback)
+
+
+async def _send_all(writer: asyncio.StreamWriter, frames: Iterable[bytes]) -> None:
+    for i, f in enumerate(frames):
+        send(writer, f)
+        if i % 500 == 499:
+            await writer.drain()
+
+
 async def serve_bootstrap(host: BootstrapHost, remote: Hello, ask: BootstrapAsk, writer: asyncio.StreamWriter,
                            reader: asyncio.StreamReader) -> None:
     sow = host.broker.sow_service
     source = BootstrapSource(ask, host.journal(), sow.sow.topics if sow is not None else {},
                              local_name=host.name, local_group=host.group)
     upto = host.journal().durable_position
-    for frames in (source.sow_frames(), source.log_frames(upto)):
-        for i, f in enumerate(frames):
-            send(writer, f)
-            if i % 500 == 499:
-                await writer.drain()
+    wake = Wakeup()  # (a compressed segment the source reads is decompressed in a worker)
+    loop = asyncio.get_running_loop()
+    source.hold.wake = lambda: _call_soon(loop, wake.set)
+    while not source.ready():
+        await wake.wait()
+        wake.clear()
+    await _send_all(writer, source.sow_frames())
+    while True:
+        wake.clear()
+        await _send_all(writer, source.log_frames(upto))
+        if not source.waiting:
+            break
+        await wake.wait()  # then it reads on from where it stopped
     send(writer, source.done_frame())
     await writer.drain()
     if source.without_bookmark:

@@ -211,23 +211,49 @@ class Sender:
         self.bytes_out = 0
         #: the peer's records are stepped over unread, but for the last of a run (``poll``)
         self.steps_over: str | None = selection.peer_name
-        #: a compressed segment is decompressed off the caller's thread: ``poll`` stops there
-        #: and goes on once the hold's ``wake`` (set by the link) is called
-        self.hold = ReadHold()
+        #: a compressed segment is decompressed off the caller's thread: ``start`` and ``poll``
+        #: stop there and go on once ``wake`` (set by the link; any thread calls it) is called
+        self.wake: Callable[[], None] | None = None
+        self.hold = ReadHold(self._woken)
+        self._starting = False  # (start's position not found yet)
         journal.follow_tail(self)  # (it reads each record soon after it is durable)
 
-    def start(self, peer_hw: Mapping[int, int]) -> int:
-        """Begin (or resume after a reconnect) from what the peer holds; returns the position."""
+    def start(self, peer_hw: Mapping[int, int]) -> int | None:
+        """Begin (or resume after a reconnect) from what the peer holds; returns the position.
+        None: finding it reads a compressed segment still being decompressed (``hold``);
+        :meth:`poll` finds it once it is, and sends nothing before (meanwhile the whole log
+        counts as not acknowledged)."""
+        journal = self.journal
         self.peer_hw = dict(peer_hw)
-        first = self.journal.first_position_missing_from(self.peer_hw)
-        self.next_position = self.journal.next_position if first is None else first
-        self.resync_until = self.journal.last_position
-        self._last_from = self.journal.arrivals_before(self.next_position)
+        self.resync_until = journal.last_position
         self._arrived.clear()
         self._stale = True
         self._sent.clear()
-        self.acked_through = self.next_position - 1
-        return self.next_position
+        self.next_position = journal.first_position  # (until it is found: nothing looked at)
+        self.acked_through = journal.first_position - 1
+        self._starting = True
+        return self._resume_point()
+
+    def _woken(self) -> None:
+        """A decompression ``start`` or ``poll`` stopped for is over (``wake``, if it is set
+        by then: else the link's first poll, still to come, finds it over)."""
+        wake = self.wake
+        if wake is not None:
+            wake()
+
+    def _resume_point(self) -> int | None:
+        """:meth:`start`'s position, found now (None: not yet, see ``start``)."""
+        journal = self.journal
+        try:
+            first = journal.first_position_missing_from(self.peer_hw, self.hold)
+            position = journal.next_position if first is None else first
+            self._last_from = journal.arrivals_before(position, self.hold)
+        except SegmentPending:
+            return None
+        self._starting = False
+        self.next_position = position
+        self.acked_through = position - 1
+        return position
 
     def _seen_now(self) -> str | None:
         """The ``sv`` of the next record sent: what this instance had received before it."""
@@ -256,6 +282,8 @@ class Sender:
         its :class:`~.batch.PlainRun` with no more checks than the first one had (its columns
         at once, ``Journal.run_columns``, while the journal holds them). It stops where the
         log goes on in a compressed segment still being decompressed (``hold``)."""
+        if self._starting and self._resume_point() is None:
+            return []  # (the link polls again once the segment is decompressed)
         room = self.window - self._sent.count
         if room <= 0 or self.next_position > self.journal.durable_position:
             return []  # (the window is full, or nothing more is durable: nothing to look at)

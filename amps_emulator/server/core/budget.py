@@ -10,7 +10,8 @@ per step of growth (``server.net.connection.BUDGET_STEP``), not per read.
 
 The other listeners join by registering their open sockets with :meth:`MemoryBudget.add`
 when they open and :meth:`MemoryBudget.discard` when they close, and by calling
-:meth:`MemoryBudget.check` when one of them has grown: the replication port
+:meth:`MemoryBudget.check` when one of them has grown: the replication links, both
+the ones accepted on the replication port and the ones a Destination's connector opens
 (``server.services.replication_accept.MeteredLink``: the frame being read, at its announced
 size, or inflated, at its inflated size) and the Admin interface
 (``server.ops.admin_http.Exchange``: the request held so far).

@@ -486,12 +486,14 @@ class ReplicationService:
                     continue
                 reason: str | None = None
                 self._links[dest.name] = writer
+                # (what the peer sends counts in the memory budget, as on an accepted link)
+                link = self.intake.meter(reader, writer, addr.inet_addr, f"replication link to {dest.name!r}")
                 try:
-                    await self._run_upstream(dest, st, reader, writer, await self.logon_for(tr))
+                    await self._run_upstream(dest, st, link, writer, await self.logon_for(tr))
                 except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator) as exc:
-                    reason = str(exc) or type(exc).__name__
-                    log.warning("replication destination %r (%s): link lost: %s", dest.name,
-                                addr.inet_addr, reason)
+                    reason = str(exc) or type(exc).__name__  # (the budget that closed it said so)
+                    log.log(logging.WARNING if link.why is None else logging.DEBUG, "replication "
+                            "destination %r (%s): link lost: %s", dest.name, addr.inet_addr, reason)
                 except LinkRefused as exc:
                     reason = exc.reason
                     # once per reason: the link is retried every ReconnectTimeout
@@ -504,10 +506,9 @@ class ReplicationService:
                     log.exception("replication destination %r (%s): link failed", dest.name,
                                   addr.inet_addr)
                 finally:
-                    if self._links.get(dest.name) is writer:
-                        del self._links[dest.name]
                     writer.close()
-                    self._link_down(st, reason)
+                    self.intake.unmeter(link)
+                    self.link_closed(st, writer, reason)
                 await self._retry(st, retry)
 
     def _link_down(self, st: DestinationState, reason: str | None) -> None:
@@ -529,8 +530,7 @@ class ReplicationService:
 
     async def wait(self, seconds: float) -> None:
         """Wait ``seconds`` on the server clock (a test clock advances it by hand)."""
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[None] = loop.create_future()
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
         def elapsed() -> None:
             if not done.done():
@@ -542,7 +542,7 @@ class ReplicationService:
         finally:
             handle.cancel()
 
-    async def _run_upstream(self, dest: Destination, st: DestinationState, reader: asyncio.StreamReader,
+    async def _run_upstream(self, dest: Destination, st: DestinationState, reader: LinkReader,
                             writer: asyncio.StreamWriter, logon: Logon) -> None:
         local = self.hello()
         # the hello logs on; the peer acks what this Destination sends at most once per its
@@ -637,7 +637,7 @@ class ReplicationService:
 
         loop = asyncio.get_running_loop()
         if sending is not None:  # (a compressed segment it reads is decompressed in a worker)
-            sending[0].hold.wake = partial(from_any_thread, loop, wake.set)
+            sending[0].wake = partial(from_any_thread, loop, wake.set)
         reading = loop.create_task(read())
         reading.add_done_callback(lambda _: wake.set())  # (the link is gone: the loop hears it)
         try:

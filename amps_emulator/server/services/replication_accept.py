@@ -73,21 +73,38 @@ class Intake:
                                  listener.max_connections if listener is not None else None)
         self.budget = budget
 
+    def meter(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str,
+              name: str | None = None) -> MeteredLink:
+        """The connection of ``reader`` and ``writer``, counted in the budget until
+        :meth:`unmeter` (a connector's link to its Destination: ``name`` says so)."""
+        link = MeteredLink(reader, writer, peer, self.budget, name=name)
+        if self.budget is not None:
+            self.budget.add(link)
+        return link
+
+    def unmeter(self, link: MeteredLink) -> None:
+        """``link`` closed: it holds nothing any more."""
+        if self.budget is not None:
+            self.budget.discard(link)
+
 
 class MeteredLink:
-    """An accepted connection as the memory budget sees it (a
-    :class:`~amps_emulator.server.core.budget.Holder`), and the :class:`FrameSource` its frames
-    are read through. The server holds for it the frame it is reading, counted at its announced
-    size from the moment its length has arrived (a frame of ``BUDGET_STEP`` or more checks the
-    budget before any of it is read; once the peer compresses, the frame being inflated, told
-    by :meth:`hold`), and the output not yet written to it."""
+    """A replication connection (accepted here, or opened to a Destination by its connector)
+    as the memory budget sees it (a :class:`~amps_emulator.server.core.budget.Holder`), and
+    the :class:`FrameSource` its frames are read through. The server holds for it the frame
+    it is reading, counted at its announced size from the moment its length has arrived (a
+    frame of ``BUDGET_STEP`` or more checks the budget before any of it is read; once the peer
+    compresses, the frame being inflated, told by :meth:`hold`), and the output not yet
+    written to it."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str,
-                 budget: MemoryBudget | None) -> None:
+                 budget: MemoryBudget | None, *, name: str | None = None) -> None:
+        """``name``: the link in the budget's log line (default: one accepted from ``peer``)."""
         self.reader = reader
         self.writer = writer
         self.peer = peer
         self.budget = budget
+        self.name = name if name is not None else f"replication link from {peer}"
         self.pending = 0  # the size of the frame (or length prefix) being read
         self.why: str | None = None  # why the budget closed it
 
@@ -99,7 +116,7 @@ class MeteredLink:
         return self.pending + self.writer.transport.get_write_buffer_size()
 
     def describe(self) -> str:
-        return f"replication link from {self.peer}"
+        return self.name
 
     def close(self, why: str, abort: bool = False) -> None:
         if self.why is not None:

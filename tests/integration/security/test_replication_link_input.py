@@ -6,6 +6,8 @@ size, like plain ones. Raw sockets play the peer; the server keeps serving throu
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 import socket
@@ -18,6 +20,7 @@ from amps_emulator.pair import free_port
 from amps_emulator.protocol.codec import frame, split_frame
 from amps_emulator.replication.batch import PlainRun, decode_parts
 from amps_emulator.replication.compression import Deflater, switch_frame
+from amps_emulator.replication.wire import Hello
 from tests.support.clients import logged_on
 from tests.support.replication_nodes import Dest, node_xml
 from tests.support.servers import ServerThread, until
@@ -121,3 +124,109 @@ def test_an_inflated_frame_counts_in_the_memory_budget(tmp_path, caplog, codec):
         for s in [small, *large]:
             s.close()
         srv.stop()
+
+
+class FakeDestination:
+    """A raw asyncio server on port 0 playing the Destination an instance connects to: it
+    takes each link the instance opens, answers its hello as instance ``X`` and then reads
+    and writes raw frames."""
+
+    def __init__(self) -> None:
+        self.links: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        async def taken(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self.links.put((reader, writer))
+
+        self.server = await asyncio.start_server(taken, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def next_link(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """The instance's next link, its hello answered."""
+        reader, writer = await asyncio.wait_for(self.links.get(), 10)
+        assert (await read_frame_async(reader))[0]["c"] == "repl_hello"
+        writer.write(Hello(name="X", group="X", hw={}).encode())
+        await writer.drain()
+        return reader, writer
+
+
+async def read_frame_async(reader: asyncio.StreamReader) -> tuple[dict, bytes]:
+    size = struct.unpack(">I", await asyncio.wait_for(reader.readexactly(4), 10))[0]
+    return split_frame(await asyncio.wait_for(reader.readexactly(size), 10))
+
+
+async def closed_by_instance(reader: asyncio.StreamReader, timeout: float = 5.0) -> bool:
+    try:
+        return await asyncio.wait_for(reader.read(1), timeout) == b""
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+class PeerWire:
+    """What the fake destination writes on its link: plain, or compressed with ``codec`` from
+    its first write on (after the switch frame), one stream."""
+
+    def __init__(self, writer: asyncio.StreamWriter, codec: str | None) -> None:
+        self.writer = writer
+        self.deflater = None if codec is None else Deflater(codec)
+        self.switch = b"" if codec is None else switch_frame(codec)
+
+    async def write(self, data: bytes) -> None:
+        if self.deflater is not None:
+            data, self.switch = self.switch + self.deflater.compress(data), b""
+        self.writer.write(data)
+        with contextlib.suppress(OSError):  # (the instance closed it: what some tests want)
+            await self.writer.drain()
+
+
+@pytest.mark.parametrize("codec", [None, "zlib"])
+def test_what_a_destination_sends_back_counts_in_the_memory_budget(tmp_path, caplog, codec):
+    """The link an instance opens to its Destination reads the peer's acks (and, in a pair,
+    its records) within the server's memory budget, as an accepted link does: the peer's acks
+    work; a frame it announces counts from its length on (inflated, once it compresses); one
+    that takes the server past its budget closes the link with one log line, and the
+    connector links again after its ReconnectTimeout."""
+
+    async def run() -> None:
+        peer = FakeDestination()
+        port = await peer.start()
+        srv = await asyncio.to_thread(lambda: ServerThread(loads_config(node_xml(
+            "B", tmp_path / "B", listen=None, dests=[Dest(group="X", port=port, exclude=NO_CHECKS)]),
+            "B.xml")).start())
+        client = await asyncio.to_thread(logged_on, srv.uri, "pub")
+        try:
+            srv.call(lambda: setattr(srv.server, "memory_budget", 5 * MiB))
+            budget, st = srv.server.budget, srv.server.replication.state("X")
+            reader, writer = await peer.next_link()
+            await asyncio.to_thread(client.publish, "orders", json.dumps({"id": 1}))
+            h, _ = await read_frame_async(reader)
+            assert h["c"] == "repl_batch"
+            writer.write(frame({"c": "repl_ack", "pos": 1}))  # an ack as usual: counted
+            assert await asyncio.to_thread(until, lambda: srv.call(lambda: st.acked_through) == 1)
+            wire = PeerWire(writer, codec)
+            big_ack = frame({"c": "repl_ack", "pos": 1}, bytes(2 * MiB))  # within the budget
+            await wire.write(big_ack[:MiB])
+            assert await asyncio.to_thread(until, lambda: srv.call(budget.held) >= 2 * MiB), \
+                "the frame a destination sends is not counted"
+            await wire.write(big_ack[MiB:])  # (read whole: the link goes on)
+            assert not await closed_by_instance(reader, timeout=0.3)
+            with caplog.at_level(logging.WARNING, logger="amps_emulator"):
+                await wire.write(struct.pack(">I", 8 * MiB) + bytes(MiB))  # past it: closed
+                assert await closed_by_instance(reader), "an 8 MiB frame past the budget was kept"
+                writer.close()
+                again, _ = await peer.next_link()  # linked again after its ReconnectTimeout
+                assert (await read_frame_async(again))[0]["c"] == "repl_batch"  # (resent: X holds none)
+                lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+            assert len(lines) == 1 and lines[0].startswith("memory budget"), lines
+            assert "replication link to 'X'" in lines[0], lines
+            assert srv.call(budget.held) <= 5 * MiB
+        finally:
+            client.close()
+            await asyncio.to_thread(srv.stop)
+            assert peer.server is not None
+            peer.server.close()
+
+    asyncio.run(run())

@@ -11,12 +11,14 @@ import pytest
 from amps_emulator.config.model import Destination, DestinationTransport, ReplicationAddress, ReplicationTopic
 from amps_emulator.journal import FileJournal, MemoryJournal
 from amps_emulator.journal.housekeeping import perform
-from amps_emulator.journal.identity import origin_timestamp, path_of, upstream_group
+from amps_emulator.journal.identity import PATH, SEEN, origin_timestamp, path_of, upstream_group
 from amps_emulator.journal.record import JournalRecord, RecordKind
 from amps_emulator.protocol.codec import FrameDecoder, frame
 from amps_emulator.replication import Hello, LinkRefused, NotAnEmulator, Receiver, Selection, Sender
+from amps_emulator.replication.bootstrap import BootstrapSource
 from amps_emulator.replication.link import ack_position
 from amps_emulator.replication.wire import (
+    BootstrapAsk,
     Route,
     RouteTopic,
     TopicFacts,
@@ -386,7 +388,7 @@ def test_a_resync_through_compressed_segments_never_waits_in_poll(tmp_path, monk
     b, port = MemoryJournal(), Applied()
     snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
     woken = threading.Event()
-    snd.hold.wake = woken.set  # (the link wakes its loop so)
+    snd.wake = woken.set  # (the link wakes its loop so)
     rcv = Receiver(b, port)
     snd.start(b.high_water_marks())
     try:
@@ -401,3 +403,107 @@ def test_a_resync_through_compressed_segments_never_waits_in_poll(tmp_path, monk
     assert [r.bookmark for r in port.records] == [r.bookmark for r in sent]
     assert snd.acked_through == a.last_position
     a.close()
+
+
+def received(snd: Sender, woken: threading.Event | None = None) -> list[tuple[str, dict[str, str]]]:
+    """What a peer gets from ``snd`` until it has looked at the whole log (waiting for
+    ``woken`` whenever it stops for a decompression): bookmarks and headers (``sv``)."""
+    port = Applied()
+    rcv = Receiver(MemoryJournal(), port)
+    while snd.next_position <= snd.journal.last_position:
+        if pipe(snd, rcv) == 0 and snd.next_position <= snd.journal.last_position:
+            assert woken is not None and woken.wait(10)
+            woken.clear()
+    return [(r.bookmark_str, dict(r.headers)) for r in port.records]
+
+
+def test_a_sender_finds_where_to_resume_without_decompressing_on_the_callers_thread(tmp_path, monkeypatch):
+    """A reopened journal whose segments are all compressed: where a sender resumes (the
+    first record the peer lacks, and what had arrived from other instances before it) is
+    found while the segments are decompressed in the worker: ``start`` returns at once, the
+    link is woken, and the peer gets exactly what it lacks, with the same ``sv``."""
+    clock = FakeClock(1_800_000_000.0)
+    path = str(tmp_path / "a")
+    a, _ = FileJournal.open(path, segment_size=4096, clock=clock)
+    for i in range(150):  # (with records that came here from instance C among them)
+        pub(a, body=b'{"i":%d}' % i, s=i + 1)
+        if i % 50 == 10:
+            a.append_replicated(topic="orders", client_name="c", publisher_id=99, sequence=i + 1,
+                                origin_timestamp=1, body=b'{"c":1}', kind=RecordKind.PUBLISH,
+                                message_type="json", headers={PATH: "C"})
+    a.flush()
+    a.sync()
+    theirs = {pid: seq if pid == 99 else seq // 2 for pid, seq in a.high_water_marks().items()}
+    reference = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    first = reference.start(theirs)
+    want = received(reference)
+    assert first is not None and first > 50 and any(SEEN in h for _, h in want)
+    clock.advance(100)
+    for move in a.plan_store("compress", 10):
+        assert a.finish_store(perform(move))
+    a.close()
+
+    a, _ = FileJournal.open(path, segment_size=4096, clock=clock)  # (its index: built on first use)
+    assert len(a.segments) > 3 and a.segments[0].path.endswith(".gz")
+    slow = SlowGunzip().install(monkeypatch)
+    snd = Sender(a, Selection(dest(), "B"), local_name="A", local_group="G")
+    woken = threading.Event()
+    snd.wake = woken.set
+    try:
+        assert snd.start(theirs) is None  # at once: the oldest segment is being decompressed
+        assert slow.entered.wait(10) and not woken.is_set()
+        assert snd.poll() == []  # (nothing before the position is found)
+        assert snd.acked_through < first  # (meanwhile retention keeps the log)
+    finally:
+        slow.release.set()
+    assert woken.wait(10)
+    assert received(snd, woken) == want
+    assert (snd.acked_through, snd.resync_until) == (reference.acked_through, reference.resync_until)
+    a.close()
+
+
+def test_a_bootstrap_source_reads_compressed_segments_off_the_callers_thread(tmp_path, monkeypatch):
+    """A bootstrap source over a reopened journal whose segments are all compressed: the
+    sequence index its SOW part looks records up in, and the transaction log it sends, are
+    read while the segments are decompressed in the worker (it stops, is woken, reads on from
+    where it stopped), and it sends what it sends from plain segments, in order."""
+    clock = FakeClock(1_800_000_000.0)
+    path = str(tmp_path / "a")
+    a, _ = FileJournal.open(path, segment_size=4096, clock=clock)
+    for i in range(300):
+        pub(a, topic="orders" if i % 3 else "other", body=b'{"i":%d}' % i, s=i + 1)
+    a.flush()
+    a.sync()
+    ask = BootstrapAsk(topics=(("orders", "json"),), data_types=("sow", "txlog"))
+    want = list(BootstrapSource(ask, a, {}, local_name="A", local_group="G").log_frames(a.durable_position))
+    assert len(want) == 200
+    clock.advance(100)
+    for move in a.plan_store("compress", 10):
+        assert a.finish_store(perform(move))
+    a.close()
+
+    for part in ("index", "log"):  # each on a journal just reopened (nothing decompressed yet)
+        a, _ = FileJournal.open(path, segment_size=4096, clock=clock)  # (its index: built on use)
+        assert len(a.segments) > 3 and a.segments[0].path.endswith(".gz")
+        slow = SlowGunzip().install(monkeypatch)
+        source = BootstrapSource(ask, a, {}, local_name="A", local_group="G")
+        woken = threading.Event()
+        source.hold.wake = woken.set
+        try:  # at once: the oldest segment is being decompressed
+            if part == "index":
+                assert not source.ready()
+            else:
+                assert list(source.log_frames(a.durable_position)) == [] and source.waiting
+            assert slow.entered.wait(10)
+        finally:
+            slow.release.set()
+        while not source.ready():
+            assert woken.wait(10)
+            woken.clear()
+        got = list(source.log_frames(a.durable_position))
+        while source.waiting:
+            assert woken.wait(10)
+            woken.clear()
+            got += source.log_frames(a.durable_position)
+        assert got == want and source.sent == 200
+        a.close()
