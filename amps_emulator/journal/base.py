@@ -413,20 +413,22 @@ class JournalCore(ReplicatedAppends):
         :meth:`sequence_index`."""
         return self.sequence_index(hold).first_missing(theirs)
 
-    def position_of(self, bm: Bookmark) -> int | None:
-        """Position of the record whose bookmark is exactly ``bm`` (None: not retained here)."""
-        found = self.locate(bm)
+    def position_of(self, bm: Bookmark, hold: ReadHold | None = None) -> int | None:
+        """Position of the record whose bookmark is exactly ``bm`` (None: not retained here).
+        ``hold``: see :meth:`sequence_index`."""
+        found = self.locate(bm, hold)
         return found[0] if found is not None and found[1] else None
 
-    def locate(self, bm: Bookmark) -> tuple[int, bool] | None:
+    def locate(self, bm: Bookmark, hold: ReadHold | None = None) -> tuple[int, bool] | None:
         """``(position, exact)`` of ``bm`` by (publisher, sequence), see ``SequenceIndex.locate``:
         exact, or the first later record of that publisher, or ``first_position - 1`` when it is
         older than the retained log (known publisher, sequence already removed); None when not
-        found (unknown publisher, or a sequence this instance has not received)."""
+        found (unknown publisher, or a sequence this instance has not received). ``hold``: see
+        :meth:`sequence_index` (the first lookup after a reopen builds it)."""
         pid, seq = bm.publisher_id, bm.sequence
         if pid == 0 or seq == 0 or seq > self._pub_last.get(pid, 0):
             return None
-        found = self.sequence_index().locate(pid, seq)
+        found = self.sequence_index(hold).locate(pid, seq)
         if found is None:
             # seq <= the publisher's last sequence, yet nothing of it retained reaches seq: the
             # records up to there were removed by retention
@@ -464,14 +466,14 @@ class JournalCore(ReplicatedAppends):
         if spec is NOW:
             return self.next_position
         if isinstance(spec, Bookmark):
-            found = self.locate(spec)
+            found = self.locate(spec, hold)
             if found is None:
                 return None
             pos, exact = found
             if not exact:  # absent (or removed): start at the next record of that publisher
                 return pos if pos >= self.first_position else pos + 1
             start = pos if inclusive and pos >= self.first_position else pos + 1
-            if resume and pos >= self.first_position and self.sequence_index().senders():
+            if resume and pos >= self.first_position and self.sequence_index(hold).senders():
                 rec = self.record_at(pos, hold)  # the subscriber may have read it at another instance
                 if rec is not None:
                     start = min(start, failover.start_after(self, rec, hold))
@@ -503,11 +505,12 @@ class JournalCore(ReplicatedAppends):
         replicated here from instance ``sender`` (None: the one at ``position`` was not)."""
         return self.sequence_index().arrival_run(sender, position)
 
-    def position_for_unheld(self) -> int | None:
+    def position_for_unheld(self, hold: ReadHold | None = None) -> int | None:
         """Where a replay starts for a message bookmark this instance does not hold, when
         records replicated from other instances are held here (the subscriber failed over
-        from an instance that had more: ``failover.start_for_unheld``); None otherwise."""
-        return failover.start_for_unheld(self)
+        from an instance that had more: ``failover.start_for_unheld``); None otherwise.
+        ``hold``: see :meth:`sequence_index`."""
+        return failover.start_for_unheld(self, hold)
 
     def range_positions(self, rng: BookmarkRange,
                         hold: ReadHold | None = None) -> tuple[int | None, int]:
@@ -523,7 +526,7 @@ class JournalCore(ReplicatedAppends):
         elif isinstance(end, BookmarkTimestamp):
             stop = self.position_at_time(end.micros + 1 if rng.end_inclusive else end.micros, hold)
         elif isinstance(end, Bookmark):
-            found = self.locate(end)
+            found = self.locate(end, hold)
             if found is None:
                 stop = self.next_position
             else:

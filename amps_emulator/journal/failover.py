@@ -61,7 +61,7 @@ def seen_of(rec: JournalRecord) -> dict[str, str]:
         return {}
 
 
-def _bound(journal: JournalCore, text: str | None, unheld: int) -> int:
+def _bound(journal: JournalCore, text: str | None, unheld: int, hold: ReadHold | None) -> int:
     """The position here of the record bookmarked ``text`` (the one before it when it is
     absent); ``unheld`` when it has not arrived here; 0 when there is none."""
     if text is None:
@@ -72,7 +72,7 @@ def _bound(journal: JournalCore, text: str | None, unheld: int) -> int:
         return 0
     if not isinstance(bm, Bookmark):
         return 0
-    found = journal.locate(bm)
+    found = journal.locate(bm, hold)
     if found is None:
         return unheld
     pos, exact = found
@@ -87,15 +87,15 @@ def start_after(journal: JournalCore, rec: JournalRecord, hold: ReadHold | None 
     sender = sender_of(rec)
     if sender is None:
         return position + 1
-    index = journal.sequence_index()
+    index = journal.sequence_index(hold)
     seen = seen_of(rec)
     start = position + 1
     for name in index.senders():
         if name != sender:
-            first = index.first_arrival(name, _bound(journal, seen.get(name), position))
+            first = index.first_arrival(name, _bound(journal, seen.get(name), position, hold))
             if first is not None and first < start:
                 start = first
-    mine = _bound(journal, seen.get(""), 0)
+    mine = _bound(journal, seen.get(""), 0, hold)
     for r in journal.read(max(mine + 1, journal.first_position), hold=hold):
         if r.position >= start:
             break
@@ -104,17 +104,17 @@ def start_after(journal: JournalCore, rec: JournalRecord, hold: ReadHold | None 
     return start
 
 
-def start_for_unheld(journal: JournalCore) -> int | None:
+def start_for_unheld(journal: JournalCore, hold: ReadHold | None = None) -> int | None:
     """The first position to replay for a message bookmark this instance does not hold: where
     the latest record from each instance replicating here would start. None: no record here
-    came from another instance."""
-    index = journal.sequence_index()
+    came from another instance. ``hold``: see ``JournalCore.read``."""
+    index = journal.sequence_index(hold)
     best: int | None = None
     for name in index.senders():
         pos = index.last_arrival(name, journal.next_position)
-        rec = None if pos is None else journal.record_at(pos)
+        rec = None if pos is None else journal.record_at(pos, hold)
         if rec is not None:
-            start = start_after(journal, rec)
+            start = start_after(journal, rec, hold)
             best = start if best is None else min(best, start)
     return best
 

@@ -236,7 +236,9 @@ def start(broker: ReplayHost, client: Client, cmd: Command, sub: Subscription) -
         raise CommandError(reasons.INVALID_BOOKMARK, str(exc)) from None
     journal = txlog.journal
     stop: int | None = None
-    resolve = partial(_positions, spec=spec)
+    # (a message this instance does not hold: when the subscriber failed over from an
+    # instance that had more, it starts where it may have missed nothing held here)
+    resolve = partial(_positions, spec=spec, unheld="bookmark_not_found" not in cmd.opts)
     later = isinstance(spec, BookmarkTimestamp)  # found by the first step (_resolve)
     if not later:
         try:
@@ -245,10 +247,6 @@ def start(broker: ReplayHost, client: Client, cmd: Command, sub: Subscription) -
             later = True
     if later:  # (that may wait for a compressed segment; until then, pin all)
         begin, stop = journal.first_position, None
-    if begin is None and "bookmark_not_found" not in cmd.opts:
-        # a message this instance does not hold: when the subscriber failed over from an
-        # instance that had more, start where it may have missed nothing held here
-        begin = journal.position_for_unheld()
     if begin is None:
         mode = cmd.opts.get("bookmark_not_found", "now")
         if mode == "epoch":
@@ -303,14 +301,19 @@ def _records(journal: FileJournal | MemoryJournal, cursor: Cursor) -> Iterator[J
         cursor.waiting = True
 
 
-def _positions(journal: Journal, hold: ReadHold, *, spec: Any) -> Positions:
+def _positions(journal: Journal, hold: ReadHold, *, spec: Any, unheld: bool = False) -> Positions:
     """Where a replay from bookmark ``spec`` starts (None: not found) and, for a range, where
-    it stops (``hold``: see ``journal.read``)."""
-    if isinstance(spec, BookmarkRange):
-        return journal.range_positions(spec, hold)
+    it stops (``hold``: see ``journal.read``). ``unheld``: a message bookmark not found here
+    starts at ``journal.position_for_unheld`` (if that finds a start)."""
     if isinstance(spec, BookmarkTimestamp):
         return journal.position_at_time(spec.micros, hold), None
-    return journal.position_after_bookmark(spec, resume=True, hold=hold), None  # maybe after a failover
+    if isinstance(spec, BookmarkRange):
+        begin, stop = journal.range_positions(spec, hold)
+    else:  # maybe after a failover
+        begin, stop = journal.position_after_bookmark(spec, resume=True, hold=hold), None
+    if begin is None and unheld:
+        begin = journal.position_for_unheld(hold)
+    return begin, stop
 
 
 def at_time(micros: int) -> Callable[[Journal, ReadHold], Positions]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Protocol
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from amps_emulator.journal import ReadHold, SegmentPending
 from amps_emulator.protocol import reasons
@@ -94,6 +95,7 @@ SEND_STEP = 1_000
 #: what a query's step that reads the journal yields: None to go on, or the decompression
 #: it waits for
 Waited = Future[None] | None
+T = TypeVar("T")
 
 
 def _bookmark_instant(broker: HasTxLog, text: str) -> Generator[Waited, None, float | None]:
@@ -115,25 +117,32 @@ def _bookmark_instant(broker: HasTxLog, text: str) -> Generator[Waited, None, fl
             instants.append(0.0)
         elif isinstance(item, Bookmark):
             journal = broker.txlog.journal if broker.txlog is not None else None
-            after = journal.position_after_bookmark(item) if journal is not None else None
+            after = (yield from _held(partial(journal.position_after_bookmark, item))) \
+                if journal is not None else None
             if journal is None or after is None:
                 raise CommandError(reasons.INVALID_BOOKMARK, f"bookmark {text!r} not found")
-            logged = (yield from _first_record(journal, after - 1)) if after > 1 else None
+            logged = (yield from _held(partial(_first_record, journal, after - 1))) \
+                if after > 1 else None
             instants.append(0.0 if logged is None else logged.timestamp / 1_000_000)
         elif isinstance(item, BookmarkRange):
             raise CommandError(reasons.INVALID_BOOKMARK, f"a SOW query takes no range: {text!r}")
     return min(instants) if instants else None
 
 
-def _first_record(journal: Any, position: int) -> Generator[Waited, None, Any]:
-    """The first record logged at or after ``position`` (None: none). A record in a
-    compressed segment not decompressed yet is read once the journal cache's worker thread
-    has decompressed it: meanwhile this yields that decompression (the query's driver goes
-    on once it is done, ``handlers.sow.drive``), so the event loop never decompresses."""
+def _first_record(journal: Any, position: int, *, hold: ReadHold) -> Any:
+    """The first record logged at or after ``position`` (None: none)."""
+    return next(iter(journal.read(position, hold=hold)), None)
+
+
+def _held(read: Callable[..., T]) -> Generator[Waited, None, T]:
+    """``read(hold=...)``'s answer. What it reads of a compressed segment not decompressed
+    yet is read once the journal cache's worker thread has decompressed it: meanwhile this
+    yields that decompression (the query's driver goes on once it is done,
+    ``handlers.sow.drive``), so the event loop never decompresses."""
     hold = ReadHold()
     while True:
         try:
-            return next(iter(journal.read(position, hold=hold)), None)
+            return read(hold=hold)
         except SegmentPending:
             yield hold.job.future if hold.job is not None else None
 

@@ -17,6 +17,7 @@ from amps_emulator.journal import FileJournal, ReadHold, SegmentPending
 from amps_emulator.journal.housekeeping import perform
 from amps_emulator.journal.segment import segment_name
 from amps_emulator.journal.stored import remove_journal_files
+from amps_emulator.protocol.bookmarks import parse_bookmark
 from amps_emulator.sow.testing import FakeClock
 from tests.support.journals import SlowGunzip
 from tests.support.servers import until
@@ -365,4 +366,47 @@ def test_a_reader_with_a_hold_keeps_no_bytes_the_cache_may_drop(tmp_path, clock)
     hold = ReadHold(woken.set)
     assert _read_all(j, hold, woken) == expected
     assert hold.job is None or hold.job.data is None
+    j.close()
+
+
+def _lookups(j, bm, rng):
+    """The bookmark lookups of ``bm`` and the range ``rng``, each taking a hold."""
+    return (lambda hold: j.position_after_bookmark(bm, hold=hold),
+            lambda hold: j.position_of(bm, hold),
+            lambda hold: j.range_positions(rng, hold),
+            lambda hold: j.position_for_unheld(hold))
+
+
+def test_a_bookmark_lookup_after_a_reopen_waits_for_the_index_off_the_callers_thread(
+        tmp_path, clock, monkeypatch):
+    """A reopened journal builds its per-publisher index on the first bookmark lookup from
+    the whole log: with a hold, a compressed segment it reaches is decompressed in the
+    worker (SegmentPending meanwhile), and the lookups then say what they said before."""
+    j, _ = _compressed(tmp_path, clock)
+    bm = j.record_at(j.last_position - 3).bookmark
+    rng = parse_bookmark(f"[{j.record_at(2).bookmark_str}:{bm.publisher_id}|{bm.sequence}|]")
+    want = [lookup(None) for lookup in _lookups(j, bm, rng)]
+    j.close()
+    j, _ = _open(tmp_path, clock)
+    slow = SlowGunzip().install(monkeypatch)
+    hold, woken = ReadHold(), threading.Event()
+    hold.wake = woken.set
+    release = threading.Timer(2.0, slow.release.set)  # (a lookup that decompressed here waits so)
+    release.start()
+    try:
+        for lookup in _lookups(j, bm, rng):
+            with pytest.raises(SegmentPending):
+                lookup(hold)
+        assert threading.current_thread() not in slow.threads
+    finally:
+        release.cancel()
+        slow.release.set()
+    while True:
+        try:
+            got = [lookup(hold) for lookup in _lookups(j, bm, rng)]
+            break
+        except SegmentPending:
+            assert woken.wait(10)
+            woken.clear()
+    assert got == want and slow.threads and threading.current_thread() not in slow.threads
     j.close()
