@@ -18,34 +18,19 @@ from amps_emulator.server.core.clock import TestClock
 from amps_emulator.server.services import queue_service
 from tests.integration.actions.test_housekeeping_actions import N, SowQuery, client, compressed_log
 from tests.support.clients import Collector
-from tests.support.journals import SlowGunzip
+from tests.support.journals import SlowGunzip, compressing_config
 from tests.support.servers import ServerThread, until
 
 QUEUED = 40
 
 
 def config(d) -> str:
-    return f"""<AMPSConfig><Name>compressed-queue-test</Name>
-<Admin><InetAddr>127.0.0.1:0</InetAddr></Admin>
-<Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
-  <MessageType>json</MessageType><Protocol>amps</Protocol></Transport></Transports>
-<TransactionLog><JournalDirectory>{d}/journal</JournalDirectory>
-  <JournalArchiveDirectory>{d}/archive</JournalArchiveDirectory>
-  <JournalSize>64KB</JournalSize><CompressedJournalCacheMemoryLimit>1MB</CompressedJournalCacheMemoryLimit>
-  <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
+    return compressing_config(d, "compressed-queue-test", """
 <SOW><Queue><Name>work-q</Name><MessageType>json</MessageType><UnderlyingTopic>work</UnderlyingTopic>
   <LeasePeriod>10s</LeasePeriod><MaxPerSubscriptionBacklog>100</MaxPerSubscriptionBacklog></Queue>
   <View><Name>waiting</Name><MessageType>json</MessageType><UnderlyingTopic>work-q</UnderlyingTopic>
     <Projection><Field>/i</Field><Field>/odd</Field></Projection><Grouping><Field>/i</Field></Grouping>
-  </View></SOW>
-<Actions><Action>
-  <On><Module>amps-action-on-admin</Module><Options><Path>housekeep</Path></Options></On>
-  <Do><Module>amps-action-do-archive-journal</Module><Options><Age>1h</Age></Options></Do>
-  <Do><Module>amps-action-do-compress-journal</Module><Options><Age>1h</Age></Options></Do>
-  <Do><Module>amps-action-do-publish-message</Module>
-    <Options><Topic>housekeeping-done</Topic><MessageType>json</MessageType><Data>{{"step":"journal"}}</Data></Options></Do>
-</Action></Actions>
-</AMPSConfig>"""
+  </View></SOW>""")
 
 
 @pytest.fixture

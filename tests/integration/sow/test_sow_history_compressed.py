@@ -18,7 +18,7 @@ from amps_emulator.config import loads_config
 from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.server.core.clock import TestClock
 from tests.support.clients import Collector
-from tests.support.journals import SlowGunzip
+from tests.support.journals import SlowGunzip, compressing_config
 from tests.support.servers import ServerThread, until
 
 N = 1500  # ~300 KB of journal: several 64 KB segments
@@ -27,25 +27,10 @@ PAD = "x" * 150
 
 
 def config(d) -> str:
-    return f"""<AMPSConfig><Name>sow-history-compressed</Name>
-<Admin><InetAddr>127.0.0.1:0</InetAddr></Admin>
-<Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
-  <MessageType>json</MessageType><Protocol>amps</Protocol></Transport></Transports>
-<TransactionLog><JournalDirectory>{d}/journal</JournalDirectory>
-  <JournalArchiveDirectory>{d}/archive</JournalArchiveDirectory>
-  <JournalSize>64KB</JournalSize><CompressedJournalCacheMemoryLimit>1MB</CompressedJournalCacheMemoryLimit>
-  <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
+    return compressing_config(d, "sow-history-compressed", f"""
 <SOW><Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
   <FileName>{d}/sow/%n.sow</FileName>
-  <History><Window>1d</Window><Granularity>0s</Granularity></History></Topic></SOW>
-<Actions><Action>
-  <On><Module>amps-action-on-admin</Module><Options><Path>housekeep</Path></Options></On>
-  <Do><Module>amps-action-do-archive-journal</Module><Options><Age>1h</Age></Options></Do>
-  <Do><Module>amps-action-do-compress-journal</Module><Options><Age>1h</Age></Options></Do>
-  <Do><Module>amps-action-do-publish-message</Module>
-    <Options><Topic>housekeeping-done</Topic><MessageType>json</MessageType><Data>{{}}</Data></Options></Do>
-</Action></Actions>
-</AMPSConfig>"""
+  <History><Window>1d</Window><Granularity>0s</Granularity></History></Topic></SOW>""")
 
 
 def client(srv, name: str):
