@@ -17,7 +17,7 @@ from amps_emulator.journal import Journal, JournalRecord
 from amps_emulator.protocol.codec import ProtocolError, split_frame
 from amps_emulator.replication.bootstrap import BootstrapSource, mark
 from amps_emulator.replication.link import Receiver
-from amps_emulator.replication.stream import READ_LIMIT, Wakeup, read_frame, send
+from amps_emulator.replication.stream import READ_LIMIT, FrameSource, Wakeup, read_frame, send
 from amps_emulator.replication.wire import (
     BootstrapAsk,
     Hello,
@@ -52,12 +52,32 @@ class BootstrapBroker(Protocol):
     def sow_service(self) -> _SowService | None: ...
 
 
+class MeteredSource(FrameSource, Protocol):
+    """A link's frames, read within the memory budget: ``why`` the budget closed it (None:
+    it did not)."""
+
+    why: str | None
+
+
+class Metering(Protocol):
+    """Counts what a link's peer makes the server hold in its memory budget (the service's
+    ``Intake``): a link too costly for the budget is closed (with one log line)."""
+
+    def meter(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str,
+              name: str | None = None) -> MeteredSource: ...
+    def unmeter(self, link: FrameSource) -> None: ...
+
+
 class BootstrapHost(Protocol):
     """What a bootstrap needs of the replication service."""
 
     name: str
     group: str
     stopping: bool
+
+    @property
+    def intake(self) -> Metering:
+        """What the source sends counts in the memory budget, as on the service's other links."""
     #: set by the service when records become durable (the waits here look again)
     wakeups: set[Wakeup]
 
@@ -87,11 +107,13 @@ async def fill_then_start(host: BootstrapHost, boot: Bootstrap, directory: str |
                 log.warning("bootstrap: %s unreachable (%s)", addr.inet_addr, exc)
                 await host.wait(retry)
                 continue
+            link = host.intake.meter(reader, writer, addr.inet_addr, f"bootstrap from {addr.inet_addr}")
             try:
-                n = await _fill(host, boot, reader, writer, await host.logon_for(tr))
+                n = await _fill(host, boot, link, writer, await host.logon_for(tr))
             except (OSError, asyncio.IncompleteReadError, ProtocolError, NotAnEmulator,
-                    LinkRefused) as exc:
-                log.warning("bootstrap from %s failed: %s", addr.inet_addr, exc)
+                    LinkRefused) as exc:  # (closed by the budget: its own line said why)
+                log.log(logging.WARNING if link.why is None else logging.DEBUG,
+                        "bootstrap from %s failed: %s", addr.inet_addr, exc)
                 await host.wait(retry)
                 continue
             except Exception:  # a bug must not stop the bootstrap for good: say it, retry
@@ -100,13 +122,14 @@ async def fill_then_start(host: BootstrapHost, boot: Bootstrap, directory: str |
                 continue
             finally:
                 writer.close()
+                host.intake.unmeter(link)
             log.info("bootstrap from %s: %d records copied", addr.inet_addr, n)
             done = True
             break
     mark(directory, False)
     await host.start_links()
 
-async def _fill(host: BootstrapHost, boot: Bootstrap, reader: asyncio.StreamReader,
+async def _fill(host: BootstrapHost, boot: Bootstrap, reader: FrameSource,
                 writer: asyncio.StreamWriter, logon: Logon) -> int:
     """Fill this instance from the source at the other end; returns the records applied once
     they are durable here."""

@@ -82,9 +82,9 @@ class Intake:
             self.budget.add(link)
         return link
 
-    def unmeter(self, link: MeteredLink) -> None:
-        """``link`` closed: it holds nothing any more."""
-        if self.budget is not None:
+    def unmeter(self, link: FrameSource) -> None:
+        """``link`` (of :meth:`meter`) closed: it holds nothing any more."""
+        if self.budget is not None and isinstance(link, MeteredLink):
             self.budget.discard(link)
 
 

@@ -230,3 +230,38 @@ def test_what_a_destination_sends_back_counts_in_the_memory_budget(tmp_path, cap
             peer.server.close()
 
     asyncio.run(run())
+
+
+def test_what_a_bootstrap_source_sends_counts_in_the_memory_budget(tmp_path, caplog):
+    """An instance filling itself from its Bootstrap source reads the source's frames within
+    the server's memory budget: a frame that takes it past the budget closes the link with
+    one log line (the budget's), and the bootstrap tries again after its ReconnectTimeout."""
+
+    async def run() -> None:
+        peer = FakeDestination()  # (a source answers the hello as a destination does)
+        port = await peer.start()
+        boot = (f"<Bootstrap><Topic><Name>.*</Name><MessageType>json</MessageType></Topic>"
+                f"<DataType>sow,txlog</DataType><Transport><Type>amps-replication</Type>"
+                f"<InetAddr>127.0.0.1:{port}</InetAddr><ReconnectTimeout>0.05</ReconnectTimeout>"
+                f"</Transport></Bootstrap>")
+        srv = await asyncio.to_thread(lambda: ServerThread(loads_config(node_xml(
+            "B", tmp_path / "B", listen=free_port(), extra=boot), "B.xml")).start())
+        try:
+            srv.call(lambda: setattr(srv.server, "memory_budget", 5 * MiB))
+            budget = srv.server.budget
+            with caplog.at_level(logging.WARNING, logger="amps_emulator"):
+                reader, writer = await peer.next_link()
+                writer.write(struct.pack(">I", 8 * MiB) + bytes(MiB))  # past the budget
+                assert await closed_by_instance(reader), "an 8 MiB frame past the budget was kept"
+                writer.close()
+                await peer.next_link()  # tried again after its ReconnectTimeout
+                lines = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+            assert len(lines) == 1 and lines[0].startswith("memory budget"), lines
+            assert "bootstrap from 127.0.0.1" in lines[0], lines
+            assert srv.call(budget.held) <= 5 * MiB
+        finally:
+            await asyncio.to_thread(srv.stop)
+            assert peer.server is not None
+            peer.server.close()
+
+    asyncio.run(run())
