@@ -196,15 +196,12 @@ def serve(service: ReplicationService, reader: asyncio.StreamReader,
         return
     if not gate.admit(writer.transport):
         return
-    link = MeteredLink(reader, writer, str(writer.get_extra_info("peername")), intake.budget)
-    if intake.budget is not None:
-        intake.budget.add(link)
+    link = intake.meter(reader, writer, str(writer.get_extra_info("peername")))
 
     def release() -> None:
         writer.close()
         gate.release()
-        if intake.budget is not None:
-            intake.budget.discard(link)
+        intake.unmeter(link)
 
     def ended(task: asyncio.Task[None]) -> None:  # (also when cancelled before its first step)
         release()
