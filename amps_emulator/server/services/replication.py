@@ -184,7 +184,8 @@ class ReplicationService:
                    if listener.tls and listener.certificate and listener.private_key else None)
             # bound, not yet serving: stop() closes it even if it stops while it starts
             server = self._server = await listen(self, listener, tls)
-            if self.stopping:  # (a bootstrap that ended as the server stops)
+            if self.stopping:  # (it stopped meanwhile: stop() may have closed none yet)
+                server.close()
                 return
             await server.start_serving()
             self.listen_port = server.sockets[0].getsockname()[1]

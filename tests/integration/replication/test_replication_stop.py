@@ -109,3 +109,36 @@ async def pair() -> tuple[tuple[asyncio.StreamReader, asyncio.StreamWriter],
         return await accepted, client
     finally:
         listener.close()
+
+
+async def test_a_listener_bound_as_the_service_stops_is_closed(tmp_path, monkeypatch):
+    """The service stops while its listener is being bound (``stop()`` over before the bind
+    is): the listener, once bound, is closed and never serves."""
+    from amps_emulator.server.services import replication as service_module
+
+    bound, go = asyncio.Event(), asyncio.Event()
+    servers: list[asyncio.AbstractServer] = []
+    real_listen = service_module.listen
+
+    async def held_listen(service, listener, tls):
+        server = await real_listen(service, listener, tls)
+        servers.append(server)
+        bound.set()
+        await go.wait()
+        return server
+
+    monkeypatch.setattr(service_module, "listen", held_listen)
+    srv = Server(loads_config(node_xml("B", tmp_path / "B", listen=0), "B.xml"))
+    starting = asyncio.get_running_loop().create_task(srv.start())
+    try:
+        await asyncio.wait_for(bound.wait(), 10)
+        repl = srv.replication
+        assert repl is not None
+        await repl.stop()  # (nothing of the listener known to it yet)
+        go.set()
+        await starting
+        assert servers and not servers[0].is_serving(), "the listener serves after the stop"
+        assert all(s.fileno() < 0 for s in servers[0].sockets), "the bound listener stayed open"
+    finally:
+        go.set()
+        await srv.stop()
