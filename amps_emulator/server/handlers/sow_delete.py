@@ -41,10 +41,11 @@ def sow_delete(broker: Broker, client: Client, cmd: Command) -> None:
     queues = broker.queue_service
     queue = queues.get(topic_name) if queues is not None else None
     if queues is not None and queue is not None:
-        # (by filter, in steps: the client's later commands and these acks wait for it)
+        # (by filter, in steps: the client's later commands and these acks wait for it; done
+        # even if the client leaves meanwhile, as a delete that does not wait is)
         drive(broker, client, cmd, queues.ack(queue, client, cmd), lambda acked: _delete_acks(
             client, cmd, {"records_deleted": acked, "matches": acked,
-                          "topic_matches": queue.engine.depth + acked}))
+                          "topic_matches": queue.engine.depth + acked}), complete=True)
         return
     sow_service = broker.sow_service
     topic = sow_service.get(topic_name) if sow_service is not None else None

@@ -6,6 +6,7 @@ delivery that waited longer than its lease is sent once, with a lease of its own
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 
@@ -124,6 +125,30 @@ def test_a_sow_delete_by_filter_reads_a_compressed_segment_off_the_loop(srv, pub
     assert query.ids == list(range(25, QUEUED))  # the others acknowledged, none twice
     assert off_the_loop(slow)
     consumer.close()
+
+
+def test_a_sow_delete_by_filter_is_done_when_its_client_leaves_while_it_waits(
+        srv, publisher, slow, monkeypatch):
+    slow.install(monkeypatch)
+    consumer = client(srv, "consumer")
+
+    def delete() -> None:
+        with contextlib.suppress(AMPS.AMPSException):  # (it leaves before the acks)
+            consumer.sow_delete("work-q", "/i < 25", 30000)
+
+    threading.Thread(target=delete, daemon=True).start()
+    answered_meanwhile(slow, publisher)  # (the delete reads the compressed segment)
+    consumer.close()
+    assert until(lambda: srv.call(lambda: "consumer" not in srv.server.broker.by_name))
+    slow.release.set()
+    queue = srv.server.queue_service.queues["work-q"]
+    assert until(lambda: srv.call(lambda: queue.engine.depth) == QUEUED - 25)
+    viewer = client(srv, "viewer")
+    query = SowQuery()
+    viewer.execute_async(AMPS.Command("sow").set_topic("work-q"), query)
+    assert query.done.wait(20)
+    assert query.ids == list(range(25, QUEUED))  # the delete was done all the same
+    viewer.close()
 
 
 def view_ids(c) -> list[int]:
