@@ -82,6 +82,8 @@ class QueueRows:
         #: and those that left expired meanwhile
         self.later: set[int] | None = None
         self.waiting = False
+        #: a check failed part way: the next one looks at every message
+        self.stale = False
         self.gone: set[int] = set()
         #: the queue as a topic: its key (name and type), so a view names it as any topic
         self.spec = TopicSpec(q.key, message_type=q.message_type, durability="transient")
@@ -135,6 +137,8 @@ class QueueRows:
             else:
                 self.later.update(positions)
             return [], []
+        if self.stale:
+            positions, self.stale = None, False
         engine = self.q.engine
         inactive = engine.inactive_count
         if positions is None or inactive < self._inactive:  # promoted from the inactive part
@@ -240,7 +244,13 @@ class QueueWatch:
         """The record ``rows`` waited for is decompressed: the check goes on."""
         if self._rows.get(rows.q.key) is rows:
             later, rows.later = rows.later, set()
-            self._tell(rows.q, rows, rows.sync(later))
+            try:
+                changes = rows.sync(later)
+            except Exception:  # (a loop callback: contained) all checked at the next change
+                rows.stale = True
+                log.exception("%s: checking the queue for its views failed", rows.q.name)
+                return
+            self._tell(rows.q, rows, changes)
 
     def _tell(self, q: ConfiguredQueue, rows: QueueRows,
               changes: tuple[list[Record], list[Record]]) -> None:

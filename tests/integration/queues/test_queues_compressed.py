@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import threading
 
 import AMPS
@@ -16,7 +17,7 @@ import pytest
 from amps_emulator.config import loads_config
 from amps_emulator.protocol.bookmarks import format_timestamp
 from amps_emulator.server.core.clock import TestClock
-from amps_emulator.server.services import queue_service
+from amps_emulator.server.services import queue_service, queue_views
 from tests.integration.actions.test_housekeeping_actions import N, SowQuery, client, compressed_log
 from tests.support.clients import Collector
 from tests.support.journals import SlowGunzip, compressing_config
@@ -175,6 +176,43 @@ def test_a_view_over_a_queue_reads_a_compressed_segment_off_the_loop(srv, publis
     slow.release.set()
     assert until(lambda: view_ids(viewer) == list(range(QUEUED)))
     assert off_the_loop(slow)
+    viewer.close()
+
+
+def test_a_views_check_that_fails_after_a_wait_is_contained_and_done_again(
+        srv, publisher, slow, monkeypatch, caplog):
+    """The check a view makes once a record it waited for is decompressed fails (an error of
+    its own): the error is logged once, stays out of the loop, and the positions it was to
+    check are checked again at the queue's next change."""
+    viewer = client(srv, "viewer")
+    assert view_ids(viewer) == list(range(QUEUED))
+    leased = Collector(lambda m: m.get_command() in ("p", "publish") or None)
+    consumer = client(srv, "consumer")
+    consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q")
+                           .set_options(f"max_backlog={QUEUED}"), leased)
+    assert leased.wait_until(lambda items: len(ids(items)) >= QUEUED, 20)
+    assert until(lambda: view_ids(viewer) == [])
+    journal = srv.server.txlog.journal
+    srv.call(lambda: [s.cache.forget(s.path) for s in journal.segments if s.cache is not None])
+    slow.install(monkeypatch)
+    real_sync, failed = queue_views.QueueRows.sync, []
+
+    def sync_failing_once(rows, check):
+        if slow.release.is_set() and not failed:
+            failed.append(True)
+            raise RuntimeError("a check that fails")
+        return real_sync(rows, check)
+
+    monkeypatch.setattr(queue_views.QueueRows, "sync", sync_failing_once)
+    consumer.close()  # its leases end: the messages are in the view again (after a wait)
+    assert slow.entered.wait(30)
+    with caplog.at_level(logging.ERROR):
+        slow.release.set()
+        assert until(lambda: failed)
+        assert until(lambda: any("checking the queue for its views failed" in r.getMessage()
+                                 for r in caplog.records))
+    publisher.publish("work", json.dumps({"i": QUEUED, "odd": 0}))  # the queue's next change
+    assert until(lambda: view_ids(viewer) == list(range(QUEUED + 1)))
     viewer.close()
 
 
