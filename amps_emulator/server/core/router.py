@@ -64,7 +64,7 @@ class Subscription:
     __slots__ = (
         "conn", "sub_id", "topic", "regex", "filter", "options", "delta", "cursor", "queue",
         "prefix", "_live", "select", "conflator", "queried", "message_type", "_entitlement",
-        "internal", "withheld",
+        "internal", "withheld", "queue_filter",
     )
 
     #: moves whenever a subscription's :attr:`live` or :attr:`entitlement` is set, the two
@@ -89,6 +89,9 @@ class Subscription:
         self.delta = delta
         self.cursor: Any = None  # server.replay.Cursor for bookmark subscriptions
         self.queue: Any = None  # server.queue_service.ConfiguredQueue for queue subscriptions
+        #: a queue subscription's content filter over a message's position
+        #: (server.services.queue_held.HeldFilter: one per subscription, whoever asks it)
+        self.queue_filter: Any = None
         self.prefix: bytes | None = None  # queue deliveries: the header up to the bookmark
         #: state kept from the query's snapshot on (server.live.LiveState: a paginated
         #: window, an aggregated subscription's groups); it decides what is delivered

@@ -364,7 +364,7 @@ class QueueService:
     def subscribe(self, q: ConfiguredQueue, client: Client, sub: Subscription, cmd: Any,
                   max_backlog: int | None) -> None:
         key = (client.conn_id, sub.sub_id)
-        eligible = self._eligible(sub.filter, q) if sub.filter is not None else None
+        eligible = sub.queue_filter = self._eligible(sub.filter, q) if sub.filter is not None else None
         if q.ownership is not None:  # only what this instance owns
             eligible = owned_only(q.ownership, eligible)
         sub.queue = q
@@ -411,7 +411,7 @@ class QueueService:
             leased, limit = q.engine.subscriber_backlog(key)
             if leased >= limit:
                 continue
-            if sub.filter is None or self._eligible(sub.filter, q)(position):
+            if sub.queue_filter is None or sub.queue_filter(position):
                 return True
         return False
 

@@ -105,6 +105,33 @@ def test_a_subscription_filter_reads_a_compressed_segment_off_the_loop(srv, publ
     consumer.close()
 
 
+def test_asking_a_waiting_subscription_filter_again_waits_once(srv, publisher, slow, monkeypatch):
+    """While a queue subscription's filter waits for a compressed segment, whoever asks it
+    about a message (the replicated queue's transfer decisions) asks the same filter: one
+    wait, and one dispatch once it is decompressed, not one per question."""
+    svc = srv.server.queue_service
+    queue = svc.queues["work-q"]
+    redispatched = []
+    real = svc._redispatch
+    monkeypatch.setattr(svc, "_redispatch", lambda q: (redispatched.append(q.name), real(q)))
+    slow.install(monkeypatch)
+    work = Collector(taken)
+    consumer = client(srv, "consumer")
+    consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q").set_filter("/odd = 0"),
+                           work)
+    assert slow.entered.wait(30)
+    positions = srv.call(lambda: [m.position for m in queue.engine.messages(
+        include_leased=True, now=svc.now())][:5])
+    assert len(positions) == 5
+    for pos in positions:  # not taken while its record is being decompressed
+        assert srv.call(lambda p=pos: svc.some_subscription_takes(queue, p)) is False
+    slow.release.set()
+    evens = list(range(0, QUEUED, 2))
+    assert work.wait_until(lambda items: len(ids(items)) >= len(evens), 20)
+    assert redispatched == ["work-q"]
+    consumer.close()
+
+
 def test_a_sow_delete_by_filter_reads_a_compressed_segment_off_the_loop(srv, publisher, slow,
                                                                        monkeypatch):
     slow.install(monkeypatch)
