@@ -77,15 +77,14 @@ _PYOP = {"=": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _SIMPLE = re.compile(r"[A-Za-z_]\w*|-?\d+|'[^'\\]*'")
 
 
-def _const_node(node: A.Expr, memo: dict[int, tuple[A.Expr, bool]]) -> bool:
-    """True if the node's value depends on neither the message nor the context. ``memo`` is
-    by ``id(node)`` and holds the node: an id is only unique while its node lives, and the
-    generator makes short-lived nodes (a run of an AND's terms): another one made later at
-    the same address must not be taken for it."""
+def _const_node(node: A.Expr, memo: dict[int, bool]) -> bool:
+    """True if the node's value depends on neither the message nor the context. ``memo``: by
+    ``id(node)``, so every node asked about must live as long as the memo (see
+    :meth:`Gen.part`, which makes nodes of its own)."""
     key = id(node)
-    seen = memo.get(key)
-    if seen is not None and seen[0] is node:
-        return seen[1]
+    r = memo.get(key)
+    if r is not None:
+        return r
     if isinstance(node, A.Identifier):
         r = False
     elif isinstance(node, A.Call):
@@ -94,7 +93,7 @@ def _const_node(node: A.Expr, memo: dict[int, tuple[A.Expr, bool]]) -> bool:
                                                               for a in node.args)
     else:
         r = all(_const_node(c, memo) for c in A.children(node))
-    memo[key] = (node, r)
+    memo[key] = r
     return r
 
 
@@ -112,9 +111,12 @@ class Gen:
         self.pre: list[str] = []  # statements before the return (hoisted identifiers)
         self.defs: list[str] = []  # module-level helper defs (path step functions)
         self.hoisted: dict[tuple, str] = {}
-        self.const_memo: dict[int, tuple[A.Expr, bool]] = {}
+        self.const_memo: dict[int, bool] = {}
         self.path_fns: dict[tuple, str] = {}
-        self.weights: dict[int, tuple[A.Expr, int]] = {}  # see .pieces
+        self.weights: dict[int, int] = {}  # see .pieces
+        #: the nodes made here (runs of a heavy AND/OR's terms): kept while the memos
+        #: are, which go by id() (a node freed, another could be made at its address)
+        self.made: list[A.Expr] = []
 
     # ---- names and constants
     def tmp(self) -> str:
@@ -305,6 +307,7 @@ class Gen:
         """A run of the terms of a heavy AND/OR as the call of a function of its own (see
         :mod:`.pieces`), which reads the fields it uses itself."""
         sub = terms[0] if len(terms) == 1 else type(node)(terms)
+        self.made.append(sub)
         saved = self.pre, self.hoisted
         self.pre, self.hoisted = [], {}
         try:

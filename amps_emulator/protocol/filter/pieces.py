@@ -27,23 +27,21 @@ PIECE_BYTES = 12_000
 _LISTS = (A.In, A.BeginsWith, A.EndsWith)
 
 
-def weight(node: A.Expr, memo: dict[int, tuple[A.Expr, int]]) -> int:
+def weight(node: A.Expr, memo: dict[int, int]) -> int:
     """How much code ``node`` generates, in nodes (a literal list counts as one: it becomes
-    one constant). ``memo``: by ``id(node)``, holding the node (an id is reused once its
-    node is gone)."""
+    one constant). ``memo``: by ``id(node)`` (every node asked about must outlive it)."""
     key = id(node)
-    seen = memo.get(key)
-    if seen is not None and seen[0] is node:
-        return seen[1]
-    if isinstance(node, _LISTS) and all(isinstance(i, A.Literal) for i in node.items):
-        w = 1 + weight(node.operand, memo)
-    else:
-        w = 1 + sum(weight(c, memo) for c in A.children(node))
-    memo[key] = (node, w)
+    w = memo.get(key)
+    if w is None:
+        if isinstance(node, _LISTS) and all(isinstance(i, A.Literal) for i in node.items):
+            w = 1 + weight(node.operand, memo)
+        else:
+            w = 1 + sum(weight(c, memo) for c in A.children(node))
+        memo[key] = w
     return w
 
 
-def runs(terms: tuple[A.Expr, ...], memo: dict[int, tuple[A.Expr, int]]) -> Iterator[tuple[A.Expr, ...]]:
+def runs(terms: tuple[A.Expr, ...], memo: dict[int, int]) -> Iterator[tuple[A.Expr, ...]]:
     """``terms`` as consecutive runs of at most about :data:`SPLIT_WEIGHT` (a heavier term
     is a run of its own)."""
     run: list[A.Expr] = []
