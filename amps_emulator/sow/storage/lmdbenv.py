@@ -73,6 +73,9 @@ log = logging.getLogger("amps_emulator.sow.lmdb")
 
 _PUT, _DEL, _DROP, _CREATE = 0, 1, 2, 3  # (_CREATE: only in a compaction's log)
 _MAX_DOUBLE = 64 << 30
+#: a put of this many bytes of values (or more) makes room first when the map may not hold
+#: them: a put that finds the map full is done again once it has grown (the whole batch)
+ROOM_FIRST = 1 << 20
 #: errors of posix_fallocate that mean "this file system cannot do it" (not "no space")
 _NO_FALLOCATE = (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL)
 
@@ -321,6 +324,8 @@ class LmdbEnv:
         txn = self._wtxn
         if txn is None:
             txn = self._write_txn()
+        if len(value) >= ROOM_FIRST:
+            txn = self._room_for(len(value), txn)
         self._ops.append((_PUT, db, key, value))
         try:
             txn.put(key, value, db=db)
@@ -332,6 +337,8 @@ class LmdbEnv:
         txn = self._wtxn
         if txn is None:
             txn = self._write_txn()
+        if len(value) >= ROOM_FIRST:
+            txn = self._room_for(len(value), txn)
         self._ops.append((_PUT, db, key, value))
         try:
             return txn.replace(key, value, db=db)
@@ -344,9 +351,7 @@ class LmdbEnv:
         previous values (``bytes``; None where there was none)."""
         if len(keys) != len(values):
             raise ValueError("replace_run: keys and values of different lengths")
-        txn = self._wtxn
-        if txn is None:
-            txn = self._write_txn()
+        txn = self._room_first(values)
         ops = self._ops
         base = len(ops)
         ops.extend(zip(repeat(_PUT), repeat(db), keys, values))
@@ -388,9 +393,7 @@ class LmdbEnv:
         and than the one before it (LMDB's append: no search)."""
         if len(keys) != len(values):
             raise ValueError("put_many: keys and values of different lengths")
-        txn = self._wtxn
-        if txn is None:
-            txn = self._write_txn()
+        txn = self._room_first(values)
         ops = self._ops
         ops.extend(zip(repeat(_PUT), repeat(db), keys, values))
         rest = iter(keys)
@@ -401,6 +404,24 @@ class LmdbEnv:
         except BaseException:  # the ops up to the failing put, as one by one
             del ops[len(ops) - length_hint(rest):]
             raise
+
+    def _room_first(self, values: list[bytes]) -> lmdb.Transaction:
+        """The open write transaction (begun if none is), after :meth:`_room_for` a few large
+        ``values`` (a large body: put once, not again after a growth)."""
+        txn = self._wtxn
+        if txn is None:
+            txn = self._write_txn()
+        if len(values) <= 4 and (size := sum(map(len, values))) >= ROOM_FIRST:
+            txn = self._room_for(size, txn)
+        return txn
+
+    def _room_for(self, size: int, txn: lmdb.Transaction) -> lmdb.Transaction:
+        """Grow the map (replaying the batch so far) while what it holds and twice ``size``
+        (the values' pages and the tree's copies) would not fit; the write transaction then
+        open. A map that cannot grow is left as it is (the put finds out)."""
+        while self.used_bytes() + 2 * size > self.map_size and self._next_map_size() > self.map_size:
+            txn = self._grow()
+        return txn
 
     def _replaced_after_growth(self, db, key: bytes) -> bytes | None:
         """After a put of ``key`` (the batch's last op) found the map full: grow (which

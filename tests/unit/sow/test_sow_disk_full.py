@@ -86,3 +86,28 @@ def test_without_fallocate_the_map_grows_as_before_with_one_warning(tmp_path, mo
     assert st.env.map_size > MIB and s.full_stores() == {} and disk.calls == 1
     assert len([r for r in caplog.records if "cannot preallocate" in r.getMessage()]) == 1
     s.close()
+
+
+def test_a_large_body_makes_room_before_it_is_put(tmp_path, monkeypatch):
+    """A body too large for the map grows it before the put, so it is put once: a put that
+    found the map full would be done again once it had grown (the whole batch with it)."""
+    from amps_emulator.sow.storage import lmdbenv
+
+    s = sow(tmp_path)
+    publish(s, range(3))
+    env = s.stores[next(iter(s.stores))].env
+    grown_holding: list[int] = []
+    real_grow = env._grow
+
+    def grow():
+        grown_holding.append(max((len(op[3]) for op in env._ops if op[0] == lmdbenv._PUT),
+                                 default=0))
+        return real_grow()
+
+    monkeypatch.setattr(env, "_grow", grow)
+    big = js({"id": 99, "v": "y" * (4 * MIB)})
+    s.topic("orders").publish(big)
+    s.commit()
+    assert grown_holding and max(grown_holding) < MIB, grown_holding  # grown before it was put
+    assert s.topic("orders").count() == 4
+    s.close()
