@@ -33,11 +33,21 @@ class SlowGunzip:
         return self.real(path)
 
 
-def compressing_config(d, name: str, sow: str) -> str:
+#: the Admin path ``housekeep``: the journal segments an hour old archived and compressed,
+#: then a message on ``housekeeping-done``
+HOUSEKEEP = """<Actions><Action>
+  <On><Module>amps-action-on-admin</Module><Options><Path>housekeep</Path></Options></On>
+  <Do><Module>amps-action-do-archive-journal</Module><Options><Age>1h</Age></Options></Do>
+  <Do><Module>amps-action-do-compress-journal</Module><Options><Age>1h</Age></Options></Do>
+  <Do><Module>amps-action-do-publish-message</Module>
+    <Options><Topic>housekeeping-done</Topic><MessageType>json</MessageType><Data>{}</Data></Options></Do>
+</Action></Actions>"""
+
+
+def compressing_config(d, name: str, sow: str, actions: str = HOUSEKEEP) -> str:
     """A server config for tests of compressed journal segments: every JSON topic recorded in
-    64 KB segments (a 1 MB cache of decompressed ones), the Admin path ``housekeep`` archiving
-    and compressing the segments an hour old (then a message on ``housekeeping-done``), and
-    ``sow`` (a ``<SOW>`` element)."""
+    64 KB segments (a 1 MB cache of decompressed ones), ``sow`` (a ``<SOW>`` element) and
+    ``actions`` (an ``<Actions>`` element: by default :data:`HOUSEKEEP`)."""
     return f"""<AMPSConfig><Name>{name}</Name>
 <Admin><InetAddr>127.0.0.1:0</InetAddr></Admin>
 <Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
@@ -47,11 +57,5 @@ def compressing_config(d, name: str, sow: str) -> str:
   <JournalSize>64KB</JournalSize><CompressedJournalCacheMemoryLimit>1MB</CompressedJournalCacheMemoryLimit>
   <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
 {sow}
-<Actions><Action>
-  <On><Module>amps-action-on-admin</Module><Options><Path>housekeep</Path></Options></On>
-  <Do><Module>amps-action-do-archive-journal</Module><Options><Age>1h</Age></Options></Do>
-  <Do><Module>amps-action-do-compress-journal</Module><Options><Age>1h</Age></Options></Do>
-  <Do><Module>amps-action-do-publish-message</Module>
-    <Options><Topic>housekeeping-done</Topic><MessageType>json</MessageType><Data>{{}}</Data></Options></Do>
-</Action></Actions>
+{actions}
 </AMPSConfig>"""

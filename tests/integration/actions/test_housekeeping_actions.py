@@ -20,7 +20,7 @@ from amps_emulator.server.core.clock import TestClock
 from amps_emulator.server.ops.stats import tree
 from amps_emulator.server.services import queue_service
 from tests.support.clients import Collector
-from tests.support.journals import SlowGunzip
+from tests.support.journals import SlowGunzip, compressing_config
 from tests.support.servers import ServerThread, until
 
 N = 1500  # ~300 KB of journal: several 64 KB segments
@@ -28,17 +28,9 @@ QUEUED = 40
 
 
 def config(d) -> str:
-    return f"""<AMPSConfig><Name>housekeeping-test</Name>
-<Admin><InetAddr>127.0.0.1:0</InetAddr></Admin>
-<Transports><Transport><Name>json-tcp</Name><Type>tcp</Type><InetAddr>127.0.0.1:0</InetAddr>
-  <MessageType>json</MessageType><Protocol>amps</Protocol></Transport></Transports>
-<TransactionLog><JournalDirectory>{d}/journal</JournalDirectory>
-  <JournalArchiveDirectory>{d}/archive</JournalArchiveDirectory>
-  <JournalSize>64KB</JournalSize><CompressedJournalCacheMemoryLimit>1MB</CompressedJournalCacheMemoryLimit>
-  <Topic><Name>.*</Name><MessageType>json</MessageType></Topic></TransactionLog>
+    return compressing_config(d, "housekeeping-test", """
 <SOW><Queue><Name>work-q</Name><MessageType>json</MessageType><UnderlyingTopic>work</UnderlyingTopic>
-  </Queue></SOW>
-<Actions>
+  </Queue></SOW>""", f"""<Actions>
   <Action>
     <On><Module>amps-action-on-admin</Module><Options><Path>housekeep</Path></Options></On>
     <Do><Module>amps-action-do-archive-journal</Module><Options><Age>1h</Age></Options></Do>
@@ -55,8 +47,7 @@ def config(d) -> str:
     <Do><Module>amps-action-do-publish-message</Module>
       <Options><Topic>housekeeping-done</Topic><MessageType>json</MessageType><Data>{{"step":"files"}}</Data></Options></Do>
   </Action>
-</Actions>
-</AMPSConfig>"""
+</Actions>""")
 
 
 class Replay:

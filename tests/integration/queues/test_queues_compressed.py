@@ -10,6 +10,7 @@ import contextlib
 import json
 import logging
 import threading
+from typing import Any
 
 import AMPS
 import pytest
@@ -184,11 +185,12 @@ def view_ids(c) -> list[int]:
                   if m.get_command() == "sow")
 
 
-def test_a_view_over_a_queue_reads_a_compressed_segment_off_the_loop(srv, publisher, slow,
-                                                                    monkeypatch):
+def leased_out_of_view(srv) -> tuple[Any, Any]:
+    """A client of the view over the queue, and a consumer that leased every message (so
+    none is in the view) and has not acknowledged them; the decompressed segments are
+    forgotten (so the view's next check reads a compressed one)."""
     viewer = client(srv, "viewer")
     assert view_ids(viewer) == list(range(QUEUED))
-    # every message leased (so out of the view), then the decompressed segment forgotten
     leased = Collector(lambda m: m.get_command() in ("p", "publish") or None)
     consumer = client(srv, "consumer")
     consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q")
@@ -197,6 +199,12 @@ def test_a_view_over_a_queue_reads_a_compressed_segment_off_the_loop(srv, publis
     assert until(lambda: view_ids(viewer) == [])
     journal = srv.server.txlog.journal
     srv.call(lambda: [s.cache.forget(s.path) for s in journal.segments if s.cache is not None])
+    return viewer, consumer
+
+
+def test_a_view_over_a_queue_reads_a_compressed_segment_off_the_loop(srv, publisher, slow,
+                                                                    monkeypatch):
+    viewer, consumer = leased_out_of_view(srv)
     slow.install(monkeypatch)
     consumer.close()  # its leases end: the messages are in the view again
     answered_meanwhile(slow, publisher)
@@ -211,16 +219,7 @@ def test_a_views_check_that_fails_after_a_wait_is_contained_and_done_again(
     """The check a view makes once a record it waited for is decompressed fails (an error of
     its own): the error is logged once, stays out of the loop, and the positions it was to
     check are checked again at the queue's next change."""
-    viewer = client(srv, "viewer")
-    assert view_ids(viewer) == list(range(QUEUED))
-    leased = Collector(lambda m: m.get_command() in ("p", "publish") or None)
-    consumer = client(srv, "consumer")
-    consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q")
-                           .set_options(f"max_backlog={QUEUED}"), leased)
-    assert leased.wait_until(lambda items: len(ids(items)) >= QUEUED, 20)
-    assert until(lambda: view_ids(viewer) == [])
-    journal = srv.server.txlog.journal
-    srv.call(lambda: [s.cache.forget(s.path) for s in journal.segments if s.cache is not None])
+    viewer, consumer = leased_out_of_view(srv)
     slow.install(monkeypatch)
     real_sync, failed = queue_views.QueueRows.sync, []
 
