@@ -21,7 +21,7 @@ from __future__ import annotations
 import heapq
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Sequence
 from functools import lru_cache
 from itertools import islice
 from typing import Any, TypedDict
@@ -90,6 +90,23 @@ def _fields_decoder(names: frozenset[str]) -> msgspec.json.Decoder[Any]:
     twenty objects more for each full pass of the garbage collector to walk)."""
     td = TypedDict("Fields", {n: Any for n in sorted(names)}, total=False)  # type: ignore
     return msgspec.json.Decoder(td)
+
+
+def _paths_read(f: Any) -> Sequence[tuple]:
+    """What filter ``f`` reads of each record (known when it was compiled: a long filter is
+    not walked again on the event loop for each query)."""
+    if f is None:
+        return ()
+    paths = getattr(f, "paths", None)
+    return paths if paths is not None else identifier_paths(f.ast)
+
+
+def _reads_context(f: Any) -> bool:
+    """Whether filter ``f`` reads the message context (known when it was compiled)."""
+    if f is None:
+        return False
+    uses = getattr(f, "uses_context", None)
+    return bool(uses) if uses is not None else needs_context(f.ast)
 
 
 def _creations(plan: Plan) -> list[Path]:
@@ -354,7 +371,7 @@ class TopicReads(ABC):
         with self._b.reading():
             total = self._b.count()
             dead = {r.sow_key for r in self._due(now)}
-            ctx_of = self._ctx_of if (node is not None and needs_context(node)) else None
+            ctx_of = self._ctx_of if _reads_context(f) else None
             limit = None if plan.kind == "keys" else max(64, int(total * self._fallback))
             cands = None if plan.kind == "scan" else self._candidates(plan, limit)
         if chunk and cands is not None:
@@ -376,8 +393,7 @@ class TopicReads(ABC):
         try:
             desc = plan.describe()
             paths = list(order_paths)
-            if node is not None:
-                paths.extend(identifier_paths(node))
+            paths.extend(_paths_read(f))
             decoder = self._decoder_for(paths)
             # the fields mode reads JSON bodies only: another type decodes whole trees
             names = top_level_names(paths) if self._codec is None else None
@@ -539,13 +555,11 @@ class TopicReads(ABC):
         if history is None:
             raise ValueError(f"SOW topic {self.name} has no History")
         f = self._compile(flt)
-        node = f.ast if f is not None else None
         keys = None if sow_keys is None else set(parse_sow_keys(sow_keys))
         paths = list(order_paths)
-        if node is not None:
-            paths.extend(identifier_paths(node))
+        paths.extend(_paths_read(f))
         decoder = self._decoder_for(paths)
-        ctx_of = self._ctx_of if (node is not None and needs_context(node)) else None
+        ctx_of = self._ctx_of if _reads_context(f) else None
         acc = history.state(cut, now)
         recs: list[Record] = []
         steps = 0

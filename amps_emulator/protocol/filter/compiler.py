@@ -616,7 +616,8 @@ def compile_ast(root: A.Expr, text: str | None = None, value_mode: bool = False
                 ) -> CompiledFilter:
     """Compile an AST.  Filter mode returns ``f(doc, ctx=None) -> bool``; value mode returns
     ``f(doc, ctx=None) -> value``.  The callable carries ``text``, ``ast``, ``source``
-    (generated Python, ``None`` when interpreted), ``deterministic`` and ``uses_context``."""
+    (generated Python, ``None`` when interpreted), ``deterministic``, ``uses_context`` and
+    ``paths`` (found once here, so that a query over a long filter does not walk it again)."""
     if A.depth(root) > MAX_DEPTH:
         raise FilterError(f"expression nested too deeply (more than {MAX_DEPTH} levels)")
     fn: CompiledFilter
@@ -625,7 +626,13 @@ def compile_ast(root: A.Expr, text: str | None = None, value_mode: bool = False
         fn, source = _build(root, value_mode)
     except (RecursionError, SyntaxError, MemoryError, ValueError, OverflowError):
         fn, source = Interpreted(root, value_mode), None
-    calls = [n for n in A.walk(root) if isinstance(n, A.Call)]
+    calls: list[A.Call] = []
+    paths: dict[tuple, None] = {}  # (what a query reads of each record: known here, once)
+    for n in A.walk(root):
+        if isinstance(n, A.Call):
+            calls.append(n)
+        elif isinstance(n, A.Identifier):
+            paths[n.path] = None
     if text is None:
         try:
             text = A.to_text(root)
@@ -637,6 +644,7 @@ def compile_ast(root: A.Expr, text: str | None = None, value_mode: bool = False
     fn.value_mode = value_mode
     fn.deterministic = all(function(c.name).deterministic for c in calls)
     fn.uses_context = any(function(c.name).kind == "context" for c in calls)
+    fn.paths = tuple(paths)
     fn.fields_cache = NOT_COMPUTED
     return fn
 

@@ -143,7 +143,7 @@ def _make_fields_filter(fn: CompiledFilter) -> FieldsFilter | None:
     root = fn.ast
     if fn.source is None or fn.value_mode or fn.uses_context:
         return None
-    if pieces.weight(root, {}) > pieces.SPLIT_WEIGHT:  # its loop: one long compile() (.pieces)
+    if pieces.heavier(root, pieces.SPLIT_WEIGHT):  # its loop: one long compile() (.pieces)
         return None
     names: dict[str, str] = {}
     for node in A.walk(root):

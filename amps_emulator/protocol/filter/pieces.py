@@ -17,7 +17,7 @@ from typing import Any
 
 from . import ast as A
 
-__all__ = ["SPLIT_WEIGHT", "PIECE_BYTES", "weight", "runs", "exec_pieces"]
+__all__ = ["SPLIT_WEIGHT", "PIECE_BYTES", "weight", "heavier", "runs", "exec_pieces"]
 
 #: an AND/OR heavier than this (about 50 comparisons) is generated as part functions
 SPLIT_WEIGHT = 256
@@ -39,6 +39,23 @@ def weight(node: A.Expr, memo: dict[int, int]) -> int:
             w = 1 + sum(weight(c, memo) for c in A.children(node))
         memo[key] = w
     return w
+
+
+def heavier(node: A.Expr, limit: int) -> bool:
+    """Whether ``node`` weighs more than ``limit`` (:func:`weight`), looking at no more than
+    about ``limit`` of its nodes (a filter of a hundred thousand terms is answered at once)."""
+    count = 0
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        count += 1
+        if count > limit:
+            return True
+        if isinstance(n, _LISTS) and all(isinstance(i, A.Literal) for i in n.items):
+            stack.append(n.operand)
+        else:
+            stack.extend(A.children(n))
+    return False
 
 
 def runs(terms: tuple[A.Expr, ...], memo: dict[int, int]) -> Iterator[tuple[A.Expr, ...]]:

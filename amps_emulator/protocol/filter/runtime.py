@@ -125,6 +125,8 @@ class CompiledFilter(Protocol):
     value_mode: bool
     deterministic: bool
     uses_context: bool
+    #: the paths of the fields it reads, each once, in the order they first appear
+    paths: tuple[tuple, ...]
     #: fields mode's slot (:func:`~protocol.filter.fields.fields_filter`): NOT_COMPUTED,
     #: then its FieldsFilter or ``None``
     fields_cache: object
@@ -140,7 +142,7 @@ class Interpreted:
     (``source`` is ``None``; :func:`compile_ast` sets the other attributes)."""
 
     __slots__ = ("root", "text", "ast", "source", "value_mode", "deterministic",
-                 "uses_context", "fields_cache")
+                 "uses_context", "paths", "fields_cache")
 
     def __init__(self, root: A.Expr, value_mode: bool) -> None:
         self.root = root
@@ -150,6 +152,7 @@ class Interpreted:
         self.value_mode = value_mode
         self.deterministic = True
         self.uses_context = False
+        self.paths: tuple[tuple, ...] = ()
         self.fields_cache: object = NOT_COMPUTED
 
     def __call__(self, d: Any, ctx: MessageContext | None = None) -> Any:

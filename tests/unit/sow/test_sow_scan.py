@@ -169,3 +169,27 @@ def test_property_scan_matches_reference():
     finally:
         store.close()
         shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_query_takes_what_its_filter_reads_from_the_compiled_filter(tmp_path, monkeypatch):
+    """What a filter reads of each record, and whether it reads the message context, are
+    found when it is compiled (off the event loop for a long one): a query over a filter of
+    100,000 terms walked them all again on the loop (140 ms)."""
+    from amps_emulator.sow import scan
+
+    f = compile_filter("/qty + /qty + /px * 2 > 5 AND /region = 'eu'")
+    assert f.paths == (("qty",), ("px",), ("region",)) and not f.uses_context
+    store, t = _topic("persistent", str(tmp_path / "env"), keys=("/id",))
+    for i in range(20):
+        t.publish(msgspec.json.encode({"id": i, "qty": i % 7, "region": "eu" if i % 2 else "us",
+                                       "px": i / 4}))
+    store.commit()
+
+    def walked(_node):
+        raise AssertionError("the filter was walked again for the query")
+
+    monkeypatch.setattr(scan, "identifier_paths", walked)
+    monkeypatch.setattr(scan, "needs_context", walked)
+    got = sorted(r.doc["id"] for r in t.query(f, plan="scan").records)
+    assert got == [i for i in range(20) if i % 2 and 2 * (i % 7) + i / 2 > 5]
+    store.close()

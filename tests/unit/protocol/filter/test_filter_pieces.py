@@ -76,3 +76,20 @@ def test_a_short_filter_is_one_function():
     f = compile_ast(parse("/a = 1 OR /b = 2"))
     assert f.source is not None and "_part" not in f.source
     assert fields_filter(f) is not None
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(expressions, st.integers(min_value=0, max_value=60))
+def test_heavier_says_what_weight_says(expr, limit):
+    assert pieces.heavier(expr, limit) is (pieces.weight(expr, {}) > limit)
+
+
+def test_heavier_looks_at_no_more_nodes_than_its_limit(monkeypatch):
+    """Whether a scan may inline a filter is asked on the event loop: a sum of 100,000 terms
+    is answered from the first nodes, not by weighing all of them."""
+    root = parse("/a = " + "+".join(["/b"] * 100_000))
+    looked = []
+    real = A.children
+    monkeypatch.setattr(A, "children", lambda n: (looked.append(n), real(n))[1])
+    assert pieces.heavier(root, pieces.SPLIT_WEIGHT)
+    assert len(looked) <= pieces.SPLIT_WEIGHT + 1
