@@ -87,9 +87,13 @@ def test_heavier_says_what_weight_says(expr, limit):
 def test_heavier_looks_at_no_more_nodes_than_its_limit(monkeypatch):
     """Whether a scan may inline a filter is asked on the event loop: a sum of 100,000 terms
     is answered from the first nodes, not by weighing all of them."""
-    root = parse("/a = " + "+".join(["/b"] * 100_000))
+    text = "/a = " + "+".join(["/b"] * 100_000)
+    root, f = parse(text), compile_ast(parse(text), text)
     looked = []
     real = A.children
     monkeypatch.setattr(A, "children", lambda n: (looked.append(n), real(n))[1])
     assert pieces.heavier(root, pieces.SPLIT_WEIGHT)
+    assert len(looked) <= pieces.SPLIT_WEIGHT + 1
+    looked.clear()
+    assert fields_filter(f) is None  # (too long to inline: found without weighing it all)
     assert len(looked) <= pieces.SPLIT_WEIGHT + 1
