@@ -330,13 +330,17 @@ def announce(s: socket.socket, size: int, sent: int) -> None:
         pass
 
 
-def test_large_frames_after_an_anonymous_logon_count_in_the_memory_budget(tmp_path, caplog):
+def budgeted_links(data, large: int):
+    """An instance B accepting replication (anonymous logon) with a 5 MiB memory budget, a
+    link logged on to it, and ``large`` more: (server, its budget, the link, the others)."""
     port = free_port()
-    srv = start(node("B", tmp_path / "B", port, secured=False), "B")
+    srv = start(node("B", data / "B", port, secured=False), "B")
     srv.call(lambda: setattr(srv.server, "memory_budget", 5 * MiB))
-    budget = srv.server.budget
-    small = logged_on_link(port)
-    large = [logged_on_link(port) for _ in range(6)]
+    return srv, srv.server.budget, logged_on_link(port), [logged_on_link(port) for _ in range(large)]
+
+
+def test_large_frames_after_an_anonymous_logon_count_in_the_memory_budget(tmp_path, caplog):
+    srv, budget, small, large = budgeted_links(tmp_path, 6)
     try:
         announce(small, 2 * MiB, MiB)  # (a peer may send frames up to 64 MiB once logged on)
         assert until(lambda: srv.call(budget.held) >= 2 * MiB)

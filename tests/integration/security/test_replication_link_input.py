@@ -25,7 +25,7 @@ from tests.support.clients import logged_on
 from tests.support.replication_nodes import Dest, node_xml
 from tests.support.servers import ServerThread, until
 
-from .test_replication_auth import MiB, closed_by_server, logged_on_link, node, sow_of, start
+from .test_replication_auth import MiB, budgeted_links, closed_by_server, logged_on_link, sow_of
 
 #: every validation check a Destination can switch off: the raw peer's hello states no topics
 NO_CHECKS = "txlog,replicate,sow,keys,cascade,replicate_filter"
@@ -99,12 +99,7 @@ def test_an_inflated_frame_counts_in_the_memory_budget(tmp_path, caplog, codec):
     """Frames announced on compressed links count at their inflated size, from their length
     on: links whose frames take the server past its budget are closed (one line each), the
     one within it stays open, and the server serves on."""
-    port = free_port()
-    srv = start(node("B", tmp_path / "B", port, secured=False), "B")
-    srv.call(lambda: setattr(srv.server, "memory_budget", 5 * MiB))
-    budget = srv.server.budget
-    small = logged_on_link(port)
-    large = [logged_on_link(port) for _ in range(3)]
+    srv, budget, small, large = budgeted_links(tmp_path, 3)
     try:
         compressed_frame_start(small, codec, 2 * MiB, MiB)
         assert until(lambda: srv.call(budget.held) >= 2 * MiB), "the inflated frame is not counted"
