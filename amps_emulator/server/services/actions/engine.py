@@ -324,7 +324,7 @@ class Actions(Steps):
             self.broker.turn.request()  # what the steps published goes out this turn
 
     def _wait_for(self, action: Action, v: Vars, nxt: int, work: Awaitable[bool],
-                  depth: int = 1) -> None:
+                  depth: int) -> None:
         """Hold the run of ``action`` until ``work`` is done, then go on from step ``nxt``
         at the chain's ``depth`` (the rest of a run is as deep in its chain as its start: a
         chain through a command, say, is not a new one)."""
