@@ -105,7 +105,7 @@ HELPERS = {
     "_in_lit3": _in_lit3, "_between3": V.between3,
     "_like3": V.like3, "_begins3": V.begins3, "_ends3": V.ends3, "_is_null": V.is_null,
     "_is_nan": V.is_nan, "_arith": V.arith, "_negate": V.negate, "_NUM": _NUM,
-    "_NAN": V.NAN, "_L": 1 << 64, "_NL": -(1 << 64), "_float": float, "_chain": _chain,
+    "_NAN": V.NAN, "_L": _L, "_NL": _NL, "_float": float, "_chain": _chain,
 }
 
 
