@@ -383,14 +383,18 @@ class JournalCore(ReplicatedAppends):
         """The per-publisher index, built from the retained records on first use after a
         reopen (one pass over the log; kept up to date by every append afterwards). ``hold``:
         a reader that must not block (``stored.SegmentPending`` where the pass reaches a
-        compressed segment still being decompressed; the next call goes on from there)."""
+        compressed segment still being decompressed; the next call goes on from there, also
+        when retention removed records meanwhile: the index forgets them, never starts again)."""
         idx = self._seqidx
         if idx is not None:
             return idx
         first = self.first_position
         build = self._seqbuild
-        if build is None or build[0] != first:  # (retention moved the head: start again)
+        if build is None or first < build[0]:
             build = (first, SequenceIndex(head_removed=first > 1), first)
+        elif first != build[0]:  # retention moved the head: forget what it removed, go on
+            build[1].rebase(first)
+            build = (first, build[1], max(build[2], first))
         start, idx, pos = build
         try:
             for rec in self.read(pos, hold=hold):

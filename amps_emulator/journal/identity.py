@@ -256,6 +256,23 @@ class SequenceIndex:
         for got in self._arrivals.values():
             got.trim(first_position)
 
+    def rebase(self, first_position: int) -> None:
+        """Become what a build starting at ``first_position`` would have made of the same
+        records (``JournalCore.sequence_index``: a build under way whose log's head retention
+        moved). Unlike :meth:`trim`, the sequences removed are not remembered (a build from
+        there never saw them; ``head_removed`` says that some may have been), publishers and
+        senders left with no entry are dropped, and the others keep the order of their first
+        retained entry."""
+        self.trim(first_position)
+        self._trimmed.clear()
+        self._head_removed = first_position > 1
+        seqs, pos = self._seqs, self._pos
+        kept = sorted((pid for pid, a in pos.items() if a), key=lambda pid: pos[pid][0])
+        self._seqs = {pid: seqs[pid] for pid in kept}
+        self._pos = {pid: pos[pid] for pid in kept}
+        self._arrivals = dict(sorted(((name, got) for name, got in self._arrivals.items() if got),
+                                     key=lambda item: item[1].starts[0]))
+
     def high_water(self) -> dict[int, int]:
         """Publisher id -> highest sequence in the retained log."""
         return {pid: seqs[-1] for pid, seqs in self._seqs.items() if seqs}

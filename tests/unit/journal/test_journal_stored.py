@@ -15,6 +15,7 @@ import pytest
 
 from amps_emulator.journal import FileJournal, ReadHold, SegmentPending
 from amps_emulator.journal.housekeeping import perform
+from amps_emulator.journal.identity import SequenceIndex
 from amps_emulator.journal.segment import segment_name
 from amps_emulator.journal.stored import remove_journal_files
 from amps_emulator.protocol.bookmarks import parse_bookmark
@@ -409,4 +410,56 @@ def test_a_bookmark_lookup_after_a_reopen_waits_for_the_index_off_the_callers_th
             assert woken.wait(10)
             woken.clear()
     assert got == want and slow.threads and threading.current_thread() not in slow.threads
+    j.close()
+
+
+def test_an_index_build_goes_on_after_retention_moved_the_head(tmp_path, clock, monkeypatch):
+    """A reopened journal's index build that stopped at a compressed segment goes on from
+    there after retention removed the oldest segments meanwhile: no record is added twice
+    (starting again from the new head would read, and decompress, again what it had read),
+    and the index is the one a build from the new head makes."""
+    j, _ = _compressed(tmp_path, clock)
+    j.close()
+    j, _ = _open(tmp_path, clock)
+    assert len(j.segments) >= 4
+    added: list[int] = []
+    real_add = SequenceIndex.add_records
+
+    def counting(self, records):
+        records = list(records)
+        added.extend(r.position for r in records)
+        real_add(self, records)
+
+    monkeypatch.setattr(SequenceIndex, "add_records", counting)
+    hold, woken = ReadHold(), threading.Event()
+    hold.wake = woken.set
+
+    def build() -> bool:
+        """True: the index is built; False: stopped at a segment being decompressed."""
+        try:
+            j.sequence_index(hold)
+        except SegmentPending:
+            assert woken.wait(10)
+            woken.clear()
+            return False
+        return True
+
+    for _ in range(3):  # through the first two compressed segments, stopped at the third
+        assert not build()
+    third = j.segments[2].first_position
+    assert added and max(added) < third
+    removed = j.enforce_retention([j.segments[1].first_position], age=0).removed
+    assert len(removed) == 1 and j.first_position > 1
+    while not build():
+        pass
+    assert sorted(added) == added and len(set(added)) == len(added)  # each read once
+    retained = [r.position for r in j.read(j.first_position)]
+    assert added[-len(retained):] == retained
+    fresh = SequenceIndex(head_removed=True)
+    real_add(fresh, j.read(j.first_position))
+    idx = j.sequence_index()
+    assert idx._seqs == fresh._seqs and idx._pos == fresh._pos and idx._trimmed == fresh._trimmed
+    assert idx.high_water() == fresh.high_water() and idx._head_removed
+    bm = j.record_at(retained[0]).bookmark
+    assert j.position_of(bm) == retained[0]
     j.close()
