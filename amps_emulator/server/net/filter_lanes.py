@@ -15,6 +15,13 @@ Fairness between clients within a lane comes from the connection: while its filt
 it is busy (the frames it sends meanwhile are stashed, reading pauses past a limit), so each
 connection has at most one compile queued or running, its commands keep their order, and a
 lane's queue is first come, first served among connections.
+
+A compile near the size limit allocates enough (the lexer's tokens, the parser's stack, the
+tree) to set off a full garbage collection while it runs: about 25 ms with the command line's
+heap policy (:mod:`server.ops.heap`: only what is not frozen is walked, here the compile's own
+live objects, none of them garbage). Avoiding it would take freezing in the middle of the
+parse or turning the collector off process-wide, which only moves the walk to whichever
+thread allocates next (often the event loop); it is left as it is.
 """
 
 from __future__ import annotations
