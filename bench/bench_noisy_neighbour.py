@@ -17,6 +17,10 @@ raw client, one expensive operation at a time, with a pause between them:
 
 * a ``subscribe`` whose filter has ``--clauses`` clauses (``/id = 0 OR /id = 1 OR ...``),
   until its processed ack;
+* the same huge filter's ``subscribe`` (another text), and just after it another client's
+  ``subscribe`` with a long but small filter (300 clauses, about 4 KB, compiled aside too):
+  the time to that one's processed ack is printed as the operation runs (it queued behind
+  the huge one while one worker compiled every client's long filters);
 * a regex ``subscribe`` (``^/px/.*7$``), then a regex ``sow_and_subscribe`` (``^/px/``) over
   the ``--topics`` logical topics, until its completed ack;
 * a ``sow`` of the whole ``orders`` topic (``batch_size`` 100), every record read;
@@ -136,6 +140,7 @@ class Worker(RawPeer):
 
     def __init__(self, port: int, args: argparse.Namespace) -> None:
         super().__init__(port, "noisy")
+        self.port = port
         self.args = args
         self.n = 0
 
@@ -155,6 +160,25 @@ class Worker(RawPeer):
         text = " OR ".join(f"/id = {i}" for i in range(self.args.clauses))
         self.command({"c": "subscribe", "t": "orders", "sub_id": "f", "filter": text,
                       "a": "processed"}, "processed")
+
+    def filter_beside_huge(self) -> None:
+        huge = " OR ".join(f"/id = {i}" for i in range(self.args.clauses)) + " OR /id = -2"
+        small = " OR ".join(f"/qty = {i}" for i in range(300))
+        neighbour = RawPeer(self.port, "neighbour")
+        cid = self.cid()
+        self.s.sendall(frame({"c": "subscribe", "t": "orders", "sub_id": "fh", "filter": huge,
+                              "cid": cid, "a": "processed"}))
+        time.sleep(0.05)  # (the huge one is read first)
+        t0 = time.monotonic()
+        neighbour.s.sendall(frame({"c": "subscribe", "t": "orders", "sub_id": "fs",
+                                   "filter": small, "cid": "n1", "a": "processed"}))
+        neighbour.wait_ack("n1", "processed")
+        waited = time.monotonic() - t0
+        self.wait_ack(cid, "processed")
+        print(f"  a {len(small):,}-character filter beside a {len(huge):,}-character one: "
+              f"acked in {waited * 1000:.0f} ms (the huge one in "
+              f"{time.monotonic() - t0 + 0.05:.2f} s)", flush=True)
+        neighbour.close()
 
     def regex_subscribe(self) -> None:
         self.command({"c": "subscribe", "t": "^/px/.*7$", "sub_id": "rx", "a": "processed"},
@@ -239,6 +263,7 @@ class Worker(RawPeer):
 
 OPERATIONS = [
     ("filter subscribe ({clauses:,} clauses)", "filter_subscribe", "f"),
+    ("small filter beside a huge one", "filter_beside_huge", "fh"),
     ("regex subscribe ({topics:,} topics)", "regex_subscribe", "rx"),
     ("regex sow_and_subscribe ({topics:,} topics)", "regex_sow_and_subscribe", "rs"),
     ("sow ({records:,} records)", "sow", None),

@@ -24,7 +24,7 @@ import resource
 import socket
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.auth import Credentials, LogonContext, LogonOutcome, SecurityLayer
@@ -53,6 +53,7 @@ from amps_emulator.server.messaging import message_path as publish
 from amps_emulator.server.messaging.broker import Broker
 from amps_emulator.server.messaging.publish_runs import PublishRuns
 from amps_emulator.server.net.connection import Connection
+from amps_emulator.server.net.filter_lanes import FilterLanes
 from amps_emulator.server.net.listener import Listener, listeners_from_config
 from amps_emulator.server.net.offlining import OfflinePool
 from amps_emulator.server.services.actions import Actions
@@ -182,7 +183,7 @@ class Server:
             self.broker, lambda key, body: publish.publish_message(
                 self.broker, key, body, client_name=self.instance_name),
             config.sow_stats_interval)
-        self._filter_pool: ThreadPoolExecutor | None = None
+        self.filter_lanes = FilterLanes()  # where long filters compile (filter_pool)
         self._recheck_timer: asyncio.TimerHandle | None = None  # the next EntitlementTimeout re-check
         #: the replication links (listener and destinations) once started, if configured
         self.replication: ReplicationService | None = None
@@ -219,12 +220,10 @@ class Server:
         else:
             publish.replace(self.broker, old, derived)
 
-    def filter_pool(self) -> ThreadPoolExecutor:
-        """One worker thread that compiles long filters off the event loop (see
-        ``Connection._compile_aside``); one, so that a flood of them queues there."""
-        if self._filter_pool is None:
-            self._filter_pool = ThreadPoolExecutor(1, thread_name_prefix="amps-filter")
-        return self._filter_pool
+    def filter_pool(self, length: int) -> Executor:
+        """The worker thread that compiles a long filter of ``length`` characters off the
+        event loop (``Connection._compile_aside``): a huge one's lane is not a small one's."""
+        return self.filter_lanes.pool(length)
 
     # -- lifecycle ---------------------------------------------------------------------
     async def start(self, sockets: Iterable[socket.socket] | None = None) -> list[str]:
@@ -385,8 +384,7 @@ class Server:
             broker.sow_service.close()
         if broker.txlog is not None:
             broker.txlog.close()
-        if self._filter_pool is not None:
-            self._filter_pool.shutdown(wait=False, cancel_futures=True)
+        self.filter_lanes.shutdown()
 
     def call_later(self, delay: float, callback: Callable[[], Any]) -> Any:
         """A timer on the server's clock (see :mod:`server.core.clock`)."""

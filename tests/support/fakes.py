@@ -90,7 +90,7 @@ class FakeServer:
     def time(self):
         return 0.0
 
-    def filter_pool(self):
+    def filter_pool(self, length):
         raise AssertionError("no long filters here")
 
     def writable(self, conn):

@@ -200,7 +200,8 @@ class ConnectionHost(Protocol):
         """The memory budget every open socket's buffers count in (a socket that is not
         yet a connection, such as a WebSocket in its HTTP upgrade, registers itself)."""
 
-    def filter_pool(self) -> Executor: ...
+    def filter_pool(self, length: int) -> Executor:
+        """Where a long filter text of ``length`` characters compiles off the loop."""
 
     def writable(self, client: Client) -> None:
         """``client``'s transport takes output again (journal replays paused for it resume)."""

@@ -357,12 +357,12 @@ class Connection(asyncio.Protocol):
                 self.transport.resume_reading()
 
     def _compile_aside(self, text: str, payloads: list[bytes]) -> None:
-        """A long filter compiles in the server's worker thread (seconds for thousands of
-        clauses) instead of on the event loop that serves every client; meanwhile this
-        connection is busy, and its command runs when the compiled filter is cached."""
+        """A long filter compiles in a worker thread (its lane: :mod:`.filter_lanes`) while this
+        connection is busy (one compile at a time); its command runs once the filter is cached."""
         self.begin_busy()
         self._stash_frames(payloads)
-        fut = self.host.loop.run_in_executor(self.host.filter_pool(), _precompile, text, copy_context())
+        fut = self.host.loop.run_in_executor(self.host.filter_pool(len(text)), _precompile,
+                                             text, copy_context())
 
         def compiled(_fut: Any) -> None:
             if self.closed:
