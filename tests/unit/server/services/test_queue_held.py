@@ -76,3 +76,25 @@ def test_a_filter_waits_for_its_record_then_the_queue_dispatches_again():
     assert [flt(p) for p in (2, 3, 4)] == [True, False, True]
     flt._go_on()  # a wake nothing waited for dispatches nothing
     assert ready == [True]
+
+
+def test_the_engine_is_told_which_deliveries_wait_and_which_are_sent_after_their_wait():
+    pending = {1}
+    clock = [100.0]
+
+    def read(position, hold):
+        if position in pending:
+            raise SegmentPending(f"segment of {position}")
+        return f"rec-{position}"
+
+    told = []
+    work = HeldWork(lambda: None, read, lambda q, action, rec: None, lambda: clock[0],
+                    lambda q, action, sent: told.append((action.position, action.lease_expiry, sent)))
+    q = SimpleNamespace(name="jobs")
+    work.run(q, SimpleNamespace(position=3, lease_expiry=110.0))  # carried out at once
+    work.run(q, SimpleNamespace(position=1, lease_expiry=110.0))
+    clock[0] = 115.0
+    work.run(q, SimpleNamespace(position=1, lease_expiry=125.0))
+    pending.clear()
+    work.drain()
+    assert told == [(1, 110.0, False), (1, 125.0, False), (1, 125.0, True)]  # (not the lapsed one)
