@@ -13,6 +13,8 @@ The engines' state does not wait: a message is leased (and its lease period runs
 engine delivers it, as before; only the sending waits. A delivery whose lease ended while it
 waited is not sent: the lease's end returned the message to the queue, which delivers it
 again (with a lease of its own), so it is neither sent twice nor sent with a lease already over.
+An at-most-once queue's message left the queue as it was leased, so its delivery is sent
+whatever the wait: skipping it would lose the message.
 The queue engine is told which deliveries wait and which of them were sent after all
 (:func:`tell_engine`): a lease that ends unsent is no delivery, it does not count toward the
 queue's MaxDeliveries.
@@ -101,7 +103,8 @@ class HeldWork:
                 continue
             waiting.popleft()
             lease = getattr(action, "lease_expiry", None)
-            if lease is not None and self._now is not None and lease <= self._now():
+            if lease is not None and self._now is not None and lease <= self._now() \
+                    and not q.engine.spec.at_most_once:
                 continue  # (returned to the queue when its lease ended: delivered again)
             try:
                 if self._tell is not None:

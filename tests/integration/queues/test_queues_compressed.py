@@ -290,3 +290,23 @@ def test_a_lease_that_ended_before_its_delivery_was_sent_is_no_delivery(srv, pub
     assert ids(got.items) == [0]  # delivered, once; not expired with max_deliveries
     assert srv.call(lambda: queue.engine.depth) == QUEUED
     consumer.close()
+
+
+@pytest.mark.parametrize("srv", ["<Semantics>at-most-once</Semantics>"], indirect=True)
+def test_an_at_most_once_delivery_that_waited_past_its_lease_is_still_sent(srv, publisher, slow,
+                                                                          monkeypatch):
+    """At most once: the message left the queue when it was leased, so the delivery that
+    waited for its record past the lease period is sent all the same (not lost)."""
+    slow.install(monkeypatch)
+    got = Collector(lambda m: json.loads(m.get_data())["i"]
+                    if m.get_command() in ("p", "publish") else None)
+    consumer = client(srv, "consumer")
+    consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q"), got)
+    assert slow.entered.wait(30)  # the first delivery waits for its record
+    srv.http("/emulator/clock/advance?seconds=15", "POST")  # past its 10 s lease period
+    slow.release.set()
+    assert got.wait_until(lambda items: len(ids(items)) >= 1, 20)
+    consumer.flush(5000)
+    assert ids(got.items)[0] == 0  # the first message, not lost
+    assert sorted(ids(got.items)) == list(range(len(got.items)))  # each once, none skipped
+    consumer.close()
