@@ -81,6 +81,7 @@ class Returned(msgspec.Struct, frozen=True, gc=False):
     bookmark: str
     reason: str  # RETURN_CANCEL | RETURN_LEASE_EXPIRED | RETURN_UNSUBSCRIBE
     sub_key: Any  # the subscription that held the lease
+    unsent: bool = False  # the lease's delivery was never sent (it did not count)
 
 
 class Expired(msgspec.Struct, frozen=True, gc=False):

@@ -22,6 +22,7 @@ STATE_NAMES = {AVAIL: "available", LEASED: "leased"}
 
 F_HEAP = 1  # expiration tracked in _exp_heap, not by the forward scan
 F_BARRIER = 2
+F_UNSENT = 4  # the current lease's delivery is not sent yet (the server reads its record)
 
 INF = math.inf
 IDX_BITS = 40

@@ -121,6 +121,9 @@ class QueueState:
         self._deferred: dict[tuple[int, int], float] = {}  # acks for messages not seen yet
         self._deferred_purge_at = INF
         self._barriers: deque[int] = deque()  # global indexes of barrier messages queued
+        #: position -> leases of the message that ended before their delivery was sent (they
+        #: are in ``_dc``, the lease heap's generation, but were no delivery: MaxDeliveries)
+        self._unsent: dict[int, int] = {}
 
         self._subs: dict[Any, Sub] = {}
         self._sub_list: list[Sub] = []
@@ -143,6 +146,11 @@ class QueueState:
     def _key(self, j: int) -> int:
         return ((U64 - self._pr[j]) << IDX_BITS) | (self._base + j)
 
+    def _deliveries(self, j: int) -> int:
+        """Deliveries of column ``j`` so far: its leases, less those never sent."""
+        dc = self._dc[j]
+        return dc - self._unsent.get(self._pos[j], 0) if self._unsent else dc
+
     def _release(self, j: int) -> Sub:
         """End the lease (or at-most-once send) on column ``j``; return the holder."""
         s = self._by_sid[self._holder[j]]
@@ -157,6 +165,8 @@ class QueueState:
         st = self._st
         prev = st[j]
         st[j] = DONE
+        if self._unsent:
+            self._unsent.pop(self._pos[j], None)
         if prev == AVAIL or prev == LEASED:
             self._n_active -= 1
             if self._plist is not None:

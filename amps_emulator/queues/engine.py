@@ -35,6 +35,7 @@ from .codes import (
     DONE,
     F_BARRIER,
     F_HEAP,
+    F_UNSENT,
     IDX_MASK,
     INACTIVE,
     INF,
@@ -453,12 +454,41 @@ class QueueEngine(QueueDispatch):
         self._settle(now, out)
         return out
 
+    def delivery_waits(self, position: int, sub_key: Any) -> None:
+        """The server has not sent the delivery of ``position`` to ``sub_key`` yet (it
+        waits for its record). Until :meth:`delivery_sent`, that lease is no delivery: if it
+        ends first (its lease period, a cancel, the subscription's end), the message comes
+        back without it counting toward MaxDeliveries or its ``delivery_count``. Nothing to
+        journal; no effect unless the message is leased to ``sub_key``."""
+        j = self._leased_to(position, sub_key)
+        if j >= 0:
+            self._fl[j] |= F_UNSENT
+
+    def delivery_sent(self, position: int, sub_key: Any) -> None:
+        """The delivery :meth:`delivery_waits` spoke of was sent after all: it counts."""
+        j = self._leased_to(position, sub_key)
+        if j >= 0:
+            self._fl[j] &= ~F_UNSENT & 0xFF
+
+    def _leased_to(self, position: int, sub_key: Any) -> int:
+        j = self._find_position(position)
+        if j < 0 or self._st[j] != LEASED:
+            return -1
+        s = self._subs.get(sub_key)
+        return j if s is not None and self._holder[j] == s.sid else -1
+
     # ------------------------------------------------------------------------------------
     # state transitions
     # ------------------------------------------------------------------------------------
     def _lease_failed(self, j: int, now: float, reason: str, sub_key: Any, out: list) -> None:
         """An at-least-once lease ended without an ack (already released): return the
         message to the queue, or expire it when a limit says so."""
+        fl = self._fl
+        unsent = bool(fl[j] & F_UNSENT)
+        if unsent:  # never sent: the lease was no delivery
+            fl[j] &= ~F_UNSENT & 0xFF
+            p = self._pos[j]
+            self._unsent[p] = self._unsent.get(p, 0) + 1
         reasons = []
         if self._dl[j] <= now:
             reasons.append(REASON_TIME_LIMIT)
@@ -467,13 +497,13 @@ class QueueEngine(QueueDispatch):
             self._cc[j] = c if c < 0xFFFF else 0xFFFF
             if self._max_cancels and c >= self._max_cancels:
                 reasons.append(REASON_MAX_CANCELS)
-        if self._max_deliveries and self._dc[j] >= self._max_deliveries:
+        if self._max_deliveries and self._deliveries(j) >= self._max_deliveries:
             reasons.append(REASON_MAX_DELIVERIES)
         if reasons:
             self._finish(j)
             out.append(Expired(self._pos[j], self._bm(j), ",".join(reasons)))
             return
-        out.append(Returned(self._pos[j], self._bm(j), reason, sub_key))
+        out.append(Returned(self._pos[j], self._bm(j), reason, sub_key, unsent))
         self._st[j] = AVAIL
         g = self._base + j
         d = self._dl[j]
@@ -522,7 +552,7 @@ class QueueEngine(QueueDispatch):
             yield QueuedMessage(
                 self._pos[j], self._bm(j), STATE_NAMES[s],
                 self._by_sid[holder].key if holder >= 0 else None,
-                self._dc[j], self._cc[j], None if dl[j] == INF else dl[j], pr,
+                self._deliveries(j), self._cc[j], None if dl[j] == INF else dl[j], pr,
                 bool(self._fl[j] & F_BARRIER),
             )
 

@@ -13,10 +13,10 @@ codes reserved for this purpose, duplicated here so ``queues/`` imports nothing 
 event              kind  payload                               from action         needed
 =================  ====  ====================================  ==================  ========
 ``Ack``            16    ``[position, bookmark]``              ``Acked``           always
-``Cancel``         17    ``[position]``                        ``Returned(cancel)``  full
+``Cancel``         17    ``[position, unsent]``                ``Returned(cancel)``  full
 ``Expire``         18    ``[position, reason]``                ``Expired``         always
 ``Lease``          19    ``[position]``                        ``Deliver``         AMO: always; ALO: full
-``LeaseExpire``    20    ``[position]``                        ``Returned(other)`` full
+``LeaseExpire``    20    ``[position, unsent]``                ``Returned(other)`` full
 ``Transfer``       21    ``[position, bookmark, owner]``       (ownership)         replicated
 =================  ====  ====================================  ==================  ========
 
@@ -35,6 +35,9 @@ cancel counters, which AMPS itself resets on restart (``MaxCancels``/``MaxDelive
 counters "are reset if the server restarts"); :func:`event_for` emits them only with
 ``full=True``. An at-most-once ``Lease`` is the message's removal from the queue, so it is
 always needed. Barrier deliveries produce no ``Lease``: the barrier's removal is its ``Ack``.
+``unsent`` (true) marks the end of a lease whose delivery the server never sent (it waited for
+its record past the lease's end): that ``Lease`` was no delivery, and replay with counters
+takes it back off the delivery count. (A record written without it reads as false.)
 
 ``Enqueue`` is not journaled: it is what the server builds from each publish record of an
 underlying topic that passes the queue's ``Filter`` while it replays the log (it evaluates
@@ -107,6 +110,7 @@ class Ack(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
 class Cancel(msgspec.Struct, frozen=True, array_like=True, gc=False):
     position: int
+    unsent: bool = False  # the lease cancelled was never sent: no delivery
 
 
 class Expire(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -122,6 +126,7 @@ class Lease(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
 class LeaseExpire(msgspec.Struct, frozen=True, array_like=True, gc=False):
     position: int
+    unsent: bool = False  # the lease ended before its delivery was sent: no delivery
 
 
 class Transfer(msgspec.Struct, frozen=True, array_like=True, gc=False):
@@ -180,8 +185,8 @@ def event_for(action: object, spec: QueueSpec, *, full: bool = False,
         if not full:
             return None
         if action.reason == RETURN_CANCEL:
-            return Cancel(action.position)
-        return LeaseExpire(action.position)
+            return Cancel(action.position, action.unsent)
+        return LeaseExpire(action.position, action.unsent)
     raise TypeError(f"not a queue action: {action!r}")
 
 

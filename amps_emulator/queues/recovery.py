@@ -77,11 +77,13 @@ def replay(
                 eng._finish(j)
             elif keep_counters:
                 eng._dc[j] += 1
-        elif t is Cancel:
-            if keep_counters and eng._cc[j] < 0xFFFF:
-                eng._cc[j] += 1
-        elif t is LeaseExpire:
-            pass
+        elif t is Cancel or t is LeaseExpire:
+            if keep_counters:
+                if t is Cancel and eng._cc[j] < 0xFFFF:
+                    eng._cc[j] += 1
+                if ev.unsent:  # that lease was never sent: no delivery
+                    p = ev.position
+                    eng._unsent[p] = eng._unsent.get(p, 0) + 1
         else:
             raise TypeError(f"not a queue event: {ev!r}")
         eng._advance_head()

@@ -13,6 +13,11 @@ The engines' state does not wait: a message is leased (and its lease period runs
 engine delivers it, as before; only the sending waits. A delivery whose lease ended while it
 waited is not sent: the lease's end returned the message to the queue, which delivers it
 again (with a lease of its own), so it is neither sent twice nor sent with a lease already over.
+An at-most-once queue's message left the queue as it was leased, so its delivery is sent
+whatever the wait: skipping it would lose the message.
+The queue engine is told which deliveries wait and which of them were sent after all
+(:func:`tell_engine`): a lease that ends unsent is no delivery, it does not count toward the
+queue's MaxDeliveries.
 
 A subscription's content filter (:class:`HeldFilter`) reads the records it tests the same way:
 a record being decompressed is not eligible yet, nor anything after it for that subscription
@@ -30,6 +35,7 @@ from typing import Any
 
 from amps_emulator.journal import JournalClosedError, ReadHold, SegmentPending
 from amps_emulator.protocol.filter import MessageContext
+from amps_emulator.queues import Deliver
 from amps_emulator.server.core.turn import SLICE_SECONDS, from_any_thread
 
 log = logging.getLogger("amps_emulator.queues")
@@ -41,6 +47,8 @@ Read = Callable[[int, ReadHold], Any]
 Carry = Callable[[Any, Any, Any], None]
 #: the time now, on the engines' clock
 Now = Callable[[], float]
+#: told of an action for a queue that begins to wait (False) or is carried out after a wait (True)
+Tell = Callable[[Any, Any, bool], None]
 
 
 class HeldWork:
@@ -48,26 +56,29 @@ class HeldWork:
     in order; those whose record is being decompressed wait (see the module)."""
 
     def __init__(self, loop: Callable[[], Any], read: Read, carry: Carry,
-                 now: Now | None = None) -> None:
+                 now: Now | None = None, tell: Tell | None = None) -> None:
         self._loop = loop
         self._read = read
         self._carry = carry
         self._now = now
+        self._tell = tell
         self.hold = ReadHold(self._woken)
         #: (queue, action) waiting, oldest first
         self.waiting: collections.deque[tuple[Any, Any]] = collections.deque()
 
     def run(self, q: Any, action: Any) -> None:
         """Carry out ``action`` for ``q`` now, or once what waits before it was."""
-        if self.waiting:
-            self.waiting.append((q, action))
-            return
-        try:
-            rec = self._read(action.position, self.hold)
-        except SegmentPending:
-            self.waiting.append((q, action))
-            return
-        self._carry(q, action, rec)
+        if not self.waiting:
+            try:
+                rec = self._read(action.position, self.hold)
+            except SegmentPending:
+                pass
+            else:
+                self._carry(q, action, rec)
+                return
+        self.waiting.append((q, action))
+        if self._tell is not None:
+            self._tell(q, action, False)
 
     def _woken(self) -> None:
         """(the decompressing thread) The segment is decompressed (or refused)."""
@@ -92,12 +103,25 @@ class HeldWork:
                 continue
             waiting.popleft()
             lease = getattr(action, "lease_expiry", None)
-            if lease is not None and self._now is not None and lease <= self._now():
+            if lease is not None and self._now is not None and lease <= self._now() \
+                    and not q.engine.spec.at_most_once:
                 continue  # (returned to the queue when its lease ended: delivered again)
             try:
+                if self._tell is not None:
+                    self._tell(q, action, True)
                 self._carry(q, action, rec)
             except Exception:  # one action's failure must not keep the others waiting
                 log.exception("queue %s: a delivery that waited for its record failed", q.name)
+
+
+def tell_engine(q: Any, action: Any, sent: bool) -> None:
+    """Tell ``q``'s engine that a delivery waits for its record (its lease is no delivery
+    unless it is sent), or that it is sent after its wait."""
+    if type(action) is Deliver:
+        if sent:
+            q.engine.delivery_sent(action.position, action.sub_key)
+        else:
+            q.engine.delivery_waits(action.position, action.sub_key)
 
 
 class HeldFilter:
@@ -170,4 +194,4 @@ def query_steps(read: Read, decode: Callable[[bytes, str], Any], msgs: list[Any]
     return out, len(msgs)
 
 
-__all__ = ["HeldFilter", "HeldWork", "query_steps"]
+__all__ = ["HeldFilter", "HeldWork", "query_steps", "tell_engine"]

@@ -61,7 +61,7 @@ from amps_emulator.server.core.ports import ServiceHost
 from amps_emulator.server.core.router import compile_topic_regex, is_regex_topic
 from amps_emulator.server.delivery.fanout import selected
 from amps_emulator.server.messaging.registration import compile_filter_for
-from amps_emulator.server.services.queue_held import HeldFilter, HeldWork, query_steps
+from amps_emulator.server.services.queue_held import HeldFilter, HeldWork, query_steps, tell_engine
 from amps_emulator.server.services.queue_ownership import (
     DOMAIN_HEADER,
     QueueReplication,
@@ -187,7 +187,7 @@ class QueueService:
         self._cache: collections.OrderedDict[int, Any] = collections.OrderedDict()
         self._covering: dict[str, tuple[ConfiguredQueue, ...]] = {}
         self._sampling = ReadHold()  # (the statistics' reads: logged_at)
-        self.held = HeldWork(lambda: broker.loop, self._record, self._carry_out, self.now)
+        self.held = HeldWork(lambda: broker.loop, self._record, self._carry_out, self.now, tell_engine)
         self._timer: Any = None
         self._timer_at: float | None = None
         self._ckpt_timer: Any = None

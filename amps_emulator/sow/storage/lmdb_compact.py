@@ -14,7 +14,8 @@ the caller (the event loop) for long:
    into ``<env>.compact-tmp/stage``. The map must not move meanwhile: the environment does
    not grow it ahead, and a batch that finds it full waits for the copy
    (:attr:`LmdbEnv.map_lock`). Had it grown between ``start`` and ``copy`` (which ends the
-   read transaction), ``copy`` raises ``lmdb.Error``: the copy must be started again. A
+   read transaction), ``copy`` raises :class:`MapMoved`: the copy must be started again
+   (any other error of the copy, a full disk say, is the copy's own: no reason to retry). A
    compacting copy keeps each page as it was, so after scattered deletes its pages stay
    mostly empty (several times the live data): the stage is then rewritten, every database
    in key order, into ``<env>.compact-tmp`` (:func:`rewrite`: full pages) and removed. Both
@@ -47,7 +48,8 @@ from amps_emulator.sow.storage import lmdb_swap
 from amps_emulator.sow.storage.lmdb_swap import NEW, OLD, TMP
 from amps_emulator.sow.storage.lmdbenv import _CREATE, _DEL, _DROP, _PUT, LmdbEnv
 
-__all__ = ["Compaction", "CommitLog", "Compacted", "SimulatedCrash", "LOG_LIMIT", "POINTS", "rewrite"]
+__all__ = ["Compaction", "CommitLog", "Compacted", "MapMoved", "SimulatedCrash", "LOG_LIMIT", "POINTS",
+           "rewrite"]
 
 #: bytes of keys and values written since the copy's read transaction past which the log
 #: gives up (the copy is then made again, or the compaction given up)
@@ -59,6 +61,11 @@ POINTS = ("copied", "moved-out", "swapped")
 
 class SimulatedCrash(Exception):
     """Raised by :meth:`Compaction.finish` at its ``crash_at`` point (tests)."""
+
+
+class MapMoved(lmdb.Error):
+    """The environment's map grew between :meth:`Compaction.start` and
+    :meth:`Compaction.copy` (which ended the read transaction): the copy is to be made again."""
 
 
 class CommitLog:
@@ -261,7 +268,10 @@ class Compaction:
         try:
             os.makedirs(stage, exist_ok=True)
             with env.map_lock:  # the map cannot move (nor the txn end) while LMDB copies
-                txn.id()  # lmdb.Error: the map moved since start(); the copy is stale
+                try:
+                    txn.id()
+                except lmdb.Error as exc:  # (py-lmdb invalidates it when the map grows)
+                    raise MapMoved(f"{env.path}: the map grew before the copy began") from exc
                 env.env.copy(stage, compact=True, txn=txn)
                 self._txn = None
                 txn.abort()

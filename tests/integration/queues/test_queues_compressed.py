@@ -2,7 +2,8 @@
 official Python client and the test clock: a subscription's filter, a ``sow_delete`` by
 filter and a view over the queue read those messages with the segment decompressed off the
 event loop (another client is answered meanwhile), with the results they had before; and a
-delivery that waited longer than its lease is sent once, with a lease of its own."""
+delivery that waited longer than its lease is sent once, with a lease of its own, and was no
+delivery (MaxDeliveries)."""
 
 from __future__ import annotations
 
@@ -27,19 +28,22 @@ from tests.support.servers import ServerThread, until
 QUEUED = 40
 
 
-def config(d) -> str:
-    return compressing_config(d, "compressed-queue-test", """
+def config(d, limits: str = "") -> str:
+    """``limits``: more elements of the queue (MaxDeliveries, ...)."""
+    return compressing_config(d, "compressed-queue-test", f"""
 <SOW><Queue><Name>work-q</Name><MessageType>json</MessageType><UnderlyingTopic>work</UnderlyingTopic>
-  <LeasePeriod>10s</LeasePeriod><MaxPerSubscriptionBacklog>100</MaxPerSubscriptionBacklog></Queue>
+  <LeasePeriod>10s</LeasePeriod><MaxPerSubscriptionBacklog>100</MaxPerSubscriptionBacklog>{limits}</Queue>
   <View><Name>waiting</Name><MessageType>json</MessageType><UnderlyingTopic>work-q</UnderlyingTopic>
     <Projection><Field>/i</Field><Field>/odd</Field></Projection><Grouping><Field>/i</Field></Grouping>
   </View></SOW>""")
 
 
 @pytest.fixture
-def srv(tmp_path, monkeypatch):
+def srv(tmp_path, monkeypatch, request):
+    """The server; a test's indirect parameter adds elements to the queue's config."""
     monkeypatch.setattr(queue_service, "CACHE_RECORDS", 4)  # queue reads go to the journal
-    s = ServerThread(loads_config(config(tmp_path), "compressed-queue.xml"),
+    limits = getattr(request, "param", "")
+    s = ServerThread(loads_config(config(tmp_path, limits), "compressed-queue.xml"),
                      timebase=TestClock()).start()
     yield s
     s.stop()
@@ -262,4 +266,47 @@ def test_a_delivery_that_waited_past_its_lease_is_sent_once(srv, publisher, slow
     now = srv.call(srv.server.timebase.time)
     lease_end = first[0][1]
     assert lease_end and lease_end > format_timestamp(int(now * 1_000_000))
+    consumer.close()
+
+
+@pytest.mark.parametrize("srv", ["<MaxDeliveries>1</MaxDeliveries>"], indirect=True)
+def test_a_lease_that_ended_before_its_delivery_was_sent_is_no_delivery(srv, publisher, slow,
+                                                                       monkeypatch):
+    """MaxDeliveries 1: the lease that ended while its delivery waited was never a delivery,
+    so the message is delivered again (once), not expired undelivered."""
+    slow.install(monkeypatch)
+    got = Collector(lambda m: json.loads(m.get_data())["i"]
+                    if m.get_command() in ("p", "publish") else None)
+    consumer = client(srv, "consumer")
+    consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q"), got)  # (backlog 1)
+    assert slow.entered.wait(30)  # the first delivery waits for its record
+    srv.http("/emulator/clock/advance?seconds=15", "POST")  # its 10 s lease ends meanwhile
+    queue = srv.server.queue_service.queues["work-q"]
+    # the lease's end returned the message or expired it: either way, more work waits
+    assert until(lambda: srv.call(lambda: len(srv.server.queue_service.held.waiting)) >= 2)
+    slow.release.set()
+    assert got.wait_until(lambda items: len(ids(items)) >= 1, 20)
+    consumer.flush(5000)
+    assert ids(got.items) == [0]  # delivered, once; not expired with max_deliveries
+    assert srv.call(lambda: queue.engine.depth) == QUEUED
+    consumer.close()
+
+
+@pytest.mark.parametrize("srv", ["<Semantics>at-most-once</Semantics>"], indirect=True)
+def test_an_at_most_once_delivery_that_waited_past_its_lease_is_still_sent(srv, publisher, slow,
+                                                                          monkeypatch):
+    """At most once: the message left the queue when it was leased, so the delivery that
+    waited for its record past the lease period is sent all the same (not lost)."""
+    slow.install(monkeypatch)
+    got = Collector(lambda m: json.loads(m.get_data())["i"]
+                    if m.get_command() in ("p", "publish") else None)
+    consumer = client(srv, "consumer")
+    consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q"), got)
+    assert slow.entered.wait(30)  # the first delivery waits for its record
+    srv.http("/emulator/clock/advance?seconds=15", "POST")  # past its 10 s lease period
+    slow.release.set()
+    assert got.wait_until(lambda items: len(ids(items)) >= 1, 20)
+    consumer.flush(5000)
+    assert ids(got.items)[0] == 0  # the first message, not lost
+    assert sorted(ids(got.items)) == list(range(len(got.items)))  # each once, none skipped
     consumer.close()

@@ -10,7 +10,9 @@ SOW commit and the journal write) and once no query reads the environment.
 * The copy is made again (at most :data:`RETRIES` more times) when the writes made meanwhile
   outran the log, or the map grew before the copy began. Then, if the environment uses at
   most :data:`PAUSED_COPY_LIMIT` bytes, one last copy is made with the loop held; else the
-  compaction is given up.
+  compaction is given up. Any other failure to make or update the copy (an LMDB or file
+  system error: a full disk, say) gives it up at once, with that error as the reason; the
+  live environment is untouched.
 * Queries read the environment through snapshots that must end before the swap: it waits
   for a moment none is open, at most :data:`QUIET_SECONDS`, else gives up.
 """
@@ -23,7 +25,7 @@ from typing import Any
 
 import lmdb
 
-from amps_emulator.sow.storage.lmdb_compact import LOG_LIMIT, Compacted, Compaction
+from amps_emulator.sow.storage.lmdb_compact import LOG_LIMIT, Compacted, Compaction, MapMoved
 from amps_emulator.sow.storage.lmdbenv import LmdbEnv
 
 __all__ = ["compact", "RETRIES", "PAUSED_COPY_LIMIT", "QUIET_SECONDS"]
@@ -83,13 +85,16 @@ async def _attempt(env: LmdbEnv, turn: Any, in_thread: InThread, log_limit: int
     try:
         try:
             await in_thread(job.copy)
-        except lmdb.Error:  # the map grew before the copy began
+            rounds = 0
+            while not job.stale and job.behind > CATCH_UP_LEFT and rounds < CATCH_UP_ROUNDS:
+                await in_thread(job.catch_up)
+                rounds += 1
+        except MapMoved:  # the map grew before the copy began: made again
             job.abandon()
             return None
-        rounds = 0
-        while not job.stale and job.behind > CATCH_UP_LEFT and rounds < CATCH_UP_ROUNDS:
-            await in_thread(job.catch_up)
-            rounds += 1
+        except (lmdb.Error, OSError) as exc:  # the copy's own failure: not made again
+            job.abandon()
+            return _failed(exc)
         why = await _quiet(env, turn)
         if why is not None:
             job.abandon()
@@ -125,9 +130,18 @@ async def compact(env: LmdbEnv, turn: Any, in_thread: InThread, *,
     job = Compaction(env, pack=False)  # (its pages as LMDB copies them: a shorter hold)
     job.start()
     try:
-        job.copy()
+        try:
+            job.copy()
+        except (lmdb.Error, OSError) as exc:
+            job.abandon()
+            return _failed(exc)
         done = job.finish()
     except BaseException:
         job.abandon()
         raise
     return done if done is not None else "the paused copy could not be brought up to date"
+
+
+def _failed(exc: BaseException) -> str:
+    """Why a compaction whose copy failed with ``exc`` was given up."""
+    return f"making the compacted copy failed ({type(exc).__name__}: {exc})"

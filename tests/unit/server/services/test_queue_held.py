@@ -11,6 +11,12 @@ from amps_emulator.journal import SegmentPending
 from amps_emulator.server.services.queue_held import HeldFilter, HeldWork
 
 
+def queue(at_most_once: bool = False) -> SimpleNamespace:
+    """A queue as HeldWork sees it: its name, and its engine's spec."""
+    return SimpleNamespace(name="jobs", engine=SimpleNamespace(
+        spec=SimpleNamespace(at_most_once=at_most_once)))
+
+
 def test_waiting_work_goes_on_in_order_past_a_record_that_cannot_be_read(caplog):
     pending = {1}
     broken = {2}
@@ -24,7 +30,7 @@ def test_waiting_work_goes_on_in_order_past_a_record_that_cannot_be_read(caplog)
 
     carried = []
     work = HeldWork(lambda: None, read, lambda q, action, rec: carried.append(rec))
-    q = SimpleNamespace(name="jobs")
+    q = queue()
     for position in (1, 2, 3):
         work.run(q, SimpleNamespace(position=position))
     assert carried == [] and len(work.waiting) == 3  # behind the first, in order
@@ -48,7 +54,7 @@ def test_a_delivery_whose_lease_ended_while_it_waited_is_not_sent():
     carried = []
     work = HeldWork(lambda: None, read, lambda q, action, rec: carried.append((rec, action.lease_expiry)),
                     lambda: clock[0])
-    q = SimpleNamespace(name="jobs")
+    q = queue()
     work.run(q, SimpleNamespace(position=1, lease_expiry=110.0))
     clock[0] = 115.0  # the lease ended: the message returned and was delivered again
     work.run(q, SimpleNamespace(position=1, lease_expiry=125.0))
@@ -76,3 +82,25 @@ def test_a_filter_waits_for_its_record_then_the_queue_dispatches_again():
     assert [flt(p) for p in (2, 3, 4)] == [True, False, True]
     flt._go_on()  # a wake nothing waited for dispatches nothing
     assert ready == [True]
+
+
+def test_the_engine_is_told_which_deliveries_wait_and_which_are_sent_after_their_wait():
+    pending = {1}
+    clock = [100.0]
+
+    def read(position, hold):
+        if position in pending:
+            raise SegmentPending(f"segment of {position}")
+        return f"rec-{position}"
+
+    told = []
+    work = HeldWork(lambda: None, read, lambda q, action, rec: None, lambda: clock[0],
+                    lambda q, action, sent: told.append((action.position, action.lease_expiry, sent)))
+    q = queue()
+    work.run(q, SimpleNamespace(position=3, lease_expiry=110.0))  # carried out at once
+    work.run(q, SimpleNamespace(position=1, lease_expiry=110.0))
+    clock[0] = 115.0
+    work.run(q, SimpleNamespace(position=1, lease_expiry=125.0))
+    pending.clear()
+    work.drain()
+    assert told == [(1, 110.0, False), (1, 125.0, False), (1, 125.0, True)]  # (not the lapsed one)

@@ -8,11 +8,13 @@ from __future__ import annotations
 import asyncio
 import os
 
+import lmdb
 import pytest
 
 from amps_emulator.server.services.actions import sow_compaction
 from amps_emulator.server.services.actions.sow_compaction import compact
 from amps_emulator.sow import SowStore, TopicSpec
+from amps_emulator.sow.storage import lmdb_compact
 from amps_emulator.sow.storage.lmdb_compact import Compacted
 from amps_emulator.sow.testing import FakeClock, js
 
@@ -104,6 +106,36 @@ def test_a_second_compaction_of_an_environment_is_refused(tmp_path):
     st.env.copying = True
     assert "already under way" in asyncio.run(compact(st.env, _Turn(), None))  # type: ignore[arg-type]
     st.env.copying = False
+    st.close()
+
+
+def test_a_copy_that_fails_otherwise_than_by_map_growth_is_given_up_at_once(tmp_path,
+                                                                           monkeypatch):
+    """A full disk while the copy is rewritten is no reason to copy again (as a map that grew
+    before the copy began is): the compaction stops at once with that error as its reason,
+    and the live environment goes on as before."""
+    st = _store(tmp_path)
+    size = os.path.getsize(str(tmp_path / "amps-sow.lmdb" / "data.mdb"))
+    attempts: list[str] = []
+
+    def rewrite(source, dest, max_dbs):
+        attempts.append(dest)
+        raise lmdb.DiskError("mdb_txn_commit: No space left on device")
+
+    monkeypatch.setattr(lmdb_compact, "rewrite", rewrite)
+
+    async def in_thread(fn):
+        return fn()
+
+    done = asyncio.run(compact(st.env, _Turn(), in_thread))
+    assert len(attempts) == 1  # not made again
+    assert isinstance(done, str) and "DiskError" in done and "No space left on device" in done
+    assert st.env.log is None and not st.env.copying
+    assert os.path.getsize(str(tmp_path / "amps-sow.lmdb" / "data.mdb")) == size
+    topic = st.topic("orders")
+    topic.publish(js({"id": 50, "pad": "after"}), position=6000)  # still written and read
+    st.commit()
+    assert topic.count() == 12
     st.close()
 
 
