@@ -3,7 +3,8 @@
 Actions are emitted in the order things happened, so a consumer that applies them in order
 (the server, a view over the queue, the property-test model) always sees a consistent state:
 a message is ``Returned`` before it is delivered again, a barrier's ``Deliver`` actions come
-before the ``Acked`` that removes it.
+before the ``Acked`` that removes it (but for one owed to a subscription whose filter could not
+tell yet, which comes at a later dispatch: ``QueueDispatch._release_barrier``).
 
 =============  ================================================================================
 action         server's job

@@ -37,7 +37,9 @@ from .spec import QueueSpec
 
 __all__ = ["Eligible", "QueueState", "Sub", "SubscriptionBacklog"]
 
-Eligible = Callable[[int], bool]
+#: whether a subscription takes the message at a position; None: not known yet (the server
+#: has the queue dispatch again once it is, see ``QueueDispatch._release_barrier``)
+Eligible = Callable[[int], bool | None]
 
 
 class SubscriptionBacklog:
@@ -64,7 +66,7 @@ class SubscriptionBacklog:
 class Sub:
     """A subscription's state in one engine."""
 
-    __slots__ = ("key", "client", "sid", "bl", "private", "eligible", "cursor", "leases")
+    __slots__ = ("key", "client", "sid", "bl", "private", "eligible", "cursor", "leases", "owed")
 
     def __init__(self, key: Any, client: Any, sid: int, bl: SubscriptionBacklog, private: bool,
                  eligible: Eligible | None, cursor: int) -> None:
@@ -76,6 +78,9 @@ class Sub:
         self.eligible = eligible
         self.cursor = cursor  # global index (FIFO) or priority key
         self.leases: set[int] = set()  # global indexes leased (or sent, at-most-once)
+        #: barriers released while ``eligible`` could not tell whether it takes them:
+        #: (position, bookmark), oldest first, delivered (or not) before anything else
+        self.owed: list[tuple[int, str]] | None = None
 
 
 class QueueState:
@@ -133,6 +138,7 @@ class QueueState:
         self._outstanding = 0  # leases (and unacked at-most-once sends), for MaxBacklog
         self._n_active = 0  # AVAIL + LEASED messages (the active queue depth)
         self._n_inactive = 0
+        self._n_owed = 0  # subscriptions owed a barrier (``Sub.owed``)
         self._compact_min = COMPACT_MIN
         self._sparse_min = SPARSE_MIN
         self._sparse_ratio = 2

@@ -59,6 +59,8 @@ class QueueDispatch(QueueState):
 
     def _dispatch(self, now: float, out: list) -> None:
         subs = self._sub_list
+        if self._n_owed:
+            self._pay_owed(out)
         st, pos = self._st, self._pos
         mb = self._max_backlog
         while True:
@@ -87,8 +89,8 @@ class QueueDispatch(QueueState):
                 contenders = None
                 for s in subs:
                     bl = s.bl
-                    if bl.leased >= bl.limit:
-                        continue
+                    if bl.leased >= bl.limit or s.owed is not None:
+                        continue  # (no room, or owed a barrier first)
                     c = s.cursor - base
                     if c < head:
                         c = head
@@ -124,7 +126,7 @@ class QueueDispatch(QueueState):
             return best, None
         for s in subs:
             bl = s.bl
-            if bl.leased >= bl.limit:
+            if bl.leased >= bl.limit or s.owed is not None:
                 continue
             el = s.eligible
             found = KEY_END
@@ -201,7 +203,13 @@ class QueueDispatch(QueueState):
 
     def _release_barrier(self, bj: int, now: float, out: list) -> None:
         """All messages before the barrier are acknowledged: deliver it to every current
-        subscription whose filter matches (backlog ignored) and remove it."""
+        subscription whose filter matches (backlog ignored) and remove it.
+
+        A subscription whose filter cannot tell yet (``eligible`` answers None: the server
+        reads the barrier's record off the loop, or the subscription waits behind another
+        record) is owed the barrier: it takes nothing else until a later dispatch (the server
+        asks for one once the filter can tell) delivers the barrier to it, or not, as its
+        filter says; that ``Deliver`` comes after the barrier's ``Acked``."""
         p, bm = self._pos[bj], self._bm(bj)
         if self._dl[bj] <= now:
             self._finish(bj)
@@ -209,7 +217,35 @@ class QueueDispatch(QueueState):
             return
         self._dc[bj] = 1
         for s in self._sub_list:
-            if s.eligible is None or s.eligible(p):
+            if s.owed is not None:  # behind a barrier it is owed still: this one waits too
+                s.owed.append((p, bm))
+                continue
+            el = s.eligible
+            takes = True if el is None else el(p)
+            if takes is None:
+                s.owed = [(p, bm)]
+                self._n_owed += 1
+            elif takes:
                 out.append(Deliver(s.key, p, bm, None, 1, True))
         self._finish(bj)
         out.append(Acked(p, bm, True))
+
+    def _pay_owed(self, out: list) -> None:
+        """Deliver the barriers each subscription is owed, in order, as far as its filter
+        can tell now (see ``_release_barrier``)."""
+        for s in self._sub_list:
+            owed = s.owed
+            if owed is None:
+                continue
+            el = s.eligible
+            while owed:
+                p, bm = owed[0]
+                takes = True if el is None else el(p)
+                if takes is None:
+                    break  # (asked again at the next dispatch)
+                del owed[0]
+                if takes:
+                    out.append(Deliver(s.key, p, bm, None, 1, True))
+            if not owed:
+                s.owed = None
+                self._n_owed -= 1

@@ -169,8 +169,9 @@ class QueueEngine(QueueDispatch):
     ) -> list[Action]:
         """A queue subscription (no bookmark). ``client``: the connection that owns it (for
         ``disconnect`` and strict Leasing; default ``sub_key``). ``max_backlog``: the
-        subscribe option (default 1). ``eligible(position) -> bool``: the content and
-        entitlement filters (None = everything). Returns the first deliveries."""
+        subscribe option (default 1). ``eligible(position) -> bool | None``: the content and
+        entitlement filters (None = everything; it answers None while it cannot tell, and
+        the server calls :meth:`dispatch` once it can). Returns the first deliveries."""
         if sub_key in self._subs:
             raise ValueError(f"queue {self.spec.name!r}: subscription {sub_key!r} exists")
         private = backlog is None
@@ -216,6 +217,8 @@ class QueueEngine(QueueDispatch):
         if s is None:
             return out
         self._sub_list.remove(s)
+        if s.owed is not None:  # (the barriers it was owed are not sent)
+            self._n_owed -= 1
         base = self._base
         for g in sorted(s.leases):
             j = g - base

@@ -21,7 +21,12 @@ queue's MaxDeliveries.
 
 A subscription's content filter (:class:`HeldFilter`) reads the records it tests the same way:
 a record being decompressed is not eligible yet, nor anything after it for that subscription
-(its messages keep their order); once decompressed, the queue dispatches again.
+(its messages keep their order); once decompressed, the queue dispatches again. Meanwhile the
+filter answers None (not known yet), not False: a barrier released then is owed to the
+subscription, which gets it (if its filter takes it) before anything after it, once the
+queue dispatches again. Another subscription may take a message the waiting one would have
+got: a queue does not promise which subscription gets a message, only that each gets the
+oldest it can take when it has room, and the waiting one has no way to take one meanwhile.
 """
 
 from __future__ import annotations
@@ -128,8 +133,9 @@ class HeldFilter:
     """``eligible(position)`` of a queue subscription with a content filter, as the engine
     asks it while it dispatches: ``test(record)`` of the message's record. A record in a
     compressed segment not decompressed yet is read off the loop (see the module): meanwhile
-    neither it nor any later message is eligible for the subscription, and once it is
-    decompressed ``ready()`` (on the loop) has the queue dispatch again."""
+    the answer is None (not known) for it and any later message, none is taken by the
+    subscription, and once it is decompressed ``ready()`` (on the loop) has the queue
+    dispatch again."""
 
     def __init__(self, loop: Callable[[], Any], read: Read, test: Callable[[Any], bool],
                  ready: Callable[[], None]) -> None:
@@ -140,14 +146,14 @@ class HeldFilter:
         self.hold = ReadHold(self._woken)
         self.pending = False
 
-    def __call__(self, position: int) -> bool:
+    def __call__(self, position: int) -> bool | None:
         if self.pending:
-            return False  # (behind a message whose record is being decompressed)
+            return None  # (behind a message whose record is being decompressed)
         try:
             rec = self._read(position, self.hold)
         except SegmentPending:
             self.pending = True
-            return False
+            return None
         return rec is not None and self._test(rec)
 
     def _woken(self) -> None:

@@ -333,8 +333,10 @@ def origin_of(rec: JournalRecord) -> str | None:
     return path[0] if path else None
 
 
-def owned_only(own: Ownership, eligible: Callable[[int], bool] | None) -> Callable[[int], bool]:
-    """A subscription's eligibility on a replicated queue: messages this instance owns only."""
+def owned_only(own: Ownership, eligible: Callable[[int], bool | None] | None
+               ) -> Callable[[int], bool | None]:
+    """A subscription's eligibility on a replicated queue: messages this instance owns only
+    (None: ``eligible`` cannot tell yet)."""
     foreign = own.foreign
     if eligible is None:
         return lambda position: position not in foreign

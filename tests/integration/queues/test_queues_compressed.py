@@ -3,7 +3,8 @@ official Python client and the test clock: a subscription's filter, a ``sow_dele
 filter and a view over the queue read those messages with the segment decompressed off the
 event loop (another client is answered meanwhile), with the results they had before; and a
 delivery that waited longer than its lease is sent once, with a lease of its own, and was no
-delivery (MaxDeliveries)."""
+delivery (MaxDeliveries); a barrier released while a subscription's filter waits reaches it
+once, in order."""
 
 from __future__ import annotations
 
@@ -310,3 +311,52 @@ def test_an_at_most_once_delivery_that_waited_past_its_lease_is_still_sent(srv, 
     assert ids(got.items)[0] == 0  # the first message, not lost
     assert sorted(ids(got.items)) == list(range(len(got.items)))  # each once, none skipped
     consumer.close()
+
+
+@pytest.mark.parametrize("srv", ["<BarrierExpression>/barrier = 1</BarrierExpression>"],
+                         indirect=True)
+def test_a_barrier_released_while_a_filter_waits_is_delivered_to_it_once(srv, slow,
+                                                                         monkeypatch):
+    """The barrier is released (the message before it acknowledged) while a subscription's
+    filter waits for the barrier's record, in a compressed segment: the other subscription
+    gets the barrier at once, the waiting one once its filter can tell, before anything
+    after the barrier and only once (AMPS: to every current subscriber whose filter takes
+    it)."""
+    pub = client(srv, "publisher")
+    for i in range(6):  # 1 is the barrier
+        pub.publish("work", json.dumps({"i": i, "barrier": int(i == 1)}))
+    compressed_log(srv, pub, N)
+    kept: list[Any] = []
+
+    def unacked(m) -> int | None:  # (acknowledged by the test)
+        if m.get_command() not in ("p", "publish"):
+            return None
+        kept.append(m.__deepcopy__({}))
+        return json.loads(m.get_data())["i"]
+
+    other_got = Collector(unacked)
+    other = client(srv, "other")
+    other.execute_async(AMPS.Command("subscribe").set_topic("work-q"), other_got)  # (backlog 1)
+    assert other_got.wait_until(lambda items: ids(items) == [0], 20)
+    journal = srv.server.txlog.journal  # the barrier's record must be decompressed again
+    srv.call(lambda: [s.cache.forget(s.path) for s in journal.segments if s.cache is not None])
+    slow.install(monkeypatch)
+    held_got = Collector(taken)
+    held = client(srv, "held")
+    held.execute_async(AMPS.Command("subscribe").set_topic("work-q").set_filter("/i >= 0")
+                       .set_options("max_backlog=10"), held_got)
+    held.flush(5000)
+    kept[0].ack()  # the barrier is released; its record is read off the loop
+    assert slow.entered.wait(30)
+    assert ids(held_got.items) == []
+    slow.release.set()
+    assert other_got.wait_until(lambda items: ids(items) == [0, 1, 2], 20)
+    assert held_got.wait_until(lambda items: len(ids(items)) >= 4, 20)
+    pub.publish("work", json.dumps({"i": 6, "barrier": 0}))  # (anything sent twice is in before)
+    assert held_got.wait_until(lambda items: len(ids(items)) >= 5, 20)
+    held.flush(5000)
+    # the barrier first and once; 2 went to the other subscription, which had room meanwhile
+    assert ids(held_got.items) == [1, 3, 4, 5, 6]
+    assert off_the_loop(slow)
+    for c in (held, other, pub):
+        c.close()

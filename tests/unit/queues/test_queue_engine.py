@@ -771,6 +771,68 @@ def test_barrier_ignores_backlog_but_honours_filters():
     assert eng2.subscriber_backlog("busy") == (1, 1)  # the barrier did not count
 
 
+class Undecided:
+    """An ``eligible`` that cannot tell (None: its record is being read) until ``known``."""
+
+    def __init__(self, takes=lambda p: True) -> None:
+        self.takes = takes
+        self.known = False
+        self.asked: list[int] = []
+
+    def __call__(self, p: int) -> bool | None:
+        self.asked.append(p)
+        return self.takes(p) if self.known else None
+
+
+def test_a_barrier_released_while_a_filter_cannot_tell_is_owed_to_it_once():
+    """The barrier is released while one subscription's filter cannot tell (it waits for a
+    record): the others get it at once; that one gets it, once and before anything after
+    it, at the dispatch after its filter can tell."""
+    eng = make(barrier_expression="/b")
+    log = Log(eng)
+    log.pub()  # 1
+    log.pub(is_barrier=True)  # 2
+    log.pub(count=3)  # 3, 4, 5
+    eng.add_subscriber("other", 0.0, max_backlog=1)  # leases 1
+    held = Undecided()
+    eng.add_subscriber("held", 0.0, max_backlog=5, eligible=held)
+    out = eng.ack("other", bm(1), 1.0)
+    assert [(a.sub_key, a.position) for a in of(out, Deliver) if a.barrier] == [("other", 2)]
+    assert Acked(2, bm(2), True) in out
+    assert delivered(out, "other") == [2, 3] and delivered(out, "held") == []
+    assert eng.dispatch(1.0) == []  # (still cannot tell: nothing, the barrier still owed)
+    held.known = True
+    out = eng.dispatch(1.0)
+    assert [(a.position, a.barrier) for a in of(out, Deliver) if a.sub_key == "held"] == [
+        (2, True), (4, False), (5, False)]  # the barrier first, then what is left
+    assert Deliver("held", 2, bm(2), None, 1, True) in out
+    out = eng.dispatch(1.0) + eng.ack("held", bm(4), 1.0) + eng.ack("other", bm(3), 1.0)
+    assert [a for a in of(out, Deliver) if a.barrier] == []  # once
+
+
+def test_an_owed_barrier_goes_by_the_filter_and_keeps_the_barriers_order():
+    """Two barriers released while a filter cannot tell: once it can, each is delivered
+    or not as the filter says, in order; an unsubscribe drops what it was owed."""
+    eng = make(barrier_expression="/b")
+    log = Log(eng)
+    log.pub(is_barrier=True)  # 1
+    log.pub(is_barrier=True)  # 2
+    log.pub(is_barrier=True)  # 3
+    held = Undecided(lambda p: p != 2)
+    out = eng.add_subscriber("held", 0.0, eligible=held)
+    assert of(out, Deliver) == [] and eng.depth == 0  # released all the same
+    assert held.asked == [1]  # (behind the first, the others wait without asking)
+    held.known = True
+    out = eng.dispatch(0.0)
+    assert [(a.position, a.barrier) for a in of(out, Deliver)] == [(1, True), (3, True)]
+    eng.add_subscriber("gone", 0.0, eligible=Undecided())
+    out = log.pub(is_barrier=True)  # 4: owed to "gone"
+    assert [a.sub_key for a in of(out, Deliver)] == ["held"]
+    eng.remove_subscriber("gone", 0.0)
+    assert eng.add_subscriber("gone", 0.0) == []  # (a new subscription: owed nothing)
+    assert delivered(log.pub(), "held") == [5]
+
+
 def test_barrier_with_no_subscribers_waits_for_the_first_one():
     eng = make(barrier_expression="/b")
     log = Log(eng)
