@@ -35,6 +35,7 @@ from amps_emulator.journal.identity import origin_timestamp
 from amps_emulator.journal.record import bookmark_strs
 from amps_emulator.protocol import reasons
 from amps_emulator.protocol.bodies import decode_json
+from amps_emulator.protocol.codec import LARGE_FRAME
 from amps_emulator.protocol.filter import MessageContext
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import TYPE_SEP, display_name
@@ -77,8 +78,10 @@ def check_writable(broker: Broker, topic: str) -> None:
 # -- in ------------------------------------------------------------------------------------
 
 #: a body larger than this is published in stages, each in a loop pass of its own (see
-#: ``handlers.publish``): the decode of a 32 MiB body alone holds the loop for tens of ms
-LARGE_BODY = 1 << 20
+#: ``handlers.publish``): the decode of a 32 MiB body alone holds the loop for tens of ms.
+#: The connection's decoder hands a frame larger than it apart (``codec.SplitPayload``),
+#: which the runs of plain publishes (:mod:`.publish_runs`) leave to ``handlers.publish``
+LARGE_BODY = LARGE_FRAME
 
 
 def decode_ahead(broker: Broker, topic: str, body: bytes) -> object:
