@@ -350,7 +350,7 @@ class FrameDecoder:
     @property
     def buffered(self) -> int:
         body = self._body
-        return len(self._buf) + (body.filled if body is not None else 0)
+        return len(self._buf) + (len(self._head) + body.filled if body is not None else 0)
 
     @property
     def pending(self) -> int:
