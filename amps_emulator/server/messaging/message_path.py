@@ -84,13 +84,33 @@ def check_writable(broker: Broker, topic: str) -> None:
 LARGE_BODY = LARGE_FRAME
 
 
+class KeyDoc:
+    """A body's document reduced to its Key field (``Topic.key_doc``), read ahead by
+    :func:`decode_ahead` for a keyed upsert that nobody reads: all it needs of the body.
+    :func:`publish_message` uses it only if the publish still takes that short way when it
+    runs (a subscriber may have come since), else decodes the whole body."""
+
+    __slots__ = ("doc",)
+
+    def __init__(self, doc: dict[str, object]) -> None:
+        self.doc = doc
+
+
 def decode_ahead(broker: Broker, topic: str, body: bytes) -> object:
     """The document :func:`publish_message` reads of ``body`` published to ``topic`` (a SOW
-    topic's), decoded ahead of it; ``UNDECODED`` when it reads none."""
+    topic's), decoded ahead of it; ``UNDECODED`` when it reads none; a :class:`KeyDoc` when
+    the publish takes the short way (a keyed upsert nobody reads) and its Key is all it reads."""
     sow = broker.sow_service
-    if sow is None or sow.get(topic) is None:
+    sow_topic = sow.get(topic) if sow is not None else None
+    if sow_topic is None:
         return UNDECODED
-    return decode_json(body) if TYPE_SEP not in topic else broker.bodies.decode(body, topic)
+    if TYPE_SEP in topic:
+        return broker.bodies.decode(body, topic)
+    if _unread(broker, sow_topic, topic):
+        key_doc = sow_topic.key_doc(body)
+        if key_doc is not None:
+            return KeyDoc(key_doc)
+    return decode_json(body)
 
 
 def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False,
@@ -111,6 +131,9 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
     sow_topic = sow.get(topic) if sow is not None else None
     key = None
     if sow_topic is not None:
+        if doc.__class__ is KeyDoc:  # (read ahead: still all this publish reads?)
+            doc = doc.doc if sow_topic.enrichment is None and expiration is None \
+                and not delta and _unread(broker, sow_topic, topic) else UNDECODED
         if doc is UNDECODED:
             doc = decode_json(body) if TYPE_SEP not in topic \
                 else broker.bodies.decode(body, topic)
