@@ -178,6 +178,12 @@ class Topic(TopicIndexes):
             return None
         return kg.key_doc(body)
 
+    def prepare_value(self, body: bytes, bookmark: str) -> None:
+        """Build ahead what storing ``body`` next copies of it (see
+        ``LmdbBackend.prepare_value``): a large body's keyed upsert that nobody reads, whose
+        journal record will probably have ``bookmark`` (a guess of its length)."""
+        self._b.prepare_value(body, bookmark)
+
     def _index_doc(self, rec: Record) -> Any:
         if not (self.hash_indexes or self.memo_indexes):
             return None

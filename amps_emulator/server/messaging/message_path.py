@@ -113,6 +113,25 @@ def decode_ahead(broker: Broker, topic: str, body: bytes) -> object:
     return decode_json(body)
 
 
+def prepare_ahead(broker: Broker, topic: str, body: bytes, doc: object, client_name: str,
+                  client_seq: int | None) -> None:
+    """For a large body whose Key :func:`decode_ahead` read (a keyed upsert that nobody
+    reads), build its SOW value ahead, in a loop pass before the publish's (see
+    ``Topic.prepare_value``), for the bookmark its journal record will probably get; the
+    store builds it anew if that guess (its length) turns out wrong."""
+    sow = broker.sow_service
+    sow_topic = sow.get(topic) if sow is not None else None
+    if doc.__class__ is not KeyDoc or sow_topic is None:
+        return
+    txlog = broker.txlog
+    bookmark = ""
+    if txlog is not None and txlog.recorded(topic) and txlog.is_open:
+        journal = txlog.journal
+        seq = journal.next_position if client_seq is None else client_seq
+        bookmark = f"{journal.publisher_id(client_name)}|{seq}|"
+    sow_topic.prepare_value(body, bookmark)
+
+
 def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False,
                     client_name: str = "", client_seq: int | None = None,
                     correlation_id: str | None = None, sow_key: str | None = None,
