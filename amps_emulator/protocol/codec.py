@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -62,11 +62,13 @@ def header_end(payload: bytes) -> int:
     return -1 if m is None else m.end()
 
 
-def split_frame(payload: bytes) -> tuple[dict[str, Any], bytes]:
+def split_frame(payload: bytes | SplitPayload) -> tuple[dict[str, Any], bytes]:
     """Split one frame payload into (header dict, body bytes).
 
     Raises :class:`ProtocolError` if the payload does not start with a flat JSON object.
     """
+    if isinstance(payload, SplitPayload):
+        return split_frame(payload.head)[0], payload.body
     end = header_end(payload)
     if end < 0:
         raise ProtocolError("frame does not start with a JSON header object")
@@ -139,8 +141,11 @@ plain_publish: Callable[[bytes], _PublishParts | None] = \
     _parse_publish_header if _parse_publish_header is not None else parse_publish_header_py
 
 
-def parse_command(payload: bytes) -> Command:
+def parse_command(payload: bytes | SplitPayload) -> Command:
     """Decode one frame payload into a :class:`Command`.
+
+    A :class:`SplitPayload` (a large frame) is its header decoded as a payload of its own,
+    its body attached as it is (no copy).
 
     A header that is broken or mistyped but whose ``cid`` is readable raises
     :class:`CommandError` (``header malformed``) carrying ``cid`` so the server can
@@ -159,6 +164,10 @@ def parse_command(payload: bytes) -> Command:
     built from its values; the extension declines every other header, and an ack type outside
     the single known ones goes the general way too (:func:`finish_command` checks lists).
     """
+    if isinstance(payload, SplitPayload):
+        cmd = parse_command(payload.head)
+        cmd.body = payload.body
+        return cmd
     if _parse_publish_header is not None:
         parts = _parse_publish_header(payload)
         if parts is not None:
@@ -243,23 +252,105 @@ def payloads_of(data: bytes) -> list[bytes]:
     return scan_frames(bytes(data), -1, len(data))[0]
 
 
+#: a frame whose payload is larger than this is assembled apart (:class:`FrameDecoder` with
+#: ``split``): its header's bytes and its body, each read copied into place as it arrives
+LARGE_FRAME = 1 << 20
+#: a large frame's header must end within this many bytes to be assembled apart (else the
+#: frame is buffered whole, as a small one)
+HEADER_LIMIT = 64 << 10
+
+
+class SplitPayload:
+    """The payload of a large frame as :class:`FrameDecoder` assembled it: the header object's
+    bytes (``head``) and the body (``body``), never joined (:func:`parse_command` and
+    :func:`split_frame` take either form). ``len`` is the payload's."""
+
+    __slots__ = ("body", "head")
+
+    def __init__(self, head: bytes, body: bytes) -> None:
+        self.head = head
+        self.body = body
+
+    def __len__(self) -> int:
+        return len(self.head) + len(self.body)
+
+    def __bytes__(self) -> bytes:
+        return self.head + self.body
+
+
+#: one frame's payload as :meth:`FrameDecoder.feed` returns it
+Payload = bytes | SplitPayload
+
+
+class FillerPy:
+    """The pure-Python twin of ``_speedups.Filler``: ``size`` bytes written piece by piece,
+    joined once by ``take`` (the compiled one fills one bytes object and copies nothing at
+    the end)."""
+
+    __slots__ = ("_chunks", "filled", "size")
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.filled = 0
+        self._chunks: list[bytes] = []
+
+    @property
+    def remaining(self) -> int:
+        return self.size - self.filled
+
+    def write(self, data: bytes | bytearray | memoryview, start: int) -> int:
+        n = min(len(data) - start, self.size - self.filled)
+        if n > 0:
+            with memoryview(data) as view:
+                self._chunks.append(view[start:start + n].tobytes())
+            self.filled += n
+        return max(n, 0)
+
+    def take(self) -> bytes:
+        if self.filled != self.size:
+            raise ValueError("FillerPy.take: not filled")
+        data = b"".join(self._chunks)
+        self._chunks = []
+        return data
+
+
+Filler: type[FillerPy]
+if accel.COMPILED:
+    from amps_emulator._speedups import Filler as _Filler
+
+    Filler = _Filler  # type: ignore[assignment]
+else:
+    Filler = FillerPy
+
+
 class FrameDecoder:
     """Incremental frame reader: ``feed(bytes)`` then iterate ``frames()``.
 
     Memory is bounded by ``max_frame`` plus one read: a length prefix larger than
     ``max_frame`` raises :class:`ProtocolError` before any of that payload is kept.
+
+    ``split``: a frame of more than :data:`LARGE_FRAME` bytes comes out as a
+    :class:`SplitPayload`. Once its header has arrived, its body is a :class:`Filler` of its
+    exact size that each read is copied into as it comes; the complete body is handed out as
+    it is, so no pass of the event loop copies 32 MiB (twice: out of the buffer, then the body
+    out of the payload) when the last read of a large publish arrives.
     """
 
-    __slots__ = ("_buf", "_max", "_need")
+    __slots__ = ("_body", "_buf", "_head", "_max", "_need", "_split", "_whole")
 
-    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+    def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, split: bool = False) -> None:
         self._buf = bytearray()
         self._max = max_frame
         self._need = -1  # payload length of the frame being assembled, -1 = reading prefix
+        self._split = split
+        self._head = b""  # a large frame's header, once read (split)
+        self._body: FillerPy | None = None  # its body being filled (split)
+        self._whole = False  # this large frame's header did not end early: buffered whole
 
     @property
     def buffered(self) -> int:
-        return len(self._buf)
+        body = self._body
+        return len(self._buf) + (len(self._head) + body.filled if body is not None else 0)
 
     @property
     def pending(self) -> int:
@@ -268,12 +359,34 @@ class FrameDecoder:
         return self._need
 
     def feed(self, data: bytes) -> list[bytes]:
+        """:meth:`feed_payloads` of a decoder without ``split``, whose payloads are all bytes."""
+        return cast("list[bytes]", self.feed_payloads(data))
+
+    def feed_payloads(self, data: bytes) -> list[Payload]:
         """Add received bytes; return every payload that is now complete, in order.
 
         Payloads are cut from the received bytes with one copy each (a slice of a
         ``bytes``); only a frame split across reads goes through the internal buffer, and a
-        large one is copied out of it once, when it is complete.
+        large one is copied out of it once, when it is complete (or, with ``split``, into its
+        body as it arrives).
         """
+        body = self._body
+        if body is None:
+            return self._feed(data)
+        taken = body.write(data, 0)
+        if body.remaining:
+            return []  # the rest of a large body still arriving
+        first: list[Payload] = [SplitPayload(self._head, body.take())]
+        self._body = None
+        self._head = b""
+        self._need = -1
+        if taken == len(data):
+            return first
+        with memoryview(data) as view:
+            rest = view[taken:].tobytes()  # (what came after it: at most one read)
+        return first + self._feed(rest)
+
+    def _feed(self, data: bytes) -> list[Payload]:
         buf = self._buf
         need = self._need
         first = None
@@ -281,18 +394,22 @@ class FrameDecoder:
             buf += data
             if need >= 0:
                 if len(buf) < need:
+                    if self._split and need > LARGE_FRAME and not self._whole:
+                        self._begin_split()
                     return []  # the rest of a frame still arriving
                 # the frame is complete: its payload is the buffer's start (copied once)
                 with memoryview(buf) as view:
                     first = view[:need].tobytes()
                     data = view[need:].tobytes()  # (what came after it)
                 need = -1
+                self._whole = False
             else:
                 data = bytes(buf)
             self._buf = bytearray()
         elif data.__class__ is not bytes:
             data = bytes(data)
-        out, pos, need = scan_frames(data, need, self._max)
+        found, pos, need = scan_frames(data, need, self._max)
+        out: list[Payload] = list(found)
         if first is not None:
             out.insert(0, first)
         if need > self._max:
@@ -303,7 +420,24 @@ class FrameDecoder:
         if pos < n:
             self._buf += memoryview(data)[pos:]
         self._need = need
+        if self._split and need > LARGE_FRAME and self._buf:
+            self._begin_split()
         return out
+
+    def _begin_split(self) -> None:
+        """The buffer holds the start of a large frame's payload: once its header has ended,
+        keep the header and move what came of the body into a :class:`Filler`; a header that
+        has not ended within :data:`HEADER_LIMIT` bytes leaves the frame to be buffered whole."""
+        buf = self._buf
+        with memoryview(buf) as view:
+            end = header_end(view[:HEADER_LIMIT].tobytes())
+            if end < 0:
+                self._whole = len(buf) >= HEADER_LIMIT
+                return
+            self._head = view[:end].tobytes()
+            body = self._body = Filler(self._need - end)
+            body.write(view, end)
+        self._buf = bytearray()
 
 
 # ---------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from amps_emulator.auth import Credentials, LogonContext, LogonOutcome, SecurityLayer
 from amps_emulator.protocol import reasons
+from amps_emulator.protocol.codec import Payload
 from amps_emulator.protocol.filter.modules import use_function_modules
 from amps_emulator.protocol.msgtypes import build_registry
 from amps_emulator.protocol.reasons import CommandError
@@ -156,7 +157,7 @@ class Server:
         self.dispatch: Callable[[Client, Command], None] = \
             self._run_command if self.broker.security is None else self._dispatch_secured
         #: what the connections hand the plain publishes among a read's frames to
-        self.publish_runs: Callable[[Client, list[bytes], int], int] = PublishRuns(self.broker)
+        self.publish_runs: Callable[[Client, list[Payload], int], int] = PublishRuns(self.broker)
         self._conn_ids = itertools.count(1)
         #: server.views.DerivedTopics when the config has views or conflated topics
         self.derived: DerivedTopics | None = None

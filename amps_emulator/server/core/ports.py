@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from amps_emulator.journal import FileJournal, MemoryJournal
     from amps_emulator.journal.record import JournalRecord
     from amps_emulator.protocol.bodies import Bodies
+    from amps_emulator.protocol.codec import Payload
     from amps_emulator.protocol.command import Command
     from amps_emulator.server.core.budget import MemoryBudget
     from amps_emulator.server.core.heartbeat import Heartbeat
@@ -191,7 +192,7 @@ class ConnectionHost(Protocol):
 
     #: publishes the plain publishes among a read's frames from a given one on; returns the
     #: index of the first frame it did not take (:class:`server.messaging.publish_runs.PublishRuns`)
-    publish_runs: Callable[[Client, list[bytes], int], int]
+    publish_runs: Callable[[Client, list[Payload], int], int]
 
     def check_memory(self) -> bool: ...
 

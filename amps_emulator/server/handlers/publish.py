@@ -17,6 +17,7 @@ from amps_emulator.server.messaging.message_path import (
     LARGE_BODY,
     check_writable,
     decode_ahead,
+    prepare_ahead,
     publish_message,
 )
 
@@ -55,13 +56,16 @@ def publish(broker: Broker, client: Client, cmd: Command) -> None:
 def _in_stages(broker: Broker, client: Client, cmd: Command, topic: str, seq: int | None,
                last: int | None) -> Generator[None, None, None]:
     """A large body's publish, each part in a loop pass of its own (the pass that read the
-    frame copied it already): the decode, then the publish itself. Meanwhile the connection
-    is busy (its next commands wait, see ``handlers.sow.drive``); nothing about the message
-    is journalled or stored before the last part, which does it all as a small one would."""
+    frame copied it already): the decode, the copies that can be made ahead (a SOW value),
+    then the publish itself. Meanwhile the connection is busy (its next commands wait, see
+    ``handlers.sow.drive``); nothing about the message is journalled or stored before the
+    last part, which does it all as a small one would."""
     yield
     queues = broker.queue_service
-    doc = decode_ahead(broker, queues.publish_target(topic) if queues is not None else topic,
-                       cmd.body)
+    target = queues.publish_target(topic) if queues is not None else topic
+    doc = decode_ahead(broker, target, cmd.body)
+    yield
+    prepare_ahead(broker, target, cmd.body, doc, client.client_name or "", seq)
     yield
     _guarded(broker, client, cmd, topic, seq, last, doc)
 

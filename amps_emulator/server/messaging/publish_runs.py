@@ -25,11 +25,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from amps_emulator import accel
 from amps_emulator.protocol.bodies import decode_json_run
-from amps_emulator.protocol.codec import plain_publish
+from amps_emulator.protocol.codec import Payload, plain_publish
 from amps_emulator.protocol.reasons import CommandError
 from amps_emulator.protocol.topics import TYPE_SEP, qualify, valid_topic_name
 from amps_emulator.server.messaging.message_path import (
@@ -57,7 +57,7 @@ class PublishRuns:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    def __call__(self, client: Client, payloads: list[bytes], start: int) -> int:
+    def __call__(self, client: Client, payloads: list[Payload], start: int) -> int:
         """Publish the plain publishes at ``payloads[start:]`` up to the first frame that is
         not one, or that a run cannot take; return that frame's index (``start``: none)."""
         broker = self.broker
@@ -72,8 +72,10 @@ class PublishRuns:
             # ends before it
             n = next(k for k in range(start, n) if len(payloads[k]) > LARGE_BODY)
             payloads = payloads[:n]
+        # (a frame the decoder assembled apart is larger than LARGE_BODY: all these are bytes)
+        frames = cast("list[bytes]", payloads)
         while i < n:
-            run = plain_run(payloads, i, named, last)
+            run = plain_run(frames, i, named, last)
             if run is None:
                 break
             stop, topic, bodies, seqs, acked = run

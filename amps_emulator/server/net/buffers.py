@@ -4,7 +4,8 @@ pending output are next measured (:class:`Pending`)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sized
+from typing import Generic, NamedTuple, TypeVar
 
 __all__ = ["BUDGET_STEP", "OVER_LIMIT", "OVER_MARK", "Counters", "FrameQueue", "Pending"]
 
@@ -29,31 +30,35 @@ class Counters(NamedTuple):
     queue_max_latency: float
 
 
-class FrameQueue:
-    """Frames kept for later, with their total size (the memory budget counts it)."""
+F = TypeVar("F", bound=Sized)
+
+
+class FrameQueue(Generic[F]):
+    """Frames kept for later, with their total size (the memory budget counts it): encoded
+    output, or received payloads (a large one a ``codec.SplitPayload``)."""
 
     __slots__ = ("frames", "nbytes")
 
     def __init__(self) -> None:
-        self.frames: list[bytes] = []
+        self.frames: list[F] = []
         self.nbytes = 0
 
     def __bool__(self) -> bool:
         return bool(self.frames)
 
-    def append(self, frame: bytes) -> None:
+    def append(self, frame: F) -> None:
         self.frames.append(frame)
         self.nbytes += len(frame)
 
-    def extend(self, frames: list[bytes]) -> None:
+    def extend(self, frames: list[F]) -> None:
         self.frames.extend(frames)
         self.nbytes += sum(map(len, frames))
 
-    def push_front(self, frames: list[bytes]) -> None:
+    def push_front(self, frames: list[F]) -> None:
         self.frames[:0] = frames
         self.nbytes += sum(map(len, frames))
 
-    def take(self) -> list[bytes]:
+    def take(self) -> list[F]:
         """Every frame, in order, leaving the queue empty."""
         frames, self.frames, self.nbytes = self.frames, [], 0
         return frames

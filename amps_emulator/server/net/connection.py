@@ -47,7 +47,7 @@ from contextvars import Context, copy_context
 from typing import TYPE_CHECKING, Any
 
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.codec import FrameDecoder, ProtocolError, frame, parse_command
+from amps_emulator.protocol.codec import FrameDecoder, Payload, ProtocolError, frame, parse_command
 from amps_emulator.protocol.codec import ack as encode_ack
 from amps_emulator.protocol.command import Command
 from amps_emulator.protocol.filter import compile_filter
@@ -109,7 +109,7 @@ class Connection(asyncio.Protocol):
         self._turn = host.turn  # where this connection's output waits for the end of the turn
         self._timebase = host.timebase
         self.listener = listener
-        self.decoder = FrameDecoder(listener.max_frame)
+        self.decoder = FrameDecoder(listener.max_frame, split=True)
         self.out_limit = listener.out_limit
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -131,13 +131,13 @@ class Connection(asyncio.Protocol):
         # a command in progress over several loop steps (see the module docstring)
         self.busy = False
         # frames that arrived while busy, dispatched when the command in progress ends
-        self._stash = FrameQueue()
+        self._stash: FrameQueue[Payload] = FrameQueue()
         self._reading_paused = False
         # frames past this pass's FRAMES_PER_PASS, handled in the next pass (reading paused)
-        self._backlog = FrameQueue()
+        self._backlog: FrameQueue[Payload] = FrameQueue()
         self._backlog_paused = False
         # output held back while busy (None: not busy), written when the command ends
-        self._held: FrameQueue | None = None
+        self._held: FrameQueue[bytes] | None = None
         self._direct = False
         # the query whose group_begin went out and whose group_end has not, with its query
         # id (begin_group / end_group): its failure closes the group first (fail)
@@ -166,7 +166,7 @@ class Connection(asyncio.Protocol):
         #: ClientMaxCapacity: the share of the pool's limits this connection may use
         self.capacity: float = getattr(listener, "offline_capacity", 0.5)
         #: frames the socket does not take yet (a connection of a pool, online)
-        self._waiting = FrameQueue()
+        self._waiting: FrameQueue[bytes] = FrameQueue()
         #: where its frames wait once offlined (None: online)
         self.spool: Spool | None = None
         self._disk_mark = BUDGET_STEP
@@ -242,7 +242,7 @@ class Connection(asyncio.Protocol):
         if self.closed:
             return
         try:
-            payloads = self.decoder.feed(data)
+            payloads = self.decoder.feed_payloads(data)
         except ProtocolError as exc:
             self.close(f"{reasons.DISCONNECT_PROTOCOL}: {exc}")
             return
@@ -279,7 +279,7 @@ class Connection(asyncio.Protocol):
         self.close(f"{reasons.DISCONNECT_PROTOCOL}: a frame of {size} bytes before logon "
                    f"(at most {self.listener.logon_frame_limit} before logon)", abort=True)
 
-    def received(self, payloads: list[bytes]) -> None:
+    def received(self, payloads: list[Payload]) -> None:
         """Bytes arrived (a heartbeat's worth of liveness) carrying these complete command
         payloads; the entry point for every framing (TCP here, :mod:`server.net.websocket`)."""
         if self.closed:
@@ -292,7 +292,7 @@ class Connection(asyncio.Protocol):
             return
         self._run(payloads)
 
-    def _run(self, payloads: list[bytes]) -> None:
+    def _run(self, payloads: list[Payload]) -> None:
         if len(payloads) > FRAMES_PER_PASS:
             self._defer(payloads[FRAMES_PER_PASS:])
             payloads = payloads[:FRAMES_PER_PASS]
@@ -332,7 +332,7 @@ class Connection(asyncio.Protocol):
             if runs is None and self.logged_on and self.session is None:
                 runs = self.host.publish_runs  # (this command was the logon)
 
-    def _defer(self, payloads: list[bytes]) -> None:
+    def _defer(self, payloads: list[Payload]) -> None:
         """Keep ``payloads`` (the frames past this pass's budget) for the next pass; read
         nothing more until they are handled."""
         first = not self._backlog
@@ -356,7 +356,7 @@ class Connection(asyncio.Protocol):
             if not self._reading_paused and self.transport is not None:
                 self.transport.resume_reading()
 
-    def _compile_aside(self, text: str, payloads: list[bytes]) -> None:
+    def _compile_aside(self, text: str, payloads: list[Payload]) -> None:
         """A long filter compiles in a worker thread (its lane: :mod:`.filter_lanes`) while this
         connection is busy (one compile at a time); its command runs once the filter is cached."""
         self.begin_busy()
@@ -373,7 +373,7 @@ class Connection(asyncio.Protocol):
         fut.add_done_callback(compiled)
 
     # -- a command over several loop steps -----------------------------------------------
-    def _stash_frames(self, payloads: list[bytes]) -> None:
+    def _stash_frames(self, payloads: list[Payload]) -> None:
         self._stash.extend(payloads)
         # (before a logon: what arrives while it is decided, at most the small limit)
         limit = STASH_LIMIT if self.logged_on else self.listener.logon_frame_limit
@@ -435,7 +435,7 @@ class Connection(asyncio.Protocol):
             self._logon_timer.cancel()
             self._logon_timer = None
         if self.decoder.buffered:
-            self.decoder = FrameDecoder(self.listener.max_frame)  # a partial frame's memory
+            self.decoder = FrameDecoder(self.listener.max_frame, split=True)  # a partial frame's memory
         self._out.clear()
         self._out_bytes = 0
         self._held = None

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Callable
 
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.codec import FrameDecoder, ProtocolError
+from amps_emulator.protocol.codec import FrameDecoder, Payload, ProtocolError
 from amps_emulator.protocol.legacy_headers import LegacyFormatError, from_amps_frames, to_amps_payload
 from amps_emulator.server.core.ports import ListenerInfo
 from amps_emulator.server.net.admission import Admits, accepted_at
@@ -63,7 +63,7 @@ class LegacyProtocol(WrappedSocket, asyncio.Protocol, asyncio.Transport):
             return
         decoder = self.decoder
         try:
-            payloads = [to_amps_payload(self.protocol, p) for p in decoder.feed(data)]
+            payloads: list[Payload] = [to_amps_payload(self.protocol, p) for p in decoder.feed(data)]
         except (ProtocolError, LegacyFormatError) as exc:
             conn.close(f"{reasons.DISCONNECT_PROTOCOL}: {self.protocol}: {exc}")
             return

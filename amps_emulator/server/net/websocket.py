@@ -46,7 +46,7 @@ from websockets.server import ServerProtocol
 from websockets.typing import BytesLike
 
 from amps_emulator.protocol import reasons
-from amps_emulator.protocol.codec import header_end, payloads_of
+from amps_emulator.protocol.codec import Payload, header_end, payloads_of
 from amps_emulator.server.core.ports import ListenerInfo
 from amps_emulator.server.net.admission import Admits, accepted_at, reset
 from amps_emulator.server.net.connection import BUDGET_STEP, Connection
@@ -374,7 +374,7 @@ class WebSocketProtocol(WrappedSocket, asyncio.Protocol):
     def _events(self, events: list, received: int, largest: int) -> None:
         """Handle what the WebSocket protocol made of ``received`` bytes (``largest``: the
         largest payload a frame header among them announced)."""
-        payloads: list[bytes] = []
+        payloads: list[Payload] = []
         try:
             for i, ev in enumerate(events):
                 if isinstance(ev, Request):

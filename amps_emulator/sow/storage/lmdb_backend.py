@@ -22,6 +22,7 @@ import msgspec
 
 from amps_emulator.protocol.filter.fields import fields_filter
 from amps_emulator.sow.record import (
+    FIXED,
     KEY_SEQ,
     VERSION,
     Record,
@@ -70,6 +71,8 @@ class LmdbBackend:
         self._seq = 0  # the last insert sequence given
         #: SowKey -> LMDB keys it had, deleted while a snapshot was open (which may hold them)
         self._gone: dict[str, list[bytes]] = {}
+        #: (body, its bookmark's length, its stored value built ahead): see prepare_value
+        self._ready: tuple[bytes, int, bytearray] | None = None
         old = env.find_db(self.base + ":r")
         if old is not None:
             self._move_from(old)
@@ -223,12 +226,37 @@ class LmdbBackend:
         self.env.put_many(self.rec_db, lks, values, append=new == len(lks))
         return new
 
+    def prepare_value(self, body: bytes, bookmark: str) -> None:
+        """Build ahead the stored value of ``body``, to be stored next (alone, without
+        expiration or headers) with a bookmark as long as ``bookmark``: the copy of a large
+        body, done in a loop pass before the one that stores it. The next store of records
+        takes it if it stores just that body (the same object) with such a bookmark, writing
+        in the record's own bookmark, position and timestamp; any other drops it."""
+        bm = len(bookmark.encode("utf-8"))
+        value = bytearray(FIXED.size + bm)
+        value += body  # (one copy: bytearray(n) would write n zeros first)
+        self._ready = (body, bm, value)
+
     def _plain_rows(self, keyed: list[tuple[Any, str]], bodies: list, bookmarks: list[str],
                     positions: list[int], timestamps: list[float]
                     ) -> tuple[list[bytes], list[bytes], int]:
         """The LMDB keys and values of records without expiration or headers, and how many
         of their SowKeys are new (given the next insert sequences)."""
-        values = sow_values(VERSION, bodies, bookmarks, positions, timestamps)
+        ready = self._ready
+        values: list[Any] | None = None
+        if ready is not None:
+            self._ready = None
+            body, size, value = ready
+            if len(bodies) == 1 and bodies[0] is body:
+                bm = bookmarks[0].encode("utf-8")
+                if len(bm) == size:  # (as sow_values lays it out)
+                    off = FIXED.size + size
+                    FIXED.pack_into(value, 0, off if off < 256 else 0, VERSION, size, 0,
+                                    positions[0], timestamps[0], 0.0, off)
+                    value[FIXED.size:off] = bm
+                    values = [value]
+        if values is None:
+            values = sow_values(VERSION, bodies, bookmarks, positions, timestamps)
         first = self._seq
         lks, self._seq = record_keys(self._lk, keyed, first)
         return lks, values, self._seq - first

@@ -79,6 +79,9 @@ class MemoryBackend:
         self._seq = seq
         return out
 
+    def prepare_value(self, body: bytes, bookmark: str) -> None:
+        """(:meth:`LmdbBackend.prepare_value`: a record here holds the body itself.)"""
+
     def store_plain(self, keyed: list[tuple[Any, str]], bodies: list, bookmarks: list[str],
                     positions: list[int], timestamps: list[float]) -> int:
         """:meth:`swap_plain` when nothing reads what the records replace (no index does,

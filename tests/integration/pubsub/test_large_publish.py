@@ -146,3 +146,68 @@ def test_a_large_publish_read_whole_is_published_when_its_client_goes_away(tmp_p
 def _frame(header: dict, body: bytes) -> bytes:
     h = json.dumps(header, separators=(",", ":")).encode()
     return (len(h) + len(body)).to_bytes(4, "big") + h + body
+
+
+SOW_AND_PLAIN = """<SOW><Topic><Name>orders</Name><MessageType>json</MessageType><Key>/id</Key>
+  <FileName>{d}/sow/%n.sow</FileName></Topic></SOW>"""
+
+
+def _mixed_body(mib: int) -> bytes:
+    """A JSON document of about ``mib`` MiB whose every piece says where it is (a misplaced
+    or repeated piece of the body cannot go unnoticed)."""
+    blob = "".join(f"{i:07d}," for i in range((mib << 20) // 8))
+    return json.dumps({"id": 5, "tag": "big", "blob": blob}).encode()
+
+
+def _body_of(c: RawClient, cmd: str) -> tuple[dict, bytes]:
+    while True:
+        h, body = c.recv_frame(timeout=30)
+        if h["c"] == cmd:
+            return h, body
+
+
+def _sow_bodies(c) -> list[bytes]:
+    return [m.get_data_raw()
+            for m in c.sow("orders", timeout=20000) if m.get_command() == "sow"]
+
+
+def test_a_large_publish_is_byte_identical_everywhere(tmp_path):
+    """A body of a few MiB (assembled by the connection's decoder from many reads) reaches a
+    subscriber to its SOW topic and one to a plain topic, the SOW, the transaction log's
+    replay and a delta_publish's merge exactly as it was sent."""
+    srv = start_server(config_xml(tmp_path, txlog_topics=("orders", "plain"),
+                                  extra=SOW_AND_PLAIN.format(d=tmp_path)))
+    try:
+        body = _mixed_body(3)
+        subs = RawClient(srv.port)
+        subs.logon("subs")
+        for t in ("orders", "plain"):
+            subs.send({"c": "subscribe", "t": t, "sub_id": t, "cid": t, "a": "processed"})
+            assert subs.recv_frame()[0]["a"] == "processed"
+        a = RawClient(srv.port)
+        a.logon("a")
+        for t in ("orders", "plain"):
+            for i in range(0, len(frame := _frame({"c": "p", "t": t}, body)), 100_000):
+                a.send_raw(frame[i:i + 100_000])  # (in pieces: many reads on the server)
+        a.send({"c": "flush", "cid": "f", "a": "processed"})
+        assert a.recv_frame(timeout=30)[0]["cid"] == "f"
+        live = {h["t"]: b for h, b in (_body_of(subs, "p") for _ in range(2))}
+        assert live == {"orders": body, "plain": body}
+
+        reader = logged_on(srv.uri, "reader")
+        assert _sow_bodies(reader) == [body]
+        for t in ("orders", "plain"):
+            r = RawClient(srv.port)
+            r.logon(f"replay-{t}")
+            r.send({"c": "subscribe", "t": t, "sub_id": "r", "cid": "r", "bm": "0"})
+            assert _body_of(r, "p")[1] == body
+            r.close()
+
+        a.send({"c": "delta_publish", "t": "orders", "cid": "d", "a": "processed"},
+               b'{"id":5,"tag":"merged"}')
+        assert a.recv_frame(timeout=30)[0]["cid"] == "d"
+        merged = json.loads(_body_of(subs, "p")[1])
+        assert merged == {**json.loads(body), "tag": "merged"}
+        assert [json.loads(b) for b in _sow_bodies(reader)] == [merged]
+    finally:
+        srv.stop()

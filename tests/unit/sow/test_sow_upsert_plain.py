@@ -390,3 +390,91 @@ def test_a_run_of_inserts_that_fills_the_map_grows_it_and_loses_nothing(tmp_path
         assert t.insert_count == 1500 and t.count() == 1500
     finally:
         sf.close()
+
+
+# -- a large body's Key read alone, and its stored value built ahead ------------------------
+
+KEY_BODIES = [
+    b'{"id":5,"blob":"yyyy"}', b'{"blob":"yyyy","id":"ABC"}', b'{"id":1,"x":2,"id":3}',
+    b'{"x":{"id":9},"id":[1,{"a":2}]}', b'{"blob":"y"}', b'{"id":null}', b' {"id":2.5} ',
+    b'{"id":"a\\u00e9\\"b"}', b'{"id":-1,"deep":[[[{"k":"v"}]]],"n":1e300}',
+]
+
+
+@pytest.mark.parametrize("body", KEY_BODIES)
+def test_key_doc_gives_the_sow_key_of_the_whole_document(sf, body) -> None:
+    t = sf.topic("orders", keys=("/id",))
+    kd = t.key_doc(body)
+    if not sf.persistent:  # (a memory record keeps its document: the whole one)
+        assert kd is None
+        return
+    doc = msgspec.json.decode(body)
+    assert kd == ({"id": doc["id"]} if "id" in doc else {})
+    assert t.key_for(kd) == t.key_for(doc)
+
+
+@pytest.mark.parametrize("body", [
+    b'{"id":5,"note":"\xc3\xa9"}',  # not ASCII: the full decode checks the text
+    b'{"id":5,"blob":"\xff"}',  # (not UTF-8: refused by the full decode)
+    b'{"id":5,"blob":"y"', b'{"id":5,"blob":"a\x01"}', b"[1,2]", b"5", b"",
+])
+def test_key_doc_leaves_other_bodies_to_the_full_decode(tmp_path, body) -> None:
+    sf = StoreFactory("persistent", tmp_path)
+    try:
+        assert sf.topic("orders", keys=("/id",)).key_doc(body) is None
+    finally:
+        sf.close()
+
+
+@pytest.mark.parametrize("kw", [
+    {"keys": ("/id", "/sym")}, {"keys": ("/a/b",)}, {"keys": ("/id",), "indexes": ("/px",)},
+    {"keys": ("/id",), "hash_indexes": (("/sym",),)},
+], ids=["composite key", "nested key", "memo index", "hash index"])
+def test_key_doc_only_where_the_key_is_all_a_store_reads(tmp_path, kw) -> None:
+    sf = StoreFactory("persistent", tmp_path)
+    try:
+        t = sf.topic("orders", **kw)
+        assert t.key_doc(b'{"id":1,"sym":"A","px":2,"a":{"b":3}}') is None
+        assert t.plain_upserts
+    finally:
+        sf.close()
+
+
+@pytest.mark.parametrize("guess", ["bm7", "bm77", ""], ids=["same length", "longer", "none"])
+@pytest.mark.parametrize("first", [True, False], ids=["new key", "update"])
+def test_a_value_built_ahead_stores_what_upsert_stores(pair, guess, first) -> None:
+    """The value ``prepare_value`` built ahead (or dropped: a bookmark of another length)
+    leaves the topic byte for byte as ``upsert`` does."""
+    (sa, sb) = pair
+    ta, tb = sa.topic("orders", keys=("/id",)), sb.topic("orders", keys=("/id",))
+    now = sa.clock.t
+    items = [] if first else [(js({"id": 9, "v": "old"}), "bm1", 1)]
+    items.append((js({"id": 9, "blob": "y" * 3000}), "bm2", 2))
+    for body, mark, pos in items:
+        doc = msgspec.json.decode(body)
+        key = ta.key_for(doc)
+        ta.upsert(key, body, doc, None, mark, pos, now, now + pos / 1000)
+        kd = tb.key_doc(body) if sb.persistent else doc
+        assert kd is not None
+        if pos == 2:
+            tb.prepare_value(body, guess)
+        tb.upsert_run([(kd, key)], [body], [mark], [pos], [now + pos / 1000])
+    assert _state(sa, ta) == _state(sb, tb)
+
+
+def test_a_value_built_ahead_is_dropped_by_another_store(tmp_path) -> None:
+    sa, sb = StoreFactory("persistent", tmp_path / "a"), StoreFactory("persistent", tmp_path / "b")
+    try:
+        ta, tb = sa.topic("orders", keys=("/id",)), sb.topic("orders", keys=("/id",))
+        big, other = js({"id": 1, "blob": "y" * 3000}), js({"id": 2, "v": 1})
+        tb.prepare_value(big, "bm1")
+        for t in (ta, tb):  # another body stored first: built as usual
+            t.upsert_run([(msgspec.json.decode(other), t.key_for({"id": 2}))], [other],
+                         ["bm1"], [1], [5.0])
+            t.upsert_run([(msgspec.json.decode(big), t.key_for({"id": 1}))], [big],
+                         ["bm2"], [2], [6.0])
+        assert _state(sa, ta) == _state(sb, tb)
+        assert tb._b._ready is None
+    finally:
+        sa.close()
+        sb.close()
