@@ -40,15 +40,16 @@ import threading
 import weakref
 import zlib
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import BinaryIO, Protocol
+from typing import BinaryIO, Protocol, TypeVar
 
 from . import summary as summaries
 from .api import JournalClosedError, JournalCorruptError
 from .atomic import fsync_path, replace_file
 
 log = logging.getLogger("amps_emulator.journal")
+T = TypeVar("T")
 
 #: what compressing adds to a segment's file name
 GZ_SUFFIX = ".gz"
@@ -190,6 +191,19 @@ class ReadHold:
     def waiting(self) -> bool:
         """A decompression the reader stopped for is still running."""
         return self.job is not None and not self.job.future.done()
+
+    def read_again(self, read: Callable[[ReadHold], T]) -> Generator[Future[None] | None, None, T]:
+        """The slow path of a reader on the event loop whose ``read(self)`` just raised
+        :class:`SegmentPending`: yields the decompression it stopped for (its driver goes on
+        once that is done) and reads again, until a read answers; returns that answer. (The
+        reader's own first read is a plain call: a read that answers at once makes no
+        generator.)"""
+        while True:
+            yield self.job.future if self.job is not None else None
+            try:
+                return read(self)
+            except SegmentPending:
+                pass
 
 
 class CompressedCache:

@@ -33,11 +33,10 @@ from typing import Any
 
 from amps_emulator.protocol.filter import ast as A
 from amps_emulator.protocol.filter.functions import regex
-from amps_emulator.protocol.filter.modules import find_function
 from amps_emulator.protocol.filter.values import to_str
 from amps_emulator.sow.index import HashIndex, MemoIndex, like_prefix, ranges_for_between, ranges_for_compare
 
-__all__ = ["Plan", "plan_query", "needs_context", "identifier_paths", "log"]
+__all__ = ["Plan", "plan_query", "log"]
 
 log = logging.getLogger("amps_emulator.sow.planner")
 
@@ -70,20 +69,6 @@ class Plan:
 
 def _ptext(path) -> str:
     return "".join(f"[{s}]" if type(s) is int else "/" + s for s in path or ())
-
-
-def identifier_paths(node) -> list[tuple]:
-    return [n.path for n in A.walk(node) if isinstance(n, A.Identifier)]
-
-
-def needs_context(node) -> bool:
-    """True if the filter calls a function that reads the message context (SOW_KEY(), ...)."""
-    for n in A.walk(node):
-        if isinstance(n, A.Call):
-            fn = find_function(n.name)
-            if fn is None or fn.kind == "context":
-                return True
-    return False
 
 
 def _literals(items: Sequence[A.Expr]) -> list[A.Literal] | None:

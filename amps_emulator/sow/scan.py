@@ -29,7 +29,7 @@ from typing import Any, TypedDict
 import msgspec
 
 from amps_emulator.protocol.bodies import TreeDecoder
-from amps_emulator.protocol.filter import MessageContext, compile_filter
+from amps_emulator.protocol.filter import CompiledFilter, MessageContext, compile_filter
 from amps_emulator.protocol.msgtypes import MessageCodec
 from amps_emulator.sow.expiry import expiry_bound, skey_of_key
 from amps_emulator.sow.history import TABLE as _HISTORY_TABLE
@@ -37,7 +37,7 @@ from amps_emulator.sow.history import History, StateAsOf
 from amps_emulator.sow.index import HashIndex, MemoIndex
 from amps_emulator.sow.keys import parse_sow_keys
 from amps_emulator.sow.paths import Path, path_text, top_level_names
-from amps_emulator.sow.planner import Plan, identifier_paths, needs_context, plan_query
+from amps_emulator.sow.planner import Plan, plan_query
 from amps_emulator.sow.planner import log as plan_log
 from amps_emulator.sow.query import (
     OrderBy,
@@ -92,21 +92,15 @@ def _fields_decoder(names: frozenset[str]) -> msgspec.json.Decoder[Any]:
     return msgspec.json.Decoder(td)
 
 
-def _paths_read(f: Any) -> Sequence[tuple]:
+def _paths_read(f: CompiledFilter | None) -> Sequence[tuple]:
     """What filter ``f`` reads of each record (known when it was compiled: a long filter is
     not walked again on the event loop for each query)."""
-    if f is None:
-        return ()
-    paths = getattr(f, "paths", None)
-    return paths if paths is not None else identifier_paths(f.ast)
+    return () if f is None else f.paths
 
 
-def _reads_context(f: Any) -> bool:
+def _reads_context(f: CompiledFilter | None) -> bool:
     """Whether filter ``f`` reads the message context (known when it was compiled)."""
-    if f is None:
-        return False
-    uses = getattr(f, "uses_context", None)
-    return bool(uses) if uses is not None else needs_context(f.ast)
+    return f is not None and f.uses_context
 
 
 def _creations(plan: Plan) -> list[Path]:
@@ -282,7 +276,9 @@ class TopicReads(ABC):
     def __len__(self) -> int:
         return self.count()
 
-    def _compile(self, flt):
+    def _compile(self, flt: str | CompiledFilter | None) -> CompiledFilter | None:
+        """``flt`` compiled (text), as given (a filter compiled already: every compiled filter
+        carries what it reads, ``paths`` and ``uses_context``), or None (no filter)."""
         if flt is None:
             return None
         if isinstance(flt, str):

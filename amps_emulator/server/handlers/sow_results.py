@@ -140,11 +140,10 @@ def _held(read: Callable[..., T]) -> Generator[Waited, None, T]:
     yields that decompression (the query's driver goes on once it is done,
     ``handlers.sow.drive``), so the event loop never decompresses."""
     hold = ReadHold()
-    while True:
-        try:
-            return read(hold=hold)
-        except SegmentPending:
-            yield hold.job.future if hold.job is not None else None
+    try:
+        return read(hold=hold)
+    except SegmentPending:
+        return (yield from hold.read_again(lambda h: read(hold=h)))
 
 
 def history_cuts(broker: HasTxLog, cmd: Command, topics: list[Any], common: bool

@@ -36,6 +36,7 @@ import logging
 import time
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
+from functools import partial
 from typing import Any
 
 from amps_emulator.journal import JournalClosedError, ReadHold, SegmentPending
@@ -184,12 +185,10 @@ def query_steps(read: Read, decode: Callable[[bytes, str], Any], msgs: list[Any]
         if clock() > step_end:  # (a record can be a megabyte read from disk)
             yield None
             step_end = clock() + STEP_SECONDS
-        while True:
-            try:
-                rec = read(m.position, hold)
-                break
-            except SegmentPending:
-                yield hold.job.future if hold.job is not None else None
+        try:
+            rec = read(m.position, hold)
+        except SegmentPending:
+            rec = yield from hold.read_again(partial(read, m.position))
         if rec is None:
             continue
         if flt is not None and not flt(decode(rec.body, rec.key), MessageContext(topic=rec.topic)):

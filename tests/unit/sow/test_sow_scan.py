@@ -16,7 +16,6 @@ from amps_emulator.protocol.filter import compile_filter, compiler, interpret_fi
 from amps_emulator.protocol.filter.fields import fields_filter
 from amps_emulator.sow import SowStore, TopicSpec, TransientStore
 from amps_emulator.sow.paths import top_level_names
-from amps_emulator.sow.planner import identifier_paths
 from amps_emulator.sow.query import parse_order_by, sort_records
 from amps_emulator.sow.testing import FakeClock
 from tests.support.filter_corpus import BODIES, SCAN_FILTERS, documents, expressions, reference_doc
@@ -33,7 +32,7 @@ def _expected(t, text: str, extra=(), order_by: str | None = None) -> list[str]:
     """Keys of the records the reference interpreter matches, evaluated on the document the
     scan decodes for each record (in natural order, or sorted by ``order_by``)."""
     f = compile_filter(text)
-    names = sorted(top_level_names(identifier_paths(f.ast)) | set(extra))
+    names = sorted(top_level_names(f.paths) | set(extra))
     recs = t.query(plan="scan").records  # every record, natural order
     doc = {r.sow_key: reference_doc(names, r.data) for r in recs}
     hits = [r for r in recs if interpret_filter(f.ast, doc[r.sow_key], t._ctx_of(r))]
@@ -175,7 +174,7 @@ def test_a_query_takes_what_its_filter_reads_from_the_compiled_filter(tmp_path, 
     """What a filter reads of each record, and whether it reads the message context, are
     found when it is compiled (off the event loop for a long one): a query over a filter of
     100,000 terms walked them all again on the loop (140 ms)."""
-    from amps_emulator.sow import scan
+    from amps_emulator.protocol.filter import ast as A
 
     f = compile_filter("/qty + /qty + /px * 2 > 5 AND /region = 'eu'")
     assert f.paths == (("qty",), ("px",), ("region",)) and not f.uses_context
@@ -188,8 +187,8 @@ def test_a_query_takes_what_its_filter_reads_from_the_compiled_filter(tmp_path, 
     def walked(_node):
         raise AssertionError("the filter was walked again for the query")
 
-    monkeypatch.setattr(scan, "identifier_paths", walked)
-    monkeypatch.setattr(scan, "needs_context", walked)
+    fields_filter(f)  # (made once for a compiled filter and kept on it, as its paths are)
+    monkeypatch.setattr(A, "walk", walked)
     got = sorted(r.doc["id"] for r in t.query(f, plan="scan").records)
     assert got == [i for i in range(20) if i % 2 and 2 * (i % 7) + i / 2 > 5]
     store.close()

@@ -388,50 +388,46 @@ class Actions(Steps):
     def check_writable(self, topic: str) -> None:
         pass  # actions refuse no publish
 
-    def _watches_publish(self, topic: str, keyed: bool) -> bool:
-        """Whether anything here looks at a message published to ``topic`` (``keyed``: it
-        has a SowKey): an ``on-publish-message``, or for a SOW record an ``on-oof-message``,
-        a subscription's watch or a message affinity. (The message path tells every observer
-        of a message that any observer covers: another one's topic is no reason to decode.)"""
-        if any(t.matches_topic(topic) for t in self._of(ON_PUBLISH)):
-            return True
-        return keyed and (any(t.matches_topic(topic) for t in self._of(ON_OOF))
-                          or any(w.topic == topic for w in self.watches)
-                          or any(a.data == topic for a in self.affinities))
-
     def message_published(self, msg: Message, rec: JournalRecord | None) -> None:
+        """Run what looks at a message published to its topic: the ``on-publish-message``
+        triggers, and for a SOW record (it has a SowKey) the ``on-oof-message`` triggers,
+        the subscriptions' watches and the message affinities. One pass picks them; the body
+        is decoded only when it picked any (the message path tells every observer of a
+        message that any observer covers: another one's topic is no reason to decode)."""
         topic = msg.topic
-        if not self._watches_publish(topic, bool(msg.sow_key)):
+        key = msg.sow_key or ""
+        published = [t for t in self._of(ON_PUBLISH) if t.matches_topic(topic)]
+        oof: list[_Trigger] = []
+        watches: list[ConditionWatch] = []
+        affinities: list[Affinity] = []
+        if key:
+            oof = [t for t in self._of(ON_OOF) if t.matches_topic(topic)]
+            watches = [w for w in self.watches if w.topic == topic]
+            affinities = [a for a in self.affinities if a.data == topic]
+        if not (published or oof or watches or affinities):
             return
         doc = msg.doc if msg.doc is not UNDECODED else self.broker.bodies.decode(msg.body, topic)
         base = _message_vars(msg)
         # a record another instance replicated here carries the path it came by
         replicated = rec is not None and bool(path_of(rec))
-        for trig in self._of(ON_PUBLISH):
-            if trig.matches_topic(topic) and trig.matches_source(replicated) \
-                    and trig.matches_doc(doc):
+        for trig in published:
+            if trig.matches_source(replicated) and trig.matches_doc(doc):
                 sub = trig.sub
                 if sub is not None and sub.conflation is not None:
                     if not self.stopped:  # (its timers are stopped)
                         sub.conflation.hold(msg, None)  # runs when the key's interval ends
                 else:
                     self._published_run(trig, msg, None, base, doc)
-        oof = self._of(ON_OOF)
-        if oof and msg.sow_key:
-            previous = msg.previous_doc
-            if previous is not None and previous is not UNDECODED:
-                for trig in oof:
-                    if trig.filter is not None and _oof_type(trig) in ("match", "all") \
-                            and trig.matches_topic(topic) and trig.matches_doc(previous) \
-                            and not trig.matches_doc(doc):
-                        self.run(trig.action, {**base, "AMPS_REASON": reasons.OOF_MATCH})
-        if msg.sow_key:
-            for watch in self.watches:
-                if watch.topic == topic:
-                    watch.updated(msg.sow_key, msg.body, doc)
-            for aff in self.affinities:
-                if aff.data == topic:
-                    aff.updated(msg.sow_key, msg.body, doc)
+        previous = msg.previous_doc
+        if oof and previous is not None and previous is not UNDECODED:
+            for trig in oof:
+                if trig.filter is not None and _oof_type(trig) in ("match", "all") \
+                        and trig.matches_doc(previous) and not trig.matches_doc(doc):
+                    self.run(trig.action, {**base, "AMPS_REASON": reasons.OOF_MATCH})
+        for watch in watches:
+            watch.updated(key, msg.body, doc)
+        for aff in affinities:
+            aff.updated(key, msg.body, doc)
 
     def _published_run(self, trig: _Trigger, msg: Message, stamp: int | None,
                        base: Vars | None = None, doc: Any = UNDECODED) -> None:

@@ -105,3 +105,32 @@ def test_the_engine_is_told_which_deliveries_wait_and_which_are_sent_after_their
     pending.clear()
     work.drain()
     assert told == [(1, 110.0, False), (1, 125.0, False), (1, 125.0, True)]  # (not the lapsed one)
+
+
+def test_a_queue_query_waits_for_each_pending_record_and_keeps_the_order():
+    """``query_steps`` reads a record being decompressed again after each wait (yielding the
+    decompression it waits for), and gives the records in the queue's order."""
+    from concurrent.futures import Future
+
+    from amps_emulator.server.services.queue_held import query_steps
+
+    waits = {2: 2, 4: 1}  # position: reads that find its segment still being decompressed
+    job = SimpleNamespace(future=Future())
+
+    def read(position, hold):
+        if waits.get(position):
+            waits[position] -= 1
+            hold.job = job
+            raise SegmentPending(f"segment of {position}")
+        return SimpleNamespace(position=position, body=b"{}", key="q", topic="q")
+
+    steps = query_steps(read, lambda body, key: {}, [SimpleNamespace(position=p) for p in range(6)],
+                        None, None)
+    yielded = []
+    try:
+        while True:
+            yielded.append(next(steps))
+    except StopIteration as stop:
+        recs, total = stop.value
+    assert yielded == [job.future] * 3 and not any(waits.values())
+    assert [r.position for r in recs] == list(range(6)) and total == 6
