@@ -247,14 +247,21 @@ def test_a_views_check_that_fails_after_a_wait_is_contained_and_done_again(
     viewer.close()
 
 
-def test_a_delivery_that_waited_past_its_lease_is_sent_once(srv, publisher, slow, monkeypatch):
+def consume_past_lease(srv, slow, monkeypatch, item):
+    """A consumer of ``work-q`` (backlog 1) whose first delivery waits for its record, held,
+    while the 10 s lease runs out: (its collector of ``item(message)``, the consumer)."""
     slow.install(monkeypatch)
-    got = Collector(lambda m: (json.loads(m.get_data())["i"], m.get_lease_period())
-                    if m.get_command() in ("p", "publish") else None)
+    got = Collector(lambda m: item(m) if m.get_command() in ("p", "publish") else None)
     consumer = client(srv, "consumer")
     consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q"), got)  # (backlog 1)
     assert slow.entered.wait(30)  # the first delivery waits for its record
     srv.http("/emulator/clock/advance?seconds=15", "POST")  # its 10 s lease ends meanwhile
+    return got, consumer
+
+
+def test_a_delivery_that_waited_past_its_lease_is_sent_once(srv, publisher, slow, monkeypatch):
+    got, consumer = consume_past_lease(srv, slow, monkeypatch,
+                                       lambda m: (json.loads(m.get_data())["i"], m.get_lease_period()))
     # the lease's end returned the message, which was delivered again (and waits too)
     queue = srv.server.queue_service.queues["work-q"]
     assert until(lambda: srv.call(lambda: len(srv.server.queue_service.held.waiting)) == 2)
@@ -275,13 +282,8 @@ def test_a_lease_that_ended_before_its_delivery_was_sent_is_no_delivery(srv, pub
                                                                        monkeypatch):
     """MaxDeliveries 1: the lease that ended while its delivery waited was never a delivery,
     so the message is delivered again (once), not expired undelivered."""
-    slow.install(monkeypatch)
-    got = Collector(lambda m: json.loads(m.get_data())["i"]
-                    if m.get_command() in ("p", "publish") else None)
-    consumer = client(srv, "consumer")
-    consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q"), got)  # (backlog 1)
-    assert slow.entered.wait(30)  # the first delivery waits for its record
-    srv.http("/emulator/clock/advance?seconds=15", "POST")  # its 10 s lease ends meanwhile
+    got, consumer = consume_past_lease(srv, slow, monkeypatch,
+                                       lambda m: json.loads(m.get_data())["i"])
     queue = srv.server.queue_service.queues["work-q"]
     # the lease's end returned the message or expired it: either way, more work waits
     assert until(lambda: srv.call(lambda: len(srv.server.queue_service.held.waiting)) >= 2)
@@ -298,13 +300,8 @@ def test_an_at_most_once_delivery_that_waited_past_its_lease_is_still_sent(srv, 
                                                                           monkeypatch):
     """At most once: the message left the queue when it was leased, so the delivery that
     waited for its record past the lease period is sent all the same (not lost)."""
-    slow.install(monkeypatch)
-    got = Collector(lambda m: json.loads(m.get_data())["i"]
-                    if m.get_command() in ("p", "publish") else None)
-    consumer = client(srv, "consumer")
-    consumer.execute_async(AMPS.Command("subscribe").set_topic("work-q"), got)
-    assert slow.entered.wait(30)  # the first delivery waits for its record
-    srv.http("/emulator/clock/advance?seconds=15", "POST")  # past its 10 s lease period
+    got, consumer = consume_past_lease(srv, slow, monkeypatch,
+                                       lambda m: json.loads(m.get_data())["i"])
     slow.release.set()
     assert got.wait_until(lambda items: len(ids(items)) >= 1, 20)
     consumer.flush(5000)

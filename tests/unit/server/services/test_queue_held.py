@@ -11,6 +11,16 @@ from amps_emulator.journal import SegmentPending
 from amps_emulator.server.services.queue_held import HeldFilter, HeldWork
 
 
+def reader(pending: set, rec=lambda position: f"rec-{position}"):
+    """``read(position, hold)`` of records ``rec(position)``, those in ``pending`` not
+    decompressed yet."""
+    def read(position, hold):
+        if position in pending:
+            raise SegmentPending(f"segment of {position}")
+        return rec(position)
+    return read
+
+
 def queue(at_most_once: bool = False) -> SimpleNamespace:
     """A queue as HeldWork sees it: its name, and its engine's spec."""
     return SimpleNamespace(name="jobs", engine=SimpleNamespace(
@@ -46,10 +56,7 @@ def test_a_delivery_whose_lease_ended_while_it_waited_is_not_sent():
     pending = {1}
     clock = [100.0]
 
-    def read(position, hold):
-        if position in pending:
-            raise SegmentPending(f"segment of {position}")
-        return f"rec-{position}"
+    read = reader(pending)
 
     carried = []
     work = HeldWork(lambda: None, read, lambda q, action, rec: carried.append((rec, action.lease_expiry)),
@@ -68,10 +75,7 @@ def test_a_filter_waits_for_its_record_then_the_queue_dispatches_again():
     pending = {2}
     ready = []
 
-    def read(position, hold):
-        if position in pending:
-            raise SegmentPending(f"segment of {position}")
-        return position
+    read = reader(pending, lambda position: position)
 
     flt = HeldFilter(lambda: None, read, lambda rec: rec % 2 == 0, lambda: ready.append(True))
     # in order: what comes after the record being decompressed waits behind it (None: the
@@ -89,10 +93,7 @@ def test_the_engine_is_told_which_deliveries_wait_and_which_are_sent_after_their
     pending = {1}
     clock = [100.0]
 
-    def read(position, hold):
-        if position in pending:
-            raise SegmentPending(f"segment of {position}")
-        return f"rec-{position}"
+    read = reader(pending)
 
     told = []
     work = HeldWork(lambda: None, read, lambda q, action, rec: None, lambda: clock[0],
