@@ -336,7 +336,7 @@ class FrameDecoder:
     out of the payload) when the last read of a large publish arrives.
     """
 
-    __slots__ = ("_body", "_buf", "_head", "_max", "_need", "_split", "_whole")
+    __slots__ = ("_body", "_buf", "_head", "_max", "_need", "_split", "_tried", "_whole")
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, split: bool = False) -> None:
         self._buf = bytearray()
@@ -346,6 +346,7 @@ class FrameDecoder:
         self._head = b""  # a large frame's header, once read (split)
         self._body: FillerPy | None = None  # its body being filled (split)
         self._whole = False  # this large frame's header did not end early: buffered whole
+        self._tried = 0  # how much of this large frame was buffered when its header was sought
 
     @property
     def buffered(self) -> int:
@@ -403,6 +404,7 @@ class FrameDecoder:
                     data = view[need:].tobytes()  # (what came after it)
                 need = -1
                 self._whole = False
+                self._tried = 0
             else:
                 data = bytes(buf)
             self._buf = bytearray()
@@ -427,13 +429,20 @@ class FrameDecoder:
     def _begin_split(self) -> None:
         """The buffer holds the start of a large frame's payload: once its header has ended,
         keep the header and move what came of the body into a :class:`Filler`; a header that
-        has not ended within :data:`HEADER_LIMIT` bytes leaves the frame to be buffered whole."""
+        has not ended within :data:`HEADER_LIMIT` bytes leaves the frame to be buffered whole.
+        The header is sought again only once the buffer has doubled (or reached the limit):
+        a header trickled a byte a read is scanned a few times, not once a byte."""
         buf = self._buf
+        n = len(buf)
+        if n < 2 * self._tried and n < HEADER_LIMIT:
+            return
+        self._tried = n
         with memoryview(buf) as view:
             end = header_end(view[:HEADER_LIMIT].tobytes())
             if end < 0:
-                self._whole = len(buf) >= HEADER_LIMIT
+                self._whole = n >= HEADER_LIMIT
                 return
+            self._tried = 0
             self._head = view[:end].tobytes()
             body = self._body = Filler(self._need - end)
             body.write(view, end)

@@ -124,6 +124,33 @@ def test_a_header_that_does_not_end_early_leaves_the_frame_whole(filler):
     assert type(p) is bytes and split_frame(p) == (header, BIG)
 
 
+def test_a_header_trickled_a_byte_a_read_is_not_scanned_once_a_byte(filler, monkeypatch):
+    """A peer that announces a large frame, then sends its header a byte a read: the header
+    is sought a few times as the buffer doubles, not each read (else up to 64 KiB scanned per
+    byte: seconds of the event loop for one header), and the frame still comes out right."""
+    scans = []
+    seek = codec.header_end
+
+    def counted(payload):
+        scans.append(len(payload))
+        return seek(payload)
+
+    monkeypatch.setattr(codec, "header_end", counted)
+    for header in ({"c": "p", "t": "orders", "cid": "slow", "x": "h" * 3000},
+                   {"c": "p", "t": "orders", "cid": "long", "x": "h\\}" * (HEADER_LIMIT // 3)}):
+        scans.clear()
+        data = wire(header, BIG)
+        h = len(json.dumps(header, separators=(",", ":"))) + 4
+        dec = FrameDecoder(split=True)
+        out = []
+        for i in range(min(h, HEADER_LIMIT + 4) + 10):
+            out.extend(dec.feed_payloads(data[i:i + 1]))
+        out.extend(dec.feed_payloads(data[min(h, HEADER_LIMIT + 4) + 10:]))
+        assert len(scans) <= 20 and sum(scans) <= 4 * HEADER_LIMIT
+        (p,) = out
+        assert split_frame(p) == (header, BIG)
+
+
 def test_without_split_every_payload_is_bytes():
     payloads = feed_in([STREAM[i:i + 65536] for i in range(0, len(STREAM), 65536)], split=False)
     assert all(type(p) is bytes for p in payloads)
