@@ -194,7 +194,7 @@ def parse_sow_keys(keys: str | Iterable[str] | None) -> list[str]:
 class KeyGenerator:
     """Computes a topic's SowKey for a decoded message (generated-key topics only)."""
 
-    __slots__ = ("domain", "paths", "texts", "_single", "_seed", "_prefix", "_key_only")
+    __slots__ = ("domain", "paths", "texts", "_single", "_seed", "_prefix")
 
     def __init__(self, domain: str, key_paths: Iterable[str]) -> None:
         self.domain = domain
@@ -212,28 +212,6 @@ class KeyGenerator:
         _digest_update(self._seed, domain)
         d = domain.encode("utf-8", "surrogatepass")
         self._prefix = b"%d:%b" % (len(d), d)  # what _seed absorbed (for sow_key)
-        self._key_only: msgspec.json.Decoder | None = None  # see key_doc
-
-    def key_doc(self, body: bytes) -> dict[str, Any] | None:
-        """The document of the JSON ``body`` reduced to its Key field (one top-level field):
-        ``{field: value}``, or ``{}`` when the body has no value there; all that the SowKey
-        (and a Key index) read of it. The other fields are checked as JSON but not built: a
-        large body reads so in a fraction of its full decode. None when it cannot be read so
-        (another Key, a body that is not ASCII: a full decode checks its UTF-8 text, not
-        a JSON object, malformed): the full decode decides, as for any body."""
-        single = self._single
-        if not isinstance(single, str) or not body.isascii():
-            return None
-        dec = self._key_only
-        if dec is None:
-            shape = msgspec.defstruct("KeyOnly", [("v", Any, msgspec.UNSET)],
-                                      rename={"v": single})
-            dec = self._key_only = msgspec.json.Decoder(shape)
-        try:
-            v = dec.decode(body).v  # (a repeated field: the last one, as the full decode)
-        except (msgspec.DecodeError, RecursionError):
-            return None
-        return {} if v is msgspec.UNSET else {single: v}
 
     def of_text(self, text: bytes) -> str:
         """The SowKey of a message whose (one) Key field's text is ``text`` (UTF-8)."""

@@ -165,24 +165,22 @@ class Topic(TopicIndexes):
             return []  # (the SowKey comes from the header alone)
         return self._keygen.keyed(docs)
 
-    def key_doc(self, body: bytes) -> dict[str, Any] | None:
-        """``KeyGenerator.key_doc`` of ``body``, where that is all a keyed upsert that nobody
-        reads (``upsert_run``) needs of it: a persistent JSON topic keyed on one top-level
-        field, storing plain upserts, without enrichment, whose only index is its Key index.
-        None elsewhere (and for a body it cannot read so): decode the whole body."""
-        kg = self._keygen
-        if not isinstance(kg, KeyGenerator) or self._codec is not None \
-                or not self.plain_upserts or self.enrichment is not None \
-                or not self._b.persistent or self.memo_indexes \
-                or any(ix.__class__ is not KeyHashIndex for ix in self.hash_indexes):
-            return None
-        return kg.key_doc(body)
+    @property
+    def values_ahead(self) -> bool:
+        """Whether :meth:`prepare_value` can build a stored value ahead: a persistent topic
+        that stores plain upserts, without enrichment or a message type of its own."""
+        return self._codec is None and self.plain_upserts and self.enrichment is None \
+            and self._b.persistent
 
     def prepare_value(self, body: bytes, bookmark: str) -> None:
         """Build ahead what storing ``body`` next copies of it (see
         ``LmdbBackend.prepare_value``): a large body's keyed upsert that nobody reads, whose
         journal record will probably have ``bookmark`` (a guess of its length)."""
         self._b.prepare_value(body, bookmark)
+
+    def drop_prepared(self) -> None:
+        """Forget a value :meth:`prepare_value` built that no store took (a refused publish)."""
+        self._b.prepare_value(None, "")
 
     def _index_doc(self, rec: Record) -> Any:
         if not (self.hash_indexes or self.memo_indexes):

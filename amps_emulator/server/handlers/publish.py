@@ -65,9 +65,15 @@ def _in_stages(broker: Broker, client: Client, cmd: Command, topic: str, seq: in
     target = queues.publish_target(topic) if queues is not None else topic
     doc = decode_ahead(broker, target, cmd.body)
     yield
-    prepare_ahead(broker, target, cmd.body, doc, client.client_name or "", seq)
-    yield
-    _guarded(broker, client, cmd, topic, seq, last, doc)
+    prepared = prepare_ahead(broker, target, cmd.body, doc, client.client_name or "", seq)
+    try:
+        yield
+        _guarded(broker, client, cmd, topic, seq, last, doc)
+    finally:  # (a value built ahead that no store took, the publish refused: not kept)
+        sow = broker.sow_service
+        sow_topic = sow.get(target) if prepared and sow is not None else None
+        if sow_topic is not None:
+            sow_topic.drop_prepared()
 
 
 def _guarded(broker: Broker, client: Client, cmd: Command, topic: str, seq: int | None,

@@ -84,45 +84,27 @@ def check_writable(broker: Broker, topic: str) -> None:
 LARGE_BODY = LARGE_FRAME
 
 
-class KeyDoc:
-    """A body's document reduced to its Key field (``Topic.key_doc``), read ahead by
-    :func:`decode_ahead` for a keyed upsert that nobody reads: all it needs of the body.
-    :func:`publish_message` uses it only if the publish still takes that short way when it
-    runs (a subscriber may have come since), else decodes the whole body."""
-
-    __slots__ = ("doc",)
-
-    def __init__(self, doc: dict[str, object]) -> None:
-        self.doc = doc
-
-
 def decode_ahead(broker: Broker, topic: str, body: bytes) -> object:
     """The document :func:`publish_message` reads of ``body`` published to ``topic`` (a SOW
-    topic's), decoded ahead of it; ``UNDECODED`` when it reads none; a :class:`KeyDoc` when
-    the publish takes the short way (a keyed upsert nobody reads) and its Key is all it reads."""
+    topic's), decoded ahead of it; ``UNDECODED`` when it reads none."""
     sow = broker.sow_service
-    sow_topic = sow.get(topic) if sow is not None else None
-    if sow_topic is None:
+    if sow is None or sow.get(topic) is None:
         return UNDECODED
-    if TYPE_SEP in topic:
-        return broker.bodies.decode(body, topic)
-    if _unread(broker, sow_topic, topic):
-        key_doc = sow_topic.key_doc(body)
-        if key_doc is not None:
-            return KeyDoc(key_doc)
-    return decode_json(body)
+    return decode_json(body) if TYPE_SEP not in topic else broker.bodies.decode(body, topic)
 
 
 def prepare_ahead(broker: Broker, topic: str, body: bytes, doc: object, client_name: str,
-                  client_seq: int | None) -> None:
-    """For a large body whose Key :func:`decode_ahead` read (a keyed upsert that nobody
-    reads), build its SOW value ahead, in a loop pass before the publish's (see
+                  client_seq: int | None) -> bool:
+    """For a large body decoded ahead (``doc``) whose publish is a keyed upsert that nobody
+    reads, build its SOW value ahead, in a loop pass before the publish's (see
     ``Topic.prepare_value``), for the bookmark its journal record will probably get; the
-    store builds it anew if that guess (its length) turns out wrong."""
+    store builds it anew if that guess (its length) turns out wrong. Whether it built one
+    (the caller drops it, ``Topic.drop_prepared``, if the publish did not store it)."""
     sow = broker.sow_service
     sow_topic = sow.get(topic) if sow is not None else None
-    if doc.__class__ is not KeyDoc or sow_topic is None:
-        return
+    if doc is UNDECODED or sow_topic is None or not sow_topic.values_ahead \
+            or not _unread(broker, sow_topic, topic):
+        return False
     txlog = broker.txlog
     bookmark = ""
     if txlog is not None and txlog.recorded(topic) and txlog.is_open:
@@ -130,6 +112,7 @@ def prepare_ahead(broker: Broker, topic: str, body: bytes, doc: object, client_n
         seq = journal.next_position if client_seq is None else client_seq
         bookmark = f"{journal.publisher_id(client_name)}|{seq}|"
     sow_topic.prepare_value(body, bookmark)
+    return True
 
 
 def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False,
@@ -150,9 +133,6 @@ def publish_message(broker: Broker, topic: str, body: bytes, delta: bool = False
     sow_topic = sow.get(topic) if sow is not None else None
     key = None
     if sow_topic is not None:
-        if doc.__class__ is KeyDoc:  # (read ahead: still all this publish reads?)
-            doc = doc.doc if sow_topic.enrichment is None and expiration is None \
-                and not delta and _unread(broker, sow_topic, topic) else UNDECODED
         if doc is UNDECODED:
             doc = decode_json(body) if TYPE_SEP not in topic \
                 else broker.bodies.decode(body, topic)

@@ -226,12 +226,16 @@ class LmdbBackend:
         self.env.put_many(self.rec_db, lks, values, append=new == len(lks))
         return new
 
-    def prepare_value(self, body: bytes, bookmark: str) -> None:
+    def prepare_value(self, body: bytes | None, bookmark: str) -> None:
         """Build ahead the stored value of ``body``, to be stored next (alone, without
         expiration or headers) with a bookmark as long as ``bookmark``: the copy of a large
         body, done in a loop pass before the one that stores it. The next store of records
         takes it if it stores just that body (the same object) with such a bookmark, writing
-        in the record's own bookmark, position and timestamp; any other drops it."""
+        in the record's own bookmark, position and timestamp; any other drops it. ``body``
+        None: drop the one built."""
+        if body is None:  # (forget the one built: no store took it)
+            self._ready = None
+            return
         bm = len(bookmark.encode("utf-8"))
         value = bytearray(FIXED.size + bm)
         value += body  # (one copy: bytearray(n) would write n zeros first)

@@ -79,7 +79,7 @@ class MemoryBackend:
         self._seq = seq
         return out
 
-    def prepare_value(self, body: bytes, bookmark: str) -> None:
+    def prepare_value(self, body: bytes | None, bookmark: str) -> None:
         """(:meth:`LmdbBackend.prepare_value`: a record here holds the body itself.)"""
 
     def store_plain(self, keyed: list[tuple[Any, str]], bodies: list, bookmarks: list[str],

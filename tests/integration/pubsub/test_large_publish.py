@@ -211,3 +211,22 @@ def test_a_large_publish_is_byte_identical_everywhere(tmp_path):
         assert [json.loads(b) for b in _sow_bodies(reader)] == [merged]
     finally:
         srv.stop()
+
+
+def test_a_refused_large_publish_keeps_nothing_built_for_it(tmp_path):
+    """The SOW value built a pass ahead for a large body is let go when the publish is
+    refused (here: a body that does not parse, so no Key), not kept until the topic's next
+    store."""
+    srv = serve(tmp_path)
+    try:
+        a = RawClient(srv.port)
+        a.logon("a")
+        body = b'{"id": 1, "blob": "' + b"y" * (LARGE_BODY + 1000)  # (never closed)
+        a.send_raw(_frame({"c": "p", "t": "orders", "cid": "p1", "a": "processed"}, body))
+        h, _ = a.recv_frame()
+        assert (h["c"], h["status"]) == ("ack", "failure") and "sow key" in h["reason"]
+        topic = srv.server.sow_service.get("orders")
+        assert srv.call(lambda: topic._b._ready) is None
+        a.close()
+    finally:
+        srv.stop()

@@ -392,52 +392,11 @@ def test_a_run_of_inserts_that_fills_the_map_grows_it_and_loses_nothing(tmp_path
         sf.close()
 
 
-# -- a large body's Key read alone, and its stored value built ahead ------------------------
+# -- a large body's stored value built ahead ---------------------------------------------
 
-KEY_BODIES = [
-    b'{"id":5,"blob":"yyyy"}', b'{"blob":"yyyy","id":"ABC"}', b'{"id":1,"x":2,"id":3}',
-    b'{"x":{"id":9},"id":[1,{"a":2}]}', b'{"blob":"y"}', b'{"id":null}', b' {"id":2.5} ',
-    b'{"id":"a\\u00e9\\"b"}', b'{"id":-1,"deep":[[[{"k":"v"}]]],"n":1e300}',
-]
-
-
-@pytest.mark.parametrize("body", KEY_BODIES)
-def test_key_doc_gives_the_sow_key_of_the_whole_document(sf, body) -> None:
+def test_values_are_built_ahead_only_for_persistent_topics_of_plain_upserts(sf) -> None:
     t = sf.topic("orders", keys=("/id",))
-    kd = t.key_doc(body)
-    if not sf.persistent:  # (a memory record keeps its document: the whole one)
-        assert kd is None
-        return
-    doc = msgspec.json.decode(body)
-    assert kd == ({"id": doc["id"]} if "id" in doc else {})
-    assert t.key_for(kd) == t.key_for(doc)
-
-
-@pytest.mark.parametrize("body", [
-    b'{"id":5,"note":"\xc3\xa9"}',  # not ASCII: the full decode checks the text
-    b'{"id":5,"blob":"\xff"}',  # (not UTF-8: refused by the full decode)
-    b'{"id":5,"blob":"y"', b'{"id":5,"blob":"a\x01"}', b"[1,2]", b"5", b"",
-])
-def test_key_doc_leaves_other_bodies_to_the_full_decode(tmp_path, body) -> None:
-    sf = StoreFactory("persistent", tmp_path)
-    try:
-        assert sf.topic("orders", keys=("/id",)).key_doc(body) is None
-    finally:
-        sf.close()
-
-
-@pytest.mark.parametrize("kw", [
-    {"keys": ("/id", "/sym")}, {"keys": ("/a/b",)}, {"keys": ("/id",), "indexes": ("/px",)},
-    {"keys": ("/id",), "hash_indexes": (("/sym",),)},
-], ids=["composite key", "nested key", "memo index", "hash index"])
-def test_key_doc_only_where_the_key_is_all_a_store_reads(tmp_path, kw) -> None:
-    sf = StoreFactory("persistent", tmp_path)
-    try:
-        t = sf.topic("orders", **kw)
-        assert t.key_doc(b'{"id":1,"sym":"A","px":2,"a":{"b":3}}') is None
-        assert t.plain_upserts
-    finally:
-        sf.close()
+    assert t.values_ahead == sf.persistent
 
 
 @pytest.mark.parametrize("guess", ["bm7", "bm77", ""], ids=["same length", "longer", "none"])
@@ -454,11 +413,9 @@ def test_a_value_built_ahead_stores_what_upsert_stores(pair, guess, first) -> No
         doc = msgspec.json.decode(body)
         key = ta.key_for(doc)
         ta.upsert(key, body, doc, None, mark, pos, now, now + pos / 1000)
-        kd = tb.key_doc(body) if sb.persistent else doc
-        assert kd is not None
         if pos == 2:
             tb.prepare_value(body, guess)
-        tb.upsert_run([(kd, key)], [body], [mark], [pos], [now + pos / 1000])
+        tb.upsert_run([(doc, key)], [body], [mark], [pos], [now + pos / 1000])
     assert _state(sa, ta) == _state(sb, tb)
 
 
@@ -474,6 +431,9 @@ def test_a_value_built_ahead_is_dropped_by_another_store(tmp_path) -> None:
             t.upsert_run([(msgspec.json.decode(big), t.key_for({"id": 1}))], [big],
                          ["bm2"], [2], [6.0])
         assert _state(sa, ta) == _state(sb, tb)
+        assert tb._b._ready is None
+        tb.prepare_value(big, "bm3")
+        tb.drop_prepared()  # (the publish it was built for was refused)
         assert tb._b._ready is None
     finally:
         sa.close()
