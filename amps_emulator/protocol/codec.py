@@ -329,20 +329,20 @@ class FrameDecoder:
     Memory is bounded by ``max_frame`` plus one read: a length prefix larger than
     ``max_frame`` raises :class:`ProtocolError` before any of that payload is kept.
 
-    ``split``: a frame of more than :data:`LARGE_FRAME` bytes comes out as a
+    ``split`` (an attribute too): a frame of more than :data:`LARGE_FRAME` bytes comes out as a
     :class:`SplitPayload`. Once its header has arrived, its body is a :class:`Filler` of its
     exact size that each read is copied into as it comes; the complete body is handed out as
     it is, so no pass of the event loop copies 32 MiB (twice: out of the buffer, then the body
     out of the payload) when the last read of a large publish arrives.
     """
 
-    __slots__ = ("_body", "_buf", "_head", "_max", "_need", "_split", "_tried", "_whole")
+    __slots__ = ("_body", "_buf", "_head", "_max", "_need", "_tried", "_whole", "split")
 
     def __init__(self, max_frame: int = DEFAULT_MAX_FRAME, split: bool = False) -> None:
         self._buf = bytearray()
         self._max = max_frame
         self._need = -1  # payload length of the frame being assembled, -1 = reading prefix
-        self._split = split
+        self.split = split  # (may be set later: a connection assembles apart once logged on)
         self._head = b""  # a large frame's header, once read (split)
         self._body: FillerPy | None = None  # its body being filled (split)
         self._whole = False  # this large frame's header did not end early: buffered whole
@@ -350,8 +350,12 @@ class FrameDecoder:
 
     @property
     def buffered(self) -> int:
+        """Bytes this decoder holds for a frame not complete yet: a large frame's body counts
+        whole from when its ``Filler`` is made (the whole size is allocated then), not as its
+        bytes arrive."""
         body = self._body
-        return len(self._buf) + (len(self._head) + body.filled if body is not None else 0)
+        return len(self._buf) + (len(self._head) + body.filled + body.remaining
+                                 if body is not None else 0)
 
     @property
     def pending(self) -> int:
@@ -395,7 +399,7 @@ class FrameDecoder:
             buf += data
             if need >= 0:
                 if len(buf) < need:
-                    if self._split and need > LARGE_FRAME and not self._whole:
+                    if self.split and need > LARGE_FRAME and not self._whole:
                         self._begin_split()
                     return []  # the rest of a frame still arriving
                 # the frame is complete: its payload is the buffer's start (copied once)
@@ -422,7 +426,7 @@ class FrameDecoder:
         if pos < n:
             self._buf += memoryview(data)[pos:]
         self._need = need
-        if self._split and need > LARGE_FRAME and self._buf:
+        if self.split and need > LARGE_FRAME and self._buf:
             self._begin_split()
         return out
 

@@ -17,8 +17,8 @@ announcing more is refused as soon as its length is read, and queued output past
 disconnects the client (:meth:`Connection.frame_before_logon`). A transport with slow client
 offlining (a ``MessageMemoryLimit``: :mod:`.offlining`) works otherwise: its connections write
 only what the socket takes, keep the rest, and are offlined (the rest goes to a file) or
-disconnected by their pool's limits. A filter too long to compile in a few
-milliseconds compiles in a worker thread while the connection is busy (``_compile_aside``).
+disconnected by their pool's limits. A filter too long to compile in a few milliseconds
+compiles in a worker thread while the connection is busy (``_compile_aside``).
 
 A long SOW query runs in steps so that the event loop keeps serving everyone else
 (:mod:`server.handlers.sow`). For the client that sent it, it still looks like one command
@@ -32,9 +32,8 @@ Fairness: a connection handles at most :data:`FRAMES_PER_PASS` frames per event-
 A read that carries more (a publisher streaming faster than the server can go: the loop
 reads up to megabytes from its socket at once) keeps the rest in a backlog, pauses reading
 and goes on in the next pass, after the end of the turn (the journal write, the group sync's
-start, the persisted acks it released) and the other connections' input. Without this, one
-saturating publisher made every other client wait for hundreds of milliseconds, and the
-persisted acks of everyone waited with them.
+start, the persisted acks it released) and the other connections' input. Without this, one saturating
+publisher made every other client wait for hundreds of milliseconds, and everyone's persisted acks too.
 """
 
 from __future__ import annotations
@@ -109,7 +108,7 @@ class Connection(asyncio.Protocol):
         self._turn = host.turn  # where this connection's output waits for the end of the turn
         self._timebase = host.timebase
         self.listener = listener
-        self.decoder = FrameDecoder(listener.max_frame, split=True)
+        self.decoder = FrameDecoder(listener.max_frame)  # (split: once logged on)
         self.out_limit = listener.out_limit
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -241,6 +240,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.closed:
             return
+        self.decoder.split = self.logged_on  # (no large frame is allocated before a logon)
         try:
             payloads = self.decoder.feed_payloads(data)
         except ProtocolError as exc:
@@ -435,7 +435,7 @@ class Connection(asyncio.Protocol):
             self._logon_timer.cancel()
             self._logon_timer = None
         if self.decoder.buffered:
-            self.decoder = FrameDecoder(self.listener.max_frame, split=True)  # a partial frame's memory
+            self.decoder = FrameDecoder(self.listener.max_frame)  # a partial frame's memory
         self._out.clear()
         self._out_bytes = 0
         self._held = None

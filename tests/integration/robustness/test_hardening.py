@@ -297,6 +297,22 @@ def test_the_memory_budget_disconnects_the_largest_holders(server, client_factor
             h.close()
 
 
+def test_the_memory_budget_counts_a_large_frame_whole_once_its_header_is_in(server, caplog):
+    """A logged-on peer that announces a 60 MB publish and sends only its header has made the
+    server allocate the body: the budget counts it then, not as its bytes arrive."""
+    server.call(lambda: setattr(server.server, "memory_budget", 8 << 20))
+    hog = RawClient(server.port)
+    try:
+        hog.logon("hog-header")
+        with caplog.at_level(logging.WARNING, logger="amps_emulator.server"):
+            hog.send_raw((60 << 20).to_bytes(4, "big") + b'{"c":"p","t":"big"}' + b"x" * 1024)
+            assert hog.closed_by_server(), "a 60 MB reservation stayed within an 8 MB budget"
+        assert any("memory budget" in r.getMessage() and "hog-header" in r.getMessage()
+                   for r in caplog.records)
+    finally:
+        hog.close()
+
+
 def _hogs_left(server) -> list[str]:
     return server.call(lambda: [c.client_name for c in server.server.connections
                                 if not c.closed and (c.client_name or "").startswith("hog-")])

@@ -107,12 +107,26 @@ def test_the_header_cut_anywhere(filler):
 
 
 def test_while_a_large_body_arrives_the_decoder_counts_what_it_holds(filler):
+    """From its header on, a large frame counts whole: its body is allocated then (the memory
+    budget must see what a peer made the server hold, not only what it sent)."""
     data = wire(LARGE_HEADER, BIG)
     dec = FrameDecoder(split=True)
     assert dec.feed_payloads(data[:300_000]) == []
-    assert dec.pending == len(data) - 4 and dec.buffered == 300_000 - 4
+    assert dec.pending == len(data) - 4 and dec.buffered == len(data) - 4
     assert dec.feed_payloads(data[300_000:-1]) == []
-    assert dec.buffered == len(data) - 5
+    assert dec.buffered == len(data) - 4
+    (p,) = dec.feed_payloads(data[-1:])
+    assert isinstance(p, SplitPayload) and p.body == BIG and dec.buffered == 0
+
+
+def test_a_decoder_not_split_yet_buffers_a_large_frame_as_it_arrives(filler):
+    """(A connection before its logon.) Then split: what is buffered goes on apart."""
+    data = wire(LARGE_HEADER, BIG)
+    dec = FrameDecoder()
+    assert dec.feed_payloads(data[:300_000]) == []
+    assert dec.buffered == 300_000 - 4
+    dec.split = True
+    assert dec.feed_payloads(data[300_000:-1]) == [] and dec.buffered == len(data) - 4
     (p,) = dec.feed_payloads(data[-1:])
     assert isinstance(p, SplitPayload) and p.body == BIG and dec.buffered == 0
 
