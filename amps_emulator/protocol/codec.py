@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import msgspec
 
@@ -282,6 +282,17 @@ class SplitPayload:
 Payload = bytes | SplitPayload
 
 
+class BodyFiller(Protocol):
+    """A large frame's body being received (``Filler``: compiled, or :class:`FillerPy`)."""
+
+    @property
+    def filled(self) -> int: ...
+    @property
+    def remaining(self) -> int: ...
+    def write(self, data: bytes | bytearray | memoryview, start: int) -> int: ...
+    def take(self) -> bytes: ...
+
+
 class FillerPy:
     """The pure-Python twin of ``_speedups.Filler``: ``size`` bytes written piece by piece,
     joined once by ``take`` (the compiled one fills one bytes object and copies nothing at
@@ -314,13 +325,11 @@ class FillerPy:
         return data
 
 
-Filler: type[FillerPy]
+Filler: Callable[[int], BodyFiller] = FillerPy
 if accel.COMPILED:
     from amps_emulator._speedups import Filler as _Filler
 
-    Filler = _Filler  # type: ignore[assignment]
-else:
-    Filler = FillerPy
+    Filler = _Filler
 
 
 class FrameDecoder:
@@ -344,7 +353,7 @@ class FrameDecoder:
         self._need = -1  # payload length of the frame being assembled, -1 = reading prefix
         self.split = split  # (may be set later: a connection assembles apart once logged on)
         self._head = b""  # a large frame's header, once read (split)
-        self._body: FillerPy | None = None  # its body being filled (split)
+        self._body: BodyFiller | None = None  # its body being filled (split)
         self._whole = False  # this large frame's header did not end early: buffered whole
         self._tried = 0  # how much of this large frame was buffered when its header was sought
 
