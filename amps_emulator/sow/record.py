@@ -36,7 +36,7 @@ import msgspec
 from amps_emulator import accel
 
 __all__ = ["Record", "FIXED", "encode_record", "decode_record", "body_of", "amps_timestamp",
-           "VERSION", "StoredRecords", "sow_frames", "sow_frames_py", "sow_values",
+           "VERSION", "StoredRecords", "sow_frames", "sow_frames_py", "sow_values", "value_head",
            "sow_values_py", "stored_timestamp"]
 
 VERSION = 1
@@ -146,14 +146,17 @@ def sow_values_py(version: int, bodies: list, bookmarks: list[str], positions: l
     """The stored value of each record without expiration or headers (body ``bodies[i]``,
     bookmark, position, timestamp), as :func:`encode_record` lays it out; ``version``: the
     layout's (:data:`VERSION`)."""
-    out = []
-    for data, bookmark, position, timestamp in zip(bodies, bookmarks, positions, timestamps,
-                                                   strict=True):
-        bm = bookmark.encode("utf-8")
-        off = _FIXED_SIZE + len(bm)
-        out.append(b"".join((_FIXED.pack(off if off < 256 else 0, version, len(bm), 0, position,
-                                         timestamp, 0.0, off), bm, data)))
-    return out
+    return [value_head(version, bookmark.encode("utf-8"), position, timestamp) + data
+            for data, bookmark, position, timestamp
+            in zip(bodies, bookmarks, positions, timestamps, strict=True)]
+
+
+def value_head(version: int, bm: bytes, position: int, timestamp: float) -> bytes:
+    """What comes before the body in the stored value of a record without expiration or
+    headers (:func:`sow_values_py`): the fixed part, then the bookmark ``bm``."""
+    off = _FIXED_SIZE + len(bm)
+    return _FIXED.pack(off if off < 256 else 0, version, len(bm), 0, position, timestamp, 0.0,
+                       off) + bm
 
 
 def body_of(value) -> Any:

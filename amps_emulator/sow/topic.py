@@ -180,7 +180,7 @@ class Topic(TopicIndexes):
 
     def drop_prepared(self) -> None:
         """Forget a value :meth:`prepare_value` built that no store took (a refused publish)."""
-        self._b.prepare_value(None, "")
+        self._b.drop_prepared()
 
     def _index_doc(self, rec: Record) -> Any:
         if not (self.hash_indexes or self.memo_indexes):

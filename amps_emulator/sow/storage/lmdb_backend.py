@@ -31,6 +31,7 @@ from amps_emulator.sow.record import (
     decode_record,
     encode_record,
     sow_values,
+    value_head,
 )
 from amps_emulator.sow.storage.backend import NEW
 from amps_emulator.sow.storage.lmdb_keys import db_base_name, lmdb_key, record_keys
@@ -226,20 +227,20 @@ class LmdbBackend:
         self.env.put_many(self.rec_db, lks, values, append=new == len(lks))
         return new
 
-    def prepare_value(self, body: bytes | None, bookmark: str) -> None:
+    def prepare_value(self, body: bytes, bookmark: str) -> None:
         """Build ahead the stored value of ``body``, to be stored next (alone, without
         expiration or headers) with a bookmark as long as ``bookmark``: the copy of a large
         body, done in a loop pass before the one that stores it. The next store of records
         takes it if it stores just that body (the same object) with such a bookmark, writing
-        in the record's own bookmark, position and timestamp; any other drops it. ``body``
-        None: drop the one built."""
-        if body is None:  # (forget the one built: no store took it)
-            self._ready = None
-            return
+        in the record's own bookmark, position and timestamp; any other drops it."""
         bm = len(bookmark.encode("utf-8"))
         value = bytearray(FIXED.size + bm)
         value += body  # (one copy: bytearray(n) would write n zeros first)
         self._ready = (body, bm, value)
+
+    def drop_prepared(self) -> None:
+        """Forget the value :meth:`prepare_value` built, if no store took it."""
+        self._ready = None
 
     def _plain_rows(self, keyed: list[tuple[Any, str]], bodies: list, bookmarks: list[str],
                     positions: list[int], timestamps: list[float]
@@ -253,11 +254,8 @@ class LmdbBackend:
             body, size, value = ready
             if len(bodies) == 1 and bodies[0] is body:
                 bm = bookmarks[0].encode("utf-8")
-                if len(bm) == size:  # (as sow_values lays it out)
-                    off = FIXED.size + size
-                    FIXED.pack_into(value, 0, off if off < 256 else 0, VERSION, size, 0,
-                                    positions[0], timestamps[0], 0.0, off)
-                    value[FIXED.size:off] = bm
+                if len(bm) == size:
+                    value[:FIXED.size + size] = value_head(VERSION, bm, positions[0], timestamps[0])
                     values = [value]
         if values is None:
             values = sow_values(VERSION, bodies, bookmarks, positions, timestamps)

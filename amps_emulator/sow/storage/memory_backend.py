@@ -79,8 +79,11 @@ class MemoryBackend:
         self._seq = seq
         return out
 
-    def prepare_value(self, body: bytes | None, bookmark: str) -> None:
+    def prepare_value(self, body: bytes, bookmark: str) -> None:
         """(:meth:`LmdbBackend.prepare_value`: a record here holds the body itself.)"""
+
+    def drop_prepared(self) -> None:
+        """(Nothing is built ahead here.)"""
 
     def store_plain(self, keyed: list[tuple[Any, str]], bodies: list, bookmarks: list[str],
                     positions: list[int], timestamps: list[float]) -> int:
