@@ -197,9 +197,8 @@ class QueueDispatch(QueueState):
             heappush(self._lease_heap, (exp, g, dc))
         else:
             exp = None
-        if self._unsent:  # (leases of this message that ended unsent were no deliveries)
-            dc -= self._unsent.get(self._pos[j], 0)
-        out.append(Deliver(s.key, self._pos[j], f"{self._pid[j]}|{self._seq[j]}|", exp, dc))
+        out.append(Deliver(s.key, self._pos[j], f"{self._pid[j]}|{self._seq[j]}|", exp,
+                           self._deliveries(j) if self._unsent else dc))
 
     def _release_barrier(self, bj: int, now: float, out: list) -> None:
         """All messages before the barrier are acknowledged: deliver it to every current
